@@ -1,0 +1,42 @@
+/**
+ * Errors that cross the API boundary. Each carries the fields a client needs; the API maps each
+ * class to one HTTP status in one place (src/api/error-handler.ts).
+ */
+export interface ValidationIssue {
+  /** JSON path of the offending field, e.g. "/stages/2/resources/memory". */
+  path: string;
+  message: string;
+}
+
+export class ValidationError extends Error {
+  readonly issues: ValidationIssue[];
+  constructor(issues: ValidationIssue[]) {
+    super(issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; '));
+    this.name = 'ValidationError';
+    this.issues = issues;
+  }
+}
+
+export class NotFoundError extends Error {
+  constructor(readonly what: string, readonly id: string) {
+    super(`${what} ${id} not found`);
+    this.name = 'NotFoundError';
+  }
+}
+
+/** A report from an agent about an attempt that is no longer current (stale fencing token, or the
+ *  attempt already ended). The agent must stop the process. */
+export class StaleAttemptError extends Error {
+  constructor(readonly attemptId: string, readonly reason: string) {
+    super(`attempt ${attemptId} is not current: ${reason}`);
+    this.name = 'StaleAttemptError';
+  }
+}
+
+/** A request that conflicts with the current state (cancel a finished job, for example). */
+export class ConflictError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConflictError';
+  }
+}

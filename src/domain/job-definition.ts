@@ -1,0 +1,53 @@
+import type { Placement, Resources } from './resources.js';
+
+/**
+ * A job spec after validation and normalisation: every default filled in, every quantity in
+ * integer units. This is what the store persists; the user's own text is kept beside it.
+ */
+export interface BackoffPolicy {
+  initialSeconds: number;
+  maxSeconds: number;
+}
+
+export interface RetryPolicy {
+  /** Attempts that count against the user's budget (exit codes, signals, timeouts); 1 = no retry. */
+  maxAttempts: number;
+  backoff: BackoffPolicy;
+  /** When set, only these exit codes are retried; any other non-zero exit fails the stage at once. */
+  onExitCodes: number[] | null;
+  /** Attempts lost to infrastructure (machine lost, lease expired) allowed before the stage fails. */
+  maxLost: number;
+}
+
+export interface StageDefinition {
+  name: string;
+  needs: string[];
+  resources: Resources;
+  placement: Placement;
+  /** argv, run without a shell. */
+  command: string[];
+  env: Record<string, string>;
+  timeoutSeconds: number | null;
+  retry: RetryPolicy;
+  preemptible: boolean;
+}
+
+export interface JobDefinition {
+  name: string;
+  team: string;
+  /** 0..1000, higher first. */
+  priority: number;
+  labels: Record<string, string>;
+  stages: StageDefinition[];
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 3,
+  backoff: { initialSeconds: 5, maxSeconds: 300 },
+  onExitCodes: null,
+  maxLost: 5,
+};
+export const DEFAULT_TEAM = 'default';
+export const DEFAULT_PRIORITY = 50;
+export const MAX_STAGES = 1000;
+export const MAX_SPEC_BYTES = 1024 * 1024;

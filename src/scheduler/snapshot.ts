@@ -1,0 +1,65 @@
+import type { MachineHealth } from '../domain/machine-health.js';
+import type { Placement, Resources } from '../domain/resources.js';
+
+/**
+ * What the pure scheduler sees: machines with what is free on them now, and the ready stages.
+ * Built by the store in one read; the plan the scheduler returns is re-checked on apply.
+ */
+export interface GpuView {
+  index: number;
+  /** Normalised (lower case) type, e.g. "h100". */
+  type: string;
+  /** False while an active attempt holds this device. */
+  free: boolean;
+}
+
+export interface MachineView {
+  id: string;
+  name: string;
+  health: MachineHealth;
+  region: string | null;
+  labels: Record<string, string>;
+  cpuMillisTotal: number;
+  memoryBytesTotal: number;
+  cpuMillisFree: number;
+  memoryBytesFree: number;
+  gpus: GpuView[];
+}
+
+export interface QueuedStage {
+  stageId: string;
+  jobId: string;
+  stageName: string;
+  pool: string;
+  priority: number;
+  /** When it became ready (ms); older first among equal priorities. */
+  readySince: number;
+  resources: Resources;
+  placement: Placement;
+}
+
+export interface SchedulerSnapshot {
+  machines: MachineView[];
+  /** Ready stages whose backoff has passed. Any order; the scheduler sorts. */
+  queue: QueuedStage[];
+}
+
+export interface PlannedPlacement {
+  stageId: string;
+  machineId: string;
+  /** Device indices on that machine, ascending; empty for CPU stages. */
+  gpuIndices: number[];
+  cpuMillis: number;
+  memoryBytes: number;
+}
+
+export interface PendingStage {
+  stageId: string;
+  /** One line a person can act on, e.g. "no machine with 2 free h100 GPUs: 3 of 3 matching machines busy". */
+  reason: string;
+}
+
+export interface Plan {
+  placements: PlannedPlacement[];
+  pending: PendingStage[];
+}

@@ -1,0 +1,12 @@
+import type { BackoffPolicy } from '../domain/job-definition.js';
+
+/**
+ * Delay before retry number `failures` (1 = after the first failure): exponential, capped, with
+ * "equal jitter" (half fixed, half random) so that stages failing together do not retry together,
+ * while a retry never comes sooner than half the nominal delay. `jitter` is a number in [0, 1)
+ * supplied by the caller, which keeps this function pure and testable.
+ */
+export function backoffMs(policy: BackoffPolicy, failures: number, jitter: number): number {
+  const nominal = Math.min(policy.maxSeconds, policy.initialSeconds * 2 ** Math.max(0, failures - 1)) * 1000;
+  return Math.round(nominal / 2 + (nominal / 2) * Math.min(Math.max(jitter, 0), 1));
+}

@@ -1,0 +1,336 @@
+import { describe, expect, it } from 'vitest';
+import { ValidationError, type ValidationIssue } from './errors.js';
+import { DEFAULT_RETRY, MAX_SPEC_BYTES, MAX_STAGES } from './job-definition.js';
+import { JobSpecSchema, parseJobSpec, parseJobSpecText, stageOrder } from './job-spec.js';
+
+const FULL = `
+name: resnet-pipeline        # required
+team: vision
+priority: 50
+labels: { project: demo }
+retry: { maxAttempts: 3, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 }
+stages:
+  - name: preprocess
+    resources: { cpu: 2, memory: 2Gi }
+    command: ["sh", "-c", "echo hi"]
+  - name: train
+    needs: [preprocess]
+    resources: { cpu: 4, memory: 8Gi, gpu: { count: 2, type: h100 } }
+    placement: { region: us-east, labels: { nvlink: "true" } }
+    timeoutSeconds: 3600
+    env: { EPOCHS: "3" }
+    retry: { maxAttempts: 1 }
+    preemptible: false
+    command: [python, train.py]
+`;
+
+function issuesOf(fn: () => unknown): ValidationIssue[] {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ValidationError);
+    return (e as ValidationError).issues;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+/** Issues for a spec built from a minimal valid one. */
+function issues(spec: Record<string, unknown>): ValidationIssue[] {
+  return issuesOf(() => parseJobSpec(spec));
+}
+
+const stage = (name: string, extra: Record<string, unknown> = {}) => ({ name, command: ['run'], ...extra });
+const job = (stages: unknown[], extra: Record<string, unknown> = {}) => ({ name: 'j', stages, ...extra });
+
+function expectIssue(list: ValidationIssue[], path: string, message: string | RegExp): void {
+  const hit = list.find((i) => i.path === path && (typeof message === 'string' ? i.message.includes(message) : message.test(i.message)));
+  expect(hit, `no issue at ${path} matching ${String(message)} in ${JSON.stringify(list)}`).toBeDefined();
+}
+
+describe('parseJobSpec: a valid spec', () => {
+  it('normalises the full example', () => {
+    const def = parseJobSpec(parseJobSpecText(FULL));
+    expect(def).toEqual({
+      name: 'resnet-pipeline',
+      team: 'vision',
+      priority: 50,
+      labels: { project: 'demo' },
+      stages: [
+        {
+          name: 'preprocess',
+          needs: [],
+          resources: { cpuMillis: 2000, memoryBytes: 2 * 1024 ** 3, gpu: null },
+          placement: { region: null, labels: {} },
+          command: ['sh', '-c', 'echo hi'],
+          env: {},
+          timeoutSeconds: null,
+          retry: { maxAttempts: 3, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 },
+          preemptible: false,
+        },
+        {
+          name: 'train',
+          needs: ['preprocess'],
+          resources: { cpuMillis: 4000, memoryBytes: 8 * 1024 ** 3, gpu: { count: 2, types: ['h100'] } },
+          placement: { region: 'us-east', labels: { nvlink: 'true' } },
+          command: ['python', 'train.py'],
+          env: { EPOCHS: '3' },
+          timeoutSeconds: 3600,
+          retry: { maxAttempts: 1, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 },
+          preemptible: false,
+        },
+      ],
+    });
+    expect(stageOrder(def)).toEqual(['preprocess', 'train']);
+  });
+
+  it('fills in every default', () => {
+    const def = parseJobSpec(job([stage('only')]));
+    expect(def.team).toBe('default');
+    expect(def.priority).toBe(50);
+    expect(def.labels).toEqual({});
+    expect(def.stages[0]).toEqual({
+      name: 'only',
+      needs: [],
+      resources: { cpuMillis: 1000, memoryBytes: 512 * 1024 ** 2, gpu: null },
+      placement: { region: null, labels: {} },
+      command: ['run'],
+      env: {},
+      timeoutSeconds: null,
+      retry: DEFAULT_RETRY,
+      preemptible: false,
+    });
+    expect(def.stages[0]!.retry).not.toBe(DEFAULT_RETRY);
+  });
+
+  it('defaults a field omitted from resources, and accepts string quantities', () => {
+    const def = parseJobSpec(job([stage('a', { resources: { cpu: '500m' } }), stage('b', { resources: { memory: 1_000_000, cpu: '2' } })]));
+    expect(def.stages[0]!.resources).toEqual({ cpuMillis: 500, memoryBytes: 512 * 1024 ** 2, gpu: null });
+    expect(def.stages[1]!.resources).toEqual({ cpuMillis: 2000, memoryBytes: 1_000_000, gpu: null });
+  });
+
+  it('merges retry field by field: stage over job over default', () => {
+    const def = parseJobSpec(
+      job([stage('a'), stage('b', { retry: { backoff: { maxSeconds: 60 }, maxLost: 0 } })], {
+        retry: { maxAttempts: 5, backoff: { initialSeconds: 10 } },
+      }),
+    );
+    expect(def.stages[0]!.retry).toEqual({ maxAttempts: 5, backoff: { initialSeconds: 10, maxSeconds: 300 }, onExitCodes: null, maxLost: 5 });
+    expect(def.stages[1]!.retry).toEqual({ maxAttempts: 5, backoff: { initialSeconds: 10, maxSeconds: 60 }, onExitCodes: null, maxLost: 0 });
+  });
+
+  it('normalises GPU types: case, lists, empty meaning any', () => {
+    const gpu = (g: unknown) => parseJobSpec(job([stage('a', { resources: { gpu: g } })])).stages[0]!.resources.gpu;
+    expect(gpu({ count: 1, type: ' H100 ' })).toEqual({ count: 1, types: ['h100'] });
+    expect(gpu({ count: 8, type: ['H100', 'a100', 'h100'] })).toEqual({ count: 8, types: ['h100', 'a100'] });
+    expect(gpu({ count: 1 })).toEqual({ count: 1, types: [] });
+    expect(gpu({ count: 1, type: '' })).toEqual({ count: 1, types: [] });
+    expect(gpu({ count: 1, type: [] })).toEqual({ count: 1, types: [] });
+  });
+
+  it('keeps a "__proto__" label as a plain key', () => {
+    const spec = JSON.parse('{"name":"j","labels":{"__proto__":"x"},"stages":[{"name":"a","command":["x"]}]}');
+    const def = parseJobSpec(spec);
+    expect(Object.keys(def.labels)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(def.labels)).toBe(Object.prototype);
+  });
+
+  it('exports a plain JSON Schema with closed objects', () => {
+    const json = JSON.parse(JSON.stringify(JobSpecSchema));
+    expect(json.additionalProperties).toBe(false);
+    expect(json.properties.stages.items.additionalProperties).toBe(false);
+    expect(json.properties.stages.items.properties.resources.additionalProperties).toBe(false);
+    expect(json.properties.stages.maxItems).toBe(MAX_STAGES);
+  });
+});
+
+describe('parseJobSpec: rejections', () => {
+  it('rejects an unknown field, naming it', () => {
+    const list = issues(job([stage('a'), stage('b', { resurces: { cpu: 1 } })]));
+    expectIssue(list, '/stages/1/resurces', 'unknown field "resurces"');
+    expectIssue(list, '/stages/1/resurces', 'did you mean "resources"');
+  });
+
+  it('rejects unknown fields at every level', () => {
+    const list = issues(
+      job([stage('a', { resources: { gpu: { count: 1, model: 'h100' } }, retry: { backoff: { initial: 1 } } })], { owner: 'me' }),
+    );
+    expectIssue(list, '/owner', 'unknown field "owner"');
+    expectIssue(list, '/stages/0/resources/gpu/model', 'unknown field "model"');
+    expectIssue(list, '/stages/0/retry/backoff/initial', 'unknown field "initial"');
+  });
+
+  it('rejects missing required fields', () => {
+    const list = issues({ stages: [{ name: 'a' }] });
+    expectIssue(list, '/name', 'missing required field "name"');
+    expectIssue(list, '/stages/0/command', 'missing required field "command"');
+    expectIssue(issues({ name: 'j' }), '/stages', 'missing required field "stages"');
+  });
+
+  it('rejects wrong types', () => {
+    const list = issues(job([stage('a', { command: 'echo hi', preemptible: 'no', timeoutSeconds: 1.5 })], { priority: 'high' }));
+    expectIssue(list, '/priority', 'must be an integer');
+    expectIssue(list, '/stages/0/command', 'must be a list of strings');
+    expectIssue(list, '/stages/0/preemptible', 'must be true or false');
+    expectIssue(list, '/stages/0/timeoutSeconds', 'must be an integer, got the number 1.5');
+  });
+
+  it('rejects a spec that is not a mapping', () => {
+    expectIssue(issuesOf(() => parseJobSpec([1, 2])), '', 'must be a mapping');
+  });
+
+  it('rejects bad names and out-of-range numbers', () => {
+    const list = issues(job([stage('-bad'), stage('x'.repeat(101))], { name: 'has space', team: '', priority: 1001 }));
+    expectIssue(list, '/name', 'must start with a letter or digit');
+    expectIssue(list, '/team', 'must not be empty');
+    expectIssue(list, '/priority', 'between 0 and 1000');
+    expectIssue(list, '/stages/0/name', 'must start with a letter or digit');
+    expectIssue(list, '/stages/1/name', 'at most 100 characters');
+    expectIssue(issues(job([stage('a', { timeoutSeconds: 0 })])), '/stages/0/timeoutSeconds', 'at least 1');
+  });
+
+  it('rejects an empty command or an empty program', () => {
+    expectIssue(issues(job([stage('a', { command: [] })])), '/stages/0/command', 'must not be empty');
+    expectIssue(issues(job([stage('a', { command: ['', 'x'] })])), '/stages/0/command/0', 'must not be empty');
+  });
+
+  it.each([
+    ['memory', '2Gb', 'not a memory quantity'],
+    ['cpu', -1, 'CPU must be a positive number'],
+    ['cpu', 'abc', '"abc" is not a CPU quantity'],
+    ['memory', 0, 'memory must be a positive number'],
+    ['cpu', 0.0001, 'less than 1 millicore'],
+  ])('rejects a bad quantity %s: %j', (field, value, message) => {
+    expectIssue(issues(job([stage('a', { resources: { [field]: value } })])), `/stages/0/resources/${field}`, message);
+  });
+
+  it('rejects a quantity of the wrong type', () => {
+    expectIssue(issues(job([stage('a', { resources: { cpu: true } })])), '/stages/0/resources/cpu', 'must be a number or a string');
+  });
+
+  it('rejects a bad GPU request', () => {
+    const list = issues(job([stage('a', { resources: { gpu: { count: 0 } } }), stage('b', { resources: { gpu: { count: 65, type: 3 } } })]));
+    expectIssue(list, '/stages/0/resources/gpu/count', 'between 1 and 64');
+    expectIssue(list, '/stages/1/resources/gpu/count', 'between 1 and 64');
+    expectIssue(list, '/stages/1/resources/gpu/type', 'must be a string or a list of strings');
+    expectIssue(issues(job([stage('a', { resources: { gpu: 2 } })])), '/stages/0/resources/gpu', 'must be a mapping');
+    expectIssue(issues(job([stage('a', { resources: { gpu: { count: 1, type: ['h100', ' '] } } })])), '/stages/0/resources/gpu/type/1', 'must not be empty');
+  });
+
+  it('rejects duplicate stage names at the second occurrence', () => {
+    const list = issues(job([stage('a'), stage('b'), stage('c'), stage('b')]));
+    expect(list).toEqual([{ path: '/stages/3/name', message: expect.stringContaining('duplicate stage name "b"') }]);
+  });
+
+  it('rejects a need naming an unknown stage', () => {
+    const list = issues(job([stage('prep'), stage('train'), stage('eval', { needs: ['trian'] })]));
+    expectIssue(list, '/stages/2/needs/0', 'unknown stage "trian"');
+    expectIssue(list, '/stages/2/needs/0', 'did you mean "train"');
+  });
+
+  it('rejects a stage needing itself', () => {
+    expectIssue(issues(job([stage('a'), stage('b', { needs: ['a', 'b'] })])), '/stages/1/needs/1', 'stage "b" cannot need itself');
+  });
+
+  it('rejects a cycle, naming it in order', () => {
+    // a needs c, b needs a, c needs b: a before b before c before a.
+    const list = issues(job([stage('x'), stage('a', { needs: ['c', 'x'] }), stage('b', { needs: ['a'] }), stage('c', { needs: ['b'] })]));
+    expect(list).toEqual([{ path: '/stages', message: expect.stringContaining('cycle: a -> b -> c -> a') }]);
+  });
+
+  it('rejects more than MAX_STAGES stages, saying the limit', () => {
+    const stages = Array.from({ length: MAX_STAGES + 1 }, (_, i) => stage(`s${i}`));
+    expect(issues(job(stages))).toEqual([{ path: '/stages', message: expect.stringContaining(`at most ${MAX_STAGES}`) }]);
+    expect(parseJobSpec(job(stages.slice(0, MAX_STAGES))).stages).toHaveLength(MAX_STAGES);
+  });
+
+  it('rejects bad retry settings', () => {
+    const list = issues(
+      job([stage('a', { retry: { maxAttempts: 101 } }), stage('b', { retry: { onExitCodes: [1, 256, -1, 1.5] } })], {
+        retry: { maxAttempts: 0, backoff: { initialSeconds: 0, maxSeconds: -1 }, maxLost: 101 },
+      }),
+    );
+    expectIssue(list, '/retry/maxAttempts', 'between 1 and 100');
+    expectIssue(list, '/retry/backoff/initialSeconds', 'must be positive');
+    expectIssue(list, '/retry/backoff/maxSeconds', 'must be positive');
+    expectIssue(list, '/retry/maxLost', 'between 0 and 100');
+    expectIssue(list, '/stages/0/retry/maxAttempts', 'between 1 and 100');
+    expectIssue(list, '/stages/1/retry/onExitCodes/1', 'between 0 and 255');
+    expectIssue(list, '/stages/1/retry/onExitCodes/2', 'between 0 and 255');
+    expectIssue(list, '/stages/1/retry/onExitCodes/3', 'must be an integer');
+    expectIssue(issues(job([stage('a', { retry: { maxAttempts: 2.5 } })])), '/stages/0/retry/maxAttempts', 'must be an integer');
+  });
+
+  it('rejects backoff maxSeconds below initialSeconds, including after merging', () => {
+    expectIssue(
+      issues(job([stage('a')], { retry: { backoff: { initialSeconds: 60, maxSeconds: 10 } } })),
+      '/retry/backoff/maxSeconds',
+      'maxSeconds (10) must be >= initialSeconds (60)',
+    );
+    // The stage's initialSeconds is above the job's (default) maxSeconds of 300.
+    expectIssue(
+      issues(job([stage('a', { retry: { backoff: { initialSeconds: 600 } } })])),
+      '/stages/0/retry/backoff/initialSeconds',
+      'maxSeconds (300) must be >= initialSeconds (600)',
+    );
+  });
+
+  it('rejects bad env names, GANTRY_ names and CUDA_VISIBLE_DEVICES', () => {
+    const list = issues(job([stage('a', { env: { OK_1: 'x', '1BAD': 'x', 'A-B': 'x', GANTRY_JOB: 'x', CUDA_VISIBLE_DEVICES: '0', N: 3 } })]));
+    expectIssue(list, '/stages/0/env/1BAD', 'not a valid environment variable name');
+    expectIssue(list, '/stages/0/env/A-B', 'not a valid environment variable name');
+    expectIssue(list, '/stages/0/env/GANTRY_JOB', 'reserved');
+    expectIssue(list, '/stages/0/env/CUDA_VISIBLE_DEVICES', 'set by Gantry');
+    expectIssue(list, '/stages/0/env/N', 'must be a string');
+    expect(list.some((i) => i.path.endsWith('/OK_1'))).toBe(false);
+  });
+
+  it('rejects non-string label values, escaping the key in the path', () => {
+    expectIssue(issues(job([stage('a', { placement: { labels: { 'a/b': 1 } } })])), '/stages/0/placement/labels/a~1b', 'must be a string');
+  });
+
+  it('reports all issues at once', () => {
+    const list = issues(
+      job([stage('a', { resurces: {} }), stage('a', { needs: ['zz'], resources: { memory: '2Gb' } })], { priority: -1 }),
+    );
+    expect(list.map((i) => i.path).sort()).toEqual(
+      ['/priority', '/stages/0/resurces', '/stages/1/name', '/stages/1/needs/0', '/stages/1/resources/memory'].sort(),
+    );
+  });
+});
+
+describe('parseJobSpecText', () => {
+  it('parses YAML and JSON', () => {
+    expect(parseJobSpecText('name: j\nstages: []\n')).toEqual({ name: 'j', stages: [] });
+    expect(parseJobSpecText('{"name": "j", "stages": []}')).toEqual({ name: 'j', stages: [] });
+  });
+
+  it('reports a syntax error with line and column', () => {
+    const list = issuesOf(() => parseJobSpecText('name: j\nstages:\n  - name: [a, b\n', 'job.yaml'));
+    expect(list.length).toBeGreaterThan(0);
+    expect(list[0]!.path).toBe('');
+    expect(list[0]!.message).toMatch(/^job\.yaml: line \d+, column \d+: /);
+    const tabs = issuesOf(() => parseJobSpecText('name: j\nstages:\n  - name: a\n    command: [x]\n   bad: : :\n'));
+    expect(tabs[0]!.message).toMatch(/line 5, column \d+/);
+  });
+
+  it('rejects duplicate keys', () => {
+    expect(issuesOf(() => parseJobSpecText('name: a\nname: b\n'))[0]!.message).toMatch(/line 2, column 1: .*unique/);
+  });
+
+  it('rejects a document that is not a mapping, or is empty', () => {
+    expect(issuesOf(() => parseJobSpecText('- a\n- b\n'))[0]!.message).toContain('must be a mapping');
+    expect(issuesOf(() => parseJobSpecText('just a string'))[0]!.message).toContain('must be a mapping');
+    expect(issuesOf(() => parseJobSpecText('# nothing\n'))[0]!.message).toContain('empty');
+  });
+
+  it('rejects text over MAX_SPEC_BYTES', () => {
+    const big = `name: j\nlabels:\n  pad: "${'x'.repeat(MAX_SPEC_BYTES)}"\nstages: []\n`;
+    const list = issuesOf(() => parseJobSpecText(big, 'big.yaml'));
+    expect(list).toEqual([{ path: '', message: expect.stringMatching(/^big\.yaml: spec is \d+ bytes; the limit is 1048576 bytes/) }]);
+  });
+
+  it('rejects alias bombs', () => {
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 10 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+    expect(issuesOf(() => parseJobSpecText(bomb))).toEqual([{ path: '', message: expect.stringContaining('alias') }]);
+  });
+});

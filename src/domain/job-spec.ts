@@ -1,0 +1,359 @@
+/**
+ * The job spec as users write it (YAML or JSON), its JSON Schema, and the one function that turns
+ * it into a normalised JobDefinition or a ValidationError listing every problem with its path.
+ *
+ * Structure is checked by the schema (the same schema the API route and editors use); what a
+ * schema cannot say well (quantities, env names, the stage graph, merged retry bounds) is checked
+ * here in code, on whatever parts of the input are well-typed, so one pass reports everything.
+ */
+import { Type, type Static } from 'typebox';
+import { LineCounter, parseDocument } from 'yaml';
+import { findCycle, topologicalOrder, type Edge } from './dag.js';
+import { ValidationError, type ValidationIssue } from './errors.js';
+import {
+  DEFAULT_PRIORITY,
+  DEFAULT_RETRY,
+  DEFAULT_TEAM,
+  MAX_SPEC_BYTES,
+  MAX_STAGES,
+  type JobDefinition,
+  type RetryPolicy,
+  type StageDefinition,
+} from './job-definition.js';
+import { parseCpuMillis, parseMemoryBytes, QuantityError } from './quantity.js';
+import { normalizeGpuType } from './resources.js';
+import { describeValue, encodePointerSegment as enc, schemaIssues, suggest } from './schema-issues.js';
+
+export const NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]*$';
+export const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
+const NAME_RULE = "must start with a letter or digit and contain only letters, digits, '.', '_' and '-'";
+export const DEFAULT_CPU = '1';
+export const DEFAULT_MEMORY = '512Mi';
+export const MAX_GPUS_PER_STAGE = 64;
+
+const name = (maxLength: number, description: string) =>
+  Type.String({ minLength: 1, maxLength, pattern: NAME_PATTERN, description });
+/** string -> string. A plain `additionalProperties` schema (TypeBox's Record uses a `^.*$`
+ *  pattern, which lets a key containing a newline through unchecked). */
+const StringMap = (description: string) =>
+  Type.Unsafe<Record<string, string>>(Type.Object({}, { additionalProperties: Type.String(), description }));
+const Quantity = (description: string) => Type.Union([Type.Number(), Type.String()], { description });
+const strict = { additionalProperties: false } as const;
+
+export const RetrySpecSchema = Type.Object(
+  {
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'Attempts in all; 1 = no retry.' })),
+    backoff: Type.Optional(
+      Type.Object(
+        {
+          initialSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+          maxSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+        },
+        strict,
+      ),
+    ),
+    onExitCodes: Type.Optional(
+      Type.Array(Type.Integer({ minimum: 0, maximum: 255 }), { description: 'Retry only these exit codes.' }),
+    ),
+    maxLost: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 100, description: 'Attempts lost to infrastructure allowed.' }),
+    ),
+  },
+  strict,
+);
+
+export const StageSpecSchema = Type.Object(
+  {
+    name: name(100, 'Unique within the job.'),
+    needs: Type.Optional(Type.Array(Type.String(), { description: 'Stages that must succeed first.' })),
+    resources: Type.Optional(
+      Type.Object(
+        {
+          cpu: Type.Optional(Quantity('CPUs: a number (2, 0.5) or millicores ("500m"). Default 1.')),
+          memory: Type.Optional(Quantity('Bytes, or with a suffix ("2Gi", "512Mi", "1G"). Default 512Mi.')),
+          gpu: Type.Optional(
+            Type.Object(
+              {
+                count: Type.Integer({ minimum: 1, maximum: MAX_GPUS_PER_STAGE }),
+                type: Type.Optional(
+                  Type.Union([Type.String(), Type.Array(Type.String())], {
+                    description: 'GPU type, or a list of acceptable types; absent means any.',
+                  }),
+                ),
+              },
+              strict,
+            ),
+          ),
+        },
+        strict,
+      ),
+    ),
+    placement: Type.Optional(
+      Type.Object(
+        {
+          region: Type.Optional(Type.String({ minLength: 1 })),
+          labels: Type.Optional(StringMap('Machine labels the stage requires.')),
+        },
+        strict,
+      ),
+    ),
+    command: Type.Array(Type.String(), { minItems: 1, description: 'argv, run without a shell.' }),
+    env: Type.Optional(StringMap('Environment variables.')),
+    timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+    retry: Type.Optional(RetrySpecSchema),
+    preemptible: Type.Optional(Type.Boolean()),
+  },
+  strict,
+);
+
+export const JobSpecSchema = Type.Object(
+  {
+    name: name(200, 'Job name.'),
+    team: Type.Optional(name(200, 'Team (quota owner). Default "default".')),
+    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: 'Higher first. Default 50.' })),
+    labels: Type.Optional(StringMap('Free-form labels.')),
+    retry: Type.Optional(RetrySpecSchema),
+    stages: Type.Array(StageSpecSchema, { minItems: 1, maxItems: MAX_STAGES }),
+  },
+  { ...strict, title: 'Gantry job spec' },
+);
+
+export type JobSpec = Static<typeof JobSpecSchema>;
+export type StageSpec = Static<typeof StageSpecSchema>;
+export type RetrySpec = Static<typeof RetrySpecSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// Semantic checks: on raw input, guarded, so they run even where the structure is wrong.
+// ---------------------------------------------------------------------------------------------
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const own = (o: Obj, k: string): unknown => (Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
+
+function checkQuantity(issues: ValidationIssue[], path: string, v: unknown, parse: (v: number | string) => number, unit: string): void {
+  if (typeof v !== 'number' && typeof v !== 'string') return;
+  try {
+    const n = parse(v);
+    if (n < 1) issues.push({ path, message: `${JSON.stringify(v)} is less than 1 ${unit}` });
+    else if (!Number.isSafeInteger(n)) issues.push({ path, message: `${JSON.stringify(v)} is too large` });
+  } catch (e) {
+    if (!(e instanceof QuantityError)) throw e;
+    issues.push({ path, message: e.message });
+  }
+}
+
+/** Effective backoff must have maxSeconds >= initialSeconds; reported where the user set it. */
+function checkRetry(issues: ValidationIssue[], path: string, retry: unknown, inherited: { initialSeconds: number; maxSeconds: number }): { initialSeconds: number; maxSeconds: number } {
+  const backoff = isObj(retry) ? own(retry, 'backoff') : undefined;
+  if (!isObj(backoff)) return inherited;
+  const ini = num(own(backoff, 'initialSeconds'));
+  const max = num(own(backoff, 'maxSeconds'));
+  const eff = { initialSeconds: ini ?? inherited.initialSeconds, maxSeconds: max ?? inherited.maxSeconds };
+  if (eff.initialSeconds > 0 && eff.maxSeconds > 0 && eff.maxSeconds < eff.initialSeconds) {
+    const at = max !== undefined ? 'maxSeconds' : 'initialSeconds';
+    issues.push({
+      path: `${path}/backoff/${at}`,
+      message: `backoff maxSeconds (${eff.maxSeconds}) must be >= initialSeconds (${eff.initialSeconds})`,
+    });
+  }
+  return eff;
+}
+
+function checkEnv(issues: ValidationIssue[], path: string, env: unknown): void {
+  if (!isObj(env)) return;
+  const re = new RegExp(ENV_NAME_PATTERN);
+  for (const key of Object.keys(env)) {
+    const p = `${path}/${enc(key)}`;
+    if (!re.test(key)) {
+      issues.push({ path: p, message: `"${key}" is not a valid environment variable name (letters, digits and '_', not starting with a digit)` });
+    } else if (key.startsWith('GANTRY_')) {
+      issues.push({ path: p, message: `"${key}": names starting with GANTRY_ are reserved for Gantry` });
+    } else if (key === 'CUDA_VISIBLE_DEVICES') {
+      issues.push({ path: p, message: 'CUDA_VISIBLE_DEVICES is set by Gantry to the GPUs it assigns; request GPUs with resources.gpu instead' });
+    }
+  }
+}
+
+function semanticIssues(input: unknown): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (!isObj(input)) return issues;
+  const jobBackoff = checkRetry(issues, '/retry', own(input, 'retry'), DEFAULT_RETRY.backoff);
+  const stages = own(input, 'stages');
+  if (!Array.isArray(stages)) return issues;
+
+  const firstIndex = new Map<string, number>();
+  stages.forEach((stage, i) => {
+    if (!isObj(stage)) return;
+    const n = own(stage, 'name');
+    if (typeof n !== 'string') return;
+    const first = firstIndex.get(n);
+    if (first === undefined) firstIndex.set(n, i);
+    else issues.push({ path: `/stages/${i}/name`, message: `duplicate stage name "${n}" (already used by /stages/${first})` });
+  });
+
+  const edges: Edge[] = [];
+  stages.forEach((stage, i) => {
+    if (!isObj(stage)) return;
+    const p = `/stages/${i}`;
+    const stageName = own(stage, 'name');
+    const command = own(stage, 'command');
+    if (Array.isArray(command) && typeof command[0] === 'string' && command[0].trim() === '') {
+      issues.push({ path: `${p}/command/0`, message: 'the program (first element of command) must not be empty' });
+    }
+    const res = own(stage, 'resources');
+    if (isObj(res)) {
+      checkQuantity(issues, `${p}/resources/cpu`, own(res, 'cpu'), parseCpuMillis, 'millicore (1m)');
+      checkQuantity(issues, `${p}/resources/memory`, own(res, 'memory'), parseMemoryBytes, 'byte');
+      const gpu = own(res, 'gpu');
+      const types = isObj(gpu) ? own(gpu, 'type') : undefined;
+      if (Array.isArray(types)) {
+        types.forEach((t, j) => {
+          if (typeof t === 'string' && t.trim() === '') {
+            issues.push({ path: `${p}/resources/gpu/type/${j}`, message: 'GPU type must not be empty (omit type to accept any)' });
+          }
+        });
+      }
+    }
+    checkEnv(issues, `${p}/env`, own(stage, 'env'));
+    checkRetry(issues, `${p}/retry`, own(stage, 'retry'), jobBackoff);
+    const needs = own(stage, 'needs');
+    if (!Array.isArray(needs)) return;
+    needs.forEach((need, j) => {
+      if (typeof need !== 'string') return;
+      if (need === stageName) {
+        issues.push({ path: `${p}/needs/${j}`, message: `stage "${need}" cannot need itself` });
+      } else if (!firstIndex.has(need)) {
+        const hint = suggest(need, [...firstIndex.keys()]);
+        issues.push({ path: `${p}/needs/${j}`, message: `unknown stage "${need}"${hint ? ` (did you mean "${hint}"?)` : ''}` });
+      } else if (typeof stageName === 'string') {
+        edges.push([need, stageName]);
+      }
+    });
+  });
+
+  // Bad needs (unknown, self) are reported above and left out of the graph; a cycle among the rest
+  // is still worth reporting in the same pass.
+  const cycle = findCycle([...firstIndex.keys()], edges);
+  if (cycle) issues.push({ path: '/stages', message: `cycle: ${cycle.join(' -> ')} (each stage needs the one before it)` });
+  return issues;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation: only once the input is known to be valid.
+// ---------------------------------------------------------------------------------------------
+
+function copyMap(m: Record<string, string> | undefined): Record<string, string> {
+  // fromEntries defines own properties, so a key like "__proto__" stays a plain key.
+  return Object.fromEntries(Object.entries(m ?? {}));
+}
+
+function mergeRetry(base: RetryPolicy, spec: RetrySpec | undefined): RetryPolicy {
+  return {
+    maxAttempts: spec?.maxAttempts ?? base.maxAttempts,
+    backoff: {
+      initialSeconds: spec?.backoff?.initialSeconds ?? base.backoff.initialSeconds,
+      maxSeconds: spec?.backoff?.maxSeconds ?? base.backoff.maxSeconds,
+    },
+    onExitCodes: spec?.onExitCodes ? [...new Set(spec.onExitCodes)] : base.onExitCodes ? [...base.onExitCodes] : null,
+    maxLost: spec?.maxLost ?? base.maxLost,
+  };
+}
+
+function gpuTypes(type: string | string[] | undefined): string[] {
+  const list = type === undefined ? [] : Array.isArray(type) ? type : [type];
+  return [...new Set(list.map(normalizeGpuType).filter((t) => t !== ''))];
+}
+
+function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
+  const gpu = s.resources?.gpu;
+  return {
+    name: s.name,
+    needs: [...new Set(s.needs ?? [])],
+    resources: {
+      cpuMillis: parseCpuMillis(s.resources?.cpu ?? DEFAULT_CPU),
+      memoryBytes: parseMemoryBytes(s.resources?.memory ?? DEFAULT_MEMORY),
+      gpu: gpu ? { count: gpu.count, types: gpuTypes(gpu.type) } : null,
+    },
+    placement: { region: s.placement?.region ?? null, labels: copyMap(s.placement?.labels) },
+    command: [...s.command],
+    env: copyMap(s.env),
+    timeoutSeconds: s.timeoutSeconds ?? null,
+    retry: mergeRetry(jobRetry, s.retry),
+    preemptible: s.preemptible ?? false,
+  };
+}
+
+/**
+ * Validates a parsed job spec and returns it normalised (defaults filled in, quantities in
+ * millicores and bytes, retry merged stage over job over DEFAULT_RETRY, GPU types normalised).
+ * Throws ValidationError listing every problem found, each with the JSON pointer of its field.
+ */
+export function parseJobSpec(input: unknown): JobDefinition {
+  const issues = schemaIssues(JobSpecSchema, input, {
+    patterns: { [NAME_PATTERN]: NAME_RULE },
+    message: (e, value) =>
+      e.keyword === 'maxItems' && e.instancePath === '/stages'
+        ? `too many stages: ${Array.isArray(value) ? value.length : '?'} (a job may have at most ${MAX_STAGES})`
+        : undefined,
+  });
+  const seen = new Set(issues.map((i) => `${i.path}\u0000${i.message}`));
+  for (const i of semanticIssues(input)) {
+    if (!seen.has(`${i.path}\u0000${i.message}`)) issues.push(i);
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
+
+  const spec = input as JobSpec;
+  const jobRetry = mergeRetry(DEFAULT_RETRY, spec.retry);
+  return {
+    name: spec.name,
+    team: spec.team ?? DEFAULT_TEAM,
+    priority: spec.priority ?? DEFAULT_PRIORITY,
+    labels: copyMap(spec.labels),
+    stages: spec.stages.map((s) => normaliseStage(s, jobRetry)),
+  };
+}
+
+/** Stage names in a topological order (every stage after the stages it needs; ties in spec order). */
+export function stageOrder(def: JobDefinition): string[] {
+  const names = def.stages.map((s) => s.name);
+  const edges: Edge[] = def.stages.flatMap((s) => s.needs.map((n): Edge => [n, s.name]));
+  const order = topologicalOrder(names, edges);
+  if (!order) throw new Error(`job ${def.name} has a cycle in its stages`);
+  return order;
+}
+
+/**
+ * Parses spec text (YAML; JSON is YAML too) into a plain value for parseJobSpec. Throws
+ * ValidationError (path "") for text over MAX_SPEC_BYTES, syntax errors (with line and column),
+ * and documents that are not a mapping.
+ */
+export function parseJobSpecText(text: string, filename?: string): unknown {
+  const where = filename ? `${filename}: ` : '';
+  const fail = (messages: string[]): never => {
+    throw new ValidationError(messages.map((m) => ({ path: '', message: `${where}${m}` })));
+  };
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_SPEC_BYTES) {
+    fail([`spec is ${bytes} bytes; the limit is ${MAX_SPEC_BYTES} bytes (1 MiB)`]);
+  }
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    fail(
+      doc.errors.map((e) => {
+        const { line, col } = lineCounter.linePos(e.pos[0]);
+        return `line ${line}, column ${col}: ${e.message}`;
+      }),
+    );
+  }
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    fail([`cannot read the spec: ${e instanceof Error ? e.message : String(e)}`]);
+  }
+  if (value === null || value === undefined) fail(['the spec is empty']);
+  if (!isObj(value)) fail([`a job spec must be a mapping (name: ..., stages: ...), got ${describeValue(value)}`]);
+  return value;
+}

@@ -1,0 +1,153 @@
+import { normalizeGpuType } from '../domain/resources.js';
+import type { MachineView, QueuedStage } from './snapshot.js';
+
+/**
+ * Why a machine cannot take a stage. Static reasons hold until the cluster or the stage changes;
+ * busy reasons clear as running work finishes. `explain` shows these per machine.
+ */
+export const RejectReason = {
+  /** Machine health is not `ready` (draining, suspect, lost, cordoned). */
+  notReady: 'not-ready',
+  /** The stage wants another region. */
+  region: 'region',
+  /** The machine lacks one of the stage's k=v labels. */
+  labels: 'labels',
+  /** The machine has no GPU of any acceptable type. */
+  gpuType: 'gpu-type',
+  /** It has acceptable GPUs, but no one type with `count` of them in total. */
+  gpuTotal: 'gpu-total',
+  /** Its total CPU is below the request. */
+  cpuTotal: 'cpu-total',
+  /** Its total memory is below the request. */
+  memoryTotal: 'memory-total',
+  /** Enough GPUs of an acceptable type in total, not enough free now. */
+  gpuBusy: 'gpu-busy',
+  /** Enough CPU in total, not enough free now. */
+  cpuBusy: 'cpu-busy',
+  /** Enough memory in total, not enough free now. */
+  memoryBusy: 'memory-busy',
+} as const;
+export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
+
+const BUSY: ReadonlySet<RejectReason> = new Set([RejectReason.gpuBusy, RejectReason.cpuBusy, RejectReason.memoryBusy]);
+
+/** True for reasons that clear on their own as work finishes. */
+export function isBusyReason(r: RejectReason): boolean {
+  return BUSY.has(r);
+}
+
+/** A stage's request, normalised once: GPU types lower case, de-duplicated, sorted. */
+export interface StageNeed {
+  cpuMillis: number;
+  memoryBytes: number;
+  /** 0 for a CPU-only stage. */
+  gpuCount: number;
+  /** Empty means any type. */
+  gpuTypes: readonly string[];
+  region: string | null;
+  labels: Readonly<Record<string, string>>;
+}
+
+export function stageNeed(stage: QueuedStage): StageNeed {
+  const gpu = stage.resources.gpu;
+  const gpuCount = gpu && gpu.count > 0 ? gpu.count : 0;
+  const gpuTypes = gpuCount > 0 && gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];
+  return {
+    cpuMillis: stage.resources.cpuMillis,
+    memoryBytes: stage.resources.memoryBytes,
+    gpuCount,
+    gpuTypes,
+    region: stage.placement.region,
+    labels: stage.placement.labels,
+  };
+}
+
+export function acceptsGpuType(need: StageNeed, type: string): boolean {
+  return need.gpuTypes.length === 0 || need.gpuTypes.includes(normalizeGpuType(type));
+}
+
+/** Per acceptable type on this machine: how many devices in total and how many free. */
+export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<string, { total: number; free: number }> {
+  const out = new Map<string, { total: number; free: number }>();
+  for (const g of machine.gpus) {
+    if (!acceptsGpuType(need, g.type)) continue;
+    const t = normalizeGpuType(g.type);
+    const c = out.get(t) ?? { total: 0, free: 0 };
+    c.total += 1;
+    if (g.free) c.free += 1;
+    out.set(t, c);
+  }
+  return out;
+}
+
+/** Acceptable GPU types on this machine with at least `gpuCount` free devices, sorted. */
+export function fittingGpuTypes(need: StageNeed, machine: MachineView): string[] {
+  const out: string[] = [];
+  for (const [t, c] of gpuCountsByType(need, machine)) if (c.free >= need.gpuCount) out.push(t);
+  return out.sort();
+}
+
+/** One feasibility rule: null when the machine passes it, else why not. */
+export type Check = (need: StageNeed, machine: MachineView) => RejectReason | null;
+
+export const checkReady: Check = (_need, m) => (m.health === 'ready' ? null : RejectReason.notReady);
+
+export const checkRegion: Check = (need, m) =>
+  need.region === null || need.region === m.region ? null : RejectReason.region;
+
+export const checkLabels: Check = (need, m) => {
+  for (const [k, v] of Object.entries(need.labels)) {
+    if (!Object.hasOwn(m.labels, k) || m.labels[k] !== v) return RejectReason.labels;
+  }
+  return null;
+};
+
+export const checkGpuType: Check = (need, m) => {
+  if (need.gpuCount === 0) return null;
+  return m.gpus.some((g) => acceptsGpuType(need, g.type)) ? null : RejectReason.gpuType;
+};
+
+export const checkGpuTotal: Check = (need, m) => {
+  if (need.gpuCount === 0) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.total >= need.gpuCount) return null;
+  return RejectReason.gpuTotal;
+};
+
+export const checkCpuTotal: Check = (need, m) => (m.cpuMillisTotal >= need.cpuMillis ? null : RejectReason.cpuTotal);
+
+export const checkMemoryTotal: Check = (need, m) =>
+  m.memoryBytesTotal >= need.memoryBytes ? null : RejectReason.memoryTotal;
+
+export const checkGpuBusy: Check = (need, m) => {
+  if (need.gpuCount === 0) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.free >= need.gpuCount) return null;
+  return RejectReason.gpuBusy;
+};
+
+export const checkCpuBusy: Check = (need, m) => (m.cpuMillisFree >= need.cpuMillis ? null : RejectReason.cpuBusy);
+
+export const checkMemoryBusy: Check = (need, m) =>
+  m.memoryBytesFree >= need.memoryBytes ? null : RejectReason.memoryBusy;
+
+/** Static checks first, so a busy reason always means "would fit on this machine when idle". */
+export const checks: readonly Check[] = [
+  checkReady,
+  checkRegion,
+  checkLabels,
+  checkGpuType,
+  checkGpuTotal,
+  checkCpuTotal,
+  checkMemoryTotal,
+  checkGpuBusy,
+  checkCpuBusy,
+  checkMemoryBusy,
+];
+
+/** The first rule the machine fails for this stage, or null when the stage fits there now. */
+export function firstReject(need: StageNeed, machine: MachineView): RejectReason | null {
+  for (const check of checks) {
+    const r = check(need, machine);
+    if (r !== null) return r;
+  }
+  return null;
+}

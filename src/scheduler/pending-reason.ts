@@ -1,0 +1,89 @@
+import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
+import { formatCpu, formatMemory } from '../domain/quantity.js';
+import { isBusyReason, RejectReason, type StageNeed } from './checks.js';
+
+/** Why one machine was rejected for a stage (the input to the one-line reason). */
+export interface MachineReject {
+  health: MachineHealth;
+  reason: RejectReason;
+}
+
+/** "2 h100 GPUs", "1 GPU", "4 a100 or h100 GPUs"; `free` inserts "free" after the count. */
+export function describeGpus(count: number, types: readonly string[], free = false): string {
+  const parts = [String(count)];
+  if (free) parts.push('free');
+  if (types.length > 0) parts.push(types.join(' or '));
+  parts.push(count === 1 ? 'GPU' : 'GPUs');
+  return parts.join(' ');
+}
+
+function describeCpuMemory(need: StageNeed): string {
+  return `${formatCpu(need.cpuMillis)} CPU, ${formatMemory(need.memoryBytes)}`;
+}
+
+/** Display order among equal counts: resources first, then placement, then machine health. */
+const STATIC_ORDER: readonly RejectReason[] = [
+  RejectReason.gpuType,
+  RejectReason.gpuTotal,
+  RejectReason.cpuTotal,
+  RejectReason.memoryTotal,
+  RejectReason.region,
+  RejectReason.labels,
+  RejectReason.notReady,
+];
+
+function staticPhrase(need: StageNeed, r: MachineReject, n: number): string {
+  const lack = n === 1 ? 'lacks' : 'lack';
+  switch (r.reason) {
+    case RejectReason.gpuType:
+    case RejectReason.gpuTotal:
+      return `${lack} ${describeGpus(need.gpuCount, need.gpuTypes)}`;
+    case RejectReason.cpuTotal:
+      return `too small for ${formatCpu(need.cpuMillis)} CPU`;
+    case RejectReason.memoryTotal:
+      return `too small for ${formatMemory(need.memoryBytes)} memory`;
+    case RejectReason.region:
+      return `in another region (wants ${need.region ?? 'any'})`;
+    case RejectReason.labels:
+    {
+      const labels = Object.entries(need.labels).map(([k, v]) => `${k}=${v}`).sort();
+      return `${lack} ${labels.length === 1 ? 'label' : 'labels'} ${labels.join(',')}`;
+    }
+    default:
+      return r.health;
+  }
+}
+
+/**
+ * One line a person can act on, from every machine's reject code for a stage that was not placed.
+ * If any machine would fit when idle, the stage is waiting for capacity; otherwise it lists why no
+ * machine can ever take it, with counts per reason, most common first.
+ */
+export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]): string {
+  if (rejects.length === 0) return 'no machines registered';
+
+  const busy = rejects.filter((r) => isBusyReason(r.reason));
+  if (busy.length > 0) {
+    const n = busy.length;
+    const tail = `${n} of ${n} matching ${n === 1 ? 'machine' : 'machines'} busy`;
+    if (need.gpuCount === 0) return `not enough free CPU/memory (needs ${describeCpuMemory(need)}): ${tail}`;
+    const gpuOnly = busy.every((r) => r.reason === RejectReason.gpuBusy);
+    const what = describeGpus(need.gpuCount, need.gpuTypes, true) + (gpuOnly ? '' : ` and ${describeCpuMemory(need)} free`);
+    return `no machine with ${what}: ${tail}`;
+  }
+
+  // Group by phrase key; gpuType and gpuTotal share one phrase ("lack 2 h100 GPUs").
+  const groups = new Map<string, { sample: MachineReject; order: number; count: number }>();
+  for (const r of rejects) {
+    const reason = r.reason === RejectReason.gpuType ? RejectReason.gpuTotal : r.reason;
+    const key = reason === RejectReason.notReady ? `${reason}:${r.health}` : reason;
+    const order = STATIC_ORDER.indexOf(reason) * 100 + (reason === RejectReason.notReady ? machineHealths.indexOf(r.health) : 0);
+    const g = groups.get(key) ?? { sample: r, order, count: 0 };
+    g.count += 1;
+    groups.set(key, g);
+  }
+  const parts = [...groups.values()]
+    .sort((a, b) => b.count - a.count || a.order - b.order)
+    .map((g) => `${g.count} ${staticPhrase(need, g.sample, g.count)}`);
+  return `no ready machine can run it: ${parts.join(', ')}`;
+}

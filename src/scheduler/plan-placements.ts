@@ -1,0 +1,120 @@
+import { normalizeGpuType } from '../domain/resources.js';
+import { firstReject, stageNeed, type StageNeed } from './checks.js';
+import { pendingReason, type MachineReject } from './pending-reason.js';
+import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
+import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from './snapshot.js';
+
+export const DEFAULT_CANDIDATE_LIMIT = 64;
+export const DEFAULT_MAX_PLACEMENTS = 1000;
+
+export interface PlanOptions {
+  /** At most this many placements per pass; stages after the one that reaches it are not reported. */
+  maxPlacements?: number;
+  /** Stop scanning for a stage once this many feasible machines were found (bounded work per stage). */
+  candidateLimit?: number;
+}
+
+/** Scheduling order: priority desc, then readySince asc, then stageId asc. */
+export function compareQueued(a: QueuedStage, b: QueuedStage): number {
+  return b.priority - a.priority || a.readySince - b.readySince || (a.stageId < b.stageId ? -1 : a.stageId > b.stageId ? 1 : 0);
+}
+
+/** A deep-enough copy that placements can consume without touching the snapshot. */
+function workingCopy(m: MachineView): MachineView {
+  return { ...m, gpus: m.gpus.map((g) => ({ ...g })) };
+}
+
+/** Identical needs get identical outcomes within a pass (capacity only shrinks), so a failed shape is remembered. */
+function shapeKey(need: StageNeed): string {
+  const labels = Object.entries(need.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return JSON.stringify([need.cpuMillis, need.memoryBytes, need.gpuCount, need.gpuTypes, need.region, labels]);
+}
+
+interface Scan {
+  candidates: Candidate[];
+  rejects: MachineReject[];
+}
+
+function scan(need: StageNeed, machines: readonly MachineView[], limit: number, into: Scan): void {
+  let found = 0;
+  for (const m of machines) {
+    if (found >= limit) return;
+    const reason = firstReject(need, m);
+    if (reason === null) {
+      found += 1;
+      into.candidates.push(...candidatesOn(need, m));
+    } else {
+      into.rejects.push({ health: m.health, reason });
+    }
+  }
+}
+
+/**
+ * One greedy scheduling pass over the snapshot: which queued stages go where now, and why the
+ * rest wait. Pure and deterministic; the caller re-checks the plan when applying it.
+ */
+export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = {}): Plan {
+  const maxPlacements = Math.floor(opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
+  const limit = Math.max(1, Math.floor(opts.candidateLimit ?? DEFAULT_CANDIDATE_LIMIT));
+
+  const machines = snapshot.machines.map(workingCopy).sort(compareMachines);
+  const cpuOnly = machines.filter((m) => m.gpus.length === 0);
+  const withGpus = machines.filter((m) => m.gpus.length > 0);
+  const queue = [...snapshot.queue].sort(compareQueued);
+
+  const placements: PlannedPlacement[] = [];
+  const pending: PendingStage[] = [];
+  const failedShapes = new Map<string, string>();
+
+  for (const stage of queue) {
+    if (placements.length >= maxPlacements) break;
+    const need = stageNeed(stage);
+    const key = shapeKey(need);
+    const known = failedShapes.get(key);
+    if (known !== undefined) {
+      pending.push({ stageId: stage.stageId, reason: known });
+      continue;
+    }
+
+    const found: Scan = { candidates: [], rejects: [] };
+    if (need.gpuCount > 0) {
+      scan(need, machines, limit, found);
+    } else {
+      // CPU work looks at GPU machines only when no GPU-less machine can take it.
+      scan(need, cpuOnly, limit, found);
+      if (found.candidates.length === 0) scan(need, withGpus, limit, found);
+    }
+
+    const best = bestCandidate(need, found.candidates);
+    if (best === undefined) {
+      const reason = pendingReason(need, found.rejects);
+      failedShapes.set(key, reason);
+      pending.push({ stageId: stage.stageId, reason });
+      continue;
+    }
+
+    const m = best.machine;
+    const gpuIndices: number[] = [];
+    if (best.gpuType !== null) {
+      const free = m.gpus
+        .filter((g) => g.free && normalizeGpuType(g.type) === best.gpuType)
+        .sort((a, b) => a.index - b.index)
+        .slice(0, need.gpuCount);
+      for (const g of free) {
+        g.free = false;
+        gpuIndices.push(g.index);
+      }
+    }
+    m.cpuMillisFree -= need.cpuMillis;
+    m.memoryBytesFree -= need.memoryBytes;
+    placements.push({
+      stageId: stage.stageId,
+      machineId: m.id,
+      gpuIndices,
+      cpuMillis: need.cpuMillis,
+      memoryBytes: need.memoryBytes,
+    });
+  }
+
+  return { placements, pending };
+}

@@ -1,0 +1,287 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { StaleAttemptError } from '../../domain/errors.js';
+import type { StageDetail } from '../records.js';
+import type { Store } from '../store.js';
+import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
+
+/**
+ * The behaviour every Store adapter must show. An adapter's test file calls this with a factory
+ * that returns a fresh, migrated, empty store; the same assertions run against each.
+ */
+export function storeConformance(adapter: string, open: () => Promise<Store>): void {
+  describe(`Store conformance: ${adapter}`, () => {
+    let store: Store;
+    let now: number;
+    const LEASE = 10_000;
+    beforeEach(async () => {
+      store = await open();
+      now = 1_700_000_000_000;
+    });
+    afterEach(async () => {
+      await store.close();
+    });
+
+    const stageOf = async (jobId: string, name: string): Promise<StageDetail> => {
+      const j = await store.jobGet({ jobId });
+      return j!.stages.find((s) => s.name === name)!;
+    };
+    const place = async (jobId: string, name: string, machineId: string, gpuIndices: number[] = []) => {
+      const s = await stageOf(jobId, name);
+      const r = await store.planApply({
+        plan: {
+          placements: [{ stageId: s.id, machineId, gpuIndices, cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes }],
+          pending: [],
+        },
+        now,
+        leaseMs: LEASE,
+      });
+      return r;
+    };
+    const runToEnd = async (jobId: string, name: string, machineId: string, exitCode = 0) => {
+      const r = await place(jobId, name, machineId);
+      const a = r.applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 123, now, leaseMs: LEASE });
+      return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, reason: null, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
+    };
+
+    it('submits a DAG: roots ready, the rest pending, job queued, events and outbox written', async () => {
+      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] })]), source: null, now });
+      expect(j.state).toBe('queued');
+      expect(j.stages.map((s) => [s.name, s.state])).toEqual([['a', 'ready'], ['b', 'pending'], ['c', 'pending']]);
+      expect(j.stages[0]!.pool).toBe('cpu');
+      const events = await store.eventsList({ jobId: j.id, limit: 100 });
+      expect(events.map((e) => e.type)).toContain('job:submitted');
+      const outbox = await store.outboxPending({ limit: 10 });
+      expect(outbox.some((m) => m.topic === 'pool:ready' && m.payload.pool === 'cpu')).toBe(true);
+    });
+
+    it('lists jobs newest first with stage counts, filtered by state', async () => {
+      const a = await store.jobSubmit({ definition: job([stage('x')], { name: 'first' }), source: null, now });
+      now += 1;
+      const b = await store.jobSubmit({ definition: job([stage('x')], { name: 'second' }), source: null, now });
+      const list = await store.jobList({ limit: 10 });
+      expect(list.map((j) => j.id)).toEqual([b.id, a.id]);
+      expect(list[0]!.stageCounts).toEqual({ ready: 1 });
+      expect(await store.jobList({ limit: 10, state: 'succeeded' })).toEqual([]);
+    });
+
+    it('snapshot shows free capacity and the ready queue; placement holds resources', async () => {
+      const m = await store.machineRegister({ ...gpuMachine('g1', 4), now });
+      const j = await store.jobSubmit({
+        definition: job([stage('train', { resources: { cpuMillis: 2000, memoryBytes: 2 ** 30, gpu: { count: 2, types: ['h100'] } } })]),
+        source: null,
+        now,
+      });
+      let snap = await store.schedulerSnapshot({ now, limitPerPool: 100 });
+      expect(snap.queue.map((q) => q.pool)).toEqual(['gpu:h100']);
+      expect(snap.machines[0]!.gpus.every((g) => g.free)).toBe(true);
+      const r = await place(j.id, 'train', m.id, [1, 3]);
+      expect(r.applied).toHaveLength(1);
+      expect(r.applied[0]!.token).toBe(1);
+      snap = await store.schedulerSnapshot({ now, limitPerPool: 100 });
+      expect(snap.queue).toEqual([]);
+      expect(snap.machines[0]!.gpus.filter((g) => !g.free).map((g) => g.index)).toEqual([1, 3]);
+      expect(snap.machines[0]!.cpuMillisFree).toBe(30000);
+      expect((await store.jobGet({ jobId: j.id }))!.state).toBe('scheduled');
+    });
+
+    it('planApply re-checks: a busy GPU device or a stage no longer ready is skipped', async () => {
+      const m = await store.machineRegister({ ...gpuMachine('g1', 2), now });
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['h100'] } };
+      const j = await store.jobSubmit({ definition: job([stage('a', { resources: gpu }), stage('b', { resources: gpu })]), source: null, now });
+      expect((await place(j.id, 'a', m.id, [0])).applied).toHaveLength(1);
+      const again = await place(j.id, 'a', m.id, [1]);
+      expect(again.skipped[0]!.why).toMatch(/no longer ready/);
+      const clash = await place(j.id, 'b', m.id, [0]);
+      expect(clash.applied).toHaveLength(0);
+      expect(clash.skipped[0]!.why).toMatch(/room/);
+    });
+
+    it('a success commits outputs once and frees dependents; the job succeeds at the end', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] }), stage('d', { needs: ['b', 'c'] })]), source: null, now });
+      const r = await runToEnd(j.id, 'a', m.id);
+      expect(r.accepted).toBe(true);
+      const a = await stageOf(j.id, 'a');
+      expect(a.state).toBe('succeeded');
+      expect(a.outputAttemptId).toBe(r.attempt.id);
+      expect((await stageOf(j.id, 'b')).state).toBe('ready');
+      expect((await stageOf(j.id, 'd')).state).toBe('pending');
+      const assignments = await (async () => {
+        await place(j.id, 'b', m.id);
+        return store.machineAssignments({ machineId: m.id });
+      })();
+      expect(assignments[0]!.inputs).toEqual([{ stage: 'a', attemptId: r.attempt.id, files: [{ path: 'out.txt', size: 3 }] }]);
+      const bAttempt = assignments[0]!;
+      await store.attemptComplete({ attemptId: bAttempt.attemptId, token: bAttempt.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 });
+      await runToEnd(j.id, 'c', m.id);
+      expect((await stageOf(j.id, 'd')).state).toBe('ready');
+      const last = await runToEnd(j.id, 'd', m.id);
+      expect(last.jobState).toBe('succeeded');
+      expect((await store.jobGet({ jobId: j.id }))!.finishedAt).toBe(now);
+    });
+
+    it('a repeated success report changes nothing and says so', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const first = await runToEnd(j.id, 'a', m.id);
+      const eventsBefore = (await store.eventsList({ jobId: j.id, limit: 1000 })).length;
+      const again = await store.attemptComplete({ attemptId: first.attempt.id, token: first.attempt.token, exitCode: 0, signal: null, reason: null, outputs: [{ path: 'other', size: 1 }], now: now + 5, jitter: 0 });
+      expect(again.accepted).toBe(false);
+      expect(again.attempt.outputs).toEqual([{ path: 'out.txt', size: 3 }]);
+      expect((await store.eventsList({ jobId: j.id, limit: 1000 })).length).toBe(eventsBefore);
+    });
+
+    it('fences: a stale token or an ended attempt is refused and commits nothing', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await expect(store.attemptStart({ attemptId: a.id, token: a.token + 1, pid: 1, now, leaseMs: LEASE })).rejects.toBeInstanceOf(StaleAttemptError);
+      await store.jobCancel({ jobId: j.id, now, reason: 'test' });
+      await expect(store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE })).rejects.toBeInstanceOf(StaleAttemptError);
+      await expect(
+        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [{ path: 'x', size: 1 }], now, jitter: 0 }),
+      ).rejects.toBeInstanceOf(StaleAttemptError);
+      expect((await stageOf(j.id, 'a')).outputAttemptId).toBeNull();
+    });
+
+    it('a failure retries after a backoff, then fails the stage, skips dependents and fails the job', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const retry = { maxAttempts: 2, backoff: { initialSeconds: 4, maxSeconds: 60 }, onExitCodes: null, maxLost: 5 };
+      const j = await store.jobSubmit({ definition: job([stage('a', { retry }), stage('b', { needs: ['a'] }), stage('solo')]), source: null, now });
+      const first = await runToEnd(j.id, 'a', m.id, 3);
+      expect(first.jobState).not.toBe('failed');
+      const a = await stageOf(j.id, 'a');
+      expect(a.state).toBe('ready');
+      expect(a.notBefore).toBe(now + 3000); // equal jitter at 0.5 of 4 s: 2 s + 1 s
+      expect(a.pendingReason).toMatch(/exit code 3.*backing off/);
+      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).queue.map((q) => q.stageName)).toEqual(['solo']);
+      now += 3000;
+      const second = await runToEnd(j.id, 'a', m.id, 3);
+      expect(second.attempt.number).toBe(2);
+      const after = await store.jobGet({ jobId: j.id });
+      expect(after!.stages.map((s) => [s.name, s.state])).toEqual([['a', 'failed'], ['b', 'skipped'], ['solo', 'skipped']]);
+      expect(after!.state).toBe('failed');
+      expect(after!.failureReason).toMatch(/stage a failed: exit code 3; 2 of 2 attempts used/);
+      expect(after!.stages[1]!.endReason).toBe('upstream stage a failed');
+    });
+
+    it('onExitCodes: an exit code not listed fails at once', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const retry = { maxAttempts: 5, backoff: { initialSeconds: 1, maxSeconds: 1 }, onExitCodes: [75], maxLost: 5 };
+      const j = await store.jobSubmit({ definition: job([stage('a', { retry })]), source: null, now });
+      const r = await runToEnd(j.id, 'a', m.id, 2);
+      expect(r.jobState).toBe('failed');
+      expect((await stageOf(j.id, 'a')).endReason).toMatch(/not retryable/);
+    });
+
+    it('cancel wins: stages and active attempts canceled, the machine is told, nothing can start', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: LEASE });
+      const r = await store.jobCancel({ jobId: j.id, now, reason: 'canceled by user' });
+      expect(r.changed).toBe(true);
+      expect(r.job.state).toBe('canceled');
+      const hb = await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE });
+      expect(hb.kill).toEqual([{ attemptId: a.id, reason: 'attempt is canceled: canceled by user' }]);
+      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).queue).toEqual([]);
+      const again = await store.jobCancel({ jobId: j.id, now, reason: 'again' });
+      expect(again.changed).toBe(false);
+    });
+
+    it('heartbeats renew leases; an expired lease loses the attempt and re-queues the stage without using a retry', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: LEASE });
+      now += 8000;
+      await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE });
+      now += 8000;
+      expect((await store.attemptsReap({ now, ackTimeoutMs: 30_000, jitter: 0 })).lostAttempts).toEqual([]);
+      now += 3000;
+      expect((await store.attemptsReap({ now, ackTimeoutMs: 30_000, jitter: 0 })).lostAttempts).toEqual([a.id]);
+      const s = await stageOf(j.id, 'a');
+      expect(s.state).toBe('ready');
+      expect(s.attemptsUsed).toBe(0);
+      expect(s.lostUsed).toBe(1);
+      expect(s.currentAttemptId).toBeNull();
+      await expect(
+        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 }),
+      ).rejects.toBeInstanceOf(StaleAttemptError);
+    });
+
+    it('a silent machine becomes suspect, then lost with its attempts; a heartbeat brings it back', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: 60_000 });
+      now += 5000;
+      let r = await store.machinesReap({ now, suspectAfterMs: 4000, lostAfterMs: 10_000, jitter: 0 });
+      expect(r.machines).toEqual([{ machineId: m.id, from: 'ready', to: 'suspect' }]);
+      now += 6000;
+      r = await store.machinesReap({ now, suspectAfterMs: 4000, lostAfterMs: 10_000, jitter: 0 });
+      expect(r.machines[0]!.to).toBe('lost');
+      expect(r.lostAttempts).toEqual([a.id]);
+      expect((await stageOf(j.id, 'a')).state).toBe('ready');
+      const hb = await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE });
+      expect(hb.health).toBe('ready');
+      expect(hb.kill[0]!.reason).toMatch(/lost/);
+    });
+
+    it('an assignment not acknowledged in time is lost and the stage re-queued', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      expect((await store.machineAssignments({ machineId: m.id })).map((x) => x.attemptId)).toEqual([a.id]);
+      now += 31_000;
+      const r = await store.attemptsReap({ now, ackTimeoutMs: 30_000, jitter: 0 });
+      expect(r.lostAttempts).toEqual([a.id]);
+      expect(await store.machineAssignments({ machineId: m.id })).toEqual([]);
+      expect((await stageOf(j.id, 'a')).state).toBe('ready');
+    });
+
+    it('the infrastructure budget bounds lost attempts', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const retry = { maxAttempts: 3, backoff: { initialSeconds: 1, maxSeconds: 1 }, onExitCodes: null, maxLost: 1 };
+      const j = await store.jobSubmit({ definition: job([stage('a', { retry })]), source: null, now });
+      for (let i = 0; i < 2; i++) {
+        await place(j.id, 'a', m.id);
+        now += 31_000;
+        await store.attemptsReap({ now, ackTimeoutMs: 30_000, jitter: 0 });
+      }
+      const s = await stageOf(j.id, 'a');
+      expect(s.state).toBe('failed');
+      expect(s.endReason).toMatch(/infrastructure budget of 1/);
+    });
+
+    it('stores and serves logs of the latest attempt, token-checked', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [{ stream: 'stdout', data: 'hello\n' }, { stream: 'stderr', data: 'warn\n' }], now });
+      await expect(store.attemptLogAppend({ attemptId: a.id, token: 99, chunks: [{ stream: 'stdout', data: 'x' }], now })).rejects.toBeInstanceOf(StaleAttemptError);
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a' });
+      expect(logs!.map((l) => l.data).join('')).toBe('hello\nwarn\n');
+      expect(await store.stageLogs({ jobId: j.id, stage: 'nope' })).toBeNull();
+    });
+
+    it('re-registering by name keeps the machine id', async () => {
+      const m1 = await store.machineRegister({ ...cpuMachine('same'), now });
+      const m2 = await store.machineRegister({ ...cpuMachine('same', { cpuMillis: 4000 }), now: now + 1 });
+      expect(m2.id).toBe(m1.id);
+      expect(m2.cpuMillis).toBe(4000);
+      expect((await store.machineList()).length).toBe(1);
+    });
+
+    it('the outbox relays in order and marks what was published', async () => {
+      await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const pending = await store.outboxPending({ limit: 100 });
+      expect(pending.length).toBeGreaterThan(0);
+      const ids = pending.map((p) => p.id);
+      expect([...ids].sort((x, y) => x - y)).toEqual(ids);
+      await store.outboxMarkPublished({ ids, now });
+      expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+    });
+  });
+}

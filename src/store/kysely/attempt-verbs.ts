@@ -1,0 +1,198 @@
+import type { AttemptOutcome } from '../../advancer/advance.js';
+import { activeAttemptStates, type AttemptState } from '../../domain/attempt-state.js';
+import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
+import type { AttemptRecord } from '../records.js';
+import type { AttemptsTable } from '../schema.js';
+import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
+import { applyOutcome } from './apply-outcome.js';
+import { attemptsWithNames } from './job-verbs.js';
+import { syncJobState } from './sync-job-state.js';
+import type { Db, Trx, TxContext } from './tx-context.js';
+
+const isActive = (s: string) => activeAttemptStates.includes(s as AttemptState);
+
+async function load(db: Db | Trx, attemptId: string): Promise<AttemptsTable> {
+  const a = await db.selectFrom('attempts').selectAll().where('id', '=', attemptId).executeTakeFirst();
+  if (!a) throw new NotFoundError('attempt', attemptId);
+  return a;
+}
+
+async function one(db: Db | Trx, row: AttemptsTable): Promise<AttemptRecord> {
+  return (await attemptsWithNames(db, [row]))[0]!;
+}
+
+/** The fence: a report must name the attempt's own token, and the attempt must still be active. */
+function fence(a: AttemptsTable, token: number): void {
+  if (Number(a.token) !== token) throw new StaleAttemptError(a.id, `token ${token} is stale (current ${a.token})`);
+  if (!isActive(a.state)) throw new StaleAttemptError(a.id, `attempt is ${a.state}${a.reason ? ` (${a.reason})` : ''}`);
+}
+
+export async function attemptStart(
+  tx: TxContext,
+  p: { attemptId: string; token: number; pid: number | null; leaseMs: number },
+): Promise<AttemptRecord> {
+  const a = await load(tx.db, p.attemptId);
+  fence(a, p.token);
+  if (a.state === 'running') {
+    // A repeated start (the agent retried after a lost reply): record the pid if it is new.
+    if (p.pid !== null && a.pid === null) await tx.db.updateTable('attempts').set({ pid: p.pid }).where('id', '=', a.id).execute();
+    return one(tx.db, await load(tx.db, a.id));
+  }
+  const res = await tx.db
+    .updateTable('attempts')
+    .set({ state: 'running', started_at: tx.now, pid: p.pid, lease_expires_at: tx.now + p.leaseMs })
+    .where('id', '=', a.id)
+    .where('token', '=', p.token)
+    .where('state', '=', 'scheduled')
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) !== 1) throw new StaleAttemptError(a.id, 'attempt changed while starting');
+  await tx.db
+    .updateTable('stages')
+    .set({ state: 'running', updated_at: tx.now })
+    .where('id', '=', a.stage_id)
+    .where('state', '=', 'scheduled')
+    .where('current_attempt_id', '=', a.id)
+    .execute();
+  const m = await tx.db.selectFrom('machines').select('name').where('id', '=', a.machine_id).executeTakeFirst();
+  await tx.event({
+    type: 'attempt:running',
+    jobId: a.job_id,
+    stageName: a.stage_name,
+    attemptId: a.id,
+    machineId: a.machine_id,
+    message: `stage ${a.stage_name} attempt ${a.number} running on ${m?.name ?? a.machine_id}`,
+    data: { pid: p.pid },
+  });
+  await syncJobState(tx, a.job_id);
+  return one(tx.db, await load(tx.db, a.id));
+}
+
+/**
+ * An agent's outcome report. Exactly one report per attempt changes anything: the one that finds
+ * the attempt active with this token. A repeat of an accepted report returns `accepted: false`
+ * (so the agent can stop retrying); a report for an attempt that ended otherwise (canceled,
+ * lost, superseded) is refused with StaleAttemptError, and its outputs are never committed.
+ */
+export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { jitter: number }): Promise<CompletionResult> {
+  const a = await load(tx.db, p.attemptId);
+  const succeeded = p.exitCode === 0 && p.signal === null && p.reason === null;
+  const state: AttemptState = succeeded ? 'succeeded' : 'failed';
+  if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
+    const job = await tx.db.selectFrom('jobs').select('state').where('id', '=', a.job_id).executeTakeFirstOrThrow();
+    return { accepted: false, attempt: await one(tx.db, a), jobState: job.state as CompletionResult['jobState'] };
+  }
+  fence(a, p.token);
+  const res = await tx.db
+    .updateTable('attempts')
+    .set({
+      state,
+      exit_code: p.exitCode,
+      signal: p.signal,
+      reason: p.reason,
+      outputs: succeeded ? JSON.stringify(p.outputs) : null,
+      finished_at: tx.now,
+      lease_expires_at: null,
+      started_at: a.started_at ?? tx.now,
+    })
+    .where('id', '=', a.id)
+    .where('token', '=', p.token)
+    .where('state', 'in', activeAttemptStates)
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
+  // The outcome report may overtake a lost start report: the stage goes straight on.
+  await tx.db
+    .updateTable('stages')
+    .set({ state: 'running' })
+    .where('id', '=', a.stage_id)
+    .where('state', '=', 'scheduled')
+    .where('current_attempt_id', '=', a.id)
+    .execute();
+  const outcome: AttemptOutcome = succeeded
+    ? { kind: 'succeeded' }
+    : { kind: 'failed', exitCode: p.exitCode, signal: p.signal, reason: p.reason };
+  const what = succeeded ? 'succeeded' : `failed (${p.reason ?? (p.signal ? `signal ${p.signal}` : `exit code ${p.exitCode}`)})`;
+  await tx.event({
+    type: `attempt:${state}`,
+    jobId: a.job_id,
+    stageName: a.stage_name,
+    attemptId: a.id,
+    machineId: a.machine_id,
+    message: `stage ${a.stage_name} attempt ${a.number} ${what}`,
+    data: { exitCode: p.exitCode, signal: p.signal, reason: p.reason, outputs: succeeded ? p.outputs.length : 0 },
+  });
+  await tx.publish('capacity:freed', { machineId: a.machine_id });
+  const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter });
+  return { accepted: true, attempt: await one(tx.db, await load(tx.db, a.id)), jobState };
+}
+
+/** Marks an active attempt lost and lets the advancer put its stage back in the queue. */
+export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number): Promise<boolean> {
+  const res = await tx.db
+    .updateTable('attempts')
+    .set({ state: 'lost', reason, finished_at: tx.now, lease_expires_at: null })
+    .where('id', '=', a.id)
+    .where('token', '=', a.token)
+    .where('state', '=', a.state)
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) !== 1) return false;
+  await tx.event({
+    type: 'attempt:lost',
+    jobId: a.job_id,
+    stageName: a.stage_name,
+    attemptId: a.id,
+    machineId: a.machine_id,
+    message: `stage ${a.stage_name} attempt ${a.number} lost: ${reason}`,
+  });
+  await tx.publish('machine:wake', { machineId: a.machine_id });
+  await tx.publish('capacity:freed', { machineId: a.machine_id });
+  await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'lost', reason }, jitter });
+  return true;
+}
+
+export async function attemptsReap(tx: TxContext, p: { ackTimeoutMs: number; jitter: number }): Promise<ReapResult> {
+  const result: ReapResult = { machines: [], lostAttempts: [] };
+  const expired = await tx.db
+    .selectFrom('attempts')
+    .selectAll()
+    .where('state', '=', 'running')
+    .where('lease_expires_at', '<', tx.now)
+    .execute();
+  for (const a of expired) {
+    if (await loseAttempt(tx, a, 'lease expired without renewal', p.jitter)) result.lostAttempts.push(a.id);
+  }
+  const unacked = await tx.db
+    .selectFrom('attempts')
+    .selectAll()
+    .where('state', '=', 'scheduled')
+    .where('scheduled_at', '<', tx.now - p.ackTimeoutMs)
+    .execute();
+  for (const a of unacked) {
+    if (await loseAttempt(tx, a, `assignment not acknowledged within ${p.ackTimeoutMs} ms`, p.jitter)) {
+      result.lostAttempts.push(a.id);
+    }
+  }
+  return result;
+}
+
+export async function attemptLogAppend(
+  tx: TxContext,
+  p: { attemptId: string; token: number; chunks: { stream: string; data: string }[] },
+): Promise<void> {
+  const a = await load(tx.db, p.attemptId);
+  // Logs are accepted after the attempt ends (the last lines arrive with or after the outcome),
+  // but only from the holder of its token.
+  if (Number(a.token) !== p.token) throw new StaleAttemptError(a.id, `token ${p.token} is stale (current ${a.token})`);
+  const rows = p.chunks.filter((c) => c.data.length).map((c) => ({ attempt_id: a.id, stream: c.stream, at: tx.now, data: c.data }));
+  if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
+}
+
+export async function attemptForUpload(db: Db, p: { attemptId: string; token: number }): Promise<AttemptRecord> {
+  const a = await load(db, p.attemptId);
+  fence(a, p.token);
+  return one(db, a);
+}
+
+export async function attemptGet(db: Db, attemptId: string): Promise<AttemptRecord | null> {
+  const a = await db.selectFrom('attempts').selectAll().where('id', '=', attemptId).executeTakeFirst();
+  return a ? one(db, a) : null;
+}

@@ -1,0 +1,237 @@
+import { initialStageState } from '../../advancer/advance.js';
+import { activeAttemptStates } from '../../domain/attempt-state.js';
+import type { JobDefinition } from '../../domain/job-definition.js';
+import type { JobState } from '../../domain/job-state.js';
+import { isJobTerminal } from '../../domain/job-state.js';
+import { newId } from '../../domain/ids.js';
+import { poolOf } from '../../domain/resources.js';
+import type { StageState } from '../../domain/stage-state.js';
+import type { AttemptRecord, JobDetail, JobRecord, JobSummary, LogChunk } from '../records.js';
+import { toAttempt, toJob, toStage } from './row-mappers.js';
+import { syncJobState } from './sync-job-state.js';
+import type { Db, Trx, TxContext } from './tx-context.js';
+
+const INSERT_CHUNK = 100;
+
+export async function jobSubmit(tx: TxContext, p: { definition: JobDefinition; source: string | null }): Promise<string> {
+  const { definition: def } = p;
+  const now = tx.now;
+  await tx.db
+    .insertInto('teams')
+    .values({ name: def.team, weight: 1, created_at: now })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
+  const jobId = newId('job', now);
+  await tx.db
+    .insertInto('jobs')
+    .values({
+      id: jobId,
+      name: def.name,
+      team: def.team,
+      priority: def.priority,
+      labels: JSON.stringify(def.labels),
+      state: 'submitted',
+      definition: JSON.stringify(def),
+      source: p.source,
+      failure_reason: null,
+      cancel_requested_at: null,
+      created_at: now,
+      updated_at: now,
+      finished_at: null,
+    })
+    .execute();
+  const rows = def.stages.map((s, position) => {
+    const state = initialStageState(s.needs);
+    return {
+      id: newId('stg', now),
+      job_id: jobId,
+      name: s.name,
+      position,
+      pool: poolOf(s.resources),
+      state,
+      priority: def.priority,
+      definition: JSON.stringify(s),
+      attempts_used: 0,
+      lost_used: 0,
+      token: 0,
+      current_attempt_id: null,
+      output_attempt_id: null,
+      ready_since: state === 'ready' ? now : null,
+      not_before: null,
+      pending_reason: null,
+      end_reason: null,
+      created_at: now,
+      updated_at: now,
+      finished_at: null,
+    };
+  });
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    await tx.db.insertInto('stages').values(rows.slice(i, i + INSERT_CHUNK)).execute();
+  }
+  await tx.event({
+    type: 'job:submitted',
+    jobId,
+    message: `job ${def.name} submitted by team ${def.team} with ${def.stages.length} stage(s)`,
+    data: { stages: def.stages.length, priority: def.priority },
+  });
+  const pools = new Set(rows.filter((r) => r.state === 'ready').map((r) => r.pool));
+  for (const pool of pools) await tx.publish('pool:ready', { pool });
+  await syncJobState(tx, jobId);
+  return jobId;
+}
+
+async function machineNames(db: Db | Trx, ids: string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db.selectFrom('machines').select(['id', 'name']).where('id', 'in', [...new Set(ids)]).execute();
+  return new Map(rows.map((r) => [r.id, r.name]));
+}
+
+export async function attemptsWithNames(db: Db | Trx, rows: Parameters<typeof toAttempt>[0][]): Promise<AttemptRecord[]> {
+  const names = await machineNames(db, rows.map((r) => r.machine_id));
+  return rows.map((r) => toAttempt(r, names.get(r.machine_id) ?? r.machine_id));
+}
+
+export async function jobGet(db: Db | Trx, jobId: string): Promise<JobDetail | null> {
+  const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
+  if (!job) return null;
+  const stages = await db.selectFrom('stages').selectAll().where('job_id', '=', jobId).orderBy('position').execute();
+  const attemptRows = await db
+    .selectFrom('attempts')
+    .selectAll()
+    .where('job_id', '=', jobId)
+    .orderBy('stage_id')
+    .orderBy('number')
+    .execute();
+  const attempts = await attemptsWithNames(db, attemptRows);
+  return {
+    ...toJob(job),
+    stages: stages.map((s) => ({ ...toStage(s), attempts: attempts.filter((a) => a.stageId === s.id) })),
+  };
+}
+
+export async function jobList(db: Db, p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]> {
+  let q = db.selectFrom('jobs').selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(p.limit);
+  if (p.state) q = q.where('state', '=', p.state);
+  if (p.team) q = q.where('team', '=', p.team);
+  const jobs = await q.execute();
+  if (jobs.length === 0) return [];
+  const counts = await db
+    .selectFrom('stages')
+    .select(['job_id', 'state', (eb) => eb.fn.countAll<number>().as('n')])
+    .where(
+      'job_id',
+      'in',
+      jobs.map((j) => j.id),
+    )
+    .groupBy(['job_id', 'state'])
+    .execute();
+  return jobs.map((j) => {
+    const stageCounts: Partial<Record<StageState, number>> = {};
+    for (const c of counts) if (c.job_id === j.id) stageCounts[c.state as StageState] = Number(c.n);
+    return { ...toJob(j), stageCounts };
+  });
+}
+
+/**
+ * Cancel wins: in one transaction every unfinished stage becomes canceled and every active
+ * attempt canceled, so no new attempt can be placed or started after this commits (the
+ * scheduler's placement and the agent's start are guarded writes that now find nothing to
+ * move). Agents hear of it through a `machine:wake` and kill the process groups.
+ */
+export async function jobCancel(tx: TxContext, p: { jobId: string; reason: string }): Promise<{ job: JobRecord; changed: boolean } | null> {
+  const job = await tx.db.selectFrom('jobs').selectAll().where('id', '=', p.jobId).executeTakeFirst();
+  if (!job) return null;
+  if (isJobTerminal(job.state as JobState)) return { job: toJob(job), changed: false };
+  await tx.db
+    .updateTable('jobs')
+    .set({ cancel_requested_at: tx.now, updated_at: tx.now })
+    .where('id', '=', p.jobId)
+    .execute();
+  const active = await tx.db
+    .selectFrom('attempts')
+    .select(['id', 'machine_id', 'stage_name'])
+    .where('job_id', '=', p.jobId)
+    .where('state', 'in', activeAttemptStates)
+    .execute();
+  await tx.db
+    .updateTable('attempts')
+    .set({ state: 'canceled', reason: p.reason, finished_at: tx.now, lease_expires_at: null })
+    .where('job_id', '=', p.jobId)
+    .where('state', 'in', activeAttemptStates)
+    .execute();
+  const open = await tx.db
+    .selectFrom('stages')
+    .select(['id', 'name', 'state'])
+    .where('job_id', '=', p.jobId)
+    .where('state', 'in', ['pending', 'ready', 'scheduled', 'running'])
+    .execute();
+  for (const s of open) {
+    await tx.db
+      .updateTable('stages')
+      .set({ state: 'canceled', end_reason: p.reason, pending_reason: null, finished_at: tx.now, updated_at: tx.now })
+      .where('id', '=', s.id)
+      .where('state', '=', s.state)
+      .execute();
+  }
+  await tx.event({
+    type: 'job:cancel-requested',
+    jobId: p.jobId,
+    message: `cancel accepted: ${p.reason}; ${open.length} stage(s) canceled, ${active.length} running attempt(s) to kill`,
+    data: { stages: open.map((s) => s.name), attempts: active.map((a) => a.id) },
+  });
+  for (const a of active) {
+    await tx.event({
+      type: 'attempt:canceled',
+      jobId: p.jobId,
+      stageName: a.stage_name,
+      attemptId: a.id,
+      machineId: a.machine_id,
+      message: `attempt canceled: ${p.reason}`,
+    });
+  }
+  for (const m of new Set(active.map((a) => a.machine_id))) {
+    await tx.publish('machine:wake', { machineId: m });
+  }
+  if (active.length) await tx.publish('capacity:freed', {});
+  await syncJobState(tx, p.jobId);
+  const after = await tx.db.selectFrom('jobs').selectAll().where('id', '=', p.jobId).executeTakeFirstOrThrow();
+  return { job: toJob(after), changed: true };
+}
+
+export async function stageLogs(
+  db: Db,
+  p: { jobId: string; stage: string; attempt?: number; afterId?: number },
+): Promise<LogChunk[] | null> {
+  const stage = await db
+    .selectFrom('stages')
+    .select(['id'])
+    .where('job_id', '=', p.jobId)
+    .where('name', '=', p.stage)
+    .executeTakeFirst();
+  if (!stage) return null;
+  let aq = db.selectFrom('attempts').select(['id', 'number']).where('stage_id', '=', stage.id);
+  if (p.attempt !== undefined) aq = aq.where('number', '=', p.attempt);
+  const attempts = await aq.orderBy('number').execute();
+  if (attempts.length === 0) return [];
+  // Default: the latest attempt's log, which is what a person looking at a stage wants.
+  const chosen = p.attempt !== undefined ? attempts : attempts.slice(-1);
+  const numbers = new Map(chosen.map((a) => [a.id, Number(a.number)]));
+  let q = db
+    .selectFrom('log_chunks')
+    .selectAll()
+    .where(
+      'attempt_id',
+      'in',
+      chosen.map((a) => a.id),
+    )
+    .orderBy('id');
+  if (p.afterId !== undefined) q = q.where('id', '>', p.afterId);
+  const rows = await q.execute();
+  return rows.map((r) => ({
+    id: Number(r.id),
+    attemptNumber: numbers.get(r.attempt_id)!,
+    stream: r.stream,
+    at: Number(r.at),
+    data: r.data,
+  }));
+}

@@ -1,0 +1,143 @@
+import { type Kysely, Migrator } from 'kysely';
+import type { JobState } from '../../domain/job-state.js';
+import { NotFoundError } from '../../domain/errors.js';
+import type { Plan } from '../../scheduler/snapshot.js';
+import { migrationProvider } from '../migrations.js';
+import type { OutboxMessage } from '../records.js';
+import type { Database } from '../schema.js';
+import type { AttemptCompletion, MachineRegistration, Store } from '../store.js';
+import type { StoreCapabilities } from '../store-capabilities.js';
+import * as attempts from './attempt-verbs.js';
+import * as jobs from './job-verbs.js';
+import * as machines from './machine-verbs.js';
+import * as scheduler from './scheduler-verbs.js';
+import { toEvent } from './row-mappers.js';
+import { TxContext } from './tx-context.js';
+
+/**
+ * The store, written once over Kysely for every SQL adapter. An adapter supplies a configured
+ * Kysely instance and its capability flags; everything else is shared, and so is the
+ * conformance suite that proves it.
+ */
+export class KyselyStore implements Store {
+  private listeners: (() => void)[] = [];
+
+  constructor(
+    readonly db: Kysely<Database>,
+    readonly capabilities: StoreCapabilities,
+  ) {}
+
+  async migrate(): Promise<void> {
+    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.capabilities) });
+    const { error } = await migrator.migrateToLatest();
+    if (error) throw error instanceof Error ? error : new Error(String(error));
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+
+  onOutbox(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  private async tx<T>(now: number, fn: (tx: TxContext) => Promise<T>): Promise<T> {
+    let ctx: TxContext | undefined;
+    const out = await this.db.transaction().execute(async (trx) => {
+      ctx = new TxContext(trx, now);
+      return fn(ctx);
+    });
+    if (ctx?.wroteOutbox) for (const l of this.listeners) l();
+    return out;
+  }
+
+  async jobSubmit(p: Parameters<Store['jobSubmit']>[0]) {
+    return this.tx(p.now, async (tx) => {
+      const id = await jobs.jobSubmit(tx, p);
+      return (await jobs.jobGet(tx.db, id))!;
+    });
+  }
+  jobGet(p: { jobId: string }) {
+    return jobs.jobGet(this.db, p.jobId);
+  }
+  jobList(p: { state?: JobState; team?: string; limit: number }) {
+    return jobs.jobList(this.db, p);
+  }
+  async jobCancel(p: { jobId: string; now: number; reason: string }) {
+    const out = await this.tx(p.now, (tx) => jobs.jobCancel(tx, p));
+    if (!out) throw new NotFoundError('job', p.jobId);
+    return out;
+  }
+  stageLogs(p: Parameters<Store['stageLogs']>[0]) {
+    return jobs.stageLogs(this.db, p);
+  }
+  async eventsList(p: { jobId?: string; afterSeq?: number; limit: number }) {
+    let q = this.db.selectFrom('events').selectAll().orderBy('seq').limit(p.limit);
+    if (p.jobId) q = q.where('job_id', '=', p.jobId);
+    if (p.afterSeq !== undefined) q = q.where('seq', '>', p.afterSeq);
+    return (await q.execute()).map(toEvent);
+  }
+
+  schedulerSnapshot(p: { now: number; limitPerPool: number }) {
+    return scheduler.schedulerSnapshot(this.db, p);
+  }
+  planApply(p: { plan: Plan; now: number; leaseMs: number }) {
+    return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
+  }
+
+  machineRegister(p: MachineRegistration & { now: number }) {
+    return this.tx(p.now, (tx) => machines.machineRegister(tx, p));
+  }
+  async machineHeartbeat(p: Parameters<Store['machineHeartbeat']>[0]) {
+    const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));
+    if (!out) throw new NotFoundError('machine', p.machineId);
+    return out;
+  }
+  machineList() {
+    return machines.machineList(this.db);
+  }
+  machineGet(p: { machineId: string }) {
+    return machines.machineGet(this.db, p.machineId);
+  }
+  machineAssignments(p: { machineId: string }) {
+    return machines.machineAssignments(this.db, p.machineId);
+  }
+
+  attemptStart(p: Parameters<Store['attemptStart']>[0]) {
+    return this.tx(p.now, (tx) => attempts.attemptStart(tx, p));
+  }
+  attemptComplete(p: AttemptCompletion & { now: number; jitter: number }) {
+    return this.tx(p.now, (tx) => attempts.attemptComplete(tx, p));
+  }
+  attemptLogAppend(p: Parameters<Store['attemptLogAppend']>[0]) {
+    return this.tx(p.now, (tx) => attempts.attemptLogAppend(tx, p));
+  }
+  attemptForUpload(p: { attemptId: string; token: number }) {
+    return attempts.attemptForUpload(this.db, p);
+  }
+  attemptGet(p: { attemptId: string }) {
+    return attempts.attemptGet(this.db, p.attemptId);
+  }
+
+  machinesReap(p: Parameters<Store['machinesReap']>[0]) {
+    return this.tx(p.now, (tx) => machines.machinesReap(tx, p));
+  }
+  attemptsReap(p: Parameters<Store['attemptsReap']>[0]) {
+    return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));
+  }
+
+  async outboxPending(p: { limit: number }): Promise<OutboxMessage[]> {
+    const rows = await this.db
+      .selectFrom('outbox')
+      .selectAll()
+      .where('published_at', 'is', null)
+      .orderBy('id')
+      .limit(p.limit)
+      .execute();
+    return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }));
+  }
+  async outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void> {
+    if (p.ids.length === 0) return;
+    await this.db.updateTable('outbox').set({ published_at: p.now }).where('id', 'in', p.ids).execute();
+  }
+}

@@ -1,0 +1,34 @@
+import { activeAttemptStates } from '../../domain/attempt-state.js';
+import type { MachineRecord } from '../records.js';
+import type { Db, Trx } from './tx-context.js';
+
+export type Usage = MachineRecord['allocated'];
+
+/**
+ * What active attempts hold on each machine. Computed from the attempts table rather than kept
+ * in counters, so it can never drift from the attempts that hold the resources.
+ */
+export async function machineUsage(db: Db | Trx, machineIds?: string[]): Promise<Map<string, Usage>> {
+  let q = db
+    .selectFrom('attempts')
+    .select(['machine_id', 'cpu_millis', 'memory_bytes', 'gpu_indices'])
+    .where('state', 'in', activeAttemptStates);
+  if (machineIds) {
+    if (machineIds.length === 0) return new Map();
+    q = q.where('machine_id', 'in', machineIds);
+  }
+  const rows = await q.execute();
+  const out = new Map<string, Usage>();
+  for (const r of rows) {
+    const u = out.get(r.machine_id) ?? { cpuMillis: 0, memoryBytes: 0, gpuIndices: [], attempts: 0 };
+    u.cpuMillis += Number(r.cpu_millis);
+    u.memoryBytes += Number(r.memory_bytes);
+    u.gpuIndices.push(...(JSON.parse(r.gpu_indices) as number[]));
+    u.attempts += 1;
+    out.set(r.machine_id, u);
+  }
+  for (const u of out.values()) u.gpuIndices.sort((a, b) => a - b);
+  return out;
+}
+
+export const emptyUsage = (): Usage => ({ cpuMillis: 0, memoryBytes: 0, gpuIndices: [], attempts: 0 });

@@ -1,0 +1,215 @@
+import { activeAttemptStates, type AttemptState } from '../../domain/attempt-state.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
+import { newId } from '../../domain/ids.js';
+import type { MachineHealth } from '../../domain/machine-health.js';
+import type { Assignment, MachineRecord, OutputFile } from '../records.js';
+import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.js';
+import { loseAttempt } from './attempt-verbs.js';
+import { emptyUsage, machineUsage } from './machine-usage.js';
+import { toMachine } from './row-mappers.js';
+import type { Db, TxContext } from './tx-context.js';
+
+/** A machine is known by its name: an agent restarted with the same name is the same machine. */
+export async function machineRegister(tx: TxContext, p: MachineRegistration): Promise<MachineRecord> {
+  const existing = await tx.db.selectFrom('machines').selectAll().where('name', '=', p.name).executeTakeFirst();
+  const fields = {
+    cpu_millis: p.cpuMillis,
+    memory_bytes: p.memoryBytes,
+    gpus: JSON.stringify(p.gpus),
+    gpus_declared: p.gpusDeclared ? 1 : 0,
+    region: p.region,
+    labels: JSON.stringify(p.labels),
+    agent: JSON.stringify(p.agent),
+    last_heartbeat_at: tx.now,
+    updated_at: tx.now,
+  };
+  let id: string;
+  if (existing) {
+    id = existing.id;
+    // An operator's cordon survives an agent restart; every other state means "it is back".
+    const health: MachineHealth = existing.health === 'cordoned' ? 'cordoned' : existing.health === 'draining' ? 'draining' : 'ready';
+    await tx.db.updateTable('machines').set({ ...fields, health }).where('id', '=', id).execute();
+  } else {
+    id = newId('m', tx.now);
+    await tx.db
+      .insertInto('machines')
+      .values({ id, name: p.name, health: 'ready', registered_at: tx.now, ...fields })
+      .execute();
+  }
+  const gpuText = p.gpus.length ? `, ${p.gpus.length} ${p.gpus[0]!.type} GPU(s)${p.gpusDeclared ? ' (declared)' : ''}` : '';
+  await tx.event({
+    type: 'machine:registered',
+    machineId: id,
+    message: `machine ${p.name} registered: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}`,
+    data: { name: p.name, returning: Boolean(existing) },
+  });
+  await tx.publish('capacity:freed', { machineId: id });
+  return (await machineGet(tx.db, id))!;
+}
+
+export async function machineGet(db: Db, machineId: string): Promise<MachineRecord | null> {
+  const row = await db.selectFrom('machines').selectAll().where('id', '=', machineId).executeTakeFirst();
+  if (!row) return null;
+  const usage = await machineUsage(db, [machineId]);
+  return toMachine(row, usage.get(machineId) ?? emptyUsage());
+}
+
+export async function machineList(db: Db): Promise<MachineRecord[]> {
+  const rows = await db.selectFrom('machines').selectAll().orderBy('name').execute();
+  const usage = await machineUsage(db);
+  return rows.map((r) => toMachine(r, usage.get(r.id) ?? emptyUsage()));
+}
+
+/**
+ * A heartbeat: the machine is alive, and so are the attempts it names, whose leases it renews.
+ * Any attempt it names that is no longer current (canceled, lost, superseded) comes back in
+ * `kill`, with the reason; the agent stops that process.
+ */
+export async function machineHeartbeat(
+  tx: TxContext,
+  p: { machineId: string; running: { attemptId: string; token: number }[]; leaseMs: number },
+): Promise<HeartbeatResult | null> {
+  const m = await tx.db.selectFrom('machines').select(['id', 'name', 'health']).where('id', '=', p.machineId).executeTakeFirst();
+  if (!m) return null;
+  let health = m.health as MachineHealth;
+  if (health === 'suspect' || health === 'lost') {
+    await tx.db.updateTable('machines').set({ health: 'ready' }).where('id', '=', m.id).where('health', '=', health).execute();
+    await tx.event({ type: 'machine:ready', machineId: m.id, message: `machine ${m.name} is heartbeating again (was ${health})` });
+    await tx.publish('capacity:freed', { machineId: m.id });
+    health = 'ready';
+  }
+  await tx.db.updateTable('machines').set({ last_heartbeat_at: tx.now }).where('id', '=', m.id).execute();
+  const kill: HeartbeatResult['kill'] = [];
+  if (p.running.length) {
+    const rows = await tx.db
+      .selectFrom('attempts')
+      .select(['id', 'token', 'state', 'machine_id', 'reason'])
+      .where(
+        'id',
+        'in',
+        p.running.map((r) => r.attemptId),
+      )
+      .execute();
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    for (const r of p.running) {
+      const a = byId.get(r.attemptId);
+      if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
+      else if (a.machine_id !== m.id || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
+      else if (!activeAttemptStates.includes(a.state as AttemptState)) {
+        kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
+      }
+    }
+    const renew = p.running.filter((r) => !kill.some((k) => k.attemptId === r.attemptId)).map((r) => r.attemptId);
+    if (renew.length) {
+      await tx.db
+        .updateTable('attempts')
+        .set({ lease_expires_at: tx.now + p.leaseMs })
+        .where('id', 'in', renew)
+        .where('state', '=', 'running')
+        .execute();
+    }
+  }
+  return { health, kill };
+}
+
+async function outputsOf(db: Db, attemptId: string | null): Promise<OutputFile[]> {
+  if (!attemptId) return [];
+  const a = await db.selectFrom('attempts').select('outputs').where('id', '=', attemptId).executeTakeFirst();
+  return a?.outputs ? (JSON.parse(a.outputs) as OutputFile[]) : [];
+}
+
+export async function machineAssignments(db: Db, machineId: string): Promise<Assignment[]> {
+  const rows = await db
+    .selectFrom('attempts')
+    .innerJoin('stages', 'stages.id', 'attempts.stage_id')
+    .select([
+      'attempts.id as id',
+      'attempts.token as token',
+      'attempts.job_id as job_id',
+      'attempts.stage_name as stage_name',
+      'attempts.number as number',
+      'attempts.gpu_indices as gpu_indices',
+      'stages.definition as definition',
+    ])
+    .where('attempts.machine_id', '=', machineId)
+    .where('attempts.state', '=', 'scheduled')
+    .orderBy('attempts.scheduled_at')
+    .execute();
+  const out: Assignment[] = [];
+  for (const r of rows) {
+    const def = JSON.parse(r.definition) as StageDefinition;
+    const upstream = def.needs.length
+      ? await db
+          .selectFrom('stages')
+          .select(['name', 'output_attempt_id'])
+          .where('job_id', '=', r.job_id)
+          .where('name', 'in', def.needs)
+          .execute()
+      : [];
+    const inputs: Assignment['inputs'] = [];
+    for (const u of upstream) {
+      if (u.output_attempt_id) inputs.push({ stage: u.name, attemptId: u.output_attempt_id, files: await outputsOf(db, u.output_attempt_id) });
+    }
+    out.push({
+      attemptId: r.id,
+      token: Number(r.token),
+      jobId: r.job_id,
+      stageName: r.stage_name,
+      attemptNumber: Number(r.number),
+      command: def.command,
+      env: def.env,
+      gpuIndices: JSON.parse(r.gpu_indices),
+      timeoutSeconds: def.timeoutSeconds,
+      inputs,
+    });
+  }
+  return out;
+}
+
+/**
+ * Failure detection by silence. `suspect` only stops new placements (a slow heartbeat is not yet
+ * a dead machine); `lost` gives the machine's work to others. Deadlines come from one clock, the
+ * caller's, compared with heartbeat times that the same clock wrote.
+ */
+export async function machinesReap(
+  tx: TxContext,
+  p: { suspectAfterMs: number; lostAfterMs: number; jitter: number },
+): Promise<ReapResult> {
+  const result: ReapResult = { machines: [], lostAttempts: [] };
+  const silent = await tx.db
+    .selectFrom('machines')
+    .select(['id', 'name', 'health', 'last_heartbeat_at'])
+    .where('health', 'in', ['ready', 'draining', 'suspect'])
+    .where('last_heartbeat_at', '<', tx.now - p.suspectAfterMs)
+    .execute();
+  for (const m of silent) {
+    const age = tx.now - Number(m.last_heartbeat_at);
+    const to: MachineHealth = age >= p.lostAfterMs ? 'lost' : 'suspect';
+    if (to === m.health) continue;
+    const res = await tx.db
+      .updateTable('machines')
+      .set({ health: to, updated_at: tx.now })
+      .where('id', '=', m.id)
+      .where('health', '=', m.health)
+      .executeTakeFirst();
+    if (Number(res.numUpdatedRows) !== 1) continue;
+    result.machines.push({ machineId: m.id, from: m.health as MachineHealth, to });
+    await tx.event({
+      type: `machine:${to}`,
+      machineId: m.id,
+      message: `machine ${m.name} ${to}: no heartbeat for ${(age / 1000).toFixed(1)} s`,
+      data: { silentMs: age },
+    });
+    if (to !== 'lost') continue;
+    const attempts = await tx.db
+      .selectFrom('attempts')
+      .selectAll()
+      .where('machine_id', '=', m.id)
+      .where('state', 'in', activeAttemptStates)
+      .execute();
+    for (const a of attempts) {
+      if (await loseAttempt(tx, a, `machine ${m.name} lost`, p.jitter)) result.lostAttempts.push(a.id);
+    }
+  }
+  return result;
+}

@@ -1,0 +1,111 @@
+import type { AttemptState } from '../../domain/attempt-state.js';
+import type { JobState } from '../../domain/job-state.js';
+import type { MachineHealth } from '../../domain/machine-health.js';
+import type { StageState } from '../../domain/stage-state.js';
+import type { AttemptRecord, EventRecord, JobRecord, MachineRecord, StageRecord } from '../records.js';
+import type { AttemptsTable, EventsTable, JobsTable, MachinesTable, StagesTable } from '../schema.js';
+
+// PostgreSQL hands back bigint columns as strings unless told otherwise; the adapter installs a
+// type parser, and `num` keeps these mappers honest for any driver that does not.
+const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v));
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : num(v));
+
+export function toJob(r: JobsTable): JobRecord {
+  return {
+    id: r.id,
+    name: r.name,
+    team: r.team,
+    priority: num(r.priority),
+    labels: JSON.parse(r.labels),
+    state: r.state as JobState,
+    failureReason: r.failure_reason,
+    cancelRequestedAt: numOrNull(r.cancel_requested_at),
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+    finishedAt: numOrNull(r.finished_at),
+  };
+}
+
+export function toStage(r: StagesTable): StageRecord {
+  return {
+    id: r.id,
+    jobId: r.job_id,
+    name: r.name,
+    position: num(r.position),
+    pool: r.pool,
+    state: r.state as StageState,
+    priority: num(r.priority),
+    definition: JSON.parse(r.definition),
+    attemptsUsed: num(r.attempts_used),
+    lostUsed: num(r.lost_used),
+    token: num(r.token),
+    currentAttemptId: r.current_attempt_id,
+    outputAttemptId: r.output_attempt_id,
+    readySince: numOrNull(r.ready_since),
+    notBefore: numOrNull(r.not_before),
+    pendingReason: r.pending_reason,
+    endReason: r.end_reason,
+    createdAt: num(r.created_at),
+    updatedAt: num(r.updated_at),
+    finishedAt: numOrNull(r.finished_at),
+  };
+}
+
+export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord {
+  return {
+    id: r.id,
+    stageId: r.stage_id,
+    jobId: r.job_id,
+    stageName: r.stage_name,
+    number: num(r.number),
+    token: num(r.token),
+    machineId: r.machine_id,
+    machineName,
+    gpuIndices: JSON.parse(r.gpu_indices),
+    gpuType: r.gpu_type,
+    cpuMillis: num(r.cpu_millis),
+    memoryBytes: num(r.memory_bytes),
+    state: r.state as AttemptState,
+    exitCode: numOrNull(r.exit_code),
+    signal: r.signal,
+    reason: r.reason,
+    pid: numOrNull(r.pid),
+    outputs: r.outputs === null ? null : JSON.parse(r.outputs),
+    leaseExpiresAt: numOrNull(r.lease_expires_at),
+    scheduledAt: num(r.scheduled_at),
+    startedAt: numOrNull(r.started_at),
+    finishedAt: numOrNull(r.finished_at),
+  };
+}
+
+export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated']): MachineRecord {
+  return {
+    id: r.id,
+    name: r.name,
+    cpuMillis: num(r.cpu_millis),
+    memoryBytes: num(r.memory_bytes),
+    gpus: JSON.parse(r.gpus),
+    gpusDeclared: Boolean(num(r.gpus_declared)),
+    region: r.region,
+    labels: JSON.parse(r.labels),
+    health: r.health as MachineHealth,
+    agent: JSON.parse(r.agent),
+    lastHeartbeatAt: num(r.last_heartbeat_at),
+    registeredAt: num(r.registered_at),
+    allocated,
+  };
+}
+
+export function toEvent(r: EventsTable): EventRecord {
+  return {
+    seq: num(r.seq),
+    at: num(r.at),
+    type: r.type,
+    jobId: r.job_id,
+    stageName: r.stage_name,
+    attemptId: r.attempt_id,
+    machineId: r.machine_id,
+    message: r.message,
+    data: JSON.parse(r.data),
+  };
+}

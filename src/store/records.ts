@@ -1,0 +1,153 @@
+import type { AttemptState } from '../domain/attempt-state.js';
+import type { JobState } from '../domain/job-state.js';
+import type { StageDefinition } from '../domain/job-definition.js';
+import type { MachineHealth } from '../domain/machine-health.js';
+import type { StageState } from '../domain/stage-state.js';
+
+/** What the store hands back. Plain data; the API turns these into its wire types. */
+export interface JobRecord {
+  id: string;
+  name: string;
+  team: string;
+  priority: number;
+  labels: Record<string, string>;
+  state: JobState;
+  failureReason: string | null;
+  cancelRequestedAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+}
+
+export interface OutputFile {
+  path: string;
+  size: number;
+}
+
+export interface AttemptRecord {
+  id: string;
+  stageId: string;
+  jobId: string;
+  stageName: string;
+  number: number;
+  token: number;
+  machineId: string;
+  machineName: string;
+  gpuIndices: number[];
+  gpuType: string | null;
+  cpuMillis: number;
+  memoryBytes: number;
+  state: AttemptState;
+  exitCode: number | null;
+  signal: string | null;
+  reason: string | null;
+  pid: number | null;
+  outputs: OutputFile[] | null;
+  leaseExpiresAt: number | null;
+  scheduledAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+}
+
+export interface StageRecord {
+  id: string;
+  jobId: string;
+  name: string;
+  position: number;
+  pool: string;
+  state: StageState;
+  priority: number;
+  definition: StageDefinition;
+  attemptsUsed: number;
+  lostUsed: number;
+  token: number;
+  currentAttemptId: string | null;
+  outputAttemptId: string | null;
+  readySince: number | null;
+  notBefore: number | null;
+  pendingReason: string | null;
+  endReason: string | null;
+  createdAt: number;
+  updatedAt: number;
+  finishedAt: number | null;
+}
+
+export interface StageDetail extends StageRecord {
+  attempts: AttemptRecord[];
+}
+
+export interface JobDetail extends JobRecord {
+  stages: StageDetail[];
+}
+
+export interface JobSummary extends JobRecord {
+  stageCounts: Partial<Record<StageState, number>>;
+}
+
+export interface MachineGpu {
+  index: number;
+  uuid: string | null;
+  name: string;
+  /** Normalised type, e.g. "h100". */
+  type: string;
+  memoryMiB: number | null;
+}
+
+export interface MachineRecord {
+  id: string;
+  name: string;
+  cpuMillis: number;
+  memoryBytes: number;
+  gpus: MachineGpu[];
+  /** GPUs were declared by a flag or the cluster file, not found by nvidia-smi. */
+  gpusDeclared: boolean;
+  region: string | null;
+  labels: Record<string, string>;
+  health: MachineHealth;
+  agent: Record<string, unknown>;
+  lastHeartbeatAt: number;
+  registeredAt: number;
+  allocated: { cpuMillis: number; memoryBytes: number; gpuIndices: number[]; attempts: number };
+}
+
+/** Everything an agent needs to run one attempt. */
+export interface Assignment {
+  attemptId: string;
+  token: number;
+  jobId: string;
+  stageName: string;
+  attemptNumber: number;
+  command: string[];
+  env: Record<string, string>;
+  gpuIndices: number[];
+  timeoutSeconds: number | null;
+  /** Upstream stages whose committed outputs the attempt reads. */
+  inputs: { stage: string; attemptId: string; files: OutputFile[] }[];
+}
+
+export interface EventRecord {
+  seq: number;
+  at: number;
+  type: string;
+  jobId: string | null;
+  stageName: string | null;
+  attemptId: string | null;
+  machineId: string | null;
+  message: string;
+  data: Record<string, unknown>;
+}
+
+export interface OutboxMessage {
+  id: number;
+  topic: string;
+  payload: Record<string, unknown>;
+  createdAt: number;
+}
+
+export interface LogChunk {
+  id: number;
+  attemptNumber: number;
+  stream: string;
+  at: number;
+  data: string;
+}

@@ -1,0 +1,127 @@
+/**
+ * The tables, as Kysely sees them. Private to the store: nothing outside src/store imports this.
+ * Times are integer milliseconds since the epoch; JSON columns are text.
+ */
+export interface TeamsTable {
+  name: string;
+  weight: number;
+  created_at: number;
+}
+
+export interface JobsTable {
+  id: string;
+  name: string;
+  team: string;
+  priority: number;
+  labels: string;
+  state: string;
+  definition: string;
+  source: string | null;
+  failure_reason: string | null;
+  cancel_requested_at: number | null;
+  created_at: number;
+  updated_at: number;
+  finished_at: number | null;
+}
+
+export interface StagesTable {
+  id: string;
+  job_id: string;
+  name: string;
+  position: number;
+  pool: string;
+  state: string;
+  priority: number;
+  definition: string;
+  attempts_used: number;
+  lost_used: number;
+  token: number;
+  current_attempt_id: string | null;
+  output_attempt_id: string | null;
+  ready_since: number | null;
+  not_before: number | null;
+  pending_reason: string | null;
+  end_reason: string | null;
+  created_at: number;
+  updated_at: number;
+  finished_at: number | null;
+}
+
+export interface AttemptsTable {
+  id: string;
+  stage_id: string;
+  job_id: string;
+  stage_name: string;
+  number: number;
+  token: number;
+  machine_id: string;
+  gpu_indices: string;
+  gpu_type: string | null;
+  cpu_millis: number;
+  memory_bytes: number;
+  state: string;
+  exit_code: number | null;
+  signal: string | null;
+  reason: string | null;
+  pid: number | null;
+  outputs: string | null;
+  lease_expires_at: number | null;
+  scheduled_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+
+export interface MachinesTable {
+  id: string;
+  name: string;
+  cpu_millis: number;
+  memory_bytes: number;
+  gpus: string;
+  gpus_declared: number;
+  region: string | null;
+  labels: string;
+  health: string;
+  agent: string;
+  last_heartbeat_at: number;
+  registered_at: number;
+  updated_at: number;
+}
+
+export interface EventsTable {
+  seq: number;
+  at: number;
+  type: string;
+  job_id: string | null;
+  stage_name: string | null;
+  attempt_id: string | null;
+  machine_id: string | null;
+  message: string;
+  data: string;
+}
+
+export interface OutboxTable {
+  id: number;
+  topic: string;
+  payload: string;
+  created_at: number;
+  published_at: number | null;
+}
+
+export interface LogChunksTable {
+  id: number;
+  attempt_id: string;
+  stream: string;
+  at: number;
+  data: string;
+}
+
+export interface Database {
+  teams: TeamsTable;
+  jobs: JobsTable;
+  stages: StagesTable;
+  attempts: AttemptsTable;
+  machines: MachinesTable;
+  events: EventsTable;
+  outbox: OutboxTable;
+  log_chunks: LogChunksTable;
+}

@@ -1,0 +1,25 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { KyselyStore } from '../kysely/kysely-store.js';
+import type { Database } from '../schema.js';
+
+/**
+ * The embedded default: one SQLite file in WAL mode. One connection serialises writers, which is
+ * what SQLite does anyway; `busy_timeout` covers a second process (a restarting server) briefly
+ * holding the file.
+ */
+export async function openSqliteStore(file: string, opts: { migrate?: boolean } = {}): Promise<KyselyStore> {
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  const sqlite = new SQLite(file);
+  sqlite.pragma('journal_mode = WAL');
+  // FULL: a commit survives power loss, not just a crash of the process; accepted means durable.
+  sqlite.pragma('synchronous = FULL');
+  sqlite.pragma('foreign_keys = ON');
+  sqlite.pragma('busy_timeout = 5000');
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false });
+  if (opts.migrate !== false) await store.migrate();
+  return store;
+}

@@ -1,0 +1,4 @@
+import { storeConformance } from '../conformance/store-conformance.js';
+import { openSqliteStore } from './open-sqlite-store.js';
+
+storeConformance('sqlite', () => openSqliteStore(':memory:'));

@@ -1,0 +1,131 @@
+import type { JobDefinition } from '../domain/job-definition.js';
+import type { JobState } from '../domain/job-state.js';
+import type { MachineHealth } from '../domain/machine-health.js';
+import type { Plan, SchedulerSnapshot } from '../scheduler/snapshot.js';
+import type {
+  Assignment,
+  AttemptRecord,
+  EventRecord,
+  JobDetail,
+  JobRecord,
+  JobSummary,
+  LogChunk,
+  MachineGpu,
+  MachineRecord,
+  OutboxMessage,
+  OutputFile,
+} from './records.js';
+import type { StoreCapabilities } from './store-capabilities.js';
+
+/**
+ * The one door to the database. Every method is one transaction and speaks in domain verbs; every
+ * state change inside is a guarded write (`… WHERE id = ? AND state = ? AND token = ?`), so a
+ * caller that lost a race changes nothing and is told so. Time always comes in as `now` from the
+ * caller's clock: the store never reads a clock of its own.
+ *
+ * Two adapters share one implementation (`KyselyStore`) and one conformance suite
+ * (`src/store/conformance/`).
+ */
+export interface Store {
+  readonly capabilities: StoreCapabilities;
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+  /** Called after a transaction that wrote outbox rows commits, so the relay can run at once. */
+  onOutbox(listener: () => void): void;
+
+  // --- jobs (user side) ---
+  jobSubmit(p: { definition: JobDefinition; source: string | null; now: number }): Promise<JobDetail>;
+  jobGet(p: { jobId: string }): Promise<JobDetail | null>;
+  jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
+  /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
+   *  transaction. Returns `changed: false` for a job that had already ended. */
+  jobCancel(p: { jobId: string; now: number; reason: string }): Promise<{ job: JobRecord; changed: boolean }>;
+  stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number }): Promise<LogChunk[] | null>;
+  eventsList(p: { jobId?: string; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
+
+  // --- scheduler ---
+  /** Ready stages whose backoff has passed (at most `limitPerPool` per pool, in queue order) and
+   *  every machine with what is free on it. */
+  schedulerSnapshot(p: { now: number; limitPerPool: number }): Promise<SchedulerSnapshot>;
+  /** Applies a plan, re-checking each placement against fresh state; a placement whose stage is
+   *  no longer ready or whose machine no longer has room is skipped and reported. */
+  planApply(p: { plan: Plan; now: number; leaseMs: number }): Promise<PlanApplyResult>;
+
+  // --- machines and agents ---
+  machineRegister(p: MachineRegistration & { now: number }): Promise<MachineRecord>;
+  /** Renews the machine's heartbeat and the leases of the attempts it reports, and says which of
+   *  those it must kill (no longer current). */
+  machineHeartbeat(p: {
+    machineId: string;
+    running: { attemptId: string; token: number }[];
+    now: number;
+    leaseMs: number;
+  }): Promise<HeartbeatResult>;
+  machineList(): Promise<MachineRecord[]>;
+  machineGet(p: { machineId: string }): Promise<MachineRecord | null>;
+  /** Attempts placed on this machine that its agent has not started yet. */
+  machineAssignments(p: { machineId: string }): Promise<Assignment[]>;
+
+  // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---
+  attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number }): Promise<AttemptRecord>;
+  attemptComplete(p: AttemptCompletion & { now: number; jitter: number }): Promise<CompletionResult>;
+  attemptLogAppend(p: { attemptId: string; token: number; chunks: { stream: string; data: string }[]; now: number }): Promise<void>;
+  /** The attempt if it may still write outputs (active, token current). */
+  attemptForUpload(p: { attemptId: string; token: number }): Promise<AttemptRecord>;
+  /** A committed output's owner: the attempt whose outputs a stage committed. */
+  attemptGet(p: { attemptId: string }): Promise<AttemptRecord | null>;
+
+  // --- reconciler ---
+  /** Machines silent past `suspectAfterMs` become suspect; past `lostAfterMs`, lost, and their
+   *  active attempts lost (stages back to ready, counted against the infrastructure budget). */
+  machinesReap(p: { now: number; suspectAfterMs: number; lostAfterMs: number; jitter: number }): Promise<ReapResult>;
+  /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
+  attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
+
+  // --- outbox ---
+  outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
+  outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;
+}
+
+export interface MachineRegistration {
+  name: string;
+  cpuMillis: number;
+  memoryBytes: number;
+  gpus: MachineGpu[];
+  gpusDeclared: boolean;
+  region: string | null;
+  labels: Record<string, string>;
+  agent: Record<string, unknown>;
+}
+
+export interface HeartbeatResult {
+  health: MachineHealth;
+  kill: { attemptId: string; reason: string }[];
+}
+
+export interface AttemptCompletion {
+  attemptId: string;
+  token: number;
+  exitCode: number | null;
+  signal: string | null;
+  /** Why it ended when not a plain exit: "timeout", "spawn failed: …", "killed: lease lost". */
+  reason: string | null;
+  outputs: OutputFile[];
+}
+
+export interface CompletionResult {
+  /** false when this exact outcome had already been recorded (a repeated report). */
+  accepted: boolean;
+  attempt: AttemptRecord;
+  jobState: JobState;
+}
+
+export interface PlanApplyResult {
+  applied: AttemptRecord[];
+  skipped: { stageId: string; why: string }[];
+}
+
+export interface ReapResult {
+  machines: { machineId: string; from: MachineHealth; to: MachineHealth }[];
+  lostAttempts: string[];
+}

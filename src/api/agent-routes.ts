@@ -1,0 +1,150 @@
+import type { FastifyInstance } from 'fastify';
+import type { Readable } from 'node:stream';
+import { Type } from 'typebox';
+import { NotFoundError, StaleAttemptError, ValidationError } from '../domain/errors.js';
+import { ArtifactStore } from '../server/artifact-store.js';
+import type { ApiContext } from './api-context.js';
+import {
+  CompleteRequest,
+  CompleteResponse,
+  HeartbeatRequest,
+  HeartbeatResponse,
+  LogsRequest,
+  RegisterRequest,
+  RegisterResponse,
+  StartRequest,
+} from './contract/agent-protocol.js';
+import { ErrorBody } from './contract/job-view.js';
+import { machineWaiter } from './long-poll.js';
+
+const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+const tags = ['agent'];
+const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+
+/** The internal API agents speak (see src/api/contract/agent-protocol.ts for the timeline). */
+export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const { store, clock, config } = ctx;
+  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs };
+
+  app.post(
+    '/v1/agent/register',
+    { schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody } } },
+    async (req) => {
+      const body = req.body as RegisterRequest;
+      const m = await store.machineRegister({ ...body, now: clock.now() });
+      req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared }, 'machine registered');
+      return { machineId: m.id, settings };
+    },
+  );
+
+  app.post(
+    '/v1/agent/machines/:id/heartbeat',
+    {
+      schema: {
+        summary: 'Heartbeat: renew leases, learn what to kill, receive assignments (long-poll up to waitMs)',
+        tags,
+        params: AttemptParams,
+        body: HeartbeatRequest,
+        response: { 200: HeartbeatResponse, ...errors },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const body = req.body as HeartbeatRequest;
+      const known = new Set(body.running.map((r) => r.attemptId));
+      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown);
+      try {
+        const deadline = clock.now() + (body.waitMs ?? 0);
+        for (;;) {
+          const hb = await store.machineHeartbeat({ machineId: id, running: body.running, now: clock.now(), leaseMs: config.leaseMs });
+          const assignments = (await store.machineAssignments({ machineId: id })).filter((a) => !known.has(a.attemptId));
+          const left = deadline - clock.now();
+          if (hb.kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted) {
+            return { health: hb.health, kill: hb.kill, assignments };
+          }
+          await waiter.wait(left);
+        }
+      } finally {
+        waiter.done();
+      }
+    },
+  );
+
+  app.post(
+    '/v1/agent/attempts/:id/start',
+    { schema: { summary: 'Acknowledge an assignment: the attempt is running', tags, params: AttemptParams, body: StartRequest, response: { 200: Type.Object({ state: Type.String() }), ...errors } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const body = req.body as StartRequest;
+      const a = await store.attemptStart({ attemptId: id, token: body.token, pid: body.pid, now: clock.now(), leaseMs: config.leaseMs });
+      return { state: a.state };
+    },
+  );
+
+  app.post(
+    '/v1/agent/attempts/:id/logs',
+    { schema: { summary: "Append to an attempt's log", tags, params: AttemptParams, body: LogsRequest, response: { ...errors } } },
+    async (req, reply) => {
+      const { id } = req.params as { id: string };
+      const body = req.body as LogsRequest;
+      await store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now() });
+      return reply.status(204).send();
+    },
+  );
+
+  app.put(
+    '/v1/agent/attempts/:id/outputs/*',
+    { schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token)", tags }, bodyLimit: Number.MAX_SAFE_INTEGER },
+    async (req, reply) => {
+      const params = req.params as { id: string; '*': string };
+      const token = Number(req.headers['x-gantry-token']);
+      if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
+      const rel = ArtifactStore.checkPath(params['*'] ?? '');
+      await store.attemptForUpload({ attemptId: params.id, token });
+      await ctx.artifacts.put(params.id, rel, req.body as Readable);
+      return reply.status(204).send();
+    },
+  );
+
+  app.post(
+    '/v1/agent/attempts/:id/complete',
+    { schema: { summary: "Report an attempt's outcome, fenced by its token", tags, params: AttemptParams, body: CompleteRequest, response: { 200: CompleteResponse, ...errors } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const body = req.body as CompleteRequest;
+      const succeeded = body.exitCode === 0 && body.signal === null && body.reason === null;
+      if (succeeded) {
+        // Outputs are committed by pointer only if every file named was really uploaded, whole.
+        for (const o of body.outputs) {
+          const size = await ctx.artifacts.size(id, ArtifactStore.checkPath(o.path));
+          if (size !== o.size) {
+            throw new ValidationError([{ path: '/outputs', message: `output ${o.path} was not uploaded (or has ${size} bytes, not ${o.size})` }]);
+          }
+        }
+      }
+      try {
+        const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random() });
+        req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
+        return { accepted: r.accepted, jobState: r.jobState };
+      } catch (err) {
+        if (err instanceof StaleAttemptError) req.log.warn({ attemptId: id, reason: err.reason }, 'stale outcome refused');
+        throw err;
+      }
+    },
+  );
+
+  app.get(
+    '/v1/agent/artifacts/:id/*',
+    { schema: { summary: 'Download a committed output file of an upstream attempt', tags } },
+    async (req, reply) => {
+      const params = req.params as { id: string; '*': string };
+      const rel = ArtifactStore.checkPath(params['*'] ?? '');
+      const a = await store.attemptGet({ attemptId: params.id });
+      // Only outputs a stage committed are readable: never a failed or superseded attempt's files.
+      if (!a || a.state !== 'succeeded' || !a.outputs?.some((o) => o.path === rel)) throw new NotFoundError('artifact', `${params.id}/${rel}`);
+      return reply.type('application/octet-stream').send(ctx.artifacts.read(a.id, rel));
+    },
+  );
+
+  app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+}

@@ -1,0 +1,17 @@
+import type { Bus } from '../bus/bus.js';
+import type { Clock } from '../domain/clock.js';
+import type { ArtifactStore } from '../server/artifact-store.js';
+import type { ServerConfig } from '../server/server-config.js';
+import type { Store } from '../store/store.js';
+
+/** What the HTTP layer needs from the rest of the control plane. */
+export interface ApiContext {
+  store: Store;
+  bus: Bus;
+  clock: Clock;
+  config: ServerConfig;
+  artifacts: ArtifactStore;
+  random: () => number;
+  /** Aborted when the server shuts down, so held long-polls return at once. */
+  shutdown: AbortSignal;
+}

@@ -1,0 +1,40 @@
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { ApiContext } from './api-context.js';
+import { agentRoutes } from './agent-routes.js';
+import { installErrorHandler } from './error-handler.js';
+import { jobRoutes } from './job-routes.js';
+import { machineRoutes } from './machine-routes.js';
+
+export const API_VERSION = '0.1.0';
+
+/**
+ * The HTTP API: the external routes for users and the internal ones for agents, one Fastify
+ * instance, one route schema per route (validation, serialisation and the OpenAPI document).
+ */
+export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | object } = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    bodyLimit: ctx.config.bodyLimitBytes,
+    // Long-polls are held for a heartbeat interval; keep-alive connections outlive them.
+    keepAliveTimeout: 60_000,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: true } },
+  });
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'Gantry API', version: API_VERSION, description: 'Multi-stage jobs on GPU and CPU clusters.' },
+      tags: [
+        { name: 'jobs', description: 'Submit, watch and cancel jobs' },
+        { name: 'machines', description: 'The cluster' },
+        { name: 'agent', description: 'Internal: the protocol agents speak' },
+      ],
+    },
+  });
+  installErrorHandler(app);
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true, version: API_VERSION }));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  jobRoutes(app, ctx);
+  machineRoutes(app, ctx);
+  agentRoutes(app, ctx);
+  return app;
+}

@@ -1,0 +1,113 @@
+import { Type, type Static } from 'typebox';
+
+/** The user-facing shapes of jobs, stages, attempts and machines: what the CLI, SDK and dashboard read. */
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
+const StringMap = Type.Unsafe<Record<string, string>>(Type.Object({}, { additionalProperties: Type.String() }));
+
+export const AttemptView = Type.Object({
+  id: Type.String(),
+  number: Type.Integer(),
+  state: Type.String(),
+  machine: Type.String({ description: 'machine name' }),
+  machineId: Type.String(),
+  gpus: Type.Array(Type.Integer(), { description: 'device indices (CUDA_VISIBLE_DEVICES)' }),
+  gpuType: Nullable(Type.String()),
+  exitCode: Nullable(Type.Integer()),
+  signal: Nullable(Type.String()),
+  reason: Nullable(Type.String()),
+  pid: Nullable(Type.Integer()),
+  outputs: Nullable(Type.Array(Type.Object({ path: Type.String(), size: Type.Integer() }))),
+  scheduledAt: Type.Number(),
+  startedAt: Nullable(Type.Number()),
+  finishedAt: Nullable(Type.Number()),
+});
+export type AttemptView = Static<typeof AttemptView>;
+
+export const StageView = Type.Object({
+  name: Type.String(),
+  state: Type.String(),
+  pool: Type.String(),
+  needs: Type.Array(Type.String()),
+  pendingReason: Nullable(Type.String({ description: 'why a ready stage is not placed yet' })),
+  endReason: Nullable(Type.String({ description: 'why it ended as it did, when not a plain success' })),
+  resources: Type.Object({
+    cpuMillis: Type.Integer(),
+    memoryBytes: Type.Integer(),
+    gpu: Nullable(Type.Object({ count: Type.Integer(), types: Type.Array(Type.String()) })),
+  }),
+  attemptsUsed: Type.Integer(),
+  maxAttempts: Type.Integer(),
+  lostUsed: Type.Integer(),
+  outputAttemptId: Nullable(Type.String()),
+  readySince: Nullable(Type.Number()),
+  notBefore: Nullable(Type.Number()),
+  finishedAt: Nullable(Type.Number()),
+  attempts: Type.Array(AttemptView),
+});
+export type StageView = Static<typeof StageView>;
+
+export const JobSummaryView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  team: Type.String(),
+  priority: Type.Integer(),
+  labels: StringMap,
+  state: Type.String(),
+  failureReason: Nullable(Type.String()),
+  createdAt: Type.Number(),
+  updatedAt: Type.Number(),
+  finishedAt: Nullable(Type.Number()),
+  stageCounts: Type.Unsafe<Record<string, number>>(Type.Object({}, { additionalProperties: Type.Integer() })),
+});
+export type JobSummaryView = Static<typeof JobSummaryView>;
+
+export const JobView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  team: Type.String(),
+  priority: Type.Integer(),
+  labels: StringMap,
+  state: Type.String(),
+  failureReason: Nullable(Type.String()),
+  cancelRequestedAt: Nullable(Type.Number()),
+  createdAt: Type.Number(),
+  updatedAt: Type.Number(),
+  finishedAt: Nullable(Type.Number()),
+  stages: Type.Array(StageView),
+});
+export type JobView = Static<typeof JobView>;
+
+export const MachineView = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  health: Type.String(),
+  cpuMillis: Type.Integer(),
+  memoryBytes: Type.Integer(),
+  gpus: Type.Array(Type.Object({ index: Type.Integer(), type: Type.String(), name: Type.String(), uuid: Nullable(Type.String()), busy: Type.Boolean() })),
+  gpusDeclared: Type.Boolean({ description: 'GPUs were declared by flag or cluster file, not found by nvidia-smi' }),
+  region: Nullable(Type.String()),
+  labels: StringMap,
+  allocated: Type.Object({ cpuMillis: Type.Integer(), memoryBytes: Type.Integer(), gpuIndices: Type.Array(Type.Integer()), attempts: Type.Integer() }),
+  lastHeartbeatAt: Type.Number(),
+  registeredAt: Type.Number(),
+});
+export type MachineView = Static<typeof MachineView>;
+
+export const EventView = Type.Object({
+  seq: Type.Integer(),
+  at: Type.Number(),
+  type: Type.String(),
+  jobId: Nullable(Type.String()),
+  stageName: Nullable(Type.String()),
+  attemptId: Nullable(Type.String()),
+  machineId: Nullable(Type.String()),
+  message: Type.String(),
+});
+export type EventView = Static<typeof EventView>;
+
+export const ErrorBody = Type.Object({
+  error: Type.String({ description: 'machine-readable code' }),
+  message: Type.String(),
+  issues: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
+});
+export type ErrorBody = Static<typeof ErrorBody>;

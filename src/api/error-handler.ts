@@ -1,0 +1,43 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ConflictError, NotFoundError, StaleAttemptError, ValidationError } from '../domain/errors.js';
+import type { ErrorBody } from './contract/job-view.js';
+
+/**
+ * The one place where errors become HTTP statuses. Anything not recognised is a 500 with a
+ * generic message (the details go to the server log, not to the client).
+ */
+export function installErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const send = (status: number, body: ErrorBody) => reply.status(status).send(body);
+    if (err instanceof ValidationError) {
+      return send(400, { error: 'invalid_request', message: err.message, issues: err.issues });
+    }
+    if (err instanceof NotFoundError) return send(404, { error: 'not_found', message: err.message });
+    if (err instanceof StaleAttemptError) return send(409, { error: 'stale_attempt', message: err.message });
+    if (err instanceof ConflictError) return send(409, { error: 'conflict', message: err.message });
+    if (err.validation) {
+      const issues = err.validation.map((v) => ({
+        path: `${err.validationContext ?? 'body'}${v.instancePath ?? ''}`,
+        message: v.message ?? 'invalid',
+      }));
+      return send(400, { error: 'invalid_request', message: issues.map((i) => `${i.path}: ${i.message}`).join('; '), issues });
+    }
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return send(413, { error: 'body_too_large', message: `request body is over the limit of ${req.routeOptions.bodyLimit ?? 'the server'} bytes` });
+    }
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return send(415, { error: 'unsupported_media_type', message: err.message });
+    }
+    if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError) {
+      return send(400, { error: 'invalid_json', message: `body is not valid JSON: ${err.message}` });
+    }
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      return send(err.statusCode, { error: err.code ?? 'bad_request', message: err.message });
+    }
+    req.log.error({ err }, 'unhandled error');
+    return send(500, { error: 'internal', message: 'internal server error; see the server log' });
+  });
+  app.setNotFoundHandler((req, reply) => {
+    reply.status(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url}` } satisfies ErrorBody);
+  });
+}

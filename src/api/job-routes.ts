@@ -1,0 +1,158 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { jobStates, type JobState } from '../domain/job-state.js';
+import { NotFoundError } from '../domain/errors.js';
+import { JobSpecSchema, parseJobSpec, parseJobSpecText } from '../domain/job-spec.js';
+import { ArtifactStore } from '../server/artifact-store.js';
+import type { ApiContext } from './api-context.js';
+import { ErrorBody, EventView, JobSummaryView, JobView } from './contract/job-view.js';
+import { jobSummaryView, jobView } from './views.js';
+
+const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
+const errors = { 400: ErrorBody, 404: ErrorBody };
+
+export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const { store, clock } = ctx;
+
+  app.post(
+    '/v1/jobs',
+    {
+      schema: {
+        summary: 'Submit a job',
+        description:
+          'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written.',
+        tags: ['jobs'],
+        body: JobSpecSchema,
+        response: { 201: JobView, ...errors, 413: ErrorBody, 415: ErrorBody },
+      },
+      // The spec is validated by parseJobSpec, which reports every issue with friendly paths;
+      // the schema above is for the OpenAPI document, and YAML bodies arrive as text.
+      validatorCompiler: () => () => true,
+    },
+    async (req, reply) => {
+      const raw = req.body as unknown;
+      const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
+      const definition = parseJobSpec(input);
+      const source = typeof raw === 'string' ? raw : JSON.stringify(raw);
+      const job = await store.jobSubmit({ definition, source, now: clock.now() });
+      req.log.info({ jobId: job.id, name: job.name, stages: job.stages.length }, 'job submitted');
+      return reply.status(201).send(jobView(job));
+    },
+  );
+
+  app.get(
+    '/v1/jobs',
+    {
+      schema: {
+        summary: 'List jobs, newest first',
+        tags: ['jobs'],
+        querystring: Type.Object({
+          state: Type.Optional(Type.Union(jobStates.map((s) => Type.Literal(s)))),
+          team: Type.Optional(Type.String()),
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
+        }),
+        response: { 200: Type.Object({ jobs: Type.Array(JobSummaryView) }), 400: ErrorBody },
+      },
+    },
+    async (req) => {
+      const q = req.query as { state?: JobState; team?: string; limit?: number };
+      const jobs = await store.jobList({ state: q.state, team: q.team, limit: q.limit ?? 50 });
+      return { jobs: jobs.map(jobSummaryView) };
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id',
+    { schema: { summary: 'A job with its stages and attempts', tags: ['jobs'], params: JobParams, response: { 200: JobView, ...errors } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const job = await store.jobGet({ jobId: id });
+      if (!job) throw new NotFoundError('job', id);
+      return jobView(job);
+    },
+  );
+
+  app.post(
+    '/v1/jobs/:id/cancel',
+    {
+      schema: {
+        summary: 'Cancel a job',
+        description: 'Cancel wins: no attempt starts after this returns; running ones are killed (TERM, grace, KILL).',
+        tags: ['jobs'],
+        params: JobParams,
+        response: { 200: Type.Object({ changed: Type.Boolean(), job: JobView }), ...errors },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: 'canceled by user' });
+      req.log.info({ jobId: id, changed: r.changed }, 'job cancel');
+      return { changed: r.changed, job: jobView((await store.jobGet({ jobId: id }))!) };
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id/events',
+    {
+      schema: {
+        summary: "A job's events, oldest first",
+        tags: ['jobs'],
+        params: JobParams,
+        querystring: Type.Object({ after: Type.Optional(Type.Integer({ minimum: 0 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000 })) }),
+        response: { 200: Type.Object({ events: Type.Array(EventView) }), ...errors },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const q = req.query as { after?: number; limit?: number };
+      if (!(await store.jobGet({ jobId: id }))) throw new NotFoundError('job', id);
+      return { events: await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 }) };
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id/stages/:stage/logs',
+    {
+      schema: {
+        summary: "A stage's stdout and stderr (latest attempt unless `attempt` is given)",
+        tags: ['jobs'],
+        params: StageParams,
+        querystring: Type.Object({
+          attempt: Type.Optional(Type.Integer({ minimum: 1 })),
+          after: Type.Optional(Type.Integer({ minimum: 0 })),
+          format: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('json')])),
+        }),
+      },
+    },
+    async (req, reply) => {
+      const { id, stage } = req.params as { id: string; stage: string };
+      const q = req.query as { attempt?: number; after?: number; format?: 'text' | 'json' };
+      if (!(await store.jobGet({ jobId: id }))) throw new NotFoundError('job', id);
+      const chunks = await store.stageLogs({ jobId: id, stage, attempt: q.attempt, afterId: q.after });
+      if (!chunks) throw new NotFoundError('stage', `${id}/${stage}`);
+      if (q.format === 'json') return { chunks };
+      return reply.type('text/plain; charset=utf-8').send(chunks.map((c) => c.data).join(''));
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id/stages/:stage/outputs/*',
+    { schema: { summary: "Download one of a stage's committed output files", tags: ['jobs'] } },
+    async (req, reply) => {
+      const { id, stage } = req.params as { id: string; stage: string; '*': string };
+      const rel = ArtifactStore.checkPath((req.params as Record<string, string>)['*'] ?? '');
+      const job = await store.jobGet({ jobId: id });
+      const s = job?.stages.find((x) => x.name === stage);
+      if (!s) throw new NotFoundError('stage', `${id}/${stage}`);
+      const att = s.attempts.find((a) => a.id === s.outputAttemptId);
+      if (!att || !att.outputs?.some((o) => o.path === rel)) throw new NotFoundError('output', `${stage}/${rel}`);
+      return reply.type('application/octet-stream').send(ctx.artifacts.read(att.id, rel));
+    },
+  );
+
+  // YAML job specs arrive as text; JSON ones are parsed by Fastify.
+  app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'string' }, (_req, body, done) => {
+    done(null, body);
+  });
+}

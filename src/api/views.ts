@@ -1,0 +1,89 @@
+import type { AttemptRecord, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
+import type { AttemptView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
+
+/** Store records to wire views: the one place that decides what a client sees. */
+export function attemptView(a: AttemptRecord): AttemptView {
+  return {
+    id: a.id,
+    number: a.number,
+    state: a.state,
+    machine: a.machineName,
+    machineId: a.machineId,
+    gpus: a.gpuIndices,
+    gpuType: a.gpuType,
+    exitCode: a.exitCode,
+    signal: a.signal,
+    reason: a.reason,
+    pid: a.pid,
+    outputs: a.outputs,
+    scheduledAt: a.scheduledAt,
+    startedAt: a.startedAt,
+    finishedAt: a.finishedAt,
+  };
+}
+
+export function jobView(j: JobDetail): JobView {
+  return {
+    id: j.id,
+    name: j.name,
+    team: j.team,
+    priority: j.priority,
+    labels: j.labels,
+    state: j.state,
+    failureReason: j.failureReason,
+    cancelRequestedAt: j.cancelRequestedAt,
+    createdAt: j.createdAt,
+    updatedAt: j.updatedAt,
+    finishedAt: j.finishedAt,
+    stages: j.stages.map((s) => ({
+      name: s.name,
+      state: s.state,
+      pool: s.pool,
+      needs: s.definition.needs,
+      pendingReason: s.pendingReason,
+      endReason: s.endReason,
+      resources: s.definition.resources,
+      attemptsUsed: s.attemptsUsed,
+      maxAttempts: s.definition.retry.maxAttempts,
+      lostUsed: s.lostUsed,
+      outputAttemptId: s.outputAttemptId,
+      readySince: s.readySince,
+      notBefore: s.notBefore,
+      finishedAt: s.finishedAt,
+      attempts: s.attempts.map(attemptView),
+    })),
+  };
+}
+
+export function jobSummaryView(j: JobSummary): JobSummaryView {
+  return {
+    id: j.id,
+    name: j.name,
+    team: j.team,
+    priority: j.priority,
+    labels: j.labels,
+    state: j.state,
+    failureReason: j.failureReason,
+    createdAt: j.createdAt,
+    updatedAt: j.updatedAt,
+    finishedAt: j.finishedAt,
+    stageCounts: j.stageCounts as Record<string, number>,
+  };
+}
+
+export function machineView(m: MachineRecord): MachineView {
+  return {
+    id: m.id,
+    name: m.name,
+    health: m.health,
+    cpuMillis: m.cpuMillis,
+    memoryBytes: m.memoryBytes,
+    gpus: m.gpus.map((g) => ({ index: g.index, type: g.type, name: g.name, uuid: g.uuid, busy: m.allocated.gpuIndices.includes(g.index) })),
+    gpusDeclared: m.gpusDeclared,
+    region: m.region,
+    labels: m.labels,
+    allocated: m.allocated,
+    lastHeartbeatAt: m.lastHeartbeatAt,
+    registeredAt: m.registeredAt,
+  };
+}

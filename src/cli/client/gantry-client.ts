@@ -1,0 +1,144 @@
+import type { ErrorBody, EventView, JobSummaryView, JobView, MachineView } from '../../api/contract/job-view.js';
+import { ApiError } from './api-error.js';
+import { ConnectionError } from './connection-error.js';
+
+export { ApiError } from './api-error.js';
+export { ConnectionError } from './connection-error.js';
+
+/** One piece of a stage's output as `?format=json` returns it; `id` is the cursor for `after`. */
+export interface LogChunk {
+  id: number;
+  attemptNumber: number;
+  stream: string;
+  at: number;
+  data: string;
+}
+
+export interface JobListQuery {
+  state?: string;
+  team?: string;
+  limit?: number;
+}
+
+export interface LogQuery {
+  attempt?: number;
+  after?: number;
+}
+
+// Long enough for a busy server under a big submit; short enough that a hung one is noticed.
+const REQUEST_TIMEOUT_MS = 30_000;
+
+/** The Gantry HTTP API as the CLI uses it. Speaks only the wire contract (api/contract). */
+export class GantryClient {
+  readonly baseUrl: string;
+
+  constructor(baseUrl: string, private readonly timeoutMs = REQUEST_TIMEOUT_MS) {
+    this.baseUrl = baseUrl.replace(/\/+$/, '');
+  }
+
+  submit(spec: unknown): Promise<JobView> {
+    return this.json('POST', '/v1/jobs', spec);
+  }
+
+  getJob(id: string): Promise<JobView> {
+    return this.json('GET', `/v1/jobs/${enc(id)}`);
+  }
+
+  async listJobs(q: JobListQuery = {}): Promise<JobSummaryView[]> {
+    const r = await this.json<{ jobs: JobSummaryView[] }>('GET', `/v1/jobs${query({ state: q.state, team: q.team, limit: q.limit })}`);
+    return r.jobs;
+  }
+
+  cancel(id: string): Promise<{ changed: boolean; job: JobView }> {
+    return this.json('POST', `/v1/jobs/${enc(id)}/cancel`);
+  }
+
+  /** The stage's log as text (the latest attempt unless `attempt` is given). */
+  async logs(id: string, stage: string, q: LogQuery = {}): Promise<string> {
+    const res = await this.request('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after })}`);
+    return res.text();
+  }
+
+  /** The stage's log as chunks with ids, for following with `after`. */
+  async logChunks(id: string, stage: string, q: LogQuery = {}): Promise<LogChunk[]> {
+    const r = await this.json<{ chunks: LogChunk[] }>('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after, format: 'json' })}`);
+    return r.chunks;
+  }
+
+  async events(id: string, after?: number): Promise<EventView[]> {
+    const r = await this.json<{ events: EventView[] }>('GET', `/v1/jobs/${enc(id)}/events${query({ after })}`);
+    return r.events;
+  }
+
+  async machines(): Promise<MachineView[]> {
+    const r = await this.json<{ machines: MachineView[] }>('GET', '/v1/machines');
+    return r.machines;
+  }
+
+  health(): Promise<{ ok: boolean; version?: string }> {
+    return this.json('GET', '/healthz');
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await this.request(method, path, body);
+    return (await res.json()) as T;
+  }
+
+  private async request(method: string, path: string, body?: unknown): Promise<Response> {
+    const url = this.baseUrl + path;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (e) {
+      throw new ConnectionError(this.baseUrl, describeFetchFailure(e, this.timeoutMs));
+    }
+    if (!res.ok) throw new ApiError(res.status, await errorBody(res));
+    return res;
+  }
+}
+
+function enc(segment: string): string {
+  return encodeURIComponent(segment);
+}
+
+function logPath(id: string, stage: string): string {
+  return `/v1/jobs/${enc(id)}/stages/${enc(stage)}/logs`;
+}
+
+function query(params: Record<string, string | number | undefined>): string {
+  const qs = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) qs.set(k, String(v));
+  const s = qs.toString();
+  return s ? `?${s}` : '';
+}
+
+// fetch reports every network failure as "fetch failed"; the useful part (ECONNREFUSED, ENOTFOUND) is in `cause`.
+function describeFetchFailure(e: unknown, timeoutMs: number): string {
+  if (e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError')) return `no answer within ${timeoutMs / 1000}s`;
+  const cause = e instanceof Error ? (e as Error & { cause?: unknown }).cause : undefined;
+  if (cause instanceof Error) {
+    const code = (cause as Error & { code?: string }).code;
+    return code && !cause.message.includes(code) ? `${code}: ${cause.message}` : cause.message;
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+
+// Proxies and crashed servers answer with HTML or nothing; turn whatever came into an ErrorBody.
+async function errorBody(res: Response): Promise<ErrorBody> {
+  const text = await res.text().catch(() => '');
+  try {
+    const parsed = JSON.parse(text) as Partial<ErrorBody>;
+    if (parsed && typeof parsed.message === 'string') {
+      return { error: typeof parsed.error === 'string' ? parsed.error : `http_${res.status}`, message: parsed.message, issues: parsed.issues };
+    }
+  } catch {
+    // not JSON; fall through
+  }
+  const snippet = text.trim().slice(0, 200);
+  return { error: `http_${res.status}`, message: `HTTP ${res.status} ${res.statusText}${snippet ? `: ${snippet}` : ''}` };
+}

@@ -1,0 +1,20 @@
+import type { Command } from '@commander-js/extra-typings';
+import { runAgentCommand } from '../../agent/run-agent-cli.js';
+
+export function agentCommand(program: Command): void {
+  program
+    .command('agent')
+    .description('Run an agent: register this machine with a Gantry server and run the stages placed on it')
+    .option('--server <url>', 'the Gantry API', process.env.GANTRY_SERVER ?? 'http://127.0.0.1:7070')
+    .option('--name <name>', 'machine name (default: host name); the same name after a restart is the same machine')
+    .option('--data-dir <dir>', "the agent's own state: attempts' directories, exit statuses not yet reported")
+    .option('--cpu <n>', 'CPUs to offer (default: detected)')
+    .option('--memory <q>', 'memory to offer, e.g. 16Gi (default: detected)')
+    .option('--gpus <type:n>', 'declare GPUs, e.g. h100:4 (shown as declared); default: found by nvidia-smi')
+    .option('--region <r>', 'region of this machine')
+    .option('--label <k=v>', 'a label (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .addHelpText('after', '\nExample:\n  gantry agent --server http://10.0.0.5:7070 --name gpu-7 --region us-east --label nvlink=true\n')
+    .action(async (flags) => {
+      await runAgentCommand(flags);
+    });
+}

@@ -1,0 +1,63 @@
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from '@commander-js/extra-typings';
+import { createControlPlane } from '../../server/control-plane.js';
+import { defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
+
+export interface ServerFlags {
+  dataDir: string;
+  port: string;
+  host: string;
+}
+
+export function serverConfigFrom(flags: ServerFlags): ServerConfig {
+  const port = Number(flags.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port ${flags.port} is not a port number`);
+  // Timing settings from the environment, for tests and for operators who tune detection.
+  const env = (name: string) => (process.env[name] ? Number(process.env[name]) : undefined);
+  const over: Partial<ServerConfig> = {};
+  const set = <K extends keyof ServerConfig>(k: K, v: ServerConfig[K] | undefined) => {
+    if (v !== undefined && !Number.isNaN(v)) over[k] = v;
+  };
+  set('heartbeatMs', env('GANTRY_HEARTBEAT_MS'));
+  set('leaseMs', env('GANTRY_LEASE_MS'));
+  set('suspectAfterMs', env('GANTRY_SUSPECT_AFTER_MS'));
+  set('lostAfterMs', env('GANTRY_LOST_AFTER_MS'));
+  set('ackTimeoutMs', env('GANTRY_ACK_TIMEOUT_MS'));
+  set('killGraceMs', env('GANTRY_KILL_GRACE_MS'));
+  return defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, ...over });
+}
+
+/** Starts the control plane (API, scheduler, reconciler, outbox relay) and returns it. */
+export async function startServer(config: ServerConfig, opts: { logFile?: string } = {}) {
+  mkdirSync(config.dataDir, { recursive: true });
+  const logger = opts.logFile
+    ? { level: config.logLevel, stream: createWriteStream(opts.logFile, { flags: 'a' }) }
+    : { level: config.logLevel };
+  const cp = await createControlPlane(config, { logger });
+  await cp.start();
+  return cp;
+}
+
+export function serverCommand(program: Command): void {
+  program
+    .command('server')
+    .description('Run the control plane alone (API, scheduler, reconciler); agents join with `gantry agent`')
+    .option('--data-dir <dir>', 'where the database and artifacts live', './.gantry')
+    .option('--port <n>', 'port to listen on', '7070')
+    .option('--host <addr>', 'address to listen on (0.0.0.0 for agents on other hosts)', '127.0.0.1')
+    .addHelpText('after', '\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0\n')
+    .action(async (flags) => {
+      const config = serverConfigFrom(flags);
+      const cp = await startServer(config);
+      process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, log: stdout)\n`);
+      const stop = async () => {
+        await cp.stop();
+        process.exit(0);
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+}
+
+export const serverLogFile = (dataDir: string) => join(dataDir, 'server.log');

@@ -1,0 +1,77 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Command } from '@commander-js/extra-typings';
+import { discoverGpus } from '../../agent/gpu-discovery.js';
+import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from '../cluster-file.js';
+import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
+
+// The CLI entry beside this file, compiled (.js) or run from source under tsx (.ts); the
+// children get the same Node flags, so they run the same way this process does.
+const MAIN = fileURLToPath(new URL(`../main${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+
+function describe(m: ClusterMachine): string {
+  const gpus = m.gpus === 'detect' ? ', real GPUs' : m.gpus ? `, ${m.gpus.count}x ${m.gpus.type} (declared)` : '';
+  return `${m.name} (${m.cpu ?? 'all'} CPU, ${m.memory ?? 'all'} memory${gpus}${m.region ? `, ${m.region}` : ''})`;
+}
+
+/**
+ * `gantry up`: the control plane in this process, and one `gantry agent` child process per
+ * machine of the cluster, speaking HTTP to the API like an agent on another host would. An agent
+ * that dies is started again with the same data directory, so it reports what it finished.
+ */
+export function upCommand(program: Command): void {
+  program
+    .command('up')
+    .description('Run everything on this machine: the control plane plus local agents for a CPU and a GPU cluster')
+    .option('--data-dir <dir>', 'database, artifacts, agent state and logs', './.gantry')
+    .option('--port <n>', 'API port', '7070')
+    .option('--host <addr>', 'address to listen on', '127.0.0.1')
+    .option('--cluster <file>', 'YAML file listing the machines to stand in for (default: cpu-1 and gpu-1)')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
+    )
+    .action(async (flags) => {
+      const config = serverConfigFrom(flags);
+      let cluster: ClusterFile;
+      if (flags.cluster) cluster = parseClusterFile(flags.cluster);
+      else cluster = defaultCluster(((await discoverGpus()) ?? []).length > 0);
+      const cp = await startServer(config, { logFile: serverLogFile(config.dataDir) });
+      const children = new Map<string, ChildProcess>();
+      let stopping = false;
+      const startAgent = (m: ClusterMachine) => {
+        const dir = resolve(join(config.dataDir, 'agents', m.name));
+        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], { stdio: ['ignore', 'inherit', 'inherit'], env: process.env });
+        children.set(m.name, child);
+        child.on('exit', (code, signal) => {
+          children.delete(m.name);
+          if (stopping) return;
+          process.stderr.write(`gantry up: agent ${m.name} exited (${signal ?? `code ${code}`}); restarting it in 1 s\n`);
+          setTimeout(() => !stopping && startAgent(m), 1000);
+        });
+      };
+      for (const m of cluster.machines) startAgent(m);
+      process.stdout.write(
+        [
+          `Gantry is up at ${cp.url}`,
+          `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
+          `  machines: ${cluster.machines.map(describe).join(', ')}`,
+          `  API docs: ${cp.url}/openapi.json`,
+          `Try: npx gantry submit examples/pipeline.yaml --watch    (Ctrl-C stops everything)`,
+          '',
+        ].join('\n'),
+      );
+      const stop = async () => {
+        if (stopping) return;
+        stopping = true;
+        const exits = [...children.values()].map((c) => new Promise((r) => c.once('exit', r)));
+        for (const c of children.values()) c.kill('SIGTERM');
+        await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, config.killGraceMs + 2000))]);
+        await cp.stop();
+        process.exit(0);
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+}

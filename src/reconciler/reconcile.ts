@@ -1,0 +1,24 @@
+import type { Clock } from '../domain/clock.js';
+import type { Store } from '../store/store.js';
+
+export interface ReconcileSettings {
+  suspectAfterMs: number;
+  lostAfterMs: number;
+  ackTimeoutMs: number;
+}
+
+/**
+ * One reconciler pass: make the database agree with the world as heartbeats describe it.
+ * Silent machines become suspect, then lost with their attempts; running attempts whose lease
+ * expired and assignments never acknowledged are lost, and their stages go back to the queue.
+ */
+export async function reconcilePass(store: Store, clock: Clock, s: ReconcileSettings, random: () => number = Math.random) {
+  const machines = await store.machinesReap({
+    now: clock.now(),
+    suspectAfterMs: s.suspectAfterMs,
+    lostAfterMs: s.lostAfterMs,
+    jitter: random(),
+  });
+  const attempts = await store.attemptsReap({ now: clock.now(), ackTimeoutMs: s.ackTimeoutMs, jitter: random() });
+  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts] };
+}

@@ -1,0 +1,102 @@
+import { mkdirSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import { buildApi } from '../api/build-api.js';
+import type { Bus } from '../bus/bus.js';
+import { Topic } from '../bus/bus.js';
+import { MemoryBus } from '../bus/memory-bus.js';
+import { type Clock, systemClock } from '../domain/clock.js';
+import { relayOutbox } from '../reconciler/outbox-relay.js';
+import { reconcilePass } from '../reconciler/reconcile.js';
+import { schedulerPass } from '../scheduler/scheduler-loop.js';
+import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
+import type { Store } from '../store/store.js';
+import { ArtifactStore } from './artifact-store.js';
+import { Loop } from './loop.js';
+import { artifactsDir, databaseFile, type ServerConfig } from './server-config.js';
+
+export interface ControlPlane {
+  app: FastifyInstance;
+  store: Store;
+  bus: Bus;
+  config: ServerConfig;
+  loops: { scheduler: Loop; reconciler: Loop; relay: Loop };
+  /** The address the API listens on, once started. */
+  url: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The composition root: config → store, bus, loops, API. Nothing else constructs these, so a
+ * test that builds a control plane runs exactly what `gantry server` runs.
+ */
+export async function createControlPlane(
+  config: ServerConfig,
+  deps: { store?: Store; bus?: Bus; clock?: Clock; random?: () => number; logger?: boolean | object } = {},
+): Promise<ControlPlane> {
+  mkdirSync(config.dataDir, { recursive: true });
+  const clock = deps.clock ?? systemClock;
+  const random = deps.random ?? Math.random;
+  const store = deps.store ?? (await openSqliteStore(databaseFile(config)));
+  const bus = deps.bus ?? new MemoryBus();
+  const shutdown = new AbortController();
+  const artifacts = new ArtifactStore(artifactsDir(config));
+  const app = await buildApi({ store, bus, clock, config, artifacts, random, shutdown: shutdown.signal }, { logger: deps.logger });
+  const logError = (loop: string) => (err: unknown) => app.log.error({ err, loop }, 'background pass failed');
+
+  const scheduler = new Loop(
+    'scheduler',
+    async () => {
+      const r = await schedulerPass(store, clock, { leaseMs: config.leaseMs });
+      if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass');
+    },
+    config.schedulerIntervalMs,
+    logError('scheduler'),
+    random,
+  );
+  // After a restart every heartbeat looks old: the silence was the server's, not the agents'.
+  // Judge no machine or lease until agents have had a full loss period to reconnect.
+  let judgeFrom = Number.POSITIVE_INFINITY;
+  const reconciler = new Loop(
+    'reconciler',
+    async () => {
+      if (clock.now() < judgeFrom) return;
+      const r = await reconcilePass(store, clock, config, random);
+      for (const m of r.machines) app.log.warn(m, 'machine health changed');
+      if (r.lostAttempts.length) app.log.warn({ attempts: r.lostAttempts }, 'attempts lost');
+    },
+    config.reconcileIntervalMs,
+    logError('reconciler'),
+    random,
+  );
+  const relay = new Loop('relay', async () => void (await relayOutbox(store, bus, clock)), config.relayIntervalMs, logError('relay'), random);
+
+  store.onOutbox(() => relay.kick());
+  bus.subscribe(Topic.poolReady, () => scheduler.kick());
+  bus.subscribe(Topic.capacityFreed, () => scheduler.kick());
+
+  const cp: ControlPlane = {
+    app,
+    store,
+    bus,
+    config,
+    loops: { scheduler, reconciler, relay },
+    url: '',
+    async start() {
+      const address = await app.listen({ host: config.host, port: config.port });
+      cp.url = address.replace('[::1]', '127.0.0.1');
+      judgeFrom = clock.now() + config.lostAfterMs;
+      relay.start();
+      scheduler.start();
+      reconciler.start();
+    },
+    async stop() {
+      shutdown.abort();
+      await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop()]);
+      await app.close();
+      await bus.close();
+      await store.close();
+    },
+  };
+  return cp;
+}

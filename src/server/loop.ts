@@ -1,0 +1,69 @@
+/**
+ * The small base every background loop shares: an interval with jitter, `kick()` to run soon
+ * (coalesced: kicks during a pass cause exactly one more pass), `runOnce()` for tests, and a
+ * `stop()` that waits for the pass in flight.
+ */
+export class Loop {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private stopped = true;
+
+  constructor(
+    readonly name: string,
+    private readonly pass: () => Promise<void>,
+    private readonly intervalMs: number,
+    private readonly onError: (err: unknown) => void,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Run a pass soon; used by bus wake-ups. */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.schedule(0);
+  }
+
+  /** One pass now, for tests and for callers that need its effect before going on. */
+  async runOnce(): Promise<void> {
+    while (this.running) await this.running;
+    this.running = this.pass().finally(() => {
+      this.running = null;
+    });
+    await this.running;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.tick(), delayMs);
+  }
+
+  private async tick(): Promise<void> {
+    this.timer = null;
+    if (this.stopped) return;
+    this.again = false;
+    try {
+      await this.runOnce();
+    } catch (err) {
+      this.onError(err);
+    }
+    if (this.stopped || this.timer) return;
+    // Jitter keeps replicas' (and loops') passes from lining up.
+    this.schedule(this.again ? 0 : this.intervalMs * (0.8 + 0.4 * this.random()));
+  }
+}

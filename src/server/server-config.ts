@@ -1,0 +1,52 @@
+import { join } from 'node:path';
+
+/**
+ * Every timing the control plane uses, in one place. The failure-detection formula in
+ * docs/failure-detection.md is written in these names.
+ */
+export interface ServerConfig {
+  dataDir: string;
+  host: string;
+  port: number;
+  /** Agents heartbeat this often; a heartbeat renews every lease the machine holds. */
+  heartbeatMs: number;
+  /** A lease not renewed for this long expires; the agent kills its own processes after the same. */
+  leaseMs: number;
+  /** Silent this long: no new placements on the machine. */
+  suspectAfterMs: number;
+  /** Silent this long: the machine is lost and its attempts go elsewhere. */
+  lostAfterMs: number;
+  /** An assignment not started within this is taken back and placed again. */
+  ackTimeoutMs: number;
+  /** TERM, then this long, then KILL. */
+  killGraceMs: number;
+  schedulerIntervalMs: number;
+  reconcileIntervalMs: number;
+  relayIntervalMs: number;
+  /** Largest job spec accepted. */
+  bodyLimitBytes: number;
+  logLevel: string;
+}
+
+export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerConfig {
+  return {
+    dataDir: './.gantry',
+    host: '127.0.0.1',
+    port: 7070,
+    heartbeatMs: 2000,
+    leaseMs: 10_000,
+    suspectAfterMs: 5000,
+    lostAfterMs: 10_000,
+    ackTimeoutMs: 15_000,
+    killGraceMs: 5000,
+    schedulerIntervalMs: 1000,
+    reconcileIntervalMs: 1000,
+    relayIntervalMs: 1000,
+    bodyLimitBytes: 1024 * 1024,
+    logLevel: 'info',
+    ...over,
+  };
+}
+
+export const databaseFile = (c: ServerConfig) => join(c.dataDir, 'gantry.db');
+export const artifactsDir = (c: ServerConfig) => join(c.dataDir, 'artifacts');

@@ -3,6 +3,7 @@
  * killing the group reaches whatever the command started too: a shell's background jobs, a
  * launcher's workers, a dataloader's forks.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** Sends `signal` to process group `pgid`; false when the group no longer exists. */
 export function signalProcessGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
@@ -16,8 +17,37 @@ export function signalProcessGroup(pgid: number, signal: NodeJS.Signals | 0): bo
   }
 }
 
+/**
+ * Whether anything in the group still runs. Zombies do not count: the dead children of a killed
+ * leader are orphans, reaped whenever init gets to it (seconds, in some containers; never, when
+ * the agent itself is PID 1), and a kill must not wait on that.
+ */
 export function processGroupAlive(pgid: number): boolean {
-  return signalProcessGroup(pgid, 0);
+  if (!signalProcessGroup(pgid, 0)) return false;
+  if (process.platform !== 'linux') return true;
+  return liveMembersFromProc(pgid);
+}
+
+function liveMembersFromProc(pgid: number): boolean {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc');
+  } catch {
+    return true;
+  }
+  for (const pid of pids) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so parse after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[2]) === pgid && fields[0] !== 'Z' && fields[0] !== 'X') return true;
+  }
+  return false;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -27,16 +57,15 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * the group rather than waiting for the leader's exit: a leader that dies on TERM can leave
  * children that ignore it, and those must not outlive the attempt (they would hold its GPUs).
  */
-export async function killProcessGroup(pgid: number, graceMs: number, pollMs = 20): Promise<void> {
+export async function killProcessGroup(pgid: number, graceMs: number, pollMs = 25): Promise<void> {
   if (!signalProcessGroup(pgid, 'SIGTERM')) return;
   if (await goneWithin(pgid, graceMs, pollMs)) return;
   if (!signalProcessGroup(pgid, 'SIGKILL')) return;
-  // KILL cannot be refused, but the dead stay in the group as zombies until their parent (or
-  // init, for orphans) reaps them; callers want to know the group is gone, so wait a little.
-  await goneWithin(pgid, REAP_WAIT_MS, pollMs);
+  // KILL cannot be refused, but it is delivered asynchronously; callers want the group gone.
+  await goneWithin(pgid, KILL_WAIT_MS, pollMs);
 }
 
-const REAP_WAIT_MS = 1000;
+const KILL_WAIT_MS = 1000;
 
 async function goneWithin(pgid: number, ms: number, pollMs: number): Promise<boolean> {
   const deadline = Date.now() + ms;

@@ -1,0 +1,27 @@
+import type { AttemptView, StageView } from '../../api/contract/job-view.js';
+
+export function latestAttempt(stage: StageView): AttemptView | undefined {
+  let latest: AttemptView | undefined;
+  for (const a of stage.attempts) if (!latest || a.number > latest.number) latest = a;
+  return latest;
+}
+
+/**
+ * "2/3": attempts counted against the retry budget, including the one under way, out of the
+ * maximum. Lost attempts are the infrastructure's fault and do not count, so they are shown apart.
+ */
+export function attemptText(stage: StageView): string {
+  const latest = latestAttempt(stage);
+  if (!latest) return '-';
+  // Failed attempts are already in attemptsUsed; lost and preempted ones never are.
+  const uncounted = latest.state !== 'failed' && latest.state !== 'lost' && latest.state !== 'preempted' ? 1 : 0;
+  const text = `${stage.attemptsUsed + uncounted}/${stage.maxAttempts}`;
+  return stage.lostUsed > 0 ? `${text} +${stage.lostUsed} lost` : text;
+}
+
+/** "h100:0,1" (type and device indices), or "0,1" when the type is unknown. */
+export function gpuText(attempt: AttemptView | undefined): string {
+  if (!attempt || attempt.gpus.length === 0) return '-';
+  const indices = attempt.gpus.join(',');
+  return attempt.gpuType ? `${attempt.gpuType}:${indices}` : indices;
+}

@@ -1,0 +1,27 @@
+import type { JobView, StageView } from '../../api/contract/job-view.js';
+import { formatDuration } from './format-duration.js';
+import { latestAttempt } from './attempt-text.js';
+
+/** The one line that answers "why is this stage where it is?", or "" when nothing needs saying. */
+export function stageReason(job: JobView, stage: StageView, now: number): string {
+  if (stage.state === 'pending') {
+    if (stage.pendingReason) return stage.pendingReason;
+    const waiting = stage.needs.filter((n) => job.stages.find((s) => s.name === n)?.state !== 'succeeded');
+    return waiting.length > 0 ? `waiting for ${waiting.join(', ')}` : '';
+  }
+  if (stage.state === 'ready') {
+    if (stage.notBefore !== null && stage.notBefore > now) {
+      const backoff = `retrying in ${formatDuration(stage.notBefore - now)}`;
+      return stage.endReason ? `${stage.endReason}; ${backoff}` : backoff;
+    }
+    return stage.pendingReason ?? '';
+  }
+  if (stage.endReason) return stage.endReason;
+  const latest = latestAttempt(stage);
+  if (stage.state === 'failed' && latest) {
+    if (latest.signal) return `killed by ${latest.signal}`;
+    if (latest.exitCode !== null) return `exit ${latest.exitCode}`;
+    if (latest.reason) return latest.reason;
+  }
+  return '';
+}

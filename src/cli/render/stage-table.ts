@@ -1,0 +1,33 @@
+import type { JobView } from '../../api/contract/job-view.js';
+import { attemptText, gpuText, latestAttempt } from './attempt-text.js';
+import { formatDuration } from './format-duration.js';
+import { palette } from './palette.js';
+import { plainTable } from './plain-table.js';
+import { stageReason } from './stage-reason.js';
+import { colorState } from './state-color.js';
+
+export interface RenderOptions {
+  /** Force colours on or off; by default picocolors decides (NO_COLOR, TTY). */
+  color?: boolean;
+}
+
+/** The stages of a job, one row each, as `gantry status` and `gantry submit --watch` show them. */
+export function renderStageTable(job: JobView, now: number, opts: RenderOptions = {}): string {
+  const c = palette(opts.color);
+  const rows = job.stages.map((stage) => {
+    const attempt = latestAttempt(stage);
+    const started = attempt?.startedAt ?? null;
+    const elapsed = started === null ? '-' : formatDuration((attempt?.finishedAt ?? now) - started);
+    const reason = stageReason(job, stage, now);
+    return [
+      stage.name,
+      colorState(stage.state, c),
+      attempt?.machine ?? '-',
+      gpuText(attempt),
+      attemptText(stage),
+      elapsed,
+      stage.state === 'failed' ? c.red(reason) : c.dim(reason),
+    ];
+  });
+  return plainTable(['STAGE', 'STATE', 'MACHINE', 'GPUS', 'ATTEMPT', 'ELAPSED', 'REASON'].map((h) => c.bold(h)), rows);
+}

@@ -1,0 +1,98 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const REPO = resolve(import.meta.dirname, '../..');
+export const CLI = join(REPO, 'dist/cli/main.js');
+
+export interface RunningGantry {
+  url: string;
+  dataDir: string;
+  proc: ChildProcess;
+  output: () => string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the built `gantry up` as a child process on a free port and a temporary data
+ * directory — exactly what a user runs — and resolves once it prints its URL.
+ */
+export async function startGantryUp(opts: { cluster?: string; env?: Record<string, string>; dataDir?: string } = {}): Promise<RunningGantry> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gantry-e2e-'));
+  const args = [CLI, 'up', '--data-dir', dataDir, '--port', '0'];
+  if (opts.cluster) {
+    const file = join(dataDir, 'cluster.yaml');
+    writeFileSync(file, opts.cluster);
+    args.push('--cluster', file);
+  }
+  const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => (out += d));
+  const url = await new Promise<string>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`gantry up did not start in 20 s:\n${out}`)), 20_000);
+    const check = () => {
+      const m = /Gantry is up at (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]!);
+      }
+    };
+    proc.stdout!.on('data', check);
+    proc.on('exit', (code) => rej(new Error(`gantry up exited with ${code}:\n${out}`)));
+  });
+  return {
+    url,
+    dataDir,
+    proc,
+    output: () => out,
+    async stop() {
+      if (proc.exitCode !== null) return;
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+    },
+  };
+}
+
+export async function api<T = any>(url: string, path: string, init?: RequestInit): Promise<{ status: number; body: T }> {
+  const res = await fetch(url + path, init);
+  const text = await res.text();
+  let body: any = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // plain text (logs)
+  }
+  return { status: res.status, body };
+}
+
+export async function submit(url: string, spec: unknown) {
+  return api(url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) });
+}
+
+/** Polls until `pred` holds; the deadline is generous because CI machines are shared and slow. */
+export async function until<T>(what: string, fn: () => Promise<T>, pred: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  while (Date.now() < deadline) {
+    last = await fn();
+    if (pred(last)) return last;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(last)?.slice(0, 2000)}`);
+}
+
+export const jobOf = (url: string, id: string) => api(url, `/v1/jobs/${id}`).then((r) => r.body);
+export const isTerminal = (j: { state: string }) => ['succeeded', 'failed', 'canceled'].includes(j.state);
+
+export function processGroupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

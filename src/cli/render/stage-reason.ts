@@ -11,8 +11,10 @@ export function stageReason(job: JobView, stage: StageView, now: number): string
   }
   if (stage.state === 'ready') {
     if (stage.notBefore !== null && stage.notBefore > now) {
-      const backoff = `retrying in ${formatDuration(stage.notBefore - now)}`;
-      return stage.endReason ? `${stage.endReason}; ${backoff}` : backoff;
+      // The server's reason ends with an absolute UTC deadline; a countdown reads better here.
+      const why = stage.pendingReason?.replace(/: backing off until \S+$/, '');
+      const countdown = `next try in ${formatDuration(stage.notBefore - now)}`;
+      return why ? `${why}; ${countdown}` : countdown;
     }
     return stage.pendingReason ?? '';
   }

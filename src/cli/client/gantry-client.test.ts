@@ -1,0 +1,80 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError, ConnectionError, GantryClient } from './gantry-client.js';
+
+type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
+
+async function fakeServer(handler: Handler): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => handler(req, body, res));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+describe('GantryClient', () => {
+  const seen: { method?: string; url?: string; body: string }[] = [];
+  let server: Awaited<ReturnType<typeof fakeServer>>;
+
+  beforeAll(async () => {
+    server = await fakeServer((req, body, res) => {
+      seen.push({ method: req.method, url: req.url, body });
+      if (req.url === '/v1/jobs' && req.method === 'POST') {
+        return send(res, 400, {
+          error: 'invalid_request',
+          message: '/stages/0/resources/memory: bad; /name: required',
+          issues: [
+            { path: '/stages/0/resources/memory', message: '"lots" is not a memory quantity' },
+            { path: '/name', message: 'is required' },
+          ],
+        });
+      }
+      if (req.url?.startsWith('/v1/jobs/nope')) return send(res, 404, { error: 'not_found', message: 'job nope not found' });
+      if (req.url?.startsWith('/v1/jobs/j%2F1/stages/train/logs')) return res.writeHead(200, { 'content-type': 'text/plain' }).end('hello\n');
+      if (req.url === '/boom') return res.writeHead(502).end('<html>bad gateway</html>');
+      return send(res, 200, { jobs: [] });
+    });
+  });
+  afterAll(() => server.close());
+
+  it('turns a 400 into an ApiError carrying every issue', async () => {
+    const err = await new GantryClient(server.url).submit({ stages: [] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    const api = err as ApiError;
+    expect(api.status).toBe(400);
+    expect(api.body.issues).toEqual([
+      { path: '/stages/0/resources/memory', message: '"lots" is not a memory quantity' },
+      { path: '/name', message: 'is required' },
+    ]);
+    expect(seen.at(-1)?.body).toBe('{"stages":[]}');
+  });
+
+  it('turns a 404 into an ApiError with the server message', async () => {
+    const err = await new GantryClient(server.url).getJob('nope').catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 404, message: 'job nope not found' });
+  });
+
+  it('encodes path segments and query parameters', async () => {
+    const client = new GantryClient(`${server.url}/`);
+    expect(await client.logs('j/1', 'train', { attempt: 2 })).toBe('hello\n');
+    expect(seen.at(-1)?.url).toBe('/v1/jobs/j%2F1/stages/train/logs?attempt=2');
+    await client.listJobs({ state: 'running', limit: 5 });
+    expect(seen.at(-1)?.url).toBe('/v1/jobs?state=running&limit=5');
+  });
+
+  it('reports a closed port as a ConnectionError that says how to start the server', async () => {
+    const closed = await fakeServer(() => {});
+    await closed.close();
+    const err = await new GantryClient(closed.url).health().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectionError);
+    expect((err as Error).message).toMatch(new RegExp(`^cannot reach Gantry at ${closed.url}: .*ECONNREFUSED.*; is it running\\? \\(gantry up\\)$`));
+  });
+});

@@ -1,0 +1,28 @@
+/**
+ * What `gantry` exits with, so that scripts and CI can branch on the outcome without parsing text.
+ * `submit --wait/--watch` maps the job's end state onto ok / failed / canceled.
+ */
+export const ExitCode = {
+  /** Done; or the waited-for job succeeded. */
+  ok: 0,
+  /** The waited-for job failed, or an unexpected error (including a server error). */
+  failed: 1,
+  /** Bad usage or input: unknown option, unreadable file, invalid job spec, rejected request. */
+  usage: 2,
+  /** The waited-for job was canceled. */
+  canceled: 3,
+  /** The job or stage named does not exist (HTTP 404). */
+  notFound: 4,
+  /** The server could not be reached. */
+  unreachable: 5,
+  /** Ctrl-C while watching or following; the job itself was left alone. 128 + SIGINT, as shells expect. */
+  interrupted: 130,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** The exit code for a job's terminal state (`submit --wait`). */
+export function exitCodeForJobState(state: string): ExitCode {
+  if (state === 'succeeded') return ExitCode.ok;
+  if (state === 'canceled') return ExitCode.canceled;
+  return ExitCode.failed;
+}

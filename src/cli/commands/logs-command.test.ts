@@ -1,0 +1,53 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CliIo } from '../render/cli-io.js';
+import { ExitCode } from './exit-codes.js';
+import { runLogs } from './logs-command.js';
+
+// Chunks appear one per poll; the stage ends once all are out.
+const chunks = [
+  { id: 3, attemptNumber: 1, stream: 'stdout', at: 0, data: 'epoch 1\n' },
+  { id: 5, attemptNumber: 1, stream: 'stderr', at: 0, data: 'crash\n' },
+  { id: 9, attemptNumber: 2, stream: 'stdout', at: 0, data: 'epoch 1 again\n' },
+];
+let visible = 0;
+const afters: string[] = [];
+let url = '';
+const server = createServer((req, res) => {
+  const u = new URL(req.url ?? '/', 'http://x');
+  res.setHeader('content-type', 'application/json');
+  if (u.pathname === '/v1/jobs/j_1') {
+    const state = visible >= chunks.length ? 'succeeded' : 'running';
+    return res.end(JSON.stringify({ id: 'j_1', state, stages: [{ name: 'train', state, attempts: [] }] }));
+  }
+  if (u.pathname === '/v1/jobs/j_1/stages/train/logs') {
+    afters.push(u.searchParams.get('after') ?? '');
+    const after = Number(u.searchParams.get('after') ?? -1);
+    const out = chunks.slice(0, visible).filter((c) => c.id > after);
+    visible = Math.min(visible + 1, chunks.length);
+    return res.end(JSON.stringify({ chunks: out }));
+  }
+  res.statusCode = 404;
+  res.end(JSON.stringify({ error: 'not_found', message: 'nope' }));
+});
+
+beforeAll(async () => {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+describe('runLogs --follow', () => {
+  it('prints new output as it arrives, marks a new attempt, and stops after the stage ends', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io: CliIo = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) }, color: false };
+    expect(await runLogs('j_1', 'train', { server: url, follow: true, interval: 5 }, io)).toBe(ExitCode.ok);
+    expect(out.join('')).toBe('epoch 1\ncrash\nepoch 1 again\n');
+    expect(err.join('')).toBe('--- attempt 2 ---\n');
+    // The cursor moves with the last chunk seen, so nothing is printed twice.
+    expect(afters.filter(Boolean)).toContain('5');
+    expect(afters.filter(Boolean).every((a) => ['3', '5', '9'].includes(a))).toBe(true);
+  });
+});

@@ -1,0 +1,27 @@
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import { cancelCommand } from './cancel-command.js';
+import { ExitCode } from './exit-codes.js';
+import { listCommand } from './list-command.js';
+import { logsCommand } from './logs-command.js';
+import { machinesCommand } from './machines-command.js';
+import { statusCommand } from './status-command.js';
+import { submitCommand } from './submit-command.js';
+
+const registrations = [submitCommand, statusCommand, listCommand, cancelCommand, logsCommand, machinesCommand];
+
+/**
+ * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines.
+ * Commander exits 1 on a usage error; these commands promise 2 for that (exit-codes.ts), so each
+ * gets an exit override. It replaces any override the program set before this call.
+ */
+export function registerClientCommands(program: CommandUnknownOpts): void {
+  const before = new Set(program.commands);
+  for (const register of registrations) register(program);
+  for (const cmd of program.commands) {
+    if (before.has(cmd)) continue;
+    cmd.exitOverride((err) => {
+      // exitCode 0 is --help; everything else commander reports is a usage error.
+      process.exit(err.exitCode === 0 ? 0 : ExitCode.usage);
+    });
+  }
+}

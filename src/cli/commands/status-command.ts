@@ -1,0 +1,43 @@
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import { GantryClient } from '../client/gantry-client.js';
+import type { CliIo } from '../render/cli-io.js';
+import { renderJobHeader } from '../render/job-header.js';
+import { renderStageTable } from '../render/stage-table.js';
+import { withClientOptions, type ClientOptions } from './client-options.js';
+import { ExitCode } from './exit-codes.js';
+import { reportingErrors } from './report-error.js';
+import { runAction } from './run-action.js';
+
+export function statusCommand(program: CommandUnknownOpts): void {
+  withClientOptions(
+    program
+      .command('status')
+      .description("Show a job and its stages: where each runs, its attempts, and why it waits or ended")
+      .argument('<job>', 'job id'),
+  )
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 shown, 4 no such job, 5 server unreachable.
+
+Examples:
+  $ gantry status j_01HZX3
+  $ gantry status j_01HZX3 --json | jq '.stages[] | {name, state, pendingReason}'`,
+    )
+    .action(async (job, opts) => {
+      await runAction((io) => runStatus(job, opts, io));
+    });
+}
+
+export async function runStatus(jobId: string, opts: ClientOptions, io: CliIo): Promise<number> {
+  return reportingErrors(io, async () => {
+    const job = await new GantryClient(opts.server).getJob(jobId);
+    if (opts.json) {
+      io.stdout.write(`${JSON.stringify(job, null, 2)}\n`);
+      return ExitCode.ok;
+    }
+    const now = (io.now ?? Date.now)();
+    io.stdout.write(`${renderJobHeader(job, now, { color: io.color })}\n\n${renderStageTable(job, now, { color: io.color })}\n`);
+    return ExitCode.ok;
+  });
+}

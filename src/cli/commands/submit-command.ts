@@ -1,0 +1,122 @@
+import { readFile } from 'node:fs/promises';
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import type { JobView } from '../../api/contract/job-view.js';
+import { parseJobSpecText } from '../../domain/job-spec.js';
+import { ApiError } from '../client/api-error.js';
+import { GantryClient } from '../client/gantry-client.js';
+import type { CliIo } from '../render/cli-io.js';
+import { watchJob } from '../render/watch-job.js';
+import { withClientOptions, type ClientOptions } from './client-options.js';
+import { ExitCode, exitCodeForJobState } from './exit-codes.js';
+import { reportingErrors } from './report-error.js';
+import { runAction } from './run-action.js';
+
+export interface SubmitOptions extends ClientOptions {
+  wait?: boolean;
+  watch?: boolean;
+  /** Poll interval in ms while waiting (default 500). */
+  interval?: number;
+}
+
+export function submitCommand(program: CommandUnknownOpts): void {
+  withClientOptions(
+    program
+      .command('submit')
+      .description('Submit a job spec (YAML or JSON) and print the new job id')
+      .argument('<file>', 'job spec file (.yaml, .yml or .json)'),
+  )
+    .option('--wait', 'wait for the job to end; the exit code reports how it ended')
+    .option('--watch', 'show the stages live until the job ends (implies --wait)')
+    .addHelpText(
+      'after',
+      `
+The spec is checked locally first (syntax errors show file, line and column), then by the server
+(every problem, with its path). Ctrl-C while waiting stops watching; the job keeps running.
+--json prints the new JobView; with --wait the final one; with --watch one JobView per change (NDJSON).
+
+Exit codes: 0 submitted (or, when waiting, succeeded), 1 failed, 2 invalid spec or unreadable file,
+3 canceled, 5 server unreachable, 130 stopped watching.
+
+Examples:
+  $ gantry submit examples/pipeline.yaml
+  $ gantry submit train.yaml --watch
+  $ id=$(gantry submit train.yaml) && gantry status "$id"
+  $ gantry submit train.yaml --wait --json | jq .state`,
+    )
+    .action(async (file, opts) => {
+      await runAction((io) => runSubmit(file, opts, io), { interruptible: Boolean(opts.wait || opts.watch) });
+    });
+}
+
+/** `gantry submit`: returns the exit code (see exit-codes.ts) instead of exiting, for in-process use. */
+export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): Promise<number> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    io.stderr.write(`gantry: cannot read ${file}: ${describeFsError(e)}\n`);
+    return ExitCode.usage;
+  }
+
+  let spec: unknown;
+  try {
+    spec = parseJobSpecText(text, file);
+  } catch (e) {
+    // parseJobSpecText's messages already carry the file name, line and column.
+    for (const issue of issuesOf(e)) io.stderr.write(`gantry: ${issue.message}\n`);
+    return ExitCode.usage;
+  }
+
+  return reportingErrors(io, async () => {
+    const client = new GantryClient(opts.server);
+    let job: JobView;
+    try {
+      job = await client.submit(spec);
+    } catch (e) {
+      if (e instanceof ApiError && (e.status === 400 || e.status === 413)) {
+        io.stderr.write(`${file}: invalid job spec\n`);
+        const issues = e.body.issues?.length ? e.body.issues : [{ path: '', message: e.body.message }];
+        for (const i of issues) io.stderr.write(`  ${i.path ? `${i.path}: ` : ''}${i.message}\n`);
+        return ExitCode.usage;
+      }
+      throw e;
+    }
+
+    const waiting = Boolean(opts.wait || opts.watch);
+    if (opts.json && !waiting) io.stdout.write(`${JSON.stringify(job, null, 2)}\n`);
+    if (!opts.json) io.stdout.write(`${job.id}\n`);
+    if (!waiting) return ExitCode.ok;
+
+    const watching = Boolean(opts.watch);
+    const { job: last, interrupted } = await watchJob(client, job.id, {
+      io,
+      interval: opts.interval,
+      json: opts.json && watching,
+      quiet: !watching,
+    });
+    if (interrupted) {
+      io.stderr.write(`stopped watching ${job.id}; it keeps running (gantry cancel ${job.id} stops it)\n`);
+      return ExitCode.interrupted;
+    }
+    if (opts.json && !watching) io.stdout.write(`${JSON.stringify(last, null, 2)}\n`);
+    // A plain-line watch already printed the outcome; elsewhere say it once, with the reason.
+    if (!opts.json && !(watching && !io.stdout.isTTY)) {
+      io.stderr.write(`job ${last.id} ${last.state}${last.failureReason ? `: ${last.failureReason}` : ''}\n`);
+    }
+    return exitCodeForJobState(last.state);
+  });
+}
+
+function issuesOf(e: unknown): { message: string }[] {
+  const issues = (e as { issues?: unknown }).issues;
+  if (Array.isArray(issues) && issues.length > 0) return issues as { message: string }[];
+  return [{ message: e instanceof Error ? e.message : String(e) }];
+}
+
+function describeFsError(e: unknown): string {
+  const code = (e as { code?: string }).code;
+  if (code === 'ENOENT') return 'no such file';
+  if (code === 'EISDIR') return 'is a directory';
+  if (code === 'EACCES') return 'permission denied';
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import type { MachineView } from '../../api/contract/job-view.js';
+import { renderMachineTable } from './machine-table.js';
+
+const T0 = 1_700_000_000_000;
+const gpu = (index: number, busy: boolean) => ({ index, type: 'h100', name: 'NVIDIA H100', uuid: null, busy });
+
+const machine: MachineView = {
+  id: 'm1', name: 'gpu-1', health: 'ready', cpuMillis: 8000, memoryBytes: 16 * 1024 ** 3,
+  gpus: [gpu(0, true), gpu(1, true), gpu(2, false), gpu(3, false)], gpusDeclared: true, region: 'eu-west', labels: { rack: 'a' },
+  allocated: { cpuMillis: 3000, memoryBytes: 4 * 1024 ** 3, gpuIndices: [0, 1], attempts: 1 },
+  lastHeartbeatAt: T0 - 2_000, registeredAt: T0 - 60_000,
+};
+
+describe('renderMachineTable', () => {
+  it('shows allocation out of capacity and says when GPUs were declared', () => {
+    const row = renderMachineTable([machine], T0, { color: false }).split('\n')[1] ?? '';
+    expect(row).toMatch(/^gpu-1\s+ready\s+3\/8\s+4Gi\/16Gi\s+4x h100 \(declared\) 2 busy\s+eu-west\s+rack=a\s+2s ago$/);
+  });
+
+  it('shows a dash for a CPU-only machine', () => {
+    const row = renderMachineTable([{ ...machine, gpus: [], gpusDeclared: false }], T0, { color: false }).split('\n')[1] ?? '';
+    expect(row).toMatch(/4Gi\/16Gi\s+-\s+eu-west/);
+  });
+});

@@ -1,0 +1,38 @@
+import type { MachineView } from '../../api/contract/job-view.js';
+import { formatCpu, formatMemory } from '../../domain/quantity.js';
+import { formatAge } from './format-age.js';
+import { colorHealth } from './health-color.js';
+import { palette } from './palette.js';
+import { plainTable } from './plain-table.js';
+import type { RenderOptions } from './stage-table.js';
+
+/** `gantry machines`: capacity and what is allocated, one row per machine. */
+export function renderMachineTable(machines: MachineView[], now: number, opts: RenderOptions = {}): string {
+  const c = palette(opts.color);
+  const rows = machines.map((m) => [
+    m.name,
+    colorHealth(m.health, c),
+    `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)}`,
+    `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)}`,
+    gpuSummary(m),
+    m.region ?? '-',
+    Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(',') || '-',
+    `${formatAge(m.lastHeartbeatAt, now)} ago`,
+  ]);
+  return plainTable(['NAME', 'HEALTH', 'CPU', 'MEMORY', 'GPUS', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)), rows);
+}
+
+/**
+ * "4x h100 (declared) 2 busy". Declared GPUs were asserted by an operator rather than found by
+ * nvidia-smi, which matters when a job fails to see its devices, so it is always spelled out.
+ */
+export function gpuSummary(m: MachineView): string {
+  if (m.gpus.length === 0) return '-';
+  const byType = new Map<string, number>();
+  for (const g of m.gpus) byType.set(g.type, (byType.get(g.type) ?? 0) + 1);
+  let text = [...byType].map(([type, n]) => `${n}x ${type}`).join(', ');
+  if (m.gpusDeclared) text += ' (declared)';
+  const busy = m.gpus.filter((g) => g.busy).length;
+  if (busy > 0) text += ` ${busy} busy`;
+  return text;
+}

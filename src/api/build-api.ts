@@ -1,4 +1,5 @@
 import swagger from '@fastify/swagger';
+import { Ajv } from 'ajv';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { ApiContext } from './api-context.js';
 import { agentRoutes } from './agent-routes.js';
@@ -18,8 +19,13 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     bodyLimit: ctx.config.bodyLimitBytes,
     // Long-polls are held for a heartbeat interval; keep-alive connections outlive them.
     keepAliveTimeout: 60_000,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: true } },
   });
+  // Query strings and path parameters arrive as text and need coercing ("limit=10" is a number);
+  // JSON bodies must not be coerced, or a `null` would silently become "" or 0.
+  const options = { removeAdditional: false, useDefaults: true, allErrors: true, strict: false } as const;
+  const coercing = new Ajv({ ...options, coerceTypes: 'array' });
+  const exact = new Ajv({ ...options, coerceTypes: false });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? exact : coercing).compile(schema));
   await app.register(swagger, {
     openapi: {
       info: { title: 'Gantry API', version: API_VERSION, description: 'Multi-stage jobs on GPU and CPU clusters.' },

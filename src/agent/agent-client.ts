@@ -1,0 +1,353 @@
+/**
+ * The agent's side of the agent protocol (src/api/contract/agent-protocol.ts), over fetch.
+ *
+ * Retries: calls about one attempt (start, logs, outputs, complete) are retried a few times with
+ * backoff on network errors, timeouts and 5xx, then the error is thrown and the agent's loop
+ * decides whether to come back later (it does for outcomes, which must be delivered). A 4xx is
+ * never retried: asking again will not change the answer. Heartbeats are not retried here at all;
+ * the loop sends the next one.
+ *
+ * Timeouts: JSON calls get `requestTimeoutMs` (a heartbeat gets its long-poll wait on top). File
+ * transfers get none of ours, since a large file legitimately takes long; undici's own idle
+ * timeouts (headers and body, 300 s) still catch a dead connection.
+ */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import type {
+  AssignmentWire,
+  CompleteRequest,
+  CompleteResponse,
+  HeartbeatRequest,
+  HeartbeatResponse,
+  LogsRequest,
+  RegisterRequest,
+  RegisterResponse,
+} from '../api/contract/agent-protocol.js';
+import { checkPathSegment, checkRelativePath } from './check-relative-path.js';
+
+export type OutputFile = { path: string; size: number };
+export type LogChunk = LogsRequest['chunks'][number];
+
+/** 409 on a call about an attempt: it is no longer current; kill it and report nothing more. */
+export class StaleAttempt extends Error {
+  constructor(readonly attemptId: string, message: string) {
+    super(`attempt ${attemptId} is no longer current: ${message}`);
+    this.name = 'StaleAttempt';
+  }
+}
+
+/** 404 on a heartbeat: the server does not know this machine (any more); register again. */
+export class UnknownMachine extends Error {
+  constructor(readonly machineId: string) {
+    super(`server does not know machine ${machineId}`);
+    this.name = 'UnknownMachine';
+  }
+}
+
+/** A transfer that ended early or with the wrong size: worth another try. */
+export class TransferError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TransferError';
+  }
+}
+
+/** Any other answer that is not a success. `retryable` is true for 5xx and 429. */
+export class AgentHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AgentHttpError';
+  }
+  get retryable(): boolean {
+    return this.status >= 500 || this.status === 429;
+  }
+}
+
+export interface RetryPolicy {
+  /** Tries in all, the first included. */
+  tries: number;
+  baseMs: number;
+  maxMs: number;
+}
+
+export interface AgentClientOptions {
+  serverUrl: string;
+  requestTimeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Aborts every call in flight and every backoff wait: the agent is stopping. */
+  signal?: AbortSignal;
+}
+
+const DEFAULT_RETRY: RetryPolicy = { tries: 5, baseMs: 200, maxMs: 3000 };
+
+interface Call {
+  method: string;
+  path: string;
+  json?: unknown;
+  /** Builds a fresh body per try: a stream can be read only once. */
+  body?: () => { body: NodeJS.ReadableStream; close: () => void };
+  headers?: Record<string, string>;
+  /** Our timeout for the call; null for none. */
+  timeoutMs: number | null;
+  retry: boolean;
+  /** Maps 409 to StaleAttempt for this attempt. */
+  attemptId?: string;
+  signal?: AbortSignal;
+}
+
+export class AgentClient {
+  private readonly base: string;
+  private readonly timeoutMs: number;
+  private readonly retry: RetryPolicy;
+  private readonly signal: AbortSignal | undefined;
+
+  constructor(opts: AgentClientOptions) {
+    this.base = opts.serverUrl.replace(/\/+$/, '');
+    this.timeoutMs = opts.requestTimeoutMs ?? 10_000;
+    this.retry = { ...DEFAULT_RETRY, ...opts.retry };
+    this.signal = opts.signal;
+  }
+
+  async register(req: RegisterRequest, signal?: AbortSignal): Promise<RegisterResponse> {
+    const res = await this.call({
+      method: 'POST',
+      path: '/v1/agent/register',
+      json: req,
+      timeoutMs: this.timeoutMs,
+      retry: false,
+      ...(signal ? { signal } : {}),
+    });
+    return (await res.json()) as RegisterResponse;
+  }
+
+  async heartbeat(machineId: string, req: HeartbeatRequest, signal?: AbortSignal): Promise<HeartbeatResponse> {
+    try {
+      const res = await this.call({
+        method: 'POST',
+        path: `/v1/agent/machines/${encodeURIComponent(machineId)}/heartbeat`,
+        json: req,
+        timeoutMs: (req.waitMs ?? 0) + this.timeoutMs,
+        retry: false,
+        ...(signal ? { signal } : {}),
+      });
+      return (await res.json()) as HeartbeatResponse;
+    } catch (err) {
+      if (err instanceof AgentHttpError && err.status === 404) throw new UnknownMachine(machineId);
+      throw err;
+    }
+  }
+
+  async start(attemptId: string, token: number, pid: number | null): Promise<void> {
+    await this.attemptCall(attemptId, 'start', { token, pid });
+  }
+
+  async logs(attemptId: string, token: number, chunks: LogChunk[]): Promise<void> {
+    await this.attemptCall(attemptId, 'logs', { token, chunks });
+  }
+
+  async complete(attemptId: string, req: CompleteRequest): Promise<CompleteResponse> {
+    const res = await this.attemptCall(attemptId, 'complete', req);
+    return (await res.json()) as CompleteResponse;
+  }
+
+  /** Streams one file to the attempt's output location. */
+  async uploadFile(attemptId: string, token: number, relPath: string, absPath: string): Promise<void> {
+    const encoded = checkRelativePath(relPath).map(encodeURIComponent).join('/');
+    const res = await this.call({
+      method: 'PUT',
+      path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/outputs/${encoded}`,
+      headers: { 'x-gantry-token': String(token), 'content-type': 'application/octet-stream' },
+      body: () => {
+        const s = createReadStream(absPath);
+        return { body: s, close: () => s.destroy() };
+      },
+      timeoutMs: null,
+      retry: true,
+      attemptId,
+    });
+    await res.arrayBuffer();
+  }
+
+  /**
+   * Uploads every regular file under `dir` (symlinks are skipped: they could point anywhere on this
+   * machine) and returns them as `complete` names them. Paths in `uploaded` with the same size are
+   * not sent again, so a delivery retried after a network failure resumes rather than restarts.
+   */
+  async uploadOutputs(attemptId: string, token: number, dir: string, uploaded: Map<string, number> = new Map()): Promise<OutputFile[]> {
+    const files = await listOutputFiles(dir);
+    for (const f of files) {
+      if (uploaded.get(f.path) === f.size) continue;
+      await this.uploadFile(attemptId, token, f.path, join(dir, ...f.path.split('/')));
+      uploaded.set(f.path, f.size);
+    }
+    return files;
+  }
+
+  /** Fetches each input file to `<inputDir>/<stage>/<path>`; creates `<stage>/` even when it has no files. */
+  async downloadInputs(inputs: AssignmentWire['inputs'], inputDir: string): Promise<void> {
+    for (const input of inputs) {
+      const stageDir = join(inputDir, checkPathSegment(input.stage));
+      await mkdir(stageDir, { recursive: true });
+      for (const f of input.files) {
+        await this.downloadArtifact(input.attemptId, f.path, join(stageDir, ...checkRelativePath(f.path)), f.size);
+      }
+    }
+  }
+
+  /** Downloads to a `.part` file renamed into place, so a file that exists is a whole file. */
+  async downloadArtifact(fromAttemptId: string, relPath: string, dest: string, expectedSize?: number): Promise<void> {
+    const encoded = checkRelativePath(relPath).map(encodeURIComponent).join('/');
+    const part = `${dest}.part`;
+    await mkdir(dirname(dest), { recursive: true });
+    await this.withRetry(async () => {
+      const res = await this.call({
+        method: 'GET',
+        path: `/v1/agent/artifacts/${encodeURIComponent(fromAttemptId)}/${encoded}`,
+        timeoutMs: null,
+        retry: false,
+      });
+      let bytes = 0;
+      const count = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          bytes += chunk.length;
+          cb(null, chunk);
+        },
+      });
+      try {
+        const body = res.body ? Readable.fromWeb(res.body as WebReadableStream<Uint8Array>) : Readable.from([]);
+        await pipeline(body, count, createWriteStream(part), ...(this.signal ? [{ signal: this.signal }] : []));
+      } catch (err) {
+        await rm(part, { force: true });
+        throw err;
+      }
+      if (expectedSize !== undefined && bytes !== expectedSize) {
+        await rm(part, { force: true });
+        throw new TransferError(`artifact ${fromAttemptId}/${relPath}: got ${bytes} bytes, expected ${expectedSize}`);
+      }
+    });
+    await rename(part, dest);
+  }
+
+  private async attemptCall(attemptId: string, verb: 'start' | 'logs' | 'complete', json: unknown): Promise<Response> {
+    return this.call({
+      method: 'POST',
+      path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/${verb}`,
+      json,
+      timeoutMs: this.timeoutMs,
+      retry: true,
+      attemptId,
+    });
+  }
+
+  private async call(c: Call): Promise<Response> {
+    return c.retry ? this.withRetry(() => this.once(c)) : this.once(c);
+  }
+
+  private async once(c: Call): Promise<Response> {
+    const signals = [this.signal, c.signal, c.timeoutMs !== null ? AbortSignal.timeout(c.timeoutMs) : undefined].filter(
+      (s): s is AbortSignal => s !== undefined,
+    );
+    const headers: Record<string, string> = { ...c.headers };
+    let body: BodyInit | undefined;
+    let close = () => {};
+    if (c.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(c.json);
+    } else if (c.body) {
+      const b = c.body();
+      body = b.body as unknown as BodyInit;
+      close = b.close;
+    }
+    let res: Response;
+    try {
+      res = await fetch(this.base + c.path, {
+        method: c.method,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        // Node's fetch refuses a stream body without it.
+        ...(c.body ? { duplex: 'half' } : {}),
+        ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}),
+      } as RequestInit);
+    } finally {
+      close();
+    }
+    if (res.ok) return res;
+    const text = await res.text().catch(() => '');
+    let code = `http_${res.status}`;
+    let message = text.slice(0, 500) || res.statusText;
+    try {
+      const e = JSON.parse(text) as { error?: unknown; message?: unknown };
+      if (typeof e.error === 'string') code = e.error;
+      if (typeof e.message === 'string') message = e.message;
+    } catch {
+      // Not JSON (a proxy's error page): the text itself is the message.
+    }
+    if (res.status === 409 && c.attemptId !== undefined) throw new StaleAttempt(c.attemptId, message);
+    throw new AgentHttpError(res.status, code, `${c.method} ${c.path}: ${res.status} ${code}: ${message}`);
+  }
+
+  private async withRetry<T>(fn: () => Promise<T>): Promise<T> {
+    for (let i = 1; ; i++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (i >= this.retry.tries || !isRetryable(err) || this.signal?.aborted) throw err;
+        const backoff = Math.min(this.retry.maxMs, this.retry.baseMs * 2 ** (i - 1));
+        await abortableSleep(backoff * (0.5 + Math.random() / 2), this.signal);
+      }
+    }
+  }
+}
+
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+
+/** Network failures (fetch's TypeError), our timeouts, broken transfers, server-side 5xx/429. */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof AgentHttpError) return err.retryable;
+  if (err instanceof TransferError) return true;
+  const e = err as { name?: unknown; code?: unknown } | null;
+  if (e?.name === 'TimeoutError') return true;
+  if (e?.name === 'AbortError') return false;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  // fetch wraps socket failures in a TypeError ("fetch failed"); a body cut short surfaces as undici's own codes.
+  return err instanceof TypeError || NETWORK_CODES.has(code) || code.startsWith('UND_ERR_');
+}
+
+/** Regular files under `dir`, depth first, with '/'-separated paths relative to it. */
+export async function listOutputFiles(dir: string): Promise<OutputFile[]> {
+  const out: OutputFile[] = [];
+  const walk = async (d: string): Promise<void> => {
+    const entries = await readdir(d, { withFileTypes: true });
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const abs = join(d, e.name);
+      if (e.isDirectory()) await walk(abs);
+      else if (e.isFile()) out.push({ path: relative(dir, abs).split(sep).join('/'), size: (await stat(abs)).size });
+    }
+  };
+  await walk(dir);
+  return out;
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

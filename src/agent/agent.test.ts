@@ -1,0 +1,404 @@
+import { spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { AgentSettings, AssignmentWire, HeartbeatResponse } from '../api/contract/agent-protocol.js';
+import { Agent } from './agent.js';
+import { AgentState, type ReportedRecord } from './agent-state.js';
+import type { DetectedMachine } from './machine-detect.js';
+import { processGroupAlive } from './process-group.js';
+
+interface Event {
+  seq: number;
+  type: 'register' | 'heartbeat' | 'start' | 'logs' | 'output' | 'complete';
+  attemptId?: string;
+  body?: any;
+}
+
+/** The agent routes of the server, in memory, with a real long poll. */
+class FakeServer {
+  readonly events: Event[] = [];
+  readonly machines = new Set<string>();
+  readonly outputs = new Map<string, Map<string, Buffer>>();
+  readonly artifacts = new Map<string, Map<string, Buffer>>();
+  readonly stale = new Set<string>();
+  private readonly recorded = new Set<string>();
+  failHeartbeats = false;
+  failCompletes = false;
+  url = '';
+  private readonly bus = new EventEmitter();
+  private queue: Pick<HeartbeatResponse, 'kill' | 'assignments'> = { kill: [], assignments: [] };
+  private wake: (() => void)[] = [];
+  private readonly server = http.createServer((req, res) => void this.handle(req, res));
+
+  constructor(readonly settings: AgentSettings) {
+    this.bus.setMaxListeners(100);
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const w of this.wake.splice(0)) w();
+    this.server.closeAllConnections();
+    await new Promise((r) => this.server.close(r));
+  }
+
+  /** Queues work for the next heartbeat reply and answers a held one at once. */
+  push(p: { assignments?: AssignmentWire[]; kill?: { attemptId: string; reason: string }[] }): void {
+    this.queue.assignments.push(...(p.assignments ?? []));
+    this.queue.kill.push(...(p.kill ?? []));
+    for (const w of this.wake.splice(0)) w();
+  }
+
+  of(type: Event['type'], attemptId?: string): Event[] {
+    return this.events.filter((e) => e.type === type && (attemptId === undefined || e.attemptId === attemptId));
+  }
+
+  waitFor(pred: (e: Event) => boolean, ms = 4000): Promise<Event> {
+    const found = this.events.find(pred);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        this.bus.off('event', on);
+        reject(new Error(`no such event within ${ms} ms; saw ${this.events.map((e) => e.type).join(' ')}`));
+      }, ms);
+      const on = (e: Event) => {
+        if (!pred(e)) return;
+        clearTimeout(t);
+        this.bus.off('event', on);
+        resolve(e);
+      };
+      this.bus.on('event', on);
+    });
+  }
+
+  private record(e: Omit<Event, 'seq'>): void {
+    const full = { ...e, seq: this.events.length };
+    this.events.push(full);
+    this.bus.emit('event', full);
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks);
+    const url = new URL(req.url!, 'http://x');
+    const json = (status: number, body?: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(body === undefined ? undefined : JSON.stringify(body));
+    };
+    const staleReply = () => json(409, { error: 'stale_attempt', message: 'attempt is not current' });
+    let m: RegExpExecArray | null;
+    if (req.method === 'POST' && url.pathname === '/v1/agent/register') {
+      const id = `m_${JSON.parse(raw.toString()).name}`;
+      this.machines.add(id);
+      this.record({ type: 'register', body: JSON.parse(raw.toString()) });
+      return json(200, { machineId: id, settings: this.settings });
+    }
+    if (req.method === 'POST' && (m = /^\/v1\/agent\/machines\/([^/]+)\/heartbeat$/.exec(url.pathname))) {
+      const body = JSON.parse(raw.toString());
+      this.record({ type: 'heartbeat', body });
+      if (this.failHeartbeats) return json(503, { error: 'unavailable', message: 'down' });
+      if (!this.machines.has(decodeURIComponent(m[1]!))) return json(404, { error: 'unknown_machine', message: 'who?' });
+      if (this.queue.assignments.length === 0 && this.queue.kill.length === 0) {
+        await new Promise<void>((r) => {
+          const t = setTimeout(r, body.waitMs ?? 0);
+          this.wake.push(() => (clearTimeout(t), r()));
+        });
+      }
+      if (this.failHeartbeats) return json(503, { error: 'unavailable', message: 'down' });
+      const reply = { health: 'ready', ...this.queue };
+      this.queue = { kill: [], assignments: [] };
+      return json(200, reply);
+    }
+    if ((m = /^\/v1\/agent\/attempts\/([^/]+)\/(start|logs|complete)$/.exec(url.pathname))) {
+      const attemptId = decodeURIComponent(m[1]!);
+      const body = JSON.parse(raw.toString());
+      this.record({ type: m[2] as Event['type'], attemptId, body });
+      if (this.stale.has(attemptId)) return staleReply();
+      if (m[2] === 'complete' && this.failCompletes) return json(503, { error: 'unavailable', message: 'database down' });
+      if (m[2] === 'logs') return json(204);
+      if (m[2] === 'start') return json(200, {});
+      const first = !this.recorded.has(attemptId);
+      this.recorded.add(attemptId);
+      return json(200, { accepted: first, jobState: 'succeeded' });
+    }
+    if (req.method === 'PUT' && (m = /^\/v1\/agent\/attempts\/([^/]+)\/outputs\/(.+)$/.exec(url.pathname))) {
+      const attemptId = decodeURIComponent(m[1]!);
+      const path = m[2]!.split('/').map(decodeURIComponent).join('/');
+      this.record({ type: 'output', attemptId, body: { path, token: req.headers['x-gantry-token'] } });
+      if (this.stale.has(attemptId)) return staleReply();
+      if (!this.outputs.has(attemptId)) this.outputs.set(attemptId, new Map());
+      this.outputs.get(attemptId)!.set(path, raw);
+      return json(204);
+    }
+    if (req.method === 'GET' && (m = /^\/v1\/agent\/artifacts\/([^/]+)\/(.+)$/.exec(url.pathname))) {
+      const path = m[2]!.split('/').map(decodeURIComponent).join('/');
+      const data = this.artifacts.get(decodeURIComponent(m[1]!))?.get(path);
+      if (!data) return json(404, { error: 'not_found', message: 'no such artifact' });
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      return void res.end(data);
+    }
+    json(404, { error: 'not_found', message: `${req.method} ${url.pathname}` });
+  }
+}
+
+const machine: DetectedMachine = { name: 'cpu-1', cpuMillis: 2000, memoryBytes: 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {} };
+
+let n = 0;
+function assignment(over: Partial<AssignmentWire> = {}): AssignmentWire {
+  n++;
+  return {
+    attemptId: `att_${process.pid}_${n}`,
+    token: 7,
+    jobId: 'job_1',
+    stageName: 'train',
+    attemptNumber: 1,
+    command: ['true'],
+    env: {},
+    gpuIndices: [],
+    timeoutSeconds: null,
+    inputs: [],
+    ...over,
+  };
+}
+
+async function until(cond: () => boolean | Promise<boolean>, ms = 4000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+let dir: string;
+let srv: FakeServer;
+let agent: Agent | null;
+let lines: string[];
+
+async function startAgent(settings?: Partial<AgentSettings>): Promise<Agent> {
+  Object.assign(srv.settings, settings);
+  agent = new Agent({ serverUrl: srv.url, dataDir: join(dir, 'data'), machine, log: (l) => lines.push(l), retry: { tries: 2, baseMs: 20 }, stopDeliverMs: 300 });
+  await agent.start();
+  return agent;
+}
+
+const reported = (attemptId: string) => new AgentState(join(dir, 'data')).readReported(attemptId);
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'gantry-agent-'));
+  srv = new FakeServer({ heartbeatMs: 500, leaseMs: 5000, killGraceMs: 300 });
+  await srv.listen();
+  agent = null;
+  lines = [];
+});
+
+afterEach(async () => {
+  await agent?.stop();
+  await srv.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('Agent', () => {
+  it('starts an assignment with the right env, ships logs, uploads outputs and reports exit 0', async () => {
+    process.env.GANTRY_FROM_OUTSIDE = 'leak';
+    try {
+      await startAgent();
+    } finally {
+      delete process.env.GANTRY_FROM_OUTSIDE;
+    }
+    const a = assignment({
+      command: ['sh', '-c', 'env > "$GANTRY_OUTPUT_DIR/env.txt"; mkdir -p "$GANTRY_OUTPUT_DIR/sub"; printf hi > "$GANTRY_OUTPUT_DIR/sub/a.txt"; echo to-stdout; echo to-stderr >&2'],
+      env: { FOO: 'bar', GANTRY_JOB_ID: 'overridden?' },
+      gpuIndices: [0, 2],
+    });
+    srv.push({ assignments: [a] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(done.body).toMatchObject({ token: 7, exitCode: 0, signal: null, reason: null });
+    const files = srv.outputs.get(a.attemptId)!;
+    expect(done.body.outputs).toEqual([
+      { path: 'env.txt', size: files.get('env.txt')!.length },
+      { path: 'sub/a.txt', size: 2 },
+    ]);
+    expect(files.get('sub/a.txt')!.toString()).toBe('hi');
+    const env = Object.fromEntries(files.get('env.txt')!.toString().trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    expect(env).toMatchObject({
+      GANTRY_JOB_ID: 'job_1',
+      GANTRY_STAGE: 'train',
+      GANTRY_ATTEMPT: '1',
+      GANTRY_ATTEMPT_ID: a.attemptId,
+      CUDA_VISIBLE_DEVICES: '0,2',
+      FOO: 'bar',
+    });
+    expect(env.GANTRY_FROM_OUTSIDE).toBeUndefined();
+    expect(isAbsolute(env.GANTRY_OUTPUT_DIR!)).toBe(true);
+    expect(isAbsolute(env.GANTRY_INPUT_DIR!)).toBe(true);
+
+    const starts = srv.of('start', a.attemptId);
+    expect(starts[0]!.body).toEqual({ token: 7, pid: null });
+    expect((await srv.waitFor((e) => e.type === 'start' && e.body.pid !== null)).body.pid).toBeGreaterThan(0);
+    const logged = srv.of('logs', a.attemptId).flatMap((e) => e.body.chunks as { stream: string; data: string }[]);
+    expect(logged.filter((c) => c.stream === 'stdout').map((c) => c.data).join('')).toContain('to-stdout');
+    expect(logged.filter((c) => c.stream === 'stderr').map((c) => c.data).join('')).toContain('to-stderr');
+    await until(async () => (await reported(a.attemptId))?.result === 'accepted');
+    expect(lines.some((l) => l.startsWith(`agent cpu-1: attempt ${a.attemptId} (job_1/train #1) started pid`))).toBe(true);
+  });
+
+  it('kills the process group when a heartbeat reply says kill, and reports nothing', async () => {
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'sleep 30 & sleep 30 & wait'] });
+    srv.push({ assignments: [a] });
+    const pgid: number = (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid;
+    expect(processGroupAlive(pgid)).toBe(true);
+    srv.push({ kill: [{ attemptId: a.attemptId, reason: 'canceled by user' }] });
+    await until(() => !processGroupAlive(pgid), 2000);
+    await until(async () => (await reported(a.attemptId)) !== null);
+    expect(await reported(a.attemptId)).toMatchObject({ result: 'dropped', note: 'canceled by user' } satisfies Partial<ReportedRecord>);
+    expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+    // The next heartbeat no longer names it.
+    const after = srv.events.length;
+    const hb = await srv.waitFor((e) => e.type === 'heartbeat' && e.seq >= after);
+    expect(hb.body.running).toEqual([]);
+  });
+
+  it('runs an assignment that arrives twice only once', async () => {
+    await startAgent();
+    const marker = join(dir, 'runs.txt');
+    const a = assignment({ command: ['sh', '-c', 'echo run >> "$MARKER"'], env: { MARKER: marker } });
+    srv.push({ assignments: [a, a] });
+    await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    srv.push({ assignments: [a] });
+    await until(() => lines.some((l) => l.includes(`${a.attemptId} (job_1/train #1) was assigned again`)));
+    expect((await readFile(marker, 'utf8')).trim().split('\n')).toEqual(['run']);
+    expect(srv.of('start', a.attemptId).filter((e) => e.body.pid === null)).toHaveLength(1);
+    expect(srv.of('complete', a.attemptId)).toHaveLength(1);
+  });
+
+  it('downloads inputs to $GANTRY_INPUT_DIR/<stage>/<path> before the command runs', async () => {
+    srv.artifacts.set('att_up', new Map([['data/x.txt', Buffer.from('hello')]]));
+    await startAgent();
+    const a = assignment({
+      command: ['sh', '-c', 'cp "$GANTRY_INPUT_DIR/prep/data/x.txt" "$GANTRY_OUTPUT_DIR/copy.txt"'],
+      inputs: [{ stage: 'prep', attemptId: 'att_up', files: [{ path: 'data/x.txt', size: 5 }] }],
+    });
+    srv.push({ assignments: [a] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(done.body.exitCode).toBe(0);
+    expect(srv.outputs.get(a.attemptId)?.get('copy.txt')?.toString()).toBe('hello');
+  });
+
+  it('fails the attempt, without running it, when an input path would escape its directory', async () => {
+    await startAgent();
+    const marker = join(dir, 'ran');
+    const a = assignment({
+      command: ['touch', marker],
+      inputs: [{ stage: 'prep', attemptId: 'att_up', files: [{ path: '../../evil', size: 1 }] }],
+    });
+    srv.push({ assignments: [a] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(done.body).toMatchObject({ exitCode: null, signal: null });
+    expect(done.body.reason).toMatch(/^input download failed: refusing path/);
+    await expect(readFile(marker)).rejects.toThrow();
+  });
+
+  it('after a restart, reports what finished while it was down before taking new work', async () => {
+    const state = new AgentState(join(dir, 'data'));
+    await state.init();
+    const finished = assignment();
+    const p = await state.createAttempt(finished);
+    await writeFile(join(p.output, 'model.bin'), 'weights');
+    await state.writeExit(finished.attemptId, { exitCode: 0, signal: null, reason: null, finishedAt: new Date().toISOString() });
+    // One that was running when the agent died, and died with it.
+    const lost = assignment();
+    await state.createAttempt(lost);
+    const dead = spawn('true');
+    await new Promise((r) => dead.once('exit', r));
+    await state.writePid(lost.attemptId, dead.pid!);
+
+    await startAgent();
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === finished.attemptId);
+    expect(done.body).toMatchObject({ token: 7, exitCode: 0, outputs: [{ path: 'model.bin', size: 7 }] });
+    const firstHeartbeat = srv.events.find((e) => e.type === 'heartbeat');
+    expect(firstHeartbeat === undefined || firstHeartbeat.seq > done.seq).toBe(true);
+    expect(srv.outputs.get(finished.attemptId)?.get('model.bin')?.toString()).toBe('weights');
+    expect(await reported(finished.attemptId)).toMatchObject({ result: 'accepted' });
+    expect(await reported(lost.attemptId)).toMatchObject({ result: 'abandoned' });
+    expect(srv.of('complete', lost.attemptId)).toHaveLength(0);
+  });
+
+  it('on restart, kills the process group of an attempt that outlived the previous agent, and reports nothing', async () => {
+    const state = new AgentState(join(dir, 'data'));
+    await state.init();
+    const orphan = assignment();
+    await state.createAttempt(orphan);
+    const child = spawn('sh', ['-c', 'sleep 30 & wait'], { detached: true, stdio: 'ignore' });
+    await state.writePid(orphan.attemptId, child.pid!);
+    expect(processGroupAlive(child.pid!)).toBe(true);
+
+    await startAgent();
+    expect(processGroupAlive(child.pid!)).toBe(false);
+    expect(await reported(orphan.attemptId)).toMatchObject({ result: 'abandoned' });
+    expect(srv.of('complete', orphan.attemptId)).toHaveLength(0);
+  });
+
+  it('keeps an outcome it could not deliver before stopping, and delivers it on the next start', async () => {
+    srv.failCompletes = true;
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'exit 3'] });
+    srv.push({ assignments: [a] });
+    await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    await agent!.stop();
+    expect(await reported(a.attemptId)).toBeNull();
+    // Still named in heartbeats while owed, so its lease would not run out meanwhile.
+    expect(srv.of('heartbeat').some((e) => e.body.running.some((r: { attemptId: string }) => r.attemptId === a.attemptId))).toBe(true);
+
+    srv.failCompletes = false;
+    const before = srv.events.length;
+    await startAgent();
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId && e.seq >= before);
+    expect(done.body).toMatchObject({ exitCode: 3, reason: null, outputs: [] });
+    expect(await reported(a.attemptId)).toMatchObject({ result: 'accepted' });
+  });
+
+  it('does not run an attempt the server says is stale at start', async () => {
+    await startAgent();
+    const marker = join(dir, 'ran');
+    const a = assignment({ command: ['touch', marker] });
+    srv.stale.add(a.attemptId);
+    srv.push({ assignments: [a] });
+    await until(async () => (await reported(a.attemptId)) !== null);
+    expect(await reported(a.attemptId)).toMatchObject({ result: 'dropped' });
+    await expect(readFile(marker)).rejects.toThrow();
+    expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+  });
+
+  it('registers again when the server no longer knows the machine', async () => {
+    await startAgent({ heartbeatMs: 100 });
+    srv.machines.clear();
+    await srv.waitFor((e) => e.type === 'register' && e.seq > 0);
+    const after = srv.events.length;
+    const hb = await srv.waitFor((e) => e.type === 'heartbeat' && e.seq >= after);
+    expect(hb).toBeDefined();
+    expect(lines.some((l) => l.includes('registering again'))).toBe(true);
+  });
+
+  it('kills running attempts when heartbeats fail for longer than the lease', async () => {
+    await startAgent({ heartbeatMs: 100, leaseMs: 600 });
+    const a = assignment({ command: ['sleep', '30'] });
+    srv.push({ assignments: [a] });
+    const pgid: number = (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid;
+    srv.failHeartbeats = true;
+    await until(() => !processGroupAlive(pgid), 3000);
+    await until(async () => (await reported(a.attemptId)) !== null);
+    expect((await reported(a.attemptId))?.note).toMatch(/^lease lost/);
+    expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+    expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(true);
+  });
+});

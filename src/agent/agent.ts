@@ -1,0 +1,442 @@
+/**
+ * The worker agent: registers this machine, heartbeats (a long poll that also brings assignments
+ * and kills), runs each assigned attempt in its own directory and process group, ships its logs,
+ * uploads its outputs and reports its outcome under the attempt's token. docs/agent.md has the
+ * timeline and what happens after a crash.
+ *
+ * Who decides an attempt's fate: the agent reports an outcome only for an attempt whose process
+ * it saw end on its own (or time out, or fail to start). When the server says kill, or says the
+ * attempt is stale (409), or this agent loses its lease or is stopped, the server has decided or
+ * will (it reaps the attempt as lost, which does not count against the user's retries), so the
+ * agent kills the process group and reports nothing.
+ */
+import os from 'node:os';
+import type { AgentSettings, AssignmentWire, RegisterRequest } from '../api/contract/agent-protocol.js';
+import { AgentClient, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
+import { deliverOutcome } from './deliver-outcome.js';
+import { AgentState, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
+import { agentVersion } from './agent-version.js';
+import { attemptEnv } from './attempt-env.js';
+import { LogShipper } from './log-shipper.js';
+import type { DetectedMachine } from './machine-detect.js';
+import { killProcessGroup } from './process-group.js';
+import { runProcess, type ProcessHandle, type ProcessResult } from './process-runner.js';
+
+export interface AgentClock {
+  now(): number;
+}
+
+export interface AgentOptions {
+  serverUrl: string;
+  dataDir: string;
+  machine: DetectedMachine;
+  log?: (line: string) => void;
+  clock?: AgentClock;
+  requestTimeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** How long stop() keeps trying to deliver finished outcomes before leaving them on disk. */
+  stopDeliverMs?: number;
+}
+
+interface Run {
+  a: AssignmentWire;
+  paths: AttemptPaths | null;
+  handle: ProcessHandle | null;
+  shipper: LogShipper | null;
+  /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
+  dropped: string | null;
+  /** Set once the process is over; from then on the run is an outcome waiting to be delivered. */
+  exit: ExitRecord | null;
+  uploaded: Map<string, number>;
+  delivering: Promise<void> | null;
+  task: Promise<void>;
+}
+
+const MAX_WAIT_MS = 30_000;
+
+export class Agent {
+  private readonly state: AgentState;
+  private readonly client: AgentClient;
+  private readonly machine: DetectedMachine;
+  private readonly logLine: (line: string) => void;
+  private readonly clock: AgentClock;
+  private readonly stopDeliverMs: number;
+  /** Ends every call: the last step of stop(). */
+  private readonly halt = new AbortController();
+  /** Ends the loop's long poll and waits, without cutting deliveries still owed. */
+  private readonly loopAbort = new AbortController();
+  private id: string | null = null;
+  private settings: AgentSettings | null = null;
+  private readonly runs = new Map<string, Run>();
+  private lastHeartbeatSentOk = 0;
+  private leaseLost = false;
+  private loop: Promise<void> | null = null;
+  private watchdog: NodeJS.Timeout | null = null;
+  private pending: Promise<void> | null = null;
+  private stopping = false;
+  /** stop({ killRunning: false }): processes are left running, their outcomes left on disk. */
+  private detached = false;
+
+  constructor(opts: AgentOptions) {
+    this.machine = opts.machine;
+    this.state = new AgentState(opts.dataDir);
+    this.client = new AgentClient({
+      serverUrl: opts.serverUrl,
+      signal: this.halt.signal,
+      ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
+      ...(opts.retry ? { retry: opts.retry } : {}),
+    });
+    const sink = opts.log ?? ((line: string) => void process.stderr.write(line + '\n'));
+    this.logLine = (line) => sink(`agent ${this.machine.name}: ${line}`);
+    this.clock = opts.clock ?? { now: () => Date.now() };
+    this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
+  }
+
+  get machineId(): string | null {
+    return this.id;
+  }
+
+  get dataDir(): string {
+    return this.state.dataDir;
+  }
+
+  /** Registers, settles what a previous run of the agent left behind, then heartbeats in the background. */
+  async start(): Promise<void> {
+    await this.state.init();
+    if (!(await this.register())) return;
+    await this.recover();
+    this.lastHeartbeatSentOk = this.clock.now();
+    const s = this.settings!;
+    this.watchdog = setInterval(() => this.checkLease(), Math.max(50, Math.min(1000, Math.floor(s.leaseMs / 5))));
+    this.loop = this.heartbeatLoop();
+  }
+
+  /**
+   * Stops the loop. With `killRunning` (the default) running attempts are killed (TERM, grace,
+   * KILL) and, like any attempt the agent gives up, not reported: the server reaps them as lost.
+   * Without it they are left running, as after a crash; the next start kills what survived.
+   * Either way finished outcomes get `stopDeliverMs` to be delivered, then stay on disk.
+   */
+  async stop(opts: { killRunning?: boolean } = {}): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.watchdog) clearInterval(this.watchdog);
+    this.loopAbort.abort();
+    await this.loop;
+    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped);
+    if (opts.killRunning ?? true) {
+      for (const r of live) this.drop(r, 'agent stopping');
+      await Promise.all(live.map((r) => r.task));
+    } else {
+      this.detached = true;
+      for (const r of live) r.shipper?.stop();
+    }
+    const deadline = new Promise<void>((resolve) => setTimeout(resolve, this.stopDeliverMs).unref());
+    await Promise.race([this.deliverPending(), deadline]);
+    this.halt.abort();
+    await this.pending?.catch(() => {});
+    this.log('stopped');
+  }
+
+  private log(line: string): void {
+    try {
+      this.logLine(line);
+    } catch {
+      // A broken log sink must not break the agent.
+    }
+  }
+
+  /** Until registered or stopped; false when stopped first. A 4xx (bad name, bad labels) throws. */
+  private async register(): Promise<boolean> {
+    const m = this.machine;
+    const req: RegisterRequest = {
+      name: m.name,
+      cpuMillis: m.cpuMillis,
+      memoryBytes: m.memoryBytes,
+      gpus: m.gpus,
+      gpusDeclared: m.gpusDeclared,
+      region: m.region,
+      labels: m.labels,
+      agent: { version: agentVersion(), host: os.hostname(), pid: process.pid },
+    };
+    for (let failures = 0; !this.stopping; failures++) {
+      try {
+        const res = await this.client.register(req, this.loopAbort.signal);
+        this.id = res.machineId;
+        this.settings = res.settings;
+        await this.state.writeIdentity({ name: m.name, machineId: res.machineId });
+        const s = res.settings;
+        this.log(`registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms)`);
+        return true;
+      } catch (err) {
+        if (this.stopping) return false;
+        if (!isRetryable(err)) throw err;
+        if (failures % 10 === 0) this.log(`cannot register yet: ${message(err)}; retrying`);
+        await this.pause(Math.min(5000, 250 * 2 ** Math.min(failures, 5)));
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Outcomes recorded before a crash are delivered before new work is taken. An attempt that was
+   * running when the agent died has no outcome to deliver: its exit status went with the agent. If
+   * its process group still runs (it is detached, so it can outlive us), it is killed, since it
+   * would otherwise keep its GPUs with nobody to report it; then, like a group that died with us,
+   * it is left for the server to reap as lost.
+   */
+  private async recover(): Promise<void> {
+    const { finished, interrupted, broken } = await this.state.scan();
+    for (const b of broken) this.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
+    for (const { assignment: a, pid } of interrupted) {
+      let note = 'was running when the agent stopped; left for the server to reap';
+      if (pid && survivingGroup(pid)) {
+        this.log(`attempt ${describe(a)} outlived the previous agent (pid ${pid.pid}); killing its process group`);
+        await killProcessGroup(pid.pid, this.settings!.killGraceMs).catch((err) => this.log(`cannot kill pid ${pid.pid}: ${message(err)}`));
+        note = 'outlived the previous agent and was killed; left for the server to reap';
+      } else {
+        this.log(`attempt ${describe(a)} ${note}`);
+      }
+      await this.markReported(a.attemptId, { result: 'abandoned', note });
+    }
+    for (const { assignment: a, exit } of finished) {
+      this.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
+      const run = this.newRun(a);
+      run.paths = this.state.paths(a.attemptId);
+      run.exit = exit;
+      this.runs.set(a.attemptId, run);
+    }
+    await this.deliverPending();
+  }
+
+  private async heartbeatLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      const s = this.settings!;
+      const sentAt = this.clock.now();
+      const t0 = Date.now();
+      try {
+        const running = [...this.runs.values()].filter((r) => !r.dropped).map((r) => ({ attemptId: r.a.attemptId, token: r.a.token }));
+        const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
+        const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
+        if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);
+        failures = 0;
+        // The send time, not the answer's: the server renewed the lease no earlier than that.
+        this.lastHeartbeatSentOk = sentAt;
+        this.leaseLost = false;
+        for (const k of res.kill) this.killFromServer(k.attemptId, k.reason);
+        for (const a of res.assignments) this.accept(a);
+        void this.deliverPending();
+        // A server that answers at once with nothing is not long-polling; keep to the period.
+        if (res.kill.length === 0 && res.assignments.length === 0) await this.pause(s.heartbeatMs - (Date.now() - t0));
+      } catch (err) {
+        if (this.stopping) break;
+        if (err instanceof UnknownMachine) {
+          this.log(`${err.message}; registering again`);
+          if (!(await this.register().catch((e) => (this.log(`register failed: ${message(e)}`), false)))) await this.pause(1000);
+          continue;
+        }
+        failures++;
+        if (failures === 1 || failures % 10 === 0) this.log(`heartbeat failed (${failures} in a row): ${message(err)}`);
+        await this.pause(Math.min(s.heartbeatMs, 100 * 2 ** Math.min(failures, 6)));
+      }
+    }
+  }
+
+  /**
+   * This machine may be the one cut off: the server will have given its attempts to others once
+   * their leases ran out, so two copies would run. Killing ours bounds the overlap to the lease.
+   */
+  private checkLease(): void {
+    if (this.stopping || this.leaseLost || !this.settings) return;
+    const silent = this.clock.now() - this.lastHeartbeatSentOk;
+    if (silent <= this.settings.leaseMs) return;
+    this.leaseLost = true;
+    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped);
+    this.log(`no heartbeat got through for ${silent} ms (lease ${this.settings.leaseMs} ms); killing ${live.length} running attempt(s)`);
+    for (const r of live) this.drop(r, `lease lost: no heartbeat for ${silent} ms`);
+  }
+
+  private newRun(a: AssignmentWire): Run {
+    return { a, paths: null, handle: null, shipper: null, dropped: null, exit: null, uploaded: new Map(), delivering: null, task: Promise.resolve() };
+  }
+
+  /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */
+  private accept(a: AssignmentWire): void {
+    if (this.runs.has(a.attemptId) || this.stopping) return;
+    const run = this.newRun(a);
+    this.runs.set(a.attemptId, run);
+    run.task = this.execute(run).catch((err) => {
+      this.log(`attempt ${describe(a)}: ${message(err)}`);
+      this.runs.delete(a.attemptId);
+    });
+  }
+
+  private killFromServer(attemptId: string, reason: string): void {
+    const run = this.runs.get(attemptId);
+    if (run) this.drop(run, reason);
+  }
+
+  private drop(run: Run, why: string): void {
+    if (run.dropped) return;
+    run.dropped = why;
+    if (run.exit) {
+      // Finished but not yet reported: the report would be refused; a delivery under way may still land.
+      if (!run.delivering) void this.forget(run, { result: 'dropped', note: why });
+      return;
+    }
+    this.log(`killing attempt ${describe(run.a)}: ${why}`);
+    void run.handle?.kill(why);
+  }
+
+  private async execute(run: Run): Promise<void> {
+    const { a } = run;
+    const id = a.attemptId;
+    if (await this.state.hasAttempt(id)) {
+      this.runs.delete(id);
+      this.log(`attempt ${describe(a)} was assigned again; already handled, ignoring`);
+      return;
+    }
+    run.paths = await this.state.createAttempt(a);
+    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
+    try {
+      await this.client.start(id, a.token, null);
+    } catch (err) {
+      if (err instanceof StaleAttempt) {
+        this.log(`attempt ${describe(a)} is no longer current; not running it`);
+        return this.forget(run, { result: 'dropped', note: err.message });
+      }
+      // Nothing ran, so nothing is owed: forget it entirely, so that the server's resend of an
+      // unacknowledged assignment is taken as new rather than ignored as a duplicate.
+      this.log(`attempt ${describe(a)} could not be acknowledged (${message(err)}); not running it`);
+      this.runs.delete(id);
+      await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
+      return;
+    }
+    let result: ProcessResult | null = null;
+    if (!run.dropped) {
+      try {
+        await this.client.downloadInputs(a.inputs, run.paths.input);
+      } catch (err) {
+        if (err instanceof StaleAttempt) this.drop(run, 'stale: ' + err.message);
+        // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
+        else if (this.halt.signal.aborted) this.drop(run, 'agent stopping');
+        else result = { exitCode: null, signal: null, reason: `input download failed: ${message(err)}` };
+      }
+    }
+    if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
+    result ??= await this.spawn(run, run.paths);
+
+    const exit: ExitRecord = { ...result, finishedAt: new Date(this.clock.now()).toISOString() };
+    await this.state.writeExit(id, exit);
+    run.exit = exit;
+    this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
+    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
+    if (this.detached) return;
+    await this.deliver(run);
+  }
+
+  private async spawn(run: Run, paths: AttemptPaths): Promise<ProcessResult> {
+    const { a } = run;
+    const shipper = new LogShipper({
+      send: (chunks) => this.client.logs(a.attemptId, a.token, chunks),
+      onError: (err) => {
+        if (err instanceof StaleAttempt) {
+          shipper.stop();
+          this.drop(run, 'stale: ' + err.message);
+        }
+      },
+    });
+    run.shipper = shipper;
+    const handle = runProcess({
+      command: a.command,
+      cwd: paths.work,
+      env: attemptEnv(a, paths),
+      logFile: paths.log,
+      timeoutSeconds: a.timeoutSeconds,
+      killGraceMs: this.settings!.killGraceMs,
+      onOutput: (c) => shipper.push(c),
+    });
+    run.handle = handle;
+    if (handle.pid !== null) {
+      await this.state.writePid(a.attemptId, handle.pid).catch((err) => this.log(`cannot record pid of ${a.attemptId}: ${message(err)}`));
+      this.log(`attempt ${describe(a)} started pid ${handle.pid}`);
+      // A kill that arrived while the process was being spawned.
+      if (run.dropped) void handle.kill(run.dropped);
+      // The second start call only records the pid; the attempt was acknowledged before the spawn.
+      else
+        void this.client.start(a.attemptId, a.token, handle.pid).catch((err) => {
+          if (err instanceof StaleAttempt) this.drop(run, 'stale: ' + err.message);
+          else this.log(`cannot report pid of ${a.attemptId}: ${message(err)}`);
+        });
+    }
+    const result = await handle.done;
+    await shipper.close();
+    return result;
+  }
+
+  private deliverPending(): Promise<void> {
+    this.pending ??= (async () => {
+      for (const run of [...this.runs.values()]) {
+        if (run.exit && !run.dropped && !this.halt.signal.aborted) await this.deliver(run);
+      }
+    })().finally(() => (this.pending = null));
+    return this.pending;
+  }
+
+  /** Outputs (only after a clean exit), then the outcome. Leaves the run in place to retry when the server is unreachable. */
+  private deliver(run: Run): Promise<void> {
+    run.delivering ??= this.deliverOnce(run).finally(() => (run.delivering = null));
+    return run.delivering;
+  }
+
+  private async deliverOnce(run: Run): Promise<void> {
+    const out = await deliverOutcome(this.client, run.a, run.exit!, run.paths!.output, run.uploaded);
+    // A kill or a stop that came while it was under way wins over a retry.
+    if (!out.settled && (run.dropped || this.halt.signal.aborted)) {
+      if (run.dropped) await this.forget(run, { result: 'dropped', note: run.dropped });
+      return;
+    }
+    this.log(`attempt ${describe(run.a)} ${out.line}`);
+    if (out.settled) await this.forget(run, out.record);
+  }
+
+  /** Nothing more is owed to the server for this attempt. */
+  private async forget(run: Run, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
+    this.runs.delete(run.a.attemptId);
+    await this.markReported(run.a.attemptId, rec);
+    await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
+  }
+
+  private async markReported(attemptId: string, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
+    await this.state
+      .markReported(attemptId, { ...rec, at: new Date(this.clock.now()).toISOString() })
+      .catch((err) => this.log(`cannot record that ${attemptId} is settled: ${message(err)}`));
+  }
+
+  private pause(ms: number): Promise<void> {
+    if (ms <= 0 || this.loopAbort.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.loopAbort.signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.loopAbort.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+function describe(a: AssignmentWire): string {
+  return `${a.attemptId} (${a.jobId}/${a.stageName} #${a.attemptNumber})`;
+}
+
+function describeExit(e: ExitRecord): string {
+  const how = e.exitCode !== null ? `exited with code ${e.exitCode}` : e.signal !== null ? `ended by ${e.signal}` : 'did not run';
+  return e.reason ? `${how} (${e.reason})` : how;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,34 @@
+/**
+ * The environment an attempt's command sees: the agent's own (PATH, HOME, proxies...), then the
+ * stage's, then Gantry's variables, which nothing can override. Variables the agent itself was
+ * given by an outer Gantry (GANTRY_*) or a GPU mask (CUDA_VISIBLE_DEVICES) are removed first, so a
+ * stage never inherits another attempt's identity or GPUs.
+ */
+import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+
+export function attemptEnv(
+  a: AssignmentWire,
+  dirs: { output: string; input: string },
+  base: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(base)) {
+    if (v === undefined || k.startsWith('GANTRY_') || k === 'CUDA_VISIBLE_DEVICES') continue;
+    env[k] = v;
+  }
+  Object.assign(env, a.env);
+  Object.assign(env, {
+    GANTRY_JOB_ID: a.jobId,
+    GANTRY_STAGE: a.stageName,
+    GANTRY_ATTEMPT: String(a.attemptNumber),
+    GANTRY_ATTEMPT_ID: a.attemptId,
+    GANTRY_OUTPUT_DIR: dirs.output,
+    GANTRY_INPUT_DIR: dirs.input,
+    // Empty for a CPU stage: CUDA then sees no device, rather than every device on the machine.
+    CUDA_VISIBLE_DEVICES: a.gpuIndices.join(','),
+    // The indices come from nvidia-smi, which numbers GPUs by PCI bus; CUDA's default order
+    // (fastest first) can differ on a machine with mixed GPUs, and would hand out the wrong ones.
+    CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
+  });
+  return env;
+}

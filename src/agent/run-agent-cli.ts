@@ -1,0 +1,69 @@
+/**
+ * `gantry agent`: detect this machine, run an Agent until SIGINT or SIGTERM.
+ *
+ * On either signal the agent stops taking work and kills its running attempts (TERM, the
+ * server's kill grace, KILL), then exits. Leaving them running is not an option worth having:
+ * nobody would report them, the server would reap them as lost and run them elsewhere, and the
+ * orphans would keep their GPUs. The same signal a second time exits at once; the attempts'
+ * process groups are detached and survive that, and the next start of the agent on this data dir
+ * kills them. Only the same signal counts: Ctrl-C under `gantry up` reaches the agent twice, as
+ * SIGINT from the terminal and SIGTERM from `up`, and that must still be a graceful stop.
+ */
+import { resolve } from 'node:path';
+import { Agent } from './agent.js';
+import { detectMachine, parseLabels } from './machine-detect.js';
+
+export interface AgentCommandOptions {
+  server: string;
+  name?: string;
+  dataDir?: string;
+  cpu?: string;
+  memory?: string;
+  gpus?: string;
+  region?: string;
+  label?: string[];
+}
+
+/** Resolves once the agent has stopped after a signal. */
+export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> {
+  const machine = await detectMachine({
+    ...(opts.name !== undefined ? { name: opts.name } : {}),
+    ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),
+    ...(opts.memory !== undefined ? { memory: opts.memory } : {}),
+    ...(opts.gpus !== undefined ? { gpus: opts.gpus } : {}),
+    ...(opts.region !== undefined ? { region: opts.region } : {}),
+    labels: parseLabels(opts.label ?? []),
+  });
+  // Absolute, because attempts get GANTRY_OUTPUT_DIR and GANTRY_INPUT_DIR under it and run elsewhere.
+  const dataDir = resolve(opts.dataDir ?? `./.gantry-agent-${machine.name}`);
+  const agent = new Agent({ serverUrl: opts.server, dataDir, machine });
+  const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
+  const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
+  const say = (line: string) => void process.stderr.write(`agent ${machine.name}: ${line}\n`);
+  say(`${machine.cpuMillis / 1000} CPU, ${Math.round(machine.memoryBytes / 1024 ** 2)} MiB, ${gpus}; data in ${dataDir}; server ${opts.server}`);
+
+  let stopping: Promise<void> | null = null;
+  let onStopped: () => void = () => {};
+  const stopped = new Promise<void>((r) => (onStopped = r));
+  const seen = new Set<NodeJS.Signals>();
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (seen.has(sig)) {
+      say(`${sig} again, exiting without waiting`);
+      process.exit(130);
+    }
+    seen.add(sig);
+    if (stopping) return;
+    say(`${sig}: killing running attempts and stopping`);
+    stopping = agent.stop({ killRunning: true }).then(onStopped);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    await agent.start();
+    await stopped;
+    await stopping;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

@@ -17,6 +17,7 @@ import { deliverOutcome } from './deliver-outcome.js';
 import { AgentState, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
 import { attemptEnv } from './attempt-env.js';
+import { crashBeforeReport } from './fault-hooks.js';
 import { LogShipper } from './log-shipper.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { killProcessGroup } from './process-group.js';
@@ -333,6 +334,7 @@ export class Agent {
     this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
     if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
     if (this.detached) return;
+    if (await crashBeforeReport(this.state.dataDir)) return;
     await this.deliver(run);
   }
 
@@ -351,7 +353,7 @@ export class Agent {
     const handle = runProcess({
       command: a.command,
       cwd: paths.work,
-      env: attemptEnv(a, paths),
+      env: attemptEnv(a, paths, this.machine.name),
       logFile: paths.log,
       timeoutSeconds: a.timeoutSeconds,
       killGraceMs: this.settings!.killGraceMs,

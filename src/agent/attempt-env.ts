@@ -9,6 +9,7 @@ import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 export function attemptEnv(
   a: AssignmentWire,
   dirs: { output: string; input: string },
+  machineName: string,
   base: NodeJS.ProcessEnv = process.env,
 ): Record<string, string> {
   const env: Record<string, string> = {};
@@ -22,6 +23,7 @@ export function attemptEnv(
     GANTRY_STAGE: a.stageName,
     GANTRY_ATTEMPT: String(a.attemptNumber),
     GANTRY_ATTEMPT_ID: a.attemptId,
+    GANTRY_MACHINE: machineName,
     GANTRY_OUTPUT_DIR: dirs.output,
     GANTRY_INPUT_DIR: dirs.input,
     // Empty for a CPU stage: CUDA then sees no device, rather than every device on the machine.

@@ -1,6 +1,8 @@
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
+import { ChaosBus, parseChaosSettings } from '../../bus/chaos-bus.js';
+import { MemoryBus } from '../../bus/memory-bus.js';
 import { createControlPlane } from '../../server/control-plane.js';
 import { defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
 
@@ -34,7 +36,10 @@ export async function startServer(config: ServerConfig, opts: { logFile?: string
   const logger = opts.logFile
     ? { level: config.logLevel, stream: createWriteStream(opts.logFile, { flags: 'a' }) }
     : { level: config.logLevel };
-  const cp = await createControlPlane(config, { logger });
+  // GANTRY_BUS_CHAOS turns on the misbehaving bus, for fault-injection tests (see src/bus/chaos-bus.ts).
+  const chaos = process.env.GANTRY_BUS_CHAOS;
+  const bus = chaos ? new ChaosBus(new MemoryBus(), parseChaosSettings(chaos)) : undefined;
+  const cp = await createControlPlane(config, { logger, bus });
   await cp.start();
   return cp;
 }

@@ -217,7 +217,9 @@ export class Agent {
       const sentAt = this.clock.now();
       const t0 = Date.now();
       try {
-        const running = [...this.runs.values()].filter((r) => !r.dropped).map((r) => ({ attemptId: r.a.attemptId, token: r.a.token }));
+        // A dropped attempt is listed until its process is gone: the server keeps its resources
+        // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
+        const running = [...this.runs.values()].filter((r) => !r.dropped || r.exit === null).map((r) => ({ attemptId: r.a.attemptId, token: r.a.token }));
         const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
         const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
         if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);

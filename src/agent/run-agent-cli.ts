@@ -22,6 +22,8 @@ export interface AgentCommandOptions {
   gpus?: string;
   region?: string;
   label?: string[];
+  /** Stop (as on SIGTERM) when standard input closes: `gantry up` ties its agents' lives to its own this way. */
+  exitWithParent?: boolean;
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -58,6 +60,16 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  if (opts.exitWithParent) {
+    // The parent holds the other end of our stdin; it closes however the parent dies, SIGKILL
+    // included. An orphaned local agent would otherwise keep running against a dead server and
+    // collide with the one a restarted `gantry up` starts on the same data directory.
+    process.stdin.on('data', () => {});
+    process.stdin.on('end', () => {
+      say('parent gone (stdin closed)');
+      onSignal('SIGTERM');
+    });
+  }
   try {
     await agent.start();
     await stopped;

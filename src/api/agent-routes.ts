@@ -53,10 +53,20 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const body = req.body as HeartbeatRequest;
       const known = new Set(body.running.map((r) => r.attemptId));
       const waiter = machineWaiter(ctx.bus, id, ctx.shutdown);
+      const reportedAt = clock.now();
       try {
-        const deadline = clock.now() + (body.waitMs ?? 0);
+        const deadline = reportedAt + (body.waitMs ?? 0);
         for (;;) {
-          const hb = await store.machineHeartbeat({ machineId: id, running: body.running, now: clock.now(), leaseMs: config.leaseMs });
+          const hb = await store.machineHeartbeat({
+            machineId: id,
+            running: body.running,
+            now: clock.now(),
+            leaseMs: config.leaseMs,
+            reportedAt,
+            missingAfterMs: 2 * config.heartbeatMs,
+            jitter: ctx.random(),
+          });
+          if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
           const assignments = (await store.machineAssignments({ machineId: id })).filter((a) => !known.has(a.attemptId));
           const left = deadline - clock.now();
           if (hb.kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted) {

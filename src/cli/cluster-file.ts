@@ -70,7 +70,7 @@ export function defaultCluster(hasRealGpus: boolean): ClusterFile {
 
 /** The `gantry agent` arguments that make a local agent stand in for this machine. */
 export function agentArgs(m: ClusterMachine, serverUrl: string, dataDir: string): string[] {
-  const args = ['agent', '--server', serverUrl, '--name', m.name, '--data-dir', dataDir];
+  const args = ['agent', '--server', serverUrl, '--name', m.name, '--data-dir', dataDir, '--exit-with-parent'];
   if (m.cpu !== undefined) args.push('--cpu', String(m.cpu));
   if (m.memory !== undefined) args.push('--memory', String(m.memory));
   if (m.gpus && m.gpus !== 'detect') args.push('--gpus', `${m.gpus.type}:${m.gpus.count}`);

@@ -5,12 +5,15 @@ export interface ReconcileSettings {
   suspectAfterMs: number;
   lostAfterMs: number;
   ackTimeoutMs: number;
+  /** Jobs unchanged this long are re-evaluated by the advancer. */
+  repairAfterMs: number;
 }
 
 /**
  * One reconciler pass: make the database agree with the world as heartbeats describe it.
  * Silent machines become suspect, then lost with their attempts; running attempts whose lease
- * expired and assignments never acknowledged are lost, and their stages go back to the queue.
+ * expired and assignments never acknowledged are lost, and their stages go back to the queue;
+ * jobs that have not moved for a while are re-evaluated, so none can wait forever.
  */
 export async function reconcilePass(store: Store, clock: Clock, s: ReconcileSettings, random: () => number = Math.random) {
   const machines = await store.machinesReap({
@@ -20,5 +23,6 @@ export async function reconcilePass(store: Store, clock: Clock, s: ReconcileSett
     jitter: random(),
   });
   const attempts = await store.attemptsReap({ now: clock.now(), ackTimeoutMs: s.ackTimeoutMs, jitter: random() });
-  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts] };
+  const repairedJobs = await store.jobsRepair({ now: clock.now(), staleAfterMs: s.repairAfterMs, limit: 100 });
+  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs };
 }

@@ -64,6 +64,7 @@ export async function createControlPlane(
       const r = await reconcilePass(store, clock, config, random);
       for (const m of r.machines) app.log.warn(m, 'machine health changed');
       if (r.lostAttempts.length) app.log.warn({ attempts: r.lostAttempts }, 'attempts lost');
+      if (r.repairedJobs.length) app.log.warn({ jobs: r.repairedJobs }, 'jobs re-evaluated by the reconciler');
     },
     config.reconcileIntervalMs,
     logError('reconciler'),

@@ -18,6 +18,8 @@ export interface ServerConfig {
   lostAfterMs: number;
   /** An assignment not started within this is taken back and placed again. */
   ackTimeoutMs: number;
+  /** Jobs unchanged this long are re-evaluated by the advancer (a safety net). */
+  repairAfterMs: number;
   /** TERM, then this long, then KILL. */
   killGraceMs: number;
   schedulerIntervalMs: number;
@@ -39,6 +41,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     lostAfterMs: 10_000,
     ackTimeoutMs: 15_000,
     killGraceMs: 5000,
+    repairAfterMs: 30_000,
     schedulerIntervalMs: 1000,
     reconcileIntervalMs: 1000,
     relayIntervalMs: 1000,

@@ -118,9 +118,12 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
           .addColumn('scheduled_at', 'bigint', (c) => c.notNull())
           .addColumn('started_at', 'bigint')
           .addColumn('finished_at', 'bigint')
+          // When the attempt's process was known to be gone; until then it holds its resources.
+          .addColumn('released_at', 'bigint')
           .addUniqueConstraint('attempts_stage_token', ['stage_id', 'token'])
           .execute();
         await db.schema.createIndex('attempts_machine_state').on('attempts').columns(['machine_id', 'state']).execute();
+        await db.schema.createIndex('attempts_machine_held').on('attempts').columns(['machine_id', 'released_at']).execute();
         await db.schema.createIndex('attempts_stage').on('attempts').columns(['stage_id']).execute();
         await db.schema.createIndex('attempts_state_lease').on('attempts').columns(['state', 'lease_expires_at']).execute();
 

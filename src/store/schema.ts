@@ -69,6 +69,7 @@ export interface AttemptsTable {
   scheduled_at: number;
   started_at: number | null;
   finished_at: number | null;
+  released_at: number | null;
 }
 
 export interface MachinesTable {

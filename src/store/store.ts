@@ -54,12 +54,18 @@ export interface Store {
   // --- machines and agents ---
   machineRegister(p: MachineRegistration & { now: number }): Promise<MachineRecord>;
   /** Renews the machine's heartbeat and the leases of the attempts it reports, and says which of
-   *  those it must kill (no longer current). */
+   *  those it must kill (no longer current). Attempts it no longer reports release their
+   *  resources; a running one it no longer reports is lost. */
   machineHeartbeat(p: {
     machineId: string;
     running: { attemptId: string; token: number }[];
     now: number;
     leaseMs: number;
+    /** When the agent's list was taken (the request's arrival); a long-poll re-checks with it. */
+    reportedAt: number;
+    /** A running attempt missing from a list taken this long after it started is lost. */
+    missingAfterMs: number;
+    jitter: number;
   }): Promise<HeartbeatResult>;
   machineList(): Promise<MachineRecord[]>;
   machineGet(p: { machineId: string }): Promise<MachineRecord | null>;
@@ -82,6 +88,10 @@ export interface Store {
   /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
   attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
 
+  /** Re-evaluates jobs unchanged for `staleAfterMs` (the advancer's safety net); returns the
+   *  ids of jobs it had to move. */
+  jobsRepair(p: { now: number; staleAfterMs: number; limit: number }): Promise<string[]>;
+
   // --- outbox ---
   outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
   outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;
@@ -101,6 +111,8 @@ export interface MachineRegistration {
 export interface HeartbeatResult {
   health: MachineHealth;
   kill: { attemptId: string; reason: string }[];
+  /** Attempts found missing from the agent's list and marked lost. */
+  lost: string[];
 }
 
 export interface AttemptCompletion {

@@ -42,7 +42,7 @@ export function upCommand(program: Command): void {
       let stopping = false;
       const startAgent = (m: ClusterMachine) => {
         const dir = resolve(join(config.dataDir, 'agents', m.name));
-        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], { stdio: ['ignore', 'inherit', 'inherit'], env: process.env });
+        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], { stdio: ['pipe', 'inherit', 'inherit'], env: process.env });
         children.set(m.name, child);
         child.on('exit', (code, signal) => {
           children.delete(m.name);

@@ -37,6 +37,8 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       });
       return r;
     };
+    const heartbeat = (machineId: string, running: { attemptId: string; token: number }[]) =>
+      store.machineHeartbeat({ machineId, running, now, leaseMs: LEASE, reportedAt: now, missingAfterMs: 4000, jitter: 0 });
     const runToEnd = async (jobId: string, name: string, machineId: string, exitCode = 0) => {
       const r = await place(jobId, name, machineId);
       const a = r.applied[0]!;
@@ -183,7 +185,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const r = await store.jobCancel({ jobId: j.id, now, reason: 'canceled by user' });
       expect(r.changed).toBe(true);
       expect(r.job.state).toBe('canceled');
-      const hb = await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE });
+      const hb = await heartbeat(m.id, [{ attemptId: a.id, token: a.token }]);
       expect(hb.kill).toEqual([{ attemptId: a.id, reason: 'attempt is canceled: canceled by user' }]);
       expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).queue).toEqual([]);
       const again = await store.jobCancel({ jobId: j.id, now, reason: 'again' });
@@ -196,7 +198,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: LEASE });
       now += 8000;
-      await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE });
+      await heartbeat(m.id, [{ attemptId: a.id, token: a.token }]);
       now += 8000;
       expect((await store.attemptsReap({ now, ackTimeoutMs: 30_000, jitter: 0 })).lostAttempts).toEqual([]);
       now += 3000;
@@ -224,7 +226,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(r.machines[0]!.to).toBe('lost');
       expect(r.lostAttempts).toEqual([a.id]);
       expect((await stageOf(j.id, 'a')).state).toBe('ready');
-      const hb = await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE });
+      const hb = await heartbeat(m.id, [{ attemptId: a.id, token: a.token }]);
       expect(hb.health).toBe('ready');
       expect(hb.kill[0]!.reason).toMatch(/lost/);
     });
@@ -272,6 +274,47 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(m2.id).toBe(m1.id);
       expect(m2.cpuMillis).toBe(4000);
       expect((await store.machineList()).length).toBe(1);
+    });
+
+    it('a canceled attempt holds its GPUs until its agent stops reporting it', async () => {
+      const m = await store.machineRegister({ ...gpuMachine('g1', 1), now });
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['h100'] } };
+      const j1 = await store.jobSubmit({ definition: job([stage('a', { resources: gpu })]), source: null, now });
+      const j2 = await store.jobSubmit({ definition: job([stage('b', { resources: gpu })]), source: null, now });
+      const a = (await place(j1.id, 'a', m.id, [0])).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 9, now, leaseMs: LEASE });
+      await store.jobCancel({ jobId: j1.id, now, reason: 'test' });
+      // The process is still in its kill grace: the agent still lists it.
+      await heartbeat(m.id, [{ attemptId: a.id, token: a.token }]);
+      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).machines[0]!.gpus[0]!.free).toBe(false);
+      expect((await place(j2.id, 'b', m.id, [0])).applied).toHaveLength(0);
+      // Gone: released, and the device can be placed again.
+      await heartbeat(m.id, []);
+      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).machines[0]!.gpus[0]!.free).toBe(true);
+      expect((await place(j2.id, 'b', m.id, [0])).applied).toHaveLength(1);
+    });
+
+    it('a running attempt its agent stops reporting is lost, once the list is older than its start by the grace', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 9, now, leaseMs: LEASE });
+      now += 3000;
+      expect((await heartbeat(m.id, [])).lost).toEqual([]);
+      now += 2000;
+      expect((await heartbeat(m.id, [])).lost).toEqual([a.id]);
+      const s = await stageOf(j.id, 'a');
+      expect([s.state, s.lostUsed, s.attemptsUsed]).toEqual(['ready', 1, 0]);
+    });
+
+    it('repair leaves consistent jobs as they are and only looks at stale ones', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
+      await runToEnd(j.id, 'a', m.id);
+      expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual([]);
+      now += 5000;
+      expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual([]);
+      expect((await stageOf(j.id, 'b')).state).toBe('ready');
     });
 
     it('the outbox relays in order and marks what was published', async () => {

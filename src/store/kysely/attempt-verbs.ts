@@ -93,6 +93,8 @@ export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { ji
       finished_at: tx.now,
       lease_expires_at: null,
       started_at: a.started_at ?? tx.now,
+      // The agent reports an outcome only after the process is gone.
+      released_at: tx.now,
     })
     .where('id', '=', a.id)
     .where('token', '=', p.token)

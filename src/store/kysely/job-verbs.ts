@@ -1,11 +1,13 @@
-import { initialStageState } from '../../advancer/advance.js';
+import { initialStageState, type StageNode } from '../../advancer/advance.js';
+import { repairChanges } from '../../advancer/repair.js';
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import type { JobDefinition } from '../../domain/job-definition.js';
 import type { JobState } from '../../domain/job-state.js';
 import { isJobTerminal } from '../../domain/job-state.js';
 import { newId } from '../../domain/ids.js';
 import { poolOf } from '../../domain/resources.js';
-import type { StageState } from '../../domain/stage-state.js';
+import { isStageTerminal, type StageState } from '../../domain/stage-state.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
 import type { AttemptRecord, JobDetail, JobRecord, JobSummary, LogChunk } from '../records.js';
 import { toAttempt, toJob, toStage } from './row-mappers.js';
 import { syncJobState } from './sync-job-state.js';
@@ -234,4 +236,46 @@ export async function stageLogs(
     at: Number(r.at),
     data: r.data,
   }));
+}
+
+export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit: number }): Promise<string[]> {
+  const stale = await tx.db
+    .selectFrom('jobs')
+    .select(['id'])
+    .where('state', 'in', ['submitted', 'queued', 'scheduled', 'running'])
+    .where('updated_at', '<', tx.now - p.staleAfterMs)
+    .orderBy('updated_at')
+    .limit(p.limit)
+    .execute();
+  const moved: string[] = [];
+  for (const { id } of stale) {
+    const rows = await tx.db.selectFrom('stages').selectAll().where('job_id', '=', id).orderBy('position').execute();
+    const nodes: StageNode[] = rows.map((r) => {
+      const def = JSON.parse(r.definition) as StageDefinition;
+      return { name: r.name, state: r.state as StageState, needs: def.needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry: def.retry };
+    });
+    const changes = repairChanges(nodes);
+    for (const c of changes) {
+      const row = rows.find((r) => r.name === c.name)!;
+      const res = await tx.db
+        .updateTable('stages')
+        .set({
+          state: c.to,
+          updated_at: tx.now,
+          ...(c.to === 'ready' ? { ready_since: tx.now, not_before: null } : {}),
+          ...(isStageTerminal(c.to) ? { finished_at: tx.now, end_reason: c.reason } : {}),
+        })
+        .where('id', '=', row.id)
+        .where('state', '=', c.from)
+        .executeTakeFirst();
+      if (Number(res.numUpdatedRows) !== 1) continue;
+      await tx.event({ type: `stage:${c.to}`, jobId: id, stageName: c.name, message: `stage ${c.name} ${c.to} (reconciler repair)${c.reason ? `: ${c.reason}` : ''}` });
+      if (c.to === 'ready') await tx.publish('pool:ready', { pool: row.pool });
+    }
+    if (changes.length) moved.push(id);
+    // Touched, so the next pass looks at other jobs first.
+    await tx.db.updateTable('jobs').set({ updated_at: tx.now }).where('id', '=', id).execute();
+    await syncJobState(tx, id);
+  }
+  return moved;
 }

@@ -126,6 +126,10 @@ export class KyselyStore implements Store {
     return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));
   }
 
+  jobsRepair(p: { now: number; staleAfterMs: number; limit: number }) {
+    return this.tx(p.now, (tx) => jobs.jobsRepair(tx, p));
+  }
+
   async outboxPending(p: { limit: number }): Promise<OutboxMessage[]> {
     const rows = await this.db
       .selectFrom('outbox')

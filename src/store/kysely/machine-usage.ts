@@ -1,18 +1,20 @@
-import { activeAttemptStates } from '../../domain/attempt-state.js';
 import type { MachineRecord } from '../records.js';
 import type { Db, Trx } from './tx-context.js';
 
 export type Usage = MachineRecord['allocated'];
 
 /**
- * What active attempts hold on each machine. Computed from the attempts table rather than kept
- * in counters, so it can never drift from the attempts that hold the resources.
+ * What attempts hold on each machine: every attempt whose process may still be alive, that is,
+ * not yet released. An attempt the server ended (canceled, lost) keeps its CPUs, memory and GPU
+ * devices until its agent stops reporting it, so a new attempt never shares a device with a
+ * process still in its kill grace. Computed from the attempts table rather than kept in
+ * counters, so it can never drift from the attempts that hold the resources.
  */
 export async function machineUsage(db: Db | Trx, machineIds?: string[]): Promise<Map<string, Usage>> {
   let q = db
     .selectFrom('attempts')
     .select(['machine_id', 'cpu_millis', 'memory_bytes', 'gpu_indices'])
-    .where('state', 'in', activeAttemptStates);
+    .where('released_at', 'is', null);
   if (machineIds) {
     if (machineIds.length === 0) return new Map();
     q = q.where('machine_id', 'in', machineIds);

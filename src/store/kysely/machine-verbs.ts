@@ -67,7 +67,14 @@ export async function machineList(db: Db): Promise<MachineRecord[]> {
  */
 export async function machineHeartbeat(
   tx: TxContext,
-  p: { machineId: string; running: { attemptId: string; token: number }[]; leaseMs: number },
+  p: {
+    machineId: string;
+    running: { attemptId: string; token: number }[];
+    leaseMs: number;
+    reportedAt: number;
+    missingAfterMs: number;
+    jitter: number;
+  },
 ): Promise<HeartbeatResult | null> {
   const m = await tx.db.selectFrom('machines').select(['id', 'name', 'health']).where('id', '=', p.machineId).executeTakeFirst();
   if (!m) return null;
@@ -109,7 +116,37 @@ export async function machineHeartbeat(
         .execute();
     }
   }
-  return { health, kill };
+  const lost = await reconcileReported(tx, m, p);
+  return { health, kill, lost };
+}
+
+/**
+ * The agent's list against the database. An attempt it no longer lists has no process any more:
+ * its resources are released. One the database says is running but the agent has stopped
+ * listing (it crashed and restarted, or lost the process) is lost, once the list is older than
+ * the attempt's start by `missingAfterMs`, so a list sent just before the start is not misread.
+ */
+async function reconcileReported(
+  tx: TxContext,
+  m: { id: string; name: string },
+  p: { running: { attemptId: string }[]; reportedAt: number; missingAfterMs: number; jitter: number },
+): Promise<string[]> {
+  const reported = new Set(p.running.map((r) => r.attemptId));
+  const held = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', m.id).where('released_at', 'is', null).execute();
+  const lost: string[] = [];
+  let freed = false;
+  for (const a of held) {
+    if (reported.has(a.id)) continue;
+    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < p.reportedAt - p.missingAfterMs) {
+      if (await loseAttempt(tx, a, `agent on ${m.name} no longer reports it`, p.jitter)) lost.push(a.id);
+    } else if (activeAttemptStates.includes(a.state as AttemptState)) {
+      continue;
+    }
+    await tx.db.updateTable('attempts').set({ released_at: tx.now }).where('id', '=', a.id).where('released_at', 'is', null).execute();
+    freed = true;
+  }
+  if (freed) await tx.publish('capacity:freed', { machineId: m.id });
+  return lost;
 }
 
 async function outputsOf(db: Db, attemptId: string | null): Promise<OutputFile[]> {

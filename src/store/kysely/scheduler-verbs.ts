@@ -145,6 +145,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
         scheduled_at: tx.now,
         started_at: null,
         finished_at: null,
+        released_at: null,
       })
       .execute();
     u.cpuMillis += pl.cpuMillis;

@@ -52,11 +52,14 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const { id } = req.params as { id: string };
       const body = req.body as HeartbeatRequest;
       const known = new Set(body.running.map((r) => r.attemptId));
-      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown);
+      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
       const reportedAt = clock.now();
       try {
         const deadline = reportedAt + (body.waitMs ?? 0);
         for (;;) {
+          // An agent that hung up mid-poll (it died) must not be counted alive by this request:
+          // its last sign of life is when it sent it. This bounds detection (docs/failure-detection.md).
+          if (req.raw.socket.destroyed) return { health: 'unknown', kill: [], assignments: [] };
           const hb = await store.machineHeartbeat({
             machineId: id,
             running: body.running,

@@ -26,7 +26,10 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(413, { error: 'body_too_large', message: `request body is over the limit of ${req.routeOptions.bodyLimit ?? 'the server'} bytes` });
     }
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return send(415, { error: 'unsupported_media_type', message: err.message });
+      return send(415, {
+        error: 'unsupported_media_type',
+        message: `content-type ${req.headers['content-type'] ?? '(none)'} is not accepted here; send application/json (or application/yaml for a job spec)`,
+      });
     }
     if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError) {
       return send(400, { error: 'invalid_json', message: `body is not valid JSON: ${err.message}` });

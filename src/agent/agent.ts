@@ -20,7 +20,7 @@ import { attemptEnv } from './attempt-env.js';
 import { crashBeforeReport } from './fault-hooks.js';
 import { LogShipper } from './log-shipper.js';
 import type { DetectedMachine } from './machine-detect.js';
-import { killProcessGroup } from './process-group.js';
+import { killProcessGroup, processGroupAlive } from './process-group.js';
 import { runProcess, type ProcessHandle, type ProcessResult } from './process-runner.js';
 
 export interface AgentClock {
@@ -124,7 +124,7 @@ export class Agent {
     if (this.watchdog) clearInterval(this.watchdog);
     this.loopAbort.abort();
     await this.loop;
-    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped);
+    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped && !this.endedOnItsOwn(r));
     if (opts.killRunning ?? true) {
       for (const r of live) this.drop(r, 'agent stopping');
       await Promise.all(live.map((r) => r.task));
@@ -255,7 +255,7 @@ export class Agent {
     const silent = this.clock.now() - this.lastHeartbeatSentOk;
     if (silent <= this.settings.leaseMs) return;
     this.leaseLost = true;
-    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped);
+    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped && !this.endedOnItsOwn(r));
     this.log(`no heartbeat got through for ${silent} ms (lease ${this.settings.leaseMs} ms); killing ${live.length} running attempt(s)`);
     for (const r of live) this.drop(r, `lease lost: no heartbeat for ${silent} ms`);
   }
@@ -277,7 +277,16 @@ export class Agent {
 
   private killFromServer(attemptId: string, reason: string): void {
     const run = this.runs.get(attemptId);
-    if (run) this.drop(run, reason);
+    if (run && !this.endedOnItsOwn(run)) this.drop(run, reason);
+  }
+
+  /**
+   * The process is gone but its exit has not been processed yet (this agent was frozen, or busy).
+   * Nothing is left to kill; its outcome goes to the server as it is, and the attempt's fencing
+   * token decides there whether it still counts (a late report is refused, and logged as such).
+   */
+  private endedOnItsOwn(run: Run): boolean {
+    return run.exit === null && !run.dropped && run.handle?.pid != null && !processGroupAlive(run.handle.pid);
   }
 
   private drop(run: Run, why: string): void {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
-import { NotFoundError, StaleAttemptError, ValidationError } from '../domain/errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
@@ -135,14 +135,9 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           }
         }
       }
-      try {
-        const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random() });
-        req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
-        return { accepted: r.accepted, jobState: r.jobState };
-      } catch (err) {
-        if (err instanceof StaleAttemptError) req.log.warn({ attemptId: id, reason: err.reason }, 'stale outcome refused');
-        throw err;
-      }
+      const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random() });
+      req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
+      return { accepted: r.accepted, jobState: r.jobState };
     },
   );
 

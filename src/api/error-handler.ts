@@ -13,7 +13,11 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(400, { error: 'invalid_request', message: err.message, issues: err.issues });
     }
     if (err instanceof NotFoundError) return send(404, { error: 'not_found', message: err.message });
-    if (err instanceof StaleAttemptError) return send(409, { error: 'stale_attempt', message: err.message });
+    if (err instanceof StaleAttemptError) {
+      // Every refused report, whatever its route (start, logs, outputs, complete), says so in the log.
+      req.log.warn({ attemptId: err.attemptId, route: req.routeOptions.url, reason: err.reason }, 'stale report refused');
+      return send(409, { error: 'stale_attempt', message: err.message });
+    }
     if (err instanceof ConflictError) return send(409, { error: 'conflict', message: err.message });
     if (err.validation) {
       const issues = err.validation.map((v) => ({

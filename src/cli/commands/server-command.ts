@@ -41,6 +41,11 @@ export async function startServer(config: ServerConfig, opts: { logFile?: string
   const bus = chaos ? new ChaosBus(new MemoryBus(), parseChaosSettings(chaos)) : undefined;
   const cp = await createControlPlane(config, { logger, bus });
   await cp.start();
+  if (bus) {
+    cp.app.log.warn({ chaos }, 'bus chaos is ON: messages are dropped, duplicated, delayed and reordered on purpose');
+    const report = setInterval(() => cp.app.log.info({ chaos: bus.stats }, 'bus chaos so far'), 5000);
+    report.unref();
+  }
   return cp;
 }
 

@@ -1,0 +1,308 @@
+/**
+ * The cluster under test for the fault-injection suite: a real `gantry server` and real
+ * `gantry agent` processes (the built CLI), a JSON-lines history shared by every stage process
+ * and the harness, the faults (SIGKILL, SIGSTOP/SIGCONT, machine death, server restart), and the
+ * collection of what the invariant checker needs.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { JobView } from '../../src/api/contract/job-view.js';
+import { api, CLI, REPO, until } from '../support/gantry-process.js';
+import { checkInvariants, formatViolations, parseHistory, type HarnessLine, type HistoryLine, type ProcLine, type Violation } from './check-invariants.js';
+import { attemptGroupAlive, findProcesses, killGroups } from './processes.js';
+
+export const KILL_GRACE_MS = 1000;
+export const FAST_TIMINGS: Record<string, string> = {
+  GANTRY_HEARTBEAT_MS: '300',
+  GANTRY_LEASE_MS: '2000',
+  GANTRY_SUSPECT_AFTER_MS: '1000',
+  GANTRY_LOST_AFTER_MS: '2000',
+  GANTRY_ACK_TIMEOUT_MS: '3000',
+  GANTRY_KILL_GRACE_MS: String(KILL_GRACE_MS),
+};
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface AgentOpts {
+  gpus?: string;
+  cpu?: number;
+  env?: Record<string, string>;
+  /** k=v labels, for placement. */
+  labels?: string[];
+}
+
+interface AgentProc {
+  proc: ChildProcess;
+  opts: AgentOpts;
+  exited: Promise<void>;
+}
+
+export class Cluster {
+  readonly history: string;
+  url = '';
+  private server: ChildProcess | null = null;
+  private serverExited: Promise<void> = Promise.resolve();
+  readonly agents = new Map<string, AgentProc>();
+
+  private constructor(
+    readonly name: string,
+    readonly dir: string,
+    readonly port: number,
+    private readonly serverEnv: Record<string, string>,
+  ) {
+    this.history = join(dir, 'history.jsonl');
+    writeFileSync(this.history, '');
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  /** A cluster with its server up; agents are started by the scenario. */
+  static async start(name: string, serverEnv: Record<string, string> = {}): Promise<Cluster> {
+    const dir = mkdtempSync(join(tmpdir(), `gantry-faults-${name}-`));
+    const c = new Cluster(name, dir, await freePort(), serverEnv);
+    try {
+      await c.startServer();
+    } catch (err) {
+      await c.cleanup(true);
+      throw err;
+    }
+    return c;
+  }
+
+  /** Appends a harness line to the history. */
+  note(what: string, extra: Record<string, unknown> = {}, t = Date.now()): number {
+    const line: HarnessLine = { ev: 'harness', what, t, ...extra };
+    appendFileSync(this.history, JSON.stringify(line) + '\n');
+    return t;
+  }
+
+  readHistory(): HistoryLine[] {
+    const { lines, bad } = parseHistory(readFileSync(this.history, 'utf8'));
+    if (bad.length) throw new Error(`torn history lines in ${this.history}:\n${bad.join('\n')}`);
+    return lines;
+  }
+
+  procLines(): ProcLine[] {
+    return this.readHistory().filter((l): l is ProcLine => l.ev !== 'harness');
+  }
+
+  serverOutput(): string {
+    const f = join(this.dir, 'server.out');
+    return existsSync(f) ? readFileSync(f, 'utf8') : '';
+  }
+
+  agentOutput(name: string): string {
+    const f = join(this.dir, 'agents', `${name}.log`);
+    return existsSync(f) ? readFileSync(f, 'utf8') : '';
+  }
+
+  async startServer(): Promise<void> {
+    const fd = openSync(join(this.dir, 'server.out'), 'a');
+    const proc = spawn(process.execPath, [CLI, 'server', '--data-dir', join(this.dir, 'server'), '--port', String(this.port)], {
+      cwd: REPO,
+      env: { ...process.env, ...FAST_TIMINGS, ...this.serverEnv },
+      stdio: ['ignore', fd, fd],
+    });
+    closeSync(fd);
+    this.server = proc;
+    this.serverExited = new Promise((r) => proc.once('exit', () => r()));
+    this.note('server-start', { pid: proc.pid });
+    await until(
+      'server healthy',
+      async () => {
+        if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}):\n${this.serverOutput().slice(-3000)}`);
+        return api(this.url, '/healthz').then((r) => r.status, () => 0);
+      },
+      (s) => s === 200,
+      30_000,
+    );
+  }
+
+  async killServer(): Promise<void> {
+    const proc = this.server;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    proc.kill('SIGKILL');
+    await this.serverExited;
+    this.note('server-kill', { pid: proc.pid });
+  }
+
+  async startAgent(name: string, opts: AgentOpts = {}): Promise<void> {
+    mkdirSync(join(this.dir, 'agents'), { recursive: true });
+    const args = [CLI, 'agent', '--server', this.url, '--name', name, '--data-dir', join(this.dir, 'agents', name), '--cpu', String(opts.cpu ?? 4), '--memory', '8Gi'];
+    if (opts.gpus) args.push('--gpus', opts.gpus);
+    for (const l of opts.labels ?? []) args.push('--label', l);
+    const fd = openSync(join(this.dir, 'agents', `${name}.log`), 'a');
+    const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', fd, fd] });
+    closeSync(fd);
+    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+    this.agents.set(name, { proc, opts, exited });
+    this.note('agent-start', { machine: name, pid: proc.pid, fault: opts.env?.GANTRY_AGENT_FAULT ?? null });
+    await until(
+      `machine ${name} ready`,
+      async () => {
+        if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`agent ${name} exited:\n${this.agentOutput(name).slice(-3000)}`);
+        return api(this.url, '/v1/machines').then((r) => r.body.machines?.find((m: { name: string }) => m.name === name)?.health, () => null);
+      },
+      (h) => h === 'ready',
+      30_000,
+    );
+  }
+
+  agentAlive(name: string): boolean {
+    const a = this.agents.get(name);
+    return !!a && a.proc.exitCode === null && a.proc.signalCode === null;
+  }
+
+  async agentExited(name: string): Promise<void> {
+    await this.agents.get(name)?.exited;
+  }
+
+  /** SIGKILL the agent alone (its detached stage processes survive, as after an agent crash). */
+  async killAgent(name: string): Promise<void> {
+    const a = this.agents.get(name);
+    if (!a || !this.agentAlive(name)) return;
+    a.proc.kill('SIGKILL');
+    await a.exited;
+    this.note('kill-agent', { machine: name, pid: a.proc.pid });
+  }
+
+  /** Machine death: SIGKILL the agent and every process group that started on that machine. */
+  async killMachine(name: string): Promise<void> {
+    const a = this.agents.get(name);
+    a?.proc.kill('SIGKILL');
+    const fromHistory = this.procLines()
+      .filter((l) => l.ev === 'start' && l.machine === name && attemptGroupAlive(l.pid, l.attemptId))
+      .map((l) => l.pid);
+    const fromProc = findProcesses({ HISTORY: this.history, GANTRY_MACHINE: name }).map((p) => p.pgrp);
+    const pids = killGroups([...fromHistory, ...fromProc]);
+    await a?.exited;
+    this.note('kill-machine', { machine: name, pids });
+  }
+
+  pause(name: string): number {
+    this.agents.get(name)!.proc.kill('SIGSTOP');
+    return this.note('sigstop', { machine: name });
+  }
+
+  /** Returns the time just before the signal: nothing the agent did after waking is earlier. */
+  resume(name: string): number {
+    const t = Date.now();
+    this.agents.get(name)!.proc.kill('SIGCONT');
+    return this.note('sigcont', { machine: name }, t);
+  }
+
+  /** Submits; resolves the job id once accepted (201). Throws on a refusal or when the server is unreachable. */
+  async submit(spec: { name: string }): Promise<string> {
+    const r = await api(this.url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) });
+    if (r.status !== 201) throw new Error(`submit ${spec.name}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    this.note('submit-accepted', { job: r.body.id, name: spec.name });
+    return r.body.id as string;
+  }
+
+  async cancel(jobId: string): Promise<{ changed: boolean; t: number }> {
+    const r = await api(this.url, `/v1/jobs/${jobId}/cancel`, { method: 'POST' });
+    if (r.status !== 200) throw new Error(`cancel ${jobId}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    const t = this.note('cancel-accepted', { job: jobId, changed: r.body.changed, state: r.body.job.state });
+    return { changed: r.body.changed, t };
+  }
+
+  async job(id: string): Promise<JobView> {
+    const r = await api<JobView>(this.url, `/v1/jobs/${id}`);
+    if (r.status !== 200) throw new Error(`GET job ${id}: HTTP ${r.status}`);
+    return r.body;
+  }
+
+  async jobs(): Promise<JobView[]> {
+    const list = await api<{ jobs: { id: string }[] }>(this.url, '/v1/jobs?limit=1000');
+    if (list.status !== 200) throw new Error(`GET jobs: HTTP ${list.status}`);
+    return Promise.all(list.body.jobs.map((j) => this.job(j.id)));
+  }
+
+  async waitAllTerminal(timeoutMs = 45_000): Promise<JobView[]> {
+    return until('every job terminal', () => this.jobs(), (js) => js.every((j) => TERMINAL.has(j.state)), timeoutMs).catch(async (err) => {
+      throw new Error(`${(err as Error).message.slice(0, 300)}\nnon-terminal: ${(await this.jobs().catch(() => [])).filter((j) => !TERMINAL.has(j.state)).map(describeJob).join('\n')}`);
+    });
+  }
+
+  /** Stage processes of this cluster still running (found by environment, whether or not they wrote a line yet). */
+  liveStageProcesses() {
+    return findProcesses({ HISTORY: this.history });
+  }
+
+  /**
+   * The quiet period, then the check: every job terminal, wait `quietMs` and for stage processes
+   * to be gone (bounded by the kill grace plus slack), then collect and run the checker.
+   */
+  async check(opts: { quietMs?: number } = {}): Promise<{ jobs: JobView[]; violations: Violation[]; report: string }> {
+    await this.waitAllTerminal();
+    await sleep(opts.quietMs ?? 1000);
+    await until('stage processes gone', async () => this.liveStageProcesses().length, (n) => n === 0, KILL_GRACE_MS + 4000).catch(() => {});
+    const jobs = await this.jobs();
+    const artifacts = new Map<string, string | null>();
+    for (const j of jobs) {
+      for (const s of j.stages) {
+        if (!s.outputAttemptId) continue;
+        const r = await api(this.url, `/v1/jobs/${j.id}/stages/${s.name}/outputs/out.txt`);
+        artifacts.set(`${j.id}/${s.name}`, r.status === 200 ? String(r.body) : null);
+      }
+    }
+    const violations = checkInvariants({
+      jobs,
+      history: this.readHistory(),
+      artifacts,
+      alive: attemptGroupAlive,
+      now: Date.now(),
+      cancelBoundMs: KILL_GRACE_MS + 2000,
+    });
+    return { jobs, violations, report: formatViolations(violations) };
+  }
+
+  /** Kills everything this cluster started: agents, server, and every stage process group. Keeps the directory when `keep` or $GANTRY_FAULTS_KEEP. */
+  async cleanup(keep: boolean): Promise<void> {
+    for (const [, a] of this.agents) {
+      if (a.proc.exitCode !== null || a.proc.signalCode !== null) continue;
+      a.proc.kill('SIGCONT');
+      a.proc.kill('SIGKILL');
+      await Promise.race([a.exited, sleep(5000)]);
+    }
+    if (this.server && this.server.exitCode === null && this.server.signalCode === null) {
+      this.server.kill('SIGKILL');
+      await Promise.race([this.serverExited, sleep(5000)]);
+    }
+    const groups = [...this.procLines().filter((l) => l.ev === 'start').map((l) => l.pid), ...this.liveStageProcesses().map((p) => p.pgrp)];
+    killGroups(groups);
+    if (!keep && !process.env.GANTRY_FAULTS_KEEP) rmSync(this.dir, { recursive: true, force: true });
+    else console.log(`fault scenario ${this.name}: kept ${this.dir}`);
+  }
+}
+
+export function describeJob(j: JobView): string {
+  const st = j.stages.map((s) => `${s.name}=${s.state}[${s.attempts.map((a) => `${a.number}:${a.state}@${a.machine}${a.exitCode !== null ? `/${a.exitCode}` : ''}${a.signal ? `/${a.signal}` : ''}${a.reason ? `(${a.reason})` : ''}`).join(' ')}]`);
+  return `${j.id} ${j.name} ${j.state}: ${st.join(' ')}`;
+}
+
+export const stageOf = (j: JobView, name: string) => {
+  const s = j.stages.find((x) => x.name === name);
+  if (!s) throw new Error(`job ${j.id} has no stage ${name}`);
+  return s;
+};
+
+/** Waits until a history line matches. */
+export async function waitForLine(c: Cluster, what: string, pred: (l: ProcLine) => boolean, timeoutMs = 30_000): Promise<ProcLine> {
+  const found = await until(what, async () => c.procLines().find(pred), (l) => l !== undefined, timeoutMs);
+  return found!;
+}

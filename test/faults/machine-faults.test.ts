@@ -1,0 +1,142 @@
+/**
+ * Faults of machines and agents: a machine dies mid-stage; an agent dies between recording an
+ * exit and reporting it; an agent is frozen past its lease. Each scenario ends with the checker.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { until } from '../support/gantry-process.js';
+import { Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
+import { attemptGroupAlive } from './processes.js';
+import { job, pipeline, seeded, stage } from './stage-script.js';
+
+describe('fault injection: machines and agents', () => {
+  let c: Cluster | undefined;
+  let passed = false;
+  afterEach(async () => {
+    await c?.cleanup(!passed);
+    c = undefined;
+    passed = false;
+  });
+
+  it('machine death mid-stage: the stage runs elsewhere, the job succeeds, one committed output', async () => {
+    const rand = seeded(101);
+    c = await Cluster.start('machine-death');
+    await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' })]);
+    // The first attempt outlasts the kill however slow the harness is; the rerun is quick.
+    const trainBody = 'if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep 4; else sleep 1; fi';
+    const ids = [await c.submit(pipeline(c.history, 'p0', { trainBody })), await c.submit(pipeline(c.history, 'p1', { trainBody }))];
+    const target = ids[Math.floor(rand() * ids.length)]!;
+    const started = await waitForLine(c, 'target train started', (l) => l.ev === 'start' && l.job === target && l.stage === 'train');
+    await sleep(200 + rand() * 1000);
+    await c.killMachine(started.machine);
+
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+    for (const j of r.jobs) expect(j.state, describeJob(j)).toBe('succeeded');
+    const train = stageOf(r.jobs.find((j) => j.id === target)!, 'train');
+    const dead = train.attempts.find((a) => a.id === started.attemptId)!;
+    expect(dead.state, describeJob(r.jobs.find((j) => j.id === target)!)).toBe('lost');
+    const committed = train.attempts.find((a) => a.id === train.outputAttemptId)!;
+    expect(committed.machine).not.toBe(started.machine);
+    expect(train.attempts.filter((a) => a.state === 'succeeded')).toHaveLength(1);
+    passed = true;
+  }, 90_000);
+
+  it('agent killed after the exit is recorded and before it is reported: one committed output, no stale accept', async () => {
+    const rand = seeded(202);
+    c = await Cluster.start('crash-before-report');
+    const fault = { GANTRY_AGENT_FAULT: 'crash-before-report' };
+    // Two lanes, so each crashing agent gets exactly its own job's first stage.
+    const lane = (l: string) => ({ labels: { lane: l } });
+    const laned = (name: string, l: string) =>
+      job(name, [
+        { ...stage(c!.history, 'prep', { body: 'sleep 0.3' }), placement: lane(l) },
+        { ...stage(c!.history, 'eval', { needs: ['prep'], body: 'sleep 0.2' }), placement: lane(l) },
+      ]);
+    const startLaneAgent = (name: string, l: string) => c!.startAgent(name, { env: fault, labels: [`lane=${l}`] });
+    await Promise.all([startLaneAgent('fast', 'fast'), startLaneAgent('slow', 'slow')]);
+    const fastJob = await c.submit(laned('restart-at-once', 'fast'));
+    const slowJob = await c.submit(laned('restart-after-lost', 'slow'));
+
+    // fast: restarted at once (after a seeded pause under the lost timeout); its report may still be accepted.
+    await until('fast agent crashed', async () => c!.agentAlive('fast'), (alive) => !alive, 30_000);
+    c.note('agent-crashed', { machine: 'fast' });
+    await sleep(rand() * 300);
+    const fastRestart = startLaneAgent('fast', 'fast');
+    // slow: restarted only once the server has given its attempt up as lost; its report must be refused.
+    await until('slow agent crashed', async () => c!.agentAlive('slow'), (alive) => !alive, 30_000);
+    c.note('agent-crashed', { machine: 'slow' });
+    const slowFinished = c.procLines().find((l) => l.ev === 'end' && l.job === slowJob && l.stage === 'prep')!;
+    expect(slowFinished.code).toBe(0);
+    await until('slow prep #1 lost', () => c!.job(slowJob), (j) => stageOf(j, 'prep').attempts[0]?.state === 'lost', 20_000);
+    await Promise.all([fastRestart, startLaneAgent('slow', 'slow')]);
+
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+    for (const j of r.jobs) expect(j.state, describeJob(j)).toBe('succeeded');
+    const slowPrep = stageOf(r.jobs.find((j) => j.id === slowJob)!, 'prep');
+    const stale = slowPrep.attempts.find((a) => a.id === slowFinished.attemptId)!;
+    expect(stale.state).toBe('lost');
+    expect(slowPrep.outputAttemptId).not.toBe(stale.id);
+    // The restarted agent did deliver it, and was told no.
+    const reported = join(c.dir, 'agents', 'slow', 'attempts', stale.id, 'reported.json');
+    expect(existsSync(reported), c.agentOutput('slow')).toBe(true);
+    expect(JSON.parse(readFileSync(reported, 'utf8')).result).not.toBe('accepted');
+
+    const fastFinished = c.procLines().find((l) => l.ev === 'end' && l.job === fastJob && l.stage === 'prep')!;
+    const fastPrep = stageOf(r.jobs.find((j) => j.id === fastJob)!, 'prep');
+    const fastAttempt = fastPrep.attempts.find((a) => a.id === fastFinished.attemptId)!;
+    expect(['succeeded', 'lost']).toContain(fastAttempt.state);
+    if (fastAttempt.state === 'succeeded') expect(fastPrep.outputAttemptId).toBe(fastAttempt.id);
+    console.log(`crash-before-report: the at-once restart's report was ${fastAttempt.state === 'succeeded' ? 'accepted' : 'too late (lost)'}`);
+    // The fault fired once per data dir: the restarted agents (same env) did not crash again.
+    expect(c.agentAlive('fast') && c.agentAlive('slow')).toBe(true);
+    passed = true;
+  }, 90_000);
+
+  it('agent frozen past its lease: its attempts are lost, never committed, and its processes killed on resume', async () => {
+    c = await Cluster.start('sigstop');
+    await c.startAgent('a1');
+    const firstSlow = (s: number) => `if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep ${s}; else sleep 0.5; fi`;
+    // A: still running when the agent wakes (it must kill it). B: ends while the agent is frozen (its report must not count).
+    const a = await c.submit(job('still-running', [stage(c.history, 'work', { body: firstSlow(20) }), stage(c.history, 'after', { needs: ['work'] })]));
+    const b = await c.submit(job('ends-while-frozen', [stage(c.history, 'work', { body: firstSlow(3.5) }), stage(c.history, 'after', { needs: ['work'] })]));
+    const aStart = await waitForLine(c, 'A started', (l) => l.ev === 'start' && l.job === a);
+    const bStart = await waitForLine(c, 'B started', (l) => l.ev === 'start' && l.job === b);
+    await c.startAgent('a2');
+    const stoppedAt = c.pause('a1');
+    await until(
+      'both first attempts lost',
+      () => Promise.all([c!.job(a), c!.job(b)]),
+      (js) => js.every((j) => stageOf(j, 'work').attempts[0]?.state === 'lost'),
+      20_000,
+    );
+    if (c.procLines().some((l) => l.ev === 'end' && l.attemptId === bStart.attemptId && l.t < stoppedAt)) console.log('sigstop: B ended before the freeze');
+    else await waitForLine(c, 'B ended while frozen', (l) => l.ev === 'end' && l.attemptId === bStart.attemptId, 15_000);
+    await sleep(300);
+    const resumedAt = c.resume('a1');
+    // The lease check (at most 1 s), then TERM, then the grace: the frozen copy is gone.
+    await until('frozen attempt killed', async () => attemptGroupAlive(aStart.pid, aStart.attemptId), (alive) => !alive, 1000 + KILL_GRACE_MS + 3000);
+
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+    for (const j of r.jobs) expect(j.state, describeJob(j)).toBe('succeeded');
+    for (const s of [aStart, bStart]) {
+      const work = stageOf(r.jobs.find((j) => j.id === s.job)!, 'work');
+      expect(work.attempts.find((x) => x.id === s.attemptId)!.state).toBe('lost');
+      expect(work.outputAttemptId).not.toBe(s.attemptId);
+    }
+    const aEnd = c.procLines().find((l) => l.ev === 'end' && l.attemptId === aStart.attemptId);
+    expect(aEnd?.code).toBe(143); // TERM-killed by its agent...
+    expect(aEnd!.t).toBeGreaterThanOrEqual(resumedAt); // ...once it woke up
+    const bEnd = c.procLines().find((l) => l.ev === 'end' && l.attemptId === bStart.attemptId);
+    if (bEnd && bEnd.t > stoppedAt) expect(bEnd.code).toBe(0);
+    const refused = c.serverOutput().split('\n').filter((l) => l.includes('stale report refused')).length;
+    // B's process ended on its own while its agent was frozen: on waking, the agent reports it,
+    // and the server refuses the late report (its attempt was lost and given away meanwhile).
+    if (bEnd && bEnd.t > stoppedAt) expect(refused, c.agentOutput('a1')).toBeGreaterThanOrEqual(1);
+    console.log(`sigstop: frozen ${resumedAt - stoppedAt} ms; server refused ${refused} stale outcome(s); B ended ${bEnd && bEnd.t > stoppedAt ? 'while frozen' : 'before the freeze'}`);
+    passed = true;
+  }, 90_000);
+});

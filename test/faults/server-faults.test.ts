@@ -1,0 +1,120 @@
+/**
+ * Faults of the control plane: the server SIGKILLed during a burst of submissions and restarted
+ * on its data dir; a bus that drops, duplicates, delays and reorders every message.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { Cluster, describeJob, sleep, stageOf } from './fault-harness.js';
+import { FAST_RETRY, job, seeded, stage } from './stage-script.js';
+
+describe('fault injection: the control plane', () => {
+  let c: Cluster | undefined;
+  let passed = false;
+  afterEach(async () => {
+    await c?.cleanup(!passed);
+    c = undefined;
+    passed = false;
+  });
+
+  it('server SIGKILLed during a burst of submissions: every accepted job exists and ends', async () => {
+    const rand = seeded(404);
+    const TOTAL = 40;
+    c = await Cluster.start('server-kill');
+    await Promise.all([c.startAgent('a1'), c.startAgent('a2')]);
+    const spec = (i: number) =>
+      i % 2 === 0
+        ? job(`burst-${i}`, [stage(c!.history, 'only', { body: 'sleep 0.1' })])
+        : job(`burst-${i}`, [stage(c!.history, 'first', { body: 'sleep 0.1' }), stage(c!.history, 'second', { needs: ['first'], body: 'true' })]);
+
+    const accepted: string[] = [];
+    let failedTries = 0;
+    let next = 0;
+    const submitter = async () => {
+      for (let i = next++; i < TOTAL; i = next++) {
+        for (;;) {
+          try {
+            accepted.push(await c!.submit(spec(i)));
+            break;
+          } catch (err) {
+            // Unreachable, or the answer died with the server: not accepted, try again (for a while).
+            if (++failedTries > 300) throw err;
+            await sleep(100);
+          }
+        }
+      }
+    };
+    // Three kills, each once a seeded number of jobs has been accepted, a seeded moment later.
+    const killAfter = [0, 1, 2].map((k) => Math.floor(((k + rand()) * TOTAL) / 3.5) + 1);
+    const killer = async () => {
+      for (const n of killAfter) {
+        while (accepted.length < n) await sleep(10);
+        await sleep(rand() * 150);
+        await c!.killServer();
+        await sleep(100 + rand() * 600);
+        await c!.startServer();
+      }
+    };
+    await Promise.all([submitter(), submitter(), killer()]);
+    expect(accepted).toHaveLength(TOTAL);
+
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+    const known = new Map(r.jobs.map((j) => [j.id, j]));
+    for (const id of accepted) {
+      const j = known.get(id);
+      expect(j, `accepted job ${id} is missing`).toBeDefined();
+      expect(j!.state, describeJob(j!)).toBe('succeeded');
+    }
+    const lost = r.jobs.flatMap((j) => j.stages.flatMap((s) => s.attempts.filter((a) => a.state === 'lost'))).length;
+    console.log(`server-kill: kills after ${killAfter.join(', ')} accepted; ${failedTries} failed tries; ${r.jobs.length} jobs (${accepted.length} accepted); ${lost} lost attempts`);
+    passed = true;
+  }, 120_000);
+
+  it('bus chaos (drop, duplicate, delay, reorder): the same final states as a faithful bus', async () => {
+    c = await Cluster.start('bus-chaos', { GANTRY_BUS_CHAOS: 'seed=42,drop=0.3,duplicate=0.3,delay=0-300' });
+    await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2')]);
+    const h = c.history;
+    const flaky = 'if [ "$GANTRY_ATTEMPT" = 1 ]; then exit 3; fi; sleep 0.2';
+    // name → [job state, { stage: [stage state, attempts as "state/exit"] }], known by construction.
+    type Expect = [string, Record<string, [string, string[]]>];
+    const ok = (n = 1): [string, string[]] => ['succeeded', [...Array(n - 1).fill('failed/3'), 'succeeded/0']];
+    const workload: [object, Expect][] = [
+      [
+        job('diamond', [stage(h, 'a'), stage(h, 'b', { needs: ['a'] }), stage(h, 'c', { needs: ['a'] }), stage(h, 'd', { needs: ['b', 'c'] })]),
+        ['succeeded', { a: ok(), b: ok(), c: ok(), d: ok() }],
+      ],
+      [
+        job('gpu', [stage(h, 'prep'), stage(h, 'train', { needs: ['prep'], gpu: 1, body: 'sleep 0.5' }), stage(h, 'eval', { needs: ['train'] })]),
+        ['succeeded', { prep: ok(), train: ok(), eval: ok() }],
+      ],
+      [job('flaky', [stage(h, 'try', { body: flaky }), stage(h, 'then', { needs: ['try'] })]), ['succeeded', { try: ok(2), then: ok() }]],
+      [
+        job('fails-midway', [stage(h, 'a'), stage(h, 'b', { needs: ['a'], body: 'exit 3' }), stage(h, 'c', { needs: ['b'] })]),
+        ['failed', { a: ok(), b: ['failed', ['failed/3', 'failed/3']], c: ['skipped', []] }],
+      ],
+      [
+        job('fails-first', [stage(h, 'root', { body: 'exit 3', retry: FAST_RETRY }), stage(h, 'x', { needs: ['root'] }), stage(h, 'y', { needs: ['root'] })]),
+        ['failed', { root: ['failed', ['failed/3', 'failed/3']], x: ['skipped', []], y: ['skipped', []] }],
+      ],
+      [job('gpu-flaky', [stage(h, 'train', { gpu: 2, body: flaky })]), ['succeeded', { train: ok(2) }]],
+    ];
+    const ids = new Map<string, Expect>();
+    for (const [spec, want] of workload) ids.set(await c.submit(spec as { name: string }), want);
+
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+    let lost = 0;
+    for (const [id, [jobState, stages]] of ids) {
+      const j = r.jobs.find((x) => x.id === id)!;
+      const got: Expect = [j.state, {}];
+      for (const name of Object.keys(stages)) {
+        const s = stageOf(j, name);
+        // Lost attempts are the infrastructure's, not the workload's: compare the rest.
+        lost += s.attempts.filter((a) => a.state === 'lost').length;
+        got[1][name] = [s.state, s.attempts.filter((a) => a.state !== 'lost').map((a) => `${a.state}/${a.exitCode}`)];
+      }
+      expect(got, describeJob(j)).toEqual([jobState, stages]);
+    }
+    console.log(`bus-chaos: ${ids.size} jobs as expected; ${lost} lost attempts`);
+    passed = true;
+  }, 90_000);
+});

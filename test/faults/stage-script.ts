@@ -1,0 +1,72 @@
+/**
+ * Job specs for the fault-injection suite. Every stage runs one small POSIX sh script that
+ * appends JSON lines to $HISTORY (start, one input line per upstream, end via an EXIT trap),
+ * writes its attempt id to $GANTRY_OUTPUT_DIR/out.txt, then runs the scenario's `body`.
+ * A TERM (cancel, timeout, lease lost) ends it with 143 and still writes the end line.
+ */
+
+export interface StageOpts {
+  needs?: string[];
+  /** sh run after the bookkeeping; default `sleep 0.3`. */
+  body?: string;
+  gpu?: number;
+  cpu?: number;
+  timeoutSeconds?: number;
+  retry?: object;
+}
+
+const PRELUDE = [
+  'now() { echo $(($(date +%s%N)/1000000)); }',
+  // One printf per line: short lines appended with O_APPEND land whole.
+  `h() { printf '{"ev":"%s","job":"%s","stage":"%s","attempt":%s,"attemptId":"%s","machine":"%s","gpus":"%s","pid":%s,"t":%s%s}\\n' "$1" "$GANTRY_JOB_ID" "$GANTRY_STAGE" "$GANTRY_ATTEMPT" "$GANTRY_ATTEMPT_ID" "$GANTRY_MACHINE" "$CUDA_VISIBLE_DEVICES" "$$" "$(now)" "$2" >> "$HISTORY"; }`,
+  `trap 'c=$?; h end ",\\"code\\":$c"' EXIT`,
+  `trap 'exit 143' TERM`,
+  'h start',
+];
+
+export function stageCommand(upstreams: string[], body: string): string[] {
+  const reads = upstreams.map(
+    (u) => `r=$(cat "$GANTRY_INPUT_DIR/${u}/out.txt"); h input ",\\"from\\":\\"${u}\\",\\"read\\":\\"$r\\""; [ -n "$r" ] || exit 66`,
+  );
+  return ['sh', '-c', [...PRELUDE, ...reads, 'echo "$GANTRY_ATTEMPT_ID" > "$GANTRY_OUTPUT_DIR/out.txt"', body].join('\n')];
+}
+
+export function stage(history: string, name: string, o: StageOpts = {}) {
+  const needs = o.needs ?? [];
+  return {
+    name,
+    ...(needs.length ? { needs } : {}),
+    resources: { cpu: o.cpu ?? 1, memory: '64Mi', ...(o.gpu ? { gpu: { count: o.gpu, type: 'h100' } } : {}) },
+    env: { HISTORY: history },
+    command: stageCommand(needs, o.body ?? 'sleep 0.3'),
+    ...(o.timeoutSeconds !== undefined ? { timeoutSeconds: o.timeoutSeconds } : {}),
+    ...(o.retry ? { retry: o.retry } : {}),
+  };
+}
+
+export const FAST_RETRY = { maxAttempts: 2, backoff: { initialSeconds: 1, maxSeconds: 1 } };
+
+export function job(name: string, stages: object[], extra: object = {}) {
+  return { name, retry: FAST_RETRY, ...extra, stages };
+}
+
+/** prep → train (GPU) → eval: the shape most scenarios run. */
+export function pipeline(history: string, name: string, o: { trainBody?: string; gpu?: number } = {}) {
+  return job(name, [
+    stage(history, 'prep', { body: 'sleep 0.2' }),
+    stage(history, 'train', { needs: ['prep'], gpu: o.gpu ?? 2, body: o.trainBody ?? 'sleep 2' }),
+    stage(history, 'eval', { needs: ['train'], body: 'sleep 0.2' }),
+  ]);
+}
+
+/** A small seeded PRNG (mulberry32): the same seed, the same scenario. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

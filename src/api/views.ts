@@ -22,7 +22,7 @@ export function attemptView(a: AttemptRecord): AttemptView {
   };
 }
 
-export function jobView(j: JobDetail): JobView {
+function jobFields(j: JobSummary | JobDetail) {
   return {
     id: j.id,
     name: j.name,
@@ -31,10 +31,16 @@ export function jobView(j: JobDetail): JobView {
     labels: j.labels,
     state: j.state,
     failureReason: j.failureReason,
-    cancelRequestedAt: j.cancelRequestedAt,
     createdAt: j.createdAt,
     updatedAt: j.updatedAt,
     finishedAt: j.finishedAt,
+  };
+}
+
+export function jobView(j: JobDetail): JobView {
+  return {
+    ...jobFields(j),
+    cancelRequestedAt: j.cancelRequestedAt,
     stages: j.stages.map((s) => ({
       name: s.name,
       state: s.state,
@@ -57,16 +63,7 @@ export function jobView(j: JobDetail): JobView {
 
 export function jobSummaryView(j: JobSummary): JobSummaryView {
   return {
-    id: j.id,
-    name: j.name,
-    team: j.team,
-    priority: j.priority,
-    labels: j.labels,
-    state: j.state,
-    failureReason: j.failureReason,
-    createdAt: j.createdAt,
-    updatedAt: j.updatedAt,
-    finishedAt: j.finishedAt,
+    ...jobFields(j),
     stageCounts: j.stageCounts as Record<string, number>,
   };
 }

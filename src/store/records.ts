@@ -93,8 +93,8 @@ export interface MachineGpu {
   memoryMiB: number | null;
 }
 
-export interface MachineRecord {
-  id: string;
+/** What an agent says of its machine when it registers. */
+export interface MachineRegistration {
   name: string;
   cpuMillis: number;
   memoryBytes: number;
@@ -103,8 +103,12 @@ export interface MachineRecord {
   gpusDeclared: boolean;
   region: string | null;
   labels: Record<string, string>;
-  health: MachineHealth;
   agent: Record<string, unknown>;
+}
+
+export interface MachineRecord extends MachineRegistration {
+  id: string;
+  health: MachineHealth;
   lastHeartbeatAt: number;
   registeredAt: number;
   allocated: { cpuMillis: number; memoryBytes: number; gpuIndices: number[]; attempts: number };
@@ -144,10 +148,4 @@ export interface OutboxMessage {
   createdAt: number;
 }
 
-export interface LogChunk {
-  id: number;
-  attemptNumber: number;
-  stream: string;
-  at: number;
-  data: string;
-}
+export type { LogChunkView as LogChunk } from '../api/contract/job-view.js';

@@ -10,8 +10,8 @@ import type {
   JobRecord,
   JobSummary,
   LogChunk,
-  MachineGpu,
   MachineRecord,
+  MachineRegistration,
   OutboxMessage,
   OutputFile,
 } from './records.js';
@@ -97,16 +97,7 @@ export interface Store {
   outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;
 }
 
-export interface MachineRegistration {
-  name: string;
-  cpuMillis: number;
-  memoryBytes: number;
-  gpus: MachineGpu[];
-  gpusDeclared: boolean;
-  region: string | null;
-  labels: Record<string, string>;
-  agent: Record<string, unknown>;
-}
+export type { MachineRegistration } from './records.js';
 
 export interface HeartbeatResult {
   health: MachineHealth;

@@ -59,14 +59,5 @@ export function pipeline(history: string, name: string, o: { trainBody?: string;
   ]);
 }
 
-/** A small seeded PRNG (mulberry32): the same seed, the same scenario. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The same seed, the same scenario: the PRNG the chaos bus uses. */
+export { seededRandom as seeded } from '../../src/bus/seeded-random.js';

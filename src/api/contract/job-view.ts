@@ -46,7 +46,7 @@ export const StageView = Type.Object({
 });
 export type StageView = Static<typeof StageView>;
 
-export const JobSummaryView = Type.Object({
+const jobFields = {
   id: Type.String(),
   name: Type.String(),
   team: Type.String(),
@@ -57,22 +57,17 @@ export const JobSummaryView = Type.Object({
   createdAt: Type.Number(),
   updatedAt: Type.Number(),
   finishedAt: Nullable(Type.Number()),
+};
+
+export const JobSummaryView = Type.Object({
+  ...jobFields,
   stageCounts: Type.Unsafe<Record<string, number>>(Type.Object({}, { additionalProperties: Type.Integer() })),
 });
 export type JobSummaryView = Static<typeof JobSummaryView>;
 
 export const JobView = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  team: Type.String(),
-  priority: Type.Integer(),
-  labels: StringMap,
-  state: Type.String(),
-  failureReason: Nullable(Type.String()),
+  ...jobFields,
   cancelRequestedAt: Nullable(Type.Number()),
-  createdAt: Type.Number(),
-  updatedAt: Type.Number(),
-  finishedAt: Nullable(Type.Number()),
   stages: Type.Array(StageView),
 });
 export type JobView = Static<typeof JobView>;
@@ -104,6 +99,16 @@ export const EventView = Type.Object({
   message: Type.String(),
 });
 export type EventView = Static<typeof EventView>;
+
+/** One piece of a stage's output as `?format=json` returns it; `id` is the cursor for `after`. */
+export const LogChunkView = Type.Object({
+  id: Type.Integer(),
+  attemptNumber: Type.Integer(),
+  stream: Type.String(),
+  at: Type.Number(),
+  data: Type.String(),
+});
+export type LogChunkView = Static<typeof LogChunkView>;
 
 export const ErrorBody = Type.Object({
   error: Type.String({ description: 'machine-readable code' }),

@@ -1,18 +1,11 @@
-import type { ErrorBody, EventView, JobSummaryView, JobView, MachineView } from '../../api/contract/job-view.js';
+import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineView } from '../../api/contract/job-view.js';
 import { ApiError } from './api-error.js';
 import { ConnectionError } from './connection-error.js';
 
 export { ApiError } from './api-error.js';
 export { ConnectionError } from './connection-error.js';
 
-/** One piece of a stage's output as `?format=json` returns it; `id` is the cursor for `after`. */
-export interface LogChunk {
-  id: number;
-  attemptNumber: number;
-  stream: string;
-  at: number;
-  data: string;
-}
+export type LogChunk = LogChunkView;
 
 export interface JobListQuery {
   state?: string;

@@ -24,6 +24,8 @@ export interface AgentCommandOptions {
   label?: string[];
   /** Stop (as on SIGTERM) when standard input closes: `gantry up` ties its agents' lives to its own this way. */
   exitWithParent?: boolean;
+  /** Log lines as JSON objects ({t, agent, msg}) instead of text. */
+  json?: boolean;
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -38,10 +40,13 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   });
   // Absolute, because attempts get GANTRY_OUTPUT_DIR and GANTRY_INPUT_DIR under it and run elsewhere.
   const dataDir = resolve(opts.dataDir ?? `./.gantry-agent-${machine.name}`);
-  const agent = new Agent({ serverUrl: opts.server, dataDir, machine });
+  const emit = opts.json
+    ? (line: string) => void process.stderr.write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') }) + '\n')
+    : (line: string) => void process.stderr.write(line + '\n');
+  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
-  const say = (line: string) => void process.stderr.write(`agent ${machine.name}: ${line}\n`);
+  const say = (line: string) => emit(`agent ${machine.name}: ${line}`);
   say(`${machine.cpuMillis / 1000} CPU, ${Math.round(machine.memoryBytes / 1024 ** 2)} MiB, ${gpus}; data in ${dataDir}; server ${opts.server}`);
 
   let stopping: Promise<void> | null = null;
@@ -77,5 +82,7 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    // The lifeline would keep the event loop, and so this process, alive after the agent stopped.
+    if (opts.exitWithParent) process.stdin.destroy();
   }
 }

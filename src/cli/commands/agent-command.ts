@@ -13,6 +13,7 @@ export function agentCommand(program: Command): void {
     .option('--gpus <type:n>', 'declare GPUs, e.g. h100:4 (shown as declared); default: found by nvidia-smi')
     .option('--region <r>', 'region of this machine')
     .option('--label <k=v>', 'a label (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())
     .addHelpText('after', '\nExample:\n  gantry agent --server http://10.0.0.5:7070 --name gpu-7 --region us-east --label nvlink=true\n')
     .action(async (flags) => {

@@ -1,9 +1,10 @@
 import { createWriteStream, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { ChaosBus, parseChaosSettings } from '../../bus/chaos-bus.js';
 import { MemoryBus } from '../../bus/memory-bus.js';
 import { createControlPlane } from '../../server/control-plane.js';
+import { lockDataDir } from '../../server/data-dir-lock.js';
 import { defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
 
 export interface ServerFlags {
@@ -32,7 +33,19 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
 
 /** Starts the control plane (API, scheduler, reconciler, outbox relay) and returns it. */
 export async function startServer(config: ServerConfig, opts: { logFile?: string } = {}) {
+  try {
+    return await startControlPlane(config, opts);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new Error(`port ${config.port} on ${config.host} is in use (another Gantry?); choose another with --port`);
+    }
+    throw err;
+  }
+}
+
+async function startControlPlane(config: ServerConfig, opts: { logFile?: string }) {
   mkdirSync(config.dataDir, { recursive: true });
+  const unlock = lockDataDir(config.dataDir);
   const logger = opts.logFile
     ? { level: config.logLevel, stream: createWriteStream(opts.logFile, { flags: 'a' }) }
     : { level: config.logLevel };
@@ -40,7 +53,18 @@ export async function startServer(config: ServerConfig, opts: { logFile?: string
   const chaos = process.env.GANTRY_BUS_CHAOS;
   const bus = chaos ? new ChaosBus(new MemoryBus(), parseChaosSettings(chaos)) : undefined;
   const cp = await createControlPlane(config, { logger, bus });
-  await cp.start();
+  try {
+    await cp.start();
+  } catch (err) {
+    await cp.stop().catch(() => {});
+    unlock();
+    throw err;
+  }
+  const stop = cp.stop.bind(cp);
+  cp.stop = async () => {
+    await stop();
+    unlock();
+  };
   if (bus) {
     cp.app.log.warn({ chaos }, 'bus chaos is ON: messages are dropped, duplicated, delayed and reordered on purpose');
     const report = setInterval(() => cp.app.log.info({ chaos: bus.stats }, 'bus chaos so far'), 5000);
@@ -56,10 +80,12 @@ export function serverCommand(program: Command): void {
     .option('--data-dir <dir>', 'where the database and artifacts live', './.gantry')
     .option('--port <n>', 'port to listen on', '7070')
     .option('--host <addr>', 'address to listen on (0.0.0.0 for agents on other hosts)', '127.0.0.1')
+    .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText('after', '\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0\n')
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);
+      if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir) }) + '\n');
       process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, log: stdout)\n`);
       const stop = async () => {
         await cp.stop();

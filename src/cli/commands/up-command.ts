@@ -28,6 +28,7 @@ export function upCommand(program: Command): void {
     .option('--port <n>', 'API port', '7070')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--cluster <file>', 'YAML file listing the machines to stand in for (default: cpu-1 and gpu-1)')
+    .option('--json', 'print the address, data directory and machines as one JSON line once up')
     .addHelpText(
       'after',
       '\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
@@ -52,16 +53,16 @@ export function upCommand(program: Command): void {
         });
       };
       for (const m of cluster.machines) startAgent(m);
-      process.stdout.write(
-        [
-          `Gantry is up at ${cp.url}`,
-          `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
-          `  machines: ${cluster.machines.map(describe).join(', ')}`,
-          `  API docs: ${cp.url}/openapi.json`,
-          `Try: npx gantry submit examples/pipeline.yaml --watch    (Ctrl-C stops everything)`,
-          '',
-        ].join('\n'),
-      );
+      const banner = flags.json
+        ? [JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), machines: cluster.machines })]
+        : [
+            `Gantry is up at ${cp.url}`,
+            `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
+            `  machines: ${cluster.machines.map(describe).join(', ')}`,
+            `  API docs: ${cp.url}/openapi.json`,
+            `Try: npx gantry submit examples/pipeline.yaml --watch    (Ctrl-C stops everything)`,
+          ];
+      process.stdout.write(banner.join('\n') + '\n');
       const stop = async () => {
         if (stopping) return;
         stopping = true;

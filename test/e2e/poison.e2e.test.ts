@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, isTerminal, jobOf, type RunningGantry, startGantryUp, submit, until } from '../support/gantry-process.js';
+
+/**
+ * A stage that kills its own agent, every time. `gantry up` restarts the agent, the restarted
+ * agent no longer lists the attempt, the attempt is lost and the stage placed again, until the
+ * infrastructure budget (`retry.maxLost`) is spent. Meanwhile other jobs keep moving.
+ */
+describe('a stage that crashes its agent again and again', () => {
+  let g: RunningGantry;
+  beforeAll(async () => {
+    g = await startGantryUp({
+      cluster: 'machines:\n  - { name: cpu-1, cpu: 2, memory: 2Gi }\n  - { name: cpu-2, cpu: 2, memory: 2Gi }\n',
+      env: { GANTRY_HEARTBEAT_MS: '300', GANTRY_SUSPECT_AFTER_MS: '1000', GANTRY_LOST_AFTER_MS: '2000', GANTRY_LEASE_MS: '2000', GANTRY_KILL_GRACE_MS: '500' },
+    });
+    await until('two machines', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 2);
+  });
+  afterAll(async () => {
+    await g?.stop();
+  });
+
+  it('stops after its infrastructure budget, and other jobs are unaffected', async () => {
+    const poison = await submit(g.url, {
+      name: 'agent-killer',
+      retry: { maxAttempts: 3, maxLost: 2 },
+      // The agent is this process's parent: a stage that takes its machine's agent down with it.
+      stages: [{ name: 'boom', resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'kill -9 $PPID; sleep 1'] }],
+    });
+    const healthy = await submit(g.url, {
+      name: 'bystander',
+      stages: [
+        { name: 'a', resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'sleep 0.5'] },
+        { name: 'b', needs: ['a'], resources: { cpu: 1, memory: '64Mi' }, command: ['true'] },
+      ],
+    });
+    const p = await until('poison job ends', () => jobOf(g.url, poison.body.id), isTerminal, 90_000);
+    expect(p.state).toBe('failed');
+    const boom = p.stages[0];
+    expect(boom.attempts.map((a: { state: string }) => a.state)).toEqual(['lost', 'lost', 'lost']);
+    expect(boom.attemptsUsed).toBe(0);
+    expect(boom.endReason).toMatch(/lost 3 times, over its infrastructure budget of 2/);
+    const h = await until('bystander ends', () => jobOf(g.url, healthy.body.id), isTerminal, 60_000);
+    expect(h.state).toBe('succeeded');
+    // The agents came back each time: both machines are ready again.
+    await until('machines ready', () => api(g.url, '/v1/machines'), (r) => r.body.machines.every((m: { health: string }) => m.health === 'ready'), 20_000);
+    expect(g.output()).toMatch(/agent cpu-\d exited \(SIGKILL\); restarting it/);
+  }, 120_000);
+});

@@ -4,7 +4,9 @@
  *  2. ready-to-process-start latency over 100 trivial stages: a chain of 100 stages, each ready
  *     when the one before succeeds; "ready" is the server's stage:ready event time, "started" is
  *     the time the stage's own process wrote (same host, same clock);
- *  3. the floor for (2), in the same run: Node spawning the same `sh` command directly.
+ *  3. the floor for (2), in the same run: Node spawning the same `sh` command directly;
+ *  4. the peer for (2), in the same run: BullMQ on the local Redis (bench/peers/), enqueue to
+ *     process start, one job at a time, skipped when no Redis answers on 127.0.0.1:6379.
  * Usage: npm run bench:latency [-- --runs 3 --stages 100]
  */
 import { spawn } from 'node:child_process';
@@ -12,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { api, isTerminal, jobOf, REPO, startGantryUp, submit, until } from '../test/support/gantry-process.js';
+import { bullmqStartLatency } from './peers/bullmq-start-latency.js';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -78,6 +81,13 @@ async function main() {
       lat.push(started - readyAt.get(s.name)!);
     }
     const floor = await spawnFloor(STAGES);
+    // The peer, in the same run: BullMQ on the local Redis, when one answers.
+    let bullmq: number[] | null = null;
+    try {
+      bullmq = await bullmqStartLatency(STAGES);
+    } catch (err) {
+      console.warn(`BullMQ peer skipped: ${(err as Error).message}`);
+    }
 
     const report = {
       machine: `${process.platform} ${process.arch}, ${(await import('node:os')).cpus().length} cores, Node ${process.version}`,
@@ -85,6 +95,8 @@ async function main() {
       readyToStart: { stages: lat.length, medianMs: +median(lat).toFixed(1), p90Ms: +pct(lat, 90).toFixed(1), maxMs: +Math.max(...lat).toFixed(1) },
       directSpawnFloor: { runs: floor.length, medianMs: +median(floor).toFixed(1) },
       ratioToFloor: +(median(lat) / median(floor)).toFixed(1),
+      bullmqEnqueueToStart: bullmq ? { runs: bullmq.length, medianMs: +median(bullmq).toFixed(1), p90Ms: +pct(bullmq, 90).toFixed(1) } : 'skipped: no Redis',
+      ratioToBullmq: bullmq ? +(median(lat) / median(bullmq)).toFixed(1) : null,
     };
     console.log(JSON.stringify(report, null, 2));
   } finally {

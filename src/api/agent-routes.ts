@@ -56,26 +56,27 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const reportedAt = clock.now();
       try {
         const deadline = reportedAt + (body.waitMs ?? 0);
+        // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
+        // when the request arrives; a wake-up while it is held only re-reads what to send.
+        const hb = await store.machineHeartbeat({
+          machineId: id,
+          running: body.running,
+          now: reportedAt,
+          leaseMs: config.leaseMs,
+          reportedAt,
+          missingAfterMs: 2 * config.heartbeatMs,
+          jitter: ctx.random(),
+        });
+        if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
+        let kill = hb.kill;
         for (;;) {
-          // An agent that hung up mid-poll (it died) must not be counted alive by this request:
-          // its last sign of life is when it sent it. This bounds detection (docs/failure-detection.md).
-          if (req.raw.socket.destroyed) return { health: 'unknown', kill: [], assignments: [] };
-          const hb = await store.machineHeartbeat({
-            machineId: id,
-            running: body.running,
-            now: clock.now(),
-            leaseMs: config.leaseMs,
-            reportedAt,
-            missingAfterMs: 2 * config.heartbeatMs,
-            jitter: ctx.random(),
-          });
-          if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
           const assignments = (await store.machineAssignments({ machineId: id })).filter((a) => !known.has(a.attemptId));
           const left = deadline - clock.now();
-          if (hb.kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted) {
-            return { health: hb.health, kill: hb.kill, assignments };
+          if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
+            return { health: hb.health, kill, assignments };
           }
           await waiter.wait(left);
+          kill = await store.machineKillList({ machineId: id, running: body.running });
         }
       } finally {
         waiter.done();

@@ -67,6 +67,8 @@ export interface Store {
     missingAfterMs: number;
     jitter: number;
   }): Promise<HeartbeatResult>;
+  /** Read-only: which of these attempts the machine must kill (a held heartbeat re-checks with it). */
+  machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
   machineList(): Promise<MachineRecord[]>;
   machineGet(p: { machineId: string }): Promise<MachineRecord | null>;
   /** Attempts placed on this machine that its agent has not started yet. */

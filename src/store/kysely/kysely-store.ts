@@ -93,6 +93,9 @@ export class KyselyStore implements Store {
     if (!out) throw new NotFoundError('machine', p.machineId);
     return out;
   }
+  machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }) {
+    return machines.killList(this.db, p.machineId, p.running);
+  }
   machineList() {
     return machines.machineList(this.db);
   }

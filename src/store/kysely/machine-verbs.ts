@@ -7,7 +7,7 @@ import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.
 import { loseAttempt } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
-import type { Db, TxContext } from './tx-context.js';
+import type { Db, Trx, TxContext } from './tx-context.js';
 
 /** A machine is known by its name: an agent restarted with the same name is the same machine. */
 export async function machineRegister(tx: TxContext, p: MachineRegistration): Promise<MachineRecord> {
@@ -86,38 +86,44 @@ export async function machineHeartbeat(
     health = 'ready';
   }
   await tx.db.updateTable('machines').set({ last_heartbeat_at: tx.now }).where('id', '=', m.id).execute();
-  const kill: HeartbeatResult['kill'] = [];
-  if (p.running.length) {
-    const rows = await tx.db
-      .selectFrom('attempts')
-      .select(['id', 'token', 'state', 'machine_id', 'reason'])
-      .where(
-        'id',
-        'in',
-        p.running.map((r) => r.attemptId),
-      )
+  const kill = await killList(tx.db, m.id, p.running);
+  const killed = new Set(kill.map((k) => k.attemptId));
+  const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
+  if (renew.length) {
+    await tx.db
+      .updateTable('attempts')
+      .set({ lease_expires_at: tx.now + p.leaseMs })
+      .where('id', 'in', renew)
+      .where('state', '=', 'running')
       .execute();
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    for (const r of p.running) {
-      const a = byId.get(r.attemptId);
-      if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
-      else if (a.machine_id !== m.id || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
-      else if (!activeAttemptStates.includes(a.state as AttemptState)) {
-        kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
-      }
-    }
-    const renew = p.running.filter((r) => !kill.some((k) => k.attemptId === r.attemptId)).map((r) => r.attemptId);
-    if (renew.length) {
-      await tx.db
-        .updateTable('attempts')
-        .set({ lease_expires_at: tx.now + p.leaseMs })
-        .where('id', 'in', renew)
-        .where('state', '=', 'running')
-        .execute();
-    }
   }
   const lost = await reconcileReported(tx, m, p);
   return { health, kill, lost };
+}
+
+/** Which of the attempts an agent runs it must kill, and why: read-only, for a held long-poll too. */
+export async function killList(db: Db | Trx, machineId: string, running: { attemptId: string; token: number }[]): Promise<HeartbeatResult['kill']> {
+  if (running.length === 0) return [];
+  const rows = await db
+    .selectFrom('attempts')
+    .select(['id', 'token', 'state', 'machine_id', 'reason'])
+    .where(
+      'id',
+      'in',
+      running.map((r) => r.attemptId),
+    )
+    .execute();
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  const kill: HeartbeatResult['kill'] = [];
+  for (const r of running) {
+    const a = byId.get(r.attemptId);
+    if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
+    else if (a.machine_id !== machineId || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
+    else if (!activeAttemptStates.includes(a.state as AttemptState)) {
+      kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
+    }
+  }
+  return kill;
 }
 
 /**

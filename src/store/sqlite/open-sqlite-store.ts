@@ -15,7 +15,7 @@ export async function openSqliteStore(file: string, opts: { migrate?: boolean } 
   const sqlite = new SQLite(file);
   sqlite.pragma('journal_mode = WAL');
   // FULL: a commit survives power loss, not just a crash of the process; accepted means durable.
-  sqlite.pragma('synchronous = FULL');
+  sqlite.pragma(`synchronous = ${process.env.GANTRY_SQLITE_SYNC ?? 'FULL'}`);
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });

@@ -1,0 +1,595 @@
+/**
+ * The Alibaba GPU cluster trace (2023, "openb", from the FGD paper, USENIX ATC '23) as scheduler
+ * input, and a small discrete-event replay that runs the real `planPlacements` over it.
+ *
+ * - `parseNodeList` / `parsePodList` are pure: CSV text in, `MachineView[]` / `TracePod[]` out.
+ * - `readNodeList` / `readPodList` / `loadAlibabaTrace` are the thin fs wrappers.
+ * - `replayTrace` is pure too: trace time (seconds) drives it, it never reads the clock.
+ *
+ * Columns are described in `../shared/traces/alibaba-gpu-2023/README.md`. The files have no
+ * quoted fields; the parser refuses a quote rather than guess.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { normalizeGpuType, poolOf, type Resources } from '../domain/resources.js';
+import { acceptsGpuType, stageNeed } from '../scheduler/checks.js';
+import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
+import type {
+  MachineView,
+  PendingStage,
+  Plan,
+  PlannedPlacement,
+  QueuedStage,
+  SchedulerSnapshot,
+} from '../scheduler/snapshot.js';
+
+// ---------------------------------------------------------------- files
+
+/** Where the trace lives, relative to the repository root (CI clones `../shared` beside the repo). */
+export const ALIBABA_TRACE_RELATIVE_DIR = '../shared/traces/alibaba-gpu-2023';
+export const NODE_LIST_FILE = 'openb_node_list_all_node.csv';
+export const POD_LIST_FILES = {
+  default: 'openb_pod_list_default.csv',
+  gpuspec33: 'openb_pod_list_gpuspec33.csv',
+} as const;
+export type PodListName = keyof typeof POD_LIST_FILES;
+
+/** The trace directory for this checkout (this file sits two levels below the root, in src/ or dist/). */
+export function defaultAlibabaTraceDir(): string {
+  return fileURLToPath(new URL(`../../${ALIBABA_TRACE_RELATIVE_DIR}/`, import.meta.url));
+}
+
+/** True when the node list and both pod lists are present in `dir`. */
+export function hasAlibabaTrace(dir: string = defaultAlibabaTraceDir()): boolean {
+  return [NODE_LIST_FILE, ...Object.values(POD_LIST_FILES)].every((f) => existsSync(join(dir, f)));
+}
+
+export function readNodeList(dir: string = defaultAlibabaTraceDir()): MachineView[] {
+  return parseNodeList(readFileSync(join(dir, NODE_LIST_FILE), 'utf8'));
+}
+
+export function readPodList(list: PodListName, dir: string = defaultAlibabaTraceDir()): TracePod[] {
+  return parsePodList(readFileSync(join(dir, POD_LIST_FILES[list]), 'utf8'));
+}
+
+export function loadAlibabaTrace(
+  list: PodListName = 'default',
+  dir: string = defaultAlibabaTraceDir(),
+): { machines: MachineView[]; pods: TracePod[] } {
+  return { machines: readNodeList(dir), pods: readPodList(list, dir) };
+}
+
+// ---------------------------------------------------------------- CSV
+
+interface CsvRow {
+  /** 1-based line number in the file, for error messages. */
+  line: number;
+  fields: Record<string, string>;
+}
+
+function parseCsv(text: string, required: readonly string[], what: string): CsvRow[] {
+  const lines = text.split(/\r?\n/);
+  const header = (lines[0] ?? '').split(',').map((h) => h.trim());
+  for (const col of required) {
+    if (!header.includes(col)) throw new Error(`${what}: missing column "${col}" (header: ${lines[0] ?? ''})`);
+  }
+  const rows: CsvRow[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const raw = lines[i] ?? '';
+    if (raw.trim() === '') continue;
+    if (raw.includes('"')) throw new Error(`${what} line ${i + 1}: quoted fields are not supported`);
+    const cells = raw.split(',');
+    if (cells.length !== header.length) {
+      throw new Error(`${what} line ${i + 1}: ${cells.length} fields, header has ${header.length}`);
+    }
+    const fields: Record<string, string> = {};
+    header.forEach((h, j) => (fields[h] = (cells[j] ?? '').trim()));
+    rows.push({ line: i + 1, fields });
+  }
+  return rows;
+}
+
+/** pandas wrote missing values as "" (and the README shows "nan"). */
+function isMissing(v: string): boolean {
+  return v === '' || v.toLowerCase() === 'nan';
+}
+
+function field(row: CsvRow, col: string): string {
+  return row.fields[col] ?? '';
+}
+
+function intField(row: CsvRow, col: string, what: string): number {
+  const v = field(row, col);
+  if (!/^-?\d+$/.test(v)) throw new Error(`${what} line ${row.line}: ${col} is not an integer: "${v}"`);
+  return Number(v);
+}
+
+function optionalIntField(row: CsvRow, col: string, what: string): number | null {
+  return isMissing(field(row, col)) ? null : intField(row, col, what);
+}
+
+const MiB = 1024 * 1024;
+
+// ---------------------------------------------------------------- nodes
+
+/**
+ * The node list as machines: all `ready` and idle, GPUs indexed 0..n-1 with the model in lower
+ * case ("V100M16" -> "v100m16"), memory MiB -> bytes, no region, no labels. id = name = `sn`.
+ */
+export function parseNodeList(csv: string): MachineView[] {
+  const what = NODE_LIST_FILE;
+  return parseCsv(csv, ['sn', 'cpu_milli', 'memory_mib', 'gpu', 'model'], what).map((row) => {
+    const sn = field(row, 'sn');
+    if (sn === '') throw new Error(`${what} line ${row.line}: empty sn`);
+    const cpu = intField(row, 'cpu_milli', what);
+    const mem = intField(row, 'memory_mib', what) * MiB;
+    const gpuCount = intField(row, 'gpu', what);
+    const model = field(row, 'model');
+    if (gpuCount > 0 && isMissing(model)) throw new Error(`${what} line ${row.line}: ${gpuCount} GPUs without a model`);
+    const type = gpuCount > 0 ? normalizeGpuType(model) : '';
+    return {
+      id: sn,
+      name: sn,
+      health: 'ready',
+      region: null,
+      labels: {},
+      cpuMillisTotal: cpu,
+      memoryBytesTotal: mem,
+      cpuMillisFree: cpu,
+      memoryBytesFree: mem,
+      gpus: Array.from({ length: gpuCount }, (_, index) => ({ index, type, free: true })),
+    };
+  });
+}
+
+// ---------------------------------------------------------------- pods
+
+/**
+ * Trace QoS -> Gantry priority (higher is scheduled first):
+ * - Guaranteed 3: Kubernetes' strongest class (requests = limits), never the first to be evicted.
+ * - LS 2: Alibaba's latency-sensitive (online serving) pods.
+ * - Burstable 1: requests below limits.
+ * - BE 0: best effort, batch work that can wait.
+ * Any other value is an error: a new class should be placed in this order on purpose.
+ */
+export const QOS_PRIORITY: Readonly<Record<string, number>> = {
+  Guaranteed: 3,
+  LS: 2,
+  Burstable: 1,
+  BE: 0,
+};
+
+export interface TracePod {
+  name: string;
+  qos: string;
+  /** Phase at the end of the trace: Running, Succeeded, Failed, Pending. */
+  phase: string;
+  /** Seconds since the trace start. */
+  creationTime: number;
+  deletionTime: number;
+  /** Null for the pods that were still Pending in production. */
+  scheduledTime: number | null;
+  /** The trace's GPU share per pod: 1000 = whole GPUs; below 1000 only with num_gpu = 1. */
+  gpuMilli: number;
+  /** num_gpu = 1 and gpu_milli < 1000: a GPU-sharing pod, given one whole GPU here. */
+  fractionalGpu: boolean;
+  /**
+   * How long the pod holds its resources once placed, in seconds: deletion_time - scheduled_time,
+   * as it ran in production. Pods that never ran in production (Pending, no scheduled_time) hold
+   * for deletion_time - creation_time, the time they existed in the trace.
+   */
+  holdSeconds: number;
+  /** The pod as Gantry queues it: stageId = jobId = stageName = the pod name. */
+  stage: QueuedStage;
+}
+
+/**
+ * The pod list as queued stages: pool per `poolOf`, CPU millis, memory MiB -> bytes, priority per
+ * `QOS_PRIORITY`, readySince = creation_time in ms. GPU pods get `{count: num_gpu, types}` with
+ * `gpu_spec` split on "|", lower-cased and de-duplicated (empty spec: any type).
+ *
+ * Fractional GPUs: Gantry allocates whole devices and has no GPU sharing, so a pod asking for a
+ * share of one GPU (num_gpu = 1, gpu_milli < 1000; 3,078 of the 8,152 pods) is counted as one whole
+ * GPU. The replay therefore packs the cluster less densely than production did.
+ */
+export function parsePodList(csv: string): TracePod[] {
+  const what = 'pod list';
+  const cols = [
+    'name',
+    'cpu_milli',
+    'memory_mib',
+    'num_gpu',
+    'gpu_milli',
+    'gpu_spec',
+    'qos',
+    'pod_phase',
+    'creation_time',
+    'deletion_time',
+    'scheduled_time',
+  ];
+  return parseCsv(csv, cols, what).map((row) => {
+    const name = field(row, 'name');
+    if (name === '') throw new Error(`${what} line ${row.line}: empty name`);
+    const numGpu = intField(row, 'num_gpu', what);
+    const gpuMilli = intField(row, 'gpu_milli', what);
+    const spec = field(row, 'gpu_spec');
+    const qos = field(row, 'qos');
+    const priority = QOS_PRIORITY[qos];
+    if (priority === undefined) throw new Error(`${what} line ${row.line}: unknown qos "${qos}"`);
+    const creationTime = intField(row, 'creation_time', what);
+    const deletionTime = intField(row, 'deletion_time', what);
+    const scheduledTime = optionalIntField(row, 'scheduled_time', what);
+
+    const types = isMissing(spec) ? [] : [...new Set(spec.split('|').map(normalizeGpuType).filter((t) => t !== ''))];
+    const resources: Resources = {
+      cpuMillis: intField(row, 'cpu_milli', what),
+      memoryBytes: intField(row, 'memory_mib', what) * MiB,
+      // A fractional pod (num_gpu 1, gpu_milli < 1000) asks for count 1: one whole GPU.
+      gpu: numGpu > 0 ? { count: numGpu, types } : null,
+    };
+    return {
+      name,
+      qos,
+      phase: field(row, 'pod_phase'),
+      creationTime,
+      deletionTime,
+      scheduledTime,
+      gpuMilli,
+      fractionalGpu: numGpu === 1 && gpuMilli < 1000,
+      holdSeconds: Math.max(0, deletionTime - (scheduledTime ?? creationTime)),
+      stage: {
+        stageId: name,
+        jobId: name,
+        stageName: name,
+        pool: poolOf(resources),
+        priority,
+        readySince: creationTime * 1000,
+        resources,
+        placement: { region: null, labels: {} },
+      },
+    };
+  });
+}
+
+// ---------------------------------------------------------------- replay
+
+export interface ReplayPass {
+  /** Trace time of the pass, seconds. */
+  time: number;
+  /**
+   * What the scheduler saw. Its machines are the replay's live state: read them during the call
+   * only; the replay applies the plan to them right after.
+   */
+  snapshot: SchedulerSnapshot;
+  plan: Plan;
+}
+
+export interface ReplayOptions {
+  /** Passed to every `planPlacements` call. A pass that hits `maxPlacements` is followed by another at the same time. */
+  planOptions?: PlanOptions;
+  /** Called after each pass, before its plan is applied (to check invariants, record, trace). */
+  onPass?: (pass: ReplayPass) => void;
+}
+
+export interface ReplayPlacement extends PlannedPlacement {
+  /** Seconds. */
+  placedAt: number;
+  releasedAt: number;
+  /** placedAt - creation time, seconds. */
+  waitSeconds: number;
+}
+
+export interface UtilisationPoint {
+  /** From this time (seconds) until the next point, this many GPUs were allocated. */
+  time: number;
+  allocatedGpus: number;
+}
+
+export interface SummaryStats {
+  mean: number;
+  median: number;
+  p95: number;
+  max: number;
+}
+
+export interface ReplayStats {
+  pods: number;
+  placed: number;
+  neverPlaced: number;
+  /** Pods placed in the pass at their own arrival. */
+  placedOnArrival: number;
+  passes: number;
+  /** Wait (placement - creation) over placed pods, seconds; null when nothing was placed. */
+  waitSeconds: SummaryStats | null;
+  gpuUtilisation: {
+    totalGpus: number;
+    /** Allocated / total GPUs, time-weighted over [startTime, endTime]. */
+    mean: number;
+    peak: number;
+  };
+  /** First arrival and last event (seconds). */
+  startTime: number;
+  endTime: number;
+}
+
+export interface ReplayResult {
+  stats: ReplayStats;
+  /** In placement order. */
+  placements: ReplayPlacement[];
+  /** Pods still queued when no event was left, with the reason of the last pass. */
+  neverPlaced: PendingStage[];
+  /** Allocated GPUs as a step function of time (one point per change). */
+  utilisation: UtilisationPoint[];
+}
+
+interface Departure {
+  time: number;
+  seq: number;
+  placement: PlannedPlacement;
+}
+
+/** A binary min-heap on (time, seq): departures in time order, ties in placement order. */
+class DepartureHeap {
+  private items: Departure[] = [];
+  get size(): number {
+    return this.items.length;
+  }
+  peek(): Departure | undefined {
+    return this.items[0];
+  }
+  private less(a: Departure, b: Departure): boolean {
+    return a.time < b.time || (a.time === b.time && a.seq < b.seq);
+  }
+  push(d: Departure): void {
+    const xs = this.items;
+    xs.push(d);
+    let i = xs.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!this.less(xs[i]!, xs[p]!)) break;
+      [xs[i], xs[p]] = [xs[p]!, xs[i]!];
+      i = p;
+    }
+  }
+  pop(): Departure | undefined {
+    const xs = this.items;
+    const top = xs[0];
+    const last = xs.pop();
+    if (xs.length > 0 && last !== undefined) {
+      xs[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < xs.length && this.less(xs[l]!, xs[m]!)) m = l;
+        if (r < xs.length && this.less(xs[r]!, xs[m]!)) m = r;
+        if (m === i) break;
+        [xs[i], xs[m]] = [xs[m]!, xs[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+function cloneMachine(m: MachineView): MachineView {
+  return { ...m, labels: { ...m.labels }, gpus: m.gpus.map((g) => ({ ...g })) };
+}
+
+/**
+ * Takes a placement on the replay's state, re-checking it first as the store does on apply.
+ * Throws when the plan would over-allocate: that is a scheduler bug, not a simulated outcome.
+ */
+function allocate(m: MachineView, p: PlannedPlacement, stage: QueuedStage): void {
+  const where = `replay: ${p.stageId} on ${m.id}`;
+  if (p.cpuMillis > m.cpuMillisFree) throw new Error(`${where}: needs ${p.cpuMillis} CPU millis, ${m.cpuMillisFree} free`);
+  if (p.memoryBytes > m.memoryBytesFree) throw new Error(`${where}: needs ${p.memoryBytes} memory bytes, ${m.memoryBytesFree} free`);
+  const need = stageNeed(stage);
+  if (p.gpuIndices.length !== need.gpuCount) throw new Error(`${where}: ${p.gpuIndices.length} GPUs for a ${need.gpuCount}-GPU stage`);
+  const types = new Set<string>();
+  for (const i of p.gpuIndices) {
+    const g = m.gpus.find((x) => x.index === i);
+    if (g === undefined) throw new Error(`${where}: no GPU ${i}`);
+    if (!g.free) throw new Error(`${where}: GPU ${i} already allocated`);
+    if (!acceptsGpuType(need, g.type)) throw new Error(`${where}: GPU ${i} is ${g.type}, wants ${need.gpuTypes.join('|')}`);
+    types.add(normalizeGpuType(g.type));
+  }
+  if (types.size > 1) throw new Error(`${where}: mixed GPU types ${[...types].join(', ')}`);
+  if (new Set(p.gpuIndices).size !== p.gpuIndices.length) throw new Error(`${where}: a GPU index twice`);
+  for (const i of p.gpuIndices) m.gpus.find((x) => x.index === i)!.free = false;
+  m.cpuMillisFree -= p.cpuMillis;
+  m.memoryBytesFree -= p.memoryBytes;
+}
+
+function release(m: MachineView, p: PlannedPlacement): void {
+  for (const i of p.gpuIndices) {
+    const g = m.gpus.find((x) => x.index === i);
+    if (g === undefined || g.free) throw new Error(`replay: ${p.stageId} releases GPU ${i} on ${m.id}, which it does not hold`);
+    g.free = true;
+  }
+  m.cpuMillisFree += p.cpuMillis;
+  m.memoryBytesFree += p.memoryBytes;
+}
+
+/** Mean, median, p95 (nearest rank) and max; null for no values. */
+export function summarise(values: readonly number[]): SummaryStats | null {
+  if (values.length === 0) return null;
+  const s = [...values].sort((a, b) => a - b);
+  const n = s.length;
+  const median = n % 2 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
+  return {
+    mean: s.reduce((a, b) => a + b, 0) / n,
+    median,
+    p95: s[Math.min(n - 1, Math.ceil(0.95 * n) - 1)]!,
+    max: s[n - 1]!,
+  };
+}
+
+/**
+ * Time-weighted mean utilisation (allocated / total GPUs) in consecutive buckets of `bucketSeconds`
+ * from `start` to `end`, from a step series as `replayTrace` returns it.
+ */
+export function utilisationBuckets(
+  series: readonly UtilisationPoint[],
+  totalGpus: number,
+  start: number,
+  end: number,
+  bucketSeconds: number,
+): { start: number; mean: number }[] {
+  const out: { start: number; mean: number }[] = [];
+  if (!(bucketSeconds > 0) || end <= start || totalGpus <= 0) return out;
+  let k = 0;
+  let level = 0;
+  for (let b = start; b < end; b += bucketSeconds) {
+    const bEnd = Math.min(end, b + bucketSeconds);
+    let area = 0;
+    let t = b;
+    // Level in force at b: the last point at or before b.
+    while (k < series.length && series[k]!.time <= b) level = series[k++]!.allocatedGpus;
+    while (k < series.length && series[k]!.time < bEnd) {
+      const p = series[k++]!;
+      area += level * (p.time - t);
+      t = p.time;
+      level = p.allocatedGpus;
+    }
+    area += level * (bEnd - t);
+    out.push({ start: b, mean: area / (totalGpus * (bEnd - b)) });
+  }
+  return out;
+}
+
+/**
+ * Replays pods in arrival order as a discrete-event loop. At each distinct event time: departures
+ * due then release their resources, pods created then join the queue, and, if anything is queued,
+ * `planPlacements` runs on the current state; its placements hold their resources from now until
+ * now + `holdSeconds`. Pending pods stay queued until a later pass places them. Placements are
+ * re-checked on apply; an over-allocation throws.
+ *
+ * Starts from the machines as given (copied; busy devices and used CPU stay busy for the whole
+ * replay). Pure and deterministic: time comes from the trace only.
+ */
+export function replayTrace(
+  machines: readonly MachineView[],
+  pods: readonly TracePod[],
+  opts: ReplayOptions = {},
+): ReplayResult {
+  const planOptions = opts.planOptions ?? {};
+  const maxPlacements = Math.floor(planOptions.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
+  const state = machines.map(cloneMachine);
+  const byId = new Map(state.map((m) => [m.id, m]));
+  if (byId.size !== state.length) throw new Error('replay: duplicate machine ids');
+  const podById = new Map<string, TracePod>();
+  for (const p of pods) {
+    if (podById.has(p.stage.stageId)) throw new Error(`replay: duplicate pod ${p.stage.stageId}`);
+    podById.set(p.stage.stageId, p);
+  }
+  const arrivals = [...pods].sort(
+    (a, b) => a.creationTime - b.creationTime || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
+  );
+
+  const totalGpus = state.reduce((n, m) => n + m.gpus.length, 0);
+  let allocatedGpus = state.reduce((n, m) => n + m.gpus.filter((g) => !g.free).length, 0);
+  let peakGpus = allocatedGpus;
+  const queue = new Map<string, QueuedStage>();
+  const lastReason = new Map<string, string>();
+  const departures = new DepartureHeap();
+  const placements: ReplayPlacement[] = [];
+  let placedOnArrival = 0;
+  let passes = 0;
+  let seq = 0;
+  let ai = 0;
+
+  const startTime = arrivals[0]?.creationTime ?? 0;
+  let lastTime = startTime;
+  let gpuSeconds = 0;
+
+  const utilisation: UtilisationPoint[] = [{ time: startTime, allocatedGpus }];
+  /** One point per change of level; several steps at one time keep the last level. */
+  const record = (now: number) => {
+    const last = utilisation[utilisation.length - 1]!;
+    if (last.time === now) {
+      last.allocatedGpus = allocatedGpus;
+      const prev = utilisation[utilisation.length - 2];
+      if (prev !== undefined && prev.allocatedGpus === allocatedGpus) utilisation.pop();
+    } else if (last.allocatedGpus !== allocatedGpus) {
+      utilisation.push({ time: now, allocatedGpus });
+    }
+  };
+
+  for (;;) {
+    const nextArrival = arrivals[ai]?.creationTime;
+    const nextDeparture = departures.peek()?.time;
+    if (nextArrival === undefined && nextDeparture === undefined) break;
+    const now = Math.min(nextArrival ?? Infinity, nextDeparture ?? Infinity);
+    gpuSeconds += allocatedGpus * (now - lastTime);
+    lastTime = now;
+
+    while (departures.size > 0 && departures.peek()!.time <= now) {
+      const d = departures.pop()!;
+      release(byId.get(d.placement.machineId)!, d.placement);
+      allocatedGpus -= d.placement.gpuIndices.length;
+    }
+    const arrivedNow = new Set<string>();
+    while (ai < arrivals.length && arrivals[ai]!.creationTime <= now) {
+      const pod = arrivals[ai++]!;
+      queue.set(pod.stage.stageId, pod.stage);
+      arrivedNow.add(pod.stage.stageId);
+    }
+
+    while (queue.size > 0) {
+      const snapshot: SchedulerSnapshot = { machines: state, queue: [...queue.values()] };
+      const plan = planPlacements(snapshot, planOptions);
+      passes += 1;
+      opts.onPass?.({ time: now, snapshot, plan });
+      for (const p of plan.placements) {
+        const stage = queue.get(p.stageId);
+        const pod = podById.get(p.stageId);
+        const m = byId.get(p.machineId);
+        if (stage === undefined || pod === undefined) throw new Error(`replay: placed ${p.stageId}, which is not queued`);
+        if (m === undefined) throw new Error(`replay: placed ${p.stageId} on unknown machine ${p.machineId}`);
+        allocate(m, p, stage);
+        allocatedGpus += p.gpuIndices.length;
+        queue.delete(p.stageId);
+        lastReason.delete(p.stageId);
+        if (arrivedNow.has(p.stageId)) placedOnArrival += 1;
+        const releasedAt = now + pod.holdSeconds;
+        departures.push({ time: releasedAt, seq: seq++, placement: p });
+        placements.push({ ...p, placedAt: now, releasedAt, waitSeconds: now - pod.creationTime });
+      }
+      for (const p of plan.pending) lastReason.set(p.stageId, p.reason);
+      // A pass stops at maxPlacements without reporting the rest: run another at the same time.
+      if (plan.placements.length === 0 || plan.placements.length < maxPlacements) break;
+    }
+    peakGpus = Math.max(peakGpus, allocatedGpus);
+    record(now);
+  }
+
+  const endTime = lastTime;
+  const neverPlaced: PendingStage[] = [...queue.keys()].map((stageId) => ({
+    stageId,
+    reason: lastReason.get(stageId) ?? 'never considered (pass cap reached)',
+  }));
+  const span = endTime - startTime;
+  return {
+    stats: {
+      pods: pods.length,
+      placed: placements.length,
+      neverPlaced: neverPlaced.length,
+      placedOnArrival,
+      passes,
+      waitSeconds: summarise(placements.map((p) => p.waitSeconds)),
+      gpuUtilisation: {
+        totalGpus,
+        mean: totalGpus > 0 && span > 0 ? gpuSeconds / (totalGpus * span) : 0,
+        peak: totalGpus > 0 ? peakGpus / totalGpus : 0,
+      },
+      startTime,
+      endTime,
+    },
+    placements,
+    neverPlaced,
+    utilisation,
+  };
+}

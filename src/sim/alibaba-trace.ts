@@ -253,6 +253,27 @@ export function parsePodList(csv: string): TracePod[] {
 }
 
 // ---------------------------------------------------------------- replay
+/**
+ * The same pods arriving `speedup` times faster: each pod's trace times shift so that it is created
+ * at creation_time / speedup, and it keeps its hold time. The openb pod list is a sample spread over
+ * ~149 days, so replayed at trace speed it never fills the cluster (about 1% of GPUs at the peak);
+ * a speedup is the load knob for contention. Order of arrival is unchanged. Pure.
+ */
+export function withArrivalSpeedup(pods: readonly TracePod[], speedup: number): TracePod[] {
+  if (!(speedup > 0) || !Number.isFinite(speedup)) throw new Error(`speedup must be a positive number, got ${speedup}`);
+  return pods.map((p) => {
+    const arrival = p.creationTime / speedup;
+    const shift = arrival - p.creationTime;
+    return {
+      ...p,
+      creationTime: arrival,
+      deletionTime: p.deletionTime + shift,
+      scheduledTime: p.scheduledTime === null ? null : p.scheduledTime + shift,
+      stage: { ...p.stage, readySince: arrival * 1000 },
+    };
+  });
+}
+
 
 export interface ReplayPass {
   /** Trace time of the pass, seconds. */

@@ -15,7 +15,10 @@ export async function openSqliteStore(file: string, opts: { migrate?: boolean } 
   const sqlite = new SQLite(file);
   sqlite.pragma('journal_mode = WAL');
   // FULL: a commit survives power loss, not just a crash of the process; accepted means durable.
-  sqlite.pragma(`synchronous = ${process.env.GANTRY_SQLITE_SYNC ?? 'FULL'}`);
+  // GANTRY_SQLITE_SYNC=NORMAL trades that for fewer fsyncs; for measurements, not for production.
+  const sync = (process.env.GANTRY_SQLITE_SYNC ?? 'FULL').toUpperCase();
+  if (!['FULL', 'NORMAL', 'EXTRA'].includes(sync)) throw new Error(`GANTRY_SQLITE_SYNC must be FULL, NORMAL or EXTRA, not "${sync}"`);
+  sqlite.pragma(`synchronous = ${sync}`);
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });

@@ -21,7 +21,8 @@ import { crashBeforeReport } from './fault-hooks.js';
 import { LogShipper } from './log-shipper.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { killProcessGroup, processGroupAlive } from './process-group.js';
-import { runProcess, type ProcessHandle, type ProcessResult } from './process-runner.js';
+import { runProcess, type ProcessResult } from './process-runner.js';
+import { describe, describeExit, message, newRun, type Run } from './attempt-run.js';
 
 export interface AgentClock {
   now(): number;
@@ -37,20 +38,6 @@ export interface AgentOptions {
   retry?: Partial<RetryPolicy>;
   /** How long stop() keeps trying to deliver finished outcomes before leaving them on disk. */
   stopDeliverMs?: number;
-}
-
-interface Run {
-  a: AssignmentWire;
-  paths: AttemptPaths | null;
-  handle: ProcessHandle | null;
-  shipper: LogShipper | null;
-  /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
-  dropped: string | null;
-  /** Set once the process is over; from then on the run is an outcome waiting to be delivered. */
-  exit: ExitRecord | null;
-  uploaded: Map<string, number>;
-  delivering: Promise<void> | null;
-  task: Promise<void>;
 }
 
 const MAX_WAIT_MS = 30_000;
@@ -202,7 +189,7 @@ export class Agent {
     }
     for (const { assignment: a, exit } of finished) {
       this.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
-      const run = this.newRun(a);
+      const run = newRun(a);
       run.paths = this.state.paths(a.attemptId);
       run.exit = exit;
       this.runs.set(a.attemptId, run);
@@ -260,14 +247,10 @@ export class Agent {
     for (const r of live) this.drop(r, `lease lost: no heartbeat for ${silent} ms`);
   }
 
-  private newRun(a: AssignmentWire): Run {
-    return { a, paths: null, handle: null, shipper: null, dropped: null, exit: null, uploaded: new Map(), delivering: null, task: Promise.resolve() };
-  }
-
   /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */
   private accept(a: AssignmentWire): void {
     if (this.runs.has(a.attemptId) || this.stopping) return;
-    const run = this.newRun(a);
+    const run = newRun(a);
     this.runs.set(a.attemptId, run);
     run.task = this.execute(run).catch((err) => {
       this.log(`attempt ${describe(a)}: ${message(err)}`);
@@ -439,17 +422,4 @@ export class Agent {
       this.loopAbort.signal.addEventListener('abort', done, { once: true });
     });
   }
-}
-
-function describe(a: AssignmentWire): string {
-  return `${a.attemptId} (${a.jobId}/${a.stageName} #${a.attemptNumber})`;
-}
-
-function describeExit(e: ExitRecord): string {
-  const how = e.exitCode !== null ? `exited with code ${e.exitCode}` : e.signal !== null ? `ended by ${e.signal}` : 'did not run';
-  return e.reason ? `${how} (${e.reason})` : how;
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

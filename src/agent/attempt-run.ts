@@ -1,0 +1,36 @@
+import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+import type { AttemptPaths, ExitRecord } from './agent-state.js';
+import type { LogShipper } from './log-shipper.js';
+import type { ProcessHandle } from './process-runner.js';
+
+/** What the agent knows of one attempt it was given, from assignment to reported outcome. */
+export interface Run {
+  a: AssignmentWire;
+  paths: AttemptPaths | null;
+  handle: ProcessHandle | null;
+  shipper: LogShipper | null;
+  /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
+  dropped: string | null;
+  /** Set once the process is over; from then on the run is an outcome waiting to be delivered. */
+  exit: ExitRecord | null;
+  uploaded: Map<string, number>;
+  delivering: Promise<void> | null;
+  task: Promise<void>;
+}
+
+export function newRun(a: AssignmentWire): Run {
+  return { a, paths: null, handle: null, shipper: null, dropped: null, exit: null, uploaded: new Map(), delivering: null, task: Promise.resolve() };
+}
+
+export function describe(a: AssignmentWire): string {
+  return `${a.attemptId} (${a.jobId}/${a.stageName} #${a.attemptNumber})`;
+}
+
+export function describeExit(e: ExitRecord): string {
+  const how = e.exitCode !== null ? `exited with code ${e.exitCode}` : e.signal !== null ? `ended by ${e.signal}` : 'did not run';
+  return e.reason ? `${how} (${e.reason})` : how;
+}
+
+export function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

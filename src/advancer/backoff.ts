@@ -7,6 +7,9 @@ import type { BackoffPolicy } from '../domain/job-definition.js';
  * supplied by the caller, which keeps this function pure and testable.
  */
 export function backoffMs(policy: BackoffPolicy, failures: number, jitter: number): number {
-  const nominal = Math.min(policy.maxSeconds, policy.initialSeconds * 2 ** Math.max(0, failures - 1)) * 1000;
+  // Capped at a week whatever the policy says (the spec schema refuses more), so the result is
+  // always a finite time that fits a date.
+  const capSeconds = Math.min(policy.maxSeconds, 7 * 24 * 3600);
+  const nominal = Math.min(capSeconds, policy.initialSeconds * 2 ** Math.min(60, Math.max(0, failures - 1))) * 1000;
   return Math.round(nominal / 2 + (nominal / 2) * Math.min(Math.max(jitter, 0), 1));
 }

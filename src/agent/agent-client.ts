@@ -12,7 +12,7 @@
  * timeouts (headers and body, 300 s) still catch a dead connection.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -161,6 +161,13 @@ export class AgentClient {
   /** Streams one file to the attempt's output location. */
   async uploadFile(attemptId: string, token: number, relPath: string, absPath: string): Promise<void> {
     const encoded = checkRelativePath(relPath).map(encodeURIComponent).join('/');
+    // A file this agent cannot read (permissions, gone) is not a network fault: fail for good,
+    // here, instead of inside fetch where it would look like one and be retried forever.
+    try {
+      await (await open(absPath, 'r')).close();
+    } catch (err) {
+      throw new Error(`cannot read output ${relPath}: ${(err as Error).message}`);
+    }
     const res = await this.call({
       method: 'PUT',
       path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/outputs/${encoded}`,

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
-import { AgentState, survivingGroup } from './agent-state.js';
+import { AgentState, groupsOfAttempt, survivingGroup } from './agent-state.js';
 import { killProcessGroup } from './process-group.js';
 
 let dir: string;
@@ -106,5 +106,18 @@ describe('survivingGroup', () => {
       await killProcessGroup(child.pid!, 200);
     }
     expect(survivingGroup(rec)).toBe(false);
+  });
+});
+
+describe('groupsOfAttempt', () => {
+  it('finds a process group by the attempt id in its environment', async () => {
+    const child = spawn('sleep', ['30'], { detached: true, env: { ...process.env, GANTRY_ATTEMPT_ID: 'att_findme123' } });
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      expect(groupsOfAttempt('att_findme123')).toEqual([child.pid]);
+      expect(groupsOfAttempt('att_other')).toEqual([]);
+    } finally {
+      process.kill(-child.pid!, 'SIGKILL');
+    }
   });
 });

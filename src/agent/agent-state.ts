@@ -16,7 +16,7 @@
  * An attempt directory without reported.json is owed something: with exit.json, its outcome;
  * without, it was running (or about to) when the agent died, and its outcome is unknowable.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
@@ -264,3 +264,29 @@ async function writeJson(path: string, value: unknown): Promise<void> {
   await writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n');
 }
 
+
+/**
+ * Process groups whose leader carries GANTRY_ATTEMPT_ID=<attemptId> in its environment (Linux,
+ * /proc): how to find an attempt's processes when the agent died before recording the pid.
+ */
+export function groupsOfAttempt(attemptId: string): number[] {
+  const needle = `GANTRY_ATTEMPT_ID=${attemptId}\0`;
+  const out: number[] = [];
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    try {
+      if (!`${readFileSync(`/proc/${pid}/environ`, 'latin1')}\0`.includes(needle)) continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      if (pgid > 0 && !out.includes(pgid)) out.push(pgid);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return out;
+}

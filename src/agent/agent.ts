@@ -14,7 +14,7 @@ import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest } from '../api/contract/agent-protocol.js';
 import { AgentClient, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
 import { deliverOutcome } from './deliver-outcome.js';
-import { AgentState, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
+import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
 import { attemptEnv } from './attempt-env.js';
 import { crashBeforeReport } from './fault-hooks.js';
@@ -41,6 +41,8 @@ export interface AgentOptions {
 }
 
 const MAX_WAIT_MS = 30_000;
+/** How long an outcome is retried before the agent gives it up (see deliverOnce). */
+const GIVE_UP_DELIVERY_MS = 5 * 60_000;
 
 export class Agent {
   private readonly state: AgentState;
@@ -182,6 +184,12 @@ export class Agent {
         this.log(`attempt ${describe(a)} outlived the previous agent (pid ${pid.pid}); killing its process group`);
         await killProcessGroup(pid.pid, this.settings!.killGraceMs).catch((err) => this.log(`cannot kill pid ${pid.pid}: ${message(err)}`));
         note = 'outlived the previous agent and was killed; left for the server to reap';
+      } else if (!pid) {
+        // Died between the spawn and recording the pid: find the processes by their attempt id.
+        const groups = groupsOfAttempt(a.attemptId);
+        for (const g of groups) await killProcessGroup(g, this.settings!.killGraceMs).catch((err) => this.log(`cannot kill group ${g}: ${message(err)}`));
+        if (groups.length) note = `outlived the previous agent (no pid record; found ${groups.length} process group(s) by attempt id) and was killed`;
+        this.log(`attempt ${describe(a)} ${note}`);
       } else {
         this.log(`attempt ${describe(a)} ${note}`);
       }
@@ -355,8 +363,13 @@ export class Agent {
     });
     run.handle = handle;
     if (handle.pid !== null) {
-      await this.state.writePid(a.attemptId, handle.pid).catch((err) => this.log(`cannot record pid of ${a.attemptId}: ${message(err)}`));
+      const recorded = await this.state.writePid(a.attemptId, handle.pid).then(
+        () => true,
+        (err) => (this.log(`cannot record pid of ${a.attemptId}: ${message(err)}`), false),
+      );
       this.log(`attempt ${describe(a)} started pid ${handle.pid}`);
+      // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
+      if (!recorded) this.drop(run, 'its pid could not be recorded');
       // A kill that arrived while the process was being spawned.
       if (run.dropped) void handle.kill(run.dropped);
       // The second start call only records the pid; the attempt was acknowledged before the spawn.
@@ -394,7 +407,16 @@ export class Agent {
       return;
     }
     this.log(`attempt ${describe(run.a)} ${out.line}`);
-    if (out.settled) await this.forget(run, out.record);
+    if (out.settled) return this.forget(run, out.record);
+    // Owed outcomes keep the attempt listed in heartbeats (its lease renewed), so a delivery that
+    // can never succeed would hold its stage forever. Past the limit it is given up: no longer
+    // listed, the server marks the attempt lost and runs the stage again.
+    run.firstDeliveryFailure ??= this.clock.now();
+    const owedFor = this.clock.now() - run.firstDeliveryFailure;
+    if (owedFor > GIVE_UP_DELIVERY_MS) {
+      this.log(`attempt ${describe(run.a)}: giving up delivering its outcome after ${Math.round(owedFor / 1000)} s; the server will take it as lost`);
+      await this.forget(run, { result: 'dropped', note: `outcome undeliverable for ${Math.round(owedFor / 1000)} s` });
+    }
   }
 
   /** Nothing more is owed to the server for this attempt. */

@@ -15,6 +15,8 @@ export interface Run {
   exit: ExitRecord | null;
   uploaded: Map<string, number>;
   delivering: Promise<void> | null;
+  /** When delivering its outcome first failed; it is given up after a while. */
+  firstDeliveryFailure?: number;
   task: Promise<void>;
 }
 

@@ -55,7 +55,9 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
       const reportedAt = clock.now();
       try {
-        const deadline = reportedAt + (body.waitMs ?? 0);
+        // Held no longer than a heartbeat period, whatever the agent asks: the hold writes nothing,
+        // so a longer one would let the machine look silent while it waits.
+        const deadline = reportedAt + Math.min(body.waitMs ?? 0, config.heartbeatMs);
         // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
         // when the request arrives; a wake-up while it is held only re-reads what to send.
         const hb = await store.machineHeartbeat({
@@ -108,7 +110,20 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.put(
     '/v1/agent/attempts/:id/outputs/*',
-    { schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token)", tags }, bodyLimit: Number.MAX_SAFE_INTEGER },
+    {
+      schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags },
+      // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
+      // raw stream, so any other content type is refused before its parser could buffer it.
+      bodyLimit: Number.MAX_SAFE_INTEGER,
+      onRequest: async (req) => {
+        if (!String(req.headers['content-type'] ?? '').startsWith('application/octet-stream')) {
+          throw Object.assign(new Error(`content-type ${req.headers['content-type'] ?? '(none)'} is not accepted here; send application/octet-stream`), {
+            statusCode: 415,
+            code: 'unsupported_media_type',
+          });
+        }
+      },
+    },
     async (req, reply) => {
       const params = req.params as { id: string; '*': string };
       const token = Number(req.headers['x-gantry-token']);

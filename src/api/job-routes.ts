@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { jobStates, type JobState } from '../domain/job-state.js';
@@ -106,7 +107,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const q = req.query as { after?: number; limit?: number };
-      if (!(await store.jobGet({ jobId: id }))) throw new NotFoundError('job', id);
+      if (!(await store.jobExists({ jobId: id }))) throw new NotFoundError('job', id);
       return { events: await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 }) };
     },
   );
@@ -116,23 +117,35 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     {
       schema: {
         summary: "A stage's stdout and stderr (latest attempt unless `attempt` is given)",
+        description:
+          'Text streams the whole log. `format=json` returns one page of chunks (`limit`, default 1000); pass the last chunk id as `after` for the next.',
         tags: ['jobs'],
         params: StageParams,
         querystring: Type.Object({
           attempt: Type.Optional(Type.Integer({ minimum: 1 })),
           after: Type.Optional(Type.Integer({ minimum: 0 })),
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000 })),
           format: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('json')])),
         }),
       },
     },
     async (req, reply) => {
       const { id, stage } = req.params as { id: string; stage: string };
-      const q = req.query as { attempt?: number; after?: number; format?: 'text' | 'json' };
-      if (!(await store.jobGet({ jobId: id }))) throw new NotFoundError('job', id);
-      const chunks = await store.stageLogs({ jobId: id, stage, attempt: q.attempt, afterId: q.after });
-      if (!chunks) throw new NotFoundError('stage', `${id}/${stage}`);
-      if (q.format === 'json') return { chunks };
-      return reply.type('text/plain; charset=utf-8').send(chunks.map((c) => c.data).join(''));
+      const q = req.query as { attempt?: number; after?: number; limit?: number; format?: 'text' | 'json' };
+      if (!(await store.jobExists({ jobId: id }))) throw new NotFoundError('job', id);
+      const page = (afterId: number | undefined, limit: number) => store.stageLogs({ jobId: id, stage, attempt: q.attempt, afterId, limit });
+      const first = await page(q.after, q.limit ?? 1000);
+      if (!first) throw new NotFoundError('stage', `${id}/${stage}`);
+      if (q.format === 'json') return { chunks: first };
+      // Text: streamed page by page, so a large log never sits whole in the server's memory.
+      async function* pages() {
+        let chunks = first!;
+        while (chunks.length) {
+          yield chunks.map((c) => c.data).join('');
+          chunks = (await page(chunks.at(-1)!.id, 1000)) ?? [];
+        }
+      }
+      return reply.type('text/plain; charset=utf-8').send(Readable.from(pages()));
     },
   );
 

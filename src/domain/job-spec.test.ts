@@ -185,7 +185,7 @@ describe('parseJobSpec: rejections', () => {
     expectIssue(list, '/priority', 'between 0 and 1000');
     expectIssue(list, '/stages/0/name', 'must start with a letter or digit');
     expectIssue(list, '/stages/1/name', 'at most 100 characters');
-    expectIssue(issues(job([stage('a', { timeoutSeconds: 0 })])), '/stages/0/timeoutSeconds', 'at least 1');
+    expectIssue(issues(job([stage('a', { timeoutSeconds: 0 })])), '/stages/0/timeoutSeconds', 'between 1 and');
   });
 
   it('rejects an empty command or an empty program', () => {
@@ -227,6 +227,13 @@ describe('parseJobSpec: rejections', () => {
     expectIssue(list, '/stages/2/needs/0', 'did you mean "train"');
   });
 
+  it('rejects a timeout longer than a timer can wait, and a backoff over a week', () => {
+    expectIssue(issues(job([stage('a', { timeoutSeconds: 30 * 24 * 3600 })])), '/stages/0/timeoutSeconds', /2147483/);
+    const big = issues(job([stage('a')], { retry: { backoff: { initialSeconds: 2e13, maxSeconds: 2e13 } } }));
+    expectIssue(big, '/retry/backoff/initialSeconds', /at most 604800/);
+    expectIssue(big, '/retry/backoff/maxSeconds', /604800/);
+  });
+
   it('rejects a stage needing itself', () => {
     expectIssue(issues(job([stage('a'), stage('b', { needs: ['a', 'b'] })])), '/stages/1/needs/1', 'stage "b" cannot need itself');
   });
@@ -250,8 +257,8 @@ describe('parseJobSpec: rejections', () => {
       }),
     );
     expectIssue(list, '/retry/maxAttempts', 'between 1 and 100');
-    expectIssue(list, '/retry/backoff/initialSeconds', 'must be positive');
-    expectIssue(list, '/retry/backoff/maxSeconds', 'must be positive');
+    expectIssue(list, '/retry/backoff/initialSeconds', 'must be positive and at most 604800');
+    expectIssue(list, '/retry/backoff/maxSeconds', 'must be positive and at most 604800');
     expectIssue(list, '/retry/maxLost', 'between 0 and 100');
     expectIssue(list, '/stages/0/retry/maxAttempts', 'between 1 and 100');
     expectIssue(list, '/stages/1/retry/onExitCodes/1', 'between 0 and 255');

@@ -24,6 +24,9 @@ import { parseCpuMillis, parseMemoryBytes, QuantityError } from './quantity.js';
 import { normalizeGpuType } from './resources.js';
 import { describeValue, encodePointerSegment as enc, schemaIssues, suggest } from './schema-issues.js';
 
+export const MAX_BACKOFF_SECONDS = 7 * 24 * 3600;
+export const MAX_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
 export const NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]*$';
 export const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
 const NAME_RULE = "must start with a letter or digit and contain only letters, digits, '.', '_' and '-'";
@@ -46,8 +49,9 @@ export const RetrySpecSchema = Type.Object(
     backoff: Type.Optional(
       Type.Object(
         {
-          initialSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
-          maxSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+          // A week: longer is not a backoff, and keeps every computed time a valid date.
+          initialSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: MAX_BACKOFF_SECONDS })),
+          maxSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: MAX_BACKOFF_SECONDS })),
         },
         strict,
       ),
@@ -99,7 +103,8 @@ export const StageSpecSchema = Type.Object(
     ),
     command: Type.Array(Type.String(), { minItems: 1, description: 'argv, run without a shell.' }),
     env: Type.Optional(StringMap('Environment variables.')),
-    timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+    // The largest a Node timer can wait (2^31 - 1 ms, about 24.8 days); longer would fire at once.
+    timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_SECONDS })),
     retry: Type.Optional(RetrySpecSchema),
     preemptible: Type.Optional(Type.Boolean()),
   },

@@ -82,7 +82,7 @@ function range(s: JsonSchema): string | undefined {
   const lo = typeof s.minimum === 'number' ? s.minimum : undefined;
   const hi = typeof s.maximum === 'number' ? s.maximum : undefined;
   if (lo !== undefined && hi !== undefined) return `between ${lo} and ${hi}`;
-  if (typeof s.exclusiveMinimum === 'number' && s.exclusiveMinimum === 0 && hi === undefined) return 'positive';
+  if (typeof s.exclusiveMinimum === 'number' && s.exclusiveMinimum === 0) return hi === undefined ? 'positive' : `positive and at most ${hi}`;
   if (lo !== undefined) return `at least ${lo}`;
   if (hi !== undefined) return `at most ${hi}`;
   if (typeof s.exclusiveMinimum === 'number') return `greater than ${s.exclusiveMinimum}`;

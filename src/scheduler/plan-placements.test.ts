@@ -225,7 +225,7 @@ describe('planPlacements examples', () => {
 
     it('no machines registered', () => {
       const plan = planPlacements({ machines: [], queue: [stage('s1')] });
-      expect(plan.pending).toEqual([{ stageId: 's1', reason: 'no machines registered' }]);
+      expect(plan.pending).toEqual([{ stageId: 's1', reason: 'no machines registered', unplaceable: true }]);
     });
   });
 
@@ -507,6 +507,8 @@ describe('planPlacements properties', () => {
           if (snap.machines.length === 0) expect(pend.reason).toBe('no machines registered');
           else if (couldWhenIdle) expect(pend.reason).toMatch(/ matching machines? busy$/);
           else expect(pend.reason).toMatch(/^no ready machine can run it: \d+ /);
+          // Parked (unplaceable) exactly when no machine could take it even idle.
+          expect(pend.unplaceable).toBe(!couldWhenIdle);
         }
       }),
       RUNS,

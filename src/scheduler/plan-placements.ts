@@ -1,5 +1,5 @@
 import { normalizeGpuType } from '../domain/resources.js';
-import { firstReject, stageNeed, type StageNeed } from './checks.js';
+import { firstReject, stageNeed, type StageNeed, isBusyReason } from './checks.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
 import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from './snapshot.js';
@@ -64,7 +64,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];
-  const failedShapes = new Map<string, string>();
+  const failedShapes = new Map<string, { reason: string; unplaceable: boolean }>();
 
   for (const stage of queue) {
     if (placements.length >= maxPlacements) break;
@@ -72,7 +72,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const key = shapeKey(need);
     const known = failedShapes.get(key);
     if (known !== undefined) {
-      pending.push({ stageId: stage.stageId, reason: known });
+      pending.push({ stageId: stage.stageId, ...known });
       continue;
     }
 
@@ -87,9 +87,9 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
 
     const best = bestCandidate(need, found.candidates);
     if (best === undefined) {
-      const reason = pendingReason(need, found.rejects);
-      failedShapes.set(key, reason);
-      pending.push({ stageId: stage.stageId, reason });
+      const verdict = { reason: pendingReason(need, found.rejects), unplaceable: !found.rejects.some((r) => isBusyReason(r.reason)) };
+      failedShapes.set(key, verdict);
+      pending.push({ stageId: stage.stageId, ...verdict });
       continue;
     }
 

@@ -39,6 +39,9 @@ export interface QueuedStage {
 }
 
 export interface SchedulerSnapshot {
+  /** Changes whenever a machine is added or changes health or capacity; the store parks stages
+   *  that no machine could run at this version and looks at them again at the next one. */
+  clusterVersion?: number;
   machines: MachineView[];
   /** Ready stages whose backoff has passed. Any order; the scheduler sorts. */
   queue: QueuedStage[];
@@ -57,6 +60,9 @@ export interface PendingStage {
   stageId: string;
   /** One line a person can act on, e.g. "no machine with 2 free h100 GPUs: 3 of 3 matching machines busy". */
   reason: string;
+  /** No machine could run it even if every machine were idle: waiting will not help until the
+   *  cluster changes (a machine joins, returns or is resized). */
+  unplaceable: boolean;
 }
 
 export interface Plan {

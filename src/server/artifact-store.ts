@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, stat } from 'node:fs/promises';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, normalize, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
@@ -31,8 +31,14 @@ export class ArtifactStore {
     const target = this.file(attemptId, rel);
     await mkdir(dirname(target), { recursive: true });
     const tmp = `${target}.part-${process.pid}-${Date.now()}`;
-    await pipeline(body, createWriteStream(tmp));
-    await rename(tmp, target);
+    try {
+      await pipeline(body, createWriteStream(tmp));
+      await rename(tmp, target);
+    } catch (err) {
+      // An upload cut short leaves nothing behind; the agent sends the file again.
+      await rm(tmp, { force: true });
+      throw err;
+    }
     return (await stat(target)).size;
   }
 

@@ -8,14 +8,23 @@ import { join } from 'node:path';
  */
 export function lockDataDir(dataDir: string): () => void {
   const file = join(dataDir, 'server.pid');
-  try {
-    writeFileSync(file, String(process.pid), { flag: 'wx' });
-  } catch {
-    const holder = Number(readFileSync(file, 'utf8').trim());
-    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
-      throw new Error(`data directory ${dataDir} is in use by process ${holder} (another Gantry); stop it or use another --data-dir`);
+  // Two tries: the second after removing a lock its holder left behind when it died. Creation
+  // is exclusive both times, so of two servers starting together only one gets the lock.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) {
+        throw new Error(`cannot lock data directory ${dataDir}: another Gantry is starting or running there (${file})`);
+      }
+      const holder = Number(readFileSync(file, 'utf8').trim());
+      // An empty file is a holder between create and write: alive, by definition.
+      if (!Number.isInteger(holder) || holder <= 0 || alive(holder)) {
+        throw new Error(`data directory ${dataDir} is in use by process ${holder || '(starting)'} (another Gantry); stop it or use another --data-dir`);
+      }
+      rmSync(file, { force: true });
     }
-    writeFileSync(file, String(process.pid));
   }
   return () => {
     try {

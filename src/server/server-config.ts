@@ -51,5 +51,16 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
   };
 }
 
+/** Timings that contradict each other would make healthy machines look dead: refuse them. */
+export function checkServerConfig(c: ServerConfig): void {
+  const problems: string[] = [];
+  if (!(c.heartbeatMs > 0)) problems.push('heartbeat must be positive');
+  if (!(c.heartbeatMs < c.suspectAfterMs)) problems.push(`heartbeat (${c.heartbeatMs} ms) must be shorter than suspect-after (${c.suspectAfterMs} ms)`);
+  if (!(c.suspectAfterMs <= c.lostAfterMs)) problems.push(`suspect-after (${c.suspectAfterMs} ms) must not exceed lost-after (${c.lostAfterMs} ms)`);
+  if (!(c.heartbeatMs < c.leaseMs)) problems.push(`heartbeat (${c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
+  if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
+  if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
+}
+
 export const databaseFile = (c: ServerConfig) => join(c.dataDir, 'gantry.db');
 export const artifactsDir = (c: ServerConfig) => join(c.dataDir, 'artifacts');

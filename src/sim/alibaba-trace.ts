@@ -153,12 +153,17 @@ export function parseNodeList(csv: string): MachineView[] {
  * - BE 0: best effort, batch work that can wait.
  * Any other value is an error: a new class should be placed in this order on purpose.
  */
-export const QOS_PRIORITY: Readonly<Record<string, number>> = {
+export const QOS_PRIORITY = {
   Guaranteed: 3,
   LS: 2,
   Burstable: 1,
   BE: 0,
-};
+} as const satisfies Record<string, number>;
+export type TraceQos = keyof typeof QOS_PRIORITY;
+
+function qosPriority(qos: string): number | undefined {
+  return Object.hasOwn(QOS_PRIORITY, qos) ? QOS_PRIORITY[qos as TraceQos] : undefined;
+}
 
 export interface TracePod {
   name: string;
@@ -215,7 +220,7 @@ export function parsePodList(csv: string): TracePod[] {
     const gpuMilli = intField(row, 'gpu_milli', what);
     const spec = field(row, 'gpu_spec');
     const qos = field(row, 'qos');
-    const priority = QOS_PRIORITY[qos];
+    const priority = qosPriority(qos);
     if (priority === undefined) throw new Error(`${what} line ${row.line}: unknown qos "${qos}"`);
     const creationTime = intField(row, 'creation_time', what);
     const deletionTime = intField(row, 'deletion_time', what);
@@ -274,7 +279,6 @@ export function withArrivalSpeedup(pods: readonly TracePod[], speedup: number): 
   });
 }
 
-
 export interface ReplayPass {
   /** Trace time of the pass, seconds. */
   time: number;
@@ -327,10 +331,16 @@ export interface ReplayStats {
     totalGpus: number;
     /** Allocated / total GPUs, time-weighted over [startTime, endTime]. */
     mean: number;
+    /**
+     * The same over [startTime, lastArrival]: while work still arrives. Differs from `mean` when a
+     * few long pods outlive the arrivals (the openb trace has pods that run for 145 days).
+     */
+    meanWhileArriving: number;
     peak: number;
   };
-  /** First arrival and last event (seconds). */
+  /** First arrival, last arrival and last event (seconds). */
   startTime: number;
+  lastArrival: number;
   endTime: number;
 }
 
@@ -514,7 +524,7 @@ export function replayTrace(
   let allocatedGpus = state.reduce((n, m) => n + m.gpus.filter((g) => !g.free).length, 0);
   let peakGpus = allocatedGpus;
   const queue = new Map<string, QueuedStage>();
-  const lastReason = new Map<string, string>();
+  const lastReason = new Map<string, PendingStage>();
   const departures = new DepartureHeap();
   const placements: ReplayPlacement[] = [];
   let placedOnArrival = 0;
@@ -523,6 +533,8 @@ export function replayTrace(
   let ai = 0;
 
   const startTime = arrivals[0]?.creationTime ?? 0;
+  const lastArrival = arrivals[arrivals.length - 1]?.creationTime ?? startTime;
+  let gpuSecondsWhileArriving = 0;
   let lastTime = startTime;
   let gpuSeconds = 0;
 
@@ -545,6 +557,7 @@ export function replayTrace(
     if (nextArrival === undefined && nextDeparture === undefined) break;
     const now = Math.min(nextArrival ?? Infinity, nextDeparture ?? Infinity);
     gpuSeconds += allocatedGpus * (now - lastTime);
+    if (lastTime < lastArrival) gpuSecondsWhileArriving += allocatedGpus * (Math.min(now, lastArrival) - lastTime);
     lastTime = now;
 
     while (departures.size > 0 && departures.peek()!.time <= now) {
@@ -579,7 +592,7 @@ export function replayTrace(
         departures.push({ time: releasedAt, seq: seq++, placement: p });
         placements.push({ ...p, placedAt: now, releasedAt, waitSeconds: now - pod.creationTime });
       }
-      for (const p of plan.pending) lastReason.set(p.stageId, p.reason);
+      for (const p of plan.pending) lastReason.set(p.stageId, p);
       // A pass stops at maxPlacements without reporting the rest: run another at the same time.
       if (plan.placements.length === 0 || plan.placements.length < maxPlacements) break;
     }
@@ -588,11 +601,11 @@ export function replayTrace(
   }
 
   const endTime = lastTime;
-  const neverPlaced: PendingStage[] = [...queue.keys()].map((stageId) => ({
-    stageId,
-    reason: lastReason.get(stageId) ?? 'never considered (pass cap reached)',
-  }));
+  const neverPlaced: PendingStage[] = [...queue.keys()].map(
+    (stageId) => lastReason.get(stageId) ?? { stageId, reason: 'never considered (pass cap reached)', unplaceable: false },
+  );
   const span = endTime - startTime;
+  const arrivalSpan = lastArrival - startTime;
   return {
     stats: {
       pods: pods.length,
@@ -604,9 +617,11 @@ export function replayTrace(
       gpuUtilisation: {
         totalGpus,
         mean: totalGpus > 0 && span > 0 ? gpuSeconds / (totalGpus * span) : 0,
+        meanWhileArriving: totalGpus > 0 && arrivalSpan > 0 ? gpuSecondsWhileArriving / (totalGpus * arrivalSpan) : 0,
         peak: totalGpus > 0 ? peakGpus / totalGpus : 0,
       },
       startTime,
+      lastArrival,
       endTime,
     },
     placements,

@@ -41,6 +41,8 @@ export interface StagesTable {
   ready_since: number | null;
   not_before: number | null;
   pending_reason: string | null;
+  /** The cluster version at which no machine could run it; not queued again until that changes. */
+  parked_at: number | null;
   end_reason: string | null;
   created_at: number;
   updated_at: number;
@@ -70,6 +72,8 @@ export interface AttemptsTable {
   started_at: number | null;
   finished_at: number | null;
   released_at: number | null;
+  /** Bytes of log stored so far; past the cap the rest is dropped. */
+  log_bytes: number;
 }
 
 export interface MachinesTable {

@@ -36,11 +36,13 @@ export interface Store {
   // --- jobs (user side) ---
   jobSubmit(p: { definition: JobDefinition; source: string | null; now: number }): Promise<JobDetail>;
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
+  jobExists(p: { jobId: string }): Promise<boolean>;
   jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
   jobCancel(p: { jobId: string; now: number; reason: string }): Promise<{ job: JobRecord; changed: boolean }>;
-  stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number }): Promise<LogChunk[] | null>;
+  /** A stage's log chunks after `afterId`, at most `limit` of them (a page; `id` is the cursor). */
+  stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
   eventsList(p: { jobId?: string; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
 
   // --- scheduler ---
@@ -48,8 +50,9 @@ export interface Store {
    *  every machine with what is free on it. */
   schedulerSnapshot(p: { now: number; limitPerPool: number }): Promise<SchedulerSnapshot>;
   /** Applies a plan, re-checking each placement against fresh state; a placement whose stage is
-   *  no longer ready or whose machine no longer has room is skipped and reported. */
-  planApply(p: { plan: Plan; now: number; leaseMs: number }): Promise<PlanApplyResult>;
+   *  no longer ready or whose machine no longer has room is skipped and reported. A stage the plan
+   *  found unplaceable is parked at `clusterVersion` (the snapshot's) until the cluster changes. */
+  planApply(p: { plan: Plan; now: number; leaseMs: number; clusterVersion?: number }): Promise<PlanApplyResult>;
 
   // --- machines and agents ---
   machineRegister(p: MachineRegistration & { now: number }): Promise<MachineRecord>;

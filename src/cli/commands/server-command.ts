@@ -5,7 +5,7 @@ import { ChaosBus, parseChaosSettings } from '../../bus/chaos-bus.js';
 import { MemoryBus } from '../../bus/memory-bus.js';
 import { createControlPlane } from '../../server/control-plane.js';
 import { lockDataDir } from '../../server/data-dir-lock.js';
-import { defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
+import { checkServerConfig, defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -28,7 +28,9 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('lostAfterMs', env('GANTRY_LOST_AFTER_MS'));
   set('ackTimeoutMs', env('GANTRY_ACK_TIMEOUT_MS'));
   set('killGraceMs', env('GANTRY_KILL_GRACE_MS'));
-  return defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, ...over });
+  const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, ...over });
+  checkServerConfig(config);
+  return config;
 }
 
 /** Starts the control plane (API, scheduler, reconciler, outbox relay) and returns it. */

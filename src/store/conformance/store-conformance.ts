@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StaleAttemptError } from '../../domain/errors.js';
 import type { StageDetail } from '../records.js';
+import { planPlacements } from '../../scheduler/plan-placements.js';
 import type { Store } from '../store.js';
 import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 
@@ -263,9 +264,34 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [{ stream: 'stdout', data: 'hello\n' }, { stream: 'stderr', data: 'warn\n' }], now });
       await expect(store.attemptLogAppend({ attemptId: a.id, token: 99, chunks: [{ stream: 'stdout', data: 'x' }], now })).rejects.toBeInstanceOf(StaleAttemptError);
-      const logs = await store.stageLogs({ jobId: j.id, stage: 'a' });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe('hello\nwarn\n');
-      expect(await store.stageLogs({ jobId: j.id, stage: 'nope' })).toBeNull();
+      expect(await store.stageLogs({ jobId: j.id, stage: 'nope', limit: 100 })).toBeNull();
+      // Pages: `limit` chunks at a time, the last id as the cursor.
+      const first = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 1 });
+      expect(first!.map((l) => l.data)).toEqual(['hello\n']);
+      const next = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 1, afterId: first![0]!.id });
+      expect(next!.map((l) => l.data)).toEqual(['warn\n']);
+    });
+
+    it('keeps at most the log cap per attempt, and says where it cut', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      const mib = 'x'.repeat(2 ** 20);
+      for (let i = 0; i < 70; i++) await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [{ stream: 'stdout', data: mib }], now });
+      let total = 0;
+      let last = '';
+      for (let after: number | undefined; ; ) {
+        const page = (await store.stageLogs({ jobId: j.id, stage: 'a', limit: 10, afterId: after }))!;
+        if (page.length === 0) break;
+        for (const c of page) total += c.data.length;
+        last = page.at(-1)!.data;
+        after = page.at(-1)!.id;
+      }
+      expect(total).toBeLessThan(64 * 2 ** 20 + 100);
+      expect(total).toBeGreaterThanOrEqual(64 * 2 ** 20);
+      expect(last).toMatch(/log truncated at 64 MiB/);
     });
 
     it('re-registering by name keeps the machine id', async () => {
@@ -315,6 +341,34 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       now += 5000;
       expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual([]);
       expect((await stageOf(j.id, 'b')).state).toBe('ready');
+    });
+
+    it('parks stages no machine can run, so they cannot hide placeable ones, until the cluster changes', async () => {
+      await store.machineRegister({ ...cpuMachine('c1'), now });
+      const nowhere = Array.from({ length: 30 }, (_, i) => stage(`x${i}`, { placement: { region: 'nowhere', labels: {} } }));
+      const blocked = await store.jobSubmit({ definition: job(nowhere), source: null, now });
+      now += 1;
+      const fine = await store.jobSubmit({ definition: job([stage('ok')]), source: null, now });
+      const pass = async () => {
+        const snapshot = await store.schedulerSnapshot({ now, limitPerPool: 10 });
+        const plan = planPlacements(snapshot);
+        await store.planApply({ plan, now, leaseMs: LEASE, clusterVersion: snapshot.clusterVersion });
+        return snapshot.queue.length;
+      };
+      const seen: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        now += 10;
+        seen.push(await pass());
+      }
+      expect(seen).toEqual([10, 10, 10, 1, 0]);
+      expect((await stageOf(fine.id, 'ok')).state).toBe('scheduled');
+      expect((await stageOf(blocked.id, 'x0')).pendingReason).toMatch(/another region/);
+      // A machine in that region joins: the parked stages are looked at again, and placed.
+      now += 10;
+      await store.machineRegister({ ...cpuMachine('far', { region: 'nowhere', cpuMillis: 64_000 }), now });
+      now += 10;
+      expect(await pass()).toBe(10);
+      expect((await stageOf(blocked.id, 'x0')).state).toBe('scheduled');
     });
 
     it('the outbox relays in order and marks what was published', async () => {

@@ -9,6 +9,9 @@ import { attemptsWithNames } from './job-verbs.js';
 import { syncJobState } from './sync-job-state.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
+/** Log kept per attempt (characters, close to bytes for text). */
+export const LOG_CAP_BYTES = 64 * 2 ** 20;
+
 const isActive = (s: string) => activeAttemptStates.includes(s as AttemptState);
 
 async function load(db: Db | Trx, attemptId: string): Promise<AttemptsTable> {
@@ -184,8 +187,23 @@ export async function attemptLogAppend(
   // Logs are accepted after the attempt ends (the last lines arrive with or after the outcome),
   // but only from the holder of its token.
   if (Number(a.token) !== p.token) throw new StaleAttemptError(a.id, `token ${p.token} is stale (current ${a.token})`);
-  const rows = p.chunks.filter((c) => c.data.length).map((c) => ({ attempt_id: a.id, stream: c.stream, at: tx.now, data: c.data }));
+  // A stage that prints without end must not fill the database: what passes the cap is dropped,
+  // and the log says so once (the count then stands above the cap, and later chunks are dropped).
+  let budget = LOG_CAP_BYTES - Number(a.log_bytes);
+  if (budget < 0) return;
+  const rows: { attempt_id: string; stream: string; at: number; data: string }[] = [];
+  let stored = 0;
+  for (const c of p.chunks) {
+    if (!c.data.length) continue;
+    const whole = c.data.length <= budget;
+    const data = whole ? c.data : `${c.data.slice(0, budget)}\n[gantry: log truncated at ${LOG_CAP_BYTES / 2 ** 20} MiB]\n`;
+    rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data });
+    stored += data.length;
+    budget -= data.length;
+    if (!whole) break;
+  }
   if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
+  if (stored) await tx.db.updateTable('attempts').set({ log_bytes: Number(a.log_bytes) + stored }).where('id', '=', a.id).execute();
 }
 
 export async function attemptForUpload(db: Db, p: { attemptId: string; token: number }): Promise<AttemptRecord> {

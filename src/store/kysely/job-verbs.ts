@@ -202,7 +202,7 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
 
 export async function stageLogs(
   db: Db,
-  p: { jobId: string; stage: string; attempt?: number; afterId?: number },
+  p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number },
 ): Promise<LogChunk[] | null> {
   const stage = await db
     .selectFrom('stages')
@@ -228,7 +228,7 @@ export async function stageLogs(
     )
     .orderBy('id');
   if (p.afterId !== undefined) q = q.where('id', '>', p.afterId);
-  const rows = await q.execute();
+  const rows = await q.limit(p.limit).execute();
   return rows.map((r) => ({
     id: Number(r.id),
     attemptNumber: numbers.get(r.attempt_id)!,

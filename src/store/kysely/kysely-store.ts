@@ -60,6 +60,9 @@ export class KyselyStore implements Store {
   jobGet(p: { jobId: string }) {
     return jobs.jobGet(this.db, p.jobId);
   }
+  async jobExists(p: { jobId: string }) {
+    return (await this.db.selectFrom('jobs').select('id').where('id', '=', p.jobId).executeTakeFirst()) !== undefined;
+  }
   jobList(p: { state?: JobState; team?: string; limit: number }) {
     return jobs.jobList(this.db, p);
   }
@@ -81,7 +84,7 @@ export class KyselyStore implements Store {
   schedulerSnapshot(p: { now: number; limitPerPool: number }) {
     return scheduler.schedulerSnapshot(this.db, p);
   }
-  planApply(p: { plan: Plan; now: number; leaseMs: number }) {
+  planApply(p: { plan: Plan; now: number; leaseMs: number; clusterVersion?: number }) {
     return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
   }
 

@@ -80,7 +80,7 @@ export async function machineHeartbeat(
   if (!m) return null;
   let health = m.health as MachineHealth;
   if (health === 'suspect' || health === 'lost') {
-    await tx.db.updateTable('machines').set({ health: 'ready' }).where('id', '=', m.id).where('health', '=', health).execute();
+    await tx.db.updateTable('machines').set({ health: 'ready', updated_at: tx.now }).where('id', '=', m.id).where('health', '=', health).execute();
     await tx.event({ type: 'machine:ready', machineId: m.id, message: `machine ${m.name} is heartbeating again (was ${health})` });
     await tx.publish('capacity:freed', { machineId: m.id });
     health = 'ready';

@@ -11,6 +11,8 @@ import type { Db, TxContext } from './tx-context.js';
 
 export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: number }): Promise<SchedulerSnapshot> {
   const machines = await db.selectFrom('machines').selectAll().orderBy('name').execute();
+  // Every health, capacity or membership change writes the machine's updated_at.
+  const clusterVersion = machines.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
   const usage = await machineUsage(db);
   const views: MachineView[] = machines.map((m) => {
     const u = usage.get(m.id) ?? emptyUsage();
@@ -39,6 +41,7 @@ export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: 
       .where('state', '=', 'ready')
       .where('pool', '=', pool)
       .where((eb) => eb.or([eb('not_before', 'is', null), eb('not_before', '<=', p.now)]))
+      .where((eb) => eb.or([eb('parked_at', 'is', null), eb('parked_at', '<', clusterVersion)]))
       .orderBy('priority', 'desc')
       .orderBy('ready_since', 'asc')
       .limit(p.limitPerPool)
@@ -57,7 +60,7 @@ export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: 
       });
     }
   }
-  return { machines: views, queue };
+  return { clusterVersion, machines: views, queue };
 }
 
 /**
@@ -66,7 +69,7 @@ export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: 
  * the room and the very GPU devices the plan named. The stage's fencing token grows by one and
  * becomes the new attempt's token.
  */
-export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number }): Promise<PlanApplyResult> {
+export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number; clusterVersion?: number }): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
   const appliedIds: string[] = [];
   const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
@@ -110,7 +113,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
     const attemptId = newId('att', tx.now);
     const res = await tx.db
       .updateTable('stages')
-      .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: tx.now })
+      .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, parked_at: null, updated_at: tx.now })
       .where('id', '=', stage.id)
       .where('state', '=', 'ready')
       .where('token', '=', token - 1)
@@ -146,6 +149,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
         started_at: null,
         finished_at: null,
         released_at: null,
+        log_bytes: 0,
       })
       .execute();
     u.cpuMillis += pl.cpuMillis;
@@ -167,6 +171,16 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
     });
   }
   for (const pend of p.plan.pending) {
+    if (pend.unplaceable && p.clusterVersion !== undefined) {
+      // Parked: out of the queue's head until the cluster changes (a machine joins or returns).
+      await tx.db
+        .updateTable('stages')
+        .set({ pending_reason: pend.reason, parked_at: p.clusterVersion })
+        .where('id', '=', pend.stageId)
+        .where('state', '=', 'ready')
+        .execute();
+      continue;
+    }
     await tx.db
       .updateTable('stages')
       .set({ pending_reason: pend.reason })

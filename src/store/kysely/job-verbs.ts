@@ -244,6 +244,19 @@ export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit
     .select(['id'])
     .where('state', 'in', ['submitted', 'queued', 'scheduled', 'running'])
     .where('updated_at', '<', tx.now - p.staleAfterMs)
+    // Only jobs nothing is moving: a job with a stage queued, placed or running is not stuck,
+    // whatever its age, and is left alone (no rescans, no writes for jobs simply waiting).
+    .where((eb) =>
+      eb.not(
+        eb.exists(
+          eb
+            .selectFrom('stages')
+            .select('stages.id')
+            .whereRef('stages.job_id', '=', 'jobs.id')
+            .where('stages.state', 'in', ['ready', 'scheduled', 'running']),
+        ),
+      ),
+    )
     .orderBy('updated_at')
     .limit(p.limit)
     .execute();

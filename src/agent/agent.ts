@@ -302,9 +302,17 @@ export class Agent {
     }
     run.paths = await this.state.createAttempt(a);
     if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
+    // Inputs are fetched while the start is acknowledged: both are on the way from ready to
+    // running. Nothing runs before the acknowledgement, and a refused start discards the inputs.
+    const paths = run.paths;
+    const inputs = this.client.downloadInputs(a.inputs, paths.input).then(
+      () => null,
+      (err: unknown) => err,
+    );
     try {
       await this.client.start(id, a.token, null);
     } catch (err) {
+      await inputs;
       if (err instanceof StaleAttempt) {
         this.log(`attempt ${describe(a)} is no longer current; not running it`);
         return this.forget(run, { result: 'dropped', note: err.message });
@@ -317,18 +325,15 @@ export class Agent {
       return;
     }
     let result: ProcessResult | null = null;
-    if (!run.dropped) {
-      try {
-        await this.client.downloadInputs(a.inputs, run.paths.input);
-      } catch (err) {
-        if (err instanceof StaleAttempt) this.drop(run, 'stale: ' + err.message);
-        // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
-        else if (this.halt.signal.aborted) this.drop(run, 'agent stopping');
-        else result = { exitCode: null, signal: null, reason: `input download failed: ${message(err)}` };
-      }
+    const inputError = await inputs;
+    if (!run.dropped && inputError) {
+      if (inputError instanceof StaleAttempt) this.drop(run, 'stale: ' + inputError.message);
+      // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
+      else if (this.halt.signal.aborted) this.drop(run, 'agent stopping');
+      else result = { exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
     }
     if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
-    result ??= await this.spawn(run, run.paths);
+    result ??= await this.spawn(run, paths);
 
     const exit: ExitRecord = { ...result, finishedAt: new Date(this.clock.now()).toISOString() };
     await this.state.writeExit(id, exit);

@@ -5,6 +5,7 @@
  */
 export class Loop {
   private timer: NodeJS.Timeout | null = null;
+  private immediate: NodeJS.Immediate | null = null;
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = true;
@@ -25,7 +26,9 @@ export class Loop {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.immediate) clearImmediate(this.immediate);
     this.timer = null;
+    this.immediate = null;
     await this.running;
   }
 
@@ -50,7 +53,19 @@ export class Loop {
 
   private schedule(delayMs: number): void {
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), delayMs);
+    this.timer = null;
+    if (delayMs > 0) {
+      this.timer = setTimeout(() => void this.tick(), delayMs);
+      return;
+    }
+    // "Now" means the next turn of the event loop; a zero timeout would wait a millisecond or more,
+    // and every hop from a commit to a started process (relay, scheduler) would pay it.
+    if (!this.immediate) {
+      this.immediate = setImmediate(() => {
+        this.immediate = null;
+        void this.tick();
+      });
+    }
   }
 
   private async tick(): Promise<void> {
@@ -62,7 +77,7 @@ export class Loop {
     } catch (err) {
       this.onError(err);
     }
-    if (this.stopped || this.timer) return;
+    if (this.stopped || this.timer || this.immediate) return;
     // Jitter keeps replicas' (and loops') passes from lining up.
     this.schedule(this.again ? 0 : this.intervalMs * (0.8 + 0.4 * this.random()));
   }

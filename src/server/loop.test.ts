@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { Loop } from './loop.js';
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('Loop', () => {
+  it('runs at start, on its interval, and at once when kicked; kicks during a pass coalesce into one more', async () => {
+    let passes = 0;
+    let release!: () => void;
+    let gate: Promise<void> = Promise.resolve();
+    const loop = new Loop('t', async () => {
+      passes++;
+      await gate;
+    }, 60_000, (e) => {
+      throw e;
+    });
+    loop.start();
+    await tick();
+    await tick();
+    expect(passes).toBe(1);
+    gate = new Promise((r) => (release = r));
+    loop.kick();
+    await tick();
+    await tick();
+    expect(passes).toBe(2);
+    // Three kicks while the pass is held: exactly one more pass afterwards.
+    loop.kick();
+    loop.kick();
+    loop.kick();
+    gate = Promise.resolve();
+    release();
+    for (let i = 0; i < 5; i++) await tick();
+    expect(passes).toBe(3);
+    await loop.stop();
+    loop.kick();
+    await tick();
+    expect(passes).toBe(3);
+  });
+});

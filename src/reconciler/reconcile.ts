@@ -24,5 +24,7 @@ export async function reconcilePass(store: Store, clock: Clock, s: ReconcileSett
   });
   const attempts = await store.attemptsReap({ now: clock.now(), ackTimeoutMs: s.ackTimeoutMs, jitter: random() });
   const repairedJobs = await store.jobsRepair({ now: clock.now(), staleAfterMs: s.repairAfterMs, limit: 100 });
+  // Published outbox rows are kept an hour (for a look when debugging), then dropped.
+  await store.outboxPrune({ before: clock.now() - 3_600_000 });
   return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs };
 }

@@ -100,6 +100,8 @@ export interface Store {
   // --- outbox ---
   outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
   outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;
+  /** Deletes rows published before `before`: the outbox is a hand-off, not a history (events are). */
+  outboxPrune(p: { before: number }): Promise<number>;
 }
 
 export type { MachineRegistration } from './records.js';

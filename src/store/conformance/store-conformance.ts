@@ -379,6 +379,8 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect([...ids].sort((x, y) => x - y)).toEqual(ids);
       await store.outboxMarkPublished({ ids, now });
       expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+      expect(await store.outboxPrune({ before: now })).toBe(0);
+      expect(await store.outboxPrune({ before: now + 1 })).toBe(ids.length);
     });
   });
 }

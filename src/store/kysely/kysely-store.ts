@@ -146,6 +146,10 @@ export class KyselyStore implements Store {
       .execute();
     return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }));
   }
+  async outboxPrune(p: { before: number }): Promise<number> {
+    const r = await this.db.deleteFrom('outbox').where('published_at', 'is not', null).where('published_at', '<', p.before).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
   async outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void> {
     if (p.ids.length === 0) return;
     await this.db.updateTable('outbox').set({ published_at: p.now }).where('id', 'in', p.ids).execute();

@@ -17,11 +17,13 @@ import {
   hasAlibabaTrace,
   readNodeList,
   readPodList,
+  type PodListName,
+} from '../src/sim/alibaba-trace.js';
+import {
   replayTrace,
   utilisationBuckets,
   withArrivalSpeedup,
-  type PodListName,
-} from '../src/sim/alibaba-trace.js';
+} from '../src/sim/trace-replay.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

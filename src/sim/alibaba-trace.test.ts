@@ -12,12 +12,14 @@ import {
   QOS_PRIORITY,
   readNodeList,
   readPodList,
+  type TracePod,
+} from './alibaba-trace.js';
+import {
   replayTrace,
   summarise,
   utilisationBuckets,
   withArrivalSpeedup,
-  type TracePod,
-} from './alibaba-trace.js';
+} from './trace-replay.js';
 
 const MiB = 1024 * 1024;
 const NODE_HEADER = 'sn,cpu_milli,memory_mib,gpu,model';

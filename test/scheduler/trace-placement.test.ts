@@ -16,11 +16,13 @@ import {
   hasAlibabaTrace,
   readNodeList,
   readPodList,
+  type TracePod,
+} from '../../src/sim/alibaba-trace.js';
+import {
   replayTrace,
   withArrivalSpeedup,
   type ReplayResult,
-  type TracePod,
-} from '../../src/sim/alibaba-trace.js';
+} from '../../src/sim/trace-replay.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const TRACE_DIR = resolve(REPO, ALIBABA_TRACE_RELATIVE_DIR);

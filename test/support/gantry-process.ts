@@ -86,7 +86,7 @@ export async function until<T>(what: string, fn: () => Promise<T>, pred: (v: T) 
 }
 
 export const jobOf = (url: string, id: string) => api(url, `/v1/jobs/${id}`).then((r) => r.body);
-export const isTerminal = (j: { state: string }) => ['succeeded', 'failed', 'canceled'].includes(j.state);
+export const isTerminal = <T extends { state: string }>(j: T): boolean => ['succeeded', 'failed', 'canceled'].includes(j.state);
 
 export function processGroupAlive(pgid: number): boolean {
   try {

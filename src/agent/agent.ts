@@ -14,13 +14,14 @@ import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest } from '../api/contract/agent-protocol.js';
 import { AgentClient, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
 import { deliverOutcome } from './deliver-outcome.js';
-import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
+import { AgentState, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
 import { attemptEnv } from './attempt-env.js';
 import { crashBeforeReport } from './fault-hooks.js';
+import { abandonInterrupted } from './abandon-interrupted.js';
 import { LogShipper } from './log-shipper.js';
 import type { DetectedMachine } from './machine-detect.js';
-import { killProcessGroup, processGroupAlive } from './process-group.js';
+import { processGroupAlive } from './process-group.js';
 import { runProcess, type ProcessResult } from './process-runner.js';
 import { describe, describeExit, message, newRun, type Run } from './attempt-run.js';
 
@@ -168,33 +169,11 @@ export class Agent {
     return false;
   }
 
-  /**
-   * Outcomes recorded before a crash are delivered before new work is taken. An attempt that was
-   * running when the agent died has no outcome to deliver: its exit status went with the agent. If
-   * its process group still runs (it is detached, so it can outlive us), it is killed, since it
-   * would otherwise keep its GPUs with nobody to report it; then, like a group that died with us,
-   * it is left for the server to reap as lost.
-   */
+  /** Outcomes recorded before a crash are delivered before new work is taken (see abandon-interrupted.ts for the rest). */
   private async recover(): Promise<void> {
     const { finished, interrupted, broken } = await this.state.scan();
     for (const b of broken) this.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
-    for (const { assignment: a, pid } of interrupted) {
-      let note = 'was running when the agent stopped; left for the server to reap';
-      if (pid && survivingGroup(pid)) {
-        this.log(`attempt ${describe(a)} outlived the previous agent (pid ${pid.pid}); killing its process group`);
-        await killProcessGroup(pid.pid, this.settings!.killGraceMs).catch((err) => this.log(`cannot kill pid ${pid.pid}: ${message(err)}`));
-        note = 'outlived the previous agent and was killed; left for the server to reap';
-      } else if (!pid) {
-        // Died between the spawn and recording the pid: find the processes by their attempt id.
-        const groups = groupsOfAttempt(a.attemptId);
-        for (const g of groups) await killProcessGroup(g, this.settings!.killGraceMs).catch((err) => this.log(`cannot kill group ${g}: ${message(err)}`));
-        if (groups.length) note = `outlived the previous agent (no pid record; found ${groups.length} process group(s) by attempt id) and was killed`;
-        this.log(`attempt ${describe(a)} ${note}`);
-      } else {
-        this.log(`attempt ${describe(a)} ${note}`);
-      }
-      await this.markReported(a.attemptId, { result: 'abandoned', note });
-    }
+    await abandonInterrupted(interrupted, this.settings!.killGraceMs, (l) => this.log(l), (id, rec) => this.markReported(id, rec));
     for (const { assignment: a, exit } of finished) {
       this.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
       const run = newRun(a);

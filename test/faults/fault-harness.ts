@@ -74,6 +74,7 @@ export class Cluster {
   static async start(name: string, serverEnv: Record<string, string> = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), `gantry-faults-${name}-`));
     const c = new Cluster(name, dir, await freePort(), serverEnv);
+    started.add(c);
     try {
       await c.startServer();
     } catch (err) {
@@ -305,4 +306,20 @@ export const stageOf = (j: JobView, name: string) => {
 export async function waitForLine(c: Cluster, what: string, pred: (l: ProcLine) => boolean, timeoutMs = 30_000): Promise<ProcLine> {
   const found = await until(what, async () => c.procLines().find(pred), (l) => l !== undefined, timeoutMs);
   return found!;
+}
+
+const started = new Set<Cluster>();
+
+/**
+ * Registers, once per test file, the cleanup of every cluster its tests started: all their
+ * processes killed after each test, and the directory kept when the test failed, for a look.
+ */
+export function cleanUpClustersAfterEach(afterEachHook: (fn: (ctx: { task: { result?: { state?: string } } }) => Promise<void>) => void): void {
+  afterEachHook(async (ctx) => {
+    const failed = ctx.task.result?.state === 'fail';
+    for (const c of [...started]) {
+      started.delete(c);
+      await c.cleanup(failed);
+    }
+  });
 }

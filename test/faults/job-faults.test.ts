@@ -4,22 +4,16 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '../support/gantry-process.js';
-import { Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
+import { cleanUpClustersAfterEach, Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
 import { attemptGroupAlive } from './processes.js';
 import { job, seeded, stage } from './stage-script.js';
 
 describe('fault injection: cancels and poison stages', () => {
-  let c: Cluster | undefined;
-  let passed = false;
-  afterEach(async () => {
-    await c?.cleanup(!passed);
-    c = undefined;
-    passed = false;
-  });
+  cleanUpClustersAfterEach(afterEach);
 
   it('cancel at random moments: nothing starts after it, every process is gone within the grace', async () => {
     const rand = seeded(606);
-    c = await Cluster.start('cancel');
+    const c = await Cluster.start('cancel');
     await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' })]);
     const h = c.history;
     const chain = (name: string, first = 'sleep 0.5') =>
@@ -28,16 +22,16 @@ describe('fault injection: cancels and poison stages', () => {
     for (let i = 0; i < 8; i++) {
       const id = await c.submit(chain(`random-${i}`));
       const delay = rand() * 4000;
-      cancels.push(sleep(delay).then(async () => ({ id, ...(await c!.cancel(id)) })));
+      cancels.push(sleep(delay).then(async () => ({ id, ...(await c.cancel(id)) })));
     }
     // While a stage is finishing: the moment its end line is written, before the agent has reported it.
     const finishing = await c.submit(chain('while-finishing', 'sleep 1'));
     cancels.push(
       (async () => {
         for (let t = Date.now(); Date.now() - t < 30_000; await sleep(5)) {
-          if (c!.procLines().some((l) => l.ev === 'end' && l.job === finishing && l.stage === 's1')) break;
+          if (c.procLines().some((l) => l.ev === 'end' && l.job === finishing && l.stage === 's1')) break;
         }
-        return { id: finishing, ...(await c!.cancel(finishing)) };
+        return { id: finishing, ...(await c.cancel(finishing)) };
       })(),
     );
     // A stage that ignores TERM: KILL after the grace.
@@ -62,12 +56,11 @@ describe('fault injection: cancels and poison stages', () => {
     expect(canceled).toBeGreaterThanOrEqual(5);
     const fin = r.jobs.find((j) => j.id === finishing)!;
     console.log(`cancel: ${canceled}/${r.jobs.length} canceled; stubborn group gone ${goneAfter} ms after the cancel; while-finishing: ${describeJob(fin)}`);
-    passed = true;
   }, 90_000);
 
   it('poison stages use up exactly their attempts, while normal jobs beside them succeed', async () => {
     const rand = seeded(707);
-    c = await Cluster.start('poison');
+    const c = await Cluster.start('poison');
     await Promise.all([c.startAgent('a1'), c.startAgent('a2')]);
     const h = c.history;
     const retry = (maxAttempts: number) => ({ maxAttempts, backoff: { initialSeconds: 1, maxSeconds: 1 } });
@@ -109,6 +102,5 @@ describe('fault injection: cancels and poison stages', () => {
       for (const a of p.attempts) expect(check(a), `${what}: ${describeJob(j)}`).toBe(true);
       expect(j.failureReason, describeJob(j)).toBeTruthy();
     }
-    passed = true;
   }, 90_000);
 });

@@ -6,22 +6,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '../support/gantry-process.js';
-import { Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
+import { cleanUpClustersAfterEach, Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
 import { attemptGroupAlive } from './processes.js';
 import { job, pipeline, seeded, stage } from './stage-script.js';
 
 describe('fault injection: machines and agents', () => {
-  let c: Cluster | undefined;
-  let passed = false;
-  afterEach(async () => {
-    await c?.cleanup(!passed);
-    c = undefined;
-    passed = false;
-  });
+  cleanUpClustersAfterEach(afterEach);
 
   it('machine death mid-stage: the stage runs elsewhere, the job succeeds, one committed output', async () => {
     const rand = seeded(101);
-    c = await Cluster.start('machine-death');
+    const c = await Cluster.start('machine-death');
     await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' })]);
     // The first attempt outlasts the kill however slow the harness is; the rerun is quick.
     const trainBody = 'if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep 4; else sleep 1; fi';
@@ -40,36 +34,35 @@ describe('fault injection: machines and agents', () => {
     const committed = train.attempts.find((a) => a.id === train.outputAttemptId)!;
     expect(committed.machine).not.toBe(started.machine);
     expect(train.attempts.filter((a) => a.state === 'succeeded')).toHaveLength(1);
-    passed = true;
   }, 90_000);
 
   it('agent killed after the exit is recorded and before it is reported: one committed output, no stale accept', async () => {
     const rand = seeded(202);
-    c = await Cluster.start('crash-before-report');
+    const c = await Cluster.start('crash-before-report');
     const fault = { GANTRY_AGENT_FAULT: 'crash-before-report' };
     // Two lanes, so each crashing agent gets exactly its own job's first stage.
     const lane = (l: string) => ({ labels: { lane: l } });
     const laned = (name: string, l: string) =>
       job(name, [
-        { ...stage(c!.history, 'prep', { body: 'sleep 0.3' }), placement: lane(l) },
-        { ...stage(c!.history, 'eval', { needs: ['prep'], body: 'sleep 0.2' }), placement: lane(l) },
+        { ...stage(c.history, 'prep', { body: 'sleep 0.3' }), placement: lane(l) },
+        { ...stage(c.history, 'eval', { needs: ['prep'], body: 'sleep 0.2' }), placement: lane(l) },
       ]);
-    const startLaneAgent = (name: string, l: string) => c!.startAgent(name, { env: fault, labels: [`lane=${l}`] });
+    const startLaneAgent = (name: string, l: string) => c.startAgent(name, { env: fault, labels: [`lane=${l}`] });
     await Promise.all([startLaneAgent('fast', 'fast'), startLaneAgent('slow', 'slow')]);
     const fastJob = await c.submit(laned('restart-at-once', 'fast'));
     const slowJob = await c.submit(laned('restart-after-lost', 'slow'));
 
     // fast: restarted at once (after a seeded pause under the lost timeout); its report may still be accepted.
-    await until('fast agent crashed', async () => c!.agentAlive('fast'), (alive) => !alive, 30_000);
+    await until('fast agent crashed', async () => c.agentAlive('fast'), (alive) => !alive, 30_000);
     c.note('agent-crashed', { machine: 'fast' });
     await sleep(rand() * 300);
     const fastRestart = startLaneAgent('fast', 'fast');
     // slow: restarted only once the server has given its attempt up as lost; its report must be refused.
-    await until('slow agent crashed', async () => c!.agentAlive('slow'), (alive) => !alive, 30_000);
+    await until('slow agent crashed', async () => c.agentAlive('slow'), (alive) => !alive, 30_000);
     c.note('agent-crashed', { machine: 'slow' });
     const slowFinished = c.procLines().find((l) => l.ev === 'end' && l.job === slowJob && l.stage === 'prep')!;
     expect(slowFinished.code).toBe(0);
-    await until('slow prep #1 lost', () => c!.job(slowJob), (j) => stageOf(j, 'prep').attempts[0]?.state === 'lost', 20_000);
+    await until('slow prep #1 lost', () => c.job(slowJob), (j) => stageOf(j, 'prep').attempts[0]?.state === 'lost', 20_000);
     await Promise.all([fastRestart, startLaneAgent('slow', 'slow')]);
 
     const r = await c.check();
@@ -92,11 +85,10 @@ describe('fault injection: machines and agents', () => {
     console.log(`crash-before-report: the at-once restart's report was ${fastAttempt.state === 'succeeded' ? 'accepted' : 'too late (lost)'}`);
     // The fault fired once per data dir: the restarted agents (same env) did not crash again.
     expect(c.agentAlive('fast') && c.agentAlive('slow')).toBe(true);
-    passed = true;
   }, 90_000);
 
   it('agent frozen past its lease: its attempts are lost, never committed, and its processes killed on resume', async () => {
-    c = await Cluster.start('sigstop');
+    const c = await Cluster.start('sigstop');
     await c.startAgent('a1');
     const firstSlow = (s: number) => `if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep ${s}; else sleep 0.5; fi`;
     // A: still running when the agent wakes (it must kill it). B: ends while the agent is frozen (its report must not count).
@@ -108,7 +100,7 @@ describe('fault injection: machines and agents', () => {
     const stoppedAt = c.pause('a1');
     await until(
       'both first attempts lost',
-      () => Promise.all([c!.job(a), c!.job(b)]),
+      () => Promise.all([c.job(a), c.job(b)]),
       (js) => js.every((j) => stageOf(j, 'work').attempts[0]?.state === 'lost'),
       20_000,
     );
@@ -137,6 +129,5 @@ describe('fault injection: machines and agents', () => {
     // and the server refuses the late report (its attempt was lost and given away meanwhile).
     if (bEnd && bEnd.t > stoppedAt) expect(refused, c.agentOutput('a1')).toBeGreaterThanOrEqual(1);
     console.log(`sigstop: frozen ${resumedAt - stoppedAt} ms; server refused ${refused} stale outcome(s); B ended ${bEnd && bEnd.t > stoppedAt ? 'while frozen' : 'before the freeze'}`);
-    passed = true;
   }, 90_000);
 });

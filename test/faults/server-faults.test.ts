@@ -3,27 +3,21 @@
  * on its data dir; a bus that drops, duplicates, delays and reorders every message.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Cluster, describeJob, sleep, stageOf } from './fault-harness.js';
+import { cleanUpClustersAfterEach, Cluster, describeJob, sleep, stageOf } from './fault-harness.js';
 import { FAST_RETRY, job, seeded, stage } from './stage-script.js';
 
 describe('fault injection: the control plane', () => {
-  let c: Cluster | undefined;
-  let passed = false;
-  afterEach(async () => {
-    await c?.cleanup(!passed);
-    c = undefined;
-    passed = false;
-  });
+  cleanUpClustersAfterEach(afterEach);
 
   it('server SIGKILLed during a burst of submissions: every accepted job exists and ends', async () => {
     const rand = seeded(404);
     const TOTAL = 40;
-    c = await Cluster.start('server-kill');
+    const c = await Cluster.start('server-kill');
     await Promise.all([c.startAgent('a1'), c.startAgent('a2')]);
     const spec = (i: number) =>
       i % 2 === 0
-        ? job(`burst-${i}`, [stage(c!.history, 'only', { body: 'sleep 0.1' })])
-        : job(`burst-${i}`, [stage(c!.history, 'first', { body: 'sleep 0.1' }), stage(c!.history, 'second', { needs: ['first'], body: 'true' })]);
+        ? job(`burst-${i}`, [stage(c.history, 'only', { body: 'sleep 0.1' })])
+        : job(`burst-${i}`, [stage(c.history, 'first', { body: 'sleep 0.1' }), stage(c.history, 'second', { needs: ['first'], body: 'true' })]);
 
     const accepted: string[] = [];
     let failedTries = 0;
@@ -32,7 +26,7 @@ describe('fault injection: the control plane', () => {
       for (let i = next++; i < TOTAL; i = next++) {
         for (;;) {
           try {
-            accepted.push(await c!.submit(spec(i)));
+            accepted.push(await c.submit(spec(i)));
             break;
           } catch (err) {
             // Unreachable, or the answer died with the server: not accepted, try again (for a while).
@@ -48,9 +42,9 @@ describe('fault injection: the control plane', () => {
       for (const n of killAfter) {
         while (accepted.length < n) await sleep(10);
         await sleep(rand() * 150);
-        await c!.killServer();
+        await c.killServer();
         await sleep(100 + rand() * 600);
-        await c!.startServer();
+        await c.startServer();
       }
     };
     await Promise.all([submitter(), submitter(), killer()]);
@@ -66,11 +60,10 @@ describe('fault injection: the control plane', () => {
     }
     const lost = r.jobs.flatMap((j) => j.stages.flatMap((s) => s.attempts.filter((a) => a.state === 'lost'))).length;
     console.log(`server-kill: kills after ${killAfter.join(', ')} accepted; ${failedTries} failed tries; ${r.jobs.length} jobs (${accepted.length} accepted); ${lost} lost attempts`);
-    passed = true;
   }, 120_000);
 
   it('bus chaos (drop, duplicate, delay, reorder): the same final states as a faithful bus', async () => {
-    c = await Cluster.start('bus-chaos', { GANTRY_BUS_CHAOS: 'seed=42,drop=0.3,duplicate=0.3,delay=0-300' });
+    const c = await Cluster.start('bus-chaos', { GANTRY_BUS_CHAOS: 'seed=42,drop=0.3,duplicate=0.3,delay=0-300' });
     await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2')]);
     const h = c.history;
     const flaky = 'if [ "$GANTRY_ATTEMPT" = 1 ]; then exit 3; fi; sleep 0.2';
@@ -115,6 +108,5 @@ describe('fault injection: the control plane', () => {
       expect(got, describeJob(j)).toEqual([jobState, stages]);
     }
     console.log(`bus-chaos: ${ids.size} jobs as expected; ${lost} lost attempts`);
-    passed = true;
   }, 90_000);
 });

@@ -6,6 +6,8 @@
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import { isRetryable, StaleAttempt, type AgentClient, type OutputFile } from './agent-client.js';
 import type { ExitRecord, ReportedRecord } from './agent-state.js';
+import { message } from './attempt-run.js';
+import { isCleanExit } from '../domain/attempt-state.js';
 
 /** `settled`: nothing more is owed (record it); otherwise try again later. `line` says what happened. */
 export type DeliveryOutcome = { settled: true; record: Omit<ReportedRecord, 'at'>; line: string } | { settled: false; line: string };
@@ -22,7 +24,7 @@ export async function deliverOutcome(
 ): Promise<DeliveryOutcome> {
   try {
     let outputs: OutputFile[] = [];
-    if (exit.exitCode === 0 && exit.reason === null) {
+    if (isCleanExit(exit)) {
       try {
         outputs = await client.uploadOutputs(a.attemptId, a.token, outputDir, uploaded);
       } catch (err) {
@@ -54,8 +56,4 @@ export async function deliverOutcome(
     // Any other 4xx: asking again cannot change the answer.
     return { settled: true, record: { result: 'dropped', note: message(err) }, line: `outcome refused by the server, giving up on it: ${message(err)}` };
   }
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

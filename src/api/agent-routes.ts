@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
+import { isCleanExit } from '../domain/attempt-state.js';
 import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
@@ -51,7 +52,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as HeartbeatRequest;
-      const known = new Set(body.running.map((r) => r.attemptId));
+      const known = body.running.map((r) => r.attemptId);
       const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
       const reportedAt = clock.now();
       try {
@@ -65,14 +66,13 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           running: body.running,
           now: reportedAt,
           leaseMs: config.leaseMs,
-          reportedAt,
           missingAfterMs: 2 * config.heartbeatMs,
           jitter: ctx.random(),
         });
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
         let kill = hb.kill;
         for (;;) {
-          const assignments = (await store.machineAssignments({ machineId: id })).filter((a) => !known.has(a.attemptId));
+          const assignments = await store.machineAssignments({ machineId: id, exclude: known });
           const left = deadline - clock.now();
           if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
             return { health: hb.health, kill, assignments };
@@ -141,8 +141,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as CompleteRequest;
-      const succeeded = body.exitCode === 0 && body.signal === null && body.reason === null;
-      if (succeeded) {
+      if (isCleanExit(body)) {
         // Outputs are committed by pointer only if every file named was really uploaded, whole.
         for (const o of body.outputs) {
           const size = await ctx.artifacts.size(id, ArtifactStore.checkPath(o.path));

@@ -89,7 +89,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const { id } = req.params as { id: string };
       const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: 'canceled by user' });
       req.log.info({ jobId: id, changed: r.changed }, 'job cancel');
-      return { changed: r.changed, job: jobView((await store.jobGet({ jobId: id }))!) };
+      return { changed: r.changed, job: jobView(r.job) };
     },
   );
 

@@ -36,6 +36,11 @@ export const attemptTransitions: TransitionTable<AttemptState> = {
 /** Attempts that hold resources on their machine. */
 export const activeAttemptStates: readonly AttemptState[] = ['scheduled', 'running'];
 
-export function isAttemptTerminal(s: AttemptState): boolean {
-  return attemptTransitions[s].length === 0;
+export function isAttemptActive(s: string): boolean {
+  return activeAttemptStates.includes(s as AttemptState);
+}
+
+/** What an agent's outcome report amounts to: a success is a plain exit 0, nothing else. */
+export function isCleanExit(o: { exitCode: number | null; signal: string | null; reason: string | null }): boolean {
+  return o.exitCode === 0 && o.signal === null && o.reason === null;
 }

@@ -35,5 +35,5 @@ export const jobTransitions: TransitionTable<JobState> = {
 };
 
 export function isJobTerminal(s: JobState): boolean {
-  return s === 'succeeded' || s === 'failed' || s === 'canceled';
+  return jobTransitions[s].length === 0;
 }

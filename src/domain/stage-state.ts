@@ -34,9 +34,6 @@ export const stageTransitions: TransitionTable<StageState> = {
   skipped: [],
 };
 
-/** A stage with an attempt that holds resources on a machine. */
-export const activeStageStates: readonly StageState[] = ['scheduled', 'running'];
-
 export function isStageTerminal(s: StageState): boolean {
   return stageTransitions[s].length === 0;
 }

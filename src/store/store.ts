@@ -7,7 +7,6 @@ import type {
   AttemptRecord,
   EventRecord,
   JobDetail,
-  JobRecord,
   JobSummary,
   LogChunk,
   MachineRecord,
@@ -40,7 +39,7 @@ export interface Store {
   jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
-  jobCancel(p: { jobId: string; now: number; reason: string }): Promise<{ job: JobRecord; changed: boolean }>;
+  jobCancel(p: { jobId: string; now: number; reason: string }): Promise<{ job: JobDetail; changed: boolean }>;
   /** A stage's log chunks after `afterId`, at most `limit` of them (a page; `id` is the cursor). */
   stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
   eventsList(p: { jobId?: string; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
@@ -64,9 +63,7 @@ export interface Store {
     running: { attemptId: string; token: number }[];
     now: number;
     leaseMs: number;
-    /** When the agent's list was taken (the request's arrival); a long-poll re-checks with it. */
-    reportedAt: number;
-    /** A running attempt missing from a list taken this long after it started is lost. */
+    /** A running attempt missing from the list, this long after it started, is lost. */
     missingAfterMs: number;
     jitter: number;
   }): Promise<HeartbeatResult>;
@@ -74,8 +71,9 @@ export interface Store {
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
   machineList(): Promise<MachineRecord[]>;
   machineGet(p: { machineId: string }): Promise<MachineRecord | null>;
-  /** Attempts placed on this machine that its agent has not started yet. */
-  machineAssignments(p: { machineId: string }): Promise<Assignment[]>;
+  /** Attempts placed on this machine that its agent has not started yet, less those in `exclude`
+   *  (the ones the agent already has). */
+  machineAssignments(p: { machineId: string; exclude?: readonly string[] }): Promise<Assignment[]>;
 
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---
   attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number }): Promise<AttemptRecord>;

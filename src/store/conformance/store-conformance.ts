@@ -39,7 +39,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       return r;
     };
     const heartbeat = (machineId: string, running: { attemptId: string; token: number }[]) =>
-      store.machineHeartbeat({ machineId, running, now, leaseMs: LEASE, reportedAt: now, missingAfterMs: 4000, jitter: 0 });
+      store.machineHeartbeat({ machineId, running, now, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0 });
     const runToEnd = async (jobId: string, name: string, machineId: string, exitCode = 0) => {
       const r = await place(jobId, name, machineId);
       const a = r.applied[0]!;
@@ -237,6 +237,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       expect((await store.machineAssignments({ machineId: m.id })).map((x) => x.attemptId)).toEqual([a.id]);
+      expect(await store.machineAssignments({ machineId: m.id, exclude: [a.id] })).toEqual([]);
       now += 31_000;
       const r = await store.attemptsReap({ now, ackTimeoutMs: 30_000, jitter: 0 });
       expect(r.lostAttempts).toEqual([a.id]);

@@ -6,6 +6,19 @@ import type { StagesTable } from '../schema.js';
 import { syncJobState } from './sync-job-state.js';
 import type { TxContext } from './tx-context.js';
 
+/** A stored stage as the advancer sees it. */
+export function toStageNode(r: StagesTable): StageNode {
+  const def = JSON.parse(r.definition) as StageDefinition;
+  return {
+    name: r.name,
+    state: r.state as StageState,
+    needs: def.needs,
+    attemptsUsed: Number(r.attempts_used),
+    lostUsed: Number(r.lost_used),
+    retry: def.retry,
+  };
+}
+
 /**
  * After an attempt has been moved to its final state: run the advancer over the attempt's job
  * and write what it decides, in the same transaction. Shared by every way an attempt can end
@@ -20,17 +33,7 @@ export async function applyOutcome(
   // Only the stage's current attempt moves the DAG; an outcome from any other attempt was
   // already fenced off by the caller, and this guard keeps that true for every caller.
   if (!trigger || trigger.current_attempt_id !== p.attemptId) return syncJobState(tx, p.jobId);
-  const nodes: StageNode[] = rows.map((r) => {
-    const def = JSON.parse(r.definition) as StageDefinition;
-    return {
-      name: r.name,
-      state: r.state as StageState,
-      needs: def.needs,
-      attemptsUsed: Number(r.attempts_used),
-      lostUsed: Number(r.lost_used),
-      retry: def.retry,
-    };
-  });
+  const nodes = rows.map(toStageNode);
   const changes = advance(nodes, { stage: trigger.name, outcome: p.outcome }, tx.now, p.jitter);
   const byName = new Map<string, StagesTable>(rows.map((r) => [r.name, r]));
   const readyPools = new Set<string>();

@@ -1,5 +1,5 @@
-import type { AttemptOutcome } from '../../advancer/advance.js';
-import { activeAttemptStates, type AttemptState } from '../../domain/attempt-state.js';
+import { type AttemptOutcome, describeFailure } from '../../advancer/advance.js';
+import { activeAttemptStates, isAttemptActive, isCleanExit, type AttemptState } from '../../domain/attempt-state.js';
 import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
 import type { AttemptRecord } from '../records.js';
 import type { AttemptsTable } from '../schema.js';
@@ -12,7 +12,6 @@ import type { Db, Trx, TxContext } from './tx-context.js';
 /** Log kept per attempt (characters, close to bytes for text). */
 export const LOG_CAP_BYTES = 64 * 2 ** 20;
 
-const isActive = (s: string) => activeAttemptStates.includes(s as AttemptState);
 
 async function load(db: Db | Trx, attemptId: string): Promise<AttemptsTable> {
   const a = await db.selectFrom('attempts').selectAll().where('id', '=', attemptId).executeTakeFirst();
@@ -27,7 +26,7 @@ async function one(db: Db | Trx, row: AttemptsTable): Promise<AttemptRecord> {
 /** The fence: a report must name the attempt's own token, and the attempt must still be active. */
 function fence(a: AttemptsTable, token: number): void {
   if (Number(a.token) !== token) throw new StaleAttemptError(a.id, `token ${token} is stale (current ${a.token})`);
-  if (!isActive(a.state)) throw new StaleAttemptError(a.id, `attempt is ${a.state}${a.reason ? ` (${a.reason})` : ''}`);
+  if (!isAttemptActive(a.state)) throw new StaleAttemptError(a.id, `attempt is ${a.state}${a.reason ? ` (${a.reason})` : ''}`);
 }
 
 export async function attemptStart(
@@ -78,7 +77,7 @@ export async function attemptStart(
  */
 export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { jitter: number }): Promise<CompletionResult> {
   const a = await load(tx.db, p.attemptId);
-  const succeeded = p.exitCode === 0 && p.signal === null && p.reason === null;
+  const succeeded = isCleanExit(p);
   const state: AttemptState = succeeded ? 'succeeded' : 'failed';
   if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
     const job = await tx.db.selectFrom('jobs').select('state').where('id', '=', a.job_id).executeTakeFirstOrThrow();
@@ -104,18 +103,10 @@ export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { ji
     .where('state', 'in', activeAttemptStates)
     .executeTakeFirst();
   if (Number(res.numUpdatedRows) !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
-  // The outcome report may overtake a lost start report: the stage goes straight on.
-  await tx.db
-    .updateTable('stages')
-    .set({ state: 'running' })
-    .where('id', '=', a.stage_id)
-    .where('state', '=', 'scheduled')
-    .where('current_attempt_id', '=', a.id)
-    .execute();
   const outcome: AttemptOutcome = succeeded
     ? { kind: 'succeeded' }
     : { kind: 'failed', exitCode: p.exitCode, signal: p.signal, reason: p.reason };
-  const what = succeeded ? 'succeeded' : `failed (${p.reason ?? (p.signal ? `signal ${p.signal}` : `exit code ${p.exitCode}`)})`;
+  const what = succeeded ? 'succeeded' : `failed (${describeFailure(p)})`;
   await tx.event({
     type: `attempt:${state}`,
     jobId: a.job_id,
@@ -148,8 +139,9 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
     machineId: a.machine_id,
     message: `stage ${a.stage_name} attempt ${a.number} lost: ${reason}`,
   });
+  // Its resources stay held until the agent stops listing it (machineHeartbeat releases them and
+  // says so then); the wake-up tells the agent to kill it.
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  await tx.publish('capacity:freed', { machineId: a.machine_id });
   await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'lost', reason }, jitter });
   return true;
 }

@@ -1,4 +1,5 @@
-import { initialStageState, type StageNode } from '../../advancer/advance.js';
+import { initialStageState } from '../../advancer/advance.js';
+import { toStageNode } from './apply-outcome.js';
 import { repairChanges } from '../../advancer/repair.js';
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import type { JobDefinition } from '../../domain/job-definition.js';
@@ -7,8 +8,7 @@ import { isJobTerminal } from '../../domain/job-state.js';
 import { newId } from '../../domain/ids.js';
 import { poolOf } from '../../domain/resources.js';
 import { isStageTerminal, type StageState } from '../../domain/stage-state.js';
-import type { StageDefinition } from '../../domain/job-definition.js';
-import type { AttemptRecord, JobDetail, JobRecord, JobSummary, LogChunk } from '../records.js';
+import type { AttemptRecord, JobDetail, JobSummary, LogChunk } from '../records.js';
 import { toAttempt, toJob, toStage } from './row-mappers.js';
 import { syncJobState } from './sync-job-state.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
@@ -140,10 +140,10 @@ export async function jobList(db: Db, p: { state?: JobState; team?: string; limi
  * scheduler's placement and the agent's start are guarded writes that now find nothing to
  * move). Agents hear of it through a `machine:wake` and kill the process groups.
  */
-export async function jobCancel(tx: TxContext, p: { jobId: string; reason: string }): Promise<{ job: JobRecord; changed: boolean } | null> {
+export async function jobCancel(tx: TxContext, p: { jobId: string; reason: string }): Promise<{ job: JobDetail; changed: boolean } | null> {
   const job = await tx.db.selectFrom('jobs').selectAll().where('id', '=', p.jobId).executeTakeFirst();
   if (!job) return null;
-  if (isJobTerminal(job.state as JobState)) return { job: toJob(job), changed: false };
+  if (isJobTerminal(job.state as JobState)) return { job: (await jobGet(tx.db, p.jobId))!, changed: false };
   await tx.db
     .updateTable('jobs')
     .set({ cancel_requested_at: tx.now, updated_at: tx.now })
@@ -191,13 +191,12 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
       message: `attempt canceled: ${p.reason}`,
     });
   }
+  // The agents are told to kill; the resources are released when they stop listing the attempts.
   for (const m of new Set(active.map((a) => a.machine_id))) {
     await tx.publish('machine:wake', { machineId: m });
   }
-  if (active.length) await tx.publish('capacity:freed', {});
   await syncJobState(tx, p.jobId);
-  const after = await tx.db.selectFrom('jobs').selectAll().where('id', '=', p.jobId).executeTakeFirstOrThrow();
-  return { job: toJob(after), changed: true };
+  return { job: (await jobGet(tx.db, p.jobId))!, changed: true };
 }
 
 export async function stageLogs(
@@ -263,11 +262,7 @@ export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit
   const moved: string[] = [];
   for (const { id } of stale) {
     const rows = await tx.db.selectFrom('stages').selectAll().where('job_id', '=', id).orderBy('position').execute();
-    const nodes: StageNode[] = rows.map((r) => {
-      const def = JSON.parse(r.definition) as StageDefinition;
-      return { name: r.name, state: r.state as StageState, needs: def.needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry: def.retry };
-    });
-    const changes = repairChanges(nodes);
+    const changes = repairChanges(rows.map(toStageNode));
     for (const c of changes) {
       const row = rows.find((r) => r.name === c.name)!;
       const res = await tx.db
@@ -275,7 +270,8 @@ export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit
         .set({
           state: c.to,
           updated_at: tx.now,
-          ...(c.to === 'ready' ? { ready_since: tx.now, not_before: null } : {}),
+          pending_reason: null,
+          ...(c.to === 'ready' ? { ready_since: tx.now, not_before: null, parked_at: null } : {}),
           ...(isStageTerminal(c.to) ? { finished_at: tx.now, end_reason: c.reason } : {}),
         })
         .where('id', '=', row.id)

@@ -105,8 +105,8 @@ export class KyselyStore implements Store {
   machineGet(p: { machineId: string }) {
     return machines.machineGet(this.db, p.machineId);
   }
-  machineAssignments(p: { machineId: string }) {
-    return machines.machineAssignments(this.db, p.machineId);
+  machineAssignments(p: { machineId: string; exclude?: readonly string[] }) {
+    return machines.machineAssignments(this.db, p.machineId, p.exclude);
   }
 
   attemptStart(p: Parameters<Store['attemptStart']>[0]) {

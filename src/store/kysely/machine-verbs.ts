@@ -1,4 +1,4 @@
-import { activeAttemptStates, type AttemptState } from '../../domain/attempt-state.js';
+import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
@@ -71,7 +71,6 @@ export async function machineHeartbeat(
     machineId: string;
     running: { attemptId: string; token: number }[];
     leaseMs: number;
-    reportedAt: number;
     missingAfterMs: number;
     jitter: number;
   },
@@ -119,7 +118,7 @@ export async function killList(db: Db | Trx, machineId: string, running: { attem
     const a = byId.get(r.attemptId);
     if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
     else if (a.machine_id !== machineId || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
-    else if (!activeAttemptStates.includes(a.state as AttemptState)) {
+    else if (!isAttemptActive(a.state)) {
       kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
     }
   }
@@ -129,13 +128,13 @@ export async function killList(db: Db | Trx, machineId: string, running: { attem
 /**
  * The agent's list against the database. An attempt it no longer lists has no process any more:
  * its resources are released. One the database says is running but the agent has stopped
- * listing (it crashed and restarted, or lost the process) is lost, once the list is older than
- * the attempt's start by `missingAfterMs`, so a list sent just before the start is not misread.
+ * listing (it crashed and restarted, or lost the process) is lost once it started more than
+ * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread.
  */
 async function reconcileReported(
   tx: TxContext,
   m: { id: string; name: string },
-  p: { running: { attemptId: string }[]; reportedAt: number; missingAfterMs: number; jitter: number },
+  p: { running: { attemptId: string }[]; missingAfterMs: number; jitter: number },
 ): Promise<string[]> {
   const reported = new Set(p.running.map((r) => r.attemptId));
   const held = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', m.id).where('released_at', 'is', null).execute();
@@ -143,9 +142,9 @@ async function reconcileReported(
   let freed = false;
   for (const a of held) {
     if (reported.has(a.id)) continue;
-    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < p.reportedAt - p.missingAfterMs) {
+    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < tx.now - p.missingAfterMs) {
       if (await loseAttempt(tx, a, `agent on ${m.name} no longer reports it`, p.jitter)) lost.push(a.id);
-    } else if (activeAttemptStates.includes(a.state as AttemptState)) {
+    } else if (isAttemptActive(a.state)) {
       continue;
     }
     await tx.db.updateTable('attempts').set({ released_at: tx.now }).where('id', '=', a.id).where('released_at', 'is', null).execute();
@@ -155,14 +154,12 @@ async function reconcileReported(
   return lost;
 }
 
-async function outputsOf(db: Db, attemptId: string | null): Promise<OutputFile[]> {
-  if (!attemptId) return [];
-  const a = await db.selectFrom('attempts').select('outputs').where('id', '=', attemptId).executeTakeFirst();
-  return a?.outputs ? (JSON.parse(a.outputs) as OutputFile[]) : [];
-}
-
-export async function machineAssignments(db: Db, machineId: string): Promise<Assignment[]> {
-  const rows = await db
+/**
+ * Attempts placed on this machine and not started, with everything to run them; `exclude` names
+ * the ones the agent already has (it lists them while it starts them), which are not rebuilt.
+ */
+export async function machineAssignments(db: Db, machineId: string, exclude: readonly string[] = []): Promise<Assignment[]> {
+  let q = db
     .selectFrom('attempts')
     .innerJoin('stages', 'stages.id', 'attempts.stage_id')
     .select([
@@ -175,25 +172,26 @@ export async function machineAssignments(db: Db, machineId: string): Promise<Ass
       'stages.definition as definition',
     ])
     .where('attempts.machine_id', '=', machineId)
-    .where('attempts.state', '=', 'scheduled')
-    .orderBy('attempts.scheduled_at')
-    .execute();
-  const out: Assignment[] = [];
-  for (const r of rows) {
-    const def = JSON.parse(r.definition) as StageDefinition;
-    const upstream = def.needs.length
-      ? await db
-          .selectFrom('stages')
-          .select(['name', 'output_attempt_id'])
-          .where('job_id', '=', r.job_id)
-          .where('name', 'in', def.needs)
-          .execute()
-      : [];
-    const inputs: Assignment['inputs'] = [];
-    for (const u of upstream) {
-      if (u.output_attempt_id) inputs.push({ stage: u.name, attemptId: u.output_attempt_id, files: await outputsOf(db, u.output_attempt_id) });
-    }
-    out.push({
+    .where('attempts.state', '=', 'scheduled');
+  if (exclude.length) q = q.where('attempts.id', 'not in', [...exclude]);
+  const rows = await q.orderBy('attempts.scheduled_at').execute();
+  if (rows.length === 0) return [];
+  const defs = rows.map((r) => JSON.parse(r.definition) as StageDefinition);
+  // Upstream outputs for all of them in two queries, not two per assignment.
+  const jobIds = [...new Set(rows.filter((_, i) => defs[i]!.needs.length).map((r) => r.job_id))];
+  const upstream = jobIds.length
+    ? await db.selectFrom('stages').select(['job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null).execute()
+    : [];
+  const outputIds = upstream.map((u) => u.output_attempt_id!);
+  const outputs = outputIds.length ? await db.selectFrom('attempts').select(['id', 'outputs']).where('id', 'in', outputIds).execute() : [];
+  const filesOf = new Map(outputs.map((o) => [o.id, o.outputs ? (JSON.parse(o.outputs) as OutputFile[]) : []]));
+  return rows.map((r, i) => {
+    const def = defs[i]!;
+    const inputs: Assignment['inputs'] = upstream
+      .filter((u) => u.job_id === r.job_id && def.needs.includes(u.name))
+      .sort((a, b) => def.needs.indexOf(a.name) - def.needs.indexOf(b.name))
+      .map((u) => ({ stage: u.name, attemptId: u.output_attempt_id!, files: filesOf.get(u.output_attempt_id!) ?? [] }));
+    return {
       attemptId: r.id,
       token: Number(r.token),
       jobId: r.job_id,
@@ -204,9 +202,8 @@ export async function machineAssignments(db: Db, machineId: string): Promise<Ass
       gpuIndices: JSON.parse(r.gpu_indices),
       timeoutSeconds: def.timeoutSeconds,
       inputs,
-    });
-  }
-  return out;
+    };
+  });
 }
 
 /**

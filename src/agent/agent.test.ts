@@ -402,3 +402,39 @@ describe('Agent', () => {
     expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(true);
   });
 });
+
+describe('Agent stopped while it registers', () => {
+  it('starts nothing afterwards: no heartbeats, no timers keeping the process alive', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'gantry-agent-stop-'));
+    let heartbeats = 0;
+    const server = http.createServer((req, res) => {
+      if (req.url === '/v1/agent/register') {
+        // Answer late: stop() arrives while the registration is in flight.
+        setTimeout(() => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ machineId: 'm_x', settings: { heartbeatMs: 100, leaseMs: 1000, killGraceMs: 100 } }));
+        }, 300);
+        return;
+      }
+      if (req.url?.includes('/heartbeat')) heartbeats++;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ health: 'ready', kill: [], assignments: [] }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const agent = new Agent({ serverUrl: url, dataDir: join(base, 'data'), machine, log: () => {} });
+    try {
+      const started = agent.start();
+      await new Promise((r) => setTimeout(r, 50));
+      await agent.stop();
+      await started;
+      await new Promise((r) => setTimeout(r, 500));
+      expect(heartbeats).toBe(0);
+      // The lease watchdog is an interval: started after the stop, it would keep the process alive.
+      expect((agent as unknown as { watchdog: unknown }).watchdog).toBeNull();
+    } finally {
+      server.close();
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+});

@@ -95,7 +95,11 @@ export class Agent {
   async start(): Promise<void> {
     await this.state.init();
     if (!(await this.register())) return;
+    // stop() may have come while registering: then nothing may start (a watchdog timer started
+    // now would keep the process alive after it stopped).
+    if (this.stopping) return;
     await this.recover();
+    if (this.stopping) return;
     this.lastHeartbeatSentOk = this.clock.now();
     const s = this.settings!;
     this.watchdog = setInterval(() => this.checkLease(), Math.max(50, Math.min(1000, Math.floor(s.leaseMs / 5))));
@@ -156,6 +160,8 @@ export class Agent {
         this.id = res.machineId;
         this.settings = res.settings;
         await this.state.writeIdentity({ name: m.name, machineId: res.machineId });
+        // A stop that came during the write: the registration stands, but nothing more starts.
+        if (this.stopping) return false;
         const s = res.settings;
         this.log(`registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms)`);
         return true;

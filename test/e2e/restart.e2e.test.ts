@@ -34,7 +34,11 @@ describe('gantry up killed with SIGKILL and restarted on the same data directory
 
     first.proc.kill('SIGKILL');
     // The local agents see their parent gone (stdin closed) and stop, killing what they ran.
-    await until('agents gone', async () => processesUsing(first!.dataDir), (ps) => ps.length === 0, 15_000);
+    await until('agents gone', async () => processesUsing(first!.dataDir), (ps) => ps.length === 0, 15_000).catch((err) => {
+      const ps = processesUsing(first!.dataDir);
+      const detail = ps.length ? execFileSync('ps', ['-o', 'pid,ppid,stat,etime,args', '-p', ps.join(',')], { encoding: 'utf8' }) : '';
+      throw new Error(`${(err as Error).message}\n${detail}\n${first!.output().slice(-3000)}`);
+    });
 
     second = await startGantryUp({ dataDir: first.dataDir, env: { GANTRY_KILL_GRACE_MS: '1000' } });
     const job = await until('job ends after restart', () => jobOf(second!.url, r.body.id), isTerminal, 60_000);

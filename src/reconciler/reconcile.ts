@@ -7,15 +7,24 @@ export interface ReconcileSettings {
   ackTimeoutMs: number;
   /** Jobs unchanged this long are re-evaluated by the advancer. */
   repairAfterMs: number;
+  /** Jobs that ended this long ago are deleted, with their logs, events and artifacts. */
+  retentionMs: number;
 }
 
 /**
  * One reconciler pass: make the database agree with the world as heartbeats describe it.
  * Silent machines become suspect, then lost with their attempts; running attempts whose lease
  * expired and assignments never acknowledged are lost, and their stages go back to the queue;
- * jobs that have not moved for a while are re-evaluated, so none can wait forever.
+ * jobs that have not moved for a while are re-evaluated, so none can wait forever; and what has
+ * been kept long enough (published outbox rows, ended jobs past retention) is deleted.
  */
-export async function reconcilePass(store: Store, clock: Clock, s: ReconcileSettings, random: () => number = Math.random) {
+export async function reconcilePass(
+  store: Store,
+  clock: Clock,
+  s: ReconcileSettings,
+  random: () => number = Math.random,
+  removeArtifacts: (attemptIds: string[]) => Promise<void> = async () => {},
+) {
   const machines = await store.machinesReap({
     now: clock.now(),
     suspectAfterMs: s.suspectAfterMs,
@@ -26,5 +35,8 @@ export async function reconcilePass(store: Store, clock: Clock, s: ReconcileSett
   const repairedJobs = await store.jobsRepair({ now: clock.now(), staleAfterMs: s.repairAfterMs, limit: 100 });
   // Published outbox rows are kept an hour (for a look when debugging), then dropped.
   await store.outboxPrune({ before: clock.now() - 3_600_000 });
-  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs };
+  // Retention: ended jobs go after `retentionMs`, their files after their rows.
+  const expired = await store.jobsExpire({ finishedBefore: clock.now() - s.retentionMs, limit: 100 });
+  if (expired.attempts.length) await removeArtifacts(expired.attempts);
+  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs, expiredJobs: expired.jobs };
 }

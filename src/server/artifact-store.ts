@@ -51,6 +51,12 @@ export class ArtifactStore {
     }
   }
 
+  /** Removes everything an attempt wrote (its job expired). */
+  async remove(attemptId: string): Promise<void> {
+    if (!/^[a-z]+_[0-9a-z]+$/.test(attemptId)) return;
+    await rm(join(this.root, attemptId), { recursive: true, force: true });
+  }
+
   read(attemptId: string, rel: string): Readable {
     return createReadStream(this.file(attemptId, rel));
   }

@@ -61,10 +61,13 @@ export async function createControlPlane(
     'reconciler',
     async () => {
       if (clock.now() < judgeFrom) return;
-      const r = await reconcilePass(store, clock, config, random);
+      const r = await reconcilePass(store, clock, config, random, async (ids) => {
+        for (const id of ids) await artifacts.remove(id);
+      });
       for (const m of r.machines) app.log.warn(m, 'machine health changed');
       if (r.lostAttempts.length) app.log.warn({ attempts: r.lostAttempts }, 'attempts lost');
       if (r.repairedJobs.length) app.log.warn({ jobs: r.repairedJobs }, 'jobs re-evaluated by the reconciler');
+      if (r.expiredJobs.length) app.log.info({ jobs: r.expiredJobs.length }, 'ended jobs past retention deleted');
     },
     config.reconcileIntervalMs,
     logError('reconciler'),

@@ -20,6 +20,8 @@ export interface ServerConfig {
   ackTimeoutMs: number;
   /** Jobs unchanged this long are re-evaluated by the advancer (a safety net). */
   repairAfterMs: number;
+  /** Ended jobs are deleted (rows, logs, artifacts) this long after they ended. */
+  retentionMs: number;
   /** TERM, then this long, then KILL. */
   killGraceMs: number;
   schedulerIntervalMs: number;
@@ -42,6 +44,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     ackTimeoutMs: 15_000,
     killGraceMs: 5000,
     repairAfterMs: 30_000,
+    retentionMs: 7 * 24 * 3_600_000,
     schedulerIntervalMs: 1000,
     reconcileIntervalMs: 1000,
     relayIntervalMs: 1000,

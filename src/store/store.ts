@@ -95,6 +95,11 @@ export interface Store {
    *  ids of jobs it had to move. */
   jobsRepair(p: { now: number; staleAfterMs: number; limit: number }): Promise<string[]>;
 
+  /** Deletes jobs that ended before `finishedBefore`, with their stages, attempts, events and
+   *  logs (at most `limit` jobs); returns the deleted attempts' ids, whose artifacts the caller
+   *  removes. A retention period, as BullMQ's removeOnComplete or Argo's ttlStrategy. */
+  jobsExpire(p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[]; attempts: string[] }>;
+
   // --- outbox ---
   outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
   outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;

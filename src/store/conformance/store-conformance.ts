@@ -372,6 +372,32 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(blocked.id, 'x0')).state).toBe('scheduled');
     });
 
+    it('expires ended jobs past retention with all their rows, keeping the rest', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const old = await store.jobSubmit({ definition: job([stage('a')], { name: 'old' }), source: null, now });
+      const r = await runToEnd(old.id, 'a', m.id);
+      await store.attemptLogAppend({ attemptId: r.attempt.id, token: r.attempt.token, chunks: [{ stream: 'stdout', data: 'x' }], now });
+      const running = await store.jobSubmit({ definition: job([stage('b')], { name: 'running' }), source: null, now });
+      now += 10_000;
+      const recent = await store.jobSubmit({ definition: job([stage('c')], { name: 'recent' }), source: null, now });
+      await runToEnd(recent.id, 'c', m.id);
+      const out = await store.jobsExpire({ finishedBefore: now - 5000, limit: 10 });
+      expect(out).toEqual({ jobs: [old.id], attempts: [r.attempt.id] });
+      expect(await store.jobGet({ jobId: old.id })).toBeNull();
+      expect(await store.eventsList({ jobId: old.id, limit: 10 })).toEqual([]);
+      expect(await store.attemptGet({ attemptId: r.attempt.id })).toBeNull();
+      expect((await store.jobList({ limit: 10 })).map((j) => j.name).sort()).toEqual(['recent', 'running']);
+      expect(await store.jobsExpire({ finishedBefore: now - 5000, limit: 10 })).toEqual({ jobs: [], attempts: [] });
+      // A canceled job whose process is still being killed stays until its agent lets go of it.
+      const b = (await place(running.id, 'b', m.id)).applied[0]!;
+      await store.jobCancel({ jobId: running.id, now, reason: 'test' });
+      now += 10_000;
+      await heartbeat(m.id, [{ attemptId: b.id, token: b.token }]);
+      expect((await store.jobsExpire({ finishedBefore: now, limit: 10 })).jobs).toEqual([recent.id]);
+      await heartbeat(m.id, []);
+      expect((await store.jobsExpire({ finishedBefore: now, limit: 10 })).jobs).toEqual([running.id]);
+    });
+
     it('the outbox relays in order and marks what was published', async () => {
       await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const pending = await store.outboxPending({ limit: 100 });

@@ -288,3 +288,32 @@ export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit
   }
   return moved;
 }
+
+export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[]; attempts: string[] }> {
+  const jobs = (
+    await tx.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('state', 'in', ['succeeded', 'failed', 'canceled'])
+      .where('finished_at', '<', p.finishedBefore)
+      .orderBy('finished_at')
+      .limit(p.limit)
+      .execute()
+  ).map((j) => j.id);
+  if (jobs.length === 0) return { jobs, attempts: [] };
+  // An ended job's attempts are all ended; one still holding resources (its agent has not yet
+  // stopped listing it) keeps its job until it is released.
+  const held = await tx.db.selectFrom('attempts').select('job_id').where('job_id', 'in', jobs).where('released_at', 'is', null).execute();
+  const keep = new Set(held.map((h) => h.job_id));
+  const gone = jobs.filter((j) => !keep.has(j));
+  if (gone.length === 0) return { jobs: [], attempts: [] };
+  const goneAttempts = (await tx.db.selectFrom('attempts').select('id').where('job_id', 'in', gone).execute()).map((a) => a.id);
+  for (let i = 0; i < goneAttempts.length; i += 500) {
+    await tx.db.deleteFrom('log_chunks').where('attempt_id', 'in', goneAttempts.slice(i, i + 500)).execute();
+  }
+  await tx.db.deleteFrom('events').where('job_id', 'in', gone).execute();
+  await tx.db.deleteFrom('attempts').where('job_id', 'in', gone).execute();
+  await tx.db.deleteFrom('stages').where('job_id', 'in', gone).execute();
+  await tx.db.deleteFrom('jobs').where('id', 'in', gone).execute();
+  return { jobs: gone, attempts: goneAttempts };
+}

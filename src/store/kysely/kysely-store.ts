@@ -146,6 +146,9 @@ export class KyselyStore implements Store {
       .execute();
     return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }));
   }
+  jobsExpire(p: { finishedBefore: number; limit: number }) {
+    return this.tx(p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));
+  }
   async outboxPrune(p: { before: number }): Promise<number> {
     const r = await this.db.deleteFrom('outbox').where('published_at', 'is not', null).where('published_at', '<', p.before).executeTakeFirst();
     return Number(r.numDeletedRows);

@@ -77,5 +77,10 @@ export async function applyOutcome(
     });
   }
   for (const pool of readyPools) await tx.publish('pool:ready', { pool });
-  return syncJobState(tx, p.jobId);
+  // The stages as now written: each change applied to the rows read above.
+  const after = rows.map((r) => {
+    const last = changes.filter((c) => c.name === r.name).at(-1);
+    return last ? { name: r.name, state: last.to, end_reason: isStageTerminal(last.to) ? last.reason : r.end_reason } : r;
+  });
+  return syncJobState(tx, p.jobId, after);
 }

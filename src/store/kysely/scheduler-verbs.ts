@@ -81,6 +81,15 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
 
+  // The plan's stages in one read; each is placed at most once, and its write below is still
+  // guarded on the state and token read here.
+  const stageIds = p.plan.placements.map((x) => x.stageId);
+  const stages = new Map(
+    (stageIds.length
+      ? await tx.db.selectFrom('stages').select(['id', 'job_id', 'name', 'token', 'state', 'ready_since']).where('id', 'in', stageIds).execute()
+      : []
+    ).map((r) => [r.id, r]),
+  );
   for (const pl of p.plan.placements) {
     const m = byId.get(pl.machineId);
     const u = usage.get(pl.machineId) ?? emptyUsage();
@@ -100,11 +109,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       skipped.push({ stageId: pl.stageId, why: 'machine no longer has room' });
       continue;
     }
-    const stage = await tx.db
-      .selectFrom('stages')
-      .select(['id', 'job_id', 'name', 'token', 'state', 'ready_since'])
-      .where('id', '=', pl.stageId)
-      .executeTakeFirst();
+    const stage = stages.get(pl.stageId);
     if (!stage || stage.state !== 'ready') {
       skipped.push({ stageId: pl.stageId, why: 'stage no longer ready' });
       continue;

@@ -9,18 +9,20 @@ import type { TxContext } from './tx-context.js';
  * A derived state the job's transition table does not allow is a bug, and rolls the whole
  * transaction back rather than store an impossible history.
  */
-export async function syncJobState(tx: TxContext, jobId: string): Promise<JobState> {
+export async function syncJobState(
+  tx: TxContext,
+  jobId: string,
+  /** The job's stages as the caller just wrote them, in position order, to save reading them again. */
+  known?: readonly { name: string; state: string; end_reason: string | null }[],
+): Promise<JobState> {
   const job = await tx.db
     .selectFrom('jobs')
     .select(['state', 'cancel_requested_at'])
     .where('id', '=', jobId)
     .executeTakeFirstOrThrow();
-  const stages = await tx.db
-    .selectFrom('stages')
-    .select(['name', 'state', 'end_reason'])
-    .where('job_id', '=', jobId)
-    .orderBy('position')
-    .execute();
+  const stages =
+    known ??
+    (await tx.db.selectFrom('stages').select(['name', 'state', 'end_reason']).where('job_id', '=', jobId).orderBy('position').execute());
   const from = job.state as JobState;
   const to = deriveJobState(
     stages.map((s) => s.state as StageState),

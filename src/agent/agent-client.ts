@@ -1,11 +1,11 @@
 /**
  * The agent's side of the agent protocol (src/api/contract/agent-protocol.ts), over fetch.
  *
- * Retries: calls about one attempt (start, logs, outputs, complete) are retried a few times with
- * backoff on network errors, timeouts and 5xx, then the error is thrown and the agent's loop
- * decides whether to come back later (it does for outcomes, which must be delivered). A 4xx is
- * never retried: asking again will not change the answer. Heartbeats are not retried here at all;
- * the loop sends the next one.
+ * Retries: calls about one attempt (logs, outputs) are retried a few times with backoff on network
+ * errors, timeouts and 5xx, then the error is thrown and the agent decides whether to come back
+ * later (it does for outputs, which must be delivered). A 4xx is never retried: asking again will
+ * not change the answer. Heartbeats and reports are not retried here at all: the loop sends the
+ * next heartbeat, and the Reporter (reporter.ts) resends a report with what has queued meanwhile.
  *
  * Timeouts: JSON calls get `requestTimeoutMs` (a heartbeat gets its long-poll wait on top). File
  * transfers get none of ours, since a large file legitimately takes long; undici's own idle
@@ -19,13 +19,13 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type {
   AssignmentWire,
-  CompleteRequest,
-  CompleteResponse,
   HeartbeatRequest,
   HeartbeatResponse,
   LogsRequest,
   RegisterRequest,
   RegisterResponse,
+  ReportRequest,
+  ReportResponse,
 } from '../api/contract/agent-protocol.js';
 import { checkPathSegment, checkRelativePath } from './check-relative-path.js';
 
@@ -40,7 +40,7 @@ export class StaleAttempt extends Error {
   }
 }
 
-/** 404 on a heartbeat: the server does not know this machine (any more); register again. */
+/** 404 on a heartbeat or a report: the server does not know this machine (any more); register again. */
 export class UnknownMachine extends Error {
   constructor(readonly machineId: string) {
     super(`server does not know machine ${machineId}`);
@@ -86,7 +86,7 @@ export interface AgentClientOptions {
   signal?: AbortSignal;
 }
 
-const DEFAULT_RETRY: RetryPolicy = { tries: 5, baseMs: 200, maxMs: 3000 };
+export const DEFAULT_RETRY: RetryPolicy = { tries: 5, baseMs: 200, maxMs: 3000 };
 
 interface Call {
   method: string;
@@ -145,17 +145,33 @@ export class AgentClient {
     }
   }
 
-  async start(attemptId: string, token: number, pid: number | null): Promise<void> {
-    await this.attemptCall(attemptId, 'start', { token, pid });
+  /** Acknowledgements, pids and outcomes of many attempts in one request, each item answered apart. Not retried here. */
+  async report(machineId: string, req: ReportRequest, signal?: AbortSignal): Promise<ReportResponse> {
+    try {
+      const res = await this.call({
+        method: 'POST',
+        path: `/v1/agent/machines/${encodeURIComponent(machineId)}/report`,
+        json: req,
+        timeoutMs: this.timeoutMs,
+        retry: false,
+        ...(signal ? { signal } : {}),
+      });
+      return (await res.json()) as ReportResponse;
+    } catch (err) {
+      if (err instanceof AgentHttpError && err.status === 404) throw new UnknownMachine(machineId);
+      throw err;
+    }
   }
 
   async logs(attemptId: string, token: number, chunks: LogChunk[]): Promise<void> {
-    await this.attemptCall(attemptId, 'logs', { token, chunks });
-  }
-
-  async complete(attemptId: string, req: CompleteRequest): Promise<CompleteResponse> {
-    const res = await this.attemptCall(attemptId, 'complete', req);
-    return (await res.json()) as CompleteResponse;
+    await this.call({
+      method: 'POST',
+      path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/logs`,
+      json: { token, chunks },
+      timeoutMs: this.timeoutMs,
+      retry: true,
+      attemptId,
+    });
   }
 
   /** Streams one file to the attempt's output location. */
@@ -185,7 +201,7 @@ export class AgentClient {
 
   /**
    * Uploads every regular file under `dir` (symlinks are skipped: they could point anywhere on this
-   * machine) and returns them as `complete` names them. Paths in `uploaded` with the same size are
+   * machine) and returns them as the outcome names them. Paths in `uploaded` with the same size are
    * not sent again, so a delivery retried after a network failure resumes rather than restarts.
    */
   async uploadOutputs(attemptId: string, token: number, dir: string, uploaded: Map<string, number> = new Map()): Promise<OutputFile[]> {
@@ -241,17 +257,6 @@ export class AgentClient {
       }
     });
     await rename(part, dest);
-  }
-
-  private async attemptCall(attemptId: string, verb: 'start' | 'logs' | 'complete', json: unknown): Promise<Response> {
-    return this.call({
-      method: 'POST',
-      path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/${verb}`,
-      json,
-      timeoutMs: this.timeoutMs,
-      retry: true,
-      attemptId,
-    });
   }
 
   private async call(c: Call): Promise<Response> {

@@ -9,30 +9,50 @@
  *                        input/<stage>/   GANTRY_INPUT_DIR/<stage>: upstream outputs
  *                        stdout-stderr.log
  *                        pid              { pid, bootId, startTime } written right after spawn
- *                        exit.json        { exitCode, signal, reason, finishedAt }, durable before
- *                                         the outcome is reported
+ *                        exit.json        { exitCode, signal, reason, finishedAt, attempt }, durable
+ *                                         before the outcome is reported
  *                        reported.json    written once nothing more is owed to the server
  *
  * An attempt directory without reported.json is owed something: with exit.json, its outcome;
  * without, it was running (or about to) when the agent died, and its outcome is unknowable.
+ *
+ * What is fsynced, and why only that: every file is written whole (temporary file, rename), so a
+ * crash of the agent alone loses nothing (the kernel's page cache outlives the process). Only
+ * exit.json is also fsynced (file and directory): it is the one record a crash of the host must
+ * not lose, since the outcome is reported from it, and it carries the attempt's id and token so
+ * that it can be reported without any other file. The others are not: after a crash of the host
+ * no attempt's process survives, so a lost assignment.json or pid record leaves nothing running to
+ * find or kill (the server reaps the attempt as lost), and a lost reported.json only means the
+ * outcome is sent again, which the server answers `duplicate` or `stale`. Per attempt that is one
+ * fsync pair instead of four. The records that are not fsynced, and the directories, are written
+ * synchronously (see write-file-atomic.ts for why); removals are not, since a command can leave
+ * any number of files behind.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import { processGroupAlive } from './process-group.js';
-import { writeFileAtomic } from './write-file-atomic.js';
+import { spreadDirectories } from './spread-directories.js';
+import { writeFileAtomic, writeFileWhole } from './write-file-atomic.js';
 
 export interface AgentIdentity {
   name: string;
   machineId: string;
 }
 
+/** What identifies an attempt to the server and to a person reading the log. */
+export type AttemptIdentity = Pick<AssignmentWire, 'attemptId' | 'token' | 'jobId' | 'stageName' | 'attemptNumber'>;
+
 export interface ExitRecord {
   exitCode: number | null;
   signal: string | null;
   reason: string | null;
   finishedAt: string;
+  /** Enough to report the outcome should assignment.json (not fsynced) be lost with the host; absent in records of older agents. */
+  attempt?: AttemptIdentity;
+  /** Set when the agent had stopped caring before the exit was recorded (see Run.dropped): nothing is reported. */
+  dropped?: string;
 }
 
 /**
@@ -88,6 +108,12 @@ export const KEEP_REPORTED = 50;
 
 export class AgentState {
   readonly dataDir: string;
+  /**
+   * Settled attempts (reported.json written), oldest first: what prune() removes, without reading
+   * any file. Seeded by scan() from the directories a previous run left; a Set keeps insertion
+   * order and ignores an attempt settled twice.
+   */
+  private readonly settled = new Set<string>();
 
   constructor(dataDir: string) {
     this.dataDir = resolve(dataDir);
@@ -99,6 +125,7 @@ export class AgentState {
 
   async init(): Promise<void> {
     await mkdir(this.attemptsDir, { recursive: true });
+    await spreadDirectories(this.attemptsDir);
   }
 
   async readIdentity(): Promise<AgentIdentity | null> {
@@ -125,15 +152,25 @@ export class AgentState {
     };
   }
 
-  async hasAttempt(attemptId: string): Promise<boolean> {
-    return (await readJson(this.paths(attemptId).assignment)) !== null;
-  }
-
-  /** Directories first, assignment.json last: an attempt with an assignment has its directories. */
-  async createAttempt(a: AssignmentWire): Promise<AttemptPaths> {
+  /**
+   * The attempt's directory, or null when it exists already: that attempt was handled before (the
+   * same assignment sent again), and creating the directory is the check, with no file read.
+   * Directories first, assignment.json last: an attempt with an assignment has its directories.
+   * Not fsynced (see the top of this file).
+   */
+  async createAttempt(a: AssignmentWire): Promise<AttemptPaths | null> {
     const p = this.paths(a.attemptId);
-    for (const d of [p.work, p.output, p.input]) await mkdir(d, { recursive: true });
-    await writeJson(p.assignment, a);
+    try {
+      mkdirSync(p.dir);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return null;
+      if (code !== 'ENOENT') throw err;
+      // attempts/ itself is gone (removed by hand while the agent ran).
+      mkdirSync(p.dir, { recursive: true });
+    }
+    for (const d of [p.work, p.output, p.input]) mkdirSync(d);
+    writeJsonWhole(p.assignment, a);
     return p;
   }
 
@@ -145,15 +182,17 @@ export class AgentState {
     return readJson<AssignmentWire>(this.paths(attemptId).assignment);
   }
 
+  /** Not fsynced: a crash of the host leaves no process to find by it. */
   async writePid(attemptId: string, pid: number): Promise<void> {
     const rec: PidRecord = { pid, bootId: bootId(), startTime: processStartTime(pid) };
-    await writeJson(this.paths(attemptId).pid, rec);
+    writeJsonWhole(this.paths(attemptId).pid, rec);
   }
 
   async readPid(attemptId: string): Promise<PidRecord | null> {
     return readJson<PidRecord>(this.paths(attemptId).pid);
   }
 
+  /** Fsynced: the outcome is reported from this record, after a crash of the host too. */
   async writeExit(attemptId: string, exit: ExitRecord): Promise<void> {
     await writeJson(this.paths(attemptId).exit, exit);
   }
@@ -162,8 +201,10 @@ export class AgentState {
     return readJson<ExitRecord>(this.paths(attemptId).exit);
   }
 
+  /** Not fsynced: if a crash of the host loses it, the outcome is sent again and answered `duplicate` or `stale`. */
   async markReported(attemptId: string, rec: ReportedRecord): Promise<void> {
-    await writeJson(this.paths(attemptId).reported, rec);
+    writeJsonWhole(this.paths(attemptId).reported, rec);
+    this.settled.add(attemptId);
   }
 
   async readReported(attemptId: string): Promise<ReportedRecord | null> {
@@ -171,38 +212,63 @@ export class AgentState {
   }
 
   /**
-   * What a freshly started agent owes the server: outcomes recorded but not delivered, and
-   * attempts that were running when the agent went down. Directories that cannot be read are
-   * returned apart so one damaged attempt does not stop the agent.
+   * What a freshly started agent owes the server: outcomes recorded but not delivered, attempts
+   * that were running when the agent went down, and directories without any record (the agent
+   * died while creating them: nothing ran). Directories that cannot be read are returned apart so
+   * one damaged attempt does not stop the agent. Also learns which attempts are settled, oldest
+   * first, for prune(): the one time the agent reads every reported.json.
    */
-  async scan(): Promise<{ finished: FinishedAttempt[]; interrupted: InterruptedAttempt[]; broken: { attemptId: string; error: string }[] }> {
+  async scan(): Promise<{
+    finished: FinishedAttempt[];
+    interrupted: InterruptedAttempt[];
+    incomplete: string[];
+    broken: { attemptId: string; error: string }[];
+  }> {
     const finished: FinishedAttempt[] = [];
     const interrupted: InterruptedAttempt[] = [];
+    const incomplete: string[] = [];
     const broken: { attemptId: string; error: string }[] = [];
+    const settled: { id: string; at: string }[] = [];
     for (const id of await this.attemptIds()) {
       try {
-        if (await this.readReported(id)) continue;
-        const assignment = await this.readAssignment(id);
-        if (!assignment) continue; // died while creating it: nothing was started
+        // Unreadable (cut short by a crash of the host: it is not fsynced) counts as not written.
+        const rec = await this.readReported(id).catch(() => null);
+        if (rec) {
+          settled.push({ id, at: String(rec.at) });
+          continue;
+        }
         const exit = await this.readExit(id);
-        if (exit) finished.push({ assignment, exit });
+        let assignment = await this.readAssignment(id).catch((err: unknown) => {
+          // Lost with the host, but exit.json (fsynced) says enough to report the outcome.
+          if (exit?.attempt) return null;
+          throw err;
+        });
+        if (!assignment && exit?.attempt) assignment = fromIdentity(exit.attempt);
+        if (!assignment) incomplete.push(id);
+        else if (exit) finished.push({ assignment, exit });
         else interrupted.push({ assignment, pid: await this.readPid(id) });
       } catch (err) {
         broken.push({ attemptId: id, error: (err as Error).message });
       }
     }
-    return { finished, interrupted, broken };
+    settled.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+    for (const s of settled) this.settled.add(s.id);
+    return { finished, interrupted, incomplete, broken };
   }
 
-  /** Removes reported attempts beyond the newest `keep`, which stay for a person to look at. */
+  /**
+   * Removes settled attempts beyond the newest `keep`, which stay for a person to look at. O(1)
+   * per attempt settled: the order is kept in memory, so no reported.json is read.
+   */
   async prune(keep = KEEP_REPORTED): Promise<string[]> {
-    const done: { id: string; at: string }[] = [];
-    for (const id of await this.attemptIds()) {
-      const rec = await this.readReported(id).catch(() => null);
-      if (rec) done.push({ id, at: rec.at });
+    const removed: string[] = [];
+    // Taken out of the set before any await, so that concurrent calls never pick the same one.
+    for (const id of this.settled) {
+      if (this.settled.size <= keep) break;
+      this.settled.delete(id);
+      removed.push(id);
     }
-    done.sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0));
-    const removed = done.slice(keep).map((d) => d.id);
+    // Asynchronous, unlike the small writes: a command can leave any number of files in work/.
     for (const id of removed) await rm(this.paths(id).dir, { recursive: true, force: true });
     return removed;
   }
@@ -231,12 +297,17 @@ export function survivingGroup(rec: PidRecord): boolean {
   return true;
 }
 
+/** Read once: it changes only with a reboot, and this process does not outlive one. */
+let cachedBootId: string | null | undefined;
+
 function bootId(): string | null {
+  if (cachedBootId !== undefined) return cachedBootId;
   try {
-    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
   } catch {
-    return null;
+    cachedBootId = null;
   }
+  return cachedBootId;
 }
 
 /** Field 22 of /proc/<pid>/stat: start time in clock ticks since boot (Linux only). */
@@ -262,6 +333,15 @@ async function readJson<T>(path: string): Promise<T | null> {
 
 async function writeJson(path: string, value: unknown): Promise<void> {
   await writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n');
+}
+
+function writeJsonWhole(path: string, value: unknown): void {
+  writeFileWhole(path, JSON.stringify(value, null, 2) + '\n');
+}
+
+/** An assignment rebuilt from an exit record, when assignment.json was lost: enough to report the outcome, nothing to run. */
+function fromIdentity(id: AttemptIdentity): AssignmentWire {
+  return { ...id, command: [], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [] };
 }
 
 

@@ -1,20 +1,21 @@
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { AgentSettings, AssignmentWire, HeartbeatResponse } from '../api/contract/agent-protocol.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { AgentSettings, AssignmentWire, HeartbeatResponse, ReportItemResult, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
 import { Agent } from './agent.js';
-import { AgentState, type ReportedRecord } from './agent-state.js';
+import { AgentState, KEEP_REPORTED, type ReportedRecord } from './agent-state.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 
 interface Event {
   seq: number;
-  type: 'register' | 'heartbeat' | 'start' | 'logs' | 'output' | 'complete';
+  /** `report`: one request; `start` and `complete`: one of its items each (`start` with pid null is the acknowledgement). */
+  type: 'register' | 'heartbeat' | 'report' | 'start' | 'logs' | 'output' | 'complete';
   attemptId?: string;
   body?: any;
 }
@@ -28,7 +29,14 @@ class FakeServer {
   readonly stale = new Set<string>();
   private readonly recorded = new Set<string>();
   failHeartbeats = false;
+  /** Reports holding an outcome are answered 503 (nothing in them recorded). */
   failCompletes = false;
+  /** The next n reports holding an outcome are answered 503. */
+  failCompletesTimes = 0;
+  /** How long a report is held before its answer: time for more to queue behind it. */
+  reportDelayMs = 0;
+  /** Each outcome's answers, in order: `ok` once, then `duplicate` for a resend. */
+  readonly answered = new Map<string, string[]>();
   url = '';
   private readonly bus = new EventEmitter();
   private queue: Pick<HeartbeatResponse, 'kill' | 'assignments'> = { kill: [], assignments: [] };
@@ -118,17 +126,35 @@ class FakeServer {
       this.queue = { kill: [], assignments: [] };
       return json(200, reply);
     }
-    if ((m = /^\/v1\/agent\/attempts\/([^/]+)\/(start|logs|complete)$/.exec(url.pathname))) {
+    if (req.method === 'POST' && (m = /^\/v1\/agent\/machines\/([^/]+)\/report$/.exec(url.pathname))) {
+      const body = JSON.parse(raw.toString()) as ReportRequest;
+      this.record({ type: 'report', body });
+      for (const it of body.started) this.record({ type: 'start', attemptId: it.attemptId, body: { token: it.token, pid: it.pid } });
+      for (const { attemptId, ...rest } of body.completed) this.record({ type: 'complete', attemptId, body: rest });
+      if (!this.machines.has(decodeURIComponent(m[1]!))) return json(404, { error: 'unknown_machine', message: 'who?' });
+      if (this.reportDelayMs > 0) await new Promise((r) => setTimeout(r, this.reportDelayMs));
+      if (body.completed.length > 0 && (this.failCompletes || this.failCompletesTimes > 0)) {
+        this.failCompletesTimes = Math.max(0, this.failCompletesTimes - 1);
+        return json(503, { error: 'unavailable', message: 'database down' });
+      }
+      const stale = (attemptId: string): ReportItemResult | null => (this.stale.has(attemptId) ? { attemptId, result: 'stale', message: 'attempt is not current' } : null);
+      const reply: ReportResponse = {
+        started: body.started.map((it) => stale(it.attemptId) ?? { attemptId: it.attemptId, result: 'ok' }),
+        completed: body.completed.map((it) => {
+          const first = !this.recorded.has(it.attemptId);
+          this.recorded.add(it.attemptId);
+          const r: ReportItemResult = stale(it.attemptId) ?? { attemptId: it.attemptId, result: first ? 'ok' : 'duplicate', jobState: 'succeeded' };
+          this.answered.set(it.attemptId, [...(this.answered.get(it.attemptId) ?? []), r.result]);
+          return r;
+        }),
+      };
+      return json(200, reply);
+    }
+    if ((m = /^\/v1\/agent\/attempts\/([^/]+)\/logs$/.exec(url.pathname))) {
       const attemptId = decodeURIComponent(m[1]!);
-      const body = JSON.parse(raw.toString());
-      this.record({ type: m[2] as Event['type'], attemptId, body });
+      this.record({ type: 'logs', attemptId, body: JSON.parse(raw.toString()) });
       if (this.stale.has(attemptId)) return staleReply();
-      if (m[2] === 'complete' && this.failCompletes) return json(503, { error: 'unavailable', message: 'database down' });
-      if (m[2] === 'logs') return json(204);
-      if (m[2] === 'start') return json(200, {});
-      const first = !this.recorded.has(attemptId);
-      this.recorded.add(attemptId);
-      return json(200, { accepted: first, jobState: 'succeeded' });
+      return json(204);
     }
     if (req.method === 'PUT' && (m = /^\/v1\/agent\/attempts\/([^/]+)\/outputs\/(.+)$/.exec(url.pathname))) {
       const attemptId = decodeURIComponent(m[1]!);
@@ -312,7 +338,7 @@ describe('Agent', () => {
     const state = new AgentState(join(dir, 'data'));
     await state.init();
     const finished = assignment();
-    const p = await state.createAttempt(finished);
+    const p = (await state.createAttempt(finished))!;
     await writeFile(join(p.output, 'model.bin'), 'weights');
     await state.writeExit(finished.attemptId, { exitCode: 0, signal: null, reason: null, finishedAt: new Date().toISOString() });
     // One that was running when the agent died, and died with it.
@@ -321,6 +347,13 @@ describe('Agent', () => {
     const dead = spawn('true');
     await new Promise((r) => dead.once('exit', r));
     await state.writePid(lost.attemptId, dead.pid!);
+    // One the previous agent had given up (killed on the server's word) when it ended: not reported.
+    const given = assignment();
+    await state.createAttempt(given);
+    await state.writeExit(given.attemptId, { exitCode: null, signal: 'SIGTERM', reason: 'killed: canceled', finishedAt: new Date().toISOString(), dropped: 'canceled' });
+    // One whose directory was being created when the agent died: nothing ran, nothing is kept.
+    const half = assignment();
+    await mkdir(join(dir, 'data', 'attempts', half.attemptId, 'work'), { recursive: true });
 
     await startAgent();
     const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === finished.attemptId);
@@ -331,6 +364,9 @@ describe('Agent', () => {
     expect(await reported(finished.attemptId)).toMatchObject({ result: 'accepted' });
     expect(await reported(lost.attemptId)).toMatchObject({ result: 'abandoned' });
     expect(srv.of('complete', lost.attemptId)).toHaveLength(0);
+    expect(await reported(given.attemptId)).toMatchObject({ result: 'dropped', note: 'canceled' });
+    expect(srv.of('complete', given.attemptId)).toHaveLength(0);
+    expect(await readdir(join(dir, 'data', 'attempts'))).not.toContain(half.attemptId);
   });
 
   it('on restart, kills the process group of an attempt that outlived the previous agent, and reports nothing', async () => {
@@ -376,8 +412,63 @@ describe('Agent', () => {
     await until(async () => (await reported(a.attemptId)) !== null);
     expect(await reported(a.attemptId)).toMatchObject({ result: 'dropped' });
     await expect(readFile(marker)).rejects.toThrow();
+    // Acknowledged (and refused) once; no pid ever reported, no outcome, no pid record on disk.
+    expect(srv.of('start', a.attemptId).map((e) => e.body.pid)).toEqual([null]);
     expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+    expect(await new AgentState(join(dir, 'data')).readPid(a.attemptId)).toBeNull();
   });
+
+  it('reports the outcomes of attempts that end together in one request', async () => {
+    await startAgent();
+    // Each report is held a while, so what happens meanwhile queues behind it.
+    srv.reportDelayMs = 200;
+    const go = join(dir, 'go');
+    const as = Array.from({ length: 6 }, () => assignment({ command: ['sh', '-c', 'while [ ! -e "$GO" ]; do sleep 0.02; done'], env: { GO: go } }));
+    srv.push({ assignments: as });
+    await until(() => as.every((a) => srv.of('start', a.attemptId).some((e) => e.body.pid !== null)), 8000);
+    await writeFile(go, '');
+    await until(() => as.every((a) => srv.answered.get(a.attemptId)?.[0] === 'ok'), 8000);
+    const withOutcomes = srv.of('report').filter((e) => e.body.completed.length > 0);
+    // The first outcome goes at once; the others end while it is held, and go together after it.
+    expect(withOutcomes.length).toBeLessThanOrEqual(2);
+    expect(Math.max(...withOutcomes.map((e) => e.body.completed.length))).toBeGreaterThanOrEqual(3);
+    expect(withOutcomes.flatMap((e) => e.body.completed.map((c: { attemptId: string }) => c.attemptId)).sort()).toEqual(as.map((a) => a.attemptId).sort());
+    // Six acknowledgements, six pids and six outcomes, in far fewer requests than eighteen.
+    expect(srv.of('report').length).toBeLessThanOrEqual(8);
+    for (const a of as) expect(srv.answered.get(a.attemptId)).toEqual(['ok']);
+  });
+
+  it('retries an outcome whose report fails with 503, and delivers it once', async () => {
+    srv.failCompletesTimes = 2;
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'exit 4'] });
+    srv.push({ assignments: [a] });
+    await until(async () => (await reported(a.attemptId))?.result === 'accepted');
+    // Sent three times: two answered 503 (nothing recorded), the third recorded.
+    expect(srv.of('complete', a.attemptId)).toHaveLength(3);
+    expect(srv.answered.get(a.attemptId)).toEqual(['ok']);
+    expect(srv.of('complete', a.attemptId)[2]!.body).toMatchObject({ exitCode: 4, reason: null });
+    expect(lines.some((l) => l.includes('report failed (1 in a row)'))).toBe(true);
+  });
+
+  it('keeps the newest settled attempts as it goes, reading no reported.json to choose', async () => {
+    await startAgent();
+    const reads = vi.spyOn(AgentState.prototype, 'readReported');
+    try {
+      // One after another, so that the order they settle in is the order they were given.
+      const as = Array.from({ length: KEEP_REPORTED + 5 }, () => assignment());
+      for (const a of as) {
+        srv.push({ assignments: [a] });
+        await until(async () => (await readdir(join(dir, 'data', 'attempts', a.attemptId)).catch((): string[] => [])).includes('reported.json'));
+      }
+      const newest = as.slice(5).map((a) => a.attemptId);
+      await until(async () => (await readdir(join(dir, 'data', 'attempts'))).filter((d) => !d.startsWith('.')).length === KEEP_REPORTED, 5000);
+      expect((await readdir(join(dir, 'data', 'attempts'))).sort()).toEqual(newest.sort());
+      expect(reads).not.toHaveBeenCalled();
+    } finally {
+      reads.mockRestore();
+    }
+  }, 30_000);
 
   it('registers again when the server no longer knows the machine', async () => {
     await startAgent({ heartbeatMs: 100 });

@@ -1,29 +1,30 @@
 /**
  * The worker agent: registers this machine, heartbeats (a long poll that also brings assignments
  * and kills), runs each assigned attempt in its own directory and process group, ships its logs,
- * uploads its outputs and reports its outcome under the attempt's token. docs/agent.md has the
- * timeline and what happens after a crash.
+ * uploads its outputs and reports its outcome under the attempt's token. Acknowledgements, pids and
+ * outcomes of all attempts share one stream of batched reports (reporter.ts). docs/agent.md has
+ * the timeline and what happens after a crash.
  *
  * Who decides an attempt's fate: the agent reports an outcome only for an attempt whose process
  * it saw end on its own (or time out, or fail to start). When the server says kill, or says the
- * attempt is stale (409), or this agent loses its lease or is stopped, the server has decided or
- * will (it reaps the attempt as lost, which does not count against the user's retries), so the
- * agent kills the process group and reports nothing.
+ * attempt is stale (a 409, or a report item answered `stale`), or this agent loses its lease or
+ * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
+ * against the user's retries), so the agent kills the process group and reports nothing.
  */
 import os from 'node:os';
-import type { AgentSettings, AssignmentWire, RegisterRequest } from '../api/contract/agent-protocol.js';
-import { AgentClient, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
+import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
+import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
 import { deliverOutcome } from './deliver-outcome.js';
-import { AgentState, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
+import { AgentState, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
-import { attemptEnv } from './attempt-env.js';
 import { crashBeforeReport } from './fault-hooks.js';
 import { abandonInterrupted } from './abandon-interrupted.js';
-import { LogShipper } from './log-shipper.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
-import { runProcess, type ProcessResult } from './process-runner.js';
+import type { ProcessResult } from './process-runner.js';
 import { describe, describeExit, message, newRun, type Run } from './attempt-run.js';
+import { Reporter } from './reporter.js';
+import { spawnAttempt } from './spawn-attempt.js';
 
 export interface AgentClock {
   now(): number;
@@ -42,16 +43,19 @@ export interface AgentOptions {
 }
 
 const MAX_WAIT_MS = 30_000;
-/** How long an outcome is retried before the agent gives it up (see deliverOnce). */
+/** How long an outcome is retried before the agent gives it up (see deliverOnce and Reporter). */
 const GIVE_UP_DELIVERY_MS = 5 * 60_000;
 
 export class Agent {
   private readonly state: AgentState;
   private readonly client: AgentClient;
+  private readonly reporter: Reporter;
   private readonly machine: DetectedMachine;
   private readonly logLine: (line: string) => void;
   private readonly clock: AgentClock;
   private readonly stopDeliverMs: number;
+  /** The agent's environment, read once: process.env is slow to walk, and attempts are many. */
+  private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
   /** Ends every call: the last step of stop(). */
   private readonly halt = new AbortController();
   /** Ends the loop's long poll and waits, without cutting deliveries still owed. */
@@ -63,7 +67,7 @@ export class Agent {
   private leaseLost = false;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
-  private pending: Promise<void> | null = null;
+  private registering: Promise<boolean> | null = null;
   private stopping = false;
   /** stop({ killRunning: false }): processes are left running, their outcomes left on disk. */
   private detached = false;
@@ -81,6 +85,21 @@ export class Agent {
     this.logLine = (line) => sink(`agent ${this.machine.name}: ${line}`);
     this.clock = opts.clock ?? { now: () => Date.now() };
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
+    const retry = { ...DEFAULT_RETRY, ...opts.retry };
+    this.reporter = new Reporter({
+      send: (req, signal) => this.client.report(this.id!, req, signal),
+      onUnknownMachine: () => {
+        this.log(`server does not know machine ${this.id} (report); registering again`);
+        return this.reregister();
+      },
+      signal: this.halt.signal,
+      now: () => this.clock.now(),
+      retry,
+      giveUpMs: GIVE_UP_DELIVERY_MS,
+      onRetry: (err, failures) => {
+        if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${message(err)}; retrying`);
+      },
+    });
   }
 
   get machineId(): string | null {
@@ -129,7 +148,8 @@ export class Agent {
     const deadline = new Promise<void>((resolve) => setTimeout(resolve, this.stopDeliverMs).unref());
     await Promise.race([this.deliverPending(), deadline]);
     this.halt.abort();
-    await this.pending?.catch(() => {});
+    // Deliveries cut short by the halt wind down (their outcomes stay on disk).
+    await Promise.allSettled([...this.runs.values()].map((r) => r.delivering));
     this.log('stopped');
   }
 
@@ -175,19 +195,40 @@ export class Agent {
     return false;
   }
 
-  /** Outcomes recorded before a crash are delivered before new work is taken (see abandon-interrupted.ts for the rest). */
+  /** One registration at a time, whoever finds the machine forgotten (the heartbeat loop, the reporter). */
+  private reregister(): Promise<boolean> {
+    this.registering ??= this.register()
+      .catch((e: unknown) => (this.log(`register failed: ${message(e)}`), false))
+      .finally(() => (this.registering = null));
+    return this.registering;
+  }
+
+  /**
+   * Outcomes recorded before a crash are delivered before new work is taken, unless that takes
+   * longer than a heartbeat period: the heartbeats that keep their leases must start by then (see
+   * abandon-interrupted.ts for the rest).
+   */
   private async recover(): Promise<void> {
-    const { finished, interrupted, broken } = await this.state.scan();
+    const { finished, interrupted, incomplete, broken } = await this.state.scan();
     for (const b of broken) this.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
+    // Died while creating it: nothing ran. Removed, so that the server's resend (it was never acknowledged) runs it.
+    for (const id of incomplete) await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
     await abandonInterrupted(interrupted, this.settings!.killGraceMs, (l) => this.log(l), (id, rec) => this.markReported(id, rec));
     for (const { assignment: a, exit } of finished) {
+      if (exit.dropped) {
+        await this.markReported(a.attemptId, { result: 'dropped', note: exit.dropped });
+        continue;
+      }
       this.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
       const run = newRun(a);
       run.paths = this.state.paths(a.attemptId);
       run.exit = exit;
       this.runs.set(a.attemptId, run);
     }
-    await this.deliverPending();
+    await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
+    clearTimeout(timer);
   }
 
   private async heartbeatLoop(): Promise<void> {
@@ -216,7 +257,7 @@ export class Agent {
         if (this.stopping) break;
         if (err instanceof UnknownMachine) {
           this.log(`${err.message}; registering again`);
-          if (!(await this.register().catch((e) => (this.log(`register failed: ${message(e)}`), false)))) await this.pause(1000);
+          if (!(await this.reregister())) await this.pause(1000);
           continue;
         }
         failures++;
@@ -268,6 +309,8 @@ export class Agent {
   private drop(run: Run, why: string): void {
     if (run.dropped) return;
     run.dropped = why;
+    // What still waits in the reporter is not sent: an acknowledgement (nothing runs), a pid, an outcome.
+    run.withdraw.abort();
     if (run.exit) {
       // Finished but not yet reported: the report would be refused; a delivery under way may still land.
       if (!run.delivering) void this.forget(run, { result: 'dropped', note: why });
@@ -280,34 +323,38 @@ export class Agent {
   private async execute(run: Run): Promise<void> {
     const { a } = run;
     const id = a.attemptId;
-    if (await this.state.hasAttempt(id)) {
+    const paths = await this.state.createAttempt(a);
+    if (!paths) {
       this.runs.delete(id);
       this.log(`attempt ${describe(a)} was assigned again; already handled, ignoring`);
       return;
     }
-    run.paths = await this.state.createAttempt(a);
+    run.paths = paths;
     if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
-    // Inputs are fetched while the start is acknowledged: both are on the way from ready to
-    // running. Nothing runs before the acknowledgement, and a refused start discards the inputs.
-    const paths = run.paths;
-    const inputs = this.client.downloadInputs(a.inputs, paths.input).then(
+    // Inputs are fetched while the attempt is acknowledged: both are on the way from ready to
+    // running. Nothing runs before the acknowledgement, and a refused one discards the inputs. An
+    // upstream without files costs only its directory (downloadInputs sends no request for it).
+    const inputs = a.inputs.length === 0 ? null : this.client.downloadInputs(a.inputs, paths.input).then(
       () => null,
       (err: unknown) => err,
     );
+    let ack: ReportItemResult;
     try {
-      await this.client.start(id, a.token, null);
+      ack = await this.reporter.acknowledge(id, a.token, run.withdraw.signal);
     } catch (err) {
       await inputs;
-      if (err instanceof StaleAttempt) {
-        this.log(`attempt ${describe(a)} is no longer current; not running it`);
-        return this.forget(run, { result: 'dropped', note: err.message });
-      }
       // Nothing ran, so nothing is owed: forget it entirely, so that the server's resend of an
       // unacknowledged assignment is taken as new rather than ignored as a duplicate.
-      this.log(`attempt ${describe(a)} could not be acknowledged (${message(err)}); not running it`);
+      this.log(`attempt ${describe(a)} could not be acknowledged (${run.dropped ?? message(err)}); not running it`);
       this.runs.delete(id);
       await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
       return;
+    }
+    // `duplicate`: an earlier copy of this acknowledgement was recorded (a resend after its answer was lost).
+    if (ack.result === 'stale' || ack.result === 'refused') {
+      await inputs;
+      this.log(`attempt ${describe(a)} is no longer current (${ack.result}${ack.message ? `: ${ack.message}` : ''}); not running it`);
+      return this.forget(run, { result: 'dropped', note: `${ack.result}: ${ack.message ?? 'not current'}` });
     }
     let result: ProcessResult | null = null;
     const inputError = await inputs;
@@ -318,9 +365,29 @@ export class Agent {
       else result = { exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
     }
     if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
-    result ??= await this.spawn(run, paths);
+    result ??= await spawnAttempt(
+      {
+        client: this.client,
+        reporter: this.reporter,
+        state: this.state,
+        machineName: this.machine.name,
+        baseEnv: this.baseEnv,
+        killGraceMs: this.settings!.killGraceMs,
+        log: (line) => this.log(line),
+        drop: (why) => this.drop(run, why),
+        halted: () => this.halt.signal.aborted,
+      },
+      run,
+      paths,
+    );
 
-    const exit: ExitRecord = { ...result, finishedAt: new Date(this.clock.now()).toISOString() };
+    const exit: ExitRecord = {
+      ...result,
+      finishedAt: new Date(this.clock.now()).toISOString(),
+      attempt: { attemptId: id, token: a.token, jobId: a.jobId, stageName: a.stageName, attemptNumber: a.attemptNumber },
+      // Recorded, so that a restart after a crash does not report it either.
+      ...(run.dropped ? { dropped: run.dropped } : {}),
+    };
     await this.state.writeExit(id, exit);
     run.exit = exit;
     this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
@@ -330,57 +397,11 @@ export class Agent {
     await this.deliver(run);
   }
 
-  private async spawn(run: Run, paths: AttemptPaths): Promise<ProcessResult> {
-    const { a } = run;
-    const shipper = new LogShipper({
-      send: (chunks) => this.client.logs(a.attemptId, a.token, chunks),
-      onError: (err) => {
-        if (err instanceof StaleAttempt) {
-          shipper.stop();
-          this.drop(run, 'stale: ' + err.message);
-        }
-      },
-    });
-    run.shipper = shipper;
-    const handle = runProcess({
-      command: a.command,
-      cwd: paths.work,
-      env: attemptEnv(a, paths, this.machine.name),
-      logFile: paths.log,
-      timeoutSeconds: a.timeoutSeconds,
-      killGraceMs: this.settings!.killGraceMs,
-      onOutput: (c) => shipper.push(c),
-    });
-    run.handle = handle;
-    if (handle.pid !== null) {
-      const recorded = await this.state.writePid(a.attemptId, handle.pid).then(
-        () => true,
-        (err) => (this.log(`cannot record pid of ${a.attemptId}: ${message(err)}`), false),
-      );
-      this.log(`attempt ${describe(a)} started pid ${handle.pid}`);
-      // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
-      if (!recorded) this.drop(run, 'its pid could not be recorded');
-      // A kill that arrived while the process was being spawned.
-      if (run.dropped) void handle.kill(run.dropped);
-      // The second start call only records the pid; the attempt was acknowledged before the spawn.
-      else
-        void this.client.start(a.attemptId, a.token, handle.pid).catch((err) => {
-          if (err instanceof StaleAttempt) this.drop(run, 'stale: ' + err.message);
-          else this.log(`cannot report pid of ${a.attemptId}: ${message(err)}`);
-        });
-    }
-    const result = await handle.done;
-    await shipper.close();
-    return result;
-  }
-
-  private deliverPending(): Promise<void> {
-    this.pending ??= (async () => {
-      for (const run of [...this.runs.values()]) {
-        if (run.exit && !run.dropped && !this.halt.signal.aborted) await this.deliver(run);
-      }
-    })().finally(() => (this.pending = null));
-    return this.pending;
+  /** Every owed outcome at once, so that they share reports; one already under way is joined, not repeated. */
+  private async deliverPending(): Promise<void> {
+    if (this.halt.signal.aborted) return;
+    const owed = [...this.runs.values()].filter((run) => run.exit && !run.dropped);
+    await Promise.all(owed.map((run) => this.deliver(run)));
   }
 
   /** Outputs (only after a clean exit), then the outcome. Leaves the run in place to retry when the server is unreachable. */
@@ -390,7 +411,9 @@ export class Agent {
   }
 
   private async deliverOnce(run: Run): Promise<void> {
-    const out = await deliverOutcome(this.client, run.a, run.exit!, run.paths!.output, run.uploaded);
+    // Dropped before its delivery began: drop() settled it.
+    if (run.dropped) return;
+    const out = await deliverOutcome(this.client, this.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal);
     // A kill or a stop that came while it was under way wins over a retry.
     if (!out.settled && (run.dropped || this.halt.signal.aborted)) {
       if (run.dropped) await this.forget(run, { result: 'dropped', note: run.dropped });
@@ -400,7 +423,8 @@ export class Agent {
     if (out.settled) return this.forget(run, out.record);
     // Owed outcomes keep the attempt listed in heartbeats (its lease renewed), so a delivery that
     // can never succeed would hold its stage forever. Past the limit it is given up: no longer
-    // listed, the server marks the attempt lost and runs the stage again.
+    // listed, the server marks the attempt lost and runs the stage again. The reporter applies the
+    // same limit to the outcome itself; this one covers its uploads.
     run.firstDeliveryFailure ??= this.clock.now();
     const owedFor = this.clock.now() - run.firstDeliveryFailure;
     if (owedFor > GIVE_UP_DELIVERY_MS) {

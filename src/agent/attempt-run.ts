@@ -11,17 +11,30 @@ export interface Run {
   shipper: LogShipper | null;
   /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
   dropped: string | null;
+  /** Aborted with `dropped`: withdraws whatever of this attempt still waits in the reporter. */
+  withdraw: AbortController;
   /** Set once the process is over; from then on the run is an outcome waiting to be delivered. */
   exit: ExitRecord | null;
   uploaded: Map<string, number>;
   delivering: Promise<void> | null;
-  /** When delivering its outcome first failed; it is given up after a while. */
+  /** When uploading its outputs first failed; it is given up after a while (the reporter does the same for the outcome). */
   firstDeliveryFailure?: number;
   task: Promise<void>;
 }
 
 export function newRun(a: AssignmentWire): Run {
-  return { a, paths: null, handle: null, shipper: null, dropped: null, exit: null, uploaded: new Map(), delivering: null, task: Promise.resolve() };
+  return {
+    a,
+    paths: null,
+    handle: null,
+    shipper: null,
+    dropped: null,
+    withdraw: new AbortController(),
+    exit: null,
+    uploaded: new Map(),
+    delivering: null,
+    task: Promise.resolve(),
+  };
 }
 
 export function describe(a: AssignmentWire): string {

@@ -2,6 +2,8 @@
  * Runs one attempt's command: no shell (the argv is the user's, already split), in a new process
  * group so the whole tree can be killed, with stdout and stderr both handed to a callback (shipped
  * to the server) and appended to a log file (kept on disk, complete even when shipping fails).
+ * The log file is created with the first output: a command that writes nothing costs no file (on
+ * some filesystems each file created under churn costs far more CPU than the rest of an attempt).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
@@ -25,7 +27,7 @@ export interface RunProcessOptions {
   command: string[];
   cwd: string;
   env: Record<string, string>;
-  /** Appended to, never truncated: a retried attempt directory keeps what came before. */
+  /** Appended to, never truncated: a retried attempt directory keeps what came before. Created with the first output. */
   logFile?: string;
   timeoutSeconds?: number | null;
   /** Time between TERM and KILL. */
@@ -48,7 +50,7 @@ const PIPE_DRAIN_MS = 1000;
 export function runProcess(opts: RunProcessOptions): ProcessHandle {
   let resolveDone!: (r: ProcessResult) => void;
   const done = new Promise<ProcessResult>((resolve) => (resolveDone = resolve));
-  const log = opts.logFile ? openLog(opts.logFile) : null;
+  let log: WriteStream | null = null;
   let settled = false;
   const settle = (r: ProcessResult) => {
     if (settled) return;
@@ -96,7 +98,7 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
       }
     };
     stream.on('data', (buf: Buffer) => {
-      log?.write(buf);
+      if (opts.logFile && !settled) (log ??= openLog(opts.logFile)).write(buf);
       emit(decoder.write(buf));
     });
     stream.on('end', () => emit(decoder.end()));

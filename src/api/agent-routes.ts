@@ -12,6 +12,9 @@ import {
   HeartbeatResponse,
   LogsRequest,
   RegisterRequest,
+  ReportRequest,
+  ReportResponse,
+  type ReportItemResult,
   RegisterResponse,
   StartRequest,
 } from './contract/agent-protocol.js';
@@ -61,6 +64,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
         const deadline = reportedAt + Math.min(body.waitMs ?? 0, config.heartbeatMs);
         // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
         // when the request arrives; a wake-up while it is held only re-reads what to send.
+        // Under load an agent polls again each time work arrives; within half a period of the last
+        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat).
         const hb = await store.machineHeartbeat({
           machineId: id,
           running: body.running,
@@ -68,6 +73,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           leaseMs: config.leaseMs,
           missingAfterMs: 2 * config.heartbeatMs,
           jitter: ctx.random(),
+          renewAfterMs: config.heartbeatMs / 2,
         });
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
         let kill = hb.kill;
@@ -83,6 +89,42 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       } finally {
         waiter.done();
       }
+    },
+  );
+
+  app.post(
+    '/v1/agent/machines/:id/report',
+    {
+      schema: {
+        summary: 'A batched report: acknowledgements, pids and outcomes of many attempts, one transaction, one answer per item',
+        tags,
+        params: AttemptParams,
+        body: ReportRequest,
+        response: { 200: ReportResponse, ...errors },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const body = req.body as ReportRequest;
+      // Outputs are committed by pointer only if every file named was really uploaded, whole; an
+      // outcome naming one that is not is refused on its own, before the transaction.
+      const refused = new Map<string, ReportItemResult>();
+      for (const c of body.completed) {
+        const problem = isCleanExit(c) ? await missingOutput(ctx, c.attemptId, c.outputs) : null;
+        if (problem) refused.set(c.attemptId, { attemptId: c.attemptId, result: 'refused', message: problem });
+      }
+      const r = await store.machineReport({
+        machineId: id,
+        started: body.started,
+        completed: body.completed.filter((c) => !refused.has(c.attemptId)),
+        now: clock.now(),
+        leaseMs: config.leaseMs,
+        jitter: ctx.random(),
+      });
+      const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
+      if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report items refused');
+      const done = new Map(r.completed.map((x) => [x.attemptId, x]));
+      return { started: r.started, completed: body.completed.map((c) => refused.get(c.attemptId) ?? done.get(c.attemptId)!) };
     },
   );
 
@@ -141,15 +183,9 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as CompleteRequest;
-      if (isCleanExit(body)) {
-        // Outputs are committed by pointer only if every file named was really uploaded, whole.
-        for (const o of body.outputs) {
-          const size = await ctx.artifacts.size(id, ArtifactStore.checkPath(o.path));
-          if (size !== o.size) {
-            throw new ValidationError([{ path: '/outputs', message: `output ${o.path} was not uploaded (or has ${size} bytes, not ${o.size})` }]);
-          }
-        }
-      }
+      // Outputs are committed by pointer only if every file named was really uploaded, whole.
+      const problem = isCleanExit(body) ? await missingOutput(ctx, id, body.outputs) : null;
+      if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
       const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random() });
       req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
       return { accepted: r.accepted, jobState: r.jobState };
@@ -170,4 +206,19 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   );
 
   app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+}
+
+/** Why the outputs an outcome names cannot be committed, or null when every one was uploaded whole. */
+async function missingOutput(ctx: ApiContext, attemptId: string, outputs: { path: string; size: number }[]): Promise<string | null> {
+  for (const o of outputs) {
+    let rel: string;
+    try {
+      rel = ArtifactStore.checkPath(o.path);
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+    const size = await ctx.artifacts.size(attemptId, rel);
+    if (size !== o.size) return `output ${o.path} was not uploaded (or has ${size} bytes, not ${o.size})`;
+  }
+  return null;
 }

@@ -7,7 +7,8 @@ import { installErrorHandler } from './error-handler.js';
 import { jobRoutes } from './job-routes.js';
 import { machineRoutes } from './machine-routes.js';
 
-export const API_VERSION = '0.1.0';
+export { API_VERSION } from './contract/api-version.js';
+import { API_VERSION } from './contract/api-version.js';
 
 /**
  * The HTTP API: the external routes for users and the internal ones for agents, one Fastify
@@ -16,6 +17,9 @@ export const API_VERSION = '0.1.0';
 export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | object } = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: opts.logger ?? false,
+    // Two lines per request at info would cost more than the request itself under load (agents
+    // report many times a second); a line per request is kept at debug (hook below).
+    disableRequestLogging: true,
     bodyLimit: ctx.config.bodyLimitBytes,
     // Long-polls are held for a heartbeat interval; keep-alive connections outlive them.
     keepAliveTimeout: 60_000,
@@ -37,6 +41,9 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     },
   });
   installErrorHandler(app);
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true, version: API_VERSION }));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   jobRoutes(app, ctx);

@@ -27,7 +27,9 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(400, { error: 'invalid_request', message: issues.map((i) => `${i.path}: ${i.message}`).join('; '), issues });
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return send(413, { error: 'body_too_large', message: `request body is over the limit of ${req.routeOptions.bodyLimit ?? 'the server'} bytes` });
+      const limit = req.routeOptions.bodyLimit;
+      const mib = limit !== undefined && limit % 2 ** 20 === 0 ? ` (${limit / 2 ** 20} MiB)` : '';
+      return send(413, { error: 'body_too_large', message: `request body is over the limit of ${limit ?? 'the server'} bytes${mib}` });
     }
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       return send(415, {

@@ -4,10 +4,13 @@ import { Type } from 'typebox';
 import { jobStates, type JobState } from '../domain/job-state.js';
 import { NotFoundError } from '../domain/errors.js';
 import { JobSpecSchema, parseJobSpec, parseJobSpecText } from '../domain/job-spec.js';
+import { MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_BATCH_STAGES, parseJobBatch, parseJobBatchText } from '../domain/job-batch.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
+import { JobBatchResult } from './contract/job-batch.js';
 import { ErrorBody, EventView, JobSummaryView, JobView } from './contract/job-view.js';
 import { jobSummaryView, jobView } from './views.js';
+import { withLivePendingReasons } from './live-pending-reasons.js';
 
 const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
@@ -42,6 +45,36 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     },
   );
 
+  app.post(
+    '/v1/jobs/batch',
+    {
+      bodyLimit: MAX_BATCH_BYTES,
+      schema: {
+        summary: 'Submit many jobs at once',
+        description:
+          `Body: \`{ jobs: [spec, …] }\` as JSON, or the same as YAML text; at most ${MAX_BATCH_JOBS} jobs, ${MAX_BATCH_STAGES} stages ` +
+          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413). Each spec is validated as \`POST /v1/jobs\` validates one. ` +
+          'All or nothing, in one transaction: an invalid spec gets 400 listing every problem, each path naming its job ' +
+          '(`/jobs/3/stages/1/command`), and nothing is written. Answers the new ids and names, in the order given.',
+        tags: ['jobs'],
+        body: Type.Object({ jobs: Type.Array(JobSpecSchema, { minItems: 1, maxItems: MAX_BATCH_JOBS }) }),
+        response: { 201: JobBatchResult, 400: ErrorBody, 413: ErrorBody, 415: ErrorBody },
+      },
+      // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
+      validatorCompiler: () => () => true,
+    },
+    async (req, reply) => {
+      const raw = req.body as unknown;
+      const input = typeof raw === 'string' ? parseJobBatchText(raw) : raw;
+      const definitions = parseJobBatch(input);
+      // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
+      const sources = (input as { jobs: unknown[] }).jobs.map((spec) => JSON.stringify(spec));
+      const ids = await store.jobSubmitBatch({ definitions, sources, now: clock.now() });
+      req.log.info({ jobs: ids.length, stages: definitions.reduce((n, d) => n + d.stages.length, 0) }, 'job batch submitted');
+      return reply.status(201).send({ jobs: ids.map((id, i) => ({ id, name: definitions[i]!.name })) });
+    },
+  );
+
   app.get(
     '/v1/jobs',
     {
@@ -70,7 +103,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const { id } = req.params as { id: string };
       const job = await store.jobGet({ jobId: id });
       if (!job) throw new NotFoundError('job', id);
-      return jobView(job);
+      return jobView(await withLivePendingReasons(store, job, clock.now()));
     },
   );
 

@@ -1,20 +1,23 @@
 #!/usr/bin/env node
 import { Command } from '@commander-js/extra-typings';
-import { API_VERSION } from '../api/build-api.js';
+import { API_VERSION } from '../api/contract/api-version.js';
 import { ValidationError } from '../domain/errors.js';
 import { agentCommand } from './commands/agent-command.js';
-import { registerClientCommands } from './commands/register-client-commands.js';
-import { serverCommand } from './commands/server-command.js';
-import { upCommand } from './commands/up-command.js';
 
 const program = new Command()
   .name('gantry')
   .description('Gantry: multi-stage jobs on GPU and CPU clusters.\nEvery command takes --help.')
   .version(API_VERSION);
-upCommand(program);
-serverCommand(program);
-agentCommand(program);
-registerClientCommands(program);
+// An agent forks a process for every stage it starts, and a fork costs in proportion to the
+// forking process's memory: `gantry agent` loads only its own code (58 MB idle, rather than 87 MB).
+if (process.argv[2] === 'agent') {
+  agentCommand(program);
+} else {
+  (await import('./commands/up-command.js')).upCommand(program);
+  (await import('./commands/server-command.js')).serverCommand(program);
+  agentCommand(program);
+  (await import('./commands/register-client-commands.js')).registerClientCommands(program);
+}
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   // Usage and input errors get exit code 2 and a message naming the problem; nothing else prints a stack.

@@ -7,7 +7,6 @@
  * here in code, on whatever parts of the input are well-typed, so one pass reports everything.
  */
 import { Type, type Static } from 'typebox';
-import { LineCounter, parseDocument } from 'yaml';
 import { findCycle, topologicalOrder, type Edge } from './dag.js';
 import { ValidationError, type ValidationIssue } from './errors.js';
 import {
@@ -23,6 +22,7 @@ import {
 import { parseCpuMillis, parseMemoryBytes, QuantityError } from './quantity.js';
 import { normalizeGpuType } from './resources.js';
 import { describeValue, encodePointerSegment as enc, schemaIssues, suggest } from './schema-issues.js';
+import { failText, parseSpecDocuments } from './spec-text.js';
 
 export const MAX_BACKOFF_SECONDS = 7 * 24 * 3600;
 export const MAX_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
@@ -334,31 +334,8 @@ export function stageOrder(def: JobDefinition): string[] {
  * and documents that are not a mapping.
  */
 export function parseJobSpecText(text: string, filename?: string): unknown {
-  const where = filename ? `${filename}: ` : '';
-  const fail = (messages: string[]): never => {
-    throw new ValidationError(messages.map((m) => ({ path: '', message: `${where}${m}` })));
-  };
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > MAX_SPEC_BYTES) {
-    fail([`spec is ${bytes} bytes; the limit is ${MAX_SPEC_BYTES} bytes (1 MiB)`]);
-  }
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    fail(
-      doc.errors.map((e) => {
-        const { line, col } = lineCounter.linePos(e.pos[0]);
-        return `line ${line}, column ${col}: ${e.message}`;
-      }),
-    );
-  }
-  let value: unknown;
-  try {
-    value = doc.toJS({ maxAliasCount: 100 });
-  } catch (e) {
-    fail([`cannot read the spec: ${e instanceof Error ? e.message : String(e)}`]);
-  }
-  if (value === null || value === undefined) fail(['the spec is empty']);
-  if (!isObj(value)) fail([`a job spec must be a mapping (name: ..., stages: ...), got ${describeValue(value)}`]);
+  const [value] = parseSpecDocuments(text, { filename, maxBytes: MAX_SPEC_BYTES, what: 'spec' });
+  if (value === null || value === undefined) failText(filename, ['the spec is empty']);
+  if (!isObj(value)) failText(filename, [`a job spec must be a mapping (name: ..., stages: ...), got ${describeValue(value)}`]);
   return value;
 }

@@ -1,19 +1,58 @@
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
+import type { OutboxMessage } from '../store/records.js';
 import type { Store } from '../store/store.js';
 
 /**
- * Publishes outbox rows to the bus, oldest first, then marks them published. A crash between
- * the publish and the mark publishes them again on the next pass: consumers are idempotent.
+ * The outbox's way to the bus. Messages a transaction wrote are published as soon as it commits
+ * (`published`, from the store's onOutbox), and marked published later, many in one write by the
+ * relay pass: a commit per message would cost more than the work it announces. The pass also
+ * publishes rows nobody published (the process died between a commit and its publish), oldest
+ * first. A crash before the mark publishes some again: consumers are idempotent.
  */
-export async function relayOutbox(store: Store, bus: Bus, clock: Clock, batch = 500): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const msgs = await store.outboxPending({ limit: batch });
-    if (msgs.length === 0) return total;
-    for (const m of msgs) await bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload });
-    await store.outboxMarkPublished({ ids: msgs.map((m) => m.id), now: clock.now() });
-    total += msgs.length;
-    if (msgs.length < batch) return total;
+export class OutboxRelay {
+  private sent: number[] = [];
+
+  constructor(
+    private readonly store: Store,
+    private readonly bus: Bus,
+    private readonly clock: Clock,
+    private readonly onError: (err: unknown) => void = () => {},
+  ) {}
+
+  /** Publishes what a transaction just committed. */
+  published(messages: OutboxMessage[]): void {
+    for (const m of messages) {
+      this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload }).catch(this.onError);
+      this.sent.push(m.id);
+    }
   }
+
+  /** How many were sent and not yet marked. */
+  get unmarked(): number {
+    return this.sent.length;
+  }
+
+  /** Marks what was sent, then publishes and marks what was not. Returns how many it published. */
+  async pass(batch = 500): Promise<number> {
+    const sent = this.sent;
+    this.sent = [];
+    for (let i = 0; i < sent.length; i += batch) {
+      await this.store.outboxMarkPublished({ ids: sent.slice(i, i + batch), now: this.clock.now() });
+    }
+    let total = 0;
+    for (;;) {
+      const msgs = await this.store.outboxPending({ limit: batch });
+      if (msgs.length === 0) return total;
+      for (const m of msgs) await this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload });
+      await this.store.outboxMarkPublished({ ids: msgs.map((m) => m.id), now: this.clock.now() });
+      total += msgs.length;
+      if (msgs.length < batch) return total;
+    }
+  }
+}
+
+/** One relay pass without a fast path: publish every unpublished row, then mark it. */
+export async function relayOutbox(store: Store, bus: Bus, clock: Clock, batch = 500): Promise<number> {
+  return new OutboxRelay(store, bus, clock).pass(batch);
 }

@@ -48,7 +48,7 @@ export interface StageNeed {
   labels: Readonly<Record<string, string>>;
 }
 
-export function stageNeed(stage: QueuedStage): StageNeed {
+export function stageNeed(stage: Pick<QueuedStage, 'resources' | 'placement'>): StageNeed {
   const gpu = stage.resources.gpu;
   const gpuCount = gpu && gpu.count > 0 ? gpu.count : 0;
   const gpuTypes = gpuCount > 0 && gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];

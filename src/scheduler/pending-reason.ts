@@ -1,6 +1,7 @@
 import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
 import { formatCpu, formatMemory } from '../domain/quantity.js';
-import { isBusyReason, RejectReason, type StageNeed } from './checks.js';
+import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
+import type { MachineView } from './snapshot.js';
 
 /** Why one machine was rejected for a stage (the input to the one-line reason). */
 export interface MachineReject {
@@ -86,4 +87,19 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
     .sort((a, b) => b.count - a.count || a.order - b.order)
     .map((g) => `${g.count} ${staticPhrase(need, g.sample, g.count)}`);
   return `no ready machine can run it: ${parts.join(', ')}`;
+}
+
+/**
+ * Why a ready stage is not running, asked now of the cluster as it is: null when some machine
+ * has room for it (the next pass places it), else the one-line reason. Computed when someone
+ * looks (status, explain), not written by every pass: a pass costs what it places.
+ */
+export function pendingReasonNow(need: StageNeed, machines: readonly MachineView[]): string | null {
+  const rejects: MachineReject[] = [];
+  for (const m of machines) {
+    const reason = firstReject(need, m);
+    if (reason === null) return null;
+    rejects.push({ health: m.health, reason });
+  }
+  return pendingReason(need, rejects);
 }

@@ -1,6 +1,7 @@
 import { normalizeGpuType } from '../domain/resources.js';
 import { firstReject, stageNeed, type StageNeed, isBusyReason } from './checks.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
+import { takeAllocation } from './placement-fit.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
 import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from './snapshot.js';
 
@@ -100,20 +101,11 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
         .filter((g) => g.free && normalizeGpuType(g.type) === best.gpuType)
         .sort((a, b) => a.index - b.index)
         .slice(0, need.gpuCount);
-      for (const g of free) {
-        g.free = false;
-        gpuIndices.push(g.index);
-      }
+      for (const g of free) gpuIndices.push(g.index);
     }
-    m.cpuMillisFree -= need.cpuMillis;
-    m.memoryBytesFree -= need.memoryBytes;
-    placements.push({
-      stageId: stage.stageId,
-      machineId: m.id,
-      gpuIndices,
-      cpuMillis: need.cpuMillis,
-      memoryBytes: need.memoryBytes,
-    });
+    const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices, cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
+    takeAllocation(m, placement);
+    placements.push(placement);
   }
 
   return { placements, pending };

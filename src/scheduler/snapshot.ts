@@ -38,9 +38,23 @@ export interface QueuedStage {
   placement: Placement;
 }
 
+/** Every machine with what is free on it now. */
+export interface ClusterView {
+  /** Changes whenever a machine is added or changes health or capacity. */
+  version: number;
+  machines: MachineView[];
+}
+
+/** A shape with ready stages (src/domain/stage-shape.ts) and what each of its stages asks for. */
+export interface QueueShape {
+  shape: string;
+  pool: string;
+  resources: Resources;
+  placement: Placement;
+}
+
 export interface SchedulerSnapshot {
-  /** Changes whenever a machine is added or changes health or capacity; the store parks stages
-   *  that no machine could run at this version and looks at them again at the next one. */
+  /** Changes whenever a machine is added or changes health or capacity. */
   clusterVersion?: number;
   machines: MachineView[];
   /** Ready stages whose backoff has passed. Any order; the scheduler sorts. */

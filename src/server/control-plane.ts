@@ -5,9 +5,9 @@ import type { Bus } from '../bus/bus.js';
 import { Topic } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { type Clock, systemClock } from '../domain/clock.js';
-import { relayOutbox } from '../reconciler/outbox-relay.js';
+import { OutboxRelay } from '../reconciler/outbox-relay.js';
 import { reconcilePass } from '../reconciler/reconcile.js';
-import { schedulerPass } from '../scheduler/scheduler-loop.js';
+import { schedulerPass } from './scheduler-pass.js';
 import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
 import type { Store } from '../store/store.js';
 import { ArtifactStore } from './artifact-store.js';
@@ -49,6 +49,7 @@ export async function createControlPlane(
     async () => {
       const r = await schedulerPass(store, clock, { leaseMs: config.leaseMs });
       if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass');
+      if (r.more) scheduler.kick();
     },
     config.schedulerIntervalMs,
     logError('scheduler'),
@@ -73,9 +74,14 @@ export async function createControlPlane(
     logError('reconciler'),
     random,
   );
-  const relay = new Loop('relay', async () => void (await relayOutbox(store, bus, clock)), config.relayIntervalMs, logError('relay'), random);
+  const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
+  const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
 
-  store.onOutbox(() => relay.kick());
+  // Published at once after each commit; marked published by the relay's next pass, in bulk.
+  store.onOutbox((messages) => {
+    outbox.published(messages);
+    if (outbox.unmarked >= 1000) relay.kick();
+  });
   bus.subscribe(Topic.poolReady, () => scheduler.kick());
   bus.subscribe(Topic.capacityFreed, () => scheduler.kick());
 

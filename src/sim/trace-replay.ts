@@ -3,8 +3,8 @@
  * their creation time, hold what they were given for as long as they ran in production, and leave.
  * Pure: trace time (seconds) drives it, it never reads the clock. The seed of the simulator.
  */
-import { normalizeGpuType } from '../domain/resources.js';
-import { acceptsGpuType, stageNeed } from '../scheduler/checks.js';
+import { stageNeed } from '../scheduler/checks.js';
+import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
 import type {
   MachineView,
@@ -172,34 +172,17 @@ function cloneMachine(m: MachineView): MachineView {
  * Throws when the plan would over-allocate: that is a scheduler bug, not a simulated outcome.
  */
 function allocate(m: MachineView, p: PlannedPlacement, stage: QueuedStage): void {
-  const where = `replay: ${p.stageId} on ${m.id}`;
-  if (p.cpuMillis > m.cpuMillisFree) throw new Error(`${where}: needs ${p.cpuMillis} CPU millis, ${m.cpuMillisFree} free`);
-  if (p.memoryBytes > m.memoryBytesFree) throw new Error(`${where}: needs ${p.memoryBytes} memory bytes, ${m.memoryBytesFree} free`);
-  const need = stageNeed(stage);
-  if (p.gpuIndices.length !== need.gpuCount) throw new Error(`${where}: ${p.gpuIndices.length} GPUs for a ${need.gpuCount}-GPU stage`);
-  const types = new Set<string>();
-  for (const i of p.gpuIndices) {
-    const g = m.gpus.find((x) => x.index === i);
-    if (g === undefined) throw new Error(`${where}: no GPU ${i}`);
-    if (!g.free) throw new Error(`${where}: GPU ${i} already allocated`);
-    if (!acceptsGpuType(need, g.type)) throw new Error(`${where}: GPU ${i} is ${g.type}, wants ${need.gpuTypes.join('|')}`);
-    types.add(normalizeGpuType(g.type));
-  }
-  if (types.size > 1) throw new Error(`${where}: mixed GPU types ${[...types].join(', ')}`);
-  if (new Set(p.gpuIndices).size !== p.gpuIndices.length) throw new Error(`${where}: a GPU index twice`);
-  for (const i of p.gpuIndices) m.gpus.find((x) => x.index === i)!.free = false;
-  m.cpuMillisFree -= p.cpuMillis;
-  m.memoryBytesFree -= p.memoryBytes;
+  const problem = allocationProblem(m, p, stageNeed(stage));
+  if (problem) throw new Error(`replay: ${p.stageId} on ${m.id}: ${problem}`);
+  takeAllocation(m, p);
 }
 
 function release(m: MachineView, p: PlannedPlacement): void {
-  for (const i of p.gpuIndices) {
-    const g = m.gpus.find((x) => x.index === i);
-    if (g === undefined || g.free) throw new Error(`replay: ${p.stageId} releases GPU ${i} on ${m.id}, which it does not hold`);
-    g.free = true;
+  try {
+    releaseAllocation(m, p);
+  } catch (err) {
+    throw new Error(`replay: ${p.stageId} ${(err as Error).message}`);
   }
-  m.cpuMillisFree += p.cpuMillis;
-  m.memoryBytesFree += p.memoryBytes;
 }
 
 /** Mean, median, p95 (nearest rank) and max; null for no values. */

@@ -3,6 +3,8 @@ import { attemptStates } from '../domain/attempt-state.js';
 import { jobStates } from '../domain/job-state.js';
 import { machineHealths } from '../domain/machine-health.js';
 import { stageStates } from '../domain/stage-state.js';
+import type { Placement, Resources } from '../domain/resources.js';
+import { stageShape } from '../domain/stage-shape.js';
 import type { StoreCapabilities } from './store-capabilities.js';
 
 /**
@@ -163,6 +165,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
       },
     },
     '0002_queue_parking_indexes': migration0002(),
+    '0003_stage_shapes': migration0003(),
   };
 }
 
@@ -185,6 +188,27 @@ function migration0002(): Migration {
       await db.schema.createIndex('attempts_job').on('attempts').columns(['job_id']).execute();
       await db.schema.createIndex('jobs_state_updated').on('jobs').columns(['state', 'updated_at']).execute();
       await db.schema.createIndex('machines_updated').on('machines').columns(['updated_at']).execute();
+    },
+  };
+}
+
+/**
+ * Queues by shape (src/domain/stage-shape.ts): the scheduler reads each shape's ready stages only
+ * as deep as free room allows, and finds the shapes that have ready stages by walking a partial
+ * index, so a pass costs what it places, not what waits. `parked_at` (0002) is no longer used:
+ * a shape no machine can run is never read at all.
+ */
+function migration0003(): Migration {
+  return {
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('stages').addColumn('shape', 'text').execute();
+      // Stages that may still be queued get their shape; ended ones never need it.
+      const open = await db.selectFrom('stages').select(['id', 'definition']).where('state', 'in', ['pending', 'ready', 'scheduled', 'running']).execute();
+      for (const r of open) {
+        const def = JSON.parse(r.definition) as { resources: Resources; placement: Placement };
+        await db.updateTable('stages').set({ shape: stageShape(def.resources, def.placement) }).where('id', '=', r.id).execute();
+      }
+      await sql`create index stages_ready_shape on stages (shape, priority desc, ready_since) where state = 'ready'`.execute(db);
     },
   };
 }

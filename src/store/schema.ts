@@ -41,8 +41,10 @@ export interface StagesTable {
   ready_since: number | null;
   not_before: number | null;
   pending_reason: string | null;
-  /** The cluster version at which no machine could run it; not queued again until that changes. */
+  /** Unused since 0003 (shapes): was the cluster version at which no machine could run it. */
   parked_at: number | null;
+  /** Its shape (src/domain/stage-shape.ts): the scheduler's queues are per shape. */
+  shape: string | null;
   end_reason: string | null;
   created_at: number;
   updated_at: number;

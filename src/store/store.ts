@@ -1,7 +1,7 @@
 import type { JobDefinition } from '../domain/job-definition.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
-import type { Plan, SchedulerSnapshot } from '../scheduler/snapshot.js';
+import type { ClusterView, Plan, QueuedStage, QueueShape, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type {
   Assignment,
   AttemptRecord,
@@ -29,11 +29,15 @@ export interface Store {
   readonly capabilities: StoreCapabilities;
   migrate(): Promise<void>;
   close(): Promise<void>;
-  /** Called after a transaction that wrote outbox rows commits, so the relay can run at once. */
-  onOutbox(listener: () => void): void;
+  /** Called after a transaction that wrote outbox rows commits, with those rows, so they can be
+   *  published at once; the relay publishes whatever was not (a crash right after the commit). */
+  onOutbox(listener: (messages: OutboxMessage[]) => void): void;
 
   // --- jobs (user side) ---
   jobSubmit(p: { definition: JobDefinition; source: string | null; now: number }): Promise<JobDetail>;
+  /** Submits many jobs in one transaction, all or none (each as `jobSubmit` writes it; each pool with
+   *  a ready stage told once); returns their ids in the order given. `sources[i]` is job i's text. */
+  jobSubmitBatch(p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; now: number }): Promise<string[]>;
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
   jobExists(p: { jobId: string }): Promise<boolean>;
   jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
@@ -45,13 +49,19 @@ export interface Store {
   eventsList(p: { jobId?: string; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
 
   // --- scheduler ---
-  /** Ready stages whose backoff has passed (at most `limitPerPool` per pool, in queue order) and
-   *  every machine with what is free on it. */
-  schedulerSnapshot(p: { now: number; limitPerPool: number }): Promise<SchedulerSnapshot>;
+  /** Every machine with what is free on it now (held by attempts not yet released). */
+  clusterView(): Promise<ClusterView>;
+  /** The shapes that have ready stages; costs the number of shapes, not of stages waiting. */
+  readyShapes(p: { now: number }): Promise<QueueShape[]>;
+  /** The head of each named shape's queue in scheduling order (priority, then age), at most
+   *  `limit` each, leaving out stages still backing off. */
+  queueHeads(p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]>;
+  /** The cluster and the head of every shape's queue (`limitPerShape` each): for tests and tools. */
+  schedulerSnapshot(p: { now: number; limitPerShape: number }): Promise<SchedulerSnapshot>;
   /** Applies a plan, re-checking each placement against fresh state; a placement whose stage is
-   *  no longer ready or whose machine no longer has room is skipped and reported. A stage the plan
-   *  found unplaceable is parked at `clusterVersion` (the snapshot's) until the cluster changes. */
-  planApply(p: { plan: Plan; now: number; leaseMs: number; clusterVersion?: number }): Promise<PlanApplyResult>;
+   *  no longer ready or whose machine no longer has room is skipped and reported. Pending stages
+   *  are not written: why a stage waits is computed when asked (pendingReasonNow). */
+  planApply(p: { plan: Plan; now: number; leaseMs: number }): Promise<PlanApplyResult>;
 
   // --- machines and agents ---
   machineRegister(p: MachineRegistration & { now: number }): Promise<MachineRecord>;
@@ -66,6 +76,9 @@ export interface Store {
     /** A running attempt missing from the list, this long after it started, is lost. */
     missingAfterMs: number;
     jitter: number;
+    /** Write nothing when the last heartbeat written is younger than this and the list calls for
+     *  nothing (see machineHeartbeat in machine-verbs.ts). */
+    renewAfterMs?: number;
   }): Promise<HeartbeatResult>;
   /** Read-only: which of these attempts the machine must kill (a held heartbeat re-checks with it). */
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
@@ -74,6 +87,18 @@ export interface Store {
   /** Attempts placed on this machine that its agent has not started yet, less those in `exclude`
    *  (the ones the agent already has). */
   machineAssignments(p: { machineId: string; exclude?: readonly string[] }): Promise<Assignment[]>;
+
+  /** An agent's batched report (acknowledgements, pids, outcomes) in one transaction; each item
+   *  is fenced as its single-attempt verb and answered on its own. Throws NotFoundError for an
+   *  unknown machine. */
+  machineReport(p: {
+    machineId: string;
+    started: { attemptId: string; token: number; pid: number | null }[];
+    completed: AttemptCompletion[];
+    now: number;
+    leaseMs: number;
+    jitter: number;
+  }): Promise<MachineReportResult>;
 
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---
   attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number }): Promise<AttemptRecord>;
@@ -131,6 +156,19 @@ export interface CompletionResult {
   accepted: boolean;
   attempt: AttemptRecord;
   jobState: JobState;
+}
+
+/** One report item's answer: see ReportItemResult in the agent protocol. */
+export interface ReportItemOutcome {
+  attemptId: string;
+  result: 'ok' | 'duplicate' | 'stale' | 'refused';
+  message?: string;
+  jobState?: JobState;
+}
+
+export interface MachineReportResult {
+  started: ReportItemOutcome[];
+  completed: ReportItemOutcome[];
 }
 
 export interface PlanApplyResult {

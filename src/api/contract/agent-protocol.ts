@@ -9,11 +9,16 @@ import { Type, type Static } from 'typebox';
  *               the reply says which to kill and carries new assignments. The server holds the
  *               request open up to `waitMs` when it has nothing to say, so assignments and
  *               cancels arrive at once without a second channel.
- *   start     → before spawning: the attempt is acknowledged and becomes running
+ *   report    → what happened since the last report, for many attempts in one request and one
+ *               transaction: acknowledgements (before spawning: the attempt becomes running), pids
+ *               (after spawning), and outcomes (fenced by each attempt's token). One report is in
+ *               flight per agent; what happens meanwhile waits for the next one, so the cost per
+ *               stage falls as the load rises (group commit). Each item gets its own answer.
  *   logs      → batches of stdout/stderr
- *   outputs   → PUT each output file, then `complete` names them
- *   complete  → the outcome, fenced by the attempt's token
- * A reply of 409 to start, logs, outputs or complete means the attempt is no longer current: kill it.
+ *   outputs   → PUT each output file, then the outcome in a report names them
+ *   start, complete → the same as one item of a report (kept for single-attempt clients)
+ * A reply of 409 to start, logs, outputs or complete, or a report item answered `stale`, means the
+ * attempt is no longer current: kill it.
  */
 const StringMap = Type.Unsafe<Record<string, string>>(Type.Object({}, { additionalProperties: Type.String() }));
 
@@ -118,3 +123,42 @@ export const LogsRequest = Type.Object(
   { additionalProperties: false },
 );
 export type LogsRequest = Static<typeof LogsRequest>;
+
+export const StartedItem = Type.Object({ attemptId: Type.String({ maxLength: 100 }), ...StartRequest.properties }, { additionalProperties: false });
+export type StartedItem = Static<typeof StartedItem>;
+
+export const CompletedItem = Type.Object({ attemptId: Type.String({ maxLength: 100 }), ...CompleteRequest.properties }, { additionalProperties: false });
+export type CompletedItem = Static<typeof CompletedItem>;
+
+export const ReportRequest = Type.Object(
+  {
+    /** pid null: the acknowledgement, sent before spawning; nothing may run until it is answered `ok`.
+     *  A second item with the pid, after the spawn, records it. */
+    started: Type.Array(StartedItem, { maxItems: 10_000 }),
+    completed: Type.Array(CompletedItem, { maxItems: 10_000 }),
+  },
+  { additionalProperties: false },
+);
+export type ReportRequest = Static<typeof ReportRequest>;
+
+/**
+ * One item's answer. `ok`: recorded. `duplicate`: this very outcome was recorded before (a
+ * resend; nothing more is owed). `stale`: the attempt is no longer current (canceled, lost,
+ * superseded, or not this machine's): kill it and report nothing more. `refused`: the item is
+ * wrong in a way a resend cannot fix (an output named but not uploaded whole); `message` says how.
+ */
+export const ReportResult = Type.Union([Type.Literal('ok'), Type.Literal('duplicate'), Type.Literal('stale'), Type.Literal('refused')]);
+export type ReportResult = Static<typeof ReportResult>;
+
+export const ReportItemResult = Type.Object({
+  attemptId: Type.String(),
+  result: ReportResult,
+  message: Type.Optional(Type.String()),
+  /** For outcomes: the job's state after this one was recorded. */
+  jobState: Type.Optional(Type.String()),
+});
+export type ReportItemResult = Static<typeof ReportItemResult>;
+
+/** The answers in the request's order, one per item. */
+export const ReportResponse = Type.Object({ started: Type.Array(ReportItemResult), completed: Type.Array(ReportItemResult) });
+export type ReportResponse = Static<typeof ReportResponse>;

@@ -1,3 +1,4 @@
+import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineView } from '../../api/contract/job-view.js';
 import { ApiError } from './api-error.js';
 import { ConnectionError } from './connection-error.js';
@@ -31,6 +32,11 @@ export class GantryClient {
 
   submit(spec: unknown): Promise<JobView> {
     return this.json('POST', '/v1/jobs', spec);
+  }
+
+  /** Many jobs in one request, all or none: their ids and names, in the order given. */
+  submitBatch(specs: readonly unknown[]): Promise<JobBatchResult> {
+    return this.json('POST', '/v1/jobs/batch', { jobs: specs });
   }
 
   getJob(id: string): Promise<JobView> {

@@ -1,6 +1,6 @@
 /**
  * What `gantry` exits with, so that scripts and CI can branch on the outcome without parsing text.
- * `submit --wait/--watch` maps the job's end state onto ok / failed / canceled.
+ * `submit --wait/--watch` maps the job's end state (or the jobs' end states) onto ok / failed / canceled.
  */
 export const ExitCode = {
   /** Done; or the waited-for job succeeded. */
@@ -25,4 +25,11 @@ export function exitCodeForJobState(state: string): ExitCode {
   if (state === 'succeeded') return ExitCode.ok;
   if (state === 'canceled') return ExitCode.canceled;
   return ExitCode.failed;
+}
+
+/** The exit code for several jobs' terminal states: failed if any failed, else canceled if any was. */
+export function exitCodeForJobStates(states: readonly string[]): ExitCode {
+  if (states.some((s) => exitCodeForJobState(s) === ExitCode.failed)) return ExitCode.failed;
+  if (states.includes('canceled')) return ExitCode.canceled;
+  return ExitCode.ok;
 }

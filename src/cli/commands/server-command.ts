@@ -1,9 +1,6 @@
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
-import { ChaosBus, parseChaosSettings } from '../../bus/chaos-bus.js';
-import { MemoryBus } from '../../bus/memory-bus.js';
-import { createControlPlane } from '../../server/control-plane.js';
 import { lockDataDir } from '../../server/data-dir-lock.js';
 import { checkServerConfig, defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
 
@@ -48,6 +45,12 @@ export async function startServer(config: ServerConfig, opts: { logFile?: string
 }
 
 async function startControlPlane(config: ServerConfig, opts: { logFile?: string }) {
+  // Loaded here, not at the top: `gantry agent` and the client commands share this binary, and an
+  // agent that carried the control plane's code would be twice the size, and every fork it makes
+  // to start a stage costs in proportion to its size.
+  const { createControlPlane } = await import('../../server/control-plane.js');
+  const { ChaosBus, parseChaosSettings } = await import('../../bus/chaos-bus.js');
+  const { MemoryBus } = await import('../../bus/memory-bus.js');
   mkdirSync(config.dataDir, { recursive: true });
   const unlock = lockDataDir(config.dataDir);
   const logger = opts.logFile

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { JobView } from '../../api/contract/job-view.js';
-import { parseJobSpecText } from '../../domain/job-spec.js';
+import { parseJobFile, type JobFile } from '../../domain/job-file.js';
 import { ApiError } from '../client/api-error.js';
 import { GantryClient } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
@@ -10,6 +10,7 @@ import { withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode, exitCodeForJobState } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
+import { submitMany } from './submit-many.js';
 
 export interface SubmitOptions extends ClientOptions {
   wait?: boolean;
@@ -22,17 +23,25 @@ export function submitCommand(program: CommandUnknownOpts): void {
   withClientOptions(
     program
       .command('submit')
-      .description('Submit a job spec (YAML or JSON) and print the new job id')
-      .argument('<file>', 'job spec file (.yaml, .yml or .json)'),
+      .description('Submit a job spec (YAML or JSON), several, or a sweep, and print the new job ids')
+      .argument('<file>', 'job spec file (.yaml, .yml or .json): one spec, a `jobs:` list, `---`-separated specs, or a sweep'),
   )
-    .option('--wait', 'wait for the job to end; the exit code reports how it ended')
-    .option('--watch', 'show the stages live until the job ends (implies --wait)')
+    .option('--wait', 'wait for the job (every job) to end; the exit code reports how it ended')
+    .option('--watch', 'show the stages live until the job ends (several jobs: counts by state) (implies --wait)')
     .addHelpText(
       'after',
       `
 The spec is checked locally first (syntax errors show file, line and column), then by the server
 (every problem, with its path). Ctrl-C while waiting stops watching; the job keeps running.
 --json prints the new JobView; with --wait the final one; with --watch one JobView per change (NDJSON).
+
+Several jobs: a file with a \`jobs:\` list of specs, or several specs separated by \`---\`, is sent as
+one batch, all or nothing (at most 10,000 jobs); the ids are printed one a line (--json: a list of
+{id, name}). A spec with a top-level \`sweep:\` map (parameter -> list of values) becomes one job per
+combination, named <name>-<param>_<value>-…, with \`\${sweep.NAME}\` replaced in its stages' command
+items and env values (\`$\${sweep.\` for a literal one). --wait/--watch follow every job: exit 0 if all
+succeeded, 1 if any failed, 3 if any was canceled; --watch shows the counts by state (--json: NDJSON
+counts, then the final list).
 
 Exit codes: 0 submitted (or, when waiting, succeeded), 1 failed, 2 invalid spec or unreadable file,
 3 canceled, 5 server unreachable, 130 stopped watching.
@@ -41,7 +50,8 @@ Examples:
   $ gantry submit examples/pipeline.yaml
   $ gantry submit train.yaml --watch
   $ id=$(gantry submit train.yaml) && gantry status "$id"
-  $ gantry submit train.yaml --wait --json | jq .state`,
+  $ gantry submit train.yaml --wait --json | jq .state
+  $ gantry submit sweep.yaml --watch          # sweep: { lr: [0.1, 0.01], seed: [1, 2, 3] }`,
     )
     .action(async (file, opts) => {
       await runAction((io) => runSubmit(file, opts, io), { interruptible: Boolean(opts.wait || opts.watch) });
@@ -58,14 +68,16 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
     return ExitCode.usage;
   }
 
-  let spec: unknown;
+  let parsed: JobFile;
   try {
-    spec = parseJobSpecText(text, file);
+    parsed = parseJobFile(text, file);
   } catch (e) {
-    // parseJobSpecText's messages already carry the file name, line and column.
-    for (const issue of issuesOf(e)) io.stderr.write(`gantry: ${issue.message}\n`);
+    // Messages without a path already carry the file name, line and column.
+    for (const issue of issuesOf(e)) io.stderr.write(`gantry: ${issue.path ? `${file}: ${issue.path}: ` : ''}${issue.message}\n`);
     return ExitCode.usage;
   }
+  if (!parsed.single) return submitMany(file, parsed.specs, opts, io);
+  const spec = parsed.specs[0];
 
   return reportingErrors(io, async () => {
     const client = new GantryClient(opts.server);
@@ -107,9 +119,9 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
   });
 }
 
-function issuesOf(e: unknown): { message: string }[] {
+function issuesOf(e: unknown): { path?: string; message: string }[] {
   const issues = (e as { issues?: unknown }).issues;
-  if (Array.isArray(issues) && issues.length > 0) return issues as { message: string }[];
+  if (Array.isArray(issues) && issues.length > 0) return issues as { path?: string; message: string }[];
   return [{ message: e instanceof Error ? e.message : String(e) }];
 }
 

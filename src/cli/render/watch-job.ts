@@ -162,7 +162,8 @@ function stageLine(job: JobView, stage: StageView, now: number, c: Colors): stri
   return text;
 }
 
-function clock(t: number): string {
+/** "14:03:27": the time at the start of a plain watch line. */
+export function clock(t: number): string {
   const d = new Date(t);
   return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, '0')).join(':');
 }

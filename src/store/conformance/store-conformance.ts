@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StaleAttemptError } from '../../domain/errors.js';
 import type { StageDetail } from '../records.js';
-import { planPlacements } from '../../scheduler/plan-placements.js';
 import type { Store } from '../store.js';
 import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 
@@ -58,6 +57,44 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(outbox.some((m) => m.topic === 'pool:ready' && m.payload.pool === 'cpu')).toBe(true);
     });
 
+    it('submits a batch in one go: every job as a single submit writes it, ids in order, each pool told once', async () => {
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 1, types: [] } };
+      const definitions = [
+        job([stage('a'), stage('b', { needs: ['a'] })], { name: 'first', team: 'new-team' }),
+        job([stage('g', { resources: gpu })], { name: 'second' }),
+        job([stage('x'), stage('y')], { name: 'third', priority: 7 }),
+      ];
+      const ids = await store.jobSubmitBatch({ definitions, sources: ['one', null, 'three'], now });
+      expect(ids).toHaveLength(3);
+      const jobs = await Promise.all(ids.map((jobId) => store.jobGet({ jobId })));
+      expect(jobs.map((j) => [j!.name, j!.team, j!.priority, j!.state])).toEqual([
+        ['first', 'new-team', 50, 'queued'],
+        ['second', 'default', 50, 'queued'],
+        ['third', 'default', 7, 'queued'],
+      ]);
+      expect(jobs[0]!.stages.map((s) => [s.name, s.state])).toEqual([['a', 'ready'], ['b', 'pending']]);
+      expect(jobs[1]!.stages[0]!.pool).not.toBe('cpu');
+      // The same events as one submit each: submitted, then queued.
+      const single = await store.jobSubmit({ definition: definitions[0]!, source: null, now });
+      const types = async (jobId: string) => (await store.eventsList({ jobId, limit: 100 })).map((e) => e.type);
+      for (const id of ids) expect(await types(id)).toEqual(await types(single.id));
+      const ready = (await store.outboxPending({ limit: 1000 })).filter((m) => m.topic === 'pool:ready');
+      // Two pools in the batch, each told once; then the single submit's.
+      expect(ready.map((m) => m.payload.pool)).toEqual([...new Set([jobs[0]!.stages[0]!.pool, jobs[1]!.stages[0]!.pool])].concat('cpu'));
+    });
+
+    it('a batch too large for one insert statement is written whole', async () => {
+      const stages = Array.from({ length: 5 }, (_, i) => stage(`s${i}`));
+      const definitions = Array.from({ length: 2000 }, (_, i) => job(stages, { name: `j${i}` }));
+      const ids = await store.jobSubmitBatch({ definitions, now });
+      expect(new Set(ids).size).toBe(2000);
+      const last = await store.jobGet({ jobId: ids[1999]! });
+      expect(last!.name).toBe('j1999');
+      expect(last!.stages).toHaveLength(5);
+      expect((await store.jobList({ limit: 1000 })).every((j) => j.stageCounts.ready === 5)).toBe(true);
+      expect(await store.jobSubmitBatch({ definitions: [], now })).toEqual([]);
+    });
+
     it('lists jobs newest first with stage counts, filtered by state', async () => {
       const a = await store.jobSubmit({ definition: job([stage('x')], { name: 'first' }), source: null, now });
       now += 1;
@@ -75,13 +112,13 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
         source: null,
         now,
       });
-      let snap = await store.schedulerSnapshot({ now, limitPerPool: 100 });
+      let snap = await store.schedulerSnapshot({ now, limitPerShape: 100 });
       expect(snap.queue.map((q) => q.pool)).toEqual(['gpu:h100']);
       expect(snap.machines[0]!.gpus.every((g) => g.free)).toBe(true);
       const r = await place(j.id, 'train', m.id, [1, 3]);
       expect(r.applied).toHaveLength(1);
       expect(r.applied[0]!.token).toBe(1);
-      snap = await store.schedulerSnapshot({ now, limitPerPool: 100 });
+      snap = await store.schedulerSnapshot({ now, limitPerShape: 100 });
       expect(snap.queue).toEqual([]);
       expect(snap.machines[0]!.gpus.filter((g) => !g.free).map((g) => g.index)).toEqual([1, 3]);
       expect(snap.machines[0]!.cpuMillisFree).toBe(30000);
@@ -148,6 +185,48 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(j.id, 'a')).outputAttemptId).toBeNull();
     });
 
+    it('a batched report acknowledges, records pids and outcomes of many attempts; each item answered on its own', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('m1'), now });
+      const other = await store.machineRegister({ ...cpuMachine('m2'), now });
+      const jobs = await Promise.all([0, 1, 2].map((i) => store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })], { name: `j${i}` }), source: null, now })));
+      const [a0, a1, a2] = await Promise.all(jobs.map(async (j) => (await place(j.id, 'a', m.id)).applied[0]!));
+      const foreign = (await place((await store.jobSubmit({ definition: job([stage('x')]), source: null, now })).id, 'x', other.id)).applied[0]!;
+      await store.jobCancel({ jobId: jobs[2]!.id, now, reason: 'test' });
+      const r1 = await store.machineReport({
+        machineId: m.id,
+        started: [
+          { attemptId: a0!.id, token: a0!.token, pid: null },
+          { attemptId: a1!.id, token: a1!.token, pid: null },
+          { attemptId: a2!.id, token: a2!.token, pid: null },
+          { attemptId: foreign.id, token: foreign.token, pid: null },
+          { attemptId: a0!.id, token: a0!.token, pid: 4242 },
+        ],
+        completed: [],
+        now,
+        leaseMs: LEASE,
+        jitter: 0,
+      });
+      expect(r1.started.map((x) => x.result)).toEqual(['ok', 'ok', 'stale', 'stale', 'duplicate']);
+      expect(r1.started[3]!.message).toMatch(/another machine/);
+      expect((await stageOf(jobs[0]!.id, 'a')).attempts[0]!.pid).toBe(4242);
+      // A stale item changed nothing: the canceled attempt stays canceled, the foreign one scheduled.
+      expect((await stageOf(jobs[2]!.id, 'a')).attempts[0]!.state).toBe('canceled');
+      expect((await stageOf(foreign.jobId, 'x')).attempts[0]!.state).toBe('scheduled');
+
+      const done = (a: typeof a0, exitCode: number) => ({ attemptId: a!.id, token: a!.token, exitCode, signal: null, reason: null, outputs: [] });
+      const r2 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0), done(a1, 1), { ...done(a2, 0) }], now, leaseMs: LEASE, jitter: 0 });
+      expect(r2.completed.map((x) => x.result)).toEqual(['ok', 'ok', 'stale']);
+      expect((await stageOf(jobs[0]!.id, 'b')).state).toBe('ready');
+      expect((await stageOf(jobs[1]!.id, 'a')).state).toBe('ready'); // retried after a backoff
+      // A resend of the same report: nothing twice.
+      const r3 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0)], now, leaseMs: LEASE, jitter: 0 });
+      expect(r3.completed[0]!.result).toBe('duplicate');
+      const events = await store.eventsList({ jobId: jobs[0]!.id, limit: 100 });
+      expect(events.filter((e) => e.type === 'attempt:succeeded')).toHaveLength(1);
+      expect(events.filter((e) => e.type === 'attempt:running')).toHaveLength(1);
+      await expect(store.machineReport({ machineId: 'm_nope', started: [], completed: [], now, leaseMs: LEASE, jitter: 0 })).rejects.toThrow(/machine/);
+    });
+
     it('a failure retries after a backoff, then fails the stage, skips dependents and fails the job', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const retry = { maxAttempts: 2, backoff: { initialSeconds: 4, maxSeconds: 60 }, onExitCodes: null, maxLost: 5 };
@@ -158,7 +237,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(a.state).toBe('ready');
       expect(a.notBefore).toBe(now + 3000); // equal jitter at 0.5 of 4 s: 2 s + 1 s
       expect(a.pendingReason).toMatch(/exit code 3.*backing off/);
-      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).queue.map((q) => q.stageName)).toEqual(['solo']);
+      expect((await store.schedulerSnapshot({ now, limitPerShape: 10 })).queue.map((q) => q.stageName)).toEqual(['solo']);
       now += 3000;
       const second = await runToEnd(j.id, 'a', m.id, 3);
       expect(second.attempt.number).toBe(2);
@@ -188,7 +267,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(r.job.state).toBe('canceled');
       const hb = await heartbeat(m.id, [{ attemptId: a.id, token: a.token }]);
       expect(hb.kill).toEqual([{ attemptId: a.id, reason: 'attempt is canceled: canceled by user' }]);
-      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).queue).toEqual([]);
+      expect((await store.schedulerSnapshot({ now, limitPerShape: 10 })).queue).toEqual([]);
       const again = await store.jobCancel({ jobId: j.id, now, reason: 'again' });
       expect(again.changed).toBe(false);
     });
@@ -313,12 +392,35 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       await store.jobCancel({ jobId: j1.id, now, reason: 'test' });
       // The process is still in its kill grace: the agent still lists it.
       await heartbeat(m.id, [{ attemptId: a.id, token: a.token }]);
-      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).machines[0]!.gpus[0]!.free).toBe(false);
+      expect((await store.schedulerSnapshot({ now, limitPerShape: 10 })).machines[0]!.gpus[0]!.free).toBe(false);
       expect((await place(j2.id, 'b', m.id, [0])).applied).toHaveLength(0);
       // Gone: released, and the device can be placed again.
       await heartbeat(m.id, []);
-      expect((await store.schedulerSnapshot({ now, limitPerPool: 10 })).machines[0]!.gpus[0]!.free).toBe(true);
+      expect((await store.schedulerSnapshot({ now, limitPerShape: 10 })).machines[0]!.gpus[0]!.free).toBe(true);
       expect((await place(j2.id, 'b', m.id, [0])).applied).toHaveLength(1);
+    });
+
+    it('a heartbeat soon after the last one written, calling for nothing, writes nothing', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('m1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE });
+      const soon = (running: { attemptId: string; token: number }[], at: number) =>
+        store.machineHeartbeat({ machineId: m.id, running, now: at, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0, renewAfterMs: 1000 });
+      const lease0 = (await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt;
+      await soon([{ attemptId: a.id, token: a.token }], now + 500);
+      expect((await store.machineGet({ machineId: m.id }))!.lastHeartbeatAt).toBe(now);
+      expect((await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt).toBe(lease0);
+      // Past the interval it is written, and renews.
+      await soon([{ attemptId: a.id, token: a.token }], now + 1500);
+      expect((await store.machineGet({ machineId: m.id }))!.lastHeartbeatAt).toBe(now + 1500);
+      expect((await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt).toBe(now + 1500 + LEASE);
+      // A canceled attempt the agent stopped listing is released at once, however soon.
+      const b = (await place(j.id, 'b', m.id)).applied[0]!;
+      await store.jobCancel({ jobId: j.id, now: now + 1600, reason: 'test' });
+      await soon([], now + 1700);
+      expect((await store.machineGet({ machineId: m.id }))!.allocated.attempts).toBe(0);
+      expect(b.id).toBeTruthy();
     });
 
     it('a running attempt its agent stops reporting is lost, once the list is older than its start by the grace', async () => {
@@ -344,32 +446,23 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(j.id, 'b')).state).toBe('ready');
     });
 
-    it('parks stages no machine can run, so they cannot hide placeable ones, until the cluster changes', async () => {
+    it("queues by shape: each shape's head is read on its own, in order, however many of another shape wait", async () => {
       await store.machineRegister({ ...cpuMachine('c1'), now });
       const nowhere = Array.from({ length: 30 }, (_, i) => stage(`x${i}`, { placement: { region: 'nowhere', labels: {} } }));
       const blocked = await store.jobSubmit({ definition: job(nowhere), source: null, now });
       now += 1;
-      const fine = await store.jobSubmit({ definition: job([stage('ok')]), source: null, now });
-      const pass = async () => {
-        const snapshot = await store.schedulerSnapshot({ now, limitPerPool: 10 });
-        const plan = planPlacements(snapshot);
-        await store.planApply({ plan, now, leaseMs: LEASE, clusterVersion: snapshot.clusterVersion });
-        return snapshot.queue.length;
-      };
-      const seen: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        now += 10;
-        seen.push(await pass());
-      }
-      expect(seen).toEqual([10, 10, 10, 1, 0]);
-      expect((await stageOf(fine.id, 'ok')).state).toBe('scheduled');
-      expect((await stageOf(blocked.id, 'x0')).pendingReason).toMatch(/another region/);
-      // A machine in that region joins: the parked stages are looked at again, and placed.
-      now += 10;
-      await store.machineRegister({ ...cpuMachine('far', { region: 'nowhere', cpuMillis: 64_000 }), now });
-      now += 10;
-      expect(await pass()).toBe(10);
-      expect((await stageOf(blocked.id, 'x0')).state).toBe('scheduled');
+      const fine = await store.jobSubmit({ definition: job([stage('ok'), stage('later', { needs: ['ok'] })]), source: null, now });
+      const shapes = await store.readyShapes({ now });
+      expect(shapes).toHaveLength(2);
+      const far = shapes.find((x) => x.placement.region === 'nowhere')!;
+      const near = shapes.find((x) => x.placement.region === null)!;
+      expect(near.resources.cpuMillis).toBe(1000);
+      const heads = await store.queueHeads({ now, shapes: [{ shape: far.shape, limit: 5 }, { shape: near.shape, limit: 5 }] });
+      expect(heads.map((h) => h.stageName)).toEqual(['x0', 'x1', 'x2', 'x3', 'x4', 'ok']);
+      expect((await store.queueHeads({ now, shapes: [{ shape: far.shape, limit: 0 }] }))).toEqual([]);
+      await place(fine.id, 'ok', (await store.clusterView()).machines[0]!.id);
+      expect((await store.readyShapes({ now })).map((x) => x.shape)).toEqual([far.shape]);
+      expect((await stageOf(blocked.id, 'x0')).state).toBe('ready');
     });
 
     it('expires ended jobs past retention with all their rows, keeping the rest', async () => {

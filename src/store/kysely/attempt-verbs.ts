@@ -34,11 +34,24 @@ export async function attemptStart(
   p: { attemptId: string; token: number; pid: number | null; leaseMs: number },
 ): Promise<AttemptRecord> {
   const a = await load(tx.db, p.attemptId);
+  await startLoaded(tx, a, p);
+  return one(tx.db, await load(tx.db, a.id));
+}
+
+/**
+ * The acknowledgement of an assignment (pid null, before the spawn) or the pid recorded after it:
+ * scheduled → running, fenced. A repeat (the agent resent after a lost reply) records a new pid.
+ * `machineName` names the machine in the event, when the caller knows it.
+ */
+export async function startLoaded(
+  tx: TxContext,
+  a: AttemptsTable,
+  p: { token: number; pid: number | null; leaseMs: number; machineName?: string },
+): Promise<'ok' | 'duplicate'> {
   fence(a, p.token);
   if (a.state === 'running') {
-    // A repeated start (the agent retried after a lost reply): record the pid if it is new.
     if (p.pid !== null && a.pid === null) await tx.db.updateTable('attempts').set({ pid: p.pid }).where('id', '=', a.id).execute();
-    return one(tx.db, await load(tx.db, a.id));
+    return 'duplicate';
   }
   const res = await tx.db
     .updateTable('attempts')
@@ -55,18 +68,18 @@ export async function attemptStart(
     .where('state', '=', 'scheduled')
     .where('current_attempt_id', '=', a.id)
     .execute();
-  const m = await tx.db.selectFrom('machines').select('name').where('id', '=', a.machine_id).executeTakeFirst();
+  const name = p.machineName ?? (await tx.db.selectFrom('machines').select('name').where('id', '=', a.machine_id).executeTakeFirst())?.name;
   await tx.event({
     type: 'attempt:running',
     jobId: a.job_id,
     stageName: a.stage_name,
     attemptId: a.id,
     machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number} running on ${m?.name ?? a.machine_id}`,
+    message: `stage ${a.stage_name} attempt ${a.number} running on ${name ?? a.machine_id}`,
     data: { pid: p.pid },
   });
   await syncJobState(tx, a.job_id);
-  return one(tx.db, await load(tx.db, a.id));
+  return 'ok';
 }
 
 /**
@@ -77,11 +90,20 @@ export async function attemptStart(
  */
 export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { jitter: number }): Promise<CompletionResult> {
   const a = await load(tx.db, p.attemptId);
+  const r = await completeLoaded(tx, a, p);
+  return { accepted: r.accepted, attempt: await one(tx.db, await load(tx.db, a.id)), jobState: r.jobState };
+}
+
+export async function completeLoaded(
+  tx: TxContext,
+  a: AttemptsTable,
+  p: Omit<AttemptCompletion, 'attemptId'> & { jitter: number },
+): Promise<{ accepted: boolean; jobState: CompletionResult['jobState'] }> {
   const succeeded = isCleanExit(p);
   const state: AttemptState = succeeded ? 'succeeded' : 'failed';
   if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
     const job = await tx.db.selectFrom('jobs').select('state').where('id', '=', a.job_id).executeTakeFirstOrThrow();
-    return { accepted: false, attempt: await one(tx.db, a), jobState: job.state as CompletionResult['jobState'] };
+    return { accepted: false, jobState: job.state as CompletionResult['jobState'] };
   }
   fence(a, p.token);
   const res = await tx.db
@@ -118,7 +140,7 @@ export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { ji
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
   const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter });
-  return { accepted: true, attempt: await one(tx.db, await load(tx.db, a.id)), jobState };
+  return { accepted: true, jobState };
 }
 
 /** Marks an active attempt lost and lets the advancer put its stage back in the queue. */

@@ -1,86 +1,16 @@
-import { initialStageState } from '../../advancer/advance.js';
 import { toStageNode } from './apply-outcome.js';
 import { repairChanges } from '../../advancer/repair.js';
 import { activeAttemptStates } from '../../domain/attempt-state.js';
-import type { JobDefinition } from '../../domain/job-definition.js';
 import type { JobState } from '../../domain/job-state.js';
 import { isJobTerminal } from '../../domain/job-state.js';
-import { newId } from '../../domain/ids.js';
-import { poolOf } from '../../domain/resources.js';
 import { isStageTerminal, type StageState } from '../../domain/stage-state.js';
 import type { AttemptRecord, JobDetail, JobSummary, LogChunk } from '../records.js';
 import { toAttempt, toJob, toStage } from './row-mappers.js';
 import { syncJobState } from './sync-job-state.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
-const INSERT_CHUNK = 100;
-
-export async function jobSubmit(tx: TxContext, p: { definition: JobDefinition; source: string | null }): Promise<string> {
-  const { definition: def } = p;
-  const now = tx.now;
-  await tx.db
-    .insertInto('teams')
-    .values({ name: def.team, weight: 1, created_at: now })
-    .onConflict((oc) => oc.column('name').doNothing())
-    .execute();
-  const jobId = newId('job', now);
-  await tx.db
-    .insertInto('jobs')
-    .values({
-      id: jobId,
-      name: def.name,
-      team: def.team,
-      priority: def.priority,
-      labels: JSON.stringify(def.labels),
-      state: 'submitted',
-      definition: JSON.stringify(def),
-      source: p.source,
-      failure_reason: null,
-      cancel_requested_at: null,
-      created_at: now,
-      updated_at: now,
-      finished_at: null,
-    })
-    .execute();
-  const rows = def.stages.map((s, position) => {
-    const state = initialStageState(s.needs);
-    return {
-      id: newId('stg', now),
-      job_id: jobId,
-      name: s.name,
-      position,
-      pool: poolOf(s.resources),
-      state,
-      priority: def.priority,
-      definition: JSON.stringify(s),
-      attempts_used: 0,
-      lost_used: 0,
-      token: 0,
-      current_attempt_id: null,
-      output_attempt_id: null,
-      ready_since: state === 'ready' ? now : null,
-      not_before: null,
-      pending_reason: null,
-      end_reason: null,
-      created_at: now,
-      updated_at: now,
-      finished_at: null,
-    };
-  });
-  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
-    await tx.db.insertInto('stages').values(rows.slice(i, i + INSERT_CHUNK)).execute();
-  }
-  await tx.event({
-    type: 'job:submitted',
-    jobId,
-    message: `job ${def.name} submitted by team ${def.team} with ${def.stages.length} stage(s)`,
-    data: { stages: def.stages.length, priority: def.priority },
-  });
-  const pools = new Set(rows.filter((r) => r.state === 'ready').map((r) => r.pool));
-  for (const pool of pools) await tx.publish('pool:ready', { pool });
-  await syncJobState(tx, jobId);
-  return jobId;
-}
+// Submitting (one job or a batch) has its own file; re-exported here with the other job verbs.
+export { jobSubmit, jobSubmitBatch } from './submit-verbs.js';
 
 async function machineNames(db: Db | Trx, ids: string[]): Promise<Map<string, string>> {
   if (ids.length === 0) return new Map();

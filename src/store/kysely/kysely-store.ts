@@ -1,7 +1,7 @@
 import { type Kysely, Migrator } from 'kysely';
 import type { JobState } from '../../domain/job-state.js';
 import { NotFoundError } from '../../domain/errors.js';
-import type { Plan } from '../../scheduler/snapshot.js';
+import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
@@ -11,6 +11,7 @@ import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
 import * as machines from './machine-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
+import { machineReport } from './report-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TxContext } from './tx-context.js';
 
@@ -20,7 +21,9 @@ import { TxContext } from './tx-context.js';
  * conformance suite that proves it.
  */
 export class KyselyStore implements Store {
-  private listeners: (() => void)[] = [];
+  private listeners: ((messages: OutboxMessage[]) => void)[] = [];
+  /** What each shape asks for: a shape's request never changes (see readyShapes). */
+  private readonly shapes = new Map<string, QueueShape>();
 
   constructor(
     readonly db: Kysely<Database>,
@@ -37,7 +40,7 @@ export class KyselyStore implements Store {
     await this.db.destroy();
   }
 
-  onOutbox(listener: () => void): void {
+  onOutbox(listener: (messages: OutboxMessage[]) => void): void {
     this.listeners.push(listener);
   }
 
@@ -45,9 +48,11 @@ export class KyselyStore implements Store {
     let ctx: TxContext | undefined;
     const out = await this.db.transaction().execute(async (trx) => {
       ctx = new TxContext(trx, now);
-      return fn(ctx);
+      const result = await fn(ctx);
+      await ctx.flush();
+      return result;
     });
-    if (ctx?.wroteOutbox) for (const l of this.listeners) l();
+    if (ctx?.written.length) for (const l of this.listeners) l(ctx.written);
     return out;
   }
 
@@ -56,6 +61,9 @@ export class KyselyStore implements Store {
       const id = await jobs.jobSubmit(tx, p);
       return (await jobs.jobGet(tx.db, id))!;
     });
+  }
+  jobSubmitBatch(p: Parameters<Store['jobSubmitBatch']>[0]) {
+    return this.tx(p.now, (tx) => jobs.jobSubmitBatch(tx, p));
   }
   jobGet(p: { jobId: string }) {
     return jobs.jobGet(this.db, p.jobId);
@@ -81,10 +89,22 @@ export class KyselyStore implements Store {
     return (await q.execute()).map(toEvent);
   }
 
-  schedulerSnapshot(p: { now: number; limitPerPool: number }) {
-    return scheduler.schedulerSnapshot(this.db, p);
+  clusterView() {
+    return scheduler.clusterView(this.db);
   }
-  planApply(p: { plan: Plan; now: number; leaseMs: number; clusterVersion?: number }) {
+  readyShapes(_p: { now: number }) {
+    return scheduler.readyShapes(this.db, this.shapes);
+  }
+  queueHeads(p: { now: number; shapes: { shape: string; limit: number }[] }) {
+    return scheduler.queueHeads(this.db, p);
+  }
+  async schedulerSnapshot(p: { now: number; limitPerShape: number }) {
+    const cluster = await this.clusterView();
+    const shapes = await this.readyShapes(p);
+    const queue = await this.queueHeads({ now: p.now, shapes: shapes.map((s) => ({ shape: s.shape, limit: p.limitPerShape })) });
+    return { clusterVersion: cluster.version, machines: cluster.machines, queue };
+  }
+  planApply(p: { plan: Plan; now: number; leaseMs: number }) {
     return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
   }
 
@@ -107,6 +127,12 @@ export class KyselyStore implements Store {
   }
   machineAssignments(p: { machineId: string; exclude?: readonly string[] }) {
     return machines.machineAssignments(this.db, p.machineId, p.exclude);
+  }
+
+  async machineReport(p: Parameters<Store['machineReport']>[0]) {
+    const out = await this.tx(p.now, (tx) => machineReport(tx, p));
+    if (!out) throw new NotFoundError('machine', p.machineId);
+    return out;
   }
 
   attemptStart(p: Parameters<Store['attemptStart']>[0]) {

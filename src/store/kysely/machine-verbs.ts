@@ -64,6 +64,11 @@ export async function machineList(db: Db): Promise<MachineRecord[]> {
  * A heartbeat: the machine is alive, and so are the attempts it names, whose leases it renews.
  * Any attempt it names that is no longer current (canceled, lost, superseded) comes back in
  * `kill`, with the reason; the agent stops that process.
+ *
+ * With `renewAfterMs`, a heartbeat that comes sooner than that after the last one written, and
+ * whose list calls for nothing (no attempt to release, none missing), writes nothing: under load an
+ * agent polls again each time work arrives, many times a second, while liveness and leases are
+ * judged in seconds. Such a heartbeat is a read, and its transaction commits without a disk flush.
  */
 export async function machineHeartbeat(
   tx: TxContext,
@@ -73,30 +78,35 @@ export async function machineHeartbeat(
     leaseMs: number;
     missingAfterMs: number;
     jitter: number;
+    renewAfterMs?: number;
   },
 ): Promise<HeartbeatResult | null> {
-  const m = await tx.db.selectFrom('machines').select(['id', 'name', 'health']).where('id', '=', p.machineId).executeTakeFirst();
+  const m = await tx.db.selectFrom('machines').select(['id', 'name', 'health', 'last_heartbeat_at']).where('id', '=', p.machineId).executeTakeFirst();
   if (!m) return null;
   let health = m.health as MachineHealth;
+  let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
   if (health === 'suspect' || health === 'lost') {
     await tx.db.updateTable('machines').set({ health: 'ready', updated_at: tx.now }).where('id', '=', m.id).where('health', '=', health).execute();
     await tx.event({ type: 'machine:ready', machineId: m.id, message: `machine ${m.name} is heartbeating again (was ${health})` });
     await tx.publish('capacity:freed', { machineId: m.id });
     health = 'ready';
+    fresh = false;
   }
-  await tx.db.updateTable('machines').set({ last_heartbeat_at: tx.now }).where('id', '=', m.id).execute();
   const kill = await killList(tx.db, m.id, p.running);
+  const unreported = await unreportedHeld(tx, m, p);
+  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0) return { health, kill, lost: [] };
+  await tx.db.updateTable('machines').set({ last_heartbeat_at: tx.now }).where('id', '=', m.id).execute();
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
-  if (renew.length) {
+  for (let i = 0; i < renew.length; i += 500) {
     await tx.db
       .updateTable('attempts')
       .set({ lease_expires_at: tx.now + p.leaseMs })
-      .where('id', 'in', renew)
+      .where('id', 'in', renew.slice(i, i + 500))
       .where('state', '=', 'running')
       .execute();
   }
-  const lost = await reconcileReported(tx, m, p);
+  const lost = await reconcileReported(tx, m, unreported, p.jitter);
   return { health, kill, lost };
 }
 
@@ -125,32 +135,46 @@ export async function killList(db: Db | Trx, machineId: string, running: { attem
   return kill;
 }
 
+type HeldRow = Awaited<ReturnType<typeof heldOn>>[number];
+const heldOn = (tx: TxContext, machineId: string) =>
+  tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', machineId).where('released_at', 'is', null).execute();
+
 /**
  * The agent's list against the database. An attempt it no longer lists has no process any more:
  * its resources are released. One the database says is running but the agent has stopped
  * listing (it crashed and restarted, or lost the process) is lost once it started more than
  * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread.
  */
+async function unreportedHeld(
+  tx: TxContext,
+  m: { id: string },
+  p: { running: { attemptId: string }[]; missingAfterMs: number },
+): Promise<{ release: HeldRow[]; lose: HeldRow[] }> {
+  const reported = new Set(p.running.map((r) => r.attemptId));
+  const out: { release: HeldRow[]; lose: HeldRow[] } = { release: [], lose: [] };
+  for (const a of await heldOn(tx, m.id)) {
+    if (reported.has(a.id)) continue;
+    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < tx.now - p.missingAfterMs) out.lose.push(a);
+    else if (!isAttemptActive(a.state)) out.release.push(a);
+  }
+  return out;
+}
+
 async function reconcileReported(
   tx: TxContext,
   m: { id: string; name: string },
-  p: { running: { attemptId: string }[]; missingAfterMs: number; jitter: number },
+  held: { release: HeldRow[]; lose: HeldRow[] },
+  jitter: number,
 ): Promise<string[]> {
-  const reported = new Set(p.running.map((r) => r.attemptId));
-  const held = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', m.id).where('released_at', 'is', null).execute();
   const lost: string[] = [];
-  let freed = false;
-  for (const a of held) {
-    if (reported.has(a.id)) continue;
-    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < tx.now - p.missingAfterMs) {
-      if (await loseAttempt(tx, a, `agent on ${m.name} no longer reports it`, p.jitter)) lost.push(a.id);
-    } else if (isAttemptActive(a.state)) {
-      continue;
-    }
-    await tx.db.updateTable('attempts').set({ released_at: tx.now }).where('id', '=', a.id).where('released_at', 'is', null).execute();
-    freed = true;
+  for (const a of held.lose) {
+    if (await loseAttempt(tx, a, `agent on ${m.name} no longer reports it`, jitter)) lost.push(a.id);
   }
-  if (freed) await tx.publish('capacity:freed', { machineId: m.id });
+  const release = [...held.release, ...held.lose];
+  for (const a of release) {
+    await tx.db.updateTable('attempts').set({ released_at: tx.now }).where('id', '=', a.id).where('released_at', 'is', null).execute();
+  }
+  if (release.length) await tx.publish('capacity:freed', { machineId: m.id });
   return lost;
 }
 

@@ -1,50 +1,87 @@
+import { sql } from 'kysely';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
 import { newId } from '../../domain/ids.js';
 import type { MachineGpu } from '../records.js';
-import type { MachineView, Plan, QueuedStage, SchedulerSnapshot } from '../../scheduler/snapshot.js';
+import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
+import type { ClusterView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
+import type { MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { attemptsWithNames } from './job-verbs.js';
-import { emptyUsage, machineUsage } from './machine-usage.js';
+import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobState } from './sync-job-state.js';
 import type { Db, TxContext } from './tx-context.js';
 
-export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: number }): Promise<SchedulerSnapshot> {
+/** Every machine with what is free on it now, and the cluster's version (see ClusterView). */
+export async function clusterView(db: Db): Promise<ClusterView> {
   const machines = await db.selectFrom('machines').selectAll().orderBy('name').execute();
   // Every health, capacity or membership change writes the machine's updated_at.
-  const clusterVersion = machines.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
+  const version = machines.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
   const usage = await machineUsage(db);
-  const views: MachineView[] = machines.map((m) => {
-    const u = usage.get(m.id) ?? emptyUsage();
-    const gpus = JSON.parse(m.gpus) as MachineGpu[];
-    return {
-      id: m.id,
-      name: m.name,
-      health: m.health as MachineHealth,
-      region: m.region,
-      labels: JSON.parse(m.labels),
-      cpuMillisTotal: Number(m.cpu_millis),
-      memoryBytesTotal: Number(m.memory_bytes),
-      cpuMillisFree: Number(m.cpu_millis) - u.cpuMillis,
-      memoryBytesFree: Number(m.memory_bytes) - u.memoryBytes,
-      gpus: gpus.map((g) => ({ index: g.index, type: g.type, free: !u.gpuIndices.includes(g.index) })),
-    };
-  });
-  // Queue reads go pool by pool through the (state, pool, priority, ready_since) index, so a
-  // pass costs what the heads of the queues cost, not what the whole history of jobs costs.
-  const pools = await db.selectFrom('stages').select('pool').distinct().where('state', '=', 'ready').execute();
+  return { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage())) };
+}
+
+function machineView(m: MachinesTable, u: Usage): MachineView {
+  const gpus = JSON.parse(m.gpus) as MachineGpu[];
+  const held = new Set(u.gpuIndices);
+  return {
+    id: m.id,
+    name: m.name,
+    health: m.health as MachineHealth,
+    region: m.region,
+    labels: JSON.parse(m.labels),
+    cpuMillisTotal: Number(m.cpu_millis),
+    memoryBytesTotal: Number(m.memory_bytes),
+    cpuMillisFree: Number(m.cpu_millis) - u.cpuMillis,
+    memoryBytesFree: Number(m.memory_bytes) - u.memoryBytes,
+    gpus: gpus.map((g) => ({ index: g.index, type: g.type, free: !held.has(g.index) })),
+  };
+}
+
+/**
+ * The shapes that have ready stages, each with what its stages ask for. The shapes are found by
+ * walking the partial index of ready stages from one shape to the next (a loose index scan), so
+ * this costs the number of shapes, not the number of stages waiting. A shape's request never
+ * changes, so it is remembered once read.
+ */
+export async function readyShapes(db: Db, known: Map<string, QueueShape>): Promise<QueueShape[]> {
+  const rows = await sql<{ shape: string }>`
+    with recursive s(shape) as (
+      select min(shape) from stages where state = 'ready'
+      union all
+      select (select min(shape) from stages where state = 'ready' and shape > s.shape) from s where s.shape is not null
+    )
+    select shape from s where shape is not null`.execute(db);
+  const out: QueueShape[] = [];
+  for (const { shape } of rows.rows) {
+    let q = known.get(shape);
+    if (!q) {
+      const r = await db.selectFrom('stages').select(['pool', 'definition']).where('state', '=', 'ready').where('shape', '=', shape).limit(1).executeTakeFirst();
+      if (!r) continue;
+      const def = JSON.parse(r.definition) as StageDefinition;
+      q = { shape, pool: r.pool, resources: def.resources, placement: def.placement };
+      if (known.size > 10_000) known.clear();
+      known.set(shape, q);
+    }
+    out.push(q);
+  }
+  return out;
+}
+
+/** The head of each shape's queue (priority, then age), at most `limit` stages whose backoff has passed. */
+export async function queueHeads(db: Db, p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]> {
   const queue: QueuedStage[] = [];
-  for (const { pool } of pools) {
+  for (const { shape, limit } of p.shapes) {
+    if (limit <= 0) continue;
     const rows = await db
       .selectFrom('stages')
       .select(['id', 'job_id', 'name', 'pool', 'priority', 'ready_since', 'definition'])
       .where('state', '=', 'ready')
-      .where('pool', '=', pool)
+      .where('shape', '=', shape)
       .where((eb) => eb.or([eb('not_before', 'is', null), eb('not_before', '<=', p.now)]))
-      .where((eb) => eb.or([eb('parked_at', 'is', null), eb('parked_at', '<', clusterVersion)]))
       .orderBy('priority', 'desc')
       .orderBy('ready_since', 'asc')
-      .limit(p.limitPerPool)
+      .limit(limit)
       .execute();
     for (const r of rows) {
       const def = JSON.parse(r.definition) as StageDefinition;
@@ -60,7 +97,7 @@ export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: 
       });
     }
   }
-  return { clusterVersion, machines: views, queue };
+  return queue;
 }
 
 /**
@@ -69,7 +106,7 @@ export async function schedulerSnapshot(db: Db, p: { now: number; limitPerPool: 
  * the room and the very GPU devices the plan named. The stage's fencing token grows by one and
  * becomes the new attempt's token.
  */
-export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number; clusterVersion?: number }): Promise<PlanApplyResult> {
+export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number }): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
   const appliedIds: string[] = [];
   const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
@@ -77,7 +114,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const machines = machineIds.length
     ? await tx.db.selectFrom('machines').selectAll().where('id', 'in', machineIds).execute()
     : [];
-  const byId = new Map(machines.map((m) => [m.id, m]));
+  const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage())]));
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
 
@@ -92,20 +129,12 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   );
   for (const pl of p.plan.placements) {
     const m = byId.get(pl.machineId);
-    const u = usage.get(pl.machineId) ?? emptyUsage();
     if (!m || m.health !== 'ready') {
       skipped.push({ stageId: pl.stageId, why: 'machine no longer ready' });
       continue;
     }
-    const gpus = JSON.parse(m.gpus) as MachineGpu[];
-    const chosen = pl.gpuIndices.map((i) => gpus.find((g) => g.index === i));
-    if (
-      Number(m.cpu_millis) - u.cpuMillis < pl.cpuMillis ||
-      Number(m.memory_bytes) - u.memoryBytes < pl.memoryBytes ||
-      chosen.some((g) => !g) ||
-      pl.gpuIndices.some((i) => u.gpuIndices.includes(i)) ||
-      new Set(chosen.map((g) => g!.type)).size > 1
-    ) {
+    // The same fit rule the planner used, against what the machine holds now.
+    if (allocationProblem(m, pl) !== null) {
       skipped.push({ stageId: pl.stageId, why: 'machine no longer has room' });
       continue;
     }
@@ -118,7 +147,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const attemptId = newId('att', tx.now);
     const res = await tx.db
       .updateTable('stages')
-      .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, parked_at: null, updated_at: tx.now })
+      .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: tx.now })
       .where('id', '=', stage.id)
       .where('state', '=', 'ready')
       .where('token', '=', token - 1)
@@ -127,7 +156,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
-    const gpuType = chosen[0]?.type ?? null;
+    const gpuType = m.gpus.find((g) => g.index === pl.gpuIndices[0])?.type ?? null;
     await tx.db
       .insertInto('attempts')
       .values({
@@ -157,10 +186,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         log_bytes: 0,
       })
       .execute();
-    u.cpuMillis += pl.cpuMillis;
-    u.memoryBytes += pl.memoryBytes;
-    u.gpuIndices.push(...pl.gpuIndices);
-    usage.set(m.id, u);
+    takeAllocation(m, pl);
     appliedIds.push(attemptId);
     jobsTouched.add(stage.job_id);
     wake.add(m.id);
@@ -174,25 +200,6 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       message: `stage ${stage.name} attempt ${token} placed on ${m.name}${gpuText}`,
       data: { machine: m.name, gpus: pl.gpuIndices, waitedMs: tx.now - Number(stage.ready_since ?? tx.now) },
     });
-  }
-  for (const pend of p.plan.pending) {
-    if (pend.unplaceable && p.clusterVersion !== undefined) {
-      // Parked: out of the queue's head until the cluster changes (a machine joins or returns).
-      await tx.db
-        .updateTable('stages')
-        .set({ pending_reason: pend.reason, parked_at: p.clusterVersion })
-        .where('id', '=', pend.stageId)
-        .where('state', '=', 'ready')
-        .execute();
-      continue;
-    }
-    await tx.db
-      .updateTable('stages')
-      .set({ pending_reason: pend.reason })
-      .where('id', '=', pend.stageId)
-      .where('state', '=', 'ready')
-      .where((eb) => eb.or([eb('pending_reason', 'is', null), eb('pending_reason', '<>', pend.reason)]))
-      .execute();
   }
   for (const jobId of jobsTouched) await syncJobState(tx, jobId);
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });

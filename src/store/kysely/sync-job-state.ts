@@ -44,6 +44,12 @@ export async function syncJobState(
     .where('id', '=', jobId)
     .where('state', '=', from)
     .execute();
+  await recordJobStateChange(tx, jobId, from, to, failureReason);
+  return to;
+}
+
+/** The event and the message every change of a job's state writes (its row already updated). */
+export async function recordJobStateChange(tx: TxContext, jobId: string, from: JobState, to: JobState, failureReason: string | null = null): Promise<void> {
   await tx.event({
     type: `job:${to}`,
     jobId,
@@ -51,5 +57,4 @@ export async function syncJobState(
     data: { from, to },
   });
   await tx.publish('job:changed', { jobId, state: to });
-  return to;
 }

@@ -1,4 +1,5 @@
-import type { Kysely, Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 
 export type Db = Kysely<Database>;
@@ -14,40 +15,93 @@ export interface EventInput {
   data?: Record<string, unknown>;
 }
 
+/** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row). */
+const ROWS_PER_INSERT = 500;
+
 /**
  * What one store transaction carries besides the connection: the time it acts at, and the two
- * append-only side effects every state change has: an event row, and outbox rows that the relay
- * publishes to the bus after commit (the transactional outbox: a crash between commit and
- * publish loses nothing, since the rows are still there for the next relay pass).
+ * append-only side effects every state change has: an event row, and outbox rows that are
+ * published to the bus after commit (the transactional outbox: a crash between commit and
+ * publish loses nothing, since the rows are still there for the relay's next pass).
+ *
+ * Both are collected in memory and written by `flush()` just before the commit, a few multi-row
+ * inserts instead of one statement each: a transaction that places a hundred stages writes its
+ * hundred events at once. `savepoint()` scopes a part of the transaction that may fail on its own
+ * (one item of an agent's batched report) so that its writes, events and messages all go.
  */
 export class TxContext {
-  wroteOutbox = false;
+  private events: EventInput[] = [];
+  private messages: { topic: string; payload: Record<string, unknown>; key: string }[] = [];
+  /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
+  private messageKeys = new Set<string>();
+  private savepoints = 0;
+  /** The outbox rows this transaction wrote, with their ids; set by flush(). */
+  written: OutboxMessage[] = [];
+
   constructor(
     readonly db: Trx,
     readonly now: number,
   ) {}
 
   async event(e: EventInput): Promise<void> {
-    await this.db
-      .insertInto('events')
-      .values({
-        at: this.now,
-        type: e.type,
-        job_id: e.jobId ?? null,
-        stage_name: e.stageName ?? null,
-        attempt_id: e.attemptId ?? null,
-        machine_id: e.machineId ?? null,
-        message: e.message,
-        data: JSON.stringify(e.data ?? {}),
-      } as never)
-      .execute();
+    this.events.push(e);
   }
 
+  /** Messages are hints (see bus.ts): the same topic and payload twice in one transaction is sent once. */
   async publish(topic: string, payload: Record<string, unknown>): Promise<void> {
-    await this.db
-      .insertInto('outbox')
-      .values({ topic, payload: JSON.stringify(payload), created_at: this.now, published_at: null } as never)
-      .execute();
-    this.wroteOutbox = true;
+    const key = topic + JSON.stringify(payload);
+    if (this.messageKeys.has(key)) return;
+    this.messageKeys.add(key);
+    this.messages.push({ topic, payload, key });
+  }
+
+  /**
+   * Runs `fn` under a savepoint: if it throws, everything it wrote (rows, events, messages) is
+   * undone and the error rethrown; the rest of the transaction goes on.
+   */
+  async savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    const name = sql.raw(`sp${++this.savepoints}`);
+    const marks = { events: this.events.length, messages: this.messages.length };
+    await sql`savepoint ${name}`.execute(this.db);
+    try {
+      const out = await fn();
+      await sql`release ${name}`.execute(this.db);
+      return out;
+    } catch (err) {
+      await sql`rollback to ${name}`.execute(this.db);
+      await sql`release ${name}`.execute(this.db);
+      this.events.length = marks.events;
+      for (const m of this.messages.splice(marks.messages)) this.messageKeys.delete(m.key);
+      throw err;
+    }
+  }
+
+  /** Writes the collected events and outbox rows; called once, right before the commit. */
+  async flush(): Promise<void> {
+    const events = this.events.map((e) => ({
+      at: this.now,
+      type: e.type,
+      job_id: e.jobId ?? null,
+      stage_name: e.stageName ?? null,
+      attempt_id: e.attemptId ?? null,
+      machine_id: e.machineId ?? null,
+      message: e.message,
+      data: JSON.stringify(e.data ?? {}),
+    }));
+    for (let i = 0; i < events.length; i += ROWS_PER_INSERT) {
+      await this.db.insertInto('events').values(events.slice(i, i + ROWS_PER_INSERT) as never).execute();
+    }
+    this.events = [];
+    for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
+      const part = this.messages.slice(i, i + ROWS_PER_INSERT);
+      const rows = await this.db
+        .insertInto('outbox')
+        .values(part.map((m) => ({ topic: m.topic, payload: JSON.stringify(m.payload), created_at: this.now, published_at: null })) as never)
+        .returning('id')
+        .execute();
+      rows.forEach((r, j) => this.written.push({ id: Number(r.id), topic: part[j]!.topic, payload: part[j]!.payload, createdAt: this.now }));
+    }
+    this.messages = [];
+    this.messageKeys.clear();
   }
 }

@@ -1,0 +1,80 @@
+/**
+ * CPU time of other processes on this host, read from /proc (Linux only), so a bench can charge a
+ * server (redis-server, postgres, a Gantry server or agent) for the CPU it spent over a run.
+ * Figures are user + system time in ms, at the kernel's clock-tick resolution (10 ms).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+
+// USER_HZ: 100 on every Linux build we run on (x86_64 and arm64); `getconf CLK_TCK` would say.
+const CLOCK_TICKS_PER_S = 100;
+
+/** utime + stime of `pid` in ms, or null when it is gone (or this is not Linux). */
+export function processCpuMs(pid: number): number | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // Field 2 (comm) is in parentheses and may itself hold spaces or ')': split after the last ')'.
+  // The rest starts at field 3, so utime (field 14) and stime (field 15) are at 11 and 12.
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(rest[11]) + Number(rest[12]);
+  return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_PER_S : null;
+}
+
+/** The pids whose /proc/<pid>/comm is exactly `comm` (the kernel keeps the first 15 bytes). */
+export function pidsOfCommand(comm: string): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/comm`, 'utf8').trimEnd() === comm) out.push(Number(e));
+    } catch {
+      // exited between readdir and read
+    }
+  }
+  return out;
+}
+
+/** CPU ms of every live process named `comm`, by pid. */
+export function cpuOfCommand(comm: string): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pidsOfCommand(comm)) {
+    const ms = processCpuMs(pid);
+    if (ms !== null) out.set(pid, ms);
+  }
+  return out;
+}
+
+/**
+ * CPU spent by all processes named `comm` from now until `stop()`, including processes that start
+ * in between (counted from zero, their whole life). The set is re-read every `everyMs`, so a
+ * process that exits loses what it spent since its last reading (all of it if it lived less than
+ * one interval): a lower bound when processes come and go, exact when they stay.
+ */
+export function trackCommandCpu(comm: string, everyMs = 200): { stop(): number } {
+  const base = cpuOfCommand(comm);
+  const last = new Map(base);
+  const sample = () => {
+    for (const [pid, ms] of cpuOfCommand(comm)) last.set(pid, ms);
+  };
+  const timer = setInterval(sample, everyMs);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      let total = 0;
+      // A pid reused by a new process within the run would read lower than its base: count it whole.
+      for (const [pid, ms] of last) total += ms >= (base.get(pid) ?? 0) ? ms - (base.get(pid) ?? 0) : ms;
+      return total;
+    },
+  };
+}

@@ -1,0 +1,304 @@
+/**
+ * Issue 6's workload, Gantry and the queue libraries side by side in one run:
+ * N chains A → B → C, every stage spawning `true`, all submitted first, then waited for.
+ *
+ * Gantry: one `gantry server` (SQLite, synchronous=FULL) and one `gantry agent` offering 30 slots
+ * of 0.1 CPU, both the built CLI as child processes, exactly what a user runs. CPU per process is
+ * read from /proc (utime + stime of the process itself; the `true` children are not counted).
+ * Peers: bench/peers/*-chains.ts as child processes, same workload, 10 handlers per stage.
+ *
+ * Also measured: ready → running latency (p50/p99) of a placeable stage on an idle cluster, and of
+ * one while 100,000 stages wait in a pool no machine serves (the backlog must not slow others).
+ *
+ * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probes 200 --out FILE]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir, cpus } from 'node:os';
+import { join } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { CLI, REPO } from '../test/support/gantry-process.js';
+import { percentile } from './peers/chain-workload.js';
+import { processCpuMs } from './peers/proc-cpu.js';
+
+const argv = process.argv.slice(2);
+const arg = (name: string, def: string) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1]! : def;
+};
+const CHAINS = arg('chains', '1000,5000').split(',').filter(Boolean).map(Number);
+const PEERS = arg('peers', 'bullmq,graphile').split(',').filter(Boolean);
+const PROBE_BACKLOG = Number(arg('probe-backlog', '100000'));
+const PROBES = Number(arg('probes', '200'));
+const OUT = arg('out', '');
+const SLOTS = 30;
+
+const pct = percentile;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Started {
+  proc: ChildProcess;
+  out: () => string;
+}
+
+function start(args: string[], env: Record<string, string> = {}): Started {
+  // GANTRY_BENCH_PROF=DIR: CPU profiles of the server and agents (written when they exit).
+  const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
+  const proc = spawn(process.execPath, [...prof, CLI, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out = (out + d).slice(-200_000)));
+  proc.stderr!.on("data", (d) => { out = (out + d).slice(-200_000); if (process.env.BENCH_ECHO) process.stderr.write(d); });
+  return { proc, out: () => out };
+}
+
+async function stopProc(s: Started): Promise<void> {
+  if (s.proc.exitCode !== null || s.proc.signalCode !== null) return;
+  const exited = new Promise((r) => s.proc.once('exit', r));
+  s.proc.kill('SIGTERM');
+  await Promise.race([exited, sleep(15_000)]);
+  if (s.proc.exitCode === null) s.proc.kill('SIGKILL');
+}
+
+async function waitFor<T>(what: string, fn: () => T | Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`POST ${url}: ${res.status} ${text.slice(0, 500)}`);
+  return JSON.parse(text);
+}
+
+interface Cluster {
+  url: string;
+  dataDir: string;
+  server: Started;
+  agents: Started[];
+  db: SQLite.Database;
+  stop(): Promise<void>;
+}
+
+async function startCluster(agents: { name: string; cpu: string; extra?: string[] }[]): Promise<Cluster> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
+  const server = start(['server', '--data-dir', join(dataDir, 'server'), '--port', '0', '--json'], { GANTRY_LOG_LEVEL: 'info' });
+  const url = await waitFor('server', () => /"url":"([^"]+)"/.exec(server.out())?.[1], (u) => Boolean(u), 20_000);
+  const ags = agents.map((a) =>
+    start(['agent', '--server', url!, '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])]),
+  );
+  await waitFor('agents', async () => (await (await fetch(`${url}/v1/machines`)).json()) as { machines: unknown[] }, (r) => r.machines.length === agents.length, 20_000);
+  const db = new SQLite(join(dataDir, 'server', 'gantry.db'), { readonly: true });
+  return {
+    url: url!,
+    dataDir,
+    server,
+    agents: ags,
+    db,
+    async stop() {
+      db.close();
+      await Promise.all(ags.map(stopProc));
+      await stopProc(server);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+const stage = (name: string, needs: string[], extra: Record<string, unknown> = {}) => ({
+  name,
+  needs,
+  resources: { cpu: '100m', memory: '16Mi' },
+  command: ['true'],
+  ...extra,
+});
+const chainSpec = (i: number) => ({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] });
+
+/** Submits through the batch route when the server has one, else one request per job, 8 at a time. */
+async function submitAll(url: string, specs: unknown[]): Promise<void> {
+  const batch = await fetch(`${url}/v1/jobs/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  if (batch.status !== 404) {
+    for (let i = 0; i < specs.length; i += 1000) await post(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) });
+    return;
+  }
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < specs.length) await post(`${url}/v1/jobs`, specs[next++]);
+    }),
+  );
+}
+
+export interface RunResult {
+  peer: string;
+  chains: number;
+  submitMs: number;
+  wallMs: number;
+  chainsPerSec: number;
+  bWaitP50Ms: number;
+  bWaitP99Ms: number;
+  cpuMs: Record<string, number>;
+  cpuPerStageMs?: Record<string, number>;
+  skipped?: string;
+  error?: string;
+}
+
+async function gantryChains(n: number): Promise<RunResult> {
+  const c = await startCluster([{ name: 'bench-1', cpu: String(SLOTS / 10) }]);
+  try {
+    const pids = { server: c.server.proc.pid!, agent: c.agents[0]!.proc.pid! };
+    const cpu0 = { server: processCpuMs(pids.server)!, agent: processCpuMs(pids.agent)! };
+    const t0 = Date.now();
+    await submitAll(c.url, Array.from({ length: n }, (_, i) => chainSpec(i)));
+    const submitMs = Date.now() - t0;
+    const count = c.db.prepare(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
+    let last = -1;
+    let lastMove = Date.now();
+    await waitFor(
+      `${n} chains`,
+      () => (count.get() as { n: number }).n,
+      (done) => {
+        if (done !== last) (last = done), (lastMove = Date.now());
+        if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.server.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
+        return done >= n;
+      },
+      30 * 60_000,
+    );
+    const wallMs = Date.now() - t0;
+    const cpu = { server: processCpuMs(pids.server)! - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent };
+    const failed = (c.db.prepare(`select count(*) as n from jobs where state <> 'succeeded'`).get() as { n: number }).n;
+    if (failed) throw new Error(`${failed} chains did not succeed`);
+    const waits = (
+      c.db
+        .prepare(
+          `select b.started_at - a.finished_at as w from attempts a join attempts b on a.job_id = b.job_id
+           where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded'`,
+        )
+        .all() as { w: number }[]
+    ).map((r) => r.w);
+    const stages = 3 * n;
+    return {
+      peer: 'gantry',
+      chains: n,
+      submitMs,
+      wallMs,
+      chainsPerSec: n / (wallMs / 1000),
+      bWaitP50Ms: pct(waits, 50),
+      bWaitP99Ms: pct(waits, 99),
+      cpuMs: cpu,
+      cpuPerStageMs: { server: cpu.server / stages, agent: cpu.agent / stages },
+    };
+  } finally {
+    await c.stop();
+  }
+}
+
+/**
+ * Ready → running for single stages submitted one at a time (each waits for the previous to
+ * start), on an idle cluster, optionally with `backlog` stages waiting in a pool no machine serves.
+ * Ready = the job's submission (its only stage is ready at once); running = the attempt's start as
+ * the server recorded it (one clock).
+ */
+async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: number; p99: number; max: number; n: number; setupMs: number }> {
+  const c = await startCluster([{ name: 'probe-1', cpu: '4' }]);
+  try {
+    const t0 = Date.now();
+    if (backlog > 0) {
+      // 1,000 jobs of 100 stages each, asking for a GPU type no machine has.
+      const per = 100;
+      const specs = Array.from({ length: Math.ceil(backlog / per) }, (_, i) => ({
+        name: `backlog-${i}`,
+        stages: Array.from({ length: per }, (_, j) => ({ name: `s${j}`, resources: { cpu: '100m', memory: '16Mi', gpu: { count: 1, type: 'nonexistent' } }, command: ['true'] })),
+      }));
+      await submitAll(c.url, specs);
+      const ready = c.db.prepare(`select count(*) as n from stages where state = 'ready'`);
+      await waitFor('backlog queued', () => (ready.get() as { n: number }).n, (n) => n >= backlog, 600_000);
+    }
+    const setupMs = Date.now() - t0;
+    await sleep(1000);
+    const lat: number[] = [];
+    const started = c.db.prepare(`select a.started_at as s, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`);
+    for (let i = 0; i < PROBES; i++) {
+      const job = await post(`${c.url}/v1/jobs`, { name: `probe-${i}`, stages: [stage('p', [])] });
+      const row = await waitFor('probe start', () => started.get(job.id) as { s: number; c: number } | undefined, Boolean, 30_000);
+      lat.push(row!.s - row!.c);
+    }
+    return { backlog, p50: pct(lat, 50), p99: pct(lat, 99), max: Math.max(...lat), n: lat.length, setupMs };
+  } finally {
+    await c.stop();
+  }
+}
+
+async function peer(name: string, n: number): Promise<RunResult> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', join(REPO, `bench/peers/${name}-chains.ts`), '--chains', String(n)], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  proc.stdout.on('data', (d) => (out += d));
+  await new Promise((r) => proc.on('exit', r));
+  const line = out.trim().split('\n').at(-1) ?? '';
+  try {
+    return JSON.parse(line) as RunResult;
+  } catch {
+    return { peer: name, chains: n, skipped: `no result: ${line.slice(0, 200)}` } as RunResult;
+  }
+}
+
+const f = (x: number | undefined, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
+
+async function main() {
+  const commit = await new Promise<string>((r) => {
+    const p = spawn('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO });
+    let s = '';
+    p.stdout.on('data', (d) => (s += d));
+    p.on('exit', () => r(s.trim()));
+  });
+  const lines: string[] = [];
+  const say = (l: string) => {
+    console.log(l);
+    lines.push(l);
+  };
+  say(`# throughput, ${new Date().toISOString().slice(0, 10)}`);
+  say('');
+  say(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: one server (SQLite, synchronous=FULL), one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`);
+  say('');
+  say('| system | N chains | submit | wall | chains/s | B waits after A, p50 / p99 | CPU in all (s) | CPU per stage, ms |');
+  say('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  const results: RunResult[] = [];
+  for (const n of CHAINS) {
+    const runs: RunResult[] = [await gantryChains(n)];
+    for (const p of PEERS) runs.push(await peer(p, n));
+    for (const r of runs) {
+      results.push(r);
+      if (r.skipped || r.error) {
+        say(`| ${r.peer} | ${n} | ${r.skipped ? `skipped: ${r.skipped}` : `failed: ${r.error}`} |  |  |  |  |  |`);
+        continue;
+      }
+      const cpuAll = Object.entries(r.cpuMs)
+        .map(([k, v]) => `${k} ${f(v === null ? undefined : v / 1000, 2)}`)
+        .join(' + ');
+      const per = Object.entries(r.cpuMs)
+        .map(([k, v]) => `${k} ${f(v === null ? undefined : v / (3 * n), 2)}`)
+        .join(', ');
+      say(`| ${r.peer} | ${n} | ${f(r.submitMs / 1000, 2)} s | ${f(r.wallMs / 1000, 1)} s | **${f(r.chainsPerSec)}** | ${f(r.bWaitP50Ms)} / ${f(r.bWaitP99Ms)} ms | ${cpuAll} | ${per} |`);
+    }
+  }
+  if (PROBES > 0) {
+    say('');
+    say('| ready → running, single stages one at a time | p50 | p99 | max | n |');
+    say('| --- | --- | --- | --- | --- |');
+    for (const b of [0, PROBE_BACKLOG].filter((x, i, a) => a.indexOf(x) === i)) {
+      const r = await gantryProbe(b);
+      say(`| idle cluster${b ? `, ${b.toLocaleString('en')} stages waiting in a pool no machine serves (queued in ${f(r.setupMs / 1000)} s)` : ''} | ${f(r.p50)} ms | ${f(r.p99)} ms | ${f(r.max)} ms | ${r.n} |`);
+    }
+  }
+  if (OUT) writeFileSync(OUT, lines.join('\n') + '\n');
+  console.log(JSON.stringify(results));
+}
+
+await main();

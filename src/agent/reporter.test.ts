@@ -1,0 +1,190 @@
+import { describe, expect, it } from 'vitest';
+import type { CompletedItem, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
+import { AgentHttpError, UnknownMachine } from './agent-client.js';
+import { Reporter, Undeliverable } from './reporter.js';
+
+/** A send whose every call waits until the test answers it. */
+function fakeServer() {
+  const calls: { req: ReportRequest; answer: (r?: ReportResponse | Error) => void }[] = [];
+  let waiters: (() => void)[] = [];
+  const send = (req: ReportRequest) =>
+    new Promise<ReportResponse>((resolve, reject) => {
+      calls.push({
+        req,
+        answer: (r) => {
+          if (r instanceof Error) reject(r);
+          else resolve(r ?? okAll(req));
+        },
+      });
+      for (const w of waiters.splice(0)) w();
+    });
+  const nextCall = async (n: number) => {
+    while (calls.length < n) await new Promise<void>((r) => waiters.push(r));
+    return calls[n - 1]!;
+  };
+  return { calls, send, nextCall, reset: () => (waiters = []) };
+}
+
+const okAll = (req: ReportRequest): ReportResponse => ({
+  started: req.started.map((s) => ({ attemptId: s.attemptId, result: 'ok' })),
+  completed: req.completed.map((c) => ({ attemptId: c.attemptId, result: 'ok', jobState: 'running' })),
+});
+
+const outcome = (attemptId: string): CompletedItem => ({ attemptId, token: 1, exitCode: 0, signal: null, reason: null, outputs: [] });
+
+function reporter(send: (req: ReportRequest) => Promise<ReportResponse>, over: { now?: () => number; giveUpMs?: number; onUnknownMachine?: () => Promise<boolean> } = {}) {
+  const halt = new AbortController();
+  const r = new Reporter({
+    send,
+    onUnknownMachine: over.onUnknownMachine ?? (async () => true),
+    signal: halt.signal,
+    now: over.now ?? (() => Date.now()),
+    retry: { baseMs: 1, maxMs: 5 },
+    giveUpMs: over.giveUpMs ?? 60_000,
+  });
+  return { r, halt };
+}
+
+const unavailable = () => new AgentHttpError(503, 'unavailable', 'database down');
+
+describe('Reporter', () => {
+  it('sends at once when idle, and everything queued meanwhile in the next request', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send);
+    const first = r.acknowledge('a1', 1);
+    const call1 = await srv.nextCall(1);
+    expect(call1.req).toEqual({ started: [{ attemptId: 'a1', token: 1, pid: null }], completed: [] });
+    // While the first is in flight: two outcomes and an acknowledgement queue up.
+    const later = [r.complete(outcome('a2')), r.complete(outcome('a3')), r.acknowledge('a4', 1)];
+    await new Promise((res) => setTimeout(res, 20));
+    expect(srv.calls).toHaveLength(1);
+    call1.answer();
+    expect(await first).toEqual({ attemptId: 'a1', result: 'ok' });
+    const call2 = await srv.nextCall(2);
+    expect(call2.req.completed.map((c) => c.attemptId)).toEqual(['a2', 'a3']);
+    expect(call2.req.started.map((s) => s.attemptId)).toEqual(['a4']);
+    call2.answer();
+    expect((await Promise.all(later)).map((x) => x.result)).toEqual(['ok', 'ok', 'ok']);
+    expect(srv.calls).toHaveLength(2);
+  });
+
+  it('keeps items queued through failures and delivers each once, with what queued meanwhile', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send);
+    const a = r.complete(outcome('a1'));
+    (await srv.nextCall(1)).answer(unavailable());
+    const b = r.complete(outcome('a2'));
+    const call2 = await srv.nextCall(2);
+    // The failed item first, then the new one, in one request.
+    expect(call2.req.completed.map((c) => c.attemptId)).toEqual(['a1', 'a2']);
+    call2.answer(new TypeError('fetch failed'));
+    const call3 = await srv.nextCall(3);
+    expect(call3.req.completed.map((c) => c.attemptId)).toEqual(['a1', 'a2']);
+    call3.answer();
+    expect((await a).result).toBe('ok');
+    expect((await b).result).toBe('ok');
+    expect(srv.calls).toHaveLength(3);
+  });
+
+  it('sends the items of a request refused as a whole one by one, so only the faulty one fails', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send);
+    const first = r.acknowledge('a0', 1);
+    const call1 = await srv.nextCall(1);
+    const good = r.complete(outcome('good'));
+    const bad = r.complete(outcome('bad'));
+    call1.answer();
+    await first;
+    (await srv.nextCall(2)).answer(new AgentHttpError(400, 'validation', 'bad item'));
+    const call3 = await srv.nextCall(3);
+    expect(call3.req.completed.map((c) => c.attemptId)).toEqual(['good']);
+    call3.answer();
+    const call4 = await srv.nextCall(4);
+    expect(call4.req.completed.map((c) => c.attemptId)).toEqual(['bad']);
+    call4.answer(new AgentHttpError(400, 'validation', 'bad item'));
+    expect((await good).result).toBe('ok');
+    await expect(bad).rejects.toThrow(/bad item/);
+  });
+
+  it('withdraws a queued item when its signal aborts, without sending it', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send);
+    const first = r.acknowledge('a0', 1);
+    const call1 = await srv.nextCall(1);
+    const ctl = new AbortController();
+    const withdrawn = r.acknowledge('a1', 1, ctl.signal);
+    ctl.abort();
+    await expect(withdrawn).rejects.toMatchObject({ name: 'AbortError' });
+    call1.answer();
+    await first;
+    await new Promise((res) => setTimeout(res, 20));
+    expect(srv.calls).toHaveLength(1);
+    expect(r.pending).toBe(0);
+  });
+
+  it('drops a pid record still waiting when the outcome of the same attempt comes', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send);
+    const first = r.acknowledge('a0', 1);
+    const call1 = await srv.nextCall(1);
+    const pid = r.recordPid('a1', 1, 4242);
+    const done = r.complete(outcome('a1'));
+    expect(await pid).toBeNull();
+    call1.answer();
+    await first;
+    const call2 = await srv.nextCall(2);
+    expect(call2.req).toMatchObject({ started: [], completed: [{ attemptId: 'a1' }] });
+    call2.answer();
+    expect((await done).result).toBe('ok');
+  });
+
+  it('registers again on a 404 and resends', async () => {
+    const srv = fakeServer();
+    let registered = 0;
+    const { r } = reporter(srv.send, { onUnknownMachine: async () => (registered++, true) });
+    const a = r.complete(outcome('a1'));
+    (await srv.nextCall(1)).answer(new UnknownMachine('m1'));
+    (await srv.nextCall(2)).answer();
+    expect((await a).result).toBe('ok');
+    expect(registered).toBe(1);
+  });
+
+  it('gives an item up once it has failed for longer than giveUpMs', async () => {
+    let now = 0;
+    const srv = fakeServer();
+    const { r } = reporter(srv.send, { now: () => now, giveUpMs: 1000 });
+    const a = r.complete(outcome('a1'));
+    (await srv.nextCall(1)).answer(unavailable());
+    const call2 = await srv.nextCall(2);
+    now = 1000;
+    call2.answer(unavailable());
+    const call3 = await srv.nextCall(3);
+    now = 1500;
+    call3.answer(unavailable());
+    const err = await a.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Undeliverable);
+    expect((err as Undeliverable).failingForMs).toBe(1500);
+    expect(r.pending).toBe(0);
+  });
+
+  it('rejects everything when halted', async () => {
+    const srv = fakeServer();
+    const { r, halt } = reporter(srv.send);
+    const a = r.complete(outcome('a1'));
+    await srv.nextCall(1);
+    const b = r.complete(outcome('a2'));
+    halt.abort();
+    srv.calls[0]!.answer(new DOMException('aborted', 'AbortError'));
+    await expect(a).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(b).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(r.acknowledge('a3', 1)).rejects.toMatchObject({ name: 'AbortError' });
+  });
+
+  it('refuses an answer that does not match the request', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send);
+    const a = r.complete(outcome('a1'));
+    (await srv.nextCall(1)).answer({ started: [], completed: [] });
+    await expect(a).rejects.toThrow(/does not match/);
+  });
+});

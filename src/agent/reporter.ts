@@ -1,0 +1,262 @@
+/**
+ * Everything the agent tells the server about its attempts' lives, batched: acknowledgements
+ * (before a spawn), pid records (after it) and outcomes go out as items of `report` requests
+ * (src/api/contract/agent-protocol.ts), at most one request in flight. An item queued while one
+ * is in flight goes into the next, so under load one request (and one server transaction) carries
+ * many attempts' news, and when idle an item leaves at once: no timer adds latency.
+ *
+ * Each item gets a promise of its own answer. A request that fails in a way a retry can fix
+ * (network, timeout, 5xx, 429) leaves its items queued, first in line, and is sent again after a
+ * backoff; an item that has been failing for `giveUpMs` is rejected with Undeliverable. A 404 means
+ * the server forgot the machine: `onUnknownMachine` registers again, then the items are resent.
+ * Any other refusal of a whole request (a 400, a 413) is not the fault of every item in it: its
+ * items are then sent one per request, so only the one at fault is rejected.
+ */
+import type { CompletedItem, ReportItemResult, ReportRequest, ReportResponse, StartedItem } from '../api/contract/agent-protocol.js';
+import { isRetryable, UnknownMachine } from './agent-client.js';
+
+export interface ReporterOptions {
+  /** One request; AgentClient.report. */
+  send: (req: ReportRequest, signal: AbortSignal) => Promise<ReportResponse>;
+  /** Called on a 404: registers again; true when it did, and the items are resent at once. */
+  onUnknownMachine: () => Promise<boolean>;
+  /** Ends the reporter: the request in flight and the backoff are cut short, every item is rejected. */
+  signal: AbortSignal;
+  now: () => number;
+  /** Backoff between failed requests: baseMs, doubling, at most maxMs. */
+  retry: { baseMs: number; maxMs: number };
+  giveUpMs: number;
+  /** Told of each failed request that will be retried, with the number of failures in a row. */
+  onRetry?: (err: unknown, failures: number) => void;
+  /** The server's body limit is 1 MiB by default; a single larger item is still sent, alone. */
+  maxRequestBytes?: number;
+}
+
+/** An item failed for longer than the reporter's `giveUpMs`; it was not delivered. */
+export class Undeliverable extends Error {
+  constructor(
+    readonly attemptId: string,
+    readonly failingForMs: number,
+    readonly lastError: unknown,
+  ) {
+    super(`report for ${attemptId} undeliverable for ${Math.round(failingForMs / 1000)} s: ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+    this.name = 'Undeliverable';
+  }
+}
+
+/** ReportRequest's limit per list. */
+const MAX_ITEMS = 10_000;
+
+type Kind = 'started' | 'completed';
+
+interface Item {
+  kind: Kind;
+  body: StartedItem | CompletedItem;
+  bytes: number;
+  /** Send in a request of its own: a request holding it was refused as a whole. */
+  alone: boolean;
+  sending: boolean;
+  /** Withdrawn by its signal while in flight: settled by the answer, or rejected instead of requeued. */
+  withdrawn: boolean;
+  firstFailure: number | null;
+  resolve: (r: ReportItemResult | null) => void;
+  reject: (err: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | null;
+}
+
+export class Reporter {
+  private readonly opts: ReporterOptions;
+  private readonly maxBytes: number;
+  private queue: Item[] = [];
+  private pumping = false;
+
+  constructor(opts: ReporterOptions) {
+    this.opts = opts;
+    this.maxBytes = opts.maxRequestBytes ?? 512 * 1024;
+  }
+
+  /** Queued items, sent or not: for tests and logs. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * The acknowledgement, before spawning: nothing may run unless it is answered `ok` (or
+   * `duplicate`: an earlier copy of it was recorded). `signal` withdraws it.
+   */
+  acknowledge(attemptId: string, token: number, signal?: AbortSignal): Promise<ReportItemResult> {
+    return this.add('started', { attemptId, token, pid: null }, signal) as Promise<ReportItemResult>;
+  }
+
+  /** The pid, after the spawn. Null when it was never sent because the attempt's outcome went in its place. */
+  recordPid(attemptId: string, token: number, pid: number, signal?: AbortSignal): Promise<ReportItemResult | null> {
+    return this.add('started', { attemptId, token, pid }, signal);
+  }
+
+  /** The outcome. A pid record of the same attempt still waiting is dropped: it would say nothing the outcome does not. */
+  complete(item: CompletedItem, signal?: AbortSignal): Promise<ReportItemResult> {
+    for (const q of this.queue) {
+      if (q.kind === 'started' && !q.sending && q.body.attemptId === item.attemptId && (q.body as StartedItem).pid !== null) {
+        this.remove(q);
+        q.resolve(null);
+      }
+    }
+    return this.add('completed', item, signal) as Promise<ReportItemResult>;
+  }
+
+  private add(kind: Kind, body: StartedItem | CompletedItem, signal: AbortSignal | undefined): Promise<ReportItemResult | null> {
+    return new Promise((resolve, reject) => {
+      if (this.opts.signal.aborted) return reject(this.opts.signal.reason);
+      if (signal?.aborted) return reject(signal.reason);
+      const item: Item = {
+        kind,
+        body,
+        bytes: Buffer.byteLength(JSON.stringify(body)) + 1,
+        alone: false,
+        sending: false,
+        withdrawn: false,
+        firstFailure: null,
+        resolve: (r) => (this.unlisten(item), resolve(r)),
+        reject: (e) => (this.unlisten(item), reject(e)),
+        signal,
+        onAbort: null,
+      };
+      if (signal) {
+        item.onAbort = () => {
+          if (item.sending) item.withdrawn = true;
+          else {
+            this.remove(item);
+            item.reject(signal.reason);
+          }
+        };
+        signal.addEventListener('abort', item.onAbort, { once: true });
+      }
+      this.queue.push(item);
+      void this.pump();
+    });
+  }
+
+  private unlisten(item: Item): void {
+    if (item.onAbort) item.signal?.removeEventListener('abort', item.onAbort);
+    item.onAbort = null;
+  }
+
+  private remove(item: Item): void {
+    const i = this.queue.indexOf(item);
+    if (i >= 0) this.queue.splice(i, 1);
+  }
+
+  /** One pass over the queue, however many items: a batch can hold thousands. */
+  private removeAll(items: Item[]): void {
+    const gone = new Set(items);
+    this.queue = this.queue.filter((it) => !gone.has(it));
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    const halt = this.opts.signal;
+    let failures = 0;
+    try {
+      while (this.queue.length > 0 && !halt.aborted) {
+        const batch = this.take();
+        for (const it of batch) it.sending = true;
+        try {
+          const res = await this.opts.send(toRequest(batch), halt);
+          this.answer(batch, res);
+          failures = 0;
+        } catch (err) {
+          for (const it of batch) it.sending = false;
+          if (halt.aborted) break;
+          if (err instanceof UnknownMachine || isRetryable(err)) {
+            failures++;
+            this.requeue(batch, err);
+            if (err instanceof UnknownMachine && (await this.opts.onUnknownMachine().catch(() => false))) continue;
+            this.opts.onRetry?.(err, failures);
+            await sleep(Math.min(this.opts.retry.maxMs, this.opts.retry.baseMs * 2 ** Math.min(failures - 1, 20)) * (0.5 + Math.random() / 2), halt);
+          } else if (batch.length > 1) {
+            for (const it of batch) it.alone = true;
+            this.requeue(batch, null);
+          } else {
+            this.removeAll(batch);
+            batch[0]!.reject(err);
+          }
+        }
+      }
+    } finally {
+      this.pumping = false;
+      if (halt.aborted) for (const it of this.queue.splice(0)) it.reject(halt.reason);
+    }
+  }
+
+  /** The items of the next request, in queue order, each list within its limit and the whole within maxBytes. */
+  private take(): Item[] {
+    const first = this.queue[0]!;
+    if (first.alone) return [first];
+    const batch: Item[] = [];
+    const count = { started: 0, completed: 0 };
+    let bytes = 0;
+    for (const it of this.queue) {
+      if (it.alone) continue;
+      if (count[it.kind] >= MAX_ITEMS) continue;
+      if (batch.length > 0 && bytes + it.bytes > this.maxBytes) break;
+      batch.push(it);
+      count[it.kind]++;
+      bytes += it.bytes;
+    }
+    return batch;
+  }
+
+  /** Answers come in the request's order, one per item (ReportResponse); anything else is the server's error. */
+  private answer(batch: Item[], res: ReportResponse): void {
+    this.removeAll(batch);
+    const started = batch.filter((it) => it.kind === 'started');
+    const completed = batch.filter((it) => it.kind === 'completed');
+    const matches = (items: Item[], answers: unknown) =>
+      Array.isArray(answers) && answers.length === items.length && items.every((it, i) => (answers[i] as ReportItemResult | undefined)?.attemptId === it.body.attemptId);
+    if (!matches(started, res?.started) || !matches(completed, res?.completed)) {
+      const err = new Error(`the server's answer to a report of ${started.length} + ${completed.length} item(s) does not match it`);
+      for (const it of batch) it.reject(err);
+      return;
+    }
+    started.forEach((it, i) => it.resolve(res.started[i]!));
+    completed.forEach((it, i) => it.resolve(res.completed[i]!));
+  }
+
+  /** Failed items stay first in line, unless withdrawn meanwhile or failing for too long. */
+  private requeue(batch: Item[], err: unknown): void {
+    const now = this.opts.now();
+    const out: [Item, unknown][] = [];
+    for (const it of batch) {
+      if (it.withdrawn) out.push([it, it.signal?.reason]);
+      else if (err !== null && now - (it.firstFailure ??= now) > this.opts.giveUpMs) out.push([it, new Undeliverable(it.body.attemptId, now - it.firstFailure, err)]);
+    }
+    if (out.length === 0) return;
+    this.removeAll(out.map(([it]) => it));
+    for (const [it, e] of out) it.reject(e);
+  }
+}
+
+function toRequest(batch: Item[]): ReportRequest {
+  const req: ReportRequest = { started: [], completed: [] };
+  for (const it of batch) {
+    if (it.kind === 'started') req.started.push(it.body as StartedItem);
+    else req.completed.push(it.body as CompletedItem);
+  }
+  return req;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts (the loop then sees it). */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

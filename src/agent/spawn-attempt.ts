@@ -1,0 +1,75 @@
+/**
+ * Starting an acknowledged attempt: its process (in its own group, see process-runner.ts), its
+ * output shipped to the server, its pid on disk (for the next start of the agent, should this one
+ * crash) and to the server (one item of a report). Resolves with how the process ended.
+ */
+import { StaleAttempt, type AgentClient } from './agent-client.js';
+import type { AgentState, AttemptPaths } from './agent-state.js';
+import { attemptEnv } from './attempt-env.js';
+import { describe, message, type Run } from './attempt-run.js';
+import { LogShipper } from './log-shipper.js';
+import { runProcess, type ProcessResult } from './process-runner.js';
+import type { Reporter } from './reporter.js';
+
+export interface SpawnContext {
+  client: AgentClient;
+  reporter: Reporter;
+  state: AgentState;
+  machineName: string;
+  baseEnv: NodeJS.ProcessEnv;
+  killGraceMs: number;
+  log: (line: string) => void;
+  /** The agent stops caring about this attempt (Agent.drop): it is killed and nothing is reported. */
+  drop: (why: string) => void;
+  /** The agent is past stopping: failures are no longer worth a line. */
+  halted: () => boolean;
+}
+
+export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPaths): Promise<ProcessResult> {
+  const { a } = run;
+  const shipper = new LogShipper({
+    send: (chunks) => ctx.client.logs(a.attemptId, a.token, chunks),
+    onError: (err) => {
+      if (err instanceof StaleAttempt) {
+        shipper.stop();
+        ctx.drop('stale: ' + err.message);
+      }
+    },
+  });
+  run.shipper = shipper;
+  const handle = runProcess({
+    command: a.command,
+    cwd: paths.work,
+    env: attemptEnv(a, paths, ctx.machineName, ctx.baseEnv),
+    logFile: paths.log,
+    timeoutSeconds: a.timeoutSeconds,
+    killGraceMs: ctx.killGraceMs,
+    onOutput: (c) => shipper.push(c),
+  });
+  run.handle = handle;
+  if (handle.pid !== null) {
+    const recorded = await ctx.state.writePid(a.attemptId, handle.pid).then(
+      () => true,
+      (err) => (ctx.log(`cannot record pid of ${a.attemptId}: ${message(err)}`), false),
+    );
+    ctx.log(`attempt ${describe(a)} started pid ${handle.pid}`);
+    // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
+    if (!recorded) ctx.drop('its pid could not be recorded');
+    // A kill that arrived while the process was being spawned.
+    if (run.dropped) void handle.kill(run.dropped);
+    // Only records the pid; the attempt was acknowledged before the spawn.
+    else
+      void ctx.reporter.recordPid(a.attemptId, a.token, handle.pid, run.withdraw.signal).then(
+        (r) => {
+          if (r?.result === 'stale') ctx.drop(`stale: ${r.message ?? 'not current'}`);
+          else if (r?.result === 'refused') ctx.log(`pid of ${a.attemptId} refused: ${r.message ?? 'no reason given'}`);
+        },
+        (err: unknown) => {
+          if (!run.dropped && !ctx.halted()) ctx.log(`cannot report pid of ${a.attemptId}: ${message(err)}`);
+        },
+      );
+  }
+  const result = await handle.done;
+  await shipper.close();
+  return result;
+}

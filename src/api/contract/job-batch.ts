@@ -1,0 +1,7 @@
+import { Type, type Static } from 'typebox';
+
+/** What `POST /v1/jobs/batch` answers: the new jobs' ids and names, in the order submitted. */
+export const JobBatchResult = Type.Object({
+  jobs: Type.Array(Type.Object({ id: Type.String(), name: Type.String() })),
+});
+export type JobBatchResult = Static<typeof JobBatchResult>;

@@ -1,0 +1,16 @@
+import { createHash } from 'node:crypto';
+import { normalizeGpuType, poolOf, type Placement, type Resources } from './resources.js';
+
+/**
+ * A stage's shape: everything placement looks at (pool, CPU, memory, GPU count and types, region,
+ * labels), as one short key. Two ready stages of one shape get the same answer from every machine,
+ * so the scheduler reads each shape's queue only as deep as the cluster's free room could take
+ * stages of that shape, whatever the backlog (docs/scheduling.md). Stored with the stage at submit.
+ */
+export function stageShape(resources: Resources, placement: Placement): string {
+  const gpu = resources.gpu && resources.gpu.count > 0 ? resources.gpu : null;
+  const types = gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];
+  const labels = Object.entries(placement.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const key = JSON.stringify([poolOf(resources), resources.cpuMillis, resources.memoryBytes, gpu?.count ?? 0, types, placement.region, labels]);
+  return 'sh_' + createHash('sha256').update(key).digest('base64url').slice(0, 22);
+}

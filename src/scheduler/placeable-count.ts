@@ -1,0 +1,32 @@
+import { checkCpuTotal, checkGpuTotal, checkGpuType, checkLabels, checkMemoryTotal, checkReady, checkRegion, gpuCountsByType, type StageNeed } from './checks.js';
+import type { MachineView } from './snapshot.js';
+
+const STATIC_CHECKS = [checkReady, checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal];
+
+/**
+ * At most how many stages of this need the cluster's free room could take now (counted up to
+ * `cap`): per machine that could ever run it, the fewest of CPU, memory and GPUs of one type it has
+ * room for. An upper bound, since stages of other shapes compete for the same room, and exactly
+ * the depth to which a pass reads this shape's queue: identical stages get identical answers, so
+ * the ones past that depth could not be placed in this pass whatever the backlog behind them.
+ */
+export function placeableCount(need: StageNeed, machines: readonly MachineView[], cap: number): number {
+  let total = 0;
+  for (const m of machines) {
+    if (total >= cap) break;
+    if (STATIC_CHECKS.some((check) => check(need, m) !== null)) continue;
+    let n = Math.min(fits(m.cpuMillisFree, need.cpuMillis), fits(m.memoryBytesFree, need.memoryBytes));
+    if (need.gpuCount > 0) {
+      let gpus = 0;
+      for (const c of gpuCountsByType(need, m).values()) gpus = Math.max(gpus, Math.floor(c.free / need.gpuCount));
+      n = Math.min(n, gpus);
+    }
+    total += n;
+  }
+  return Math.min(total, cap);
+}
+
+function fits(free: number, each: number): number {
+  if (free < 0) return 0;
+  return each <= 0 ? Number.POSITIVE_INFINITY : Math.floor(free / each);
+}

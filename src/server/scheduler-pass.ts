@@ -1,0 +1,39 @@
+import type { Clock } from '../domain/clock.js';
+import { stageNeed } from '../scheduler/checks.js';
+import { placeableCount } from '../scheduler/placeable-count.js';
+import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import type { Store } from '../store/store.js';
+
+export interface SchedulerPassResult {
+  placed: number;
+  skipped: number;
+  /** Stages read from the queues: what the pass cost, bounded by the room, not the backlog. */
+  read: number;
+  /** The pass stopped at maxPlacements; run another. */
+  more: boolean;
+}
+
+/**
+ * One scheduling pass: the cluster's free room, the shapes with ready stages, the head of each
+ * shape's queue only as deep as that room could take stages of the shape (placeableCount), the
+ * pure planner over those heads, and the plan applied with re-checks. The heads are exactly the
+ * stages a greedy pass over the whole queue could place, so the plan is the same as reading
+ * everything; the cost is the number of shapes plus the placements, however many stages wait
+ * (docs/scheduling.md). The loop around it (server/loop.ts) runs it when a pool gets ready stages
+ * or capacity frees up, and on an interval for backoffs that ended.
+ */
+export async function schedulerPass(store: Store, clock: Clock, opts: { leaseMs: number; maxPlacements?: number }): Promise<SchedulerPassResult> {
+  const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
+  const now = clock.now();
+  const cluster = await store.clusterView();
+  const shapes = await store.readyShapes({ now });
+  const wants = shapes
+    .map((s) => ({ shape: s.shape, limit: placeableCount(stageNeed(s), cluster.machines, maxPlacements) }))
+    .filter((w) => w.limit > 0);
+  if (wants.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
+  const queue = await store.queueHeads({ now, shapes: wants });
+  if (queue.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
+  const plan = planPlacements({ clusterVersion: cluster.version, machines: cluster.machines, queue }, { maxPlacements });
+  const res = await store.planApply({ plan, now: clock.now(), leaseMs: opts.leaseMs });
+  return { placed: res.applied.length, skipped: res.skipped.length, read: queue.length, more: plan.placements.length >= maxPlacements };
+}

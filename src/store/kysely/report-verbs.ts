@@ -1,0 +1,67 @@
+import { StaleAttemptError } from '../../domain/errors.js';
+import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
+import { completeLoaded, startLoaded } from './attempt-verbs.js';
+import type { TxContext } from './tx-context.js';
+
+/**
+ * An agent's batched report: acknowledgements, pids and outcomes of many attempts in one
+ * transaction, so one commit (one fsync) carries what used to take one each. Every item is
+ * fenced exactly as its single-attempt verb is, and runs under its own savepoint: an item that is
+ * stale or fails changes nothing and gets its own answer, and the others still count.
+ * An attempt placed on another machine is stale here: a machine speaks only for its own work.
+ */
+export async function machineReport(
+  tx: TxContext,
+  p: {
+    machineId: string;
+    started: { attemptId: string; token: number; pid: number | null }[];
+    completed: AttemptCompletion[];
+    leaseMs: number;
+    jitter: number;
+  },
+): Promise<MachineReportResult | null> {
+  const m = await tx.db.selectFrom('machines').select(['id', 'name']).where('id', '=', p.machineId).executeTakeFirst();
+  if (!m) return null;
+  const ids = [...new Set([...p.started, ...p.completed].map((i) => i.attemptId))];
+  const rows = new Map<string, Awaited<ReturnType<typeof loadMany>>[number]>();
+  for (let i = 0; i < ids.length; i += 500) for (const r of await loadMany(tx, ids.slice(i, i + 500))) rows.set(r.id, r);
+
+  const touched = new Set<string>();
+  const item = async (attemptId: string, fn: (a: NonNullable<ReturnType<typeof rows.get>>) => Promise<ReportItemOutcome>): Promise<ReportItemOutcome> => {
+    // Read again when an earlier item of this report touched the same attempt (start, then its pid).
+    const a = touched.has(attemptId) ? (await loadMany(tx, [attemptId]))[0] : rows.get(attemptId);
+    if (!a) return { attemptId, result: 'stale', message: 'unknown attempt' };
+    if (a.machine_id !== m.id) return { attemptId, result: 'stale', message: `attempt is placed on another machine` };
+    touched.add(attemptId);
+    try {
+      return await tx.savepoint(() => fn(a));
+    } catch (err) {
+      if (err instanceof StaleAttemptError) return { attemptId, result: 'stale', message: err.reason };
+      throw err;
+    }
+  };
+
+  const started: ReportItemOutcome[] = [];
+  for (const s of p.started) {
+    started.push(
+      await item(s.attemptId, async (a) => ({
+        attemptId: s.attemptId,
+        result: await startLoaded(tx, a, { token: s.token, pid: s.pid, leaseMs: p.leaseMs, machineName: m.name }),
+      })),
+    );
+  }
+  const completed: ReportItemOutcome[] = [];
+  for (const c of p.completed) {
+    completed.push(
+      await item(c.attemptId, async (a) => {
+        const r = await completeLoaded(tx, a, { ...c, jitter: p.jitter });
+        return { attemptId: c.attemptId, result: r.accepted ? 'ok' : 'duplicate', jobState: r.jobState };
+      }),
+    );
+  }
+  return { started, completed };
+}
+
+function loadMany(tx: TxContext, ids: string[]) {
+  return tx.db.selectFrom('attempts').selectAll().where('id', 'in', ids).execute();
+}

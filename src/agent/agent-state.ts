@@ -25,11 +25,10 @@
  * find or kill (the server reaps the attempt as lost), and a lost reported.json only means the
  * outcome is sent again, which the server answers `duplicate` or `stale`. Per attempt that is one
  * fsync pair instead of four. The records that are not fsynced, and the directories, are written
- * synchronously (see write-file-atomic.ts for why); removals are not, since a command can leave
- * any number of files behind.
+ * synchronously (see write-file-atomic.ts for why); removals are not (see removeAttemptDir).
  */
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, rmdir, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import { processGroupAlive } from './process-group.js';
@@ -175,7 +174,7 @@ export class AgentState {
   }
 
   async removeAttempt(attemptId: string): Promise<void> {
-    await rm(this.paths(attemptId).dir, { recursive: true, force: true });
+    await removeAttemptDir(this.paths(attemptId));
   }
 
   async readAssignment(attemptId: string): Promise<AssignmentWire | null> {
@@ -268,8 +267,7 @@ export class AgentState {
       this.settled.delete(id);
       removed.push(id);
     }
-    // Asynchronous, unlike the small writes: a command can leave any number of files in work/.
-    for (const id of removed) await rm(this.paths(id).dir, { recursive: true, force: true });
+    for (const id of removed) await removeAttemptDir(this.paths(id));
     return removed;
   }
 
@@ -329,6 +327,25 @@ async function readJson<T>(path: string): Promise<T | null> {
     throw err;
   }
   return JSON.parse(text) as T;
+}
+
+/**
+ * The layout the agent made is removed by name, one system call per entry and nothing read (a
+ * recursive removal stats and lists every entry first); only when something else is there (what
+ * the command left in work/ or output/, inputs, a temporary file from a crash) does a recursive
+ * removal walk it. Off the event loop: freeing blocks can wait for the disk (discards).
+ */
+async function removeAttemptDir(p: AttemptPaths): Promise<void> {
+  const gone = (err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  };
+  try {
+    await Promise.all([p.assignment, p.pid, p.exit, p.reported, p.log].map((f) => unlink(f).catch(gone)));
+    await Promise.all([p.work, p.output, p.input].map((d) => rmdir(d).catch(gone)));
+    await rmdir(p.dir).catch(gone);
+  } catch {
+    await rm(p.dir, { recursive: true, force: true });
+  }
 }
 
 async function writeJson(path: string, value: unknown): Promise<void> {

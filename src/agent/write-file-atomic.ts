@@ -6,10 +6,11 @@
  * says the same after a power cut: what the agent writes before it tells the server anything.
  * writeFileWhole does not: a crash of the agent alone loses nothing (the kernel's page cache
  * outlives the process), only a crash of the host can, and callers use it for records whose loss
- * the host crash itself makes harmless (see agent-state.ts). It is synchronous on purpose: a few
- * system calls that only reach the page cache cost less CPU than trips through libuv's thread pool,
- * and the agent writes several per attempt; an fsync can take milliseconds, so writeFileAtomic
- * stays off the event loop.
+ * the host crash itself makes harmless (see agent-state.ts).
+ *
+ * writeFileWhole is synchronous on purpose: a few system calls that only reach the page cache cost
+ * less CPU than trips through libuv's thread pool, and the agent makes several per attempt. An
+ * fsync waits for the disk and can take milliseconds, so writeFileAtomic stays off the event loop.
  */
 import { randomBytes } from 'node:crypto';
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,8 +42,8 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
 
 export function writeFileWhole(path: string, data: string | Uint8Array): void {
   const tmp = tmpFor(path);
-  writeFileSync(tmp, data);
   try {
+    writeFileSync(tmp, data);
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });

@@ -122,7 +122,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
         jitter: ctx.random(),
       });
       const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
-      if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report items refused');
+      if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report refused');
       const done = new Map(r.completed.map((x) => [x.attemptId, x]));
       return { started: r.started, completed: body.completed.map((c) => refused.get(c.attemptId) ?? done.get(c.attemptId)!) };
     },

@@ -14,6 +14,7 @@ import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TxContext } from './tx-context.js';
+import { GroupCommit } from './group-commit.js';
 
 /**
  * The store, written once over Kysely for every SQL adapter. An adapter supplies a configured
@@ -25,10 +26,15 @@ export class KyselyStore implements Store {
   /** What each shape asks for: a shape's request never changes (see readyShapes). */
   private readonly shapes = new Map<string, QueueShape>();
 
+  /** One writer (SQLite): calls that wait share the next transaction's commit. */
+  private readonly group: GroupCommit | null;
+
   constructor(
     readonly db: Kysely<Database>,
     readonly capabilities: StoreCapabilities,
-  ) {}
+  ) {
+    this.group = capabilities.singleWriter ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written))) : null;
+  }
 
   async migrate(): Promise<void> {
     const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.capabilities) });
@@ -45,6 +51,7 @@ export class KyselyStore implements Store {
   }
 
   private async tx<T>(now: number, fn: (tx: TxContext) => Promise<T>): Promise<T> {
+    if (this.group) return this.group.run(now, fn);
     let ctx: TxContext | undefined;
     const out = await this.db.transaction().execute(async (trx) => {
       ctx = new TxContext(trx, now);

@@ -15,6 +15,8 @@ export interface EventInput {
   data?: Record<string, unknown>;
 }
 
+let savepointSeq = 0;
+
 /** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row). */
 const ROWS_PER_INSERT = 500;
 
@@ -34,7 +36,6 @@ export class TxContext {
   private messages: { topic: string; payload: Record<string, unknown>; key: string }[] = [];
   /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
   private messageKeys = new Set<string>();
-  private savepoints = 0;
   /** The outbox rows this transaction wrote, with their ids; set by flush(). */
   written: OutboxMessage[] = [];
 
@@ -60,7 +61,8 @@ export class TxContext {
    * undone and the error rethrown; the rest of the transaction goes on.
    */
   async savepoint<T>(fn: () => Promise<T>): Promise<T> {
-    const name = sql.raw(`sp${++this.savepoints}`);
+    // Unique in the process: a group commit nests several contexts' savepoints in one transaction.
+    const name = sql.raw(`sp${++savepointSeq}`);
     const marks = { events: this.events.length, messages: this.messages.length };
     await sql`savepoint ${name}`.execute(this.db);
     try {

@@ -23,7 +23,7 @@ export async function openSqliteStore(file: string, opts: { migrate?: boolean } 
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingDatabase(sqlite) }) });
-  const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false });
+  const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true });
   if (opts.migrate !== false) await store.migrate();
   return store;
 }

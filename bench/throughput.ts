@@ -181,6 +181,14 @@ async function gantryChains(n: number): Promise<RunResult> {
         .all() as { w: number }[]
     ).map((r) => r.w);
     const stages = 3 * n;
+    // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
+    // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
+    const phases = c.db
+      .prepare(`select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded'`)
+      .all() as { ack: number; run: number }[];
+    if (process.env.GANTRY_BENCH_PHASES) {
+      console.error(`phases: placed→acknowledged p50 ${pct(phases.map((p) => p.ack), 50)} ms p90 ${pct(phases.map((p) => p.ack), 90)}; acknowledged→outcome p50 ${pct(phases.map((p) => p.run), 50)} ms p90 ${pct(phases.map((p) => p.run), 90)}`);
+    }
     return {
       peer: 'gantry',
       chains: n,

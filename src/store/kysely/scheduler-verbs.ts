@@ -40,7 +40,7 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
 
 /**
  * The shapes that have ready stages, each with what its stages ask for. The shapes are found by
- * walking the partial index of ready stages from one shape to the next (a loose index scan), so
+ * walking the (state, shape) index from one ready shape to the next (a loose index scan), so
  * this costs the number of shapes, not the number of stages waiting. A shape's request never
  * changes, so it is remembered once read.
  */

@@ -15,9 +15,22 @@ export interface PlanOptions {
   candidateLimit?: number;
 }
 
-/** Scheduling order: priority desc, then readySince asc, then stageId asc. */
+const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * Scheduling order: priority desc, then the job's submission asc (jobs submitted in the same
+ * millisecond, a batch, by job id: ids ascend in submission order), then readySince asc, then
+ * stageId asc.
+ */
 export function compareQueued(a: QueuedStage, b: QueuedStage): number {
-  return b.priority - a.priority || a.readySince - b.readySince || (a.stageId < b.stageId ? -1 : a.stageId > b.stageId ? 1 : 0);
+  const byJob = a.submittedAt !== undefined && b.submittedAt !== undefined ? compareText(a.jobId, b.jobId) : 0;
+  return (
+    b.priority - a.priority ||
+    (a.submittedAt ?? a.readySince) - (b.submittedAt ?? b.readySince) ||
+    byJob ||
+    a.readySince - b.readySince ||
+    compareText(a.stageId, b.stageId)
+  );
 }
 
 /** A deep-enough copy that placements can consume without touching the snapshot. */

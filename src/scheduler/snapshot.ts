@@ -32,8 +32,11 @@ export interface QueuedStage {
   stageName: string;
   pool: string;
   priority: number;
-  /** When it became ready (ms); older first among equal priorities. */
+  /** When it became ready (ms). */
   readySince: number;
+  /** When its job was submitted (ms): among equal priorities, stages of older jobs go first, so
+   *  work already under way finishes before new work starts (default: readySince). */
+  submittedAt?: number;
   resources: Resources;
   placement: Placement;
 }

@@ -211,7 +211,7 @@ function migration0003(): Migration {
       // State first, then shape: `min(shape) … where state = 'ready' and shape > ?` is one seek in
       // it (a partial index `where state = 'ready'` was not chosen for that by SQLite's planner),
       // and a shape's queue is read in order from it.
-      await sql`create index stages_state_shape on stages (state, shape, priority desc, ready_since)`.execute(db);
+      await sql`create index stages_state_shape on stages (state, shape, priority desc, created_at, job_id, ready_since)`.execute(db);
     },
   };
 }

@@ -53,7 +53,8 @@ export interface Store {
   clusterView(): Promise<ClusterView>;
   /** The shapes that have ready stages; costs the number of shapes, not of stages waiting. */
   readyShapes(p: { now: number }): Promise<QueueShape[]>;
-  /** The head of each named shape's queue in scheduling order (priority, then age), at most
+  /** The head of each named shape's queue in scheduling order (priority, then the job's
+   *  submission, then the stage's readiness), at most
    *  `limit` each, leaving out stages still backing off. */
   queueHeads(p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]>;
   /** The cluster and the head of every shape's queue (`limitPerShape` each): for tests and tools. */

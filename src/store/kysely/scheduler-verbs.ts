@@ -68,18 +68,20 @@ export async function readyShapes(db: Db, known: Map<string, QueueShape>): Promi
   return out;
 }
 
-/** The head of each shape's queue (priority, then age), at most `limit` stages whose backoff has passed. */
+/** The head of each shape's queue (priority, then the job's age, then the stage's), at most `limit` stages whose backoff has passed. */
 export async function queueHeads(db: Db, p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]> {
   const queue: QueuedStage[] = [];
   for (const { shape, limit } of p.shapes) {
     if (limit <= 0) continue;
     const rows = await db
       .selectFrom('stages')
-      .select(['id', 'job_id', 'name', 'pool', 'priority', 'ready_since', 'definition'])
+      .select(['id', 'job_id', 'name', 'pool', 'priority', 'created_at', 'ready_since', 'definition'])
       .where('state', '=', 'ready')
       .where('shape', '=', shape)
       .where((eb) => eb.or([eb('not_before', 'is', null), eb('not_before', '<=', p.now)]))
       .orderBy('priority', 'desc')
+      .orderBy('created_at', 'asc')
+      .orderBy('job_id', 'asc')
       .orderBy('ready_since', 'asc')
       .limit(limit)
       .execute();
@@ -92,6 +94,8 @@ export async function queueHeads(db: Db, p: { now: number; shapes: { shape: stri
         pool: r.pool,
         priority: Number(r.priority),
         readySince: Number(r.ready_since ?? 0),
+        // A stage is created with its job: its created_at is the job's submission.
+        submittedAt: Number(r.created_at),
         resources: def.resources,
         placement: def.placement,
       });

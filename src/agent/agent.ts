@@ -346,8 +346,10 @@ export class Agent {
       // Nothing ran, so nothing is owed: forget it entirely, so that the server's resend of an
       // unacknowledged assignment is taken as new rather than ignored as a duplicate.
       this.log(`attempt ${describe(a)} could not be acknowledged (${run.dropped ?? message(err)}); not running it`);
-      this.runs.delete(id);
+      // The directory goes first: a resend taken while it still existed would be refused as a
+      // duplicate; while the run is still known, a resend is ignored and comes again next poll.
       await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
+      this.runs.delete(id);
       return;
     }
     // `duplicate`: an earlier copy of this acknowledgement was recorded (a resend after its answer was lost).

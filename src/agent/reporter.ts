@@ -172,7 +172,9 @@ export class Reporter {
           if (err instanceof UnknownMachine || isRetryable(err)) {
             failures++;
             this.requeue(batch, err);
-            if (err instanceof UnknownMachine && (await this.opts.onUnknownMachine().catch(() => false))) continue;
+            // Registered again: resend at once, but only the first time in a row (a server without
+            // this route answers 404 for ever, and must not be asked in a tight loop).
+            if (err instanceof UnknownMachine && (await this.opts.onUnknownMachine().catch(() => false)) && failures === 1) continue;
             this.opts.onRetry?.(err, failures);
             await sleep(Math.min(this.opts.retry.maxMs, this.opts.retry.baseMs * 2 ** Math.min(failures - 1, 20)) * (0.5 + Math.random() / 2), halt);
           } else if (batch.length > 1) {

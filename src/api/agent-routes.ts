@@ -119,7 +119,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
         completed: body.completed.filter((c) => !refused.has(c.attemptId)),
         now: clock.now(),
         leaseMs: config.leaseMs,
-        jitter: ctx.random(),
+        jitter: ctx.random,
+        onItemError: (attemptId, err) => req.log.error({ machineId: id, attemptId, err }, 'report item refused: it failed'),
       });
       const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
       if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report refused');

@@ -23,8 +23,8 @@ export class OutboxRelay {
   /** Publishes what a transaction just committed. */
   published(messages: OutboxMessage[]): void {
     for (const m of messages) {
-      this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload }).catch(this.onError);
-      this.sent.push(m.id);
+      // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
+      this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload }).then(() => void this.sent.push(m.id), this.onError);
     }
   }
 

@@ -6,7 +6,7 @@ const STATIC_CHECKS = [checkReady, checkRegion, checkLabels, checkGpuType, check
 /**
  * At most how many stages of this need the cluster's free room could take now (counted up to
  * `cap`): per machine that could ever run it, the fewest of CPU, memory and GPUs of one type it has
- * room for. An upper bound, since stages of other shapes compete for the same room, and exactly
+ * room for (GPUs: summed over the acceptable types, each a whole number of stages). An upper bound, since stages of other shapes compete for the same room, and exactly
  * the depth to which a pass reads this shape's queue: identical stages get identical answers, so
  * the ones past that depth could not be placed in this pass whatever the backlog behind them.
  */
@@ -17,8 +17,9 @@ export function placeableCount(need: StageNeed, machines: readonly MachineView[]
     if (STATIC_CHECKS.some((check) => check(need, m) !== null)) continue;
     let n = Math.min(fits(m.cpuMillisFree, need.cpuMillis), fits(m.memoryBytesFree, need.memoryBytes));
     if (need.gpuCount > 0) {
+      // Stages that accept several types may each take a different one on the same machine.
       let gpus = 0;
-      for (const c of gpuCountsByType(need, m).values()) gpus = Math.max(gpus, Math.floor(c.free / need.gpuCount));
+      for (const c of gpuCountsByType(need, m).values()) gpus += Math.floor(c.free / need.gpuCount);
       n = Math.min(n, gpus);
     }
     total += n;

@@ -58,9 +58,12 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
 export function checkServerConfig(c: ServerConfig): void {
   const problems: string[] = [];
   if (!(c.heartbeatMs > 0)) problems.push('heartbeat must be positive');
-  if (!(c.heartbeatMs < c.suspectAfterMs)) problems.push(`heartbeat (${c.heartbeatMs} ms) must be shorter than suspect-after (${c.suspectAfterMs} ms)`);
+  // A heartbeat that changes nothing is not written if the last one is younger than half a period
+  // (machineHeartbeat's renewAfterMs), and a poll is held up to a period: written heartbeats and
+  // lease renewals can be 1.5 periods apart, and detection must allow for that.
+  if (!(1.5 * c.heartbeatMs < c.suspectAfterMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than suspect-after (${c.suspectAfterMs} ms)`);
   if (!(c.suspectAfterMs <= c.lostAfterMs)) problems.push(`suspect-after (${c.suspectAfterMs} ms) must not exceed lost-after (${c.lostAfterMs} ms)`);
-  if (!(c.heartbeatMs < c.leaseMs)) problems.push(`heartbeat (${c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
+  if (!(1.5 * c.heartbeatMs < c.leaseMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
 }

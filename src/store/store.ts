@@ -98,7 +98,10 @@ export interface Store {
     completed: AttemptCompletion[];
     now: number;
     leaseMs: number;
-    jitter: number;
+    /** Drawn once per outcome (retry backoff jitter). */
+    jitter: () => number;
+    /** Told of an item refused because it failed with an error other than a stale token. */
+    onItemError?: (attemptId: string, err: unknown) => void;
   }): Promise<MachineReportResult>;
 
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---

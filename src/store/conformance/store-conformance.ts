@@ -204,7 +204,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
         completed: [],
         now,
         leaseMs: LEASE,
-        jitter: 0,
+        jitter: () => 0,
       });
       expect(r1.started.map((x) => x.result)).toEqual(['ok', 'ok', 'stale', 'stale', 'duplicate']);
       expect(r1.started[3]!.message).toMatch(/another machine/);
@@ -214,17 +214,17 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(foreign.jobId, 'x')).attempts[0]!.state).toBe('scheduled');
 
       const done = (a: typeof a0, exitCode: number) => ({ attemptId: a!.id, token: a!.token, exitCode, signal: null, reason: null, outputs: [] });
-      const r2 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0), done(a1, 1), { ...done(a2, 0) }], now, leaseMs: LEASE, jitter: 0 });
+      const r2 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0), done(a1, 1), { ...done(a2, 0) }], now, leaseMs: LEASE, jitter: () => 0 });
       expect(r2.completed.map((x) => x.result)).toEqual(['ok', 'ok', 'stale']);
       expect((await stageOf(jobs[0]!.id, 'b')).state).toBe('ready');
       expect((await stageOf(jobs[1]!.id, 'a')).state).toBe('ready'); // retried after a backoff
       // A resend of the same report: nothing twice.
-      const r3 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0)], now, leaseMs: LEASE, jitter: 0 });
+      const r3 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0)], now, leaseMs: LEASE, jitter: () => 0 });
       expect(r3.completed[0]!.result).toBe('duplicate');
       const events = await store.eventsList({ jobId: jobs[0]!.id, limit: 100 });
       expect(events.filter((e) => e.type === 'attempt:succeeded')).toHaveLength(1);
       expect(events.filter((e) => e.type === 'attempt:running')).toHaveLength(1);
-      await expect(store.machineReport({ machineId: 'm_nope', started: [], completed: [], now, leaseMs: LEASE, jitter: 0 })).rejects.toThrow(/machine/);
+      await expect(store.machineReport({ machineId: 'm_nope', started: [], completed: [], now, leaseMs: LEASE, jitter: () => 0 })).rejects.toThrow(/machine/);
     });
 
     it('a failure retries after a backoff, then fails the stage, skips dependents and fails the job', async () => {
@@ -415,10 +415,14 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       await soon([{ attemptId: a.id, token: a.token }], now + 1500);
       expect((await store.machineGet({ machineId: m.id }))!.lastHeartbeatAt).toBe(now + 1500);
       expect((await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt).toBe(now + 1500 + LEASE);
+      // A re-registration counts as a sign of life but renews no lease: the next heartbeat does.
+      await store.machineRegister({ ...cpuMachine('m1'), now: now + 9000 });
+      await soon([{ attemptId: a.id, token: a.token }], now + 9100);
+      expect((await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt).toBe(now + 9100 + LEASE);
       // A canceled attempt the agent stopped listing is released at once, however soon.
       const b = (await place(j.id, 'b', m.id)).applied[0]!;
-      await store.jobCancel({ jobId: j.id, now: now + 1600, reason: 'test' });
-      await soon([], now + 1700);
+      await store.jobCancel({ jobId: j.id, now: now + 9200, reason: 'test' });
+      await soon([], now + 9300);
       expect((await store.machineGet({ machineId: m.id }))!.allocated.attempts).toBe(0);
       expect(b.id).toBeTruthy();
     });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -40,6 +43,31 @@ describe('group commit (one writer)', () => {
     expect((await store.jobList({ limit: 100 })).map((j) => j.name).sort()).toEqual([...Array.from({ length: 10 }, (_, i) => `j${i}`), 'last'].sort());
     // Each committed call's outbox rows were handed on after the commit.
     expect(published).toHaveLength(11);
+  });
+
+  it('when the database drops the whole transaction (disk full), every member fails and none commits', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gantry-gc-'));
+    const sqlite = new SQLite(join(dir, 'db'));
+    sqlite.pragma('journal_mode = WAL');
+    const full = new KyselyStore(new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) }), { dialect: 'sqlite', skipLocked: false, singleWriter: true });
+    try {
+      await full.migrate();
+      const now = 1_700_000_000_000;
+      const pages = Number(sqlite.pragma('page_count', { simple: true }));
+      sqlite.pragma(`max_page_count = ${pages + 20}`);
+      const first = full.jobSubmit({ definition: job([stage('a')], { name: 'first' }), source: null, now });
+      const huge = full.jobSubmit({ definition: job([stage('a')], { name: 'huge' }), source: 'x'.repeat(800_000), now });
+      const after = full.jobSubmit({ definition: job([stage('a')], { name: 'after' }), source: null, now });
+      const r = await Promise.allSettled([first, huge, after]);
+      expect(r[0]!.status).toBe('fulfilled');
+      expect(r[1]!.status).toBe('rejected');
+      expect(r[2]!.status).toBe('rejected');
+      sqlite.pragma(`max_page_count = ${pages * 100}`);
+      expect((await full.jobList({ limit: 10 })).map((j) => j.name)).toEqual(['first']);
+    } finally {
+      await full.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a call that fails alone rolls back whole', async () => {

@@ -1,5 +1,5 @@
 import type { OutboxMessage } from '../records.js';
-import { TxContext, type Db } from './tx-context.js';
+import { TransactionAborted, TxContext, type Db } from './tx-context.js';
 
 interface Waiter {
   now: number;
@@ -61,6 +61,8 @@ export class GroupCommit {
           try {
             outcomes.push({ ok: true, value: await ctx.savepoint(body), written: ctx.written });
           } catch (error) {
+            // The database dropped the whole transaction: every member fails, none commits.
+            if (error instanceof TransactionAborted) throw error;
             outcomes.push({ ok: false, error });
           }
         }

@@ -1,13 +1,14 @@
 import { StaleAttemptError } from '../../domain/errors.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
 import { completeLoaded, startLoaded } from './attempt-verbs.js';
-import type { TxContext } from './tx-context.js';
+import { TransactionAborted, type TxContext } from './tx-context.js';
 
 /**
  * An agent's batched report: acknowledgements, pids and outcomes of many attempts in one
  * transaction, so one commit (one fsync) carries what used to take one each. Every item is
  * fenced exactly as its single-attempt verb is, and runs under its own savepoint: an item that is
- * stale or fails changes nothing and gets its own answer, and the others still count.
+ * stale (`stale`) or fails in any other way (`refused`) changes nothing and gets its own answer,
+ * and the others still count. Only the loss of the whole transaction fails the whole report.
  * An attempt placed on another machine is stale here: a machine speaks only for its own work.
  */
 export async function machineReport(
@@ -17,7 +18,9 @@ export async function machineReport(
     started: { attemptId: string; token: number; pid: number | null }[];
     completed: AttemptCompletion[];
     leaseMs: number;
-    jitter: number;
+    /** A fresh jitter per outcome, so stages failing together do not retry together. */
+    jitter: () => number;
+    onItemError?: (attemptId: string, err: unknown) => void;
   },
 ): Promise<MachineReportResult | null> {
   const m = await tx.db.selectFrom('machines').select(['id', 'name']).where('id', '=', p.machineId).executeTakeFirst();
@@ -37,7 +40,12 @@ export async function machineReport(
       return await tx.savepoint(() => fn(a));
     } catch (err) {
       if (err instanceof StaleAttemptError) return { attemptId, result: 'stale', message: err.reason };
-      throw err;
+      // The whole transaction is gone: the report fails as one, and is resent.
+      if (err instanceof TransactionAborted) throw err;
+      // Anything else is this item's alone (a bug it trips, a constraint): it is refused, with
+      // nothing of it written, so that one bad item cannot hold back every other the agent sends.
+      p.onItemError?.(attemptId, err);
+      return { attemptId, result: 'refused', message: `not recorded: ${err instanceof Error ? err.message : String(err)}` };
     }
   };
 
@@ -54,7 +62,7 @@ export async function machineReport(
   for (const c of p.completed) {
     completed.push(
       await item(c.attemptId, async (a) => {
-        const r = await completeLoaded(tx, a, { ...c, jitter: p.jitter });
+        const r = await completeLoaded(tx, a, { ...c, jitter: p.jitter() });
         return { attemptId: c.attemptId, result: r.accepted ? 'ok' : 'duplicate', jobState: r.jobState };
       }),
     );

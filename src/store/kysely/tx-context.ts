@@ -15,7 +15,16 @@ export interface EventInput {
   data?: Record<string, unknown>;
 }
 
-let savepointSeq = 0;
+/** The transaction as a whole is gone (rolled back by the database); nothing in it may go on. */
+export class TransactionAborted extends Error {
+  constructor(
+    override readonly cause: unknown,
+    readonly undo: unknown,
+  ) {
+    super(`transaction aborted: ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.name = 'TransactionAborted';
+  }
+}
 
 /** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row). */
 const ROWS_PER_INSERT = 500;
@@ -35,6 +44,7 @@ export class TxContext {
   private events: EventInput[] = [];
   private messages: { topic: string; payload: Record<string, unknown>; key: string }[] = [];
   /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
+  private depth = 0;
   private messageKeys = new Set<string>();
   /** The outbox rows this transaction wrote, with their ids; set by flush(). */
   written: OutboxMessage[] = [];
@@ -61,20 +71,32 @@ export class TxContext {
    * undone and the error rethrown; the rest of the transaction goes on.
    */
   async savepoint<T>(fn: () => Promise<T>): Promise<T> {
-    // Unique in the process: a group commit nests several contexts' savepoints in one transaction.
-    const name = sql.raw(`sp${++savepointSeq}`);
+    // Named by depth: savepoints nest strictly (a group member's, then a report item's inside it),
+    // and a name resolves to the innermost one, so a few fixed texts serve every transaction (a
+    // name per savepoint would fill the statement cache with texts used once).
+    const name = sql.raw(`sp${++this.depth}`);
     const marks = { events: this.events.length, messages: this.messages.length };
-    await sql`savepoint ${name}`.execute(this.db);
     try {
-      const out = await fn();
-      await sql`release ${name}`.execute(this.db);
-      return out;
-    } catch (err) {
-      await sql`rollback to ${name}`.execute(this.db);
-      await sql`release ${name}`.execute(this.db);
-      this.events.length = marks.events;
-      for (const m of this.messages.splice(marks.messages)) this.messageKeys.delete(m.key);
-      throw err;
+      await sql`savepoint ${name}`.execute(this.db);
+      try {
+        const out = await fn();
+        await sql`release ${name}`.execute(this.db);
+        return out;
+      } catch (err) {
+        try {
+          await sql`rollback to ${name}`.execute(this.db);
+          await sql`release ${name}`.execute(this.db);
+        } catch (undo) {
+          // Some errors (disk full, I/O) make SQLite roll the whole transaction back on its own:
+          // the savepoint is gone, and going on would run later work outside any transaction.
+          throw new TransactionAborted(err, undo);
+        }
+        this.events.length = marks.events;
+        for (const m of this.messages.splice(marks.messages)) this.messageKeys.delete(m.key);
+        throw err;
+      }
+    } finally {
+      this.depth--;
     }
   }
 

@@ -76,6 +76,17 @@ describe('AgentState', () => {
     expect(broken.map((b) => b.attemptId)).toEqual(['att_bad']);
   });
 
+  it('takes a torn assignment or pid record (not fsynced: a crash of the host) as nothing owed, or as no pid', async () => {
+    const torn = (await state.createAttempt(assignment('att_torn')))!;
+    await writeFile(torn.assignment, '');
+    const nopid = (await state.createAttempt(assignment('att_nopid')))!;
+    await writeFile(nopid.pid, '{"pid": 12');
+    const { interrupted, incomplete, broken } = await state.scan();
+    expect(broken).toEqual([]);
+    expect(incomplete).toEqual(['att_torn']);
+    expect(interrupted.map((i) => [i.assignment.attemptId, i.pid])).toEqual([['att_nopid', null]]);
+  });
+
   it('prunes reported attempts beyond the newest N and keeps every unreported one', async () => {
     for (let i = 0; i < 5; i++) {
       await state.createAttempt(assignment(`att_${i}`));

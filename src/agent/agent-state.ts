@@ -237,15 +237,14 @@ export class AgentState {
           continue;
         }
         const exit = await this.readExit(id);
-        let assignment = await this.readAssignment(id).catch((err: unknown) => {
-          // Lost with the host, but exit.json (fsynced) says enough to report the outcome.
-          if (exit?.attempt) return null;
-          throw err;
-        });
+        // assignment.json and pid are written whole (tmp + rename) but not fsynced: unreadable
+        // means cut short by a crash of the host, which no process of the attempt survived. With
+        // exit.json (fsynced) the outcome can still be reported; without it nothing is owed.
+        let assignment = await this.readAssignment(id).catch(() => null);
         if (!assignment && exit?.attempt) assignment = fromIdentity(exit.attempt);
         if (!assignment) incomplete.push(id);
         else if (exit) finished.push({ assignment, exit });
-        else interrupted.push({ assignment, pid: await this.readPid(id) });
+        else interrupted.push({ assignment, pid: await this.readPid(id).catch(() => null) });
       } catch (err) {
         broken.push({ attemptId: id, error: (err as Error).message });
       }

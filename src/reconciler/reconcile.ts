@@ -24,6 +24,8 @@ export async function reconcilePass(
   s: ReconcileSettings,
   random: () => number = Math.random,
   removeArtifacts: (attemptIds: string[]) => Promise<void> = async () => {},
+  /** Where the repair's sweep over jobs stands; kept by the caller from one pass to the next. */
+  cursor: { repair: string | null } = { repair: null },
 ) {
   const machines = await store.machinesReap({
     now: clock.now(),
@@ -32,7 +34,9 @@ export async function reconcilePass(
     jitter: random(),
   });
   const attempts = await store.attemptsReap({ now: clock.now(), ackTimeoutMs: s.ackTimeoutMs, jitter: random() });
-  const repairedJobs = await store.jobsRepair({ now: clock.now(), staleAfterMs: s.repairAfterMs, limit: 100 });
+  const repair = await store.jobsRepair({ now: clock.now(), staleAfterMs: s.repairAfterMs, limit: 100, after: cursor.repair });
+  cursor.repair = repair.next;
+  const repairedJobs = repair.moved;
   // Published outbox rows are kept an hour (for a look when debugging), then dropped.
   await store.outboxPrune({ before: clock.now() - 3_600_000 });
   // Retention: ended jobs go after `retentionMs`, their files after their rows.

@@ -58,13 +58,21 @@ export async function createControlPlane(
   // After a restart every heartbeat looks old: the silence was the server's, not the agents'.
   // Judge no machine or lease until agents have had a full loss period to reconnect.
   let judgeFrom = Number.POSITIVE_INFINITY;
+  const repairCursor = { repair: null as string | null };
   const reconciler = new Loop(
     'reconciler',
     async () => {
       if (clock.now() < judgeFrom) return;
-      const r = await reconcilePass(store, clock, config, random, async (ids) => {
-        for (const id of ids) await artifacts.remove(id);
-      });
+      const r = await reconcilePass(
+        store,
+        clock,
+        config,
+        random,
+        async (ids) => {
+          for (const id of ids) await artifacts.remove(id);
+        },
+        repairCursor,
+      );
       for (const m of r.machines) app.log.warn(m, 'machine health changed');
       if (r.lostAttempts.length) app.log.warn({ attempts: r.lostAttempts }, 'attempts lost');
       if (r.repairedJobs.length) app.log.warn({ jobs: r.repairedJobs }, 'jobs re-evaluated by the reconciler');

@@ -120,9 +120,10 @@ export interface Store {
   /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
   attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
 
-  /** Re-evaluates jobs unchanged for `staleAfterMs` (the advancer's safety net); returns the
-   *  ids of jobs it had to move. */
-  jobsRepair(p: { now: number; staleAfterMs: number; limit: number }): Promise<string[]>;
+  /** Re-evaluates jobs unchanged for `staleAfterMs` (the advancer's safety net), looking at the
+   *  next `scan` jobs in id order after `after` (bounded work per pass, whatever the backlog);
+   *  returns the ids of jobs it had to move and the cursor for the next pass (null: start over). */
+  jobsRepair(p: { now: number; staleAfterMs: number; limit: number; after?: string | null; scan?: number }): Promise<{ moved: string[]; next: string | null }>;
 
   /** Deletes jobs that ended before `finishedBefore`, with their stages, attempts, events and
    *  logs (at most `limit` jobs); returns the deleted attempts' ids, whose artifacts the caller

@@ -444,10 +444,25 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
       await runToEnd(j.id, 'a', m.id);
-      expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual([]);
+      expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual({ moved: [], next: null });
       now += 5000;
-      expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual([]);
+      expect(await store.jobsRepair({ now, staleAfterMs: 1000, limit: 10 })).toEqual({ moved: [], next: null });
       expect((await stageOf(j.id, 'b')).state).toBe('ready');
+    });
+
+    it('repair walks the jobs a window at a time, whatever the backlog, and starts over at the end', async () => {
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await store.jobSubmit({ definition: job([stage('a')], { name: `j${i}` }), source: null, now })).id);
+      ids.sort();
+      const seen: (string | null)[] = [];
+      let after: string | null = null;
+      for (let i = 0; i < 3; i++) {
+        const r = await store.jobsRepair({ now: now + 60_000, staleAfterMs: 1000, limit: 10, after, scan: 2 });
+        expect(r.moved).toEqual([]);
+        seen.push(r.next);
+        after = r.next;
+      }
+      expect(seen).toEqual([ids[1], ids[3], null]);
     });
 
     it("queues by shape: each shape's head is read on its own, in order, however many of another shape wait", async () => {

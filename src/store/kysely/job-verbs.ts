@@ -167,28 +167,38 @@ export async function stageLogs(
   }));
 }
 
-export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit: number }): Promise<string[]> {
-  const stale = await tx.db
-    .selectFrom('jobs')
-    .select(['id'])
-    .where('state', 'in', ['submitted', 'queued', 'scheduled', 'running'])
-    .where('updated_at', '<', tx.now - p.staleAfterMs)
-    // Only jobs nothing is moving: a job with a stage queued, placed or running is not stuck,
-    // whatever its age, and is left alone (no rescans, no writes for jobs simply waiting).
-    .where((eb) =>
-      eb.not(
-        eb.exists(
-          eb
-            .selectFrom('stages')
-            .select('stages.id')
-            .whereRef('stages.job_id', '=', 'jobs.id')
-            .where('stages.state', 'in', ['ready', 'scheduled', 'running']),
-        ),
-      ),
-    )
-    .orderBy('updated_at')
-    .limit(p.limit)
-    .execute();
+/** Jobs looked at per repair pass: the pass walks all of them in id order, this many at a time. */
+export const REPAIR_SCAN = 2000;
+
+export async function jobsRepair(
+  tx: TxContext,
+  p: { staleAfterMs: number; limit: number; after?: string | null; scan?: number },
+): Promise<{ moved: string[]; next: string | null }> {
+  // A window of jobs in id order after the cursor, not every unfinished job: with a hundred
+  // thousand jobs waiting in the queues, a pass must not look at all of them. The caller keeps the
+  // cursor; a sweep of N jobs takes N / scan passes, then starts over.
+  const scan = p.scan ?? REPAIR_SCAN;
+  let wq = tx.db.selectFrom('jobs').select(['id', 'state', 'updated_at']).orderBy('id').limit(scan);
+  if (p.after) wq = wq.where('id', '>', p.after);
+  const window = await wq.execute();
+  const next = window.length < scan ? null : window.at(-1)!.id;
+  const candidates = window
+    .filter((j) => ['submitted', 'queued', 'scheduled', 'running'].includes(j.state) && Number(j.updated_at) < tx.now - p.staleAfterMs)
+    .map((j) => j.id);
+  // Only jobs nothing is moving: a job with a stage queued, placed or running is not stuck,
+  // whatever its age, and is left alone (no rescans, no writes for jobs simply waiting).
+  const moving = new Set<string>();
+  for (let i = 0; i < candidates.length; i += 500) {
+    const rows = await tx.db
+      .selectFrom('stages')
+      .select('job_id')
+      .distinct()
+      .where('job_id', 'in', candidates.slice(i, i + 500))
+      .where('state', 'in', ['ready', 'scheduled', 'running'])
+      .execute();
+    for (const r of rows) moving.add(r.job_id);
+  }
+  const stale = candidates.filter((id) => !moving.has(id)).slice(0, p.limit).map((id) => ({ id }));
   const moved: string[] = [];
   for (const { id } of stale) {
     const rows = await tx.db.selectFrom('stages').selectAll().where('job_id', '=', id).orderBy('position').execute();
@@ -216,7 +226,7 @@ export async function jobsRepair(tx: TxContext, p: { staleAfterMs: number; limit
     await tx.db.updateTable('jobs').set({ updated_at: tx.now }).where('id', '=', id).execute();
     await syncJobState(tx, id);
   }
-  return moved;
+  return { moved, next };
 }
 
 export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[]; attempts: string[] }> {

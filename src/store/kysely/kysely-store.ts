@@ -165,7 +165,7 @@ export class KyselyStore implements Store {
     return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));
   }
 
-  jobsRepair(p: { now: number; staleAfterMs: number; limit: number }) {
+  jobsRepair(p: { now: number; staleAfterMs: number; limit: number; after?: string | null; scan?: number }) {
     return this.tx(p.now, (tx) => jobs.jobsRepair(tx, p));
   }
 

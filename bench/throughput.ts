@@ -11,6 +11,8 @@
  * one while 100,000 stages wait in a pool no machine serves (the backlog must not slow others).
  *
  * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probes 200 --out FILE]
+ * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
+ * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -47,7 +49,11 @@ function start(args: string[], env: Record<string, string> = {}): Started {
   const proc = spawn(process.execPath, [...prof, CLI, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d) => (out = (out + d).slice(-200_000)));
-  proc.stderr!.on("data", (d) => { out = (out + d).slice(-200_000); if (process.env.BENCH_ECHO) process.stderr.write(d); });
+  proc.stderr!.on('data', (d) => {
+    out = (out + d).slice(-200_000);
+    // GANTRY_BENCH_ECHO=1: show what the server and agents print, as it comes.
+    if (process.env.GANTRY_BENCH_ECHO) process.stderr.write(d);
+  });
   return { proc, out: () => out };
 }
 

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { jobStates, type JobState } from '../domain/job-state.js';
-import { NotFoundError } from '../domain/errors.js';
+import { AlreadySubmitted, ConflictError, NotFoundError } from '../domain/errors.js';
 import { JobSpecSchema, parseJobSpec, parseJobSpecText } from '../domain/job-spec.js';
 import { MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_BATCH_STAGES, parseJobBatch, parseJobBatchText } from '../domain/job-batch.js';
 import { ArtifactStore } from '../server/artifact-store.js';
@@ -11,6 +11,7 @@ import { JobBatchResult } from './contract/job-batch.js';
 import { ErrorBody, EventView, JobSummaryView, JobView } from './contract/job-view.js';
 import { jobSummaryView, jobView } from './views.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
+import { idempotencyOf } from './idempotency.js';
 
 const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
@@ -25,10 +26,11 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       schema: {
         summary: 'Submit a job',
         description:
-          'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written.',
+          'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written. ' +
+          'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409.',
         tags: ['jobs'],
         body: JobSpecSchema,
-        response: { 201: JobView, ...errors, 413: ErrorBody, 415: ErrorBody },
+        response: { 200: JobView, 201: JobView, ...errors, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody },
       },
       // The spec is validated by parseJobSpec, which reports every issue with friendly paths;
       // the schema above is for the OpenAPI document, and YAML bodies arrive as text.
@@ -39,7 +41,17 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
       const definition = parseJobSpec(input);
       const source = typeof raw === 'string' ? raw : JSON.stringify(raw);
-      const job = await store.jobSubmit({ definition, source, now: clock.now() });
+      let job;
+      try {
+        job = await store.jobSubmit({ definition, source, now: clock.now(), idempotency: idempotencyOf(req, source) });
+      } catch (err) {
+        if (!(err instanceof AlreadySubmitted)) throw err;
+        // A retry of a submit that was done: the same job, not a second one.
+        const first = await store.jobGet({ jobId: err.jobIds[0]! });
+        if (!first) throw new ConflictError(`Idempotency-Key "${err.key}" was used for job ${err.jobIds[0]}, which no longer exists (deleted after retention)`);
+        req.log.info({ jobId: first.id, key: err.key }, 'job submit repeated: answered with the job it made');
+        return reply.status(200).send(jobView(first));
+      }
       req.log.info({ jobId: job.id, name: job.name, stages: job.stages.length }, 'job submitted');
       return reply.status(201).send(jobView(job));
     },
@@ -58,7 +70,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
           '(`/jobs/3/stages/1/command`), and nothing is written. Answers the new ids and names, in the order given.',
         tags: ['jobs'],
         body: Type.Object({ jobs: Type.Array(JobSpecSchema, { minItems: 1, maxItems: MAX_BATCH_JOBS }) }),
-        response: { 201: JobBatchResult, 400: ErrorBody, 413: ErrorBody, 415: ErrorBody },
+        response: { 200: JobBatchResult, 201: JobBatchResult, 400: ErrorBody, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody },
       },
       // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
       validatorCompiler: () => () => true,
@@ -69,7 +81,14 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const definitions = parseJobBatch(input);
       // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
       const sources = (input as { jobs: unknown[] }).jobs.map((spec) => JSON.stringify(spec));
-      const ids = await store.jobSubmitBatch({ definitions, sources, now: clock.now() });
+      let ids: readonly string[];
+      try {
+        ids = await store.jobSubmitBatch({ definitions, sources, now: clock.now(), idempotency: idempotencyOf(req, typeof raw === 'string' ? raw : JSON.stringify(raw)) });
+      } catch (err) {
+        if (!(err instanceof AlreadySubmitted)) throw err;
+        // A retry of a batch that was done: the same jobs, not new ones.
+        return reply.status(200).send({ jobs: err.jobIds.map((id, i) => ({ id, name: definitions[i]!.name })) });
+      }
       req.log.info({ jobs: ids.length, stages: definitions.reduce((n, d) => n + d.stages.length, 0) }, 'job batch submitted');
       return reply.status(201).send({ jobs: ids.map((id, i) => ({ id, name: definitions[i]!.name })) });
     },

@@ -40,3 +40,17 @@ export class ConflictError extends Error {
     this.name = 'ConflictError';
   }
 }
+
+/**
+ * A submit whose Idempotency-Key was seen before with the same request: it was done then, and these
+ * are its jobs. Not a failure: the API answers 200 with them (a retried submit makes no second job).
+ */
+export class AlreadySubmitted extends Error {
+  constructor(
+    readonly key: string,
+    readonly jobIds: readonly string[],
+  ) {
+    super(`Idempotency-Key ${key} was already used for this request`);
+    this.name = 'AlreadySubmitted';
+  }
+}

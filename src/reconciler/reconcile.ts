@@ -39,6 +39,8 @@ export async function reconcilePass(
   const repairedJobs = repair.moved;
   // Published outbox rows are kept an hour (for a look when debugging), then dropped.
   await store.outboxPrune({ before: clock.now() - 3_600_000 });
+  // Idempotency-Keys answer retries for a day (IETF's draft and Stripe keep them 24 h).
+  await store.idempotencyPrune({ before: clock.now() - 24 * 3_600_000 });
   // Retention: ended jobs go after `retentionMs`, their files after their rows.
   const expired = await store.jobsExpire({ finishedBefore: clock.now() - s.retentionMs, limit: 100 });
   if (expired.attempts.length) await removeArtifacts(expired.attempts);

@@ -166,6 +166,19 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     },
     '0002_queue_parking_indexes': migration0002(),
     '0003_stage_shapes': migration0003(),
+    '0004_idempotency_keys': {
+      // A submit's Idempotency-Key, kept at least a day (the reconciler prunes older ones).
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('idempotency_keys')
+          .addColumn('key', 'text', (c) => c.primaryKey())
+          .addColumn('request_hash', 'text', (c) => c.notNull())
+          .addColumn('job_ids', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('idempotency_keys_created').on('idempotency_keys').columns(['created_at']).execute();
+      },
+    },
   };
 }
 

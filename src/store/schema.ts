@@ -24,6 +24,14 @@ export interface JobsTable {
   finished_at: number | null;
 }
 
+/** A submit's Idempotency-Key: the request it was used for and the jobs that request made. */
+export interface IdempotencyKeysTable {
+  key: string;
+  request_hash: string;
+  job_ids: string;
+  created_at: number;
+}
+
 export interface StagesTable {
   id: string;
   job_id: string;
@@ -131,4 +139,5 @@ export interface Database {
   events: EventsTable;
   outbox: OutboxTable;
   log_chunks: LogChunksTable;
+  idempotency_keys: IdempotencyKeysTable;
 }

@@ -34,10 +34,14 @@ export interface Store {
   onOutbox(listener: (messages: OutboxMessage[]) => void): void;
 
   // --- jobs (user side) ---
-  jobSubmit(p: { definition: JobDefinition; source: string | null; now: number }): Promise<JobDetail>;
+  /** With `idempotency`: a key seen before with the same request throws AlreadySubmitted (with
+   *  its jobs), with another request ConflictError; otherwise the key is recorded with the jobs. */
+  jobSubmit(p: { definition: JobDefinition; source: string | null; now: number; idempotency?: Idempotency }): Promise<JobDetail>;
   /** Submits many jobs in one transaction, all or none (each as `jobSubmit` writes it; each pool with
    *  a ready stage told once); returns their ids in the order given. `sources[i]` is job i's text. */
-  jobSubmitBatch(p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; now: number }): Promise<string[]>;
+  jobSubmitBatch(p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; now: number; idempotency?: Idempotency }): Promise<string[]>;
+  /** Forgets Idempotency-Keys recorded before `before`; returns how many. */
+  idempotencyPrune(p: { before: number }): Promise<number>;
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
   jobExists(p: { jobId: string }): Promise<boolean>;
   jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
@@ -138,6 +142,12 @@ export interface Store {
 }
 
 export type { MachineRegistration } from './records.js';
+
+/** A client's Idempotency-Key and a digest of the request it came with. */
+export interface Idempotency {
+  key: string;
+  requestHash: string;
+}
 
 export interface HeartbeatResult {
   health: MachineHealth;

@@ -206,10 +206,12 @@ export class Cluster {
     return this.note('sigcont', { machine: name }, t);
   }
 
-  /** Submits; resolves the job id once accepted (201). Throws on a refusal or when the server is unreachable. */
-  async submit(spec: { name: string }): Promise<string> {
-    const r = await api(this.url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) });
-    if (r.status !== 201) throw new Error(`submit ${spec.name}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+  /** Submits; resolves the job id once accepted (201, or 200 for a repeat of a keyed submit).
+   *  Throws on a refusal or when the server is unreachable. */
+  async submit(spec: { name: string }, idempotencyKey?: string): Promise<string> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) };
+    const r = await api(this.url, '/v1/jobs', { method: 'POST', headers, body: JSON.stringify(spec) });
+    if (r.status !== 201 && !(idempotencyKey && r.status === 200)) throw new Error(`submit ${spec.name}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
     this.note('submit-accepted', { job: r.body.id, name: spec.name });
     return r.body.id as string;
   }

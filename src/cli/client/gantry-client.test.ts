@@ -78,3 +78,38 @@ describe('GantryClient', () => {
     expect((err as Error).message).toMatch(new RegExp(`^cannot reach Gantry at ${closed.url}: .*ECONNREFUSED.*; is it running\\? \\(gantry up\\)$`));
   });
 });
+
+describe('GantryClient submit', () => {
+  it('sends an Idempotency-Key and retries with the same one when the answer is lost', async () => {
+    const keys: (string | undefined)[] = [];
+    const s = await fakeServer((req, _body, res) => {
+      keys.push(req.headers['idempotency-key'] as string | undefined);
+      // The first answer dies with the connection (the server was killed after its commit).
+      if (keys.length === 1) return void res.socket?.destroy();
+      send(res, keys.length === 2 ? 200 : 201, { id: 'job_1', name: 'x' });
+    });
+    try {
+      const job = await new GantryClient(s.url).submit({ name: 'x' });
+      expect(job.id).toBe('job_1');
+      expect(keys).toHaveLength(2);
+      expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+      expect(keys[1]).toBe(keys[0]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('does not retry a refusal', async () => {
+    let calls = 0;
+    const s = await fakeServer((_req, _body, res) => {
+      calls++;
+      send(res, 409, { error: 'conflict', message: 'used for a different request' });
+    });
+    try {
+      await expect(new GantryClient(s.url).submit({ name: 'x' })).rejects.toBeInstanceOf(ApiError);
+      expect(calls).toBe(1);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineView } from '../../api/contract/job-view.js';
 import { ApiError } from './api-error.js';
@@ -22,6 +23,9 @@ export interface LogQuery {
 // Long enough for a busy server under a big submit; short enough that a hung one is noticed.
 const REQUEST_TIMEOUT_MS = 30_000;
 
+/** Tries of a submit, over about 8 s, when the server cannot be reached (a restart, say). */
+const SUBMIT_TRIES = 6;
+
 /** The Gantry HTTP API as the CLI uses it. Speaks only the wire contract (api/contract). */
 export class GantryClient {
   readonly baseUrl: string;
@@ -30,13 +34,28 @@ export class GantryClient {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
   }
 
+  /** One job. Sent with a fresh Idempotency-Key and retried with it when the server could not be
+   *  reached or did not answer: a submit that was done before its answer got lost is not done twice. */
   submit(spec: unknown): Promise<JobView> {
-    return this.json('POST', '/v1/jobs', spec);
+    return this.idempotent('/v1/jobs', spec);
   }
 
-  /** Many jobs in one request, all or none: their ids and names, in the order given. */
+  /** Many jobs in one request, all or none: their ids and names, in the order given (retried as submit is). */
   submitBatch(specs: readonly unknown[]): Promise<JobBatchResult> {
-    return this.json('POST', '/v1/jobs/batch', { jobs: specs });
+    return this.idempotent('/v1/jobs/batch', { jobs: specs });
+  }
+
+  private async idempotent<T>(path: string, body: unknown): Promise<T> {
+    const headers = { 'idempotency-key': randomUUID() };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await (await this.request('POST', path, body, headers)).json()) as T;
+      } catch (err) {
+        const retryable = err instanceof ConnectionError || (err instanceof ApiError && [502, 503, 504].includes(err.status));
+        if (!retryable || attempt >= SUBMIT_TRIES) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(4000, 250 * 2 ** (attempt - 1))));
+      }
+    }
   }
 
   getJob(id: string): Promise<JobView> {
@@ -83,13 +102,13 @@ export class GantryClient {
     return (await res.json()) as T;
   }
 
-  private async request(method: string, path: string, body?: unknown): Promise<Response> {
+  private async request(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<Response> {
     const url = this.baseUrl + path;
     let res: Response;
     try {
       res = await fetch(url, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers: body === undefined ? extra : { 'content-type': 'application/json', ...extra },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs),
       });

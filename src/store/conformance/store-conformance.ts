@@ -95,6 +95,16 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(await store.jobSubmitBatch({ definitions: [], now })).toEqual([]);
     });
 
+    it('an Idempotency-Key makes a repeated submit answer its jobs and a different one conflict', async () => {
+      const idem = { key: 'k', requestHash: 'h1' };
+      const first = await store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem });
+      await expect(store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem })).rejects.toMatchObject({ name: 'AlreadySubmitted', jobIds: [first.id] });
+      await expect(store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { key: 'k', requestHash: 'h2' } })).rejects.toMatchObject({ name: 'ConflictError' });
+      expect(await store.jobList({ limit: 10 })).toHaveLength(1);
+      expect(await store.idempotencyPrune({ before: now })).toBe(0);
+      expect(await store.idempotencyPrune({ before: now + 1 })).toBe(1);
+    });
+
     it('lists jobs newest first with stage counts, filtered by state', async () => {
       const a = await store.jobSubmit({ definition: job([stage('x')], { name: 'first' }), source: null, now });
       now += 1;

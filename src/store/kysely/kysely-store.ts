@@ -182,6 +182,10 @@ export class KyselyStore implements Store {
   jobsExpire(p: { finishedBefore: number; limit: number }) {
     return this.tx(p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));
   }
+  async idempotencyPrune(p: { before: number }): Promise<number> {
+    const r = await this.db.deleteFrom('idempotency_keys').where('created_at', '<', p.before).executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
   async outboxPrune(p: { before: number }): Promise<number> {
     const r = await this.db.deleteFrom('outbox').where('published_at', 'is not', null).where('published_at', '<', p.before).executeTakeFirst();
     return Number(r.numDeletedRows);

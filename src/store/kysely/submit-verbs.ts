@@ -1,5 +1,6 @@
 import { deriveJobState } from '../../advancer/derive-job-state.js';
 import { initialStageState } from '../../advancer/advance.js';
+import { AlreadySubmitted, ConflictError } from '../../domain/errors.js';
 import { newId } from '../../domain/ids.js';
 import type { JobDefinition } from '../../domain/job-definition.js';
 import { jobTransitions, type JobState } from '../../domain/job-state.js';
@@ -88,9 +89,20 @@ async function insertRows<T extends keyof Database>(tx: TxContext, table: T, row
  */
 export async function jobSubmitBatch(
   tx: TxContext,
-  p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[] },
+  p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; idempotency?: Idempotency },
 ): Promise<string[]> {
   const now = tx.now;
+  // The key is looked up and recorded in the same transaction as the jobs: a retry that arrives
+  // after the commit finds it; one that races the first waits for the writer and then finds it.
+  if (p.idempotency) {
+    const seen = await tx.db.selectFrom('idempotency_keys').selectAll().where('key', '=', p.idempotency.key).executeTakeFirst();
+    if (seen) {
+      if (seen.request_hash !== p.idempotency.requestHash) {
+        throw new ConflictError(`Idempotency-Key "${p.idempotency.key}" was already used for a different request; use a new key for a new request`);
+      }
+      throw new AlreadySubmitted(p.idempotency.key, JSON.parse(seen.job_ids) as string[]);
+    }
+  }
   const teams = [...new Set(p.definitions.map((d) => d.team))];
   for (let i = 0; i < teams.length; i += 1000) {
     await tx.db
@@ -132,11 +144,23 @@ export async function jobSubmitBatch(
   await insertRows(tx, 'jobs', jobs);
   await insertRows(tx, 'stages', stages);
   for (const pool of readyPools) await tx.publish('pool:ready', { pool });
+  if (p.idempotency) {
+    await tx.db
+      .insertInto('idempotency_keys')
+      .values({ key: p.idempotency.key, request_hash: p.idempotency.requestHash, job_ids: JSON.stringify(ids), created_at: now })
+      .execute();
+  }
   return ids;
 }
 
+/** A client's Idempotency-Key and a digest of the request it came with. */
+export interface Idempotency {
+  key: string;
+  requestHash: string;
+}
+
 /** One job: a batch of one, so that both write exactly the same rows, events and messages. */
-export async function jobSubmit(tx: TxContext, p: { definition: JobDefinition; source: string | null }): Promise<string> {
-  const [id] = await jobSubmitBatch(tx, { definitions: [p.definition], sources: [p.source] });
+export async function jobSubmit(tx: TxContext, p: { definition: JobDefinition; source: string | null; idempotency?: Idempotency }): Promise<string> {
+  const [id] = await jobSubmitBatch(tx, { definitions: [p.definition], sources: [p.source], idempotency: p.idempotency });
   return id!;
 }

@@ -480,15 +480,29 @@ describe('Agent', () => {
     expect(lines.some((l) => l.includes('registering again'))).toBe(true);
   });
 
-  it('kills running attempts when heartbeats fail for longer than the lease', async () => {
-    await startAgent({ heartbeatMs: 100, leaseMs: 600 });
+  it('keeps its stages running while the server cannot be reached, for longer than the lease', async () => {
+    await startAgent({ heartbeatMs: 100, leaseMs: 300, disconnectGraceMs: 10_000 });
+    const a = assignment({ command: ['sleep', '1.2'] });
+    srv.push({ assignments: [a] });
+    const pgid: number = (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid;
+    srv.failHeartbeats = true;
+    await new Promise((r) => setTimeout(r, 800));
+    expect(processGroupAlive(pgid)).toBe(true);
+    srv.failHeartbeats = false;
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(done.body.exitCode).toBe(0);
+    expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(false);
+  });
+
+  it('kills running attempts when heartbeats fail for longer than the disconnect grace', async () => {
+    await startAgent({ heartbeatMs: 100, leaseMs: 600, disconnectGraceMs: 800 });
     const a = assignment({ command: ['sleep', '30'] });
     srv.push({ assignments: [a] });
     const pgid: number = (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid;
     srv.failHeartbeats = true;
     await until(() => !processGroupAlive(pgid), 3000);
     await until(async () => (await reported(a.attemptId)) !== null);
-    expect((await reported(a.attemptId))?.note).toMatch(/^lease lost/);
+    expect((await reported(a.attemptId))?.note).toMatch(/^server unreachable/);
     expect(srv.of('complete', a.attemptId)).toHaveLength(0);
     expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(true);
   });

@@ -268,17 +268,21 @@ export class Agent {
   }
 
   /**
-   * This machine may be the one cut off: the server will have given its attempts to others once
-   * their leases ran out, so two copies would run. Killing ours bounds the overlap to the lease.
+   * The server cannot be reached. It may be restarting (then nothing is wrong with our work, and
+   * killing it would throw away hours of GPU time), or this machine may be the one cut off (then
+   * the server has given its attempts to others, and two copies run, safely: only the current one
+   * can commit). Work goes on for `disconnectGraceMs`, and is killed only past that: the server
+   * also says which attempts are stale as soon as a heartbeat gets through.
    */
   private checkLease(): void {
     if (this.stopping || this.leaseLost || !this.settings) return;
+    const grace = this.settings.disconnectGraceMs ?? this.settings.leaseMs;
     const silent = this.clock.now() - this.lastHeartbeatSentOk;
-    if (silent <= this.settings.leaseMs) return;
+    if (silent <= grace) return;
     this.leaseLost = true;
     const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped && !this.endedOnItsOwn(r));
-    this.log(`no heartbeat got through for ${silent} ms (lease ${this.settings.leaseMs} ms); killing ${live.length} running attempt(s)`);
-    for (const r of live) this.drop(r, `lease lost: no heartbeat for ${silent} ms`);
+    this.log(`no heartbeat got through for ${silent} ms (disconnect grace ${grace} ms); killing ${live.length} running attempt(s)`);
+    for (const r of live) this.drop(r, `server unreachable: no heartbeat for ${silent} ms`);
   }
 
   /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */

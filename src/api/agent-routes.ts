@@ -28,7 +28,7 @@ const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 /** The internal API agents speak (see src/api/contract/agent-protocol.ts for the timeline). */
 export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock, config } = ctx;
-  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs };
+  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs };
 
   app.post(
     '/v1/agent/register',

@@ -24,6 +24,11 @@ export interface ServerConfig {
   retentionMs: number;
   /** TERM, then this long, then KILL. */
   killGraceMs: number;
+  /** An agent that cannot reach the server keeps its stages running this long before killing
+   *  them: a server restart or upgrade costs no work. In a partition where the server is up, its
+   *  work is placed elsewhere after `lostAfterMs`, and the stale copy runs until the agent is back
+   *  (then it is told to kill it) or this passes; fencing makes the overlap safe. */
+  disconnectGraceMs: number;
   schedulerIntervalMs: number;
   reconcileIntervalMs: number;
   relayIntervalMs: number;
@@ -43,6 +48,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     lostAfterMs: 10_000,
     ackTimeoutMs: 15_000,
     killGraceMs: 5000,
+    disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,
     schedulerIntervalMs: 1000,
@@ -65,6 +71,7 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.suspectAfterMs <= c.lostAfterMs)) problems.push(`suspect-after (${c.suspectAfterMs} ms) must not exceed lost-after (${c.lostAfterMs} ms)`);
   if (!(1.5 * c.heartbeatMs < c.leaseMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
+  if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
 }
 

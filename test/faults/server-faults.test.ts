@@ -3,7 +3,7 @@
  * on its data dir; a bus that drops, duplicates, delays and reorders every message.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { cleanUpClustersAfterEach, Cluster, describeJob, sleep, stageOf } from './fault-harness.js';
+import { cleanUpClustersAfterEach, Cluster, describeJob, sleep, stageOf, waitForLine } from './fault-harness.js';
 import { FAST_RETRY, job, seeded, stage } from './stage-script.js';
 
 describe('fault injection: the control plane', () => {
@@ -66,6 +66,22 @@ describe('fault injection: the control plane', () => {
     const lost = r.jobs.flatMap((j) => j.stages.flatMap((s) => s.attempts.filter((a) => a.state === 'lost'))).length;
     console.log(`server-kill: kills after ${killAfter.join(', ')} accepted; ${failedTries} failed tries; ${r.jobs.length} jobs (${accepted.length} accepted); ${lost} lost attempts`);
   }, 120_000);
+
+  it('server down for several leases while a stage runs: the stage goes on and completes in one attempt', async () => {
+    const c = await Cluster.start('server-outage');
+    await c.startAgent('a1');
+    const id = await c.submit(job('outlives-outage', [stage(c.history, 'long', { body: 'sleep 5' }), stage(c.history, 'after', { needs: ['long'] })]));
+    await waitForLine(c, 'long started', (l) => l.ev === 'start' && l.job === id);
+    await c.killServer();
+    // Down for three leases (2 s each at these timings): the agent keeps the stage running.
+    await sleep(6000);
+    await c.startServer();
+    const [j] = await c.waitAllTerminal(30_000);
+    expect(j!.state, describeJob(j!)).toBe('succeeded');
+    expect(stageOf(j!, 'long').attempts.map((a) => a.state)).toEqual(['succeeded']);
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+  }, 90_000);
 
   it('bus chaos (drop, duplicate, delay, reorder): the same final states as a faithful bus', async () => {
     const c = await Cluster.start('bus-chaos', { GANTRY_BUS_CHAOS: 'seed=42,drop=0.3,duplicate=0.3,delay=0-300' });

@@ -49,6 +49,10 @@ export const AgentSettings = Type.Object({
   heartbeatMs: Type.Integer(),
   leaseMs: Type.Integer(),
   killGraceMs: Type.Integer(),
+  /** How long an agent that cannot reach the server keeps its stages running before it kills
+   *  them (the server's restart is not a reason to lose work; Nomad's max_client_disconnect).
+   *  Absent from older servers: the lease then. */
+  disconnectGraceMs: Type.Optional(Type.Integer()),
 });
 export type AgentSettings = Static<typeof AgentSettings>;
 

@@ -25,6 +25,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('lostAfterMs', env('GANTRY_LOST_AFTER_MS'));
   set('ackTimeoutMs', env('GANTRY_ACK_TIMEOUT_MS'));
   set('killGraceMs', env('GANTRY_KILL_GRACE_MS'));
+  set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, ...over });

@@ -47,7 +47,6 @@ export async function applyOutcome(
       set.ready_since = tx.now;
       set.not_before = c.notBefore ?? null;
       set.current_attempt_id = null;
-      set.parked_at = null;
       set.pending_reason =
         c.notBefore && c.notBefore > tx.now
           ? `${c.reason}: backing off until ${new Date(c.notBefore).toISOString()}`

@@ -211,7 +211,7 @@ export async function jobsRepair(
           state: c.to,
           updated_at: tx.now,
           pending_reason: null,
-          ...(c.to === 'ready' ? { ready_since: tx.now, not_before: null, parked_at: null } : {}),
+          ...(c.to === 'ready' ? { ready_since: tx.now, not_before: null } : {}),
           ...(isStageTerminal(c.to) ? { finished_at: tx.now, end_reason: c.reason } : {}),
         })
         .where('id', '=', row.id)

@@ -51,8 +51,3 @@ export class OutboxRelay {
     }
   }
 }
-
-/** One relay pass without a fast path: publish every unpublished row, then mark it. */
-export async function relayOutbox(store: Store, bus: Bus, clock: Clock, batch = 500): Promise<number> {
-  return new OutboxRelay(store, bus, clock).pass(batch);
-}

@@ -94,7 +94,10 @@ export async function machineHeartbeat(
   }
   const kill = await killList(tx.db, m.id, p.running);
   const unreported = await unreportedHeld(tx, m, p);
-  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && (await leasesFresh(tx, p))) return { health, kill, lost: [] };
+  // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
+  // re-registration, say, which counts as a sign of life but renews no lease).
+  const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
+  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [] };
   await tx.db.updateTable('machines').set({ last_heartbeat_at: tx.now }).where('id', '=', m.id).execute();
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
@@ -108,26 +111,6 @@ export async function machineHeartbeat(
   }
   const lost = await reconcileReported(tx, m, unreported, p.jitter);
   return { health, kill, lost };
-}
-
-/**
- * Whether every running attempt the agent lists had its lease renewed within `renewAfterMs`: a
- * heartbeat that skips writing must not leave a lease older than that (after a re-registration,
- * say, which counts as a heartbeat of the machine but renews no lease).
- */
-async function leasesFresh(tx: TxContext, p: { running: { attemptId: string }[]; leaseMs: number; renewAfterMs?: number }): Promise<boolean> {
-  if (p.running.length === 0) return true;
-  const floor = tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
-  for (let i = 0; i < p.running.length; i += 500) {
-    const row = await tx.db
-      .selectFrom('attempts')
-      .select((eb) => eb.fn.min<number>('lease_expires_at').as('oldest'))
-      .where('id', 'in', p.running.slice(i, i + 500).map((r) => r.attemptId))
-      .where('state', '=', 'running')
-      .executeTakeFirst();
-    if (row?.oldest != null && Number(row.oldest) < floor) return false;
-  }
-  return true;
 }
 
 /** Which of the attempts an agent runs it must kill, and why: read-only, for a held long-poll too. */
@@ -169,11 +152,17 @@ async function unreportedHeld(
   tx: TxContext,
   m: { id: string },
   p: { running: { attemptId: string }[]; missingAfterMs: number },
-): Promise<{ release: HeldRow[]; lose: HeldRow[] }> {
+): Promise<{ release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null }> {
   const reported = new Set(p.running.map((r) => r.attemptId));
-  const out: { release: HeldRow[]; lose: HeldRow[] } = { release: [], lose: [] };
+  const out: { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } = { release: [], lose: [], oldestListedLease: null };
   for (const a of await heldOn(tx, m.id)) {
-    if (reported.has(a.id)) continue;
+    if (reported.has(a.id)) {
+      // The listed attempts' leases come with the same read: what a skipped write would leave.
+      if (a.state === 'running' && a.lease_expires_at !== null) {
+        out.oldestListedLease = Math.min(out.oldestListedLease ?? Number.POSITIVE_INFINITY, Number(a.lease_expires_at));
+      }
+      continue;
+    }
     if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < tx.now - p.missingAfterMs) out.lose.push(a);
     else if (!isAttemptActive(a.state)) out.release.push(a);
   }

@@ -20,7 +20,7 @@ import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { CLI, REPO } from '../test/support/gantry-process.js';
-import { percentile } from './peers/chain-workload.js';
+import { percentile, type ChainsResult } from './peers/chain-workload.js';
 import { processCpuMs } from './peers/proc-cpu.js';
 
 const argv = process.argv.slice(2);
@@ -124,34 +124,18 @@ const stage = (name: string, needs: string[], extra: Record<string, unknown> = {
 });
 const chainSpec = (i: number) => ({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] });
 
-/** Submits through the batch route when the server has one, else one request per job, 8 at a time. */
+/** Submits through the batch route, a thousand jobs a request. */
 async function submitAll(url: string, specs: unknown[]): Promise<void> {
-  const batch = await fetch(`${url}/v1/jobs/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-  if (batch.status !== 404) {
-    for (let i = 0; i < specs.length; i += 1000) await post(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) });
-    return;
-  }
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (next < specs.length) await post(`${url}/v1/jobs`, specs[next++]);
-    }),
-  );
+  for (let i = 0; i < specs.length; i += 1000) await post(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) });
 }
 
-export interface RunResult {
-  peer: string;
-  chains: number;
-  submitMs: number;
-  wallMs: number;
-  chainsPerSec: number;
-  bWaitP50Ms: number;
-  bWaitP99Ms: number;
+/** A peer's result line (chain-workload.ts), or Gantry's with its processes named. */
+export type RunResult = Omit<ChainsResult, 'cpuMs'> & {
   cpuMs: Record<string, number>;
   cpuPerStageMs?: Record<string, number>;
   skipped?: string;
   error?: string;
-}
+};
 
 async function gantryChains(n: number): Promise<RunResult> {
   const c = await startCluster([{ name: 'bench-1', cpu: String(SLOTS / 10) }]);

@@ -22,6 +22,7 @@ import type {
   HeartbeatRequest,
   HeartbeatResponse,
   LogsRequest,
+  LogsResponse,
   RegisterRequest,
   RegisterResponse,
   ReportRequest,
@@ -163,15 +164,18 @@ export class AgentClient {
     }
   }
 
-  async logs(attemptId: string, token: number, chunks: LogChunk[]): Promise<void> {
-    await this.call({
+  /** Pieces of the attempt's log; answers how far the server has each stream. One try: LogTail retries. */
+  async logs(attemptId: string, token: number, chunks: LogChunk[], signal?: AbortSignal): Promise<LogsResponse> {
+    const res = await this.call({
       method: 'POST',
       path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/logs`,
       json: { token, chunks },
       timeoutMs: this.timeoutMs,
-      retry: true,
+      retry: false,
       attemptId,
+      ...(signal ? { signal } : {}),
     });
+    return (await res.json()) as LogsResponse;
   }
 
   /** Streams one file to the attempt's output location. */

@@ -7,7 +7,9 @@
  *                        work/            the command's cwd
  *                        output/          GANTRY_OUTPUT_DIR
  *                        input/<stage>/   GANTRY_INPUT_DIR/<stage>: upstream outputs
- *                        stdout-stderr.log
+ *                        stdout.log, stderr.log  what the command wrote (it writes them itself);
+ *                                         the log is shipped from them, at byte offsets
+ *                        status           the command's exit status, written by its shim when it ends
  *                        pid              { pid, bootId, startTime } written right after spawn
  *                        exit.json        { exitCode, signal, reason, finishedAt, attempt }, durable
  *                                         before the outcome is reported
@@ -94,7 +96,10 @@ export interface AttemptPaths {
   work: string;
   output: string;
   input: string;
-  log: string;
+  stdout: string;
+  stderr: string;
+  /** The command's exit status, written by the shim that runs it (process-runner.ts). */
+  status: string;
   pid: string;
   exit: string;
   reported: string;
@@ -144,7 +149,9 @@ export class AgentState {
       work: join(dir, 'work'),
       output: join(dir, 'output'),
       input: join(dir, 'input'),
-      log: join(dir, 'stdout-stderr.log'),
+      stdout: join(dir, 'stdout.log'),
+      stderr: join(dir, 'stderr.log'),
+      status: join(dir, 'status'),
       pid: join(dir, 'pid'),
       exit: join(dir, 'exit.json'),
       reported: join(dir, 'reported.json'),
@@ -339,7 +346,7 @@ async function removeAttemptDir(p: AttemptPaths): Promise<void> {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   };
   try {
-    await Promise.all([p.assignment, p.pid, p.exit, p.reported, p.log].map((f) => unlink(f).catch(gone)));
+    await Promise.all([p.assignment, p.pid, p.exit, p.reported, p.stdout, p.stderr, p.status].map((f) => unlink(f).catch(gone)));
     await Promise.all([p.work, p.output, p.input].map((d) => rmdir(d).catch(gone)));
     await rmdir(p.dir).catch(gone);
   } catch {

@@ -369,18 +369,35 @@ describe('Agent', () => {
     expect(await readdir(join(dir, 'data', 'attempts'))).not.toContain(half.attemptId);
   });
 
-  it('on restart, kills the process group of an attempt that outlived the previous agent, and reports nothing', async () => {
+  it('on restart, re-attaches to an attempt still running from the previous agent, and reports how it ended', async () => {
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'sleep 1; echo done; exit 4'] });
+    srv.push({ assignments: [a] });
+    await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null);
+    await agent!.stop({ killRunning: false });
+    expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+    await startAgent();
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(done.body).toMatchObject({ exitCode: 4, signal: null, reason: null });
+    await until(async () => (await reported(a.attemptId)) !== null);
+    expect(await reported(a.attemptId)).toMatchObject({ result: 'accepted' });
+  });
+
+  it('on restart, kills a surviving group whose leader is gone (how it ended cannot be known), and reports nothing', async () => {
     const state = new AgentState(join(dir, 'data'));
     await state.init();
     const orphan = assignment();
     await state.createAttempt(orphan);
-    const child = spawn('sh', ['-c', 'sleep 30 & wait'], { detached: true, stdio: 'ignore' });
+    // The leader (standing in for the shim) exits at once; what it started lives on in its group.
+    const child = spawn('sh', ['-c', 'sleep 30 & sleep 0.3'], { detached: true, stdio: 'ignore' });
     await state.writePid(orphan.attemptId, child.pid!);
+    await new Promise((r) => child.once('exit', r));
     expect(processGroupAlive(child.pid!)).toBe(true);
 
     await startAgent();
+    await until(async () => (await reported(orphan.attemptId)) !== null);
     expect(processGroupAlive(child.pid!)).toBe(false);
-    expect(await reported(orphan.attemptId)).toMatchObject({ result: 'abandoned' });
+    expect(await reported(orphan.attemptId)).toMatchObject({ result: 'dropped', note: expect.stringMatching(/no exit status recorded/) });
     expect(srv.of('complete', orphan.attemptId)).toHaveLength(0);
   });
 

@@ -11,20 +11,21 @@
  * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
  * against the user's retries), so the agent kills the process group and reports nothing.
  */
+import { statSync } from 'node:fs';
 import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
 import { deliverOutcome } from './deliver-outcome.js';
-import { AgentState, type ExitRecord, type ReportedRecord } from './agent-state.js';
+import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
 import { crashBeforeReport } from './fault-hooks.js';
 import { abandonInterrupted } from './abandon-interrupted.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
-import type { ProcessResult } from './process-runner.js';
+import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
 import { describe, describeExit, message, newRun, type Run } from './attempt-run.js';
 import { Reporter } from './reporter.js';
-import { spawnAttempt } from './spawn-attempt.js';
+import { logTail, spawnAttempt } from './spawn-attempt.js';
 
 export interface AgentClock {
   now(): number;
@@ -128,7 +129,7 @@ export class Agent {
   /**
    * Stops the loop. With `killRunning` (the default) running attempts are killed (TERM, grace,
    * KILL) and, like any attempt the agent gives up, not reported: the server reaps them as lost.
-   * Without it they are left running, as after a crash; the next start kills what survived.
+   * Without it they are left running, as after a crash; the next start re-attaches to them.
    * Either way finished outcomes get `stopDeliverMs` to be delivered, then stay on disk.
    */
   async stop(opts: { killRunning?: boolean } = {}): Promise<void> {
@@ -143,7 +144,10 @@ export class Agent {
       await Promise.all(live.map((r) => r.task));
     } else {
       this.detached = true;
-      for (const r of live) r.shipper?.stop();
+      for (const r of live) {
+        r.tail?.stop();
+        r.handle?.leave();
+      }
     }
     const deadline = new Promise<void>((resolve) => setTimeout(resolve, this.stopDeliverMs).unref());
     await Promise.race([this.deliverPending(), deadline]);
@@ -213,7 +217,33 @@ export class Agent {
     for (const b of broken) this.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
     // Died while creating it: nothing ran. Removed, so that the server's resend (it was never acknowledged) runs it.
     for (const id of incomplete) await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
-    await abandonInterrupted(interrupted, this.settings!.killGraceMs, (l) => this.log(l), (id, rec) => this.markReported(id, rec));
+    const lost: typeof interrupted = [];
+    for (const it of interrupted) {
+      const { assignment: a, pid } = it;
+      const paths = this.state.paths(a.attemptId);
+      // Still running under its shim: the previous agent stopped (SIGTERM, upgrade, crash), the work did not.
+      if (pid && survivingGroup(pid)) {
+        this.reattach(a, pid.pid, paths);
+        continue;
+      }
+      // The previous agent died between the spawn and recording the pid: the group is found by the
+      // attempt id in its processes' environment, and led by the shim (its pid is the group's id).
+      const found = pid ? [] : groupsOfAttempt(a.attemptId);
+      if (found.length === 1) {
+        this.reattach(a, found[0]!, paths);
+        continue;
+      }
+      // Ended while no agent watched: the shim wrote how.
+      const status = pid ? readExitStatus(paths.status) : null;
+      if (status) {
+        const exit: ExitRecord = { ...status, reason: null, finishedAt: new Date(this.clock.now()).toISOString(), attempt: identity(a) };
+        await this.state.writeExit(a.attemptId, exit);
+        finished.push({ assignment: a, exit });
+        continue;
+      }
+      lost.push(it);
+    }
+    await abandonInterrupted(lost, this.settings!.killGraceMs, (l) => this.log(l), (id, rec) => this.markReported(id, rec));
     for (const { assignment: a, exit } of finished) {
       if (exit.dropped) {
         await this.markReported(a.attemptId, { result: 'dropped', note: exit.dropped });
@@ -223,12 +253,48 @@ export class Agent {
       const run = newRun(a);
       run.paths = this.state.paths(a.attemptId);
       run.exit = exit;
+      // Where the server's copy of its log ends is asked first: it may have taken some before the crash.
+      run.tail = logTail(this.client, run, run.paths, null, (why) => this.drop(run, why));
       this.runs.set(a.attemptId, run);
     }
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Takes over an attempt the previous run of the agent started and that still runs: it is
+   * listed in heartbeats again (renewing its lease, if the server has not given it up: then the
+   * answer says kill), its log is followed from where the server's copy ends, and its outcome is
+   * read from the shim's status file when it ends.
+   */
+  private reattach(a: AssignmentWire, pid: number, paths: AttemptPaths): void {
+    const run = newRun(a);
+    run.paths = paths;
+    let startedAt = this.clock.now();
+    try {
+      startedAt = statSync(paths.pid).mtimeMs;
+    } catch {
+      // The pid record was just read; if it went since, the timeout counts from now.
+    }
+    const timeout = a.timeoutSeconds ? { seconds: a.timeoutSeconds, remainingMs: a.timeoutSeconds * 1000 - (Date.now() - startedAt) } : null;
+    run.handle = attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout });
+    run.tail = logTail(this.client, run, paths, null, (why) => this.drop(run, why));
+    run.tail.follow();
+    this.runs.set(a.attemptId, run);
+    this.log(`attempt ${describe(a)} still runs (pid ${pid}, started by the previous agent); re-attached`);
+    run.task = run.handle.done
+      .then((result) => {
+        // Its shim was killed too: how it ended cannot be known, and a guess would charge the
+        // user for it. Not reported: the server reaps it as lost (its infrastructure budget).
+        if (result.reason === EXIT_UNKNOWN) run.dropped ??= EXIT_UNKNOWN;
+        return this.conclude(run, result);
+      })
+      .catch((err) => {
+        this.log(`attempt ${describe(a)}: ${message(err)}`);
+        this.runs.delete(a.attemptId);
+      });
   }
 
   private async heartbeatLoop(): Promise<void> {
@@ -386,18 +452,29 @@ export class Agent {
       run,
       paths,
     );
+    return this.conclude(run, result);
+  }
 
+  /** The process is over: its exit is recorded (durably), then its log and outcome delivered. */
+  private async conclude(run: Run, result: ProcessResult): Promise<void> {
+    const { a } = run;
+    const id = a.attemptId;
     const exit: ExitRecord = {
       ...result,
       finishedAt: new Date(this.clock.now()).toISOString(),
-      attempt: { attemptId: id, token: a.token, jobId: a.jobId, stageName: a.stageName, attemptNumber: a.attemptNumber },
+      attempt: identity(a),
       // Recorded, so that a restart after a crash does not report it either.
       ...(run.dropped ? { dropped: run.dropped } : {}),
     };
     await this.state.writeExit(id, exit);
     run.exit = exit;
     this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
-    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
+    if (run.dropped) {
+      // Its log up to the kill is still worth having (a canceled stage's last lines): one try,
+      // which the server refuses if the attempt is no longer this agent's.
+      if (!run.dropped.startsWith('stale')) await run.tail?.drain().catch(() => {});
+      return this.forget(run, { result: 'dropped', note: run.dropped });
+    }
     if (this.detached) return;
     if (await crashBeforeReport(this.state.dataDir)) return;
     await this.deliver(run);
@@ -419,6 +496,11 @@ export class Agent {
   private async deliverOnce(run: Run): Promise<void> {
     // Dropped before its delivery began: drop() settled it.
     if (run.dropped) return;
+    // The outcome goes only once the server has the whole log: a stage that ended during an
+    // outage keeps its last lines, and `succeeded` never shows a log still missing its end.
+    const logProblem = await this.shipLog(run);
+    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
+    if (logProblem === 'later') return this.owedTooLong(run);
     const out = await deliverOutcome(this.client, this.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal);
     // A kill or a stop that came while it was under way wins over a retry.
     if (!out.settled && (run.dropped || this.halt.signal.aborted)) {
@@ -427,6 +509,38 @@ export class Agent {
     }
     this.log(`attempt ${describe(run.a)} ${out.line}`);
     if (out.settled) return this.forget(run, out.record);
+    return this.owedTooLong(run);
+  }
+
+  /**
+   * Ships what is left of a finished attempt's log. 'later': the server cannot be reached now (the
+   * outcome waits with it); null: shipped, or refused for good (said in the agent's log: the
+   * outcome still goes, and the machine's files keep the whole log).
+   */
+  private async shipLog(run: Run): Promise<'later' | null> {
+    const tail = run.tail;
+    if (!tail || run.logShipped) return null;
+    try {
+      await tail.drain();
+      run.logShipped = true;
+      return null;
+    } catch (err) {
+      if (err instanceof StaleAttempt) {
+        this.drop(run, 'stale: ' + err.message);
+        return null;
+      }
+      if (isRetryable(err) || (err as { name?: unknown } | null)?.name === 'AbortError') {
+        if (!run.dropped && !this.halt.signal.aborted) this.log(`attempt ${describe(run.a)}: log not shipped yet (${message(err)}); the outcome waits for it`);
+        return 'later';
+      }
+      this.log(`attempt ${describe(run.a)}: ${tail.unshipped()} bytes of its log were refused by the server (${message(err)}); they stay in ${run.paths?.dir}`);
+      run.logShipped = true;
+      return null;
+    }
+  }
+
+  private async owedTooLong(run: Run): Promise<void> {
+    if (this.halt.signal.aborted) return;
     // Owed outcomes keep the attempt listed in heartbeats (its lease renewed), so a delivery that
     // can never succeed would hold its stage forever. Past the limit it is given up: no longer
     // listed, the server marks the attempt lost and runs the stage again. The reporter applies the
@@ -442,6 +556,7 @@ export class Agent {
   /** Nothing more is owed to the server for this attempt. */
   private async forget(run: Run, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
     this.runs.delete(run.a.attemptId);
+    run.tail?.stop();
     await this.markReported(run.a.attemptId, rec);
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
   }
@@ -464,4 +579,8 @@ export class Agent {
       this.loopAbort.signal.addEventListener('abort', done, { once: true });
     });
   }
+}
+
+function identity(a: AssignmentWire): ExitRecord['attempt'] {
+  return { attemptId: a.attemptId, token: a.token, jobId: a.jobId, stageName: a.stageName, attemptNumber: a.attemptNumber };
 }

@@ -1,6 +1,6 @@
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import type { AttemptPaths, ExitRecord } from './agent-state.js';
-import type { LogShipper } from './log-shipper.js';
+import type { LogTail } from './log-tail.js';
 import type { ProcessHandle } from './process-runner.js';
 
 /** What the agent knows of one attempt it was given, from assignment to reported outcome. */
@@ -8,7 +8,10 @@ export interface Run {
   a: AssignmentWire;
   paths: AttemptPaths | null;
   handle: ProcessHandle | null;
-  shipper: LogShipper | null;
+  /** Ships its log from the files; the outcome is reported only once it has shipped all of it. */
+  tail: LogTail | null;
+  /** The server has the whole log (or refused the rest for good): the outcome may go. */
+  logShipped?: boolean;
   /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
   dropped: string | null;
   /** Aborted with `dropped`: withdraws whatever of this attempt still waits in the reporter. */
@@ -27,7 +30,7 @@ export function newRun(a: AssignmentWire): Run {
     a,
     paths: null,
     handle: null,
-    shipper: null,
+    tail: null,
     dropped: null,
     withdraw: new AbortController(),
     exit: null,

@@ -1,14 +1,25 @@
 /**
- * Runs one attempt's command: no shell (the argv is the user's, already split), in a new process
- * group so the whole tree can be killed, with stdout and stderr both handed to a callback (shipped
- * to the server) and appended to a log file (kept on disk, complete even when shipping fails).
- * The log file is created with the first output: a command that writes nothing costs no file (on
- * some filesystems each file created under churn costs far more CPU than the rest of an attempt).
+ * Runs one attempt's command: no shell interprets it (the argv is the user's, already split), in
+ * a new process group so the whole tree can be killed, with stdout and stderr each written by the
+ * process itself straight into its own file (opened for appending and handed over as the child's
+ * fds 1 and 2). No pipe passes through the agent: its event loop does nothing while the command
+ * prints, output written before a crash of the agent is still on disk, and the file is the source
+ * the log is shipped from (log-tail.ts), at byte offsets that survive a restart of either side.
+ *
+ * The command runs under a small `sh` that leads the group, waits for it and writes its exit status
+ * into the attempt's `status` file (the "shim", as containerd and Nomad's executor have one): an
+ * agent that restarts while the command runs is no longer its parent and could not learn how it
+ * ended, so it re-attaches by the pid (see `attachProcess`) and reads the status from the file. The
+ * shim passes the argv through untouched ("$@"), leaves the command the default signal dispositions
+ * (a trap with a handler, unlike an ignored signal, is not inherited across exec), and ends the way
+ * the command did (a status above 128 is re-raised as that signal), so the agent that is its parent
+ * sees what it would have seen without it. It costs about 0.1 to 0.2 ms of CPU per attempt.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, type WriteStream } from 'node:fs';
-import { StringDecoder } from 'node:string_decoder';
-import { killProcessGroup } from './process-group.js';
+import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import { killProcessGroup, processGroupAlive } from './process-group.js';
 
 export interface ProcessResult {
   exitCode: number | null;
@@ -18,123 +29,90 @@ export interface ProcessResult {
   reason: string | null;
 }
 
-export interface OutputChunk {
-  stream: 'stdout' | 'stderr';
-  data: string;
-}
-
 export interface RunProcessOptions {
   command: string[];
   cwd: string;
   env: Record<string, string>;
-  /** Appended to, never truncated: a retried attempt directory keeps what came before. Created with the first output. */
-  logFile?: string;
+  /** Appended to, never truncated (a retried attempt directory keeps what came before); created if absent. */
+  stdoutFile: string;
+  stderrFile: string;
+  /** Where the shim writes the command's exit status when it ends (read by an agent that re-attached). */
+  statusFile: string;
   timeoutSeconds?: number | null;
   /** Time between TERM and KILL. */
   killGraceMs: number;
-  onOutput?: (chunk: OutputChunk) => void;
 }
 
 export interface ProcessHandle {
   /** Also the process group id; null when the spawn failed. */
   readonly pid: number | null;
-  /** Settles once the process exited, both pipes closed and the log file is flushed. Never rejects. */
+  /** Settles once the process exited and its group is gone. Never rejects. */
   readonly done: Promise<ProcessResult>;
   /** TERM the group, KILL it after the grace; resolves once `done` has. Harmless after exit. */
   kill(why: string): Promise<void>;
+  /** The agent is stopping and leaves the process running: it no longer keeps the agent alive. */
+  leave(): void;
 }
-
-/** Straggler pipes are given this long after the group is gone before they are cut. */
-const PIPE_DRAIN_MS = 1000;
 
 export function runProcess(opts: RunProcessOptions): ProcessHandle {
   let resolveDone!: (r: ProcessResult) => void;
   const done = new Promise<ProcessResult>((resolve) => (resolveDone = resolve));
-  let log: WriteStream | null = null;
   let settled = false;
   const settle = (r: ProcessResult) => {
     if (settled) return;
     settled = true;
     clearTimeout(timer);
-    if (!log || log.destroyed) return resolveDone(r);
-    // 'error' as well as 'finish': a log stream that failed never finishes.
-    log.once('error', () => resolveDone(r));
-    log.end(() => resolveDone(r));
+    resolveDone(r);
   };
   let timer: NodeJS.Timeout | undefined;
 
   const [file, ...args] = opts.command;
   let child: ChildProcess;
+  const fds: number[] = [];
   try {
     if (file === undefined || file === '') throw new Error('command is empty');
-    child = spawn(file, args, { detached: true, cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const path = resolveCommand(file, opts.env.PATH ?? '', opts.cwd);
+    fds.push(openSync(opts.stdoutFile, 'a'), openSync(opts.stderrFile, 'a'));
+    child = spawn(SHELL, ['-c', SHIM, 'gantry-attempt', opts.statusFile, path, ...args], {
+      detached: true,
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: ['ignore', fds[0], fds[1]],
+    });
   } catch (err) {
     settle({ exitCode: null, signal: null, reason: `spawn failed: ${(err as Error).message}` });
-    return { pid: null, done, kill: async () => void (await done) };
+    return { pid: null, done, kill: async () => void (await done), leave: () => {} };
+  } finally {
+    // The child has its own copies (or never started); the agent writes nothing there.
+    for (const fd of fds) closeSync(fd);
   }
   const pid = child.pid ?? null;
 
   // The first reason wins: a timeout that fires while a cancel's grace runs stays a cancel.
   let killReason: string | null = null;
   let killing: Promise<void> | null = null;
-  let exit: { code: number | null; signal: string | null } | null = null;
+  let exited = false;
   const killGroup = (reason: string): Promise<void> => {
-    if (pid === null || exit) return done.then(() => undefined);
+    if (pid === null || exited) return done.then(() => undefined);
     killReason ??= reason;
     killing ??= killProcessGroup(pid, opts.killGraceMs);
     return killing.then(() => done).then(() => undefined);
   };
 
-  const pipe = (stream: NodeJS.ReadableStream | null, name: OutputChunk['stream']) => {
-    if (!stream) return;
-    // Decoding per stream keeps a multi-byte character split across two reads in one piece.
-    const decoder = new StringDecoder('utf8');
-    const emit = (data: string) => {
-      if (data === '' || !opts.onOutput) return;
-      try {
-        opts.onOutput({ stream: name, data });
-      } catch {
-        // A failing consumer must not take the process down with it; the log file still has it.
-      }
-    };
-    stream.on('data', (buf: Buffer) => {
-      if (opts.logFile && !settled) (log ??= openLog(opts.logFile)).write(buf);
-      emit(decoder.write(buf));
-    });
-    stream.on('end', () => emit(decoder.end()));
-  };
-  pipe(child.stdout, 'stdout');
-  pipe(child.stderr, 'stderr');
-
   child.once('error', (err) => {
     // Before an exit, an error can only mean the process never started (ENOENT, EACCES, bad cwd).
-    if (exit) return;
-    child.stdout?.destroy();
-    child.stderr?.destroy();
+    if (exited) return;
     settle({ exitCode: null, signal: null, reason: `spawn failed: ${err.message}` });
   });
 
-  let sweep: Promise<void> = Promise.resolve();
   child.once('exit', (code, signal) => {
-    exit = { code, signal };
+    exited = true;
     clearTimeout(timer);
-    // Descendants still alive when the leader exits belong to the attempt and go with it; until
-    // they do, they also hold the pipes open, so 'close' would wait for them.
-    if (pid !== null) sweep = killing ?? killProcessGroup(pid, opts.killGraceMs);
-    void sweep.then(() => {
-      // A descendant that left the group (setsid) can keep a pipe open forever; stop reading it.
-      const cut = setTimeout(() => {
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-      }, PIPE_DRAIN_MS);
-      cut.unref();
-    });
-  });
-
-  child.once('close', () => {
-    const e = exit ?? { code: null, signal: null };
-    // Settle only once the group is gone, so a finished attempt never leaves a process behind.
-    void sweep.then(() => settle({ exitCode: e.code, signal: e.signal, reason: killReason }));
+    // Descendants still alive when the leader exits belong to the attempt and go with it.
+    // Settle only once the group is gone, so a finished attempt never leaves a process behind
+    // (nor a writer that could still add to its log after the log was shipped).
+    const sweep = pid !== null ? (killing ?? killProcessGroup(pid, opts.killGraceMs)) : Promise.resolve();
+    void sweep.then(() => settle({ exitCode: code, signal, reason: killReason }));
   });
 
   const timeoutS = opts.timeoutSeconds ?? 0;
@@ -146,12 +124,131 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
     pid,
     done,
     kill: (why: string) => killGroup(`killed: ${why}`),
+    leave: () => {
+      clearTimeout(timer);
+      child.unref();
+    },
   };
 }
 
-function openLog(path: string): WriteStream {
-  const stream = createWriteStream(path, { flags: 'a' });
-  // Losing the local copy (disk full, directory gone) must not fail the attempt itself.
-  stream.on('error', () => {});
-  return stream;
+const SHELL = '/bin/sh';
+
+/**
+ * The shim (see the top of this file). `$1` is the status file, the rest the command. The traps run
+ * only after the command has ended (a shell waiting for a foreground command defers them), so a
+ * TERM to the group reaches the command and the shim still records how it ended.
+ */
+const SHIM = [
+  's=$1; shift',
+  'trap : HUP INT TERM',
+  '"$@"',
+  'c=$?',
+  'echo "$c" > "$s"',
+  'if [ "$c" -gt 128 ] && [ "$c" -lt 160 ]; then trap - HUP INT TERM; kill -s "$(kill -l "$c")" "$$" 2>/dev/null; fi',
+  'exit "$c"',
+].join('\n');
+
+/**
+ * The command's file, found as execvp would (a name with a slash is a path, relative to the
+ * working directory; otherwise each PATH entry in turn), so that a command that cannot start is
+ * told apart from one that ran and exited 127.
+ */
+export function resolveCommand(file: string, pathVar: string, cwd: string): string {
+  const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : pathVar.split(delimiter).map((d) => join(d === '' ? cwd : resolve(cwd, d), file));
+  let denied: string | null = null;
+  for (const c of candidates) {
+    try {
+      if (!statSync(c).isFile()) continue;
+    } catch {
+      continue;
+    }
+    try {
+      accessSync(c, constants.X_OK);
+      return c;
+    } catch {
+      denied ??= c;
+    }
+  }
+  if (denied) throw new Error(`EACCES: ${denied} is not executable`);
+  throw new Error(file.includes('/') ? `ENOENT: ${file} does not exist` : `ENOENT: ${file} is not in PATH (${pathVar || 'empty'})`);
+}
+
+/** How the command ended, from the status the shim wrote; null when there is none (the shim was killed, or never got there). */
+export function readExitStatus(statusFile: string): Pick<ProcessResult, 'exitCode' | 'signal'> | null {
+  let text: string;
+  try {
+    text = readFileSync(statusFile, 'utf8').trim();
+  } catch {
+    return null;
+  }
+  if (!/^\d+$/.test(text)) return null;
+  const c = Number(text);
+  if (c > 128 && c < 160) {
+    const name = Object.entries(osConstants.signals).find(([, n]) => n === c - 128)?.[0];
+    if (name) return { exitCode: null, signal: name };
+  }
+  return { exitCode: c, signal: null };
+}
+
+/** The reason of an attached process that ended with no status recorded (its shim was killed too). */
+export const EXIT_UNKNOWN = 'ended while the agent was restarting, with no exit status recorded';
+
+/**
+ * A running attempt this agent did not start: its previous run did, then restarted (upgrade,
+ * SIGTERM, crash). Its process group is found by the recorded pid (the shim's, which leads the
+ * group); the agent is not its parent, so it watches the shim (every `pollMs`) and, once the shim is
+ * gone, takes the outcome from the status file. Kills and timeouts work as for a process it started.
+ */
+export function attachProcess(opts: {
+  pid: number;
+  statusFile: string;
+  killGraceMs: number;
+  /** The attempt's timeout, and how much of it is left (it started under the previous agent). */
+  timeout?: { seconds: number; remainingMs: number } | null;
+  pollMs?: number;
+}): ProcessHandle {
+  const { pid } = opts;
+  let resolveDone!: (r: ProcessResult) => void;
+  const done = new Promise<ProcessResult>((resolve) => (resolveDone = resolve));
+  let killReason: string | null = null;
+  let killing: Promise<void> | null = null;
+  let over = false;
+  const finish = async () => {
+    over = true;
+    clearInterval(poll);
+    clearTimeout(timer);
+    // Descendants the command left behind go with it, as for a process the agent started.
+    await (killing ?? (processGroupAlive(pid) ? killProcessGroup(pid, opts.killGraceMs) : Promise.resolve()));
+    const status = readExitStatus(opts.statusFile);
+    if (status) return resolveDone({ ...status, reason: killReason });
+    resolveDone({ exitCode: null, signal: null, reason: killReason ?? EXIT_UNKNOWN });
+  };
+  const poll = setInterval(() => {
+    if (!over && !leaderRunning(pid)) void finish();
+  }, opts.pollMs ?? 250);
+  const t = opts.timeout;
+  const timer = t ? setTimeout(() => void kill(`timeout after ${t.seconds} s`, false), Math.max(0, t.remainingMs)) : undefined;
+  const kill = (reason: string, byUser: boolean): Promise<void> => {
+    if (over) return done.then(() => undefined);
+    killReason ??= byUser ? `killed: ${reason}` : reason;
+    killing ??= killProcessGroup(pid, opts.killGraceMs);
+    return killing.then(() => (over ? done : finish().then(() => done))).then(() => undefined);
+  };
+  if (!leaderRunning(pid)) void finish();
+  const leave = () => {
+    clearInterval(poll);
+    clearTimeout(timer);
+  };
+  return { pid, done, kill: (why) => kill(why, true), leave };
+}
+
+/** Whether the process itself (not its group) still runs: not gone, not a zombie. */
+function leaderRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
 }

@@ -53,6 +53,8 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   let onStopped: () => void = () => {};
   const stopped = new Promise<void>((r) => (onStopped = r));
   const seen = new Set<NodeJS.Signals>();
+  // SIGTERM (a supervisor restarting or upgrading the agent) leaves the running stages running:
+  // the next start re-attaches to them. SIGINT (Ctrl-C), or `gantry up` going away, stops them.
   const onSignal = (sig: NodeJS.Signals) => {
     if (seen.has(sig)) {
       say(`${sig} again, exiting without waiting`);
@@ -60,8 +62,9 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
     }
     seen.add(sig);
     if (stopping) return;
-    say(`${sig}: killing running attempts and stopping`);
-    stopping = agent.stop({ killRunning: true }).then(onStopped);
+    const killRunning = sig !== 'SIGTERM';
+    say(killRunning ? `${sig}: killing running attempts and stopping` : `${sig}: stopping; running attempts go on, and the next start of this agent re-attaches to them`);
+    stopping = agent.stop({ killRunning }).then(onStopped);
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -72,7 +75,7 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
     process.stdin.on('data', () => {});
     process.stdin.on('end', () => {
       say('parent gone (stdin closed)');
-      onSignal('SIGTERM');
+      onSignal('SIGINT');
     });
   }
   try {

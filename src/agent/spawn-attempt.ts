@@ -1,13 +1,13 @@
 /**
  * Starting an acknowledged attempt: its process (in its own group, see process-runner.ts), its
- * output shipped to the server, its pid on disk (for the next start of the agent, should this one
+ * output followed from its files and shipped to the server (log-tail.ts), its pid on disk (for the next start of the agent, should this one
  * crash) and to the server (one item of a report). Resolves with how the process ended.
  */
 import { StaleAttempt, type AgentClient } from './agent-client.js';
 import type { AgentState, AttemptPaths } from './agent-state.js';
 import { attemptEnv } from './attempt-env.js';
 import { describe, message, type Run } from './attempt-run.js';
-import { LogShipper } from './log-shipper.js';
+import { LogTail } from './log-tail.js';
 import { runProcess, type ProcessResult } from './process-runner.js';
 import type { Reporter } from './reporter.js';
 
@@ -27,25 +27,20 @@ export interface SpawnContext {
 
 export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPaths): Promise<ProcessResult> {
   const { a } = run;
-  const shipper = new LogShipper({
-    send: (chunks) => ctx.client.logs(a.attemptId, a.token, chunks),
-    onError: (err) => {
-      if (err instanceof StaleAttempt) {
-        shipper.stop();
-        ctx.drop('stale: ' + err.message);
-      }
-    },
-  });
-  run.shipper = shipper;
   const handle = runProcess({
     command: a.command,
     cwd: paths.work,
     env: attemptEnv(a, paths, ctx.machineName, ctx.baseEnv),
-    logFile: paths.log,
+    stdoutFile: paths.stdout,
+    stderrFile: paths.stderr,
+    statusFile: paths.status,
     timeoutSeconds: a.timeoutSeconds,
     killGraceMs: ctx.killGraceMs,
-    onOutput: (c) => shipper.push(c),
   });
+  // A new attempt: the server has none of its log yet.
+  const tail = logTail(ctx.client, run, paths, { stdout: 0, stderr: 0 }, (why) => ctx.drop(why));
+  run.tail = tail;
+  if (handle.pid !== null) tail.follow();
   run.handle = handle;
   if (handle.pid !== null) {
     const recorded = await ctx.state.writePid(a.attemptId, handle.pid).then(
@@ -69,7 +64,22 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
         },
       );
   }
-  const result = await handle.done;
-  await shipper.close();
-  return result;
+  return handle.done;
+}
+
+/** The shipper of a run's log; a 409 from the server drops the attempt (it is no longer current). */
+export function logTail(client: AgentClient, run: Run, paths: AttemptPaths, known: { stdout: number; stderr: number } | null, drop: (why: string) => void): LogTail {
+  const { a } = run;
+  const tail: LogTail = new LogTail({
+    files: { stdout: paths.stdout, stderr: paths.stderr },
+    send: (pieces) => client.logs(a.attemptId, a.token, pieces, run.withdraw.signal),
+    known,
+    onError: (err) => {
+      if (err instanceof StaleAttempt) {
+        tail.stop();
+        drop('stale: ' + err.message);
+      }
+    },
+  });
+  return tail;
 }

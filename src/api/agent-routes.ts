@@ -11,6 +11,7 @@ import {
   HeartbeatRequest,
   HeartbeatResponse,
   LogsRequest,
+  LogsResponse,
   RegisterRequest,
   ReportRequest,
   ReportResponse,
@@ -142,12 +143,19 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/attempts/:id/logs',
-    { schema: { summary: "Append to an attempt's log", tags, params: AttemptParams, body: LogsRequest, response: { ...errors } } },
-    async (req, reply) => {
+    {
+      schema: {
+        summary: "Store pieces of an attempt's log, each byte once; answers how far each stream has come",
+        tags,
+        params: AttemptParams,
+        body: LogsRequest,
+        response: { 200: LogsResponse, ...errors },
+      },
+    },
+    async (req): Promise<LogsResponse> => {
       const { id } = req.params as { id: string };
       const body = req.body as LogsRequest;
-      await store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now() });
-      return reply.status(204).send();
+      return store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now() });
     },
   );
 

@@ -1,13 +1,86 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import { NotFoundError } from '../domain/errors.js';
+import type { MachineSchedulingChange, Store } from '../store/store.js';
 import type { ApiContext } from './api-context.js';
-import { MachineView } from './contract/job-view.js';
+import { ErrorBody, MachineChange, MachineView } from './contract/job-view.js';
 import { machineView } from './views.js';
 
+const tags = ['machines'];
+const MachineParams = Type.Object({ machine: Type.String({ minLength: 1, maxLength: 200, description: 'machine name or id' }) });
+const errors = { 400: ErrorBody, 404: ErrorBody };
+
+type OperatorVerb = (p: { machine: string; now: number }) => Promise<MachineSchedulingChange>;
+
+/** The operator's routes, one per verb: what each does, in the OpenAPI document. */
+const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: string; description: string; verb: (s: Store) => OperatorVerb }[] = [
+  {
+    name: 'cordon',
+    path: '/v1/machines/:machine/cordon',
+    method: 'POST',
+    summary: 'Cordon a machine: no new work is placed there',
+    description: 'What runs there goes on. A cordoned or draining machine is left as it is (`changed: false`). Survives the agent restarting and the machine being lost.',
+    verb: (s) => s.machineCordon.bind(s),
+  },
+  {
+    name: 'uncordon',
+    path: '/v1/machines/:machine/uncordon',
+    method: 'POST',
+    summary: 'Put a cordoned or draining machine back in service',
+    description: 'An eligible machine is left as it is (`changed: false`).',
+    verb: (s) => s.machineUncordon.bind(s),
+  },
+  {
+    name: 'drain',
+    path: '/v1/machines/:machine/drain',
+    method: 'POST',
+    summary: 'Drain a machine: no new work; what runs there finishes',
+    description: 'Its `scheduling` reads `draining` until no attempt holds resources there, then `drained`. Running stages are not stopped.',
+    verb: (s) => s.machineDrain.bind(s),
+  },
+  {
+    name: 'remove',
+    path: '/v1/machines/:machine',
+    method: 'DELETE',
+    summary: 'Remove (forget) a machine',
+    description:
+      'Only a lost machine, or a cordoned or drained one with nothing running, can be removed; otherwise 409 says why. ' +
+      'It leaves listings and the scheduler; jobs keep naming it in their attempts. An agent still running there registers it again, back in service: stop the agent first.',
+    verb: (s) => s.machineRemove.bind(s),
+  },
+];
+
 export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const { store, clock } = ctx;
   app.get(
     '/v1/machines',
-    { schema: { summary: 'Machines, their health and what is allocated on them', tags: ['machines'], response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } } },
-    async () => ({ machines: (await ctx.store.machineList()).map(machineView) }),
+    { schema: { summary: 'Machines, their health and what is allocated on them', tags, response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } } },
+    async () => ({ machines: (await store.machineList()).map(machineView) }),
   );
+
+  app.get(
+    '/v1/machines/:machine',
+    { schema: { summary: 'One machine, by name or id', tags, params: MachineParams, response: { 200: MachineView, ...errors } } },
+    async (req) => {
+      const { machine } = req.params as { machine: string };
+      const m = await store.machineFind({ machine });
+      if (!m) throw new NotFoundError('machine', machine);
+      return machineView(m);
+    },
+  );
+
+  for (const v of verbs) {
+    const verb = v.verb(store);
+    app.route({
+      method: v.method,
+      url: v.path,
+      schema: { summary: v.summary, description: v.description, tags, params: MachineParams, response: { 200: MachineChange, ...errors, 409: ErrorBody } },
+      handler: async (req) => {
+        const { machine } = req.params as { machine: string };
+        const r = await verb({ machine, now: clock.now() });
+        req.log.info({ machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed }, `machine ${v.name}`);
+        return { changed: r.changed, machine: machineView(r.machine) };
+      },
+    });
+  }
 }

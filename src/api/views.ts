@@ -1,3 +1,4 @@
+import { shownScheduling } from '../domain/machine-scheduling.js';
 import type { AttemptRecord, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
 import type { AttemptView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
 
@@ -73,6 +74,7 @@ export function machineView(m: MachineRecord): MachineView {
     id: m.id,
     name: m.name,
     health: m.health,
+    scheduling: shownScheduling(m.scheduling, m.allocated.attempts),
     cpuMillis: m.cpuMillis,
     memoryBytes: m.memoryBytes,
     gpus: m.gpus.map((g) => ({ index: g.index, type: g.type, name: g.name, uuid: g.uuid, busy: m.allocated.gpuIndices.includes(g.index) })),

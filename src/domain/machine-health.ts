@@ -1,24 +1,25 @@
 import type { TransitionTable } from './transition-table.js';
 
+/**
+ * Whether a machine is alive, as its heartbeats tell the server: observed state. What an operator
+ * wants of it (cordoned, draining, removed) is the other half of its state, kept apart in
+ * `machine-scheduling.ts`, as Nomad keeps a node's status apart from its scheduling eligibility:
+ * a cordoned machine that dies is still found lost, and a draining one that comes back after a
+ * blip is still draining.
+ */
 export const MachineHealth = {
-  /** Heartbeating; new work may be placed. Missed heartbeats move it to suspect (reconciler). */
+  /** Heartbeating. Missed heartbeats move it to suspect (reconciler). */
   ready: 'ready',
-  /** An operator asked it to finish its work and take no more. */
-  draining: 'draining',
   /** Missed heartbeats; nothing new is placed. A heartbeat moves it back to ready, more silence to lost. */
   suspect: 'suspect',
-  /** Silent past the loss deadline; its attempts were marked lost. Re-registering moves it to ready. */
+  /** Silent past the loss deadline; its attempts were marked lost. A heartbeat or re-registering moves it to ready. */
   lost: 'lost',
-  /** Taken out of service by an operator; nothing is placed until it is uncordoned. */
-  cordoned: 'cordoned',
 } as const;
 export type MachineHealth = (typeof MachineHealth)[keyof typeof MachineHealth];
 export const machineHealths = Object.values(MachineHealth);
 
 export const machineTransitions: TransitionTable<MachineHealth> = {
-  ready: ['draining', 'suspect', 'lost', 'cordoned'],
-  draining: ['ready', 'suspect', 'lost', 'cordoned'],
-  suspect: ['ready', 'lost', 'cordoned'],
-  lost: ['ready', 'cordoned'],
-  cordoned: ['ready'],
+  ready: ['suspect', 'lost'],
+  suspect: ['ready', 'lost'],
+  lost: ['ready'],
 };

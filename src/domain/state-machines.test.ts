@@ -6,6 +6,7 @@ import { attemptStates, attemptTransitions } from './attempt-state.js';
 import { DEFAULT_RETRY } from './job-definition.js';
 import { jobStates, jobTransitions } from './job-state.js';
 import { machineHealths, machineTransitions } from './machine-health.js';
+import { machineSchedulings, machineSchedulingTransitions } from './machine-scheduling.js';
 import { stageStates, stageTransitions } from './stage-state.js';
 import { canTransition, terminalStates, type TransitionTable } from './transition-table.js';
 
@@ -17,8 +18,9 @@ const allowed = {
     'pending>ready pending>skipped pending>canceled ready>scheduled ready>skipped ready>canceled scheduled>running scheduled>ready scheduled>succeeded scheduled>failed scheduled>canceled running>ready running>succeeded running>failed running>canceled',
   attempt:
     'scheduled>running scheduled>succeeded scheduled>failed scheduled>lost scheduled>preempted scheduled>canceled running>succeeded running>failed running>lost running>preempted running>canceled',
-  machine:
-    'ready>draining ready>suspect ready>lost ready>cordoned draining>ready draining>suspect draining>lost draining>cordoned suspect>ready suspect>lost suspect>cordoned lost>ready lost>cordoned cordoned>ready',
+  machine: 'ready>suspect ready>lost suspect>ready suspect>lost lost>ready',
+  machineScheduling:
+    'eligible>cordoned eligible>draining eligible>removed cordoned>eligible cordoned>draining cordoned>removed draining>eligible draining>removed removed>eligible',
 };
 
 function checkTable<S extends string>(name: string, states: readonly S[], table: TransitionTable<S>, spec: string) {
@@ -39,6 +41,7 @@ checkTable('job', jobStates, jobTransitions, allowed.job);
 checkTable('stage', stageStates, stageTransitions, allowed.stage);
 checkTable('attempt', attemptStates, attemptTransitions, allowed.attempt);
 checkTable('machine', machineHealths, machineTransitions, allowed.machine);
+checkTable('machine scheduling', machineSchedulings, machineSchedulingTransitions, allowed.machineScheduling);
 
 describe('terminal states', () => {
   it('are exactly the ends of each lifecycle', () => {
@@ -46,6 +49,7 @@ describe('terminal states', () => {
     expect(terminalStates(stageTransitions).sort()).toEqual(['canceled', 'failed', 'skipped', 'succeeded']);
     expect(terminalStates(attemptTransitions).sort()).toEqual(['canceled', 'failed', 'lost', 'preempted', 'succeeded']);
     expect(terminalStates(machineTransitions)).toEqual([]);
+    expect(terminalStates(machineSchedulingTransitions)).toEqual([]);
   });
 });
 

@@ -1,3 +1,5 @@
+import { MachineHealth } from '../domain/machine-health.js';
+import { MachineScheduling } from '../domain/machine-scheduling.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import type { MachineView, QueuedStage } from './snapshot.js';
 
@@ -6,8 +8,10 @@ import type { MachineView, QueuedStage } from './snapshot.js';
  * busy reasons clear as running work finishes. `explain` shows these per machine.
  */
 export const RejectReason = {
-  /** Machine health is not `ready` (draining, suspect, lost, cordoned). */
+  /** Machine health is not `ready` (suspect, lost). */
   notReady: 'not-ready',
+  /** An operator took the machine out of service (cordoned, draining). */
+  notEligible: 'not-eligible',
   /** The stage wants another region. */
   region: 'region',
   /** The machine lacks one of the stage's k=v labels. */
@@ -90,7 +94,17 @@ export function fittingGpuTypes(need: StageNeed, machine: MachineView): string[]
 /** One feasibility rule: null when the machine passes it, else why not. */
 export type Check = (need: StageNeed, machine: MachineView) => RejectReason | null;
 
-export const checkReady: Check = (_need, m) => (m.health === 'ready' ? null : RejectReason.notReady);
+/**
+ * Whether the machine takes new work at all, whatever the stage: alive, then in service. The apply
+ * step re-checks a placement with it too.
+ */
+export function machineRefusal(m: Pick<MachineView, 'health' | 'scheduling'>): RejectReason | null {
+  if (m.health !== MachineHealth.ready) return RejectReason.notReady;
+  if (m.scheduling !== MachineScheduling.eligible) return RejectReason.notEligible;
+  return null;
+}
+
+export const checkTakesWork: Check = (_need, m) => machineRefusal(m);
 
 export const checkRegion: Check = (need, m) =>
   need.region === null || need.region === m.region ? null : RejectReason.region;
@@ -131,7 +145,7 @@ export const checkMemoryBusy: Check = (need, m) =>
 
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
 export const checks: readonly Check[] = [
-  checkReady,
+  checkTakesWork,
   checkRegion,
   checkLabels,
   checkGpuType,

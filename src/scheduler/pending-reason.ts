@@ -1,4 +1,5 @@
 import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
+import { machineSchedulings, type MachineScheduling } from '../domain/machine-scheduling.js';
 import { formatCpu, formatMemory } from '../domain/quantity.js';
 import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
@@ -6,7 +7,16 @@ import type { MachineView } from './snapshot.js';
 /** Why one machine was rejected for a stage (the input to the one-line reason). */
 export interface MachineReject {
   health: MachineHealth;
+  scheduling: MachineScheduling;
   reason: RejectReason;
+}
+
+/** For the reasons that are the machine's state, not the stage's fit: that state (its phrase, and
+ *  its rank among equal counts). */
+function machineState(r: MachineReject): { phrase: string; rank: number } | null {
+  if (r.reason === RejectReason.notReady) return { phrase: r.health, rank: machineHealths.indexOf(r.health) };
+  if (r.reason === RejectReason.notEligible) return { phrase: r.scheduling, rank: machineSchedulings.indexOf(r.scheduling) };
+  return null;
 }
 
 /** "2 h100 GPUs", "1 GPU", "4 a100 or h100 GPUs"; `free` inserts "free" after the count. */
@@ -31,6 +41,7 @@ const STATIC_ORDER: readonly RejectReason[] = [
   RejectReason.region,
   RejectReason.labels,
   RejectReason.notReady,
+  RejectReason.notEligible,
 ];
 
 function staticPhrase(need: StageNeed, r: MachineReject, n: number): string {
@@ -51,7 +62,7 @@ function staticPhrase(need: StageNeed, r: MachineReject, n: number): string {
       return `${lack} ${labels.length === 1 ? 'label' : 'labels'} ${labels.join(',')}`;
     }
     default:
-      return r.health;
+      return machineState(r)?.phrase ?? r.reason;
   }
 }
 
@@ -77,8 +88,9 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
   const groups = new Map<string, { sample: MachineReject; order: number; count: number }>();
   for (const r of rejects) {
     const reason = r.reason === RejectReason.gpuType ? RejectReason.gpuTotal : r.reason;
-    const key = reason === RejectReason.notReady ? `${reason}:${r.health}` : reason;
-    const order = STATIC_ORDER.indexOf(reason) * 100 + (reason === RejectReason.notReady ? machineHealths.indexOf(r.health) : 0);
+    const state = machineState(r);
+    const key = state ? `${reason}:${state.phrase}` : reason;
+    const order = STATIC_ORDER.indexOf(reason) * 100 + (state?.rank ?? 0);
     const g = groups.get(key) ?? { sample: r, order, count: 0 };
     g.count += 1;
     groups.set(key, g);
@@ -99,7 +111,7 @@ export function pendingReasonNow(need: StageNeed, machines: readonly MachineView
   for (const m of machines) {
     const reason = firstReject(need, m);
     if (reason === null) return null;
-    rejects.push({ health: m.health, reason });
+    rejects.push({ health: m.health, scheduling: m.scheduling, reason });
   }
   return pendingReason(need, rejects);
 }

@@ -9,6 +9,7 @@ const machine = (id: string, cpu: number, gpus: { type: string; free: boolean }[
   id,
   name: id,
   health: 'ready',
+  scheduling: 'eligible',
   region: null,
   labels: {},
   cpuMillisTotal: cpu,

@@ -1,7 +1,7 @@
-import { checkCpuTotal, checkGpuTotal, checkGpuType, checkLabels, checkMemoryTotal, checkReady, checkRegion, gpuCountsByType, type StageNeed } from './checks.js';
+import { checkCpuTotal, checkGpuTotal, checkGpuType, checkLabels, checkMemoryTotal, checkRegion, checkTakesWork, gpuCountsByType, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 
-const STATIC_CHECKS = [checkReady, checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal];
+const STATIC_CHECKS = [checkTakesWork, checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal];
 
 /**
  * At most how many stages of this need the cluster's free room could take now (counted up to

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
+import { machineSchedulings, type MachineScheduling } from '../domain/machine-scheduling.js';
 import { normalizeGpuType, poolOf, type Resources } from '../domain/resources.js';
 import { firstReject, RejectReason, stageNeed } from './checks.js';
 import { planPlacements, type PlanOptions } from './plan-placements.js';
@@ -17,6 +18,7 @@ function machine(p: Partial<MachineView> & { name: string }): MachineView {
   return {
     id: p.id ?? `id-${p.name}`,
     health: 'ready',
+    scheduling: 'eligible',
     region: null,
     labels: {},
     gpus: [],
@@ -214,12 +216,15 @@ describe('planPlacements examples', () => {
           machine({ name: 'a', labels: { zone: 'b' } }),
           machine({ name: 'b', labels: { zone: 'a' }, cpuMillisTotal: 1000, cpuMillisFree: 1000 }),
           machine({ name: 'c', labels: { zone: 'a' }, memoryBytesTotal: Gi, memoryBytesFree: Gi }),
-          machine({ name: 'd', labels: { zone: 'a' }, health: 'cordoned' }),
+          machine({ name: 'd', labels: { zone: 'a' }, scheduling: 'cordoned' }),
+          machine({ name: 'e', labels: { zone: 'a' }, scheduling: 'draining' }),
+          machine({ name: 'f', labels: { zone: 'a' }, scheduling: 'cordoned', health: 'lost' }),
         ],
         queue: [stage('s1', { cpu: 2000, memGi: 2, labels: { zone: 'a' } })],
       });
+      // A lost machine is reported lost whatever the operator wants of it.
       expect(reasonOf(plan, 's1')).toBe(
-        'no ready machine can run it: 1 too small for 2 CPU, 1 too small for 2Gi memory, 1 lacks label zone=a, 1 cordoned',
+        'no ready machine can run it: 1 too small for 2 CPU, 1 too small for 2Gi memory, 1 lacks label zone=a, 1 lost, 1 cordoned, 1 draining',
       );
     });
 
@@ -243,6 +248,10 @@ describe('planPlacements examples', () => {
 const healthArb: fc.Arbitrary<MachineHealth> = fc.oneof(
   { weight: 5, arbitrary: fc.constant<MachineHealth>('ready') },
   { weight: 1, arbitrary: fc.constantFrom(...machineHealths) },
+);
+const schedulingArb: fc.Arbitrary<MachineScheduling> = fc.oneof(
+  { weight: 5, arbitrary: fc.constant<MachineScheduling>('eligible') },
+  { weight: 1, arbitrary: fc.constantFrom(...machineSchedulings) },
 );
 const labelsArb = fc
   .record({ zone: fc.constantFrom('a', 'b'), team: fc.constantFrom('ml', 'infra') }, { requiredKeys: [] })
@@ -277,6 +286,7 @@ const machineArb = fc
   .record({
     name: fc.constantFrom('m-a', 'm-b', 'm-c', 'm-d', 'm-e'),
     health: healthArb,
+    scheduling: schedulingArb,
     region: fc.constantFrom<string | null>(null, 'us-east', 'eu-west'),
     labels: labelsArb,
     cores: fc.integer({ min: 1, max: 32 }),
@@ -288,6 +298,7 @@ const machineArb = fc
   .map((m) => ({
     name: m.name,
     health: m.health,
+    scheduling: m.scheduling,
     region: m.region,
     labels: m.labels,
     cpuMillisTotal: m.cores * 1000,
@@ -406,6 +417,7 @@ describe('planPlacements properties', () => {
           const s = snap.queue.find((x) => x.stageId === p.stageId);
           if (!m || !s) throw new Error('unknown machine or stage in plan');
           expect(m.health).toBe('ready');
+          expect(m.scheduling).toBe('eligible');
           if (s.placement.region !== null) expect(m.region).toBe(s.placement.region);
           for (const [k, v] of Object.entries(s.placement.labels)) expect(m.labels[k]).toBe(v);
         }
@@ -475,7 +487,7 @@ describe('planPlacements properties', () => {
   it('leaves nothing placeable pending, and says "busy" only when some machine could take it when idle', () => {
     // Independent of the implementation's checks: does stage s fit machine m with these free amounts?
     const fits = (s: QueuedStage, m: MachineView, cpuFree: number, memFree: number, gpuFree: (g: GpuView) => boolean) => {
-      if (m.health !== 'ready') return false;
+      if (m.health !== 'ready' || m.scheduling !== 'eligible') return false;
       if (s.placement.region !== null && s.placement.region !== m.region) return false;
       if (!Object.entries(s.placement.labels).every(([k, v]) => m.labels[k] === v)) return false;
       if (cpuFree < s.resources.cpuMillis || memFree < s.resources.memoryBytes) return false;

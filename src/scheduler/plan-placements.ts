@@ -58,7 +58,7 @@ function scan(need: StageNeed, machines: readonly MachineView[], limit: number, 
       found += 1;
       into.candidates.push(...candidatesOn(need, m));
     } else {
-      into.rejects.push({ health: m.health, reason });
+      into.rejects.push({ health: m.health, scheduling: m.scheduling, reason });
     }
   }
 }

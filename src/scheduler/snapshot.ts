@@ -1,4 +1,5 @@
 import type { MachineHealth } from '../domain/machine-health.js';
+import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { Placement, Resources } from '../domain/resources.js';
 
 /**
@@ -17,6 +18,8 @@ export interface MachineView {
   id: string;
   name: string;
   health: MachineHealth;
+  /** What an operator wants of it; only `eligible` machines take new work. */
+  scheduling: MachineScheduling;
   region: string | null;
   labels: Record<string, string>;
   cpuMillisTotal: number;
@@ -43,7 +46,7 @@ export interface QueuedStage {
 
 /** Every machine with what is free on it now. */
 export interface ClusterView {
-  /** Changes whenever a machine is added or changes health or capacity. */
+  /** Changes whenever a machine is added, removed, or changes health, scheduling or capacity. */
   version: number;
   machines: MachineView[];
 }

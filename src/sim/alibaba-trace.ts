@@ -122,6 +122,7 @@ export function parseNodeList(csv: string): MachineView[] {
       id: sn,
       name: sn,
       health: 'ready',
+      scheduling: 'eligible',
       region: null,
       labels: {},
       cpuMillisTotal: cpu,

@@ -2,6 +2,7 @@ import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely
 import { attemptStates } from '../domain/attempt-state.js';
 import { jobStates } from '../domain/job-state.js';
 import { machineHealths } from '../domain/machine-health.js';
+import { machineSchedulings } from '../domain/machine-scheduling.js';
 import { stageStates } from '../domain/stage-state.js';
 import type { Placement, Resources } from '../domain/resources.js';
 import { stageShape } from '../domain/stage-shape.js';
@@ -179,6 +180,18 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await db.schema.createIndex('idempotency_keys_created').on('idempotency_keys').columns(['created_at']).execute();
       },
     },
+    '0005_machine_scheduling': migration0005(),
+    '0006_log_offsets': {
+      // Logs delivered at least once, stored exactly once: each piece carries its byte offset in
+      // its stream's file; the attempt keeps how far each stream has come, and the unique index
+      // makes a second copy of a piece impossible whatever the caller checked.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('log_chunks').addColumn('byte_offset', 'bigint').execute();
+        await db.schema.alterTable('attempts').addColumn('stdout_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+        await db.schema.alterTable('attempts').addColumn('stderr_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+        await db.schema.createIndex('log_chunks_piece').on('log_chunks').columns(['attempt_id', 'stream', 'byte_offset']).unique().execute();
+      },
+    },
   };
 }
 
@@ -225,6 +238,31 @@ function migration0003(): Migration {
       // it (a partial index `where state = 'ready'` was not chosen for that by SQLite's planner),
       // and a shape's queue is read in order from it.
       await sql`create index stages_state_shape on stages (state, shape, priority desc, created_at, job_id, ready_since)`.execute(db);
+    },
+  };
+}
+
+/**
+ * What an operator wants of a machine (eligible, cordoned, draining, removed) gets its own column,
+ * apart from its health (ready, suspect, lost), which heartbeats and the reconciler own: until
+ * now `health` held both, so a draining machine that missed a heartbeat came back `ready`, and a
+ * cordoned one that died was never found lost. A machine that was cordoned or draining keeps that
+ * here, and its health restarts at `ready`: the reconciler judges its silence as any other's.
+ * (`health`'s check constraint, built in 0001, still admits the two old values on databases made
+ * before this; nothing writes them any more.)
+ */
+function migration0005(): Migration {
+  return {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .alterTable('machines')
+        .addColumn('scheduling', 'text', (c) => c.notNull().defaultTo('eligible').check(oneOf('scheduling', machineSchedulings)))
+        .execute();
+      await db
+        .updateTable('machines')
+        .set((eb) => ({ scheduling: eb.ref('health'), health: 'ready' }))
+        .where('health', 'in', ['cordoned', 'draining'])
+        .execute();
     },
   };
 }

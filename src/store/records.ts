@@ -2,6 +2,7 @@ import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
 import type { StageDefinition } from '../domain/job-definition.js';
 import type { MachineHealth } from '../domain/machine-health.js';
+import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { StageState } from '../domain/stage-state.js';
 
 /** What the store hands back. Plain data; the API turns these into its wire types. */
@@ -109,6 +110,7 @@ export interface MachineRegistration {
 export interface MachineRecord extends MachineRegistration {
   id: string;
   health: MachineHealth;
+  scheduling: MachineScheduling;
   lastHeartbeatAt: number;
   registeredAt: number;
   allocated: { cpuMillis: number; memoryBytes: number; gpuIndices: number[]; attempts: number };
@@ -149,3 +151,19 @@ export interface OutboxMessage {
 }
 
 export type { LogChunkView as LogChunk } from '../api/contract/job-view.js';
+
+/** A piece of one stream of an attempt's output at its byte offset in that stream (see attemptLogAppend). */
+export interface LogPiece {
+  stream: 'stdout' | 'stderr';
+  offset: number;
+  /** Bytes of the stream the piece covers; `data` is their decoding. */
+  bytes: number;
+  data: string;
+}
+
+/** How many bytes of each stream the server has taken; `capped`: nothing more will be stored. */
+export interface LogMarks {
+  stdout: number;
+  stderr: number;
+  capped: boolean;
+}

@@ -84,6 +84,9 @@ export interface AttemptsTable {
   released_at: number | null;
   /** Bytes of log stored so far; past the cap the rest is dropped. */
   log_bytes: number;
+  /** Bytes of the stream's log file taken so far (stored or dropped past the cap): the next piece's offset. */
+  stdout_bytes: number;
+  stderr_bytes: number;
 }
 
 export interface MachinesTable {
@@ -96,6 +99,8 @@ export interface MachinesTable {
   region: string | null;
   labels: string;
   health: string;
+  /** What an operator wants of it (0005): eligible, cordoned, draining or removed. */
+  scheduling: string;
   agent: string;
   last_heartbeat_at: number;
   registered_at: number;
@@ -128,6 +133,8 @@ export interface LogChunksTable {
   stream: string;
   at: number;
   data: string;
+  /** Where the piece starts in its stream's log file; null for chunks stored before offsets (0006). */
+  byte_offset: number | null;
 }
 
 export interface Database {

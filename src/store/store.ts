@@ -9,6 +9,8 @@ import type {
   JobDetail,
   JobSummary,
   LogChunk,
+  LogMarks,
+  LogPiece,
   MachineRecord,
   MachineRegistration,
   OutboxMessage,
@@ -87,8 +89,26 @@ export interface Store {
   }): Promise<HeartbeatResult>;
   /** Read-only: which of these attempts the machine must kill (a held heartbeat re-checks with it). */
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
+  /** Every machine not removed, by name. */
   machineList(): Promise<MachineRecord[]>;
+  /** By id, removed or not (an attempt's machine). */
   machineGet(p: { machineId: string }): Promise<MachineRecord | null>;
+  /** A machine not removed, by name or id. */
+  machineFind(p: { machine: string }): Promise<MachineRecord | null>;
+
+  // --- machines (operator side): what an operator wants of a machine, named by name or id. Each
+  // throws NotFoundError for an unknown or removed machine, and answers `changed: false` when the
+  // machine already was as asked. They never touch health or attempts: what runs there goes on.
+  /** No new work is placed there (a draining machine is left draining). */
+  machineCordon(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  /** Back in service, from cordoned or draining. */
+  machineUncordon(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  /** No new work; shown `drained` once no attempt there holds resources. */
+  machineDrain(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  /** Forgets a lost machine, or a cordoned or drained one with nothing left on it (else
+   *  ConflictError saying why); its attempts keep its name. Its agent registering again brings it
+   *  back in service. */
+  machineRemove(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
   /** Attempts placed on this machine that its agent has not started yet, less those in `exclude`
    *  (the ones the agent already has). */
   machineAssignments(p: { machineId: string; exclude?: readonly string[] }): Promise<Assignment[]>;
@@ -111,7 +131,8 @@ export interface Store {
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---
   attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number }): Promise<AttemptRecord>;
   attemptComplete(p: AttemptCompletion & { now: number; jitter: number }): Promise<CompletionResult>;
-  attemptLogAppend(p: { attemptId: string; token: number; chunks: { stream: string; data: string }[]; now: number }): Promise<void>;
+  /** Stores each byte of each stream once (pieces already taken are ignored); says how far each stream has come. */
+  attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number }): Promise<LogMarks>;
   /** The attempt if it may still write outputs (active, token current). */
   attemptForUpload(p: { attemptId: string; token: number }): Promise<AttemptRecord>;
   /** A committed output's owner: the attempt whose outputs a stage committed. */
@@ -154,6 +175,12 @@ export interface HeartbeatResult {
   kill: { attemptId: string; reason: string }[];
   /** Attempts found missing from the agent's list and marked lost. */
   lost: string[];
+}
+
+export interface MachineSchedulingChange {
+  machine: MachineRecord;
+  /** false when the machine already was as asked, and nothing was written. */
+  changed: boolean;
 }
 
 export interface AttemptCompletion {

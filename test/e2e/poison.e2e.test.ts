@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, isTerminal, jobOf, type RunningGantry, startGantryUp, submit, until } from '../support/gantry-process.js';
 
 /**
- * A stage that kills its own agent, every time. `gantry up` restarts the agent, the restarted
- * agent no longer lists the attempt, the attempt is lost and the stage placed again, until the
+ * A stage that kills its own agent (and its shim), every time. `gantry up` restarts the agent, the
+ * restarted agent cannot know how the attempt ends and gives it up, the attempt is lost and the stage placed again, until the
  * infrastructure budget (`retry.maxLost`) is spent. Meanwhile other jobs keep moving.
  */
 describe('a stage that crashes its agent again and again', () => {
@@ -23,8 +23,10 @@ describe('a stage that crashes its agent again and again', () => {
     const poison = await submit(g.url, {
       name: 'agent-killer',
       retry: { maxAttempts: 3, maxLost: 2 },
-      // The agent is this process's parent: a stage that takes its machine's agent down with it.
-      stages: [{ name: 'boom', resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'kill -9 $PPID; sleep 1'] }],
+      // A stage that takes its machine's agent down with it, and the shim the agent runs it under
+      // (its parent, whose parent is the agent): the restarted agent finds it still running, but
+      // with no way to learn how it ends, so it is lost.
+      stages: [{ name: 'boom', resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'read -r _ _ _ agent _ < /proc/$PPID/stat; kill -9 $agent $PPID; sleep 1'] }],
     });
     const healthy = await submit(g.url, {
       name: 'bystander',

@@ -1,20 +1,7 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, CLI, REPO, type RunningGantry, startGantryUp } from '../support/gantry-process.js';
-
-/** Runs the built CLI and resolves with its exit code and output. */
-function gantry(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    proc.stdout.on('data', (d) => (stdout += d));
-    proc.stderr.on('data', (d) => (stderr += d));
-    proc.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+import { api, gantry, type RunningGantry, startGantryUp } from '../support/gantry-process.js';
 
 describe('gantry submit of many jobs, end to end', () => {
   let g: RunningGantry;

@@ -72,7 +72,7 @@ const ran = (a: Attempt, stageName: string, pid: number, t0: number, t1: number 
 const input = (jobs: JobView[], history: HistoryLine[], o: Partial<CheckInput> = {}): CheckInput => {
   const artifacts = new Map<string, string | null>();
   for (const j of jobs) for (const s of j.stages) if (s.outputAttemptId) artifacts.set(`${j.id}/${s.name}`, s.outputAttemptId + '\n');
-  return { jobs, history, artifacts, alive: () => false, now: 100_000, cancelBoundMs: 3000, ...o };
+  return { jobs, history, artifacts, wrote: new Map(), logs: new Map(), alive: () => false, now: 100_000, cancelBoundMs: 3000, ...o };
 };
 
 const invariants = (i: CheckInput) => checkInvariants(i).map((v) => v.invariant);
@@ -85,6 +85,17 @@ describe('the fault-suite invariant checker', () => {
 
   it('passes a consistent run', () => {
     expect(checkInvariants(input([good()], goodHistory))).toEqual([]);
+  });
+
+  it("reports a succeeded attempt whose log is not what its process wrote: a line lost, a line twice", () => {
+    const wrote = new Map([[a2.id, { stdout: 'start\nend 0\n', stderr: 'on m1\n' }]]);
+    const same = new Map([[a2.id, { stdout: 'start\nend 0\n', stderr: 'on m1\n' }]]);
+    expect(checkInvariants(input([good()], goodHistory, { wrote, logs: same }))).toEqual([]);
+    const lost = new Map([[a2.id, { stdout: 'start\n', stderr: 'on m1\n' }]]);
+    expect(invariants(input([good()], goodHistory, { wrote, logs: lost }))).toEqual(['log-is-output']);
+    const twice = new Map([[a2.id, { stdout: 'start\nend 0\n', stderr: 'on m1\non m1\n' }]]);
+    const vs = checkInvariants(input([good()], goodHistory, { wrote, logs: twice }));
+    expect(vs.map((v) => v.detail)).toEqual([expect.stringMatching(/stderr: the process wrote 6 characters, the log has 12; first difference at 6/)]);
   });
 
   it('reports two succeeded attempts of one stage', () => {

@@ -16,7 +16,7 @@ export interface ProcLine {
   machine: string;
   /** CUDA_VISIBLE_DEVICES as the process saw it: "0,1", or "" for a CPU stage. */
   gpus: string;
-  /** The shell's pid, which is also its process group id (attempts lead their own group). */
+  /** The attempt's process group id (its leader is the agent's shim, the shell's parent). */
   pid: number;
   t: number;
   /** end: the exit status the EXIT trap saw. */
@@ -45,6 +45,10 @@ export interface CheckInput {
   history: HistoryLine[];
   /** `${jobId}/${stage}` → the committed out.txt's content, or null when it could not be read. */
   artifacts: Map<string, string | null>;
+  /** Attempt id → what its process wrote to each stream (the stage script keeps a copy), for the attempts that kept one. */
+  wrote: Map<string, { stdout: string; stderr: string }>;
+  /** Attempt id → the log the server serves for it, per stream (succeeded attempts). */
+  logs: Map<string, { stdout: string; stderr: string }>;
   /** Whether anything of process group `pgid` started for `attemptId` is still running (zombies are dead). */
   alive: (pgid: number, attemptId: string) => boolean;
   /** When the check runs (ms); the end of an interval whose process never reported its end. */
@@ -112,6 +116,17 @@ export function checkInvariants(input: CheckInput): Violation[] {
     }
   }
 
+  // Every succeeded attempt's log is what its process wrote: no byte lost, none twice.
+  for (const [id, logged] of input.logs) {
+    const wrote = input.wrote.get(id);
+    const ref = attempts.get(id);
+    if (!wrote || !ref || ref.attempt.state !== 'succeeded') continue;
+    for (const stream of ['stdout', 'stderr'] as const) {
+      if (logged[stream] === wrote[stream]) continue;
+      v('log-is-output', `${ref.job.id}/${ref.stage.name} #${ref.attempt.number} (${id}) ${stream}: ${describeDifference(wrote[stream], logged[stream])}`);
+    }
+  }
+
   // A succeeded downstream attempt read the upstream's committed output.
   for (const l of procs) {
     if (l.ev !== 'input') continue;
@@ -175,6 +190,14 @@ export function checkInvariants(input: CheckInput): Violation[] {
     if (input.alive(s.pid, s.attemptId)) v('no-leftover-process', `process group ${s.pid} of ${s.job}/${s.stage} #${s.attempt} (${ref?.attempt.state ?? 'unknown attempt'}) still runs`);
   }
   return out;
+}
+
+/** Where the server's log first differs from what the process wrote. */
+export function describeDifference(wrote: string, logged: string): string {
+  let i = 0;
+  while (i < wrote.length && i < logged.length && wrote[i] === logged[i]) i++;
+  const at = (t: string) => JSON.stringify(t.slice(i, i + 40));
+  return `the process wrote ${wrote.length} characters, the log has ${logged.length}; first difference at ${i}: wrote ${at(wrote)}, logged ${at(logged)}`;
 }
 
 /** For a process with no end line: the agent's record of its end, when the agent saw it end. */

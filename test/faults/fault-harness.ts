@@ -67,6 +67,7 @@ export class Cluster {
   ) {
     this.history = join(dir, 'history.jsonl');
     writeFileSync(this.history, '');
+    mkdirSync(`${this.history}.wrote`);
     this.url = `http://127.0.0.1:${port}`;
   }
 
@@ -99,6 +100,10 @@ export class Cluster {
 
   procLines(): ProcLine[] {
     return this.readHistory().filter((l): l is ProcLine => l.ev !== 'harness');
+  }
+
+  harnessLines(): HarnessLine[] {
+    return this.readHistory().filter((l): l is HarnessLine => l.ev === 'harness');
   }
 
   serverOutput(): string {
@@ -170,6 +175,15 @@ export class Cluster {
 
   async agentExited(name: string): Promise<void> {
     await this.agents.get(name)?.exited;
+  }
+
+  /** Stop the agent with a signal and wait for it to exit (SIGTERM leaves its stages running, for a restart). */
+  async stopAgent(name: string, signal: NodeJS.Signals): Promise<void> {
+    const a = this.agents.get(name);
+    if (!a || !this.agentAlive(name)) return;
+    a.proc.kill(signal);
+    await a.exited;
+    this.note('stop-agent', { machine: name, pid: a.proc.pid, signal });
   }
 
   /** SIGKILL the agent alone (its detached stage processes survive, as after an agent crash). */
@@ -263,15 +277,55 @@ export class Cluster {
         artifacts.set(`${j.id}/${s.name}`, r.status === 200 ? String(r.body) : null);
       }
     }
+    const { wrote, logs } = await this.outputsAndLogs(jobs);
     const violations = checkInvariants({
       jobs,
       history: this.readHistory(),
       artifacts,
+      wrote,
+      logs,
       alive: attemptGroupAlive,
       now: Date.now(),
       cancelBoundMs: KILL_GRACE_MS + 2000,
     });
     return { jobs, violations, report: formatViolations(violations) };
+  }
+
+  /** What each succeeded attempt's process wrote (the stage script's copy), and the server's log of it. */
+  private async outputsAndLogs(jobs: JobView[]) {
+    const wrote = new Map<string, { stdout: string; stderr: string }>();
+    const logs = new Map<string, { stdout: string; stderr: string }>();
+    const copy = (id: string, ext: string) => {
+      try {
+        return readFileSync(join(`${this.history}.wrote`, `${id}.${ext}`), 'utf8');
+      } catch {
+        return '';
+      }
+    };
+    for (const j of jobs) {
+      for (const s of j.stages) {
+        for (const a of s.attempts) {
+          if (a.state !== 'succeeded') continue;
+          wrote.set(a.id, { stdout: copy(a.id, 'out'), stderr: copy(a.id, 'err') });
+          logs.set(a.id, await this.attemptLog(j.id, s.name, a.number));
+        }
+      }
+    }
+    return { wrote, logs };
+  }
+
+  /** An attempt's log as the server serves it, per stream, every page. */
+  async attemptLog(jobId: string, stage: string, attempt: number): Promise<{ stdout: string; stderr: string }> {
+    const out = { stdout: [] as string[], stderr: [] as string[] };
+    for (let after = 0; ; ) {
+      const r = await api(this.url, `/v1/jobs/${jobId}/stages/${stage}/logs?format=json&attempt=${attempt}&limit=1000&after=${after}`);
+      if (r.status !== 200) throw new Error(`logs of ${jobId}/${stage} #${attempt}: ${r.status}`);
+      const chunks = (r.body as { chunks: { id: number; stream: 'stdout' | 'stderr'; data: string }[] }).chunks;
+      if (chunks.length === 0) break;
+      for (const c of chunks) out[c.stream].push(c.data);
+      after = chunks.at(-1)!.id;
+    }
+    return { stdout: out.stdout.join(''), stderr: out.stderr.join('') };
   }
 
   /** Kills everything this cluster started: agents, server, and every stage process group. Keeps the directory when `keep` or $GANTRY_FAULTS_KEEP. */

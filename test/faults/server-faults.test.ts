@@ -83,6 +83,51 @@ describe('fault injection: the control plane', () => {
     expect(r.violations, r.report).toEqual([]);
   }, 90_000);
 
+  it("server down for a stage's whole run: its log arrives whole after the server is back, before its outcome", async () => {
+    const c = await Cluster.start('log-outage');
+    await c.startAgent('a1');
+    const body = 'sleep 0.5; i=0; while [ $i -lt 20 ]; do say "line $i"; warn "err $i"; i=$((i+1)); sleep 0.05; done';
+    const id = await c.submit(job('log-while-down', [stage(c.history, 'talk', { body })]));
+    await waitForLine(c, 'talk started', (l) => l.ev === 'start' && l.job === id);
+    await c.killServer();
+    await waitForLine(c, 'talk ended', (l) => l.ev === 'end' && l.job === id);
+    await sleep(1000);
+    await c.startServer();
+    const [j] = await c.waitAllTerminal(30_000);
+    expect(j!.state, describeJob(j!)).toBe('succeeded');
+    expect(stageOf(j!, 'talk').attempts.map((a) => a.state)).toEqual(['succeeded']);
+    const log = await c.attemptLog(id, 'talk', 1);
+    expect(log.stdout.split('\n').filter((l) => l.startsWith('line ')).length).toBe(20);
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+  }, 90_000);
+
+  it('a stage printing 50 MB while the server restarts twice: its log has every byte once', async () => {
+    const c = await Cluster.start('log-50mb');
+    await c.startAgent('a1');
+    // Ten slices of 5 MB (base64 lines), written 0.6 s apart; the copy kept for the checker is the same bytes.
+    const body = 'i=0; while [ $i -lt 10 ]; do head -c 3750000 /dev/urandom | base64 > "$WROTE.slice"; cat "$WROTE.slice"; cat "$WROTE.slice" >> "$WROTE.out"; i=$((i+1)); sleep 0.6; done; rm "$WROTE.slice"';
+    const id = await c.submit(job('big-log', [stage(c.history, 'print', { body })]));
+    await waitForLine(c, 'print started', (l) => l.ev === 'start' && l.job === id);
+    for (let i = 0; i < 2; i++) {
+      await sleep(700);
+      await c.killServer();
+      await sleep(500);
+      await c.startServer();
+    }
+    const [j] = await c.waitAllTerminal(60_000);
+    expect(j!.state, describeJob(j!)).toBe('succeeded');
+    const log = await c.attemptLog(id, 'print', 1);
+    expect(log.stdout.length).toBeGreaterThan(50_000_000);
+    // Both kills fell while the process was printing.
+    const ran = c.procLines().filter((l) => l.job === id);
+    const [from, to] = [ran.find((l) => l.ev === 'start')!.t, ran.find((l) => l.ev === 'end')!.t];
+    const kills = c.harnessLines().filter((l) => l.what === 'server-kill' && l.t > from && l.t < to);
+    expect(kills.length).toBe(2);
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+  }, 120_000);
+
   it('bus chaos (drop, duplicate, delay, reorder): the same final states as a faithful bus', async () => {
     const c = await Cluster.start('bus-chaos', { GANTRY_BUS_CHAOS: 'seed=42,drop=0.3,duplicate=0.3,delay=0-300' });
     await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2')]);

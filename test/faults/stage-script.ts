@@ -1,6 +1,7 @@
 /**
  * Job specs for the fault-injection suite. Every stage runs one small POSIX sh script that
  * appends JSON lines to $HISTORY (start, one input line per upstream, end via an EXIT trap),
+ * prints a line at its start and end (each also kept in $HISTORY.wrote/<attempt id>.out|.err),
  * writes its attempt id to $GANTRY_OUTPUT_DIR/out.txt, then runs the scenario's `body`.
  * A TERM (cancel, timeout, lease lost) ends it with 143 and still writes the end line.
  */
@@ -17,11 +18,21 @@ export interface StageOpts {
 
 const PRELUDE = [
   'now() { echo $(($(date +%s%N)/1000000)); }',
+  // What the process writes to stdout and stderr, also kept beside the history ($HISTORY.wrote/),
+  // so the checker can compare the server's log with it: say/warn for lines, or append to $WROTE.out
+  // and $WROTE.err by hand for bulk output.
+  'WROTE="$HISTORY.wrote/$GANTRY_ATTEMPT_ID"',
+  `say() { printf '%s\\n' "$1"; printf '%s\\n' "$1" >> "$WROTE.out"; }`,
+  `warn() { printf '%s\\n' "$1" >&2; printf '%s\\n' "$1" >> "$WROTE.err"; }`,
+  // The attempt's process group (led by the agent's shim, the parent of this shell): field 5 of /proc/$$/stat.
+  'read -r _ _ _ _ PG _ < /proc/$$/stat',
   // One printf per line: short lines appended with O_APPEND land whole.
-  `h() { printf '{"ev":"%s","job":"%s","stage":"%s","attempt":%s,"attemptId":"%s","machine":"%s","gpus":"%s","pid":%s,"t":%s%s}\\n' "$1" "$GANTRY_JOB_ID" "$GANTRY_STAGE" "$GANTRY_ATTEMPT" "$GANTRY_ATTEMPT_ID" "$GANTRY_MACHINE" "$CUDA_VISIBLE_DEVICES" "$$" "$(now)" "$2" >> "$HISTORY"; }`,
-  `trap 'c=$?; h end ",\\"code\\":$c"' EXIT`,
+  `h() { printf '{"ev":"%s","job":"%s","stage":"%s","attempt":%s,"attemptId":"%s","machine":"%s","gpus":"%s","pid":%s,"t":%s%s}\\n' "$1" "$GANTRY_JOB_ID" "$GANTRY_STAGE" "$GANTRY_ATTEMPT" "$GANTRY_ATTEMPT_ID" "$GANTRY_MACHINE" "$CUDA_VISIBLE_DEVICES" "$PG" "$(now)" "$2" >> "$HISTORY"; }`,
+  `trap 'c=$?; say "end $c"; h end ",\\"code\\":$c"' EXIT`,
   `trap 'exit 143' TERM`,
   'h start',
+  'say "start $GANTRY_ATTEMPT_ID"',
+  'warn "on $GANTRY_MACHINE"',
 ];
 
 export function stageCommand(upstreams: string[], body: string): string[] {

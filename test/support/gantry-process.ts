@@ -57,6 +57,18 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
   };
 }
 
+/** Runs the built CLI and resolves with its exit code and output. */
+export function gantry(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d) => (stdout += d));
+    proc.stderr.on('data', (d) => (stderr += d));
+    proc.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 export async function api<T = any>(url: string, path: string, init?: RequestInit): Promise<{ status: number; body: T }> {
   const res = await fetch(url + path, init);
   const text = await res.text();

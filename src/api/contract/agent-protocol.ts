@@ -14,7 +14,9 @@ import { Type, type Static } from 'typebox';
  *               (after spawning), and outcomes (fenced by each attempt's token). One report is in
  *               flight per agent; what happens meanwhile waits for the next one, so the cost per
  *               stage falls as the load rises (group commit). Each item gets its own answer.
- *   logs      → batches of stdout/stderr
+ *   logs      → pieces of stdout/stderr read from the attempt's log files, each at its byte
+ *               offset; the server stores each byte once and answers how far it has each stream,
+ *               so the agent retries until it has all of it (before the outcome, see docs/agent.md)
  *   outputs   → PUT each output file, then the outcome in a report names them
  *   start, complete → the same as one item of a report (kept for single-attempt clients)
  * A reply of 409 to start, logs, outputs or complete, or a report item answered `stale`, means the
@@ -116,17 +118,40 @@ export type CompleteRequest = Static<typeof CompleteRequest>;
 export const CompleteResponse = Type.Object({ accepted: Type.Boolean(), jobState: Type.String() });
 export type CompleteResponse = Static<typeof CompleteResponse>;
 
+/**
+ * A piece of one stream of an attempt's output, as the agent read it from the stream's file:
+ * `offset` is where it starts in that file and `bytes` how many bytes of the file it covers
+ * (`data` is their UTF-8 decoding, which can differ in length where the output is not valid UTF-8).
+ * The server stores a piece once: one it already has is ignored, so a resend is harmless.
+ */
+export const LogPiece = Type.Object(
+  {
+    stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]),
+    offset: Type.Integer({ minimum: 0 }),
+    bytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 }),
+    data: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export type LogPiece = Static<typeof LogPiece>;
+
+/** With no chunks, only asks where the server's copy of each stream ends (an agent resuming after a restart). */
 export const LogsRequest = Type.Object(
   {
     token: Type.Integer(),
-    chunks: Type.Array(
-      Type.Object({ stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]), data: Type.String() }, { additionalProperties: false }),
-      { maxItems: 1000 },
-    ),
+    chunks: Type.Array(LogPiece, { maxItems: 1000 }),
   },
   { additionalProperties: false },
 );
 export type LogsRequest = Static<typeof LogsRequest>;
+
+/**
+ * How many bytes of each stream the server has taken (stored, or dropped past the cap): the
+ * agent ships on from there. `capped`: the attempt's log reached its cap, and the server stores
+ * nothing more of it (the agent may stop reading).
+ */
+export const LogsResponse = Type.Object({ stdout: Type.Integer(), stderr: Type.Integer(), capped: Type.Boolean() });
+export type LogsResponse = Static<typeof LogsResponse>;
 
 export const StartedItem = Type.Object({ attemptId: Type.String({ maxLength: 100 }), ...StartRequest.properties }, { additionalProperties: false });
 export type StartedItem = Static<typeof StartedItem>;

@@ -75,7 +75,11 @@ export type JobView = Static<typeof JobView>;
 export const MachineView = Type.Object({
   id: Type.String(),
   name: Type.String(),
-  health: Type.String(),
+  health: Type.String({ description: 'ready | suspect | lost: whether it is alive, as its heartbeats tell' }),
+  scheduling: Type.String({
+    description:
+      'eligible | cordoned | draining | drained: what an operator wants of it (only eligible machines take new work; drained: draining, and no attempt holds resources there any more)',
+  }),
   cpuMillis: Type.Integer(),
   memoryBytes: Type.Integer(),
   gpus: Type.Array(Type.Object({ index: Type.Integer(), type: Type.String(), name: Type.String(), uuid: Nullable(Type.String()), busy: Type.Boolean() })),
@@ -87,6 +91,10 @@ export const MachineView = Type.Object({
   registeredAt: Type.Number(),
 });
 export type MachineView = Static<typeof MachineView>;
+
+/** The answer to cordon, uncordon, drain and remove: `changed: false` when it already was as asked. */
+export const MachineChange = Type.Object({ changed: Type.Boolean(), machine: MachineView });
+export type MachineChange = Static<typeof MachineChange>;
 
 export const EventView = Type.Object({
   seq: Type.Integer(),

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
-import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineView } from '../../api/contract/job-view.js';
+import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView } from '../../api/contract/job-view.js';
 import { ApiError } from './api-error.js';
 import { ConnectionError } from './connection-error.js';
 
@@ -14,6 +14,8 @@ export interface JobListQuery {
   team?: string;
   limit?: number;
 }
+
+export type MachineAction = 'cordon' | 'uncordon' | 'drain' | 'remove';
 
 export interface LogQuery {
   attempt?: number;
@@ -91,6 +93,16 @@ export class GantryClient {
   async machines(): Promise<MachineView[]> {
     const r = await this.json<{ machines: MachineView[] }>('GET', '/v1/machines');
     return r.machines;
+  }
+
+  /** One machine, by name or id. */
+  machine(ref: string): Promise<MachineView> {
+    return this.json('GET', `/v1/machines/${enc(ref)}`);
+  }
+
+  /** An operator's verb on a machine (name or id); `changed: false` when it already was as asked. */
+  machineAction(ref: string, action: MachineAction): Promise<MachineChange> {
+    return action === 'remove' ? this.json('DELETE', `/v1/machines/${enc(ref)}`) : this.json('POST', `/v1/machines/${enc(ref)}/${action}`);
   }
 
   health(): Promise<{ ok: boolean; version?: string }> {

@@ -15,7 +15,13 @@ export function agentCommand(program: Command): void {
     .option('--label <k=v>', 'a label (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())
-    .addHelpText('after', '\nExample:\n  gantry agent --server http://10.0.0.5:7070 --name gpu-7 --region us-east --label nvlink=true\n')
+    .addHelpText(
+      'after',
+      '\nStopping: SIGTERM stops the agent and leaves its running stages running; started again (same --name and\n' +
+        '--data-dir) within the lease, it re-attaches to them and they finish in their first attempt. SIGINT (Ctrl-C)\n' +
+        'kills them first. To take a machine out of service, drain it: gantry machine drain NAME.\n' +
+        '\nExample:\n  gantry agent --server http://10.0.0.5:7070 --name gpu-7 --region us-east --label nvlink=true\n',
+    )
     .action(async (flags) => {
       await runAgentCommand(flags);
     });

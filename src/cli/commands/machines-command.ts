@@ -8,15 +8,18 @@ import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
 
 export function machinesCommand(program: CommandUnknownOpts): void {
-  withClientOptions(program.command('machines').description('List machines: health, allocated/total CPU, memory and GPUs, last heartbeat'))
+  withClientOptions(program.command('machines').description('List machines: status, allocated/total CPU, memory and GPUs, last heartbeat'))
     .addHelpText(
       'after',
       `
+STATUS is the machine's health (ready, suspect, lost), then, when an operator took it out of
+service, how: cordoned, draining, or drained (draining, and nothing runs there any more), as in
+"ready,cordoned". \`gantry machine --help\` shows how. Removed machines are not listed.
 GPUs marked "(declared)" were declared by flag or cluster file rather than found by nvidia-smi.
 
 Examples:
   $ gantry machines
-  $ gantry machines --json | jq '.machines[] | select(.health != "ready") | .name'`,
+  $ gantry machines --json | jq -r '.machines[] | select(.health != "ready" or .scheduling != "eligible") | .name'`,
     )
     .action(async (opts) => {
       await runAction((io) => runMachines(opts, io));

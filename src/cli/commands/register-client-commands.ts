@@ -3,25 +3,28 @@ import { cancelCommand } from './cancel-command.js';
 import { ExitCode } from './exit-codes.js';
 import { listCommand } from './list-command.js';
 import { logsCommand } from './logs-command.js';
+import { machineCommand } from './machine-command.js';
 import { machinesCommand } from './machines-command.js';
 import { statusCommand } from './status-command.js';
 import { submitCommand } from './submit-command.js';
 
-const registrations = [submitCommand, statusCommand, listCommand, cancelCommand, logsCommand, machinesCommand];
+const registrations = [submitCommand, statusCommand, listCommand, cancelCommand, logsCommand, machinesCommand, machineCommand];
 
 /**
- * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines.
- * Commander exits 1 on a usage error; these commands promise 2 for that (exit-codes.ts), so each
- * gets an exit override. It replaces any override the program set before this call.
+ * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines,
+ * machine (cordon, uncordon, drain, remove). Commander exits 1 on a usage error; these commands
+ * promise 2 for that (exit-codes.ts), so each, and each of its subcommands, gets an exit override.
+ * It replaces any override the program set before this call.
  */
 export function registerClientCommands(program: CommandUnknownOpts): void {
   const before = new Set(program.commands);
   for (const register of registrations) register(program);
-  for (const cmd of program.commands) {
-    if (before.has(cmd)) continue;
+  const override = (cmd: CommandUnknownOpts) => {
     cmd.exitOverride((err) => {
       // exitCode 0 is --help; everything else commander reports is a usage error.
       process.exit(err.exitCode === 0 ? 0 : ExitCode.usage);
     });
-  }
+    for (const sub of cmd.commands) override(sub);
+  };
+  for (const cmd of program.commands) if (!before.has(cmd)) override(cmd);
 }

@@ -67,7 +67,8 @@ export function upCommand(program: Command): void {
         if (stopping) return;
         stopping = true;
         const exits = [...children.values()].map((c) => new Promise((r) => c.once('exit', r)));
-        for (const c of children.values()) c.kill('SIGTERM');
+        // SIGINT: an agent stops its stages (SIGTERM would leave them running for a restart).
+        for (const c of children.values()) c.kill('SIGINT');
         await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, config.killGraceMs + 2000))]);
         await cp.stop();
         process.exit(0);

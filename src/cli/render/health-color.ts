@@ -8,8 +8,6 @@ export function colorHealth(health: string, c: Colors): string {
     case 'lost':
       return c.red(health);
     case 'suspect':
-    case 'draining':
-    case 'cordoned':
       return c.yellow(health);
     default:
       return health;

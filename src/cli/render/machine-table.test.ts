@@ -6,7 +6,7 @@ const T0 = 1_700_000_000_000;
 const gpu = (index: number, busy: boolean) => ({ index, type: 'h100', name: 'NVIDIA H100', uuid: null, busy });
 
 const machine: MachineView = {
-  id: 'm1', name: 'gpu-1', health: 'ready', cpuMillis: 8000, memoryBytes: 16 * 1024 ** 3,
+  id: 'm1', name: 'gpu-1', health: 'ready', scheduling: 'eligible', cpuMillis: 8000, memoryBytes: 16 * 1024 ** 3,
   gpus: [gpu(0, true), gpu(1, true), gpu(2, false), gpu(3, false)], gpusDeclared: true, region: 'eu-west', labels: { rack: 'a' },
   allocated: { cpuMillis: 3000, memoryBytes: 4 * 1024 ** 3, gpuIndices: [0, 1], attempts: 1 },
   lastHeartbeatAt: T0 - 2_000, registeredAt: T0 - 60_000,
@@ -16,6 +16,16 @@ describe('renderMachineTable', () => {
   it('shows allocation out of capacity and says when GPUs were declared', () => {
     const row = renderMachineTable([machine], T0, { color: false }).split('\n')[1] ?? '';
     expect(row).toMatch(/^gpu-1\s+ready\s+3\/8\s+4Gi\/16Gi\s+4x h100 \(declared\) 2 busy\s+eu-west\s+rack=a\s+2s ago$/);
+  });
+
+  it('shows what an operator wants of it after its health, when it is not in service', () => {
+    const rows = renderMachineTable(
+      [machine, { ...machine, name: 'gpu-2', scheduling: 'cordoned' }, { ...machine, name: 'gpu-3', health: 'lost', scheduling: 'drained' }],
+      T0,
+      { color: false },
+    ).split('\n');
+    expect(rows[0]).toMatch(/^NAME\s+STATUS\s+CPU/);
+    expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 2).join(' '))).toEqual(['gpu-1 ready', 'gpu-2 ready,cordoned', 'gpu-3 lost,drained']);
   });
 
   it('shows a dash for a CPU-only machine', () => {

@@ -2,16 +2,16 @@ import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../domain/quantity.js';
 import { formatAge } from './format-age.js';
 import { colorHealth } from './health-color.js';
-import { palette } from './palette.js';
+import { palette, type Colors } from './palette.js';
 import { plainTable } from './plain-table.js';
 import type { RenderOptions } from './stage-table.js';
 
-/** `gantry machines`: capacity and what is allocated, one row per machine. */
+/** `gantry machines`: status, capacity and what is allocated, one row per machine. */
 export function renderMachineTable(machines: MachineView[], now: number, opts: RenderOptions = {}): string {
   const c = palette(opts.color);
   const rows = machines.map((m) => [
     m.name,
-    colorHealth(m.health, c),
+    machineStatus(m, c),
     `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)}`,
     `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)}`,
     gpuSummary(m),
@@ -19,7 +19,17 @@ export function renderMachineTable(machines: MachineView[], now: number, opts: R
     Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(',') || '-',
     `${formatAge(m.lastHeartbeatAt, now)} ago`,
   ]);
-  return plainTable(['NAME', 'HEALTH', 'CPU', 'MEMORY', 'GPUS', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)), rows);
+  return plainTable(['NAME', 'STATUS', 'CPU', 'MEMORY', 'GPUS', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)), rows);
+}
+
+/**
+ * Its health, then what an operator wants of it when that is not "in service": "ready",
+ * "ready,cordoned", "lost,drained" (as kubectl shows "Ready,SchedulingDisabled"; no space, so the
+ * column stays one word for awk).
+ */
+export function machineStatus(m: Pick<MachineView, 'health' | 'scheduling'>, c: Colors): string {
+  const health = colorHealth(m.health, c);
+  return m.scheduling === 'eligible' ? health : `${health},${c.yellow(m.scheduling)}`;
 }
 
 /**

@@ -1,8 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StaleAttemptError } from '../../domain/errors.js';
-import type { StageDetail } from '../records.js';
+import type { LogPiece, StageDetail } from '../records.js';
 import type { Store } from '../store.js';
 import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
+import { machineSchedulingConformance } from './machine-scheduling-conformance.js';
+
+/** A log piece of ASCII text (its bytes are its characters). */
+function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
+  return { stream, offset, bytes: Buffer.byteLength(data), data };
+}
 
 /**
  * The behaviour every Store adapter must show. An adapter's test file calls this with a factory
@@ -352,8 +358,9 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
-      await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [{ stream: 'stdout', data: 'hello\n' }, { stream: 'stderr', data: 'warn\n' }], now });
-      await expect(store.attemptLogAppend({ attemptId: a.id, token: 99, chunks: [{ stream: 'stdout', data: 'x' }], now })).rejects.toBeInstanceOf(StaleAttemptError);
+      const marks = await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'hello\n'), piece('stderr', 0, 'warn\n')], now });
+      expect(marks).toEqual({ stdout: 6, stderr: 5, capped: false });
+      await expect(store.attemptLogAppend({ attemptId: a.id, token: 99, chunks: [piece('stdout', 6, 'x')], now })).rejects.toBeInstanceOf(StaleAttemptError);
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe('hello\nwarn\n');
       expect(await store.stageLogs({ jobId: j.id, stage: 'nope', limit: 100 })).toBeNull();
@@ -364,12 +371,33 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(next!.map((l) => l.data)).toEqual(['warn\n']);
     });
 
+    it('stores each byte of a log once: resends are ignored, gaps wait, the marks say where to go on', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      const send = (...chunks: LogPiece[]) => store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks, now });
+      expect(await send()).toEqual({ stdout: 0, stderr: 0, capped: false });
+      expect(await send(piece('stdout', 0, 'one\n'), piece('stdout', 4, 'two\n'))).toEqual({ stdout: 8, stderr: 0, capped: false });
+      // The same pieces again (an answer lost on the way back), then one of them with the next: only the next is new.
+      expect(await send(piece('stdout', 0, 'one\n'), piece('stdout', 4, 'two\n'))).toEqual({ stdout: 8, stderr: 0, capped: false });
+      expect(await send(piece('stdout', 4, 'two\n'), piece('stdout', 8, 'three\n'))).toEqual({ stdout: 14, stderr: 0, capped: false });
+      // A gap (offset past the mark) is not taken, nor what follows it in that stream; the other stream goes on.
+      expect(await send(piece('stdout', 20, 'later\n'), piece('stdout', 26, 'more\n'), piece('stderr', 0, 'err\n'))).toEqual({ stdout: 14, stderr: 4, capped: false });
+      // Bytes that are not valid UTF-8 count as the file had them, not as their decoding.
+      expect(await send({ stream: 'stdout', offset: 14, bytes: 2, data: '\ufffd\ufffd' })).toEqual({ stdout: 16, stderr: 4, capped: false });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
+      expect(logs!.map((l) => l.data).join('')).toBe('one\ntwo\nthree\nerr\n\ufffd\ufffd');
+    });
+
     it('keeps at most the log cap per attempt, and says where it cut', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       const mib = 'x'.repeat(2 ** 20);
-      for (let i = 0; i < 70; i++) await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [{ stream: 'stdout', data: mib }], now });
+      let marks = { stdout: 0, stderr: 0, capped: false };
+      for (let i = 0; i < 70; i++) marks = await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', i * 2 ** 20, mib)], now });
+      // Past the cap the bytes are still taken (the agent moves on), only not stored.
+      expect(marks).toEqual({ stdout: 70 * 2 ** 20, stderr: 0, capped: true });
       let total = 0;
       let last = '';
       for (let after: number | undefined; ; ) {
@@ -498,7 +526,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const old = await store.jobSubmit({ definition: job([stage('a')], { name: 'old' }), source: null, now });
       const r = await runToEnd(old.id, 'a', m.id);
-      await store.attemptLogAppend({ attemptId: r.attempt.id, token: r.attempt.token, chunks: [{ stream: 'stdout', data: 'x' }], now });
+      await store.attemptLogAppend({ attemptId: r.attempt.id, token: r.attempt.token, chunks: [piece('stdout', 0, 'x')], now });
       const running = await store.jobSubmit({ definition: job([stage('b')], { name: 'running' }), source: null, now });
       now += 10_000;
       const recent = await store.jobSubmit({ definition: job([stage('c')], { name: 'recent' }), source: null, now });
@@ -531,5 +559,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(await store.outboxPrune({ before: now })).toBe(0);
       expect(await store.outboxPrune({ before: now + 1 })).toBe(ids.length);
     });
+
+    machineSchedulingConformance(() => store);
   });
 }

@@ -1,15 +1,15 @@
 import { type AttemptOutcome, describeFailure } from '../../advancer/advance.js';
 import { activeAttemptStates, isAttemptActive, isCleanExit, type AttemptState } from '../../domain/attempt-state.js';
 import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
-import type { AttemptRecord } from '../records.js';
-import type { AttemptsTable } from '../schema.js';
+import type { AttemptRecord, LogMarks, LogPiece } from '../records.js';
+import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
 import { attemptsWithNames } from './job-verbs.js';
 import { syncJobState } from './sync-job-state.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
-/** Log kept per attempt (characters, close to bytes for text). */
+/** Log kept per attempt, in bytes of UTF-8. */
 export const LOG_CAP_BYTES = 64 * 2 ** 20;
 
 
@@ -193,31 +193,48 @@ export async function attemptsReap(tx: TxContext, p: { ackTimeoutMs: number; jit
   return result;
 }
 
-export async function attemptLogAppend(
-  tx: TxContext,
-  p: { attemptId: string; token: number; chunks: { stream: string; data: string }[] },
-): Promise<void> {
+/**
+ * Pieces of an attempt's output, each at its byte offset in its stream (docs/agent.md, "Logs").
+ * A piece the server already has (it ends at or before the stream's mark) is ignored: the agent
+ * resends whatever it is not sure of, and nothing is stored twice. A piece that does not start at
+ * the mark (a gap, or a different cut of bytes already taken) is not taken either, nor is anything
+ * after it in that stream: the answer says where the stream ends, and the agent ships on from there.
+ */
+export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; token: number; chunks: LogPiece[] }): Promise<LogMarks> {
   const a = await load(tx.db, p.attemptId);
-  // Logs are accepted after the attempt ends (the last lines arrive with or after the outcome),
-  // but only from the holder of its token.
+  // Logs are accepted after the attempt ends (an agent restarted after the outcome was recorded
+  // may still be shipping), but only from the holder of its token.
   if (Number(a.token) !== p.token) throw new StaleAttemptError(a.id, `token ${p.token} is stale (current ${a.token})`);
-  // A stage that prints without end must not fill the database: what passes the cap is dropped,
-  // and the log says so once (the count then stands above the cap, and later chunks are dropped).
-  let budget = LOG_CAP_BYTES - Number(a.log_bytes);
-  if (budget < 0) return;
-  const rows: { attempt_id: string; stream: string; at: number; data: string }[] = [];
-  let stored = 0;
+  const ends = { stdout: Number(a.stdout_bytes), stderr: Number(a.stderr_bytes) };
+  const blocked = { stdout: false, stderr: false };
+  // A stage that prints without end must not fill the database: what passes the cap is dropped
+  // (its bytes still count as taken, so the agent moves on), and the log says so once.
+  let stored = Number(a.log_bytes);
+  const rows: Omit<LogChunksTable, 'id'>[] = [];
   for (const c of p.chunks) {
-    if (!c.data.length) continue;
-    const whole = c.data.length <= budget;
-    const data = whole ? c.data : `${c.data.slice(0, budget)}\n[gantry: log truncated at ${LOG_CAP_BYTES / 2 ** 20} MiB]\n`;
-    rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data });
-    stored += data.length;
-    budget -= data.length;
-    if (!whole) break;
+    if (blocked[c.stream] || c.offset + c.bytes <= ends[c.stream]) continue;
+    if (c.offset !== ends[c.stream]) {
+      blocked[c.stream] = true;
+      continue;
+    }
+    ends[c.stream] += c.bytes;
+    if (stored > LOG_CAP_BYTES) continue;
+    const size = Buffer.byteLength(c.data);
+    const room = LOG_CAP_BYTES - stored;
+    const data = size <= room ? c.data : `${Buffer.from(c.data).subarray(0, room).toString()}\n[gantry: log truncated at ${LOG_CAP_BYTES / 2 ** 20} MiB]\n`;
+    // Past the cap by the marker's length: later pieces are only counted.
+    stored += size <= room ? size : room + 1;
+    rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data, byte_offset: c.offset });
   }
   if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
-  if (stored) await tx.db.updateTable('attempts').set({ log_bytes: Number(a.log_bytes) + stored }).where('id', '=', a.id).execute();
+  if (ends.stdout !== Number(a.stdout_bytes) || ends.stderr !== Number(a.stderr_bytes)) {
+    await tx.db
+      .updateTable('attempts')
+      .set({ log_bytes: stored, stdout_bytes: ends.stdout, stderr_bytes: ends.stderr })
+      .where('id', '=', a.id)
+      .execute();
+  }
+  return { ...ends, capped: stored > LOG_CAP_BYTES };
 }
 
 export async function attemptForUpload(db: Db, p: { attemptId: string; token: number }): Promise<AttemptRecord> {

@@ -5,11 +5,12 @@ import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import type { AttemptCompletion, MachineRegistration, Store } from '../store.js';
+import type { AttemptCompletion, MachineRegistration, MachineSchedulingChange, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
 import * as machines from './machine-verbs.js';
+import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
 import { toEvent } from './row-mappers.js';
@@ -131,6 +132,26 @@ export class KyselyStore implements Store {
   }
   machineGet(p: { machineId: string }) {
     return machines.machineGet(this.db, p.machineId);
+  }
+  machineFind(p: { machine: string }) {
+    return operator.machineFind(this.db, p.machine);
+  }
+  machineCordon(p: { machine: string; now: number }) {
+    return this.operatorTx(p, operator.machineCordon);
+  }
+  machineUncordon(p: { machine: string; now: number }) {
+    return this.operatorTx(p, operator.machineUncordon);
+  }
+  machineDrain(p: { machine: string; now: number }) {
+    return this.operatorTx(p, operator.machineDrain);
+  }
+  machineRemove(p: { machine: string; now: number }) {
+    return this.operatorTx(p, operator.machineRemove);
+  }
+  private async operatorTx(p: { machine: string; now: number }, verb: (tx: TxContext, p: { machine: string }) => Promise<MachineSchedulingChange | null>) {
+    const out = await this.tx(p.now, (tx) => verb(tx, p));
+    if (!out) throw new NotFoundError('machine', p.machine);
+    return out;
   }
   machineAssignments(p: { machineId: string; exclude?: readonly string[] }) {
     return machines.machineAssignments(this.db, p.machineId, p.exclude);

@@ -1,7 +1,8 @@
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
-import type { MachineHealth } from '../../domain/machine-health.js';
+import { MachineHealth } from '../../domain/machine-health.js';
+import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { Assignment, MachineRecord, OutputFile } from '../records.js';
 import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.js';
 import { loseAttempt } from './attempt-verbs.js';
@@ -9,7 +10,12 @@ import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
-/** A machine is known by its name: an agent restarted with the same name is the same machine. */
+/**
+ * A machine is known by its name: an agent restarted with the same name is the same machine. An
+ * operator's cordon or drain survives that (it is the operator's to lift); a removed machine whose
+ * agent registers again is back in service, as a new machine would be (its id, and so its
+ * history, stay).
+ */
 export async function machineRegister(tx: TxContext, p: MachineRegistration): Promise<MachineRecord> {
   const existing = await tx.db.selectFrom('machines').selectAll().where('name', '=', p.name).executeTakeFirst();
   const fields = {
@@ -20,28 +26,29 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
     region: p.region,
     labels: JSON.stringify(p.labels),
     agent: JSON.stringify(p.agent),
+    health: MachineHealth.ready,
     last_heartbeat_at: tx.now,
     updated_at: tx.now,
   };
   let id: string;
+  const revived = existing?.scheduling === MachineScheduling.removed;
   if (existing) {
     id = existing.id;
-    // An operator's cordon survives an agent restart; every other state means "it is back".
-    const health: MachineHealth = existing.health === 'cordoned' ? 'cordoned' : existing.health === 'draining' ? 'draining' : 'ready';
-    await tx.db.updateTable('machines').set({ ...fields, health }).where('id', '=', id).execute();
+    const scheduling = revived ? MachineScheduling.eligible : (existing.scheduling as MachineScheduling);
+    await tx.db.updateTable('machines').set({ ...fields, scheduling }).where('id', '=', id).execute();
   } else {
     id = newId('m', tx.now);
     await tx.db
       .insertInto('machines')
-      .values({ id, name: p.name, health: 'ready', registered_at: tx.now, ...fields })
+      .values({ id, name: p.name, scheduling: MachineScheduling.eligible, registered_at: tx.now, ...fields })
       .execute();
   }
   const gpuText = p.gpus.length ? `, ${p.gpus.length} ${p.gpus[0]!.type} GPU(s)${p.gpusDeclared ? ' (declared)' : ''}` : '';
   await tx.event({
     type: 'machine:registered',
     machineId: id,
-    message: `machine ${p.name} registered: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}`,
-    data: { name: p.name, returning: Boolean(existing) },
+    message: `machine ${p.name} registered${revived ? ' again after it was removed, back in service' : ''}: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}`,
+    data: { name: p.name, returning: Boolean(existing), revived },
   });
   await tx.publish('capacity:freed', { machineId: id });
   return (await machineGet(tx.db, id))!;
@@ -54,8 +61,9 @@ export async function machineGet(db: Db, machineId: string): Promise<MachineReco
   return toMachine(row, usage.get(machineId) ?? emptyUsage());
 }
 
+/** Every machine not removed. */
 export async function machineList(db: Db): Promise<MachineRecord[]> {
-  const rows = await db.selectFrom('machines').selectAll().orderBy('name').execute();
+  const rows = await db.selectFrom('machines').selectAll().where('scheduling', '!=', MachineScheduling.removed).orderBy('name').execute();
   const usage = await machineUsage(db);
   return rows.map((r) => toMachine(r, usage.get(r.id) ?? emptyUsage()));
 }
@@ -81,7 +89,13 @@ export async function machineHeartbeat(
     renewAfterMs?: number;
   },
 ): Promise<HeartbeatResult | null> {
-  const m = await tx.db.selectFrom('machines').select(['id', 'name', 'health', 'last_heartbeat_at']).where('id', '=', p.machineId).executeTakeFirst();
+  // A removed machine is unknown to its agent (404), which registers again.
+  const m = await tx.db
+    .selectFrom('machines')
+    .select(['id', 'name', 'health', 'last_heartbeat_at'])
+    .where('id', '=', p.machineId)
+    .where('scheduling', '!=', MachineScheduling.removed)
+    .executeTakeFirst();
   if (!m) return null;
   let health = m.health as MachineHealth;
   let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
@@ -242,7 +256,8 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
 /**
  * Failure detection by silence. `suspect` only stops new placements (a slow heartbeat is not yet
  * a dead machine); `lost` gives the machine's work to others. Deadlines come from one clock, the
- * caller's, compared with heartbeat times that the same clock wrote.
+ * caller's, compared with heartbeat times that the same clock wrote. A cordoned or draining
+ * machine is judged as any other: taking no new work does not make it immune to dying.
  */
 export async function machinesReap(
   tx: TxContext,
@@ -252,7 +267,8 @@ export async function machinesReap(
   const silent = await tx.db
     .selectFrom('machines')
     .select(['id', 'name', 'health', 'last_heartbeat_at'])
-    .where('health', 'in', ['ready', 'draining', 'suspect'])
+    .where('health', 'in', [MachineHealth.ready, MachineHealth.suspect])
+    .where('scheduling', '!=', MachineScheduling.removed)
     .where('last_heartbeat_at', '<', tx.now - p.suspectAfterMs)
     .execute();
   for (const m of silent) {

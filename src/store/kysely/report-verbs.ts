@@ -1,4 +1,5 @@
 import { StaleAttemptError } from '../../domain/errors.js';
+import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
 import { completeLoaded, startLoaded } from './attempt-verbs.js';
 import { TransactionAborted, type TxContext } from './tx-context.js';
@@ -23,7 +24,13 @@ export async function machineReport(
     onItemError?: (attemptId: string, err: unknown) => void;
   },
 ): Promise<MachineReportResult | null> {
-  const m = await tx.db.selectFrom('machines').select(['id', 'name']).where('id', '=', p.machineId).executeTakeFirst();
+  // A removed machine is unknown to its agent, as in a heartbeat: it registers again, then resends.
+  const m = await tx.db
+    .selectFrom('machines')
+    .select(['id', 'name'])
+    .where('id', '=', p.machineId)
+    .where('scheduling', '!=', MachineScheduling.removed)
+    .executeTakeFirst();
   if (!m) return null;
   const ids = [...new Set([...p.started, ...p.completed].map((i) => i.attemptId))];
   const rows = new Map<string, Awaited<ReturnType<typeof loadMany>>[number]>();

@@ -1,6 +1,7 @@
 import type { AttemptState } from '../../domain/attempt-state.js';
 import type { JobState } from '../../domain/job-state.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
+import type { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { StageState } from '../../domain/stage-state.js';
 import type { AttemptRecord, EventRecord, JobRecord, MachineRecord, StageRecord } from '../records.js';
 import type { AttemptsTable, EventsTable, JobsTable, MachinesTable, StagesTable } from '../schema.js';
@@ -89,6 +90,7 @@ export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated'
     region: r.region,
     labels: JSON.parse(r.labels),
     health: r.health as MachineHealth,
+    scheduling: r.scheduling as MachineScheduling,
     agent: JSON.parse(r.agent),
     lastHeartbeatAt: num(r.last_heartbeat_at),
     registeredAt: num(r.registered_at),

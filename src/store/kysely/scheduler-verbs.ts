@@ -1,8 +1,10 @@
 import { sql } from 'kysely';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
+import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { newId } from '../../domain/ids.js';
 import type { MachineGpu } from '../records.js';
+import { machineRefusal } from '../../scheduler/checks.js';
 import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
 import type { ClusterView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
 import type { MachinesTable } from '../schema.js';
@@ -12,11 +14,13 @@ import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobState } from './sync-job-state.js';
 import type { Db, TxContext } from './tx-context.js';
 
-/** Every machine with what is free on it now, and the cluster's version (see ClusterView). */
+/** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
 export async function clusterView(db: Db): Promise<ClusterView> {
-  const machines = await db.selectFrom('machines').selectAll().orderBy('name').execute();
-  // Every health, capacity or membership change writes the machine's updated_at.
-  const version = machines.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
+  const rows = await db.selectFrom('machines').selectAll().orderBy('name').execute();
+  // Every health, scheduling, capacity or membership change writes the machine's updated_at;
+  // removed machines count too, so that a removal changes the version.
+  const version = rows.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
+  const machines = rows.filter((m) => m.scheduling !== MachineScheduling.removed);
   const usage = await machineUsage(db);
   return { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage())) };
 }
@@ -28,6 +32,7 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
     id: m.id,
     name: m.name,
     health: m.health as MachineHealth,
+    scheduling: m.scheduling as MachineScheduling,
     region: m.region,
     labels: JSON.parse(m.labels),
     cpuMillisTotal: Number(m.cpu_millis),
@@ -106,8 +111,8 @@ export async function queueHeads(db: Db, p: { now: number; shapes: { shape: stri
 
 /**
  * Applies the scheduler's plan, re-checking every placement against the state as it is now
- * (Nomad's plan applier does the same): the stage must still be ready and the machine ready with
- * the room and the very GPU devices the plan named. The stage's fencing token grows by one and
+ * (Nomad's plan applier does the same): the stage must still be ready and the machine ready and
+ * eligible, with the room and the very GPU devices the plan named. The stage's fencing token grows by one and
  * becomes the new attempt's token.
  */
 export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number }): Promise<PlanApplyResult> {
@@ -133,8 +138,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
   );
   for (const pl of p.plan.placements) {
     const m = byId.get(pl.machineId);
-    if (!m || m.health !== 'ready') {
-      skipped.push({ stageId: pl.stageId, why: 'machine no longer ready' });
+    if (!m || machineRefusal(m) !== null) {
+      skipped.push({ stageId: pl.stageId, why: 'machine no longer takes work' });
       continue;
     }
     // The same fit rule the planner used, against what the machine holds now.
@@ -188,6 +193,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
         finished_at: null,
         released_at: null,
         log_bytes: 0,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
       })
       .execute();
     takeAllocation(m, pl);

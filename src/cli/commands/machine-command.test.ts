@@ -1,0 +1,81 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { MachineView } from '../../api/contract/job-view.js';
+import type { CliIo } from '../render/cli-io.js';
+import { ExitCode } from './exit-codes.js';
+import { runMachineAction } from './machine-command.js';
+
+const machine = (scheduling: string, attempts: number, over: Partial<MachineView> = {}): MachineView => ({
+  id: 'm_1', name: 'gpu-1', health: 'ready', scheduling, cpuMillis: 8000, memoryBytes: 2 ** 34, gpus: [], gpusDeclared: false, region: null, labels: {},
+  allocated: { cpuMillis: 1000 * attempts, memoryBytes: 0, gpuIndices: [], attempts }, lastHeartbeatAt: 0, registeredAt: 0, ...over,
+});
+
+/** A fake Gantry: the action route answers `action`; GET /v1/machines/m_1 answers the next of `polls` (the last repeats). */
+async function fakeGantry(action: { status: number; body: unknown }, polls: MachineView[] = []) {
+  const calls: string[] = [];
+  const server = createServer((req, res) => {
+    calls.push(`${req.method} ${req.url}`);
+    const next = req.method === 'GET' ? { status: 200, body: polls.length > 1 ? polls.shift() : polls[0] } : action;
+    res.writeHead(next.status, { 'content-type': 'application/json' }).end(JSON.stringify(next.body));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  closers.push(() => new Promise<void>((r) => server.close(() => r())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, calls };
+}
+const closers: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(closers.splice(0).map((c) => c()));
+});
+
+function io(): { io: CliIo; out: string[]; err: string[] } {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { io: { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) }, color: false }, out, err };
+}
+
+describe('gantry machine', () => {
+  it('cordon: says what happened, or that nothing needed to', async () => {
+    const g = await fakeGantry({ status: 200, body: { changed: true, machine: machine('cordoned', 2) } });
+    const t = io();
+    expect(await runMachineAction('cordon', 'gpu-1', { server: g.url }, t.io)).toBe(ExitCode.ok);
+    expect(t.out.join('')).toBe('cordoned gpu-1: no new work is placed there; 2 attempts there go on\n');
+    expect(g.calls).toEqual(['POST /v1/machines/gpu-1/cordon']);
+    const again = await fakeGantry({ status: 200, body: { changed: false, machine: machine('draining', 1) } });
+    const t2 = io();
+    await runMachineAction('cordon', 'gpu-1', { server: again.url }, t2.io);
+    expect(t2.out.join('')).toBe('gpu-1 is draining: it already takes no new work\n');
+  });
+
+  it('remove: a refusal exits 2 with the server\'s reason; a removal of a heartbeating machine warns that its agent comes back', async () => {
+    const message = 'machine gpu-1 is ready and in service; only a lost machine, or a cordoned or drained one with nothing running, can be removed';
+    const refused = await fakeGantry({ status: 409, body: { error: 'conflict', message } });
+    const t = io();
+    expect(await runMachineAction('remove', 'gpu-1', { server: refused.url }, t.io)).toBe(ExitCode.usage);
+    expect(t.err.join('')).toBe(`gantry: ${message}\n`);
+    expect(refused.calls).toEqual(['DELETE /v1/machines/gpu-1']);
+    const done = await fakeGantry({ status: 200, body: { changed: true, machine: machine('removed', 0) } });
+    const t2 = io();
+    expect(await runMachineAction('remove', 'gpu-1', { server: done.url }, t2.io)).toBe(ExitCode.ok);
+    expect(t2.out.join('')).toBe('removed gpu-1 (it was ready); jobs that ran there still name it\n');
+    expect(t2.err.join('')).toMatch(/if its agent still runs, it registers the machine again/);
+  });
+
+  it('drain --wait: a line each time the count changes, then drained (exit 0)', async () => {
+    const g = await fakeGantry({ status: 200, body: { changed: true, machine: machine('draining', 2) } }, [machine('draining', 2), machine('draining', 1), machine('drained', 0)]);
+    const t = io();
+    expect(await runMachineAction('drain', 'gpu-1', { server: g.url, wait: true, interval: 5 }, t.io)).toBe(ExitCode.ok);
+    expect(t.out.join('')).toMatch(
+      /^draining gpu-1: no new work; 2 attempts still there\ndraining gpu-1: 2 attempts left, 00:00\ndraining gpu-1: 1 attempt left, 00:00\ngpu-1 is drained: nothing runs there\n$/,
+    );
+    expect(g.calls.slice(0, 2)).toEqual(['POST /v1/machines/gpu-1/drain', 'GET /v1/machines/m_1']);
+  });
+
+  it('drain --wait: exit 1 when someone uncordons it meanwhile; --json prints the last view', async () => {
+    const g = await fakeGantry({ status: 200, body: { changed: true, machine: machine('draining', 1) } }, [machine('eligible', 1)]);
+    const t = io();
+    expect(await runMachineAction('drain', 'gpu-1', { server: g.url, wait: true, interval: 5, json: true }, t.io)).toBe(ExitCode.failed);
+    expect(JSON.parse(t.out.join(''))).toMatchObject({ changed: true, machine: { scheduling: 'eligible' } });
+    expect(t.err.join('')).toBe('gantry: gpu-1 is no longer draining (now eligible)\n');
+  });
+});

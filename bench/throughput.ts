@@ -4,7 +4,8 @@
  *
  * Gantry: one `gantry server` (SQLite, synchronous=FULL) and one `gantry agent` offering 30 slots
  * of 0.1 CPU, both the built CLI as child processes, exactly what a user runs. CPU per process is
- * read from /proc (utime + stime of the process itself; the `true` children are not counted).
+ * read from /proc (utime + stime of the process itself; the `true` children are not counted; the
+ * agent's launcher, the bash that forks stages for it, is counted as the agent).
  * Peers: bench/peers/*-chains.ts as child processes, same workload, 10 handlers per stage.
  *
  * Also measured: ready → running latency (p50/p99) of a placeable stage on an idle cluster, and of
@@ -21,7 +22,7 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
-import { processCpuMs } from './peers/proc-cpu.js';
+import { childrenOfCommand, processCpuMs } from './peers/proc-cpu.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -159,7 +160,11 @@ async function gantryChains(n: number): Promise<RunResult> {
       30 * 60_000,
     );
     const wallMs = Date.now() - t0;
-    const cpu = { server: processCpuMs(pids.server)! - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent };
+    // The agent's launcher (a bash that forks the stages, src/agent/launcher.ts) does the agent's
+    // work: its own CPU counts as the agent's (started with the first attempt, so all of it is this
+    // run's); the stage processes it forks do not, as the `true` children do not.
+    const launcher = childrenOfCommand(pids.agent, 'bash').reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
+    const cpu = { server: processCpuMs(pids.server)! - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent + launcher };
     const failed = (c.db.prepare(`select count(*) as n from jobs where state <> 'succeeded'`).get() as { n: number }).n;
     if (failed) throw new Error(`${failed} chains did not succeed`);
     const waits = (

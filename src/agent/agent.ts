@@ -11,7 +11,7 @@
  * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
  * against the user's retries), so the agent kills the process group and reports nothing.
  */
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
@@ -24,6 +24,8 @@ import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
 import { describe, describeExit, message, newRun, type Run } from './attempt-run.js';
+import { launcherEnv } from './attempt-env.js';
+import { Launcher } from './launcher.js';
 import { Reporter } from './reporter.js';
 import { logTail, spawnAttempt } from './spawn-attempt.js';
 
@@ -41,6 +43,10 @@ export interface AgentOptions {
   retry?: Partial<RetryPolicy>;
   /** How long stop() keeps trying to deliver finished outcomes before leaving them on disk. */
   stopDeliverMs?: number;
+  /** How long a pid record may wait for a report that goes anyway (Reporter.recordPid). */
+  pidDelayMs?: number;
+  /** Start commands through a small bash (launcher.ts) rather than by spawning from the agent. Default: yes where /bin/bash exists, unless GANTRY_AGENT_LAUNCHER=0. */
+  launcher?: boolean;
 }
 
 const MAX_WAIT_MS = 30_000;
@@ -57,6 +63,7 @@ export class Agent {
   private readonly stopDeliverMs: number;
   /** The agent's environment, read once: process.env is slow to walk, and attempts are many. */
   private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
+  private readonly launcher: Launcher | null;
   /** Ends every call: the last step of stop(). */
   private readonly halt = new AbortController();
   /** Ends the loop's long poll and waits, without cutting deliveries still owed. */
@@ -86,6 +93,8 @@ export class Agent {
     this.logLine = (line) => sink(`agent ${this.machine.name}: ${line}`);
     this.clock = opts.clock ?? { now: () => Date.now() };
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
+    const useLauncher = opts.launcher ?? (process.env.GANTRY_AGENT_LAUNCHER !== '0' && existsSync('/bin/bash'));
+    this.launcher = useLauncher ? new Launcher(launcherEnv(this.baseEnv), (line) => this.log(line)) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
       send: (req, signal) => this.client.report(this.id!, req, signal),
@@ -97,6 +106,7 @@ export class Agent {
       now: () => this.clock.now(),
       retry,
       giveUpMs: GIVE_UP_DELIVERY_MS,
+      ...(opts.pidDelayMs !== undefined ? { pidDelayMs: opts.pidDelayMs } : {}),
       onRetry: (err, failures) => {
         if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${message(err)}; retrying`);
       },
@@ -154,6 +164,7 @@ export class Agent {
     this.halt.abort();
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runs.values()].map((r) => r.delivering));
+    this.launcher?.close();
     this.log('stopped');
   }
 
@@ -445,6 +456,7 @@ export class Agent {
         machineName: this.machine.name,
         baseEnv: this.baseEnv,
         killGraceMs: this.settings!.killGraceMs,
+        launcher: this.launcher,
         log: (line) => this.log(line),
         drop: (why) => this.drop(run, why),
         halted: () => this.halt.signal.aborted,

@@ -12,11 +12,7 @@ export function attemptEnv(
   machineName: string,
   base: NodeJS.ProcessEnv = process.env,
 ): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(base)) {
-    if (v === undefined || k.startsWith('GANTRY_') || k === 'CUDA_VISIBLE_DEVICES') continue;
-    env[k] = v;
-  }
+  const env = launcherEnv(base);
   Object.assign(env, a.env);
   Object.assign(env, {
     GANTRY_JOB_ID: a.jobId,
@@ -32,5 +28,15 @@ export function attemptEnv(
     // (fastest first) can differ on a machine with mixed GPUs, and would hand out the wrong ones.
     CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
   });
+  return env;
+}
+
+/** What every attempt's environment starts from: the agent's own, without what identifies an attempt or masks GPUs. */
+export function launcherEnv(base: NodeJS.ProcessEnv): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(base)) {
+    if (v === undefined || k.startsWith('GANTRY_') || k === 'CUDA_VISIBLE_DEVICES') continue;
+    env[k] = v;
+  }
   return env;
 }

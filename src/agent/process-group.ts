@@ -53,16 +53,18 @@ function liveMembersFromProc(pgid: number): boolean {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * TERM to the group, then KILL once `graceMs` has passed if anything in it is still alive. Polls
+ * TERM to the group, then KILL once `graceMs` has passed if anything in it is still alive (returns
+ * the last signal sent; null when the group was gone already). Polls
  * the group rather than waiting for the leader's exit: a leader that dies on TERM can leave
  * children that ignore it, and those must not outlive the attempt (they would hold its GPUs).
  */
-export async function killProcessGroup(pgid: number, graceMs: number, pollMs = 25): Promise<void> {
-  if (!signalProcessGroup(pgid, 'SIGTERM')) return;
-  if (await goneWithin(pgid, graceMs, pollMs)) return;
-  if (!signalProcessGroup(pgid, 'SIGKILL')) return;
+export async function killProcessGroup(pgid: number, graceMs: number, pollMs = 25): Promise<'SIGTERM' | 'SIGKILL' | null> {
+  if (!signalProcessGroup(pgid, 'SIGTERM')) return null;
+  if (await goneWithin(pgid, graceMs, pollMs)) return 'SIGTERM';
+  if (!signalProcessGroup(pgid, 'SIGKILL')) return 'SIGTERM';
   // KILL cannot be refused, but it is delivered asynchronously; callers want the group gone.
   await goneWithin(pgid, KILL_WAIT_MS, pollMs);
+  return 'SIGKILL';
 }
 
 const KILL_WAIT_MS = 1000;

@@ -32,7 +32,10 @@ const okAll = (req: ReportRequest): ReportResponse => ({
 
 const outcome = (attemptId: string): CompletedItem => ({ attemptId, token: 1, exitCode: 0, signal: null, reason: null, outputs: [] });
 
-function reporter(send: (req: ReportRequest) => Promise<ReportResponse>, over: { now?: () => number; giveUpMs?: number; onUnknownMachine?: () => Promise<boolean> } = {}) {
+function reporter(
+  send: (req: ReportRequest) => Promise<ReportResponse>,
+  over: { now?: () => number; giveUpMs?: number; onUnknownMachine?: () => Promise<boolean>; pidDelayMs?: number } = {},
+) {
   const halt = new AbortController();
   const r = new Reporter({
     send,
@@ -41,6 +44,7 @@ function reporter(send: (req: ReportRequest) => Promise<ReportResponse>, over: {
     now: over.now ?? (() => Date.now()),
     retry: { baseMs: 1, maxMs: 5 },
     giveUpMs: over.giveUpMs ?? 60_000,
+    pidDelayMs: over.pidDelayMs ?? 0,
   });
   return { r, halt };
 }
@@ -48,6 +52,36 @@ function reporter(send: (req: ReportRequest) => Promise<ReportResponse>, over: {
 const unavailable = () => new AgentHttpError(503, 'unavailable', 'database down');
 
 describe('Reporter', () => {
+  it('lets a pid wait for a report that goes anyway, sends it alone only after the delay, and drops it for the outcome', async () => {
+    const srv = fakeServer();
+    const { r } = reporter(srv.send, { pidDelayMs: 150 });
+    // Alone, a pid waits...
+    const pid1 = r.recordPid('a1', 1, 111);
+    await new Promise((res) => setTimeout(res, 50));
+    expect(srv.calls).toHaveLength(0);
+    // ...and rides with the next acknowledgement.
+    const ack = r.acknowledge('a2', 1);
+    (await srv.nextCall(1)).answer();
+    expect(srv.calls[0]!.req.started).toEqual([
+      { attemptId: 'a1', token: 1, pid: 111 },
+      { attemptId: 'a2', token: 1, pid: null },
+    ]);
+    await Promise.all([pid1, ack]);
+    // With nothing else to carry it, it goes after the delay.
+    const t0 = Date.now();
+    const pid3 = r.recordPid('a3', 1, 333);
+    (await srv.nextCall(2)).answer();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(140);
+    expect((await pid3)?.result).toBe('ok');
+    // An outcome before then takes its place: the pid is never sent.
+    const pid4 = r.recordPid('a4', 1, 444);
+    const done = r.complete(outcome('a4'));
+    (await srv.nextCall(3)).answer();
+    expect(srv.calls[2]!.req).toEqual({ started: [], completed: [outcome('a4')] });
+    expect(await pid4).toBeNull();
+    await done;
+  });
+
   it('sends at once when idle, and everything queued meanwhile in the next request', async () => {
     const srv = fakeServer();
     const { r } = reporter(srv.send);

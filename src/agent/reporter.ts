@@ -30,6 +30,8 @@ export interface ReporterOptions {
   onRetry?: (err: unknown, failures: number) => void;
   /** The server's body limit is 1 MiB by default; a single larger item is still sent, alone. */
   maxRequestBytes?: number;
+  /** How long a pid record may wait for a report that goes anyway (default 1000 ms; see recordPid). */
+  pidDelayMs?: number;
 }
 
 /** An item failed for longer than the reporter's `giveUpMs`; it was not delivered. */
@@ -55,6 +57,8 @@ interface Item {
   bytes: number;
   /** Send in a request of its own: a request holding it was refused as a whole. */
   alone: boolean;
+  /** Not worth a request of its own before then: it rides with the next report instead (a pid). */
+  notBefore: number;
   sending: boolean;
   /** Withdrawn by its signal while in flight: settled by the answer, or rejected instead of requeued. */
   withdrawn: boolean;
@@ -89,9 +93,14 @@ export class Reporter {
     return this.add('started', { attemptId, token, pid: null }, signal) as Promise<ReportItemResult>;
   }
 
-  /** The pid, after the spawn. Null when it was never sent because the attempt's outcome went in its place. */
+  /**
+   * The pid, after the spawn. Null when it was never sent because the attempt's outcome went in its
+   * place. Only informative for the server (the agent kills by its own records), so it does not
+   * cost a request (and a transaction) of its own: it waits up to `pidDelayMs` for one that goes
+   * anyway, an acknowledgement or an outcome; a short stage's outcome replaces it altogether.
+   */
   recordPid(attemptId: string, token: number, pid: number, signal?: AbortSignal): Promise<ReportItemResult | null> {
-    return this.add('started', { attemptId, token, pid }, signal);
+    return this.add('started', { attemptId, token, pid }, signal, this.opts.now() + (this.opts.pidDelayMs ?? 1000));
   }
 
   /** The outcome. A pid record of the same attempt still waiting is dropped: it would say nothing the outcome does not. */
@@ -105,7 +114,7 @@ export class Reporter {
     return this.add('completed', item, signal) as Promise<ReportItemResult>;
   }
 
-  private add(kind: Kind, body: StartedItem | CompletedItem, signal: AbortSignal | undefined): Promise<ReportItemResult | null> {
+  private add(kind: Kind, body: StartedItem | CompletedItem, signal: AbortSignal | undefined, notBefore = 0): Promise<ReportItemResult | null> {
     return new Promise((resolve, reject) => {
       if (this.opts.signal.aborted) return reject(this.opts.signal.reason);
       if (signal?.aborted) return reject(signal.reason);
@@ -114,6 +123,7 @@ export class Reporter {
         body,
         bytes: Buffer.byteLength(JSON.stringify(body)) + 1,
         alone: false,
+        notBefore,
         sending: false,
         withdrawn: false,
         firstFailure: null,
@@ -153,13 +163,33 @@ export class Reporter {
     this.queue = this.queue.filter((it) => !gone.has(it));
   }
 
+  /** Whether anything queued is due now; otherwise a timer pumps when the first one is. */
+  private due(): boolean {
+    const now = this.opts.now();
+    let first = Infinity;
+    for (const it of this.queue) {
+      if (it.notBefore <= now) return true;
+      first = Math.min(first, it.notBefore);
+    }
+    if (first < Infinity && !this.wake) {
+      this.wake = setTimeout(() => {
+        this.wake = null;
+        void this.pump();
+      }, first - now);
+      this.wake.unref?.();
+    }
+    return false;
+  }
+
+  private wake: NodeJS.Timeout | null = null;
+
   private async pump(): Promise<void> {
     if (this.pumping) return;
     this.pumping = true;
     const halt = this.opts.signal;
     let failures = 0;
     try {
-      while (this.queue.length > 0 && !halt.aborted) {
+      while (this.queue.length > 0 && !halt.aborted && (failures > 0 || this.due())) {
         const batch = this.take();
         for (const it of batch) it.sending = true;
         try {

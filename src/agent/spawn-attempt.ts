@@ -7,6 +7,7 @@ import { StaleAttempt, type AgentClient } from './agent-client.js';
 import type { AgentState, AttemptPaths } from './agent-state.js';
 import { attemptEnv } from './attempt-env.js';
 import { describe, message, type Run } from './attempt-run.js';
+import type { Launcher } from './launcher.js';
 import { LogTail } from './log-tail.js';
 import { runProcess, type ProcessResult } from './process-runner.js';
 import type { Reporter } from './reporter.js';
@@ -18,6 +19,8 @@ export interface SpawnContext {
   machineName: string;
   baseEnv: NodeJS.ProcessEnv;
   killGraceMs: number;
+  /** Starts commands from a small bash (launcher.ts); null: every attempt is spawned by the agent. */
+  launcher: Launcher | null;
   log: (line: string) => void;
   /** The agent stops caring about this attempt (Agent.drop): it is killed and nothing is reported. */
   drop: (why: string) => void;
@@ -27,7 +30,7 @@ export interface SpawnContext {
 
 export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPaths): Promise<ProcessResult> {
   const { a } = run;
-  const handle = runProcess({
+  const opts = {
     command: a.command,
     cwd: paths.work,
     env: attemptEnv(a, paths, ctx.machineName, ctx.baseEnv),
@@ -36,25 +39,28 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
     statusFile: paths.status,
     timeoutSeconds: a.timeoutSeconds,
     killGraceMs: ctx.killGraceMs,
-  });
+  };
+  // Through the launcher (a fork of a small bash, off the agent's event loop) when it can take it.
+  const handle = ctx.launcher?.run({ ...opts, attemptId: a.attemptId }) ?? runProcess(opts);
+  run.handle = handle;
   // A new attempt: the server has none of its log yet.
   const tail = logTail(ctx.client, run, paths, { stdout: 0, stderr: 0 }, (why) => ctx.drop(why));
   run.tail = tail;
-  if (handle.pid !== null) tail.follow();
-  run.handle = handle;
-  if (handle.pid !== null) {
-    const recorded = await ctx.state.writePid(a.attemptId, handle.pid).then(
+  const pid = await handle.started;
+  if (pid !== null) tail.follow();
+  if (pid !== null) {
+    const recorded = await ctx.state.writePid(a.attemptId, pid).then(
       () => true,
       (err) => (ctx.log(`cannot record pid of ${a.attemptId}: ${message(err)}`), false),
     );
-    ctx.log(`attempt ${describe(a)} started pid ${handle.pid}`);
+    ctx.log(`attempt ${describe(a)} started pid ${pid}`);
     // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
     if (!recorded) ctx.drop('its pid could not be recorded');
     // A kill that arrived while the process was being spawned.
     if (run.dropped) void handle.kill(run.dropped);
     // Only records the pid; the attempt was acknowledged before the spawn.
     else
-      void ctx.reporter.recordPid(a.attemptId, a.token, handle.pid, run.withdraw.signal).then(
+      void ctx.reporter.recordPid(a.attemptId, a.token, pid, run.withdraw.signal).then(
         (r) => {
           if (r?.result === 'stale') ctx.drop(`stale: ${r.message ?? 'not current'}`);
           else if (r?.result === 'refused') ctx.log(`pid of ${a.attemptId} refused: ${r.message ?? 'no reason given'}`);

@@ -23,10 +23,16 @@ describe('a stage that crashes its agent again and again', () => {
     const poison = await submit(g.url, {
       name: 'agent-killer',
       retry: { maxAttempts: 3, maxLost: 2 },
-      // A stage that takes its machine's agent down with it, and the shim the agent runs it under
-      // (its parent, whose parent is the agent): the restarted agent finds it still running, but
-      // with no way to learn how it ends, so it is lost.
-      stages: [{ name: 'boom', resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'read -r _ _ _ agent _ < /proc/$PPID/stat; kill -9 $agent $PPID; sleep 1'] }],
+      // A stage that takes its machine's agent down with it (the first `node` above it), and the
+      // shim it runs under (its parent): the restarted agent finds it still running, but with no
+      // way to learn how it ends, so it is lost.
+      stages: [
+        {
+          name: 'boom',
+          resources: { cpu: 1, memory: '64Mi' },
+          command: ['sh', '-c', 'p=$PPID; while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != node ]; do read -r _ _ _ p _ < /proc/$p/stat; done; kill -9 $p $PPID; sleep 1'],
+        },
+      ],
     });
     const healthy = await submit(g.url, {
       name: 'bystander',

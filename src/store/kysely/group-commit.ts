@@ -13,8 +13,10 @@ interface Waiter {
  * transaction runs are run together in the next one, each under its own savepoint, and share its
  * commit (one disk flush instead of one each). A caller that fails rolls back to its savepoint and
  * gets its error; the others commit. Every caller is answered only after the commit, so what is
- * acknowledged is durable, exactly as with a transaction of its own. When nothing waits, a call
- * runs alone at once: no timer, no added latency. docs/throughput.md has the numbers.
+ * acknowledged is durable, exactly as with a transaction of its own. A group starts right after
+ * the I/O callbacks of the event loop's turn in which its first call came (setImmediate), so the
+ * requests that arrived together share it; no timer, no added latency beyond that turn.
+ * docs/throughput.md has the numbers.
  */
 export class GroupCommit {
   private queue: Waiter[] = [];
@@ -29,9 +31,20 @@ export class GroupCommit {
   run<T>(now: number, fn: (tx: TxContext) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ now, fn, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.draining) void this.drain();
+      if (this.draining || this.starting) return;
+      // Not at once, but after the I/O callbacks of this turn of the event loop: SQLite runs a
+      // transaction and its commit synchronously, so a call that started at once would be over
+      // before the other requests that arrived with it were even parsed, and every transaction
+      // would be alone. setImmediate runs right after them, still in this turn: no timer.
+      this.starting = true;
+      setImmediate(() => {
+        this.starting = false;
+        void this.drain();
+      });
     });
   }
+
+  private starting = false;
 
   private async drain(): Promise<void> {
     this.draining = true;

@@ -26,7 +26,8 @@ export interface StageNode {
 export type AttemptOutcome =
   | { kind: 'succeeded' }
   | { kind: 'failed'; exitCode: number | null; signal: string | null; reason: string | null }
-  | { kind: 'lost'; reason: string };
+  /** `charged: false`: stopped by an operator (drain --now), not the machine's fault nor the stage's: no budget is used. */
+  | { kind: 'lost'; reason: string; charged?: boolean };
 
 export interface StageChange {
   name: string;
@@ -87,7 +88,7 @@ export function advance(
   }
 
   if (o.kind === 'lost') {
-    const lostUsed = me.lostUsed + 1;
+    const lostUsed = me.lostUsed + (o.charged === false ? 0 : 1);
     if (lostUsed <= me.retry.maxLost && !jobFailing) {
       move(me.name, 'ready', `attempt lost: ${o.reason}`, { lostUsed, notBefore: now });
       return changes;

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { Type } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import { NotFoundError } from '../domain/errors.js';
 import type { MachineSchedulingChange, Store } from '../store/store.js';
 import type { ApiContext } from './api-context.js';
@@ -10,17 +10,17 @@ const tags = ['machines'];
 const MachineParams = Type.Object({ machine: Type.String({ minLength: 1, maxLength: 200, description: 'machine name or id' }) });
 const errors = { 400: ErrorBody, 404: ErrorBody };
 
-type OperatorVerb = (p: { machine: string; now: number }) => Promise<MachineSchedulingChange>;
+type OperatorVerb = (p: { machine: string; now: number; query: { now?: boolean }; jitter: number }) => Promise<MachineSchedulingChange>;
 
 /** The operator's routes, one per verb: what each does, in the OpenAPI document. */
-const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: string; description: string; verb: (s: Store) => OperatorVerb }[] = [
+const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: string; description: string; querystring?: TSchema; verb: (s: Store) => OperatorVerb }[] = [
   {
     name: 'cordon',
     path: '/v1/machines/:machine/cordon',
     method: 'POST',
     summary: 'Cordon a machine: no new work is placed there',
     description: 'What runs there goes on. A cordoned or draining machine is left as it is (`changed: false`). Survives the agent restarting and the machine being lost.',
-    verb: (s) => s.machineCordon.bind(s),
+    verb: (s) => (p) => s.machineCordon(p),
   },
   {
     name: 'uncordon',
@@ -28,15 +28,18 @@ const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: s
     method: 'POST',
     summary: 'Put a cordoned or draining machine back in service',
     description: 'An eligible machine is left as it is (`changed: false`).',
-    verb: (s) => s.machineUncordon.bind(s),
+    verb: (s) => (p) => s.machineUncordon(p),
   },
   {
     name: 'drain',
     path: '/v1/machines/:machine/drain',
     method: 'POST',
     summary: 'Drain a machine: no new work; what runs there finishes',
-    description: 'Its `scheduling` reads `draining` until no attempt holds resources there, then `drained`. Running stages are not stopped.',
-    verb: (s) => s.machineDrain.bind(s),
+    description:
+      'Its `scheduling` reads `draining` until no attempt holds resources there, then `drained`. Running stages are not stopped, ' +
+      'unless `now=true`: then they are stopped at once (lost, back in the queue, charged to no budget; the agent kills them), and `stopped` says how many.',
+    querystring: Type.Object({ now: Type.Optional(Type.Boolean({ description: 'stop what runs there at once' })) }),
+    verb: (s) => (p) => s.machineDrain({ machine: p.machine, now: p.now, stopRunning: p.query.now === true, jitter: p.jitter }),
   },
   {
     name: 'remove',
@@ -46,7 +49,7 @@ const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: s
     description:
       'Only a lost machine, or a cordoned or drained one with nothing running, can be removed; otherwise 409 says why. ' +
       'It leaves listings and the scheduler; jobs keep naming it in their attempts. An agent still running there registers it again, back in service: stop the agent first.',
-    verb: (s) => s.machineRemove.bind(s),
+    verb: (s) => (p) => s.machineRemove(p),
   },
 ];
 
@@ -74,12 +77,19 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
     app.route({
       method: v.method,
       url: v.path,
-      schema: { summary: v.summary, description: v.description, tags, params: MachineParams, response: { 200: MachineChange, ...errors, 409: ErrorBody } },
+      schema: {
+        summary: v.summary,
+        description: v.description,
+        tags,
+        params: MachineParams,
+        ...(v.querystring ? { querystring: v.querystring } : {}),
+        response: { 200: MachineChange, ...errors, 409: ErrorBody },
+      },
       handler: async (req) => {
         const { machine } = req.params as { machine: string };
-        const r = await verb({ machine, now: clock.now() });
-        req.log.info({ machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed }, `machine ${v.name}`);
-        return { changed: r.changed, machine: machineView(r.machine) };
+        const r = await verb({ machine, now: clock.now(), query: (req.query ?? {}) as { now?: boolean }, jitter: ctx.random() });
+        req.log.info({ machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed, stopped: r.stopped }, `machine ${v.name}`);
+        return { changed: r.changed, machine: machineView(r.machine), ...(r.stopped !== undefined ? { stopped: r.stopped } : {}) };
       },
     });
   }

@@ -103,8 +103,10 @@ export interface Store {
   machineCordon(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
   /** Back in service, from cordoned or draining. */
   machineUncordon(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
-  /** No new work; shown `drained` once no attempt there holds resources. */
-  machineDrain(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  /** No new work; shown `drained` once no attempt there holds resources. With `stopRunning`, its
+   *  active attempts are stopped at once: lost, their stages back in the queue, no budget used (the
+   *  agent kills them on its next heartbeat); `stopped` counts them. */
+  machineDrain(p: { machine: string; now: number; stopRunning?: boolean; jitter?: number }): Promise<MachineSchedulingChange>;
   /** Forgets a lost machine, or a cordoned or drained one with nothing left on it (else
    *  ConflictError saying why); its attempts keep its name. Its agent registering again brings it
    *  back in service. */
@@ -181,6 +183,8 @@ export interface MachineSchedulingChange {
   machine: MachineRecord;
   /** false when the machine already was as asked, and nothing was written. */
   changed: boolean;
+  /** drain with stopRunning: the attempts stopped. */
+  stopped?: number;
 }
 
 export interface AttemptCompletion {

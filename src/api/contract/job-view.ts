@@ -93,7 +93,12 @@ export const MachineView = Type.Object({
 export type MachineView = Static<typeof MachineView>;
 
 /** The answer to cordon, uncordon, drain and remove: `changed: false` when it already was as asked. */
-export const MachineChange = Type.Object({ changed: Type.Boolean(), machine: MachineView });
+export const MachineChange = Type.Object({
+  changed: Type.Boolean(),
+  machine: MachineView,
+  /** drain?now=true: how many running attempts were stopped. */
+  stopped: Type.Optional(Type.Integer()),
+});
 export type MachineChange = Static<typeof MachineChange>;
 
 export const EventView = Type.Object({

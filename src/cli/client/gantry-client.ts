@@ -101,8 +101,10 @@ export class GantryClient {
   }
 
   /** An operator's verb on a machine (name or id); `changed: false` when it already was as asked. */
-  machineAction(ref: string, action: MachineAction): Promise<MachineChange> {
-    return action === 'remove' ? this.json('DELETE', `/v1/machines/${enc(ref)}`) : this.json('POST', `/v1/machines/${enc(ref)}/${action}`);
+  /** `now`: drain only: stop what runs there at once. */
+  machineAction(ref: string, action: MachineAction, opts: { now?: boolean } = {}): Promise<MachineChange> {
+    if (action === 'remove') return this.json('DELETE', `/v1/machines/${enc(ref)}`);
+    return this.json('POST', `/v1/machines/${enc(ref)}/${action}${action === 'drain' && opts.now ? '?now=true' : ''}`);
   }
 
   health(): Promise<{ ok: boolean; version?: string }> {

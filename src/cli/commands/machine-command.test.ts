@@ -47,6 +47,14 @@ describe('gantry machine', () => {
     expect(t2.out.join('')).toBe('gpu-1 is draining: it already takes no new work\n');
   });
 
+  it('drain --now: asks the server to stop what runs there, and says how many went back to the queue', async () => {
+    const g = await fakeGantry({ status: 200, body: { changed: true, machine: machine('draining', 2), stopped: 2 } });
+    const t = io();
+    expect(await runMachineAction('drain', 'gpu-1', { server: g.url, now: true }, t.io)).toBe(ExitCode.ok);
+    expect(g.calls).toEqual(['POST /v1/machines/gpu-1/drain?now=true']);
+    expect(t.out.join('')).toBe('draining gpu-1: no new work; 2 attempts still there (2 attempts stopped, back in the queue; its agent kills them)\n');
+  });
+
   it('remove: a refusal exits 2 with the server\'s reason; a removal of a heartbeating machine warns that its agent comes back', async () => {
     const message = 'machine gpu-1 is ready and in service; only a lost machine, or a cordoned or drained one with nothing running, can be removed';
     const refused = await fakeGantry({ status: 409, body: { error: 'conflict', message } });

@@ -12,6 +12,8 @@ import { runAction } from './run-action.js';
 export interface MachineActionOptions extends ClientOptions {
   /** drain: wait until drained. */
   wait?: boolean;
+  /** drain: stop what runs there at once (requeued, no budget used). */
+  now?: boolean;
   /** Poll interval in ms while waiting (default 1000). */
   interval?: number;
 }
@@ -50,6 +52,9 @@ Examples:
 Nothing running is stopped: the machine shows "draining" in \`gantry machines\` until no attempt
 holds resources there, then "drained". Then it is safe to stop its agent, and \`gantry machine
 remove\` forgets it. \`gantry machine uncordon\` puts it back in service at any time.
+--now stops what runs there at once instead: each running stage goes back to the queue (its
+attempt "lost", with a reason saying it was stopped, charged to neither its retries nor its
+infrastructure budget) and its agent kills it on its next heartbeat (TERM, the grace, KILL).
 --wait waits until it is drained, with a progress line; Ctrl-C stops waiting (the drain goes on).
 --json prints {changed, machine}; with --wait, once drained.
 
@@ -57,7 +62,8 @@ Exit codes: 0 draining (with --wait: drained), 1 it stopped draining while waite
 2 refused, 4 no such machine (or removed while waited for), 5 server unreachable, 130 stopped waiting.
 
 Examples:
-  $ gantry machine drain gpu-3 --wait && ssh gpu-3 sudo systemctl stop gantry-agent && gantry machine remove gpu-3`,
+  $ gantry machine drain gpu-3 --wait && ssh gpu-3 sudo systemctl stop gantry-agent && gantry machine remove gpu-3
+  $ gantry machine drain gpu-3 --now --wait     # the host is going down now: requeue its stages`,
   },
   {
     action: 'remove',
@@ -82,7 +88,10 @@ export function machineCommand(program: CommandUnknownOpts): void {
   for (const a of actions) {
     const cmd = withClientOptions(group.command(a.action).description(a.description).argument('<name>', 'machine name or id'));
     if (a.action === 'drain') {
-      cmd.option('--wait', 'wait until the machine is drained, showing progress').option('--interval <ms>', 'poll interval while waiting', positiveInt);
+      cmd
+        .option('--wait', 'wait until the machine is drained, showing progress')
+        .option('--now', 'stop what runs there at once: its stages go back to the queue, no retry or budget used')
+        .option('--interval <ms>', 'poll interval while waiting', positiveInt);
     }
     cmd.addHelpText('after', a.help).action(async (name, opts) => {
       const options = opts as MachineActionOptions;
@@ -94,7 +103,7 @@ export function machineCommand(program: CommandUnknownOpts): void {
 export async function runMachineAction(action: MachineAction, ref: string, opts: MachineActionOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
     const client = new GantryClient(opts.server);
-    let r = await client.machineAction(ref, action);
+    let r = await client.machineAction(ref, action, { now: opts.now === true });
     if (action === 'drain' && opts.wait) {
       if (!opts.json) io.stdout.write(`${describe(action, r)}\n`);
       const w = await waitDrained(client, r.machine, { io, interval: opts.interval, quiet: opts.json });
@@ -132,7 +141,7 @@ function describe(action: MachineAction, r: MachineChange): string {
       if (!r.changed) return `${m.name} was already in service`;
       return `uncordoned ${m.name}: back in service${m.health === 'ready' ? '' : ` (but ${m.health}: nothing is placed there until it heartbeats)`}`;
     case 'drain': {
-      const left = `${attemptCount(m.allocated.attempts)} still there`;
+      const left = `${attemptCount(m.allocated.attempts)} still there${r.stopped ? ` (${attemptCount(r.stopped)} stopped, back in the queue; its agent kills them)` : ''}`;
       if (m.scheduling === 'drained') return r.changed ? `drained ${m.name}: nothing runs there` : `${m.name} was already drained`;
       return r.changed ? `draining ${m.name}: no new work; ${left}` : `${m.name} was already draining: ${left}`;
     }

@@ -56,6 +56,29 @@ export function machineSchedulingConformance(storeOf: () => Store): void {
       expect(placed.skipped[0]!.why).toBe('machine no longer takes work');
     });
 
+    it('drain with stopRunning: what runs there is stopped at once, back in the queue, charged to no budget', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const { job: j, applied } = await runOn(m.id);
+      await start(applied[0]!);
+      const r = await store.machineDrain({ machine: 'c1', now, stopRunning: true, jitter: 0 });
+      expect(r.changed).toBe(true);
+      expect(r.stopped).toBe(1);
+      expect(r.machine.scheduling).toBe('draining');
+      const s = (await store.jobGet({ jobId: j.id }))!.stages[0]!;
+      expect(s.state).toBe('ready');
+      expect(s.lostUsed).toBe(0);
+      expect(s.attemptsUsed).toBe(0);
+      expect(s.attempts[0]!.state).toBe('lost');
+      expect(s.attempts[0]!.reason).toMatch(/^stopped: machine c1 drained at once by an operator/);
+      // Its agent is told to kill it; once it stops listing it, the machine is drained.
+      expect((await heartbeat(m.id, [{ attemptId: applied[0]!.id, token: applied[0]!.token }]))!.kill.map((k) => k.attemptId)).toEqual([applied[0]!.id]);
+      await heartbeat(m.id, []);
+      const after = (await store.machineFind({ machine: 'c1' }))!;
+      expect([after.scheduling, after.allocated.attempts]).toEqual(['draining', 0]);
+      // Again: nothing left to stop.
+      expect((await store.machineDrain({ machine: 'c1', now, stopRunning: true, jitter: 0 })).stopped ?? 0).toBe(0);
+    });
+
     it('an unknown machine is NotFoundError for every verb', async () => {
       for (const verb of [store.machineCordon, store.machineUncordon, store.machineDrain, store.machineRemove]) {
         await expect(verb.call(store, { machine: 'nope', now })).rejects.toBeInstanceOf(NotFoundError);

@@ -144,7 +144,7 @@ export async function completeLoaded(
 }
 
 /** Marks an active attempt lost and lets the advancer put its stage back in the queue. */
-export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number): Promise<boolean> {
+export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number, charged = true): Promise<boolean> {
   const res = await tx.db
     .updateTable('attempts')
     .set({ state: 'lost', reason, finished_at: tx.now, lease_expires_at: null })
@@ -164,7 +164,7 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
   // Its resources stay held until the agent stops listing it (machineHeartbeat releases them and
   // says so then); the wake-up tells the agent to kill it.
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'lost', reason }, jitter });
+  await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'lost', reason, ...(charged ? {} : { charged: false }) }, jitter });
   return true;
 }
 

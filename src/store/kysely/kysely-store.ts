@@ -142,8 +142,8 @@ export class KyselyStore implements Store {
   machineUncordon(p: { machine: string; now: number }) {
     return this.operatorTx(p, operator.machineUncordon);
   }
-  machineDrain(p: { machine: string; now: number }) {
-    return this.operatorTx(p, operator.machineDrain);
+  machineDrain(p: { machine: string; now: number; stopRunning?: boolean; jitter?: number }) {
+    return this.operatorTx(p, (tx, q) => operator.machineDrain(tx, { ...q, stopRunning: p.stopRunning ?? false, jitter: p.jitter ?? 0.5 }));
   }
   machineRemove(p: { machine: string; now: number }) {
     return this.operatorTx(p, operator.machineRemove);

@@ -5,6 +5,7 @@ import { MachineScheduling, machineSchedulingTransitions, removeRefusal } from '
 import { canTransition } from '../../domain/transition-table.js';
 import type { MachineRecord } from '../records.js';
 import type { MachineSchedulingChange } from '../store.js';
+import { loseAttempt } from './attempt-verbs.js';
 import { machineGet } from './machine-verbs.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
@@ -84,7 +85,23 @@ async function setScheduling(tx: TxContext, ref: string, verb: SchedulingVerb): 
 
 export const machineCordon = (tx: TxContext, p: { machine: string }) => setScheduling(tx, p.machine, cordon);
 export const machineUncordon = (tx: TxContext, p: { machine: string }) => setScheduling(tx, p.machine, uncordon);
-export const machineDrain = (tx: TxContext, p: { machine: string }) => setScheduling(tx, p.machine, drain);
+/**
+ * Drain; with `stopRunning` (an agent to be stopped for good, at once), the attempts still active
+ * there are stopped too: lost, with a reason that says so, and charged to no budget (their stages
+ * go back to the queue at once, as if never started). Their resources stay held until the agent,
+ * told on its next heartbeat, has killed them, as for any lost attempt.
+ */
+export async function machineDrain(tx: TxContext, p: { machine: string; stopRunning: boolean; jitter: number }): Promise<MachineSchedulingChange | null> {
+  const change = await setScheduling(tx, p.machine, drain);
+  if (!change || !p.stopRunning) return change;
+  const active = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', change.machine.id).where('state', 'in', activeAttemptStates).execute();
+  let stopped = 0;
+  for (const a of active) {
+    if (await loseAttempt(tx, a, `stopped: machine ${change.machine.name} drained at once by an operator`, p.jitter, false)) stopped++;
+  }
+  if (stopped === 0) return { ...change, stopped };
+  return { machine: (await machineGet(tx.db, change.machine.id))!, changed: true, stopped };
+}
 
 /**
  * Forgets a machine: it leaves listings and the scheduler's cluster, but its row stays (as

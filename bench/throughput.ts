@@ -224,11 +224,17 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
     const setupMs = Date.now() - t0;
     await sleep(1000);
     const lat: number[] = [];
-    const started = c.db.prepare(`select a.started_at as s, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`);
+    const started = c.db.prepare(`select a.started_at as s, a.scheduled_at as p, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`);
+    const placed: number[] = [];
     for (let i = 0; i < PROBES; i++) {
       const job = await post(`${c.url}/v1/jobs`, { name: `probe-${i}`, stages: [stage('p', [])] });
-      const row = await waitFor('probe start', () => started.get(job.id) as { s: number; c: number } | undefined, Boolean, 30_000);
+      const row = await waitFor('probe start', () => started.get(job.id) as { s: number; p: number; c: number } | undefined, Boolean, 30_000);
       lat.push(row!.s - row!.c);
+      placed.push(row!.p - row!.c);
+    }
+    if (process.env.GANTRY_BENCH_PHASES) {
+      const acked = lat.map((l, i) => l - placed[i]!);
+      console.error(`probe phases (backlog ${backlog}): submitted→placed p50 ${pct(placed, 50)} p99 ${pct(placed, 99)} ms; placed→acknowledged p50 ${pct(acked, 50)} p99 ${pct(acked, 99)} ms`);
     }
     return { backlog, p50: pct(lat, 50), p99: pct(lat, 99), max: Math.max(...lat), n: lat.length, setupMs };
   } finally {

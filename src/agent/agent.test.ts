@@ -524,6 +524,20 @@ describe('Agent', () => {
     expect(srv.of('complete', a.attemptId)).toHaveLength(0);
     expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(true);
   });
+
+  it("keeps a stage with a longer disconnectGraceSeconds of its own running past the cluster's grace", async () => {
+    await startAgent({ heartbeatMs: 100, leaseMs: 600, disconnectGraceMs: 800 });
+    const cheap = assignment({ command: ['sleep', '30'] });
+    const precious = assignment({ command: ['sleep', '30'], disconnectGraceSeconds: 60 });
+    srv.push({ assignments: [cheap, precious] });
+    const pids = await Promise.all(
+      [cheap, precious].map(async (a) => (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid as number),
+    );
+    srv.failHeartbeats = true;
+    await until(() => !processGroupAlive(pids[0]!), 3000);
+    expect(processGroupAlive(pids[1]!)).toBe(true);
+    srv.failHeartbeats = false;
+  });
 });
 
 describe('Agent stopped while it registers', () => {

@@ -352,14 +352,21 @@ export class Agent {
    * also says which attempts are stale as soon as a heartbeat gets through.
    */
   private checkLease(): void {
-    if (this.stopping || this.leaseLost || !this.settings) return;
-    const grace = this.settings.disconnectGraceMs ?? this.settings.leaseMs;
+    if (this.stopping || !this.settings) return;
+    const cluster = this.settings.disconnectGraceMs ?? this.settings.leaseMs;
     const silent = this.clock.now() - this.lastHeartbeatSentOk;
-    if (silent <= grace) return;
+    // Each stage may set its own grace (disconnectGraceSeconds in its spec, like Nomad's
+    // max_client_disconnect per group): a twelve-hour training run may wait out a long outage
+    // where a cheap stage would rather be killed and run again elsewhere.
+    const over = [...this.runs.values()].filter((r) => {
+      if (r.exit || r.dropped || this.endedOnItsOwn(r)) return false;
+      const own = r.a.disconnectGraceSeconds;
+      return silent > (own != null ? own * 1000 : cluster);
+    });
+    if (over.length === 0) return;
     this.leaseLost = true;
-    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped && !this.endedOnItsOwn(r));
-    this.log(`no heartbeat got through for ${silent} ms (disconnect grace ${grace} ms); killing ${live.length} running attempt(s)`);
-    for (const r of live) this.drop(r, `server unreachable: no heartbeat for ${silent} ms`);
+    this.log(`no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`);
+    for (const r of over) this.drop(r, `server unreachable: no heartbeat for ${silent} ms`);
   }
 
   /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */

@@ -28,6 +28,8 @@ export interface StageDefinition {
   command: string[];
   env: Record<string, string>;
   timeoutSeconds: number | null;
+  /** Agent side: how long it keeps running while the server cannot be reached; null: the cluster's setting. Absent in definitions stored before it existed. */
+  disconnectGraceSeconds?: number | null;
   retry: RetryPolicy;
   preemptible: boolean;
 }

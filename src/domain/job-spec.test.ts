@@ -64,6 +64,7 @@ describe('parseJobSpec: a valid spec', () => {
           command: ['sh', '-c', 'echo hi'],
           env: {},
           timeoutSeconds: null,
+          disconnectGraceSeconds: null,
           retry: { maxAttempts: 3, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 },
           preemptible: false,
         },
@@ -75,6 +76,7 @@ describe('parseJobSpec: a valid spec', () => {
           command: ['python', 'train.py'],
           env: { EPOCHS: '3' },
           timeoutSeconds: 3600,
+          disconnectGraceSeconds: null,
           retry: { maxAttempts: 1, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 },
           preemptible: false,
         },
@@ -96,6 +98,7 @@ describe('parseJobSpec: a valid spec', () => {
       command: ['run'],
       env: {},
       timeoutSeconds: null,
+      disconnectGraceSeconds: null,
       retry: DEFAULT_RETRY,
       preemptible: false,
     });
@@ -186,6 +189,7 @@ describe('parseJobSpec: rejections', () => {
     expectIssue(list, '/stages/0/name', 'must start with a letter or digit');
     expectIssue(list, '/stages/1/name', 'at most 100 characters');
     expectIssue(issues(job([stage('a', { timeoutSeconds: 0 })])), '/stages/0/timeoutSeconds', 'between 1 and');
+    expectIssue(issues(job([stage('a', { disconnectGraceSeconds: -1 })])), '/stages/0/disconnectGraceSeconds', 'between 0 and');
   });
 
   it('rejects an empty command or an empty program', () => {

@@ -105,6 +105,13 @@ export const StageSpecSchema = Type.Object(
     env: Type.Optional(StringMap('Environment variables.')),
     // The largest a Node timer can wait (2^31 - 1 ms, about 24.8 days); longer would fire at once.
     timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_SECONDS })),
+    disconnectGraceSeconds: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: MAX_TIMEOUT_SECONDS,
+        description: "How long the stage keeps running while its agent cannot reach the server (default: the cluster's GANTRY_DISCONNECT_GRACE_MS).",
+      }),
+    ),
     retry: Type.Optional(RetrySpecSchema),
     preemptible: Type.Optional(Type.Boolean()),
   },
@@ -284,6 +291,7 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
     command: [...s.command],
     env: copyMap(s.env),
     timeoutSeconds: s.timeoutSeconds ?? null,
+    disconnectGraceSeconds: s.disconnectGraceSeconds ?? null,
     retry: mergeRetry(jobRetry, s.retry),
     preemptible: s.preemptible ?? false,
   };

@@ -127,6 +127,8 @@ export interface Assignment {
   env: Record<string, string>;
   gpuIndices: number[];
   timeoutSeconds: number | null;
+  /** null: the cluster's disconnect grace. */
+  disconnectGraceSeconds: number | null;
   /** Upstream stages whose committed outputs the attempt reads. */
   inputs: { stage: string; attemptId: string; files: OutputFile[] }[];
 }

@@ -60,7 +60,8 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
 /** Runs the built CLI and resolves with its exit code and output. */
 export function gantry(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    // NO_COLOR: picocolors colours output whenever CI is set, as it is when CI runs the suite.
+    const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));

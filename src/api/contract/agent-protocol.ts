@@ -85,6 +85,8 @@ export const AssignmentWire = Type.Object({
   env: StringMap,
   gpuIndices: Type.Array(Type.Integer()),
   timeoutSeconds: Type.Union([Type.Integer(), Type.Null()]),
+  /** The stage's own disconnect grace; null or absent: the settings' disconnectGraceMs. */
+  disconnectGraceSeconds: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
   inputs: Type.Array(Type.Object({ stage: Type.String(), attemptId: Type.String(), files: Type.Array(OutputFileWire) })),
 });
 export type AssignmentWire = Static<typeof AssignmentWire>;

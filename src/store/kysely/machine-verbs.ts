@@ -248,6 +248,7 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       env: def.env,
       gpuIndices: JSON.parse(r.gpu_indices),
       timeoutSeconds: def.timeoutSeconds,
+      disconnectGraceSeconds: def.disconnectGraceSeconds ?? null,
       inputs,
     };
   });

@@ -520,7 +520,7 @@ export class Agent {
     const logProblem = await this.shipLog(run);
     if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
     if (logProblem === 'later') return this.owedTooLong(run);
-    const out = await deliverOutcome(this.client, this.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal);
+    const out = await deliverOutcome(this.client, this.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal, run.logBytes);
     // A kill or a stop that came while it was under way wins over a retry.
     if (!out.settled && (run.dropped || this.halt.signal.aborted)) {
       if (run.dropped) await this.forget(run, { result: 'dropped', note: run.dropped });
@@ -554,6 +554,8 @@ export class Agent {
       }
       this.log(`attempt ${describe(run.a)}: ${tail.unshipped()} bytes of its log were refused by the server (${message(err)}); they stay in ${run.paths?.dir}`);
       run.logShipped = true;
+      // The outcome carries the files' sizes: the server's log then says what it lacks.
+      run.logBytes = tail.sizes();
       return null;
     }
   }

@@ -12,6 +12,8 @@ export interface Run {
   tail: LogTail | null;
   /** The server has the whole log (or refused the rest for good): the outcome may go. */
   logShipped?: boolean;
+  /** Set when the server refused part of the log: the files' sizes, sent with the outcome so the log says what is missing. */
+  logBytes?: { stdout: number; stderr: number };
   /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
   dropped: string | null;
   /** Aborted with `dropped`: withdraws whatever of this attempt still waits in the reporter. */

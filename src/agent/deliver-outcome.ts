@@ -26,6 +26,8 @@ export async function deliverOutcome(
   uploaded: Map<string, number>,
   /** Withdraws the outcome from the reporter: the agent stopped caring about the attempt. */
   signal?: AbortSignal,
+  /** The log files' sizes, when part of the log could not be shipped (see CompleteRequest.logBytes). */
+  logBytes?: { stdout: number; stderr: number },
 ): Promise<DeliveryOutcome> {
   try {
     let outputs: OutputFile[] = [];
@@ -46,6 +48,7 @@ export async function deliverOutcome(
         signal: exit.signal,
         reason: exit.reason === null ? null : exit.reason.slice(0, MAX_REASON),
         outputs,
+        ...(logBytes ? { logBytes } : {}),
       },
       signal,
     );

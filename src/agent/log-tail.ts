@@ -93,6 +93,11 @@ export class LogTail {
     await this.closeFiles();
   }
 
+  /** How long each file is now. */
+  sizes(): { stdout: number; stderr: number } {
+    return { stdout: size(this.files.stdout), stderr: size(this.files.stderr) };
+  }
+
   /** Bytes the files hold beyond what the server has confirmed (all of them while unknown). */
   unshipped(): number {
     if (this.capped) return 0;

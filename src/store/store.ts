@@ -195,6 +195,8 @@ export interface AttemptCompletion {
   /** Why it ended when not a plain exit: "timeout", "spawn failed: …", "killed: lease lost". */
   reason: string | null;
   outputs: OutputFile[];
+  /** How long each stream's log file was when the process ended; bytes the server lacks are marked missing in the log. */
+  logBytes?: { stdout: number; stderr: number };
 }
 
 export interface CompletionResult {

@@ -112,6 +112,8 @@ export const CompleteRequest = Type.Object(
     /** Set when the attempt did not simply exit: "timeout after 60 s", "spawn failed: ENOENT …". */
     reason: Type.Union([Type.String({ maxLength: 2000 }), Type.Null()]),
     outputs: Type.Array(OutputFileWire, { maxItems: 100_000 }),
+    /** How long each stream's log file was when the process ended: what the server lacks of it is marked missing in the log. */
+    logBytes: Type.Optional(Type.Object({ stdout: Type.Integer({ minimum: 0 }), stderr: Type.Integer({ minimum: 0 }) }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );

@@ -389,6 +389,16 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(logs!.map((l) => l.data).join('')).toBe('one\ntwo\nthree\nerr\n\ufffd\ufffd');
     });
 
+    it("says in the log what an outcome reports was written but never shipped", async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'one\n')], now });
+      await store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [], logBytes: { stdout: 104, stderr: 0 }, now, jitter: 0 });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
+      expect(logs!.map((l) => l.data).join('')).toBe("one\n\n[gantry: the last 100 bytes of stdout were not shipped; the machine's log file has them]\n");
+    });
+
     it('keeps at most the log cap per attempt, and says where it cut', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });

@@ -139,8 +139,29 @@ export async function completeLoaded(
     data: { exitCode: p.exitCode, signal: p.signal, reason: p.reason, outputs: succeeded ? p.outputs.length : 0 },
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
+  if (p.logBytes) await markMissingLog(tx, a, p.logBytes);
   const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter });
   return { accepted: true, jobState };
+}
+
+/**
+ * The outcome came with less of the log than the process wrote (the agent could not ship the rest:
+ * the server refused it for good): the log says so where it ends, never silently. Not past the cap,
+ * where missing bytes are the cap's doing and already marked.
+ */
+async function markMissingLog(tx: TxContext, a: AttemptsTable, wrote: { stdout: number; stderr: number }): Promise<void> {
+  if (Number(a.log_bytes) > LOG_CAP_BYTES) return;
+  const rows = (['stdout', 'stderr'] as const)
+    .map((stream) => ({ stream, missing: wrote[stream] - Number(stream === 'stdout' ? a.stdout_bytes : a.stderr_bytes) }))
+    .filter((m) => m.missing > 0)
+    .map((m) => ({
+      attempt_id: a.id,
+      stream: m.stream,
+      at: tx.now,
+      data: `\n[gantry: the last ${m.missing} bytes of ${m.stream} were not shipped; the machine's log file has them]\n`,
+      byte_offset: null,
+    }));
+  if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
 }
 
 /** Marks an active attempt lost and lets the advancer put its stage back in the queue. */

@@ -347,10 +347,25 @@ async function removeAttemptDir(p: AttemptPaths): Promise<void> {
   };
   try {
     await Promise.all([p.assignment, p.pid, p.exit, p.reported, p.stdout, p.stderr, p.status].map((f) => unlink(f).catch(gone)));
-    await Promise.all([p.work, p.output, p.input].map((d) => rmdir(d).catch(gone)));
+    await Promise.all([rmdir(p.work).catch(gone), rmdir(p.output).catch(gone), removeInputDirs(p.input).catch(gone)]);
     await rmdir(p.dir).catch(gone);
   } catch {
     await rm(p.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * input/ holds one directory per upstream stage, empty when the upstream left no files (the
+ * common case): removed one by one, without the stat of every entry a recursive removal makes.
+ * Anything else there (downloaded files) makes it throw, and the caller removes recursively.
+ */
+async function removeInputDirs(input: string): Promise<void> {
+  try {
+    await rmdir(input);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY') throw err;
+    await Promise.all((await readdir(input)).map((d) => rmdir(join(input, d))));
+    await rmdir(input);
   }
 }
 

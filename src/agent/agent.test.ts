@@ -212,7 +212,7 @@ let lines: string[];
 async function startAgent(settings?: Partial<AgentSettings>): Promise<Agent> {
   Object.assign(srv.settings, settings);
   // Pids at once, so that a test can wait for one to learn that the process runs.
-  agent = new Agent({ serverUrl: srv.url, dataDir: join(dir, 'data'), machine, log: (l) => lines.push(l), retry: { tries: 2, baseMs: 20 }, stopDeliverMs: 300, pidDelayMs: 0 });
+  agent = new Agent({ serverUrl: srv.url, dataDir: join(dir, 'data'), machine, log: (l) => lines.push(l), retry: { tries: 2, baseMs: 20 }, stopDeliverMs: 300, pidDelayMs: 0, verbose: true });
   await agent.start();
   return agent;
 }

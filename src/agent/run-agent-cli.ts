@@ -26,6 +26,8 @@ export interface AgentCommandOptions {
   exitWithParent?: boolean;
   /** Log lines as JSON objects ({t, agent, msg}) instead of text. */
   json?: boolean;
+  /** A line for every step of every attempt (also GANTRY_LOG_LEVEL=debug). */
+  verbose?: boolean;
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -43,7 +45,8 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const emit = opts.json
     ? (line: string) => void process.stderr.write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') }) + '\n')
     : (line: string) => void process.stderr.write(line + '\n');
-  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit });
+  const verbose = opts.verbose ?? process.env.GANTRY_LOG_LEVEL === 'debug';
+  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);

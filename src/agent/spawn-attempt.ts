@@ -22,6 +22,8 @@ export interface SpawnContext {
   /** Starts commands from a small bash (launcher.ts); null: every attempt is spawned by the agent. */
   launcher: Launcher | null;
   log: (line: string) => void;
+  /** Lines only a verbose agent prints (one per step of every attempt). */
+  debug: (line: string) => void;
   /** The agent stops caring about this attempt (Agent.drop): it is killed and nothing is reported. */
   drop: (why: string) => void;
   /** The agent is past stopping: failures are no longer worth a line. */
@@ -53,7 +55,7 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
       () => true,
       (err) => (ctx.log(`cannot record pid of ${a.attemptId}: ${message(err)}`), false),
     );
-    ctx.log(`attempt ${describe(a)} started pid ${pid}`);
+    ctx.debug(`attempt ${describe(a)} started pid ${pid}`);
     // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
     if (!recorded) ctx.drop('its pid could not be recorded');
     // A kill that arrived while the process was being spawned.

@@ -88,7 +88,8 @@ describe('fault injection: machines and agents', () => {
   }, 90_000);
 
   it('agent SIGTERMed, or SIGKILLed, and restarted mid-stage: its stages are re-attached and finish in their first attempt, logs whole', async () => {
-    const c = await Cluster.start('agent-restart');
+    // Restarts must come within the lease; 8 s leaves room for a slow start on a busy machine.
+    const c = await Cluster.start('agent-restart', { GANTRY_LEASE_MS: '8000', GANTRY_SUSPECT_AFTER_MS: '4000', GANTRY_LOST_AFTER_MS: '8000' });
     await c.startAgent('a1');
     const talk = 'i=0; while [ $i -lt 30 ]; do say "tick $i"; i=$((i+1)); sleep 0.1; done';
     const ids = [

@@ -14,6 +14,7 @@ export function agentCommand(program: Command): void {
     .option('--region <r>', 'region of this machine')
     .option('--label <k=v>', 'a label (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
+    .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())
     .addHelpText(
       'after',

@@ -56,8 +56,9 @@ export async function createControlPlane(
     random,
   );
   // After a restart every heartbeat looks old: the silence was the server's, not the agents'.
-  // Judge no machine or lease until agents have had a full loss period to reconnect.
-  let judgeFrom = Number.POSITIVE_INFINITY;
+  // Judge no machine or lease until agents have had a full loss period to reconnect (counted from
+  // here, and again from start(); a control plane driven by a test's clock is never started).
+  let judgeFrom = clock.now() + config.lostAfterMs;
   const repairCursor = { repair: null as string | null };
   const reconciler = new Loop(
     'reconciler',

@@ -21,6 +21,7 @@ import type {
   AssignmentWire,
   HeartbeatRequest,
   HeartbeatResponse,
+  DrainSelfResponse,
   LogsRequest,
   LogsResponse,
   RegisterRequest,
@@ -162,6 +163,19 @@ export class AgentClient {
       if (err instanceof AgentHttpError && err.status === 404) throw new UnknownMachine(machineId);
       throw err;
     }
+  }
+
+  /** Drains this agent's own machine (the agent stops for good); `now` stops its stages at once. */
+  async drainSelf(machineId: string, now: boolean, signal?: AbortSignal): Promise<DrainSelfResponse> {
+    const res = await this.call({
+      method: 'POST',
+      path: `/v1/agent/machines/${encodeURIComponent(machineId)}/drain`,
+      json: { now },
+      timeoutMs: this.timeoutMs,
+      retry: true,
+      ...(signal ? { signal } : {}),
+    });
+    return (await res.json()) as DrainSelfResponse;
   }
 
   /** Pieces of the attempt's log; answers how far the server has each stream. One try: LogTail retries. */

@@ -172,6 +172,27 @@ export class Agent {
     this.log('stopped');
   }
 
+  /**
+   * Stops for good without throwing work away: the machine is drained (nothing new is placed
+   * there), the agent waits for its attempts to end and their outcomes to be delivered, then
+   * stops. With `now`, the server stops them at once (requeued elsewhere, charged to no budget)
+   * and this agent kills them on its next heartbeat. A second call with `now` escalates the first.
+   */
+  async drainAndStop(now: boolean): Promise<void> {
+    if (this.stopping) return;
+    if (!this.id) return this.stop();
+    const r = await this.client.drainSelf(this.id, now, this.halt.signal);
+    const running = [...this.runs.values()].filter((x) => !x.exit).length;
+    this.log(now ? `drained at once: ${r.stopped} attempt(s) stopped, requeued elsewhere` : `draining: no new work; waiting for ${running} running attempt(s)`);
+    this.draining ??= (async () => {
+      while (!this.stopping && this.runs.size > 0) await new Promise((res) => setTimeout(res, 200));
+      await this.stop();
+    })();
+    return this.draining;
+  }
+
+  private draining: Promise<void> | null = null;
+
   private debug(line: string): void {
     if (this.verbose) this.log(line);
   }

@@ -1,13 +1,13 @@
 /**
- * `gantry agent`: detect this machine, run an Agent until SIGINT or SIGTERM.
+ * `gantry agent`: detect this machine, run an Agent until it is told to stop.
  *
- * On either signal the agent stops taking work and kills its running attempts (TERM, the
- * server's kill grace, KILL), then exits. Leaving them running is not an option worth having:
- * nobody would report them, the server would reap them as lost and run them elsewhere, and the
- * orphans would keep their GPUs. The same signal a second time exits at once; the attempts'
- * process groups are detached and survive that, and the next start of the agent on this data dir
- * kills them. Only the same signal counts: Ctrl-C under `gantry up` reaches the agent twice, as
- * SIGINT from the terminal and SIGTERM from `up`, and that must still be a graceful stop.
+ * SIGTERM (a supervisor restarting or upgrading it): the agent stops and leaves its attempts
+ * running; its next start re-attaches to them (docs/agent.md, "Restarts"). SIGINT (stopping for
+ * good): it drains its machine and exits once its attempts have ended; a second SIGINT has them
+ * stopped at once and requeued elsewhere. Under `gantry up` (--exit-with-parent) any signal, or
+ * `up` going away, kills the attempts, since the whole cluster stops; there Ctrl-C reaches the agent
+ * twice, as SIGINT from the terminal and SIGTERM from `up`, and that must still be a graceful stop:
+ * only the same signal a second time exits at once.
  */
 import { resolve } from 'node:path';
 import { Agent } from './agent.js';
@@ -55,17 +55,34 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   let stopping: Promise<void> | null = null;
   let onStopped: () => void = () => {};
   const stopped = new Promise<void>((r) => (onStopped = r));
-  const seen = new Set<NodeJS.Signals>();
+  const seen = new Map<NodeJS.Signals, number>();
   // SIGTERM (a supervisor restarting or upgrading the agent) leaves the running stages running:
-  // the next start re-attaches to them. SIGINT (Ctrl-C), or `gantry up` going away, stops them.
+  // the next start re-attaches to them. SIGINT (Ctrl-C: stopping for good) drains the machine and
+  // waits for them; a second SIGINT stops them at once, requeued elsewhere without using any retry
+  // or budget; a third exits. `gantry up` going away kills them (the whole cluster stops).
   const onSignal = (sig: NodeJS.Signals) => {
-    if (seen.has(sig)) {
+    const n = (seen.get(sig) ?? 0) + 1;
+    seen.set(sig, n);
+    if (sig === 'SIGINT' && !opts.exitWithParent && n <= 2) {
+      if (stopping && n === 1) return;
+      say(
+        n === 1
+          ? 'SIGINT: draining this machine (no new work) and waiting for its running attempts to finish; SIGINT again stops them now, requeued elsewhere'
+          : 'SIGINT again: stopping the running attempts now; they are requeued without using a retry',
+      );
+      stopping = agent.drainAndStop(n === 2).then(onStopped, (err: unknown) => {
+        say(`cannot drain (${err instanceof Error ? err.message : String(err)}); killing running attempts and stopping`);
+        return agent.stop({ killRunning: true }).then(onStopped);
+      });
+      return;
+    }
+    if (n > 1) {
       say(`${sig} again, exiting without waiting`);
       process.exit(130);
     }
-    seen.add(sig);
     if (stopping) return;
-    const killRunning = sig !== 'SIGTERM';
+    // Under `gantry up` every signal kills: the whole cluster is stopping.
+    const killRunning = sig !== 'SIGTERM' || opts.exitWithParent === true;
     say(killRunning ? `${sig}: killing running attempts and stopping` : `${sig}: stopping; running attempts go on, and the next start of this agent re-attaches to them`);
     stopping = agent.stop({ killRunning }).then(onStopped);
   };

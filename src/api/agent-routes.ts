@@ -6,6 +6,8 @@ import { NotFoundError, ValidationError } from '../domain/errors.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
+  DrainSelfRequest,
+  DrainSelfResponse,
   CompleteRequest,
   CompleteResponse,
   HeartbeatRequest,
@@ -39,6 +41,26 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const m = await store.machineRegister({ ...body, now: clock.now() });
       req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared }, 'machine registered');
       return { machineId: m.id, settings };
+    },
+  );
+
+  app.post(
+    '/v1/agent/machines/:id/drain',
+    {
+      schema: {
+        summary: 'The agent stops for good: drain its own machine (now: stop its stages at once, requeued, charged to no budget)',
+        tags,
+        params: AttemptParams,
+        body: DrainSelfRequest,
+        response: { 200: DrainSelfResponse, ...errors },
+      },
+    },
+    async (req): Promise<DrainSelfResponse> => {
+      const { id } = req.params as { id: string };
+      const body = req.body as DrainSelfRequest;
+      const r = await store.machineDrain({ machine: id, now: clock.now(), stopRunning: body.now === true, jitter: ctx.random() });
+      req.log.info({ machine: r.machine.name, machineId: id, now: body.now === true, stopped: r.stopped ?? 0 }, 'agent drains its machine');
+      return { stopped: r.stopped ?? 0 };
     },
   );
 

@@ -186,6 +186,14 @@ export class Cluster {
     this.note('stop-agent', { machine: name, pid: a.proc.pid, signal });
   }
 
+  /** Send the agent a signal, without waiting for anything. */
+  signalAgent(name: string, signal: NodeJS.Signals): void {
+    const a = this.agents.get(name);
+    if (!a || !this.agentAlive(name)) return;
+    a.proc.kill(signal);
+    this.note('signal-agent', { machine: name, pid: a.proc.pid, signal });
+  }
+
   /** SIGKILL the agent alone (its detached stage processes survive, as after an agent crash). */
   async killAgent(name: string): Promise<void> {
     const a = this.agents.get(name);

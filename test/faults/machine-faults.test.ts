@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { until } from '../support/gantry-process.js';
+import { api, until } from '../support/gantry-process.js';
 import { cleanUpClustersAfterEach, Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
 import { attemptGroupAlive } from './processes.js';
 import { job, pipeline, seeded, stage } from './stage-script.js';
@@ -111,6 +111,40 @@ describe('fault injection: machines and agents', () => {
       for (const s of j.stages) expect(s.attempts.map((a) => a.state), describeJob(j)).toEqual(['succeeded']);
     }
     expect(c.agentOutput('a1')).toMatch(/re-attached/);
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+  }, 90_000);
+
+  it('agent stopped for good with Ctrl-C: it drains (its stage finishes, nothing new lands); twice: its stage is requeued at once, charged to nothing', async () => {
+    const c = await Cluster.start('agent-drain');
+    await c.startAgent('a1');
+    const talk = (n: number) => `i=0; while [ $i -lt ${n} ]; do say "tick $i"; i=$((i+1)); sleep 0.1; done`;
+    const x = await c.submit(job('drained', [stage(c.history, 'long', { body: talk(20) }), stage(c.history, 'after', { needs: ['long'] })]));
+    await waitForLine(c, 'long started', (l) => l.ev === 'start' && l.job === x);
+    c.signalAgent('a1', 'SIGINT');
+    await c.agentExited('a1');
+    let j = await c.job(x);
+    expect(stageOf(j, 'long').attempts.map((a) => a.state), describeJob(j)).toEqual(['succeeded']);
+    expect(stageOf(j, 'after').attempts).toEqual([]);
+    expect(c.agentOutput('a1')).toMatch(/draining: no new work; waiting for 1 running attempt/);
+    const a1 = (await api(c.url, '/v1/machines/a1')).body as { scheduling: string };
+    expect(a1.scheduling).toBe('drained');
+
+    await c.startAgent('a2');
+    const y = await c.submit(job('requeued', [stage(c.history, 'work', { body: 'if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep 30; fi' })]));
+    await waitForLine(c, 'work started', (l) => l.ev === 'start' && l.job === y);
+    c.signalAgent('a2', 'SIGINT');
+    await until('a2 draining', async () => c.agentOutput('a2'), (o) => /draining: no new work/.test(o), 10_000);
+    c.signalAgent('a2', 'SIGINT');
+    await c.agentExited('a2');
+    await c.startAgent('a3');
+    const jobs = await c.waitAllTerminal(30_000);
+    for (const jj of jobs) expect(jj.state, describeJob(jj)).toBe('succeeded');
+    j = jobs.find((jj) => jj.id === y)!;
+    const work = stageOf(j, 'work');
+    expect(work.attempts.map((a) => [a.state, a.machine]), describeJob(j)).toEqual([['lost', 'a2'], ['succeeded', 'a3']]);
+    expect(work.attempts[0]!.reason).toMatch(/^stopped: machine a2 drained at once/);
+    expect([work.attemptsUsed, work.lostUsed]).toEqual([0, 0]);
     const r = await c.check();
     expect(r.violations, r.report).toEqual([]);
   }, 90_000);

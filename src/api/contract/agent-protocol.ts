@@ -63,6 +63,12 @@ export type RegisterResponse = Static<typeof RegisterResponse>;
 
 export const RunningAttempt = Type.Object({ attemptId: Type.String(), token: Type.Integer() }, { additionalProperties: false });
 
+/** An agent told to stop for good asks for its own machine to be drained (`now`: its stages stopped at once, requeued). */
+export const DrainSelfRequest = Type.Object({ now: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
+export type DrainSelfRequest = Static<typeof DrainSelfRequest>;
+export const DrainSelfResponse = Type.Object({ stopped: Type.Integer() });
+export type DrainSelfResponse = Static<typeof DrainSelfResponse>;
+
 export const HeartbeatRequest = Type.Object(
   {
     running: Type.Array(RunningAttempt, { maxItems: 10_000 }),

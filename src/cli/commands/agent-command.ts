@@ -19,8 +19,9 @@ export function agentCommand(program: Command): void {
     .addHelpText(
       'after',
       '\nStopping: SIGTERM stops the agent and leaves its running stages running; started again (same --name and\n' +
-        '--data-dir) within the lease, it re-attaches to them and they finish in their first attempt. SIGINT (Ctrl-C)\n' +
-        'kills them first. To take a machine out of service, drain it: gantry machine drain NAME.\n' +
+        '--data-dir) within the lease, it re-attaches to them and they finish in their first attempt.\n' +
+        'SIGINT (Ctrl-C) stops it for good: it drains its machine (no new work) and exits once its stages have\n' +
+        'finished; a second SIGINT stops them at once, requeued elsewhere without using a retry.\n' +
         '\nExample:\n  gantry agent --server http://10.0.0.5:7070 --name gpu-7 --region us-east --label nvlink=true\n',
     )
     .action(async (flags) => {

@@ -67,8 +67,9 @@ export function upCommand(program: Command): void {
         if (stopping) return;
         stopping = true;
         const exits = [...children.values()].map((c) => new Promise((r) => c.once('exit', r)));
-        // SIGINT: an agent stops its stages (SIGTERM would leave them running for a restart).
-        for (const c of children.values()) c.kill('SIGINT');
+        // Its agents (--exit-with-parent) kill their stages on any signal. SIGTERM, not SIGINT: on
+        // Ctrl-C the terminal has sent them SIGINT already, and the same signal twice exits at once.
+        for (const c of children.values()) c.kill('SIGTERM');
         await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, config.killGraceMs + 2000))]);
         await cp.stop();
         process.exit(0);

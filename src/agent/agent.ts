@@ -23,7 +23,7 @@ import { abandonInterrupted } from './abandon-interrupted.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
-import { describe, describeExit, message, newRun, type Run } from './attempt-run.js';
+import { describe, describeExit, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
 import { launcherEnv } from './attempt-env.js';
 import { Launcher } from './launcher.js';
 import { Reporter } from './reporter.js';
@@ -75,7 +75,6 @@ export class Agent {
   private settings: AgentSettings | null = null;
   private readonly runs = new Map<string, Run>();
   private lastHeartbeatSentOk = 0;
-  private leaseLost = false;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
   private registering: Promise<boolean> | null = null;
@@ -152,7 +151,7 @@ export class Agent {
     if (this.watchdog) clearInterval(this.watchdog);
     this.loopAbort.abort();
     await this.loop;
-    const live = [...this.runs.values()].filter((r) => !r.exit && !r.dropped && !this.endedOnItsOwn(r));
+    const live = [...this.runs.values()].filter((r) => isLive(r) && !this.endedOnItsOwn(r));
     if (opts.killRunning ?? true) {
       for (const r of live) this.drop(r, 'agent stopping');
       await Promise.all(live.map((r) => r.task));
@@ -182,7 +181,7 @@ export class Agent {
     if (this.stopping) return;
     if (!this.id) return this.stop();
     const r = await this.client.drainSelf(this.id, now, this.halt.signal);
-    const running = [...this.runs.values()].filter((x) => !x.exit).length;
+    const running = [...this.runs.values()].filter(isLive).length;
     this.log(now ? `drained at once: ${r.stopped} attempt(s) stopped, requeued elsewhere` : `draining: no new work; waiting for ${running} running attempt(s)`);
     this.draining ??= (async () => {
       while (!this.stopping && this.runs.size > 0) await new Promise((res) => setTimeout(res, 200));
@@ -293,6 +292,7 @@ export class Agent {
       const run = newRun(a);
       run.paths = this.state.paths(a.attemptId);
       run.exit = exit;
+      moveRun(run, RunPhase.owed);
       // Where the server's copy of its log ends is asked first: it may have taken some before the crash.
       run.tail = logTail(this.client, run, run.paths, null, (why) => this.drop(run, why));
       this.runs.set(a.attemptId, run);
@@ -312,6 +312,7 @@ export class Agent {
   private reattach(a: AssignmentWire, pid: number, paths: AttemptPaths): void {
     const run = newRun(a);
     run.paths = paths;
+    moveRun(run, RunPhase.running);
     let startedAt = this.clock.now();
     try {
       startedAt = statSync(paths.pid).mtimeMs;
@@ -346,14 +347,13 @@ export class Agent {
       try {
         // A dropped attempt is listed until its process is gone: the server keeps its resources
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
-        const running = [...this.runs.values()].filter((r) => !r.dropped || r.exit === null).map((r) => ({ attemptId: r.a.attemptId, token: r.a.token }));
+        const running = [...this.runs.values()].filter(isListed).map((r) => ({ attemptId: r.a.attemptId, token: r.a.token }));
         const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
         const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
         if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);
         failures = 0;
         // The send time, not the answer's: the server renewed the lease no earlier than that.
         this.lastHeartbeatSentOk = sentAt;
-        this.leaseLost = false;
         for (const k of res.kill) this.killFromServer(k.attemptId, k.reason);
         for (const a of res.assignments) this.accept(a);
         void this.deliverPending();
@@ -388,12 +388,11 @@ export class Agent {
     // max_client_disconnect per group): a twelve-hour training run may wait out a long outage
     // where a cheap stage would rather be killed and run again elsewhere.
     const over = [...this.runs.values()].filter((r) => {
-      if (r.exit || r.dropped || this.endedOnItsOwn(r)) return false;
+      if (!isLive(r) || this.endedOnItsOwn(r)) return false;
       const own = r.a.disconnectGraceSeconds;
       return silent > (own != null ? own * 1000 : cluster);
     });
     if (over.length === 0) return;
-    this.leaseLost = true;
     this.log(`no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`);
     for (const r of over) this.drop(r, `server unreachable: no heartbeat for ${silent} ms`);
   }
@@ -420,15 +419,15 @@ export class Agent {
    * token decides there whether it still counts (a late report is refused, and logged as such).
    */
   private endedOnItsOwn(run: Run): boolean {
-    return run.exit === null && !run.dropped && run.handle?.pid != null && !processGroupAlive(run.handle.pid);
+    return run.phase === RunPhase.running && !run.dropped && run.handle?.pid != null && !processGroupAlive(run.handle.pid);
   }
 
   private drop(run: Run, why: string): void {
-    if (run.dropped) return;
+    if (run.dropped || run.phase === RunPhase.settled) return;
     run.dropped = why;
     // What still waits in the reporter is not sent: an acknowledgement (nothing runs), a pid, an outcome.
     run.withdraw.abort();
-    if (run.exit) {
+    if (run.phase === RunPhase.owed) {
       // Finished but not yet reported: the report would be refused; a delivery under way may still land.
       if (!run.delivering) void this.forget(run, { result: 'dropped', note: why });
       return;
@@ -484,6 +483,7 @@ export class Agent {
       else result = { exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
     }
     if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
+    else if (!result) moveRun(run, RunPhase.running);
     result ??= await spawnAttempt(
       {
         client: this.client,
@@ -517,6 +517,7 @@ export class Agent {
     };
     await this.state.writeExit(id, exit);
     run.exit = exit;
+    moveRun(run, RunPhase.owed);
     // One line per attempt by default, when its outcome is reported: under load an agent runs
     // hundreds a second, and three lines each cost 7 % of its time (measured).
     if (run.dropped) this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
@@ -535,7 +536,7 @@ export class Agent {
   /** Every owed outcome at once, so that they share reports; one already under way is joined, not repeated. */
   private async deliverPending(): Promise<void> {
     if (this.halt.signal.aborted) return;
-    const owed = [...this.runs.values()].filter((run) => run.exit && !run.dropped);
+    const owed = [...this.runs.values()].filter((run) => run.phase === RunPhase.owed && !run.dropped);
     await Promise.all(owed.map((run) => this.deliver(run)));
   }
 
@@ -609,6 +610,7 @@ export class Agent {
 
   /** Nothing more is owed to the server for this attempt. */
   private async forget(run: Run, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
+    moveRun(run, RunPhase.settled);
     this.runs.delete(run.a.attemptId);
     run.tail?.stop();
     await this.markReported(run.a.attemptId, rec);

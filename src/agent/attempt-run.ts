@@ -1,11 +1,60 @@
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+import { canTransition, type TransitionTable } from '../domain/transition-table.js';
 import type { AttemptPaths, ExitRecord } from './agent-state.js';
 import type { LogTail } from './log-tail.js';
 import type { ProcessHandle } from './process-runner.js';
 
+/**
+ * Where one attempt stands on this agent, declared once (as the server's states are). Whether the
+ * agent still cares (`dropped`: killed or withdrawn because the server decided, nothing to report)
+ * is orthogonal: a dropped run still goes through `running` to `settled` as its process ends.
+ *
+ *   starting ──▶ running ──▶ owed ──▶ settled
+ *      │            └────────────────────▲        (dropped: killed, nothing reported)
+ *      ├──▶ owed  (never started: inputs failed, killed before the spawn)
+ *      └──▶ settled (not acknowledged, assigned twice, dropped before the spawn)
+ */
+export const RunPhase = {
+  /** Its directory being made, its inputs fetched, its acknowledgement on the way: nothing runs yet. */
+  starting: 'starting',
+  /** Its process runs (started by this agent, or re-attached to after a restart). Listed in heartbeats. */
+  running: 'running',
+  /** Its process is over and its exit recorded on disk: log, outputs and outcome are owed to the server. Still listed. */
+  owed: 'owed',
+  /** Nothing more is owed (reported, refused, given up, dropped): forgotten, no longer listed. */
+  settled: 'settled',
+} as const;
+export type RunPhase = (typeof RunPhase)[keyof typeof RunPhase];
+
+export const runTransitions: TransitionTable<RunPhase> = {
+  starting: ['running', 'owed', 'settled'],
+  running: ['owed', 'settled'],
+  owed: ['settled'],
+  settled: [],
+};
+
+/** Moves a run on, or throws: a move the table does not allow is a bug in the agent. */
+export function moveRun(run: Run, to: RunPhase): void {
+  if (run.phase === to) return;
+  if (!canTransition(runTransitions, run.phase, to)) throw new Error(`attempt ${run.a.attemptId}: ${run.phase} → ${to} is not a move a run makes`);
+  run.phase = to;
+}
+
+/** Its process may still run: what a kill is for, and what a lost heartbeat makes the agent give up. */
+export function isLive(run: Run): boolean {
+  return (run.phase === RunPhase.starting || run.phase === RunPhase.running) && !run.dropped;
+}
+
+/** Listed in heartbeats (the server keeps its lease and its resources): until it is settled, and a dropped one only until its process is gone. */
+export function isListed(run: Run): boolean {
+  if (run.phase === RunPhase.settled) return false;
+  return !run.dropped || run.phase !== RunPhase.owed;
+}
+
 /** What the agent knows of one attempt it was given, from assignment to reported outcome. */
 export interface Run {
   a: AssignmentWire;
+  phase: RunPhase;
   paths: AttemptPaths | null;
   handle: ProcessHandle | null;
   /** Ships its log from the files; the outcome is reported only once it has shipped all of it. */
@@ -30,6 +79,7 @@ export interface Run {
 export function newRun(a: AssignmentWire): Run {
   return {
     a,
+    phase: RunPhase.starting,
     paths: null,
     handle: null,
     tail: null,

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { canTransition } from '../domain/transition-table.js';
+import { isListed, isLive, moveRun, newRun, RunPhase, runTransitions } from './attempt-run.js';
+
+const a = { attemptId: 'att_1', token: 1, jobId: 'job_1', stageName: 's', attemptNumber: 1, command: ['true'], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [] };
+
+describe('an attempt run on the agent', () => {
+  it('moves only as the table says', () => {
+    const phases = Object.values(RunPhase);
+    const allowed = phases.flatMap((from) => phases.filter((to) => canTransition(runTransitions, from, to)).map((to) => `${from}>${to}`));
+    expect(allowed).toEqual(['starting>running', 'starting>owed', 'starting>settled', 'running>owed', 'running>settled', 'owed>settled']);
+    const run = newRun(a);
+    moveRun(run, RunPhase.running);
+    moveRun(run, RunPhase.owed);
+    expect(() => moveRun(run, RunPhase.running)).toThrow(/owed → running is not a move a run makes/);
+  });
+
+  it('is listed in heartbeats until settled, a dropped one only while its process may run', () => {
+    const run = newRun(a);
+    expect([isLive(run), isListed(run)]).toEqual([true, true]);
+    run.dropped = 'canceled';
+    expect([isLive(run), isListed(run)]).toEqual([false, true]);
+    moveRun(run, RunPhase.owed);
+    expect(isListed(run)).toBe(false);
+    const owed = newRun(a);
+    moveRun(owed, RunPhase.owed);
+    expect([isLive(owed), isListed(owed)]).toEqual([false, true]);
+    moveRun(owed, RunPhase.settled);
+    expect(isListed(owed)).toBe(false);
+  });
+});

@@ -15,7 +15,6 @@ import { existsSync, statSync } from 'node:fs';
 import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
-import { deliverOutcome } from './deliver-outcome.js';
 import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
 import { crashBeforeReport } from './fault-hooks.js';
@@ -26,6 +25,7 @@ import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from 
 import { describe, describeExit, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
 import { launcherEnv } from './attempt-env.js';
 import { Launcher } from './launcher.js';
+import { OutcomeDelivery } from './outcome-delivery.js';
 import { Reporter } from './reporter.js';
 import { logTail, spawnAttempt } from './spawn-attempt.js';
 
@@ -67,6 +67,8 @@ export class Agent {
   private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
   private readonly launcher: Launcher | null;
   private readonly verbose: boolean;
+  /** The `owed` phase: log, outputs, outcome (outcome-delivery.ts). */
+  private readonly delivery: OutcomeDelivery;
   /** Ends every call: the last step of stop(). */
   private readonly halt = new AbortController();
   /** Ends the loop's long poll and waits, without cutting deliveries still owed. */
@@ -113,6 +115,16 @@ export class Agent {
       onRetry: (err, failures) => {
         if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${message(err)}; retrying`);
       },
+    });
+    this.delivery = new OutcomeDelivery({
+      client: this.client,
+      reporter: this.reporter,
+      now: () => this.clock.now(),
+      log: (line) => this.log(line),
+      halted: () => this.halt.signal.aborted,
+      drop: (run, why) => this.drop(run, why),
+      settle: (run, rec) => this.forget(run, rec),
+      giveUpMs: GIVE_UP_DELIVERY_MS,
     });
   }
 
@@ -530,82 +542,14 @@ export class Agent {
     }
     if (this.detached) return;
     if (await crashBeforeReport(this.state.dataDir)) return;
-    await this.deliver(run);
+    await this.delivery.deliver(run);
   }
 
   /** Every owed outcome at once, so that they share reports; one already under way is joined, not repeated. */
   private async deliverPending(): Promise<void> {
     if (this.halt.signal.aborted) return;
     const owed = [...this.runs.values()].filter((run) => run.phase === RunPhase.owed && !run.dropped);
-    await Promise.all(owed.map((run) => this.deliver(run)));
-  }
-
-  /** Outputs (only after a clean exit), then the outcome. Leaves the run in place to retry when the server is unreachable. */
-  private deliver(run: Run): Promise<void> {
-    run.delivering ??= this.deliverOnce(run).finally(() => (run.delivering = null));
-    return run.delivering;
-  }
-
-  private async deliverOnce(run: Run): Promise<void> {
-    // Dropped before its delivery began: drop() settled it.
-    if (run.dropped) return;
-    // The outcome goes only once the server has the whole log: a stage that ended during an
-    // outage keeps its last lines, and `succeeded` never shows a log still missing its end.
-    const logProblem = await this.shipLog(run);
-    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
-    if (logProblem === 'later') return this.owedTooLong(run);
-    const out = await deliverOutcome(this.client, this.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal, run.logBytes);
-    // A kill or a stop that came while it was under way wins over a retry.
-    if (!out.settled && (run.dropped || this.halt.signal.aborted)) {
-      if (run.dropped) await this.forget(run, { result: 'dropped', note: run.dropped });
-      return;
-    }
-    this.log(`attempt ${describe(run.a)} ${describeExit(run.exit!)}; ${out.line}`);
-    if (out.settled) return this.forget(run, out.record);
-    return this.owedTooLong(run);
-  }
-
-  /**
-   * Ships what is left of a finished attempt's log. 'later': the server cannot be reached now (the
-   * outcome waits with it); null: shipped, or refused for good (said in the agent's log: the
-   * outcome still goes, and the machine's files keep the whole log).
-   */
-  private async shipLog(run: Run): Promise<'later' | null> {
-    const tail = run.tail;
-    if (!tail || run.logShipped) return null;
-    try {
-      await tail.drain();
-      run.logShipped = true;
-      return null;
-    } catch (err) {
-      if (err instanceof StaleAttempt) {
-        this.drop(run, 'stale: ' + err.message);
-        return null;
-      }
-      if (isRetryable(err) || (err as { name?: unknown } | null)?.name === 'AbortError') {
-        if (!run.dropped && !this.halt.signal.aborted) this.log(`attempt ${describe(run.a)}: log not shipped yet (${message(err)}); the outcome waits for it`);
-        return 'later';
-      }
-      this.log(`attempt ${describe(run.a)}: ${tail.unshipped()} bytes of its log were refused by the server (${message(err)}); they stay in ${run.paths?.dir}`);
-      run.logShipped = true;
-      // The outcome carries the files' sizes: the server's log then says what it lacks.
-      run.logBytes = tail.sizes();
-      return null;
-    }
-  }
-
-  private async owedTooLong(run: Run): Promise<void> {
-    if (this.halt.signal.aborted) return;
-    // Owed outcomes keep the attempt listed in heartbeats (its lease renewed), so a delivery that
-    // can never succeed would hold its stage forever. Past the limit it is given up: no longer
-    // listed, the server marks the attempt lost and runs the stage again. The reporter applies the
-    // same limit to the outcome itself; this one covers its uploads.
-    run.firstDeliveryFailure ??= this.clock.now();
-    const owedFor = this.clock.now() - run.firstDeliveryFailure;
-    if (owedFor > GIVE_UP_DELIVERY_MS) {
-      this.log(`attempt ${describe(run.a)}: giving up delivering its outcome after ${Math.round(owedFor / 1000)} s; the server will take it as lost`);
-      await this.forget(run, { result: 'dropped', note: `outcome undeliverable for ${Math.round(owedFor / 1000)} s` });
-    }
+    await Promise.all(owed.map((run) => this.delivery.deliver(run)));
   }
 
   /** Nothing more is owed to the server for this attempt. */

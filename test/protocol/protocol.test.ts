@@ -94,6 +94,9 @@ describe('the agent protocol, on a fake clock', () => {
     });
     const [a] = await m.takeWork();
     await h.cancel(id);
+    // A repeated cancel (a client retrying) answers the same and changes nothing.
+    const again = await h.call('POST', `/v1/jobs/${id}/cancel`, {});
+    expect([again.statusCode, (JSON.parse(again.body) as { changed: boolean }).changed]).toEqual([200, false]);
     expect((await m.heartbeat()).kill.map((k) => k.attemptId)).toEqual([a!.attemptId]);
     expect((await m.finish(a!, 0)).result).toBe('stale');
     expect(await m.takeWork()).toEqual([]);

@@ -7,7 +7,7 @@
  * there. docs/agent.md, "Logs", has the whole protocol.
  *
  * While the process runs, `follow` ships what is new every `intervalMs` (a failure waits for the
- * next round); once it has ended, `drain` ships everything up to the files' ends and throws if it
+ * next round, backing off to 5 s while they keep failing); once it has ended, `drain` ships everything up to the files' ends and throws if it
  * cannot, and the agent reports the outcome only after it succeeds. A command that prints nothing
  * costs two `stat`s and no request.
  */
@@ -16,6 +16,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import type { LogChunk } from './agent-client.js';
 
 export type LogStream = LogChunk['stream'];
+const MAX_BACKOFF_MS = 5000;
 const STREAMS: readonly LogStream[] = ['stdout', 'stderr'];
 
 export interface LogMarks {
@@ -73,16 +74,25 @@ export class LogTail {
   /** While the process runs: what it wrote goes out every interval. */
   follow(): void {
     if (this.stopped || this.timer) return;
+    // A round that fails (the server unreachable) waits twice as long before the next, up to
+    // MAX_BACKOFF_MS; one that gets through goes back to the interval.
+    let wait = this.intervalMs;
     const tick = () => {
       this.timer = null;
       if (this.stopped) return;
       void this.ship(false)
-        .catch((err: unknown) => this.onError(err))
+        .then(
+          () => (wait = this.intervalMs),
+          (err: unknown) => {
+            wait = Math.min(MAX_BACKOFF_MS, wait * 2);
+            this.onError(err);
+          },
+        )
         .finally(() => {
-          if (!this.stopped && !this.drained) this.timer = setTimeout(tick, this.intervalMs);
+          if (!this.stopped && !this.drained) this.timer = setTimeout(tick, wait);
         });
     };
-    this.timer = setTimeout(tick, this.intervalMs);
+    this.timer = setTimeout(tick, wait);
   }
 
   /** Everything up to the files' current ends (the process is over); throws when the server cannot be reached or refuses. */

@@ -6,7 +6,7 @@ import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
 import { attemptsWithNames } from './job-verbs.js';
-import { syncJobState } from './sync-job-state.js';
+import { syncJobState, syncJobStateOnActivation } from './sync-job-state.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /** Log kept per attempt, in bytes of UTF-8. */
@@ -78,7 +78,7 @@ export async function startLoaded(
     message: `stage ${a.stage_name} attempt ${a.number} running on ${name ?? a.machine_id}`,
     data: { pid: p.pid },
   });
-  await syncJobState(tx, a.job_id);
+  await syncJobStateOnActivation(tx, a.job_id, 'running');
   return 'ok';
 }
 

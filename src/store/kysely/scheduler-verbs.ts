@@ -11,7 +11,7 @@ import type { MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { attemptsWithNames } from './job-verbs.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
-import { syncJobState } from './sync-job-state.js';
+import { syncJobStateOnActivation } from './sync-job-state.js';
 import type { Db, TxContext } from './tx-context.js';
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
@@ -212,7 +212,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
       data: { machine: m.name, gpus: pl.gpuIndices, waitedMs: tx.now - Number(stage.ready_since ?? tx.now) },
     });
   }
-  for (const jobId of jobsTouched) await syncJobState(tx, jobId);
+  for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled');
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const rows = appliedIds.length ? await tx.db.selectFrom('attempts').selectAll().where('id', 'in', appliedIds).execute() : [];
   return { applied: await attemptsWithNames(tx.db, rows), skipped };

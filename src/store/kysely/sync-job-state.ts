@@ -48,6 +48,19 @@ export async function syncJobState(
   return to;
 }
 
+/**
+ * syncJobState after a stage of the job became `scheduled` (placed) or `running` (started): the
+ * derivation can only land on `scheduled` or `running`, so a job already there (or past `scheduled`,
+ * for a placement) needs no read of its stages. The common case on the hot path: one small read.
+ */
+export async function syncJobStateOnActivation(tx: TxContext, jobId: string, became: 'scheduled' | 'running'): Promise<JobState> {
+  const job = await tx.db.selectFrom('jobs').select('state').where('id', '=', jobId).executeTakeFirstOrThrow();
+  const state = job.state as JobState;
+  // A running stage makes the job running; a scheduled one leaves a running job running.
+  if (state === 'running' || (became === 'scheduled' && state === 'scheduled')) return state;
+  return syncJobState(tx, jobId);
+}
+
 /** The event and the message every change of a job's state writes (its row already updated). */
 export async function recordJobStateChange(tx: TxContext, jobId: string, from: JobState, to: JobState, failureReason: string | null = null): Promise<void> {
   await tx.event({

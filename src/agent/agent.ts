@@ -23,7 +23,7 @@ import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
 import { describe, describeExit, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
-import { launcherEnv } from './attempt-env.js';
+import { inheritedEnv } from './attempt-env.js';
 import { Launcher } from './launcher.js';
 import { OutcomeDelivery } from './outcome-delivery.js';
 import { Reporter } from './reporter.js';
@@ -63,8 +63,8 @@ export class Agent {
   private readonly logLine: (line: string) => void;
   private readonly clock: AgentClock;
   private readonly stopDeliverMs: number;
-  /** The agent's environment, read once: process.env is slow to walk, and attempts are many. */
-  private readonly baseEnv: NodeJS.ProcessEnv = { ...process.env };
+  /** What attempts inherit of the agent's environment, read and filtered once: process.env is slow to walk, and attempts are many. */
+  private readonly inheritedEnv: Readonly<Record<string, string>> = inheritedEnv(process.env);
   private readonly launcher: Launcher | null;
   private readonly verbose: boolean;
   /** The `owed` phase: log, outputs, outcome (outcome-delivery.ts). */
@@ -99,7 +99,7 @@ export class Agent {
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
     const useLauncher = opts.launcher ?? (process.env.GANTRY_AGENT_LAUNCHER !== '0' && existsSync('/bin/bash'));
-    this.launcher = useLauncher ? new Launcher(launcherEnv(this.baseEnv), (line) => this.log(line)) : null;
+    this.launcher = useLauncher ? new Launcher(this.inheritedEnv, (line) => this.log(line)) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
       send: (req, signal) => this.client.report(this.id!, req, signal),
@@ -196,7 +196,7 @@ export class Agent {
     const running = [...this.runs.values()].filter(isLive).length;
     this.log(now ? `drained at once: ${r.stopped} attempt(s) stopped, requeued elsewhere` : `draining: no new work; waiting for ${running} running attempt(s)`);
     this.draining ??= (async () => {
-      while (!this.stopping && this.runs.size > 0) await new Promise((res) => setTimeout(res, 200));
+      while (!this.stopping && this.runs.size > 0) await this.pause(200);
       await this.stop();
     })();
     return this.draining;
@@ -502,7 +502,7 @@ export class Agent {
         reporter: this.reporter,
         state: this.state,
         machineName: this.machine.name,
-        baseEnv: this.baseEnv,
+        inheritedEnv: this.inheritedEnv,
         killGraceMs: this.settings!.killGraceMs,
         launcher: this.launcher,
         log: (line) => this.log(line),

@@ -1,8 +1,9 @@
 /**
- * The environment an attempt's command sees: the agent's own (PATH, HOME, proxies...), then the
- * stage's, then Gantry's variables, which nothing can override. Variables the agent itself was
- * given by an outer Gantry (GANTRY_*) or a GPU mask (CUDA_VISIBLE_DEVICES) are removed first, so a
- * stage never inherits another attempt's identity or GPUs.
+ * The environment an attempt's command sees: what it inherits from the agent (PATH, HOME,
+ * proxies...: `inheritedEnv`, computed once per agent), then the stage's, then Gantry's variables,
+ * which nothing can override. Variables the agent itself was given by an outer Gantry (GANTRY_*) or
+ * a GPU mask (CUDA_VISIBLE_DEVICES) are not inherited, so a stage never sees another attempt's
+ * identity or GPUs.
  */
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 
@@ -10,9 +11,10 @@ export function attemptEnv(
   a: AssignmentWire,
   dirs: { output: string; input: string },
   machineName: string,
-  base: NodeJS.ProcessEnv = process.env,
+  /** inheritedEnv(process.env), once per agent. */
+  inherited: Readonly<Record<string, string>>,
 ): Record<string, string> {
-  const env = launcherEnv(base);
+  const env = { ...inherited };
   Object.assign(env, a.env);
   Object.assign(env, {
     GANTRY_JOB_ID: a.jobId,
@@ -32,7 +34,7 @@ export function attemptEnv(
 }
 
 /** What every attempt's environment starts from: the agent's own, without what identifies an attempt or masks GPUs. */
-export function launcherEnv(base: NodeJS.ProcessEnv): Record<string, string> {
+export function inheritedEnv(base: NodeJS.ProcessEnv): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(base)) {
     if (v === undefined || k.startsWith('GANTRY_') || k === 'CUDA_VISIBLE_DEVICES') continue;

@@ -21,7 +21,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { groupsOfAttempt } from './agent-state.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
-import { EXIT_UNKNOWN, fromStatus, leaderRunning, readExitStatus, resolveCommand, type ProcessHandle, type ProcessResult, type RunProcessOptions } from './process-runner.js';
+import { EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, type ProcessHandle, type ProcessResult, type RunProcessOptions } from './process-runner.js';
 
 const BASH = '/bin/bash';
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -56,7 +56,7 @@ export class Launcher {
    *   variables); each attempt's own variables are exported on top of it.
    */
   constructor(
-    private readonly env: Record<string, string>,
+    private readonly env: Readonly<Record<string, string>>,
     private readonly log: (line: string) => void,
   ) {}
 
@@ -72,14 +72,11 @@ export class Launcher {
     for (const k of Object.keys(this.env)) if (!(k in opts.env)) exports.push(`unset ${k}`);
     const proc = this.process();
     if (!proc) return null;
-    const [file, ...args] = opts.command;
-    let path: string;
+    let argv: string[];
     try {
-      if (file === undefined || file === '') throw new Error('command is empty');
-      path = resolveCommand(file, opts.env.PATH ?? '', opts.cwd);
+      argv = resolveArgv(opts);
     } catch (err) {
-      const r = { exitCode: null, signal: null, reason: `spawn failed: ${(err as Error).message}` };
-      return { pid: null, started: Promise.resolve(null), done: Promise.resolve(r), kill: async () => {}, leave: () => {} };
+      return notStarted(err);
     }
     const id = String(++this.seq);
     let resolveStarted!: (pid: number | null) => void;
@@ -91,7 +88,7 @@ export class Launcher {
     // The subshell: the attempt's shim. Its traps run only once the command has ended (bash defers
     // them while it waits for a foreground command), so a TERM to the group reaches the command and
     // the status is still written; fd 3, the pipe back to the agent, is not the command's.
-    const command = [q(path), ...args.map(q)].join(' ');
+    const command = argv.map(q).join(' ');
     const line =
       `( cd ${q(opts.cwd)} || exit 126; ${exports.join('; ')}${exports.length ? '; ' : ''}trap : HUP INT TERM; ${command} 3>&-; ` +
       `c=$?; echo "$c" > ${q(opts.statusFile)}; printf 'end %s %s\\n' ${id} "$c" >&3 ) </dev/null >>${q(opts.stdoutFile)} 2>>${q(opts.stderrFile)} &\n` +

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { LogChunk } from './agent-client.js';
-import { LogTail, wholeCharacters, type LogMarks } from './log-tail.js';
+import type { LogsResponse } from '../api/contract/agent-protocol.js';
+import { LogTail, wholeCharacters } from './log-tail.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -21,7 +22,7 @@ class FakeServer {
   /** Fail the next n calls: 'before' (nothing stored) or 'after' (stored, the answer lost). */
   failures: ('before' | 'after')[] = [];
 
-  send = async (pieces: LogChunk[]): Promise<LogMarks> => {
+  send = async (pieces: LogChunk[]): Promise<LogsResponse> => {
     this.requests.push(pieces);
     const fail = this.failures.shift();
     if (fail === 'before') throw Object.assign(new TypeError('fetch failed'), {});

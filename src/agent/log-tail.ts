@@ -13,21 +13,16 @@
  */
 import { statSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
+import type { LogsResponse } from '../api/contract/agent-protocol.js';
 import type { LogChunk } from './agent-client.js';
 
 export type LogStream = LogChunk['stream'];
 const MAX_BACKOFF_MS = 5000;
 const STREAMS: readonly LogStream[] = ['stdout', 'stderr'];
 
-export interface LogMarks {
-  stdout: number;
-  stderr: number;
-  capped: boolean;
-}
-
 export interface LogTailOptions {
   files: Record<LogStream, string>;
-  send: (pieces: LogChunk[]) => Promise<LogMarks>;
+  send: (pieces: LogChunk[]) => Promise<LogsResponse>;
   /** How far the server has each stream: 0 for an attempt that just started; null (unknown) after a restart: asked first. */
   known: { stdout: number; stderr: number } | null;
   intervalMs?: number;
@@ -111,7 +106,8 @@ export class LogTail {
   /** Bytes the files hold beyond what the server has confirmed (all of them while unknown). */
   unshipped(): number {
     if (this.capped) return 0;
-    return STREAMS.reduce((n, s) => n + Math.max(0, size(this.files[s]) - (this.marks?.[s] ?? 0)), 0);
+    const ends = this.sizes();
+    return STREAMS.reduce((n, s) => n + Math.max(0, ends[s] - (this.marks?.[s] ?? 0)), 0);
   }
 
   /** The server no longer wants this attempt's log, or the agent stops: nothing more is sent. */
@@ -132,7 +128,7 @@ export class LogTail {
   private async shipNow(final: boolean): Promise<void> {
     for (;;) {
       if (this.stopped || this.capped) return;
-      const ends = { stdout: size(this.files.stdout), stderr: size(this.files.stderr) };
+      const ends = this.sizes();
       if (ends.stdout === 0 && ends.stderr === 0) return;
       // After a restart: where does the server's copy end? (An empty request only asks.)
       this.marks ??= this.accept(await this.send([]));
@@ -161,7 +157,7 @@ export class LogTail {
     }
   }
 
-  private accept(m: LogMarks): { stdout: number; stderr: number } {
+  private accept(m: LogsResponse): { stdout: number; stderr: number } {
     if (m.capped) this.capped = true;
     return { stdout: m.stdout, stderr: m.stderr };
   }

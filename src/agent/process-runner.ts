@@ -68,22 +68,19 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   };
   let timer: NodeJS.Timeout | undefined;
 
-  const [file, ...args] = opts.command;
   let child: ChildProcess;
   const fds: number[] = [];
   try {
-    if (file === undefined || file === '') throw new Error('command is empty');
-    const path = resolveCommand(file, opts.env.PATH ?? '', opts.cwd);
+    const argv = resolveArgv(opts);
     fds.push(openSync(opts.stdoutFile, 'a'), openSync(opts.stderrFile, 'a'));
-    child = spawn(SHELL, ['-c', SHIM, 'gantry-attempt', opts.statusFile, path, ...args], {
+    child = spawn(SHELL, ['-c', SHIM, 'gantry-attempt', opts.statusFile, ...argv], {
       detached: true,
       cwd: opts.cwd,
       env: opts.env,
       stdio: ['ignore', fds[0], fds[1]],
     });
   } catch (err) {
-    settle({ exitCode: null, signal: null, reason: `spawn failed: ${(err as Error).message}` });
-    return { pid: null, started: Promise.resolve(null), done, kill: async () => void (await done), leave: () => {} };
+    return notStarted(err);
   } finally {
     // The child has its own copies (or never started); the agent writes nothing there.
     for (const fd of fds) closeSync(fd);
@@ -151,12 +148,25 @@ const SHIM = [
   'exit "$c"',
 ].join('\n');
 
+/** The command with its file resolved (resolveCommand); throws when it cannot start. */
+export function resolveArgv(opts: Pick<RunProcessOptions, 'command' | 'env' | 'cwd'>): string[] {
+  const [file, ...args] = opts.command;
+  if (file === undefined || file === '') throw new Error('command is empty');
+  return [resolveCommand(file, opts.env.PATH ?? '', opts.cwd), ...args];
+}
+
+/** The handle of a command that never started: its outcome says why. */
+export function notStarted(err: unknown): ProcessHandle {
+  const done = Promise.resolve({ exitCode: null, signal: null, reason: `spawn failed: ${(err as Error).message}` });
+  return { pid: null, started: Promise.resolve(null), done, kill: async () => {}, leave: () => {} };
+}
+
 /**
  * The command's file, found as execvp would (a name with a slash is a path, relative to the
  * working directory; otherwise each PATH entry in turn), so that a command that cannot start is
  * told apart from one that ran and exited 127.
  */
-export function resolveCommand(file: string, pathVar: string, cwd: string): string {
+function resolveCommand(file: string, pathVar: string, cwd: string): string {
   // The same few commands, thousands of times: a name found before is checked with one call, not
   // one per PATH entry (measured at 4 % of the agent's time with a long PATH). Only where the
   // answer cannot depend on the working directory.

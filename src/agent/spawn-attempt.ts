@@ -17,7 +17,8 @@ export interface SpawnContext {
   reporter: Reporter;
   state: AgentState;
   machineName: string;
-  baseEnv: NodeJS.ProcessEnv;
+  /** The agent's environment as attempts inherit it (attempt-env.ts). */
+  inheritedEnv: Readonly<Record<string, string>>;
   killGraceMs: number;
   /** Starts commands from a small bash (launcher.ts); null: every attempt is spawned by the agent. */
   launcher: Launcher | null;
@@ -35,7 +36,7 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
   const opts = {
     command: a.command,
     cwd: paths.work,
-    env: attemptEnv(a, paths, ctx.machineName, ctx.baseEnv),
+    env: attemptEnv(a, paths, ctx.machineName, ctx.inheritedEnv),
     stdoutFile: paths.stdout,
     stderrFile: paths.stderr,
     statusFile: paths.status,

@@ -6,7 +6,7 @@ import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
 import { attemptsWithNames } from './job-verbs.js';
-import { syncJobState, syncJobStateOnActivation } from './sync-job-state.js';
+import { syncJobStateOnActivation } from './sync-job-state.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /** Log kept per attempt, in bytes of UTF-8. */

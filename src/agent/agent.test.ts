@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AgentSettings, AssignmentWire, HeartbeatResponse, ReportItemResult, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
 import { Agent } from './agent.js';
 import { AgentState, KEEP_REPORTED, type ReportedRecord } from './agent-state.js';
+import { readAttemptRecords } from './attempt-journal.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 
@@ -469,7 +470,7 @@ describe('Agent', () => {
     expect(lines.some((l) => l.includes('report failed (1 in a row)'))).toBe(true);
   });
 
-  it('keeps the newest settled attempts as it goes, reading no reported.json to choose', async () => {
+  it('keeps the newest settled attempts as it goes, reading no record to choose', async () => {
     await startAgent();
     const reads = vi.spyOn(AgentState.prototype, 'readReported');
     try {
@@ -477,11 +478,11 @@ describe('Agent', () => {
       const as = Array.from({ length: KEEP_REPORTED + 5 }, () => assignment());
       for (const a of as) {
         srv.push({ assignments: [a] });
-        await until(async () => (await readdir(join(dir, 'data', 'attempts', a.attemptId)).catch((): string[] => [])).includes('reported.json'));
+        await until(async () => readAttemptRecords(join(dir, 'data'), a.attemptId)?.reported !== undefined);
       }
       const newest = as.slice(5).map((a) => a.attemptId);
       await until(async () => (await readdir(join(dir, 'data', 'attempts'))).filter((d) => !d.startsWith('.')).length === KEEP_REPORTED, 5000);
-      expect((await readdir(join(dir, 'data', 'attempts'))).sort()).toEqual(newest.sort());
+      expect((await readdir(join(dir, 'data', 'attempts'))).filter((d) => !d.startsWith('.')).sort()).toEqual(newest.sort());
       expect(reads).not.toHaveBeenCalled();
     } finally {
       reads.mockRestore();

@@ -11,7 +11,7 @@
  * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
  * against the user's retries), so the agent kills the process group and reports nothing.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
@@ -274,7 +274,7 @@ export class Agent {
       const paths = this.state.paths(a.attemptId);
       // Still running under its shim: the previous agent stopped (SIGTERM, upgrade, crash), the work did not.
       if (pid && survivingGroup(pid)) {
-        this.reattach(a, pid.pid, paths);
+        this.reattach(a, pid.pid, paths, pid.at);
         continue;
       }
       // The previous agent died between the spawn and recording the pid: the group is found by the
@@ -321,16 +321,12 @@ export class Agent {
    * answer says kill), its log is followed from where the server's copy ends, and its outcome is
    * read from the shim's status file when it ends.
    */
-  private reattach(a: AssignmentWire, pid: number, paths: AttemptPaths): void {
+  private reattach(a: AssignmentWire, pid: number, paths: AttemptPaths, spawnedAt?: number): void {
     const run = newRun(a);
     run.paths = paths;
     moveRun(run, RunPhase.running);
-    let startedAt = this.clock.now();
-    try {
-      startedAt = statSync(paths.pid).mtimeMs;
-    } catch {
-      // The pid record was just read; if it went since, the timeout counts from now.
-    }
+    // Without a pid record (the previous agent died before writing it) the timeout counts from now.
+    const startedAt = spawnedAt ?? this.clock.now();
     const timeout = a.timeoutSeconds ? { seconds: a.timeoutSeconds, remainingMs: a.timeoutSeconds * 1000 - (Date.now() - startedAt) } : null;
     run.handle = attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout });
     run.tail = logTail(this.client, run, paths, null, (why) => this.drop(run, why));

@@ -11,6 +11,7 @@
  */
 import { resolve } from 'node:path';
 import { Agent } from './agent.js';
+import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine-detect.js';
 
 export interface AgentCommandOptions {
@@ -42,9 +43,8 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   });
   // Absolute, because attempts get GANTRY_OUTPUT_DIR and GANTRY_INPUT_DIR under it and run elsewhere.
   const dataDir = resolve(opts.dataDir ?? `./.gantry-agent-${machine.name}`);
-  const emit = opts.json
-    ? (line: string) => void process.stderr.write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') }) + '\n')
-    : (line: string) => void process.stderr.write(line + '\n');
+  const write = lineWriter(process.stderr);
+  const emit = opts.json ? (line: string) => write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') })) : write;
   const verbose = opts.verbose ?? process.env.GANTRY_LOG_LEVEL === 'debug';
   const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');

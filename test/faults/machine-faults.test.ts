@@ -2,11 +2,11 @@
  * Faults of machines and agents: a machine dies mid-stage; an agent dies between recording an
  * exit and reporting it; an agent is frozen past its lease. Each scenario ends with the checker.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { api, until } from '../support/gantry-process.js';
 import { cleanUpClustersAfterEach, Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
+import { readAttemptRecords } from '../../src/agent/attempt-journal.js';
 import { attemptGroupAlive } from './processes.js';
 import { job, pipeline, seeded, stage } from './stage-script.js';
 
@@ -73,9 +73,9 @@ describe('fault injection: machines and agents', () => {
     expect(stale.state).toBe('lost');
     expect(slowPrep.outputAttemptId).not.toBe(stale.id);
     // The restarted agent did deliver it, and was told no.
-    const reported = join(c.dir, 'agents', 'slow', 'attempts', stale.id, 'reported.json');
-    expect(existsSync(reported), c.agentOutput('slow')).toBe(true);
-    expect(JSON.parse(readFileSync(reported, 'utf8')).result).not.toBe('accepted');
+    const reported = readAttemptRecords(join(c.dir, 'agents', 'slow'), stale.id)?.reported;
+    expect(reported, c.agentOutput('slow')).toBeDefined();
+    expect(reported!.result).not.toBe('accepted');
 
     const fastFinished = c.procLines().find((l) => l.ev === 'end' && l.job === fastJob && l.stage === 'prep')!;
     const fastPrep = stageOf(r.jobs.find((j) => j.id === fastJob)!, 'prep');
@@ -195,7 +195,7 @@ describe('fault injection: machines and agents', () => {
     // it and the server refuses the late report (its attempt was lost and given away meanwhile), or
     // hears first, from the heartbeat that went out as it woke, that the attempt is lost, and
     // withdraws it (its log was still being shipped, which comes before the outcome).
-    const bRecord = JSON.parse(readFileSync(join(c.dir, 'agents', 'a1', 'attempts', bStart.attemptId, 'reported.json'), 'utf8')) as { result: string; note?: string };
+    const bRecord = readAttemptRecords(join(c.dir, 'agents', 'a1'), bStart.attemptId)?.reported;
     if (bEnd && bEnd.t > stoppedAt && refused === 0) expect(bRecord, c.agentOutput('a1')).toMatchObject({ result: 'dropped', note: expect.stringMatching(/lost/) });
     console.log(`sigstop: frozen ${resumedAt - stoppedAt} ms; server refused ${refused} stale outcome(s); B ended ${bEnd && bEnd.t > stoppedAt ? 'while frozen' : 'before the freeze'}`);
   }, 90_000);

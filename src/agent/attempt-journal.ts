@@ -1,0 +1,269 @@
+/**
+ * The agent's records of its attempts, in one append-only file (`attempts.journal` in the data
+ * directory), one JSON line per record:
+ *
+ *   {"id":"att_…","assignment":{…}}   the assignment as received, token included
+ *   {"id":"att_…","pid":{…}}          { pid, bootId, startTime }, right after the spawn
+ *   {"id":"att_…","exit":{…}}         how the command ended; durable before the outcome is reported
+ *   {"id":"att_…","reported":{…}}     nothing more is owed to the server
+ *   {"id":"att_…","removed":true}     the attempt's directory is gone (or going); forget it
+ *
+ * Why one file: as separate files (write to a temporary, rename, delete later), the four records
+ * cost about twelve directory operations an attempt, each a journaled metadata change of the
+ * filesystem, plus an fsync of a file and of its directory for the exit record: a fifth of the
+ * agent's time under load (measured). Here a record is one write() into the page cache, and the
+ * exits that end together share one fdatasync.
+ *
+ * What a crash can do to it: a crash of the agent alone loses nothing (every append is a whole
+ * line written by one system call, and the page cache outlives the process). A crash of the host
+ * can lose whatever was appended since the last fdatasync, and can leave the last line cut short:
+ * a cut line is dropped (and cut off the file before the next append), which reads as "that
+ * record was never written". Exit records are synced before anyone is told of the exit, so the
+ * ones a host crash can lose are assignments, pids and reported marks, whose loss it makes
+ * harmless (see agent-state.ts).
+ *
+ * Compaction: the file grows by a few lines an attempt, so once it holds many times more lines
+ * than the attempts still known, it is rewritten with only those (temporary file, fsync, rename,
+ * fsync of the directory): once every few hundred attempts, a few milliseconds each.
+ */
+import { closeSync, existsSync, fdatasync, fsyncSync, openSync, readFileSync, renameSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+
+/** Enough to tell, after a restart, whether a live process group with this id is still ours. */
+export interface PidRecord {
+  pid: number;
+  bootId: string | null;
+  startTime: string | null;
+  /** When it was recorded (ms since the epoch): where a re-attached attempt's timeout counts from. */
+  at?: number;
+}
+
+/** What identifies an attempt to the server and to a person reading the log. */
+export type AttemptIdentity = Pick<AssignmentWire, 'attemptId' | 'token' | 'jobId' | 'stageName' | 'attemptNumber'>;
+
+export interface ExitRecord {
+  exitCode: number | null;
+  signal: string | null;
+  reason: string | null;
+  finishedAt: string;
+  /** Enough to report the outcome should the assignment record (not synced) be lost with the host. */
+  attempt?: AttemptIdentity;
+  /** Set when the agent had stopped caring before the exit was recorded (see Run.dropped): nothing is reported. */
+  dropped?: string;
+}
+
+/**
+ * How an attempt stopped being owed to the server. `dropped`: the server had already decided
+ * (kill, stale token) or will (lease lost, agent stopped), so nothing was sent. `abandoned`: the
+ * agent died while it ran; the server reaps it as lost.
+ */
+export type ReportResult = 'accepted' | 'duplicate' | 'stale' | 'dropped' | 'abandoned';
+
+export interface ReportedRecord {
+  result: ReportResult;
+  at: string;
+  jobState?: string;
+  note?: string;
+}
+
+/** Everything recorded about one attempt. */
+export interface AttemptRecords {
+  assignment?: AssignmentWire;
+  pid?: PidRecord;
+  exit?: ExitRecord;
+  reported?: ReportedRecord;
+}
+
+type Kind = keyof AttemptRecords;
+const KINDS: readonly Kind[] = ['assignment', 'pid', 'exit', 'reported'];
+
+export const JOURNAL_FILE = 'attempts.journal';
+/** Compaction waits for at least this many lines, and for this many times more lines than records. */
+const COMPACT_MIN_LINES = 2000;
+const COMPACT_RATIO = 4;
+
+export class AttemptJournal {
+  readonly path: string;
+  private fd: number | null = null;
+  private readonly records = new Map<string, AttemptRecords>();
+  /** Lines in the file: what compaction weighs against the records still known. */
+  private lines = 0;
+  private loaded = false;
+  /** Lines that could not be read at the last load (a damaged file; a cut last line is not one). */
+  broken: { line: number; error: string }[] = [];
+  private syncing: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  constructor(dataDir: string) {
+    this.path = join(dataDir, JOURNAL_FILE);
+  }
+
+  /**
+   * Reads the file again, from the start. `repair`, for the one process that appends to it: a cut
+   * last line is cut off the file too, so that the next line starts a line of its own.
+   */
+  load(repair = true): void {
+    this.records.clear();
+    this.broken = [];
+    this.lines = 0;
+    let text: string;
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      text = '';
+    }
+    const end = text.lastIndexOf('\n') + 1;
+    if (repair && end < text.length) truncateSync(this.path, Buffer.byteLength(text.slice(0, end)));
+    const lines = text.slice(0, end).split('\n');
+    lines.pop();
+    lines.forEach((line, i) => {
+      this.lines++;
+      let entry: unknown;
+      try {
+        entry = JSON.parse(line);
+      } catch (err) {
+        this.broken.push({ line: i + 1, error: (err as Error).message });
+        return;
+      }
+      if (!isEntry(entry)) {
+        this.broken.push({ line: i + 1, error: 'not a record' });
+        return;
+      }
+      this.fold(entry);
+    });
+    this.loaded = true;
+  }
+
+  get(id: string): AttemptRecords | undefined {
+    this.ensureLoaded();
+    return this.records.get(id);
+  }
+
+  ids(): string[] {
+    this.ensureLoaded();
+    return [...this.records.keys()];
+  }
+
+  /** One line, into the page cache (call durable() for the disk). */
+  append(id: string, kind: Kind | 'removed', value: unknown = true): void {
+    this.ensureLoaded();
+    const entry = { id, [kind]: value } as Entry;
+    const line = JSON.stringify(entry) + '\n';
+    writeSync(this.open(), line);
+    this.lines++;
+    this.fold(entry);
+    if (this.lines >= COMPACT_MIN_LINES && this.lines >= COMPACT_RATIO * this.recordCount()) this.compact();
+  }
+
+  /**
+   * Resolves once everything appended before the call is on disk. Calls that come while a sync
+   * runs share the next one: under load, many exits to one fdatasync.
+   */
+  durable(): Promise<void> {
+    if (!this.syncing) {
+      this.syncing = this.syncNow().finally(() => (this.syncing = null));
+      return this.syncing;
+    }
+    this.queued ??= this.syncing.then(
+      () => this.next(),
+      () => this.next(),
+    );
+    return this.queued;
+  }
+
+  close(): void {
+    if (this.fd === null) return;
+    const fd = this.fd;
+    this.fd = null;
+    void (this.syncing ?? Promise.resolve()).then(
+      () => closeSync(fd),
+      () => closeSync(fd),
+    );
+  }
+
+  private next(): Promise<void> {
+    this.queued = null;
+    return this.durable();
+  }
+
+  private syncNow(): Promise<void> {
+    const fd = this.open();
+    return new Promise((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+  }
+
+  private ensureLoaded(): void {
+    if (!this.loaded) this.load();
+  }
+
+  private open(): number {
+    if (this.fd !== null) return this.fd;
+    const created = !existsSync(this.path);
+    this.fd = openSync(this.path, 'a');
+    // The file's name must outlive a crash of the host as well as its contents.
+    if (created) syncDirectory(dirname(this.path));
+    return this.fd;
+  }
+
+  private fold(entry: Entry): void {
+    if ('removed' in entry) {
+      this.records.delete(entry.id);
+      return;
+    }
+    const rec = this.records.get(entry.id) ?? {};
+    for (const k of KINDS) if (k in entry) (rec as Record<Kind, unknown>)[k] = (entry as unknown as Record<Kind, unknown>)[k];
+    this.records.set(entry.id, rec);
+  }
+
+  private recordCount(): number {
+    let n = 0;
+    for (const rec of this.records.values()) for (const k of KINDS) if (rec[k] !== undefined) n++;
+    return n;
+  }
+
+  /** Rewrites the file with the records still known, synchronously: appends must not land in the old one meanwhile. */
+  private compact(): void {
+    const out: string[] = [];
+    for (const [id, rec] of this.records) for (const k of KINDS) if (rec[k] !== undefined) out.push(JSON.stringify({ id, [k]: rec[k] }));
+    const tmp = `${this.path}.tmp`;
+    const fd = openSync(tmp, 'w');
+    try {
+      writeFileSync(fd, out.length ? out.join('\n') + '\n' : '');
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, this.path);
+    syncDirectory(dirname(this.path));
+    // The old file's descriptor is closed once a sync running on it is over.
+    this.close();
+    this.lines = out.length;
+  }
+}
+
+/** The records of one attempt as the journal in `dataDir` has them now (for tests and for a person). */
+export function readAttemptRecords(dataDir: string, attemptId: string): AttemptRecords | undefined {
+  const j = new AttemptJournal(dataDir);
+  j.load(false);
+  return j.get(attemptId);
+}
+
+type Entry = { id: string } & ({ assignment: AssignmentWire } | { pid: PidRecord } | { exit: ExitRecord } | { reported: ReportedRecord } | { removed: true });
+
+function isEntry(v: unknown): v is Entry {
+  if (typeof v !== 'object' || v === null || typeof (v as { id?: unknown }).id !== 'string') return false;
+  return KINDS.some((k) => k in v) || 'removed' in v;
+}
+
+function syncDirectory(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, 'r');
+    fsyncSync(fd);
+  } catch {
+    // Not every platform lets a directory be synced.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}

@@ -52,27 +52,23 @@ function reporter(
 const unavailable = () => new AgentHttpError(503, 'unavailable', 'database down');
 
 describe('Reporter', () => {
-  it('lets a pid wait for a report that goes anyway, sends it alone only after the delay, and drops it for the outcome', async () => {
+  it('holds a pid back for the delay, even from a report that goes meanwhile, and drops it for the outcome', async () => {
     const srv = fakeServer();
     const { r } = reporter(srv.send, { pidDelayMs: 150 });
-    // Alone, a pid waits...
+    const t0 = Date.now();
     const pid1 = r.recordPid('a1', 1, 111);
     await new Promise((res) => setTimeout(res, 50));
     expect(srv.calls).toHaveLength(0);
-    // ...and rides with the next acknowledgement.
+    // An acknowledgement goes at once, without it.
     const ack = r.acknowledge('a2', 1);
     (await srv.nextCall(1)).answer();
-    expect(srv.calls[0]!.req.started).toEqual([
-      { attemptId: 'a1', token: 1, pid: 111 },
-      { attemptId: 'a2', token: 1, pid: null },
-    ]);
-    await Promise.all([pid1, ack]);
-    // With nothing else to carry it, it goes after the delay.
-    const t0 = Date.now();
-    const pid3 = r.recordPid('a3', 1, 333);
+    expect(srv.calls[0]!.req.started).toEqual([{ attemptId: 'a2', token: 1, pid: null }]);
+    await ack;
+    // Once due, it goes (alone here: nothing else is queued).
     (await srv.nextCall(2)).answer();
     expect(Date.now() - t0).toBeGreaterThanOrEqual(140);
-    expect((await pid3)?.result).toBe('ok');
+    expect(srv.calls[1]!.req.started).toEqual([{ attemptId: 'a1', token: 1, pid: 111 }]);
+    expect((await pid1)?.result).toBe('ok');
     // An outcome before then takes its place: the pid is never sent.
     const pid4 = r.recordPid('a4', 1, 444);
     const done = r.complete(outcome('a4'));

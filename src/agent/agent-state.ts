@@ -32,6 +32,7 @@
  * time under load, measured). An agent whose previous version kept records as files
  * (assignment.json, pid, exit.json, reported.json in the attempt's directory) still reads them.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, rmdir, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -99,6 +100,8 @@ export class AgentState {
   private readonly spares = new Map<string, string[]>();
   private spareCount = 0;
   private spareSeq = 0;
+  /** Not the pid alone: in a container the agent can have the same pid at every start, and a previous run's spares are kept. */
+  private readonly spareTag = `${process.pid}.${randomBytes(3).toString('hex')}`;
 
   constructor(dataDir: string) {
     this.dataDir = resolve(dataDir);
@@ -295,7 +298,7 @@ export class AgentState {
     if (this.legacy.delete(attemptId)) return removeLegacyDir(p);
     const key = assignment && this.spareCount < MAX_SPARES ? emptied(p) : null;
     if (key !== null) {
-      const spare = join(this.attemptsDir, `${SPARE_PREFIX}${process.pid}.${++this.spareSeq}`);
+      const spare = join(this.attemptsDir, `${SPARE_PREFIX}${this.spareTag}.${++this.spareSeq}`);
       try {
         renameSync(p.dir, spare);
         this.keepSpare(key, spare);

@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 
@@ -74,18 +74,18 @@ export class TxContext {
     // Named by depth: savepoints nest strictly (a group member's, then a report item's inside it),
     // and a name resolves to the innermost one, so a few fixed texts serve every transaction (a
     // name per savepoint would fill the statement cache with texts used once).
-    const name = sql.raw(`sp${++this.depth}`);
+    const q = savepointQueries(++this.depth);
     const marks = { events: this.events.length, messages: this.messages.length };
     try {
-      await sql`savepoint ${name}`.execute(this.db);
+      await this.db.executeQuery(q.savepoint);
       try {
         const out = await fn();
-        await sql`release ${name}`.execute(this.db);
+        await this.db.executeQuery(q.release);
         return out;
       } catch (err) {
         try {
-          await sql`rollback to ${name}`.execute(this.db);
-          await sql`release ${name}`.execute(this.db);
+          await this.db.executeQuery(q.rollback);
+          await this.db.executeQuery(q.release);
         } catch (undo) {
           // Some errors (disk full, I/O) make SQLite roll the whole transaction back on its own:
           // the savepoint is gone, and going on would run later work outside any transaction.
@@ -128,4 +128,17 @@ export class TxContext {
     this.messages = [];
     this.messageKeys.clear();
   }
+}
+
+/**
+ * The statements of a savepoint at one depth, compiled once: a report runs a pair for every item,
+ * and building each from a template cost more than running it.
+ */
+const savepoints: { savepoint: CompiledQuery; release: CompiledQuery; rollback: CompiledQuery }[] = [];
+function savepointQueries(depth: number) {
+  return (savepoints[depth] ??= {
+    savepoint: CompiledQuery.raw(`savepoint sp${depth}`),
+    release: CompiledQuery.raw(`release sp${depth}`),
+    rollback: CompiledQuery.raw(`rollback to sp${depth}`),
+  });
 }

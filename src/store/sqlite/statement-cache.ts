@@ -3,28 +3,33 @@ import type { Database, Statement } from 'better-sqlite3';
 /**
  * better-sqlite3 as Kysely's SqliteDialect sees it, with prepared statements kept by their SQL
  * text. Kysely prepares every query it runs; preparing costs more than running a small indexed
- * statement, and the same few hundred statements run over and over, so they are kept (the least
- * recently used one goes past `max`: a query built with a variable number of parameters, an
- * `in (…)` list, has one text per length).
+ * statement, and the same few hundred statements run over and over, so they are kept.
+ *
+ * Kept in two generations rather than in strict least-recently-used order: a hit in the young
+ * generation is one Map lookup (reordering a Map on every hit cost 2 % of the server under load,
+ * measured); a hit in the old one moves the statement to the young; when the young one fills
+ * (`max / 2`), it becomes the old and the old is dropped. A statement in use keeps being found;
+ * one not used for a generation goes (a query built with a variable number of parameters, an
+ * `in (…)` list, has one text per length, and most lengths are rare).
  */
 export function cachingDatabase(db: Database, max = 500): { close(): void; prepare(sql: string): Statement } {
-  const cache = new Map<string, Statement>();
+  let young = new Map<string, Statement>();
+  let old = new Map<string, Statement>();
   return {
     close: () => {
-      cache.clear();
+      young.clear();
+      old.clear();
       db.close();
     },
     prepare(sql: string): Statement {
-      let st = cache.get(sql);
-      if (st) {
-        // Most recently used last: Map keeps insertion order.
-        cache.delete(sql);
-        cache.set(sql, st);
-        return st;
+      let st = young.get(sql);
+      if (st) return st;
+      st = old.get(sql) ?? db.prepare(sql);
+      if (young.size >= max / 2) {
+        old = young;
+        young = new Map();
       }
-      st = db.prepare(sql);
-      cache.set(sql, st);
-      if (cache.size > max) cache.delete(cache.keys().next().value!);
+      young.set(sql, st);
       return st;
     },
   };

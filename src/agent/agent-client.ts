@@ -12,7 +12,7 @@
  * transfers get none of ours, since a large file legitimately takes long; undici's own idle
  * timeouts (headers and body, 300 s) still catch a dead connection.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, mkdirSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
@@ -234,7 +234,13 @@ export class AgentClient {
   async downloadInputs(inputs: AssignmentWire['inputs'], inputDir: string): Promise<void> {
     for (const input of inputs) {
       const stageDir = join(inputDir, checkPathSegment(input.stage));
-      await mkdir(stageDir, { recursive: true });
+      // Usually there already (a reused directory laid out for the same upstreams): a failed mkdir
+      // costs less than a trip through the thread pool for a recursive one.
+      try {
+        mkdirSync(stageDir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') await mkdir(stageDir, { recursive: true });
+      }
       for (const f of input.files) {
         await this.downloadArtifact(input.attemptId, f.path, join(stageDir, ...checkRelativePath(f.path)), f.size);
       }
@@ -421,6 +427,8 @@ export function isRetryable(err: unknown): boolean {
 
 /** Regular files under `dir`, depth first, with '/'-separated paths relative to it. */
 export async function listOutputFiles(dir: string): Promise<OutputFile[]> {
+  // Most stages leave nothing: one cheap synchronous look before the walk through the thread pool.
+  if (readdirSync(dir).length === 0) return [];
   const out: OutputFile[] = [];
   const walk = async (d: string): Promise<void> => {
     const entries = await readdir(d, { withFileTypes: true });

@@ -34,11 +34,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, rmdir, unlink } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import { checkPathSegment } from './check-relative-path.js';
-import { AttemptJournal, type AttemptIdentity, type ExitRecord, type PidRecord, type ReportedRecord } from './attempt-journal.js';
+import { AttemptJournal, type AttemptIdentity, type AttemptRecords, type ExitRecord, type PidRecord, type ReportedRecord } from './attempt-journal.js';
 import { processGroupAlive } from './process-group.js';
 import { spreadDirectories } from './spread-directories.js';
 import { writeFileAtomic } from './write-file-atomic.js';
@@ -90,8 +90,6 @@ export class AgentState {
    * ignores an attempt settled twice.
    */
   private readonly settled = new Set<string>();
-  /** Attempts recorded as files by an older agent (see readLegacy). */
-  private readonly legacy = new Map<string, LegacyRecords>();
   /**
    * Emptied directories, by the upstream stages their input/ has a directory for (sorted, one per
    * line): a stage's next attempt, or another stage after the same upstreams, finds its input/
@@ -236,7 +234,7 @@ export class AgentState {
     // Records whose directory was removed by hand: nothing to run or to ship a log from.
     for (const id of this.journal.ids()) if (!dirs.has(id) && !this.journal.get(id)?.exit) this.journal.append(id, 'removed');
     for (const id of dirs) {
-      let rec: LegacyRecords | undefined = this.journal.get(id);
+      let rec: AttemptRecords | undefined = this.journal.get(id);
       if (!rec) {
         try {
           rec = await readLegacy(join(this.attemptsDir, id));
@@ -244,7 +242,6 @@ export class AgentState {
           broken.push({ attemptId: id, error: (err as Error).message });
           continue;
         }
-        if (rec.assignment || rec.exit) this.legacy.set(id, rec);
       }
       if (rec.reported) {
         settled.push({ id, at: String(rec.reported.at) });
@@ -293,9 +290,10 @@ export class AgentState {
    */
   private async dispose(attemptId: string): Promise<void> {
     const p = this.paths(attemptId);
-    const assignment = this.journal.get(attemptId)?.assignment;
-    if (this.journal.get(attemptId)) this.journal.append(attemptId, 'removed');
-    if (this.legacy.delete(attemptId)) return removeLegacyDir(p);
+    const rec = this.journal.get(attemptId);
+    if (rec) this.journal.append(attemptId, 'removed');
+    // Only a directory laid out by this agent is reused (an older agent's, with its record files, is removed).
+    const assignment = rec?.assignment;
     const key = assignment && this.spareCount < MAX_SPARES ? emptied(p) : null;
     if (key !== null) {
       const spare = join(this.attemptsDir, `${SPARE_PREFIX}${this.spareTag}.${++this.spareSeq}`);
@@ -347,7 +345,6 @@ export class AgentState {
     }
     return this.spares.entries().next().value ?? null;
   }
-
 }
 
 /**
@@ -400,21 +397,11 @@ function unlinkQuiet(path: string): void {
   }
 }
 
-/** The records an older agent kept as files in the attempt's directory. */
-type LegacyRecords = {
-  assignment?: AssignmentWire;
-  pid?: PidRecord;
-  exit?: ExitRecord;
-  reported?: ReportedRecord;
-};
-
-const LEGACY_FILES = ['assignment.json', 'pid', 'exit.json', 'reported.json'] as const;
-
 /**
  * An older agent's records. Those it did not fsync (all but exit.json) may have been cut short by a
  * crash of the host: unreadable counts as not written. An unreadable exit.json throws.
  */
-async function readLegacy(dir: string): Promise<LegacyRecords> {
+async function readLegacy(dir: string): Promise<AttemptRecords> {
   const soft = <T>(p: Promise<T | null>) => p.catch(() => null);
   const [assignment, pid, exit, reported] = await Promise.all([
     soft(readJson<AssignmentWire>(join(dir, 'assignment.json'))),
@@ -422,25 +409,12 @@ async function readLegacy(dir: string): Promise<LegacyRecords> {
     readJson<ExitRecord>(join(dir, 'exit.json')),
     soft(readJson<ReportedRecord>(join(dir, 'reported.json'))),
   ]);
-  const rec: LegacyRecords = {};
+  const rec: AttemptRecords = {};
   if (assignment) rec.assignment = assignment;
   if (pid) rec.pid = { ...pid, at: pid.at ?? statSync(join(dir, 'pid'), { throwIfNoEntry: false })?.mtimeMs };
   if (exit) rec.exit = exit;
   if (reported) rec.reported = reported;
   return rec;
-}
-
-async function removeLegacyDir(p: AttemptPaths): Promise<void> {
-  const gone = (err: unknown) => {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  };
-  try {
-    await Promise.all([...LEGACY_FILES.map((f) => join(p.dir, f)), p.stdout, p.stderr, p.status].map((f) => unlink(f).catch(gone)));
-    await Promise.all([rmdir(p.work).catch(gone), rmdir(p.output).catch(gone), rm(p.input, { recursive: true, force: true })]);
-    await rmdir(p.dir).catch(gone);
-  } catch {
-    await rm(p.dir, { recursive: true, force: true });
-  }
 }
 
 /**

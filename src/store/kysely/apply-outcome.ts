@@ -1,22 +1,108 @@
 import { advance, type AttemptOutcome, type StageNode } from '../../advancer/advance.js';
 import type { JobState } from '../../domain/job-state.js';
 import { isStageTerminal, type StageState } from '../../domain/stage-state.js';
-import type { StageDefinition } from '../../domain/job-definition.js';
+import type { RetryPolicy, StageDefinition } from '../../domain/job-definition.js';
 import type { StagesTable } from '../schema.js';
+import { prepared } from './prepared-query.js';
 import { syncJobState } from './sync-job-state.js';
 import type { TxContext } from './tx-context.js';
 
 /** A stored stage as the advancer sees it. */
-export function toStageNode(r: StagesTable): StageNode {
+export function toStageNode(r: Pick<StagesTable, 'name' | 'state' | 'definition' | 'attempts_used' | 'lost_used'>): StageNode {
   const def = JSON.parse(r.definition) as StageDefinition;
-  return {
-    name: r.name,
-    state: r.state as StageState,
-    needs: def.needs,
-    attemptsUsed: Number(r.attempts_used),
-    lostUsed: Number(r.lost_used),
-    retry: def.retry,
-  };
+  return { name: r.name, state: r.state as StageState, needs: def.needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry: def.retry };
+}
+
+/** The columns of a stage the advancer reads and may rewrite. */
+type StageRow = Pick<
+  StagesTable,
+  | 'id'
+  | 'name'
+  | 'pool'
+  | 'state'
+  | 'definition'
+  | 'attempts_used'
+  | 'lost_used'
+  | 'current_attempt_id'
+  | 'output_attempt_id'
+  | 'ready_since'
+  | 'not_before'
+  | 'pending_reason'
+  | 'end_reason'
+  | 'finished_at'
+>;
+
+const jobStages = prepared<[jobId: string]>()((db, [jobId]) =>
+  db
+    .selectFrom('stages')
+    .select(['id', 'name', 'pool', 'state', 'definition', 'attempts_used', 'lost_used', 'current_attempt_id', 'output_attempt_id', 'ready_since', 'not_before', 'pending_reason', 'end_reason', 'finished_at'])
+    .where('job_id', '=', jobId)
+    .orderBy('position'),
+);
+
+/** Every column the advancer may change, written whole from the row read plus the change. */
+type StageWrite = [
+  state: string,
+  updatedAt: number,
+  attemptsUsed: number,
+  lostUsed: number,
+  readySince: number | null,
+  notBefore: number | null,
+  currentAttemptId: string | null,
+  pendingReason: string | null,
+  finishedAt: number | null,
+  endReason: string | null,
+  outputAttemptId: string | null,
+  id: string,
+  from: string,
+];
+const stageColumns = ([state, updatedAt, attemptsUsed, lostUsed, readySince, notBefore, current, pending, finishedAt, endReason, output]: StageWrite) => ({
+  state,
+  updated_at: updatedAt,
+  attempts_used: attemptsUsed,
+  lost_used: lostUsed,
+  ready_since: readySince,
+  not_before: notBefore,
+  current_attempt_id: current,
+  pending_reason: pending,
+  finished_at: finishedAt,
+  end_reason: endReason,
+  output_attempt_id: output,
+});
+const writeStage = prepared<StageWrite>()((db, w) =>
+  db.updateTable('stages').set(stageColumns(w)).where('id', '=', w[11]).where('state', '=', w[12]),
+);
+/** The trigger's write is fenced on its attempt being still the stage's current one, too. */
+const writeTrigger = prepared<[...StageWrite, attemptId: string]>()((db, w) =>
+  db
+    .updateTable('stages')
+    .set(stageColumns(w.slice(0, 13) as unknown as StageWrite))
+    .where('id', '=', w[11])
+    .where('state', '=', w[12])
+    .where('current_attempt_id', '=', w[13]),
+);
+
+/**
+ * What the advancer needs of a stage's definition (needs, retry policy), parsed once per stage:
+ * a definition never changes once stored, and every outcome of a job reads all of its stages.
+ * Kept in two generations, as the statement cache is, so it stays bounded.
+ */
+const parsed = { young: new Map<string, { needs: string[]; retry: RetryPolicy }>(), old: new Map<string, { needs: string[]; retry: RetryPolicy }>() };
+const PARSED_GENERATION = 20_000;
+function policyOf(r: Pick<StageRow, 'id' | 'definition'>): { needs: string[]; retry: RetryPolicy } {
+  let p = parsed.young.get(r.id);
+  if (p) return p;
+  p = parsed.old.get(r.id);
+  if (!p) {
+    const def = JSON.parse(r.definition) as StageDefinition;
+    p = { needs: def.needs, retry: def.retry };
+  }
+  if (parsed.young.size >= PARSED_GENERATION) {
+    parsed.old = parsed.young;
+    parsed.young = new Map();
+  }
+  parsed.young.set(r.id, p);
+  return p;
 }
 
 /**
@@ -28,44 +114,62 @@ export async function applyOutcome(
   tx: TxContext,
   p: { jobId: string; stageId: string; attemptId: string; outcome: AttemptOutcome; jitter: number },
 ): Promise<JobState> {
-  const rows = await tx.db.selectFrom('stages').selectAll().where('job_id', '=', p.jobId).orderBy('position').execute();
+  const rows = await jobStages.rows(tx.db, p.jobId);
   const trigger = rows.find((r) => r.id === p.stageId);
   // Only the stage's current attempt moves the DAG; an outcome from any other attempt was
   // already fenced off by the caller, and this guard keeps that true for every caller.
   if (!trigger || trigger.current_attempt_id !== p.attemptId) return syncJobState(tx, p.jobId);
-  const nodes = rows.map(toStageNode);
+  const nodes: StageNode[] = rows.map((r) => {
+    const { needs, retry } = policyOf(r);
+    return { name: r.name, state: r.state as StageState, needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry };
+  });
   const changes = advance(nodes, { stage: trigger.name, outcome: p.outcome }, tx.now, p.jitter);
-  const byName = new Map<string, StagesTable>(rows.map((r) => [r.name, r]));
+  // The rows as written so far: a second change of the same stage starts from the first.
+  const byName = new Map<string, StageRow>(rows.map((r) => [r.name, { ...r }]));
   const readyPools = new Set<string>();
   for (const c of changes) {
     const row = byName.get(c.name)!;
     const isTrigger = row.id === p.stageId;
-    const set: Partial<StagesTable> = { state: c.to, updated_at: tx.now };
-    if (c.attemptsUsed !== undefined) set.attempts_used = c.attemptsUsed;
-    if (c.lostUsed !== undefined) set.lost_used = c.lostUsed;
+    const next: StageRow = { ...row, state: c.to };
+    if (c.attemptsUsed !== undefined) next.attempts_used = c.attemptsUsed;
+    if (c.lostUsed !== undefined) next.lost_used = c.lostUsed;
     if (c.to === 'ready') {
-      set.ready_since = tx.now;
-      set.not_before = c.notBefore ?? null;
-      set.current_attempt_id = null;
-      set.pending_reason =
+      next.ready_since = tx.now;
+      next.not_before = c.notBefore ?? null;
+      next.current_attempt_id = null;
+      next.pending_reason =
         c.notBefore && c.notBefore > tx.now
           ? `${c.reason}: backing off until ${new Date(c.notBefore).toISOString()}`
           : c.reason;
       if (!c.notBefore || c.notBefore <= tx.now) readyPools.add(row.pool);
     }
     if (isStageTerminal(c.to)) {
-      set.finished_at = tx.now;
-      set.end_reason = c.reason;
-      set.pending_reason = null;
+      next.finished_at = tx.now;
+      next.end_reason = c.reason;
+      next.pending_reason = null;
     }
     // The commit of outputs: a pointer to the attempt, written only while it is still current.
-    if (c.to === 'succeeded' && isTrigger) set.output_attempt_id = p.attemptId;
-    let q = tx.db.updateTable('stages').set(set).where('id', '=', row.id).where('state', '=', c.from);
-    if (isTrigger) q = q.where('current_attempt_id', '=', p.attemptId);
-    const res = await q.executeTakeFirst();
-    if (Number(res.numUpdatedRows) !== 1) {
+    if (c.to === 'succeeded' && isTrigger) next.output_attempt_id = p.attemptId;
+    const w: StageWrite = [
+      next.state,
+      tx.now,
+      Number(next.attempts_used),
+      Number(next.lost_used),
+      next.ready_since,
+      next.not_before,
+      next.current_attempt_id,
+      next.pending_reason,
+      next.finished_at,
+      next.end_reason,
+      next.output_attempt_id,
+      row.id,
+      c.from,
+    ];
+    const changed = isTrigger ? await writeTrigger.affected(tx.db, ...w, p.attemptId) : await writeStage.affected(tx.db, ...w);
+    if (changed !== 1) {
       throw new Error(`internal: stage ${row.name} of job ${p.jobId} changed under the advancer`);
     }
+    byName.set(c.name, next);
     await tx.event({
       type: `stage:${c.to}`,
       jobId: p.jobId,
@@ -76,10 +180,6 @@ export async function applyOutcome(
     });
   }
   for (const pool of readyPools) await tx.publish('pool:ready', { pool });
-  // The stages as now written: each change applied to the rows read above.
-  const after = rows.map((r) => {
-    const last = changes.filter((c) => c.name === r.name).at(-1);
-    return last ? { name: r.name, state: last.to, end_reason: isStageTerminal(last.to) ? last.reason : r.end_reason } : r;
-  });
-  return syncJobState(tx, p.jobId, after);
+  // The stages as now written, in position order.
+  return syncJobState(tx, p.jobId, rows.map((r) => byName.get(r.name)!));
 }

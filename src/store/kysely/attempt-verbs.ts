@@ -7,17 +7,51 @@ import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.j
 import { applyOutcome } from './apply-outcome.js';
 import { attemptsWithNames } from './job-verbs.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
+import { prepared } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /** Log kept per attempt, in bytes of UTF-8. */
 export const LOG_CAP_BYTES = 64 * 2 ** 20;
 
 
+const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
+
 async function load(db: Db | Trx, attemptId: string): Promise<AttemptsTable> {
-  const a = await db.selectFrom('attempts').selectAll().where('id', '=', attemptId).executeTakeFirst();
+  const a = await attemptById.first(db, attemptId);
   if (!a) throw new NotFoundError('attempt', attemptId);
   return a;
 }
+
+const recordPid = prepared<[pid: number, id: string]>()((db, [pid, id]) => db.updateTable('attempts').set({ pid }).where('id', '=', id));
+const startAttempt = prepared<[at: number, pid: number | null, leaseExpiresAt: number, id: string, token: number]>()((db, [at, pid, lease, id, token]) =>
+  db.updateTable('attempts').set({ state: 'running', started_at: at, pid, lease_expires_at: lease }).where('id', '=', id).where('token', '=', token).where('state', '=', 'scheduled'),
+);
+const startStage = prepared<[at: number, id: string, attemptId: string]>()((db, [at, id, attemptId]) =>
+  db.updateTable('stages').set({ state: 'running', updated_at: at }).where('id', '=', id).where('state', '=', 'scheduled').where('current_attempt_id', '=', attemptId),
+);
+const machineName = prepared<[id: string]>()((db, [id]) => db.selectFrom('machines').select('name').where('id', '=', id));
+const jobStateOf = prepared<[id: string]>()((db, [id]) => db.selectFrom('jobs').select('state').where('id', '=', id));
+const completeAttempt = prepared<
+  [state: string, exitCode: number | null, signal: string | null, reason: string | null, outputs: string | null, at: number, startedAt: number, id: string, token: number]
+>()((db, [state, exitCode, signal, reason, outputs, at, startedAt, id, token]) =>
+  db
+    .updateTable('attempts')
+    .set({
+      state,
+      exit_code: exitCode,
+      signal,
+      reason,
+      outputs,
+      finished_at: at,
+      lease_expires_at: null,
+      started_at: startedAt,
+      // The agent reports an outcome only after the process is gone.
+      released_at: at,
+    })
+    .where('id', '=', id)
+    .where('token', '=', token)
+    .where('state', 'in', activeAttemptStates),
+);
 
 async function one(db: Db | Trx, row: AttemptsTable): Promise<AttemptRecord> {
   return (await attemptsWithNames(db, [row]))[0]!;
@@ -50,25 +84,14 @@ export async function startLoaded(
 ): Promise<'ok' | 'duplicate'> {
   fence(a, p.token);
   if (a.state === 'running') {
-    if (p.pid !== null && a.pid === null) await tx.db.updateTable('attempts').set({ pid: p.pid }).where('id', '=', a.id).execute();
+    if (p.pid !== null && a.pid === null) await recordPid.affected(tx.db, p.pid, a.id);
     return 'duplicate';
   }
-  const res = await tx.db
-    .updateTable('attempts')
-    .set({ state: 'running', started_at: tx.now, pid: p.pid, lease_expires_at: tx.now + p.leaseMs })
-    .where('id', '=', a.id)
-    .where('token', '=', p.token)
-    .where('state', '=', 'scheduled')
-    .executeTakeFirst();
-  if (Number(res.numUpdatedRows) !== 1) throw new StaleAttemptError(a.id, 'attempt changed while starting');
-  await tx.db
-    .updateTable('stages')
-    .set({ state: 'running', updated_at: tx.now })
-    .where('id', '=', a.stage_id)
-    .where('state', '=', 'scheduled')
-    .where('current_attempt_id', '=', a.id)
-    .execute();
-  const name = p.machineName ?? (await tx.db.selectFrom('machines').select('name').where('id', '=', a.machine_id).executeTakeFirst())?.name;
+  if ((await startAttempt.affected(tx.db, tx.now, p.pid, tx.now + p.leaseMs, a.id, p.token)) !== 1) {
+    throw new StaleAttemptError(a.id, 'attempt changed while starting');
+  }
+  await startStage.affected(tx.db, tx.now, a.stage_id, a.id);
+  const name = p.machineName ?? (await machineName.first(tx.db, a.machine_id))?.name;
   await tx.event({
     type: 'attempt:running',
     jobId: a.job_id,
@@ -102,29 +125,14 @@ export async function completeLoaded(
   const succeeded = isCleanExit(p);
   const state: AttemptState = succeeded ? 'succeeded' : 'failed';
   if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
-    const job = await tx.db.selectFrom('jobs').select('state').where('id', '=', a.job_id).executeTakeFirstOrThrow();
+    const job = await jobStateOf.first(tx.db, a.job_id);
+    if (!job) throw new NotFoundError('job', a.job_id);
     return { accepted: false, jobState: job.state as CompletionResult['jobState'] };
   }
   fence(a, p.token);
-  const res = await tx.db
-    .updateTable('attempts')
-    .set({
-      state,
-      exit_code: p.exitCode,
-      signal: p.signal,
-      reason: p.reason,
-      outputs: succeeded ? JSON.stringify(p.outputs) : null,
-      finished_at: tx.now,
-      lease_expires_at: null,
-      started_at: a.started_at ?? tx.now,
-      // The agent reports an outcome only after the process is gone.
-      released_at: tx.now,
-    })
-    .where('id', '=', a.id)
-    .where('token', '=', p.token)
-    .where('state', 'in', activeAttemptStates)
-    .executeTakeFirst();
-  if (Number(res.numUpdatedRows) !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
+  const outputs = succeeded ? JSON.stringify(p.outputs) : null;
+  const changed = await completeAttempt.affected(tx.db, state, p.exitCode, p.signal, p.reason, outputs, tx.now, a.started_at ?? tx.now, a.id, p.token);
+  if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
   const outcome: AttemptOutcome = succeeded
     ? { kind: 'succeeded' }
     : { kind: 'failed', exitCode: p.exitCode, signal: p.signal, reason: p.reason };

@@ -8,6 +8,7 @@ import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.
 import { loseAttempt } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
+import { prepared } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /**
@@ -90,12 +91,7 @@ export async function machineHeartbeat(
   },
 ): Promise<HeartbeatResult | null> {
   // A removed machine is unknown to its agent (404), which registers again.
-  const m = await tx.db
-    .selectFrom('machines')
-    .select(['id', 'name', 'health', 'last_heartbeat_at'])
-    .where('id', '=', p.machineId)
-    .where('scheduling', '!=', MachineScheduling.removed)
-    .executeTakeFirst();
+  const m = await heartbeatMachine.first(tx.db, p.machineId);
   if (!m) return null;
   let health = m.health as MachineHealth;
   let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
@@ -106,13 +102,14 @@ export async function machineHeartbeat(
     health = 'ready';
     fresh = false;
   }
-  const kill = await killList(tx.db, m.id, p.running);
-  const unreported = await unreportedHeld(tx, m, p);
+  const held = await heldOn.rows(tx.db, m.id);
+  const kill = await killList(tx.db, m.id, p.running, held);
+  const unreported = unreportedHeld(tx.now, held, p);
   // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
   // re-registration, say, which counts as a sign of life but renews no lease).
   const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
   if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [] };
-  await tx.db.updateTable('machines').set({ last_heartbeat_at: tx.now }).where('id', '=', m.id).execute();
+  await markHeartbeat.affected(tx.db, tx.now, m.id);
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
   for (let i = 0; i < renew.length; i += 500) {
@@ -127,19 +124,38 @@ export async function machineHeartbeat(
   return { health, kill, lost };
 }
 
-/** Which of the attempts an agent runs it must kill, and why: read-only, for a held long-poll too. */
-export async function killList(db: Db | Trx, machineId: string, running: { attemptId: string; token: number }[]): Promise<HeartbeatResult['kill']> {
-  if (running.length === 0) return [];
-  const rows = await db
+const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>
+  db.selectFrom('machines').select(['id', 'name', 'health', 'last_heartbeat_at']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
+);
+const markHeartbeat = prepared<[at: number, id: string]>()((db, [at, id]) => db.updateTable('machines').set({ last_heartbeat_at: at }).where('id', '=', id));
+/** What a machine holds: attempts placed on it and not yet released, a small set however long its history (a partial index). */
+const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
+  db
     .selectFrom('attempts')
-    .select(['id', 'token', 'state', 'machine_id', 'reason'])
-    .where(
-      'id',
-      'in',
-      running.map((r) => r.attemptId),
-    )
-    .execute();
-  const byId = new Map(rows.map((r) => [r.id, r]));
+    .select(['id', 'token', 'state', 'machine_id', 'reason', 'started_at', 'lease_expires_at'])
+    .where('machine_id', '=', machineId)
+    .where('released_at', 'is', null),
+);
+type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
+
+/**
+ * Which of the attempts an agent runs it must kill, and why: read-only, for a held long-poll too.
+ * `held` (what the machine holds, when the caller has read it) answers for nearly every attempt
+ * listed; only those it does not hold (released, placed elsewhere, unknown) are read by id.
+ */
+export async function killList(
+  db: Db | Trx,
+  machineId: string,
+  running: { attemptId: string; token: number }[],
+  held?: readonly HeldRow[],
+): Promise<HeartbeatResult['kill']> {
+  if (running.length === 0) return [];
+  const byId = new Map<string, Pick<HeldRow, 'id' | 'token' | 'state' | 'machine_id' | 'reason'>>((held ?? (await heldOn.rows(db, machineId))).map((r) => [r.id, r]));
+  const elsewhere = running.filter((r) => !byId.has(r.attemptId)).map((r) => r.attemptId);
+  for (let i = 0; i < elsewhere.length; i += 500) {
+    const rows = await db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'reason']).where('id', 'in', elsewhere.slice(i, i + 500)).execute();
+    for (const r of rows) byId.set(r.id, r);
+  }
   const kill: HeartbeatResult['kill'] = [];
   for (const r of running) {
     const a = byId.get(r.attemptId);
@@ -152,24 +168,20 @@ export async function killList(db: Db | Trx, machineId: string, running: { attem
   return kill;
 }
 
-type HeldRow = Awaited<ReturnType<typeof heldOn>>[number];
-const heldOn = (tx: TxContext, machineId: string) =>
-  tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', machineId).where('released_at', 'is', null).execute();
-
 /**
  * The agent's list against the database. An attempt it no longer lists has no process any more:
  * its resources are released. One the database says is running but the agent has stopped
  * listing (it crashed and restarted, or lost the process) is lost once it started more than
  * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread.
  */
-async function unreportedHeld(
-  tx: TxContext,
-  m: { id: string },
+function unreportedHeld(
+  now: number,
+  held: readonly HeldRow[],
   p: { running: { attemptId: string }[]; missingAfterMs: number },
-): Promise<{ release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null }> {
+): { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } {
   const reported = new Set(p.running.map((r) => r.attemptId));
   const out: { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } = { release: [], lose: [], oldestListedLease: null };
-  for (const a of await heldOn(tx, m.id)) {
+  for (const a of held) {
     if (reported.has(a.id)) {
       // The listed attempts' leases come with the same read: what a skipped write would leave.
       if (a.state === 'running' && a.lease_expires_at !== null) {
@@ -177,7 +189,7 @@ async function unreportedHeld(
       }
       continue;
     }
-    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < tx.now - p.missingAfterMs) out.lose.push(a);
+    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < now - p.missingAfterMs) out.lose.push(a);
     else if (!isAttemptActive(a.state)) out.release.push(a);
   }
   return out;
@@ -190,7 +202,8 @@ async function reconcileReported(
   jitter: number,
 ): Promise<string[]> {
   const lost: string[] = [];
-  for (const a of held.lose) {
+  const lose = held.lose.length ? await tx.db.selectFrom('attempts').selectAll().where('id', 'in', held.lose.map((a) => a.id)).execute() : [];
+  for (const a of lose) {
     if (await loseAttempt(tx, a, `agent on ${m.name} no longer reports it`, jitter)) lost.push(a.id);
   }
   const release = [...held.release, ...held.lose];

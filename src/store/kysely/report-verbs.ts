@@ -2,7 +2,12 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
 import { completeLoaded, startLoaded } from './attempt-verbs.js';
+import { prepared } from './prepared-query.js';
 import { TransactionAborted, type TxContext } from './tx-context.js';
+
+const reportingMachine = prepared<[id: string]>()((db, [id]) =>
+  db.selectFrom('machines').select(['id', 'name']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
+);
 
 /**
  * An agent's batched report: acknowledgements, pids and outcomes of many attempts in one
@@ -25,12 +30,7 @@ export async function machineReport(
   },
 ): Promise<MachineReportResult | null> {
   // A removed machine is unknown to its agent, as in a heartbeat: it registers again, then resends.
-  const m = await tx.db
-    .selectFrom('machines')
-    .select(['id', 'name'])
-    .where('id', '=', p.machineId)
-    .where('scheduling', '!=', MachineScheduling.removed)
-    .executeTakeFirst();
+  const m = await reportingMachine.first(tx.db, p.machineId);
   if (!m) return null;
   const ids = [...new Set([...p.started, ...p.completed].map((i) => i.attemptId))];
   const rows = new Map<string, Awaited<ReturnType<typeof loadMany>>[number]>();

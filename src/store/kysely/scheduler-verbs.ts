@@ -3,16 +3,37 @@ import type { StageDefinition } from '../../domain/job-definition.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { newId } from '../../domain/ids.js';
-import type { MachineGpu } from '../records.js';
 import { machineRefusal } from '../../scheduler/checks.js';
 import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
 import type { ClusterView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
-import type { MachinesTable } from '../schema.js';
+import type { AttemptRecord, MachineGpu } from '../records.js';
+import type { AttemptsTable, MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
-import { attemptsWithNames } from './job-verbs.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
+import { prepared } from './prepared-query.js';
+import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
+
+const placeStage = prepared<[token: number, attemptId: string, at: number, id: string, was: number]>()((db, [token, attemptId, at, id, was]) =>
+  db
+    .updateTable('stages')
+    .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: at })
+    .where('id', '=', id)
+    .where('state', '=', 'ready')
+    .where('token', '=', was),
+);
+
+/** An attempt row's columns in one fixed order: the arguments of `insertAttempt`. */
+const ATTEMPT_COLUMNS = [
+  'id', 'stage_id', 'job_id', 'stage_name', 'number', 'token', 'machine_id', 'gpu_indices', 'gpu_type', 'cpu_millis', 'memory_bytes', 'state', 'exit_code',
+  'signal', 'reason', 'pid', 'outputs', 'lease_expires_at', 'scheduled_at', 'started_at', 'finished_at', 'released_at', 'log_bytes', 'stdout_bytes', 'stderr_bytes',
+] as const satisfies readonly (keyof AttemptsTable)[];
+// The row is typed where it is built; its values travel as a list in ATTEMPT_COLUMNS' order.
+const attemptValues = (r: AttemptsTable): unknown[] => ATTEMPT_COLUMNS.map((c) => r[c]);
+const insertAttempt = prepared<unknown[]>()((db, v) =>
+  db.insertInto('attempts').values(Object.fromEntries(ATTEMPT_COLUMNS.map((c, i) => [c, v[i]])) as unknown as AttemptsTable),
+);
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
 export async function clusterView(db: Db): Promise<ClusterView> {
@@ -117,7 +138,7 @@ export async function queueHeads(db: Db, p: { now: number; shapes: { shape: stri
  */
 export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number }): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
-  const appliedIds: string[] = [];
+  const applied: AttemptRecord[] = [];
   const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
   const usage = await machineUsage(tx.db, machineIds);
   const machines = machineIds.length
@@ -154,51 +175,42 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
     }
     const token = Number(stage.token) + 1;
     const attemptId = newId('att', tx.now);
-    const res = await tx.db
-      .updateTable('stages')
-      .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: tx.now })
-      .where('id', '=', stage.id)
-      .where('state', '=', 'ready')
-      .where('token', '=', token - 1)
-      .executeTakeFirst();
-    if (Number(res.numUpdatedRows) !== 1) {
+    if ((await placeStage.affected(tx.db, token, attemptId, tx.now, stage.id, token - 1)) !== 1) {
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
     const gpuType = m.gpus.find((g) => g.index === pl.gpuIndices[0])?.type ?? null;
-    await tx.db
-      .insertInto('attempts')
-      .values({
-        id: attemptId,
-        stage_id: stage.id,
-        job_id: stage.job_id,
-        stage_name: stage.name,
-        number: token,
-        token,
-        machine_id: m.id,
-        gpu_indices: JSON.stringify(pl.gpuIndices),
-        gpu_type: gpuType,
-        cpu_millis: pl.cpuMillis,
-        memory_bytes: pl.memoryBytes,
-        state: 'scheduled',
-        exit_code: null,
-        signal: null,
-        reason: null,
-        pid: null,
-        outputs: null,
-        // Until the agent acknowledges, the lease is the acknowledgement deadline's business.
-        lease_expires_at: tx.now + p.leaseMs,
-        scheduled_at: tx.now,
-        started_at: null,
-        finished_at: null,
-        released_at: null,
-        log_bytes: 0,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-      })
-      .execute();
+    const row: AttemptsTable = {
+      id: attemptId,
+      stage_id: stage.id,
+      job_id: stage.job_id,
+      stage_name: stage.name,
+      number: token,
+      token,
+      machine_id: m.id,
+      gpu_indices: JSON.stringify(pl.gpuIndices),
+      gpu_type: gpuType,
+      cpu_millis: pl.cpuMillis,
+      memory_bytes: pl.memoryBytes,
+      state: 'scheduled',
+      exit_code: null,
+      signal: null,
+      reason: null,
+      pid: null,
+      outputs: null,
+      // Until the agent acknowledges, the lease is the acknowledgement deadline's business.
+      lease_expires_at: tx.now + p.leaseMs,
+      scheduled_at: tx.now,
+      started_at: null,
+      finished_at: null,
+      released_at: null,
+      log_bytes: 0,
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+    };
+    await insertAttempt.run(tx.db, ...attemptValues(row));
+    applied.push(toAttempt(row, m.name));
     takeAllocation(m, pl);
-    appliedIds.push(attemptId);
     jobsTouched.add(stage.job_id);
     wake.add(m.id);
     const gpuText = pl.gpuIndices.length ? ` with ${gpuType} GPU(s) ${pl.gpuIndices.join(',')}` : '';
@@ -214,6 +226,5 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
   }
   for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled');
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
-  const rows = appliedIds.length ? await tx.db.selectFrom('attempts').selectAll().where('id', 'in', appliedIds).execute() : [];
-  return { applied: await attemptsWithNames(tx.db, rows), skipped };
+  return { applied, skipped };
 }

@@ -2,7 +2,19 @@ import { deriveJobState } from '../../advancer/derive-job-state.js';
 import { isJobTerminal, type JobState, jobTransitions } from '../../domain/job-state.js';
 import type { StageState } from '../../domain/stage-state.js';
 import { canTransition } from '../../domain/transition-table.js';
+import { prepared } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
+
+const jobState = prepared<[jobId: string]>()((db, [id]) => db.selectFrom('jobs').select(['state', 'cancel_requested_at']).where('id', '=', id));
+const stageStates = prepared<[jobId: string]>()((db, [id]) =>
+  db.selectFrom('stages').select(['name', 'state', 'end_reason']).where('job_id', '=', id).orderBy('position'),
+);
+const moveJob = prepared<[to: string, at: number, id: string, from: string]>()((db, [to, at, id, from]) =>
+  db.updateTable('jobs').set({ state: to, updated_at: at }).where('id', '=', id).where('state', '=', from),
+);
+const endJob = prepared<[to: string, at: number, failureReason: string | null, id: string, from: string]>()((db, [to, at, failureReason, id, from]) =>
+  db.updateTable('jobs').set({ state: to, updated_at: at, finished_at: at, failure_reason: failureReason }).where('id', '=', id).where('state', '=', from),
+);
 
 /**
  * Rewrites a job's stored state from its stages, inside the transaction that changed them.
@@ -15,50 +27,45 @@ export async function syncJobState(
   /** The job's stages as the caller just wrote them, in position order, to save reading them again. */
   known?: readonly { name: string; state: string; end_reason: string | null }[],
 ): Promise<JobState> {
-  const job = await tx.db
-    .selectFrom('jobs')
-    .select(['state', 'cancel_requested_at'])
-    .where('id', '=', jobId)
-    .executeTakeFirstOrThrow();
-  const stages =
-    known ??
-    (await tx.db.selectFrom('stages').select(['name', 'state', 'end_reason']).where('job_id', '=', jobId).orderBy('position').execute());
+  const job = await jobState.first(tx.db, jobId);
+  if (!job) throw new Error(`internal: job ${jobId} is gone`);
+  const stages = known ?? (await stageStates.rows(tx.db, jobId));
   const from = job.state as JobState;
   const to = deriveJobState(
     stages.map((s) => s.state as StageState),
     job.cancel_requested_at !== null,
   );
   if (from === to) return to;
-  if (!canTransition(jobTransitions, from, to)) {
-    throw new Error(`internal: job ${jobId} cannot move from ${from} to ${to}`);
-  }
   const failed = stages.find((s) => s.state === 'failed');
   const failureReason = to === 'failed' && failed ? `stage ${failed.name} failed: ${failed.end_reason ?? 'unknown'}` : null;
-  await tx.db
-    .updateTable('jobs')
-    .set({
-      state: to,
-      updated_at: tx.now,
-      ...(isJobTerminal(to) ? { finished_at: tx.now, failure_reason: failureReason } : {}),
-    })
-    .where('id', '=', jobId)
-    .where('state', '=', from)
-    .execute();
-  await recordJobStateChange(tx, jobId, from, to, failureReason);
+  await moveJobTo(tx, jobId, from, to, failureReason);
   return to;
 }
 
 /**
- * syncJobState after a stage of the job became `scheduled` (placed) or `running` (started): the
- * derivation can only land on `scheduled` or `running`, so a job already there (or past `scheduled`,
- * for a placement) needs no read of its stages. The common case on the hot path: one small read.
+ * syncJobState after a stage of the job became `scheduled` (placed) or `running` (started), with
+ * no read of its stages: the job's stored state is the derivation of its stages as they were,
+ * and one more stage placed or started can only lift it to `scheduled` (from `submitted` or
+ * `queued`) or to `running` (from anything short of it). A job already past that stays.
  */
 export async function syncJobStateOnActivation(tx: TxContext, jobId: string, became: 'scheduled' | 'running'): Promise<JobState> {
-  const job = await tx.db.selectFrom('jobs').select('state').where('id', '=', jobId).executeTakeFirstOrThrow();
-  const state = job.state as JobState;
-  // A running stage makes the job running; a scheduled one leaves a running job running.
-  if (state === 'running' || (became === 'scheduled' && state === 'scheduled')) return state;
-  return syncJobState(tx, jobId);
+  const job = await jobState.first(tx.db, jobId);
+  if (!job) throw new Error(`internal: job ${jobId} is gone`);
+  const from = job.state as JobState;
+  if (isJobTerminal(from)) return syncJobState(tx, jobId);
+  const to: JobState = became === 'running' || from === 'running' ? 'running' : 'scheduled';
+  if (from === to) return to;
+  await moveJobTo(tx, jobId, from, to, null);
+  return to;
+}
+
+async function moveJobTo(tx: TxContext, jobId: string, from: JobState, to: JobState, failureReason: string | null): Promise<void> {
+  if (!canTransition(jobTransitions, from, to)) {
+    throw new Error(`internal: job ${jobId} cannot move from ${from} to ${to}`);
+  }
+  if (isJobTerminal(to)) await endJob.affected(tx.db, to, tx.now, failureReason, jobId, from);
+  else await moveJob.affected(tx.db, to, tx.now, jobId, from);
+  await recordJobStateChange(tx, jobId, from, to, failureReason);
 }
 
 /** The event and the message every change of a job's state writes (its row already updated). */

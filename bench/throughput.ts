@@ -5,7 +5,11 @@
  * Gantry: one `gantry server` (SQLite, synchronous=FULL) and one `gantry agent` offering 30 slots
  * of 0.1 CPU, both the built CLI as child processes, exactly what a user runs. CPU per process is
  * read from /proc (utime + stime of the process itself; the `true` children are not counted; the
- * agent's launcher, the bash that forks stages for it, is counted as the agent).
+ * agent's launcher, the Python or bash that starts stages for it, is counted as the agent). The
+ * machine's CPU per stage (/proc/stat, every core, from the first submit to the last chain done)
+ * counts everything a run caused, its stages' processes and the kernel's work included: the one
+ * figure that compares systems whose work is split differently between processes. Nothing else
+ * should run meanwhile.
  * Peers: bench/peers/*-chains.ts as child processes, same workload, 10 handlers per stage.
  *
  * Also measured: ready → running latency (p50/p99) of a placeable stage on an idle cluster, and of
@@ -22,7 +26,7 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
-import { childrenOfCommand, processCpuMs } from './peers/proc-cpu.js';
+import { childrenOf, machineCpuMs, processCpuMs } from './peers/proc-cpu.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -143,6 +147,7 @@ async function gantryChains(n: number): Promise<RunResult> {
   try {
     const pids = { server: c.server.proc.pid!, agent: c.agents[0]!.proc.pid! };
     const cpu0 = { server: processCpuMs(pids.server)!, agent: processCpuMs(pids.agent)! };
+    const machine0 = machineCpuMs();
     const t0 = Date.now();
     await submitAll(c.url, Array.from({ length: n }, (_, i) => chainSpec(i)));
     const submitMs = Date.now() - t0;
@@ -160,10 +165,12 @@ async function gantryChains(n: number): Promise<RunResult> {
       30 * 60_000,
     );
     const wallMs = Date.now() - t0;
-    // The agent's launcher (a bash that forks the stages, src/agent/launcher.ts) does the agent's
-    // work: its own CPU counts as the agent's (started with the first attempt, so all of it is this
-    // run's); the stage processes it forks do not, as the `true` children do not.
-    const launcher = childrenOfCommand(pids.agent, 'bash').reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
+    const machine1 = machineCpuMs();
+    // The agent's launcher (the Python or bash that starts the stages, src/agent/launcher.ts, its
+    // only child that lasts) does the agent's work: its own CPU counts as the agent's (started with
+    // the first attempt, so all of it is this run's); the stage processes it starts do not, as the
+    // `true` children do not. The machine's CPU counts everything.
+    const launcher = childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
     const cpu = { server: processCpuMs(pids.server)! - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent + launcher };
     const failed = (c.db.prepare(`select count(*) as n from jobs where state <> 'succeeded'`).get() as { n: number }).n;
     if (failed) throw new Error(`${failed} chains did not succeed`);
@@ -194,6 +201,7 @@ async function gantryChains(n: number): Promise<RunResult> {
       bWaitP99Ms: pct(waits, 99),
       cpuMs: cpu,
       cpuPerStageMs: { server: cpu.server / stages, agent: cpu.agent / stages },
+      machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
     };
   } finally {
     await c.stop();
@@ -276,8 +284,8 @@ async function main() {
   say('');
   say(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: one server (SQLite, synchronous=FULL), one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`);
   say('');
-  say('| system | N chains | submit | wall | chains/s | B waits after A, p50 / p99 | CPU in all (s) | CPU per stage, ms |');
-  say('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  say('| system | N chains | submit | wall | chains/s | B waits after A, p50 / p99 | CPU in all (s) | CPU per stage, ms | machine CPU per stage, ms |');
+  say('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   const results: RunResult[] = [];
   for (const n of CHAINS) {
     const runs: RunResult[] = [await gantryChains(n)];
@@ -285,7 +293,7 @@ async function main() {
     for (const r of runs) {
       results.push(r);
       if (r.skipped || r.error) {
-        say(`| ${r.peer} | ${n} | ${r.skipped ? `skipped: ${r.skipped}` : `failed: ${r.error}`} |  |  |  |  |  |`);
+        say(`| ${r.peer} | ${n} | ${r.skipped ? `skipped: ${r.skipped}` : `failed: ${r.error}`} |  |  |  |  |  |  |`);
         continue;
       }
       const cpuAll = Object.entries(r.cpuMs)
@@ -294,7 +302,8 @@ async function main() {
       const per = Object.entries(r.cpuMs)
         .map(([k, v]) => `${k} ${f(v === null ? undefined : v / (3 * n), 2)}`)
         .join(', ');
-      say(`| ${r.peer} | ${n} | ${f(r.submitMs / 1000, 2)} s | ${f(r.wallMs / 1000, 1)} s | **${f(r.chainsPerSec)}** | ${f(r.bWaitP50Ms)} / ${f(r.bWaitP99Ms)} ms | ${cpuAll} | ${per} |`);
+      const machine = r.machineCpuMs === null || r.machineCpuMs === undefined ? undefined : r.machineCpuMs / (3 * n);
+      say(`| ${r.peer} | ${n} | ${f(r.submitMs / 1000, 2)} s | ${f(r.wallMs / 1000, 1)} s | **${f(r.chainsPerSec)}** | ${f(r.bWaitP50Ms)} / ${f(r.bWaitP99Ms)} ms | ${cpuAll} | ${per} | ${f(machine, 2)} |`);
     }
   }
   if (PROBES > 0) {

@@ -30,7 +30,7 @@ import {
   submitAll,
   timeoutMs,
 } from './chain-workload.js';
-import { pidsOfCommand, processCpuMs } from './proc-cpu.js';
+import { machineCpuMs, pidsOfCommand, processCpuMs } from './proc-cpu.js';
 
 consoleToStderr();
 const PEER = `bullmq ${(createRequire(import.meta.url)('bullmq/package.json') as { version: string }).version}`;
@@ -91,6 +91,7 @@ async function main(n: number): Promise<void> {
     await Promise.all([...workers.map((w) => w.waitUntilReady()), flow.waitUntilReady()]);
     const srv0 = redis.pid === null ? null : processCpuMs(redis.pid);
     const cpu0 = process.cpuUsage();
+    const machine0 = machineCpuMs();
     const t0 = performance.now();
     const submitted = submitAll(n, (chain) => {
       const data = { chain };
@@ -106,6 +107,7 @@ async function main(n: number): Promise<void> {
     await finish.promise;
     const wallMs = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
+    const machine1 = machineCpuMs();
     const srv1 = redis.pid === null ? null : processCpuMs(redis.pid);
     const { p50, p99 } = waits.percentiles();
     report({
@@ -117,6 +119,7 @@ async function main(n: number): Promise<void> {
       bWaitP50Ms: p50,
       bWaitP99Ms: p99,
       cpuMs: { client: (cpu.user + cpu.system) / 1000, server: srv0 === null || srv1 === null ? NaN : srv1 - srv0 },
+      machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
     });
   } finally {
     finish.stop();

@@ -18,6 +18,8 @@ export interface ChainsResult {
   bWaitP50Ms: number;
   bWaitP99Ms: number;
   cpuMs: { client: number; server: number };
+  /** The whole machine's CPU over the run (proc-cpu.ts machineCpuMs): everything the run caused. */
+  machineCpuMs?: number | null;
 }
 
 export function chainsArg(): number {

@@ -32,7 +32,7 @@ import {
   submitAll,
   timeoutMs,
 } from './chain-workload.js';
-import { trackCommandCpu } from './proc-cpu.js';
+import { machineCpuMs, trackCommandCpu } from './proc-cpu.js';
 
 consoleToStderr();
 const PEER = `graphile-worker ${(createRequire(import.meta.url)('graphile-worker/package.json') as { version: string }).version}`;
@@ -123,6 +123,7 @@ async function main(n: number): Promise<void> {
 
     const server = trackCommandCpu('postgres');
     const cpu0 = process.cpuUsage();
+    const machine0 = machineCpuMs();
     const t0 = performance.now();
     const r = runner;
     await Promise.race([submitAll(n, (chain) => r.addJob('a', { chain })), done.promise]);
@@ -130,6 +131,7 @@ async function main(n: number): Promise<void> {
     await done.promise;
     const wallMs = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
+    const machine1 = machineCpuMs();
     const serverMs = server.stop();
     const { p50, p99 } = waits.percentiles();
     report({
@@ -141,6 +143,7 @@ async function main(n: number): Promise<void> {
       bWaitP50Ms: p50,
       bWaitP99Ms: p99,
       cpuMs: { client: (cpu.user + cpu.system) / 1000, server: serverMs },
+      machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
     });
   } finally {
     done.stop();

@@ -23,6 +23,44 @@ export function processCpuMs(pid: number): number | null {
   return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_PER_S : null;
 }
 
+/**
+ * CPU the whole machine spent (user, nice, system, irq, softirq of every core) in ms, from
+ * /proc/stat; null off Linux. What a run costs in all: its processes, the ones they start (the
+ * stages' `true`, shims, launchers), and the kernel's work for them (fsync, forks, pipes).
+ */
+export function machineCpuMs(): number | null {
+  let line: string;
+  try {
+    line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+  } catch {
+    return null;
+  }
+  const [user, nice, system, , , irq, softirq] = line.trim().split(/\s+/).slice(1).map(Number);
+  const ticks = user! + nice! + system! + irq! + softirq!;
+  return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_PER_S : null;
+}
+
+/** The pids of `pid`'s children, whatever they run (an agent's launcher). */
+export function childrenOf(pid: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(e));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
 /** The pids whose /proc/<pid>/comm is exactly `comm` (the kernel keeps the first 15 bytes). */
 export function pidsOfCommand(comm: string): number[] {
   let entries: string[];

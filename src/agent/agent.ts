@@ -11,7 +11,6 @@
  * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
  * against the user's retries), so the agent kills the process group and reports nothing.
  */
-import { existsSync } from 'node:fs';
 import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
@@ -25,6 +24,7 @@ import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from 
 import { describe, describeExit, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
 import { inheritedEnv } from './attempt-env.js';
 import { Launcher } from './launcher.js';
+import { launcherPrograms } from './launcher-programs.js';
 import { OutcomeDelivery } from './outcome-delivery.js';
 import { Reporter } from './reporter.js';
 import { logTail, spawnAttempt } from './spawn-attempt.js';
@@ -47,7 +47,7 @@ export interface AgentOptions {
   verbose?: boolean;
   /** How long a pid record may wait for a report that goes anyway (Reporter.recordPid). */
   pidDelayMs?: number;
-  /** Start commands through a small bash (launcher.ts) rather than by spawning from the agent. Default: yes where /bin/bash exists, unless GANTRY_AGENT_LAUNCHER=0. */
+  /** Start commands through a launcher (launcher.ts: Python's posix_spawn, else a bash) rather than by spawning from the agent. Default: yes, as GANTRY_AGENT_LAUNCHER says (launcher-programs.ts); false: never. */
   launcher?: boolean;
 }
 
@@ -98,8 +98,8 @@ export class Agent {
     this.clock = opts.clock ?? { now: () => Date.now() };
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
-    const useLauncher = opts.launcher ?? (process.env.GANTRY_AGENT_LAUNCHER !== '0' && existsSync('/bin/bash'));
-    this.launcher = useLauncher ? new Launcher(this.inheritedEnv, (line) => this.log(line)) : null;
+    const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
+    this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
       send: (req, signal) => this.client.report(this.id!, req, signal),
@@ -238,7 +238,8 @@ export class Agent {
         // A stop that came during the write: the registration stands, but nothing more starts.
         if (this.stopping) return false;
         const s = res.settings;
-        this.log(`registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms)`);
+        const starter = this.launcher?.program ? `the ${this.launcher.program} launcher` : 'the agent itself';
+        this.log(`registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms); commands started by ${starter}`);
         return true;
       } catch (err) {
         if (this.stopping) return false;

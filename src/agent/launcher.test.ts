@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Launcher } from './launcher.js';
+import { bashLauncher, launcherPrograms, pythonLauncher, type LauncherProgram } from './launcher-programs.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN } from './process-runner.js';
 
@@ -12,12 +13,10 @@ let dir: string;
 let launcher: Launcher;
 const lines: string[] = [];
 const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', KEPT: 'from the agent' };
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'gantry-launcher-'));
-  launcher = new Launcher(base, (l) => lines.push(l));
-});
+const python = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'python' })[0];
+const programs: [string, LauncherProgram][] = [['bash', bashLauncher], ...(python ? [['python', python] as [string, LauncherProgram]] : [])];
 afterEach(async () => {
-  launcher.close();
+  launcher?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -49,7 +48,14 @@ const until = async (cond: () => boolean, ms = 3000) => {
   return cond();
 };
 
-describe('Launcher', () => {
+if (!python) console.warn('launcher.test.ts: no python3 in PATH: the Python launcher is not tested here');
+
+describe.each(programs)('Launcher (%s)', (name, program) => {
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gantry-launcher-'));
+    launcher = new Launcher(base, (l) => lines.push(l), [program]);
+  });
+
   it("runs the command in its own group, with its env, cwd and files, and reports its exit code", async () => {
     const o = opts(['sh', '-c', 'read -r _ _ _ _ g _ < /proc/$$/stat; echo "$GREETING $KEPT from $(pwd) in group $g"; echo oops >&2; exit 3'], { env: { GREETING: "it's" } });
     const h = launcher.run(o)!;
@@ -88,6 +94,19 @@ describe('Launcher', () => {
     expect(await launcher.run(opts(['sh', '-c', 'exit 127']))!.done).toEqual({ exitCode: 127, signal: null, reason: null });
   });
 
+  it('starts the command with no signal ignored or blocked, whatever the launcher ignores', async () => {
+    const o = opts(['grep', '-E', '^Sig(Ign|Blk)', '/proc/self/status']);
+    expect((await launcher.run(o)!.done).exitCode).toBe(0);
+    expect(await read(o.stdoutFile)).toBe('SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n');
+  });
+
+  it('a working directory that is gone: Python says the command could not start; bash, whose shim exits first, leaves it unknown', async () => {
+    const o = { ...opts(['true']), cwd: join(dir, 'no-such-dir') };
+    const r = await launcher.run(o)!.done;
+    if (name === 'python') expect(r).toMatchObject({ exitCode: null, signal: null, reason: expect.stringMatching(/^spawn failed: .*No such file or directory/) });
+    else expect(r).toEqual({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+  });
+
   it('passes any argument through untouched, quotes and newlines included', async () => {
     const weird = ["it's", 'a "b"', '$HOME', '`x`', 'line\nbreak', '', '\\'];
     const o = opts(['printf', '%s|', ...weird]);
@@ -95,16 +114,32 @@ describe('Launcher', () => {
     expect(await read(o.stdoutFile)).toBe(weird.map((w) => `${w}|`).join(''));
   });
 
-  it('leaves to the caller what it cannot take: a variable that is no shell name', () => {
-    expect(launcher.run(opts(['true'], { env: { 'not-a-name': 'x' } }))).toBeNull();
+  it('takes a variable whose name is no shell identifier only where it can (bash cannot export it)', async () => {
+    const o = opts(['env'], { env: { 'not-a-name': 'x' } });
+    const h = launcher.run(o);
+    if (name === 'bash') return expect(h).toBeNull();
+    expect((await h!.done).exitCode).toBe(0);
+    expect(await read(o.stdoutFile)).toMatch(/^not-a-name=x$/m);
   });
 
-  it('settles a job whose shim was killed from outside, with no status, as unknown', async () => {
+  it('a group killed from outside: the Python launcher, its parent, records the signal; the bash shim dies with it, unknown', async () => {
     const h = launcher.run(opts(['sleep', '30']))!;
     const pgid = (await h.started)!;
     await new Promise((r) => setTimeout(r, 100));
     execFileSync('kill', ['-KILL', '--', `-${pgid}`]);
-    expect(await h.done).toEqual({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    expect(await h.done).toEqual(name === 'python' ? { exitCode: null, signal: 'SIGKILL', reason: null } : { exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+  });
+
+  it('a launcher killed from outside: its running job is still followed, and ends unknown when no status was written', async () => {
+    const o = opts(['sh', '-c', 'sleep 0.6; exit 4']);
+    const h = launcher.run(o)!;
+    await h.started;
+    const proc = launcherProcess();
+    execFileSync('kill', ['-KILL', String(proc)]);
+    // bash: the shim survives its launcher and writes the status; Python: the launcher was the writer.
+    expect(await h.done).toEqual(name === 'bash' ? { exitCode: 4, signal: null, reason: null } : { exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    // The next attempt gets a new launcher.
+    expect((await launcher.run(opts(['true']))!.done).exitCode).toBe(0);
   });
 
   it('a job outlives the launcher, and can be followed by its pid (an agent restarted)', async () => {
@@ -115,5 +150,46 @@ describe('Launcher', () => {
     launcher.close();
     const attached = attachProcess({ pid, statusFile: o.statusFile, killGraceMs: 500, pollMs: 20 });
     expect(await attached.done).toEqual({ exitCode: 5, signal: null, reason: null });
+  });
+});
+
+/** The pid of this test process's launcher: its child running the program. */
+function launcherProcess(): number {
+  const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' });
+  const line = out.split('\n').find((l) => /launcher\.py|bash --norc/.test(l));
+  if (!line) throw new Error(`no launcher among ${out}`);
+  return Number(line.trim().split(/\s+/)[0]);
+}
+
+describe('Launcher programs', () => {
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gantry-launcher-'));
+  });
+
+  it('a program that does not start gives its jobs to the next one, and with none left the command is spawned directly', async () => {
+    // /bin/false as "python": exits before it says ready, having read nothing.
+    const broken = pythonLauncher('/bin/false');
+    launcher = new Launcher(base, (l) => lines.push(l), [broken, bashLauncher]);
+    const o = opts(['sh', '-c', 'echo via $0; exit 6']);
+    expect(await launcher.run(o)!.done).toEqual({ exitCode: 6, signal: null, reason: null });
+    expect(launcher.program).toBe('bash');
+    expect(lines.join('\n')).toMatch(/launcher \(python\) did not start/);
+    launcher.close();
+    launcher = new Launcher(base, (l) => lines.push(l), [broken]);
+    const d = opts(['sh', '-c', 'exit 7']);
+    expect(await launcher.run(d)!.done).toEqual({ exitCode: 7, signal: null, reason: null });
+    expect(await read(d.statusFile)).toBe('7\n');
+    expect(launcher.program).toBeNull();
+    expect(launcher.run(opts(['true']))).toBeNull();
+  });
+
+  it('GANTRY_AGENT_LAUNCHER chooses, and says what it accepts', () => {
+    const names = (v: string | undefined) => launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: v }).map((p) => p.name);
+    expect(names('bash')).toEqual(['bash']);
+    expect(names('none')).toEqual([]);
+    expect(names('0')).toEqual([]);
+    expect(names(undefined)).toEqual(python ? ['python', 'bash'] : ['bash']);
+    expect(launcherPrograms({ PATH: '/nonexistent', GANTRY_AGENT_LAUNCHER: 'python' })).toEqual([]);
+    expect(() => names('pyhton')).toThrow(/GANTRY_AGENT_LAUNCHER must be auto, python, bash or none, not "pyhton"/);
   });
 });

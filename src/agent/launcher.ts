@@ -1,36 +1,37 @@
 /**
- * Starting commands from a small, long-lived bash instead of from the agent itself.
+ * Starting commands from a small, long-lived program instead of from the agent itself.
  *
  * Why: starting a process from Node is a fork of the whole agent, whose cost grows with its
  * resident memory (100+ MB under load): measured at 2.2 ms of the agent's CPU per attempt, nearly
- * half of all it did, on its one event loop. A fork of a 4 MB bash costs a fraction of that, and
- * outside the agent's loop. The agent writes one line of shell per attempt into the launcher's
- * stdin; bash starts the attempt as a background job (with `set -m`, each job leads a process group
- * of its own, as `detached` does for a spawn) and answers with its pid; the job itself, a subshell,
- * runs the command in its attempt directory with its environment and output files, writes the exit
- * status into the `status` file and then a line `end <id> <status>` into the pipe back to the
- * agent. So the subshell is the attempt's shim (process-runner.ts has the same one for a direct
- * spawn): a restarted agent re-attaches to it the same way.
+ * half of all it did, on its one event loop. The agent instead writes each attempt to a launcher
+ * (launcher-programs.ts: Python, with vfork and exec, where python3 is; else a bash), which starts the
+ * command in a process group of its own and answers with its pid; when the command ends, the
+ * launcher writes its exit status into the attempt's `status` file and then a line `end <id>
+ * <status>` back to the agent. Either way the status is written by something that outlives the
+ * agent, so a restarted agent re-attaches to the command by its pid and reads how it ended from the
+ * file (process-runner.ts, attachProcess).
  *
- * The agent is not the parent of the job, so it cannot wait for it: it learns the end from that
- * line, and, should the line never come (the subshell killed from outside), from a poll of the
- * leader's liveness every second. Anything the launcher cannot take (no bash on the machine, an
- * environment variable whose name is no shell identifier, the launcher dead) goes through a direct
- * spawn instead: same files, same shim, same outcome.
+ * The agent is not the parent of the command, so it cannot wait for it: it learns the end from the
+ * launcher's line and, should that never come (the launcher or the shim killed from outside), from
+ * a poll of the leader's liveness every second. A launcher that exits before it said `ready` never
+ * read a job: its jobs go to the next program, or, with none left, are left to the caller. Anything
+ * no launcher can take (a variable bash cannot export, every launcher gone) the caller spawns
+ * directly: same files, same status, same outcome.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { groupsOfAttempt } from './agent-state.js';
+import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
-import { EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, type ProcessHandle, type ProcessResult, type RunProcessOptions } from './process-runner.js';
+import { EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, runProcess, type ProcessHandle, type ProcessResult, type RunProcessOptions } from './process-runner.js';
 
-const BASH = '/bin/bash';
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** How often the leaders of running jobs are checked, for an end that sent no line. */
 const POLL_MS = 1000;
 
 interface Job {
   id: string;
   attemptId: string;
+  /** What the launcher is sent; kept until the pid comes, for a launcher that never started. */
+  spec: LauncherJob;
   pid: number | null;
   statusFile: string;
   killGraceMs: number;
@@ -41,10 +42,16 @@ interface Job {
   killReason: string | null;
   killing: Promise<'SIGTERM' | 'SIGKILL' | null> | null;
   ended: boolean;
+  /** Spawned by the agent itself after the launcher failed to start (spawnDirectly). */
+  direct?: ProcessHandle;
 }
 
 export class Launcher {
   private proc: ChildProcess | null = null;
+  /** The program `proc` runs: programs[current]. */
+  private current = 0;
+  /** `proc` said `ready`: it reads what it is sent. */
+  private ready = false;
   private buffer = '';
   private readonly jobs = new Map<string, Job>();
   private poll: NodeJS.Timeout | null = null;
@@ -53,25 +60,29 @@ export class Launcher {
 
   /**
    * @param env the environment every attempt starts from (the agent's, without its own GANTRY_*
-   *   variables); each attempt's own variables are exported on top of it.
+   *   variables); each attempt's own variables are set on top of it.
+   * @param programs the launchers to try, in order (launcherPrograms); empty: none, every
+   *   attempt is left to the caller.
    */
   constructor(
     private readonly env: Readonly<Record<string, string>>,
     private readonly log: (line: string) => void,
-  ) {}
+    private readonly programs: readonly LauncherProgram[],
+  ) {
+    if (programs.length === 0) this.closed = true;
+  }
 
-  /** Null when bash is not available or a variable cannot be exported: the caller spawns directly. */
+  /** The program that starts commands now, or null when the caller spawns them. */
+  get program(): LauncherProgram['name'] | null {
+    return this.closed ? null : (this.programs[this.current]?.name ?? null);
+  }
+
+  /** Null when no launcher can take it: the caller spawns directly. */
   run(opts: RunProcessOptions & { attemptId: string }): ProcessHandle | null {
     if (this.closed) return null;
-    const exports: string[] = [];
-    for (const [k, v] of Object.entries(opts.env)) {
-      if (this.env[k] === v) continue;
-      if (!IDENTIFIER.test(k)) return null;
-      exports.push(`export ${k}=${q(v)}`);
-    }
-    for (const k of Object.keys(this.env)) if (!(k in opts.env)) exports.push(`unset ${k}`);
-    const proc = this.process();
-    if (!proc) return null;
+    const set: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.env)) if (this.env[k] !== v) set[k] = v;
+    const unset = Object.keys(this.env).filter((k) => !(k in opts.env));
     let argv: string[];
     try {
       argv = resolveArgv(opts);
@@ -79,20 +90,17 @@ export class Launcher {
       return notStarted(err);
     }
     const id = String(++this.seq);
+    const spec: LauncherJob = { id, argv, cwd: opts.cwd, set, unset, stdoutFile: opts.stdoutFile, stderrFile: opts.stderrFile, statusFile: opts.statusFile };
+    const line = this.programs[this.current]!.encode(spec);
+    if (line === null) return null;
+    const proc = this.process();
+    if (!proc) return null;
     let resolveStarted!: (pid: number | null) => void;
     const started = new Promise<number | null>((r) => (resolveStarted = r));
     let settle!: (r: ProcessResult) => void;
     const done = new Promise<ProcessResult>((r) => (settle = r));
-    const job: Job = { id, attemptId: opts.attemptId, pid: null, statusFile: opts.statusFile, killGraceMs: opts.killGraceMs, resolveStarted, settle, goneOnce: false, killReason: null, killing: null, ended: false };
+    const job: Job = { id, attemptId: opts.attemptId, spec, pid: null, statusFile: opts.statusFile, killGraceMs: opts.killGraceMs, resolveStarted, settle, goneOnce: false, killReason: null, killing: null, ended: false };
     this.jobs.set(id, job);
-    // The subshell: the attempt's shim. Its traps run only once the command has ended (bash defers
-    // them while it waits for a foreground command), so a TERM to the group reaches the command and
-    // the status is still written; fd 3, the pipe back to the agent, is not the command's.
-    const command = argv.map(q).join(' ');
-    const line =
-      `( cd ${q(opts.cwd)} || exit 126; ${exports.join('; ')}${exports.length ? '; ' : ''}trap : HUP INT TERM; ${command} 3>&-; ` +
-      `c=$?; echo "$c" > ${q(opts.statusFile)}; printf 'end %s %s\\n' ${id} "$c" >&3 ) </dev/null >>${q(opts.stdoutFile)} 2>>${q(opts.stderrFile)} &\n` +
-      `printf 'pid %s %s\\n' ${id} "$!"; disown $!\n`;
     proc.stdin!.write(line);
 
     let timer: NodeJS.Timeout | undefined;
@@ -108,6 +116,7 @@ export class Launcher {
       kill: (why) => this.kill(job, `killed: ${why}`),
       leave: () => {
         clearTimeout(timer);
+        job.direct?.leave();
         this.jobs.delete(id);
       },
     };
@@ -119,47 +128,111 @@ export class Launcher {
     this.closed = true;
     if (this.poll) clearInterval(this.poll);
     this.proc?.stdin?.end();
+    // The Python launcher stays until the commands it started have ended: nothing of it may keep
+    // the agent's process alive meanwhile.
     this.proc?.unref();
-    (this.proc?.stdout as { unref?: () => void } | null)?.unref?.();
+    for (const pipe of [this.proc?.stdout, this.proc?.stderr]) (pipe as { unref?: () => void } | null | undefined)?.unref?.();
   }
 
   private process(): ChildProcess | null {
     if (this.proc) return this.proc;
+    const program = this.programs[this.current]!;
     let proc: ChildProcess;
     try {
       // Its own process group: a Ctrl-C at the terminal is for the agent, which stops the jobs itself.
-      proc = spawn(BASH, ['--norc', '--noprofile', '-s'], { env: this.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-    } catch {
-      this.closed = true;
+      proc = spawn(program.argv[0]!, program.argv.slice(1), { env: this.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    } catch (err) {
+      this.log(`launcher (${program.name}) cannot be started: ${(err as Error).message}`);
+      this.advance();
       return null;
     }
     this.proc = proc;
-    proc.on('error', (err) => {
-      this.log(`launcher: ${err.message}; starting attempts directly`);
-      this.closed = true;
-      this.lost();
-    });
-    proc.on('exit', (code, signal) => {
-      if (!this.closed) this.log(`launcher exited (${signal ?? `code ${code}`}); starting it again for the next attempt`);
+    this.ready = false;
+    let over = false;
+    const gone = (how: string) => {
+      if (over || this.proc !== proc) return;
+      over = true;
       this.proc = null;
+      this.buffer = '';
+      if (!this.ready) {
+        this.log(`launcher (${program.name}) did not start (${how})`);
+        this.advance();
+        this.rehome();
+        return;
+      }
+      if (!this.closed) this.log(`launcher (${program.name}) exited (${how}); starting it again for the next attempt`);
       this.lost();
-    });
+    };
+    proc.on('error', (err) => gone(err.message));
+    proc.on('exit', (code, signal) => gone(signal ?? `code ${code}`));
     proc.stdin!.on('error', () => {});
     proc.stderr!.setEncoding('utf8');
-    proc.stderr!.on('data', (d: string) => this.log(`launcher: ${d.trimEnd()}`));
+    proc.stderr!.on('data', (d: string) => this.log(`launcher (${program.name}): ${d.trimEnd()}`));
     proc.stdout!.setEncoding('utf8');
     proc.stdout!.on('data', (d: string) => this.read(d));
-    proc.stdin!.write('set -m; exec 3>&1\n');
+    if (program.preamble) proc.stdin!.write(program.preamble);
     this.poll ??= setInterval(() => this.check(), POLL_MS);
     this.poll.unref();
     return proc;
   }
 
+  /** On to the next program; with none left, the launcher closes and the caller spawns every command. */
+  private advance(): void {
+    this.current++;
+    if (this.current >= this.programs.length) this.closed = true;
+    else this.log(`starting attempts with the ${this.programs[this.current]!.name} launcher instead`);
+  }
+
+  /**
+   * A launcher that did not start read none of the jobs sent to it: each goes to the next
+   * program, or is spawned here directly, as the caller would have.
+   */
+  private rehome(): void {
+    for (const job of [...this.jobs.values()]) {
+      if (job.pid !== null || job.ended || job.direct) continue;
+      const line = this.closed ? null : this.programs[this.current]!.encode(job.spec);
+      const proc = line === null ? null : this.process();
+      if (proc && line !== null) proc.stdin!.write(line);
+      else this.spawnDirectly(job);
+    }
+  }
+
+  /** The job spawned by the agent after all (runProcess), its answers passed on as a launcher's would be. */
+  private spawnDirectly(job: Job): void {
+    const { spec } = job;
+    // The timeout stays the launcher's (run set it), and so do kills: only the spawn changes.
+    const env = { ...withoutUnset(this.env, spec.unset), ...spec.set };
+    const h = runProcess({ command: spec.argv, cwd: spec.cwd, env, stdoutFile: spec.stdoutFile, stderrFile: spec.stderrFile, statusFile: spec.statusFile, killGraceMs: job.killGraceMs, timeoutSeconds: null });
+    job.direct = h;
+    job.pid = h.pid;
+    job.resolveStarted(h.pid);
+    void h.done.then(async (r) => {
+      if (job.ended) return;
+      job.ended = true;
+      this.jobs.delete(job.id);
+      const escalated = job.killing ? await job.killing : null;
+      // Killed by the launcher's kill (a cancel, the timeout): that is the reason, as for any job.
+      if (job.killReason && !r.reason?.startsWith('spawn failed')) return job.settle({ exitCode: r.exitCode, signal: r.signal ?? escalated, reason: job.killReason });
+      job.settle(r);
+    });
+  }
+
+  private notStarted(job: Job, why: string): void {
+    this.jobs.delete(job.id);
+    job.ended = true;
+    job.resolveStarted(null);
+    job.settle({ exitCode: null, signal: null, reason: `spawn failed: ${why}` });
+  }
   private read(data: string): void {
     this.buffer += data;
     for (let i = this.buffer.indexOf('\n'); i >= 0; i = this.buffer.indexOf('\n')) {
-      const [kind, id, value] = this.buffer.slice(0, i).split(' ');
+      const line = this.buffer.slice(0, i);
       this.buffer = this.buffer.slice(i + 1);
+      const [kind, id, value] = line.split(' ');
+      if (kind === 'ready') {
+        this.ready = true;
+        continue;
+      }
       const job = this.jobs.get(id ?? '');
       if (!job) continue;
       if (kind === 'pid') {
@@ -167,6 +240,8 @@ export class Launcher {
         job.resolveStarted(job.pid);
       } else if (kind === 'end') {
         void this.end(job, Number(value));
+      } else if (kind === 'fail') {
+        this.notStarted(job, line.slice(`fail ${id} `.length));
       }
     }
   }
@@ -175,7 +250,7 @@ export class Launcher {
   private async end(job: Job, status: number | null): Promise<void> {
     if (job.ended) return;
     job.ended = true;
-    // The job's end line and bash's pid line come from two processes: the end can come first.
+    // With bash, the job's end line and bash's pid line come from two processes: the end can come first.
     const pid = job.pid ?? (await this.startedPid(job));
     this.jobs.delete(job.id);
     let escalated: 'SIGTERM' | 'SIGKILL' | null = null;
@@ -183,8 +258,8 @@ export class Launcher {
     else if (pid !== null && !(await groupGoneSoon(pid))) await killProcessGroup(pid, job.killGraceMs);
     const how = status !== null ? fromStatus(status) : readExitStatus(job.statusFile);
     if (how) return job.settle({ ...how, reason: job.killReason });
-    // No status: the shim died before writing one. Killed by us, the last signal sent is how it
-    // ended; otherwise it was killed from outside, and how the command ended cannot be known.
+    // No status: the launcher (or the shim) died before writing one. Killed by us, the last signal
+    // sent is how it ended; otherwise how the command ended cannot be known.
     if (job.killReason) return job.settle({ exitCode: null, signal: escalated ?? 'SIGKILL', reason: job.killReason });
     job.settle({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   }
@@ -196,6 +271,7 @@ export class Launcher {
     if (pid === null || job.ended) return;
     job.killing ??= killProcessGroup(pid, job.killGraceMs);
     await job.killing;
+    if (job.direct) return void (await job.direct.done);
     // The end line may have been written just before the group went; give it a moment, then settle without it.
     await new Promise((r) => setTimeout(r, 50));
     await this.end(job, null);
@@ -211,10 +287,10 @@ export class Launcher {
     });
   }
 
-  /** An end that sent no line (the subshell killed from outside): seen gone twice, it is settled from what is on disk. */
+  /** An end that sent no line (the launcher or shim killed from outside): seen gone twice, it is settled from what is on disk. */
   private check(): void {
     for (const job of this.jobs.values()) {
-      if (job.pid === null || job.ended) continue;
+      if (job.pid === null || job.ended || job.direct) continue;
       if (leaderRunning(job.pid)) continue;
       if (job.goneOnce) void this.end(job, null);
       else job.goneOnce = true;
@@ -222,13 +298,13 @@ export class Launcher {
   }
 
   /**
-   * The launcher died. Jobs it started are still followed: their end lines come through the pipe,
-   * which they hold open, and the poll catches the rest. A job whose pid never came may have
-   * started all the same: it is looked for by its attempt id.
+   * The launcher died after it started. Jobs it started are still followed: with bash their end
+   * lines come through the pipe, which the shims hold open, and the poll catches the rest. A job
+   * whose pid never came may have started all the same: it is looked for by its attempt id.
    */
   private lost(): void {
     for (const job of this.jobs.values()) {
-      if (job.pid !== null) continue;
+      if (job.pid !== null || job.direct) continue;
       if (job.ended) {
         job.resolveStarted(null);
         continue;
@@ -239,19 +315,16 @@ export class Launcher {
         job.resolveStarted(job.pid);
         continue;
       }
-      this.jobs.delete(job.id);
-      job.ended = true;
-      job.resolveStarted(null);
-      job.settle({ exitCode: null, signal: null, reason: 'spawn failed: the launcher exited before starting it' });
+      this.notStarted(job, 'the launcher exited before starting it');
     }
   }
 }
 
 /**
- * Whether the group is gone within a few milliseconds: the subshell writes its end line as it
- * exits, and bash reaps it at once. A group that stays longer holds what the command left behind
- * (or a zombie bash has not reaped yet), which the caller's kill sweeps. One signal-0 per check,
- * not the scan of /proc that telling zombies apart needs.
+ * Whether the group is gone within a few milliseconds: the command (or its shim) has just ended,
+ * and is reaped at once. A group that stays longer holds what the command left behind (or a
+ * zombie not reaped yet), which the caller's kill sweeps. One signal-0 per check, not the scan of
+ * /proc that telling zombies apart needs.
  */
 async function groupGoneSoon(pgid: number): Promise<boolean> {
   for (let i = 0; i < 10; i++) {
@@ -261,7 +334,8 @@ async function groupGoneSoon(pgid: number): Promise<boolean> {
   return false;
 }
 
-/** One shell word: single-quoted, with each ' written as '\''. */
-function q(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
+function withoutUnset(env: Readonly<Record<string, string>>, unset: readonly string[]): Record<string, string> {
+  const out = { ...env };
+  for (const k of unset) delete out[k];
+  return out;
 }

@@ -1,0 +1,116 @@
+/**
+ * The programs a Launcher (launcher.ts) can keep to start attempts' commands, and which the agent
+ * tries. Both speak the same answers on their stdout (`ready`, `pid <id> <pid>`, `end <id>
+ * <status>`, and for Python `fail <id> <message>`); they differ in how a job is written to them.
+ *
+ * - **python**: src/agent/launcher.py, started with the first attempt. It starts each command
+ *   with vfork and exec (Python's subprocess) and is the commands' parent, so it writes each one's exit
+ *   status itself. The cheapest: measured on the throughput bench, about 1 ms less of the
+ *   machine's CPU per stage than bash (bench/results/).
+ * - **bash**: a long-lived bash that starts each command as a background job under a subshell
+ *   (the shim) that waits for it and writes its status. Two forks per command.
+ *
+ * Where neither can be had, or a job is one neither can take, the agent spawns the command itself
+ * (process-runner.ts): same files, same status, same outcome, at the cost of a fork of the agent.
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { resolveArgv } from './process-runner.js';
+
+/** One attempt's command as a launcher gets it: its environment as a change of the launcher's own. */
+export interface LauncherJob {
+  id: string;
+  /** The file first, already found in PATH (resolveArgv). */
+  argv: string[];
+  cwd: string;
+  set: Record<string, string>;
+  unset: string[];
+  stdoutFile: string;
+  stderrFile: string;
+  statusFile: string;
+}
+
+export interface LauncherProgram {
+  readonly name: 'python' | 'bash';
+  /** What to spawn: the file, then its arguments. */
+  readonly argv: readonly string[];
+  /** Written once, before the first job. */
+  readonly preamble: string;
+  /** The job as what to write, or null when this program cannot take it (the agent spawns it itself). */
+  encode(job: LauncherJob): string | null;
+}
+
+export const LAUNCHER_PY = fileURLToPath(new URL('./launcher.py', import.meta.url));
+
+/** The Python launcher run by `python` (a path): isolated from the user's PYTHON* settings and site packages. */
+export function pythonLauncher(python: string): LauncherProgram {
+  return {
+    name: 'python',
+    argv: [python, '-I', '-S', LAUNCHER_PY],
+    preamble: '',
+    encode: (j) =>
+      JSON.stringify({ id: j.id, argv: j.argv, cwd: j.cwd, set: j.set, unset: j.unset, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile }) + '\n',
+  };
+}
+
+const BASH = '/bin/bash';
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * The bash launcher. With `set -m`, each background job leads a process group of its own, as a
+ * spawn with `detached` does. The job, a subshell, is the attempt's shim: its traps run only once
+ * the command has ended (bash defers them while it waits for a foreground command), so a TERM to
+ * the group reaches the command and the status is still written; fd 3, the pipe back to the
+ * agent, is not the command's. Every word is single-quoted, so nothing in it is interpreted.
+ */
+export const bashLauncher: LauncherProgram = {
+  name: 'bash',
+  argv: [BASH, '--norc', '--noprofile', '-s'],
+  preamble: "set -m; exec 3>&1; printf 'ready\\n'\n",
+  encode(j) {
+    const exports: string[] = [];
+    for (const [k, v] of Object.entries(j.set)) {
+      if (!IDENTIFIER.test(k)) return null;
+      exports.push(`export ${k}=${q(v)}`);
+    }
+    for (const k of j.unset) exports.push(`unset ${k}`);
+    const command = j.argv.map(q).join(' ');
+    return (
+      `( cd ${q(j.cwd)} || exit 126; ${exports.join('; ')}${exports.length ? '; ' : ''}trap : HUP INT TERM; ${command} 3>&-; ` +
+      `c=$?; echo "$c" > ${q(j.statusFile)}; printf 'end %s %s\\n' ${j.id} "$c" >&3 ) </dev/null >>${q(j.stdoutFile)} 2>>${q(j.stderrFile)} &\n` +
+      `printf 'pid %s %s\\n' ${j.id} "$!"; disown $!\n`
+    );
+  },
+};
+
+/** One shell word: single-quoted, with each ' written as '\''. */
+function q(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The programs to try, in order, from GANTRY_AGENT_LAUNCHER: `python`, `bash`, `none` (the agent
+ * spawns every command itself; also `0`), or unset / `auto`: Python where python3 is in PATH, then
+ * bash where /bin/bash is. A program that does not start (no such Python, one too old) gives way
+ * to the next.
+ */
+export function launcherPrograms(env: Readonly<Record<string, string | undefined>>): LauncherProgram[] {
+  const choice = (env.GANTRY_AGENT_LAUNCHER || 'auto').toLowerCase();
+  if (choice === 'none' || choice === '0' || choice === 'off') return [];
+  if (choice !== 'auto' && choice !== 'python' && choice !== 'bash') {
+    throw new Error(`GANTRY_AGENT_LAUNCHER must be auto, python, bash or none, not "${env.GANTRY_AGENT_LAUNCHER}"`);
+  }
+  const python = findPython(env.PATH ?? '');
+  const programs: LauncherProgram[] = [];
+  if ((choice === 'auto' || choice === 'python') && python) programs.push(pythonLauncher(python));
+  if ((choice === 'auto' || choice === 'bash') && existsSync(BASH)) programs.push(bashLauncher);
+  return programs;
+}
+
+function findPython(pathVar: string): string | null {
+  try {
+    return resolveArgv({ command: ['python3'], env: { PATH: pathVar }, cwd: '/' })[0]!;
+  } catch {
+    return null;
+  }
+}

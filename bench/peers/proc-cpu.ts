@@ -116,17 +116,3 @@ export function trackCommandCpu(comm: string, everyMs = 200): { stop(): number }
     },
   };
 }
-
-/** The pids of `pid`'s children named `comm` (e.g. the agent's launcher, a bash). */
-export function childrenOfCommand(pid: number, comm: string): number[] {
-  const out: number[] = [];
-  for (const c of pidsOfCommand(comm)) {
-    try {
-      const stat = readFileSync(`/proc/${c}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(c);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}

@@ -12,7 +12,7 @@
  * transfers get none of ours, since a large file legitimately takes long; undici's own idle
  * timeouts (headers and body, 300 s) still catch a dead connection.
  */
-import { createReadStream, createWriteStream, mkdirSync, readdirSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
@@ -234,12 +234,14 @@ export class AgentClient {
   async downloadInputs(inputs: AssignmentWire['inputs'], inputDir: string): Promise<void> {
     for (const input of inputs) {
       const stageDir = join(inputDir, checkPathSegment(input.stage));
-      // Usually there already (a reused directory laid out for the same upstreams): a failed mkdir
-      // costs less than a trip through the thread pool for a recursive one.
-      try {
-        mkdirSync(stageDir);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') await mkdir(stageDir, { recursive: true });
+      // Usually there already (a reused directory laid out for the same upstreams): one look, which
+      // costs less than a failed mkdir (Node builds an error for it) or a trip through the thread pool.
+      if (!existsSync(stageDir)) {
+        try {
+          mkdirSync(stageDir);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') await mkdir(stageDir, { recursive: true });
+        }
       }
       for (const f of input.files) {
         await this.downloadArtifact(input.attemptId, f.path, join(stageDir, ...checkRelativePath(f.path)), f.size);

@@ -396,10 +396,11 @@ export class Agent {
     // Each stage may set its own grace (disconnectGraceSeconds in its spec, like Nomad's
     // max_client_disconnect per group): a twelve-hour training run may wait out a long outage
     // where a cheap stage would rather be killed and run again elsewhere.
+    // Silence first: whether a process ended on its own is a scan of /proc, not worth making
+    // every second for every running attempt while heartbeats get through.
     const over = [...this.runs.values()].filter((r) => {
-      if (!isLive(r) || this.endedOnItsOwn(r)) return false;
       const own = r.a.disconnectGraceSeconds;
-      return silent > (own != null ? own * 1000 : cluster);
+      return isLive(r) && silent > (own != null ? own * 1000 : cluster) && !this.endedOnItsOwn(r);
     });
     if (over.length === 0) return;
     this.log(`no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`);

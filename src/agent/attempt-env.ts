@@ -14,9 +14,16 @@ export function attemptEnv(
   /** inheritedEnv(process.env), once per agent. */
   inherited: Readonly<Record<string, string>>,
 ): Record<string, string> {
-  const env = { ...inherited };
-  Object.assign(env, a.env);
-  Object.assign(env, {
+  return { ...inherited, ...attemptOwnEnv(a, dirs, machineName) };
+}
+
+/**
+ * What an attempt's environment adds to the inherited one: the stage's variables, then Gantry's.
+ * A launcher, which starts from the inherited environment already, is given only these.
+ */
+export function attemptOwnEnv(a: AssignmentWire, dirs: { output: string; input: string }, machineName: string): Record<string, string> {
+  return {
+    ...a.env,
     GANTRY_JOB_ID: a.jobId,
     GANTRY_STAGE: a.stageName,
     GANTRY_ATTEMPT: String(a.attemptNumber),
@@ -29,8 +36,7 @@ export function attemptEnv(
     // The indices come from nvidia-smi, which numbers GPUs by PCI bus; CUDA's default order
     // (fastest first) can differ on a machine with mixed GPUs, and would hand out the wrong ones.
     CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
-  });
-  return env;
+  };
 }
 
 /** What every attempt's environment starts from: the agent's own, without what identifies an attempt or masks GPUs. */

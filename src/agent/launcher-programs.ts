@@ -17,14 +17,13 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { resolveArgv } from './process-runner.js';
 
-/** One attempt's command as a launcher gets it: its environment as a change of the launcher's own. */
+/** One attempt's command as a launcher gets it: its environment as what it adds to the launcher's own. */
 export interface LauncherJob {
   id: string;
   /** The file first, already found in PATH (resolveArgv). */
   argv: string[];
   cwd: string;
   set: Record<string, string>;
-  unset: string[];
   stdoutFile: string;
   stderrFile: string;
   statusFile: string;
@@ -49,7 +48,7 @@ export function pythonLauncher(python: string): LauncherProgram {
     argv: [python, '-I', '-S', LAUNCHER_PY],
     preamble: '',
     encode: (j) =>
-      JSON.stringify({ id: j.id, argv: j.argv, cwd: j.cwd, set: j.set, unset: j.unset, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile }) + '\n',
+      JSON.stringify({ id: j.id, argv: j.argv, cwd: j.cwd, set: j.set, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile }) + '\n',
   };
 }
 
@@ -73,7 +72,6 @@ export const bashLauncher: LauncherProgram = {
       if (!IDENTIFIER.test(k)) return null;
       exports.push(`export ${k}=${q(v)}`);
     }
-    for (const k of j.unset) exports.push(`unset ${k}`);
     const command = j.argv.map(q).join(' ');
     return (
       `( cd ${q(j.cwd)} || exit 126; ${exports.join('; ')}${exports.length ? '; ' : ''}trap : HUP INT TERM; ${command} 3>&-; ` +

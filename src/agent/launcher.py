@@ -84,8 +84,6 @@ def start(line, base_env, jobs, out):
 def spawn(job, base_env, jobs, out):
     env = dict(base_env)
     env.update(job["set"])
-    for name in job["unset"]:
-        env.pop(name, None)
     append = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     files = []
     try:

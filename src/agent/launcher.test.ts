@@ -27,7 +27,7 @@ const opts = (command: string[], o: { env?: Record<string, string>; timeoutSecon
     attemptId: id,
     command,
     cwd: dir,
-    env: { ...base, ...o.env },
+    envChanges: o.env ?? {},
     stdoutFile: join(dir, `${id}.out`),
     stderrFile: join(dir, `${id}.err`),
     statusFile: join(dir, `${id}.status`),

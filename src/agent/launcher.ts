@@ -77,20 +77,22 @@ export class Launcher {
     return this.closed ? null : (this.programs[this.current]?.name ?? null);
   }
 
-  /** Null when no launcher can take it: the caller spawns directly. */
-  run(opts: RunProcessOptions & { attemptId: string }): ProcessHandle | null {
+  /**
+   * Null when no launcher can take it: the caller spawns directly. The command's environment is
+   * the launcher's (the inherited one) with `envChanges` on top.
+   */
+  run(opts: Omit<RunProcessOptions, 'env'> & { attemptId: string; envChanges: Readonly<Record<string, string>> }): ProcessHandle | null {
     if (this.closed) return null;
     const set: Record<string, string> = {};
-    for (const [k, v] of Object.entries(opts.env)) if (this.env[k] !== v) set[k] = v;
-    const unset = Object.keys(this.env).filter((k) => !(k in opts.env));
+    for (const k in opts.envChanges) if (this.env[k] !== opts.envChanges[k]) set[k] = opts.envChanges[k]!;
     let argv: string[];
     try {
-      argv = resolveArgv(opts);
+      argv = resolveArgv({ command: opts.command, cwd: opts.cwd, env: { PATH: set.PATH ?? this.env.PATH ?? '' } });
     } catch (err) {
       return notStarted(err);
     }
     const id = String(++this.seq);
-    const spec: LauncherJob = { id, argv, cwd: opts.cwd, set, unset, stdoutFile: opts.stdoutFile, stderrFile: opts.stderrFile, statusFile: opts.statusFile };
+    const spec: LauncherJob = { id, argv, cwd: opts.cwd, set, stdoutFile: opts.stdoutFile, stderrFile: opts.stderrFile, statusFile: opts.statusFile };
     const line = this.programs[this.current]!.encode(spec);
     if (line === null) return null;
     const proc = this.process();
@@ -201,7 +203,7 @@ export class Launcher {
   private spawnDirectly(job: Job): void {
     const { spec } = job;
     // The timeout stays the launcher's (run set it), and so do kills: only the spawn changes.
-    const env = { ...withoutUnset(this.env, spec.unset), ...spec.set };
+    const env = { ...this.env, ...spec.set };
     const h = runProcess({ command: spec.argv, cwd: spec.cwd, env, stdoutFile: spec.stdoutFile, stderrFile: spec.stderrFile, statusFile: spec.statusFile, killGraceMs: job.killGraceMs, timeoutSeconds: null });
     job.direct = h;
     job.pid = h.pid;
@@ -332,10 +334,4 @@ async function groupGoneSoon(pgid: number): Promise<boolean> {
     await new Promise((r) => setTimeout(r, 2));
   }
   return false;
-}
-
-function withoutUnset(env: Readonly<Record<string, string>>, unset: readonly string[]): Record<string, string> {
-  const out = { ...env };
-  for (const k of unset) delete out[k];
-  return out;
 }

@@ -5,7 +5,7 @@
  */
 import { StaleAttempt, type AgentClient } from './agent-client.js';
 import type { AgentState, AttemptPaths } from './agent-state.js';
-import { attemptEnv } from './attempt-env.js';
+import { attemptOwnEnv } from './attempt-env.js';
 import { describe, message, type Run } from './attempt-run.js';
 import type { Launcher } from './launcher.js';
 import { LogTail } from './log-tail.js';
@@ -36,15 +36,17 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
   const opts = {
     command: a.command,
     cwd: paths.work,
-    env: attemptEnv(a, paths, ctx.machineName, ctx.inheritedEnv),
     stdoutFile: paths.stdout,
     stderrFile: paths.stderr,
     statusFile: paths.status,
     timeoutSeconds: a.timeoutSeconds,
     killGraceMs: ctx.killGraceMs,
   };
-  // Through the launcher (a fork of a small bash, off the agent's event loop) when it can take it.
-  const handle = ctx.launcher?.run({ ...opts, attemptId: a.attemptId }) ?? runProcess(opts);
+  // Through the launcher (launcher.ts, off the agent's event loop) when it can take it: it starts
+  // from the inherited environment already and is given only what the attempt adds.
+  const own = attemptOwnEnv(a, paths, ctx.machineName);
+  const handle =
+    ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
   run.handle = handle;
   // A new attempt: the server has none of its log yet.
   const tail = logTail(ctx.client, run, paths, { stdout: 0, stderr: 0 }, (why) => ctx.drop(why));

@@ -104,7 +104,7 @@ export class KyselyStore implements Store {
     return scheduler.readyShapes(this.db, this.shapes);
   }
   queueHeads(p: { now: number; shapes: { shape: string; limit: number }[] }) {
-    return scheduler.queueHeads(this.db, p);
+    return scheduler.queueHeads(this.db, p, this.shapes);
   }
   async schedulerSnapshot(p: { now: number; limitPerShape: number }) {
     const cluster = await this.clusterView();

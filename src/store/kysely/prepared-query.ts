@@ -48,6 +48,21 @@ export class PreparedQuery<A extends readonly unknown[], O> {
   }
 }
 
+/**
+ * One prepared query per size, each built when first asked for: for statements whose shape is a
+ * number of items (an `in (…)` list, a multi-row insert). Callers cut their lists to at most `max`
+ * items, so at most `max` texts are kept.
+ */
+export function preparedBySize<Q>(max: number, build: (n: number) => Q): (n: number) => Q {
+  const bySize = new Map<number, Q>();
+  return (n) => {
+    if (!Number.isInteger(n) || n < 1 || n > max) throw new Error(`prepared query: ${n} items, not 1 to ${max}`);
+    let q = bySize.get(n);
+    if (!q) bySize.set(n, (q = build(n)));
+    return q;
+  };
+}
+
 /** `prepared<[id: string]>()((db, [id]) => …)`: the arguments' types given, the result's inferred. */
 export function prepared<A extends readonly unknown[]>() {
   return <O>(build: (db: Db, args: A) => Compilable<O>) => new PreparedQuery<A, O>(build);
@@ -65,7 +80,7 @@ interface Template {
 
 const MARK = '\uE000gantry-arg:';
 const STAND_IN = /^\uE000gantry-arg:(\d+)$/;
-const MAX_ARGS = 64;
+const MAX_ARGS = 1024;
 
 function standIns(): string[] {
   return Array.from({ length: MAX_ARGS }, (_, i) => `${MARK}${i}`);

@@ -2,7 +2,7 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
 import { completeLoaded, startLoaded } from './attempt-verbs.js';
-import { prepared } from './prepared-query.js';
+import { prepared, preparedBySize } from './prepared-query.js';
 import { TransactionAborted, type TxContext } from './tx-context.js';
 
 const reportingMachine = prepared<[id: string]>()((db, [id]) =>
@@ -34,7 +34,7 @@ export async function machineReport(
   if (!m) return null;
   const ids = [...new Set([...p.started, ...p.completed].map((i) => i.attemptId))];
   const rows = new Map<string, Awaited<ReturnType<typeof loadMany>>[number]>();
-  for (let i = 0; i < ids.length; i += 500) for (const r of await loadMany(tx, ids.slice(i, i + 500))) rows.set(r.id, r);
+  for (const r of await loadMany(tx, ids)) rows.set(r.id, r);
 
   const touched = new Set<string>();
   const item = async (attemptId: string, fn: (a: NonNullable<ReturnType<typeof rows.get>>) => Promise<ReportItemOutcome>): Promise<ReportItemOutcome> => {
@@ -77,6 +77,14 @@ export async function machineReport(
   return { started, completed };
 }
 
-function loadMany(tx: TxContext, ids: string[]) {
-  return tx.db.selectFrom('attempts').selectAll().where('id', 'in', ids).execute();
+/** A report's attempts, read in lists of at most LOAD_LIST (one prepared text per length). */
+async function loadMany(tx: TxContext, ids: string[]) {
+  const out = [];
+  for (let i = 0; i < ids.length; i += LOAD_LIST) {
+    const part = ids.slice(i, i + LOAD_LIST);
+    out.push(...(await attemptsById(part.length).rows(tx.db, ...part)));
+  }
+  return out;
 }
+const LOAD_LIST = 64;
+const attemptsById = preparedBySize(LOAD_LIST, (n) => prepared<string[]>()((db, ids) => db.selectFrom('attempts').selectAll().where('id', 'in', ids.slice(0, n))));

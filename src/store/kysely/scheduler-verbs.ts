@@ -80,50 +80,62 @@ export async function readyShapes(db: Db, known: Map<string, QueueShape>): Promi
     select shape from s where shape is not null`.execute(db);
   const out: QueueShape[] = [];
   for (const { shape } of rows.rows) {
-    let q = known.get(shape);
-    if (!q) {
-      const r = await db.selectFrom('stages').select(['pool', 'definition']).where('state', '=', 'ready').where('shape', '=', shape).limit(1).executeTakeFirst();
-      if (!r) continue;
-      const def = JSON.parse(r.definition) as StageDefinition;
-      q = { shape, pool: r.pool, resources: def.resources, placement: def.placement };
-      if (known.size > 10_000) known.clear();
-      known.set(shape, q);
-    }
-    out.push(q);
+    const q = await shapeRequest(db, shape, known);
+    if (q) out.push(q);
   }
   return out;
 }
 
-/** The head of each shape's queue (priority, then the job's age, then the stage's), at most `limit` stages whose backoff has passed. */
-export async function queueHeads(db: Db, p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]> {
+/** What a shape's stages ask for: read from one of its ready stages, once (a shape's request never changes). */
+async function shapeRequest(db: Db, shape: string, known: Map<string, QueueShape>): Promise<QueueShape | null> {
+  const q = known.get(shape);
+  if (q) return q;
+  const r = await db.selectFrom('stages').select(['pool', 'definition']).where('state', '=', 'ready').where('shape', '=', shape).limit(1).executeTakeFirst();
+  if (!r) return null;
+  const def = JSON.parse(r.definition) as StageDefinition;
+  const read: QueueShape = { shape, pool: r.pool, resources: def.resources, placement: def.placement };
+  if (known.size > 10_000) known.clear();
+  known.set(shape, read);
+  return read;
+}
+
+const shapeHead = prepared<[shape: string, now: number, limit: number]>()((db, [shape, now, limit]) =>
+  db
+    .selectFrom('stages')
+    .select(['id', 'job_id', 'name', 'priority', 'created_at', 'ready_since'])
+    .where('state', '=', 'ready')
+    .where('shape', '=', shape)
+    .where((eb) => eb.or([eb('not_before', 'is', null), eb('not_before', '<=', now)]))
+    .orderBy('priority', 'desc')
+    .orderBy('created_at', 'asc')
+    .orderBy('job_id', 'asc')
+    .orderBy('ready_since', 'asc')
+    .limit(limit),
+);
+
+/**
+ * The head of each shape's queue (priority, then the job's age, then the stage's), at most `limit`
+ * stages whose backoff has passed. What they ask for is their shape's (the same for all of them),
+ * so no stage's definition is read.
+ */
+export async function queueHeads(db: Db, p: { now: number; shapes: { shape: string; limit: number }[] }, known: Map<string, QueueShape>): Promise<QueuedStage[]> {
   const queue: QueuedStage[] = [];
   for (const { shape, limit } of p.shapes) {
     if (limit <= 0) continue;
-    const rows = await db
-      .selectFrom('stages')
-      .select(['id', 'job_id', 'name', 'pool', 'priority', 'created_at', 'ready_since', 'definition'])
-      .where('state', '=', 'ready')
-      .where('shape', '=', shape)
-      .where((eb) => eb.or([eb('not_before', 'is', null), eb('not_before', '<=', p.now)]))
-      .orderBy('priority', 'desc')
-      .orderBy('created_at', 'asc')
-      .orderBy('job_id', 'asc')
-      .orderBy('ready_since', 'asc')
-      .limit(limit)
-      .execute();
-    for (const r of rows) {
-      const def = JSON.parse(r.definition) as StageDefinition;
+    const request = await shapeRequest(db, shape, known);
+    if (!request) continue;
+    for (const r of await shapeHead.rows(db, shape, p.now, limit)) {
       queue.push({
         stageId: r.id,
         jobId: r.job_id,
         stageName: r.name,
-        pool: r.pool,
+        pool: request.pool,
         priority: Number(r.priority),
         readySince: Number(r.ready_since ?? 0),
         // A stage is created with its job: its created_at is the job's submission.
         submittedAt: Number(r.created_at),
-        resources: def.resources,
-        placement: def.placement,
+        resources: request.resources,
+        placement: request.placement,
       });
     }
   }

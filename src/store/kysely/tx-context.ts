@@ -1,6 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
+import { prepared, preparedBySize } from './prepared-query.js';
 
 export type Db = Kysely<Database>;
 export type Trx = Transaction<Database>;
@@ -25,9 +26,6 @@ export class TransactionAborted extends Error {
     this.name = 'TransactionAborted';
   }
 }
-
-/** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row). */
-const ROWS_PER_INSERT = 500;
 
 /**
  * What one store transaction carries besides the connection: the time it acts at, and the two
@@ -102,33 +100,48 @@ export class TxContext {
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */
   async flush(): Promise<void> {
-    const events = this.events.map((e) => ({
-      at: this.now,
-      type: e.type,
-      job_id: e.jobId ?? null,
-      stage_name: e.stageName ?? null,
-      attempt_id: e.attemptId ?? null,
-      machine_id: e.machineId ?? null,
-      message: e.message,
-      data: JSON.stringify(e.data ?? {}),
-    }));
-    for (let i = 0; i < events.length; i += ROWS_PER_INSERT) {
-      await this.db.insertInto('events').values(events.slice(i, i + ROWS_PER_INSERT) as never).execute();
+    for (let i = 0; i < this.events.length; i += ROWS_PER_INSERT) {
+      const part = this.events.slice(i, i + ROWS_PER_INSERT);
+      const values: unknown[] = [];
+      for (const e of part) {
+        values.push(this.now, e.type, e.jobId ?? null, e.stageName ?? null, e.attemptId ?? null, e.machineId ?? null, e.message, JSON.stringify(e.data ?? {}));
+      }
+      await insertEvents(part.length).run(this.db, ...values);
     }
     this.events = [];
     for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
       const part = this.messages.slice(i, i + ROWS_PER_INSERT);
-      const rows = await this.db
-        .insertInto('outbox')
-        .values(part.map((m) => ({ topic: m.topic, payload: JSON.stringify(m.payload), created_at: this.now, published_at: null })) as never)
-        .returning('id')
-        .execute();
+      const values: unknown[] = [];
+      for (const m of part) values.push(m.topic, JSON.stringify(m.payload), this.now);
+      const rows = (await insertOutbox(part.length).run(this.db, ...values)).rows;
       rows.forEach((r, j) => this.written.push({ id: Number(r.id), topic: part[j]!.topic, payload: part[j]!.payload, createdAt: this.now }));
     }
     this.messages = [];
     this.messageKeys.clear();
   }
 }
+
+/** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row); one prepared text per count. */
+const ROWS_PER_INSERT = 64;
+
+const EVENT_COLUMNS = ['at', 'type', 'job_id', 'stage_name', 'attempt_id', 'machine_id', 'message', 'data'] as const;
+const insertEvents = preparedBySize(ROWS_PER_INSERT, (n) =>
+  prepared<unknown[]>()((db, v) =>
+    db.insertInto('events').values(
+      // `seq` is the table's own (autoincrement), which the schema's type does not say.
+      Array.from({ length: n }, (_, i) => Object.fromEntries(EVENT_COLUMNS.map((c, j) => [c, v[i * EVENT_COLUMNS.length + j]]))) as never,
+    ),
+  ),
+);
+const insertOutbox = preparedBySize(ROWS_PER_INSERT, (n) =>
+  prepared<unknown[]>()((db, v) =>
+    db
+      .insertInto('outbox')
+      // `id` is the table's own (autoincrement), which the schema's type does not say.
+      .values(Array.from({ length: n }, (_, i) => ({ topic: v[i * 3], payload: v[i * 3 + 1], created_at: v[i * 3 + 2], published_at: null })) as never)
+      .returning('id'),
+  ),
+);
 
 /**
  * The statements of a savepoint at one depth, compiled once: a report runs a pair for every item,

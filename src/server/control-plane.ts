@@ -91,8 +91,27 @@ export async function createControlPlane(
     outbox.published(messages);
     if (outbox.unmarked >= 1000) relay.kick();
   });
-  bus.subscribe(Topic.poolReady, () => scheduler.kick());
-  bus.subscribe(Topic.capacityFreed, () => scheduler.kick());
+  // Placement where room was made: with one writer, in the transaction that readied stages or freed
+  // capacity (docs/scheduling.md); installed by start(), so a control plane a test drives without
+  // starting places only when the test runs the loop. With several writers, the loop is woken.
+  let placesInTransactions = false;
+  const kick = () => {
+    if (!placesInTransactions) scheduler.kick();
+  };
+  bus.subscribe(Topic.poolReady, kick);
+  bus.subscribe(Topic.capacityFreed, kick);
+  const placeWithin = () =>
+    store.placeBeforeCommit(
+      async (source) => {
+        const r = await schedulerPass(source, clock, { leaseMs: config.leaseMs });
+        if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass (in a transaction)');
+        if (r.more) scheduler.kick();
+      },
+      (err) => {
+        logError('scheduler')(err);
+        scheduler.kick();
+      },
+    );
 
   const cp: ControlPlane = {
     app,
@@ -105,6 +124,7 @@ export async function createControlPlane(
       const address = await app.listen({ host: config.host, port: config.port });
       cp.url = address.replace('[::1]', '127.0.0.1');
       judgeFrom = clock.now() + config.lostAfterMs;
+      placesInTransactions = placeWithin();
       relay.start();
       scheduler.start();
       reconciler.start();

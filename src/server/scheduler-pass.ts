@@ -2,7 +2,7 @@ import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { placeableCount } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
-import type { Store } from '../store/store.js';
+import type { PlacementSource } from '../store/store.js';
 
 export interface SchedulerPassResult {
   placed: number;
@@ -19,10 +19,12 @@ export interface SchedulerPassResult {
  * pure planner over those heads, and the plan applied with re-checks. The heads are exactly the
  * stages a greedy pass over the whole queue could place, so the plan is the same as reading
  * everything; the cost is the number of shapes plus the placements, however many stages wait
- * (docs/scheduling.md). The loop around it (server/loop.ts) runs it when a pool gets ready stages
- * or capacity frees up, and on an interval for backoffs that ended.
+ * (docs/scheduling.md). It runs inside the transaction that readied stages or freed capacity
+ * where the store has one writer (Store.placeBeforeCommit), else from the loop around it
+ * (server/loop.ts) when a pool gets ready stages or capacity frees up; and from the loop on an
+ * interval, for backoffs that ended.
  */
-export async function schedulerPass(store: Store, clock: Clock, opts: { leaseMs: number; maxPlacements?: number }): Promise<SchedulerPassResult> {
+export async function schedulerPass(store: PlacementSource, clock: Clock, opts: { leaseMs: number; maxPlacements?: number }): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
   const cluster = await store.clusterView();

@@ -69,6 +69,15 @@ export interface Store {
    *  no longer ready or whose machine no longer has room is skipped and reported. Pending stages
    *  are not written: why a stage waits is computed when asked (pendingReasonNow). */
   planApply(p: { plan: Plan; now: number; leaseMs: number }): Promise<PlanApplyResult>;
+  /**
+   * With one writer (`capabilities.singleWriter`): from now on, every transaction that readies
+   * stages or frees capacity (publishes `pool:ready` or `capacity:freed`) runs `pass` at its end,
+   * before its commit, against a `PlacementSource` that reads and writes in that transaction, under
+   * a savepoint of its own (docs/scheduling.md, "When a pass runs"). A pass that throws is undone
+   * alone and `onError` is told. Returns false where it is not available (several writers): the
+   * caller places from its own loop.
+   */
+  placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean;
 
   // --- machines and agents ---
   machineRegister(p: MachineRegistration & { now: number }): Promise<MachineRecord>;
@@ -218,6 +227,9 @@ export interface MachineReportResult {
   started: ReportItemOutcome[];
   completed: ReportItemOutcome[];
 }
+
+/** What a scheduling pass reads and writes: the store itself, or the store within one transaction. */
+export type PlacementSource = Pick<Store, 'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply'>;
 
 export interface PlanApplyResult {
   applied: AttemptRecord[];

@@ -1,5 +1,5 @@
 import type { OutboxMessage } from '../records.js';
-import { TransactionAborted, TxContext, type Db } from './tx-context.js';
+import { TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
 
 interface Waiter {
   now: number;
@@ -18,9 +18,20 @@ interface Waiter {
  * requests that arrived together share it; no timer, no added latency beyond that turn.
  * docs/throughput.md has the numbers.
  */
+/** The topics that say a pass could place something now: stages became ready, or room was freed. */
+const PLACEMENT_HINTS = new Set(['pool:ready', 'capacity:freed']);
+
+/**
+ * Runs in a group's transaction after its members, before the commit, when a member readied
+ * stages or freed capacity; returns the outbox messages it wrote. It must not throw for anything
+ * of its own (a failure it undoes and reports itself): the group's members would fail with it.
+ */
+export type BeforeCommit = (trx: Trx, now: number) => Promise<OutboxMessage[]>;
+
 export class GroupCommit {
   private queue: Waiter[] = [];
   private draining = false;
+  beforeCommit: BeforeCommit | null = null;
 
   constructor(
     private readonly db: Db,
@@ -57,6 +68,7 @@ export class GroupCommit {
 
   private async runGroup(group: Waiter[]): Promise<void> {
     const outcomes: ({ ok: true; value: unknown; written: OutboxMessage[] } | { ok: false; error: unknown })[] = [];
+    let placed: OutboxMessage[] = [];
     try {
       await this.db.transaction().execute(async (trx) => {
         for (const w of group) {
@@ -79,6 +91,8 @@ export class GroupCommit {
             outcomes.push({ ok: false, error });
           }
         }
+        const hinted = outcomes.some((o) => o.ok && o.written.some((m) => PLACEMENT_HINTS.has(m.topic)));
+        if (this.beforeCommit && hinted) placed = await this.beforeCommit(trx, group[0]!.now);
       });
     } catch (error) {
       // The transaction itself failed (or a caller alone threw): nobody's writes stand.
@@ -91,5 +105,6 @@ export class GroupCommit {
       if (o.written.length) this.committed(o.written);
       w.resolve(o.value);
     });
+    if (placed.length) this.committed(placed);
   }
 }

@@ -5,7 +5,7 @@ import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import type { AttemptCompletion, MachineRegistration, MachineSchedulingChange, Store } from '../store.js';
+import type { AttemptCompletion, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
@@ -14,7 +14,7 @@ import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
 import { toEvent } from './row-mappers.js';
-import { TxContext } from './tx-context.js';
+import { TransactionAborted, TxContext } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
 
 /**
@@ -114,6 +114,36 @@ export class KyselyStore implements Store {
   }
   planApply(p: { plan: Plan; now: number; leaseMs: number }) {
     return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
+  }
+  placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
+    if (!this.group) return false;
+    this.group.beforeCommit = async (trx, now) => {
+      // A context of its own, for the savepoint and for what the pass writes besides its rows.
+      const ctx = new TxContext(trx, now);
+      const written: OutboxMessage[] = [];
+      const source: PlacementSource = {
+        clusterView: () => scheduler.clusterView(trx),
+        readyShapes: () => scheduler.readyShapes(trx, this.shapes),
+        queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
+        planApply: async (p) => {
+          const apply = new TxContext(trx, p.now);
+          const r = await scheduler.planApply(apply, p);
+          await apply.flush();
+          written.push(...apply.written);
+          return r;
+        },
+      };
+      try {
+        await ctx.savepoint(() => pass(source));
+        return written;
+      } catch (err) {
+        // The whole transaction is gone: its members fail with it, as they would have.
+        if (err instanceof TransactionAborted) throw err;
+        onError(err);
+        return [];
+      }
+    };
+    return true;
   }
 
   machineRegister(p: MachineRegistration & { now: number }) {

@@ -20,7 +20,7 @@ import { createServer } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { defaultServerConfig } from '../src/server/server-config.js';
-import { api, CLI, jobOf, processGroupAlive, REPO, submit, until } from '../test/support/gantry-process.js';
+import { api, CLI, jobOf, processGroupAlive, REPO, submit, until, useServerToken } from '../test/support/gantry-process.js';
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -69,8 +69,8 @@ const freePort = () =>
 const children = new Set<ChildProcess>();
 const stagePgids = new Set<number>();
 
-function launch(args: string[], logFile: string): ChildProcess {
-  const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+function launch(args: string[], logFile: string, env: Record<string, string> = {}): ChildProcess {
+  const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: { ...childEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = createWriteStream(logFile, { flags: 'a' });
   proc.stdout!.pipe(log);
   proc.stderr!.pipe(log);
@@ -141,13 +141,16 @@ async function main() {
   const serverStartedAt = Date.now();
   let stopping = false;
   server.once('exit', (code, sig) => stopping || console.error(`server exited (${code ?? sig}); log: ${join(dataDir, 'server.log')}`));
-  await until('server up', () => api(url, '/v1/machines').catch(() => ({ status: 0, body: null })), (r) => r.status === 200, 20_000);
+  await until('server up', () => api(url, '/healthz').catch(() => ({ status: 0, body: null })), (r) => r.status === 200, 20_000);
+  // As a user would: the admin token the server wrote into its data directory, a join token for the agents.
+  useServerToken(url, join(dataDir, 'server'));
+  const joinToken = (await api(url, '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'join', name: 'bench agents' }) })).body.token as string;
 
   const agents = new Map<string, ChildProcess>();
   const startAgent = (name: string) =>
     agents.set(
       name,
-      launch(['agent', '--server', url, '--name', name, '--data-dir', join(dataDir, name), '--cpu', '2', '--memory', '2Gi'], join(dataDir, `${name}.log`)),
+      launch(['agent', '--server', url, '--name', name, '--data-dir', join(dataDir, name), '--cpu', '2', '--memory', '2Gi'], join(dataDir, `${name}.log`), { GANTRY_JOIN_TOKEN: joinToken }),
     );
   startAgent('m1');
   startAgent('m2');

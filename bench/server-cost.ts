@@ -12,7 +12,7 @@
  * per stage (from /proc) for each run, their median, and the requests it took.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO } from '../test/support/gantry-process.js';
@@ -28,8 +28,8 @@ const SLOTS = 30;
 /** How long a stage "runs" after its acknowledgement (a spawn, `true`, its exit, as the agent sees them). */
 const STAGE_MS = Number(arg('stage-ms', '5'));
 
-async function call<T>(url: string, body: unknown): Promise<T> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+async function call<T>(url: string, body: unknown, token: string): Promise<T> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`POST ${url}: ${res.status} ${text.slice(0, 300)}`);
   return JSON.parse(text) as T;
@@ -55,7 +55,9 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeat
       if (!url) await new Promise((r) => setTimeout(r, 50));
     }
     if (!url) throw new Error(`server did not start:\n${out}`);
-    const reg = await call<{ machineId: string }>(`${url}/v1/agent/register`, {
+    const admin = readFileSync(join(dir, 'admin.token'), 'utf8').trim();
+    const joinToken = (await call<{ token: string }>(`${url}/v1/tokens`, { kind: 'join', name: 'bench' }, admin)).token;
+    const reg = await call<{ machineId: string; credential: string }>(`${url}/v1/agent/register`, {
       name: 'bench-1',
       cpuMillis: SLOTS * 100,
       memoryBytes: 64 * 2 ** 30,
@@ -64,13 +66,14 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeat
       region: null,
       labels: {},
       agent: { version: 'bench', host: 'bench', pid: process.pid },
-    });
+    }, joinToken);
+    const machine = reg.credential;
     const base = `${url}/v1/agent/machines/${reg.machineId}`;
     const stage = (name: string, needs: string[]) => ({ name, needs, resources: { cpu: '100m', memory: '16Mi' }, command: ['true'] });
     const specs = Array.from({ length: CHAINS }, (_, i) => ({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] }));
     const cpu0 = processCpuMs(server.pid!)!;
     const t0 = performance.now();
-    for (let i = 0; i < specs.length; i += 1000) await call(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) });
+    for (let i = 0; i < specs.length; i += 1000) await call(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) }, admin);
 
     const held = new Map<string, number>();
     const toAck: Assignment[] = [];
@@ -88,7 +91,7 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeat
           const started = toAck.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null }));
           const completed = toComplete.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
           reports++;
-          const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[] }>(`${base}/report`, { started, completed });
+          const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[] }>(`${base}/report`, { started, completed }, machine);
           for (const c of r.completed) {
             held.delete(c.attemptId);
             if (c.result === 'ok') done++;
@@ -110,7 +113,7 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeat
         while (done < 3 * CHAINS) {
           heartbeats++;
           const running = [...held].map(([attemptId, token]) => ({ attemptId, token }));
-          const r = await call<{ assignments: Assignment[] }>(`${base}/heartbeat`, { running, waitMs: 1000 });
+          const r = await call<{ assignments: Assignment[] }>(`${base}/heartbeat`, { running, waitMs: 1000 }, machine);
           for (const a of r.assignments) {
             if (held.has(a.attemptId)) continue;
             held.set(a.attemptId, a.token);

@@ -11,7 +11,7 @@
  *        GANTRY_BENCH_PROF=DIR also writes the server's CPU profile (node --cpu-prof) there.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO } from '../test/support/gantry-process.js';
@@ -50,7 +50,7 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-async function startServer(dataDir: string): Promise<{ url: string; stop: () => Promise<void> }> {
+async function startServer(dataDir: string): Promise<{ url: string; token: string; stop: () => Promise<void> }> {
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
   const proc = spawn(process.execPath, [...prof, CLI, 'server', '--data-dir', dataDir, '--port', '0', '--json'], {
     cwd: REPO,
@@ -73,6 +73,7 @@ async function startServer(dataDir: string): Promise<{ url: string; stop: () => 
   });
   return {
     url,
+    token: readFileSync(join(dataDir, 'admin.token'), 'utf8').trim(),
     async stop() {
       const exited = new Promise((r) => proc.once('exit', r));
       proc.kill('SIGTERM');
@@ -92,7 +93,7 @@ async function main(): Promise<void> {
       const body = JSON.stringify({ jobs: Array.from({ length: JOBS }, (_, i) => spec(i)) });
       const buildMs = performance.now() - t0;
       const t1 = performance.now();
-      const res = await fetch(`${server.url}/v1/jobs/batch`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const res = await fetch(`${server.url}/v1/jobs/batch`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${server.token}` }, body });
       const answer = (await res.json()) as { jobs?: { id: string }[]; message?: string };
       const ms = performance.now() - t1;
       if (res.status !== 201 || answer.jobs?.length !== JOBS) throw new Error(`batch ${run}: HTTP ${res.status}: ${answer.message ?? 'wrong answer'}`);

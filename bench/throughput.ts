@@ -20,7 +20,7 @@
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -80,8 +80,11 @@ async function waitFor<T>(what: string, fn: () => T | Promise<T>, ok: (v: T) => 
   }
 }
 
+/** The admin token of the cluster under test, which every request of the bench carries. */
+let auth: Record<string, string> = {};
+
 async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...auth, ...headers }, body: JSON.stringify(body) });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`POST ${url}: ${res.status} ${text.slice(0, 500)}`);
   return JSON.parse(text);
@@ -100,10 +103,13 @@ async function startCluster(agents: { name: string; cpu: string; extra?: string[
   const dataDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
   const server = start(['server', '--data-dir', join(dataDir, 'server'), '--port', '0', '--json'], { GANTRY_LOG_LEVEL: 'info' });
   const url = await waitFor('server', () => /"url":"([^"]+)"/.exec(server.out())?.[1], (u) => Boolean(u), 20_000);
+  // As a user would: the admin token the server wrote, and a join token for the agents.
+  auth = { authorization: `Bearer ${readFileSync(join(dataDir, 'server', 'admin.token'), 'utf8').trim()}` };
+  const joinToken = (await post(`${url}/v1/tokens`, { kind: 'join', name: 'bench agents' })).token as string;
   const ags = agents.map((a) =>
-    start(['agent', '--server', url!, '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])]),
+    start(['agent', '--server', url!, '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])], { GANTRY_JOIN_TOKEN: joinToken }),
   );
-  await waitFor('agents', async () => (await (await fetch(`${url}/v1/machines`)).json()) as { machines: unknown[] }, (r) => r.machines.length === agents.length, 20_000);
+  await waitFor('agents', async () => (await (await fetch(`${url}/v1/machines`, { headers: auth })).json()) as { machines: unknown[] }, (r) => r.machines.length === agents.length, 20_000);
   const db = new SQLite(join(dataDir, 'server', 'gantry.db'), { readonly: true });
   return {
     url: url!,

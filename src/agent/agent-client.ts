@@ -113,6 +113,13 @@ export class AgentClient {
   private readonly timeoutMs: number;
   private readonly retry: RetryPolicy;
   private readonly signal: AbortSignal | undefined;
+  /** What every call is sent with: the join token until the machine has its own credential, then that. */
+  private auth: Record<string, string> = {};
+
+  /** The token the next calls carry (docs/security.md: a join token to register, then the machine's credential). */
+  setToken(token: string | null): void {
+    this.auth = token ? { authorization: `Bearer ${token}` } : {};
+  }
 
   constructor(opts: AgentClientOptions) {
     this.base = opts.serverUrl.replace(/\/+$/, '');
@@ -290,7 +297,7 @@ export class AgentClient {
   /** A call with a JSON body and a JSON answer: over node:http (see jsonRequest). */
   private async callJson<T>(c: Call): Promise<T> {
     const once = async () => {
-      const r = await jsonRequest(this.base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal]);
+      const r = await jsonRequest(this.base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth);
       if (r.status >= 200 && r.status < 300) return JSON.parse(r.text) as T;
       throw httpError(c, r.status, r.statusText, r.text);
     };
@@ -301,7 +308,7 @@ export class AgentClient {
     const signals = [this.signal, c.signal, c.timeoutMs !== null ? AbortSignal.timeout(c.timeoutMs) : undefined].filter(
       (s): s is AbortSignal => s !== undefined,
     );
-    const headers: Record<string, string> = { ...c.headers };
+    const headers: Record<string, string> = { ...this.auth, ...c.headers };
     let body: BodyInit | undefined;
     let close = () => {};
     if (c.json !== undefined) {
@@ -375,6 +382,7 @@ function jsonRequest(
   body: string,
   timeoutMs: number | null,
   signals: (AbortSignal | undefined)[],
+  auth: Record<string, string>,
 ): Promise<{ status: number; statusText: string; text: string }> {
   return new Promise((resolve, reject) => {
     const live = signals.filter((s): s is AbortSignal => s !== undefined);
@@ -385,7 +393,7 @@ function jsonRequest(
     const req = (secure ? https : http).request(u, {
       method,
       agent: secure ? keepAlive.https : keepAlive.http,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...auth },
     });
     let settled = false;
     const finish = (fn: () => void) => {

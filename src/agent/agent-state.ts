@@ -136,6 +136,19 @@ export class AgentState {
     await writeFileAtomic(join(this.dataDir, 'agent.json'), JSON.stringify(id, null, 2) + '\n');
   }
 
+  /** The machine's credential, from its last joining: readable by the agent's user only. */
+  readCredential(): string | null {
+    try {
+      return readFileSync(join(this.dataDir, 'credential'), 'utf8').trim() || null;
+    } catch {
+      return null;
+    }
+  }
+
+  async writeCredential(token: string): Promise<void> {
+    await writeFileAtomic(join(this.dataDir, 'credential'), token + '\n', { mode: 0o600 });
+  }
+
   paths(attemptId: string): AttemptPaths {
     if (!SAFE_ID.test(attemptId)) throw new Error(`attempt id "${attemptId}" cannot name a directory`);
     const dir = join(this.attemptsDir, attemptId);

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,12 +13,17 @@ import { readAttemptRecords } from './attempt-journal.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 
+/** The fake server takes any token; an agent needs one to register at all. */
+const TEST_JOIN_TOKEN = 'gantry_join_test';
+
 interface Event {
   seq: number;
   /** `report`: one request; `start` and `complete`: one of its items each (`start` with pid null is the acknowledgement). */
   type: 'register' | 'heartbeat' | 'report' | 'start' | 'logs' | 'output' | 'complete';
   attemptId?: string;
   body?: any;
+  /** The token the request came with. */
+  auth?: string;
 }
 
 /** The agent routes of the server, in memory, with a real long poll. */
@@ -30,6 +35,11 @@ class FakeServer {
   readonly stale = new Set<string>();
   private readonly recorded = new Set<string>();
   failHeartbeats = false;
+  /** Given to an agent that registers with another token (a join token): what a server does when a machine joins. */
+  credential: string | null = null;
+  /** Answered 401, as a revoked token is. */
+  readonly refused = new Set<string>();
+  private auth = '';
   /** Reports holding an outcome are answered 503 (nothing in them recorded). */
   failCompletes = false;
   /** The next n reports holding an outcome are answered 503. */
@@ -89,7 +99,7 @@ class FakeServer {
   }
 
   private record(e: Omit<Event, 'seq'>): void {
-    const full = { ...e, seq: this.events.length };
+    const full = { ...e, seq: this.events.length, auth: this.auth };
     this.events.push(full);
     this.bus.emit('event', full);
   }
@@ -105,11 +115,14 @@ class FakeServer {
     };
     const staleReply = () => json(409, { error: 'stale_attempt', message: 'attempt is not current' });
     let m: RegExpExecArray | null;
+    this.auth = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+    if (this.refused.has(this.auth)) return json(401, { error: 'unauthenticated', message: 'token was revoked' });
     if (req.method === 'POST' && url.pathname === '/v1/agent/register') {
       const id = `m_${JSON.parse(raw.toString()).name}`;
       this.machines.add(id);
       this.record({ type: 'register', body: JSON.parse(raw.toString()) });
-      return json(200, { machineId: id, settings: this.settings });
+      const joining = this.credential !== null && this.auth !== this.credential;
+      return json(200, { machineId: id, settings: this.settings, ...(joining ? { credential: this.credential } : {}) });
     }
     if (req.method === 'POST' && (m = /^\/v1\/agent\/machines\/([^/]+)\/heartbeat$/.exec(url.pathname))) {
       const body = JSON.parse(raw.toString());
@@ -213,7 +226,7 @@ let lines: string[];
 async function startAgent(settings?: Partial<AgentSettings>): Promise<Agent> {
   Object.assign(srv.settings, settings);
   // Pids at once, so that a test can wait for one to learn that the process runs.
-  agent = new Agent({ serverUrl: srv.url, dataDir: join(dir, 'data'), machine, log: (l) => lines.push(l), retry: { tries: 2, baseMs: 20 }, stopDeliverMs: 300, pidDelayMs: 0, verbose: true });
+  agent = new Agent({ joinToken: TEST_JOIN_TOKEN, serverUrl: srv.url, dataDir: join(dir, 'data'), machine, log: (l) => lines.push(l), retry: { tries: 2, baseMs: 20 }, stopDeliverMs: 300, pidDelayMs: 0, verbose: true });
   await agent.start();
   return agent;
 }
@@ -489,6 +502,28 @@ describe('Agent', () => {
     }
   }, 30_000);
 
+  it("joins with the join token once, then speaks with the machine's own credential, kept (owner-only) for its next start", async () => {
+    srv.credential = 'gantry_machine_one';
+    await startAgent();
+    await srv.waitFor((e) => e.type === 'heartbeat');
+    expect(srv.of('register').map((e) => e.auth)).toEqual([TEST_JOIN_TOKEN]);
+    expect(new Set(srv.of('heartbeat').map((e) => e.auth))).toEqual(new Set(['gantry_machine_one']));
+    const file = join(dir, 'data', 'credential');
+    expect((await readFile(file, 'utf8')).trim()).toBe('gantry_machine_one');
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    await agent!.stop();
+    await startAgent();
+    expect(srv.of('register').map((e) => e.auth)).toEqual([TEST_JOIN_TOKEN, 'gantry_machine_one']);
+    // Revoked: it joins again with the join token, and keeps the new credential.
+    await agent!.stop();
+    srv.refused.add('gantry_machine_one');
+    srv.credential = 'gantry_machine_two';
+    await startAgent();
+    expect(srv.of('register').map((e) => e.auth).slice(2)).toEqual([TEST_JOIN_TOKEN]);
+    expect((await readFile(file, 'utf8')).trim()).toBe('gantry_machine_two');
+    expect(lines.join('\n')).toMatch(/credential was refused .*; joining again with the join token/);
+  });
+
   it('registers again when the server no longer knows the machine', async () => {
     await startAgent({ heartbeatMs: 100 });
     srv.machines.clear();
@@ -560,7 +595,7 @@ describe('Agent stopped while it registers', () => {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const agent = new Agent({ serverUrl: url, dataDir: join(base, 'data'), machine, log: () => {} });
+    const agent = new Agent({ joinToken: TEST_JOIN_TOKEN, serverUrl: url, dataDir: join(base, 'data'), machine, log: () => {} });
     try {
       const started = agent.start();
       await new Promise((r) => setTimeout(r, 50));

@@ -13,7 +13,7 @@
  */
 import os from 'node:os';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
-import { AgentClient, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
+import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
 import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
 import { agentVersion } from './agent-version.js';
 import { crashBeforeReport } from './fault-hooks.js';
@@ -48,6 +48,12 @@ export interface AgentOptions {
   /** How long a pid record may wait for a report that goes anyway (Reporter.recordPid). */
   pidDelayMs?: number;
   /** Start commands through a launcher (launcher.ts: Python's posix_spawn, else a bash) rather than by spawning from the agent. Default: yes, as GANTRY_AGENT_LAUNCHER says (launcher-programs.ts); false: never. */
+  /**
+   * A join token (docs/security.md): the first registration gets the machine its own credential,
+   * kept in the data directory and used from then on; the join token again only when that
+   * credential is refused (revoked, or from another server). Null: the credential must be there.
+   */
+  joinToken?: string | null;
   launcher?: boolean;
 }
 
@@ -76,6 +82,7 @@ export class Agent {
   private id: string | null = null;
   private settings: AgentSettings | null = null;
   private readonly runs = new Map<string, Run>();
+  private readonly joinToken: string | null;
   private lastHeartbeatSentOk = 0;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
@@ -98,6 +105,7 @@ export class Agent {
     this.clock = opts.clock ?? { now: () => Date.now() };
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
+    this.joinToken = opts.joinToken ?? null;
     const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
     this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
@@ -231,7 +239,7 @@ export class Agent {
     };
     for (let failures = 0; !this.stopping; failures++) {
       try {
-        const res = await this.client.register(req, this.loopAbort.signal);
+        const res = await this.registerWithToken(req);
         this.id = res.machineId;
         this.settings = res.settings;
         await this.state.writeIdentity({ name: m.name, machineId: res.machineId });
@@ -249,6 +257,33 @@ export class Agent {
       }
     }
     return false;
+  }
+
+  /**
+   * The machine's credential first, when it has one; the join token when there is none, or the
+   * server refuses it (401: revoked, or another server's). A credential that comes back is kept.
+   */
+  private async registerWithToken(req: RegisterRequest) {
+    const credential = this.state.readCredential();
+    const tokens = [credential, this.joinToken].filter((t, i, all): t is string => t !== null && all.indexOf(t) === i);
+    if (tokens.length === 0) throw new Error('no token to register with: give the agent a join token (--token, $GANTRY_JOIN_TOKEN; an admin makes one with `gantry token create --kind join`)');
+    for (const [i, token] of tokens.entries()) {
+      this.client.setToken(token);
+      try {
+        const res = await this.client.register(req, this.loopAbort.signal);
+        if (res.credential) {
+          await this.state.writeCredential(res.credential);
+          this.client.setToken(res.credential);
+          if (credential) this.log('joined again with the join token; the machine has a new credential');
+        }
+        return res;
+      } catch (err) {
+        const refused = err instanceof AgentHttpError && err.status === 401;
+        if (!refused || i === tokens.length - 1) throw err;
+        this.log(`the machine's credential was refused (${err.message}); joining again with the join token`);
+      }
+    }
+    throw new Error('unreachable');
   }
 
   /** One registration at a time, whoever finds the machine forgotten (the heartbeat loop, the reporter). */

@@ -9,7 +9,9 @@
  * twice, as SIGINT from the terminal and SIGTERM from `up`, and that must still be a graceful stop:
  * only the same signal a second time exits at once.
  */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { checkTransport } from './check-transport.js';
 import { Agent } from './agent.js';
 import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine-detect.js';
@@ -29,6 +31,9 @@ export interface AgentCommandOptions {
   json?: boolean;
   /** A line for every step of every attempt (also GANTRY_LOG_LEVEL=debug). */
   verbose?: boolean;
+  /** A join token (else $GANTRY_JOIN_TOKEN, else --token-file). */
+  token?: string;
+  tokenFile?: string;
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -46,7 +51,9 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const write = lineWriter(process.stderr);
   const emit = opts.json ? (line: string) => write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') })) : write;
   const verbose = opts.verbose ?? process.env.GANTRY_LOG_LEVEL === 'debug';
-  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose });
+  const joinToken = opts.token ?? process.env.GANTRY_JOIN_TOKEN ?? (opts.tokenFile ? readTokenFile(opts.tokenFile) : null);
+  checkTransport(opts.server);
+  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose, joinToken });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);
@@ -108,4 +115,14 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
     // The lifeline would keep the event loop, and so this process, alive after the agent stopped.
     if (opts.exitWithParent) process.stdin.destroy();
   }
+}
+
+function readTokenFile(file: string): string {
+  try {
+    const t = readFileSync(file, 'utf8').trim();
+    if (t) return t;
+  } catch (err) {
+    throw new Error(`--token-file ${file}: ${(err as Error).message}`);
+  }
+  throw new Error(`--token-file ${file} is empty`);
 }

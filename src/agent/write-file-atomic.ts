@@ -14,9 +14,10 @@ const TAG = `${process.pid}.${randomBytes(3).toString('hex')}`;
 let seq = 0;
 const tmpFor = (path: string) => join(dirname(path), `.${basename(path)}.${TAG}.${++seq}.tmp`);
 
-export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
+/** `mode`: the file's permissions (0o600 for a secret), set when the temporary file is made, so it is never readable by others. */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, opts: { mode?: number } = {}): Promise<void> {
   const tmp = tmpFor(path);
-  const fh = await open(tmp, 'w');
+  const fh = await open(tmp, 'w', opts.mode ?? 0o666);
   try {
     await fh.writeFile(data);
     await fh.sync();

@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
 import { isCleanExit } from '../domain/attempt-state.js';
-import { NotFoundError, ValidationError } from '../domain/errors.js';
+import { ForbiddenError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { TokenKind } from '../domain/token-kind.js';
+import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
@@ -35,18 +37,35 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/register',
-    { schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody } } },
+    { config: { access: 'join' }, schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody } } },
     async (req) => {
       const body = req.body as RegisterRequest;
-      const m = await store.machineRegister({ ...body, now: clock.now() });
-      req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared }, 'machine registered');
-      return { machineId: m.id, settings };
+      const p = req.principal!;
+      const now = clock.now();
+      if (p.kind === 'machine') {
+        // Again, with its own credential (an agent restarted): the same machine, under its own name.
+        const own = await store.machineGet({ machineId: p.machineId! });
+        if (!own || own.name !== body.name) {
+          req.log.warn({ tokenId: p.tokenId, machineId: p.machineId, asked: body.name }, 'machine credential refused: registering another machine');
+          throw new ForbiddenError(`the credential of machine ${own?.name ?? p.machineId} cannot register machine ${body.name}`);
+        }
+        const m = await store.machineRegister({ ...body, now });
+        req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared }, 'machine registered again');
+        return { machineId: m.id, settings };
+      }
+      // Joining (a join or admin token): the machine gets a credential of its own, shown once.
+      const credential = newTokenSecret(TokenKind.machine);
+      const m = await store.machineRegister({ ...body, now, credential: { id: newTokenId(now), hash: tokenHash(credential) } });
+      ctx.tokens.forget({ machineId: m.id });
+      req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared, joinedWith: p.tokenId }, 'machine joined');
+      return { machineId: m.id, settings, credential };
     },
   );
 
   app.post(
     '/v1/agent/machines/:id/drain',
     {
+      config: { access: 'machine' },
       schema: {
         summary: 'The agent stops for good: drain its own machine (now: stop its stages at once, requeued, charged to no budget)',
         tags,
@@ -67,6 +86,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/agent/machines/:id/heartbeat',
     {
+      config: { access: 'machine' },
       schema: {
         summary: 'Heartbeat: renew leases, learn what to kill, receive assignments (long-poll up to waitMs)',
         tags,
@@ -118,6 +138,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/agent/machines/:id/report',
     {
+      config: { access: 'machine' },
       schema: {
         summary: 'A batched report: acknowledgements, pids and outcomes of many attempts, one transaction, one answer per item',
         tags,
@@ -154,11 +175,11 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/attempts/:id/start',
-    { schema: { summary: 'Acknowledge an assignment: the attempt is running', tags, params: AttemptParams, body: StartRequest, response: { 200: Type.Object({ state: Type.String() }), ...errors } } },
+    { config: { access: 'machine' }, schema: { summary: 'Acknowledge an assignment: the attempt is running', tags, params: AttemptParams, body: StartRequest, response: { 200: Type.Object({ state: Type.String() }), ...errors } } },
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as StartRequest;
-      const a = await store.attemptStart({ attemptId: id, token: body.token, pid: body.pid, now: clock.now(), leaseMs: config.leaseMs });
+      const a = await store.attemptStart({ attemptId: id, token: body.token, pid: body.pid, now: clock.now(), leaseMs: config.leaseMs, machineId: req.principal!.machineId! });
       return { state: a.state };
     },
   );
@@ -166,6 +187,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/agent/attempts/:id/logs',
     {
+      config: { access: 'machine' },
       schema: {
         summary: "Store pieces of an attempt's log, each byte once; answers how far each stream has come",
         tags,
@@ -177,13 +199,14 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req): Promise<LogsResponse> => {
       const { id } = req.params as { id: string };
       const body = req.body as LogsRequest;
-      return store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now() });
+      return store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now(), machineId: req.principal!.machineId! });
     },
   );
 
   app.put(
     '/v1/agent/attempts/:id/outputs/*',
     {
+      config: { access: 'machine' },
       schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags },
       // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
       // raw stream, so any other content type is refused before its parser could buffer it.
@@ -202,7 +225,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const token = Number(req.headers['x-gantry-token']);
       if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
       const rel = ArtifactStore.checkPath(params['*'] ?? '');
-      await store.attemptForUpload({ attemptId: params.id, token });
+      await store.attemptForUpload({ attemptId: params.id, token, machineId: req.principal!.machineId! });
       await ctx.artifacts.put(params.id, rel, req.body as Readable);
       return reply.status(204).send();
     },
@@ -210,14 +233,14 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/attempts/:id/complete',
-    { schema: { summary: "Report an attempt's outcome, fenced by its token", tags, params: AttemptParams, body: CompleteRequest, response: { 200: CompleteResponse, ...errors } } },
+    { config: { access: 'machine' }, schema: { summary: "Report an attempt's outcome, fenced by its token", tags, params: AttemptParams, body: CompleteRequest, response: { 200: CompleteResponse, ...errors } } },
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as CompleteRequest;
       // Outputs are committed by pointer only if every file named was really uploaded, whole.
       const problem = isCleanExit(body) ? await missingOutput(ctx, id, body.outputs) : null;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
-      const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random() });
+      const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random(), machineId: req.principal!.machineId! });
       req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
       return { accepted: r.accepted, jobState: r.jobState };
     },
@@ -225,7 +248,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get(
     '/v1/agent/artifacts/:id/*',
-    { schema: { summary: 'Download a committed output file of an upstream attempt', tags } },
+    { config: { access: 'machine' }, schema: { summary: 'Download a committed output file of an upstream attempt', tags } },
     async (req, reply) => {
       const params = req.params as { id: string; '*': string };
       const rel = ArtifactStore.checkPath(params['*'] ?? '');

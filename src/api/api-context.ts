@@ -3,6 +3,7 @@ import type { Clock } from '../domain/clock.js';
 import type { ArtifactStore } from '../server/artifact-store.js';
 import type { ServerConfig } from '../server/server-config.js';
 import type { Store } from '../store/store.js';
+import type { TokenCache } from './auth/token-cache.js';
 
 /** What the HTTP layer needs from the rest of the control plane. */
 export interface ApiContext {
@@ -14,4 +15,6 @@ export interface ApiContext {
   random: () => number;
   /** Aborted when the server shuts down, so held long-polls return at once. */
   shutdown: AbortSignal;
+  /** Tokens by hash, shared by the authentication hook and the routes that revoke. */
+  tokens: TokenCache;
 }

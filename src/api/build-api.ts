@@ -6,6 +6,8 @@ import { agentRoutes } from './agent-routes.js';
 import { installErrorHandler } from './error-handler.js';
 import { jobRoutes } from './job-routes.js';
 import { machineRoutes } from './machine-routes.js';
+import { tokenRoutes } from './token-routes.js';
+import { installAuthentication } from './auth/authenticate.js';
 
 export { API_VERSION } from './contract/api-version.js';
 import { API_VERSION } from './contract/api-version.js';
@@ -37,10 +39,12 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
         { name: 'jobs', description: 'Submit, watch and cancel jobs' },
         { name: 'machines', description: 'The cluster' },
         { name: 'agent', description: 'Internal: the protocol agents speak' },
+        { name: 'tokens', description: 'Who may do what (admin)' },
       ],
     },
   });
   installErrorHandler(app);
+  installAuthentication(app, { cache: ctx.tokens, now: () => ctx.clock.now() });
   // Only where debug lines are written: a hook costs every request something even when its line is dropped.
   const log = app.log as { isLevelEnabled?: (level: string) => boolean };
   if (log.isLevelEnabled?.('debug') ?? true) {
@@ -48,10 +52,12 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
       req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     });
   }
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true, version: API_VERSION }));
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  // Open: a load balancer's probe carries no token, and the API's description is no secret.
+  app.get('/healthz', { schema: { hide: true }, config: { access: 'open' } }, async () => ({ ok: true, version: API_VERSION }));
+  app.get('/openapi.json', { schema: { hide: true }, config: { access: 'open' } }, async () => app.swagger());
   jobRoutes(app, ctx);
   machineRoutes(app, ctx);
   agentRoutes(app, ctx);
+  tokenRoutes(app, ctx);
   return app;
 }

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { ConflictError, NotFoundError, StaleAttemptError, ValidationError } from '../domain/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, StaleAttemptError, UnauthenticatedError, ValidationError } from '../domain/errors.js';
 import type { ErrorBody } from './contract/job-view.js';
 
 /**
@@ -13,6 +13,15 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(400, { error: 'invalid_request', message: err.message, issues: err.issues });
     }
     if (err instanceof NotFoundError) return send(404, { error: 'not_found', message: err.message });
+    if (err instanceof UnauthenticatedError) {
+      void reply.header('www-authenticate', 'Bearer realm="gantry"');
+      return send(401, { error: 'unauthenticated', message: err.message });
+    }
+    if (err instanceof ForbiddenError) return send(403, { error: 'forbidden', message: err.message });
+    if (err instanceof RateLimitedError) {
+      void reply.header('retry-after', String(err.retryAfterSeconds));
+      return send(429, { error: 'rate_limited', message: err.message });
+    }
     if (err instanceof StaleAttemptError) {
       // Every refused report, whatever its route (start, logs, outputs, complete), says so in the log.
       req.log.warn({ attemptId: err.attemptId, route: req.routeOptions.url, reason: err.reason }, 'stale report refused');

@@ -12,6 +12,9 @@ import { ErrorBody, EventView, JobSummaryView, JobView } from './contract/job-vi
 import { jobSummaryView, jobView } from './views.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
+import { teamScope, type Principal } from './auth/principal.js';
+import type { JobDefinition } from '../domain/job-definition.js';
+import { ForbiddenError } from '../domain/errors.js';
 
 const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
@@ -19,6 +22,11 @@ const errors = { 400: ErrorBody, 404: ErrorBody };
 
 export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock } = ctx;
+  /** Another team's job, to a team token, is not found: ids of other teams' jobs do not leak. */
+  const ownJob = async (p: Principal | undefined, id: string) => {
+    const team = await store.jobTeam({ jobId: id });
+    if (team === null || !visible(p, team)) throw new NotFoundError('job', id);
+  };
 
   app.post(
     '/v1/jobs',
@@ -35,11 +43,12 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       // The spec is validated by parseJobSpec, which reports every issue with friendly paths;
       // the schema above is for the OpenAPI document, and YAML bodies arrive as text.
       validatorCompiler: () => () => true,
+      config: { access: 'user' },
     },
     async (req, reply) => {
       const raw = req.body as unknown;
       const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
-      const definition = parseJobSpec(input);
+      const definition = ownTeam(req.principal, input, parseJobSpec(input));
       const source = typeof raw === 'string' ? raw : JSON.stringify(raw);
       let job;
       try {
@@ -74,11 +83,15 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
       // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
       validatorCompiler: () => () => true,
+      config: { access: 'user' },
     },
     async (req, reply) => {
       const raw = req.body as unknown;
       const input = typeof raw === 'string' ? parseJobBatchText(raw) : raw;
-      const definitions = parseJobBatch(input);
+      const parsed = parseJobBatch(input);
+      // Valid, so a list of specs: each names its team or not.
+      const specs = (input as { jobs: unknown[] }).jobs;
+      const definitions = parsed.map((d, i) => ownTeam(req.principal, specs[i], d, `/jobs/${i}`));
       // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
       const sources = (input as { jobs: unknown[] }).jobs.map((spec) => JSON.stringify(spec));
       let ids: readonly string[];
@@ -97,8 +110,9 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get(
     '/v1/jobs',
     {
+      config: { access: 'user' },
       schema: {
-        summary: 'List jobs, newest first',
+        summary: 'List jobs, newest first (a team token: its own team\'s only)',
         tags: ['jobs'],
         querystring: Type.Object({
           state: Type.Optional(Type.Union(jobStates.map((s) => Type.Literal(s)))),
@@ -110,18 +124,21 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     },
     async (req) => {
       const q = req.query as { state?: JobState; team?: string; limit?: number };
-      const jobs = await store.jobList({ state: q.state, team: q.team, limit: q.limit ?? 50 });
+      // A team token sees its own team's jobs only: asking for another team's finds none.
+      const scope = teamScope(req.principal);
+      if (scope !== null && q.team !== undefined && q.team !== scope) return { jobs: [] };
+      const jobs = await store.jobList({ state: q.state, team: scope ?? q.team, limit: q.limit ?? 50 });
       return { jobs: jobs.map(jobSummaryView) };
     },
   );
 
   app.get(
     '/v1/jobs/:id',
-    { schema: { summary: 'A job with its stages and attempts', tags: ['jobs'], params: JobParams, response: { 200: JobView, ...errors } } },
+    { config: { access: 'user' }, schema: { summary: 'A job with its stages and attempts', tags: ['jobs'], params: JobParams, response: { 200: JobView, ...errors } } },
     async (req) => {
       const { id } = req.params as { id: string };
       const job = await store.jobGet({ jobId: id });
-      if (!job) throw new NotFoundError('job', id);
+      if (!job || !visible(req.principal, job.team)) throw new NotFoundError('job', id);
       return jobView(await withLivePendingReasons(store, job, clock.now()));
     },
   );
@@ -129,6 +146,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/jobs/:id/cancel',
     {
+      config: { access: 'user' },
       schema: {
         summary: 'Cancel a job',
         description: 'Cancel wins: no attempt starts after this returns; running ones are killed (TERM, grace, KILL).',
@@ -139,7 +157,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     },
     async (req) => {
       const { id } = req.params as { id: string };
-      const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: 'canceled by user' });
+      await ownJob(req.principal, id);
+      const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: `canceled by ${who(req.principal)}` });
       req.log.info({ jobId: id, changed: r.changed }, 'job cancel');
       return { changed: r.changed, job: jobView(r.job) };
     },
@@ -148,6 +167,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get(
     '/v1/jobs/:id/events',
     {
+      config: { access: 'user' },
       schema: {
         summary: "A job's events, oldest first",
         tags: ['jobs'],
@@ -159,7 +179,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const q = req.query as { after?: number; limit?: number };
-      if (!(await store.jobExists({ jobId: id }))) throw new NotFoundError('job', id);
+      await ownJob(req.principal, id);
       return { events: await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 }) };
     },
   );
@@ -167,6 +187,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get(
     '/v1/jobs/:id/stages/:stage/logs',
     {
+      config: { access: 'user' },
       schema: {
         summary: "A stage's stdout and stderr (latest attempt unless `attempt` is given)",
         description:
@@ -184,7 +205,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req, reply) => {
       const { id, stage } = req.params as { id: string; stage: string };
       const q = req.query as { attempt?: number; after?: number; limit?: number; format?: 'text' | 'json' };
-      if (!(await store.jobExists({ jobId: id }))) throw new NotFoundError('job', id);
+      await ownJob(req.principal, id);
       const page = (afterId: number | undefined, limit: number) => store.stageLogs({ jobId: id, stage, attempt: q.attempt, afterId, limit });
       const first = await page(q.after, q.limit ?? 1000);
       if (!first) throw new NotFoundError('stage', `${id}/${stage}`);
@@ -203,12 +224,13 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get(
     '/v1/jobs/:id/stages/:stage/outputs/*',
-    { schema: { summary: "Download one of a stage's committed output files", tags: ['jobs'] } },
+    { config: { access: 'user' }, schema: { summary: "Download one of a stage's committed output files", tags: ['jobs'] } },
     async (req, reply) => {
       const { id, stage } = req.params as { id: string; stage: string; '*': string };
       const rel = ArtifactStore.checkPath((req.params as Record<string, string>)['*'] ?? '');
       const job = await store.jobGet({ jobId: id });
-      const s = job?.stages.find((x) => x.name === stage);
+      if (!job || !visible(req.principal, job.team)) throw new NotFoundError('job', id);
+      const s = job.stages.find((x) => x.name === stage);
       if (!s) throw new NotFoundError('stage', `${id}/${stage}`);
       const att = s.attempts.find((a) => a.id === s.outputAttemptId);
       if (!att || !att.outputs?.some((o) => o.path === rel)) throw new NotFoundError('output', `${stage}/${rel}`);
@@ -220,4 +242,25 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'string' }, (_req, body, done) => {
     done(null, body);
   });
+}
+
+function visible(p: Principal | undefined, team: string): boolean {
+  const scope = teamScope(p);
+  return scope === null || scope === team;
+}
+
+function who(p: Principal | undefined): string {
+  return p ? `${p.kind === 'team' ? `team ${p.team}` : p.kind} token ${p.tokenId}` : 'user';
+}
+
+/**
+ * A team token submits for its own team: a spec that names none is its team's, and one that
+ * names another is refused, the job's path given (`at`).
+ */
+function ownTeam(p: Principal | undefined, input: unknown, d: JobDefinition, at = ''): JobDefinition {
+  const scope = teamScope(p);
+  if (scope === null) return d;
+  const named = typeof input === 'object' && input !== null && 'team' in input;
+  if (named && d.team !== scope) throw new ForbiddenError(`${at}/team: a token of team ${scope} submits for team ${scope} only, not ${d.team}`);
+  return { ...d, team: scope };
 }

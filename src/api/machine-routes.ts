@@ -57,13 +57,13 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock } = ctx;
   app.get(
     '/v1/machines',
-    { schema: { summary: 'Machines, their health and what is allocated on them', tags, response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } } },
+    { config: { access: 'user' }, schema: { summary: 'Machines, their health and what is allocated on them', tags, response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } } },
     async () => ({ machines: (await store.machineList()).map(machineView) }),
   );
 
   app.get(
     '/v1/machines/:machine',
-    { schema: { summary: 'One machine, by name or id', tags, params: MachineParams, response: { 200: MachineView, ...errors } } },
+    { config: { access: 'user' }, schema: { summary: 'One machine, by name or id', tags, params: MachineParams, response: { 200: MachineView, ...errors } } },
     async (req) => {
       const { machine } = req.params as { machine: string };
       const m = await store.machineFind({ machine });
@@ -77,6 +77,7 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
     app.route({
       method: v.method,
       url: v.path,
+      config: { access: 'admin' },
       schema: {
         summary: v.summary,
         description: v.description,

@@ -54,3 +54,30 @@ export class AlreadySubmitted extends Error {
     this.name = 'AlreadySubmitted';
   }
 }
+
+/** No credential, or one that is not (or no longer) valid: who is asking is unknown. */
+export class UnauthenticatedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnauthenticatedError';
+  }
+}
+
+/** A known caller asking for what its token does not allow. (Another team's job is not this: it is not found.) */
+export class ForbiddenError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ForbiddenError';
+  }
+}
+
+/** Too many requests from one token; `retryAfterSeconds` says when to come back. */
+export class RateLimitedError extends Error {
+  constructor(
+    readonly retryAfterSeconds: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RateLimitedError';
+  }
+}

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
+import { TokenCache } from '../api/auth/token-cache.js';
 import type { Bus } from '../bus/bus.js';
 import { Topic } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
@@ -41,7 +42,8 @@ export async function createControlPlane(
   const bus = deps.bus ?? new MemoryBus();
   const shutdown = new AbortController();
   const artifacts = new ArtifactStore(artifactsDir(config));
-  const app = await buildApi({ store, bus, clock, config, artifacts, random, shutdown: shutdown.signal }, { logger: deps.logger });
+  const tokens = new TokenCache((hash) => store.tokenByHash({ hash }), () => clock.now());
+  const app = await buildApi({ store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens }, { logger: deps.logger });
   const logError = (loop: string) => (err: unknown) => app.log.error({ err, loop }, 'background pass failed');
 
   const scheduler = new Loop(

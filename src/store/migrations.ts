@@ -4,6 +4,7 @@ import { jobStates } from '../domain/job-state.js';
 import { machineHealths } from '../domain/machine-health.js';
 import { machineSchedulings } from '../domain/machine-scheduling.js';
 import { stageStates } from '../domain/stage-state.js';
+import { tokenKinds } from '../domain/token-kind.js';
 import type { Placement, Resources } from '../domain/resources.js';
 import { stageShape } from '../domain/stage-shape.js';
 import type { StoreCapabilities } from './store-capabilities.js';
@@ -203,6 +204,25 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await db.schema.dropIndex('stages_queue').execute();
         await db.schema.dropIndex('stages_job').execute();
         await db.schema.createIndex('stages_job').on('stages').columns(['job_id', 'position']).execute();
+      },
+    },
+    '0008_tokens': {
+      // API tokens (docs/security.md): only a hash of each is kept, so a copy of the database
+      // lets nobody in. A machine credential names its machine; a team token its team.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('tokens')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('kind', 'text', (c) => c.notNull().check(oneOf('kind', tokenKinds)))
+          .addColumn('team', 'text', (c) => c.references('teams.name'))
+          .addColumn('machine_id', 'text', (c) => c.references('machines.id'))
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull().unique())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint')
+          .addColumn('revoked_at', 'bigint')
+          .execute();
+        await sql`create index tokens_machine on tokens (machine_id) where machine_id is not null`.execute(db);
       },
     },
   };

@@ -4,6 +4,7 @@ import type { StageDefinition } from '../domain/job-definition.js';
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { StageState } from '../domain/stage-state.js';
+import type { TokenKind } from '../domain/token-kind.js';
 
 /** What the store hands back. Plain data; the API turns these into its wire types. */
 export interface JobRecord {
@@ -168,4 +169,16 @@ export interface LogMarks {
   stdout: number;
   stderr: number;
   capped: boolean;
+}
+
+/** An API token as the store knows it: never the token itself. */
+export interface TokenRecord {
+  id: string;
+  kind: TokenKind;
+  team: string | null;
+  machineId: string | null;
+  name: string;
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
 }

@@ -137,6 +137,19 @@ export interface LogChunksTable {
   byte_offset: number | null;
 }
 
+export interface TokensTable {
+  id: string;
+  kind: string;
+  team: string | null;
+  machine_id: string | null;
+  name: string;
+  /** sha256 of the token, hex: the token itself is never stored. */
+  hash: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
 export interface Database {
   teams: TeamsTable;
   jobs: JobsTable;
@@ -147,4 +160,5 @@ export interface Database {
   outbox: OutboxTable;
   log_chunks: LogChunksTable;
   idempotency_keys: IdempotencyKeysTable;
+  tokens: TokensTable;
 }

@@ -1,6 +1,7 @@
 import type { JobDefinition } from '../domain/job-definition.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
+import type { TokenKind } from '../domain/token-kind.js';
 import type { ClusterView, Plan, QueuedStage, QueueShape, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type {
   Assignment,
@@ -15,6 +16,7 @@ import type {
   MachineRegistration,
   OutboxMessage,
   OutputFile,
+  TokenRecord,
 } from './records.js';
 import type { StoreCapabilities } from './store-capabilities.js';
 
@@ -45,7 +47,8 @@ export interface Store {
   /** Forgets Idempotency-Keys recorded before `before`; returns how many. */
   idempotencyPrune(p: { before: number }): Promise<number>;
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
-  jobExists(p: { jobId: string }): Promise<boolean>;
+  /** The job's team, or null when there is no such job: what a team's access is checked against. */
+  jobTeam(p: { jobId: string }): Promise<string | null>;
   jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
@@ -53,6 +56,15 @@ export interface Store {
   /** A stage's log chunks after `afterId`, at most `limit` of them (a page; `id` is the cursor). */
   stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
   eventsList(p: { jobId?: string; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
+
+  // --- tokens (docs/security.md) ---
+  /** Makes a token; only its hash is stored. A team token's team is created when it is new. */
+  tokenCreate(p: { id: string; kind: TokenKind; team: string | null; name: string; hash: string; expiresAt: number | null; now: number }): Promise<TokenRecord>;
+  /** The token with this hash, revoked and expired ones included (the caller says why it refuses one). */
+  tokenByHash(p: { hash: string }): Promise<TokenRecord | null>;
+  tokenList(p: { includeRevoked?: boolean }): Promise<TokenRecord[]>;
+  /** Null when there is no such token; `changed: false` when it was revoked already. */
+  tokenRevoke(p: { id: string; now: number }): Promise<{ token: TokenRecord; changed: boolean } | null>;
 
   // --- scheduler ---
   /** Every machine with what is free on it now (held by attempts not yet released). */
@@ -80,7 +92,12 @@ export interface Store {
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean;
 
   // --- machines and agents ---
-  machineRegister(p: MachineRegistration & { now: number }): Promise<MachineRecord>;
+  /**
+   * With `credential` (an agent joining with a join token): refused (ConflictError) when a machine of
+   * that name is alive with a credential of its own; else the machine is registered and this
+   * credential issued to it, every earlier one revoked, in one transaction.
+   */
+  machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string } }): Promise<MachineRecord>;
   /** Renews the machine's heartbeat and the leases of the attempts it reports, and says which of
    *  those it must kill (no longer current). Attempts it no longer reports release their
    *  resources; a running one it no longer reports is lost. */
@@ -140,12 +157,14 @@ export interface Store {
   }): Promise<MachineReportResult>;
 
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---
-  attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number }): Promise<AttemptRecord>;
-  attemptComplete(p: AttemptCompletion & { now: number; jitter: number }): Promise<CompletionResult>;
+  // `machineId` on the attempt verbs: the machine asking (its credential's); an attempt placed on
+  // another is stale to it (StaleAttemptError), as in a report. A machine speaks for its own only.
+  attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number; machineId?: string }): Promise<AttemptRecord>;
+  attemptComplete(p: AttemptCompletion & { now: number; jitter: number; machineId?: string }): Promise<CompletionResult>;
   /** Stores each byte of each stream once (pieces already taken are ignored); says how far each stream has come. */
-  attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number }): Promise<LogMarks>;
+  attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number; machineId?: string }): Promise<LogMarks>;
   /** The attempt if it may still write outputs (active, token current). */
-  attemptForUpload(p: { attemptId: string; token: number }): Promise<AttemptRecord>;
+  attemptForUpload(p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord>;
   /** A committed output's owner: the attempt whose outputs a stage committed. */
   attemptGet(p: { attemptId: string }): Promise<AttemptRecord | null>;
 

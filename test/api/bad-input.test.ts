@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
+import { bearer, makeToken, registerMachine } from '../support/tokens.js';
+import { cpuMachine } from '../../src/store/conformance/fixtures.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 
 /**
@@ -12,10 +14,12 @@ import { defaultServerConfig } from '../../src/server/server-config.js';
  */
 describe('bad input changes nothing', () => {
   let cp: ControlPlane;
+  let auth: Record<string, string>;
   let dir: string;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-badinput-'));
     cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }));
+    auth = bearer(await makeToken(cp.store, 'admin'));
   });
   afterAll(async () => {
     await cp.stop();
@@ -42,7 +46,7 @@ describe('bad input changes nothing', () => {
     await fc.assert(
       fc.asyncProperty(fc.oneof(fc.jsonValue(), nearMiss, stageMiss), async (body) => {
         const before = await counts();
-        const res = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+        const res = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
         expect(res.statusCode, res.body).not.toBeGreaterThanOrEqual(500);
         if (res.statusCode === 201) return;
         expect(res.statusCode).toBeGreaterThanOrEqual(400);
@@ -57,7 +61,7 @@ describe('bad input changes nothing', () => {
     await fc.assert(
       fc.asyncProperty(fc.string({ maxLength: 300 }), async (text) => {
         const before = await counts();
-        const res = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { 'content-type': 'application/yaml' }, payload: text });
+        const res = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { ...auth, 'content-type': 'application/yaml' }, payload: text });
         expect(res.statusCode, res.body).toBeLessThan(500);
         if (res.statusCode !== 201) expect(await counts()).toEqual(before);
       }),
@@ -66,16 +70,21 @@ describe('bad input changes nothing', () => {
   });
 
   it('agent routes: unknown ids, stale tokens and malformed bodies are 4xx and change nothing', async () => {
+    // Each route with the token it is for, so that what is checked is the body, not the token.
+    const join = bearer(await makeToken(cp.store, 'join'));
+    const m = await registerMachine(cp.store, cpuMachine('bad-input-1'));
+    const machine = bearer(m.credential);
     const routes = [
-      { method: 'POST', url: '/v1/agent/register' },
-      { method: 'POST', url: '/v1/agent/machines/m_nope/heartbeat' },
-      { method: 'POST', url: '/v1/agent/attempts/att_nope/start' },
-      { method: 'POST', url: '/v1/agent/attempts/att_nope/logs' },
-      { method: 'POST', url: '/v1/agent/attempts/att_nope/complete' },
-      { method: 'POST', url: '/v1/jobs/job_nope/cancel' },
-      { method: 'GET', url: '/v1/jobs/job_nope' },
-      { method: 'GET', url: '/v1/jobs/job_nope/stages/a/logs' },
-      { method: 'GET', url: '/v1/agent/artifacts/att_nope/../../etc/passwd' },
+      { method: 'POST', url: '/v1/agent/register', auth: join },
+      { method: 'POST', url: `/v1/agent/machines/${m.id}/heartbeat`, auth: machine },
+      { method: 'POST', url: `/v1/agent/machines/${m.id}/report`, auth: machine },
+      { method: 'POST', url: '/v1/agent/attempts/att_nope/start', auth: machine },
+      { method: 'POST', url: '/v1/agent/attempts/att_nope/logs', auth: machine },
+      { method: 'POST', url: '/v1/agent/attempts/att_nope/complete', auth: machine },
+      { method: 'POST', url: '/v1/jobs/job_nope/cancel', auth },
+      { method: 'GET', url: '/v1/jobs/job_nope', auth },
+      { method: 'GET', url: '/v1/jobs/job_nope/stages/a/logs', auth },
+      { method: 'GET', url: '/v1/agent/artifacts/att_nope/../../etc/passwd', auth: machine },
     ] as const;
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...routes), fc.jsonValue(), async (route, body) => {
@@ -83,7 +92,8 @@ describe('bad input changes nothing', () => {
         const res = await cp.app.inject({
           method: route.method,
           url: route.url,
-          ...(route.method === 'POST' ? { headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) } : {}),
+          headers: route.auth,
+          ...(route.method === 'POST' ? { headers: { ...route.auth, 'content-type': 'application/json' }, payload: JSON.stringify(body) } : {}),
         });
         expect(res.statusCode, `${route.url}: ${res.body}`).toBeLessThan(500);
         if (res.statusCode >= 400) expect(await counts()).toEqual(before);

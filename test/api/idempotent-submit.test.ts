@@ -3,15 +3,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
+import { bearer, makeToken } from '../support/tokens.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 
 /** `Idempotency-Key` on submits: a retried request makes no second job. */
 describe('idempotent submit', () => {
   let cp: ControlPlane;
+  let auth: Record<string, string>;
   let dir: string;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-idem-'));
     cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }));
+    auth = bearer(await makeToken(cp.store, 'admin'));
   });
   afterAll(async () => {
     await cp.stop();
@@ -20,7 +23,7 @@ describe('idempotent submit', () => {
 
   const spec = (name: string) => ({ name, stages: [{ name: 'a', command: ['true'] }] });
   const post = (url: string, body: unknown, key?: string) =>
-    cp.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) }, payload: JSON.stringify(body) });
+    cp.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) }, payload: JSON.stringify(body) });
   const jobCount = async () => (await cp.store.jobList({ limit: 1000 })).length;
 
   it('the same key and request answer the first job (200), not a second one', async () => {

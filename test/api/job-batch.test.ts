@@ -4,15 +4,18 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
+import { bearer, makeToken } from '../support/tokens.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 
 /** `POST /v1/jobs/batch`: many jobs in one request, validated one by one, written all or none. */
 describe('POST /v1/jobs/batch', () => {
   let cp: ControlPlane;
+  let auth: Record<string, string>;
   let dir: string;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-batch-'));
     cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }));
+    auth = bearer(await makeToken(cp.store, 'admin'));
   });
   afterAll(async () => {
     await cp.stop();
@@ -36,7 +39,7 @@ describe('POST /v1/jobs/batch', () => {
     cp.app.inject({
       method: 'POST',
       url: '/v1/jobs/batch',
-      headers: { 'content-type': contentType },
+      headers: { ...auth, 'content-type': contentType },
       payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
     });
 
@@ -107,7 +110,7 @@ describe('POST /v1/jobs/batch', () => {
     const single = await cp.app.inject({
       method: 'POST',
       url: '/v1/jobs',
-      headers: { 'content-type': 'application/json' },
+      headers: { ...auth, 'content-type': 'application/json' },
       payload: JSON.stringify({ name: 'big', stages: [{ name: 'a', command: [two] }] }),
     });
     expect(single.statusCode).toBe(413);

@@ -3,30 +3,33 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
+import { bearer, makeToken, registerMachine } from '../support/tokens.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 import { cpuMachine } from '../../src/store/conformance/fixtures.js';
 
 /** The operator's machine routes: cordon, uncordon, drain, remove, and one machine by name or id. */
 describe('machine routes', () => {
   let cp: ControlPlane;
+  let auth: Record<string, string>;
   let dir: string;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-machines-'));
     // Not started: no scheduler or reconciler runs; the test places and ends attempts itself.
     cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }));
+    auth = bearer(await makeToken(cp.store, 'admin'));
   });
   afterAll(async () => {
     await cp.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const call = (method: 'GET' | 'POST' | 'DELETE', url: string) => cp.app.inject({ method, url });
-  const register = (name: string) => cp.store.machineRegister({ ...cpuMachine(name), now: Date.now() });
+  const call = (method: 'GET' | 'POST' | 'DELETE', url: string) => cp.app.inject({ method, url, headers: auth });
+  const register = (name: string) => registerMachine(cp.store, cpuMachine(name));
   const submit = async (name: string) => {
     const r = await cp.app.inject({
       method: 'POST',
       url: '/v1/jobs',
-      headers: { 'content-type': 'application/json' },
+      headers: { ...auth, 'content-type': 'application/json' },
       payload: JSON.stringify({ name, stages: [{ name: 'a', resources: { cpu: 1, memory: '256Mi' }, command: ['true'] }] }),
     });
     expect(r.statusCode).toBe(201);
@@ -100,7 +103,7 @@ describe('machine routes', () => {
     const hb = await cp.app.inject({
       method: 'POST',
       url: `/v1/agent/machines/${m.id}/heartbeat`,
-      headers: { 'content-type': 'application/json' },
+      headers: { ...bearer(m.credential), 'content-type': 'application/json' },
       payload: JSON.stringify({ running: [] }),
     });
     expect(hb.statusCode).toBe(404);

@@ -10,7 +10,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { JobView } from '../../src/api/contract/job-view.js';
-import { api, CLI, REPO, until } from '../support/gantry-process.js';
+import { api, CLI, REPO, until, useServerToken } from '../support/gantry-process.js';
 import { checkInvariants, formatViolations, parseHistory, type HarnessLine, type HistoryLine, type ProcLine, type Violation } from './check-invariants.js';
 import { attemptGroupAlive, findProcesses, killGroups } from './processes.js';
 
@@ -136,7 +136,17 @@ export class Cluster {
       (s) => s === 200,
       30_000,
     );
+    // The admin token it made at its first start (the same one after a restart), and a join token for the agents.
+    useServerToken(this.url, join(this.dir, 'server'));
+    if (!this.joinToken) {
+      const r = await api(this.url, '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'join', name: 'fault harness agents' }) });
+      if (r.status !== 201) throw new Error(`join token: ${r.status} ${JSON.stringify(r.body)}`);
+      this.joinToken = r.body.token as string;
+    }
   }
+
+  /** The agents join with it (the first start of the server makes it). */
+  private joinToken: string | null = null;
 
   async killServer(): Promise<void> {
     const proc = this.server;
@@ -152,7 +162,7 @@ export class Cluster {
     if (opts.gpus) args.push('--gpus', opts.gpus);
     for (const l of opts.labels ?? []) args.push('--label', l);
     const fd = openSync(join(this.dir, 'agents', `${name}.log`), 'a');
-    const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', fd, fd] });
+    const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, GANTRY_JOIN_TOKEN: this.joinToken ?? '', ...opts.env }, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     const exited = new Promise<void>((r) => proc.once('exit', () => r()));
     this.agents.set(name, { proc, opts, exited });

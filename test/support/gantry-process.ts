@@ -1,14 +1,34 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 export const CLI = join(REPO, 'dist/cli/main.js');
 
+/**
+ * The admin token of each server a test started, by its URL: `api` and `gantry` send it, as a user
+ * who ran `gantry up` would have it (from the data directory).
+ */
+const tokens = new Map<string, string>();
+
+/** Reads the admin token a server wrote into its data directory, and sends it to that URL from now on. */
+export function useServerToken(url: string, dataDir: string): string {
+  const token = readFileSync(join(dataDir, 'admin.token'), 'utf8').trim();
+  tokens.set(url, token);
+  return token;
+}
+
+/** The token sent to this server (its admin token), if a test started it. */
+export function tokenFor(url: string): string | undefined {
+  return tokens.get(url);
+}
+
 export interface RunningGantry {
   url: string;
   dataDir: string;
+  /** The admin token `gantry up` wrote into the data directory. */
+  token: string;
   proc: ChildProcess;
   output: () => string;
   stop(): Promise<void>;
@@ -45,6 +65,7 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
   return {
     url,
     dataDir,
+    token: useServerToken(url, dataDir),
     proc,
     output: () => out,
     async stop() {
@@ -61,7 +82,11 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
 export function gantry(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     // NO_COLOR: picocolors colours output whenever CI is set, as it is when CI runs the suite.
-    const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The admin token of the server named by --server, as a user's CLI finds it in the data directory.
+    const server = args[args.indexOf('--server') + 1];
+    const token = args.includes('--server') && server ? tokens.get(server) : undefined;
+    const env = { ...process.env, NO_COLOR: '1', ...(token ? { GANTRY_TOKEN: token } : {}) };
+    const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));
@@ -71,7 +96,10 @@ export function gantry(args: string[]): Promise<{ code: number | null; stdout: s
 }
 
 export async function api<T = any>(url: string, path: string, init?: RequestInit): Promise<{ status: number; body: T }> {
-  const res = await fetch(url + path, init);
+  const token = tokens.get(url);
+  const headers = new Headers(init?.headers);
+  if (token && !headers.has('authorization')) headers.set('authorization', `Bearer ${token}`);
+  const res = await fetch(url + path, { ...init, headers });
   const text = await res.text();
   let body: any = text;
   try {

@@ -12,6 +12,7 @@ import type { AssignmentWire, HeartbeatResponse, RegisterResponse, ReportItemRes
 import type { JobView } from '../../src/api/contract/job-view.js';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig, type ServerConfig } from '../../src/server/server-config.js';
+import { bearer, makeToken } from './tokens.js';
 
 export class FakeClock {
   constructor(public t = 1_800_000_000_000) {}
@@ -25,6 +26,8 @@ export class ProtocolHarness {
     public cp: ControlPlane,
     readonly clock: FakeClock,
     private readonly dir: string,
+    /** The test's own tokens: an admin's for the user routes, a join token for agents. */
+    readonly tokens: { admin: string; join: string },
   ) {}
 
   static async create(over: Partial<ServerConfig> = {}): Promise<ProtocolHarness> {
@@ -32,7 +35,8 @@ export class ProtocolHarness {
     const clock = new FakeClock();
     // The default timings (seconds): time only moves when the test says.
     const cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0, ...over }), { clock, random: () => 0.5, logger: false });
-    return new ProtocolHarness(cp, clock, dir);
+    const tokens = { admin: await makeToken(cp.store, 'admin', { now: clock.now() }), join: await makeToken(cp.store, 'join', { now: clock.now() }) };
+    return new ProtocolHarness(cp, clock, dir, tokens);
   }
 
   get config(): ServerConfig {
@@ -85,13 +89,16 @@ export class ProtocolHarness {
       region: null,
       labels: {},
       agent: { version: 'harness', host: 'harness', pid: 1 },
-    });
+    }, this.tokens.join);
     if (r.statusCode !== 200) throw new Error(`register: ${r.statusCode} ${r.body}`);
-    return new FakeAgent(this, (JSON.parse(r.body) as RegisterResponse).machineId);
+    const res = JSON.parse(r.body) as RegisterResponse;
+    return new FakeAgent(this, res.machineId, res.credential!);
   }
 
-  call(method: 'GET' | 'POST', url: string, body?: object) {
-    return this.cp.app.inject({ method, url, ...(body ? { headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) } : {}) });
+  /** A request with a token: the admin's unless another is given (an agent's credential). */
+  call(method: 'GET' | 'POST', url: string, body?: object, token = this.tokens.admin) {
+    const headers = { ...bearer(token), ...(body ? { 'content-type': 'application/json' } : {}) };
+    return this.cp.app.inject({ method, url, headers, ...(body ? { payload: JSON.stringify(body) } : {}) });
   }
 
   async close(): Promise<void> {
@@ -108,18 +115,20 @@ export class FakeAgent {
   constructor(
     private readonly h: ProtocolHarness,
     readonly machineId: string,
+    /** The machine's own credential, from its registration. */
+    readonly credential: string,
   ) {}
 
   /** A heartbeat that does not wait: the kill list and new assignments. */
   async heartbeat(): Promise<HeartbeatResponse> {
     const running = [...this.running.values()].map((a) => ({ attemptId: a.attemptId, token: a.token }));
-    const r = await this.h.call('POST', `/v1/agent/machines/${this.machineId}/heartbeat`, { running, waitMs: 0 });
+    const r = await this.h.call('POST', `/v1/agent/machines/${this.machineId}/heartbeat`, { running, waitMs: 0 }, this.credential);
     if (r.statusCode !== 200) throw new Error(`heartbeat: ${r.statusCode} ${r.body}`);
     return JSON.parse(r.body) as HeartbeatResponse;
   }
 
   async report(req: { started?: { attemptId: string; token: number; pid: number | null }[]; completed?: object[] }): Promise<ReportResponse> {
-    const r = await this.h.call('POST', `/v1/agent/machines/${this.machineId}/report`, { started: req.started ?? [], completed: req.completed ?? [] });
+    const r = await this.h.call('POST', `/v1/agent/machines/${this.machineId}/report`, { started: req.started ?? [], completed: req.completed ?? [] }, this.credential);
     if (r.statusCode !== 200) throw new Error(`report: ${r.statusCode} ${r.body}`);
     return JSON.parse(r.body) as ReportResponse;
   }

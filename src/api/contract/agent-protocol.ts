@@ -58,7 +58,12 @@ export const AgentSettings = Type.Object({
 });
 export type AgentSettings = Static<typeof AgentSettings>;
 
-export const RegisterResponse = Type.Object({ machineId: Type.String(), settings: AgentSettings });
+export const RegisterResponse = Type.Object({
+  machineId: Type.String(),
+  settings: AgentSettings,
+  /** The machine's own credential, when it joined with a join token: shown this once; the agent keeps it and speaks with it from then on. */
+  credential: Type.Optional(Type.String()),
+});
 export type RegisterResponse = Static<typeof RegisterResponse>;
 
 export const RunningAttempt = Type.Object({ attemptId: Type.String(), token: Type.Integer() }, { additionalProperties: false });

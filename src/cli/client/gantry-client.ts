@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView } from '../../api/contract/job-view.js';
+import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
 import { ApiError } from './api-error.js';
 import { ConnectionError } from './connection-error.js';
 
@@ -31,9 +32,14 @@ const SUBMIT_TRIES = 6;
 /** The Gantry HTTP API as the CLI uses it. Speaks only the wire contract (api/contract). */
 export class GantryClient {
   readonly baseUrl: string;
+  private readonly timeoutMs: number;
+  private readonly auth: Record<string, string>;
 
-  constructor(baseUrl: string, private readonly timeoutMs = REQUEST_TIMEOUT_MS) {
+  /** `token`: sent with every request as `Authorization: Bearer` (docs/security.md). */
+  constructor(baseUrl: string, opts: { token?: string | null; timeoutMs?: number } = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
+    this.timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
+    this.auth = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
   }
 
   /** One job. Sent with a fresh Idempotency-Key and retried with it when the server could not be
@@ -107,6 +113,19 @@ export class GantryClient {
     return this.json('POST', `/v1/machines/${enc(ref)}/${action}${action === 'drain' && opts.now ? '?now=true' : ''}`);
   }
 
+  createToken(req: TokenCreateRequest): Promise<TokenCreated> {
+    return this.json('POST', '/v1/tokens', req);
+  }
+
+  async tokens(opts: { all?: boolean } = {}): Promise<TokenView[]> {
+    const r = await this.json<{ tokens: TokenView[] }>('GET', `/v1/tokens${query({ all: opts.all ? 'true' : undefined })}`);
+    return r.tokens;
+  }
+
+  revokeToken(id: string): Promise<{ changed: boolean; token: TokenView }> {
+    return this.json('DELETE', `/v1/tokens/${enc(id)}`);
+  }
+
   health(): Promise<{ ok: boolean; version?: string }> {
     return this.json('GET', '/healthz');
   }
@@ -122,7 +141,7 @@ export class GantryClient {
     try {
       res = await fetch(url, {
         method,
-        headers: body === undefined ? extra : { 'content-type': 'application/json', ...extra },
+        headers: body === undefined ? { ...this.auth, ...extra } : { 'content-type': 'application/json', ...this.auth, ...extra },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs),
       });

@@ -1,8 +1,7 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
-import { GantryClient } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { isTerminalJobState } from '../render/terminal-states.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
@@ -31,7 +30,7 @@ Examples:
 
 export async function runCancel(jobId: string, opts: ClientOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const r = await new GantryClient(opts.server).cancel(jobId);
+    const r = await clientFor(opts).cancel(jobId);
     if (opts.json) io.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
     else if (r.changed) io.stdout.write(`canceled ${r.job.id}\n`);
     else if (isTerminalJobState(r.job.state)) io.stdout.write(`${r.job.id} had already ended (${r.job.state})\n`);

@@ -15,6 +15,8 @@ export const ExitCode = {
   notFound: 4,
   /** The server could not be reached. */
   unreachable: 5,
+  /** The server refused the token (none, unknown, revoked: 401) or what it allows (403); or the CLI refused to send it in clear. */
+  denied: 6,
   /** Ctrl-C while watching or following; the job itself was left alone. 128 + SIGINT, as shells expect. */
   interrupted: 130,
 } as const;

@@ -1,8 +1,7 @@
 import { Option, type CommandUnknownOpts } from '@commander-js/extra-typings';
-import { GantryClient } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { renderJobList } from '../render/job-list-table.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
 import { reportingErrors } from './report-error.js';
@@ -37,7 +36,7 @@ Examples:
 
 export async function runList(opts: ListOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const jobs = await new GantryClient(opts.server).listJobs({ state: opts.state, team: opts.team, limit: opts.limit });
+    const jobs = await clientFor(opts).listJobs({ state: opts.state, team: opts.team, limit: opts.limit });
     if (opts.json) {
       io.stdout.write(`${JSON.stringify({ jobs }, null, 2)}\n`);
     } else if (jobs.length === 0) {

@@ -3,7 +3,7 @@ import { GantryClient } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
 import type { CliIo } from '../render/cli-io.js';
 import { isTerminalStageState } from '../render/terminal-states.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
 import { reportingErrors } from './report-error.js';
@@ -45,7 +45,7 @@ Examples:
 
 export async function runLogs(jobId: string, stage: string, opts: LogsOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const client = new GantryClient(opts.server);
+    const client = clientFor(opts);
     if (!opts.follow) {
       if (opts.json) {
         const chunks = await client.logChunks(jobId, stage, { attempt: opts.attempt });

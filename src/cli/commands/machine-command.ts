@@ -3,7 +3,7 @@ import type { MachineChange } from '../../api/contract/job-view.js';
 import { GantryClient, type MachineAction } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { attemptCount, waitDrained } from '../render/wait-drained.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
 import { reportingErrors } from './report-error.js';
@@ -102,7 +102,7 @@ export function machineCommand(program: CommandUnknownOpts): void {
 
 export async function runMachineAction(action: MachineAction, ref: string, opts: MachineActionOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const client = new GantryClient(opts.server);
+    const client = clientFor(opts);
     let r = await client.machineAction(ref, action, { now: opts.now === true });
     if (action === 'drain' && opts.wait) {
       if (!opts.json) io.stdout.write(`${describe(action, r)}\n`);

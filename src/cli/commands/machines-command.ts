@@ -1,8 +1,7 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
-import { GantryClient } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { renderMachineTable } from '../render/machine-table.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
@@ -28,7 +27,7 @@ Examples:
 
 export async function runMachines(opts: ClientOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const machines = await new GantryClient(opts.server).machines();
+    const machines = await clientFor(opts).machines();
     if (opts.json) io.stdout.write(`${JSON.stringify({ machines }, null, 2)}\n`);
     else if (machines.length === 0) io.stderr.write('no machines have registered yet; run `gantry agent --server URL` on each machine\n');
     else io.stdout.write(`${renderMachineTable(machines, (io.now ?? Date.now)(), { color: io.color })}\n`);

@@ -7,8 +7,9 @@ import { machineCommand } from './machine-command.js';
 import { machinesCommand } from './machines-command.js';
 import { statusCommand } from './status-command.js';
 import { submitCommand } from './submit-command.js';
+import { tokenCommand } from './token-command.js';
 
-const registrations = [submitCommand, statusCommand, listCommand, cancelCommand, logsCommand, machinesCommand, machineCommand];
+const registrations = [submitCommand, statusCommand, listCommand, cancelCommand, logsCommand, machinesCommand, machineCommand, tokenCommand];
 
 /**
  * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines,

@@ -62,6 +62,10 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string 
   const bus = chaos ? new ChaosBus(new MemoryBus(), parseChaosSettings(chaos)) : undefined;
   const cp = await createControlPlane(config, { logger, bus });
   try {
+    // The first admin token, where the CLI finds it (GANTRY_DATA_DIR): two commands stay two commands.
+    const { ensureTokenFile, adminTokenFile } = await import('../../server/token-file.js');
+    const admin = await ensureTokenFile(cp.store, adminTokenFile(config.dataDir), 'admin', 'admin (made by the server at its first start)', Date.now());
+    if (admin.created) cp.app.log.info({ file: adminTokenFile(config.dataDir) }, 'admin token written (readable by its owner only)');
     await cp.start();
   } catch (err) {
     await cp.stop().catch(() => {});
@@ -93,8 +97,10 @@ export function serverCommand(program: Command): void {
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);
-      if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir) }) + '\n');
-      process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, log: stdout)\n`);
+      const { adminTokenFile } = await import('../../server/token-file.js');
+      const tokenFile = resolve(adminTokenFile(config.dataDir));
+      if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: tokenFile }) + '\n');
+      process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, admin token in ${tokenFile}, log: stdout)\n`);
       const stop = async () => {
         await cp.stop();
         process.exit(0);

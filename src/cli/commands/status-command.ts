@@ -1,9 +1,8 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
-import { GantryClient } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { renderJobHeader } from '../render/job-header.js';
 import { renderStageTable } from '../render/stage-table.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
@@ -31,7 +30,7 @@ Examples:
 
 export async function runStatus(jobId: string, opts: ClientOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const job = await new GantryClient(opts.server).getJob(jobId);
+    const job = await clientFor(opts).getJob(jobId);
     if (opts.json) {
       io.stdout.write(`${JSON.stringify(job, null, 2)}\n`);
       return ExitCode.ok;

@@ -3,10 +3,9 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { JobView } from '../../api/contract/job-view.js';
 import { parseJobFile, type JobFile } from '../../domain/job-file.js';
 import { ApiError } from '../client/api-error.js';
-import { GantryClient } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { watchJob } from '../render/watch-job.js';
-import { withClientOptions, type ClientOptions } from './client-options.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode, exitCodeForJobState } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
@@ -80,7 +79,7 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
   const spec = parsed.specs[0];
 
   return reportingErrors(io, async () => {
-    const client = new GantryClient(opts.server);
+    const client = clientFor(opts);
     let job: JobView;
     try {
       job = await client.submit(spec);

@@ -1,5 +1,5 @@
 import { ApiError } from '../client/api-error.js';
-import { GantryClient } from '../client/gantry-client.js';
+import { clientFor } from './client-options.js';
 import type { CliIo } from '../render/cli-io.js';
 import { stateCounts, watchJobs, type JobOutcome } from '../render/watch-jobs.js';
 import { ExitCode, exitCodeForJobStates } from './exit-codes.js';
@@ -16,7 +16,7 @@ const MAX_NAMED = 10;
  */
 export async function submitMany(file: string, specs: readonly unknown[], opts: SubmitOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const client = new GantryClient(opts.server);
+    const client = clientFor(opts);
     let jobs: { id: string; name: string }[];
     try {
       jobs = (await client.submitBatch(specs)).jobs;

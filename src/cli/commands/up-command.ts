@@ -39,11 +39,15 @@ export function upCommand(program: Command): void {
       if (flags.cluster) cluster = parseClusterFile(flags.cluster);
       else cluster = defaultCluster(((await discoverGpus()) ?? []).length > 0);
       const cp = await startServer(config, { logFile: serverLogFile(config.dataDir) });
+      // The local agents join as remote ones do, with a join token; each then speaks with its machine's own credential.
+      const { ensureTokenFile, joinTokenFile, adminTokenFile } = await import('../../server/token-file.js');
+      const joining = await ensureTokenFile(cp.store, joinTokenFile(config.dataDir), 'join', "join (gantry up's local agents)", Date.now());
+      const agentEnv = { ...process.env, GANTRY_JOIN_TOKEN: joining.token };
       const children = new Map<string, ChildProcess>();
       let stopping = false;
       const startAgent = (m: ClusterMachine) => {
         const dir = resolve(join(config.dataDir, 'agents', m.name));
-        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], { stdio: ['pipe', 'inherit', 'inherit'], env: process.env });
+        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], { stdio: ['pipe', 'inherit', 'inherit'], env: agentEnv });
         children.set(m.name, child);
         child.on('exit', (code, signal) => {
           children.delete(m.name);
@@ -54,12 +58,13 @@ export function upCommand(program: Command): void {
       };
       for (const m of cluster.machines) startAgent(m);
       const banner = flags.json
-        ? [JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), machines: cluster.machines })]
+        ? [JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: resolve(adminTokenFile(config.dataDir)), machines: cluster.machines })]
         : [
             `Gantry is up at ${cp.url}`,
             `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
             `  machines: ${cluster.machines.map(describe).join(', ')}`,
             `  API docs: ${cp.url}/openapi.json`,
+            `  tokens:   admin ${resolve(adminTokenFile(config.dataDir))} (the CLI reads it from here), join ${resolve(joinTokenFile(config.dataDir))}`,
             `Try: npx gantry submit examples/pipeline.yaml --watch    (Ctrl-C stops everything)`,
           ];
       process.stdout.write(banner.join('\n') + '\n');

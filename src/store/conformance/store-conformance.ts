@@ -4,6 +4,7 @@ import type { LogPiece, StageDetail } from '../records.js';
 import type { Store } from '../store.js';
 import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 import { machineSchedulingConformance } from './machine-scheduling-conformance.js';
+import { tokenConformance } from './token-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -571,5 +572,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     });
 
     machineSchedulingConformance(() => store);
+    tokenConformance(() => store);
   });
 }

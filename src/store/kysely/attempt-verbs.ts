@@ -53,6 +53,11 @@ const completeAttempt = prepared<
     .where('state', 'in', activeAttemptStates),
 );
 
+/** A machine speaks only for the attempts placed on it (the report route says the same per item). */
+function ownedBy(a: AttemptsTable, machineId: string | undefined): void {
+  if (machineId !== undefined && a.machine_id !== machineId) throw new StaleAttemptError(a.id, `attempt is placed on another machine, not ${machineId}`);
+}
+
 async function one(db: Db | Trx, row: AttemptsTable): Promise<AttemptRecord> {
   return (await attemptsWithNames(db, [row]))[0]!;
 }
@@ -65,9 +70,10 @@ function fence(a: AttemptsTable, token: number): void {
 
 export async function attemptStart(
   tx: TxContext,
-  p: { attemptId: string; token: number; pid: number | null; leaseMs: number },
+  p: { attemptId: string; token: number; pid: number | null; leaseMs: number; machineId?: string },
 ): Promise<AttemptRecord> {
   const a = await load(tx.db, p.attemptId);
+  ownedBy(a, p.machineId);
   await startLoaded(tx, a, p);
   return one(tx.db, await load(tx.db, a.id));
 }
@@ -111,8 +117,9 @@ export async function startLoaded(
  * (so the agent can stop retrying); a report for an attempt that ended otherwise (canceled,
  * lost, superseded) is refused with StaleAttemptError, and its outputs are never committed.
  */
-export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { jitter: number }): Promise<CompletionResult> {
+export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { jitter: number; machineId?: string }): Promise<CompletionResult> {
   const a = await load(tx.db, p.attemptId);
+  ownedBy(a, p.machineId);
   const r = await completeLoaded(tx, a, p);
   return { accepted: r.accepted, attempt: await one(tx.db, await load(tx.db, a.id)), jobState: r.jobState };
 }
@@ -229,8 +236,9 @@ export async function attemptsReap(tx: TxContext, p: { ackTimeoutMs: number; jit
  * the mark (a gap, or a different cut of bytes already taken) is not taken either, nor is anything
  * after it in that stream: the answer says where the stream ends, and the agent ships on from there.
  */
-export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; token: number; chunks: LogPiece[] }): Promise<LogMarks> {
+export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; token: number; chunks: LogPiece[]; machineId?: string }): Promise<LogMarks> {
   const a = await load(tx.db, p.attemptId);
+  ownedBy(a, p.machineId);
   // Logs are accepted after the attempt ends (an agent restarted after the outcome was recorded
   // may still be shipping), but only from the holder of its token.
   if (Number(a.token) !== p.token) throw new StaleAttemptError(a.id, `token ${p.token} is stale (current ${a.token})`);
@@ -266,8 +274,9 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
   return { ...ends, capped: stored > LOG_CAP_BYTES };
 }
 
-export async function attemptForUpload(db: Db, p: { attemptId: string; token: number }): Promise<AttemptRecord> {
+export async function attemptForUpload(db: Db, p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord> {
   const a = await load(db, p.attemptId);
+  ownedBy(a, p.machineId);
   fence(a, p.token);
   return one(db, a);
 }

@@ -13,6 +13,7 @@ import * as machines from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
+import * as tokens from './token-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
@@ -76,8 +77,8 @@ export class KyselyStore implements Store {
   jobGet(p: { jobId: string }) {
     return jobs.jobGet(this.db, p.jobId);
   }
-  async jobExists(p: { jobId: string }) {
-    return (await this.db.selectFrom('jobs').select('id').where('id', '=', p.jobId).executeTakeFirst()) !== undefined;
+  async jobTeam(p: { jobId: string }) {
+    return (await this.db.selectFrom('jobs').select('team').where('id', '=', p.jobId).executeTakeFirst())?.team ?? null;
   }
   jobList(p: { state?: JobState; team?: string; limit: number }) {
     return jobs.jobList(this.db, p);
@@ -146,8 +147,27 @@ export class KyselyStore implements Store {
     return true;
   }
 
-  machineRegister(p: MachineRegistration & { now: number }) {
-    return this.tx(p.now, (tx) => machines.machineRegister(tx, p));
+  machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string } }) {
+    return this.tx(p.now, async (tx) => {
+      const { credential } = p;
+      if (credential) await tokens.refuseLiveTakeover(tx, p.name);
+      const m = await machines.machineRegister(tx, p);
+      if (credential) await tokens.issueMachineCredential(tx, { machineId: m.id, machineName: m.name, ...credential });
+      return m;
+    });
+  }
+
+  tokenCreate(p: Parameters<Store['tokenCreate']>[0]) {
+    return this.tx(p.now, (tx) => tokens.tokenCreate(tx, p));
+  }
+  tokenByHash(p: { hash: string }) {
+    return tokens.tokenByHash(this.db, p.hash);
+  }
+  tokenList(p: { includeRevoked?: boolean }) {
+    return tokens.tokenList(this.db, p);
+  }
+  tokenRevoke(p: { id: string; now: number }) {
+    return this.tx(p.now, (tx) => tokens.tokenRevoke(tx, p));
   }
   async machineHeartbeat(p: Parameters<Store['machineHeartbeat']>[0]) {
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));
@@ -196,13 +216,13 @@ export class KyselyStore implements Store {
   attemptStart(p: Parameters<Store['attemptStart']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptStart(tx, p));
   }
-  attemptComplete(p: AttemptCompletion & { now: number; jitter: number }) {
+  attemptComplete(p: AttemptCompletion & { now: number; jitter: number; machineId?: string }) {
     return this.tx(p.now, (tx) => attempts.attemptComplete(tx, p));
   }
   attemptLogAppend(p: Parameters<Store['attemptLogAppend']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptLogAppend(tx, p));
   }
-  attemptForUpload(p: { attemptId: string; token: number }) {
+  attemptForUpload(p: { attemptId: string; token: number; machineId?: string }) {
     return attempts.attemptForUpload(this.db, p);
   }
   attemptGet(p: { attemptId: string }) {

@@ -1,0 +1,68 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ForbiddenError, UnauthenticatedError } from '../../domain/errors.js';
+import type { Access, Principal } from './principal.js';
+import type { TokenCache } from './token-cache.js';
+import { tokenHash } from './token-secret.js';
+
+const HOW = 'send one as "Authorization: Bearer <token>" (the CLI: --token, $GANTRY_TOKEN, or the admin.token file in $GANTRY_DATA_DIR, default ./.gantry)';
+
+/**
+ * Every request but an `open` route's must carry a token, and the token must allow what the
+ * route is for (principal.ts). Every route declares its access: one that does not is refused when
+ * it is registered, so a new route cannot be left open by forgetting.
+ */
+export function installAuthentication(app: FastifyInstance, deps: { cache: TokenCache; now: () => number; onPrincipal?: (req: FastifyRequest, p: Principal) => void }): void {
+  app.addHook('onRoute', (route) => {
+    if (!route.config?.access) throw new Error(`route ${String(route.method)} ${route.url} declares no access (config.access)`);
+  });
+  app.addHook('onRequest', async (req) => {
+    const access = req.routeOptions.config?.access;
+    // No route (a 404) or an open one: nothing to check.
+    if (access === undefined || access === 'open') return;
+    const token = bearer(req.headers.authorization);
+    if (token === null) throw new UnauthenticatedError(`this request needs a token: ${HOW}`);
+    const rec = await deps.cache.get(tokenHash(token));
+    if (!rec) throw new UnauthenticatedError('the token is not known to this server');
+    if (rec.revokedAt !== null) throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) was revoked`);
+    if (rec.expiresAt !== null && rec.expiresAt <= deps.now()) throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) expired at ${new Date(rec.expiresAt).toISOString()}`);
+    const principal: Principal = { tokenId: rec.id, kind: rec.kind, team: rec.team, machineId: rec.machineId, name: rec.name };
+    const refusal = refuse(access, principal, req);
+    if (refusal) {
+      if (principal.kind === 'machine') req.log.warn({ tokenId: principal.tokenId, machineId: principal.machineId, url: req.url }, `machine credential refused: ${refusal}`);
+      throw new ForbiddenError(refusal);
+    }
+    req.principal = principal;
+    deps.onPrincipal?.(req, principal);
+  });
+}
+
+function bearer(header: string | undefined): string | null {
+  if (!header) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1]! : null;
+}
+
+/** Why this principal may not use this route, or null when it may. */
+function refuse(access: Access, p: Principal, req: FastifyRequest): string | null {
+  switch (access) {
+    case 'admin':
+      return p.kind === 'admin' ? null : `this needs an admin token; ${describe(p)} is not one`;
+    case 'user':
+      return p.kind === 'admin' || p.kind === 'team' ? null : `this needs a team or admin token; ${describe(p)} is for agents`;
+    case 'join':
+      return p.kind === 'join' || p.kind === 'admin' || p.kind === 'machine' ? null : `registering a machine needs a join token; ${describe(p)} is not one`;
+    case 'machine': {
+      if (p.kind !== 'machine') return `this is for agents, with their machine's credential; ${describe(p)} is not one`;
+      // A machine speaks only for itself.
+      const id = (req.params as { id?: string } | undefined)?.id;
+      if (req.routeOptions.url?.startsWith('/v1/agent/machines/') && id !== p.machineId) return `the credential of machine ${p.machineId} cannot speak for machine ${id}`;
+      return null;
+    }
+    default:
+      return null;
+  }
+}
+
+function describe(p: Principal): string {
+  return `${p.kind} token ${p.tokenId}${p.team ? ` (team ${p.team})` : ''}`;
+}

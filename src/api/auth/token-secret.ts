@@ -1,0 +1,34 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { newId } from '../../domain/ids.js';
+import type { TokenKind } from '../../domain/token-kind.js';
+
+const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
+
+/**
+ * A new token: `gantry_<kind>_` and 32 characters of base32, 160 random bits. The prefix makes a
+ * leaked token recognisable (by a person, by a secret scanner) and says what it can do.
+ */
+export function newTokenSecret(kind: TokenKind): string {
+  const bytes = randomBytes(20);
+  let bits = 0;
+  let value = 0;
+  let out = '';
+  for (const b of bytes) {
+    value = (value << 8) | b;
+    bits += 8;
+    while (bits >= 5) {
+      out += ALPHABET[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  return `gantry_${kind}_${out}`;
+}
+
+/** What the store keeps of a token. A plain sha256 suffices: the token is 160 random bits, not a password. */
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+export function newTokenId(now: number): string {
+  return newId('tok', now);
+}

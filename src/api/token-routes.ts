@@ -1,0 +1,91 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
+import { TokenKind } from '../domain/token-kind.js';
+import type { TokenRecord } from '../store/records.js';
+import type { ApiContext } from './api-context.js';
+import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
+import { ErrorBody } from './contract/job-view.js';
+import { TokenCreated, TokenCreateRequest, TokenView } from './contract/token-view.js';
+
+const tags = ['tokens'];
+const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody };
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function tokenView(t: TokenRecord): TokenView {
+  return { id: t.id, kind: t.kind, team: t.team, machineId: t.machineId, name: t.name, createdAt: iso(t.createdAt)!, expiresAt: iso(t.expiresAt), revokedAt: iso(t.revokedAt) };
+}
+
+/** Admin's: make, list and revoke tokens (docs/security.md). */
+export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const { store, clock } = ctx;
+
+  app.post(
+    '/v1/tokens',
+    {
+      config: { access: 'admin' },
+      schema: {
+        summary: 'Make a token: admin, team (for one team) or join (for agents joining); the token is in the answer, once',
+        tags,
+        body: TokenCreateRequest,
+        response: { 201: TokenCreated, ...errors },
+      },
+    },
+    async (req, reply) => {
+      const body = req.body as TokenCreateRequest;
+      if (body.kind === TokenKind.team && !body.team) throw new ValidationError([{ path: '/team', message: 'a team token needs its team' }]);
+      if (body.kind !== TokenKind.team && body.team) throw new ValidationError([{ path: '/team', message: `a ${body.kind} token is for no team` }]);
+      const now = clock.now();
+      const token = newTokenSecret(body.kind);
+      const rec = await store.tokenCreate({
+        id: newTokenId(now),
+        kind: body.kind,
+        team: body.team ?? null,
+        name: body.name,
+        hash: tokenHash(token),
+        expiresAt: body.expiresInDays === undefined ? null : now + Math.round(body.expiresInDays * 86_400_000),
+        now,
+      });
+      req.log.info({ tokenId: rec.id, kind: rec.kind, team: rec.team, by: req.principal?.tokenId }, 'token created');
+      return reply.status(201).send({ token, info: tokenView(rec) });
+    },
+  );
+
+  app.get(
+    '/v1/tokens',
+    {
+      config: { access: 'admin' },
+      schema: {
+        summary: 'Tokens (never the tokens themselves); revoked ones with `all=true`',
+        tags,
+        querystring: Type.Object({ all: Type.Optional(Type.Boolean()) }),
+        response: { 200: Type.Object({ tokens: Type.Array(TokenView) }), ...errors },
+      },
+    },
+    async (req) => {
+      const q = req.query as { all?: boolean };
+      return { tokens: (await store.tokenList({ includeRevoked: q.all === true })).map(tokenView) };
+    },
+  );
+
+  app.delete(
+    '/v1/tokens/:id',
+    {
+      config: { access: 'admin' },
+      schema: {
+        summary: 'Revoke a token: refused from the next request on (at once on this server)',
+        tags,
+        params: Type.Object({ id: Type.String({ maxLength: 100 }) }),
+        response: { 200: Type.Object({ changed: Type.Boolean(), token: TokenView }), ...errors },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const r = await store.tokenRevoke({ id, now: clock.now() });
+      if (!r) throw new NotFoundError('token', id);
+      ctx.tokens.forget({ tokenId: id });
+      req.log.info({ tokenId: id, changed: r.changed, by: req.principal?.tokenId }, 'token revoked');
+      return { changed: r.changed, token: tokenView(r.token) };
+    },
+  );
+}

@@ -1,6 +1,7 @@
 /**
- * The agent's side of the agent protocol (src/api/contract/agent-protocol.ts): JSON calls over
- * node:http with keep-alive connections, file transfers over fetch.
+ * The agent's side of the agent protocol (src/api/contract/agent-protocol.ts): every call over
+ * node:http(s) with keep-alive connections (a private CA with `ca`), JSON calls with their bodies
+ * whole, file transfers as streams.
  *
  * Retries: calls about one attempt (logs, outputs) are retried a few times with backoff on network
  * errors, timeouts and 5xx, then the error is thrown and the agent decides whether to come back
@@ -9,17 +10,16 @@
  * next heartbeat, and the Reporter (reporter.ts) resends a report with what has queued meanwhile.
  *
  * Timeouts: JSON calls get `requestTimeoutMs` (a heartbeat gets its long-poll wait on top). File
- * transfers get none of ours, since a large file legitimately takes long; undici's own idle
- * timeouts (headers and body, 300 s) still catch a dead connection.
+ * transfers get none of ours, since a large file legitimately takes long; a connection silent for
+ * 300 s (STREAM_IDLE_MS) is dropped, as a dead one.
  */
 import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
-import http from 'node:http';
+import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type {
   AssignmentWire,
   HeartbeatRequest,
@@ -85,6 +85,8 @@ export interface RetryPolicy {
 
 export interface AgentClientOptions {
   serverUrl: string;
+  /** PEM of the CA that signed the server's certificate, for a private CA (https only). */
+  ca?: string;
   requestTimeoutMs?: number;
   retry?: Partial<RetryPolicy>;
   /** Aborts every call in flight and every backoff wait: the agent is stopping. */
@@ -121,8 +123,12 @@ export class AgentClient {
     this.auth = token ? { authorization: `Bearer ${token}` } : {};
   }
 
+  /** Keep-alive connections for every call, with this agent's TLS settings. */
+  private readonly agents: { http: http.Agent; https: https.Agent };
+
   constructor(opts: AgentClientOptions) {
     this.base = opts.serverUrl.replace(/\/+$/, '');
+    this.agents = { http: keepAlive.http, https: opts.ca ? new https.Agent({ keepAlive: true, ca: opts.ca }) : keepAlive.https };
     this.timeoutMs = opts.requestTimeoutMs ?? 10_000;
     this.retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.signal = opts.signal;
@@ -201,7 +207,7 @@ export class AgentClient {
   async uploadFile(attemptId: string, token: number, relPath: string, absPath: string): Promise<void> {
     const encoded = checkRelativePath(relPath).map(encodeURIComponent).join('/');
     // A file this agent cannot read (permissions, gone) is not a network fault: fail for good,
-    // here, instead of inside fetch where it would look like one and be retried forever.
+    // here, instead of inside the request where it would look like one and be retried forever.
     try {
       await (await open(absPath, 'r')).close();
     } catch (err) {
@@ -219,7 +225,7 @@ export class AgentClient {
       retry: true,
       attemptId,
     });
-    await res.arrayBuffer();
+    await readText(res);
   }
 
   /**
@@ -276,8 +282,7 @@ export class AgentClient {
         },
       });
       try {
-        const body = res.body ? Readable.fromWeb(res.body as WebReadableStream<Uint8Array>) : Readable.from([]);
-        await pipeline(body, count, createWriteStream(part), ...(this.signal ? [{ signal: this.signal }] : []));
+        await pipeline(res, count, createWriteStream(part), ...(this.signal ? [{ signal: this.signal }] : []));
       } catch (err) {
         await rm(part, { force: true });
         throw err;
@@ -290,50 +295,39 @@ export class AgentClient {
     await rename(part, dest);
   }
 
-  private async call(c: Call): Promise<Response> {
+  private async call(c: Call): Promise<IncomingMessage> {
     return c.retry ? this.withRetry(() => this.once(c)) : this.once(c);
   }
 
   /** A call with a JSON body and a JSON answer: over node:http (see jsonRequest). */
   private async callJson<T>(c: Call): Promise<T> {
     const once = async () => {
-      const r = await jsonRequest(this.base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth);
+      const r = await jsonRequest(this.base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth, this.agents);
       if (r.status >= 200 && r.status < 300) return JSON.parse(r.text) as T;
       throw httpError(c, r.status, r.statusText, r.text);
     };
     return c.retry ? this.withRetry(once) : once();
   }
 
-  private async once(c: Call): Promise<Response> {
-    const signals = [this.signal, c.signal, c.timeoutMs !== null ? AbortSignal.timeout(c.timeoutMs) : undefined].filter(
-      (s): s is AbortSignal => s !== undefined,
-    );
+  /** One call whose body or answer is a stream (a file), over node:http(s) as the JSON calls are. */
+  private async once(c: Call): Promise<IncomingMessage> {
     const headers: Record<string, string> = { ...this.auth, ...c.headers };
-    let body: BodyInit | undefined;
+    let body: NodeJS.ReadableStream | undefined;
     let close = () => {};
-    if (c.json !== undefined) {
-      headers['content-type'] = 'application/json';
-      body = JSON.stringify(c.json);
-    } else if (c.body) {
+    if (c.body) {
       const b = c.body();
-      body = b.body as unknown as BodyInit;
+      body = b.body;
       close = b.close;
     }
-    let res: Response;
+    let res: IncomingMessage;
     try {
-      res = await fetch(this.base + c.path, {
-        method: c.method,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        // Node's fetch refuses a stream body without it.
-        ...(c.body ? { duplex: 'half' } : {}),
-        ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}),
-      } as RequestInit);
+      res = await streamRequest(this.base + c.path, c.method, headers, body, c.timeoutMs, [this.signal, c.signal], this.agents);
     } finally {
       close();
     }
-    if (res.ok) return res;
-    throw httpError(c, res.status, res.statusText, await res.text().catch(() => ''));
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) return res;
+    throw httpError(c, status, res.statusMessage ?? '', await readText(res).catch(() => ''));
   }
 
   private async withRetry<T>(fn: () => Promise<T>): Promise<T> {
@@ -383,6 +377,7 @@ function jsonRequest(
   timeoutMs: number | null,
   signals: (AbortSignal | undefined)[],
   auth: Record<string, string>,
+  agents: { http: http.Agent; https: https.Agent },
 ): Promise<{ status: number; statusText: string; text: string }> {
   return new Promise((resolve, reject) => {
     const live = signals.filter((s): s is AbortSignal => s !== undefined);
@@ -392,7 +387,7 @@ function jsonRequest(
     const secure = u.protocol === 'https:';
     const req = (secure ? https : http).request(u, {
       method,
-      agent: secure ? keepAlive.https : keepAlive.http,
+      agent: secure ? agents.https : agents.http,
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...auth },
     });
     let settled = false;
@@ -466,4 +461,63 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * A request whose body is a stream (or none), resolved with the answer's stream once its headers
+ * are in. Fails as jsonRequest does (the signal's reason, a TimeoutError, the socket's error); a
+ * timeout or abort after the headers destroys the answer's stream too.
+ */
+function streamRequest(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: NodeJS.ReadableStream | undefined,
+  timeoutMs: number | null,
+  signals: (AbortSignal | undefined)[],
+  agents: { http: http.Agent; https: https.Agent },
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const live = signals.filter((s): s is AbortSignal => s !== undefined);
+    const aborted = live.find((s) => s.aborted);
+    if (aborted) return reject(aborted.reason);
+    const u = new URL(url);
+    const secure = u.protocol === 'https:';
+    const req = (secure ? https : http).request(u, { method, agent: secure ? agents.https : agents.http, headers });
+    let answered = false;
+    const fail = (err: unknown) => {
+      clearTimeout(timer);
+      for (const s of live) s.removeEventListener('abort', onAbort);
+      req.destroy(err instanceof Error ? err : new Error(String(err)));
+      if (!answered) reject(err);
+    };
+    const onAbort = function (this: AbortSignal) {
+      fail(this.reason);
+    };
+    for (const s of live) s.addEventListener('abort', onAbort, { once: true });
+    const timer = timeoutMs === null ? undefined : setTimeout(() => fail(new DOMException(`${method} ${u.pathname}: no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    req.on('error', fail);
+    // No deadline for a transfer, but a connection that says nothing for this long is dead.
+    req.setTimeout(STREAM_IDLE_MS, () => fail(new DOMException(`${method} ${u.pathname}: silent for ${STREAM_IDLE_MS / 1000} s`, 'TimeoutError')));
+    req.on('response', (res) => {
+      answered = true;
+      res.once('end', () => {
+        clearTimeout(timer);
+        for (const s of live) s.removeEventListener('abort', onAbort);
+      });
+      resolve(res);
+    });
+    if (body) {
+      body.on('error', fail);
+      body.pipe(req);
+    } else req.end();
+  });
+}
+
+const STREAM_IDLE_MS = 300_000;
+
+async function readText(res: IncomingMessage): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const d of res) parts.push(d as Buffer);
+  return Buffer.concat(parts).toString('utf8');
 }

@@ -54,6 +54,8 @@ export interface AgentOptions {
    * credential is refused (revoked, or from another server). Null: the credential must be there.
    */
   joinToken?: string | null;
+  /** PEM of the CA that signed the server's certificate, for a private one. */
+  ca?: string;
   launcher?: boolean;
 }
 
@@ -96,6 +98,7 @@ export class Agent {
     this.state = new AgentState(opts.dataDir);
     this.client = new AgentClient({
       serverUrl: opts.serverUrl,
+      ...(opts.ca ? { ca: opts.ca } : {}),
       signal: this.halt.signal,
       ...(opts.requestTimeoutMs !== undefined ? { requestTimeoutMs: opts.requestTimeoutMs } : {}),
       ...(opts.retry ? { retry: opts.retry } : {}),

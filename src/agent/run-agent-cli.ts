@@ -34,6 +34,8 @@ export interface AgentCommandOptions {
   /** A join token (else $GANTRY_JOIN_TOKEN, else --token-file). */
   token?: string;
   tokenFile?: string;
+  /** A file with the PEM of the CA that signed the server's certificate (else $GANTRY_CA). */
+  ca?: string;
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -53,7 +55,9 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const verbose = opts.verbose ?? process.env.GANTRY_LOG_LEVEL === 'debug';
   const joinToken = opts.token ?? process.env.GANTRY_JOIN_TOKEN ?? (opts.tokenFile ? readTokenFile(opts.tokenFile) : null);
   checkTransport(opts.server);
-  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose, joinToken });
+  const caFile = opts.ca ?? process.env.GANTRY_CA;
+  const ca = caFile ? readFileSync(caFile, 'utf8') : undefined;
+  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose, joinToken, ...(ca ? { ca } : {}) });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);

@@ -18,6 +18,7 @@ import { API_VERSION } from './contract/api-version.js';
  */
 export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | object } = {}): Promise<FastifyInstance> {
   const app = Fastify({
+    ...(ctx.config.tls ? { https: { cert: ctx.config.tls.cert, key: ctx.config.tls.key } } : {}),
     logger: opts.logger ?? false,
     // Two lines per request at info would cost more than the request itself under load (agents
     // report many times a second); a line per request is kept at debug (hook below).

@@ -35,6 +35,8 @@ export interface ServerConfig {
   /** Largest job spec accepted. */
   bodyLimitBytes: number;
   logLevel: string;
+  /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
+  tls: { cert: string; key: string } | null;
 }
 
 export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerConfig {
@@ -56,6 +58,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     relayIntervalMs: 1000,
     bodyLimitBytes: 1024 * 1024,
     logLevel: 'info',
+    tls: null,
     ...over,
   };
 }

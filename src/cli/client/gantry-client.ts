@@ -3,6 +3,7 @@ import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView } from '../../api/contract/job-view.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
 import { ApiError } from './api-error.js';
+import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
 import { ConnectionError } from './connection-error.js';
 
 export { ApiError } from './api-error.js';
@@ -34,12 +35,14 @@ export class GantryClient {
   readonly baseUrl: string;
   private readonly timeoutMs: number;
   private readonly auth: Record<string, string>;
+  private readonly ca: string | undefined;
 
-  /** `token`: sent with every request as `Authorization: Bearer` (docs/security.md). */
-  constructor(baseUrl: string, opts: { token?: string | null; timeoutMs?: number } = {}) {
+  /** `token`: sent with every request as `Authorization: Bearer` (docs/security.md); `ca`: PEM of a private CA to trust. */
+  constructor(baseUrl: string, opts: { token?: string | null; timeoutMs?: number; ca?: string } = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
     this.timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
     this.auth = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
+    this.ca = opts.ca;
   }
 
   /** One job. Sent with a fresh Idempotency-Key and retried with it when the server could not be
@@ -57,7 +60,7 @@ export class GantryClient {
     const headers = { 'idempotency-key': randomUUID() };
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await (await this.request('POST', path, body, headers)).json()) as T;
+        return JSON.parse((await this.request('POST', path, body, headers)).text) as T;
       } catch (err) {
         const retryable = err instanceof ConnectionError || (err instanceof ApiError && [502, 503, 504].includes(err.status));
         if (!retryable || attempt >= SUBMIT_TRIES) throw err;
@@ -82,7 +85,7 @@ export class GantryClient {
   /** The stage's log as text (the latest attempt unless `attempt` is given). */
   async logs(id: string, stage: string, q: LogQuery = {}): Promise<string> {
     const res = await this.request('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after })}`);
-    return res.text();
+    return res.text;
   }
 
   /** The stage's log as chunks with ids, for following with `after`. */
@@ -132,23 +135,28 @@ export class GantryClient {
 
   private async json<T>(method: string, path: string, body?: unknown): Promise<T> {
     const res = await this.request(method, path, body);
-    return (await res.json()) as T;
+    return JSON.parse(res.text) as T;
   }
 
-  private async request(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<Response> {
+  private async request(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<HttpAnswer> {
     const url = this.baseUrl + path;
-    let res: Response;
+    let res: HttpAnswer;
     try {
-      res = await fetch(url, {
+      res = await httpCall(url, {
         method,
         headers: body === undefined ? { ...this.auth, ...extra } : { 'content-type': 'application/json', ...this.auth, ...extra },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        timeoutMs: this.timeoutMs,
+        ...(this.ca ? { ca: this.ca } : {}),
       });
     } catch (e) {
-      throw new ConnectionError(this.baseUrl, describeFetchFailure(e, this.timeoutMs));
+      const code = (e as { code?: string }).code;
+      if (code && UNTRUSTED_CERTIFICATE.has(code)) {
+        throw new ConnectionError(this.baseUrl, `the server's certificate is not trusted (${code}: ${(e as Error).message}); give the CA that signed it with --ca FILE or $GANTRY_CA`);
+      }
+      throw new ConnectionError(this.baseUrl, describeFailure(e, this.timeoutMs));
     }
-    if (!res.ok) throw new ApiError(res.status, await errorBody(res));
+    if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, errorBody(res));
     return res;
   }
 }
@@ -168,20 +176,19 @@ function query(params: Record<string, string | number | undefined>): string {
   return s ? `?${s}` : '';
 }
 
-// fetch reports every network failure as "fetch failed"; the useful part (ECONNREFUSED, ENOTFOUND) is in `cause`.
-function describeFetchFailure(e: unknown, timeoutMs: number): string {
+/** A network failure as a person reads it: its code (ECONNREFUSED, ENOTFOUND) and message. */
+function describeFailure(e: unknown, timeoutMs: number): string {
   if (e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError')) return `no answer within ${timeoutMs / 1000}s`;
-  const cause = e instanceof Error ? (e as Error & { cause?: unknown }).cause : undefined;
-  if (cause instanceof Error) {
-    const code = (cause as Error & { code?: string }).code;
-    return code && !cause.message.includes(code) ? `${code}: ${cause.message}` : cause.message;
+  if (e instanceof Error) {
+    const code = (e as Error & { code?: string }).code;
+    return code && !e.message.includes(code) ? `${code}: ${e.message}` : e.message;
   }
-  return e instanceof Error ? e.message : String(e);
+  return String(e);
 }
 
 // Proxies and crashed servers answer with HTML or nothing; turn whatever came into an ErrorBody.
-async function errorBody(res: Response): Promise<ErrorBody> {
-  const text = await res.text().catch(() => '');
+function errorBody(res: HttpAnswer): ErrorBody {
+  const text = res.text;
   try {
     const parsed = JSON.parse(text) as Partial<ErrorBody>;
     if (parsed && typeof parsed.message === 'string') {

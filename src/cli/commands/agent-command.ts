@@ -8,6 +8,7 @@ export function agentCommand(program: Command): void {
     .option('--server <url>', 'the Gantry API', process.env.GANTRY_SERVER ?? 'http://127.0.0.1:7070')
     .option('--token <token>', "a join token (gantry token create --kind join); default $GANTRY_JOIN_TOKEN. Needed once: the machine's own credential, kept in --data-dir, is used from then on")
     .option('--token-file <file>', 'read the join token from this file')
+    .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--name <name>', 'machine name (default: host name); the same name after a restart is the same machine')
     .option('--data-dir <dir>', "the agent's own state: attempts' directories, exit statuses not yet reported")
     .option('--cpu <n>', 'CPUs to offer (default: detected)')

@@ -11,6 +11,8 @@ export const DEFAULT_DATA_DIR = './.gantry';
 export interface ClientOptions {
   server: string;
   token?: string;
+  /** A file with the PEM of the CA that signed the server's certificate (else $GANTRY_CA). */
+  ca?: string;
   json?: boolean;
 }
 
@@ -19,6 +21,7 @@ export function withClientOptions<A extends unknown[], O extends OptionValues, G
   return cmd
     .option('--server <url>', 'Gantry server URL; $GANTRY_SERVER sets the default', process.env.GANTRY_SERVER ?? DEFAULT_SERVER)
     .option('--token <token>', 'API token; default $GANTRY_TOKEN, else the admin.token file in $GANTRY_DATA_DIR (./.gantry)')
+    .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--json', 'print machine-readable JSON instead of text');
 }
 
@@ -47,5 +50,14 @@ export function resolveToken(opts: { token?: string }, env: Readonly<Record<stri
 export function clientFor(opts: ClientOptions, env: Readonly<Record<string, string | undefined>> = process.env): GantryClient {
   const problem = insecureTransportProblem(opts.server, env);
   if (problem) throw new InsecureTransportError(problem);
-  return new GantryClient(opts.server, { token: resolveToken(opts, env) });
+  const caFile = opts.ca ?? env.GANTRY_CA;
+  let ca: string | undefined;
+  if (caFile) {
+    try {
+      ca = readFileSync(caFile, 'utf8');
+    } catch (err) {
+      throw new InsecureTransportError(`--ca ${caFile}: ${(err as Error).message}`);
+    }
+  }
+  return new GantryClient(opts.server, { token: resolveToken(opts, env), ...(ca ? { ca } : {}) });
 }

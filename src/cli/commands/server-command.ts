@@ -1,4 +1,5 @@
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
+import { isLoopback } from '../../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from '../../server/data-dir-lock.js';
@@ -8,6 +9,8 @@ export interface ServerFlags {
   dataDir: string;
   port: string;
   host: string;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 export function serverConfigFrom(flags: ServerFlags): ServerConfig {
@@ -28,9 +31,30 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
-  const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, ...over });
+  const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, tls: tlsFrom(flags), ...over });
   checkServerConfig(config);
+  // Tokens must not cross a network in clear: another address than loopback needs TLS.
+  if (!config.tls && !isLoopback(config.host) && process.env.GANTRY_ALLOW_INSECURE_HTTP !== '1') {
+    throw new Error(
+      `--host ${config.host} without TLS would take tokens in clear from the network: give --tls-cert and --tls-key (docs/security.md), or set GANTRY_ALLOW_INSECURE_HTTP=1 if the network is trusted`,
+    );
+  }
   return config;
+}
+
+function tlsFrom(flags: ServerFlags): ServerConfig['tls'] {
+  const certFile = flags.tlsCert ?? process.env.GANTRY_TLS_CERT;
+  const keyFile = flags.tlsKey ?? process.env.GANTRY_TLS_KEY;
+  if (!certFile && !keyFile) return null;
+  if (!certFile || !keyFile) throw new Error('TLS needs both --tls-cert and --tls-key');
+  const read = (flag: string, file: string) => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new Error(`${flag} ${file}: ${(err as Error).message}`);
+    }
+  };
+  return { cert: read('--tls-cert', certFile), key: read('--tls-key', keyFile) };
 }
 
 /** Starts the control plane (API, scheduler, reconciler, outbox relay) and returns it. */
@@ -91,9 +115,11 @@ export function serverCommand(program: Command): void {
     .description('Run the control plane alone (API, scheduler, reconciler); agents join with `gantry agent`')
     .option('--data-dir <dir>', 'where the database and artifacts live', './.gantry')
     .option('--port <n>', 'port to listen on', '7070')
-    .option('--host <addr>', 'address to listen on (0.0.0.0 for agents on other hosts)', '127.0.0.1')
+    .option('--host <addr>', 'address to listen on (0.0.0.0 for agents on other hosts: needs TLS)', '127.0.0.1')
+    .option('--tls-cert <file>', 'certificate (PEM) to serve HTTPS with; default $GANTRY_TLS_CERT')
+    .option('--tls-key <file>', 'its private key (PEM); default $GANTRY_TLS_KEY')
     .option('--json', 'print the address and data directory as one JSON line once listening')
-    .addHelpText('after', '\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0\n')
+    .addHelpText('after', '\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);

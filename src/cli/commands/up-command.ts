@@ -28,6 +28,9 @@ export function upCommand(program: Command): void {
     .option('--port <n>', 'API port', '7070')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--cluster <file>', 'YAML file listing the machines to stand in for (default: cpu-1 and gpu-1)')
+    .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; its names must include 127.0.0.1 for the local agents); default $GANTRY_TLS_CERT')
+    .option('--tls-key <file>', 'its private key (PEM); default $GANTRY_TLS_KEY')
+    .option('--ca <file>', 'the CA the local agents trust for it (default: the certificate itself, if self-signed); default $GANTRY_CA')
     .option('--json', 'print the address, data directory and machines as one JSON line once up')
     .addHelpText(
       'after',
@@ -42,7 +45,8 @@ export function upCommand(program: Command): void {
       // The local agents join as remote ones do, with a join token; each then speaks with its machine's own credential.
       const { ensureTokenFile, joinTokenFile, adminTokenFile } = await import('../../server/token-file.js');
       const joining = await ensureTokenFile(cp.store, joinTokenFile(config.dataDir), 'join', "join (gantry up's local agents)", Date.now());
-      const agentEnv = { ...process.env, GANTRY_JOIN_TOKEN: joining.token };
+      const ca = flags.ca ?? process.env.GANTRY_CA ?? (config.tls ? (flags.tlsCert ?? process.env.GANTRY_TLS_CERT) : undefined);
+      const agentEnv = { ...process.env, GANTRY_JOIN_TOKEN: joining.token, ...(ca ? { GANTRY_CA: resolve(ca) } : {}) };
       const children = new Map<string, ChildProcess>();
       let stopping = false;
       const startAgent = (m: ClusterMachine) => {

@@ -200,7 +200,8 @@ export class AttemptJournal {
   private open(): number {
     if (this.fd !== null) return this.fd;
     const created = !existsSync(this.path);
-    this.fd = openSync(this.path, 'a');
+    // Owner-only: assignments carry their stages' secretEnv values (docs/security.md).
+    this.fd = openSync(this.path, 'a', 0o600);
     // The file's name must outlive a crash of the host as well as its contents.
     if (created) syncDirectory(dirname(this.path));
     return this.fd;
@@ -227,7 +228,7 @@ export class AttemptJournal {
     const out: string[] = [];
     for (const [id, rec] of this.records) for (const k of KINDS) if (rec[k] !== undefined) out.push(JSON.stringify({ id, [k]: rec[k] }));
     const tmp = `${this.path}.tmp`;
-    const fd = openSync(tmp, 'w');
+    const fd = openSync(tmp, 'w', 0o600);
     try {
       writeFileSync(fd, out.length ? out.join('\n') + '\n' : '');
       fsyncSync(fd);

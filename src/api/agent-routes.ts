@@ -5,6 +5,7 @@ import { isCleanExit } from '../domain/attempt-state.js';
 import { ForbiddenError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { TokenKind } from '../domain/token-kind.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
+import { auditBy } from './auth/audit-entry.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
@@ -37,7 +38,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/register',
-    { config: { access: 'join' }, schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody } } },
+    { config: { access: 'join', audit: 'machine.register' }, schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody } } },
     async (req) => {
       const body = req.body as RegisterRequest;
       const p = req.principal!;
@@ -49,13 +50,13 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           req.log.warn({ tokenId: p.tokenId, machineId: p.machineId, asked: body.name }, 'machine credential refused: registering another machine');
           throw new ForbiddenError(`the credential of machine ${own?.name ?? p.machineId} cannot register machine ${body.name}`);
         }
-        const m = await store.machineRegister({ ...body, now });
+        const m = await store.machineRegister({ ...body, now, audit: auditBy(req, 'machine.register', body.name) });
         req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared }, 'machine registered again');
         return { machineId: m.id, settings };
       }
       // Joining (a join or admin token): the machine gets a credential of its own, shown once.
       const credential = newTokenSecret(TokenKind.machine);
-      const m = await store.machineRegister({ ...body, now, credential: { id: newTokenId(now), hash: tokenHash(credential) } });
+      const m = await store.machineRegister({ ...body, now, credential: { id: newTokenId(now), hash: tokenHash(credential) }, audit: auditBy(req, 'machine.join', body.name) });
       ctx.tokens.forget({ machineId: m.id });
       req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared, joinedWith: p.tokenId }, 'machine joined');
       return { machineId: m.id, settings, credential };
@@ -65,7 +66,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/agent/machines/:id/drain',
     {
-      config: { access: 'machine' },
+      config: { access: 'machine', audit: 'machine.drain-self' },
       schema: {
         summary: 'The agent stops for good: drain its own machine (now: stop its stages at once, requeued, charged to no budget)',
         tags,
@@ -77,7 +78,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req): Promise<DrainSelfResponse> => {
       const { id } = req.params as { id: string };
       const body = req.body as DrainSelfRequest;
-      const r = await store.machineDrain({ machine: id, now: clock.now(), stopRunning: body.now === true, jitter: ctx.random() });
+      const r = await store.machineDrain({ machine: id, now: clock.now(), stopRunning: body.now === true, jitter: ctx.random(), audit: auditBy(req, 'machine.drain-self', id) });
       req.log.info({ machine: r.machine.name, machineId: id, now: body.now === true, stopped: r.stopped ?? 0 }, 'agent drains its machine');
       return { stopped: r.stopped ?? 0 };
     },
@@ -255,7 +256,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const a = await store.attemptGet({ attemptId: params.id });
       // Only outputs a stage committed are readable: never a failed or superseded attempt's files.
       if (!a || a.state !== 'succeeded' || !a.outputs?.some((o) => o.path === rel)) throw new NotFoundError('artifact', `${params.id}/${rel}`);
-      return reply.type('application/octet-stream').send(ctx.artifacts.read(a.id, rel));
+      return reply.type('application/octet-stream').send(await ctx.artifacts.read(a.id, rel));
     },
   );
 

@@ -6,8 +6,10 @@ import { agentRoutes } from './agent-routes.js';
 import { installErrorHandler } from './error-handler.js';
 import { jobRoutes } from './job-routes.js';
 import { machineRoutes } from './machine-routes.js';
-import { tokenRoutes } from './token-routes.js';
+import { auditRoutes, tokenRoutes } from './token-routes.js';
 import { installAuthentication } from './auth/authenticate.js';
+import { RateLimiter } from './auth/rate-limiter.js';
+import { installAuditOfRefusals } from './auth/audit-entry.js';
 
 export { API_VERSION } from './contract/api-version.js';
 import { API_VERSION } from './contract/api-version.js';
@@ -45,7 +47,10 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     },
   });
   installErrorHandler(app);
-  installAuthentication(app, { cache: ctx.tokens, now: () => ctx.clock.now() });
+  const { rateLimitPerSecond: people, agentRateLimitPerSecond: agents } = ctx.config;
+  const limiter = new RateLimiter((kind) => (kind === 'machine' ? { perSecond: agents, burst: 5 * agents } : { perSecond: people, burst: 5 * people }));
+  installAuthentication(app, { cache: ctx.tokens, now: () => ctx.clock.now(), limiter });
+  installAuditOfRefusals(app, ctx.store, () => ctx.clock.now());
   // Only where debug lines are written: a hook costs every request something even when its line is dropped.
   const log = app.log as { isLevelEnabled?: (level: string) => boolean };
   if (log.isLevelEnabled?.('debug') ?? true) {
@@ -60,5 +65,6 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   machineRoutes(app, ctx);
   agentRoutes(app, ctx);
   tokenRoutes(app, ctx);
+  auditRoutes(app, ctx);
   return app;
 }

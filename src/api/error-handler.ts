@@ -8,7 +8,10 @@ import type { ErrorBody } from './contract/job-view.js';
  */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
-    const send = (status: number, body: ErrorBody) => reply.status(status).send(body);
+    const send = (status: number, body: ErrorBody) => {
+      req.failure = { error: body.error, message: body.message };
+      return reply.status(status).send(body);
+    };
     if (err instanceof ValidationError) {
       return send(400, { error: 'invalid_request', message: err.message, issues: err.issues });
     }

@@ -13,8 +13,10 @@ import { jobSummaryView, jobView } from './views.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
 import { teamScope, type Principal } from './auth/principal.js';
+import { auditBy } from './auth/audit-entry.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { ForbiddenError } from '../domain/errors.js';
+import { hasSecrets, redactSpec } from '../domain/secret-env.js';
 
 const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
@@ -43,16 +45,18 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       // The spec is validated by parseJobSpec, which reports every issue with friendly paths;
       // the schema above is for the OpenAPI document, and YAML bodies arrive as text.
       validatorCompiler: () => () => true,
-      config: { access: 'user' },
+      config: { access: 'user', audit: 'job.submit' },
     },
     async (req, reply) => {
       const raw = req.body as unknown;
       const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
       const definition = ownTeam(req.principal, input, parseJobSpec(input));
-      const source = typeof raw === 'string' ? raw : JSON.stringify(raw);
+      const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
+      // The source kept with the job never holds a secret's value (docs/security.md).
+      const source = hasSecrets(definition) ? JSON.stringify(redactSpec(input)) : text;
       let job;
       try {
-        job = await store.jobSubmit({ definition, source, now: clock.now(), idempotency: idempotencyOf(req, source) });
+        job = await store.jobSubmit({ definition, source, now: clock.now(), idempotency: idempotencyOf(req, text), audit: auditBy(req, 'job.submit') });
       } catch (err) {
         if (!(err instanceof AlreadySubmitted)) throw err;
         // A retry of a submit that was done: the same job, not a second one.
@@ -83,7 +87,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
       // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
       validatorCompiler: () => () => true,
-      config: { access: 'user' },
+      config: { access: 'user', audit: 'job.submit-batch' },
     },
     async (req, reply) => {
       const raw = req.body as unknown;
@@ -93,10 +97,16 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const specs = (input as { jobs: unknown[] }).jobs;
       const definitions = parsed.map((d, i) => ownTeam(req.principal, specs[i], d, `/jobs/${i}`));
       // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
-      const sources = (input as { jobs: unknown[] }).jobs.map((spec) => JSON.stringify(spec));
+      const sources = specs.map((spec, i) => JSON.stringify(hasSecrets(definitions[i]!) ? redactSpec(spec) : spec));
       let ids: readonly string[];
       try {
-        ids = await store.jobSubmitBatch({ definitions, sources, now: clock.now(), idempotency: idempotencyOf(req, typeof raw === 'string' ? raw : JSON.stringify(raw)) });
+        ids = await store.jobSubmitBatch({
+          definitions,
+          sources,
+          now: clock.now(),
+          idempotency: idempotencyOf(req, typeof raw === 'string' ? raw : JSON.stringify(raw)),
+          audit: auditBy(req, 'job.submit-batch'),
+        });
       } catch (err) {
         if (!(err instanceof AlreadySubmitted)) throw err;
         // A retry of a batch that was done: the same jobs, not new ones.
@@ -146,7 +156,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/jobs/:id/cancel',
     {
-      config: { access: 'user' },
+      config: { access: 'user', audit: 'job.cancel' },
       schema: {
         summary: 'Cancel a job',
         description: 'Cancel wins: no attempt starts after this returns; running ones are killed (TERM, grace, KILL).',
@@ -158,7 +168,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       await ownJob(req.principal, id);
-      const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: `canceled by ${who(req.principal)}` });
+      const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: `canceled by ${who(req.principal)}`, audit: auditBy(req, 'job.cancel') });
       req.log.info({ jobId: id, changed: r.changed }, 'job cancel');
       return { changed: r.changed, job: jobView(r.job) };
     },
@@ -234,7 +244,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       if (!s) throw new NotFoundError('stage', `${id}/${stage}`);
       const att = s.attempts.find((a) => a.id === s.outputAttemptId);
       if (!att || !att.outputs?.some((o) => o.path === rel)) throw new NotFoundError('output', `${stage}/${rel}`);
-      return reply.type('application/octet-stream').send(ctx.artifacts.read(att.id, rel));
+      return reply.type('application/octet-stream').send(await ctx.artifacts.read(att.id, rel));
     },
   );
 

@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { Type, type TSchema } from 'typebox';
 import { NotFoundError } from '../domain/errors.js';
+import type { AuditEntry } from '../store/records.js';
 import type { MachineSchedulingChange, Store } from '../store/store.js';
+import { auditBy } from './auth/audit-entry.js';
 import type { ApiContext } from './api-context.js';
 import { ErrorBody, MachineChange, MachineView } from './contract/job-view.js';
 import { machineView } from './views.js';
@@ -10,7 +12,7 @@ const tags = ['machines'];
 const MachineParams = Type.Object({ machine: Type.String({ minLength: 1, maxLength: 200, description: 'machine name or id' }) });
 const errors = { 400: ErrorBody, 404: ErrorBody };
 
-type OperatorVerb = (p: { machine: string; now: number; query: { now?: boolean }; jitter: number }) => Promise<MachineSchedulingChange>;
+type OperatorVerb = (p: { machine: string; now: number; query: { now?: boolean }; jitter: number; audit: AuditEntry }) => Promise<MachineSchedulingChange>;
 
 /** The operator's routes, one per verb: what each does, in the OpenAPI document. */
 const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: string; description: string; querystring?: TSchema; verb: (s: Store) => OperatorVerb }[] = [
@@ -39,7 +41,7 @@ const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: s
       'Its `scheduling` reads `draining` until no attempt holds resources there, then `drained`. Running stages are not stopped, ' +
       'unless `now=true`: then they are stopped at once (lost, back in the queue, charged to no budget; the agent kills them), and `stopped` says how many.',
     querystring: Type.Object({ now: Type.Optional(Type.Boolean({ description: 'stop what runs there at once' })) }),
-    verb: (s) => (p) => s.machineDrain({ machine: p.machine, now: p.now, stopRunning: p.query.now === true, jitter: p.jitter }),
+    verb: (s) => (p) => s.machineDrain({ machine: p.machine, now: p.now, stopRunning: p.query.now === true, jitter: p.jitter, audit: p.audit }),
   },
   {
     name: 'remove',
@@ -77,7 +79,7 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
     app.route({
       method: v.method,
       url: v.path,
-      config: { access: 'admin' },
+      config: { access: 'admin', audit: `machine.${v.name}` },
       schema: {
         summary: v.summary,
         description: v.description,
@@ -88,7 +90,7 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
       handler: async (req) => {
         const { machine } = req.params as { machine: string };
-        const r = await verb({ machine, now: clock.now(), query: (req.query ?? {}) as { now?: boolean }, jitter: ctx.random() });
+        const r = await verb({ machine, now: clock.now(), query: (req.query ?? {}) as { now?: boolean }, jitter: ctx.random(), audit: auditBy(req, `machine.${v.name}`, machine) });
         req.log.info({ machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed, stopped: r.stopped }, `machine ${v.name}`);
         return { changed: r.changed, machine: machineView(r.machine), ...(r.stopped !== undefined ? { stopped: r.stopped } : {}) };
       },

@@ -5,8 +5,10 @@ import { TokenKind } from '../domain/token-kind.js';
 import type { TokenRecord } from '../store/records.js';
 import type { ApiContext } from './api-context.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
+import { auditBy } from './auth/audit-entry.js';
 import { ErrorBody } from './contract/job-view.js';
 import { TokenCreated, TokenCreateRequest, TokenView } from './contract/token-view.js';
+import { AuditView } from './contract/audit-view.js';
 
 const tags = ['tokens'];
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody };
@@ -23,7 +25,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post(
     '/v1/tokens',
     {
-      config: { access: 'admin' },
+      config: { access: 'admin', audit: 'token.create' },
       schema: {
         summary: 'Make a token: admin, team (for one team) or join (for agents joining); the token is in the answer, once',
         tags,
@@ -45,6 +47,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
         hash: tokenHash(token),
         expiresAt: body.expiresInDays === undefined ? null : now + Math.round(body.expiresInDays * 86_400_000),
         now,
+        audit: auditBy(req, 'token.create'),
       });
       req.log.info({ tokenId: rec.id, kind: rec.kind, team: rec.team, by: req.principal?.tokenId }, 'token created');
       return reply.status(201).send({ token, info: tokenView(rec) });
@@ -71,7 +74,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.delete(
     '/v1/tokens/:id',
     {
-      config: { access: 'admin' },
+      config: { access: 'admin', audit: 'token.revoke' },
       schema: {
         summary: 'Revoke a token: refused from the next request on (at once on this server)',
         tags,
@@ -81,11 +84,38 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
     },
     async (req) => {
       const { id } = req.params as { id: string };
-      const r = await store.tokenRevoke({ id, now: clock.now() });
+      const r = await store.tokenRevoke({ id, now: clock.now(), audit: auditBy(req, 'token.revoke') });
       if (!r) throw new NotFoundError('token', id);
       ctx.tokens.forget({ tokenId: id });
       req.log.info({ tokenId: id, changed: r.changed, by: req.principal?.tokenId }, 'token revoked');
       return { changed: r.changed, token: tokenView(r.token) };
+    },
+  );
+}
+
+/** Admin's: the audit log, oldest first, a page at a time (`after` the last seq seen). */
+export function auditRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  app.get(
+    '/v1/audit',
+    {
+      config: { access: 'admin' },
+      schema: {
+        summary: 'The audit log: every change a person asked for, who, when and how it went (oldest first)',
+        tags,
+        querystring: Type.Object({
+          after: Type.Optional(Type.Integer({ minimum: 0 })),
+          since: Type.Optional(Type.String({ maxLength: 64, description: 'from this time on (an ISO time)' })),
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 1000 })),
+        }),
+        response: { 200: Type.Object({ entries: Type.Array(AuditView) }), ...errors },
+      },
+    },
+    async (req) => {
+      const q = req.query as { after?: number; since?: string; limit?: number };
+      const since = q.since === undefined ? undefined : Date.parse(q.since);
+      if (since !== undefined && Number.isNaN(since)) throw new ValidationError([{ path: 'querystring/since', message: `${q.since} is not a time` }]);
+      const rows = await ctx.store.auditList({ ...(q.after !== undefined ? { afterSeq: q.after } : {}), ...(since !== undefined ? { since } : {}), limit: q.limit ?? 1000 });
+      return { entries: rows.map((r) => ({ ...r, at: new Date(r.at).toISOString() })) };
     },
   );
 }

@@ -27,6 +27,8 @@ export interface StageDefinition {
   /** argv, run without a shell. */
   command: string[];
   env: Record<string, string>;
+  /** Variables whose values are secrets (docs/security.md): given to the command only. Absent when there are none. */
+  secretEnv?: Record<string, string>;
   timeoutSeconds: number | null;
   /** Agent side: how long it keeps running while the server cannot be reached; null: the cluster's setting. Absent in definitions stored before it existed. */
   disconnectGraceSeconds?: number | null;

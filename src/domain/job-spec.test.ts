@@ -345,3 +345,25 @@ describe('parseJobSpecText', () => {
     expect(issuesOf(() => parseJobSpecText(bomb))).toEqual([{ path: '', message: expect.stringContaining('alias') }]);
   });
 });
+
+describe('parseJobSpec: limits (docs/security.md)', () => {
+  it('refuses what an exec cannot take: a NUL in an argument or a value, a command or an environment too large', () => {
+    const list = issues(job([stage('a', { command: ['run', 'a\u0000b'], env: { A: 'x\u0000y' } })]));
+    expectIssue(list, '/stages/0/command/1', 'cannot hold a NUL character');
+    expectIssue(list, '/stages/0/env/A', 'cannot hold a NUL character');
+    expectIssue(issues(job([stage('a', { command: ['run', 'x'.repeat(200_000)] })])), '/stages/0/command', /bytes; at most 131072/);
+    const big = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`V${i}`, 'x'.repeat(2000)]));
+    expectIssue(issues(job([stage('a', { env: big })])), '/stages/0/env', /env and secretEnv hold \d+ bytes; at most 65536/);
+    expectIssue(issues(job([stage('a', { env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, '1'])) })])), '/stages/0/env', /more than 1000 properties/);
+    expectIssue(issues(job([stage('a')], { labels: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`l${i}`, '1'])) })), '/labels', /more than 100 properties/);
+  });
+
+  it('keeps secretEnv apart: its names checked as env names, none in env too', () => {
+    const d = parseJobSpec(job([stage('a', { env: { MODE: 'fast' }, secretEnv: { API_KEY: 'k-123456' } }), stage('b')]));
+    expect(d.stages[0]!.secretEnv).toEqual({ API_KEY: 'k-123456' });
+    expect(d.stages[0]!.env).toEqual({ MODE: 'fast' });
+    expect(d.stages[1]!.secretEnv).toBeUndefined();
+    expectIssue(issues(job([stage('a', { env: { K: '1' }, secretEnv: { K: '2' } })])), '/stages/0/secretEnv/K', 'K is in env too');
+    expectIssue(issues(job([stage('a', { secretEnv: { GANTRY_X: '1' } })])), '/stages/0/secretEnv/GANTRY_X', 'reserved for Gantry');
+  });
+});

@@ -33,13 +33,22 @@ const NAME_RULE = "must start with a letter or digit and contain only letters, d
 export const DEFAULT_CPU = '1';
 export const DEFAULT_MEMORY = '512Mi';
 export const MAX_GPUS_PER_STAGE = 64;
+/** What the kernel takes for one exec (argv and environment share about 2 MiB): well under it. */
+export const MAX_COMMAND_BYTES = 128 * 1024;
+export const MAX_ENV_VARS = 1000;
+export const MAX_ENV_BYTES = 64 * 1024;
+export const MAX_LABELS = 100;
+const MAX_LABEL_CHARS = 256;
 
 const name = (maxLength: number, description: string) =>
   Type.String({ minLength: 1, maxLength, pattern: NAME_PATTERN, description });
 /** string -> string. A plain `additionalProperties` schema (TypeBox's Record uses a `^.*$`
  *  pattern, which lets a key containing a newline through unchecked). */
-const StringMap = (description: string) =>
-  Type.Unsafe<Record<string, string>>(Type.Object({}, { additionalProperties: Type.String(), description }));
+const StringMap = (description: string, limits: { maxProperties: number; maxLength?: number } = { maxProperties: MAX_ENV_VARS }) =>
+  Type.Unsafe<Record<string, string>>(
+    Type.Object({}, { additionalProperties: Type.String(limits.maxLength ? { maxLength: limits.maxLength } : {}), maxProperties: limits.maxProperties, description }),
+  );
+const Labels = (description: string) => StringMap(description, { maxProperties: MAX_LABELS, maxLength: MAX_LABEL_CHARS });
 const Quantity = (description: string) => Type.Union([Type.Number(), Type.String()], { description });
 const strict = { additionalProperties: false } as const;
 
@@ -95,14 +104,17 @@ export const StageSpecSchema = Type.Object(
     placement: Type.Optional(
       Type.Object(
         {
-          region: Type.Optional(Type.String({ minLength: 1 })),
-          labels: Type.Optional(StringMap('Machine labels the stage requires.')),
+          region: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+          labels: Type.Optional(Labels('Machine labels the stage requires.')),
         },
         strict,
       ),
     ),
-    command: Type.Array(Type.String(), { minItems: 1, description: 'argv, run without a shell.' }),
+    command: Type.Array(Type.String(), { minItems: 1, maxItems: 10_000, description: 'argv, run without a shell.' }),
     env: Type.Optional(StringMap('Environment variables.')),
+    secretEnv: Type.Optional(
+      StringMap('Environment variables whose values are secrets: given to the command, never shown by the API, in events or in Gantry\'s logs, and masked in the stage\'s log.'),
+    ),
     // The largest a Node timer can wait (2^31 - 1 ms, about 24.8 days); longer would fire at once.
     timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_SECONDS })),
     disconnectGraceSeconds: Type.Optional(
@@ -123,7 +135,7 @@ export const JobSpecSchema = Type.Object(
     name: name(200, 'Job name.'),
     team: Type.Optional(name(200, 'Team (quota owner). Default "default".')),
     priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: 'Higher first. Default 50.' })),
-    labels: Type.Optional(StringMap('Free-form labels.')),
+    labels: Type.Optional(Labels('Free-form labels.')),
     retry: Type.Optional(RetrySpecSchema),
     stages: Type.Array(StageSpecSchema, { minItems: 1, maxItems: MAX_STAGES }),
   },
@@ -187,6 +199,33 @@ function checkEnv(issues: ValidationIssue[], path: string, env: unknown): void {
   }
 }
 
+/** What one exec can take, and what it cannot take at all (a NUL byte ends a C string). */
+function checkExecSize(issues: ValidationIssue[], p: string, stage: Record<string, unknown>): void {
+  const command = own(stage, 'command');
+  if (Array.isArray(command)) {
+    let bytes = 0;
+    command.forEach((arg, i) => {
+      if (typeof arg !== 'string') return;
+      bytes += Buffer.byteLength(arg) + 1;
+      if (arg.includes('\u0000')) issues.push({ path: `${p}/command/${i}`, message: 'an argument cannot hold a NUL character' });
+    });
+    if (bytes > MAX_COMMAND_BYTES) issues.push({ path: `${p}/command`, message: `the command is ${bytes} bytes; at most ${MAX_COMMAND_BYTES}` });
+  }
+  const env = own(stage, 'env');
+  const secret = own(stage, 'secretEnv');
+  let bytes = 0;
+  for (const [field, map] of [['env', env], ['secretEnv', secret]] as const) {
+    if (!isObj(map)) continue;
+    for (const [k, v] of Object.entries(map)) {
+      if (typeof v !== 'string') continue;
+      bytes += Buffer.byteLength(k) + Buffer.byteLength(v) + 2;
+      if (v.includes('\u0000')) issues.push({ path: `${p}/${field}/${enc(k)}`, message: 'a value cannot hold a NUL character' });
+      if (field === 'secretEnv' && isObj(env) && Object.hasOwn(env, k)) issues.push({ path: `${p}/secretEnv/${enc(k)}`, message: `${k} is in env too: a variable is one or the other` });
+    }
+  }
+  if (bytes > MAX_ENV_BYTES) issues.push({ path: `${p}/env`, message: `env and secretEnv hold ${bytes} bytes; at most ${MAX_ENV_BYTES}` });
+}
+
 function semanticIssues(input: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
   if (!isObj(input)) return issues;
@@ -228,6 +267,8 @@ function semanticIssues(input: unknown): ValidationIssue[] {
       }
     }
     checkEnv(issues, `${p}/env`, own(stage, 'env'));
+    checkEnv(issues, `${p}/secretEnv`, own(stage, 'secretEnv'));
+    checkExecSize(issues, p, stage);
     checkRetry(issues, `${p}/retry`, own(stage, 'retry'), jobBackoff);
     const needs = own(stage, 'needs');
     if (!Array.isArray(needs)) return;
@@ -290,6 +331,7 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
     placement: { region: s.placement?.region ?? null, labels: copyMap(s.placement?.labels) },
     command: [...s.command],
     env: copyMap(s.env),
+    ...(s.secretEnv && Object.keys(s.secretEnv).length ? { secretEnv: copyMap(s.secretEnv) } : {}),
     timeoutSeconds: s.timeoutSeconds ?? null,
     disconnectGraceSeconds: s.disconnectGraceSeconds ?? null,
     retry: mergeRetry(jobRetry, s.retry),

@@ -1,9 +1,9 @@
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { constants, createWriteStream } from 'node:fs';
+import { lstat, mkdir, open, realpath, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, normalize, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
-import { ValidationError } from '../domain/errors.js';
+import { NotFoundError, ValidationError } from '../domain/errors.js';
 
 /**
  * Local artifacts: each attempt writes into its own directory, `<root>/<attemptId>/`, so two
@@ -27,9 +27,23 @@ export class ArtifactStore {
     return join(this.root, attemptId, ArtifactStore.checkPath(rel));
   }
 
+  /**
+   * The directory a file goes in or comes from, resolved (symlinks followed), refused unless it is
+   * still inside the attempt's own directory: a symlink put there (by hand, by another process)
+   * must not lead a read or a write elsewhere on the server.
+   */
+  private async checkInside(attemptId: string, target: string): Promise<void> {
+    const base = await realpath(join(this.root, attemptId));
+    const dir = await realpath(dirname(target));
+    if (dir !== base && !dir.startsWith(base + sep)) {
+      throw new ValidationError([{ path: 'path', message: 'the path leads out of the attempt\'s directory (through a symbolic link)' }]);
+    }
+  }
+
   async put(attemptId: string, rel: string, body: Readable): Promise<number> {
     const target = this.file(attemptId, rel);
     await mkdir(dirname(target), { recursive: true });
+    await this.checkInside(attemptId, target);
     const tmp = `${target}.part-${process.pid}-${Date.now()}`;
     try {
       await pipeline(body, createWriteStream(tmp));
@@ -44,7 +58,10 @@ export class ArtifactStore {
 
   async size(attemptId: string, rel: string): Promise<number | null> {
     try {
-      const s = await stat(this.file(attemptId, rel));
+      const target = this.file(attemptId, rel);
+      await this.checkInside(attemptId, target);
+      // The file itself not followed either: a symbolic link is not an uploaded file.
+      const s = await lstat(target);
       return s.isFile() ? s.size : null;
     } catch {
       return null;
@@ -57,7 +74,20 @@ export class ArtifactStore {
     await rm(join(this.root, attemptId), { recursive: true, force: true });
   }
 
-  read(attemptId: string, rel: string): Readable {
-    return createReadStream(this.file(attemptId, rel));
+  /** The file, opened only if it is one, inside the attempt's directory, reached through no symbolic link. */
+  async read(attemptId: string, rel: string): Promise<Readable> {
+    const target = this.file(attemptId, rel);
+    try {
+      await this.checkInside(attemptId, target);
+    } catch (err) {
+      if (err instanceof ValidationError) throw new NotFoundError('output', rel);
+      throw err;
+    }
+    // O_NOFOLLOW: a symbolic link in the file's own place is refused (ELOOP), not followed.
+    const handle = await open(target, constants.O_RDONLY | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT' || err.code === 'ELOOP') throw new NotFoundError('output', rel);
+      throw err;
+    });
+    return handle.createReadStream();
   }
 }

@@ -35,6 +35,10 @@ export interface ServerConfig {
   /** Largest job spec accepted. */
   bodyLimitBytes: number;
   logLevel: string;
+  /** Requests a second per token (on average; 5 times that at once): a person's or a script's (admin, team, join). 0: no limit. */
+  rateLimitPerSecond: number;
+  /** The same for a machine's credential: an agent under load sends hundreds a second. */
+  agentRateLimitPerSecond: number;
   /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
   tls: { cert: string; key: string } | null;
 }
@@ -59,6 +63,8 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     bodyLimitBytes: 1024 * 1024,
     logLevel: 'info',
     tls: null,
+    rateLimitPerSecond: 50,
+    agentRateLimitPerSecond: 2000,
     ...over,
   };
 }

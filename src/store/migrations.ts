@@ -225,6 +225,23 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await sql`create index tokens_machine on tokens (machine_id) where machine_id is not null`.execute(db);
       },
     },
+    '0009_audit': {
+      // Every change a person asked for (docs/security.md): who, what, when, and how it went. A
+      // change's row is written in the change's own transaction; a refused request's on its own.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('audit')
+          .addColumn('seq', autoKey, (c) => c.primaryKey().autoIncrement())
+          .addColumn('at', 'bigint', (c) => c.notNull())
+          .addColumn('token_id', 'text')
+          .addColumn('actor', 'text', (c) => c.notNull())
+          .addColumn('action', 'text', (c) => c.notNull())
+          .addColumn('target', 'text')
+          .addColumn('result', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('audit_at').on('audit').columns(['at']).execute();
+      },
+    },
   };
 }
 

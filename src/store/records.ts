@@ -171,6 +171,20 @@ export interface LogMarks {
   capped: boolean;
 }
 
+/** Who asked for a change, and what it was: written with the change (TxContext.audit). */
+export interface AuditEntry {
+  tokenId: string | null;
+  actor: string;
+  action: string;
+  target: string | null;
+}
+
+export interface AuditRecord extends AuditEntry {
+  seq: number;
+  at: number;
+  result: string;
+}
+
 /** An API token as the store knows it: never the token itself. */
 export interface TokenRecord {
   id: string;

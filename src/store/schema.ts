@@ -150,6 +150,19 @@ export interface TokensTable {
   revoked_at: number | null;
 }
 
+export interface AuditTable {
+  seq: number;
+  at: number;
+  token_id: string | null;
+  /** Who, in words: "team ml token tok_… (alice)". */
+  actor: string;
+  /** What: "job.submit", "machine.cordon", "token.revoke", … */
+  action: string;
+  target: string | null;
+  /** "ok" (with what changed, when it says) or "refused: 403 forbidden: …". */
+  result: string;
+}
+
 export interface Database {
   teams: TeamsTable;
   jobs: JobsTable;
@@ -161,4 +174,5 @@ export interface Database {
   log_chunks: LogChunksTable;
   idempotency_keys: IdempotencyKeysTable;
   tokens: TokensTable;
+  audit: AuditTable;
 }

@@ -17,6 +17,8 @@ import type {
   OutboxMessage,
   OutputFile,
   TokenRecord,
+  AuditEntry,
+  AuditRecord,
 } from './records.js';
 import type { StoreCapabilities } from './store-capabilities.js';
 
@@ -40,10 +42,11 @@ export interface Store {
   // --- jobs (user side) ---
   /** With `idempotency`: a key seen before with the same request throws AlreadySubmitted (with
    *  its jobs), with another request ConflictError; otherwise the key is recorded with the jobs. */
-  jobSubmit(p: { definition: JobDefinition; source: string | null; now: number; idempotency?: Idempotency }): Promise<JobDetail>;
+  // `audit` on a verb: who asked for this change (docs/security.md); its audit row is written in the change's transaction.
+  jobSubmit(p: { definition: JobDefinition; source: string | null; now: number; idempotency?: Idempotency; audit?: AuditEntry }): Promise<JobDetail>;
   /** Submits many jobs in one transaction, all or none (each as `jobSubmit` writes it; each pool with
    *  a ready stage told once); returns their ids in the order given. `sources[i]` is job i's text. */
-  jobSubmitBatch(p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; now: number; idempotency?: Idempotency }): Promise<string[]>;
+  jobSubmitBatch(p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; now: number; idempotency?: Idempotency; audit?: AuditEntry }): Promise<string[]>;
   /** Forgets Idempotency-Keys recorded before `before`; returns how many. */
   idempotencyPrune(p: { before: number }): Promise<number>;
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
@@ -52,19 +55,25 @@ export interface Store {
   jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
-  jobCancel(p: { jobId: string; now: number; reason: string }): Promise<{ job: JobDetail; changed: boolean }>;
+  jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }): Promise<{ job: JobDetail; changed: boolean }>;
   /** A stage's log chunks after `afterId`, at most `limit` of them (a page; `id` is the cursor). */
   stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
   eventsList(p: { jobId?: string; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
 
   // --- tokens (docs/security.md) ---
   /** Makes a token; only its hash is stored. A team token's team is created when it is new. */
-  tokenCreate(p: { id: string; kind: TokenKind; team: string | null; name: string; hash: string; expiresAt: number | null; now: number }): Promise<TokenRecord>;
+  tokenCreate(p: { id: string; kind: TokenKind; team: string | null; name: string; hash: string; expiresAt: number | null; now: number; audit?: AuditEntry }): Promise<TokenRecord>;
   /** The token with this hash, revoked and expired ones included (the caller says why it refuses one). */
   tokenByHash(p: { hash: string }): Promise<TokenRecord | null>;
   tokenList(p: { includeRevoked?: boolean }): Promise<TokenRecord[]>;
   /** Null when there is no such token; `changed: false` when it was revoked already. */
-  tokenRevoke(p: { id: string; now: number }): Promise<{ token: TokenRecord; changed: boolean } | null>;
+  tokenRevoke(p: { id: string; now: number; audit?: AuditEntry }): Promise<{ token: TokenRecord; changed: boolean } | null>;
+
+  // --- audit (docs/security.md) ---
+  /** A request that changed nothing (refused): its row on its own. */
+  auditRecord(p: AuditEntry & { result: string; now: number }): Promise<void>;
+  /** Oldest first, after `afterSeq`; from `since` (ms) on. */
+  auditList(p: { afterSeq?: number; since?: number; limit: number }): Promise<AuditRecord[]>;
 
   // --- scheduler ---
   /** Every machine with what is free on it now (held by attempts not yet released). */
@@ -97,7 +106,7 @@ export interface Store {
    * that name is alive with a credential of its own; else the machine is registered and this
    * credential issued to it, every earlier one revoked, in one transaction.
    */
-  machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string } }): Promise<MachineRecord>;
+  machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string }; audit?: AuditEntry }): Promise<MachineRecord>;
   /** Renews the machine's heartbeat and the leases of the attempts it reports, and says which of
    *  those it must kill (no longer current). Attempts it no longer reports release their
    *  resources; a running one it no longer reports is lost. */
@@ -126,17 +135,17 @@ export interface Store {
   // throws NotFoundError for an unknown or removed machine, and answers `changed: false` when the
   // machine already was as asked. They never touch health or attempts: what runs there goes on.
   /** No new work is placed there (a draining machine is left draining). */
-  machineCordon(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  machineCordon(p: { machine: string; now: number; audit?: AuditEntry }): Promise<MachineSchedulingChange>;
   /** Back in service, from cordoned or draining. */
-  machineUncordon(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  machineUncordon(p: { machine: string; now: number; audit?: AuditEntry }): Promise<MachineSchedulingChange>;
   /** No new work; shown `drained` once no attempt there holds resources. With `stopRunning`, its
    *  active attempts are stopped at once: lost, their stages back in the queue, no budget used (the
    *  agent kills them on its next heartbeat); `stopped` counts them. */
-  machineDrain(p: { machine: string; now: number; stopRunning?: boolean; jitter?: number }): Promise<MachineSchedulingChange>;
+  machineDrain(p: { machine: string; now: number; stopRunning?: boolean; jitter?: number; audit?: AuditEntry }): Promise<MachineSchedulingChange>;
   /** Forgets a lost machine, or a cordoned or drained one with nothing left on it (else
    *  ConflictError saying why); its attempts keep its name. Its agent registering again brings it
    *  back in service. */
-  machineRemove(p: { machine: string; now: number }): Promise<MachineSchedulingChange>;
+  machineRemove(p: { machine: string; now: number; audit?: AuditEntry }): Promise<MachineSchedulingChange>;
   /** Attempts placed on this machine that its agent has not started yet, less those in `exclude`
    *  (the ones the agent already has). */
   machineAssignments(p: { machineId: string; exclude?: readonly string[] }): Promise<Assignment[]>;

@@ -18,7 +18,8 @@ describe('bad input changes nothing', () => {
   let dir: string;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-badinput-'));
-    cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }));
+    // No rate limit: hundreds of requests in a second, each of which must be judged on its body.
+    cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0, rateLimitPerSecond: 0, agentRateLimitPerSecond: 0 }));
     auth = bearer(await makeToken(cp.store, 'admin'));
   });
   afterAll(async () => {
@@ -30,7 +31,8 @@ describe('bad input changes nothing', () => {
     const jobs = (await cp.store.jobList({ limit: 1000 })).length;
     const events = (await cp.store.eventsList({ limit: 100_000 })).length;
     const machines = (await cp.store.machineList()).length;
-    return { jobs, events, machines };
+    const tokens = (await cp.store.tokenList({ includeRevoked: true })).length;
+    return { jobs, events, machines, tokens };
   };
 
   const valid = { name: 'ok', stages: [{ name: 'a', command: ['true'] }, { name: 'b', needs: ['a'], command: ['true'] }] };
@@ -69,7 +71,7 @@ describe('bad input changes nothing', () => {
     );
   });
 
-  it('agent routes: unknown ids, stale tokens and malformed bodies are 4xx and change nothing', async () => {
+  it('every route: unknown ids, stale tokens and malformed bodies are 4xx and change nothing', async () => {
     // Each route with the token it is for, so that what is checked is the body, not the token.
     const join = bearer(await makeToken(cp.store, 'join'));
     const m = await registerMachine(cp.store, cpuMachine('bad-input-1'));
@@ -85,6 +87,13 @@ describe('bad input changes nothing', () => {
       { method: 'GET', url: '/v1/jobs/job_nope', auth },
       { method: 'GET', url: '/v1/jobs/job_nope/stages/a/logs', auth },
       { method: 'GET', url: '/v1/agent/artifacts/att_nope/../../etc/passwd', auth: machine },
+      { method: 'POST', url: `/v1/agent/machines/${m.id}/drain`, auth: machine },
+      { method: 'POST', url: '/v1/jobs/batch', auth },
+      { method: 'POST', url: '/v1/tokens', auth },
+      { method: 'POST', url: '/v1/machines/nope/cordon', auth },
+      { method: 'POST', url: '/v1/machines/nope/drain', auth },
+      { method: 'GET', url: '/v1/audit?since=yesterday', auth },
+      { method: 'GET', url: '/v1/jobs/job_nope/stages/a/outputs/..%2F..%2Fsecret', auth },
     ] as const;
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...routes), fc.jsonValue(), async (route, body) => {

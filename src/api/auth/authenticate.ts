@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ForbiddenError, UnauthenticatedError } from '../../domain/errors.js';
+import { ForbiddenError, RateLimitedError, UnauthenticatedError } from '../../domain/errors.js';
+import type { RateLimiter } from './rate-limiter.js';
 import type { Access, Principal } from './principal.js';
 import type { TokenCache } from './token-cache.js';
 import { tokenHash } from './token-secret.js';
@@ -11,7 +12,7 @@ const HOW = 'send one as "Authorization: Bearer <token>" (the CLI: --token, $GAN
  * route is for (principal.ts). Every route declares its access: one that does not is refused when
  * it is registered, so a new route cannot be left open by forgetting.
  */
-export function installAuthentication(app: FastifyInstance, deps: { cache: TokenCache; now: () => number; onPrincipal?: (req: FastifyRequest, p: Principal) => void }): void {
+export function installAuthentication(app: FastifyInstance, deps: { cache: TokenCache; now: () => number; limiter?: RateLimiter }): void {
   app.addHook('onRoute', (route) => {
     if (!route.config?.access) throw new Error(`route ${String(route.method)} ${route.url} declares no access (config.access)`);
   });
@@ -26,13 +27,15 @@ export function installAuthentication(app: FastifyInstance, deps: { cache: Token
     if (rec.revokedAt !== null) throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) was revoked`);
     if (rec.expiresAt !== null && rec.expiresAt <= deps.now()) throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) expired at ${new Date(rec.expiresAt).toISOString()}`);
     const principal: Principal = { tokenId: rec.id, kind: rec.kind, team: rec.team, machineId: rec.machineId, name: rec.name };
+    // Known, even when refused below: the audit names who was refused.
+    req.principal = principal;
     const refusal = refuse(access, principal, req);
     if (refusal) {
       if (principal.kind === 'machine') req.log.warn({ tokenId: principal.tokenId, machineId: principal.machineId, url: req.url }, `machine credential refused: ${refusal}`);
       throw new ForbiddenError(refusal);
     }
-    req.principal = principal;
-    deps.onPrincipal?.(req, principal);
+    const wait = deps.limiter?.take(principal.tokenId, principal.kind, deps.now());
+    if (wait != null) throw new RateLimitedError(wait, `too many requests with token ${principal.tokenId}: try again in ${wait} s`);
   });
 }
 

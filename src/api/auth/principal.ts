@@ -25,9 +25,13 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the authentication hook on every route that is not `open`. */
     principal?: Principal;
+    /** The error answered, when one was (error-handler.ts): for the audit row of a refusal. */
+    failure?: { error: string; message: string };
   }
   interface FastifyContextConfig {
     access?: Access;
+    /** A route that changes something: its action's name in the audit log (docs/security.md). */
+    audit?: string;
   }
 }
 

@@ -5,6 +5,8 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly body: ErrorBody,
+    /** A 429's Retry-After, in seconds. */
+    readonly retryAfter: number | null = null,
   ) {
     super(body.message);
     this.name = 'ApiError';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView } from '../../api/contract/job-view.js';
+import type { AuditView } from '../../api/contract/audit-view.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
 import { ApiError } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
@@ -26,6 +27,9 @@ export interface LogQuery {
 
 // Long enough for a busy server under a big submit; short enough that a hung one is noticed.
 const REQUEST_TIMEOUT_MS = 30_000;
+
+/** Tries of a request answered 429 (too many), each after the wait the server asked for. */
+const RATE_LIMITED_TRIES = 4;
 
 /** Tries of a submit, over about 8 s, when the server cannot be reached (a restart, say). */
 const SUBMIT_TRIES = 6;
@@ -129,6 +133,11 @@ export class GantryClient {
     return this.json('DELETE', `/v1/tokens/${enc(id)}`);
   }
 
+  async audit(q: { after?: number; since?: string; limit?: number } = {}): Promise<AuditView[]> {
+    const r = await this.json<{ entries: AuditView[] }>('GET', `/v1/audit${query({ after: q.after, since: q.since, limit: q.limit })}`);
+    return r.entries;
+  }
+
   health(): Promise<{ ok: boolean; version?: string }> {
     return this.json('GET', '/healthz');
   }
@@ -138,7 +147,19 @@ export class GantryClient {
     return JSON.parse(res.text) as T;
   }
 
+  /** Too many requests (429): waits as long as the server says, a few times, then gives up with its answer. */
   private async request(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<HttpAnswer> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.requestOnce(method, path, body, extra);
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status !== 429 || tries >= RATE_LIMITED_TRIES) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(30, err.retryAfter ?? 1) * 1000));
+      }
+    }
+  }
+
+  private async requestOnce(method: string, path: string, body: unknown, extra: Record<string, string>): Promise<HttpAnswer> {
     const url = this.baseUrl + path;
     let res: HttpAnswer;
     try {
@@ -156,7 +177,7 @@ export class GantryClient {
       }
       throw new ConnectionError(this.baseUrl, describeFailure(e, this.timeoutMs));
     }
-    if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, errorBody(res));
+    if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, errorBody(res), res.retryAfter);
     return res;
   }
 }

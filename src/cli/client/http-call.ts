@@ -5,6 +5,8 @@ export interface HttpAnswer {
   status: number;
   statusText: string;
   text: string;
+  /** Seconds, from a 429's Retry-After. */
+  retryAfter: number | null;
 }
 
 /**
@@ -32,7 +34,8 @@ export function httpCall(url: string, opts: { method: string; headers: Record<st
       });
       res.on('end', () => {
         clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: Buffer.concat(parts).toString('utf8') });
+        const after = Number(res.headers['retry-after']);
+        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: Buffer.concat(parts).toString('utf8'), retryAfter: Number.isFinite(after) && after >= 0 ? after : null });
       });
     });
     req.end(opts.body);

@@ -29,6 +29,8 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('ackTimeoutMs', env('GANTRY_ACK_TIMEOUT_MS'));
   set('killGraceMs', env('GANTRY_KILL_GRACE_MS'));
   set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
+  set('rateLimitPerSecond', env('GANTRY_RATE_LIMIT'));
+  set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, tls: tlsFrom(flags), ...over });

@@ -1,6 +1,8 @@
 import { type AttemptOutcome, describeFailure } from '../../advancer/advance.js';
 import { activeAttemptStates, isAttemptActive, isCleanExit, type AttemptState } from '../../domain/attempt-state.js';
 import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
+import { maskSecrets } from '../../domain/secret-env.js';
 import type { AttemptRecord, LogMarks, LogPiece } from '../records.js';
 import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
@@ -248,6 +250,7 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
   // (its bytes still count as taken, so the agent moves on), and the log says so once.
   let stored = Number(a.log_bytes);
   const rows: Omit<LogChunksTable, 'id'>[] = [];
+  const secrets = await secretsOf(tx.db, a.stage_id);
   for (const c of p.chunks) {
     if (blocked[c.stream] || c.offset + c.bytes <= ends[c.stream]) continue;
     if (c.offset !== ends[c.stream]) {
@@ -256,9 +259,11 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
     }
     ends[c.stream] += c.bytes;
     if (stored > LOG_CAP_BYTES) continue;
-    const size = Buffer.byteLength(c.data);
+    // What the command printed of its secrets is kept masked (the offsets still count its bytes).
+    const text = secrets.length ? maskSecrets(c.data, secrets) : c.data;
+    const size = Buffer.byteLength(text);
     const room = LOG_CAP_BYTES - stored;
-    const data = size <= room ? c.data : `${Buffer.from(c.data).subarray(0, room).toString()}\n[gantry: log truncated at ${LOG_CAP_BYTES / 2 ** 20} MiB]\n`;
+    const data = size <= room ? text : `${Buffer.from(text).subarray(0, room).toString()}\n[gantry: log truncated at ${LOG_CAP_BYTES / 2 ** 20} MiB]\n`;
     // Past the cap by the marker's length: later pieces are only counted.
     stored += size <= room ? size : room + 1;
     rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data, byte_offset: c.offset });
@@ -272,6 +277,20 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
       .execute();
   }
   return { ...ends, capped: stored > LOG_CAP_BYTES };
+}
+
+const stageDefinition = prepared<[id: string]>()((db, [id]) => db.selectFrom('stages').select('definition').where('id', '=', id));
+/** Each stage's secretEnv values, once read (a definition never changes); bounded, as the statement cache is. */
+const secretsByStage = new Map<string, string[]>();
+async function secretsOf(db: Db | Trx, stageId: string): Promise<string[]> {
+  let s = secretsByStage.get(stageId);
+  if (s) return s;
+  const row = await stageDefinition.first(db, stageId);
+  const def = row ? (JSON.parse(row.definition) as StageDefinition) : null;
+  s = Object.values(def?.secretEnv ?? {});
+  if (secretsByStage.size >= 10_000) secretsByStage.clear();
+  secretsByStage.set(stageId, s);
+  return s;
 }
 
 export async function attemptForUpload(db: Db, p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord> {

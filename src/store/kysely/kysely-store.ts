@@ -3,7 +3,7 @@ import type { JobState } from '../../domain/job-state.js';
 import { NotFoundError } from '../../domain/errors.js';
 import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
-import type { OutboxMessage } from '../records.js';
+import type { AuditEntry, AuditRecord, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import type { AttemptCompletion, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
@@ -68,11 +68,16 @@ export class KyselyStore implements Store {
   async jobSubmit(p: Parameters<Store['jobSubmit']>[0]) {
     return this.tx(p.now, async (tx) => {
       const id = await jobs.jobSubmit(tx, p);
+      tx.audit(p.audit, { target: id });
       return (await jobs.jobGet(tx.db, id))!;
     });
   }
   jobSubmitBatch(p: Parameters<Store['jobSubmitBatch']>[0]) {
-    return this.tx(p.now, (tx) => jobs.jobSubmitBatch(tx, p));
+    return this.tx(p.now, async (tx) => {
+      const ids = await jobs.jobSubmitBatch(tx, p);
+      tx.audit(p.audit, { target: ids.length === 1 ? ids[0]! : `${ids.length} jobs: ${ids[0]} … ${ids.at(-1)}` });
+      return ids;
+    });
   }
   jobGet(p: { jobId: string }) {
     return jobs.jobGet(this.db, p.jobId);
@@ -83,8 +88,12 @@ export class KyselyStore implements Store {
   jobList(p: { state?: JobState; team?: string; limit: number }) {
     return jobs.jobList(this.db, p);
   }
-  async jobCancel(p: { jobId: string; now: number; reason: string }) {
-    const out = await this.tx(p.now, (tx) => jobs.jobCancel(tx, p));
+  async jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }) {
+    const out = await this.tx(p.now, async (tx) => {
+      const r = await jobs.jobCancel(tx, p);
+      if (r) tx.audit(p.audit, { target: p.jobId, result: r.changed ? 'ok' : 'ok: already ended' });
+      return r;
+    });
     if (!out) throw new NotFoundError('job', p.jobId);
     return out;
   }
@@ -147,18 +156,23 @@ export class KyselyStore implements Store {
     return true;
   }
 
-  machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string } }) {
+  machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string }; audit?: AuditEntry }) {
     return this.tx(p.now, async (tx) => {
       const { credential } = p;
       if (credential) await tokens.refuseLiveTakeover(tx, p.name);
       const m = await machines.machineRegister(tx, p);
       if (credential) await tokens.issueMachineCredential(tx, { machineId: m.id, machineName: m.name, ...credential });
+      tx.audit(p.audit, { target: m.name, result: credential ? `ok: joined as ${m.id}, credential ${credential.id}` : `ok: ${m.id}` });
       return m;
     });
   }
 
   tokenCreate(p: Parameters<Store['tokenCreate']>[0]) {
-    return this.tx(p.now, (tx) => tokens.tokenCreate(tx, p));
+    return this.tx(p.now, async (tx) => {
+      const t = await tokens.tokenCreate(tx, p);
+      tx.audit(p.audit, { target: t.id, result: `ok: ${t.kind} token${t.team ? ` for team ${t.team}` : ''}` });
+      return t;
+    });
   }
   tokenByHash(p: { hash: string }) {
     return tokens.tokenByHash(this.db, p.hash);
@@ -166,8 +180,21 @@ export class KyselyStore implements Store {
   tokenList(p: { includeRevoked?: boolean }) {
     return tokens.tokenList(this.db, p);
   }
-  tokenRevoke(p: { id: string; now: number }) {
-    return this.tx(p.now, (tx) => tokens.tokenRevoke(tx, p));
+  tokenRevoke(p: { id: string; now: number; audit?: AuditEntry }) {
+    return this.tx(p.now, async (tx) => {
+      const r = await tokens.tokenRevoke(tx, p);
+      if (r) tx.audit(p.audit, { target: p.id, result: r.changed ? 'ok' : 'ok: already revoked' });
+      return r;
+    });
+  }
+  auditRecord(p: AuditEntry & { result: string; now: number }) {
+    return this.tx(p.now, async (tx) => tx.audit(p, { result: p.result }));
+  }
+  async auditList(p: { afterSeq?: number; since?: number; limit: number }): Promise<AuditRecord[]> {
+    let q = this.db.selectFrom('audit').selectAll().orderBy('seq').limit(p.limit);
+    if (p.afterSeq !== undefined) q = q.where('seq', '>', p.afterSeq);
+    if (p.since !== undefined) q = q.where('at', '>=', p.since);
+    return (await q.execute()).map((r) => ({ seq: Number(r.seq), at: Number(r.at), tokenId: r.token_id, actor: r.actor, action: r.action, target: r.target, result: r.result }));
   }
   async machineHeartbeat(p: Parameters<Store['machineHeartbeat']>[0]) {
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));
@@ -186,20 +213,24 @@ export class KyselyStore implements Store {
   machineFind(p: { machine: string }) {
     return operator.machineFind(this.db, p.machine);
   }
-  machineCordon(p: { machine: string; now: number }) {
+  machineCordon(p: { machine: string; now: number; audit?: AuditEntry }) {
     return this.operatorTx(p, operator.machineCordon);
   }
-  machineUncordon(p: { machine: string; now: number }) {
+  machineUncordon(p: { machine: string; now: number; audit?: AuditEntry }) {
     return this.operatorTx(p, operator.machineUncordon);
   }
-  machineDrain(p: { machine: string; now: number; stopRunning?: boolean; jitter?: number }) {
+  machineDrain(p: { machine: string; now: number; stopRunning?: boolean; jitter?: number; audit?: AuditEntry }) {
     return this.operatorTx(p, (tx, q) => operator.machineDrain(tx, { ...q, stopRunning: p.stopRunning ?? false, jitter: p.jitter ?? 0.5 }));
   }
-  machineRemove(p: { machine: string; now: number }) {
+  machineRemove(p: { machine: string; now: number; audit?: AuditEntry }) {
     return this.operatorTx(p, operator.machineRemove);
   }
-  private async operatorTx(p: { machine: string; now: number }, verb: (tx: TxContext, p: { machine: string }) => Promise<MachineSchedulingChange | null>) {
-    const out = await this.tx(p.now, (tx) => verb(tx, p));
+  private async operatorTx(p: { machine: string; now: number; audit?: AuditEntry }, verb: (tx: TxContext, p: { machine: string }) => Promise<MachineSchedulingChange | null>) {
+    const out = await this.tx(p.now, async (tx) => {
+      const r = await verb(tx, p);
+      if (r) tx.audit(p.audit, { target: r.machine.name, result: `ok: ${r.changed ? `now ${r.machine.scheduling}` : `already ${r.machine.scheduling}`}${r.stopped ? `, ${r.stopped} stopped` : ''}` });
+      return r;
+    });
     if (!out) throw new NotFoundError('machine', p.machine);
     return out;
   }

@@ -258,7 +258,8 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       stageName: r.stage_name,
       attemptNumber: Number(r.number),
       command: def.command,
-      env: def.env,
+      // Secrets travel to the agent that runs the stage, and nowhere else (docs/security.md).
+      env: { ...def.env, ...(def.secretEnv ?? {}) },
       gpuIndices: JSON.parse(r.gpu_indices),
       timeoutSeconds: def.timeoutSeconds,
       disconnectGraceSeconds: def.disconnectGraceSeconds ?? null,

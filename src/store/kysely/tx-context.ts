@@ -1,5 +1,5 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
-import type { OutboxMessage } from '../records.js';
+import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 
@@ -40,6 +40,7 @@ export class TransactionAborted extends Error {
  */
 export class TxContext {
   private events: EventInput[] = [];
+  private audits: (AuditEntry & { result: string })[] = [];
   private messages: { topic: string; payload: Record<string, unknown>; key: string }[] = [];
   /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
   private depth = 0;
@@ -54,6 +55,15 @@ export class TxContext {
 
   async event(e: EventInput): Promise<void> {
     this.events.push(e);
+  }
+
+  /**
+   * The audit row of the change this transaction makes for a person (docs/security.md), written
+   * with it or not at all. `undefined`: the change was not asked for through the API (a test, a loop).
+   */
+  audit(entry: AuditEntry | undefined, over: { target?: string | null; result?: string } = {}): void {
+    if (!entry) return;
+    this.audits.push({ ...entry, ...(over.target !== undefined ? { target: over.target } : {}), result: over.result ?? 'ok' });
   }
 
   /** Messages are hints (see bus.ts): the same topic and payload twice in one transaction is sent once. */
@@ -73,7 +83,7 @@ export class TxContext {
     // and a name resolves to the innermost one, so a few fixed texts serve every transaction (a
     // name per savepoint would fill the statement cache with texts used once).
     const q = savepointQueries(++this.depth);
-    const marks = { events: this.events.length, messages: this.messages.length };
+    const marks = { events: this.events.length, messages: this.messages.length, audits: this.audits.length };
     try {
       await this.db.executeQuery(q.savepoint);
       try {
@@ -90,6 +100,7 @@ export class TxContext {
           throw new TransactionAborted(err, undo);
         }
         this.events.length = marks.events;
+        this.audits.length = marks.audits;
         for (const m of this.messages.splice(marks.messages)) this.messageKeys.delete(m.key);
         throw err;
       }
@@ -109,6 +120,13 @@ export class TxContext {
       await insertEvents(part.length).run(this.db, ...values);
     }
     this.events = [];
+    if (this.audits.length) {
+      await this.db
+        .insertInto('audit')
+        .values(this.audits.map((a) => ({ at: this.now, token_id: a.tokenId, actor: a.actor, action: a.action, target: a.target, result: a.result })) as never)
+        .execute();
+      this.audits = [];
+    }
     for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
       const part = this.messages.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];

@@ -39,6 +39,8 @@ export interface ServerConfig {
   rateLimitPerSecond: number;
   /** The same for a machine's credential: an agent under load sends hundreds a second. */
   agentRateLimitPerSecond: number;
+  /** The health check answers without a token (a load balancer's probe carries none); false: it needs one too. */
+  openHealth: boolean;
   /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
   tls: { cert: string; key: string } | null;
 }
@@ -63,6 +65,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     bodyLimitBytes: 1024 * 1024,
     logLevel: 'info',
     tls: null,
+    openHealth: true,
     rateLimitPerSecond: 50,
     agentRateLimitPerSecond: 2000,
     ...over,

@@ -64,6 +64,19 @@ describe('authentication and authorization', () => {
     expect((await call('GET', '/openapi.json', null)).statusCode).toBe(200);
   });
 
+  it('the health check can be closed too (GANTRY_HEALTH_OPEN=0)', async () => {
+    const closedDir = mkdtempSync(join(tmpdir(), 'gantry-auth-closed-'));
+    const closed = await createControlPlane(defaultServerConfig({ dataDir: closedDir, port: 0, openHealth: false }));
+    try {
+      expect((await closed.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(401);
+      const token = await makeToken(closed.store, 'team', { team: 'ops' });
+      expect((await closed.app.inject({ method: 'GET', url: '/healthz', headers: bearer(token) })).statusCode).toBe(200);
+    } finally {
+      await closed.stop();
+      rmSync(closedDir, { recursive: true, force: true });
+    }
+  });
+
   it('a revoked token is refused from its next request on; an expired one too', async () => {
     const made = await call('POST', '/v1/tokens', t.admin, { kind: 'team', team: 'ml', name: 'short-lived' });
     expect(made.statusCode).toBe(201);

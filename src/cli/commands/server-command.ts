@@ -33,6 +33,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
+  if (process.env.GANTRY_HEALTH_OPEN === '0') over.openHealth = false;
   const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, tls: tlsFrom(flags), ...over });
   checkServerConfig(config);
   // Tokens must not cross a network in clear: another address than loopback needs TLS.

@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger';
 import { Ajv } from 'ajv';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { ApiContext } from './api-context.js';
 import { agentRoutes } from './agent-routes.js';
 import { installErrorHandler } from './error-handler.js';
@@ -24,7 +24,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     logger: opts.logger ?? false,
     // Two lines per request at info would cost more than the request itself under load (agents
     // report many times a second); a line per request is kept at debug (hook below).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: ctx.config.bodyLimitBytes,
     // Long-polls are held for a heartbeat interval; keep-alive connections outlive them.
     keepAliveTimeout: 60_000,

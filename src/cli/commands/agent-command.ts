@@ -25,7 +25,10 @@ export function agentCommand(program: Command): void {
         '--data-dir) within the lease, it re-attaches to them and they finish in their first attempt.\n' +
         'SIGINT (Ctrl-C) stops it for good: it drains its machine (no new work) and exits once its stages have\n' +
         'finished; a second SIGINT stops them at once, requeued elsewhere without using a retry.\n' +
-        '\nExample:\n  gantry agent --server http://10.0.0.5:7070 --name gpu-7 --region us-east --label nvlink=true\n',
+        '\nJoining: the first start needs a join token (an admin makes one: gantry token create --kind join); the machine\n' +
+        'then gets its own credential, kept in --data-dir, and later starts need no token. Off this host, the server\n' +
+        'must speak HTTPS (--ca for a private CA).\n' +
+        '\nExample:\n  gantry agent --server https://10.0.0.5:7070 --ca ca.pem --token gantry_join_… --name gpu-7 --region us-east --label nvlink=true\n',
     )
     .action(async (flags) => {
       await runAgentCommand(flags);

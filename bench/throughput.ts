@@ -16,6 +16,8 @@
  * one while 100,000 stages wait in a pool no machine serves (the backlog must not slow others).
  *
  * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probes 200 --out FILE]
+ *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
+ *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live).
  */
@@ -24,6 +26,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
+import pg from 'pg';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
 import { childrenOf, machineCpuMs, processCpuMs } from './peers/proc-cpu.js';
@@ -38,6 +41,13 @@ const PEERS = arg('peers', 'bullmq,graphile').split(',').filter(Boolean);
 const PROBE_BACKLOG = Number(arg('probe-backlog', '100000'));
 const PROBES = Number(arg('probes', '200'));
 const OUT = arg('out', '');
+/** Gantry's store: sqlite (the default), or postgres (the local PostgreSQL, a schema of the run's own). */
+const STORE = arg('store', 'sqlite');
+/** Control-plane replicas (postgres only; two or more talk over NATS, and the agent knows them all). */
+const REPLICAS = Number(arg('replicas', '1'));
+if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error(`--store ${STORE}: sqlite or postgres`);
+if (!(REPLICAS >= 1) || (REPLICAS > 1 && STORE !== 'postgres')) throw new Error('--replicas above 1 needs --store postgres');
+const GANTRY = STORE === 'sqlite' ? 'gantry' : `gantry (postgres${REPLICAS > 1 ? `, ${REPLICAS} replicas` : ''})`;
 const SLOTS = 30;
 
 const pct = percentile;
@@ -90,37 +100,92 @@ async function post(url: string, body: unknown, headers: Record<string, string> 
   return JSON.parse(text);
 }
 
+/** The bench's own reads of the store (counts, times), on whichever database the cluster uses. `?` marks a parameter. */
+interface BenchDb {
+  all<T>(sql: string, ...args: unknown[]): Promise<T[]>;
+  count(sql: string, ...args: unknown[]): Promise<number>;
+  close(): Promise<void>;
+}
+
+function sqliteDb(file: string): BenchDb {
+  const db = new SQLite(file, { readonly: true });
+  return {
+    all: async <T>(q: string, ...args: unknown[]) => db.prepare(q).all(...args) as T[],
+    count: async (q, ...args) => Number((db.prepare(q).get(...args) as { n: number }).n),
+    close: async () => void db.close(),
+  };
+}
+
+function postgresDb(url: string, schema: string): BenchDb {
+  const pool = new pg.Pool({ connectionString: url, max: 2, options: `-c search_path=${schema}` });
+  const text = (q: string) => {
+    let i = 0;
+    return q.replace(/\?/g, () => `$${++i}`);
+  };
+  // bigint columns arrive as strings: every value the bench reads is a number.
+  const numbers = <T>(rows: Record<string, unknown>[]) => rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : Number(v)])) as T);
+  return {
+    all: async <T>(q: string, ...args: unknown[]) => numbers<T>((await pool.query(text(q), args)).rows),
+    count: async (q, ...args) => Number((await pool.query(text(q), args)).rows[0].n),
+    close: async () => {
+      await pool.end();
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      await c.query(`drop schema if exists ${schema} cascade`);
+      await c.end();
+    },
+  };
+}
+
 interface Cluster {
   url: string;
+  /** Every replica's URL (one with SQLite); submissions go round them. */
+  urls: string[];
   dataDir: string;
-  server: Started;
+  servers: Started[];
   agents: Started[];
-  db: SQLite.Database;
+  db: BenchDb;
   stop(): Promise<void>;
 }
 
+const POSTGRES_URL = process.env.GANTRY_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const NATS_URL = process.env.GANTRY_TEST_BUS_URL ?? 'nats://127.0.0.1:4222';
+
 async function startCluster(agents: { name: string; cpu: string; extra?: string[] }[]): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
-  const server = start(['server', '--data-dir', join(dataDir, 'server'), '--port', '0', '--json'], { GANTRY_LOG_LEVEL: 'info' });
-  const url = await waitFor('server', () => /"url":"([^"]+)"/.exec(server.out())?.[1], (u) => Boolean(u), 20_000);
+  const schema = `bench_${process.pid}_${Date.now()}`;
+  const storeEnv: Record<string, string> =
+    STORE === 'postgres'
+      ? { GANTRY_DATABASE_URL: POSTGRES_URL, GANTRY_DATABASE_SCHEMA: schema, GANTRY_ARTIFACTS_DIR: join(dataDir, 'artifacts'), ...(REPLICAS > 1 ? { GANTRY_BUS_URL: NATS_URL } : {}) }
+      : {};
+  const servers: Started[] = [];
+  const urls: string[] = [];
+  for (let i = 0; i < REPLICAS; i++) {
+    // The first migrates; the others start once it has.
+    const server = start(['server', '--data-dir', join(dataDir, `server-${i}`), '--port', '0', '--json'], { GANTRY_LOG_LEVEL: 'info', ...storeEnv });
+    servers.push(server);
+    urls.push((await waitFor('server', () => /"url":"([^"]+)"/.exec(server.out())?.[1], (u) => Boolean(u), 20_000))!);
+  }
+  const url = urls[0]!;
   // As a user would: the admin token the server wrote, and a join token for the agents.
-  auth = { authorization: `Bearer ${readFileSync(join(dataDir, 'server', 'admin.token'), 'utf8').trim()}` };
+  auth = { authorization: `Bearer ${readFileSync(join(dataDir, 'server-0', 'admin.token'), 'utf8').trim()}` };
   const joinToken = (await post(`${url}/v1/tokens`, { kind: 'join', name: 'bench agents' })).token as string;
   const ags = agents.map((a) =>
-    start(['agent', '--server', url!, '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])], { GANTRY_JOIN_TOKEN: joinToken }),
+    start(['agent', '--server', urls.join(','), '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])], { GANTRY_JOIN_TOKEN: joinToken }),
   );
   await waitFor('agents', async () => (await (await fetch(`${url}/v1/machines`, { headers: auth })).json()) as { machines: unknown[] }, (r) => r.machines.length === agents.length, 20_000);
-  const db = new SQLite(join(dataDir, 'server', 'gantry.db'), { readonly: true });
+  const db = STORE === 'postgres' ? postgresDb(POSTGRES_URL, schema) : sqliteDb(join(dataDir, 'server-0', 'gantry.db'));
   return {
-    url: url!,
+    url,
+    urls,
     dataDir,
-    server,
+    servers,
     agents: ags,
     db,
     async stop() {
-      db.close();
       await Promise.all(ags.map(stopProc));
-      await stopProc(server);
+      await Promise.all(servers.map(stopProc));
+      await db.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -136,8 +201,9 @@ const stage = (name: string, needs: string[], extra: Record<string, unknown> = {
 const chainSpec = (i: number) => ({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] });
 
 /** Submits through the batch route, a thousand jobs a request. */
-async function submitAll(url: string, specs: unknown[]): Promise<void> {
-  for (let i = 0; i < specs.length; i += 1000) await post(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) });
+async function submitAll(urls: string | string[], specs: unknown[]): Promise<void> {
+  const to = typeof urls === 'string' ? [urls] : urls;
+  for (let i = 0; i < specs.length; i += 1000) await post(`${to[(i / 1000) % to.length]}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) });
 }
 
 /** A peer's result line (chain-workload.ts), or Gantry's with its processes named. */
@@ -151,21 +217,22 @@ export type RunResult = Omit<ChainsResult, 'cpuMs'> & {
 async function gantryChains(n: number): Promise<RunResult> {
   const c = await startCluster([{ name: 'bench-1', cpu: String(SLOTS / 10) }]);
   try {
-    const pids = { server: c.server.proc.pid!, agent: c.agents[0]!.proc.pid! };
-    const cpu0 = { server: processCpuMs(pids.server)!, agent: processCpuMs(pids.agent)! };
+    const serverPids = c.servers.map((x) => x.proc.pid!);
+    const serversCpu = () => serverPids.reduce((ms, p) => ms + processCpuMs(p)!, 0);
+    const pids = { agent: c.agents[0]!.proc.pid! };
+    const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! };
     const machine0 = machineCpuMs();
     const t0 = Date.now();
-    await submitAll(c.url, Array.from({ length: n }, (_, i) => chainSpec(i)));
+    await submitAll(c.urls, Array.from({ length: n }, (_, i) => chainSpec(i)));
     const submitMs = Date.now() - t0;
-    const count = c.db.prepare(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
     let last = -1;
     let lastMove = Date.now();
     await waitFor(
       `${n} chains`,
-      () => (count.get() as { n: number }).n,
+      () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`),
       (done) => {
         if (done !== last) (last = done), (lastMove = Date.now());
-        if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.server.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
+        if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
         return done >= n;
       },
       30 * 60_000,
@@ -177,28 +244,24 @@ async function gantryChains(n: number): Promise<RunResult> {
     // the first attempt, so all of it is this run's); the stage processes it starts do not, as the
     // `true` children do not. The machine's CPU counts everything.
     const launcher = childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
-    const cpu = { server: processCpuMs(pids.server)! - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent + launcher };
-    const failed = (c.db.prepare(`select count(*) as n from jobs where state <> 'succeeded'`).get() as { n: number }).n;
+    const cpu = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent + launcher };
+    const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
     if (failed) throw new Error(`${failed} chains did not succeed`);
     const waits = (
-      c.db
-        .prepare(
-          `select b.started_at - a.finished_at as w from attempts a join attempts b on a.job_id = b.job_id
-           where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded'`,
-        )
-        .all() as { w: number }[]
+      await c.db.all<{ w: number }>(
+        `select b.started_at - a.finished_at as w from attempts a join attempts b on a.job_id = b.job_id
+         where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded'`,
+      )
     ).map((r) => r.w);
     const stages = 3 * n;
     // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
     // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
-    const phases = c.db
-      .prepare(`select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded'`)
-      .all() as { ack: number; run: number }[];
+    const phases = await c.db.all<{ ack: number; run: number }>(`select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded'`);
     if (process.env.GANTRY_BENCH_PHASES) {
       console.error(`phases: placed→acknowledged p50 ${pct(phases.map((p) => p.ack), 50)} ms p90 ${pct(phases.map((p) => p.ack), 90)}; acknowledged→outcome p50 ${pct(phases.map((p) => p.run), 50)} ms p90 ${pct(phases.map((p) => p.run), 90)}`);
     }
     return {
-      peer: 'gantry',
+      peer: GANTRY,
       chains: n,
       submitMs,
       wallMs,
@@ -231,18 +294,18 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
         name: `backlog-${i}`,
         stages: Array.from({ length: per }, (_, j) => ({ name: `s${j}`, resources: { cpu: '100m', memory: '16Mi', gpu: { count: 1, type: 'nonexistent' } }, command: ['true'] })),
       }));
-      await submitAll(c.url, specs);
-      const ready = c.db.prepare(`select count(*) as n from stages where state = 'ready'`);
-      await waitFor('backlog queued', () => (ready.get() as { n: number }).n, (n) => n >= backlog, 600_000);
+      await submitAll(c.urls, specs);
+      await waitFor('backlog queued', () => c.db.count(`select count(*) as n from stages where state = 'ready'`), (n) => n >= backlog, 600_000);
     }
     const setupMs = Date.now() - t0;
     await sleep(1000);
     const lat: number[] = [];
-    const started = c.db.prepare(`select a.started_at as s, a.scheduled_at as p, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`);
+    const started = async (jobId: string) =>
+      (await c.db.all<{ s: number; p: number; c: number }>(`select a.started_at as s, a.scheduled_at as p, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`, jobId))[0];
     const placed: number[] = [];
     for (let i = 0; i < PROBES; i++) {
-      const job = await post(`${c.url}/v1/jobs`, { name: `probe-${i}`, stages: [stage('p', [])] });
-      const row = await waitFor('probe start', () => started.get(job.id) as { s: number; p: number; c: number } | undefined, Boolean, 30_000);
+      const job = await post(`${c.urls[i % c.urls.length]}/v1/jobs`, { name: `probe-${i}`, stages: [stage('p', [])] });
+      const row = await waitFor('probe start', () => started(job.id), Boolean, 30_000);
       lat.push(row!.s - row!.c);
       placed.push(row!.p - row!.c);
     }
@@ -288,7 +351,7 @@ async function main() {
   };
   say(`# throughput, ${new Date().toISOString().slice(0, 10)}`);
   say('');
-  say(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: one server (SQLite, synchronous=FULL), one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`);
+  say(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: ${STORE === 'sqlite' ? 'one server (SQLite, synchronous=FULL)' : `${REPLICAS} server${REPLICAS > 1 ? 's' : ''} on the local PostgreSQL${REPLICAS > 1 ? ' and NATS' : ''}`}, one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`);
   say('');
   say('| system | N chains | submit | wall | chains/s | B waits after A, p50 / p99 | CPU in all (s) | CPU per stage, ms | machine CPU per stage, ms |');
   say('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');

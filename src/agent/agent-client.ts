@@ -111,7 +111,9 @@ interface Call {
 }
 
 export class AgentClient {
-  private readonly base: string;
+  /** The servers this agent may talk to (`--server a,b`): any replica serves it; on a failure to reach one, the next is tried. */
+  private readonly bases: string[];
+  private current = 0;
   private readonly timeoutMs: number;
   private readonly retry: RetryPolicy;
   private readonly signal: AbortSignal | undefined;
@@ -127,7 +129,8 @@ export class AgentClient {
   private readonly agents: { http: http.Agent; https: https.Agent };
 
   constructor(opts: AgentClientOptions) {
-    this.base = opts.serverUrl.replace(/\/+$/, '');
+    this.bases = serverList(opts.serverUrl);
+    if (this.bases.length === 0) throw new Error('no server URL given');
     this.agents = { http: keepAlive.http, https: opts.ca ? new https.Agent({ keepAlive: true, ca: opts.ca }) : keepAlive.https };
     this.timeoutMs = opts.requestTimeoutMs ?? 10_000;
     this.retry = { ...DEFAULT_RETRY, ...opts.retry };
@@ -302,7 +305,7 @@ export class AgentClient {
   /** A call with a JSON body and a JSON answer: over node:http (see jsonRequest). */
   private async callJson<T>(c: Call): Promise<T> {
     const once = async () => {
-      const r = await jsonRequest(this.base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth, this.agents);
+      const r = await this.toServer((base) => jsonRequest(base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth, this.agents));
       if (r.status >= 200 && r.status < 300) return JSON.parse(r.text) as T;
       throw httpError(c, r.status, r.statusText, r.text);
     };
@@ -321,13 +324,42 @@ export class AgentClient {
     }
     let res: IncomingMessage;
     try {
-      res = await streamRequest(this.base + c.path, c.method, headers, body, c.timeoutMs, [this.signal, c.signal], this.agents);
+      res = await this.toServer((base) => streamRequest(base + c.path, c.method, headers, body, c.timeoutMs, [this.signal, c.signal], this.agents));
     } finally {
       close();
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;
     throw httpError(c, status, res.statusMessage ?? '', await readText(res).catch(() => ''));
+  }
+
+  /** The server calls go to now (the first listed, until it fails). */
+  get server(): string {
+    return this.bases[this.current]!;
+  }
+
+  /**
+   * Sends to the current server; if it cannot be reached (a network failure or timeout, or a
+   * proxy's 502/503/504 for a replica that is down), the next call goes to the next one listed.
+   * The call itself is not repeated here: its caller's retry or loop sends it again, then to the
+   * next server. The server's own answers (4xx, 500) are not a reason to move.
+   */
+  private async toServer<T extends { status?: number; statusCode?: number }>(send: (base: string) => Promise<T>): Promise<T> {
+    const at = this.current;
+    try {
+      const r = await send(this.bases[at]!);
+      const status = r.status ?? r.statusCode ?? 0;
+      if (status === 502 || status === 503 || status === 504) this.moveOn(at);
+      return r;
+    } catch (err) {
+      if (isRetryable(err)) this.moveOn(at);
+      throw err;
+    }
+  }
+
+  private moveOn(from: number): void {
+    // Only the first of the calls that failed together moves it on: the rest see it moved already.
+    if (this.bases.length > 1 && this.current === from) this.current = (from + 1) % this.bases.length;
   }
 
   private async withRetry<T>(fn: () => Promise<T>): Promise<T> {
@@ -414,6 +446,14 @@ function jsonRequest(
     });
     req.end(body);
   });
+}
+
+/** `https://a:7070, https://b:7070/` → the URLs, without trailing slashes. */
+export function serverList(urls: string): string[] {
+  return urls
+    .split(',')
+    .map((u) => u.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
 }
 
 const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);

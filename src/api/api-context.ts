@@ -17,4 +17,6 @@ export interface ApiContext {
   shutdown: AbortSignal;
   /** Tokens by hash, shared by the authentication hook and the routes that revoke. */
   tokens: TokenCache;
+  /** This replica: its id, and whether it runs the scheduler and reconciler now (docs/replicas.md). */
+  replica: { id: string; leader(): boolean };
 }

@@ -59,7 +59,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     });
   }
   // Open: a load balancer's probe carries no token, and the API's description is no secret.
-  app.get('/healthz', { schema: { hide: true }, config: { access: ctx.config.openHealth ? 'open' : 'user' } }, async () => ({ ok: true, version: API_VERSION }));
+  app.get('/healthz', { schema: { hide: true }, config: { access: ctx.config.openHealth ? 'open' : 'user' } }, async () => ({ ok: true, version: API_VERSION, replica: ctx.replica.id, leader: ctx.replica.leader() }));
   app.get('/openapi.json', { schema: { hide: true }, config: { access: 'open' } }, async () => app.swagger());
   jobRoutes(app, ctx);
   machineRoutes(app, ctx);

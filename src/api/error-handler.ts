@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, StaleAttemptError, UnauthenticatedError, ValidationError } from '../domain/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, StaleAttemptError, UnauthenticatedError, ValidationError, StoreBusyError } from '../domain/errors.js';
 import type { ErrorBody } from './contract/job-view.js';
 
 /**
@@ -31,6 +31,10 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(409, { error: 'stale_attempt', message: err.message });
     }
     if (err instanceof ConflictError) return send(409, { error: 'conflict', message: err.message });
+    if (err instanceof StoreBusyError) {
+      void reply.header('retry-after', '1');
+      return send(503, { error: 'busy', message: err.message });
+    }
     if (err.validation) {
       const issues = err.validation.map((v) => ({
         path: `${err.validationContext ?? 'body'}${v.instancePath ?? ''}`,

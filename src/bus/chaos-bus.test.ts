@@ -3,7 +3,7 @@ import { ChaosBus, parseChaosSettings } from './chaos-bus.js';
 import { MemoryBus } from './memory-bus.js';
 
 async function run(seed: number) {
-  const bus = new ChaosBus(new MemoryBus(), { seed, drop: 0.2, duplicate: 0.3, delayMs: [0, 20] });
+  const bus = new ChaosBus(new MemoryBus({ dedupe: false }), { seed, drop: 0.2, duplicate: 0.3, delayMs: [0, 20] });
   const got: string[] = [];
   bus.subscribe('t', (m) => got.push(m.id));
   for (let i = 0; i < 200; i++) await bus.publish({ id: String(i), topic: 't', payload: {} });

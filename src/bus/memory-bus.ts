@@ -1,31 +1,28 @@
 import type { Bus, BusHandler, BusMessage } from './bus.js';
+import { RecentIds } from './recent-ids.js';
+import { Subscribers } from './subscribers.js';
 
-/** The in-process bus of the embedded default. Delivery is asynchronous, as a real bus's is. */
+/** The in-process bus of the embedded default. Delivery is asynchronous, as a real bus's is; a
+ *  repeated message id is delivered once, as NATS JetStream's de-duplication does. */
 export class MemoryBus implements Bus {
-  private handlers = new Map<string, Set<BusHandler>>();
+  private subscribers = new Subscribers();
+  private seen: RecentIds | null;
+
+  /** `dedupe: false`: deliver repeats too (the chaos bus, which duplicates on purpose, sits on one). */
+  constructor(opts: { dedupe?: boolean } = {}) {
+    this.seen = opts.dedupe === false ? null : new RecentIds();
+  }
 
   async publish(msg: BusMessage): Promise<void> {
-    const hs = this.handlers.get(msg.topic);
-    if (!hs) return;
-    for (const h of [...hs]) {
-      queueMicrotask(() => {
-        try {
-          h(msg);
-        } catch {
-          // A consumer's failure is its own; the bus keeps delivering to the others.
-        }
-      });
-    }
+    if (this.seen && !this.seen.first(msg.id)) return;
+    this.subscribers.deliver(msg, queueMicrotask);
   }
 
   subscribe(topic: string, handler: BusHandler): () => void {
-    let hs = this.handlers.get(topic);
-    if (!hs) this.handlers.set(topic, (hs = new Set()));
-    hs.add(handler);
-    return () => hs!.delete(handler);
+    return this.subscribers.add(topic, handler);
   }
 
   async close(): Promise<void> {
-    this.handlers.clear();
+    this.subscribers.clear();
   }
 }

@@ -15,6 +15,7 @@ if (process.argv[2] === 'agent') {
 } else {
   (await import('./commands/up-command.js')).upCommand(program);
   (await import('./commands/server-command.js')).serverCommand(program);
+  (await import('./commands/migrate-command.js')).migrateCommand(program);
   agentCommand(program);
   (await import('./commands/register-client-commands.js')).registerClientCommands(program);
 }

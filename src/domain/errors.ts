@@ -81,3 +81,29 @@ export class RateLimitedError extends Error {
     this.name = 'RateLimitedError';
   }
 }
+
+/**
+ * The database kept refusing a transaction because concurrent ones touched the same rows
+ * (PostgreSQL's serialization failures and deadlocks), and the store stopped retrying it.
+ * Nothing of it was written; the request may be sent again.
+ */
+export class StoreBusyError extends Error {
+  constructor(
+    readonly tries: number,
+    override readonly cause: unknown,
+  ) {
+    super(`the database is busy: a transaction conflicted with concurrent ones ${tries} times in a row; nothing was written, try again`);
+    this.name = 'StoreBusyError';
+  }
+}
+
+/** A leader-only write by a replica that is no longer the leader (or whose lease ran out): nothing was written. */
+export class NotLeaderError extends Error {
+  constructor(
+    readonly holder: string,
+    readonly term: number,
+  ) {
+    super(`${holder} is not the leader for term ${term} any more; its write was refused`);
+    this.name = 'NotLeaderError';
+  }
+}

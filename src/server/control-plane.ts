@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
 import { TokenCache } from '../api/auth/token-cache.js';
@@ -9,11 +11,14 @@ import { type Clock, systemClock } from '../domain/clock.js';
 import { OutboxRelay } from '../reconciler/outbox-relay.js';
 import { reconcilePass } from '../reconciler/reconcile.js';
 import { schedulerPass } from './scheduler-pass.js';
-import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
+import { openStore } from './open-store.js';
 import type { Store } from '../store/store.js';
 import { ArtifactStore } from './artifact-store.js';
 import { Loop } from './loop.js';
-import { artifactsDir, databaseFile, type ServerConfig } from './server-config.js';
+import { LeaderElection } from './leader-election.js';
+import { SyncedClock } from './synced-clock.js';
+import { NotLeaderError } from '../domain/errors.js';
+import { artifactsDir, type ServerConfig } from './server-config.js';
 
 export interface ControlPlane {
   app: FastifyInstance;
@@ -36,20 +41,40 @@ export async function createControlPlane(
   deps: { store?: Store; bus?: Bus; clock?: Clock; random?: () => number; logger?: boolean | object } = {},
 ): Promise<ControlPlane> {
   mkdirSync(config.dataDir, { recursive: true });
-  const clock = deps.clock ?? systemClock;
   const random = deps.random ?? Math.random;
-  const store = deps.store ?? (await openSqliteStore(databaseFile(config)));
-  const bus = deps.bus ?? new MemoryBus();
+  const store = deps.store ?? (await openStore(config));
+  // Several writers (PostgreSQL): several replicas may share the database. They read one clock,
+  // the database's, and elect one leader to run the scheduler and reconciler (docs/replicas.md).
+  const replicated = !store.capabilities.singleWriter;
+  const synced = replicated && !deps.clock ? new SyncedClock(() => store.databaseNow()) : null;
+  const clock = deps.clock ?? synced ?? systemClock;
+  if (replicated) store.useClock(clock);
+  const replicaId = config.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  let election: LeaderElection | null = null;
+  // What the leader's loops write through: every transaction checks the term (Store.asLeader).
+  const leaderStore = replicated ? store.asLeader(() => election?.current() ?? null) : store;
+  const isLeader = () => (election ? election.current() !== null : true);
+  // The bus may speak before the API (and its logger) exists: what it says then is not lost, only unlogged.
+  let appLog: FastifyInstance['log'] | null = null;
+  const bus = deps.bus ?? (config.busUrl ? await openNatsBus(config.busUrl, store, () => appLog) : new MemoryBus());
   const shutdown = new AbortController();
   const artifacts = new ArtifactStore(artifactsDir(config));
   const tokens = new TokenCache((hash) => store.tokenByHash({ hash }), () => clock.now());
-  const app = await buildApi({ store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens }, { logger: deps.logger });
-  const logError = (loop: string) => (err: unknown) => app.log.error({ err, loop }, 'background pass failed');
+  const app = await buildApi(
+    { store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens, replica: { id: replicaId, leader: isLeader } },
+    { logger: deps.logger },
+  );
+  appLog = app.log;
+  const logError = (loop: string) => (err: unknown) => {
+    // Leadership moved while a pass ran: its write was refused whole; the new leader goes on.
+    if (err instanceof NotLeaderError) app.log.info({ loop, term: err.term }, 'pass refused: this replica is no longer the leader');
+    else app.log.error({ err, loop }, 'background pass failed');
+  };
 
   const scheduler = new Loop(
     'scheduler',
     async () => {
-      const r = await schedulerPass(store, clock, { leaseMs: config.leaseMs });
+      const r = await schedulerPass(leaderStore, clock, { leaseMs: config.leaseMs });
       if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass');
       if (r.more) scheduler.kick();
     },
@@ -67,7 +92,7 @@ export async function createControlPlane(
     async () => {
       if (clock.now() < judgeFrom) return;
       const r = await reconcilePass(
-        store,
+        leaderStore,
         clock,
         config,
         random,
@@ -126,13 +151,40 @@ export async function createControlPlane(
       const address = await app.listen({ host: config.host, port: config.port });
       cp.url = address.replace('[::1]', '127.0.0.1');
       judgeFrom = clock.now() + config.lostAfterMs;
-      placesInTransactions = placeWithin();
       relay.start();
-      scheduler.start();
-      reconciler.start();
+      if (!replicated) {
+        placesInTransactions = placeWithin();
+        scheduler.start();
+        reconciler.start();
+        return;
+      }
+      await synced?.start();
+      election = new LeaderElection(
+        store,
+        clock,
+        replicaId,
+        config.leaderTtlMs,
+        {
+          gained: (t) => {
+            app.log.info({ replica: replicaId, term: t.term }, 'this replica is the leader: scheduler and reconciler running');
+            scheduler.start();
+            reconciler.start();
+          },
+          lost: (why) => {
+            app.log.warn({ replica: replicaId, why }, 'this replica is no longer the leader: scheduler and reconciler stopped');
+            void scheduler.stop();
+            void reconciler.stop();
+          },
+        },
+        logError('leader'),
+        random,
+      );
+      election.start();
     },
     async stop() {
       shutdown.abort();
+      await election?.stop();
+      synced?.stop();
       await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop()]);
       await app.close();
       await bus.close();
@@ -140,4 +192,18 @@ export async function createControlPlane(
     },
   };
   return cp;
+}
+
+/**
+ * NATS JetStream between replicas (docs/replicas.md). The server starts whether or not NATS
+ * answers: until it does, wake-ups stay in the outbox and the loops' periodic passes do the work.
+ */
+async function openNatsBus(url: string, store: Store, log: () => FastifyInstance['log'] | null): Promise<Bus> {
+  const { NatsBus } = await import('../bus/nats-bus.js');
+  const servers = NatsBus.servers(url);
+  return new NatsBus(servers, {
+    installation: await store.installationId(),
+    onError: (err) => log()?.warn({ err: (err as Error).message, servers }, 'NATS: not available; wake-ups wait in the outbox, periodic passes carry the work'),
+    onState: (state) => (state === 'disconnected' ? log()?.warn({ servers }, 'NATS connection lost') : log()?.info({ servers, state }, 'NATS connection up')),
+  });
 }

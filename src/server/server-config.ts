@@ -6,6 +6,16 @@ import { join } from 'node:path';
  */
 export interface ServerConfig {
   dataDir: string;
+  /** postgres://… : the store is that PostgreSQL database (several replicas may share it). Null: SQLite in the data directory. */
+  databaseUrl: string | null;
+  /** nats://… : wake-ups travel over NATS JetStream, between replicas. Null: in this process only. */
+  busUrl: string | null;
+  /** Where stage outputs are kept; null: `artifacts/` in the data directory. Replicas must share one. */
+  artifactsDir: string | null;
+  /** This replica's name in the leader lease and logs; default host:pid:random. */
+  replicaId: string | null;
+  /** The leader lease runs out this long after its last renewal; renewed every third of it (docs/replicas.md). */
+  leaderTtlMs: number;
   host: string;
   port: number;
   /** Agents heartbeat this often; a heartbeat renews every lease the machine holds. */
@@ -48,6 +58,11 @@ export interface ServerConfig {
 export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerConfig {
   return {
     dataDir: './.gantry',
+    databaseUrl: null,
+    busUrl: null,
+    replicaId: null,
+    artifactsDir: null,
+    leaderTtlMs: 5000,
     host: '127.0.0.1',
     port: 7070,
     heartbeatMs: 2000,
@@ -84,8 +99,18 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(1.5 * c.heartbeatMs < c.leaseMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
+  if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
 }
 
+/** Where the store is, for logs and messages: the SQLite file, or the PostgreSQL URL without its password. */
+export function databaseLabel(c: ServerConfig): string {
+  if (!c.databaseUrl) return databaseFile(c);
+  const u = new URL(c.databaseUrl);
+  if (u.password) u.password = '***';
+  return u.toString();
+}
+
 export const databaseFile = (c: ServerConfig) => join(c.dataDir, 'gantry.db');
-export const artifactsDir = (c: ServerConfig) => join(c.dataDir, 'artifacts');
+/** Stage outputs: GANTRY_ARTIFACTS_DIR (replicas share one, docs/replicas.md), else `artifacts/` in the data directory. */
+export const artifactsDir = (c: ServerConfig) => c.artifactsDir ?? join(c.dataDir, 'artifacts');

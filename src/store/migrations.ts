@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
 import { attemptStates } from '../domain/attempt-state.js';
 import { jobStates } from '../domain/job-state.js';
@@ -231,7 +232,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
       async up(db: Kysely<any>) {
         await db.schema
           .createTable('audit')
-          .addColumn('seq', autoKey, (c) => c.primaryKey().autoIncrement())
+          .addColumn('seq', autoKey, (c) => (caps.dialect === 'postgres' ? c.primaryKey() : c.primaryKey().autoIncrement()))
           .addColumn('at', 'bigint', (c) => c.notNull())
           .addColumn('token_id', 'text')
           .addColumn('actor', 'text', (c) => c.notNull())
@@ -240,6 +241,25 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
           .addColumn('result', 'text', (c) => c.notNull())
           .execute();
         await db.schema.createIndex('audit_at').on('audit').columns(['at']).execute();
+      },
+    },
+    '0010_leader': {
+      // The leader lease of the replicas (docs/replicas.md): one row, taken over when it expires,
+      // its term counting the holders, so that a deposed leader's late write is refused.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('leader')
+          .addColumn('name', 'text', (c) => c.primaryKey())
+          .addColumn('holder', 'text')
+          .addColumn('term', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.insertInto('leader').values({ name: 'control', holder: null, term: 0, expires_at: 0 }).execute();
+        // This database's own name, made once: messages on a bus shared with other installations
+        // carry it, so theirs never wake ours and outbox ids (which restart with a new database)
+        // never collide in the bus's de-duplication.
+        await db.schema.createTable('installation').addColumn('id', 'text', (c) => c.primaryKey()).execute();
+        await db.insertInto('installation').values({ id: randomBytes(8).toString('hex') }).execute();
       },
     },
   };

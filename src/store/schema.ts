@@ -2,6 +2,14 @@
  * The tables, as Kysely sees them. Private to the store: nothing outside src/store imports this.
  * Times are integer milliseconds since the epoch; JSON columns are text.
  */
+/** The replicas' leader lease: one row, `control`. */
+export interface LeaderTable {
+  name: string;
+  holder: string | null;
+  term: number;
+  expires_at: number;
+}
+
 export interface TeamsTable {
   name: string;
   weight: number;
@@ -175,4 +183,6 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable;
   tokens: TokensTable;
   audit: AuditTable;
+  leader: LeaderTable;
+  installation: { id: string };
 }

@@ -31,13 +31,49 @@ import type { StoreCapabilities } from './store-capabilities.js';
  * Two adapters share one implementation (`KyselyStore`) and one conformance suite
  * (`src/store/conformance/`).
  */
+/** The leader lease (docs/replicas.md). `term` grows by one with each new holder. */
+export interface LeaderLease {
+  holder: string | null;
+  term: number;
+  expiresAt: number;
+  /** Whether the caller holds it now. */
+  leader: boolean;
+}
+
 export interface Store {
   readonly capabilities: StoreCapabilities;
-  migrate(): Promise<void>;
+  /** Brings the schema to the latest version; returns the names of the migrations it ran (none: it was current). */
+  migrate(): Promise<string[]>;
   close(): Promise<void>;
   /** Called after a transaction that wrote outbox rows commits, with those rows, so they can be
    *  published at once; the relay publishes whatever was not (a crash right after the commit). */
   onOutbox(listener: (messages: OutboxMessage[]) => void): void;
+
+  // --- the clock and the leader (docs/replicas.md) ---
+  /**
+   * With several writers (PostgreSQL), each transaction then acts at the later of its `now` and
+   * this clock's time when it begins, so that times follow commit order (docs/store-contract.md).
+   * Without it (tests), `now` is used as given.
+   */
+  useClock(clock: { now(): number }): void;
+  /** This database's id, made when it was created: what a shared bus tells installations apart by. */
+  installationId(): Promise<string>;
+  /** The database's own clock, in ms: replicas keep their offset from it, so all read one time. */
+  databaseNow(): Promise<number>;
+  /**
+   * Takes or renews the leader lease for `holder`: it becomes (or stays) leader when it holds the
+   * lease already or the lease has expired; a new holder gets the next term. Returns the lease as
+   * it is after the call, whoever holds it.
+   */
+  leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease>;
+  /** Gives the lease up (a replica stopping), so the next one need not wait for it to expire. */
+  leaderResign(p: { holder: string; term: number }): Promise<void>;
+  /**
+   * This store, with every writing verb first checking, in its own transaction, that `term()` is
+   * still the leader's lease and unexpired; if not, it throws NotLeaderError and writes nothing.
+   * The scheduler and reconciler of a replica write only through it.
+   */
+  asLeader(term: () => { holder: string; term: number } | null): Store;
 
   // --- jobs (user side) ---
   /** With `idempotency`: a key seen before with the same request throws AlreadySubmitted (with

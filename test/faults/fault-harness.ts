@@ -5,6 +5,8 @@
  * collection of what the invariant checker needs.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { dropPostgresSchema } from '../../src/store/postgres/open-postgres-store.js';
+import { freshSchema, POSTGRES_URL } from '../support/services.js';
 import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -76,7 +78,9 @@ export class Cluster {
   /** A cluster with its server up; agents are started by the scenario. */
   static async start(name: string, serverEnv: Record<string, string> = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), `gantry-faults-${name}-`));
-    const c = new Cluster(name, dir, await freePort(), serverEnv);
+    // GANTRY_FAULTS_STORE=postgres: the same scenarios against PostgreSQL, in a schema of the scenario's own.
+    const pg: Record<string, string> = process.env.GANTRY_FAULTS_STORE === 'postgres' ? { GANTRY_DATABASE_URL: POSTGRES_URL, GANTRY_DATABASE_SCHEMA: freshSchema('faults') } : {};
+    const c = new Cluster(name, dir, await freePort(), { ...pg, ...serverEnv });
     started.add(c);
     try {
       await c.startServer();
@@ -362,6 +366,8 @@ export class Cluster {
     }
     const groups = [...this.procLines().filter((l) => l.ev === 'start').map((l) => l.pid), ...this.liveStageProcesses().map((p) => p.pgrp)];
     killGroups(groups);
+    const schema = this.serverEnv.GANTRY_DATABASE_SCHEMA;
+    if (schema && !keep) await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
     if (!keep && !process.env.GANTRY_FAULTS_KEEP) rmSync(this.dir, { recursive: true, force: true });
     else console.log(`fault scenario ${this.name}: kept ${this.dir}`);
   }

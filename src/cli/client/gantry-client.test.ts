@@ -113,3 +113,20 @@ describe('GantryClient submit', () => {
     }
   });
 });
+
+describe('GantryClient with several servers', () => {
+  it('sends to the next one listed when the first cannot be reached, and names them all when none can', async () => {
+    const live = await fakeServer((req, _body, res) => send(res, 200, { id: 'job_1', name: 'x', state: 'queued', stages: [] }));
+    try {
+      const client = new GantryClient(`http://127.0.0.1:9,${live.url}`);
+      expect((await client.getJob('job_1')).id).toBe('job_1');
+      expect(client.baseUrl).toBe(live.url);
+      const none = new GantryClient('http://127.0.0.1:9, http://127.0.0.1:7');
+      const err = await none.getJob('job_1').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConnectionError);
+      expect((err as Error).message).toMatch(/127\.0\.0\.1:9.*127\.0\.0\.1:7/);
+    } finally {
+      await live.close();
+    }
+  });
+});

@@ -36,14 +36,23 @@ const SUBMIT_TRIES = 6;
 
 /** The Gantry HTTP API as the CLI uses it. Speaks only the wire contract (api/contract). */
 export class GantryClient {
-  readonly baseUrl: string;
+  /** The server in use: the first of `--server a,b,…` that answered. */
+  get baseUrl(): string {
+    return this.servers[this.current]!;
+  }
+  private readonly servers: string[];
+  private current = 0;
   private readonly timeoutMs: number;
   private readonly auth: Record<string, string>;
   private readonly ca: string | undefined;
 
   /** `token`: sent with every request as `Authorization: Bearer` (docs/security.md); `ca`: PEM of a private CA to trust. */
   constructor(baseUrl: string, opts: { token?: string | null; timeoutMs?: number; ca?: string } = {}) {
-    this.baseUrl = baseUrl.replace(/\/+$/, '');
+    this.servers = baseUrl
+      .split(',')
+      .map((u) => u.trim().replace(/\/+$/, ''))
+      .filter(Boolean);
+    if (this.servers.length === 0) throw new Error('no server URL given (--server or $GANTRY_SERVER)');
     this.timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
     this.auth = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
     this.ca = opts.ca;
@@ -159,8 +168,26 @@ export class GantryClient {
     }
   }
 
+  /**
+   * To the current server; when it cannot be reached at all (nothing listens, no route: the
+   * request never arrived, so sending it elsewhere cannot do it twice), to the next one listed.
+   */
   private async requestOnce(method: string, path: string, body: unknown, extra: Record<string, string>): Promise<HttpAnswer> {
-    const url = this.baseUrl + path;
+    const failures: ConnectionError[] = [];
+    for (let i = 0; i < this.servers.length; i++) {
+      try {
+        return await this.requestTo(this.baseUrl, method, path, body, extra);
+      } catch (err) {
+        if (!(err instanceof ConnectionError) || !NEVER_ARRIVED.has(err.code ?? '') || this.servers.length === 1) throw err;
+        failures.push(err);
+        this.current = (this.current + 1) % this.servers.length;
+      }
+    }
+    throw new ConnectionError(this.servers.join(', '), failures.map((f) => `${f.baseUrl}: ${f.causeText}`).join('; '), failures[0]?.code);
+  }
+
+  private async requestTo(base: string, method: string, path: string, body: unknown, extra: Record<string, string>): Promise<HttpAnswer> {
+    const url = base + path;
     let res: HttpAnswer;
     try {
       res = await httpCall(url, {
@@ -173,14 +200,17 @@ export class GantryClient {
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (code && UNTRUSTED_CERTIFICATE.has(code)) {
-        throw new ConnectionError(this.baseUrl, `the server's certificate is not trusted (${code}: ${(e as Error).message}); give the CA that signed it with --ca FILE or $GANTRY_CA`);
+        throw new ConnectionError(base, `the server's certificate is not trusted (${code}: ${(e as Error).message}); give the CA that signed it with --ca FILE or $GANTRY_CA`, code);
       }
-      throw new ConnectionError(this.baseUrl, describeFailure(e, this.timeoutMs));
+      throw new ConnectionError(base, describeFailure(e, this.timeoutMs), code);
     }
     if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, errorBody(res), res.retryAfter);
     return res;
   }
 }
+
+/** Failures that mean the request never reached a server, so another may take it. */
+const NEVER_ARRIVED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 
 function enc(segment: string): string {
   return encodeURIComponent(segment);

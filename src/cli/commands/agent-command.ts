@@ -5,7 +5,7 @@ export function agentCommand(program: Command): void {
   program
     .command('agent')
     .description('Run an agent: register this machine with a Gantry server and run the stages placed on it')
-    .option('--server <url>', 'the Gantry API', process.env.GANTRY_SERVER ?? 'http://127.0.0.1:7070')
+    .option('--server <url[,url…]>', 'the Gantry API; several replicas comma-separated: on a failure to reach one, the next is used', process.env.GANTRY_SERVER ?? 'http://127.0.0.1:7070')
     .option('--token <token>', "a join token (gantry token create --kind join); default $GANTRY_JOIN_TOKEN. Needed once: the machine's own credential, kept in --data-dir, is used from then on")
     .option('--token-file <file>', 'read the join token from this file')
     .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")

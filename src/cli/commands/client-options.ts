@@ -19,7 +19,7 @@ export interface ClientOptions {
 /** Adds `--server`, `--token` and `--json`; the default server comes from GANTRY_SERVER when set. */
 export function withClientOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>) {
   return cmd
-    .option('--server <url>', 'Gantry server URL; $GANTRY_SERVER sets the default', process.env.GANTRY_SERVER ?? DEFAULT_SERVER)
+    .option('--server <url[,url…]>', 'Gantry server URL, or several replicas comma-separated (the next is tried when one cannot be reached); $GANTRY_SERVER sets the default', process.env.GANTRY_SERVER ?? DEFAULT_SERVER)
     .option('--token <token>', 'API token; default $GANTRY_TOKEN, else the admin.token file in $GANTRY_DATA_DIR (./.gantry)')
     .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--json', 'print machine-readable JSON instead of text');
@@ -48,8 +48,10 @@ export function resolveToken(opts: { token?: string }, env: Readonly<Record<stri
 
 /** The client for a command: its token resolved, and refused before sending one in clear to another host. */
 export function clientFor(opts: ClientOptions, env: Readonly<Record<string, string | undefined>> = process.env): GantryClient {
-  const problem = insecureTransportProblem(opts.server, env);
-  if (problem) throw new InsecureTransportError(problem);
+  for (const url of opts.server.split(',').map((u) => u.trim()).filter(Boolean)) {
+    const problem = insecureTransportProblem(url, env);
+    if (problem) throw new InsecureTransportError(problem);
+  }
   const caFile = opts.ca ?? env.GANTRY_CA;
   let ca: string | undefined;
   if (caFile) {

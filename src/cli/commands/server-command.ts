@@ -3,7 +3,7 @@ import { isLoopback } from '../../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from '../../server/data-dir-lock.js';
-import { checkServerConfig, defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
+import { checkServerConfig, databaseLabel, defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -11,6 +11,30 @@ export interface ServerFlags {
   host: string;
   tlsCert?: string;
   tlsKey?: string;
+  database?: string;
+  bus?: string;
+}
+
+/** `--database` or GANTRY_DATABASE_URL: a postgres:// URL, checked here so that a typo is said before anything starts. */
+export function databaseUrlFrom(flag: string | undefined): string | null {
+  const url = flag ?? process.env.GANTRY_DATABASE_URL;
+  if (!url) return null;
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error(`--database ${url}: not a URL; give postgres://USER@HOST:PORT/DATABASE (or leave it out for SQLite in the data directory)`);
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error(`--database ${u.protocol}//…: only postgres:// is supported (SQLite is the default without --database)`);
+  return url;
+}
+
+function busUrlFrom(flag: string | undefined): string | null {
+  const url = flag ?? process.env.GANTRY_BUS_URL;
+  if (!url) return null;
+  const protocol = /^([a-z]+):\/\//.exec(url)?.[1];
+  if (protocol !== 'nats') throw new Error(`--bus ${url}: only nats://HOST:PORT[,nats://…] is supported (the in-process bus is the default without --bus)`);
+  return url;
 }
 
 export function serverConfigFrom(flags: ServerFlags): ServerConfig {
@@ -31,10 +55,21 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
   set('rateLimitPerSecond', env('GANTRY_RATE_LIMIT'));
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
+  set('leaderTtlMs', env('GANTRY_LEADER_TTL_MS'));
+  if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
+  if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   if (process.env.GANTRY_HEALTH_OPEN === '0') over.openHealth = false;
-  const config = defaultServerConfig({ dataDir: flags.dataDir, port, host: flags.host, tls: tlsFrom(flags), ...over });
+  const config = defaultServerConfig({
+    dataDir: flags.dataDir,
+    databaseUrl: databaseUrlFrom(flags.database),
+    busUrl: busUrlFrom(flags.bus),
+    port,
+    host: flags.host,
+    tls: tlsFrom(flags),
+    ...over,
+  });
   checkServerConfig(config);
   // Tokens must not cross a network in clear: another address than loopback needs TLS.
   if (!config.tls && !isLoopback(config.host) && process.env.GANTRY_ALLOW_INSECURE_HTTP !== '1') {
@@ -86,7 +121,7 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string 
     : { level: config.logLevel };
   // GANTRY_BUS_CHAOS turns on the misbehaving bus, for fault-injection tests (see src/bus/chaos-bus.ts).
   const chaos = process.env.GANTRY_BUS_CHAOS;
-  const bus = chaos ? new ChaosBus(new MemoryBus(), parseChaosSettings(chaos)) : undefined;
+  const bus = chaos ? new ChaosBus(new MemoryBus({ dedupe: false }), parseChaosSettings(chaos)) : undefined;
   const cp = await createControlPlane(config, { logger, bus });
   try {
     // The first admin token, where the CLI finds it (GANTRY_DATA_DIR): two commands stay two commands.
@@ -121,6 +156,8 @@ export function serverCommand(program: Command): void {
     .option('--host <addr>', 'address to listen on (0.0.0.0 for agents on other hosts: needs TLS)', '127.0.0.1')
     .option('--tls-cert <file>', 'certificate (PEM) to serve HTTPS with; default $GANTRY_TLS_CERT')
     .option('--tls-key <file>', 'its private key (PEM); default $GANTRY_TLS_KEY')
+    .option('--database <url>', 'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory')
+    .option('--bus <url>', 'nats://… to carry wake-ups over NATS JetStream between replicas; default $GANTRY_BUS_URL, else in this process')
     .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText('after', '\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
     .action(async (flags) => {
@@ -129,7 +166,7 @@ export function serverCommand(program: Command): void {
       const { adminTokenFile } = await import('../../server/token-file.js');
       const tokenFile = resolve(adminTokenFile(config.dataDir));
       if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: tokenFile }) + '\n');
-      process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, admin token in ${tokenFile}, log: stdout)\n`);
+      process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, state in ${databaseLabel(config)}, admin token in ${tokenFile}, log: stdout)\n`);
       const stop = async () => {
         await cp.stop();
         process.exit(0);

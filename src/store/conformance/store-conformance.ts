@@ -53,6 +53,37 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, reason: null, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
     };
 
+    it('leader lease: one holder at a time, a new term on takeover; a deposed leader writes nothing', async () => {
+      const a = await store.leaderClaim({ holder: 'a', now, ttlMs: 5000 });
+      expect(a).toMatchObject({ holder: 'a', term: 1, leader: true, expiresAt: now + 5000 });
+      expect(await store.leaderClaim({ holder: 'b', now: now + 1000, ttlMs: 5000 })).toMatchObject({ holder: 'a', term: 1, leader: false });
+      // Renewing keeps the term.
+      expect(await store.leaderClaim({ holder: 'a', now: now + 2000, ttlMs: 5000 })).toMatchObject({ term: 1, leader: true, expiresAt: now + 7000 });
+      // a stops renewing; once its lease has run out, b takes over with the next term.
+      expect(await store.leaderClaim({ holder: 'b', now: now + 7001, ttlMs: 5000 })).toMatchObject({ holder: 'b', term: 2, leader: true });
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const s = await stageOf(j.id, 'a');
+      const plan = { placements: [{ stageId: s.id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] };
+      const late = store.asLeader(() => ({ holder: 'a', term: 1 }));
+      await expect(late.planApply({ plan, now: now + 7002, leaseMs: LEASE })).rejects.toMatchObject({ name: 'NotLeaderError' });
+      await expect(late.attemptsReap({ now: now + 7002, ackTimeoutMs: 1, jitter: 0 })).rejects.toMatchObject({ name: 'NotLeaderError' });
+      expect((await stageOf(j.id, 'a')).state).toBe('ready');
+      const current = store.asLeader(() => ({ holder: 'b', term: 2 }));
+      expect((await current.planApply({ plan, now: now + 7002, leaseMs: LEASE })).applied).toHaveLength(1);
+      // A leader whose own lease ran out is refused too, until it renews.
+      await expect(current.attemptsReap({ now: now + 12_002, ackTimeoutMs: 60_000, jitter: 0 })).rejects.toMatchObject({ name: 'NotLeaderError' });
+      // Resigning hands over at once.
+      await store.leaderResign({ holder: 'b', term: 2 });
+      expect(await store.leaderClaim({ holder: 'a', now: now + 7003, ttlMs: 5000 })).toMatchObject({ holder: 'a', term: 3, leader: true });
+      expect((await store.eventsList({ limit: 100 })).filter((e) => e.type === 'leader:elected').map((e) => e.data.term)).toEqual([1, 2, 3]);
+    });
+
+    it("reads the database's clock", async () => {
+      const t = await store.databaseNow();
+      expect(Math.abs(t - Date.now())).toBeLessThan(5000);
+    });
+
     it('submits a DAG: roots ready, the rest pending, job queued, events and outbox written', async () => {
       const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] })]), source: null, now });
       expect(j.state).toBe('queued');

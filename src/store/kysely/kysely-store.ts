@@ -1,11 +1,11 @@
-import { type Kysely, Migrator } from 'kysely';
+import { type Kysely, Migrator, sql } from 'kysely';
 import type { JobState } from '../../domain/job-state.js';
-import { NotFoundError } from '../../domain/errors.js';
+import { NotFoundError, NotLeaderError, StoreBusyError } from '../../domain/errors.js';
 import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { AuditEntry, AuditRecord, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import type { AttemptCompletion, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
+import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
@@ -17,6 +17,15 @@ import * as tokens from './token-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
+import { isRetryable, retryDelayMs } from './retryable.js';
+import { prepared } from './prepared-query.js';
+
+const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
+  db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
+);
+
+/** How many times a transaction refused for a conflict is tried before the caller is told the database is busy. */
+const MAX_TRIES = 20;
 
 /**
  * The store, written once over Kysely for every SQL adapter. An adapter supplies a configured
@@ -34,14 +43,22 @@ export class KyselyStore implements Store {
   constructor(
     readonly db: Kysely<Database>,
     readonly capabilities: StoreCapabilities,
+    /** PostgreSQL: the schema the tables live in, where the migrator keeps its own tables too. */
+    private readonly schema?: string,
   ) {
     this.group = capabilities.singleWriter ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written))) : null;
   }
 
-  async migrate(): Promise<void> {
-    const migrator = new Migrator({ db: this.db, provider: migrationProvider(this.capabilities) });
-    const { error } = await migrator.migrateToLatest();
+  async migrate(): Promise<string[]> {
+    const migrator = new Migrator({
+      db: this.db,
+      provider: migrationProvider(this.capabilities),
+      // Named, or the migrator takes another schema's migration tables (any in the database) for its own.
+      ...(this.schema ? { migrationTableSchema: this.schema } : {}),
+    });
+    const { error, results } = await migrator.migrateToLatest();
     if (error) throw error instanceof Error ? error : new Error(String(error));
+    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
   }
 
   async close(): Promise<void> {
@@ -52,17 +69,88 @@ export class KyselyStore implements Store {
     this.listeners.push(listener);
   }
 
-  private async tx<T>(now: number, fn: (tx: TxContext) => Promise<T>): Promise<T> {
+  /** With several writers: the clock a transaction's time is read from when it begins (useClock). */
+  private clock: { now(): number } | null = null;
+
+  useClock(clock: { now(): number }): void {
+    this.clock = clock;
+  }
+
+  /** Set on the stores asLeader() makes: the term every transaction of theirs must still hold. */
+  private termOf: (() => { holder: string; term: number } | null) | null = null;
+
+  private async tx<T>(now: number, body: (tx: TxContext) => Promise<T>): Promise<T> {
+    const termOf = this.termOf;
+    const fn = termOf
+      ? async (tx: TxContext) => {
+          // In the transaction, before anything is written: a takeover that commits first makes
+          // this read fail to find the term; one that commits later conflicts with it and reruns.
+          const t = termOf();
+          if (!t || !(await leaderHolds.first(tx.db, t.holder, t.term, now))) throw new NotLeaderError(t?.holder ?? '(none)', t?.term ?? 0);
+          return body(tx);
+        }
+      : body;
     if (this.group) return this.group.run(now, fn);
-    let ctx: TxContext | undefined;
-    const out = await this.db.transaction().execute(async (trx) => {
-      ctx = new TxContext(trx, now);
-      const result = await fn(ctx);
-      await ctx.flush();
-      return result;
+    // Several writers (PostgreSQL): every transaction is SERIALIZABLE, and one the database
+    // refuses for a conflict with a concurrent one is run again whole, from a fresh context
+    // (docs/store-contract.md). So no verb has to reason about which interleavings it survives.
+    const first = performance.now();
+    for (let tries = 1; ; tries++) {
+      let ctx: TxContext | undefined;
+      // A transaction acts at the time it runs, not the time its caller read the clock (a request
+      // may wait for a connection, or run again after a conflict): so the times written follow the
+      // order of the commits, and a cancel that committed after a start is never stamped before it.
+      let at = tries === 1 ? now : now + Math.round(performance.now() - first);
+      if (this.clock) at = Math.max(at, this.clock.now());
+      try {
+        const out = await this.db
+          .transaction()
+          .setIsolationLevel('serializable')
+          .execute(async (trx) => {
+            ctx = new TxContext(trx, at, true);
+            const result = await fn(ctx);
+            await ctx.flush();
+            return result;
+          });
+        if (ctx?.written.length) for (const l of this.listeners) l(ctx.written);
+        return out;
+      } catch (err) {
+        if (!isRetryable(err)) throw err;
+        if (tries >= MAX_TRIES) throw new StoreBusyError(tries, err);
+        await new Promise((r) => setTimeout(r, retryDelayMs(tries)));
+      }
+    }
+  }
+
+  async installationId(): Promise<string> {
+    return (await this.db.selectFrom('installation').select('id').executeTakeFirstOrThrow()).id;
+  }
+  async databaseNow(): Promise<number> {
+    if (this.capabilities.dialect === 'sqlite') return Date.now(); // the file is on this host: one clock already
+    const r = await sql<{ now: number }>`select (extract(epoch from clock_timestamp()) * 1000)::bigint as now`.execute(this.db);
+    return Number(r.rows[0]!.now);
+  }
+  leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {
+    return this.tx(p.now, async (tx) => {
+      const row = await tx.db.selectFrom('leader').selectAll().where('name', '=', 'control').executeTakeFirstOrThrow();
+      const mine = row.holder === p.holder && Number(row.expires_at) >= p.now;
+      if (!mine && Number(row.expires_at) >= p.now) return { holder: row.holder, term: Number(row.term), expiresAt: Number(row.expires_at), leader: false };
+      // Renewing keeps the term; taking over (expired, or resigned) starts the next one.
+      const term = mine ? Number(row.term) : Number(row.term) + 1;
+      const expiresAt = p.now + p.ttlMs;
+      await tx.db.updateTable('leader').set({ holder: p.holder, term, expires_at: expiresAt }).where('name', '=', 'control').where('term', '=', row.term).execute();
+      if (!mine) await tx.event({ type: 'leader:elected', message: `${p.holder} is the leader (term ${term})`, data: { holder: p.holder, term, previous: row.holder } });
+      return { holder: p.holder, term, expiresAt, leader: true };
     });
-    if (ctx?.written.length) for (const l of this.listeners) l(ctx.written);
-    return out;
+  }
+  async leaderResign(p: { holder: string; term: number }): Promise<void> {
+    await this.db.updateTable('leader').set({ expires_at: 0 }).where('name', '=', 'control').where('holder', '=', p.holder).where('term', '=', p.term).execute();
+  }
+  asLeader(term: () => { holder: string; term: number } | null): Store {
+    // Shares everything (connection, listeners, group commit) through the prototype; only the term differs.
+    const fenced = Object.create(this) as KyselyStore;
+    fenced.termOf = term;
+    return fenced;
   }
 
   async jobSubmit(p: Parameters<Store['jobSubmit']>[0]) {

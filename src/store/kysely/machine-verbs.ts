@@ -96,9 +96,11 @@ export async function machineHeartbeat(
   let health = m.health as MachineHealth;
   let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
   if (health === 'suspect' || health === 'lost') {
-    await tx.db.updateTable('machines').set({ health: 'ready', updated_at: tx.now }).where('id', '=', m.id).where('health', '=', health).execute();
-    await tx.event({ type: 'machine:ready', machineId: m.id, message: `machine ${m.name} is heartbeating again (was ${health})` });
-    await tx.publish('capacity:freed', { machineId: m.id });
+    const res = await tx.db.updateTable('machines').set({ health: 'ready', updated_at: tx.now }).where('id', '=', m.id).where('health', '=', health).executeTakeFirst();
+    if (Number(res.numUpdatedRows) === 1) {
+      await tx.event({ type: 'machine:ready', machineId: m.id, message: `machine ${m.name} is heartbeating again (was ${health})` });
+      await tx.publish('capacity:freed', { machineId: m.id });
+    }
     health = 'ready';
     fresh = false;
   }

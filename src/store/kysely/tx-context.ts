@@ -2,6 +2,7 @@ import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { prepared, preparedBySize } from './prepared-query.js';
+import { isRetryable } from './retryable.js';
 
 export type Db = Kysely<Database>;
 export type Trx = Transaction<Database>;
@@ -51,6 +52,8 @@ export class TxContext {
   constructor(
     readonly db: Trx,
     readonly now: number,
+    /** Several writers at once (PostgreSQL): append rows in commit order (see flush). */
+    private readonly concurrent = false,
   ) {}
 
   async event(e: EventInput): Promise<void> {
@@ -91,6 +94,9 @@ export class TxContext {
         await this.db.executeQuery(q.release);
         return out;
       } catch (err) {
+        // A conflict with concurrent transactions (PostgreSQL) dooms the whole transaction, not
+        // this part: it goes up to be run again whole, rather than answered as this part's error.
+        if (isRetryable(err)) throw new TransactionAborted(err, null);
         try {
           await this.db.executeQuery(q.rollback);
           await this.db.executeQuery(q.release);
@@ -111,6 +117,12 @@ export class TxContext {
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */
   async flush(): Promise<void> {
+    // Readers page events and audit rows by `seq` ("everything after 41"), which is only safe if
+    // no row with a smaller seq can still commit after a larger one did. With concurrent writers
+    // a sequence hands out numbers in call order, not commit order, so the appends of concurrent
+    // transactions take turns: the lock is held from here to the commit, a short tail of each
+    // transaction (docs/store-contract.md).
+    if (this.concurrent && (this.events.length || this.audits.length)) await this.db.executeQuery(APPEND_LOCK);
     for (let i = 0; i < this.events.length; i += ROWS_PER_INSERT) {
       const part = this.events.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];
@@ -138,6 +150,9 @@ export class TxContext {
     this.messageKeys.clear();
   }
 }
+
+/** A transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit; its key is arbitrary but fixed. */
+const APPEND_LOCK = CompiledQuery.raw('select pg_advisory_xact_lock(7355608001)');
 
 /** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row); one prepared text per count. */
 const ROWS_PER_INSERT = 64;

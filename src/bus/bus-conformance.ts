@@ -1,0 +1,86 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Bus, BusMessage } from './bus.js';
+
+/**
+ * What every Bus must do, run against each (memory-bus.test.ts, nats-bus.test.ts). `open` gives
+ * two buses of one installation, as two replicas have (the in-process bus: the same one twice),
+ * and `other` one of another installation sharing the transport.
+ */
+export function busConformance(name: string, make: { open(): Promise<[Bus, Bus]>; other?(): Promise<Bus> }): void {
+  describe(`Bus conformance: ${name}`, () => {
+    const opened: Bus[] = [];
+    afterEach(async () => {
+      await Promise.all(opened.splice(0).map((b) => b.close()));
+    });
+    const open = async () => {
+      const pair = await make.open();
+      opened.push(...new Set(pair));
+      return pair;
+    };
+    const collect = (bus: Bus, topic: string) => {
+      const got: BusMessage[] = [];
+      bus.subscribe(topic, (m) => got.push(m));
+      return got;
+    };
+    const until = async (cond: () => boolean, ms = 5000) => {
+      const end = Date.now() + ms;
+      while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+    };
+
+    it('delivers to the subscribers of the topic, on every replica, and to no other topic', async () => {
+      const [a, b] = await open();
+      const onA = collect(a, 'pool:ready');
+      const onB = collect(b, 'pool:ready');
+      const elsewhere = collect(b, 'machine:wake');
+      await a.publish({ id: '1', topic: 'pool:ready', payload: { pool: 'cpu' } });
+      await until(() => onA.length > 0 && onB.length > 0);
+      expect(onA).toEqual([{ id: '1', topic: 'pool:ready', payload: { pool: 'cpu' } }]);
+      expect(onB).toEqual(onA);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(elsewhere).toEqual([]);
+    });
+
+    it('a message id published twice is delivered once', async () => {
+      const [a, b] = await open();
+      const got = collect(b, 'capacity:freed');
+      await a.publish({ id: '7', topic: 'capacity:freed', payload: { machineId: 'm' } });
+      await a.publish({ id: '7', topic: 'capacity:freed', payload: { machineId: 'm' } });
+      await a.publish({ id: '8', topic: 'capacity:freed', payload: { machineId: 'n' } });
+      await until(() => got.length >= 2);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(got.map((m) => m.id)).toEqual(['7', '8']);
+    });
+
+    it('unsubscribing stops delivery; a throwing handler does not stop the others', async () => {
+      const [a, b] = await open();
+      const got: string[] = [];
+      const off = b.subscribe('job:changed', (m) => got.push(`first ${m.id}`));
+      b.subscribe('job:changed', () => {
+        throw new Error('a broken consumer');
+      });
+      b.subscribe('job:changed', (m) => got.push(`third ${m.id}`));
+      await a.publish({ id: '1', topic: 'job:changed', payload: {} });
+      await until(() => got.length >= 2);
+      off();
+      await a.publish({ id: '2', topic: 'job:changed', payload: {} });
+      await until(() => got.length >= 3);
+      expect(got).toEqual(['first 1', 'third 1', 'third 2']);
+    });
+
+    if (make.other) {
+      it("another installation's messages never arrive", async () => {
+        const [a] = await open();
+        const other = await make.other!();
+        opened.push(other);
+        const got = collect(a, 'pool:ready');
+        const theirs = collect(other, 'pool:ready');
+        await other.publish({ id: '1', topic: 'pool:ready', payload: { pool: 'theirs' } });
+        await until(() => theirs.length > 0);
+        await a.publish({ id: '1', topic: 'pool:ready', payload: { pool: 'ours' } });
+        await until(() => got.length > 0);
+        await new Promise((r) => setTimeout(r, 100));
+        expect(got.map((m) => m.payload.pool)).toEqual(['ours']);
+      });
+    }
+  });
+}

@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { NATS_URL, serviceMissing } from '../../test/support/services.js';
+import { busConformance } from './bus-conformance.js';
+import { NatsBus } from './nats-bus.js';
+
+const missing = await serviceMissing('NATS', NATS_URL);
+
+const bus = (installation: string) => new NatsBus(NatsBus.servers(NATS_URL), { installation });
+async function ready<T extends NatsBus[]>(...buses: T): Promise<T> {
+  await Promise.all(buses.map((b) => b.ready()));
+  return buses;
+}
+
+if (missing) {
+  describe('Bus conformance: nats', () => it.skip(missing, () => {}));
+} else {
+  busConformance('nats', {
+    async open() {
+      const installation = randomBytes(6).toString('hex');
+      return ready(bus(installation), bus(installation));
+    },
+    async other() {
+      return (await ready(bus(randomBytes(6).toString('hex'))))[0];
+    },
+  });
+}
+
+/** A free port on loopback, for a NATS server of the test's own. */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const NATS_SERVER = '/usr/sbin/nats-server';
+const haveServer = await import('node:fs').then((fs) => fs.existsSync(NATS_SERVER));
+
+describe.skipIf(!haveServer)('NatsBus when NATS goes away', () => {
+  it('publishing fails while it is gone (the relay keeps the row), and the bus recovers by itself when it returns', async () => {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'gantry-nats-'));
+    const start = () => spawn(NATS_SERVER, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+    const stop = (p: ChildProcess) => new Promise<void>((r) => (p.once('exit', () => r()), p.kill('SIGKILL')));
+    let server = start();
+    const states: string[] = [];
+    const a = new NatsBus([`nats://127.0.0.1:${port}`], { installation: 'outage', onState: (s) => states.push(s) });
+    const b = new NatsBus([`nats://127.0.0.1:${port}`], { installation: 'outage' });
+    try {
+      await a.ready();
+      await b.ready();
+      const got: string[] = [];
+      b.subscribe('pool:ready', (m) => got.push(m.id));
+      await a.publish({ id: '1', topic: 'pool:ready', payload: {} });
+      await expect.poll(() => got, { timeout: 5000 }).toEqual(['1']);
+
+      await stop(server);
+      await expect(a.publish({ id: '2', topic: 'pool:ready', payload: {} })).rejects.toThrow();
+
+      server = start();
+      // Back without anyone doing anything: the connection, the stream (kept in memory, so made
+      // again) and each replica's consumer.
+      await expect
+        .poll(
+          async () => {
+            await a.publish({ id: `again-${Date.now()}`, topic: 'pool:ready', payload: {} }).catch(() => {});
+            return got.length;
+          },
+          { timeout: 15_000, interval: 300 },
+        )
+        .toBeGreaterThan(1);
+      expect(states[0]).toBe('connected');
+    } finally {
+      await a.close();
+      await b.close();
+      await stop(server);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+});

@@ -1,0 +1,160 @@
+import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { Bus, BusHandler, BusMessage } from './bus.js';
+import { RecentIds } from './recent-ids.js';
+import { Subscribers } from './subscribers.js';
+
+/** One stream for every installation on this NATS; each installation's messages under its own subjects. */
+const STREAM = 'GANTRY';
+const SUBJECTS = 'gantry.>';
+/** Repeats of a message id within this window are stored once (JetStream's de-duplication). */
+const DUPLICATE_WINDOW_NS = 120 * 1e9;
+
+export interface NatsBusOptions {
+  /** The installation (Store.installationId): its messages go to `gantry.<installation>.…`. */
+  installation: string;
+  onError?: (err: unknown) => void;
+  /** Told when the bus connects, loses NATS, and gets it back. */
+  onState?: (state: 'connected' | 'disconnected' | 'reconnected') => void;
+}
+
+/**
+ * The bus between replicas: NATS JetStream (docs/replicas.md). A message is published to the
+ * stream with its id (the outbox row's) as `Nats-Msg-Id`, so a relay's repeat is stored once;
+ * every replica reads the stream's new messages through an ordered consumer of its own, so each
+ * sees every message. Messages are hints (bus.ts): when NATS is away, publish fails (the outbox
+ * row stays unpublished and the relay tries again), nothing is delivered, and the loops' periodic
+ * passes carry the work; the connection comes back by itself, and so does the consumer.
+ */
+export class NatsBus implements Bus {
+  private subscribers = new Subscribers();
+  private seen = new RecentIds();
+  private nc: NatsConnection | null = null;
+  private js: JetStreamClient | null = null;
+  private closed = false;
+  private readonly prefix: string;
+  private readonly running: Promise<void>;
+  private wake: (() => void) | null = null;
+
+  constructor(
+    private readonly servers: string[],
+    private readonly opts: NatsBusOptions,
+  ) {
+    if (!/^[A-Za-z0-9_-]+$/.test(opts.installation)) throw new Error(`installation id "${opts.installation}" cannot be a NATS subject token`);
+    this.prefix = `gantry.${opts.installation}.`;
+    this.running = this.run();
+  }
+
+  /** `nats://a:4222,nats://b:4222` → the list of servers. */
+  static servers(url: string): string[] {
+    return url.split(',').map((s) => s.trim()).filter(Boolean);
+  }
+
+  /** Resolves once connected and consuming (for tests and for a start that wants to wait). */
+  async ready(timeoutMs = 10_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (!this.consuming) {
+      if (Date.now() > until) throw new Error(`NATS at ${this.servers.join(',')}: not connected after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  private consuming = false;
+  /** The consumer's message stream now; stopped to make it start again (after a reconnect). */
+  private messages: { stop(): void } | null = null;
+
+  async publish(msg: BusMessage): Promise<void> {
+    const js = this.js;
+    if (!js || this.nc?.isClosed()) throw new Error(`NATS at ${this.servers.join(',')} is not connected: message ${msg.id} left for the relay to send again`);
+    await js.publish(this.prefix + msg.topic.replaceAll(':', '.'), JSON.stringify(msg), { msgID: `${this.opts.installation}:${msg.id}`, timeout: 2000 });
+  }
+
+  subscribe(topic: string, handler: BusHandler): () => void {
+    return this.subscribers.add(topic, handler);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.subscribers.clear();
+    this.wake?.();
+    await this.nc?.close().catch(() => {});
+    await this.running;
+  }
+
+  /** Connects, then consumes; whenever the consumer ends (NATS restarted without the stream, say), starts it again. */
+  private async run(): Promise<void> {
+    while (!this.closed) {
+      try {
+        if (!this.nc || this.nc.isClosed()) {
+          this.nc = await connect({ servers: this.servers, name: `gantry ${this.opts.installation}`, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+          this.js = jetstream(this.nc);
+          this.opts.onState?.('connected');
+          void this.watchStatus(this.nc);
+        }
+        await this.ensureStream(this.nc);
+        const consumer = await this.js!.consumers.get(STREAM, { filter_subjects: `${this.prefix}>`, deliver_policy: DeliverPolicy.New });
+        const messages = await consumer.consume();
+        this.messages = messages;
+        this.consuming = true;
+        for await (const m of messages) {
+          if (this.closed) break;
+          this.dispatch(m.string());
+        }
+      } catch (err) {
+        if (!this.closed) this.opts.onError?.(err);
+      }
+      this.consuming = false;
+      if (!this.closed) await new Promise<void>((r) => ((this.wake = r), setTimeout(r, 500)));
+    }
+  }
+
+  private async watchStatus(nc: NatsConnection): Promise<void> {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') this.opts.onState?.('disconnected');
+      if (s.type === 'reconnect') {
+        this.opts.onState?.('reconnected');
+        // A NATS that restarted has lost the in-memory stream and this replica's consumer: make
+        // the stream again and start a new consumer (run() does, once this one is stopped).
+        await this.ensureStream(nc).catch((err) => this.opts.onError?.(err));
+        this.messages?.stop();
+      }
+    }
+  }
+
+  private async ensureStream(nc: NatsConnection): Promise<void> {
+    const jsm = await jetstreamManager(nc);
+    try {
+      await jsm.streams.info(STREAM);
+    } catch {
+      try {
+        await jsm.streams.add({
+          name: STREAM,
+          subjects: [SUBJECTS],
+          // Hints only: kept in memory, briefly, a bounded number.
+          storage: StorageType.Memory,
+          retention: RetentionPolicy.Limits,
+          max_age: 10 * 60 * 1e9,
+          max_msgs: 100_000,
+          discard: DiscardPolicy.Old,
+          duplicate_window: DUPLICATE_WINDOW_NS,
+        });
+      } catch (err) {
+        // Another replica made it first.
+        await jsm.streams.info(STREAM).catch(() => {
+          throw err;
+        });
+      }
+    }
+  }
+
+  private dispatch(text: string): void {
+    let msg: BusMessage;
+    try {
+      msg = JSON.parse(text) as BusMessage;
+    } catch {
+      return;
+    }
+    if (typeof msg?.id !== 'string' || typeof msg.topic !== 'string' || !this.seen.first(msg.id)) return;
+    this.subscribers.deliver(msg);
+  }
+}

@@ -1,0 +1,79 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { KyselyStore } from '../kysely/kysely-store.js';
+import type { Database } from '../schema.js';
+
+/** PostgreSQL's type ids whose text the store reads as numbers (the schema's times and counters). */
+const INT8 = 20;
+const NUMERIC = 1700;
+
+/**
+ * Types for this pool only (not pg's global parsers, which every other pg user in the process
+ * shares): `bigint` columns and `count(*)` come back as strings by default, so that values past
+ * 2^53 are not rounded. The store's bigints are milliseconds since the epoch, byte counts and
+ * sequence numbers, all far below 2^53, so they are read as numbers once, here.
+ */
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8 || oid === NUMERIC) return (v: string) => Number(v);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+};
+
+export interface PostgresStoreOptions {
+  /** Run the migrations on open (default). Several replicas may open at once: the migrator takes an advisory lock. */
+  migrate?: boolean;
+  /** A schema to keep the tables in (created if missing); default: the connection's search_path (`public`). */
+  schema?: string;
+  /** Connections in the pool (default 10). */
+  poolSize?: number;
+}
+
+/**
+ * The store on PostgreSQL: the same KyselyStore as SQLite's, with its capability flags saying
+ * that several writers run at once. How the shared code stays correct under them is
+ * docs/store-contract.md.
+ */
+export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<KyselyStore> {
+  const schema = opts.schema;
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`PostgreSQL schema name "${schema}": lower-case letters, digits and _ only`);
+  if (schema) {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query(`create schema if not exists ${schema}`);
+    } finally {
+      await c.end();
+    }
+  }
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.poolSize ?? 10,
+    types,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+  });
+  // An idle connection the server dropped (a restart, a failover) must not crash the process:
+  // the pool discards it and the next query opens a new one.
+  pool.on('error', () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false }, schema ?? 'public');
+  try {
+    if (opts.migrate !== false) await store.migrate();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
+}
+
+/** Drops a schema and everything in it: for tests that made one each. */
+export async function dropPostgresSchema(url: string, schema: string): Promise<void> {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`PostgreSQL schema name "${schema}"`);
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(`drop schema if exists ${schema} cascade`);
+  } finally {
+    await c.end();
+  }
+}

@@ -1,0 +1,136 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchema } from '../../src/store/postgres/open-postgres-store.js';
+import { FAST_TIMINGS } from '../faults/fault-harness.js';
+import { api, CLI, isTerminal, REPO, until, useServerToken } from '../support/gantry-process.js';
+import { freshSchema, NATS_URL, POSTGRES_URL, serviceMissing } from '../support/services.js';
+
+/**
+ * Two `gantry server` replicas on one PostgreSQL database and one NATS, and an agent that knows
+ * both (`--server a,b`): the leader is killed with SIGKILL while stages run, the other replica
+ * takes over within the lease's bound, and every job ends succeeded with each stage run once.
+ */
+const missing = (await serviceMissing('PostgreSQL', POSTGRES_URL)) ?? (await serviceMissing('NATS', NATS_URL));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const LEADER_TTL_MS = 2000;
+
+describe.skipIf(!!missing)('replicas on PostgreSQL and NATS', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gantry-replicas-'));
+  const schema = freshSchema('replicas');
+  const procs: ChildProcess[] = [];
+  const env = {
+    ...process.env,
+    ...FAST_TIMINGS,
+    GANTRY_DATABASE_URL: POSTGRES_URL,
+    GANTRY_DATABASE_SCHEMA: schema,
+    GANTRY_BUS_URL: NATS_URL,
+    GANTRY_LEADER_TTL_MS: String(LEADER_TTL_MS),
+    // One directory for stage outputs, as replicas must share (docs/replicas.md).
+    GANTRY_ARTIFACTS_DIR: join(dir, 'artifacts'),
+  };
+  afterAll(async () => {
+    for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const startServer = async (name: string) => {
+    const port = await freePort();
+    const proc = spawn(process.execPath, [CLI, 'server', '--data-dir', join(dir, name), '--port', String(port)], {
+      cwd: REPO,
+      env: { ...env, GANTRY_REPLICA_ID: name },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    proc.stdout!.on('data', (d) => (out += d));
+    proc.stderr!.on('data', (d) => (out += d));
+    procs.push(proc);
+    const url = `http://127.0.0.1:${port}`;
+    await until('replica healthy', () => api(url, '/healthz').then((r) => r.status, () => 0), (s) => s === 200, 30_000);
+    return { name, url, proc, output: () => out };
+  };
+  const health = (url: string) => api(url, '/healthz').then((r) => r.body as { replica: string; leader: boolean }, () => null);
+
+  it('any replica serves the API; killing the leader hands the scheduler to the other; nothing is lost or run twice', async () => {
+    const a = await startServer('replica-a');
+    await until('a leads', () => health(a.url), (h) => h?.leader === true);
+    const b = await startServer('replica-b');
+    expect((await health(b.url))?.leader).toBe(false);
+    // One database: a's admin token is good on b too.
+    const token = useServerToken(a.url, join(dir, 'replica-a'));
+    useServerToken(b.url, join(dir, 'replica-a'));
+    expect(token).toBeTruthy();
+
+    const join_ = await api(b.url, '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'join', name: 'replica test' }) });
+    expect(join_.status).toBe(201);
+    const marks = join(dir, 'marks');
+    const agent = spawn(process.execPath, [CLI, 'agent', '--server', `${a.url},${b.url}`, '--name', 'worker', '--data-dir', join(dir, 'agent'), '--cpu', '8', '--memory', '8Gi'], {
+      cwd: REPO,
+      env: { ...env, GANTRY_JOIN_TOKEN: join_.body.token },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    procs.push(agent);
+    let agentOut = '';
+    agent.stderr!.on('data', (d) => (agentOut += d));
+    await until('agent ready', () => api(b.url, '/v1/machines').then((r) => r.body.machines?.[0]?.health), (h) => h === 'ready', 30_000);
+
+    // Each stage appends its name to a file: a stage run twice would show twice.
+    // The second reads what the first wrote, through whichever replica the agent asks.
+    const run = `echo "$GANTRY_JOB_ID/$GANTRY_STAGE" >> ${marks}; sleep 0.3`;
+    const spec = (i: number) => ({
+      name: `chain-${i}`,
+      stages: [
+        { name: 'first', command: ['sh', '-c', `${run}; echo "$GANTRY_JOB_ID" > "$GANTRY_OUTPUT_DIR/x"`], resources: { cpu: 0.5 } },
+        { name: 'second', needs: ['first'], command: ['sh', '-c', `${run}; test "$(cat "$GANTRY_INPUT_DIR/first/x")" = "$GANTRY_JOB_ID"`], resources: { cpu: 0.5 } },
+      ],
+    });
+    // Submitted to both replicas.
+    const ids: string[] = [];
+    for (let i = 0; i < 16; i++) {
+      const r = await api(i % 2 ? a.url : b.url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec(i)) });
+      expect(r.status).toBe(201);
+      ids.push(r.body.id);
+    }
+    await until('stages running', () => api(b.url, `/v1/jobs?limit=100`).then((r) => r.body.jobs.filter((j: { state: string }) => j.state === 'running').length), (n) => n > 0);
+
+    // Kill the leader outright, mid-work.
+    const killedAt = Date.now();
+    a.proc.kill('SIGKILL');
+    await until('b leads', () => health(b.url), (h) => h?.leader === true, 20_000);
+    const failoverMs = Date.now() - killedAt;
+    // The bound (docs/replicas.md): the lease's TTL plus one renewal period, with room for a slow machine.
+    expect(failoverMs).toBeLessThan(LEADER_TTL_MS + LEADER_TTL_MS / 3 + 3000);
+    console.log(`leader failover took ${failoverMs} ms (lease ${LEADER_TTL_MS} ms)`);
+
+    const jobs = await until(
+      'every job ended',
+      () => Promise.all(ids.map((id) => api(b.url, `/v1/jobs/${id}`).then((r) => r.body))),
+      (js) => js.every((j) => isTerminal(j)),
+      60_000,
+    );
+    expect(jobs.map((j) => j.state)).toEqual(ids.map(() => 'succeeded'));
+    const lines = readFileSync(marks, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(ids.length * 2);
+    expect(new Set(lines).size).toBe(lines.length);
+    // The new term is on record.
+    const events = await api(b.url, '/v1/events?limit=1000').catch(() => null);
+    if (events?.status === 200) {
+      const elected = (events.body.events as { type: string; data: { holder: string } }[]).filter((e) => e.type === 'leader:elected').map((e) => e.data.holder);
+      expect(elected).toEqual(['replica-a', 'replica-b']);
+    }
+    agent.kill('SIGTERM');
+  }, 120_000);
+});

@@ -1,7 +1,18 @@
+import type { Generated } from 'kysely';
+import type { AttemptState } from '../domain/attempt-state.js';
+import type { JobState } from '../domain/job-state.js';
+import type { MachineHealth } from '../domain/machine-health.js';
+import type { MachineScheduling } from '../domain/machine-scheduling.js';
+import type { StageState } from '../domain/stage-state.js';
+import type { TokenKind } from '../domain/token-kind.js';
+
 /**
  * The tables, as Kysely sees them. Private to the store: nothing outside src/store imports this.
- * Times are integer milliseconds since the epoch; JSON columns are text.
+ * Times are integer milliseconds since the epoch; JSON columns are text. State columns are the
+ * domain's unions (the migrations' check constraints hold the database to the same lists); keys
+ * the database numbers are `Generated`.
  */
+
 /** The replicas' leader lease: one row, `control`. */
 export interface LeaderTable {
   name: string;
@@ -22,7 +33,7 @@ export interface JobsTable {
   team: string;
   priority: number;
   labels: string;
-  state: string;
+  state: JobState;
   definition: string;
   source: string | null;
   failure_reason: string | null;
@@ -46,7 +57,7 @@ export interface StagesTable {
   name: string;
   position: number;
   pool: string;
-  state: string;
+  state: StageState;
   priority: number;
   definition: string;
   attempts_used: number;
@@ -79,7 +90,7 @@ export interface AttemptsTable {
   gpu_type: string | null;
   cpu_millis: number;
   memory_bytes: number;
-  state: string;
+  state: AttemptState;
   exit_code: number | null;
   signal: string | null;
   reason: string | null;
@@ -106,9 +117,9 @@ export interface MachinesTable {
   gpus_declared: number;
   region: string | null;
   labels: string;
-  health: string;
+  health: MachineHealth;
   /** What an operator wants of it (0005): eligible, cordoned, draining or removed. */
-  scheduling: string;
+  scheduling: MachineScheduling;
   agent: string;
   last_heartbeat_at: number;
   registered_at: number;
@@ -116,7 +127,8 @@ export interface MachinesTable {
 }
 
 export interface EventsTable {
-  seq: number;
+  /** The database numbers it (autoincrement / bigserial). */
+  seq: Generated<number>;
   at: number;
   type: string;
   job_id: string | null;
@@ -128,7 +140,7 @@ export interface EventsTable {
 }
 
 export interface OutboxTable {
-  id: number;
+  id: Generated<number>;
   topic: string;
   payload: string;
   created_at: number;
@@ -136,7 +148,7 @@ export interface OutboxTable {
 }
 
 export interface LogChunksTable {
-  id: number;
+  id: Generated<number>;
   attempt_id: string;
   stream: string;
   at: number;
@@ -147,7 +159,7 @@ export interface LogChunksTable {
 
 export interface TokensTable {
   id: string;
-  kind: string;
+  kind: TokenKind;
   team: string | null;
   machine_id: string | null;
   name: string;
@@ -159,7 +171,7 @@ export interface TokensTable {
 }
 
 export interface AuditTable {
-  seq: number;
+  seq: Generated<number>;
   at: number;
   token_id: string | null;
   /** Who, in words: "team ml token tok_… (alice)". */

@@ -42,7 +42,7 @@ const jobStages = prepared<[jobId: string]>()((db, [jobId]) =>
 
 /** Every column the advancer may change, written whole from the row read plus the change. */
 type StageWrite = [
-  state: string,
+  state: StageState,
   updatedAt: number,
   attemptsUsed: number,
   lostUsed: number,
@@ -54,7 +54,7 @@ type StageWrite = [
   endReason: string | null,
   outputAttemptId: string | null,
   id: string,
-  from: string,
+  from: StageState,
 ];
 const stageColumns = ([state, updatedAt, attemptsUsed, lostUsed, readySince, notBefore, current, pending, finishedAt, endReason, output]: StageWrite) => ({
   state,

@@ -34,7 +34,7 @@ const startStage = prepared<[at: number, id: string, attemptId: string]>()((db, 
 const machineName = prepared<[id: string]>()((db, [id]) => db.selectFrom('machines').select('name').where('id', '=', id));
 const jobStateOf = prepared<[id: string]>()((db, [id]) => db.selectFrom('jobs').select('state').where('id', '=', id));
 const completeAttempt = prepared<
-  [state: string, exitCode: number | null, signal: string | null, reason: string | null, outputs: string | null, at: number, startedAt: number, id: string, token: number]
+  [state: AttemptState, exitCode: number | null, signal: string | null, reason: string | null, outputs: string | null, at: number, startedAt: number, id: string, token: number]
 >()((db, [state, exitCode, signal, reason, outputs, at, startedAt, id, token]) =>
   db
     .updateTable('attempts')

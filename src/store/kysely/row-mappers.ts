@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import type { AttemptState } from '../../domain/attempt-state.js';
 import type { JobState } from '../../domain/job-state.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
@@ -98,7 +99,7 @@ export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated'
   };
 }
 
-export function toEvent(r: EventsTable): EventRecord {
+export function toEvent(r: Selectable<EventsTable>): EventRecord {
   return {
     seq: num(r.seq),
     at: num(r.at),

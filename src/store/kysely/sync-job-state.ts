@@ -9,10 +9,10 @@ const jobState = prepared<[jobId: string]>()((db, [id]) => db.selectFrom('jobs')
 const stageStates = prepared<[jobId: string]>()((db, [id]) =>
   db.selectFrom('stages').select(['name', 'state', 'end_reason']).where('job_id', '=', id).orderBy('position'),
 );
-const moveJob = prepared<[to: string, at: number, id: string, from: string]>()((db, [to, at, id, from]) =>
+const moveJob = prepared<[to: JobState, at: number, id: string, from: JobState]>()((db, [to, at, id, from]) =>
   db.updateTable('jobs').set({ state: to, updated_at: at }).where('id', '=', id).where('state', '=', from),
 );
-const endJob = prepared<[to: string, at: number, failureReason: string | null, id: string, from: string]>()((db, [to, at, failureReason, id, from]) =>
+const endJob = prepared<[to: JobState, at: number, failureReason: string | null, id: string, from: JobState]>()((db, [to, at, failureReason, id, from]) =>
   db.updateTable('jobs').set({ state: to, updated_at: at, finished_at: at, failure_reason: failureReason }).where('id', '=', id).where('state', '=', from),
 );
 

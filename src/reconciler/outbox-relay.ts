@@ -23,6 +23,11 @@ export class OutboxRelay {
   /** Publishes what a transaction just committed. */
   published(messages: OutboxMessage[]): void {
     for (const m of messages) {
+      if (m.stored === false) {
+        // No row to mark or to send again: a message of this process's own (ids apart from rows').
+        this.bus.publish({ id: `mem:${m.id}`, topic: m.topic, payload: m.payload }).catch(this.onError);
+        continue;
+      }
       // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
       this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload }).then(() => void this.sent.push(m.id), this.onError);
     }

@@ -57,6 +57,9 @@ export async function createControlPlane(
   // The bus may speak before the API (and its logger) exists: what it says then is not lost, only unlogged.
   let appLog: FastifyInstance['log'] | null = null;
   const bus = deps.bus ?? (config.busUrl ? await openNatsBus(config.busUrl, store, () => appLog) : new MemoryBus());
+  // A bus in this process: its subscribers die with it, so outbox rows would protect no message
+  // (a restart re-derives everything from the database); they go to it from memory instead.
+  if (!config.busUrl && !deps.bus && process.env.GANTRY_OUTBOX_ROWS !== '1') store.keepOutboxInMemory();
   const shutdown = new AbortController();
   const artifacts = new ArtifactStore(artifactsDir(config));
   const tokens = new TokenCache((hash) => store.tokenByHash({ hash }), () => clock.now());

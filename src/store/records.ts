@@ -151,6 +151,8 @@ export interface OutboxMessage {
   topic: string;
   payload: Record<string, unknown>;
   createdAt: number;
+  /** False for a message the store kept no row of (Store.keepOutboxInMemory): nothing to mark published. */
+  stored?: boolean;
 }
 
 export type { LogChunkView as LogChunk } from '../api/contract/job-view.js';

@@ -56,6 +56,12 @@ export interface Store {
    * Without it (tests), `now` is used as given.
    */
   useClock(clock: { now(): number }): void;
+  /**
+   * From now on, outbox messages are handed to the onOutbox listeners after each commit without
+   * a row: for a bus in this process (docs/throughput.md, "The outbox"), whose subscribers a crash
+   * takes too, so a row would protect nothing. Rows written before are still relayed.
+   */
+  keepOutboxInMemory(): void;
   /** This database's id, made when it was created: what a shared bus tells installations apart by. */
   installationId(): Promise<string>;
   /** The database's own clock, in ms: replicas keep their offset from it, so all read one time. */

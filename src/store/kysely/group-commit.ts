@@ -36,6 +36,8 @@ export class GroupCommit {
   constructor(
     private readonly db: Db,
     private readonly committed: (written: OutboxMessage[]) => void,
+    /** The context each member runs in (the store's settings for its transactions). */
+    private readonly context: (trx: Trx, now: number) => TxContext = (trx, now) => new TxContext(trx, now),
     private readonly maxGroup = 64,
   ) {}
 
@@ -72,7 +74,7 @@ export class GroupCommit {
     try {
       await this.db.transaction().execute(async (trx) => {
         for (const w of group) {
-          const ctx = new TxContext(trx, w.now);
+          const ctx = this.context(trx, w.now);
           const body = async () => {
             const value = await w.fn(ctx);
             await ctx.flush();

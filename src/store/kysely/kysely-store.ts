@@ -15,7 +15,7 @@ import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
 import * as tokens from './token-verbs.js';
 import { toEvent } from './row-mappers.js';
-import { TransactionAborted, TxContext } from './tx-context.js';
+import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
 import { isRetryable, retryDelayMs } from './retryable.js';
 import { prepared } from './prepared-query.js';
@@ -46,7 +46,7 @@ export class KyselyStore implements Store {
     /** PostgreSQL: the schema the tables live in, where the migrator keeps its own tables too. */
     private readonly schema?: string,
   ) {
-    this.group = capabilities.singleWriter ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written))) : null;
+    this.group = capabilities.singleWriter ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written)), (trx, now) => this.context(trx, now)) : null;
   }
 
   async migrate(): Promise<string[]> {
@@ -67,6 +67,18 @@ export class KyselyStore implements Store {
 
   onOutbox(listener: (messages: OutboxMessage[]) => void): void {
     this.listeners.push(listener);
+  }
+
+  /** Outbox messages kept in memory, not in rows (keepOutboxInMemory). */
+  private memoryOutbox = false;
+
+  keepOutboxInMemory(): void {
+    this.memoryOutbox = true;
+  }
+
+  /** A transaction's context, with this store's settings. */
+  private context(trx: Trx, now: number): TxContext {
+    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox);
   }
 
   /** With several writers: the clock a transaction's time is read from when it begins (useClock). */
@@ -107,7 +119,7 @@ export class KyselyStore implements Store {
           .transaction()
           .setIsolationLevel('serializable')
           .execute(async (trx) => {
-            ctx = new TxContext(trx, at, true);
+            ctx = this.context(trx, at);
             const result = await fn(ctx);
             await ctx.flush();
             return result;
@@ -217,14 +229,14 @@ export class KyselyStore implements Store {
     if (!this.group) return false;
     this.group.beforeCommit = async (trx, now) => {
       // A context of its own, for the savepoint and for what the pass writes besides its rows.
-      const ctx = new TxContext(trx, now);
+      const ctx = this.context(trx, now);
       const written: OutboxMessage[] = [];
       const source: PlacementSource = {
         clusterView: () => scheduler.clusterView(trx),
         readyShapes: () => scheduler.readyShapes(trx, this.shapes),
         queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
         planApply: async (p) => {
-          const apply = new TxContext(trx, p.now);
+          const apply = this.context(trx, p.now);
           const r = await scheduler.planApply(apply, p);
           await apply.flush();
           written.push(...apply.written);

@@ -54,6 +54,8 @@ export class TxContext {
     readonly now: number,
     /** Several writers at once (PostgreSQL): append rows in commit order (see flush). */
     private readonly concurrent = false,
+    /** Outbox messages go to the bus from memory after the commit, with no row (Store.keepOutboxInMemory). */
+    private readonly memoryOutbox = false,
   ) {}
 
   async event(e: EventInput): Promise<void> {
@@ -139,6 +141,12 @@ export class TxContext {
         .execute();
       this.audits = [];
     }
+    if (this.memoryOutbox) {
+      for (const m of this.messages) this.written.push({ id: nextMemoryId++, topic: m.topic, payload: m.payload, createdAt: this.now, stored: false });
+      this.messages = [];
+      this.messageKeys.clear();
+      return;
+    }
     for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
       const part = this.messages.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];
@@ -150,6 +158,9 @@ export class TxContext {
     this.messageKeys.clear();
   }
 }
+
+/** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
+let nextMemoryId = 1;
 
 /** A transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit; its key is arbitrary but fixed. */
 const APPEND_LOCK = CompiledQuery.raw('select pg_advisory_xact_lock(7355608001)');

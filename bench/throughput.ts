@@ -22,7 +22,7 @@
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -335,6 +335,26 @@ async function peer(name: string, n: number): Promise<RunResult> {
   }
 }
 
+/** fsync latency of small appends to a file in `dir`, in ms. */
+function fsyncLatency(dir: string, n: number): { p50: number; p99: number; max: number } {
+  const file = join(dir, `gantry-fsync-${process.pid}`);
+  const fd = openSync(file, 'w');
+  const times: number[] = [];
+  try {
+    const block = Buffer.alloc(4096, 1);
+    for (let i = 0; i < n; i++) {
+      writeSync(fd, block);
+      const t = performance.now();
+      fsyncSync(fd);
+      times.push(performance.now() - t);
+    }
+  } finally {
+    closeSync(fd);
+    rmSync(file, { force: true });
+  }
+  return { p50: pct(times, 50), p99: pct(times, 99), max: Math.max(...times) };
+}
+
 const f = (x: number | undefined, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
 
 async function main() {
@@ -352,6 +372,11 @@ async function main() {
   say(`# throughput, ${new Date().toISOString().slice(0, 10)}`);
   say('');
   say(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: ${STORE === 'sqlite' ? 'one server (SQLite, synchronous=FULL)' : `${REPLICAS} server${REPLICAS > 1 ? 's' : ''} on the local PostgreSQL${REPLICAS > 1 ? ' and NATS' : ''}`}, one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`);
+  say('');
+  // Every acknowledged change waits for a flush (synchronous=FULL): the disk's flush latency bounds
+  // the latency percentiles below, so it is measured here, in the same run.
+  const flush = fsyncLatency(tmpdir(), 200);
+  say(`Disk flush (fsync of 4 KiB in ${tmpdir()}, 200 times): p50 ${f(flush.p50, 2)} ms, p99 ${f(flush.p99, 1)} ms, max ${f(flush.max, 1)} ms.`);
   say('');
   say('| system | N chains | submit | wall | chains/s | B waits after A, p50 / p99 | CPU in all (s) | CPU per stage, ms | machine CPU per stage, ms |');
   say('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');

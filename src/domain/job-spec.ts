@@ -106,6 +106,11 @@ export const StageSpecSchema = Type.Object(
         {
           region: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
           labels: Type.Optional(Labels('Machine labels the stage requires.')),
+          allowGpuMachines: Type.Optional(
+            Type.Boolean({
+              description: "A CPU stage may run on machines with GPUs (default false: GPU machines keep their CPUs and memory for GPU work). Even then it never takes the share of CPU and memory that goes with the machine's free GPUs.",
+            }),
+          ),
         },
         strict,
       ),
@@ -328,7 +333,7 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
       memoryBytes: parseMemoryBytes(s.resources?.memory ?? DEFAULT_MEMORY),
       gpu: gpu ? { count: gpu.count, types: gpuTypes(gpu.type) } : null,
     },
-    placement: { region: s.placement?.region ?? null, labels: copyMap(s.placement?.labels) },
+    placement: { region: s.placement?.region ?? null, labels: copyMap(s.placement?.labels), ...(s.placement?.allowGpuMachines ? { allowGpuMachines: true } : {}) },
     command: [...s.command],
     env: copyMap(s.env),
     ...(s.secretEnv && Object.keys(s.secretEnv).length ? { secretEnv: copyMap(s.secretEnv) } : {}),

@@ -10,6 +10,8 @@ export interface Resources {
 export interface Placement {
   region: string | null;
   labels: Record<string, string>;
+  /** A CPU stage may run on a machine with GPUs (never in the share kept for its free GPUs). Absent: false. */
+  allowGpuMachines?: boolean;
 }
 
 /**

@@ -11,6 +11,10 @@ export function stageShape(resources: Resources, placement: Placement): string {
   const gpu = resources.gpu && resources.gpu.count > 0 ? resources.gpu : null;
   const types = gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];
   const labels = Object.entries(placement.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  const key = JSON.stringify([poolOf(resources), resources.cpuMillis, resources.memoryBytes, gpu?.count ?? 0, types, placement.region, labels]);
+  // Allowed onto GPU machines is a different queue; the key is unchanged for every other stage, so
+  // shapes stored before the setting existed stay what they were.
+  const parts: unknown[] = [poolOf(resources), resources.cpuMillis, resources.memoryBytes, gpu?.count ?? 0, types, placement.region, labels];
+  if (placement.allowGpuMachines && !gpu) parts.push('gpu-machines');
+  const key = JSON.stringify(parts);
   return 'sh_' + createHash('sha256').update(key).digest('base64url').slice(0, 22);
 }

@@ -24,16 +24,20 @@ export const RejectReason = {
   cpuTotal: 'cpu-total',
   /** Its total memory is below the request. */
   memoryTotal: 'memory-total',
+  /** A CPU stage, and the machine has GPUs: it keeps its CPUs for GPU work (placement.allowGpuMachines). */
+  gpuMachine: 'gpu-machine',
   /** Enough GPUs of an acceptable type in total, not enough free now. */
   gpuBusy: 'gpu-busy',
   /** Enough CPU in total, not enough free now. */
   cpuBusy: 'cpu-busy',
   /** Enough memory in total, not enough free now. */
   memoryBusy: 'memory-busy',
+  /** A CPU stage allowed on a GPU machine: enough CPU and memory free, but not beyond the share its free GPUs keep. */
+  gpuShare: 'gpu-share',
 } as const;
 export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
 
-const BUSY: ReadonlySet<RejectReason> = new Set([RejectReason.gpuBusy, RejectReason.cpuBusy, RejectReason.memoryBusy]);
+const BUSY: ReadonlySet<RejectReason> = new Set([RejectReason.gpuBusy, RejectReason.cpuBusy, RejectReason.memoryBusy, RejectReason.gpuShare]);
 
 /** True for reasons that clear on their own as work finishes. */
 export function isBusyReason(r: RejectReason): boolean {
@@ -50,6 +54,8 @@ export interface StageNeed {
   gpuTypes: readonly string[];
   region: string | null;
   labels: Readonly<Record<string, string>>;
+  /** A CPU stage that may run on machines with GPUs (outside their free GPUs' share). */
+  allowGpuMachines: boolean;
 }
 
 export function stageNeed(stage: Pick<QueuedStage, 'resources' | 'placement'>): StageNeed {
@@ -63,6 +69,22 @@ export function stageNeed(stage: Pick<QueuedStage, 'resources' | 'placement'>): 
     gpuTypes,
     region: stage.placement.region,
     labels: stage.placement.labels,
+    allowGpuMachines: gpuCount === 0 && stage.placement.allowGpuMachines === true,
+  };
+}
+
+/**
+ * The CPU and memory a stage may take on a machine now. A GPU stage: all that is free. A CPU
+ * stage on a machine with GPUs: what is free beyond each free GPU's share (the machine's total
+ * divided by its GPUs), so that CPU work never leaves a free GPU without the CPUs and memory to
+ * use it; when every GPU is busy, all that is free.
+ */
+export function roomFor(need: StageNeed, m: MachineView): { cpuMillis: number; memoryBytes: number } {
+  if (need.gpuCount > 0 || m.gpus.length === 0) return { cpuMillis: m.cpuMillisFree, memoryBytes: m.memoryBytesFree };
+  const free = m.gpus.filter((g) => g.free).length;
+  return {
+    cpuMillis: m.cpuMillisFree - Math.ceil((m.cpuMillisTotal * free) / m.gpus.length),
+    memoryBytes: m.memoryBytesFree - Math.ceil((m.memoryBytesTotal * free) / m.gpus.length),
   };
 }
 
@@ -138,10 +160,17 @@ export const checkGpuBusy: Check = (need, m) => {
   return RejectReason.gpuBusy;
 };
 
+export const checkGpuMachine: Check = (need, m) => (need.gpuCount === 0 && m.gpus.length > 0 && !need.allowGpuMachines ? RejectReason.gpuMachine : null);
+
 export const checkCpuBusy: Check = (need, m) => (m.cpuMillisFree >= need.cpuMillis ? null : RejectReason.cpuBusy);
 
-export const checkMemoryBusy: Check = (need, m) =>
-  m.memoryBytesFree >= need.memoryBytes ? null : RejectReason.memoryBusy;
+export const checkMemoryBusy: Check = (need, m) => (m.memoryBytesFree >= need.memoryBytes ? null : RejectReason.memoryBusy);
+
+/** Free enough, but only inside the share the machine's free GPUs keep (roomFor): it waits for GPU work to take them. */
+export const checkGpuShare: Check = (need, m) => {
+  const room = roomFor(need, m);
+  return room.cpuMillis >= need.cpuMillis && room.memoryBytes >= need.memoryBytes ? null : RejectReason.gpuShare;
+};
 
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
 export const checks: readonly Check[] = [
@@ -152,9 +181,11 @@ export const checks: readonly Check[] = [
   checkGpuTotal,
   checkCpuTotal,
   checkMemoryTotal,
+  checkGpuMachine,
   checkGpuBusy,
   checkCpuBusy,
   checkMemoryBusy,
+  checkGpuShare,
 ];
 
 /** The first rule the machine fails for this stage, or null when the stage fits there now. */

@@ -38,6 +38,7 @@ const STATIC_ORDER: readonly RejectReason[] = [
   RejectReason.gpuTotal,
   RejectReason.cpuTotal,
   RejectReason.memoryTotal,
+  RejectReason.gpuMachine,
   RejectReason.region,
   RejectReason.labels,
   RejectReason.notReady,
@@ -56,6 +57,8 @@ function staticPhrase(need: StageNeed, r: MachineReject, n: number): string {
       return `too small for ${formatMemory(need.memoryBytes)} memory`;
     case RejectReason.region:
       return `in another region (wants ${need.region ?? 'any'})`;
+    case RejectReason.gpuMachine:
+      return `${n === 1 ? 'has GPUs and keeps' : 'have GPUs and keep'} ${n === 1 ? 'its' : 'their'} CPUs for GPU work (placement.allowGpuMachines: true lets a CPU stage in)`;
     case RejectReason.labels:
     {
       const labels = Object.entries(need.labels).map(([k, v]) => `${k}=${v}`).sort();
@@ -78,6 +81,9 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
   if (busy.length > 0) {
     const n = busy.length;
     const tail = `${n} of ${n} matching ${n === 1 ? 'machine' : 'machines'} busy`;
+    if (busy.every((r) => r.reason === RejectReason.gpuShare)) {
+      return `waits for GPU work: ${n === 1 ? 'the GPU machine keeps' : `the ${n} GPU machines keep`} the CPU and memory that go with ${n === 1 ? 'its' : 'their'} free GPUs (needs ${describeCpuMemory(need)}): ${tail}`;
+    }
     if (need.gpuCount === 0) return `not enough free CPU/memory (needs ${describeCpuMemory(need)}): ${tail}`;
     const gpuOnly = busy.every((r) => r.reason === RejectReason.gpuBusy);
     const what = describeGpus(need.gpuCount, need.gpuTypes, true) + (gpuOnly ? '' : ` and ${describeCpuMemory(need)} free`);

@@ -1,7 +1,7 @@
-import { checkCpuTotal, checkGpuTotal, checkGpuType, checkLabels, checkMemoryTotal, checkRegion, checkTakesWork, gpuCountsByType, type StageNeed } from './checks.js';
+import { checkCpuTotal, checkGpuMachine, checkGpuTotal, checkGpuType, checkLabels, checkMemoryTotal, checkRegion, checkTakesWork, gpuCountsByType, roomFor, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 
-const STATIC_CHECKS = [checkTakesWork, checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal];
+const STATIC_CHECKS = [checkTakesWork, checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal, checkGpuMachine];
 
 /**
  * At most how many stages of this need the cluster's free room could take now (counted up to
@@ -15,7 +15,8 @@ export function placeableCount(need: StageNeed, machines: readonly MachineView[]
   for (const m of machines) {
     if (total >= cap) break;
     if (STATIC_CHECKS.some((check) => check(need, m) !== null)) continue;
-    let n = Math.min(fits(m.cpuMillisFree, need.cpuMillis), fits(m.memoryBytesFree, need.memoryBytes));
+    const room = roomFor(need, m);
+    let n = Math.min(fits(room.cpuMillis, need.cpuMillis), fits(room.memoryBytes, need.memoryBytes));
     if (need.gpuCount > 0) {
       // Stages that accept several types may each take a different one on the same machine.
       let gpus = 0;

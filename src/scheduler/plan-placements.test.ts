@@ -36,7 +36,7 @@ function gpus(type: string, n: number, busy: number[] = []): GpuView[] {
 
 function stage(
   stageId: string,
-  p: { cpu?: number; memGi?: number; gpu?: Resources['gpu']; priority?: number; readySince?: number; region?: string | null; labels?: Record<string, string> } = {},
+  p: { cpu?: number; memGi?: number; gpu?: Resources['gpu']; priority?: number; readySince?: number; region?: string | null; labels?: Record<string, string>; allowGpuMachines?: boolean } = {},
 ): QueuedStage {
   const resources: Resources = { cpuMillis: p.cpu ?? 1000, memoryBytes: (p.memGi ?? 1) * Gi, gpu: p.gpu ?? null };
   return {
@@ -47,7 +47,7 @@ function stage(
     priority: p.priority ?? 0,
     readySince: p.readySince ?? 0,
     resources,
-    placement: { region: p.region ?? null, labels: p.labels ?? {} },
+    placement: { region: p.region ?? null, labels: p.labels ?? {}, ...(p.allowGpuMachines ? { allowGpuMachines: true } : {}) },
   };
 }
 
@@ -73,12 +73,41 @@ describe('planPlacements examples', () => {
     expect(placementOf(plan, 's1')?.machineId).toBe('id-cpu-1');
   });
 
-  it('falls back to a GPU machine for CPU work when no CPU machine fits', () => {
-    const plan = planPlacements({
-      machines: [machine({ name: 'gpu-1', gpus: gpus('h100', 8) }), machine({ name: 'cpu-1', cpuMillisFree: 500 })],
-      queue: [stage('s1', { cpu: 2000 })],
-    });
-    expect(placementOf(plan, 's1')).toMatchObject({ machineId: 'id-gpu-1', gpuIndices: [] });
+  it('keeps GPU machines for GPU work: a CPU stage goes there only when it allows it, and says why it waits', () => {
+    const machines = [machine({ name: 'gpu-1', gpus: gpus('h100', 8) }), machine({ name: 'cpu-1', cpuMillisFree: 500 })];
+    const plan = planPlacements({ machines, queue: [stage('s1', { cpu: 2000 })] });
+    expect(plan.placements).toEqual([]);
+    expect(plan.pending[0]).toMatchObject({ reason: expect.stringMatching(/^not enough free CPU\/memory .*: 1 of 1 matching machine busy$/), unplaceable: false });
+    // With GPU machines alone, it says why.
+    const gpuOnly = planPlacements({ machines: [machines[0]!], queue: [stage('s1', { cpu: 2000 })] });
+    expect(gpuOnly.pending[0]).toMatchObject({ reason: 'no ready machine can run it: 1 has GPUs and keeps its CPUs for GPU work (placement.allowGpuMachines: true lets a CPU stage in)', unplaceable: true });
+    // Allowed: a GPU machine only when no GPU-less machine fits, and only outside its free GPUs'
+    // share: with 6 of its 8 GPUs busy, 16 CPUs less 2 × 2 kept for the free ones.
+    const busyGpus = [machine({ name: 'gpu-1', gpus: gpus('h100', 8, [0, 1, 2, 3, 4, 5]) }), machine({ name: 'cpu-1', cpuMillisFree: 500 })];
+    const allowed = planPlacements({ machines: busyGpus, queue: [stage('s2', { cpu: 2000, allowGpuMachines: true })] });
+    expect(placementOf(allowed, 's2')).toMatchObject({ machineId: 'id-gpu-1', gpuIndices: [] });
+    const small = planPlacements({ machines: busyGpus, queue: [stage('s3', { cpu: 400, allowGpuMachines: true })] });
+    expect(placementOf(small, 's3')).toMatchObject({ machineId: 'id-cpu-1' });
+    // An idle GPU machine keeps all of itself for its GPUs, and the stage is told so.
+    const idle = planPlacements({ machines: [machines[0]!], queue: [stage('s4', { cpu: 2000, allowGpuMachines: true })] });
+    expect(idle.placements).toEqual([]);
+    expect(idle.pending[0]).toMatchObject({ reason: expect.stringMatching(/^waits for GPU work: the GPU machine keeps the CPU and memory that go with its free GPUs/), unplaceable: false });
+  });
+
+  it("an allowed CPU stage never takes the share of a GPU machine's CPU and memory that goes with its free GPUs", () => {
+    // 16 CPUs, 4 GPUs: 4 CPUs go with each GPU. Two GPUs free: 8 CPUs kept for them.
+    const m = machine({ name: 'g', cpuMillisTotal: 16_000, cpuMillisFree: 10_000, gpus: gpus('h100', 4, [0, 1]) });
+    const fits = planPlacements({ machines: [m], queue: [stage('c', { cpu: 2000, allowGpuMachines: true })] });
+    expect(placementOf(fits, 'c')).toBeDefined();
+    const tooBig = planPlacements({ machines: [m], queue: [stage('c', { cpu: 3000, allowGpuMachines: true })] });
+    expect(tooBig.placements).toEqual([]);
+    expect(tooBig.pending[0]!.reason).toMatch(/busy/);
+    // The GPU stage that share is kept for still fits.
+    const gpuStage = planPlacements({ machines: [m], queue: [stage('c', { cpu: 3000, allowGpuMachines: true }), stage('t', { cpu: 4000, gpu: { count: 1, types: ['h100'] } })] });
+    expect(placementOf(gpuStage, 't')).toBeDefined();
+    // Every GPU busy: all that is free may go to CPU work.
+    const allBusy = machine({ name: 'g', cpuMillisTotal: 16_000, cpuMillisFree: 6000, gpus: gpus('h100', 4, [0, 1, 2, 3]) });
+    expect(placementOf(planPlacements({ machines: [allBusy], queue: [stage('c', { cpu: 6000, allowGpuMachines: true })] }), 'c')).toBeDefined();
   });
 
   it('assigns the lowest free device indices: 2 GPUs on 4xH100 with 0 and 2 busy get [1,3]', () => {
@@ -326,10 +355,12 @@ const stageArb = fc
     ),
     region: fc.constantFrom<string | null>(null, null, null, 'us-east', 'eu-west'),
     labels: fc.oneof({ weight: 3, arbitrary: fc.constant({} as Record<string, string>) }, { weight: 1, arbitrary: labelsArb }),
+    allowGpuMachines: fc.boolean(),
   })
   .map((s) => {
     const resources: Resources = { cpuMillis: s.cpu, memoryBytes: s.memMi * 1024 ** 2, gpu: s.gpu };
-    return { resources, placement: { region: s.region, labels: s.labels }, priority: s.priority, readySince: s.readySince };
+    const placement = { region: s.region, labels: s.labels, ...(s.allowGpuMachines ? { allowGpuMachines: true } : {}) };
+    return { resources, placement, priority: s.priority, readySince: s.readySince };
   });
 
 const snapshotArb: fc.Arbitrary<SchedulerSnapshot> = fc
@@ -446,12 +477,19 @@ describe('planPlacements properties', () => {
         const plan = planPlacements(snap, opts);
         const order = inOrder(snap.queue);
         const rank = new Map(order.map((s, i) => [s.stageId, i]));
-        const placed = plan.placements.map((p) => order[rank.get(p.stageId) ?? -1]);
+        // A CPU stage on a GPU machine is left out: its room there grows as later GPU stages take
+        // the GPUs whose share it may not use, so the theorem does not hold for it (by design).
+        const onGpuMachine = new Set(plan.placements.filter((p) => p.gpuIndices.length === 0 && (snap.machines.find((m) => m.id === p.machineId)?.gpus.length ?? 0) > 0).map((p) => p.stageId));
+        const placed = plan.placements.filter((p) => !onGpuMachine.has(p.stageId)).map((p) => order[rank.get(p.stageId) ?? -1]);
         for (const pend of plan.pending) {
           const h = order[rank.get(pend.stageId) ?? -1];
           if (!h) throw new Error('unknown pending stage');
           for (const l of placed) {
             if (!l || (rank.get(l.stageId) ?? -1) < (rank.get(h.stageId) ?? -1)) continue;
+            // Nor is a CPU stage comparable with one placed on a GPU machine, where it may not go
+            // (or only outside the free GPUs' share).
+            const lOn = snap.machines.find((m) => m.id === plan.placements.find((p) => p.stageId === l.stageId)?.machineId);
+            if (gpuCount(h) === 0 && (lOn?.gpus.length ?? 0) > 0) continue;
             expect(dominates(l, h), `${l.stageId} placed while ${h.stageId} pending`).toBe(false);
           }
         }
@@ -490,8 +528,16 @@ describe('planPlacements properties', () => {
       if (m.health !== 'ready' || m.scheduling !== 'eligible') return false;
       if (s.placement.region !== null && s.placement.region !== m.region) return false;
       if (!Object.entries(s.placement.labels).every(([k, v]) => m.labels[k] === v)) return false;
-      if (cpuFree < s.resources.cpuMillis || memFree < s.resources.memoryBytes) return false;
       const n = gpuCount(s);
+      if (n === 0 && m.gpus.length > 0) {
+        // GPU machines keep their CPUs for GPU work: a CPU stage only when allowed, and outside
+        // the share (total / GPUs) of each GPU still free.
+        if (!s.placement.allowGpuMachines) return false;
+        const freeGpus = m.gpus.filter(gpuFree).length;
+        cpuFree -= Math.ceil((m.cpuMillisTotal * freeGpus) / m.gpus.length);
+        memFree -= Math.ceil((m.memoryBytesTotal * freeGpus) / m.gpus.length);
+      }
+      if (cpuFree < s.resources.cpuMillis || memFree < s.resources.memoryBytes) return false;
       if (n === 0) return true;
       const wanted = gpuTypes(s);
       const perType = new Map<string, number>();
@@ -513,9 +559,15 @@ describe('planPlacements properties', () => {
             const taken = new Set(mine.flatMap((p) => p.gpuIndices));
             const cpuLeft = m.cpuMillisFree - mine.reduce((a, p) => a + p.cpuMillis, 0);
             const memLeft = m.memoryBytesFree - mine.reduce((a, p) => a + p.memoryBytes, 0);
+            // Room for CPU work on a GPU machine grows as the pass gives its GPUs away; the second
+            // look that uses it stops at the placement cap like everything else.
+            const capped = plan.placements.length >= (opts.maxPlacements ?? 1000);
+            if (capped && gpuCount(s) === 0 && taken.size > 0) continue;
             expect(fits(s, m, cpuLeft, memLeft, (g) => g.free && !taken.has(g.index)), `${s.stageId} fits ${m.id}`).toBe(false);
           }
-          const couldWhenIdle = snap.machines.some((m) => fits(s, m, m.cpuMillisTotal, m.memoryBytesTotal, () => true));
+          // "When idle" for the machine's CPUs and memory; a CPU stage allowed on a GPU machine fits there
+          // once its GPUs are busy, so it is busy there, not unplaceable.
+          const couldWhenIdle = snap.machines.some((m) => fits(s, m, m.cpuMillisTotal, m.memoryBytesTotal, (g) => gpuCount(s) > 0 || m.gpus.length === 0 ? true : false));
           if (snap.machines.length === 0) expect(pend.reason).toBe('no machines registered');
           else if (couldWhenIdle) expect(pend.reason).toMatch(/ matching machines? busy$/);
           else expect(pend.reason).toMatch(/^no ready machine can run it: \d+ /);

@@ -41,7 +41,7 @@ function workingCopy(m: MachineView): MachineView {
 /** Identical needs get identical outcomes within a pass (capacity only shrinks), so a failed shape is remembered. */
 function shapeKey(need: StageNeed): string {
   const labels = Object.entries(need.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return JSON.stringify([need.cpuMillis, need.memoryBytes, need.gpuCount, need.gpuTypes, need.region, labels]);
+  return JSON.stringify([need.cpuMillis, need.memoryBytes, need.gpuCount, need.gpuTypes, need.region, labels, need.allowGpuMachines]);
 }
 
 interface Scan {
@@ -79,6 +79,10 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];
   const failedShapes = new Map<string, { reason: string; unplaceable: boolean }>();
+  /** CPU stages allowed on GPU machines that waited, for the second look below. */
+  const mayUseGpuMachines: { stage: QueuedStage; need: StageNeed }[] = [];
+  /** GPU machines where this pass placed GPU work (and so freed their share for CPU work). */
+  const gpusTaken = new Set<string>();
 
   for (const stage of queue) {
     if (placements.length >= maxPlacements) break;
@@ -87,6 +91,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const known = failedShapes.get(key);
     if (known !== undefined) {
       pending.push({ stageId: stage.stageId, ...known });
+      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need });
       continue;
     }
 
@@ -104,6 +109,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       const verdict = { reason: pendingReason(need, found.rejects), unplaceable: !found.rejects.some((r) => isBusyReason(r.reason)) };
       failedShapes.set(key, verdict);
       pending.push({ stageId: stage.stageId, ...verdict });
+      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need });
       continue;
     }
 
@@ -119,6 +125,26 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices, cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
     placements.push(placement);
+    if (gpuIndices.length > 0) gpusTaken.add(m.id);
+  }
+
+  // A GPU placement takes its GPU's share of the machine's CPU and memory out of the reserve that
+  // CPU work may not touch, so a CPU stage allowed there that waited above may fit now: a second
+  // look, in the same order, at the machines where that happened.
+  const freed = withGpus.filter((m) => gpusTaken.has(m.id));
+  for (const { stage, need } of freed.length ? mayUseGpuMachines : []) {
+    if (placements.length >= maxPlacements) break;
+    const found: Scan = { candidates: [], rejects: [] };
+    scan(need, freed, limit, found);
+    const best = bestCandidate(need, found.candidates);
+    if (best === undefined) continue;
+    const placement = { stageId: stage.stageId, machineId: best.machine.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
+    takeAllocation(best.machine, placement);
+    placements.push(placement);
+    pending.splice(
+      pending.findIndex((p) => p.stageId === stage.stageId),
+      1,
+    );
   }
 
   return { placements, pending };

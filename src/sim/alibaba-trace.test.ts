@@ -206,13 +206,14 @@ describe('replayTrace', () => {
 
   it('handles zero-length pods and is deterministic', () => {
     const ps = pods('a,8000,1,1,1000,,BE,Running,0,0,0', 'b,8000,1,1,1000,,BE,Running,0,0,0', 'c,1000,1,0,0,,LS,Running,3,9,3');
-    const r = replayTrace([machine('m', 1)], ps);
+    // c is CPU work: on the CPU machine (the GPU machine keeps its CPUs for GPU work).
+    const r = replayTrace([machine('m', 1), machine('n', 0)], ps);
     expect(r.placements.map((p) => [p.stageId, p.placedAt, p.releasedAt])).toEqual([
       ['a', 0, 0],
       ['b', 0, 0],
       ['c', 3, 9],
     ]);
-    expect(replayTrace([machine('m', 1)], ps)).toEqual(r);
+    expect(replayTrace([machine('m', 1), machine('n', 0)], ps)).toEqual(r);
   });
 
   it('throws when a plan would over-allocate (the apply re-check)', () => {

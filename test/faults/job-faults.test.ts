@@ -14,7 +14,8 @@ describe('fault injection: cancels and poison stages', () => {
   it('cancel at random moments: nothing starts after it, every process is gone within the grace', async () => {
     const rand = seeded(606);
     const c = await Cluster.start('cancel');
-    await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' })]);
+    // Two GPU machines and a CPU machine: GPU machines keep their CPUs for GPU work (docs/scheduling.md).
+    await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' }), c.startAgent('a3')]);
     const h = c.history;
     const chain = (name: string, first = 'sleep 0.5') =>
       job(name, [stage(h, 's1', { body: first }), stage(h, 's2', { needs: ['s1'], gpu: 1, body: 'sleep 1.5' }), stage(h, 's3', { needs: ['s2'], body: 'sleep 0.5' })]);

@@ -16,7 +16,8 @@ describe('fault injection: machines and agents', () => {
   it('machine death mid-stage: the stage runs elsewhere, the job succeeds, one committed output', async () => {
     const rand = seeded(101);
     const c = await Cluster.start('machine-death');
-    await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' })]);
+    // Two GPU machines and a CPU machine: GPU machines keep their CPUs for GPU work (docs/scheduling.md).
+    await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' }), c.startAgent('a3')]);
     // The first attempt outlasts the kill however slow the harness is; the rerun is quick.
     const trainBody = 'if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep 4; else sleep 1; fi';
     const ids = [await c.submit(pipeline(c.history, 'p0', { trainBody })), await c.submit(pipeline(c.history, 'p1', { trainBody }))];

@@ -27,7 +27,9 @@ export type AttemptOutcome =
   | { kind: 'succeeded' }
   | { kind: 'failed'; exitCode: number | null; signal: string | null; reason: string | null }
   /** `charged: false`: stopped by an operator (drain --now), not the machine's fault nor the stage's: no budget is used. */
-  | { kind: 'lost'; reason: string; charged?: boolean };
+  | { kind: 'lost'; reason: string; charged?: boolean }
+  /** A ready stage that waited past its queueTimeoutSeconds: it fails for good (not an attempt; no retry). */
+  | { kind: 'queue-timeout'; reason: string };
 
 export interface StageChange {
   name: string;
@@ -87,7 +89,9 @@ export function advance(
     return changes;
   }
 
-  if (o.kind === 'lost') {
+  if (o.kind === 'queue-timeout') {
+    move(me.name, 'failed', o.reason);
+  } else if (o.kind === 'lost') {
     const lostUsed = me.lostUsed + (o.charged === false ? 0 : 1);
     if (lostUsed <= me.retry.maxLost && !jobFailing) {
       move(me.name, 'ready', `attempt lost: ${o.reason}`, { lostUsed, notBefore: now });

@@ -2,13 +2,16 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { jobStates, type JobState } from '../domain/job-state.js';
-import { AlreadySubmitted, ConflictError, NotFoundError } from '../domain/errors.js';
+import { AlreadySubmitted, ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { JobSpecSchema, parseJobSpec, parseJobSpecText } from '../domain/job-spec.js';
 import { MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_BATCH_STAGES, parseJobBatch, parseJobBatchText } from '../domain/job-batch.js';
 import { ArtifactStore } from '../server/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import { JobBatchResult } from './contract/job-batch.js';
-import { ErrorBody, EventView, JobSummaryView, JobView } from './contract/job-view.js';
+import { ErrorBody, EventView, JobSummaryView, JobView, StageExplanation, type SubmitWarning } from './contract/job-view.js';
+import { explainPlacement } from '../scheduler/explain-placement.js';
+import { neverPlaceable } from '../scheduler/never-placeable.js';
+import { stageNeed } from '../scheduler/checks.js';
 import { jobSummaryView, jobView } from './views.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
@@ -22,8 +25,34 @@ const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
 const errors = { 400: ErrorBody, 404: ErrorBody };
 
+/** `?strict=true` (or 1): a stage no registered machine could ever run refuses the submit instead of a warning. */
+function strictOf(req: { query: unknown }): boolean {
+  const v = (req.query as Record<string, unknown> | undefined)?.strict;
+  return v === 'true' || v === '1' || v === true;
+}
+
 export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock } = ctx;
+  /**
+   * The stages of these jobs that no registered machine could ever run, per job (docs/scheduling.md,
+   * "Never placeable"). Strict: refused, as a bad spec is, naming each such stage.
+   */
+  const placementWarnings = async (definitions: readonly JobDefinition[], strict: boolean, prefix: (i: number) => string): Promise<SubmitWarning[][]> => {
+    const { machines } = await store.clusterView();
+    const warnings = definitions.map((d) =>
+      d.stages.flatMap((st) => {
+        const why = neverPlaceable(stageNeed(st), machines);
+        return why ? [{ stage: st.name, message: why }] : [];
+      }),
+    );
+    if (strict && warnings.some((w) => w.length)) {
+      const issues = warnings.flatMap((w, i) =>
+        w.map((x) => ({ path: `${prefix(i)}/stages/${definitions[i]!.stages.findIndex((st) => st.name === x.stage)}`, message: `stage ${x.stage}: ${x.message} (strict: refused)` })),
+      );
+      throw new ValidationError(issues);
+    }
+    return warnings;
+  };
   /** Another team's job, to a team token, is not found: ids of other teams' jobs do not leak. */
   const ownJob = async (p: Principal | undefined, id: string) => {
     const team = await store.jobTeam({ jobId: id });
@@ -37,7 +66,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         summary: 'Submit a job',
         description:
           'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written. ' +
-          'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409.',
+          'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. ' +
+          'A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine) is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
         tags: ['jobs'],
         body: JobSpecSchema,
         response: { 200: JobView, 201: JobView, ...errors, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody },
@@ -54,6 +84,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
       // The source kept with the job never holds a secret's value (docs/security.md).
       const source = hasSecrets(definition) ? JSON.stringify(redactSpec(input)) : text;
+      const [warnings] = await placementWarnings([definition], strictOf(req), () => '');
       let job;
       try {
         job = await store.jobSubmit({ definition, source, now: clock.now(), idempotency: idempotencyOf(req, text), audit: auditBy(req, 'job.submit') });
@@ -65,8 +96,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         req.log.info({ jobId: first.id, key: err.key }, 'job submit repeated: answered with the job it made');
         return reply.status(200).send(jobView(first));
       }
-      req.log.info({ jobId: job.id, name: job.name, stages: job.stages.length }, 'job submitted');
-      return reply.status(201).send(jobView(job));
+      req.log.info({ jobId: job.id, name: job.name, stages: job.stages.length, ...(warnings!.length ? { neverPlaceable: warnings!.map((w) => w.stage) } : {}) }, 'job submitted');
+      return reply.status(201).send({ ...jobView(job), ...(warnings!.length ? { warnings } : {}) });
     },
   );
 
@@ -98,6 +129,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const definitions = parsed.map((d, i) => ownTeam(req.principal, specs[i], d, `/jobs/${i}`));
       // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
       const sources = specs.map((spec, i) => JSON.stringify(hasSecrets(definitions[i]!) ? redactSpec(spec) : spec));
+      const warnings = await placementWarnings(definitions, strictOf(req), (i) => `/jobs/${i}`);
       let ids: readonly string[];
       try {
         ids = await store.jobSubmitBatch({
@@ -113,7 +145,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         return reply.status(200).send({ jobs: err.jobIds.map((id, i) => ({ id, name: definitions[i]!.name })) });
       }
       req.log.info({ jobs: ids.length, stages: definitions.reduce((n, d) => n + d.stages.length, 0) }, 'job batch submitted');
-      return reply.status(201).send({ jobs: ids.map((id, i) => ({ id, name: definitions[i]!.name })) });
+      return reply.status(201).send({ jobs: ids.map((id, i) => ({ id, name: definitions[i]!.name, ...(warnings[i]!.length ? { warnings: warnings[i] } : {}) })) });
     },
   );
 
@@ -191,6 +223,57 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const q = req.query as { after?: number; limit?: number };
       await ownJob(req.principal, id);
       return { events: await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 }) };
+    },
+  );
+
+  app.get(
+    '/v1/jobs/:id/stages/:stage/explain',
+    {
+      config: { access: 'user' },
+      schema: {
+        summary: 'Why a stage is not running: the binding reason, machines left after each constraint, its place in the queue, and what change would let it run',
+        tags: ['jobs'],
+        params: StageParams,
+        response: { 200: StageExplanation, ...errors },
+      },
+    },
+    async (req) => {
+      const { id, stage } = req.params as { id: string; stage: string };
+      await ownJob(req.principal, id);
+      const job = await store.jobGet({ jobId: id });
+      const s = job?.stages.find((x) => x.name === stage);
+      if (!job || !s) throw new NotFoundError('stage', `${id}/${stage}`);
+      const now = clock.now();
+      const waitsFor = s.definition.needs
+        .map((n) => job.stages.find((x) => x.name === n)!)
+        .filter((u) => u.state !== 'succeeded')
+        .map((u) => ({ stage: u.name, state: u.state }));
+      const { machines } = await store.clusterView();
+      const fit = explainPlacement(stageNeed(s.definition), machines);
+      const current = s.attempts.find((a) => a.id === s.currentAttemptId);
+      const reason =
+        s.state === 'ready'
+          ? s.notBefore !== null && s.notBefore > now
+            ? (s.pendingReason ?? `backing off until ${new Date(s.notBefore).toISOString()}`)
+            : fit.reason
+          : s.state === 'pending'
+            ? `waits for ${waitsFor.map((u) => `${u.stage} (${u.state})`).join(', ') || 'its upstream stages'}`
+            : s.state === 'scheduled' || s.state === 'running'
+              ? `${s.state} on ${current?.machineName ?? 'a machine'} (attempt ${current?.number ?? '?'})`
+              : `${s.state}${s.endReason ? `: ${s.endReason}` : ''}`;
+      const open = s.state === 'ready' || s.state === 'pending';
+      return {
+        jobId: id,
+        stage,
+        state: s.state,
+        pool: s.pool,
+        reason,
+        waitsFor,
+        queue: s.state === 'ready' ? await store.stageQueuePosition({ stageId: s.id }) : null,
+        registered: fit.registered,
+        funnel: open ? fit.funnel : [],
+        suggestions: s.state === 'ready' ? fit.suggestions : [],
+      };
     },
   );
 

@@ -34,6 +34,8 @@ export interface StageDefinition {
   disconnectGraceSeconds?: number | null;
   retry: RetryPolicy;
   preemptible: boolean;
+  /** Ready this long without being placed: the stage fails, its pending reason as its end reason. Absent or null: it waits as long as it takes. */
+  queueTimeoutSeconds?: number | null;
 }
 
 export interface JobDefinition {

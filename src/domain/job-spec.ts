@@ -122,6 +122,13 @@ export const StageSpecSchema = Type.Object(
     ),
     // The largest a Node timer can wait (2^31 - 1 ms, about 24.8 days); longer would fire at once.
     timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_SECONDS })),
+    queueTimeoutSeconds: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_TIMEOUT_SECONDS,
+        description: 'Ready this long without being placed (counted from when it became ready, or its retry backoff ended): the stage fails with why it waited as its reason.',
+      }),
+    ),
     disconnectGraceSeconds: Type.Optional(
       Type.Integer({
         minimum: 0,
@@ -341,6 +348,7 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
     disconnectGraceSeconds: s.disconnectGraceSeconds ?? null,
     retry: mergeRetry(jobRetry, s.retry),
     preemptible: s.preemptible ?? false,
+    ...(s.queueTimeoutSeconds ? { queueTimeoutSeconds: s.queueTimeoutSeconds } : {}),
   };
 }
 

@@ -24,7 +24,8 @@ export const stageStates = Object.values(StageState);
 
 export const stageTransitions: TransitionTable<StageState> = {
   pending: ['ready', 'skipped', 'canceled'],
-  ready: ['scheduled', 'skipped', 'canceled'],
+  // ready -> failed: waited past its queueTimeoutSeconds.
+  ready: ['scheduled', 'failed', 'skipped', 'canceled'],
   // scheduled -> succeeded/failed: the agent's start report may be lost while its outcome arrives.
   scheduled: ['running', 'ready', 'succeeded', 'failed', 'canceled'],
   running: ['ready', 'succeeded', 'failed', 'canceled'],

@@ -1,4 +1,6 @@
 import type { Clock } from '../domain/clock.js';
+import { stageNeed } from '../scheduler/checks.js';
+import { pendingReasonNow } from '../scheduler/pending-reason.js';
 import type { Store } from '../store/store.js';
 
 export interface ReconcileSettings {
@@ -34,6 +36,17 @@ export async function reconcilePass(
     jitter: random(),
   });
   const attempts = await store.attemptsReap({ now: clock.now(), ackTimeoutMs: s.ackTimeoutMs, jitter: random() });
+  // Ready stages that waited past their queueTimeoutSeconds fail, saying why they waited.
+  const queueTimedOut: string[] = [];
+  const overdue = await store.stagesPastQueueTimeout({ now: clock.now(), limit: 100 });
+  if (overdue.length) {
+    const { machines: cluster } = await store.clusterView();
+    for (const st of overdue) {
+      const why = pendingReasonNow(stageNeed(st.definition), cluster) ?? 'a machine had room, but no pass placed it in time';
+      const reason = `waited ${Math.round(st.waitedMs / 1000)} s in the queue, past its queueTimeoutSeconds (${st.definition.queueTimeoutSeconds}): ${why}`;
+      if (await store.stageQueueTimeout({ stageId: st.stageId, reason, now: clock.now() })) queueTimedOut.push(`${st.jobId}/${st.name}`);
+    }
+  }
   const repair = await store.jobsRepair({ now: clock.now(), staleAfterMs: s.repairAfterMs, limit: 100, after: cursor.repair });
   cursor.repair = repair.next;
   const repairedJobs = repair.moved;
@@ -44,5 +57,5 @@ export async function reconcilePass(
   // Retention: ended jobs go after `retentionMs`, their files after their rows.
   const expired = await store.jobsExpire({ finishedBefore: clock.now() - s.retentionMs, limit: 100 });
   if (expired.attempts.length) await removeArtifacts(expired.attempts);
-  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs, expiredJobs: expired.jobs };
+  return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs, expiredJobs: expired.jobs, queueTimedOut };
 }

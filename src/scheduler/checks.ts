@@ -172,6 +172,9 @@ export const checkGpuShare: Check = (need, m) => {
   return room.cpuMillis >= need.cpuMillis && room.memoryBytes >= need.memoryBytes ? null : RejectReason.gpuShare;
 };
 
+/** Whether the stage could run on this machine at all, were it idle and in service: what a submit is warned by. */
+export const fitChecks: readonly Check[] = [checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal, checkGpuMachine];
+
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
 export const checks: readonly Check[] = [
   checkTakesWork,

@@ -1,7 +1,7 @@
-import { checkCpuTotal, checkGpuMachine, checkGpuTotal, checkGpuType, checkLabels, checkMemoryTotal, checkRegion, checkTakesWork, gpuCountsByType, roomFor, type StageNeed } from './checks.js';
+import { checkTakesWork, fitChecks, gpuCountsByType, roomFor, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 
-const STATIC_CHECKS = [checkTakesWork, checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal, checkGpuMachine];
+const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
 
 /**
  * At most how many stages of this need the cluster's free room could take now (counted up to

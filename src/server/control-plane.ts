@@ -106,6 +106,7 @@ export async function createControlPlane(
       );
       for (const m of r.machines) app.log.warn(m, 'machine health changed');
       if (r.lostAttempts.length) app.log.warn({ attempts: r.lostAttempts }, 'attempts lost');
+      if (r.queueTimedOut.length) app.log.warn({ stages: r.queueTimedOut }, 'stages failed: waited past their queueTimeoutSeconds');
       if (r.repairedJobs.length) app.log.warn({ jobs: r.repairedJobs }, 'jobs re-evaluated by the reconciler');
       if (r.expiredJobs.length) app.log.info({ jobs: r.expiredJobs.length }, 'ended jobs past retention deleted');
     },

@@ -262,6 +262,14 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await db.insertInto('installation').values({ id: randomBytes(8).toString('hex') }).execute();
       },
     },
+    '0011_queue_timeout': {
+      // A stage's queueTimeoutSeconds, in ms, beside its row: the reconciler finds the ready stages
+      // past it through a partial index that holds only stages that set one.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('stages').addColumn('queue_timeout_ms', 'bigint').execute();
+        await sql`create index stages_queue_timeout on stages (state, ready_since) where queue_timeout_ms is not null`.execute(db);
+      },
+    },
   };
 }
 

@@ -72,6 +72,8 @@ export interface StagesTable {
   parked_at: number | null;
   /** Its shape (src/domain/stage-shape.ts): the scheduler's queues are per shape. */
   shape: string | null;
+  /** queueTimeoutSeconds × 1000, or null (0011). */
+  queue_timeout_ms: number | null;
   end_reason: string | null;
   created_at: number;
   updated_at: number;

@@ -1,4 +1,4 @@
-import type { JobDefinition } from '../domain/job-definition.js';
+import type { JobDefinition, StageDefinition } from '../domain/job-definition.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { TokenKind } from '../domain/token-kind.js';
@@ -128,6 +128,8 @@ export interface Store {
   queueHeads(p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]>;
   /** The cluster and the head of every shape's queue (`limitPerShape` each): for tests and tools. */
   schedulerSnapshot(p: { now: number; limitPerShape: number }): Promise<SchedulerSnapshot>;
+  /** Where a ready stage stands in its queue (its shape's, in scheduling order): how many wait ahead of it, and in all. Null when it is not ready. */
+  stageQueuePosition(p: { stageId: string }): Promise<{ ahead: number; waiting: number } | null>;
   /** Applies a plan, re-checking each placement against fresh state; a placement whose stage is
    *  no longer ready or whose machine no longer has room is skipped and reported. Pending stages
    *  are not written: why a stage waits is computed when asked (pendingReasonNow). */
@@ -225,6 +227,10 @@ export interface Store {
   machinesReap(p: { now: number; suspectAfterMs: number; lostAfterMs: number; jitter: number }): Promise<ReapResult>;
   /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
   attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
+  /** Ready stages whose queueTimeoutSeconds has passed (counted from readiness, or the end of their backoff), at most `limit`. */
+  stagesPastQueueTimeout(p: { now: number; limit: number }): Promise<{ stageId: string; jobId: string; name: string; definition: StageDefinition; waitedMs: number }[]>;
+  /** Fails a ready stage that waited past its queue timeout, `reason` as its end reason, and moves its job on (dependents skipped); false when it was no longer ready. */
+  stageQueueTimeout(p: { stageId: string; reason: string; now: number }): Promise<boolean>;
 
   /** Re-evaluates jobs unchanged for `staleAfterMs` (the advancer's safety net), looking at the
    *  next `scan` jobs in id order after `after` (bounded work per pass, whatever the backlog);

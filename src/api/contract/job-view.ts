@@ -65,10 +65,19 @@ export const JobSummaryView = Type.Object({
 });
 export type JobSummaryView = Static<typeof JobSummaryView>;
 
+/** A stage no registered machine could ever run (a GPU type nobody has, more GPUs than any machine): said when it is submitted. */
+export const SubmitWarning = Type.Object({
+  stage: Type.String(),
+  message: Type.String({ description: 'why: "no registered machine could ever run it: 2 lack 8 h100 GPUs"' }),
+});
+export type SubmitWarning = Static<typeof SubmitWarning>;
+
 export const JobView = Type.Object({
   ...jobFields,
   cancelRequestedAt: Nullable(Type.Number()),
   stages: Type.Array(StageView),
+  /** Only in a submit's answer: stages no registered machine could ever run (accepted anyway; `?strict=true` refuses instead). */
+  warnings: Type.Optional(Type.Array(SubmitWarning)),
 });
 export type JobView = Static<typeof JobView>;
 
@@ -129,3 +138,23 @@ export const ErrorBody = Type.Object({
   issues: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
 });
 export type ErrorBody = Static<typeof ErrorBody>;
+
+/** `GET /v1/jobs/{id}/stages/{stage}/explain`: why a stage is where it is, in numbers. */
+export const StageExplanation = Type.Object({
+  jobId: Type.String(),
+  stage: Type.String(),
+  state: Type.String(),
+  pool: Type.String(),
+  /** The binding reason in one line; null when a machine has room now (the next pass places it). */
+  reason: Nullable(Type.String()),
+  /** Upstream stages not yet succeeded (a pending stage waits for them). */
+  waitsFor: Type.Array(Type.Object({ stage: Type.String(), state: Type.String() })),
+  /** Ready stages: how many wait ahead of it in its queue, and in all. */
+  queue: Nullable(Type.Object({ ahead: Type.Number(), waiting: Type.Number() })),
+  /** Machines registered, then how many are left after each constraint, in the order the scheduler checks them. */
+  registered: Type.Number(),
+  funnel: Type.Array(Type.Object({ step: Type.String(), reason: Type.String(), machines: Type.Number() })),
+  /** Single changes to the stage that would each let some machine run it now. */
+  suggestions: Type.Array(Type.String()),
+});
+export type StageExplanation = Static<typeof StageExplanation>;

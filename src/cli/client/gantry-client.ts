@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
-import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView } from '../../api/contract/job-view.js';
+import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
 import type { AuditView } from '../../api/contract/audit-view.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
 import { ApiError } from './api-error.js';
@@ -60,13 +60,13 @@ export class GantryClient {
 
   /** One job. Sent with a fresh Idempotency-Key and retried with it when the server could not be
    *  reached or did not answer: a submit that was done before its answer got lost is not done twice. */
-  submit(spec: unknown): Promise<JobView> {
-    return this.idempotent('/v1/jobs', spec);
+  submit(spec: unknown, opts: { strict?: boolean } = {}): Promise<JobView> {
+    return this.idempotent(`/v1/jobs${opts.strict ? '?strict=true' : ''}`, spec);
   }
 
   /** Many jobs in one request, all or none: their ids and names, in the order given (retried as submit is). */
-  submitBatch(specs: readonly unknown[]): Promise<JobBatchResult> {
-    return this.idempotent('/v1/jobs/batch', { jobs: specs });
+  submitBatch(specs: readonly unknown[], opts: { strict?: boolean } = {}): Promise<JobBatchResult> {
+    return this.idempotent(`/v1/jobs/batch${opts.strict ? '?strict=true' : ''}`, { jobs: specs });
   }
 
   private async idempotent<T>(path: string, body: unknown): Promise<T> {
@@ -84,6 +84,10 @@ export class GantryClient {
 
   getJob(id: string): Promise<JobView> {
     return this.json('GET', `/v1/jobs/${enc(id)}`);
+  }
+
+  explainStage(id: string, stage: string): Promise<StageExplanation> {
+    return this.json('GET', `/v1/jobs/${enc(id)}/stages/${enc(stage)}/explain`);
   }
 
   async listJobs(q: JobListQuery = {}): Promise<JobSummaryView[]> {

@@ -9,8 +9,9 @@ import { statusCommand } from './status-command.js';
 import { submitCommand } from './submit-command.js';
 import { tokenCommand } from './token-command.js';
 import { auditCommand } from './audit-command.js';
+import { explainCommand } from './explain-command.js';
 
-const registrations = [submitCommand, statusCommand, listCommand, cancelCommand, logsCommand, machinesCommand, machineCommand, tokenCommand, auditCommand];
+const registrations = [submitCommand, statusCommand, explainCommand, listCommand, cancelCommand, logsCommand, machinesCommand, machineCommand, tokenCommand, auditCommand];
 
 /**
  * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines,

@@ -16,6 +16,13 @@ export interface SubmitOptions extends ClientOptions {
   watch?: boolean;
   /** Poll interval in ms while waiting (default 500). */
   interval?: number;
+  /** Refuse a job with a stage no registered machine could ever run, rather than warn. */
+  strict?: boolean;
+}
+
+/** Each warning of a submit's answer, on stderr: the job is accepted, but that stage would wait for good. */
+export function printWarnings(io: CliIo, job: { id: string; name: string; warnings?: { stage: string; message: string }[] }): void {
+  for (const w of job.warnings ?? []) io.stderr.write(`gantry: warning: job ${job.name} (${job.id}) stage ${w.stage}: ${w.message}; it waits until such a machine joins (--strict refuses instead)\n`);
 }
 
 export function submitCommand(program: CommandUnknownOpts): void {
@@ -27,6 +34,7 @@ export function submitCommand(program: CommandUnknownOpts): void {
   )
     .option('--wait', 'wait for the job (every job) to end; the exit code reports how it ended')
     .option('--watch', 'show the stages live until the job ends (several jobs: counts by state) (implies --wait)')
+    .option('--strict', 'refuse a job with a stage that no registered machine could ever run (default: accept it with a warning)')
     .addHelpText(
       'after',
       `
@@ -42,7 +50,11 @@ items and env values (\`$\${sweep.\` for a literal one). --wait/--watch follow e
 succeeded, 1 if any failed, 3 if any was canceled; --watch shows the counts by state (--json: NDJSON
 counts, then the final list).
 
-Exit codes: 0 submitted (or, when waiting, succeeded), 1 failed, 2 invalid spec or unreadable file,
+A stage that no registered machine could ever run (a GPU type nobody has, more GPUs than any
+machine) is accepted with a warning on stderr naming it and why; --strict refuses the submit instead
+(exit 2), and nothing is written.
+
+Exit codes: 0 submitted (or, when waiting, succeeded), 1 failed, 2 invalid spec, unreadable file or refused by --strict,
 3 canceled, 5 server unreachable, 130 stopped watching.
 
 Examples:
@@ -82,7 +94,7 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
     const client = clientFor(opts);
     let job: JobView;
     try {
-      job = await client.submit(spec);
+      job = await client.submit(spec, { strict: opts.strict });
     } catch (e) {
       if (e instanceof ApiError && (e.status === 400 || e.status === 413)) {
         io.stderr.write(`${file}: invalid job spec\n`);
@@ -93,6 +105,7 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
       throw e;
     }
 
+    printWarnings(io, job);
     const waiting = Boolean(opts.wait || opts.watch);
     if (opts.json && !waiting) io.stdout.write(`${JSON.stringify(job, null, 2)}\n`);
     if (!opts.json) io.stdout.write(`${job.id}\n`);

@@ -4,7 +4,7 @@ import type { CliIo } from '../render/cli-io.js';
 import { stateCounts, watchJobs, type JobOutcome } from '../render/watch-jobs.js';
 import { ExitCode, exitCodeForJobStates } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
-import type { SubmitOptions } from './submit-command.js';
+import { printWarnings, type SubmitOptions } from './submit-command.js';
 
 /** Failed and canceled jobs named one a line at the end of a wait, at most this many. */
 const MAX_NAMED = 10;
@@ -17,9 +17,9 @@ const MAX_NAMED = 10;
 export async function submitMany(file: string, specs: readonly unknown[], opts: SubmitOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
     const client = clientFor(opts);
-    let jobs: { id: string; name: string }[];
+    let jobs: { id: string; name: string; warnings?: { stage: string; message: string }[] }[];
     try {
-      jobs = (await client.submitBatch(specs)).jobs;
+      jobs = (await client.submitBatch(specs, { strict: opts.strict })).jobs;
     } catch (e) {
       if (e instanceof ApiError && (e.status === 400 || e.status === 413)) {
         io.stderr.write(`${file}: invalid job specs; none was submitted\n`);
@@ -30,6 +30,7 @@ export async function submitMany(file: string, specs: readonly unknown[], opts: 
       throw e;
     }
 
+    for (const j of jobs) printWarnings(io, j);
     const waiting = Boolean(opts.wait || opts.watch);
     if (opts.json && !waiting) io.stdout.write(`${JSON.stringify(jobs, null, 2)}\n`);
     if (!opts.json) io.stdout.write(jobs.map((j) => `${j.id}\n`).join(''));

@@ -53,6 +53,26 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, reason: null, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
     };
 
+    it('a ready stage past its queueTimeoutSeconds fails, saying why; its dependents are skipped and the job fails', async () => {
+      const j = await store.jobSubmit({ definition: job([stage('a', { queueTimeoutSeconds: 5 }), stage('b', { needs: ['a'] }), stage('c')]), source: null, now });
+      expect(await store.stagesPastQueueTimeout({ now: now + 5000, limit: 10 })).toEqual([]);
+      const over = await store.stagesPastQueueTimeout({ now: now + 5001, limit: 10 });
+      expect(over.map((o) => [o.name, o.waitedMs])).toEqual([['a', 5001]]);
+      expect(await store.stageQueueTimeout({ stageId: over[0]!.stageId, reason: 'waited 5 s: no machine', now: now + 5001 })).toBe(true);
+      const after = await store.jobGet({ jobId: j.id });
+      expect(after!.stages.map((s) => [s.name, s.state, s.endReason])).toEqual([
+        ['a', 'failed', 'waited 5 s: no machine'],
+        ['b', 'skipped', 'upstream stage a failed'],
+        ['c', 'skipped', 'job failing: stage a failed before this stage started'],
+      ]);
+      expect(after!.state).toBe('failed');
+      expect(await store.stageQueueTimeout({ stageId: over[0]!.stageId, reason: 'again', now: now + 6000 })).toBe(false);
+      expect(await store.stagesPastQueueTimeout({ now: now + 60_000, limit: 10 })).toEqual([]);
+      // A stage without the setting waits as long as it takes.
+      await store.jobSubmit({ definition: job([stage('patient')]), source: null, now });
+      expect(await store.stagesPastQueueTimeout({ now: now + 10 ** 9, limit: 10 })).toEqual([]);
+    });
+
     it('leader lease: one holder at a time, a new term on takeover; a deposed leader writes nothing', async () => {
       const a = await store.leaderClaim({ holder: 'a', now, ttlMs: 5000 });
       expect(a).toMatchObject({ holder: 'a', term: 1, leader: true, expiresAt: now + 5000 });

@@ -112,7 +112,8 @@ function policyOf(r: Pick<StageRow, 'id' | 'definition'>): { needs: string[]; re
  */
 export async function applyOutcome(
   tx: TxContext,
-  p: { jobId: string; stageId: string; attemptId: string; outcome: AttemptOutcome; jitter: number },
+  /** `attemptId` null: an outcome of the stage itself, not of an attempt (a queue timeout; it has no current attempt). */
+  p: { jobId: string; stageId: string; attemptId: string | null; outcome: AttemptOutcome; jitter: number },
 ): Promise<JobState> {
   const rows = await jobStages.rows(tx.db, p.jobId);
   const trigger = rows.find((r) => r.id === p.stageId);
@@ -149,7 +150,7 @@ export async function applyOutcome(
       next.pending_reason = null;
     }
     // The commit of outputs: a pointer to the attempt, written only while it is still current.
-    if (c.to === 'succeeded' && isTrigger) next.output_attempt_id = p.attemptId;
+    if (c.to === 'succeeded' && isTrigger && p.attemptId !== null) next.output_attempt_id = p.attemptId;
     const w: StageWrite = [
       next.state,
       tx.now,
@@ -165,7 +166,7 @@ export async function applyOutcome(
       row.id,
       c.from,
     ];
-    const changed = isTrigger ? await writeTrigger.affected(tx.db, ...w, p.attemptId) : await writeStage.affected(tx.db, ...w);
+    const changed = isTrigger && p.attemptId !== null ? await writeTrigger.affected(tx.db, ...w, p.attemptId) : await writeStage.affected(tx.db, ...w);
     if (changed !== 1) {
       throw new Error(`internal: stage ${row.name} of job ${p.jobId} changed under the advancer`);
     }

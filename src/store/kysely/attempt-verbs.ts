@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { type AttemptOutcome, describeFailure } from '../../advancer/advance.js';
 import { activeAttemptStates, isAttemptActive, isCleanExit, type AttemptState } from '../../domain/attempt-state.js';
 import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
@@ -303,4 +304,31 @@ export async function attemptForUpload(db: Db, p: { attemptId: string; token: nu
 export async function attemptGet(db: Db, attemptId: string): Promise<AttemptRecord | null> {
   const a = await db.selectFrom('attempts').selectAll().where('id', '=', attemptId).executeTakeFirst();
   return a ? one(db, a) : null;
+}
+
+/** Ready stages past their queue timeout (the partial index stages_queue_timeout holds only stages that set one). */
+export async function stagesPastQueueTimeout(db: Db, p: { now: number; limit: number }) {
+  const rows = await db
+    .selectFrom('stages')
+    .select(['id', 'job_id', 'name', 'definition', 'ready_since', 'not_before', 'queue_timeout_ms'])
+    .where('state', '=', 'ready')
+    .where('queue_timeout_ms', 'is not', null)
+    .where(sql<number>`coalesce(not_before, ready_since) + queue_timeout_ms`, '<', p.now)
+    .limit(p.limit)
+    .execute();
+  return rows.map((r) => ({
+    stageId: r.id,
+    jobId: r.job_id,
+    name: r.name,
+    definition: JSON.parse(r.definition) as StageDefinition,
+    waitedMs: p.now - Math.max(Number(r.ready_since ?? 0), Number(r.not_before ?? 0)),
+  }));
+}
+
+/** A ready stage that waited too long fails for good; the advancer skips what depends on it and ends the job. */
+export async function stageQueueTimeout(tx: TxContext, p: { stageId: string; reason: string }): Promise<boolean> {
+  const row = await tx.db.selectFrom('stages').select(['job_id', 'state', 'current_attempt_id']).where('id', '=', p.stageId).executeTakeFirst();
+  if (!row || row.state !== 'ready' || row.current_attempt_id !== null) return false;
+  await applyOutcome(tx, { jobId: row.job_id, stageId: p.stageId, attemptId: null, outcome: { kind: 'queue-timeout', reason: p.reason }, jitter: 0 });
+  return true;
 }

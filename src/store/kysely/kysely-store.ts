@@ -222,6 +222,9 @@ export class KyselyStore implements Store {
     const queue = await this.queueHeads({ now: p.now, shapes: shapes.map((s) => ({ shape: s.shape, limit: p.limitPerShape })) });
     return { clusterVersion: cluster.version, machines: cluster.machines, queue };
   }
+  stageQueuePosition(p: { stageId: string }) {
+    return scheduler.stageQueuePosition(this.db, p.stageId);
+  }
   planApply(p: { plan: Plan; now: number; leaseMs: number }) {
     return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
   }
@@ -365,6 +368,13 @@ export class KyselyStore implements Store {
   }
   attemptsReap(p: Parameters<Store['attemptsReap']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));
+  }
+
+  stagesPastQueueTimeout(p: { now: number; limit: number }) {
+    return attempts.stagesPastQueueTimeout(this.db, p);
+  }
+  stageQueueTimeout(p: { stageId: string; reason: string; now: number }) {
+    return this.tx(p.now, (tx) => attempts.stageQueueTimeout(tx, p));
   }
 
   jobsRepair(p: { now: number; staleAfterMs: number; limit: number; after?: string | null; scan?: number }) {

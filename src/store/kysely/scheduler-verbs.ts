@@ -240,3 +240,31 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   return { applied, skipped };
 }
+
+/**
+ * A ready stage's place in its shape's queue, in the order queueHeads reads it (priority, then the
+ * job's submission, then the job, then readiness). Counts the index range ahead of it: for a person
+ * asking (explain), not for a pass.
+ */
+export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahead: number; waiting: number } | null> {
+  const s = await db.selectFrom('stages').select(['state', 'shape', 'priority', 'created_at', 'job_id', 'ready_since']).where('id', '=', stageId).executeTakeFirst();
+  if (!s || s.state !== 'ready' || s.shape === null) return null;
+  const inQueue = db.selectFrom('stages').where('state', '=', 'ready').where('shape', '=', s.shape);
+  const ahead = await inQueue
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where((eb) =>
+      eb.or([
+        eb('priority', '>', s.priority),
+        eb.and([
+          eb('priority', '=', s.priority),
+          eb.or([
+            eb('created_at', '<', s.created_at),
+            eb.and([eb('created_at', '=', s.created_at), eb.or([eb('job_id', '<', s.job_id), eb.and([eb('job_id', '=', s.job_id), eb('ready_since', '<', s.ready_since ?? 0)])])]),
+          ]),
+        ]),
+      ]),
+    )
+    .executeTakeFirstOrThrow();
+  const waiting = await inQueue.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return { ahead: Number(ahead.n), waiting: Number(waiting.n) };
+}

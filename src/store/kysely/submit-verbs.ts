@@ -59,6 +59,7 @@ function stageRows(jobId: string, def: JobDefinition, now: number) {
       output_attempt_id: null,
       ready_since: state === 'ready' ? now : null,
       not_before: null,
+      queue_timeout_ms: s.queueTimeoutSeconds ? s.queueTimeoutSeconds * 1000 : null,
       pending_reason: null,
       end_reason: null,
       created_at: now,

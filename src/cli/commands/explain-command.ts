@@ -1,0 +1,57 @@
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import type { StageExplanation } from '../../api/contract/job-view.js';
+import type { CliIo } from '../render/cli-io.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
+import { ExitCode } from './exit-codes.js';
+import { reportingErrors } from './report-error.js';
+import { runAction } from './run-action.js';
+
+export function explainCommand(program: CommandUnknownOpts): void {
+  withClientOptions(
+    program
+      .command('explain')
+      .description('Why a stage is not running: the binding reason, how many machines each constraint leaves, its place in the queue, and what change would let it run')
+      .argument('<job>', 'job id')
+      .argument('[stage]', 'one stage (default: every stage that has not ended)'),
+  )
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 shown, 4 no such job or stage, 5 server unreachable.
+
+Examples:
+  $ gantry explain j_01HZX3 train
+  $ gantry explain j_01HZX3 --json | jq '.[].reason'`,
+    )
+    .action(async (job, stage, opts) => {
+      await runAction((io) => runExplain(job, stage, opts, io));
+    });
+}
+
+export async function runExplain(jobId: string, stage: string | undefined, opts: ClientOptions, io: CliIo): Promise<number> {
+  return reportingErrors(io, async () => {
+    const client = clientFor(opts);
+    const names = stage ? [stage] : (await client.getJob(jobId)).stages.filter((s) => !['succeeded', 'failed', 'canceled', 'skipped'].includes(s.state)).map((s) => s.name);
+    const all = await Promise.all(names.map((n) => client.explainStage(jobId, n)));
+    if (opts.json) io.stdout.write(`${JSON.stringify(stage ? all[0] : all, null, 2)}\n`);
+    else if (all.length === 0) io.stdout.write(`job ${jobId}: every stage has ended (gantry status ${jobId})\n`);
+    else io.stdout.write(all.map(renderExplanation).join('\n'));
+    return ExitCode.ok;
+  });
+}
+
+/** The explanation as a person reads it: the reason, the queue, then the funnel of machines. */
+export function renderExplanation(e: StageExplanation): string {
+  const lines = [`stage ${e.stage} (${e.state}, pool ${e.pool}): ${e.reason ?? 'a machine has room now: the next scheduler pass places it'}`];
+  if (e.queue) lines.push(`  queue: ${e.queue.ahead} ahead of it, ${e.queue.waiting} waiting in all`);
+  if (e.funnel.length) {
+    lines.push(`  machines: ${e.registered} registered`);
+    const width = String(e.registered).length;
+    for (const f of e.funnel) lines.push(`    ${String(f.machines).padStart(width)}  ${f.step}`);
+  }
+  if (e.suggestions.length) {
+    lines.push('  it could run now if it would:');
+    for (const s of e.suggestions) lines.push(`    - ${s}`);
+  }
+  return lines.join('\n') + '\n';
+}

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { stageNeed } from './checks.js';
-import { placeableCount } from './placeable-count.js';
+import { headsToRead, placeableCount } from './placeable-count.js';
 import { planPlacements } from './plan-placements.js';
 import type { MachineView, QueuedStage } from './snapshot.js';
 
@@ -76,5 +76,16 @@ describe('placeableCount', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('headsToRead', () => {
+  const gpus = (n: number, busy: number) => Array.from({ length: n }, (_, i) => ({ type: 'h100', free: i >= busy }));
+  it('reads the head of a multi-GPU shape that fits nowhere now but would when idle, so it can be held a machine', () => {
+    const m = [machine('g4', 8000, gpus(4, 2))];
+    expect(headsToRead(stageNeed(stage(1, 1000, { count: 4, types: ['h100'] })), m, 1000)).toBe(1);
+    expect(headsToRead(stageNeed(stage(1, 1000, { count: 2, types: ['h100'] })), m, 1000)).toBe(1); // fits now: as placeableCount
+    expect(headsToRead(stageNeed(stage(1, 1000, { count: 8, types: ['h100'] })), m, 1000)).toBe(0); // never fits: nothing to hold
+    expect(headsToRead(stageNeed(stage(1, 1000, { count: 1, types: ['h100'] })), [machine('g1', 8000, gpus(1, 1))], 1000)).toBe(0); // one GPU: held nothing
   });
 });

@@ -28,6 +28,18 @@ export function placeableCount(need: StageNeed, machines: readonly MachineView[]
   return Math.min(total, cap);
 }
 
+/**
+ * How deep a pass reads this shape's queue: as deep as the room could take its stages, or, for a
+ * stage of two or more GPUs that no room fits now but some machine would when idle, its head alone:
+ * the planner then holds it a machine, so that smaller work cannot keep taking the GPUs it waits
+ * for (docs/scheduling.md, "Reservations").
+ */
+export function headsToRead(need: StageNeed, machines: readonly MachineView[], cap: number): number {
+  const n = placeableCount(need, machines, cap);
+  if (n > 0 || need.gpuCount < 2) return n;
+  return machines.some((m) => STATIC_CHECKS.every((check) => check(need, m) === null)) ? 1 : 0;
+}
+
 function fits(free: number, each: number): number {
   if (free < 0) return 0;
   return each <= 0 ? Number.POSITIVE_INFINITY : Math.floor(free / each);

@@ -110,6 +110,24 @@ describe('planPlacements examples', () => {
     expect(placementOf(planPlacements({ machines: [allBusy], queue: [stage('c', { cpu: 6000, allowGpuMachines: true })] }), 'c')).toBeDefined();
   });
 
+  it('a waiting multi-GPU stage is held the machine nearest to fitting: smaller, later work goes elsewhere', () => {
+    // The issue's case: a priority-900 4-GPU stage behind busy GPUs, twelve priority-10 1-GPU stages after it.
+    const machines = [machine({ name: 'g4', gpus: gpus('h100', 4, [0, 1]) }), machine({ name: 'g2', gpus: gpus('h100', 2) })];
+    const big = stage('big', { gpu: { count: 4, types: ['h100'] }, priority: 900 });
+    const small = Array.from({ length: 12 }, (_, i) => stage(`small-${String(i).padStart(2, '0')}`, { gpu: { count: 1, types: ['h100'] }, priority: 10, readySince: 1 }));
+    const plan = planPlacements({ machines, queue: [big, ...small] });
+    expect(plan.reservations).toEqual([{ stageId: 'big', machineId: 'id-g4' }]);
+    // The two free GPUs of g4 stay free for it; g2 takes two small ones.
+    expect(plan.placements.map((p) => p.machineId)).toEqual(['id-g2', 'id-g2']);
+    expect(plan.pending.find((p) => p.stageId === 'big')).toMatchObject({ unplaceable: false });
+    // Work that came before it is not bound by the hold.
+    const first = stage('first', { gpu: { count: 1, types: ['h100'] }, priority: 950 });
+    const firstG4 = [machine({ name: 'g4', gpus: gpus('h100', 4, [0, 1]) })];
+    expect(planPlacements({ machines: firstG4, queue: [first, big] }).placements.map((p) => [p.stageId, p.machineId])).toEqual([['first', 'id-g4']]);
+    // A one-GPU stage is held nothing: any GPU freed anywhere serves it.
+    expect(planPlacements({ machines: [machine({ name: 'g1', gpus: gpus('h100', 1, [0]) })], queue: [stage('one', { gpu: { count: 1, types: ['h100'] } })] }).reservations).toBeUndefined();
+  });
+
   it('assigns the lowest free device indices: 2 GPUs on 4xH100 with 0 and 2 busy get [1,3]', () => {
     const plan = planPlacements({
       machines: [machine({ name: 'g', gpus: gpus('h100', 4, [0, 2]) })],
@@ -554,7 +572,11 @@ describe('planPlacements properties', () => {
         for (const pend of plan.pending) {
           const s = byStage.get(pend.stageId);
           if (!s) throw new Error('unknown pending stage');
+          // A machine held for a waiting multi-GPU stage earlier in the order takes nothing after it.
+          const order = inOrder(snap.queue).map((q) => q.stageId);
+          const heldBefore = new Set((plan.reservations ?? []).filter((r) => order.indexOf(r.stageId) < order.indexOf(s.stageId)).map((r) => r.machineId));
           for (const m of snap.machines) {
+            if (heldBefore.has(m.id)) continue;
             const mine = plan.placements.filter((p) => p.machineId === m.id);
             const taken = new Set(mine.flatMap((p) => p.gpuIndices));
             const cpuLeft = m.cpuMillisFree - mine.reduce((a, p) => a + p.cpuMillis, 0);

@@ -1,5 +1,5 @@
 import { normalizeGpuType } from '../domain/resources.js';
-import { firstReject, stageNeed, type StageNeed, isBusyReason } from './checks.js';
+import { firstReject, gpuCountsByType, isBusyReason, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
 import { takeAllocation } from './placement-fit.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
@@ -44,16 +44,38 @@ function shapeKey(need: StageNeed): string {
   return JSON.stringify([need.cpuMillis, need.memoryBytes, need.gpuCount, need.gpuTypes, need.region, labels, need.allowGpuMachines]);
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
+/**
+ * Where a waiting multi-GPU stage is held a place: of the machines it fits when idle but whose
+ * GPUs are busy now, the one with the most free GPUs of a type it accepts (the nearest to fitting;
+ * run times are unknown, so "frees first" is read as "has the least left to free"), then by name.
+ * Null for a stage of one GPU (any GPU freed anywhere serves it), or when no such machine exists.
+ */
+function reservationFor(need: StageNeed, machines: readonly MachineView[], held: ReadonlySet<string>): MachineView | null {
+  if (need.gpuCount < 2) return null;
+  let best: { m: MachineView; free: number } | null = null;
+  for (const m of machines) {
+    if (held.has(m.id) || firstReject(need, m) !== RejectReason.gpuBusy) continue;
+    let free = 0;
+    for (const c of gpuCountsByType(need, m).values()) if (c.total >= need.gpuCount) free = Math.max(free, c.free);
+    if (best === null || free > best.free) best = { m, free };
+  }
+  return best?.m ?? null;
+}
+
 interface Scan {
   candidates: Candidate[];
   rejects: MachineReject[];
 }
 
-function scan(need: StageNeed, machines: readonly MachineView[], limit: number, into: Scan): void {
+function scan(need: StageNeed, machines: readonly MachineView[], limit: number, into: Scan, held: ReadonlySet<string> = NONE): void {
   let found = 0;
   for (const m of machines) {
     if (found >= limit) return;
-    const reason = firstReject(need, m);
+    const fits = firstReject(need, m);
+    // Held for a stage before this one: as good as busy for it.
+    const reason = held.has(m.id) && fits === null ? (need.gpuCount > 0 ? RejectReason.gpuBusy : RejectReason.cpuBusy) : fits;
     if (reason === null) {
       found += 1;
       into.candidates.push(...candidatesOn(need, m));
@@ -80,36 +102,52 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const pending: PendingStage[] = [];
   const failedShapes = new Map<string, { reason: string; unplaceable: boolean }>();
   /** CPU stages allowed on GPU machines that waited, for the second look below. */
-  const mayUseGpuMachines: { stage: QueuedStage; need: StageNeed }[] = [];
+  const mayUseGpuMachines: { stage: QueuedStage; need: StageNeed; at: number }[] = [];
   /** GPU machines where this pass placed GPU work (and so freed their share for CPU work). */
   const gpusTaken = new Set<string>();
+  /** Machines held for waiting multi-GPU stages: nothing later in the order is placed there in this pass. */
+  const held = new Set<string>();
+  const reservations: { stageId: string; machineId: string }[] = [];
+  /** Where in the order each hold was made: a hold binds only the stages after it. */
+  const heldAt = new Map<string, number>();
 
-  for (const stage of queue) {
+  for (const [at, stage] of queue.entries()) {
     if (placements.length >= maxPlacements) break;
     const need = stageNeed(stage);
     const key = shapeKey(need);
     const known = failedShapes.get(key);
     if (known !== undefined) {
       pending.push({ stageId: stage.stageId, ...known });
-      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need });
+      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
       continue;
     }
 
     const found: Scan = { candidates: [], rejects: [] };
     if (need.gpuCount > 0) {
-      scan(need, machines, limit, found);
+      scan(need, machines, limit, found, held);
     } else {
       // CPU work looks at GPU machines only when no GPU-less machine can take it.
-      scan(need, cpuOnly, limit, found);
-      if (found.candidates.length === 0) scan(need, withGpus, limit, found);
+      scan(need, cpuOnly, limit, found, held);
+      if (found.candidates.length === 0) scan(need, withGpus, limit, found, held);
     }
 
     const best = bestCandidate(need, found.candidates);
     if (best === undefined) {
       const verdict = { reason: pendingReason(need, found.rejects), unplaceable: !found.rejects.some((r) => isBusyReason(r.reason)) };
+      // A large GPU stage that must wait for busy GPUs is held a machine, so that smaller work
+      // behind it cannot keep taking the GPUs it waits for (it would wait for ever).
+      const r = verdict.unplaceable ? null : reservationFor(need, machines, held);
+      // One stage of a shape is held a machine per pass; the others of that shape wait behind it.
       failedShapes.set(key, verdict);
+      if (r) {
+        held.add(r.id);
+        heldAt.set(r.id, at);
+        reservations.push({ stageId: stage.stageId, machineId: r.id });
+        pending.push({ stageId: stage.stageId, ...verdict });
+        continue;
+      }
       pending.push({ stageId: stage.stageId, ...verdict });
-      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need });
+      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
       continue;
     }
 
@@ -132,10 +170,11 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   // CPU work may not touch, so a CPU stage allowed there that waited above may fit now: a second
   // look, in the same order, at the machines where that happened.
   const freed = withGpus.filter((m) => gpusTaken.has(m.id));
-  for (const { stage, need } of freed.length ? mayUseGpuMachines : []) {
+  for (const { stage, need, at } of freed.length ? mayUseGpuMachines : []) {
     if (placements.length >= maxPlacements) break;
     const found: Scan = { candidates: [], rejects: [] };
-    scan(need, freed, limit, found);
+    // Holds made for stages after this one do not bind it: it came first.
+    scan(need, freed, limit, found, new Set([...heldAt].filter(([, h]) => h < at).map(([id]) => id)));
     const best = bestCandidate(need, found.candidates);
     if (best === undefined) continue;
     const placement = { stageId: stage.stageId, machineId: best.machine.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
@@ -147,5 +186,5 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     );
   }
 
-  return { placements, pending };
+  return { placements, pending, ...(reservations.length ? { reservations } : {}) };
 }

@@ -88,4 +88,6 @@ export interface PendingStage {
 export interface Plan {
   placements: PlannedPlacement[];
   pending: PendingStage[];
+  /** Machines held in this pass for a waiting multi-GPU stage: nothing after it in the order was placed there (docs/scheduling.md, "Reservations"). */
+  reservations?: { stageId: string; machineId: string }[];
 }

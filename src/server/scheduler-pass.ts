@@ -1,6 +1,6 @@
 import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
-import { placeableCount } from '../scheduler/placeable-count.js';
+import { headsToRead } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import type { PlacementSource } from '../store/store.js';
 
@@ -30,7 +30,7 @@ export async function schedulerPass(store: PlacementSource, clock: Clock, opts: 
   const cluster = await store.clusterView();
   const shapes = await store.readyShapes({ now });
   const wants = shapes
-    .map((s) => ({ shape: s.shape, limit: placeableCount(stageNeed(s), cluster.machines, maxPlacements) }))
+    .map((s) => ({ shape: s.shape, limit: headsToRead(stageNeed(s), cluster.machines, maxPlacements) }))
     .filter((w) => w.limit > 0);
   if (wants.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   const queue = await store.queueHeads({ now, shapes: wants });

@@ -62,3 +62,34 @@ describe('GPU machines keep their CPUs for GPU work', () => {
     expect(['cpu-1', 'gpu-1']).toContain(side[0]!.attempts[0]!.machine);
   }, 120_000);
 });
+
+describe('a large GPU stage is not starved by small ones (reservations)', () => {
+  let g: RunningGantry;
+  beforeAll(async () => {
+    g = await startGantryUp({ cluster: 'machines:\n  - { name: gpu-4, cpu: 8, memory: 16Gi, gpus: { type: h100, count: 4 } }\n' });
+    await until('the machine', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 1);
+  });
+  afterAll(async () => {
+    await g?.stop();
+  });
+
+  it('a priority-900 4-GPU job behind busy GPUs starts before twelve priority-10 one-GPU jobs submitted after it', async () => {
+    const post = (body: unknown) => api(g.url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.body.id as string);
+    const gpuJob = (name: string, count: number, priority: number, seconds: number) => ({
+      name,
+      priority,
+      stages: [{ name: 'run', resources: { cpu: 0.5, memory: '256Mi', gpu: { count, type: 'h100' } }, command: ['sleep', String(seconds)] }],
+    });
+    const startedAt = async (id: string) => ((await api(g.url, `/v1/jobs/${id}`)).body.stages[0].attempts[0]?.startedAt ?? null) as number | null;
+    // Two GPUs busy for a while.
+    const busy = [await post(gpuJob('busy-1', 1, 50, 3)), await post(gpuJob('busy-2', 1, 50, 3))];
+    await Promise.all(busy.map((id) => until('busy running', () => startedAt(id), (t) => t !== null)));
+    const big = await post(gpuJob('big', 4, 900, 1));
+    const small: string[] = [];
+    for (let i = 0; i < 12; i++) small.push(await post(gpuJob(`small-${i}`, 1, 10, 1)));
+    const bigStart = await until('big started', () => startedAt(big), (t) => t !== null, 30_000);
+    const smallStarts = await Promise.all(small.map((id) => until('small started', () => startedAt(id), (t) => t !== null, 60_000)));
+    // Without the hold, two small ones would have taken the two free GPUs at once.
+    expect(Math.min(...(smallStarts as number[]))).toBeGreaterThanOrEqual(bigStart!);
+  }, 90_000);
+});

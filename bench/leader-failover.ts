@@ -11,7 +11,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js';
+import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile } from './peers/chain-workload.js';
 
@@ -22,8 +23,6 @@ const arg = (name: string, def: string) => {
 const TRIALS = Number(arg('trials', '10'));
 const TTL_MS = Number(arg('ttl-ms', '5000'));
 const OUT = arg('out', '');
-const POSTGRES_URL = process.env.GANTRY_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const NATS_URL = process.env.GANTRY_TEST_BUS_URL ?? 'nats://127.0.0.1:4222';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const dir = mkdtempSync(join(tmpdir(), 'gantry-leader-bench-'));
@@ -75,10 +74,7 @@ async function main() {
     }
   } finally {
     for (const r of replicas) r.proc.kill('SIGKILL');
-    const c = new pg.Client({ connectionString: POSTGRES_URL });
-    await c.connect();
-    await c.query(`drop schema if exists ${schema} cascade`);
-    await c.end();
+    await dropPostgresSchema(POSTGRES_URL, schema);
     rmSync(dir, { recursive: true, force: true });
   }
   const bound = TTL_MS + TTL_MS / 3;

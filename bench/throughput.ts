@@ -27,6 +27,8 @@ import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
+import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js';
+import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
 import { childrenOf, machineCpuMs, processCpuMs } from './peers/proc-cpu.js';
@@ -129,10 +131,7 @@ function postgresDb(url: string, schema: string): BenchDb {
     count: async (q, ...args) => Number((await pool.query(text(q), args)).rows[0].n),
     close: async () => {
       await pool.end();
-      const c = new pg.Client({ connectionString: url });
-      await c.connect();
-      await c.query(`drop schema if exists ${schema} cascade`);
-      await c.end();
+      await dropPostgresSchema(url, schema);
     },
   };
 }
@@ -148,8 +147,6 @@ interface Cluster {
   stop(): Promise<void>;
 }
 
-const POSTGRES_URL = process.env.GANTRY_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const NATS_URL = process.env.GANTRY_TEST_BUS_URL ?? 'nats://127.0.0.1:4222';
 
 async function startCluster(agents: { name: string; cpu: string; extra?: string[] }[]): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));

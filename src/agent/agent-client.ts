@@ -412,16 +412,9 @@ function jsonRequest(
   agents: { http: http.Agent; https: https.Agent },
 ): Promise<{ status: number; statusText: string; text: string }> {
   return new Promise((resolve, reject) => {
-    const live = signals.filter((s): s is AbortSignal => s !== undefined);
-    const aborted = live.find((s) => s.aborted);
-    if (aborted) return reject(aborted.reason);
-    const u = new URL(url);
-    const secure = u.protocol === 'https:';
-    const req = (secure ? https : http).request(u, {
-      method,
-      agent: secure ? agents.https : agents.http,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...auth },
-    });
+    const opened = openRequest(url, method, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...auth }, signals, agents);
+    if ('aborted' in opened) return reject(opened.aborted);
+    const { req, live, u } = opened;
     let settled = false;
     const finish = (fn: () => void) => {
       if (settled) return;
@@ -446,6 +439,25 @@ function jsonRequest(
     });
     req.end(body);
   });
+}
+
+/**
+ * A request over the keep-alive agent of its scheme, with the signals that can still abort it; or,
+ * when one has fired already, its reason (nothing is sent).
+ */
+function openRequest(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  signals: (AbortSignal | undefined)[],
+  agents: { http: http.Agent; https: https.Agent },
+): { req: http.ClientRequest; live: AbortSignal[]; u: URL } | { aborted: unknown } {
+  const live = signals.filter((s): s is AbortSignal => s !== undefined);
+  const aborted = live.find((s) => s.aborted);
+  if (aborted) return { aborted: aborted.reason };
+  const u = new URL(url);
+  const secure = u.protocol === 'https:';
+  return { req: (secure ? https : http).request(u, { method, agent: secure ? agents.https : agents.http, headers }), live, u };
 }
 
 /** `https://a:7070, https://b:7070/` → the URLs, without trailing slashes. */
@@ -518,12 +530,9 @@ function streamRequest(
   agents: { http: http.Agent; https: https.Agent },
 ): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const live = signals.filter((s): s is AbortSignal => s !== undefined);
-    const aborted = live.find((s) => s.aborted);
-    if (aborted) return reject(aborted.reason);
-    const u = new URL(url);
-    const secure = u.protocol === 'https:';
-    const req = (secure ? https : http).request(u, { method, agent: secure ? agents.https : agents.http, headers });
+    const opened = openRequest(url, method, headers, signals, agents);
+    if ('aborted' in opened) return reject(opened.aborted);
+    const { req, live, u } = opened;
     let answered = false;
     const fail = (err: unknown) => {
       clearTimeout(timer);

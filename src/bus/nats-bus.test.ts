@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { NATS_URL, serviceMissing } from '../../test/support/services.js';
+import { freePort } from '../../test/faults/fault-harness.js';
 import { busConformance } from './bus-conformance.js';
 import { NatsBus } from './nats-bus.js';
 
@@ -31,15 +31,6 @@ if (missing) {
   });
 }
 
-/** A free port on loopback, for a NATS server of the test's own. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const NATS_SERVER = '/usr/sbin/nats-server';
 const haveServer = await import('node:fs').then((fs) => fs.existsSync(NATS_SERVER));

@@ -5,7 +5,8 @@ import type { MachineView, QueuedStage } from './snapshot.js';
 
 /**
  * Why a machine cannot take a stage. Static reasons hold until the cluster or the stage changes;
- * busy reasons clear as running work finishes. `explain` shows these per machine.
+ * busy reasons clear as running work finishes. Declared in the order the checks below run
+ * (`checks`): explain's funnel follows this order, so a new reason goes where its check goes.
  */
 export const RejectReason = {
   /** Machine health is not `ready` (suspect, lost). */

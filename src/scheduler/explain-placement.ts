@@ -1,6 +1,6 @@
 import { formatCpu, formatMemory } from '../domain/quantity.js';
 import { firstReject, RejectReason, type StageNeed } from './checks.js';
-import { describeGpus, pendingReasonNow } from './pending-reason.js';
+import { describeGpus, pendingReason } from './pending-reason.js';
 import type { MachineView } from './snapshot.js';
 
 /** One step of the funnel: how many machines are left after this constraint. */
@@ -53,22 +53,6 @@ function stepName(need: StageNeed, reason: RejectReason): string {
   }
 }
 
-/** The reasons the checks give, in the order they run (checks.ts): one funnel step each. */
-const CHECK_REASONS: readonly RejectReason[] = [
-  RejectReason.notReady,
-  RejectReason.region,
-  RejectReason.labels,
-  RejectReason.gpuType,
-  RejectReason.gpuTotal,
-  RejectReason.cpuTotal,
-  RejectReason.memoryTotal,
-  RejectReason.gpuMachine,
-  RejectReason.gpuBusy,
-  RejectReason.cpuBusy,
-  RejectReason.memoryBusy,
-  RejectReason.gpuShare,
-];
-
 /**
  * Why a ready stage is not running, in numbers (`gantry explain`): the machines registered, how
  * many are left after each constraint in the order the scheduler checks them, the binding reason,
@@ -80,14 +64,18 @@ export function explainPlacement(need: StageNeed, machines: readonly MachineView
   const outAt = machines.map((m) => firstReject(need, m));
   const funnel: FunnelStep[] = [];
   let left = machines.length;
-  for (const reason of CHECK_REASONS) {
+  // One step per reason, in the order the checks run (RejectReason is declared in that order);
+  // not-ready and not-eligible, both the first check's, are one step.
+  for (const reason of Object.values(RejectReason)) {
+    if (reason === RejectReason.notEligible) continue;
     const dropped = outAt.filter((r) => r === reason || (reason === RejectReason.notReady && r === RejectReason.notEligible)).length;
     // A step nobody was dropped at, and that the stage does not ask about, says nothing: left out.
     if (dropped === 0 && !asks(need, reason)) continue;
     left -= dropped;
     funnel.push({ step: stepName(need, reason), reason, machines: left });
   }
-  const reason = pendingReasonNow(need, machines);
+  // The binding reason from the same verdicts (pendingReasonNow would ask every machine again).
+  const reason = outAt.includes(null) ? null : pendingReason(need, machines.map((m, i) => ({ health: m.health, scheduling: m.scheduling, reason: outAt[i]! })));
   return { reason, registered: machines.length, funnel, suggestions: reason === null ? [] : suggestions(need, machines) };
 }
 

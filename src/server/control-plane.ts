@@ -163,6 +163,7 @@ export async function createControlPlane(
         return;
       }
       await synced?.start();
+      if (synced?.last) app.log.info(synced.last, "clock: the database's, read every 10 s (offset from this host's, and the reading's error bound)");
       election = new LeaderElection(
         store,
         clock,

@@ -1,11 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropPostgresSchema } from '../../src/store/postgres/open-postgres-store.js';
-import { FAST_TIMINGS } from '../faults/fault-harness.js';
+import { FAST_TIMINGS, freePort } from '../faults/fault-harness.js';
 import { api, CLI, isTerminal, REPO, until, useServerToken } from '../support/gantry-process.js';
 import { freshSchema, NATS_URL, POSTGRES_URL, serviceMissing } from '../support/services.js';
 
@@ -16,14 +15,6 @@ import { freshSchema, NATS_URL, POSTGRES_URL, serviceMissing } from '../support/
  */
 const missing = (await serviceMissing('PostgreSQL', POSTGRES_URL)) ?? (await serviceMissing('NATS', NATS_URL));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const LEADER_TTL_MS = 2000;
 

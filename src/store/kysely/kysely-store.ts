@@ -98,7 +98,7 @@ export class KyselyStore implements Store {
           // In the transaction, before anything is written: a takeover that commits first makes
           // this read fail to find the term; one that commits later conflicts with it and reruns.
           const t = termOf();
-          if (!t || !(await leaderHolds.first(tx.db, t.holder, t.term, now))) throw new NotLeaderError(t?.holder ?? '(none)', t?.term ?? 0);
+          if (!t || !(await leaderHolds.first(tx.db, t.holder, t.term, tx.now))) throw new NotLeaderError(t?.holder ?? '(none)', t?.term ?? 0);
           return body(tx);
         }
       : body;
@@ -106,14 +106,13 @@ export class KyselyStore implements Store {
     // Several writers (PostgreSQL): every transaction is SERIALIZABLE, and one the database
     // refuses for a conflict with a concurrent one is run again whole, from a fresh context
     // (docs/store-contract.md). So no verb has to reason about which interleavings it survives.
-    const first = performance.now();
     for (let tries = 1; ; tries++) {
       let ctx: TxContext | undefined;
-      // A transaction acts at the time it runs, not the time its caller read the clock (a request
-      // may wait for a connection, or run again after a conflict): so the times written follow the
-      // order of the commits, and a cancel that committed after a start is never stamped before it.
-      let at = tries === 1 ? now : now + Math.round(performance.now() - first);
-      if (this.clock) at = Math.max(at, this.clock.now());
+      // A transaction acts at the time it runs (each try its own), not the time its caller read the
+      // clock (a request may wait for a connection, or run again after a conflict): so the times
+      // written follow the order of the commits, and a cancel that committed after a start is never
+      // stamped before it. Without a clock (tests), `now` as given.
+      const at = this.clock ? Math.max(now, this.clock.now()) : now;
       try {
         const out = await this.db
           .transaction()
@@ -145,11 +144,11 @@ export class KyselyStore implements Store {
   leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {
     return this.tx(p.now, async (tx) => {
       const row = await tx.db.selectFrom('leader').selectAll().where('name', '=', 'control').executeTakeFirstOrThrow();
-      const mine = row.holder === p.holder && Number(row.expires_at) >= p.now;
-      if (!mine && Number(row.expires_at) >= p.now) return { holder: row.holder, term: Number(row.term), expiresAt: Number(row.expires_at), leader: false };
+      const mine = row.holder === p.holder && Number(row.expires_at) >= tx.now;
+      if (!mine && Number(row.expires_at) >= tx.now) return { holder: row.holder, term: Number(row.term), expiresAt: Number(row.expires_at), leader: false };
       // Renewing keeps the term; taking over (expired, or resigned) starts the next one.
       const term = mine ? Number(row.term) : Number(row.term) + 1;
-      const expiresAt = p.now + p.ttlMs;
+      const expiresAt = tx.now + p.ttlMs;
       await tx.db.updateTable('leader').set({ holder: p.holder, term, expires_at: expiresAt }).where('name', '=', 'control').where('term', '=', row.term).execute();
       if (!mine) await tx.event({ type: 'leader:elected', message: `${p.holder} is the leader (term ${term})`, data: { holder: p.holder, term, previous: row.holder } });
       return { holder: p.holder, term, expiresAt, leader: true };

@@ -36,7 +36,7 @@ export interface PostgresStoreOptions {
  */
 export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<KyselyStore> {
   const schema = opts.schema;
-  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`PostgreSQL schema name "${schema}": lower-case letters, digits and _ only`);
+  if (schema !== undefined) checkSchemaName(schema);
   if (schema) {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
@@ -66,9 +66,14 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   return store;
 }
 
+/** A schema name goes into SQL text (DDL takes no parameters): only a plain identifier is let through. */
+function checkSchemaName(schema: string): void {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`PostgreSQL schema name "${schema}": lower-case letters, digits and _ only`);
+}
+
 /** Drops a schema and everything in it: for tests that made one each. */
 export async function dropPostgresSchema(url: string, schema: string): Promise<void> {
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`PostgreSQL schema name "${schema}"`);
+  checkSchemaName(schema);
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {

@@ -29,7 +29,10 @@ export type AttemptOutcome =
   /** `charged: false`: stopped by an operator (drain --now), not the machine's fault nor the stage's: no budget is used. */
   | { kind: 'lost'; reason: string; charged?: boolean }
   /** A ready stage that waited past its queueTimeoutSeconds: it fails for good (not an attempt; no retry). */
-  | { kind: 'queue-timeout'; reason: string };
+  | { kind: 'queue-timeout'; reason: string }
+  /** Stopped for work that outranks it (docs/scheduling.md, "Preemption"): back to the queue once its
+   *  grace has passed (`notBefore`), charged to no budget. */
+  | { kind: 'preempted'; reason: string; notBefore: number };
 
 export interface StageChange {
   name: string;
@@ -89,7 +92,15 @@ export function advance(
     return changes;
   }
 
-  if (o.kind === 'queue-timeout') {
+  if (o.kind === 'preempted') {
+    // Not a failure: no budget is used, and the stage goes back to its queue even while the job
+    // fails elsewhere only if nothing failed (a failing job starts nothing new).
+    if (!jobFailing) {
+      move(me.name, 'ready', o.reason, { notBefore: o.notBefore });
+      return changes;
+    }
+    move(me.name, 'failed', `${o.reason}; not requeued because the job is failing`);
+  } else if (o.kind === 'queue-timeout') {
     move(me.name, 'failed', o.reason);
   } else if (o.kind === 'lost') {
     const lostUsed = me.lostUsed + (o.charged === false ? 0 : 1);

@@ -12,6 +12,7 @@
  * against the user's retries), so the agent kills the process group and reports nothing.
  */
 import os from 'node:os';
+import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
 import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
 import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
@@ -57,6 +58,10 @@ export interface AgentOptions {
   /** PEM of the CA that signed the server's certificate, for a private one. */
   ca?: string;
   launcher?: boolean;
+  /** Where preemptible stages keep GANTRY_CHECKPOINT_DIR (one directory per job and stage, kept
+   *  across attempts); default `checkpoints/` in the data directory. Agents that share one (a
+   *  network file system) let a stage resume on another machine. */
+  checkpointRoot?: string;
 }
 
 const MAX_WAIT_MS = 30_000;
@@ -64,6 +69,7 @@ const MAX_WAIT_MS = 30_000;
 const GIVE_UP_DELIVERY_MS = 5 * 60_000;
 
 export class Agent {
+  private readonly checkpointRoot: string;
   private readonly state: AgentState;
   private readonly client: AgentClient;
   private readonly reporter: Reporter;
@@ -109,6 +115,7 @@ export class Agent {
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
     this.joinToken = opts.joinToken ?? null;
+    this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
     const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
     this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
@@ -401,7 +408,7 @@ export class Agent {
         failures = 0;
         // The send time, not the answer's: the server renewed the lease no earlier than that.
         this.lastHeartbeatSentOk = sentAt;
-        for (const k of res.kill) this.killFromServer(k.attemptId, k.reason);
+        for (const k of res.kill) this.killFromServer(k.attemptId, k.reason, k.graceMs);
         for (const a of res.assignments) this.accept(a);
         void this.deliverPending();
         // A server that answers at once with nothing is not long-polling; keep to the period.
@@ -456,9 +463,9 @@ export class Agent {
     });
   }
 
-  private killFromServer(attemptId: string, reason: string): void {
+  private killFromServer(attemptId: string, reason: string, graceMs?: number): void {
     const run = this.runs.get(attemptId);
-    if (run && !this.endedOnItsOwn(run)) this.drop(run, reason);
+    if (run && !this.endedOnItsOwn(run)) this.drop(run, reason, graceMs);
   }
 
   /**
@@ -470,7 +477,8 @@ export class Agent {
     return run.phase === RunPhase.running && !run.dropped && run.handle?.pid != null && !processGroupAlive(run.handle.pid);
   }
 
-  private drop(run: Run, why: string): void {
+  /** `graceMs`: how long between TERM and KILL (a preempted attempt's time to checkpoint); else the cluster's kill grace. */
+  private drop(run: Run, why: string, graceMs?: number): void {
     if (run.dropped || run.phase === RunPhase.settled) return;
     run.dropped = why;
     // What still waits in the reporter is not sent: an acknowledgement (nothing runs), a pid, an outcome.
@@ -480,8 +488,9 @@ export class Agent {
       if (!run.delivering) void this.forget(run, { result: 'dropped', note: why });
       return;
     }
-    this.log(`killing attempt ${describe(run.a)}: ${why}`);
-    void run.handle?.kill(why);
+    run.dropGraceMs = graceMs;
+    this.log(`killing attempt ${describe(run.a)}: ${why}${graceMs !== undefined ? ` (TERM, then KILL after ${graceMs} ms)` : ''}`);
+    void run.handle?.kill(why, graceMs);
   }
 
   private async execute(run: Run): Promise<void> {
@@ -539,6 +548,7 @@ export class Agent {
         state: this.state,
         machineName: this.machine.name,
         inheritedEnv: this.inheritedEnv,
+        checkpointRoot: this.checkpointRoot,
         killGraceMs: this.settings!.killGraceMs,
         launcher: this.launcher,
         log: (line) => this.log(line),

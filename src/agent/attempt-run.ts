@@ -65,6 +65,8 @@ export interface Run {
   logBytes?: { stdout: number; stderr: number };
   /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
   dropped: string | null;
+  /** With `dropped`: the time between TERM and KILL the server gave (a preempted attempt's, to checkpoint). */
+  dropGraceMs?: number;
   /** Aborted with `dropped`: withdraws whatever of this attempt still waits in the reporter. */
   withdraw: AbortController;
   /** Set once the process is over; from then on the run is an outcome waiting to be delivered. */

@@ -115,7 +115,7 @@ export class Launcher {
       },
       started,
       done,
-      kill: (why) => this.kill(job, `killed: ${why}`),
+      kill: (why, graceMs) => this.kill(job, `killed: ${why}`, graceMs),
       leave: () => {
         clearTimeout(timer);
         job.direct?.leave();
@@ -266,12 +266,12 @@ export class Launcher {
     job.settle({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   }
 
-  private async kill(job: Job, reason: string): Promise<void> {
+  private async kill(job: Job, reason: string, graceMs = job.killGraceMs): Promise<void> {
     if (job.ended) return;
     job.killReason ??= reason;
     const pid = job.pid ?? (await this.startedPid(job));
     if (pid === null || job.ended) return;
-    job.killing ??= killProcessGroup(pid, job.killGraceMs);
+    job.killing ??= killProcessGroup(pid, graceMs);
     await job.killing;
     if (job.direct) return void (await job.direct.done);
     // The end line may have been written just before the group went; give it a moment, then settle without it.

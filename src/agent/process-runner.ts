@@ -50,8 +50,8 @@ export interface ProcessHandle {
   readonly started: Promise<number | null>;
   /** Settles once the process exited and its group is gone. Never rejects. */
   readonly done: Promise<ProcessResult>;
-  /** TERM the group, KILL it after the grace; resolves once `done` has. Harmless after exit. */
-  kill(why: string): Promise<void>;
+  /** TERM the group, KILL it after the grace (`graceMs`, else the agent's); resolves once `done` has. Harmless after exit. */
+  kill(why: string, graceMs?: number): Promise<void>;
   /** The agent is stopping and leaves the process running: it no longer keeps the agent alive. */
   leave(): void;
 }
@@ -270,10 +270,10 @@ export function attachProcess(opts: {
   }, opts.pollMs ?? 250);
   const t = opts.timeout;
   const timer = t ? setTimeout(() => void kill(`timeout after ${t.seconds} s`, false), Math.max(0, t.remainingMs)) : undefined;
-  const kill = (reason: string, byUser: boolean): Promise<void> => {
+  const kill = (reason: string, byUser: boolean, graceMs = opts.killGraceMs): Promise<void> => {
     if (over) return done.then(() => undefined);
     killReason ??= byUser ? `killed: ${reason}` : reason;
-    killing ??= killProcessGroup(pid, opts.killGraceMs).then(() => undefined);
+    killing ??= killProcessGroup(pid, graceMs).then(() => undefined);
     return killing.then(() => (over ? done : finish().then(() => done))).then(() => undefined);
   };
   if (!leaderRunning(pid)) void finish();
@@ -281,7 +281,7 @@ export function attachProcess(opts: {
     clearInterval(poll);
     clearTimeout(timer);
   };
-  return { pid, started: Promise.resolve(pid), done, kill: (why) => kill(why, true), leave };
+  return { pid, started: Promise.resolve(pid), done, kill: (why, graceMs) => kill(why, true, graceMs), leave };
 }
 
 /** Whether the process itself (not its group) still runs: not gone, not a zombie. */

@@ -20,6 +20,7 @@ export interface AgentCommandOptions {
   server: string;
   name?: string;
   dataDir?: string;
+  checkpointDir?: string;
   cpu?: string;
   memory?: string;
   gpus?: string;
@@ -57,7 +58,8 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   checkTransport(opts.server);
   const caFile = opts.ca ?? process.env.GANTRY_CA;
   const ca = caFile ? readFileSync(caFile, 'utf8') : undefined;
-  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose, joinToken, ...(ca ? { ca } : {}) });
+  const checkpointRoot = opts.checkpointDir ?? process.env.GANTRY_CHECKPOINT_ROOT;
+  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose, joinToken, ...(ca ? { ca } : {}), ...(checkpointRoot ? { checkpointRoot } : {}) });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);

@@ -3,6 +3,8 @@
  * output followed from its files and shipped to the server (log-tail.ts), its pid on disk (for the next start of the agent, should this one
  * crash) and to the server (one item of a report). Resolves with how the process ended.
  */
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { StaleAttempt, type AgentClient } from './agent-client.js';
 import type { AgentState, AttemptPaths } from './agent-state.js';
 import { attemptOwnEnv } from './attempt-env.js';
@@ -19,6 +21,8 @@ export interface SpawnContext {
   machineName: string;
   /** The agent's environment as attempts inherit it (attempt-env.ts). */
   inheritedEnv: Readonly<Record<string, string>>;
+  /** Where checkpoint directories live (AgentOptions.checkpointRoot). */
+  checkpointRoot: string;
   killGraceMs: number;
   /** Starts commands from a small bash (launcher.ts); null: every attempt is spawned by the agent. */
   launcher: Launcher | null;
@@ -44,7 +48,11 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
   };
   // Through the launcher (launcher.ts, off the agent's event loop) when it can take it: it starts
   // from the inherited environment already and is given only what the attempt adds.
-  const own = attemptOwnEnv(a, paths, ctx.machineName);
+  // A preemptible stage's checkpoint directory: one per job and stage, kept across its attempts,
+  // so that an attempt preempted (TERM, its grace to write there) is resumed by the next.
+  const checkpoint = a.checkpoint ? join(ctx.checkpointRoot, a.jobId, a.stageName) : null;
+  if (checkpoint) await mkdir(checkpoint, { recursive: true });
+  const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName);
   const handle =
     ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
   run.handle = handle;
@@ -62,7 +70,7 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
     // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
     if (!recorded) ctx.drop('its pid could not be recorded');
     // A kill that arrived while the process was being spawned.
-    if (run.dropped) void handle.kill(run.dropped);
+    if (run.dropped) void handle.kill(run.dropped, run.dropGraceMs);
     // Only records the pid; the attempt was acknowledged before the spawn.
     else
       void ctx.reporter.recordPid(a.attemptId, a.token, pid, run.withdraw.signal).then(

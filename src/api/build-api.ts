@@ -7,6 +7,7 @@ import { installErrorHandler } from './error-handler.js';
 import { jobRoutes } from './job-routes.js';
 import { machineRoutes } from './machine-routes.js';
 import { auditRoutes, tokenRoutes } from './token-routes.js';
+import { teamRoutes } from './team-routes.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { RateLimiter } from './auth/rate-limiter.js';
 import { installAuditOfRefusals } from './auth/audit-entry.js';
@@ -65,6 +66,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   machineRoutes(app, ctx);
   agentRoutes(app, ctx);
   tokenRoutes(app, ctx);
+  teamRoutes(app, ctx);
   auditRoutes(app, ctx);
   return app;
 }

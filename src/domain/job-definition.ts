@@ -34,6 +34,8 @@ export interface StageDefinition {
   disconnectGraceSeconds?: number | null;
   retry: RetryPolicy;
   preemptible: boolean;
+  /** Preemptible stages: seconds between TERM and KILL when preempted, to checkpoint. */
+  preemptionGraceSeconds?: number;
   /** Ready this long without being placed: the stage fails, its pending reason as its end reason. Absent or null: it waits as long as it takes. */
   queueTimeoutSeconds?: number | null;
 }
@@ -55,5 +57,11 @@ export const DEFAULT_RETRY: RetryPolicy = {
 };
 export const DEFAULT_TEAM = 'default';
 export const DEFAULT_PRIORITY = 50;
+export const DEFAULT_PREEMPTION_GRACE_SECONDS = 30;
 export const MAX_STAGES = 1000;
 export const MAX_SPEC_BYTES = 1024 * 1024;
+
+/** A preempted stage's time between TERM and KILL, to checkpoint. */
+export function preemptionGraceMs(def: Pick<StageDefinition, 'preemptionGraceSeconds'>): number {
+  return (def.preemptionGraceSeconds ?? DEFAULT_PREEMPTION_GRACE_SECONDS) * 1000;
+}

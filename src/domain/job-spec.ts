@@ -10,6 +10,7 @@ import { Type, type Static } from 'typebox';
 import { findCycle, topologicalOrder, type Edge } from './dag.js';
 import { ValidationError, type ValidationIssue } from './errors.js';
 import {
+  DEFAULT_PREEMPTION_GRACE_SECONDS,
   DEFAULT_PRIORITY,
   DEFAULT_RETRY,
   DEFAULT_TEAM,
@@ -137,7 +138,16 @@ export const StageSpecSchema = Type.Object(
       }),
     ),
     retry: Type.Optional(RetrySpecSchema),
-    preemptible: Type.Optional(Type.Boolean()),
+    preemptible: Type.Optional(
+      Type.Boolean({ description: 'May be preempted by higher-priority work or by a team reclaiming its quota; may borrow idle capacity beyond its team\'s quota. Default false.' }),
+    ),
+    preemptionGraceSeconds: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 3600,
+        description: 'When preempted: how long between TERM and KILL, to write a checkpoint into GANTRY_CHECKPOINT_DIR (default 30).',
+      }),
+    ),
   },
   strict,
 );
@@ -348,6 +358,7 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
     disconnectGraceSeconds: s.disconnectGraceSeconds ?? null,
     retry: mergeRetry(jobRetry, s.retry),
     preemptible: s.preemptible ?? false,
+    ...(s.preemptible ? { preemptionGraceSeconds: s.preemptionGraceSeconds ?? DEFAULT_PREEMPTION_GRACE_SECONDS } : {}),
     ...(s.queueTimeoutSeconds ? { queueTimeoutSeconds: s.queueTimeoutSeconds } : {}),
   };
 }

@@ -1,13 +1,19 @@
 import { createHash } from 'node:crypto';
 import { normalizeGpuType, poolOf, type Placement, type Resources } from './resources.js';
 
+/** Who a stage's work belongs to, for quotas, fair share and preemption: also part of its shape. */
+export interface ShapeOwner {
+  team: string;
+  preemptible: boolean;
+}
+
 /**
  * A stage's shape: everything placement looks at (pool, CPU, memory, GPU count and types, region,
- * labels), as one short key. Two ready stages of one shape get the same answer from every machine,
+ * labels, and for quotas and fair share its team and whether it is preemptible), as one short key. Two ready stages of one shape get the same answer from every machine,
  * so the scheduler reads each shape's queue only as deep as the cluster's free room could take
  * stages of that shape, whatever the backlog (docs/scheduling.md). Stored with the stage at submit.
  */
-export function stageShape(resources: Resources, placement: Placement): string {
+export function stageShape(resources: Resources, placement: Placement, owner: ShapeOwner = { team: 'default', preemptible: false }): string {
   const gpu = resources.gpu && resources.gpu.count > 0 ? resources.gpu : null;
   const types = gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];
   const labels = Object.entries(placement.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -15,6 +21,8 @@ export function stageShape(resources: Resources, placement: Placement): string {
   // shapes stored before the setting existed stay what they were.
   const parts: unknown[] = [poolOf(resources), resources.cpuMillis, resources.memoryBytes, gpu?.count ?? 0, types, placement.region, labels];
   if (placement.allowGpuMachines && !gpu) parts.push('gpu-machines');
+  // Likewise the owner: the default team's non-preemptible stages keep the shapes they had.
+  if (owner.team !== 'default' || owner.preemptible) parts.push({ team: owner.team, preemptible: owner.preemptible });
   const key = JSON.stringify(parts);
   return 'sh_' + createHash('sha256').update(key).digest('base64url').slice(0, 22);
 }

@@ -37,7 +37,12 @@ export function placeableCount(need: StageNeed, machines: readonly MachineView[]
 export function headsToRead(need: StageNeed, machines: readonly MachineView[], cap: number): number {
   const n = placeableCount(need, machines, cap);
   if (n > 0 || need.gpuCount < 2) return n;
-  return machines.some((m) => STATIC_CHECKS.every((check) => check(need, m) === null)) ? 1 : 0;
+  return mayRunSomewhere(need, machines) ? 1 : 0;
+}
+
+/** Whether some machine passes every static check for it: it would fit there when idle. */
+export function mayRunSomewhere(need: StageNeed, machines: readonly MachineView[]): boolean {
+  return machines.some((m) => STATIC_CHECKS.every((check) => check(need, m) === null));
 }
 
 function fits(free: number, each: number): number {

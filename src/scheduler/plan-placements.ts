@@ -2,8 +2,10 @@ import { normalizeGpuType } from '../domain/resources.js';
 import { firstReject, gpuCountsByType, isBusyReason, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
 import { takeAllocation } from './placement-fit.js';
+import { choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS } from './plan-preemptions.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
-import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from './snapshot.js';
+import type { MachineView, PendingStage, Plan, PlannedPlacement, PlannedPreemption, QueuedStage, SchedulerSnapshot } from './snapshot.js';
+import { fairOrder, TeamLedger, teamOf } from './team-ledger.js';
 
 export const DEFAULT_CANDIDATE_LIMIT = 64;
 export const DEFAULT_MAX_PLACEMENTS = 1000;
@@ -17,8 +19,11 @@ export interface PlanOptions {
 
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** At most this many preemptions are planned in one pass: each frees a machine's worth, and the next pass sees the result. */
+export const MAX_PREEMPTIONS_PER_PASS = 16;
+
 /**
- * Scheduling order: priority desc, then the job's submission asc (jobs submitted in the same
+ * Scheduling order within a team: priority desc, then the job's submission asc (jobs submitted in the same
  * millisecond, a batch, by job id: ids ascend in submission order), then readySince asc, then
  * stageId asc.
  */
@@ -97,6 +102,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
   const queue = [...snapshot.queue].sort(compareQueued);
+  const ledger = new TeamLedger(snapshot.teams, machines.filter((m) => machineTakesWork(m)));
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];
@@ -111,10 +117,26 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   /** Where in the order each hold was made: a hold binds only the stages after it. */
   const heldAt = new Map<string, number>();
 
-  for (const [at, stage] of queue.entries()) {
+  /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
+  const looked: { stage: QueuedStage; need: StageNeed; quotaBlocked: boolean }[] = [];
+
+  let at = -1;
+  // Priority first; among equal priorities, the team furthest below its fair share (the ledger
+  // grows with each placement below), then age (compareQueued).
+  for (const stage of fairOrder(queue, ledger, compareQueued)) {
+    at += 1;
     if (placements.length >= maxPlacements) break;
-    const need = stageNeed(stage);
-    const key = shapeKey(need);
+    const team = teamOf(stage);
+    // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
+    // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
+    const quota = stage.preemptible ? { need: stageNeed(stage), blocked: null } : ledger.withinQuota(team, stageNeed(stage), machines);
+    const need = quota.need;
+    looked.push({ stage, need, quotaBlocked: quota.blocked !== null });
+    if (quota.blocked !== null) {
+      pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: false });
+      continue;
+    }
+    const key = ledger.hasQuota(team) && !stage.preemptible ? `${shapeKey(need)}|${team}` : shapeKey(need);
     const known = failedShapes.get(key);
     if (known !== undefined) {
       pending.push({ stageId: stage.stageId, ...known });
@@ -163,6 +185,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices, cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
     placements.push(placement);
+    ledger.add(team, { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: gpuIndices.length, gpuType: best.gpuType });
     if (gpuIndices.length > 0) gpusTaken.add(m.id);
   }
 
@@ -180,11 +203,67 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const placement = { stageId: stage.stageId, machineId: best.machine.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(best.machine, placement);
     placements.push(placement);
+    ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: 0, gpuType: null });
     pending.splice(
       pending.findIndex((p) => p.stageId === stage.stageId),
       1,
     );
   }
 
-  return { placements, pending, ...(reservations.length ? { reservations } : {}) };
+  const preemptions = snapshot.running ? planPreemptions(snapshot, looked, pending, machines, ledger, held, reservations) : [];
+
+  return { placements, pending, ...(reservations.length ? { reservations } : {}), ...(preemptions.length ? { preemptions } : {}) };
+}
+
+function machineTakesWork(m: MachineView): boolean {
+  return m.health === 'ready' && m.scheduling === 'eligible';
+}
+
+/**
+ * After the placements: each stage that waits for busy room (not one no machine could run, not
+ * one at its team's quota), in the order it was looked at, may preempt (choosePreemption), or wait
+ * for room already leaving; either way the machine is held for it for the rest of the pass.
+ */
+function planPreemptions(
+  snapshot: SchedulerSnapshot,
+  looked: readonly { stage: QueuedStage; need: StageNeed; quotaBlocked: boolean }[],
+  pending: readonly PendingStage[],
+  machines: readonly MachineView[],
+  ledger: TeamLedger,
+  held: Set<string>,
+  reservations: { stageId: string; machineId: string }[],
+): PlannedPreemption[] {
+  const waiting = new Map(pending.map((p) => [p.stageId, p]));
+  const inputs = {
+    running: snapshot.running ?? [],
+    now: snapshot.now ?? 0,
+    cooldownMs: snapshot.preemptionCooldownMs ?? DEFAULT_PREEMPTION_COOLDOWN_MS,
+    ledger,
+    taken: new Set<string>(),
+    held,
+  };
+  const out: PlannedPreemption[] = [];
+  for (const { stage, need, quotaBlocked } of looked) {
+    if (out.length >= MAX_PREEMPTIONS_PER_PASS) break;
+    const p = waiting.get(stage.stageId);
+    if (!p || p.unplaceable || quotaBlocked) continue;
+    // Only work inside its quota reclaims or preempts: borrowing takes idle room, never someone's.
+    if (ledger.hasQuota(teamOf(stage)) && stage.preemptible && ledger.withinQuota(teamOf(stage), need, machines).blocked !== null) continue;
+    const choice = choosePreemption(stage, need, machines, inputs);
+    if (choice === null) continue;
+    held.add(choice.machine.id);
+    if (!reservations.some((r) => r.stageId === stage.stageId)) reservations.push({ stageId: stage.stageId, machineId: choice.machine.id });
+    if (choice.kind === 'wait') continue;
+    for (const v of choice.victims) {
+      inputs.taken.add(v.attemptId);
+      ledger.add(v.team, { cpuMillis: v.cpuMillis, memoryBytes: v.memoryBytes, gpuCount: v.gpuIndices.length, gpuType: v.gpuType }, -1);
+    }
+    out.push({
+      stageId: stage.stageId,
+      machineId: choice.machine.id,
+      victims: choice.victims.map((v) => ({ attemptId: v.attemptId, token: v.token, stageId: v.stageId })),
+      reason: `preempted on ${choice.machine.name} for stage ${stage.stageName} of job ${stage.jobId} (${choice.why})`,
+    });
+  }
+  return out;
 }

@@ -1,6 +1,7 @@
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { Placement, Resources } from '../domain/resources.js';
+import type { TeamQuota, TeamUsage } from '../domain/team.js';
 
 /**
  * What the pure scheduler sees: machines with what is free on them now, and the ready stages.
@@ -42,6 +43,44 @@ export interface QueuedStage {
   submittedAt?: number;
   resources: Resources;
   placement: Placement;
+  /** Its job's team (quota owner and fair-share unit); absent: "default". */
+  team?: string;
+  /** May be preempted, and may borrow idle capacity beyond its team's quota. */
+  preemptible?: boolean;
+}
+
+/** A team as the scheduler sees it: its weight, quota and what its attempts hold now. */
+export interface TeamView {
+  name: string;
+  weight: number;
+  quota: TeamQuota;
+  usage: TeamUsage;
+}
+
+/**
+ * An attempt holding resources on a machine, as preemption sees it: a possible victim when its
+ * stage is preemptible and it is still active; `leaving` when the server has ended it already
+ * (preempted, canceled, lost) and its agent is killing it: its room frees soon.
+ */
+export interface RunningAttempt {
+  attemptId: string;
+  token: number;
+  stageId: string;
+  jobId: string;
+  stageName: string;
+  machineId: string;
+  team: string;
+  priority: number;
+  preemptible: boolean;
+  cpuMillis: number;
+  memoryBytes: number;
+  gpuIndices: number[];
+  gpuType: string | null;
+  /** When it started (or was placed, if not started yet), ms: work since then is what preempting it loses. */
+  startedAt: number;
+  /** When its stage was last preempted, ms, or null: a stage is not preempted twice within the cool-down. */
+  stagePreemptedAt: number | null;
+  leaving: boolean;
 }
 
 /** Every machine with what is free on it now. */
@@ -57,6 +96,9 @@ export interface QueueShape {
   pool: string;
   resources: Resources;
   placement: Placement;
+  /** Its stages' team and preemptibility (part of the shape). */
+  team?: string;
+  preemptible?: boolean;
 }
 
 export interface SchedulerSnapshot {
@@ -65,6 +107,23 @@ export interface SchedulerSnapshot {
   machines: MachineView[];
   /** Ready stages whose backoff has passed. Any order; the scheduler sorts. */
   queue: QueuedStage[];
+  /** Teams with their quotas and usage: with it, the order is fair-share and quotas bind (docs/scheduling.md). */
+  teams?: TeamView[];
+  /** Attempts that hold resources and could be preempted or are leaving: with it, the pass may preempt. */
+  running?: RunningAttempt[];
+  /** The pass's time (ms), for preemption's lost-work arithmetic and cool-down. */
+  now?: number;
+  /** A stage preempted less than this long ago (ms) is not preempted again. */
+  preemptionCooldownMs?: number;
+}
+
+/** Victims stopped so that `stageId` can run on `machineId` once they have left. */
+export interface PlannedPreemption {
+  stageId: string;
+  machineId: string;
+  victims: { attemptId: string; token: number; stageId: string }[];
+  /** In words, for the victims' events: "preempted by train of job …, priority 900 over 10". */
+  reason: string;
 }
 
 export interface PlannedPlacement {
@@ -90,4 +149,6 @@ export interface Plan {
   pending: PendingStage[];
   /** Machines held in this pass for a waiting multi-GPU stage: nothing after it in the order was placed there (docs/scheduling.md, "Reservations"). */
   reservations?: { stageId: string; machineId: string }[];
+  /** Attempts to preempt (docs/scheduling.md, "Preemption"). */
+  preemptions?: PlannedPreemption[];
 }

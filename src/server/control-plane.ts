@@ -77,7 +77,7 @@ export async function createControlPlane(
   const scheduler = new Loop(
     'scheduler',
     async () => {
-      const r = await schedulerPass(leaderStore, clock, { leaseMs: config.leaseMs });
+      const r = await schedulerPass(leaderStore, clock, { leaseMs: config.leaseMs, preemptionCooldownMs: config.preemptionCooldownMs });
       if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass');
       if (r.more) scheduler.kick();
     },
@@ -134,7 +134,7 @@ export async function createControlPlane(
   const placeWithin = () =>
     store.placeBeforeCommit(
       async (source) => {
-        const r = await schedulerPass(source, clock, { leaseMs: config.leaseMs });
+        const r = await schedulerPass(source, clock, { leaseMs: config.leaseMs, preemptionCooldownMs: config.preemptionCooldownMs });
         if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass (in a transaction)');
         if (r.more) scheduler.kick();
       },

@@ -1,6 +1,6 @@
 import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
-import { headsToRead } from '../scheduler/placeable-count.js';
+import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import type { PlacementSource } from '../store/store.js';
 
@@ -11,6 +11,8 @@ export interface SchedulerPassResult {
   read: number;
   /** The pass stopped at maxPlacements; run another. */
   more: boolean;
+  /** Attempts it preempted. */
+  preempted?: number;
 }
 
 /**
@@ -24,18 +26,45 @@ export interface SchedulerPassResult {
  * (server/loop.ts) when a pool gets ready stages or capacity frees up; and from the loop on an
  * interval, for backoffs that ended.
  */
-export async function schedulerPass(store: PlacementSource, clock: Clock, opts: { leaseMs: number; maxPlacements?: number }): Promise<SchedulerPassResult> {
+export async function schedulerPass(
+  store: PlacementSource,
+  clock: Clock,
+  opts: { leaseMs: number; maxPlacements?: number; preemptionCooldownMs?: number },
+): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
   const cluster = await store.clusterView();
   const shapes = await store.readyShapes({ now });
+  if (shapes.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
+  // Teams matter when several have ready work (fair share) or one has a quota. Preemption looks at
+  // attempts that may be stopped or are leaving: with any, a shape no room fits now still has its
+  // head read, since it may preempt (or wait for room that is leaving).
+  const named = new Set(shapes.map((s) => s.team ?? 'default'));
+  const listed = await store.schedulerTeams({ usage: false });
+  const quotaBinds = listed.some((t) => named.has(t.name) && Object.keys(t.quota).length > 0);
+  const teams = named.size > 1 || quotaBinds ? await store.schedulerTeams({ usage: true }) : listed;
+  const running = await store.preemptionView();
   const wants = shapes
-    .map((s) => ({ shape: s.shape, limit: headsToRead(stageNeed(s), cluster.machines, maxPlacements) }))
+    .map((s) => {
+      const need = stageNeed(s);
+      const room = headsToRead(need, cluster.machines, maxPlacements);
+      return { shape: s.shape, limit: room === 0 && running.length > 0 && mayRunSomewhere(need, cluster.machines) ? 1 : room };
+    })
     .filter((w) => w.limit > 0);
   if (wants.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   const queue = await store.queueHeads({ now, shapes: wants });
   if (queue.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
-  const plan = planPlacements({ clusterVersion: cluster.version, machines: cluster.machines, queue }, { maxPlacements });
+  const plan = planPlacements(
+    {
+      clusterVersion: cluster.version,
+      machines: cluster.machines,
+      queue,
+      teams,
+      ...(running.length ? { running, now, ...(opts.preemptionCooldownMs !== undefined ? { preemptionCooldownMs: opts.preemptionCooldownMs } : {}) } : {}),
+    },
+    { maxPlacements },
+  );
+  if (plan.placements.length === 0 && !plan.preemptions?.length) return { placed: 0, skipped: 0, read: queue.length, more: false };
   const res = await store.planApply({ plan, now: clock.now(), leaseMs: opts.leaseMs });
-  return { placed: res.applied.length, skipped: res.skipped.length, read: queue.length, more: plan.placements.length >= maxPlacements };
+  return { placed: res.applied.length, skipped: res.skipped.length, read: queue.length, more: plan.placements.length >= maxPlacements, ...(res.preempted?.length ? { preempted: res.preempted.length } : {}) };
 }

@@ -34,6 +34,8 @@ export interface ServerConfig {
   retentionMs: number;
   /** TERM, then this long, then KILL. */
   killGraceMs: number;
+  /** A stage preempted less than this long ago is not preempted again (no thrashing). */
+  preemptionCooldownMs: number;
   /** An agent that cannot reach the server keeps its stages running this long before killing
    *  them: a server restart or upgrade costs no work. In a partition where the server is up, its
    *  work is placed elsewhere after `lostAfterMs`, and the stale copy runs until the agent is back
@@ -71,6 +73,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     lostAfterMs: 10_000,
     ackTimeoutMs: 15_000,
     killGraceMs: 5000,
+    preemptionCooldownMs: 300_000,
     disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,
@@ -98,6 +101,7 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.suspectAfterMs <= c.lostAfterMs)) problems.push(`suspect-after (${c.suspectAfterMs} ms) must not exceed lost-after (${c.lostAfterMs} ms)`);
   if (!(1.5 * c.heartbeatMs < c.leaseMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
+  if (!(c.preemptionCooldownMs >= 0)) problems.push('the preemption cool-down must not be negative');
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);

@@ -270,6 +270,38 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await sql`create index stages_queue_timeout on stages (state, ready_since) where queue_timeout_ms is not null`.execute(db);
       },
     },
+    '0012_teams_preemption': migration0012(),
+  };
+}
+
+/**
+ * Teams get a quota and an update time; stages say whether they are preemptible and when they
+ * were last preempted. A stage's shape now holds its team and preemptibility (stageShape): open
+ * stages get theirs again, so a team's stages form queues of their own.
+ */
+function migration0012(): Migration {
+  return {
+    async up(db: Kysely<any>) {
+      await db.schema.alterTable('teams').addColumn('quota', 'text').execute();
+      await db.schema.alterTable('teams').addColumn('updated_at', 'bigint').execute();
+      await db.schema.alterTable('stages').addColumn('preemptible', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable('stages').addColumn('preempted_at', 'bigint').execute();
+      const open = await db
+        .selectFrom('stages')
+        .innerJoin('jobs', 'jobs.id', 'stages.job_id')
+        .select(['stages.id', 'stages.definition', 'jobs.team'])
+        .where('stages.state', 'in', ['pending', 'ready', 'scheduled', 'running'])
+        .execute();
+      for (const r of open) {
+        const def = JSON.parse(r.definition) as { resources: Resources; placement: Placement; preemptible?: boolean };
+        const preemptible = def.preemptible === true;
+        await db
+          .updateTable('stages')
+          .set({ shape: stageShape(def.resources, def.placement, { team: r.team, preemptible }), preemptible: preemptible ? 1 : 0 })
+          .where('id', '=', r.id)
+          .execute();
+      }
+    },
   };
 }
 

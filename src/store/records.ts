@@ -130,6 +130,8 @@ export interface Assignment {
   timeoutSeconds: number | null;
   /** null: the cluster's disconnect grace. */
   disconnectGraceSeconds: number | null;
+  /** A preemptible stage: the agent gives it GANTRY_CHECKPOINT_DIR, kept across its attempts. */
+  checkpoint?: boolean;
   /** Upstream stages whose committed outputs the attempt reads. */
   inputs: { stage: string; attemptId: string; files: OutputFile[] }[];
 }

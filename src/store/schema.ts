@@ -24,7 +24,11 @@ export interface LeaderTable {
 export interface TeamsTable {
   name: string;
   weight: number;
+  /** A TeamQuota as JSON (0012); null: nothing limited. */
+  quota: string | null;
   created_at: number;
+  /** 0012; null for teams made before. */
+  updated_at: number | null;
 }
 
 export interface JobsTable {
@@ -74,6 +78,10 @@ export interface StagesTable {
   shape: string | null;
   /** queueTimeoutSeconds × 1000, or null (0011). */
   queue_timeout_ms: number | null;
+  /** 1 when its definition says preemptible (0012): what preemption's read filters on. */
+  preemptible: number;
+  /** When an attempt of it was last preempted (0012): the cool-down against thrashing. */
+  preempted_at: number | null;
   end_reason: string | null;
   created_at: number;
   updated_at: number;

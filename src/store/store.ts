@@ -2,7 +2,8 @@ import type { JobDefinition, StageDefinition } from '../domain/job-definition.js
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { TokenKind } from '../domain/token-kind.js';
-import type { ClusterView, Plan, QueuedStage, QueueShape, SchedulerSnapshot } from '../scheduler/snapshot.js';
+import type { ClusterView, Plan, QueuedStage, QueueShape, RunningAttempt, SchedulerSnapshot, TeamView } from '../scheduler/snapshot.js';
+import type { Team, TeamQuota } from '../domain/team.js';
 import type {
   Assignment,
   AttemptRecord,
@@ -111,6 +112,12 @@ export interface Store {
   /** Null when there is no such token; `changed: false` when it was revoked already. */
   tokenRevoke(p: { id: string; now: number; audit?: AuditEntry }): Promise<{ token: TokenRecord; changed: boolean } | null>;
 
+  // --- teams (docs/scheduling.md, "Teams, quotas and fair share") ---
+  teamList(): Promise<Team[]>;
+  teamGet(p: { name: string }): Promise<Team | null>;
+  /** Creates a team (`create`) or changes its weight or quota; what is not given stays. NotFoundError for an unknown team without `create`. */
+  teamPut(p: { name: string; weight?: number; quota?: TeamQuota; create: boolean; now: number; audit?: AuditEntry }): Promise<{ team: Team; created: boolean; changed: boolean }>;
+
   // --- audit (docs/security.md) ---
   /** A request that changed nothing (refused): its row on its own. */
   auditRecord(p: AuditEntry & { result: string; now: number }): Promise<void>;
@@ -133,7 +140,11 @@ export interface Store {
   /** Applies a plan, re-checking each placement against fresh state; a placement whose stage is
    *  no longer ready or whose machine no longer has room is skipped and reported. Pending stages
    *  are not written: why a stage waits is computed when asked (pendingReasonNow). */
-  planApply(p: { plan: Plan; now: number; leaseMs: number }): Promise<PlanApplyResult>;
+  planApply(p: { plan: Plan; now: number; leaseMs: number; jitter?: number }): Promise<PlanApplyResult>;
+  /** Every team with its weight, quota and (with `usage`; else zero) what its attempts hold now (docs/scheduling.md, "Teams, quotas and fair share"). */
+  schedulerTeams(p: { usage: boolean }): Promise<TeamView[]>;
+  /** Attempts holding resources that preemption may stop (their stage is preemptible) or that are leaving already. */
+  preemptionView(): Promise<RunningAttempt[]>;
   /**
    * With one writer (`capabilities.singleWriter`): from now on, every transaction that readies
    * stages or frees capacity (publishes `pool:ready` or `capacity:freed`) runs `pass` at its end,
@@ -259,7 +270,8 @@ export interface Idempotency {
 
 export interface HeartbeatResult {
   health: MachineHealth;
-  kill: { attemptId: string; reason: string }[];
+  /** `graceMs`: a preempted attempt's time to checkpoint between TERM and KILL. */
+  kill: { attemptId: string; reason: string; graceMs?: number }[];
   /** Attempts found missing from the agent's list and marked lost. */
   lost: string[];
 }
@@ -305,11 +317,13 @@ export interface MachineReportResult {
 }
 
 /** What a scheduling pass reads and writes: the store itself, or the store within one transaction. */
-export type PlacementSource = Pick<Store, 'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply'>;
+export type PlacementSource = Pick<Store, 'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply' | 'schedulerTeams' | 'preemptionView'>;
 
 export interface PlanApplyResult {
   applied: AttemptRecord[];
   skipped: { stageId: string; why: string }[];
+  /** Attempts preempted (the plan's victims still current when applied). */
+  preempted?: string[];
 }
 
 export interface ReapResult {

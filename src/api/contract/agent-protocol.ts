@@ -98,13 +98,16 @@ export const AssignmentWire = Type.Object({
   timeoutSeconds: Type.Union([Type.Integer(), Type.Null()]),
   /** The stage's own disconnect grace; null or absent: the settings' disconnectGraceMs. */
   disconnectGraceSeconds: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+  /** A preemptible stage: give it GANTRY_CHECKPOINT_DIR, a directory kept across its attempts. */
+  checkpoint: Type.Optional(Type.Boolean()),
   inputs: Type.Array(Type.Object({ stage: Type.String(), attemptId: Type.String(), files: Type.Array(OutputFileWire) })),
 });
 export type AssignmentWire = Static<typeof AssignmentWire>;
 
 export const HeartbeatResponse = Type.Object({
   health: Type.String(),
-  kill: Type.Array(Type.Object({ attemptId: Type.String(), reason: Type.String() })),
+  /** `graceMs`: a preempted attempt's own time between TERM and KILL, to checkpoint (else the cluster's killGraceMs). */
+  kill: Type.Array(Type.Object({ attemptId: Type.String(), reason: Type.String(), graceMs: Type.Optional(Type.Integer({ minimum: 0 })) })),
   assignments: Type.Array(AssignmentWire),
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;

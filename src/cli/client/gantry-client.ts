@@ -1,3 +1,4 @@
+import type { TeamChangeRequest, TeamCreateRequest, TeamView } from '../../api/contract/team-view.js';
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
@@ -131,6 +132,22 @@ export class GantryClient {
   machineAction(ref: string, action: MachineAction, opts: { now?: boolean } = {}): Promise<MachineChange> {
     if (action === 'remove') return this.json('DELETE', `/v1/machines/${enc(ref)}`);
     return this.json('POST', `/v1/machines/${enc(ref)}/${action}${action === 'drain' && opts.now ? '?now=true' : ''}`);
+  }
+
+  createTeam(req: TeamCreateRequest): Promise<TeamView> {
+    return this.json('POST', '/v1/teams', req);
+  }
+
+  changeTeam(name: string, req: TeamChangeRequest): Promise<TeamView> {
+    return this.json('PATCH', `/v1/teams/${enc(name)}`, req);
+  }
+
+  async teams(): Promise<TeamView[]> {
+    return (await this.json<{ teams: TeamView[] }>('GET', '/v1/teams')).teams;
+  }
+
+  team(name: string): Promise<TeamView> {
+    return this.json('GET', `/v1/teams/${enc(name)}`);
   }
 
   createToken(req: TokenCreateRequest): Promise<TokenCreated> {

@@ -11,6 +11,7 @@ export function agentCommand(program: Command): void {
     .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--name <name>', 'machine name (default: host name); the same name after a restart is the same machine')
     .option('--data-dir <dir>', "the agent's own state: attempts' directories, exit statuses not yet reported")
+    .option('--checkpoint-dir <dir>', "where preemptible stages keep GANTRY_CHECKPOINT_DIR across their attempts (default: checkpoints/ in --data-dir; $GANTRY_CHECKPOINT_ROOT); a directory agents share lets a stage resume on another machine")
     .option('--cpu <n>', 'CPUs to offer (default: detected)')
     .option('--memory <q>', 'memory to offer, e.g. 16Gi (default: detected)')
     .option('--gpus <type:n>', 'declare GPUs, e.g. h100:4 (shown as declared); default: found by nvidia-smi')

@@ -52,6 +52,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('lostAfterMs', env('GANTRY_LOST_AFTER_MS'));
   set('ackTimeoutMs', env('GANTRY_ACK_TIMEOUT_MS'));
   set('killGraceMs', env('GANTRY_KILL_GRACE_MS'));
+  set('preemptionCooldownMs', env('GANTRY_PREEMPTION_COOLDOWN_MS'));
   set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
   set('rateLimitPerSecond', env('GANTRY_RATE_LIMIT'));
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));

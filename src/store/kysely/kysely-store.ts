@@ -14,6 +14,7 @@ import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
 import * as tokens from './token-verbs.js';
+import * as teams from './team-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
@@ -224,8 +225,27 @@ export class KyselyStore implements Store {
   stageQueuePosition(p: { stageId: string }) {
     return scheduler.stageQueuePosition(this.db, p.stageId);
   }
-  planApply(p: { plan: Plan; now: number; leaseMs: number }) {
+  planApply(p: { plan: Plan; now: number; leaseMs: number; jitter?: number }) {
     return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
+  }
+  schedulerTeams(p: { usage: boolean }) {
+    return teams.schedulerTeams(this.db, p.usage);
+  }
+  preemptionView() {
+    return teams.preemptionView(this.db);
+  }
+  teamList() {
+    return teams.teamList(this.db);
+  }
+  teamGet(p: { name: string }) {
+    return teams.teamGet(this.db, p.name);
+  }
+  teamPut(p: Parameters<Store['teamPut']>[0]) {
+    return this.tx(p.now, async (tx) => {
+      const r = await teams.teamPut(tx, p);
+      tx.audit(p.audit, { target: p.name, result: r.created ? 'ok: created' : r.changed ? 'ok: changed' : 'ok: unchanged' });
+      return r;
+    });
   }
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
     if (!this.group) return false;
@@ -237,6 +257,8 @@ export class KyselyStore implements Store {
         clusterView: () => scheduler.clusterView(trx),
         readyShapes: () => scheduler.readyShapes(trx, this.shapes),
         queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
+        schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
+        preemptionView: () => teams.preemptionView(trx),
         planApply: async (p) => {
           const apply = this.context(trx, p.now);
           const r = await scheduler.planApply(apply, p);

@@ -1,5 +1,5 @@
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
-import type { StageDefinition } from '../../domain/job-definition.js';
+import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
@@ -159,12 +159,28 @@ export async function killList(
     for (const r of rows) byId.set(r.id, r);
   }
   const kill: HeartbeatResult['kill'] = [];
+  const preempted: HeartbeatResult['kill'] = [];
   for (const r of running) {
     const a = byId.get(r.attemptId);
     if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
     else if (a.machine_id !== machineId || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
     else if (!isAttemptActive(a.state)) {
       kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
+      if (a.state === 'preempted') preempted.push(kill[kill.length - 1]!);
+    }
+  }
+  // A preempted attempt gets its stage's grace to checkpoint (one read, for those only).
+  if (preempted.length) {
+    const rows = await db
+      .selectFrom('attempts')
+      .innerJoin('stages', 'stages.id', 'attempts.stage_id')
+      .select(['attempts.id', 'stages.definition'])
+      .where('attempts.id', 'in', preempted.map((k) => k.attemptId))
+      .execute();
+    const grace = new Map(rows.map((r) => [r.id, preemptionGraceMs(JSON.parse(r.definition) as StageDefinition)]));
+    for (const k of preempted) {
+      const g = grace.get(k.attemptId);
+      if (g !== undefined) k.graceMs = g;
     }
   }
   return kill;
@@ -265,6 +281,7 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       gpuIndices: JSON.parse(r.gpu_indices),
       timeoutSeconds: def.timeoutSeconds,
       disconnectGraceSeconds: def.disconnectGraceSeconds ?? null,
+      ...(def.preemptible ? { checkpoint: true } : {}),
       inputs,
     };
   });

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { StageDefinition } from '../../domain/job-definition.js';
+import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { newId } from '../../domain/ids.js';
@@ -11,6 +11,7 @@ import type { AttemptsTable, MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
+import { applyOutcome } from './apply-outcome.js';
 import { prepared } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
@@ -90,10 +91,17 @@ export async function readyShapes(db: Db, known: Map<string, QueueShape>): Promi
 async function shapeRequest(db: Db, shape: string, known: Map<string, QueueShape>): Promise<QueueShape | null> {
   const q = known.get(shape);
   if (q) return q;
-  const r = await db.selectFrom('stages').select(['pool', 'definition']).where('state', '=', 'ready').where('shape', '=', shape).limit(1).executeTakeFirst();
+  const r = await db
+    .selectFrom('stages')
+    .innerJoin('jobs', 'jobs.id', 'stages.job_id')
+    .select(['stages.pool', 'stages.definition', 'jobs.team'])
+    .where('stages.state', '=', 'ready')
+    .where('stages.shape', '=', shape)
+    .limit(1)
+    .executeTakeFirst();
   if (!r) return null;
   const def = JSON.parse(r.definition) as StageDefinition;
-  const read: QueueShape = { shape, pool: r.pool, resources: def.resources, placement: def.placement };
+  const read: QueueShape = { shape, pool: r.pool, resources: def.resources, placement: def.placement, team: r.team, preemptible: def.preemptible === true };
   if (known.size > 10_000) known.clear();
   known.set(shape, read);
   return read;
@@ -136,6 +144,8 @@ export async function queueHeads(db: Db, p: { now: number; shapes: { shape: stri
         submittedAt: Number(r.created_at),
         resources: request.resources,
         placement: request.placement,
+        ...(request.team !== undefined ? { team: request.team } : {}),
+        ...(request.preemptible ? { preemptible: true } : {}),
       });
     }
   }
@@ -148,7 +158,7 @@ export async function queueHeads(db: Db, p: { now: number; shapes: { shape: stri
  * eligible, with the room and the very GPU devices the plan named. The stage's fencing token grows by one and
  * becomes the new attempt's token.
  */
-export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number }): Promise<PlanApplyResult> {
+export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number; jitter?: number }): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
   const applied: AttemptRecord[] = [];
   const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
@@ -238,8 +248,47 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number 
   }
   for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled');
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
-  return { applied, skipped };
+  const preempted: string[] = [];
+  for (const pre of p.plan.preemptions ?? []) for (const v of pre.victims) if (await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)) preempted.push(v.attemptId);
+  return { applied, skipped, ...(preempted.length ? { preempted } : {}) };
 }
+
+/**
+ * Stops one attempt for work that outranks it, if it is still the active attempt the plan saw:
+ * it becomes `preempted`, its stage goes back to its queue once its grace has passed (charged to
+ * no budget) and remembers when, for the cool-down. Its resources stay held until its agent,
+ * told on its next heartbeat, has stopped it (TERM, its preemptionGraceSeconds to checkpoint,
+ * then KILL): the stage it was stopped for is placed when they free.
+ */
+async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: number; stageId: string }, reason: string, jitter: number): Promise<boolean> {
+  const a = await tx.db.selectFrom('attempts').selectAll().where('id', '=', v.attemptId).executeTakeFirst();
+  if (!a || Number(a.token) !== v.token || (a.state !== 'scheduled' && a.state !== 'running')) return false;
+  const stage = await tx.db.selectFrom('stages').select(['definition', 'preemptible']).where('id', '=', a.stage_id).executeTakeFirst();
+  if (!stage || Number(stage.preemptible) !== 1) return false;
+  const res = await tx.db
+    .updateTable('attempts')
+    .set({ state: 'preempted', reason, finished_at: tx.now, lease_expires_at: null })
+    .where('id', '=', a.id)
+    .where('token', '=', a.token)
+    .where('state', '=', a.state)
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) !== 1) return false;
+  await tx.db.updateTable('stages').set({ preempted_at: tx.now }).where('id', '=', a.stage_id).execute();
+  const graceMs = preemptionGraceMs(JSON.parse(stage.definition) as StageDefinition);
+  await tx.event({
+    type: 'attempt:preempted',
+    jobId: a.job_id,
+    stageName: a.stage_name,
+    attemptId: a.id,
+    machineId: a.machine_id,
+    message: `stage ${a.stage_name} attempt ${a.number} ${reason}; ${graceMs / 1000} s to checkpoint`,
+    data: { graceMs },
+  });
+  await tx.publish('machine:wake', { machineId: a.machine_id });
+  await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'preempted', reason, notBefore: tx.now + graceMs }, jitter });
+  return true;
+}
+
 
 /**
  * A ready stage's place in its shape's queue, in the order queueHeads reads it (priority, then the

@@ -1,0 +1,120 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { ConflictError, NotFoundError, ValidationError, type ValidationIssue } from '../domain/errors.js';
+import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../domain/quantity.js';
+import { normalizeGpuType } from '../domain/resources.js';
+import { dominantShare, emptyTeamUsage, formatTeamQuota, isBorrowing, type Team, type TeamQuota, type TeamUsage } from '../domain/team.js';
+import { TeamLedger } from '../scheduler/team-ledger.js';
+import type { ApiContext } from './api-context.js';
+import { auditBy } from './auth/audit-entry.js';
+import { ErrorBody } from './contract/job-view.js';
+import { TeamChangeRequest, TeamCreateRequest, TeamView, type QuotaWire } from './contract/team-view.js';
+
+const tags = ['teams'];
+const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+const TeamParams = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) });
+
+/** The wire's quota in integer units; every bad part named, under `path`. */
+function quotaFrom(w: QuotaWire, path: string): TeamQuota {
+  const issues: ValidationIssue[] = [];
+  const q: TeamQuota = {};
+  const take = <T>(at: string, f: () => T): T | undefined => {
+    try {
+      return f();
+    } catch (err) {
+      if (!(err instanceof QuantityError)) throw err;
+      issues.push({ path: `${path}/${at}`, message: err.message });
+      return undefined;
+    }
+  };
+  if (w.cpu !== undefined) {
+    const v = take('cpu', () => parseCpuMillis(w.cpu!));
+    if (v !== undefined) q.cpuMillis = v;
+  }
+  if (w.memory !== undefined) {
+    const v = take('memory', () => parseMemoryBytes(w.memory!));
+    if (v !== undefined) q.memoryBytes = v;
+  }
+  if (w.gpus && Object.keys(w.gpus).length) q.gpus = Object.fromEntries(Object.entries(w.gpus).map(([t, n]) => [normalizeGpuType(t), n]));
+  if (issues.length) throw new ValidationError(issues);
+  return q;
+}
+
+function amounts(u: TeamQuota | TeamUsage) {
+  const cpu = 'cpuMillis' in u && u.cpuMillis !== undefined ? formatCpu(u.cpuMillis) : null;
+  const memory = 'memoryBytes' in u && u.memoryBytes !== undefined ? formatMemory(u.memoryBytes) : null;
+  return { cpu, memory, gpus: { ...(u.gpus ?? {}) } };
+}
+
+function teamView(t: Team, usage: TeamUsage, total: TeamUsage): TeamView {
+  return {
+    name: t.name,
+    weight: t.weight,
+    quota: amounts(t.quota),
+    usage: amounts(usage),
+    borrowing: isBorrowing(t.quota, usage),
+    share: dominantShare(usage, t.weight, total),
+    quotaText: formatTeamQuota(t.quota),
+    createdAt: new Date(t.createdAt).toISOString(),
+  };
+}
+
+/** Teams, their quotas and fair-share weights (docs/scheduling.md): admins change them, anyone with a token reads them. */
+export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  const { store, clock } = ctx;
+
+  const views = async (only?: string): Promise<TeamView[]> => {
+    const [teams, usage, cluster] = [await store.teamList(), await store.schedulerTeams({ usage: true }), await store.clusterView()];
+    const total = new TeamLedger([], cluster.machines.filter((m) => m.health === 'ready' && m.scheduling === 'eligible')).total;
+    const byName = new Map(usage.map((u) => [u.name, u.usage]));
+    return teams.filter((t) => only === undefined || t.name === only).map((t) => teamView(t, byName.get(t.name) ?? emptyTeamUsage(), total));
+  };
+
+  app.post(
+    '/v1/teams',
+    {
+      config: { access: 'admin', audit: 'team.create' },
+      schema: { summary: 'Make a team, with a fair-share weight and a quota', tags, body: TeamCreateRequest, response: { 201: TeamView, ...errors } },
+    },
+    async (req, reply) => {
+      const body = req.body as TeamCreateRequest;
+      if (await store.teamGet({ name: body.name })) throw new ConflictError(`team ${body.name} exists already; change it with PATCH /v1/teams/${body.name} (gantry team set)`);
+      const quota = body.quota ? quotaFrom(body.quota, '/quota') : {};
+      await store.teamPut({ name: body.name, ...(body.weight !== undefined ? { weight: body.weight } : {}), quota, create: true, now: clock.now(), audit: auditBy(req, 'team.create') });
+      req.log.info({ team: body.name, by: req.principal?.tokenId }, 'team created');
+      return reply.status(201).send((await views(body.name))[0]);
+    },
+  );
+
+  app.patch(
+    '/v1/teams/:name',
+    {
+      config: { access: 'admin', audit: 'team.change' },
+      schema: { summary: "Change a team's weight or quota (a quota given replaces the old one; {} removes every limit)", tags, params: TeamParams, body: TeamChangeRequest, response: { 200: TeamView, ...errors } },
+    },
+    async (req) => {
+      const { name } = req.params as { name: string };
+      const body = req.body as TeamChangeRequest;
+      const quota = body.quota ? quotaFrom(body.quota, '/quota') : undefined;
+      await store.teamPut({ name, ...(body.weight !== undefined ? { weight: body.weight } : {}), ...(quota ? { quota } : {}), create: false, now: clock.now(), audit: auditBy(req, 'team.change') });
+      return (await views(name))[0];
+    },
+  );
+
+  app.get(
+    '/v1/teams',
+    { config: { access: 'user' }, schema: { summary: 'Teams with their weights, quotas and what they hold now', tags, response: { 200: Type.Object({ teams: Type.Array(TeamView) }), ...errors } } },
+    async () => ({ teams: await views() }),
+  );
+
+  app.get(
+    '/v1/teams/:name',
+    { config: { access: 'user' }, schema: { summary: 'One team: weight, quota, usage, share', tags, params: TeamParams, response: { 200: TeamView, ...errors } } },
+    async (req) => {
+      const { name } = req.params as { name: string };
+      const v = (await views(name))[0];
+      if (!v) throw new NotFoundError('team', name);
+      return v;
+    },
+  );
+}

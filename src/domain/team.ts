@@ -1,0 +1,116 @@
+import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from './quantity.js';
+import { normalizeGpuType } from './resources.js';
+
+/**
+ * A team: the owner of jobs, of a quota and of a fair-share weight (docs/scheduling.md, "Teams,
+ * quotas and fair share"). A resource absent from the quota is not limited; GPU quotas are per
+ * type (lower case), as clusters price them.
+ */
+export interface TeamQuota {
+  cpuMillis?: number;
+  memoryBytes?: number;
+  /** GPUs of each type, e.g. { h100: 16 }. A type not named is not limited. */
+  gpus?: Record<string, number>;
+}
+
+export interface Team {
+  name: string;
+  /** Fair-share weight: a team of weight 2 is served as if its usage were half. */
+  weight: number;
+  quota: TeamQuota;
+  createdAt: number;
+}
+
+/** What a team's attempts hold now (every attempt not yet released). */
+export interface TeamUsage {
+  cpuMillis: number;
+  memoryBytes: number;
+  gpus: Record<string, number>;
+}
+
+export const emptyTeamUsage = (): TeamUsage => ({ cpuMillis: 0, memoryBytes: 0, gpus: {} });
+
+export const MAX_TEAM_WEIGHT = 1000;
+
+/**
+ * A quota as people write it: `cpu=64,memory=256Gi,gpu:h100=16` (any subset; `gpu:TYPE` once per
+ * type). Throws QuantityError naming the bad part.
+ */
+export function parseTeamQuota(text: string): TeamQuota {
+  const quota: TeamQuota = {};
+  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new QuantityError(`quota "${part}": write resource=amount (cpu=64, memory=256Gi, gpu:h100=16)`);
+    const key = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (key === 'cpu') quota.cpuMillis = parseCpuMillis(value);
+    else if (key === 'memory') quota.memoryBytes = parseMemoryBytes(value);
+    else if (key.startsWith('gpu:') && key.length > 4) {
+      const n = Number(value);
+      if (!Number.isInteger(n) || n < 0) throw new QuantityError(`quota "${part}": a GPU quota is a whole number of GPUs`);
+      quota.gpus = { ...quota.gpus, [normalizeGpuType(key.slice(4))]: n };
+    } else throw new QuantityError(`quota "${part}": unknown resource "${key}" (cpu, memory or gpu:TYPE)`);
+  }
+  return quota;
+}
+
+/** The quota in the spelling parseTeamQuota reads; "none" when nothing is limited. */
+export function formatTeamQuota(q: TeamQuota): string {
+  const parts: string[] = [];
+  if (q.cpuMillis !== undefined) parts.push(`cpu=${formatCpu(q.cpuMillis)}`);
+  if (q.memoryBytes !== undefined) parts.push(`memory=${formatMemory(q.memoryBytes)}`);
+  for (const [t, n] of Object.entries(q.gpus ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) parts.push(`gpu:${t}=${n}`);
+  return parts.length ? parts.join(',') : 'none';
+}
+
+/**
+ * Where a request would take the team past its quota, in words ("team vision at quota 16/16
+ * h100 GPUs, needs 2 more"), or null when it stays within. `gpuType` is the type the stage
+ * would get (null: a CPU stage).
+ */
+export function quotaExceeded(
+  team: string,
+  quota: TeamQuota,
+  usage: TeamUsage,
+  need: { cpuMillis: number; memoryBytes: number; gpuCount: number },
+  gpuType: string | null,
+): string | null {
+  if (quota.cpuMillis !== undefined && usage.cpuMillis + need.cpuMillis > quota.cpuMillis) {
+    return `team ${team} at quota ${formatCpu(usage.cpuMillis)}/${formatCpu(quota.cpuMillis)} CPU, needs ${formatCpu(need.cpuMillis)} more`;
+  }
+  if (quota.memoryBytes !== undefined && usage.memoryBytes + need.memoryBytes > quota.memoryBytes) {
+    return `team ${team} at quota ${formatMemory(usage.memoryBytes)}/${formatMemory(quota.memoryBytes)} memory, needs ${formatMemory(need.memoryBytes)} more`;
+  }
+  if (gpuType !== null && need.gpuCount > 0) {
+    const limit = quota.gpus?.[gpuType];
+    const used = usage.gpus[gpuType] ?? 0;
+    if (limit !== undefined && used + need.gpuCount > limit) return `team ${team} at quota ${used}/${limit} ${gpuType} GPUs, needs ${need.gpuCount} more`;
+  }
+  return null;
+}
+
+/** Adds (sign 1) or removes (sign -1) one allocation from a usage, in place. */
+export function addUsage(u: TeamUsage, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
+  u.cpuMillis += sign * a.cpuMillis;
+  u.memoryBytes += sign * a.memoryBytes;
+  if (a.gpuType !== null && a.gpuCount > 0) u.gpus[a.gpuType] = (u.gpus[a.gpuType] ?? 0) + sign * a.gpuCount;
+}
+
+/** Whether the usage is beyond the quota in any resource: the team is borrowing. */
+export function isBorrowing(quota: TeamQuota, u: TeamUsage): boolean {
+  if (quota.cpuMillis !== undefined && u.cpuMillis > quota.cpuMillis) return true;
+  if (quota.memoryBytes !== undefined && u.memoryBytes > quota.memoryBytes) return true;
+  return Object.entries(quota.gpus ?? {}).some(([t, n]) => (u.gpus[t] ?? 0) > n);
+}
+
+/**
+ * Dominant share (DRF, as in Kueue's fair sharing and YARN): the largest fraction of the cluster's
+ * CPU, memory or GPUs of one type the team holds, divided by its weight. Lower goes first.
+ */
+export function dominantShare(u: TeamUsage, weight: number, total: TeamUsage): number {
+  let share = 0;
+  if (total.cpuMillis > 0) share = Math.max(share, u.cpuMillis / total.cpuMillis);
+  if (total.memoryBytes > 0) share = Math.max(share, u.memoryBytes / total.memoryBytes);
+  for (const [t, n] of Object.entries(u.gpus)) if ((total.gpus[t] ?? 0) > 0) share = Math.max(share, n / total.gpus[t]!);
+  return share / (weight > 0 ? weight : 1);
+}

@@ -1,0 +1,144 @@
+import { normalizeGpuType } from '../domain/resources.js';
+import { addUsage, dominantShare, emptyTeamUsage, isBorrowing, quotaExceeded, type TeamQuota, type TeamUsage } from '../domain/team.js';
+import { acceptsGpuType, type StageNeed } from './checks.js';
+import type { MachineView, QueuedStage, TeamView } from './snapshot.js';
+
+export const DEFAULT_TEAM_NAME = 'default';
+
+export const teamOf = (s: { team?: string }): string => s.team ?? DEFAULT_TEAM_NAME;
+
+interface Entry {
+  weight: number;
+  quota: TeamQuota;
+  usage: TeamUsage;
+}
+
+/**
+ * What each team holds during one pass, starting from the snapshot's usage and growing with each
+ * placement: the pass's fair-share order and quota checks read it (docs/scheduling.md, "Teams,
+ * quotas and fair share"). A team the snapshot does not list has weight 1, no quota, and holds
+ * what this pass gave it.
+ */
+export class TeamLedger {
+  private readonly teams = new Map<string, Entry>();
+  /** The cluster's capacity (machines that take work): the denominator of every share. */
+  readonly total: TeamUsage = emptyTeamUsage();
+
+  constructor(teams: readonly TeamView[] | undefined, machines: readonly MachineView[]) {
+    for (const t of teams ?? []) {
+      this.teams.set(t.name, { weight: t.weight, quota: t.quota, usage: { ...t.usage, gpus: { ...t.usage.gpus } } });
+    }
+    for (const m of machines) {
+      this.total.cpuMillis += m.cpuMillisTotal;
+      this.total.memoryBytes += m.memoryBytesTotal;
+      for (const g of m.gpus) {
+        const t = normalizeGpuType(g.type);
+        this.total.gpus[t] = (this.total.gpus[t] ?? 0) + 1;
+      }
+    }
+  }
+
+  private entry(team: string): Entry {
+    let e = this.teams.get(team);
+    if (!e) {
+      e = { weight: 1, quota: {}, usage: emptyTeamUsage() };
+      this.teams.set(team, e);
+    }
+    return e;
+  }
+
+  usage(team: string): TeamUsage {
+    return this.entry(team).usage;
+  }
+
+  quota(team: string): TeamQuota {
+    return this.entry(team).quota;
+  }
+
+  /** Dominant share over weight, lower first. */
+  share(team: string): number {
+    const e = this.entry(team);
+    return dominantShare(e.usage, e.weight, this.total);
+  }
+
+  hasQuota(team: string): boolean {
+    const q = this.entry(team).quota;
+    return q.cpuMillis !== undefined || q.memoryBytes !== undefined || Object.keys(q.gpus ?? {}).length > 0;
+  }
+
+  /** Why placing this request would take the team past its quota, or null. */
+  exceeded(team: string, need: { cpuMillis: number; memoryBytes: number; gpuCount: number }, gpuType: string | null): string | null {
+    const e = this.entry(team);
+    return quotaExceeded(team, e.quota, e.usage, need, gpuType);
+  }
+
+  borrowing(team: string): boolean {
+    const e = this.entry(team);
+    return isBorrowing(e.quota, e.usage);
+  }
+
+  add(team: string, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
+    addUsage(this.entry(team).usage, a, sign);
+  }
+
+  /**
+   * The stage's need narrowed to what its team's quota leaves room for: GPU types whose quota the
+   * stage would exceed are taken out of its acceptable types. `blocked` (the quota line) when
+   * nothing is left: CPU or memory over quota, or every acceptable GPU type.
+   */
+  withinQuota(team: string, need: StageNeed, machines: readonly MachineView[]): { need: StageNeed; blocked: string | null } {
+    if (!this.hasQuota(team)) return { need, blocked: null };
+    const base = this.exceeded(team, { ...need, gpuCount: 0 }, null);
+    if (base) return { need, blocked: base };
+    if (need.gpuCount === 0) return { need, blocked: null };
+    const types = new Set<string>();
+    for (const m of machines) for (const g of m.gpus) if (acceptsGpuType(need, g.type)) types.add(normalizeGpuType(g.type));
+    const allowed: string[] = [];
+    let first: string | null = null;
+    for (const t of [...types].sort()) {
+      const why = this.exceeded(team, need, t);
+      if (why === null) allowed.push(t);
+      else first ??= why;
+    }
+    if (allowed.length === types.size) return { need, blocked: null };
+    if (allowed.length === 0) return { need, blocked: first };
+    return { need: { ...need, gpuTypes: allowed }, blocked: null };
+  }
+}
+
+/**
+ * The fair-share order over stages already sorted by `compare` (priority, then age): at each step,
+ * of each team's next stage, the one of highest priority; among equal priorities, the team of the
+ * lowest dominant share over weight now (the ledger grows as the caller places); then `compare`.
+ * A team's own stages keep their order. O(teams) a step.
+ */
+export function* fairOrder(sorted: readonly QueuedStage[], ledger: TeamLedger, compare: (a: QueuedStage, b: QueuedStage) => number): Generator<QueuedStage> {
+  const lanes = new Map<string, { stages: QueuedStage[]; at: number }>();
+  for (const s of sorted) {
+    const t = teamOf(s);
+    const lane = lanes.get(t) ?? { stages: [], at: 0 };
+    lane.stages.push(s);
+    lanes.set(t, lane);
+  }
+  if (lanes.size === 1) {
+    yield* sorted;
+    return;
+  }
+  for (;;) {
+    let best: { team: string; stage: QueuedStage; share: number } | null = null;
+    for (const [team, lane] of lanes) {
+      const stage = lane.stages[lane.at];
+      if (stage === undefined) continue;
+      if (best === null || stage.priority > best.stage.priority) {
+        best = { team, stage, share: ledger.share(team) };
+        continue;
+      }
+      if (stage.priority < best.stage.priority) continue;
+      const share = ledger.share(team);
+      if (share < best.share || (share === best.share && compare(stage, best.stage) < 0)) best = { team, stage, share };
+    }
+    if (best === null) return;
+    lanes.get(best.team)!.at += 1;
+    yield best.stage;
+  }
+}

@@ -1,0 +1,125 @@
+import { NotFoundError } from '../../domain/errors.js';
+import { normalizeGpuType } from '../../domain/resources.js';
+import { addUsage, emptyTeamUsage, formatTeamQuota, type Team, type TeamQuota, type TeamUsage } from '../../domain/team.js';
+import type { RunningAttempt, TeamView } from '../../scheduler/snapshot.js';
+import type { TeamsTable } from '../schema.js';
+import type { Db, Trx, TxContext } from './tx-context.js';
+
+function toTeam(r: TeamsTable): Team {
+  return { name: r.name, weight: Number(r.weight), quota: r.quota ? (JSON.parse(r.quota) as TeamQuota) : {}, createdAt: Number(r.created_at) };
+}
+
+export async function teamList(db: Db): Promise<Team[]> {
+  return (await db.selectFrom('teams').selectAll().orderBy('name').execute()).map(toTeam);
+}
+
+export async function teamGet(db: Db, name: string): Promise<Team | null> {
+  const r = await db.selectFrom('teams').selectAll().where('name', '=', name).executeTakeFirst();
+  return r ? toTeam(r) : null;
+}
+
+/**
+ * Creates a team, or changes the weight or quota of one (what is not given stays). `create: false`
+ * refuses an unknown team (NotFoundError) rather than making it. `changed: false` when it already
+ * was as asked.
+ */
+export async function teamPut(
+  tx: TxContext,
+  p: { name: string; weight?: number; quota?: TeamQuota; create: boolean },
+): Promise<{ team: Team; created: boolean; changed: boolean }> {
+  const before = await teamGet(tx.db, p.name);
+  if (!before && !p.create) throw new NotFoundError('team', p.name);
+  const weight = p.weight ?? before?.weight ?? 1;
+  const quota = p.quota ?? before?.quota ?? {};
+  const quotaText = Object.keys(quota).length ? JSON.stringify(quota) : null;
+  if (before && before.weight === weight && JSON.stringify(before.quota) === JSON.stringify(quota)) return { team: before, created: false, changed: false };
+  if (before) await tx.db.updateTable('teams').set({ weight, quota: quotaText, updated_at: tx.now }).where('name', '=', p.name).execute();
+  else await tx.db.insertInto('teams').values({ name: p.name, weight, quota: quotaText, created_at: tx.now, updated_at: tx.now }).execute();
+  await tx.event({
+    type: before ? 'team:changed' : 'team:created',
+    message: `team ${p.name} ${before ? 'changed' : 'created'}: weight ${weight}, quota ${formatTeamQuota(quota)}`,
+    data: { team: p.name, weight, quota },
+  });
+  // Fair share and quotas may let waiting work run now.
+  await tx.publish('capacity:freed', { team: p.name });
+  return { team: { name: p.name, weight, quota, createdAt: before?.createdAt ?? tx.now }, created: !before, changed: true };
+}
+
+/** What each team's attempts hold now: every attempt not yet released, by its job's team. */
+export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
+  const rows = await db
+    .selectFrom('attempts')
+    .innerJoin('jobs', 'jobs.id', 'attempts.job_id')
+    .select(['jobs.team', 'attempts.cpu_millis', 'attempts.memory_bytes', 'attempts.gpu_indices', 'attempts.gpu_type'])
+    .where('attempts.released_at', 'is', null)
+    .execute();
+  const out = new Map<string, TeamUsage>();
+  for (const r of rows) {
+    const u = out.get(r.team) ?? emptyTeamUsage();
+    const gpus = (JSON.parse(r.gpu_indices) as number[]).length;
+    addUsage(u, { cpuMillis: Number(r.cpu_millis), memoryBytes: Number(r.memory_bytes), gpuCount: gpus, gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type) });
+    out.set(r.team, u);
+  }
+  return out;
+}
+
+/** Every team with its weight, quota and usage: the scheduler's view (teams with usage but no row get weight 1). */
+export async function schedulerTeams(db: Db | Trx, withUsage: boolean): Promise<TeamView[]> {
+  const teams = await teamList(db as Db);
+  const usage = withUsage ? await teamUsage(db) : new Map<string, TeamUsage>();
+  const out: TeamView[] = teams.map((t) => ({ name: t.name, weight: t.weight, quota: t.quota, usage: usage.get(t.name) ?? emptyTeamUsage() }));
+  for (const [name, u] of usage) if (!teams.some((t) => t.name === name)) out.push({ name, weight: 1, quota: {}, usage: u });
+  return out;
+}
+
+/**
+ * The attempts preemption looks at: those still holding resources whose stage is preemptible
+ * (possible victims), and those the server has ended already whose agents are still killing
+ * them (leaving: their room frees soon). A small set, read through the held-attempts index.
+ */
+export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
+  const rows = await db
+    .selectFrom('attempts')
+    .innerJoin('stages', 'stages.id', 'attempts.stage_id')
+    .innerJoin('jobs', 'jobs.id', 'attempts.job_id')
+    .select([
+      'attempts.id',
+      'attempts.token',
+      'attempts.stage_id',
+      'attempts.job_id',
+      'attempts.stage_name',
+      'attempts.machine_id',
+      'attempts.state',
+      'attempts.cpu_millis',
+      'attempts.memory_bytes',
+      'attempts.gpu_indices',
+      'attempts.gpu_type',
+      'attempts.started_at',
+      'attempts.scheduled_at',
+      'stages.priority',
+      'stages.preemptible',
+      'stages.preempted_at',
+      'jobs.team',
+    ])
+    .where('attempts.released_at', 'is', null)
+    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', ['scheduled', 'running'])]))
+    .execute();
+  return rows.map((r) => ({
+    attemptId: r.id,
+    token: Number(r.token),
+    stageId: r.stage_id,
+    jobId: r.job_id,
+    stageName: r.stage_name,
+    machineId: r.machine_id,
+    team: r.team,
+    priority: Number(r.priority),
+    preemptible: Number(r.preemptible) === 1,
+    cpuMillis: Number(r.cpu_millis),
+    memoryBytes: Number(r.memory_bytes),
+    gpuIndices: JSON.parse(r.gpu_indices) as number[],
+    gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type),
+    startedAt: Number(r.started_at ?? r.scheduled_at),
+    stagePreemptedAt: r.preempted_at === null ? null : Number(r.preempted_at),
+    leaving: r.state !== 'scheduled' && r.state !== 'running',
+  }));
+}

@@ -91,7 +91,9 @@ export function logTail(client: AgentClient, run: Run, paths: AttemptPaths, know
   const { a } = run;
   const tail: LogTail = new LogTail({
     files: { stdout: paths.stdout, stderr: paths.stderr },
-    send: (pieces) => client.logs(a.attemptId, a.token, pieces, run.withdraw.signal),
+    // A preempted attempt's last lines (its checkpoint, written in its grace) still ship: the
+    // server takes logs of an ended attempt from its token's holder. Other drops withdraw them.
+    send: (pieces) => client.logs(a.attemptId, a.token, pieces, run.dropGraceMs !== undefined ? undefined : run.withdraw.signal),
     known,
     onError: (err) => {
       if (err instanceof StaleAttempt) {

@@ -249,10 +249,18 @@ function planPreemptions(
     if (!p || p.unplaceable || quotaBlocked) continue;
     // Only work inside its quota reclaims or preempts: borrowing takes idle room, never someone's.
     if (ledger.hasQuota(teamOf(stage)) && stage.preemptible && ledger.withinQuota(teamOf(stage), need, machines).blocked !== null) continue;
-    const choice = choosePreemption(stage, need, machines, inputs);
+    // Its own hold (from the pass above) does not bar it from that machine: only others' do.
+    const own = reservations.find((r) => r.stageId === stage.stageId)?.machineId;
+    const choice = choosePreemption(stage, need, machines, own === undefined ? inputs : { ...inputs, held: new Set([...held].filter((id) => id !== own)) });
     if (choice === null) continue;
+    // Its hold moves to the machine it will run on (the pass may have held it another to wait on).
+    const earlier = reservations.findIndex((r) => r.stageId === stage.stageId);
+    if (earlier >= 0) {
+      held.delete(reservations[earlier]!.machineId);
+      reservations.splice(earlier, 1);
+    }
     held.add(choice.machine.id);
-    if (!reservations.some((r) => r.stageId === stage.stageId)) reservations.push({ stageId: stage.stageId, machineId: choice.machine.id });
+    reservations.push({ stageId: stage.stageId, machineId: choice.machine.id });
     if (choice.kind === 'wait') continue;
     for (const v of choice.victims) {
       inputs.taken.add(v.attemptId);

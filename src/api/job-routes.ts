@@ -13,6 +13,7 @@ import { explainPlacement } from '../scheduler/explain-placement.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { jobSummaryView, jobView } from './views.js';
+import { quotaReasons } from './quota-reasons.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
 import { teamScope, type Principal } from './auth/principal.js';
@@ -250,12 +251,13 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         .map((u) => ({ stage: u.name, state: u.state }));
       const { machines } = await store.clusterView();
       const fit = explainPlacement(stageNeed(s.definition), machines);
+      const quota = s.state === 'ready' ? ((await quotaReasons(store, job.team, [s], machines)).get(s.id) ?? null) : null;
       const current = s.attempts.find((a) => a.id === s.currentAttemptId);
       const reason =
         s.state === 'ready'
           ? s.notBefore !== null && s.notBefore > now
             ? (s.pendingReason ?? `backing off until ${new Date(s.notBefore).toISOString()}`)
-            : fit.reason
+            : (quota ?? fit.reason)
           : s.state === 'pending'
             ? `waits for ${waitsFor.map((u) => `${u.stage} (${u.state})`).join(', ') || 'its upstream stages'}`
             : s.state === 'scheduled' || s.state === 'running'
@@ -268,6 +270,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         state: s.state,
         pool: s.pool,
         reason,
+        quota,
         waitsFor,
         queue: s.state === 'ready' ? await store.stageQueuePosition({ stageId: s.id }) : null,
         registered: fit.registered,

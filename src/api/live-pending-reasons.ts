@@ -2,6 +2,7 @@ import { pendingReasonNow } from '../scheduler/pending-reason.js';
 import { stageNeed } from '../scheduler/checks.js';
 import type { JobDetail } from '../store/records.js';
 import type { Store } from '../store/store.js';
+import { quotaReasons } from './quota-reasons.js';
 
 /**
  * Why each ready stage of a job waits, asked of the cluster as it is now. Scheduler passes do not
@@ -13,6 +14,8 @@ export async function withLivePendingReasons(store: Store, job: JobDetail, now: 
   const waiting = job.stages.filter((s) => s.state === 'ready' && !(s.notBefore !== null && s.notBefore > now));
   if (waiting.length === 0) return job;
   const { machines } = await store.clusterView();
-  const reasons = new Map(waiting.map((s) => [s.id, pendingReasonNow(stageNeed(s.definition), machines)]));
+  // A team at its quota waits on that first, whatever room the machines have.
+  const quota = await quotaReasons(store, job.team, waiting, machines);
+  const reasons = new Map(waiting.map((s) => [s.id, quota.get(s.id) ?? pendingReasonNow(stageNeed(s.definition), machines)]));
   return { ...job, stages: job.stages.map((s) => (reasons.get(s.id) ? { ...s, pendingReason: reasons.get(s.id)! } : s)) };
 }

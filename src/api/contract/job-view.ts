@@ -147,6 +147,8 @@ export const StageExplanation = Type.Object({
   pool: Type.String(),
   /** The binding reason in one line; null when a machine has room now (the next pass places it). */
   reason: Nullable(Type.String()),
+  /** Its team at its quota: the quota line (it binds before any machine is looked at); null otherwise. */
+  quota: Nullable(Type.String()),
   /** Upstream stages not yet succeeded (a pending stage waits for them). */
   waitsFor: Type.Array(Type.Object({ stage: Type.String(), state: Type.String() })),
   /** Ready stages: how many wait ahead of it in its queue, and in all. */

@@ -44,6 +44,7 @@ export async function runExplain(jobId: string, stage: string | undefined, opts:
 export function renderExplanation(e: StageExplanation): string {
   const lines = [`stage ${e.stage} (${e.state}, pool ${e.pool}): ${e.reason ?? 'a machine has room now: the next scheduler pass places it'}`];
   if (e.queue) lines.push(`  queue: ${e.queue.ahead} ahead of it, ${e.queue.waiting} waiting in all`);
+  if (e.quota) lines.push(`  quota: ${e.quota} (preemptible stages may borrow beyond it; \`gantry team show\`)`);
   if (e.funnel.length) {
     lines.push(`  machines: ${e.registered} registered`);
     const width = String(e.registered).length;

@@ -1,0 +1,30 @@
+import type { StageDefinition } from '../domain/job-definition.js';
+import { stageNeed } from '../scheduler/checks.js';
+import type { MachineView } from '../scheduler/snapshot.js';
+import { TeamLedger } from '../scheduler/team-ledger.js';
+import type { Store } from '../store/store.js';
+
+/**
+ * Why stages of a team wait on its quota, as the scheduler's pass decides it (TeamLedger): the
+ * quota line ("team vision at quota 16/16 h100 GPUs, needs 2 more") for each stage that is not
+ * preemptible and would take its team past its quota, else nothing. One read of teams and usage.
+ */
+export async function quotaReasons(
+  store: Pick<Store, 'schedulerTeams'>,
+  team: string,
+  stages: readonly { id: string; definition: StageDefinition }[],
+  machines: readonly MachineView[],
+): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const firm = stages.filter((s) => !s.definition.preemptible);
+  if (firm.length === 0) return out;
+  const teams = await store.schedulerTeams({ usage: true });
+  const t = teams.find((x) => x.name === team);
+  if (!t || Object.keys(t.quota).length === 0) return out;
+  const ledger = new TeamLedger(teams, machines);
+  for (const s of firm) {
+    const { blocked } = ledger.withinQuota(team, stageNeed(s.definition), machines);
+    if (blocked) out.set(s.id, blocked);
+  }
+  return out;
+}

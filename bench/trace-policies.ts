@@ -148,7 +148,7 @@ async function main() {
     ];
   });
   const table = [head, head.map(() => '---'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
-  const dirty = git('status', '--porcelain', '--', 'src', 'bench') !== '';
+  const dirty = git('status', '--porcelain', '--', 'src', 'bench', ':!bench/results') !== '';
   const cpu = cpus();
   const md = `# FIFO, best fit and Gantry on the Alibaba GPU trace, 2026-12-02
 

@@ -163,7 +163,7 @@ describe('replayTrace', () => {
       neverPlaced: 0,
       placedOnArrival: 1,
       passes: 3,
-      waitSeconds: { mean: 45, median: 45, p95: 90, max: 90 },
+      waitSeconds: { mean: 45, median: 45, p95: 90, p99: 90, max: 90 },
       gpuUtilisation: { totalGpus: 1, mean: 1, meanWhileArriving: 1, peak: 1 },
       startTime: 0,
       lastArrival: 10,
@@ -190,7 +190,7 @@ describe('replayTrace', () => {
     expect(r.stats.gpuUtilisation).toMatchObject({ totalGpus: 2, peak: 1 });
     // Both GPUs busy from 0 to 52 (hog, then ls, then be); the arrivals end at 3.
     expect(r.stats.gpuUtilisation.mean).toBe(1);
-    expect(r.stats.waitSeconds).toEqual({ mean: (0 + 48 + 50) / 3, median: 48, p95: 50, max: 50 });
+    expect(r.stats.waitSeconds).toEqual({ mean: (0 + 48 + 50) / 3, median: 48, p95: 50, p99: 50, max: 50 });
   });
 
   it('runs another pass at the same time when a pass stops at maxPlacements', () => {
@@ -230,10 +230,11 @@ describe('replayTrace', () => {
 });
 
 describe('helpers', () => {
-  it('summarise: mean, median, nearest-rank p95, max', () => {
+  it('summarise: mean, median, nearest-rank p95 and p99, max', () => {
     expect(summarise([])).toBeNull();
-    expect(summarise([3, 1, 2, 4])).toEqual({ mean: 2.5, median: 2.5, p95: 4, max: 4 });
-    expect(summarise(Array.from({ length: 100 }, (_, i) => i + 1))?.p95).toBe(95);
+    expect(summarise([3, 1, 2, 4])).toEqual({ mean: 2.5, median: 2.5, p95: 4, p99: 4, max: 4 });
+    expect(summarise(Array.from({ length: 100 }, (_, i) => i + 1))).toMatchObject({ p95: 95, p99: 99, max: 100 });
+    expect(summarise(Array.from({ length: 1000 }, (_, i) => i + 1))).toMatchObject({ p95: 950, p99: 990 });
   });
 
   it('utilisationBuckets: time-weighted means per bucket', () => {

@@ -1,7 +1,8 @@
 /**
- * A small discrete-event replay of a trace through the real, pure `planPlacements`: pods arrive at
- * their creation time, hold what they were given for as long as they ran in production, and leave.
- * Pure: trace time (seconds) drives it, it never reads the clock. The seed of the simulator.
+ * A small discrete-event replay of a trace through a pure planner (by default the real
+ * `planPlacements`): pods arrive at their creation time, hold what they were given for as long as
+ * they ran in production, and leave. Pure: trace time (seconds) drives it, it never reads the
+ * clock. The seed of the simulator.
  */
 import { stageNeed } from '../scheduler/checks.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
@@ -48,8 +49,13 @@ export interface ReplayPass {
   plan: Plan;
 }
 
+/** One scheduling pass, pure: `planPlacements`, or a baseline policy (`baseline-policies.ts`) to compare it with. */
+export type Planner = (snapshot: SchedulerSnapshot, opts: PlanOptions) => Plan;
+
 export interface ReplayOptions {
-  /** Passed to every `planPlacements` call. A pass that hits `maxPlacements` is followed by another at the same time. */
+  /** The policy under test; default Gantry's `planPlacements`. */
+  planner?: Planner;
+  /** Passed to every planner call. A pass that hits `maxPlacements` is followed by another at the same time. */
   planOptions?: PlanOptions;
   /** Called after each pass, before its plan is applied (to check invariants, record, trace). */
   onPass?: (pass: ReplayPass) => void;
@@ -73,6 +79,7 @@ export interface SummaryStats {
   mean: number;
   median: number;
   p95: number;
+  p99: number;
   max: number;
 }
 
@@ -185,16 +192,18 @@ function release(m: MachineView, p: PlannedPlacement): void {
   }
 }
 
-/** Mean, median, p95 (nearest rank) and max; null for no values. */
+/** Mean, median, p95 and p99 (nearest rank) and max; null for no values. */
 export function summarise(values: readonly number[]): SummaryStats | null {
   if (values.length === 0) return null;
   const s = [...values].sort((a, b) => a - b);
   const n = s.length;
   const median = n % 2 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
+  const rank = (q: number) => s[Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1))]!;
   return {
     mean: s.reduce((a, b) => a + b, 0) / n,
     median,
-    p95: s[Math.min(n - 1, Math.ceil(0.95 * n) - 1)]!,
+    p95: rank(0.95),
+    p99: rank(0.99),
     max: s[n - 1]!,
   };
 }
@@ -235,7 +244,7 @@ export function utilisationBuckets(
 /**
  * Replays pods in arrival order as a discrete-event loop. At each distinct event time: departures
  * due then release their resources, pods created then join the queue, and, if anything is queued,
- * `planPlacements` runs on the current state; its placements hold their resources from now until
+ * the planner (`opts.planner`, default `planPlacements`) runs on the current state; its placements hold their resources from now until
  * now + `holdSeconds`. Pending pods stay queued until a later pass places them. Placements are
  * re-checked on apply; an over-allocation throws.
  *
@@ -247,6 +256,7 @@ export function replayTrace(
   pods: readonly TracePod[],
   opts: ReplayOptions = {},
 ): ReplayResult {
+  const planner = opts.planner ?? planPlacements;
   const planOptions = opts.planOptions ?? {};
   const maxPlacements = Math.floor(planOptions.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
   const state = machines.map(cloneMachine);
@@ -315,7 +325,7 @@ export function replayTrace(
 
     while (queue.size > 0) {
       const snapshot: SchedulerSnapshot = { machines: state, queue: [...queue.values()] };
-      const plan = planPlacements(snapshot, planOptions);
+      const plan = planner(snapshot, planOptions);
       passes += 1;
       opts.onPass?.({ time: now, snapshot, plan });
       for (const p of plan.placements) {

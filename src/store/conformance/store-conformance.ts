@@ -500,6 +500,59 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await place(j2.id, 'b', m.id, [0])).applied).toHaveLength(1);
     });
 
+    it('teams: made, changed, listed; usage is what their unreleased attempts hold', async () => {
+      const made = await store.teamPut({ name: 'vision', weight: 2, quota: { gpus: { h100: 4 } }, create: true, now });
+      expect(made).toMatchObject({ created: true, changed: true, team: { name: 'vision', weight: 2, quota: { gpus: { h100: 4 } } } });
+      expect((await store.teamPut({ name: 'vision', weight: 2, create: false, now })).changed).toBe(false);
+      await expect(store.teamPut({ name: 'nobody', weight: 3, create: false, now })).rejects.toThrow(/team nobody not found/);
+      const changed = await store.teamPut({ name: 'vision', quota: { cpuMillis: 8000 }, create: false, now });
+      expect(changed.team).toMatchObject({ weight: 2, quota: { cpuMillis: 8000 } });
+      const m = await store.machineRegister({ ...gpuMachine('g1', 2), now });
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['h100'] } };
+      const j = await store.jobSubmit({ definition: job([stage('a', { resources: gpu })], { team: 'vision' }), source: null, now });
+      await place(j.id, 'a', m.id, [1]);
+      const teams = await store.schedulerTeams({ usage: true });
+      expect(teams.find((t) => t.name === 'vision')).toMatchObject({ weight: 2, usage: { cpuMillis: 1000, memoryBytes: 2 ** 20, gpus: { h100: 1 } } });
+      expect((await store.schedulerTeams({ usage: false })).find((t) => t.name === 'vision')!.usage.gpus).toEqual({});
+      expect((await store.teamList()).map((t) => t.name)).toContain('vision');
+    });
+
+    it('preemption: the victim is preempted, its stage requeued after its grace without using a retry, its agent told to kill it with that grace', async () => {
+      const m = await store.machineRegister({ ...gpuMachine('g1', 1), now });
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['h100'] } };
+      const low = await store.jobSubmit({ definition: job([stage('train', { resources: gpu, preemptible: true, preemptionGraceSeconds: 7 })], { priority: 10 }), source: null, now });
+      const firm = await store.jobSubmit({ definition: job([stage('keep', { resources: { ...gpu, gpu: null } })], { priority: 10 }), source: null, now });
+      const a = (await place(low.id, 'train', m.id, [0])).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 9, now, leaseMs: LEASE });
+      const k = (await place(firm.id, 'keep', m.id)).applied[0]!;
+      const view = await store.preemptionView();
+      // Only the preemptible attempt is a possible victim; the other is neither preemptible nor leaving.
+      expect(view.map((v) => v.attemptId)).toEqual([a.id]);
+      expect(view[0]).toMatchObject({ team: 'default', priority: 10, preemptible: true, gpuIndices: [0], gpuType: 'h100', leaving: false, stagePreemptedAt: null });
+      const stageId = (await stageOf(low.id, 'train')).id;
+      const r = await store.planApply({
+        plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: a.id, token: a.token, stageId }], reason: 'preempted for a test' }] },
+        now,
+        leaseMs: LEASE,
+      });
+      expect(r.preempted).toEqual([a.id]);
+      const s = await stageOf(low.id, 'train');
+      expect(s).toMatchObject({ state: 'ready', attemptsUsed: 0, notBefore: now + 7000 });
+      expect(s.attempts[0]).toMatchObject({ state: 'preempted', reason: 'preempted for a test' });
+      // Still held until its agent stops listing it; the kill carries the stage's grace.
+      const hb = await heartbeat(m.id, [{ attemptId: a.id, token: a.token }, { attemptId: k.id, token: k.token }]);
+      expect(hb.kill).toEqual([{ attemptId: a.id, reason: 'attempt is preempted: preempted for a test', graceMs: 7000 }]);
+      expect((await store.preemptionView()).map((v) => [v.attemptId, v.leaving])).toEqual([[a.id, true]]);
+      // A victim the plan names again (or with a stale token) is not preempted twice.
+      const again = await store.planApply({ plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: a.id, token: a.token, stageId }], reason: 'again' }] }, now, leaseMs: LEASE });
+      expect(again.preempted).toBeUndefined();
+      // A non-preemptible attempt is never preempted, whatever a plan says.
+      const refused = await store.planApply({ plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: k.id, token: k.token, stageId: 'x' }], reason: 'no' }] }, now, leaseMs: LEASE });
+      expect(refused.preempted).toBeUndefined();
+      await heartbeat(m.id, [{ attemptId: k.id, token: k.token }]);
+      expect(await store.preemptionView()).toEqual([]);
+    });
+
     it('a heartbeat soon after the last one written, calling for nothing, writes nothing', async () => {
       const m = await store.machineRegister({ ...cpuMachine('m1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a'), stage('b')]), source: null, now });

@@ -5,6 +5,8 @@ import { normalizeGpuType, poolOf, type Placement, type Resources } from './reso
 export interface ShapeOwner {
   team: string;
   preemptible: boolean;
+  /** Its time limit: backfill onto a held machine looks at it (docs/scheduling.md). */
+  timeoutSeconds?: number | null;
 }
 
 /**
@@ -23,6 +25,7 @@ export function stageShape(resources: Resources, placement: Placement, owner: Sh
   if (placement.allowGpuMachines && !gpu) parts.push('gpu-machines');
   // Likewise the owner: the default team's non-preemptible stages keep the shapes they had.
   if (owner.team !== 'default' || owner.preemptible) parts.push({ team: owner.team, preemptible: owner.preemptible });
+  if (owner.timeoutSeconds) parts.push({ timeoutSeconds: owner.timeoutSeconds });
   const key = JSON.stringify(parts);
   return 'sh_' + createHash('sha256').update(key).digest('base64url').slice(0, 22);
 }

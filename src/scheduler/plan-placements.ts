@@ -1,10 +1,10 @@
 import { normalizeGpuType } from '../domain/resources.js';
 import { firstReject, gpuCountsByType, isBusyReason, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
-import { takeAllocation } from './placement-fit.js';
+import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS } from './plan-preemptions.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
-import type { MachineView, PendingStage, Plan, PlannedPlacement, PlannedPreemption, QueuedStage, SchedulerSnapshot } from './snapshot.js';
+import type { HeldUntil, MachineView, PendingStage, Plan, PlannedPlacement, PlannedPreemption, QueuedStage, SchedulerSnapshot } from './snapshot.js';
 import { fairOrder, TeamLedger, teamOf } from './team-ledger.js';
 
 export const DEFAULT_CANDIDATE_LIMIT = 64;
@@ -74,13 +74,21 @@ interface Scan {
   rejects: MachineReject[];
 }
 
-function scan(need: StageNeed, machines: readonly MachineView[], limit: number, into: Scan, held: ReadonlySet<string> = NONE): void {
+function scan(
+  need: StageNeed,
+  machines: readonly MachineView[],
+  limit: number,
+  into: Scan,
+  held: ReadonlySet<string> = NONE,
+  /** Whether this stage may backfill a held machine (it ends before the held stage could start there). */
+  backfills: (m: MachineView) => boolean = () => false,
+): void {
   let found = 0;
   for (const m of machines) {
     if (found >= limit) return;
     const fits = firstReject(need, m);
-    // Held for a stage before this one: as good as busy for it.
-    const reason = held.has(m.id) && fits === null ? (need.gpuCount > 0 ? RejectReason.gpuBusy : RejectReason.cpuBusy) : fits;
+    // Held for a stage before this one: as good as busy for it, unless it backfills.
+    const reason = held.has(m.id) && fits === null && !backfills(m) ? (need.gpuCount > 0 ? RejectReason.gpuBusy : RejectReason.cpuBusy) : fits;
     if (reason === null) {
       found += 1;
       into.candidates.push(...candidatesOn(need, m));
@@ -88,6 +96,23 @@ function scan(need: StageNeed, machines: readonly MachineView[], limit: number, 
       into.rejects.push({ health: m.health, scheduling: m.scheduling, reason });
     }
   }
+}
+
+/**
+ * When a held stage could start on its machine at the latest, by the time limits of what holds
+ * room there (docs/scheduling.md, "Backfill"): attempts are freed in the order they must end
+ * until it fits; null when that needs one with no limit, or it never fits.
+ */
+function expectedStart(need: StageNeed, m: MachineView, held: readonly HeldUntil[]): number | null {
+  const copy = workingCopy(m);
+  const onIt = held.filter((h) => h.machineId === m.id).sort((a, b) => (a.endsBy ?? Infinity) - (b.endsBy ?? Infinity));
+  for (const h of onIt) {
+    // Room this pass placed is in the copy but not in `held`: it never frees here (conservative).
+    if (h.gpuIndices.some((i) => copy.gpus.find((g) => g.index === i)?.free !== false)) return null;
+    releaseAllocation(copy, h);
+    if (firstReject(need, copy) === null) return h.endsBy;
+  }
+  return null;
 }
 
 /**
@@ -116,6 +141,18 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const reservations: { stageId: string; machineId: string }[] = [];
   /** Where in the order each hold was made: a hold binds only the stages after it. */
   const heldAt = new Map<string, number>();
+  /** Each held machine's expected start for the stage it is held for (null: unknown, no backfill). */
+  const heldStart = new Map<string, number | null>();
+  const now = snapshot.now ?? 0;
+  const backfillFor = (stage: QueuedStage) => {
+    const t = stage.timeoutSeconds;
+    if (!t || !snapshot.heldUntil) return undefined;
+    const ends = now + t * 1000;
+    return (m: MachineView) => {
+      const start = heldStart.get(m.id);
+      return start !== undefined && start !== null && ends <= start;
+    };
+  };
 
   /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
   const looked: { stage: QueuedStage; need: StageNeed; quotaBlocked: boolean }[] = [];
@@ -138,19 +175,21 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     }
     const key = ledger.hasQuota(team) && !stage.preemptible ? `${shapeKey(need)}|${team}` : shapeKey(need);
     const known = failedShapes.get(key);
-    if (known !== undefined) {
+    // A stage that may backfill is looked at on its own: its shape's failure need not bind it.
+    if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) {
       pending.push({ stageId: stage.stageId, ...known });
       if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
       continue;
     }
 
     const found: Scan = { candidates: [], rejects: [] };
+    const backfills = backfillFor(stage);
     if (need.gpuCount > 0) {
-      scan(need, machines, limit, found, held);
+      scan(need, machines, limit, found, held, backfills);
     } else {
       // CPU work looks at GPU machines only when no GPU-less machine can take it.
-      scan(need, cpuOnly, limit, found, held);
-      if (found.candidates.length === 0) scan(need, withGpus, limit, found, held);
+      scan(need, cpuOnly, limit, found, held, backfills);
+      if (found.candidates.length === 0) scan(need, withGpus, limit, found, held, backfills);
     }
 
     const best = bestCandidate(need, found.candidates);
@@ -164,6 +203,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       if (r) {
         held.add(r.id);
         heldAt.set(r.id, at);
+        if (snapshot.heldUntil) heldStart.set(r.id, expectedStart(need, r, snapshot.heldUntil));
         reservations.push({ stageId: stage.stageId, machineId: r.id });
         pending.push({ stageId: stage.stageId, ...verdict });
         continue;
@@ -195,6 +235,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const freed = withGpus.filter((m) => gpusTaken.has(m.id));
   for (const { stage, need, at } of freed.length ? mayUseGpuMachines : []) {
     if (placements.length >= maxPlacements) break;
+    // Its team may have reached its quota since it was first looked at.
+    if (!stage.preemptible && ledger.exceeded(teamOf(stage), need, null) !== null) continue;
     const found: Scan = { candidates: [], rejects: [] };
     // Holds made for stages after this one do not bind it: it came first.
     scan(need, freed, limit, found, new Set([...heldAt].filter(([, h]) => h < at).map(([id]) => id)));

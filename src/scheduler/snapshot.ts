@@ -47,6 +47,17 @@ export interface QueuedStage {
   team?: string;
   /** May be preempted, and may borrow idle capacity beyond its team's quota. */
   preemptible?: boolean;
+  /** Its time limit, if any: with one, it may backfill a held machine (docs/scheduling.md, "Reservations"). */
+  timeoutSeconds?: number | null;
+}
+
+/** An attempt holding room on a machine, with when it must end by its time limit (null: no limit). */
+export interface HeldUntil {
+  machineId: string;
+  gpuIndices: number[];
+  cpuMillis: number;
+  memoryBytes: number;
+  endsBy: number | null;
 }
 
 /** A team as the scheduler sees it: its weight, quota and what its attempts hold now. */
@@ -99,6 +110,7 @@ export interface QueueShape {
   /** Its stages' team and preemptibility (part of the shape). */
   team?: string;
   preemptible?: boolean;
+  timeoutSeconds?: number | null;
 }
 
 export interface SchedulerSnapshot {
@@ -115,6 +127,8 @@ export interface SchedulerSnapshot {
   now?: number;
   /** A stage preempted less than this long ago (ms) is not preempted again. */
   preemptionCooldownMs?: number;
+  /** What holds room on held machines and until when: with it (and `now`), backfill. */
+  heldUntil?: HeldUntil[];
 }
 
 /** Victims stopped so that `stageId` can run on `machineId` once they have left. */

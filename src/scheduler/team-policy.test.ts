@@ -258,3 +258,45 @@ describe('preemption', () => {
     );
   });
 });
+
+describe('whole-machine stages', () => {
+  it('small GPU stages pack onto a machine already in use, so an 8-GPU stage finds a whole machine', () => {
+    const plan = planPlacements({
+      machines: [gpuMachine('a', 8), gpuMachine('b', 8, [0])],
+      queue: [gpuStage('one', { at: 0 }), gpuStage('two', { at: 1 }), gpuStage('whole', { gpus: 8, at: 2 })],
+    });
+    expect(plan.placements.map((p) => [p.stageId, p.machineId])).toEqual([
+      ['one', 'id-b'],
+      ['two', 'id-b'],
+      ['whole', 'id-a'],
+    ]);
+  });
+});
+
+describe('backfill onto a held machine', () => {
+  const timed = (id: string, timeoutSeconds: number | null, at: number) => ({ ...gpuStage(id, { at, priority: 10 }), timeoutSeconds });
+  const setup = (blockerEnds: number | null) => {
+    const m = gpuMachine('g', 4, [0, 1]);
+    return {
+      machines: [m],
+      queue: [gpuStage('big', { gpus: 4, priority: 90 }), timed('short', 50, 1), timed('endless', null, 2), timed('long', 200, 3)],
+      now: 0,
+      heldUntil: [{ machineId: m.id, gpuIndices: [0, 1], cpuMillis: 2000, memoryBytes: 2 * Gi, endsBy: blockerEnds }],
+    } satisfies SchedulerSnapshot;
+  };
+
+  it('places a stage that ends before the held stage could start, and nothing that might delay it', () => {
+    const plan = planPlacements(setup(100_000));
+    expect(plan.reservations).toEqual([{ stageId: 'big', machineId: 'id-g' }]);
+    expect(plan.placements.map((p) => p.stageId)).toEqual(['short']);
+  });
+
+  it('backfills nothing when what holds the machine has no time limit (its start is unknown)', () => {
+    expect(planPlacements(setup(null)).placements).toEqual([]);
+  });
+
+  it('without the time limits (a first plan), a held machine takes nothing', () => {
+    const { heldUntil: _, ...rest } = setup(100_000);
+    expect(planPlacements(rest).placements).toEqual([]);
+  });
+});

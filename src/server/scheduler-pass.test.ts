@@ -54,6 +54,27 @@ describe('schedulerPass', () => {
     expect((await store.jobGet({ jobId: small.id }))!.stages.filter((s) => s.state === 'scheduled')).toHaveLength(1);
   });
 
+  it('backfills a held machine with work whose time limit ends before the large stage could start, nothing else', async () => {
+    await store.machineRegister({ ...gpuMachine('g1', 4), now });
+    const gpu = (count: number) => ({ cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count, types: ['h100'] } });
+    // Two GPUs held by work that must end within 100 s.
+    const first = await store.jobSubmit({ definition: job([stage('run', { resources: gpu(2), timeoutSeconds: 100 })], { name: 'first', priority: 50 }), source: null, now });
+    expect((await schedulerPass(store, clock, { leaseMs: 10_000 })).placed).toBe(1);
+    const a = (await store.jobGet({ jobId: first.id }))!.stages[0]!.attempts[0]!;
+    await store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: 10_000 });
+    now += 1;
+    const big = await store.jobSubmit({ definition: job([stage('train', { resources: gpu(4) })], { name: 'big', priority: 50 }), source: null, now });
+    now += 1;
+    const short = await store.jobSubmit({ definition: job([stage('s', { resources: gpu(1), timeoutSeconds: 30 })], { name: 'short', priority: 10 }), source: null, now });
+    const endless = await store.jobSubmit({ definition: job([stage('e', { resources: gpu(1) })], { name: 'endless', priority: 10 }), source: null, now });
+    const r = await schedulerPass(store, clock, { leaseMs: 10_000 });
+    expect(r.placed).toBe(1);
+    const state = async (id: string) => (await store.jobGet({ jobId: id }))!.stages[0]!.state;
+    expect(await state(short.id)).toBe('scheduled');
+    expect(await state(endless.id)).toBe('ready');
+    expect(await state(big.id)).toBe('ready');
+  });
+
   it('stops at maxPlacements and says there is more', async () => {
     await store.machineRegister({ ...cpuMachine('c1', { cpuMillis: 64_000 }), now });
     await store.jobSubmit({ definition: job(Array.from({ length: 10 }, (_, i) => stage(`s${i}`))), source: null, now });

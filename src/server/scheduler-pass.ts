@@ -2,6 +2,7 @@ import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import type { SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type { PlacementSource } from '../store/store.js';
 
 export interface SchedulerPassResult {
@@ -54,16 +55,22 @@ export async function schedulerPass(
   if (wants.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   const queue = await store.queueHeads({ now, shapes: wants });
   if (queue.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
-  const plan = planPlacements(
-    {
-      clusterVersion: cluster.version,
-      machines: cluster.machines,
-      queue,
-      teams,
-      ...(running.length ? { running, now, ...(opts.preemptionCooldownMs !== undefined ? { preemptionCooldownMs: opts.preemptionCooldownMs } : {}) } : {}),
-    },
-    { maxPlacements },
-  );
+  const snapshot: SchedulerSnapshot = {
+    clusterVersion: cluster.version,
+    machines: cluster.machines,
+    queue,
+    teams,
+    now,
+    ...(running.length ? { running, ...(opts.preemptionCooldownMs !== undefined ? { preemptionCooldownMs: opts.preemptionCooldownMs } : {}) } : {}),
+  };
+  let plan = planPlacements(snapshot, { maxPlacements });
+  // Machines held for large stages may take smaller work that ends before those could start
+  // (backfill): planned again with the time limits of what runs there, only when it could matter.
+  const holds = plan.reservations ?? [];
+  if (holds.length && queue.some((q) => q.timeoutSeconds)) {
+    const heldUntil = await store.heldUntil({ machineIds: [...new Set(holds.map((h) => h.machineId))], now });
+    plan = planPlacements({ ...snapshot, heldUntil }, { maxPlacements });
+  }
   if (plan.placements.length === 0 && !plan.preemptions?.length) return { placed: 0, skipped: 0, read: queue.length, more: false };
   const res = await store.planApply({ plan, now: clock.now(), leaseMs: opts.leaseMs });
   return { placed: res.applied.length, skipped: res.skipped.length, read: queue.length, more: plan.placements.length >= maxPlacements, ...(res.preempted?.length ? { preempted: res.preempted.length } : {}) };

@@ -277,7 +277,8 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
 /**
  * Teams get a quota and an update time; stages say whether they are preemptible and when they
  * were last preempted. A stage's shape now holds its team and preemptibility (stageShape): open
- * stages get theirs again, so a team's stages form queues of their own.
+ * stages get theirs again, so a team's stages form queues of their own (a time limit, which
+ * backfill reads, is part of it too).
  */
 function migration0012(): Migration {
   return {
@@ -293,11 +294,11 @@ function migration0012(): Migration {
         .where('stages.state', 'in', ['pending', 'ready', 'scheduled', 'running'])
         .execute();
       for (const r of open) {
-        const def = JSON.parse(r.definition) as { resources: Resources; placement: Placement; preemptible?: boolean };
+        const def = JSON.parse(r.definition) as { resources: Resources; placement: Placement; preemptible?: boolean; timeoutSeconds?: number | null };
         const preemptible = def.preemptible === true;
         await db
           .updateTable('stages')
-          .set({ shape: stageShape(def.resources, def.placement, { team: r.team, preemptible }), preemptible: preemptible ? 1 : 0 })
+          .set({ shape: stageShape(def.resources, def.placement, { team: r.team, preemptible, timeoutSeconds: def.timeoutSeconds ?? null }), preemptible: preemptible ? 1 : 0 })
           .where('id', '=', r.id)
           .execute();
       }

@@ -2,7 +2,7 @@ import type { JobDefinition, StageDefinition } from '../domain/job-definition.js
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { TokenKind } from '../domain/token-kind.js';
-import type { ClusterView, Plan, QueuedStage, QueueShape, RunningAttempt, SchedulerSnapshot, TeamView } from '../scheduler/snapshot.js';
+import type { ClusterView, HeldUntil, Plan, QueuedStage, QueueShape, RunningAttempt, SchedulerSnapshot, TeamView } from '../scheduler/snapshot.js';
 import type { Team, TeamQuota } from '../domain/team.js';
 import type {
   Assignment,
@@ -145,6 +145,8 @@ export interface Store {
   schedulerTeams(p: { usage: boolean }): Promise<TeamView[]>;
   /** Attempts holding resources that preemption may stop (their stage is preemptible) or that are leaving already. */
   preemptionView(): Promise<RunningAttempt[]>;
+  /** What holds room on these machines, and until when by its time limit: backfill onto held machines reads it. */
+  heldUntil(p: { machineIds: readonly string[]; now: number }): Promise<HeldUntil[]>;
   /**
    * With one writer (`capabilities.singleWriter`): from now on, every transaction that readies
    * stages or frees capacity (publishes `pool:ready` or `capacity:freed`) runs `pass` at its end,
@@ -317,7 +319,7 @@ export interface MachineReportResult {
 }
 
 /** What a scheduling pass reads and writes: the store itself, or the store within one transaction. */
-export type PlacementSource = Pick<Store, 'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply' | 'schedulerTeams' | 'preemptionView'>;
+export type PlacementSource = Pick<Store, 'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply' | 'schedulerTeams' | 'preemptionView' | 'heldUntil'>;
 
 export interface PlanApplyResult {
   applied: AttemptRecord[];

@@ -234,6 +234,9 @@ export class KyselyStore implements Store {
   preemptionView() {
     return teams.preemptionView(this.db);
   }
+  heldUntil(p: { machineIds: readonly string[]; now: number }) {
+    return teams.heldUntil(this.db, p);
+  }
   teamList() {
     return teams.teamList(this.db);
   }
@@ -259,6 +262,7 @@ export class KyselyStore implements Store {
         queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
         schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
         preemptionView: () => teams.preemptionView(trx),
+        heldUntil: (p) => teams.heldUntil(trx, p),
         planApply: async (p) => {
           const apply = this.context(trx, p.now);
           const r = await scheduler.planApply(apply, p);

@@ -101,7 +101,7 @@ async function shapeRequest(db: Db, shape: string, known: Map<string, QueueShape
     .executeTakeFirst();
   if (!r) return null;
   const def = JSON.parse(r.definition) as StageDefinition;
-  const read: QueueShape = { shape, pool: r.pool, resources: def.resources, placement: def.placement, team: r.team, preemptible: def.preemptible === true };
+  const read: QueueShape = { shape, pool: r.pool, resources: def.resources, placement: def.placement, team: r.team, preemptible: def.preemptible === true, timeoutSeconds: def.timeoutSeconds };
   if (known.size > 10_000) known.clear();
   known.set(shape, read);
   return read;
@@ -146,6 +146,7 @@ export async function queueHeads(db: Db, p: { now: number; shapes: { shape: stri
         placement: request.placement,
         ...(request.team !== undefined ? { team: request.team } : {}),
         ...(request.preemptible ? { preemptible: true } : {}),
+        ...(request.timeoutSeconds ? { timeoutSeconds: request.timeoutSeconds } : {}),
       });
     }
   }

@@ -48,7 +48,7 @@ function stageRows(jobId: string, def: JobDefinition, now: number) {
       name: s.name,
       position,
       pool: poolOf(s.resources),
-      shape: stageShape(s.resources, s.placement, { team: def.team, preemptible: s.preemptible }),
+      shape: stageShape(s.resources, s.placement, { team: def.team, preemptible: s.preemptible, timeoutSeconds: s.timeoutSeconds }),
       preemptible: s.preemptible ? 1 : 0,
       preempted_at: null,
       state,

@@ -1,7 +1,8 @@
 import { NotFoundError } from '../../domain/errors.js';
 import { normalizeGpuType } from '../../domain/resources.js';
 import { addUsage, emptyTeamUsage, formatTeamQuota, type Team, type TeamQuota, type TeamUsage } from '../../domain/team.js';
-import type { RunningAttempt, TeamView } from '../../scheduler/snapshot.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
+import type { HeldUntil, RunningAttempt, TeamView } from '../../scheduler/snapshot.js';
 import type { TeamsTable } from '../schema.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
@@ -122,4 +123,32 @@ export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
     stagePreemptedAt: r.preempted_at === null ? null : Number(r.preempted_at),
     leaving: r.state !== 'scheduled' && r.state !== 'running',
   }));
+}
+
+/**
+ * What holds room on these machines and until when it must end by its stage's time limit (start,
+ * or `now` if not started yet, plus timeoutSeconds; null: no limit): backfill's input, read only
+ * for machines a pass holds. An attempt the server ended already frees within its kill grace:
+ * taken as ending now.
+ */
+export async function heldUntil(db: Db | Trx, p: { machineIds: readonly string[]; now: number }): Promise<HeldUntil[]> {
+  if (p.machineIds.length === 0) return [];
+  const rows = await db
+    .selectFrom('attempts')
+    .innerJoin('stages', 'stages.id', 'attempts.stage_id')
+    .select(['attempts.machine_id', 'attempts.gpu_indices', 'attempts.cpu_millis', 'attempts.memory_bytes', 'attempts.state', 'attempts.started_at', 'stages.definition'])
+    .where('attempts.released_at', 'is', null)
+    .where('attempts.machine_id', 'in', [...p.machineIds])
+    .execute();
+  return rows.map((r) => {
+    const timeout = (JSON.parse(r.definition) as StageDefinition).timeoutSeconds;
+    const active = r.state === 'scheduled' || r.state === 'running';
+    return {
+      machineId: r.machine_id,
+      gpuIndices: JSON.parse(r.gpu_indices) as number[],
+      cpuMillis: Number(r.cpu_millis),
+      memoryBytes: Number(r.memory_bytes),
+      endsBy: !active ? p.now : timeout ? Number(r.started_at ?? p.now) + timeout * 1000 : null,
+    };
+  });
 }

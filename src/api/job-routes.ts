@@ -39,7 +39,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
    * "Never placeable"). Strict: refused, as a bad spec is, naming each such stage.
    */
   const placementWarnings = async (definitions: readonly JobDefinition[], strict: boolean, prefix: (i: number) => string): Promise<SubmitWarning[][]> => {
-    const { machines } = await store.clusterView();
+    // Static checks only: what machines are, not what they hold.
+    const { machines } = await store.clusterFacts();
     const warnings = definitions.map((d) =>
       d.stages.flatMap((st) => {
         const why = neverPlaceable(stageNeed(st), machines);

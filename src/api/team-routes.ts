@@ -64,7 +64,7 @@ export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock } = ctx;
 
   const views = async (only?: string): Promise<TeamView[]> => {
-    const [teams, usage, cluster] = [await store.teamList(), await store.schedulerTeams({ usage: true }), await store.clusterView()];
+    const [teams, usage, cluster] = [await store.teamList(), await store.schedulerTeams({ usage: true }), await store.clusterFacts()];
     const total = new TeamLedger([], cluster.machines.filter((m) => m.health === 'ready' && m.scheduling === 'eligible')).total;
     const byName = new Map(usage.map((u) => [u.name, u.usage]));
     return teams.filter((t) => only === undefined || t.name === only).map((t) => teamView(t, byName.get(t.name) ?? emptyTeamUsage(), total));

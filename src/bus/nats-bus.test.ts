@@ -77,3 +77,15 @@ describe.skipIf(!haveServer)('NatsBus when NATS goes away', () => {
     }
   }, 30_000);
 });
+
+describe('NatsBus with no NATS to reach', () => {
+  it('says so once per outage, not on every try', async () => {
+    const port = await freePort();
+    const errors: unknown[] = [];
+    const b = new NatsBus([`nats://127.0.0.1:${port}`], { installation: 'nobody', onError: (err) => errors.push(err) });
+    // Tries every 500 ms: four or more tries in 2.2 s.
+    await new Promise((r) => setTimeout(r, 2200));
+    await b.close();
+    expect(errors).toHaveLength(1);
+  });
+});

@@ -60,6 +60,8 @@ export class NatsBus implements Bus {
   }
 
   private consuming = false;
+  /** Since the last error said, until consuming again: later errors of the same outage are not said. */
+  private failing = false;
   /** The consumer's message stream now; stopped to make it start again (after a reconnect). */
   private messages: { stop(): void } | null = null;
 
@@ -96,12 +98,20 @@ export class NatsBus implements Bus {
         const messages = await consumer.consume();
         this.messages = messages;
         this.consuming = true;
+        if (this.failing) {
+          this.failing = false;
+          this.opts.onState?.('reconnected');
+        }
         for await (const m of messages) {
           if (this.closed) break;
           this.dispatch(m.string());
         }
       } catch (err) {
-        if (!this.closed) this.opts.onError?.(err);
+        // Said once per outage (a try every 500 ms would say it twice a second), and its end once.
+        if (!this.closed && !this.failing) {
+          this.failing = true;
+          this.opts.onError?.(err);
+        }
       }
       this.consuming = false;
       if (!this.closed) await new Promise<void>((r) => ((this.wake = r), setTimeout(r, 500)));

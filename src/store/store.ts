@@ -127,6 +127,9 @@ export interface Store {
   // --- scheduler ---
   /** Every machine with what is free on it now (held by attempts not yet released). */
   clusterView(): Promise<ClusterView>;
+  /** Every machine as if idle (nothing held): what static checks need (a submit's never-placeable
+   *  warning), without reading what attempts hold. */
+  clusterFacts(): Promise<ClusterView>;
   /** The shapes that have ready stages; costs the number of shapes, not of stages waiting. */
   readyShapes(p: { now: number }): Promise<QueueShape[]>;
   /** The head of each named shape's queue in scheduling order (priority, then the job's

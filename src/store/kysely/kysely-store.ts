@@ -210,6 +210,9 @@ export class KyselyStore implements Store {
   clusterView() {
     return scheduler.clusterView(this.db);
   }
+  clusterFacts() {
+    return scheduler.clusterView(this.db, false);
+  }
   readyShapes(_p: { now: number }) {
     return scheduler.readyShapes(this.db, this.shapes);
   }

@@ -37,13 +37,13 @@ const insertAttempt = prepared<unknown[]>()((db, v) =>
 );
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
-export async function clusterView(db: Db): Promise<ClusterView> {
+export async function clusterView(db: Db, withUsage = true): Promise<ClusterView> {
   const rows = await db.selectFrom('machines').selectAll().orderBy('name').execute();
   // Every health, scheduling, capacity or membership change writes the machine's updated_at;
   // removed machines count too, so that a removal changes the version.
   const version = rows.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
   const machines = rows.filter((m) => m.scheduling !== MachineScheduling.removed);
-  const usage = await machineUsage(db);
+  const usage = withUsage ? await machineUsage(db) : new Map<string, Usage>();
   return { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage())) };
 }
 

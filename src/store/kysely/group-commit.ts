@@ -1,4 +1,5 @@
 import type { OutboxMessage } from '../records.js';
+import { type DirectConnection, runDirectlyWithin } from './prepared-query.js';
 import { TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
 
 interface Waiter {
@@ -39,6 +40,8 @@ export class GroupCommit {
     /** The context each member runs in (the store's settings for its transactions). */
     private readonly context: (trx: Trx, now: number) => TxContext = (trx, now) => new TxContext(trx, now),
     private readonly maxGroup = 64,
+    /** The connection itself, for the group's statements while its transaction holds it (prepared-query.ts). */
+    private readonly direct: DirectConnection | null = null,
   ) {}
 
   run<T>(now: number, fn: (tx: TxContext) => Promise<T>): Promise<T> {
@@ -72,7 +75,7 @@ export class GroupCommit {
     const outcomes: ({ ok: true; value: unknown; written: OutboxMessage[] } | { ok: false; error: unknown })[] = [];
     let placed: OutboxMessage[] = [];
     try {
-      await this.db.transaction().execute(async (trx) => {
+      await this.db.transaction().execute((trx) => runDirectlyWithin(trx, this.direct, async () => {
         for (const w of group) {
           const ctx = this.context(trx, w.now);
           const body = async () => {
@@ -95,7 +98,7 @@ export class GroupCommit {
         }
         const hinted = outcomes.some((o) => o.ok && o.written.some((m) => PLACEMENT_HINTS.has(m.topic)));
         if (this.beforeCommit && hinted) placed = await this.beforeCommit(trx, group[0]!.now);
-      });
+      }));
     } catch (error) {
       // The transaction itself failed (or a caller alone threw): nobody's writes stand.
       for (const w of group) w.reject(error);

@@ -19,7 +19,7 @@ import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
 import { isRetryable, retryDelayMs } from './retryable.js';
-import { prepared } from './prepared-query.js';
+import { type DirectConnection, prepared } from './prepared-query.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
@@ -46,8 +46,12 @@ export class KyselyStore implements Store {
     readonly capabilities: StoreCapabilities,
     /** PostgreSQL: the schema the tables live in, where the migrator keeps its own tables too. */
     private readonly schema?: string,
+    /** SQLite: its one connection, which a group's transaction uses directly while it holds it. */
+    direct?: DirectConnection,
   ) {
-    this.group = capabilities.singleWriter ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written)), (trx, now) => this.context(trx, now)) : null;
+    this.group = capabilities.singleWriter
+      ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written)), (trx, now) => this.context(trx, now), undefined, direct ?? null)
+      : null;
   }
 
   async migrate(): Promise<string[]> {

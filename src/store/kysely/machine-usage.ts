@@ -1,4 +1,5 @@
 import type { MachineRecord } from '../records.js';
+import { prepared, preparedList } from './prepared-query.js';
 import type { Db, Trx } from './tx-context.js';
 
 export type Usage = MachineRecord['allocated'];
@@ -11,15 +12,7 @@ export type Usage = MachineRecord['allocated'];
  * counters, so it can never drift from the attempts that hold the resources.
  */
 export async function machineUsage(db: Db | Trx, machineIds?: string[]): Promise<Map<string, Usage>> {
-  let q = db
-    .selectFrom('attempts')
-    .select(['machine_id', 'cpu_millis', 'memory_bytes', 'gpu_indices'])
-    .where('released_at', 'is', null);
-  if (machineIds) {
-    if (machineIds.length === 0) return new Map();
-    q = q.where('machine_id', 'in', machineIds);
-  }
-  const rows = await q.execute();
+  const rows = machineIds ? await heldOnMachines.rows(db, machineIds) : await heldEverywhere.rows(db);
   const out = new Map<string, Usage>();
   for (const r of rows) {
     const u = out.get(r.machine_id) ?? { cpuMillis: 0, memoryBytes: 0, gpuIndices: [], attempts: 0 };
@@ -32,5 +25,9 @@ export async function machineUsage(db: Db | Trx, machineIds?: string[]): Promise
   for (const u of out.values()) u.gpuIndices.sort((a, b) => a - b);
   return out;
 }
+
+const held = (db: Db) => db.selectFrom('attempts').select(['machine_id', 'cpu_millis', 'memory_bytes', 'gpu_indices']).where('released_at', 'is', null);
+const heldEverywhere = prepared<[]>()((db) => held(db));
+const heldOnMachines = preparedList((db, ids) => held(db).where('machine_id', 'in', ids));
 
 export const emptyUsage = (): Usage => ({ cpuMillis: 0, memoryBytes: 0, gpuIndices: [], attempts: 0 });

@@ -8,7 +8,7 @@ import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.
 import { loseAttempt } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
-import { prepared } from './prepared-query.js';
+import { prepared, preparedList } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /**
@@ -154,10 +154,7 @@ export async function killList(
   if (running.length === 0) return [];
   const byId = new Map<string, Pick<HeldRow, 'id' | 'token' | 'state' | 'machine_id' | 'reason'>>((held ?? (await heldOn.rows(db, machineId))).map((r) => [r.id, r]));
   const elsewhere = running.filter((r) => !byId.has(r.attemptId)).map((r) => r.attemptId);
-  for (let i = 0; i < elsewhere.length; i += 500) {
-    const rows = await db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'reason']).where('id', 'in', elsewhere.slice(i, i + 500)).execute();
-    for (const r of rows) byId.set(r.id, r);
-  }
+  for (const r of await fencesById.rows(db, elsewhere)) byId.set(r.id, r);
   const kill: HeartbeatResult['kill'] = [];
   const preempted: HeartbeatResult['kill'] = [];
   for (const r of running) {
@@ -232,12 +229,9 @@ async function reconcileReported(
   return lost;
 }
 
-/**
- * Attempts placed on this machine and not started, with everything to run them; `exclude` names
- * the ones the agent already has (it lists them while it starts them), which are not rebuilt.
- */
-export async function machineAssignments(db: Db, machineId: string, exclude: readonly string[] = []): Promise<Assignment[]> {
-  let q = db
+const fencesById = preparedList((db, ids) => db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'reason']).where('id', 'in', ids));
+const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
+  db
     .selectFrom('attempts')
     .innerJoin('stages', 'stages.id', 'attempts.stage_id')
     .select([
@@ -250,18 +244,31 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       'stages.definition as definition',
     ])
     .where('attempts.machine_id', '=', machineId)
-    .where('attempts.state', '=', 'scheduled');
-  if (exclude.length) q = q.where('attempts.id', 'not in', [...exclude]);
-  const rows = await q.orderBy('attempts.scheduled_at').execute();
+    .where('attempts.state', '=', 'scheduled')
+    .orderBy('attempts.scheduled_at'),
+);
+const committedOutputsOfJobs = preparedList((db, jobIds) =>
+  db.selectFrom('stages').select(['job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null),
+);
+const outputsById = preparedList((db, ids) => db.selectFrom('attempts').select(['id', 'outputs']).where('id', 'in', ids));
+
+/**
+ * Attempts placed on this machine and not started, with everything to run them; `exclude` names
+ * the ones the agent already has (it lists them while it starts them), which are not rebuilt.
+ */
+export async function machineAssignments(db: Db, machineId: string, exclude: readonly string[] = []): Promise<Assignment[]> {
+  // What the agent already has is left out here rather than in the query: the placed and not
+  // started are few (a machine's slots), and one fixed query text is prepared once.
+  const excluded = new Set(exclude);
+  const rows = (await placedNotStarted.rows(db, machineId)).filter((r) => !excluded.has(r.id));
   if (rows.length === 0) return [];
   const defs = rows.map((r) => JSON.parse(r.definition) as StageDefinition);
   // Upstream outputs for all of them in two queries, not two per assignment.
   const jobIds = [...new Set(rows.filter((_, i) => defs[i]!.needs.length).map((r) => r.job_id))];
-  const upstream = jobIds.length
-    ? await db.selectFrom('stages').select(['job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null).execute()
-    : [];
-  const outputIds = upstream.map((u) => u.output_attempt_id!);
-  const outputs = outputIds.length ? await db.selectFrom('attempts').select(['id', 'outputs']).where('id', 'in', outputIds).execute() : [];
+  const upstream = await committedOutputsOfJobs.rows(db, jobIds);
+  const outputs = await outputsById.rows(db,
+    upstream.map((u) => u.output_attempt_id!),
+  );
   const filesOf = new Map(outputs.map((o) => [o.id, o.outputs ? (JSON.parse(o.outputs) as OutputFile[]) : []]));
   return rows.map((r, i) => {
     const def = defs[i]!;

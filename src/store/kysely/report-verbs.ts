@@ -2,7 +2,7 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
 import { completeLoaded, startLoaded } from './attempt-verbs.js';
-import { prepared, preparedBySize } from './prepared-query.js';
+import { prepared, preparedList } from './prepared-query.js';
 import { TransactionAborted, type TxContext } from './tx-context.js';
 
 const reportingMachine = prepared<[id: string]>()((db, [id]) =>
@@ -77,14 +77,6 @@ export async function machineReport(
   return { started, completed };
 }
 
-/** A report's attempts, read in lists of at most LOAD_LIST (one prepared text per length). */
-async function loadMany(tx: TxContext, ids: string[]) {
-  const out = [];
-  for (let i = 0; i < ids.length; i += LOAD_LIST) {
-    const part = ids.slice(i, i + LOAD_LIST);
-    out.push(...(await attemptsById(part.length).rows(tx.db, ...part)));
-  }
-  return out;
-}
-const LOAD_LIST = 64;
-const attemptsById = preparedBySize(LOAD_LIST, (n) => prepared<string[]>()((db, ids) => db.selectFrom('attempts').selectAll().where('id', 'in', ids.slice(0, n))));
+/** A report's attempts, read by id in lists (one prepared text per length). */
+const attemptsById = preparedList((db, ids) => db.selectFrom('attempts').selectAll().where('id', 'in', ids));
+const loadMany = (tx: TxContext, ids: string[]) => attemptsById.rows(tx.db, ids);

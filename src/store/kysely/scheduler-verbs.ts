@@ -12,7 +12,7 @@ import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
-import { prepared } from './prepared-query.js';
+import { prepared, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
 
@@ -37,8 +37,12 @@ const insertAttempt = prepared<unknown[]>()((db, v) =>
 );
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
+const allMachines = prepared<[]>()((db) => db.selectFrom('machines').selectAll().orderBy('name'));
+const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
+const stagesToPlace = preparedList((db, ids) => db.selectFrom('stages').select(['id', 'job_id', 'name', 'token', 'state', 'ready_since']).where('id', 'in', ids));
+
 export async function clusterView(db: Db, withUsage = true): Promise<ClusterView> {
-  const rows = await db.selectFrom('machines').selectAll().orderBy('name').execute();
+  const rows = await allMachines.rows(db);
   // Every health, scheduling, capacity or membership change writes the machine's updated_at;
   // removed machines count too, so that a removal changes the version.
   const version = rows.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
@@ -164,9 +168,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const applied: AttemptRecord[] = [];
   const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
   const usage = await machineUsage(tx.db, machineIds);
-  const machines = machineIds.length
-    ? await tx.db.selectFrom('machines').selectAll().where('id', 'in', machineIds).execute()
-    : [];
+  const machines = await machinesById.rows(tx.db, machineIds);
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage())]));
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
@@ -174,12 +176,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   // The plan's stages in one read; each is placed at most once, and its write below is still
   // guarded on the state and token read here.
   const stageIds = p.plan.placements.map((x) => x.stageId);
-  const stages = new Map(
-    (stageIds.length
-      ? await tx.db.selectFrom('stages').select(['id', 'job_id', 'name', 'token', 'state', 'ready_since']).where('id', 'in', stageIds).execute()
-      : []
-    ).map((r) => [r.id, r]),
-  );
+  const stages = new Map((await stagesToPlace.rows(tx.db, stageIds)).map((r) => [r.id, r]));
   for (const pl of p.plan.placements) {
     const m = byId.get(pl.machineId);
     if (!m || machineRefusal(m) !== null) {

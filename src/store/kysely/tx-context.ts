@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import { prepared, preparedBySize } from './prepared-query.js';
+import { execute, prepared, preparedBySize } from './prepared-query.js';
 import { isRetryable } from './retryable.js';
 
 export type Db = Kysely<Database>;
@@ -90,18 +90,18 @@ export class TxContext {
     const q = savepointQueries(++this.depth);
     const marks = { events: this.events.length, messages: this.messages.length, audits: this.audits.length };
     try {
-      await this.db.executeQuery(q.savepoint);
+      await execute(this.db, q.savepoint);
       try {
         const out = await fn();
-        await this.db.executeQuery(q.release);
+        await execute(this.db, q.release);
         return out;
       } catch (err) {
         // A conflict with concurrent transactions (PostgreSQL) dooms the whole transaction, not
         // this part: it goes up to be run again whole, rather than answered as this part's error.
         if (isRetryable(err)) throw new TransactionAborted(err, null);
         try {
-          await this.db.executeQuery(q.rollback);
-          await this.db.executeQuery(q.release);
+          await execute(this.db, q.rollback);
+          await execute(this.db, q.release);
         } catch (undo) {
           // Some errors (disk full, I/O) make SQLite roll the whole transaction back on its own:
           // the savepoint is gone, and going on would run later work outside any transaction.
@@ -124,7 +124,7 @@ export class TxContext {
     // a sequence hands out numbers in call order, not commit order, so the appends of concurrent
     // transactions take turns: the lock is held from here to the commit, a short tail of each
     // transaction (docs/store-contract.md).
-    if (this.concurrent && (this.events.length || this.audits.length)) await this.db.executeQuery(APPEND_LOCK);
+    if (this.concurrent && (this.events.length || this.audits.length)) await execute(this.db, APPEND_LOCK);
     for (let i = 0; i < this.events.length; i += ROWS_PER_INSERT) {
       const part = this.events.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];

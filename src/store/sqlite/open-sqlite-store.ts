@@ -4,7 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { KyselyStore } from '../kysely/kysely-store.js';
 import type { Database } from '../schema.js';
-import { cachingDatabase } from './statement-cache.js';
+import { cachingDatabase, directConnection } from './statement-cache.js';
 
 /**
  * The embedded default: one SQLite file in WAL mode. One connection serialises writers, which is
@@ -22,8 +22,9 @@ export async function openSqliteStore(file: string, opts: { migrate?: boolean } 
   sqlite.pragma(`synchronous = ${sync}`);
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingDatabase(sqlite) }) });
-  const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true });
+  const cached = cachingDatabase(sqlite);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: cached }) });
+  const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true }, undefined, directConnection(cached));
   if (opts.migrate !== false) await store.migrate();
   return store;
 }

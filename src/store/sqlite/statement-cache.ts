@@ -1,4 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
+import type { DirectConnection } from '../kysely/prepared-query.js';
 
 /**
  * better-sqlite3 as Kysely's SqliteDialect sees it, with prepared statements kept by their SQL
@@ -31,6 +32,18 @@ export function cachingDatabase(db: Database, max = 500): { close(): void; prepa
       }
       young.set(sql, st);
       return st;
+    },
+  };
+}
+
+/** The connection run directly (prepared-query.ts), through the same cache, with the results Kysely's SQLite driver gives. */
+export function directConnection(db: { prepare(sql: string): Statement }): DirectConnection {
+  return {
+    execute(sql, parameters) {
+      const st = db.prepare(sql);
+      if (st.reader) return { rows: st.all(parameters) };
+      const r = st.run(parameters);
+      return { numAffectedRows: BigInt(r.changes), insertId: BigInt(r.lastInsertRowid), rows: [] };
     },
   };
 }

@@ -1,3 +1,4 @@
+import sseModule, { type fastifySSE } from '@fastify/sse';
 import swagger from '@fastify/swagger';
 import { Ajv } from 'ajv';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
@@ -8,6 +9,7 @@ import { jobRoutes } from './job-routes.js';
 import { machineRoutes } from './machine-routes.js';
 import { auditRoutes, tokenRoutes } from './token-routes.js';
 import { teamRoutes } from './team-routes.js';
+import { eventRoutes } from './event-routes.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { RateLimiter } from './auth/rate-limiter.js';
 import { installAuditOfRefusals } from './auth/audit-entry.js';
@@ -47,6 +49,10 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
       ],
     },
   });
+  // Server-sent events (GET /v1/events), with a keep-alive comment every 15 s through proxies.
+  // (The package's default export, loaded from CommonJS, is its module object: the plugin itself,
+  // wrapped so that its decorations reach every route; its named export is the unwrapped one.)
+  await app.register(sseModule as unknown as typeof fastifySSE, { heartbeatInterval: 15_000 });
   installErrorHandler(app);
   const { rateLimitPerSecond: people, agentRateLimitPerSecond: agents } = ctx.config;
   const limiter = new RateLimiter((kind) => (kind === 'machine' ? { perSecond: agents, burst: 5 * agents } : { perSecond: people, burst: 5 * people }));
@@ -67,6 +73,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   agentRoutes(app, ctx);
   tokenRoutes(app, ctx);
   teamRoutes(app, ctx);
+  eventRoutes(app, ctx);
   auditRoutes(app, ctx);
   return app;
 }

@@ -25,4 +25,6 @@ export const Topic = {
   capacityFreed: 'capacity:freed',
   machineWake: 'machine:wake',
   jobChanged: 'job:changed',
+  /** A transaction wrote events (sent from memory, never stored): live event streams read on. */
+  eventsWritten: 'events:written',
 } as const;

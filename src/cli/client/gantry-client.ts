@@ -1,3 +1,4 @@
+import { followEvents, type FollowOptions } from './event-stream.js';
 import type { TeamChangeRequest, TeamCreateRequest, TeamView } from '../../api/contract/team-view.js';
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
@@ -132,6 +133,14 @@ export class GantryClient {
   machineAction(ref: string, action: MachineAction, opts: { now?: boolean } = {}): Promise<MachineChange> {
     if (action === 'remove') return this.json('DELETE', `/v1/machines/${enc(ref)}`);
     return this.json('POST', `/v1/machines/${enc(ref)}/${action}${action === 'drain' && opts.now ? '?now=true' : ''}`);
+  }
+
+  /** Follows the live event stream (docs in event-stream.ts); resolves when `signal` aborts or `onEvent` returns false. */
+  followEvents(query: { job?: string; team?: string; pool?: string; after?: number }, opts: Omit<FollowOptions, 'url' | 'headers' | 'ca'>): Promise<void> {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, String(v));
+    const qs = q.toString();
+    return followEvents({ ...opts, url: `${this.baseUrl}/v1/events${qs ? `?${qs}` : ''}`, headers: this.auth, ...(this.ca ? { ca: this.ca } : {}) });
   }
 
   createTeam(req: TeamCreateRequest): Promise<TeamView> {

@@ -204,11 +204,30 @@ export class KyselyStore implements Store {
   stageLogs(p: Parameters<Store['stageLogs']>[0]) {
     return jobs.stageLogs(this.db, p);
   }
-  async eventsList(p: { jobId?: string; afterSeq?: number; limit: number }) {
-    let q = this.db.selectFrom('events').selectAll().orderBy('seq').limit(p.limit);
-    if (p.jobId) q = q.where('job_id', '=', p.jobId);
-    if (p.afterSeq !== undefined) q = q.where('seq', '>', p.afterSeq);
+  async eventsList(p: { jobId?: string; team?: string; pool?: string; withMachines?: boolean; afterSeq?: number; limit: number }) {
+    let q = this.db.selectFrom('events').selectAll('events').orderBy('events.seq').limit(p.limit);
+    if (p.jobId) q = q.where('events.job_id', '=', p.jobId);
+    if (p.afterSeq !== undefined) q = q.where('events.seq', '>', p.afterSeq);
+    if (p.team !== undefined) {
+      const team = p.team;
+      q = q.where((eb) =>
+        eb.or([
+          eb.exists(eb.selectFrom('jobs').select('jobs.id').whereRef('jobs.id', '=', 'events.job_id').where('jobs.team', '=', team)),
+          ...(p.withMachines ? [eb('events.job_id', 'is', null)] : []),
+        ]),
+      );
+    }
+    if (p.pool !== undefined) {
+      const pool = p.pool;
+      q = q.where((eb) =>
+        eb.exists(eb.selectFrom('stages').select('stages.id').whereRef('stages.job_id', '=', 'events.job_id').whereRef('stages.name', '=', 'events.stage_name').where('stages.pool', '=', pool)),
+      );
+    }
     return (await q.execute()).map(toEvent);
+  }
+  async eventsHead() {
+    const r = await this.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+    return Number(r?.seq ?? 0);
   }
 
   clusterView() {

@@ -125,6 +125,9 @@ export class TxContext {
     // transactions take turns: the lock is held from here to the commit, a short tail of each
     // transaction (docs/store-contract.md).
     if (this.concurrent && (this.events.length || this.audits.length)) await execute(this.db, APPEND_LOCK);
+    // Live event streams (GET /v1/events) read on when told: a wake-up, not a record, so it is
+    // never stored (the event rows are the record; a stream that misses one reads on its timer).
+    if (this.events.length) this.written.push({ id: nextMemoryId++, topic: 'events:written', payload: {}, createdAt: this.now, stored: false });
     for (let i = 0; i < this.events.length; i += ROWS_PER_INSERT) {
       const part = this.events.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];

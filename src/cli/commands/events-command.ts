@@ -1,0 +1,84 @@
+import type { CommandUnknownOpts } from '@commander-js/extra-typings';
+import type { EventView } from '../../api/contract/job-view.js';
+import type { CliIo } from '../render/cli-io.js';
+import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
+import { ExitCode } from './exit-codes.js';
+import { reportingErrors } from './report-error.js';
+import { runAction } from './run-action.js';
+
+export interface EventsOptions extends ClientOptions {
+  follow?: boolean;
+  team?: string;
+  pool?: string;
+}
+
+/** A job's own end: its `job:succeeded|failed|canceled` event. */
+const JOB_END = new Set(['job:succeeded', 'job:failed', 'job:canceled']);
+
+/** `gantry events [JOB] [--follow]`: the event log, and live from the event stream. */
+export function eventsCommand(program: CommandUnknownOpts): void {
+  withClientOptions(
+    program
+      .command('events')
+      .description("What happened: a job's events, or everything live (--follow)")
+      .argument('[job]', 'one job (default: every job and machine you may see)')
+      .option('--follow', 'keep printing as things happen (server-sent events; with JOB, until it ends)')
+      .option('--team <team>', "with --follow and no JOB: one team's jobs")
+      .option('--pool <pool>', 'with --follow: stages of one pool (e.g. gpu:h100)'),
+  )
+    .addHelpText(
+      'after',
+      `
+One line an event: its time, its type (stage:running, attempt:preempted, machine:lost, …) and what
+it says. --json prints one JSON object a line. With --follow a dropped connection is opened again
+from the last event printed, so nothing is missed or printed twice.
+Exit codes: 0 done (or interrupted), 4 no such job, 5 server unreachable, 6 token refused.
+
+Examples:
+  $ gantry events JOB
+  $ gantry events JOB --follow
+  $ gantry events --follow --pool gpu:h100 --json | jq .message`,
+    )
+    .action(async (...args: unknown[]) => {
+      const [job, opts] = args as [string | undefined, EventsOptions];
+      await runAction((io) => runEvents(job, opts, io));
+    });
+}
+
+export async function runEvents(job: string | undefined, opts: EventsOptions, io: CliIo): Promise<number> {
+  return reportingErrors(io, async () => {
+    const client = clientFor(opts);
+    const print = (e: EventView) => io.stdout.write(opts.json ? `${JSON.stringify(e)}\n` : `${new Date(e.at).toISOString()}  ${e.type.padEnd(22)} ${e.message}\n`);
+    if (!opts.follow) {
+      if (job === undefined) {
+        io.stderr.write('gantry: events without a JOB needs --follow (the whole log is long; gantry events JOB for one job)\n');
+        return ExitCode.usage;
+      }
+      for (const e of await client.events(job)) print(e);
+      return ExitCode.ok;
+    }
+    // The job's past first (and a 404 for a job that does not exist), then live from its last.
+    let after: number | undefined;
+    if (job !== undefined) {
+      const past = await client.events(job);
+      for (const e of past) print(e);
+      if (past.some((e) => JOB_END.has(e.type))) return ExitCode.ok;
+      after = past.at(-1)?.seq ?? 0;
+    }
+    const stop = new AbortController();
+    io.signal?.addEventListener('abort', () => stop.abort(), { once: true });
+    await client.followEvents(
+      { ...(job ? { job } : {}), ...(opts.team ? { team: opts.team } : {}), ...(opts.pool ? { pool: opts.pool } : {}) },
+      {
+        signal: stop.signal,
+        ...(after !== undefined ? { lastEventId: after } : {}),
+        onDrop: (why) => io.stderr.write(`gantry: event stream dropped (${why}); reconnecting\n`),
+        onEvent: (e) => {
+          print(e);
+          return !(job !== undefined && JOB_END.has(e.type));
+        },
+      },
+    );
+    return ExitCode.ok;
+  });
+}

@@ -4,6 +4,7 @@ import type { ArtifactStore } from '../server/artifact-store.js';
 import type { ServerConfig } from '../server/server-config.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';
+import type { Metrics } from '../server/metrics.js';
 
 /** What the HTTP layer needs from the rest of the control plane. */
 export interface ApiContext {
@@ -19,4 +20,6 @@ export interface ApiContext {
   tokens: TokenCache;
   /** This replica: its id, and whether it runs the scheduler and reconciler now (docs/replicas.md). */
   replica: { id: string; leader(): boolean };
+  /** The Prometheus metrics (/metrics); absent in tests that build the API alone. */
+  metrics?: Metrics;
 }

@@ -67,6 +67,14 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   }
   // Open: a load balancer's probe carries no token, and the API's description is no secret.
   app.get('/healthz', { schema: { hide: true }, config: { access: ctx.config.openHealth ? 'open' : 'user' } }, async () => ({ ok: true, version: API_VERSION, replica: ctx.replica.id, leader: ctx.replica.leader() }));
+  // Prometheus: a scraper sends a token too (authorization: credentials in its scrape config), or
+  // GANTRY_METRICS_OPEN=1 opens it as the health check is (docs/metrics.md).
+  const metrics = ctx.metrics;
+  if (metrics) {
+    app.get('/metrics', { schema: { hide: true }, config: { access: process.env.GANTRY_METRICS_OPEN === '1' ? 'open' : 'user' } }, async (_req, reply) =>
+      reply.type('text/plain; version=0.0.4; charset=utf-8').send(await metrics.text()),
+    );
+  }
   app.get('/openapi.json', { schema: { hide: true }, config: { access: 'open' } }, async () => app.swagger());
   jobRoutes(app, ctx);
   machineRoutes(app, ctx);

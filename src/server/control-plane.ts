@@ -1,3 +1,4 @@
+import { Metrics } from './metrics.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -63,8 +64,10 @@ export async function createControlPlane(
   const shutdown = new AbortController();
   const artifacts = new ArtifactStore(artifactsDir(config));
   const tokens = new TokenCache((hash) => store.tokenByHash({ hash }), () => clock.now());
+  const metrics = new Metrics(store, () => clock.now());
+  await metrics.start();
   const app = await buildApi(
-    { store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens, replica: { id: replicaId, leader: isLeader } },
+    { store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens, replica: { id: replicaId, leader: isLeader }, metrics },
     { logger: deps.logger },
   );
   appLog = app.log;
@@ -77,7 +80,11 @@ export async function createControlPlane(
   const scheduler = new Loop(
     'scheduler',
     async () => {
+      const end = metrics.passSeconds.startTimer({ where: 'loop' });
       const r = await schedulerPass(leaderStore, clock, { leaseMs: config.leaseMs, preemptionCooldownMs: config.preemptionCooldownMs });
+      end();
+      metrics.placements.inc(r.placed);
+      if (r.preempted) metrics.preemptions.inc(r.preempted);
       if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass');
       if (r.more) scheduler.kick();
     },
@@ -134,7 +141,11 @@ export async function createControlPlane(
   const placeWithin = () =>
     store.placeBeforeCommit(
       async (source) => {
+        const end = metrics.passSeconds.startTimer({ where: 'transaction' });
         const r = await schedulerPass(source, clock, { leaseMs: config.leaseMs, preemptionCooldownMs: config.preemptionCooldownMs });
+        end();
+        metrics.placements.inc(r.placed);
+        if (r.preempted) metrics.preemptions.inc(r.preempted);
         if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass (in a transaction)');
         if (r.more) scheduler.kick();
       },

@@ -142,6 +142,8 @@ export interface Store {
   queueHeads(p: { now: number; shapes: { shape: string; limit: number }[] }): Promise<QueuedStage[]>;
   /** The cluster and the head of every shape's queue (`limitPerShape` each): for tests and tools. */
   schedulerSnapshot(p: { now: number; limitPerShape: number }): Promise<SchedulerSnapshot>;
+  /** Ready stages by pool and shape, with the oldest readiness of each (for /metrics). */
+  queueStats(): Promise<{ pool: string; shape: string; ready: number; oldestReadySince: number }[]>;
   /** Where a ready stage stands in its queue (its shape's, in scheduling order): how many wait ahead of it, and in all. Null when it is not ready. */
   stageQueuePosition(p: { stageId: string }): Promise<{ ahead: number; waiting: number } | null>;
   /** Applies a plan, re-checking each placement against fresh state; a placement whose stage is

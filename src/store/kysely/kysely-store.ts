@@ -248,6 +248,9 @@ export class KyselyStore implements Store {
     const queue = await this.queueHeads({ now: p.now, shapes: shapes.map((s) => ({ shape: s.shape, limit: p.limitPerShape })) });
     return { clusterVersion: cluster.version, machines: cluster.machines, queue };
   }
+  queueStats() {
+    return scheduler.queueStats(this.db);
+  }
   stageQueuePosition(p: { stageId: string }) {
     return scheduler.stageQueuePosition(this.db, p.stageId);
   }

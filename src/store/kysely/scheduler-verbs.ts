@@ -39,7 +39,7 @@ const insertAttempt = prepared<unknown[]>()((db, v) =>
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
 const allMachines = prepared<[]>()((db) => db.selectFrom('machines').selectAll().orderBy('name'));
 const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
-const stagesToPlace = preparedList((db, ids) => db.selectFrom('stages').select(['id', 'job_id', 'name', 'token', 'state', 'ready_since']).where('id', 'in', ids));
+const stagesToPlace = preparedList((db, ids) => db.selectFrom('stages').select(['id', 'job_id', 'name', 'token', 'state', 'ready_since', 'pool']).where('id', 'in', ids));
 
 export async function clusterView(db: Db, withUsage = true): Promise<ClusterView> {
   const rows = await allMachines.rows(db);
@@ -241,7 +241,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       attemptId,
       machineId: m.id,
       message: `stage ${stage.name} attempt ${token} placed on ${m.name}${gpuText}`,
-      data: { machine: m.name, gpus: pl.gpuIndices, waitedMs: tx.now - Number(stage.ready_since ?? tx.now) },
+      data: { machine: m.name, gpus: pl.gpuIndices, waitedMs: tx.now - Number(stage.ready_since ?? tx.now), pool: stage.pool },
     });
   }
   for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled');
@@ -314,4 +314,15 @@ export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahe
     .executeTakeFirstOrThrow();
   const waiting = await inQueue.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
   return { ahead: Number(ahead.n), waiting: Number(waiting.n) };
+}
+
+/** Ready stages by pool and shape, with the oldest readiness of each: what /metrics reports of the queues (one range of the (state, shape) index). */
+export async function queueStats(db: Db): Promise<{ pool: string; shape: string; ready: number; oldestReadySince: number }[]> {
+  const rows = await db
+    .selectFrom('stages')
+    .select((eb) => ['pool', 'shape', eb.fn.countAll<number>().as('n'), eb.fn.min('ready_since').as('oldest')])
+    .where('state', '=', 'ready')
+    .groupBy(['pool', 'shape'])
+    .execute();
+  return rows.map((r) => ({ pool: r.pool, shape: r.shape ?? '', ready: Number(r.n), oldestReadySince: Number(r.oldest ?? 0) }));
 }

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, type RunningGantry, startGantryUp, until } from '../support/gantry-process.js';
+import { describe, expect, it } from 'vitest';
+import { api, gantryUpForSuite, until } from '../support/gantry-process.js';
 
 /**
  * Preemption with checkpoints (issue 10), end to end with `gantry up`, real agents and real
@@ -36,18 +36,11 @@ interface StageView {
 }
 
 describe('preemption with checkpoints', () => {
-  let g: RunningGantry;
-  beforeAll(async () => {
-    g = await startGantryUp({ cluster: CLUSTER, env: { GANTRY_PREEMPTION_COOLDOWN_MS: '600000' } });
-    await until('the machine', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 1);
-  });
-  afterAll(async () => {
-    await g?.stop();
-  });
+  const gantry = gantryUpForSuite({ cluster: CLUSTER, machines: 1, env: { GANTRY_PREEMPTION_COOLDOWN_MS: '600000' } });
 
-  const post = (body: unknown) => api(g.url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const stagesOf = async (id: string) => (await api(g.url, `/v1/jobs/${id}`)).body.stages as StageView[];
-  const logOf = async (id: string, attempt: number) => (await api(g.url, `/v1/jobs/${id}/stages/train/logs?attempt=${attempt}`)).body;
+  const post = (body: unknown) => api(gantry().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const stagesOf = async (id: string) => (await api(gantry().url, `/v1/jobs/${id}`)).body.stages as StageView[];
+  const logOf = async (id: string, attempt: number) => (await api(gantry().url, `/v1/jobs/${id}/stages/train/logs?attempt=${attempt}`)).body;
 
   it('a high-priority job preempts a low one, which checkpoints, resumes from it, and both succeed', async () => {
     const low = await post({

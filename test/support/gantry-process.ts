@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 export const CLI = join(REPO, 'dist/cli/main.js');
@@ -136,4 +137,20 @@ export function processGroupAlive(pgid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * `gantry up` for a describe block: started before its tests with this cluster, once `machines`
+ * machines have joined, and stopped after them. Returns a getter for the running instance.
+ */
+export function gantryUpForSuite(opts: { cluster: string; machines: number; env?: Record<string, string> }): () => RunningGantry {
+  let g: RunningGantry | undefined;
+  beforeAll(async () => {
+    g = await startGantryUp({ cluster: opts.cluster, ...(opts.env ? { env: opts.env } : {}) });
+    await until(`${opts.machines} machines`, () => api(g!.url, '/v1/machines'), (r) => r.body.machines?.length === opts.machines);
+  });
+  afterAll(async () => {
+    await g?.stop();
+  });
+  return () => g!;
 }

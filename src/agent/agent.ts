@@ -401,7 +401,10 @@ export class Agent {
       try {
         // A dropped attempt is listed until its process is gone: the server keeps its resources
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
-        const running = [...this.runs.values()].filter(isListed).map((r) => ({ attemptId: r.a.attemptId, token: r.a.token }));
+        const listed = [...this.runs.values()].filter(isListed);
+        // Progress rides along only when a stage wrote something new (stage-progress.ts).
+        const progress = await Promise.all(listed.map((r) => r.progress?.changed().catch(() => null) ?? null));
+        const running = listed.map((r, i) => ({ attemptId: r.a.attemptId, token: r.a.token, ...(progress[i] ? { progress: progress[i]! } : {}) }));
         const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
         const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
         if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);

@@ -9,7 +9,7 @@ import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 
 export function attemptEnv(
   a: AssignmentWire,
-  dirs: { output: string; input: string; checkpoint?: string | null },
+  dirs: { output: string; input: string; checkpoint?: string | null; progress?: string },
   machineName: string,
   /** inheritedEnv(process.env), once per agent. */
   inherited: Readonly<Record<string, string>>,
@@ -21,7 +21,7 @@ export function attemptEnv(
  * What an attempt's environment adds to the inherited one: the stage's variables, then Gantry's.
  * A launcher, which starts from the inherited environment already, is given only these.
  */
-export function attemptOwnEnv(a: AssignmentWire, dirs: { output: string; input: string; checkpoint?: string | null }, machineName: string): Record<string, string> {
+export function attemptOwnEnv(a: AssignmentWire, dirs: { output: string; input: string; checkpoint?: string | null; progress?: string }, machineName: string): Record<string, string> {
   return {
     ...a.env,
     GANTRY_JOB_ID: a.jobId,
@@ -32,6 +32,7 @@ export function attemptOwnEnv(a: AssignmentWire, dirs: { output: string; input: 
     GANTRY_OUTPUT_DIR: dirs.output,
     GANTRY_INPUT_DIR: dirs.input,
     ...(dirs.checkpoint ? { GANTRY_CHECKPOINT_DIR: dirs.checkpoint } : {}),
+    ...(dirs.progress ? { GANTRY_PROGRESS_FILE: dirs.progress } : {}),
     // Empty for a CPU stage: CUDA then sees no device, rather than every device on the machine.
     CUDA_VISIBLE_DEVICES: a.gpuIndices.join(','),
     // The indices come from nvidia-smi, which numbers GPUs by PCI bus; CUDA's default order

@@ -65,6 +65,8 @@ export interface Run {
   logBytes?: { stdout: number; stderr: number };
   /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
   dropped: string | null;
+  /** Its GANTRY_PROGRESS_FILE, followed while it runs. */
+  progress?: import('./stage-progress.js').ProgressFile;
   /** With `dropped`: the time between TERM and KILL the server gave (a preempted attempt's, to checkpoint). */
   dropGraceMs?: number;
   /** Aborted with `dropped`: withdraws whatever of this attempt still waits in the reporter. */

@@ -6,6 +6,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StaleAttempt, type AgentClient } from './agent-client.js';
+import { ProgressFile } from './stage-progress.js';
 import type { AgentState, AttemptPaths } from './agent-state.js';
 import { attemptOwnEnv } from './attempt-env.js';
 import { describe, message, type Run } from './attempt-run.js';
@@ -52,7 +53,10 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
   // so that an attempt preempted (TERM, its grace to write there) is resumed by the next.
   const checkpoint = a.checkpoint ? join(ctx.checkpointRoot, a.jobId, a.stageName) : null;
   if (checkpoint) await mkdir(checkpoint, { recursive: true });
-  const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName);
+  // Where the stage may say how far it has come (a JSON line a step); the agent reads it when it heartbeats.
+  const progressFile = join(paths.dir, 'progress.jsonl');
+  run.progress = new ProgressFile(progressFile);
+  const own = attemptOwnEnv(a, { ...paths, checkpoint, progress: progressFile }, ctx.machineName);
   const handle =
     ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
   run.handle = handle;

@@ -271,6 +271,14 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
       },
     },
     '0012_teams_preemption': migration0012(),
+    '0013_progress': {
+      // What a running stage says of its progress, forwarded by its agent with heartbeats.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('attempts').addColumn('progress', 'real').execute();
+        await db.schema.alterTable('attempts').addColumn('progress_message', 'text').execute();
+        await db.schema.alterTable('attempts').addColumn('progress_at', 'bigint').execute();
+      },
+    },
   };
 }
 

@@ -116,6 +116,10 @@ export interface AttemptsTable {
   /** Bytes of the stream's log file taken so far (stored or dropped past the cap): the next piece's offset. */
   stdout_bytes: number;
   stderr_bytes: number;
+  /** What the stage last said of its progress (GANTRY_PROGRESS_FILE), 0..1, its message and when (0013). */
+  progress: number | null;
+  progress_message: string | null;
+  progress_at: number | null;
 }
 
 export interface MachinesTable {

@@ -178,7 +178,8 @@ export interface Store {
    *  resources; a running one it no longer reports is lost. */
   machineHeartbeat(p: {
     machineId: string;
-    running: { attemptId: string; token: number }[];
+    /** `progress`: what the stage last said, sent when it changed (written with the heartbeat). */
+    running: { attemptId: string; token: number; progress?: { fraction: number; message?: string } }[];
     now: number;
     leaseMs: number;
     /** A running attempt missing from the list, this long after it started, is lost. */

@@ -66,7 +66,12 @@ export const RegisterResponse = Type.Object({
 });
 export type RegisterResponse = Static<typeof RegisterResponse>;
 
-export const RunningAttempt = Type.Object({ attemptId: Type.String(), token: Type.Integer() }, { additionalProperties: false });
+/** `progress`: what the stage last wrote to GANTRY_PROGRESS_FILE, sent when it changed. */
+export const ProgressWire = Type.Object(
+  { fraction: Type.Number({ minimum: 0, maximum: 1 }), message: Type.Optional(Type.String({ maxLength: 200 })) },
+  { additionalProperties: false },
+);
+export const RunningAttempt = Type.Object({ attemptId: Type.String(), token: Type.Integer(), progress: Type.Optional(ProgressWire) }, { additionalProperties: false });
 
 /** An agent told to stop for good asks for its own machine to be drained (`now`: its stages stopped at once, requeued). */
 export const DrainSelfRequest = Type.Object({ now: Type.Optional(Type.Boolean()) }, { additionalProperties: false });

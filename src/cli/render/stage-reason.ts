@@ -20,10 +20,18 @@ export function stageReason(job: JobView, stage: StageView, now: number): string
   }
   if (stage.endReason) return stage.endReason;
   const latest = latestAttempt(stage);
+  if (stage.state === 'running' && latest?.progress) return progressBar(latest.progress.fraction, latest.progress.message);
   if (stage.state === 'failed' && latest) {
     if (latest.signal) return `killed by ${latest.signal}`;
     if (latest.exitCode !== null) return `exit ${latest.exitCode}`;
     if (latest.reason) return latest.reason;
   }
   return '';
+}
+
+/** What a running stage said of its progress (GANTRY_PROGRESS_FILE): `[######····] 60% epoch 6/10`. */
+export function progressBar(fraction: number, message: string | null, width = 10): string {
+  const f = Math.min(1, Math.max(0, fraction));
+  const full = Math.round(f * width);
+  return `[${'#'.repeat(full)}${'·'.repeat(width - full)}] ${Math.round(f * 100)}%${message ? ` ${message}` : ''}`;
 }

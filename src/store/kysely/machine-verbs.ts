@@ -83,7 +83,7 @@ export async function machineHeartbeat(
   tx: TxContext,
   p: {
     machineId: string;
-    running: { attemptId: string; token: number }[];
+    running: { attemptId: string; token: number; progress?: { fraction: number; message?: string } }[];
     leaseMs: number;
     missingAfterMs: number;
     jitter: number;
@@ -106,6 +106,12 @@ export async function machineHeartbeat(
   }
   const held = await heldOn.rows(tx.db, m.id);
   const kill = await killList(tx.db, m.id, p.running, held);
+  // Progress is news only the agent has: written whatever else the heartbeat skips, for the
+  // attempt it names with its current token, while it runs.
+  for (const r of p.running) {
+    if (!r.progress) continue;
+    await setProgress.run(tx.db, r.progress.fraction, r.progress.message ?? null, tx.now, r.attemptId, r.token, m.id);
+  }
   const unreported = unreportedHeld(tx.now, held, p);
   // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
   // re-registration, say, which counts as a sign of life but renews no lease).
@@ -128,6 +134,15 @@ export async function machineHeartbeat(
 
 const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>
   db.selectFrom('machines').select(['id', 'name', 'health', 'last_heartbeat_at']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
+);
+const setProgress = prepared<[fraction: number, message: string | null, at: number, id: string, token: number, machineId: string]>()((db, [fraction, message, at, id, token, machineId]) =>
+  db
+    .updateTable('attempts')
+    .set({ progress: fraction, progress_message: message, progress_at: at })
+    .where('id', '=', id)
+    .where('token', '=', token)
+    .where('machine_id', '=', machineId)
+    .where('state', '=', 'running'),
 );
 const markHeartbeat = prepared<[at: number, id: string]>()((db, [at, id]) => db.updateTable('machines').set({ last_heartbeat_at: at }).where('id', '=', id));
 /** What a machine holds: attempts placed on it and not yet released, a small set however long its history (a partial index). */

@@ -227,6 +227,9 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       log_bytes: 0,
       stdout_bytes: 0,
       stderr_bytes: 0,
+      progress: null,
+      progress_message: null,
+      progress_at: null,
     };
     await insertAttempt.run(tx.db, ...attemptValues(row));
     applied.push(toAttempt(row, m.name));

@@ -1,3 +1,4 @@
+import { followEvents } from '../../src/cli/client/event-stream.js';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -116,12 +117,21 @@ describe.skipIf(!!missing)('replicas on PostgreSQL and NATS', () => {
     const lines = readFileSync(marks, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(ids.length * 2);
     expect(new Set(lines).size).toBe(lines.length);
-    // The new term is on record.
-    const events = await api(b.url, '/v1/events?limit=1000').catch(() => null);
-    if (events?.status === 200) {
-      const elected = (events.body.events as { type: string; data: { holder: string } }[]).filter((e) => e.type === 'leader:elected').map((e) => e.data.holder);
-      expect(elected).toEqual(['replica-a', 'replica-b']);
-    }
+    // The new term is on record: the event stream from the start of the log, through the replica that is left.
+    const elected: string[] = [];
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(), 10_000);
+    await followEvents({
+      url: `${b.url}/v1/events?after=0`,
+      headers: { authorization: `Bearer ${token}` },
+      signal: stop.signal,
+      onEvent: (e) => {
+        if (e.type === 'leader:elected') elected.push(e.message.split(' ')[0]!);
+        return elected.length < 2;
+      },
+    });
+    clearTimeout(timer);
+    expect(elected).toEqual(['replica-a', 'replica-b']);
     agent.kill('SIGTERM');
   }, 120_000);
 

@@ -95,9 +95,10 @@ export function logTail(client: AgentClient, run: Run, paths: AttemptPaths, know
   const { a } = run;
   const tail: LogTail = new LogTail({
     files: { stdout: paths.stdout, stderr: paths.stderr },
-    // A preempted attempt's last lines (its checkpoint, written in its grace) still ship: the
-    // server takes logs of an ended attempt from its token's holder. Other drops withdraw them.
-    send: (pieces) => client.logs(a.attemptId, a.token, pieces, run.dropGraceMs !== undefined ? undefined : run.withdraw.signal),
+    // Not withdrawn with the attempt: a canceled or preempted attempt's last lines (written in its
+    // kill grace: a cleanup, a checkpoint) still ship, since the server takes logs of an ended
+    // attempt from its token's holder; a stale one's are refused there, and the tail stops.
+    send: (pieces) => client.logs(a.attemptId, a.token, pieces),
     known,
     onError: (err) => {
       if (err instanceof StaleAttempt) {

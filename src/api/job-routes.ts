@@ -303,6 +303,14 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const { id, stage } = req.params as { id: string; stage: string };
       const q = req.query as { attempt?: number; after?: number; limit?: number; format?: 'text' | 'json' };
       await ownJob(req.principal, id);
+      // A stage that has not run, or an attempt it never had, has no log to show: said, not an empty answer.
+      const detail = (await store.jobGet({ jobId: id }))?.stages.find((s) => s.name === stage);
+      if (!detail) throw new NotFoundError('stage', `${id}/${stage}`);
+      if (detail.attempts.length === 0) throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no log: it has not run yet (it is ${detail.state})`);
+      if (q.attempt !== undefined && !detail.attempts.some((a) => a.number === q.attempt)) {
+        const numbers = detail.attempts.map((a) => a.number);
+        throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no attempt ${q.attempt}: its attempts are ${numbers.join(', ')}`);
+      }
       const page = (afterId: number | undefined, limit: number) => store.stageLogs({ jobId: id, stage, attempt: q.attempt, afterId, limit });
       const first = await page(q.after, q.limit ?? 1000);
       if (!first) throw new NotFoundError('stage', `${id}/${stage}`);

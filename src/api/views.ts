@@ -20,6 +20,7 @@ export function attemptView(a: AttemptRecord): AttemptView {
     scheduledAt: a.scheduledAt,
     startedAt: a.startedAt,
     finishedAt: a.finishedAt,
+    releasedAt: a.releasedAt,
     progress: a.progress,
   };
 }

@@ -18,8 +18,9 @@ export class ValidationError extends Error {
 }
 
 export class NotFoundError extends Error {
-  constructor(readonly what: string, readonly id: string) {
-    super(`${what} ${id} not found`);
+  /** `why`: the whole message, when "<what> <id> not found" would not say it well. */
+  constructor(readonly what: string, readonly id: string, why?: string) {
+    super(why ?? `${what} ${id} not found`);
     this.name = 'NotFoundError';
   }
 }

@@ -49,6 +49,8 @@ export interface AttemptRecord {
   scheduledAt: number;
   startedAt: number | null;
   finishedAt: number | null;
+  /** When its process was known gone (its agent stopped listing it): its log is complete then. */
+  releasedAt: number | null;
   /** What the stage last said of its progress, and when; null before it says anything. */
   progress: { fraction: number; message: string | null; at: number } | null;
 }

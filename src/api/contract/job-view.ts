@@ -20,6 +20,8 @@ export const AttemptView = Type.Object({
   scheduledAt: Type.Number(),
   startedAt: Nullable(Type.Number()),
   finishedAt: Nullable(Type.Number()),
+  /** When its process was known gone (its machine stopped reporting it): from then on its log is complete. */
+  releasedAt: Type.Optional(Nullable(Type.Number())),
   /** What the stage last wrote to GANTRY_PROGRESS_FILE: 0..1, a message, when (ms). */
   progress: Type.Optional(Nullable(Type.Object({ fraction: Type.Number(), message: Nullable(Type.String()), at: Type.Number() }))),
 });

@@ -19,7 +19,12 @@ const server = createServer((req, res) => {
   res.setHeader('content-type', 'application/json');
   if (u.pathname === '/v1/jobs/j_1') {
     const state = visible >= chunks.length ? 'succeeded' : 'running';
-    return res.end(JSON.stringify({ id: 'j_1', state, stages: [{ name: 'train', state, attempts: [] }] }));
+    // The second attempt's process is gone (released) only once it has ended.
+    const attempts = [
+      { number: 1, state: 'failed', releasedAt: 1 },
+      { number: 2, state: state === 'succeeded' ? 'succeeded' : 'running', releasedAt: state === 'succeeded' ? 2 : null },
+    ];
+    return res.end(JSON.stringify({ id: 'j_1', state, stages: [{ name: 'train', state, attempts }] }));
   }
   if (u.pathname === '/v1/jobs/j_1/stages/train/logs') {
     afters.push(u.searchParams.get('after') ?? '');

@@ -66,7 +66,13 @@ async function follow(client: GantryClient, jobId: string, stageName: string, op
   let endedPolls = 0;
   for (;;) {
     // Read the stage's state before its chunks: output written before it ended is then in this fetch or an earlier one.
-    const ended = await stageEnded(client, jobId, stageName, opts.attempt);
+    const { ended, started } = await stageEnded(client, jobId, stageName, opts.attempt);
+    // Not run yet: nothing to read, wait for its first attempt (the server says 404 for its log).
+    if (!started) {
+      if (ended) return ExitCode.ok;
+      if (!(await pollDelay(interval, io.signal))) return ExitCode.interrupted;
+      continue;
+    }
     const chunks = await client.logChunks(jobId, stageName, { attempt: opts.attempt, after });
     for (const chunk of chunks) {
       if (opts.json) {
@@ -84,14 +90,22 @@ async function follow(client: GantryClient, jobId: string, stageName: string, op
   }
 }
 
-async function stageEnded(client: GantryClient, jobId: string, stageName: string, attempt: number | undefined): Promise<boolean> {
+/**
+ * Whether the log followed is complete: the stage (or the attempt asked for) has ended and the
+ * attempt's process is gone (released: its agent ships the last output, say a canceled stage's
+ * lines in its kill grace, before it stops listing it). `started`: it has an attempt to read.
+ */
+async function stageEnded(client: GantryClient, jobId: string, stageName: string, attempt: number | undefined): Promise<{ ended: boolean; started: boolean }> {
   const job = await client.getJob(jobId);
   const stage = job.stages.find((s) => s.name === stageName);
-  // The logs request that follows reports an unknown stage as a 404 with the server's wording.
-  if (!stage) return false;
-  if (attempt !== undefined) {
-    const a = stage.attempts.find((x) => x.number === attempt);
-    if (a && a.state !== 'scheduled' && a.state !== 'running') return true;
-  }
-  return isTerminalStageState(stage.state);
+  // Unknown: the logs request reports it as a 404 with the server's wording.
+  if (!stage) return { ended: false, started: true };
+  const latest = stage.attempts.at(-1);
+  const a = attempt !== undefined ? stage.attempts.find((x) => x.number === attempt) : latest;
+  if (attempt !== undefined && !a) return { ended: false, started: true };
+  if (!a) return { ended: isTerminalStageState(stage.state), started: false };
+  // A server older than releasedAt sends none (undefined): the end of the stage is all it can tell.
+  const gone = a.releasedAt !== null;
+  const over = attempt !== undefined ? a.state !== 'scheduled' && a.state !== 'running' : isTerminalStageState(stage.state);
+  return { ended: over && gone, started: true };
 }

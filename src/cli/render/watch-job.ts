@@ -4,7 +4,7 @@ import { ConnectionError } from '../client/connection-error.js';
 import type { GantryClient } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
 import { gpuText, latestAttempt } from './attempt-text.js';
-import type { CliIo } from './cli-io.js';
+import { canRedraw, type CliIo } from './cli-io.js';
 import { formatDuration } from './format-duration.js';
 import { palette, type Colors } from './palette.js';
 import { progressLine } from './progress-line.js';
@@ -43,7 +43,7 @@ export async function watchJob(
   const interval = opts.interval ?? 500;
   const grace = opts.reconnectGraceMs ?? 60_000;
   const now = io.now ?? Date.now;
-  const view = opts.quiet ? quietView() : opts.json ? jsonView(io) : io.stdout.isTTY ? ttyView(io, now) : lineView(io, now);
+  const view = opts.quiet ? quietView() : opts.json ? jsonView(io) : canRedraw(io.stdout) ? ttyView(io, now) : lineView(io, now);
 
   let job = await client.getJob(id);
   let lastContact = now();

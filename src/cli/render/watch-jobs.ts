@@ -2,7 +2,7 @@ import { createLogUpdate } from 'log-update';
 import { ConnectionError } from '../client/connection-error.js';
 import type { GantryClient } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
-import type { CliIo } from './cli-io.js';
+import { canRedraw, type CliIo } from './cli-io.js';
 import { formatDuration } from './format-duration.js';
 import { palette } from './palette.js';
 import { colorState } from './state-color.js';
@@ -56,7 +56,7 @@ export async function watchJobs(
   const now = io.now ?? Date.now;
   const grace = opts.reconnectGraceMs ?? 60_000;
   const jobs: JobOutcome[] = refs.map((r) => ({ id: r.id, name: r.name, state: 'unknown', failureReason: null }));
-  const view = opts.quiet ? null : opts.json ? jsonView(io) : io.stdout.isTTY ? ttyView(io, now) : lineView(io, now);
+  const view = opts.quiet ? null : opts.json ? jsonView(io) : canRedraw(io.stdout) ? ttyView(io, now) : lineView(io, now);
   let lastContact = now();
   let interrupted = false;
   try {

@@ -77,6 +77,7 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     scheduledAt: num(r.scheduled_at),
     startedAt: numOrNull(r.started_at),
     finishedAt: numOrNull(r.finished_at),
+    releasedAt: numOrNull(r.released_at),
     progress: r.progress === null || r.progress === undefined ? null : { fraction: Number(r.progress), message: r.progress_message ?? null, at: num(r.progress_at ?? 0) },
   };
 }

@@ -162,16 +162,18 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
           state: Type.Optional(Type.Union(jobStates.map((s) => Type.Literal(s)))),
           team: Type.Optional(Type.String()),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
+          before: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'the next page: jobs listed after this job id (the last of the previous page)' })),
         }),
-        response: { 200: Type.Object({ jobs: Type.Array(JobSummaryView) }), 400: ErrorBody },
+        response: { 200: Type.Object({ jobs: Type.Array(JobSummaryView) }), 400: ErrorBody, 404: ErrorBody },
       },
     },
     async (req) => {
-      const q = req.query as { state?: JobState; team?: string; limit?: number };
+      const q = req.query as { state?: JobState; team?: string; limit?: number; before?: string };
       // A team token sees its own team's jobs only: asking for another team's finds none.
       const scope = teamScope(req.principal);
       if (scope !== null && q.team !== undefined && q.team !== scope) return { jobs: [] };
-      const jobs = await store.jobList({ state: q.state, team: scope ?? q.team, limit: q.limit ?? 50 });
+      if (q.before !== undefined) await ownJob(req.principal, q.before);
+      const jobs = await store.jobList({ state: q.state, team: scope ?? q.team, limit: q.limit ?? 50, ...(q.before !== undefined ? { before: q.before } : {}) });
       return { jobs: jobs.map(jobSummaryView) };
     },
   );
@@ -324,6 +326,29 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         }
       }
       return reply.type('text/plain; charset=utf-8').send(Readable.from(pages()));
+    },
+  );
+
+  app.delete(
+    '/v1/jobs/:id',
+    {
+      config: { access: 'user', audit: 'job.delete' },
+      schema: {
+        summary: 'Delete an ended job: its stages, attempts, events, logs and outputs (409 for a job not ended)',
+        tags: ['jobs'],
+        params: JobParams,
+        response: { 200: Type.Object({ deleted: Type.String(), attempts: Type.Integer() }), ...errors, 409: ErrorBody },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      await ownJob(req.principal, id);
+      const r = await store.jobDelete({ jobId: id, now: clock.now(), audit: auditBy(req, 'job.delete') });
+      if (!r) throw new NotFoundError('job', id);
+      // Rows first, then files: a crash between leaves files no row points at, never the reverse.
+      for (const a of r.attempts) await ctx.artifacts.remove(a);
+      req.log.info({ jobId: id, attempts: r.attempts.length, by: req.principal?.tokenId }, 'job deleted');
+      return { deleted: id, attempts: r.attempts.length };
     },
   );
 

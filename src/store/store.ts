@@ -95,7 +95,10 @@ export interface Store {
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
   /** The job's team, or null when there is no such job: what a team's access is checked against. */
   jobTeam(p: { jobId: string }): Promise<string | null>;
-  jobList(p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]>;
+  /** Newest first; `before`: the page after that job (NotFoundError for an unknown one). */
+  jobList(p: { state?: JobState; team?: string; limit: number; before?: string }): Promise<JobSummary[]>;
+  /** Deletes an ended job with all its rows (ConflictError if not ended); null: no such job. Returns its attempts, whose artifacts the caller removes. */
+  jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }): Promise<{ attempts: string[] } | null>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
   jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }): Promise<{ job: JobDetail; changed: boolean }>;

@@ -18,6 +18,8 @@ export interface JobListQuery {
   state?: string;
   team?: string;
   limit?: number;
+  /** The page after this job id. */
+  before?: string;
 }
 
 export type MachineAction = 'cordon' | 'uncordon' | 'drain' | 'remove';
@@ -93,8 +95,18 @@ export class GantryClient {
   }
 
   async listJobs(q: JobListQuery = {}): Promise<JobSummaryView[]> {
-    const r = await this.json<{ jobs: JobSummaryView[] }>('GET', `/v1/jobs${query({ state: q.state, team: q.team, limit: q.limit })}`);
+    const r = await this.json<{ jobs: JobSummaryView[] }>('GET', `/v1/jobs${query({ state: q.state, team: q.team, limit: q.limit, before: q.before })}`);
     return r.jobs;
+  }
+
+  deleteJob(id: string): Promise<{ deleted: string; attempts: number }> {
+    return this.json('DELETE', `/v1/jobs/${enc(id)}`);
+  }
+
+  /** One committed output file of a stage, as bytes. */
+  async output(id: string, stage: string, path: string): Promise<Buffer> {
+    const rel = path.split('/').map(enc).join('/');
+    return (await this.request('GET', `/v1/jobs/${enc(id)}/stages/${enc(stage)}/outputs/${rel}`)).bytes;
   }
 
   cancel(id: string): Promise<{ changed: boolean; job: JobView }> {

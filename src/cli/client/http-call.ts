@@ -5,6 +5,8 @@ export interface HttpAnswer {
   status: number;
   statusText: string;
   text: string;
+  /** The body as it came (an output file is not text). */
+  bytes: Buffer;
   /** Seconds, from a 429's Retry-After. */
   retryAfter: number | null;
 }
@@ -35,7 +37,8 @@ export function httpCall(url: string, opts: { method: string; headers: Record<st
       res.on('end', () => {
         clearTimeout(timer);
         const after = Number(res.headers['retry-after']);
-        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: Buffer.concat(parts).toString('utf8'), retryAfter: Number.isFinite(after) && after >= 0 ? after : null });
+        const bytes = Buffer.concat(parts);
+        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: bytes.toString('utf8'), bytes, retryAfter: Number.isFinite(after) && after >= 0 ? after : null });
       });
     });
     req.end(opts.body);

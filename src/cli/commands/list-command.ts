@@ -14,13 +14,15 @@ export interface ListOptions extends ClientOptions {
   state?: string;
   team?: string;
   limit?: number;
+  before?: string;
 }
 
 export function listCommand(program: CommandUnknownOpts): void {
   withClientOptions(program.command('list').alias('ls').description('List jobs, newest first'))
     .addOption(new Option('--state <state>', 'only jobs in this state').choices(JOB_STATES))
     .option('--team <team>', "only this team's jobs")
-    .option('--limit <n>', 'at most this many jobs (server default 50, max 1000)', positiveInt)
+    .option('--limit <n>', 'at most this many jobs (default 50; past 1,000 it reads page after page)', positiveInt)
+    .option('--before <job>', 'the jobs listed after this one (the last id of the previous page)')
     .addHelpText(
       'after',
       `
@@ -36,7 +38,18 @@ Examples:
 
 export async function runList(opts: ListOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
-    const jobs = await clientFor(opts).listJobs({ state: opts.state, team: opts.team, limit: opts.limit });
+    const client = clientFor(opts);
+    // Pages of at most 1,000 (the server's cap), each after the last job of the one before.
+    const want = opts.limit ?? 50;
+    const jobs: Awaited<ReturnType<typeof client.listJobs>> = [];
+    let before = opts.before;
+    while (jobs.length < want) {
+      const ask = Math.min(1000, want - jobs.length);
+      const page = await client.listJobs({ state: opts.state, team: opts.team, limit: ask, ...(before ? { before } : {}) });
+      jobs.push(...page);
+      if (page.length < ask) break;
+      before = page.at(-1)!.id;
+    }
     if (opts.json) {
       io.stdout.write(`${JSON.stringify({ jobs }, null, 2)}\n`);
     } else if (jobs.length === 0) {

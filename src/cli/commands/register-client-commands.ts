@@ -10,10 +10,11 @@ import { submitCommand } from './submit-command.js';
 import { tokenCommand } from './token-command.js';
 import { teamCommand } from './team-command.js';
 import { eventsCommand } from './events-command.js';
+import { jobFilesCommands } from './job-files-commands.js';
 import { auditCommand } from './audit-command.js';
 import { explainCommand } from './explain-command.js';
 
-const registrations = [submitCommand, statusCommand, explainCommand, listCommand, cancelCommand, logsCommand, eventsCommand, machinesCommand, machineCommand, teamCommand, tokenCommand, auditCommand];
+const registrations = [submitCommand, statusCommand, explainCommand, listCommand, cancelCommand, logsCommand, eventsCommand, jobFilesCommands, machinesCommand, machineCommand, teamCommand, tokenCommand, auditCommand];
 
 /**
  * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines,

@@ -1,4 +1,5 @@
 import { toStageNode } from './apply-outcome.js';
+import { ConflictError, NotFoundError } from '../../domain/errors.js';
 import { repairChanges } from '../../advancer/repair.js';
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import type { JobState } from '../../domain/job-state.js';
@@ -41,10 +42,18 @@ export async function jobGet(db: Db | Trx, jobId: string): Promise<JobDetail | n
   };
 }
 
-export async function jobList(db: Db, p: { state?: JobState; team?: string; limit: number }): Promise<JobSummary[]> {
+export async function jobList(db: Db, p: { state?: JobState; team?: string; limit: number; before?: string }): Promise<JobSummary[]> {
   let q = db.selectFrom('jobs').selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(p.limit);
   if (p.state) q = q.where('state', '=', p.state);
   if (p.team) q = q.where('team', '=', p.team);
+  if (p.before !== undefined) {
+    // The next page: jobs listed after this one (older), by the same (created_at, id) order.
+    const b = await db.selectFrom('jobs').select(['created_at']).where('id', '=', p.before).executeTakeFirst();
+    if (!b) throw new NotFoundError('job', p.before, `job ${p.before} (the --before cursor) not found`);
+    const at = Number(b.created_at);
+    const id = p.before;
+    q = q.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
+  }
   const jobs = await q.execute();
   if (jobs.length === 0) return [];
   const counts = await db
@@ -247,6 +256,25 @@ export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; lim
   const keep = new Set(held.map((h) => h.job_id));
   const gone = jobs.filter((j) => !keep.has(j));
   if (gone.length === 0) return { jobs: [], attempts: [] };
+  return { jobs: gone, attempts: await deleteJobs(tx, gone) };
+}
+
+/**
+ * Deletes one ended job at a person's request (`gantry delete`), as retention would: its stages,
+ * attempts, events and logs; returns its attempts' ids, whose artifacts the caller removes. Null
+ * for no such job; ConflictError for a job not ended, or whose last process is still being stopped.
+ */
+export async function jobDelete(tx: TxContext, jobId: string): Promise<{ attempts: string[] } | null> {
+  const j = await tx.db.selectFrom('jobs').select(['state']).where('id', '=', jobId).executeTakeFirst();
+  if (!j) return null;
+  if (!['succeeded', 'failed', 'canceled'].includes(j.state)) throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
+  const held = await tx.db.selectFrom('attempts').select('id').where('job_id', '=', jobId).where('released_at', 'is', null).executeTakeFirst();
+  if (held) throw new ConflictError(`job ${jobId} ended, but a process of it is still being stopped on its machine; try again in a few seconds`);
+  return { attempts: await deleteJobs(tx, [jobId]) };
+}
+
+/** Every row of these jobs, logs first; returns their attempts' ids. */
+async function deleteJobs(tx: TxContext, gone: string[]): Promise<string[]> {
   const goneAttempts = (await tx.db.selectFrom('attempts').select('id').where('job_id', 'in', gone).execute()).map((a) => a.id);
   for (let i = 0; i < goneAttempts.length; i += 500) {
     await tx.db.deleteFrom('log_chunks').where('attempt_id', 'in', goneAttempts.slice(i, i + 500)).execute();
@@ -255,5 +283,5 @@ export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; lim
   await tx.db.deleteFrom('attempts').where('job_id', 'in', gone).execute();
   await tx.db.deleteFrom('stages').where('job_id', 'in', gone).execute();
   await tx.db.deleteFrom('jobs').where('id', 'in', gone).execute();
-  return { jobs: gone, attempts: goneAttempts };
+  return goneAttempts;
 }

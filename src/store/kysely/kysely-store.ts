@@ -189,8 +189,15 @@ export class KyselyStore implements Store {
   async jobTeam(p: { jobId: string }) {
     return (await this.db.selectFrom('jobs').select('team').where('id', '=', p.jobId).executeTakeFirst())?.team ?? null;
   }
-  jobList(p: { state?: JobState; team?: string; limit: number }) {
+  jobList(p: { state?: JobState; team?: string; limit: number; before?: string }) {
     return jobs.jobList(this.db, p);
+  }
+  jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }) {
+    return this.tx(p.now, async (tx) => {
+      const r = await jobs.jobDelete(tx, p.jobId);
+      if (r) tx.audit(p.audit, { target: p.jobId, result: `ok: deleted with ${r.attempts.length} attempt(s)` });
+      return r;
+    });
   }
   async jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }) {
     const out = await this.tx(p.now, async (tx) => {

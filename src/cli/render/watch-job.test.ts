@@ -74,3 +74,32 @@ describe('watchJob', () => {
     expect(text().trimEnd().split('\n').map((l) => (JSON.parse(l) as JobView).state)).toEqual(['running', 'succeeded']);
   });
 });
+
+describe('watchJob on the event stream', () => {
+  it('reads the job again when its events arrive, not on a timer', async () => {
+    const views = [job('running', train('running', [attempt(1, 'running')])), job('succeeded', train('succeeded', [attempt(1, 'succeeded')]))];
+    let reads = 0;
+    let emit: (() => void) | null = null;
+    const client = {
+      getJob: async () => {
+        reads += 1;
+        return views.length > 1 ? views.shift()! : views[0]!;
+      },
+      followEvents: (_q: unknown, o: { signal: AbortSignal; onEvent: (e: never) => unknown }) =>
+        new Promise<void>((resolve) => {
+          emit = () => o.onEvent({} as never);
+          o.signal.addEventListener('abort', () => resolve(), { once: true });
+        }),
+    };
+    const { io } = capture(false);
+    const started = Date.now();
+    // A poll interval of a minute: only an event can end this watch in time.
+    const watching = watchJob(client as never, 'j_1', { io, interval: 60_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    emit!();
+    const r = await watching;
+    expect(r.job.state).toBe('succeeded');
+    expect(reads).toBe(2);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+});

@@ -35,7 +35,7 @@ export interface WatchResult {
  * the output stays readable as a file.
  */
 export async function watchJob(
-  client: Pick<GantryClient, 'getJob'>,
+  client: Pick<GantryClient, 'getJob'> & Partial<Pick<GantryClient, 'followEvents'>>,
   id: string,
   opts: WatchOptions & { io: CliIo },
 ): Promise<WatchResult> {
@@ -43,7 +43,12 @@ export async function watchJob(
   const interval = opts.interval ?? 500;
   const grace = opts.reconnectGraceMs ?? 60_000;
   const now = io.now ?? Date.now;
-  const view = opts.quiet ? quietView() : opts.json ? jsonView(io) : canRedraw(io.stdout) ? ttyView(io, now) : lineView(io, now);
+  const redraws = !opts.quiet && !opts.json && canRedraw(io.stdout);
+  const view = opts.quiet ? quietView() : opts.json ? jsonView(io) : redraws ? ttyView(io, now) : lineView(io, now);
+  // With the event stream, the job is read again when one of its events arrives (and, on a
+  // terminal, every 2 s for the clocks and progress bars, which change without events); a
+  // server without it is polled as before.
+  const live = client.followEvents ? jobEvents(client as Pick<GantryClient, 'followEvents'>, id, io.signal) : null;
 
   let job = await client.getJob(id);
   let lastContact = now();
@@ -52,7 +57,8 @@ export async function watchJob(
     for (;;) {
       view.show(job);
       if (isTerminalJobState(job.state)) break;
-      if (!(await pollDelay(interval, io.signal))) {
+      const woke = live && !live.failed() ? await live.next(redraws ? 2000 : 10_000) : await pollDelay(interval, io.signal);
+      if (!woke) {
         interrupted = true;
         break;
       }
@@ -66,8 +72,49 @@ export async function watchJob(
     }
   } finally {
     view.close();
+    live?.stop();
   }
   return { job, interrupted };
+}
+
+/**
+ * A job's events as wake-ups: `next(ms)` resolves true when an event arrived since the last call
+ * (at once if one did), or after `ms` anyway; false when `signal` aborted. `failed()`: the stream
+ * is not there (an older server, a refused filter): the caller polls instead.
+ */
+function jobEvents(client: Pick<GantryClient, 'followEvents'>, id: string, signal?: AbortSignal) {
+  const stop = new AbortController();
+  signal?.addEventListener('abort', () => stop.abort(), { once: true });
+  let pending = false;
+  let failed = false;
+  let wake: (() => void) | null = null;
+  void client
+    .followEvents({ job: id }, { signal: stop.signal, onEvent: () => ((pending = true), wake?.()) })
+    .catch(() => ((failed = true), wake?.()));
+  return {
+    failed: () => failed,
+    stop: () => stop.abort(),
+    next(ms: number): Promise<boolean> {
+      if (signal?.aborted) return Promise.resolve(false);
+      if (pending) {
+        pending = false;
+        return Promise.resolve(true);
+      }
+      return new Promise((resolve) => {
+        const done = (v: boolean) => {
+          clearTimeout(t);
+          signal?.removeEventListener('abort', aborted);
+          wake = null;
+          pending = false;
+          resolve(v);
+        };
+        const aborted = () => done(false);
+        const t = setTimeout(() => done(true), ms);
+        signal?.addEventListener('abort', aborted, { once: true });
+        wake = () => done(true);
+      });
+    },
+  };
 }
 
 interface View {

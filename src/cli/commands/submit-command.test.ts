@@ -41,6 +41,8 @@ async function fakeGantry(submit: { status: number; body: unknown }, polls: JobV
         posted.push(JSON.parse(body));
         return send(res, submit.status, submit.body);
       }
+      // A server without the event stream: the watch polls it (each poll takes the next view).
+      if (req.url?.startsWith('/v1/events')) return send(res, 404, { error: 'not_found', message: 'no such route' });
       const next = polls.length > 1 ? polls.shift() : polls[0];
       return next ? send(res, 200, next) : send(res, 404, { error: 'not_found', message: 'job j_1 not found' });
     });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { api, gantryUpForSuite, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, until } from '../support/gantry-process.js';
 
 /**
  * Fair share (issue 10), end to end: two teams of equal weight flood a cluster of 8 GPUs, one
@@ -22,9 +22,9 @@ interface TeamWire {
 }
 
 describe('fair share between teams', () => {
-  const gantry = gantryUpForSuite({ cluster: CLUSTER, machines: 2 });
+  const gantry_ = gantryUpForSuite({ cluster: CLUSTER, machines: 2 });
 
-  const send = (method: string, path: string, body: unknown) => api(gantry().url, path, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const send = (method: string, path: string, body: unknown) => api(gantry_().url, path, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const flood = (team: string, n: number) =>
     send('POST', '/v1/jobs/batch', {
       jobs: Array.from({ length: n }, (_, i) => ({
@@ -38,14 +38,14 @@ describe('fair share between teams', () => {
   it('two teams of equal weight converge to equal GPU shares', async () => {
     expect((await flood('alpha', 60)).status).toBe(201);
     // Alpha alone holds every GPU before beta arrives.
-    await until('alpha on all GPUs', () => api(gantry().url, '/v1/teams'), (r) => gpusOf(r.body.teams, 'alpha') === 8, 30_000);
+    await until('alpha on all GPUs', () => api(gantry_().url, '/v1/teams'), (r) => gpusOf(r.body.teams, 'alpha') === 8, 30_000);
     expect((await flood('beta', 60)).status).toBe(201);
     const samples: { alpha: number; beta: number }[] = [];
     // Contended while both still have waiting work: sample for 6 s after beta's first placements.
-    await until('beta placed', () => api(gantry().url, '/v1/teams'), (r) => gpusOf(r.body.teams, 'beta') > 0, 30_000);
+    await until('beta placed', () => api(gantry_().url, '/v1/teams'), (r) => gpusOf(r.body.teams, 'beta') > 0, 30_000);
     const end = Date.now() + 6000;
     while (Date.now() < end) {
-      const teams = (await api(gantry().url, '/v1/teams')).body.teams as TeamWire[];
+      const teams = (await api(gantry_().url, '/v1/teams')).body.teams as TeamWire[];
       samples.push({ alpha: gpusOf(teams, 'alpha'), beta: gpusOf(teams, 'beta') });
       await new Promise((r) => setTimeout(r, 150));
     }
@@ -69,8 +69,24 @@ describe('fair share between teams', () => {
     // A team token reads teams but does not change them.
     const tok = await send('POST', '/v1/tokens', { kind: 'team', team: 'vision', name: 'vision ci' });
     const asTeam = { authorization: `Bearer ${tok.body.token}`, 'content-type': 'application/json' };
-    expect((await api(gantry().url, '/v1/teams/vision', { headers: asTeam })).status).toBe(200);
-    expect((await api(gantry().url, '/v1/teams/vision', { method: 'PATCH', headers: asTeam, body: JSON.stringify({ weight: 9 }) })).status).toBe(403);
+    expect((await api(gantry_().url, '/v1/teams/vision', { headers: asTeam })).status).toBe(200);
+    expect((await api(gantry_().url, '/v1/teams/vision', { method: 'PATCH', headers: asTeam, body: JSON.stringify({ weight: 9 }) })).status).toBe(403);
+  });
+
+  it('gantry team create, set, list and show, with a bad quota refused before it is sent', async () => {
+    const cli = (...args: string[]) => gantry([...args, '--server', gantry_().url]);
+    const made = await cli('team', 'create', 'nlp', '--weight', '3', '--quota', 'gpu:h100=2,cpu=8');
+    expect(made.code, made.stderr).toBe(0);
+    expect(made.stdout).toBe('team nlp created: weight 3, quota cpu=8,gpu:h100=2\n');
+    expect((await cli('team', 'set', 'nlp', '--quota', 'none')).stdout).toContain('quota none');
+    const bad = await cli('team', 'set', 'nlp', '--quota', 'gpus=2');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--quota "gpus=2"');
+    expect((await cli('team', 'set', 'nobody', '--weight', '2')).code).toBe(4);
+    const list = await cli('team', 'list');
+    expect(list.stdout).toMatch(/nlp\s+│?\s*3/);
+    const shown = JSON.parse((await cli('team', 'show', 'nlp', '--json')).stdout);
+    expect(shown).toMatchObject({ name: 'nlp', weight: 3, quotaText: 'none' });
   });
 
   it('a quota binds: the third one-GPU job of a team at quota 2 waits, and explain says why', async () => {
@@ -79,9 +95,9 @@ describe('fair share between teams', () => {
     });
     expect(r.status).toBe(201);
     const ids = r.body.jobs.map((j: { id: string }) => j.id) as string[];
-    await until('two running', () => Promise.all(ids.map((id) => api(gantry().url, `/v1/jobs/${id}`))), (js) => js.filter((j) => j.body.stages[0].state === 'running').length === 2, 30_000);
-    const waiting = (await Promise.all(ids.map((id) => api(gantry().url, `/v1/jobs/${id}`)))).find((j) => j.body.stages[0].state === 'ready')!;
-    const ex = await api(gantry().url, `/v1/jobs/${waiting.body.id}/stages/train/explain`);
+    await until('two running', () => Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`))), (js) => js.filter((j) => j.body.stages[0].state === 'running').length === 2, 30_000);
+    const waiting = (await Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`)))).find((j) => j.body.stages[0].state === 'ready')!;
+    const ex = await api(gantry_().url, `/v1/jobs/${waiting.body.id}/stages/train/explain`);
     expect(ex.body.reason).toBe('team vision at quota 2/2 h100 GPUs, needs 1 more');
   }, 60_000);
 });

@@ -45,6 +45,16 @@ Examples:
     });
 }
 
+/** Every event of a job, page after page (the server answers at most 1,000 at a time). */
+async function allEvents(client: { events(id: string, after?: number): Promise<EventView[]> }, job: string): Promise<EventView[]> {
+  const out: EventView[] = [];
+  for (;;) {
+    const page = await client.events(job, out.at(-1)?.seq);
+    out.push(...page);
+    if (page.length === 0) return out;
+  }
+}
+
 export async function runEvents(job: string | undefined, opts: EventsOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
     const client = clientFor(opts);
@@ -54,13 +64,13 @@ export async function runEvents(job: string | undefined, opts: EventsOptions, io
         io.stderr.write('gantry: events without a JOB needs --follow (the whole log is long; gantry events JOB for one job)\n');
         return ExitCode.usage;
       }
-      for (const e of await client.events(job)) print(e);
+      for (const e of await allEvents(client, job)) print(e);
       return ExitCode.ok;
     }
     // The job's past first (and a 404 for a job that does not exist), then live from its last.
     let after: number | undefined;
     if (job !== undefined) {
-      const past = await client.events(job);
+      const past = await allEvents(client, job);
       for (const e of past) print(e);
       if (past.some((e) => JOB_END.has(e.type))) return ExitCode.ok;
       after = past.at(-1)?.seq ?? 0;

@@ -1,7 +1,6 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import Table from 'cli-table3';
 import type { QuotaWire, TeamView } from '../../api/contract/team-view.js';
-import { QuantityError } from '../../domain/quantity.js';
 import type { CliIo } from '../render/cli-io.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
@@ -12,6 +11,9 @@ export interface TeamSetOptions extends ClientOptions {
   weight?: string;
   quota?: string;
 }
+
+/** A `--quota` the CLI cannot read (the server judges the amounts themselves). */
+export class QuotaSyntaxError extends Error {}
 
 /**
  * `--quota cpu=64,memory=256Gi,gpu:h100=16` as the API takes it ("none": no limits). The CLI
@@ -27,7 +29,7 @@ export function quotaWireFrom(text: string): QuotaWire {
     if (key === 'cpu' && value) q.cpu = value;
     else if (key === 'memory' && value) q.memory = value;
     else if (key.startsWith('gpu:') && key.length > 4 && /^\d+$/.test(value)) q.gpus = { ...q.gpus, [key.slice(4)]: Number(value) };
-    else throw new QuantityError(`--quota "${part}": write cpu=N, memory=Q or gpu:TYPE=N, comma-separated (or none)`);
+    else throw new QuotaSyntaxError(`--quota "${part}": write cpu=N, memory=Q or gpu:TYPE=N, comma-separated (or none)`);
   }
   return q;
 }

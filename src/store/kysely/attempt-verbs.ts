@@ -182,16 +182,25 @@ async function markMissingLog(tx: TxContext, a: AttemptsTable, wrote: { stdout: 
   if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
 }
 
-/** Marks an active attempt lost and lets the advancer put its stage back in the queue. */
-export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number, charged = true): Promise<boolean> {
+/**
+ * The server ends an attempt its agent still runs (lost, preempted): guarded on the token and
+ * state read, so an attempt that moved meanwhile is left alone (false). Its resources stay held
+ * until its agent stops listing it.
+ */
+export async function endActiveAttempt(tx: TxContext, a: AttemptsTable, state: 'lost' | 'preempted', reason: string): Promise<boolean> {
   const res = await tx.db
     .updateTable('attempts')
-    .set({ state: 'lost', reason, finished_at: tx.now, lease_expires_at: null })
+    .set({ state, reason, finished_at: tx.now, lease_expires_at: null })
     .where('id', '=', a.id)
     .where('token', '=', a.token)
     .where('state', '=', a.state)
     .executeTakeFirst();
-  if (Number(res.numUpdatedRows) !== 1) return false;
+  return Number(res.numUpdatedRows) === 1;
+}
+
+/** Marks an active attempt lost and lets the advancer put its stage back in the queue. */
+export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number, charged = true): Promise<boolean> {
+  if (!(await endActiveAttempt(tx, a, 'lost', reason))) return false;
   await tx.event({
     type: 'attempt:lost',
     jobId: a.job_id,

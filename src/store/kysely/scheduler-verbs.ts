@@ -12,6 +12,8 @@ import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
+import { endActiveAttempt } from './attempt-verbs.js';
+import { isAttemptActive } from '../../domain/attempt-state.js';
 import { prepared, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
@@ -263,17 +265,10 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
  */
 async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: number; stageId: string }, reason: string, jitter: number): Promise<boolean> {
   const a = await tx.db.selectFrom('attempts').selectAll().where('id', '=', v.attemptId).executeTakeFirst();
-  if (!a || Number(a.token) !== v.token || (a.state !== 'scheduled' && a.state !== 'running')) return false;
+  if (!a || Number(a.token) !== v.token || !isAttemptActive(a.state)) return false;
   const stage = await tx.db.selectFrom('stages').select(['definition', 'preemptible']).where('id', '=', a.stage_id).executeTakeFirst();
   if (!stage || Number(stage.preemptible) !== 1) return false;
-  const res = await tx.db
-    .updateTable('attempts')
-    .set({ state: 'preempted', reason, finished_at: tx.now, lease_expires_at: null })
-    .where('id', '=', a.id)
-    .where('token', '=', a.token)
-    .where('state', '=', a.state)
-    .executeTakeFirst();
-  if (Number(res.numUpdatedRows) !== 1) return false;
+  if (!(await endActiveAttempt(tx, a, 'preempted', reason))) return false;
   await tx.db.updateTable('stages').set({ preempted_at: tx.now }).where('id', '=', a.stage_id).execute();
   const graceMs = preemptionGraceMs(JSON.parse(stage.definition) as StageDefinition);
   await tx.event({

@@ -4,6 +4,7 @@ import { ConflictError, NotFoundError, ValidationError, type ValidationIssue } f
 import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../domain/quantity.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import { dominantShare, emptyTeamUsage, formatTeamQuota, isBorrowing, type Team, type TeamQuota, type TeamUsage } from '../domain/team.js';
+import { machineRefusal } from '../scheduler/checks.js';
 import { TeamLedger } from '../scheduler/team-ledger.js';
 import type { ApiContext } from './api-context.js';
 import { auditBy } from './auth/audit-entry.js';
@@ -65,7 +66,7 @@ export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   const views = async (only?: string): Promise<TeamView[]> => {
     const [teams, usage, cluster] = [await store.teamList(), await store.schedulerTeams({ usage: true }), await store.clusterFacts()];
-    const total = new TeamLedger([], cluster.machines.filter((m) => m.health === 'ready' && m.scheduling === 'eligible')).total;
+    const total = new TeamLedger([], cluster.machines.filter((m) => machineRefusal(m) === null)).total;
     const byName = new Map(usage.map((u) => [u.name, u.usage]));
     return teams.filter((t) => only === undefined || t.name === only).map((t) => teamView(t, byName.get(t.name) ?? emptyTeamUsage(), total));
   };

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { DEFAULT_TEAM } from './job-definition.js';
 import { normalizeGpuType, poolOf, type Placement, type Resources } from './resources.js';
 
 /** Who a stage's work belongs to, for quotas, fair share and preemption: also part of its shape. */
@@ -15,7 +16,7 @@ export interface ShapeOwner {
  * so the scheduler reads each shape's queue only as deep as the cluster's free room could take
  * stages of that shape, whatever the backlog (docs/scheduling.md). Stored with the stage at submit.
  */
-export function stageShape(resources: Resources, placement: Placement, owner: ShapeOwner = { team: 'default', preemptible: false }): string {
+export function stageShape(resources: Resources, placement: Placement, owner: ShapeOwner = { team: DEFAULT_TEAM, preemptible: false }): string {
   const gpu = resources.gpu && resources.gpu.count > 0 ? resources.gpu : null;
   const types = gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];
   const labels = Object.entries(placement.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -24,7 +25,7 @@ export function stageShape(resources: Resources, placement: Placement, owner: Sh
   const parts: unknown[] = [poolOf(resources), resources.cpuMillis, resources.memoryBytes, gpu?.count ?? 0, types, placement.region, labels];
   if (placement.allowGpuMachines && !gpu) parts.push('gpu-machines');
   // Likewise the owner: the default team's non-preemptible stages keep the shapes they had.
-  if (owner.team !== 'default' || owner.preemptible) parts.push({ team: owner.team, preemptible: owner.preemptible });
+  if (owner.team !== DEFAULT_TEAM || owner.preemptible) parts.push({ team: owner.team, preemptible: owner.preemptible });
   if (owner.timeoutSeconds) parts.push({ timeoutSeconds: owner.timeoutSeconds });
   const key = JSON.stringify(parts);
   return 'sh_' + createHash('sha256').update(key).digest('base64url').slice(0, 22);

@@ -1,5 +1,4 @@
-import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from './quantity.js';
-import { normalizeGpuType } from './resources.js';
+import { formatCpu, formatMemory } from './quantity.js';
 
 /**
  * A team: the owner of jobs, of a quota and of a fair-share weight (docs/scheduling.md, "Teams,
@@ -30,31 +29,7 @@ export interface TeamUsage {
 
 export const emptyTeamUsage = (): TeamUsage => ({ cpuMillis: 0, memoryBytes: 0, gpus: {} });
 
-export const MAX_TEAM_WEIGHT = 1000;
-
-/**
- * A quota as people write it: `cpu=64,memory=256Gi,gpu:h100=16` (any subset; `gpu:TYPE` once per
- * type). Throws QuantityError naming the bad part.
- */
-export function parseTeamQuota(text: string): TeamQuota {
-  const quota: TeamQuota = {};
-  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) throw new QuantityError(`quota "${part}": write resource=amount (cpu=64, memory=256Gi, gpu:h100=16)`);
-    const key = part.slice(0, eq).trim();
-    const value = part.slice(eq + 1).trim();
-    if (key === 'cpu') quota.cpuMillis = parseCpuMillis(value);
-    else if (key === 'memory') quota.memoryBytes = parseMemoryBytes(value);
-    else if (key.startsWith('gpu:') && key.length > 4) {
-      const n = Number(value);
-      if (!Number.isInteger(n) || n < 0) throw new QuantityError(`quota "${part}": a GPU quota is a whole number of GPUs`);
-      quota.gpus = { ...quota.gpus, [normalizeGpuType(key.slice(4))]: n };
-    } else throw new QuantityError(`quota "${part}": unknown resource "${key}" (cpu, memory or gpu:TYPE)`);
-  }
-  return quota;
-}
-
-/** The quota in the spelling parseTeamQuota reads; "none" when nothing is limited. */
+/** The quota as `gantry team --quota` spells it (cpu=64,memory=256Gi,gpu:h100=16); "none" when nothing is limited. */
 export function formatTeamQuota(q: TeamQuota): string {
   const parts: string[] = [];
   if (q.cpuMillis !== undefined) parts.push(`cpu=${formatCpu(q.cpuMillis)}`);

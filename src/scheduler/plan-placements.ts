@@ -1,5 +1,5 @@
 import { normalizeGpuType } from '../domain/resources.js';
-import { firstReject, gpuCountsByType, isBusyReason, RejectReason, stageNeed, type StageNeed } from './checks.js';
+import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS } from './plan-preemptions.js';
@@ -127,7 +127,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
   const queue = [...snapshot.queue].sort(compareQueued);
-  const ledger = new TeamLedger(snapshot.teams, machines.filter((m) => machineTakesWork(m)));
+  const ledger = new TeamLedger(snapshot.teams, machines.filter((m) => machineRefusal(m) === null));
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];
@@ -255,10 +255,6 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const preemptions = snapshot.running ? planPreemptions(snapshot, looked, pending, machines, ledger, held, reservations) : [];
 
   return { placements, pending, ...(reservations.length ? { reservations } : {}), ...(preemptions.length ? { preemptions } : {}) };
-}
-
-function machineTakesWork(m: MachineView): boolean {
-  return m.health === 'ready' && m.scheduling === 'eligible';
 }
 
 /**

@@ -1,11 +1,11 @@
+import { DEFAULT_TEAM } from '../domain/job-definition.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import { addUsage, dominantShare, emptyTeamUsage, isBorrowing, quotaExceeded, type TeamQuota, type TeamUsage } from '../domain/team.js';
 import { acceptsGpuType, type StageNeed } from './checks.js';
 import type { MachineView, QueuedStage, TeamView } from './snapshot.js';
 
-export const DEFAULT_TEAM_NAME = 'default';
-
-export const teamOf = (s: { team?: string }): string => s.team ?? DEFAULT_TEAM_NAME;
+/** A stage's team; a snapshot without teams (tests, tools) means the default team. */
+export const teamOf = (s: { team?: string }): string => s.team ?? DEFAULT_TEAM;
 
 interface Entry {
   weight: number;

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import { firstReject, isBusyReason, stageNeed } from '../scheduler/checks.js';
 import type { MachineView } from '../scheduler/snapshot.js';
@@ -123,10 +124,9 @@ export class Metrics {
           this.reset();
           for (const m of (await self.snapshot()).machines) {
             const pool = machinePool(m);
-            const held = what === 'total' ? 0 : 1;
             this.inc({ pool, resource: 'cpu', gpu_type: '' }, (what === 'total' ? m.cpuMillisTotal : m.cpuMillisTotal - m.cpuMillisFree) / 1000);
             this.inc({ pool, resource: 'memory', gpu_type: '' }, what === 'total' ? m.memoryBytesTotal : m.memoryBytesTotal - m.memoryBytesFree);
-            for (const g of m.gpus) this.inc({ pool, resource: 'gpu', gpu_type: normalizeGpuType(g.type) }, what === 'total' ? 1 : g.free ? 0 : held);
+            for (const g of m.gpus) this.inc({ pool, resource: 'gpu', gpu_type: normalizeGpuType(g.type) }, what === 'total' || !g.free ? 1 : 0);
           }
         },
       });
@@ -179,7 +179,7 @@ export class Metrics {
           for (const e of page) {
             this.events.inc({ type: e.type });
             const [noun, verb] = e.type.split(':');
-            if (noun === 'attempt' && verb && ['succeeded', 'failed', 'lost', 'preempted', 'canceled'].includes(verb)) this.attempts.inc({ outcome: verb });
+            if (noun === 'attempt' && verb && attemptStates.includes(verb as AttemptState) && !isAttemptActive(verb)) this.attempts.inc({ outcome: verb });
             if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number') this.waits.observe({ pool: String(e.data.pool ?? 'unknown') }, e.data.waitedMs / 1000);
             this.seq = e.seq;
           }

@@ -3,6 +3,7 @@ import { stageNeed } from '../scheduler/checks.js';
 import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import type { SchedulerSnapshot } from '../scheduler/snapshot.js';
+import { teamOf } from '../scheduler/team-ledger.js';
 import type { PlacementSource } from '../store/store.js';
 
 export interface SchedulerPassResult {
@@ -40,7 +41,7 @@ export async function schedulerPass(
   // Teams matter when several have ready work (fair share) or one has a quota. Preemption looks at
   // attempts that may be stopped or are leaving: with any, a shape no room fits now still has its
   // head read, since it may preempt (or wait for room that is leaving).
-  const named = new Set(shapes.map((s) => s.team ?? 'default'));
+  const named = new Set(shapes.map(teamOf));
   const listed = await store.schedulerTeams({ usage: false });
   const quotaBinds = listed.some((t) => named.has(t.name) && Object.keys(t.quota).length > 0);
   const teams = named.size > 1 || quotaBinds ? await store.schedulerTeams({ usage: true }) : listed;

@@ -1,6 +1,7 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { EventView } from '../../api/contract/job-view.js';
 import type { CliIo } from '../render/cli-io.js';
+import { isTerminalJobState } from '../render/terminal-states.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
@@ -12,8 +13,8 @@ export interface EventsOptions extends ClientOptions {
   pool?: string;
 }
 
-/** A job's own end: its `job:succeeded|failed|canceled` event. */
-const JOB_END = new Set(['job:succeeded', 'job:failed', 'job:canceled']);
+/** A job's own end: its `job:<terminal state>` event. */
+const isJobEnd = (type: string) => type.startsWith('job:') && isTerminalJobState(type.slice('job:'.length));
 
 /** `gantry events [JOB] [--follow]`: the event log, and live from the event stream. */
 export function eventsCommand(program: CommandUnknownOpts): void {
@@ -72,7 +73,7 @@ export async function runEvents(job: string | undefined, opts: EventsOptions, io
     if (job !== undefined) {
       const past = await allEvents(client, job);
       for (const e of past) print(e);
-      if (past.some((e) => JOB_END.has(e.type))) return ExitCode.ok;
+      if (past.some((e) => isJobEnd(e.type))) return ExitCode.ok;
       after = past.at(-1)?.seq ?? 0;
     }
     const stop = new AbortController();
@@ -85,7 +86,7 @@ export async function runEvents(job: string | undefined, opts: EventsOptions, io
         onDrop: (why) => io.stderr.write(`gantry: event stream dropped (${why}); reconnecting\n`),
         onEvent: (e) => {
           print(e);
-          return !(job !== undefined && JOB_END.has(e.type));
+          return !(job !== undefined && isJobEnd(e.type));
         },
       },
     );

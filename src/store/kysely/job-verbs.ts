@@ -267,7 +267,7 @@ export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; lim
 export async function jobDelete(tx: TxContext, jobId: string): Promise<{ attempts: string[] } | null> {
   const j = await tx.db.selectFrom('jobs').select(['state']).where('id', '=', jobId).executeTakeFirst();
   if (!j) return null;
-  if (!['succeeded', 'failed', 'canceled'].includes(j.state)) throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
+  if (!isJobTerminal(j.state as JobState)) throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
   const held = await tx.db.selectFrom('attempts').select('id').where('job_id', '=', jobId).where('released_at', 'is', null).executeTakeFirst();
   if (held) throw new ConflictError(`job ${jobId} ended, but a process of it is still being stopped on its machine; try again in a few seconds`);
   return { attempts: await deleteJobs(tx, [jobId]) };

@@ -1,3 +1,4 @@
+import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import { NotFoundError } from '../../domain/errors.js';
 import { normalizeGpuType } from '../../domain/resources.js';
 import { addUsage, emptyTeamUsage, formatTeamQuota, type Team, type TeamQuota, type TeamUsage } from '../../domain/team.js';
@@ -103,7 +104,7 @@ export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
       'jobs.team',
     ])
     .where('attempts.released_at', 'is', null)
-    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', ['scheduled', 'running'])]))
+    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)]))
     .execute();
   return rows.map((r) => ({
     attemptId: r.id,
@@ -121,7 +122,7 @@ export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
     gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type),
     startedAt: Number(r.started_at ?? r.scheduled_at),
     stagePreemptedAt: r.preempted_at === null ? null : Number(r.preempted_at),
-    leaving: r.state !== 'scheduled' && r.state !== 'running',
+    leaving: !isAttemptActive(r.state),
   }));
 }
 
@@ -142,7 +143,7 @@ export async function heldUntil(db: Db | Trx, p: { machineIds: readonly string[]
     .execute();
   return rows.map((r) => {
     const timeout = (JSON.parse(r.definition) as StageDefinition).timeoutSeconds;
-    const active = r.state === 'scheduled' || r.state === 'running';
+    const active = isAttemptActive(r.state);
     return {
       machineId: r.machine_id,
       gpuIndices: JSON.parse(r.gpu_indices) as number[],

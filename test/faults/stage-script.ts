@@ -17,7 +17,9 @@ export interface StageOpts {
 }
 
 const PRELUDE = [
-  'now() { echo $(($(date +%s%N)/1000000)); }',
+  // A TERM to the group while `date` runs kills it too: ask again (the TERM came once), so a line
+  // written while a cancel lands is still whole.
+  'now() { n=$(date +%s%N); [ -n "$n" ] || n=$(date +%s%N); echo $((n/1000000)); }',
   // What the process writes to stdout and stderr, also kept beside the history ($HISTORY.wrote/),
   // so the checker can compare the server's log with it: say/warn for lines, or append to $WROTE.out
   // and $WROTE.err by hand for bulk output.

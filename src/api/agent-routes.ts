@@ -2,11 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
 import { isCleanExit } from '../domain/attempt-state.js';
-import { ForbiddenError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { ForbiddenError, NotFoundError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
 import { auditBy } from './auth/audit-entry.js';
-import { ArtifactStore } from '../server/artifact-store.js';
+import { ArtifactStore } from '../store/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
   DrainSelfRequest,

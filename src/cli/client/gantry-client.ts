@@ -5,7 +5,8 @@ import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
 import type { AuditView } from '../../api/contract/audit-view.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
-import { ApiError } from './api-error.js';
+import { isErrorCode } from '../../api/contract/error-codes.js';
+import { ApiError, type ApiErrorBody } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
 import { ConnectionError } from './connection-error.js';
 
@@ -280,12 +281,12 @@ function describeFailure(e: unknown, timeoutMs: number): string {
 }
 
 // Proxies and crashed servers answer with HTML or nothing; turn whatever came into an ErrorBody.
-function errorBody(res: HttpAnswer): ErrorBody {
+function errorBody(res: HttpAnswer): ApiErrorBody {
   const text = res.text;
   try {
     const parsed = JSON.parse(text) as Partial<ErrorBody>;
     if (parsed && typeof parsed.message === 'string') {
-      return { error: typeof parsed.error === 'string' ? parsed.error : `http_${res.status}`, message: parsed.message, issues: parsed.issues };
+      return { error: isErrorCode(parsed.error) ? parsed.error : `http_${res.status}`, message: parsed.message, issues: parsed.issues };
     }
   } catch {
     // not JSON; fall through

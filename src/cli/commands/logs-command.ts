@@ -2,7 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import { GantryClient } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
 import type { CliIo } from '../render/cli-io.js';
-import { isTerminalStageState } from '../render/terminal-states.js';
+import { isActiveAttemptState, isTerminalStageState } from '../../api/contract/states.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
@@ -106,6 +106,6 @@ async function stageEnded(client: GantryClient, jobId: string, stageName: string
   if (!a) return { ended: isTerminalStageState(stage.state), started: false };
   // A server older than releasedAt sends none (undefined): the end of the stage is all it can tell.
   const gone = a.releasedAt !== null;
-  const over = attempt !== undefined ? a.state !== 'scheduled' && a.state !== 'running' : isTerminalStageState(stage.state);
+  const over = attempt !== undefined ? !isActiveAttemptState(a.state) : isTerminalStageState(stage.state);
   return { ended: over && gone, started: true };
 }

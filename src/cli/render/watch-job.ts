@@ -10,7 +10,7 @@ import { palette, type Colors } from './palette.js';
 import { progressLine } from './progress-line.js';
 import { stageReason } from './stage-reason.js';
 import { renderStageTable } from './stage-table.js';
-import { isTerminalJobState } from './terminal-states.js';
+import { isTerminalJobState } from '../../api/contract/states.js';
 
 export interface WatchOptions {
   /** One JobView per line (NDJSON) whenever the job changes, instead of human output. */

@@ -2,12 +2,12 @@ import { createLogUpdate } from 'log-update';
 import { ConnectionError } from '../client/connection-error.js';
 import type { GantryClient } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
+import { JOB_STATES, isTerminalJobState } from '../../api/contract/states.js';
 import { canRedraw, type CliIo } from './cli-io.js';
 import { formatDuration } from './format-duration.js';
 import { palette } from './palette.js';
 import { colorState } from './state-color.js';
 import { clock } from './watch-job.js';
-import { isTerminalJobState } from './terminal-states.js';
 
 export interface JobOutcome {
   id: string;
@@ -30,9 +30,9 @@ export interface WatchJobsOptions {
   concurrency?: number;
 }
 
-// Job states in lifecycle order, for the progress line; the CLI reads states as strings (the wire
-// contract), and any state not listed here is shown after these.
-const ORDER = ['unknown', 'submitted', 'queued', 'scheduled', 'running', 'succeeded', 'failed', 'canceled'];
+// Job states in lifecycle order (the wire's list), for the progress line; a state a newer server
+// sends that this list lacks is shown after these.
+const ORDER: readonly string[] = ['unknown', ...JOB_STATES];
 
 /** How many jobs are in each state, in lifecycle order. */
 export function stateCounts(jobs: readonly JobOutcome[]): [string, number][] {

@@ -26,13 +26,16 @@ export function logsCommand(program: CommandUnknownOpts): void {
       .argument('<stage>', 'stage name'),
   )
     .option('--attempt <n>', 'the log of this attempt (1, 2, ...) instead of the latest', positiveInt)
-    .option('-f, --follow', 'keep printing new output until the stage ends (Ctrl-C stops following)')
+    .option('-f, --follow', 'keep printing new output until its log is complete: the stage (or --attempt) ended and its process gone (Ctrl-C stops following)')
     .addHelpText(
       'after',
       `
-With --follow and no --attempt, a retry's output follows on after a "--- attempt N ---" line (on
-stderr). With --json, --follow prints one chunk ({id, attemptNumber, stream, at, data}) per line.
-Exit codes: 0 printed, 4 no such job or stage, 5 server unreachable, 130 stopped following.
+--follow streams the log live (server-sent events; a dropped connection is opened again after
+the last chunk printed) and waits for a stage that has not started. With no --attempt, a retry's
+output follows on after a "--- attempt N ---" line (on stderr). With --json, --follow prints one
+chunk ({id, attemptNumber, stream, at, data}) per line.
+Exit codes: 0 printed, 4 no such job, stage or attempt (or a stage that has not run, without
+--follow), 5 server unreachable, 130 stopped following.
 
 Examples:
   $ gantry logs j_01HZX3 train

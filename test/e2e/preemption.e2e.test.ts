@@ -17,11 +17,12 @@ const TRAINER = [
     'import os, signal, sys, time',
     'ck = os.path.join(os.environ["GANTRY_CHECKPOINT_DIR"], "step")',
     'step = int(open(ck).read()) if os.path.exists(ck) else 0',
-    'print("resumed from", step if os.path.exists(ck) else "nothing", flush=True)',
     'def save(*_):',
     '    open(ck + ".tmp", "w").write(str(step)); os.replace(ck + ".tmp", ck)',
     '    print("checkpointed at", step, flush=True); sys.exit(143)',
     'signal.signal(signal.SIGTERM, save)',
+    // Printed once the handler is in place: the test preempts only after it has seen this line.
+    'print("resumed from", step if os.path.exists(ck) else "nothing", flush=True)',
     'while step < int(os.environ["STEPS"]):',
     '    time.sleep(0.1); step += 1',
     'print("done at", step, flush=True)',
@@ -58,8 +59,10 @@ describe('preemption with checkpoints', () => {
       ],
     });
     expect(low.status).toBe(201);
-    // Under way for a while, so that its checkpoint holds real progress.
+    // Under way for a while, so that its checkpoint holds real progress: its first line says its
+    // TERM handler is in place (on a loaded machine python3 may take seconds to get there).
     await until('low running', () => stagesOf(low.body.id), (st) => st[0]!.attempts[0]?.startedAt != null, 30_000);
+    await until('low handling TERM', () => logOf(low.body.id, 1), (log) => JSON.stringify(log).includes('resumed from'), 30_000);
     await new Promise((r) => setTimeout(r, 1500));
 
     const high = await post({

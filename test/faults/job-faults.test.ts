@@ -71,7 +71,7 @@ describe('fault injection: cancels and poison stages', () => {
       [job('by-signal', [stage(h, 'p', { body: 'kill -9 $$', retry: retry(2) })]), 2, (a) => a.signal === 'SIGKILL', 'SIGKILL'],
       [job('hangs', [stage(h, 'p', { body: 'sleep 30', timeoutSeconds: 1, retry: retry(2) })]), 2, (a) => /timeout/.test(a.reason ?? ''), 'timeout'],
       [
-        job('hangs-ignoring-term', [stage(h, 'p', { body: "trap '' TERM; sleep 30", timeoutSeconds: 1, retry: retry(2) })]),
+        job('hangs-ignoring-term', [stage(h, 'p', { body: 'sleep 30', ignoresTerm: true, timeoutSeconds: 3, retry: retry(2) })]),
         2,
         (a) => /timeout/.test(a.reason ?? '') && a.signal === 'SIGKILL',
         'timeout, then SIGKILL',

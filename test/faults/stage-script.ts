@@ -14,6 +14,8 @@ export interface StageOpts {
   cpu?: number;
   timeoutSeconds?: number;
   retry?: object;
+  /** Ignore TERM from the script's first line (not only from `body`, which a loaded machine may reach after a short timeout). */
+  ignoresTerm?: boolean;
 }
 
 const PRELUDE = [
@@ -27,7 +29,9 @@ const PRELUDE = [
   // The attempt's process group (led by the agent's shim, the parent of this shell): field 5 of /proc/$$/stat.
   'read -r _ _ _ _ PG _ < /proc/$$/stat',
   // One printf per line: short lines appended with O_APPEND land whole.
-  `h() { printf '{"ev":"%s","job":"%s","stage":"%s","attempt":%s,"attemptId":"%s","machine":"%s","gpus":"%s","pid":%s,"t":%s%s}\\n' "$1" "$GANTRY_JOB_ID" "$GANTRY_STAGE" "$GANTRY_ATTEMPT" "$GANTRY_ATTEMPT_ID" "$GANTRY_MACHINE" "$CUDA_VISIBLE_DEVICES" "$PG" "$(now)" "$2" >> "$HISTORY"; }`,
+  // A TERM to the group (a cancel, a timeout) kills the subshell of `$(now)` too: ask again until it
+  // answers (this shell's own TERM trap waits for the line), so a line is whole whenever it lands.
+  `h() { t=; while [ -z "$t" ]; do t=$(now); done; printf '{"ev":"%s","job":"%s","stage":"%s","attempt":%s,"attemptId":"%s","machine":"%s","gpus":"%s","pid":%s,"t":%s%s}\\n' "$1" "$GANTRY_JOB_ID" "$GANTRY_STAGE" "$GANTRY_ATTEMPT" "$GANTRY_ATTEMPT_ID" "$GANTRY_MACHINE" "$CUDA_VISIBLE_DEVICES" "$PG" "$t" "$2" >> "$HISTORY"; }`,
   `trap 'c=$?; say "end $c"; h end ",\\"code\\":$c"' EXIT`,
   `trap 'exit 143' TERM`,
   'h start',
@@ -35,11 +39,12 @@ const PRELUDE = [
   'warn "on $GANTRY_MACHINE"',
 ];
 
-export function stageCommand(upstreams: string[], body: string): string[] {
+export function stageCommand(upstreams: string[], body: string, ignoresTerm = false): string[] {
   const reads = upstreams.map(
     (u) => `r=$(cat "$GANTRY_INPUT_DIR/${u}/out.txt"); h input ",\\"from\\":\\"${u}\\",\\"read\\":\\"$r\\""; [ -n "$r" ] || exit 66`,
   );
-  return ['sh', '-c', [...PRELUDE, ...reads, 'echo "$GANTRY_ATTEMPT_ID" > "$GANTRY_OUTPUT_DIR/out.txt"', body].join('\n')];
+  const prelude = ignoresTerm ? ["trap '' TERM", ...PRELUDE.filter((l) => l !== "trap 'exit 143' TERM")] : PRELUDE;
+  return ['sh', '-c', [...prelude, ...reads, 'echo "$GANTRY_ATTEMPT_ID" > "$GANTRY_OUTPUT_DIR/out.txt"', body].join('\n')];
 }
 
 export function stage(history: string, name: string, o: StageOpts = {}) {
@@ -49,7 +54,7 @@ export function stage(history: string, name: string, o: StageOpts = {}) {
     ...(needs.length ? { needs } : {}),
     resources: { cpu: o.cpu ?? 1, memory: '64Mi', ...(o.gpu ? { gpu: { count: o.gpu, type: 'h100' } } : {}) },
     env: { HISTORY: history },
-    command: stageCommand(needs, o.body ?? 'sleep 0.3'),
+    command: stageCommand(needs, o.body ?? 'sleep 0.3', o.ignoresTerm),
     ...(o.timeoutSeconds !== undefined ? { timeoutSeconds: o.timeoutSeconds } : {}),
     ...(o.retry ? { retry: o.retry } : {}),
   };

@@ -94,7 +94,7 @@ export const machineUncordon = (tx: TxContext, p: { machine: string }) => setSch
 export async function machineDrain(tx: TxContext, p: { machine: string; stopRunning: boolean; jitter: number }): Promise<MachineSchedulingChange | null> {
   const change = await setScheduling(tx, p.machine, drain);
   if (!change || !p.stopRunning) return change;
-  const active = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', change.machine.id).where('state', 'in', activeAttemptStates).execute();
+  const active = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', change.machine.id).where('released_at', 'is', null).where('state', 'in', activeAttemptStates).execute();
   let stopped = 0;
   for (const a of active) {
     if (await loseAttempt(tx, a, `stopped: machine ${change.machine.name} drained at once by an operator`, p.jitter, false)) stopped++;

@@ -350,6 +350,8 @@ export async function machinesReap(
       .selectFrom('attempts')
       .selectAll()
       .where('machine_id', '=', m.id)
+      // Active attempts are all still held: this finds them through attempts_held.
+      .where('released_at', 'is', null)
       .where('state', 'in', activeAttemptStates)
       .execute();
     for (const a of attempts) {

@@ -22,6 +22,12 @@ export async function openSqliteStore(file: string, opts: { migrate?: boolean } 
   sqlite.pragma(`synchronous = ${sync}`);
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
+  // Every store call of a group commit runs under a savepoint, and SQLite keeps the pages a
+  // savepoint could roll back in a sub-journal that lives for the whole transaction. Past 64 KiB
+  // (a group of a few reports) it spilled into a temporary file it created, wrote and deleted in
+  // /var/tmp every transaction: half the server's writes and a file created per commit (strace).
+  // In memory it holds what the transaction touched, at most a few MiB; nothing durable is in it.
+  sqlite.pragma('temp_store = MEMORY');
   const cached = cachingDatabase(sqlite);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: cached }) });
   const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true }, undefined, directConnection(cached));

@@ -1,12 +1,15 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
+import { Topic } from '../bus/bus.js';
 import { isCleanExit } from '../domain/attempt-state.js';
-import { ForbiddenError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { ForbiddenError, NotFoundError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
 import { auditBy } from './auth/audit-entry.js';
-import { ArtifactStore } from '../server/artifact-store.js';
+import { ArtifactStore } from '../store/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
   DrainSelfRequest,
@@ -34,6 +37,10 @@ const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 /** The internal API agents speak (see src/api/contract/agent-protocol.ts for the timeline). */
 export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock, config } = ctx;
+  // Ids unique across replicas and restarts: NATS drops a repeated id within its duplicate window.
+  const logsWritten = (attemptId: string) => {
+    ctx.bus.publish({ id: `logs:${randomUUID()}`, topic: Topic.logsWritten, payload: { attemptId } }).catch(() => {});
+  };
   const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs };
 
   app.post(
@@ -200,7 +207,10 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req): Promise<LogsResponse> => {
       const { id } = req.params as { id: string };
       const body = req.body as LogsRequest;
-      return store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now(), machineId: req.principal!.machineId! });
+      const marks = await store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now(), machineId: req.principal!.machineId! });
+      // Streams following this log read on (log-stream.ts): a hint from memory, not awaited, never stored.
+      if (body.chunks.length) logsWritten(id);
+      return marks;
     },
   );
 

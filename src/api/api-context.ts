@@ -1,17 +1,15 @@
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
-import type { ArtifactStore } from '../server/artifact-store.js';
-import type { ServerConfig } from '../server/server-config.js';
+import type { ArtifactStore } from '../store/artifact-store.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';
-import type { Metrics } from '../server/metrics.js';
 
 /** What the HTTP layer needs from the rest of the control plane. */
 export interface ApiContext {
   store: Store;
   bus: Bus;
   clock: Clock;
-  config: ServerConfig;
+  config: ApiSettings;
   artifacts: ArtifactStore;
   random: () => number;
   /** Aborted when the server shuts down, so held long-polls return at once. */
@@ -21,5 +19,21 @@ export interface ApiContext {
   /** This replica: its id, and whether it runs the scheduler and reconciler now (docs/replicas.md). */
   replica: { id: string; leader(): boolean };
   /** The Prometheus metrics (/metrics); absent in tests that build the API alone. */
-  metrics?: Metrics;
+  metrics?: { text(): Promise<string> };
+}
+
+/**
+ * The server's settings that the HTTP layer reads: a part of ServerConfig (src/server/server-config.ts),
+ * which the control plane passes whole; declared here so that api/ does not import the server above it.
+ */
+export interface ApiSettings {
+  heartbeatMs: number;
+  leaseMs: number;
+  killGraceMs: number;
+  disconnectGraceMs: number;
+  bodyLimitBytes: number;
+  rateLimitPerSecond: number;
+  agentRateLimitPerSecond: number;
+  openHealth: boolean;
+  tls: { cert: string; key: string } | null;
 }

@@ -1,5 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, StaleAttemptError, UnauthenticatedError, ValidationError, StoreBusyError } from '../domain/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, StaleAttemptError, UnauthenticatedError, StoreBusyError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
+import { isErrorCode } from './contract/error-codes.js';
 import type { ErrorBody } from './contract/job-view.js';
 
 /**
@@ -57,7 +59,8 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(400, { error: 'invalid_json', message: `body is not valid JSON: ${err.message}` });
     }
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      return send(err.statusCode, { error: err.code ?? 'bad_request', message: err.message });
+      // Codes are a closed list (contract/error-codes.ts): a framework's own code (FST_ERR_…) is a bad request, its message kept.
+      return send(err.statusCode, { error: isErrorCode(err.code) ? err.code : 'bad_request', message: err.message });
     }
     req.log.error({ err }, 'unhandled error');
     return send(500, { error: 'internal', message: 'internal server error; see the server log' });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import { ValidationError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
 import type { Idempotency } from '../store/store.js';
 
 /**

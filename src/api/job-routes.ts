@@ -2,10 +2,13 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { jobStates, type JobState } from '../domain/job-state.js';
-import { AlreadySubmitted, ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
-import { JobSpecSchema, parseJobSpec, parseJobSpecText } from '../domain/job-spec.js';
-import { MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_BATCH_STAGES, parseJobBatch, parseJobBatchText } from '../domain/job-batch.js';
-import { ArtifactStore } from '../server/artifact-store.js';
+import { AlreadySubmitted, ConflictError, NotFoundError } from '../domain/errors.js';
+import { JobSpecSchema, parseJobSpec } from '../domain/job-spec.js';
+import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
+import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
+import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from '../spec/spec-limits.js';
+import { ValidationError } from '../spec/validation-error.js';
+import { ArtifactStore } from '../store/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import { JobBatchResult } from './contract/job-batch.js';
 import { ErrorBody, EventView, JobSummaryView, JobView, StageExplanation, type SubmitWarning } from './contract/job-view.js';
@@ -16,6 +19,7 @@ import { jobSummaryView, jobView } from './views.js';
 import { quotaReasons } from './quota-reasons.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
+import { logChunkView, streamLog } from './log-stream.js';
 import { teamScope, type Principal } from './auth/principal.js';
 import { auditBy } from './auth/audit-entry.js';
 import type { JobDefinition } from '../domain/job-definition.js';
@@ -286,11 +290,15 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get(
     '/v1/jobs/:id/stages/:stage/logs',
     {
+      // Follow (?follow=1) answers server-sent events; otherwise text or JSON, whatever the Accept.
+      sse: { kind: 'manual', heartbeat: true },
       config: { access: 'user' },
       schema: {
-        summary: "A stage's stdout and stderr (latest attempt unless `attempt` is given)",
+        summary: "A stage's stdout and stderr (latest attempt unless `attempt` is given); live with `follow`",
         description:
-          'Text streams the whole log. `format=json` returns one page of chunks (`limit`, default 1000); pass the last chunk id as `after` for the next.',
+          'Text streams the whole log. `format=json` returns one page of chunks (`limit`, default 1000); pass the last chunk id as `after` for the next. ' +
+          '`follow=1` streams it as server-sent events until the log is complete: `chunk` messages (`id` the chunk id, `data` the chunk as in `format=json`), ' +
+          'then one `end` (`data`: `{attempt, state}`), and the stream closes. It waits for a stage that has not run yet; a dropped stream resumes after `Last-Event-ID` (or `after`).',
         tags: ['jobs'],
         params: StageParams,
         querystring: Type.Object({
@@ -298,25 +306,30 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
           after: Type.Optional(Type.Integer({ minimum: 0 })),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000 })),
           format: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('json')])),
+          follow: Type.Optional(Type.Unsafe<'1' | 'true' | '0' | 'false'>({ type: 'string', enum: ['1', 'true', '0', 'false'], description: '1 or true: stream as server-sent events until the log is complete' })),
         }),
       },
     },
     async (req, reply) => {
       const { id, stage } = req.params as { id: string; stage: string };
-      const q = req.query as { attempt?: number; after?: number; limit?: number; format?: 'text' | 'json' };
+      const q = req.query as { attempt?: number; after?: number; limit?: number; format?: 'text' | 'json'; follow?: string };
+      const follow = q.follow === '1' || q.follow === 'true';
       await ownJob(req.principal, id);
       // A stage that has not run, or an attempt it never had, has no log to show: said, not an empty answer.
       const detail = (await store.jobGet({ jobId: id }))?.stages.find((s) => s.name === stage);
       if (!detail) throw new NotFoundError('stage', `${id}/${stage}`);
+      // Following the stage waits for it to start; an attempt named must be one it has had.
+      if (follow && q.attempt === undefined) return streamLog(ctx, reply, { jobId: id, stage, ...(q.after !== undefined ? { after: q.after } : {}) });
       if (detail.attempts.length === 0) throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no log: it has not run yet (it is ${detail.state})`);
       if (q.attempt !== undefined && !detail.attempts.some((a) => a.number === q.attempt)) {
         const numbers = detail.attempts.map((a) => a.number);
         throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no attempt ${q.attempt}: its attempts are ${numbers.join(', ')}`);
       }
+      if (follow) return streamLog(ctx, reply, { jobId: id, stage, attempt: q.attempt, ...(q.after !== undefined ? { after: q.after } : {}) });
       const page = (afterId: number | undefined, limit: number) => store.stageLogs({ jobId: id, stage, attempt: q.attempt, afterId, limit });
       const first = await page(q.after, q.limit ?? 1000);
       if (!first) throw new NotFoundError('stage', `${id}/${stage}`);
-      if (q.format === 'json') return { chunks: first };
+      if (q.format === 'json') return { chunks: first.map(logChunkView) };
       // Text: streamed page by page, so a large log never sits whole in the server's memory.
       async function* pages() {
         let chunks = first!;

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { ConflictError, NotFoundError, ValidationError, type ValidationIssue } from '../domain/errors.js';
-import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../domain/quantity.js';
+import { ConflictError, NotFoundError } from '../domain/errors.js';
+import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../spec/quantity.js';
+import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import { dominantShare, emptyTeamUsage, formatTeamQuota, isBorrowing, type Team, type TeamQuota, type TeamUsage } from '../domain/team.js';
 import { machineRefusal } from '../scheduler/checks.js';

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { NotFoundError, ValidationError } from '../domain/errors.js';
+import { NotFoundError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
 import type { TokenRecord } from '../store/records.js';
 import type { ApiContext } from './api-context.js';

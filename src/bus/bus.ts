@@ -27,4 +27,7 @@ export const Topic = {
   jobChanged: 'job:changed',
   /** A transaction wrote events (sent from memory, never stored): live event streams read on. */
   eventsWritten: 'events:written',
+  /** Pieces of an attempt's log were stored (`{ attemptId }`; sent from memory by the log route, never
+   *  stored): streams following that log read on (GET …/logs?follow=1). */
+  logsWritten: 'logs:written',
 } as const;

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { Command } from '@commander-js/extra-typings';
 import { API_VERSION } from '../api/contract/api-version.js';
-import { ValidationError } from '../domain/errors.js';
-import { agentCommand } from './commands/agent-command.js';
+import { ValidationError } from '../spec/validation-error.js';
+import { agentCommand } from '../agent/agent-command.js';
 
 const program = new Command()
   .name('gantry')
@@ -13,9 +13,9 @@ const program = new Command()
 if (process.argv[2] === 'agent') {
   agentCommand(program);
 } else {
-  (await import('./commands/up-command.js')).upCommand(program);
-  (await import('./commands/server-command.js')).serverCommand(program);
-  (await import('./commands/migrate-command.js')).migrateCommand(program);
+  (await import('../server/up-command.js')).upCommand(program);
+  (await import('../server/server-command.js')).serverCommand(program);
+  (await import('../server/migrate-command.js')).migrateCommand(program);
   agentCommand(program);
   (await import('./commands/register-client-commands.js')).registerClientCommands(program);
 }

@@ -1,22 +1,9 @@
 /**
  * Errors that cross the API boundary. Each carries the fields a client needs; the API maps each
- * class to one HTTP status in one place (src/api/error-handler.ts).
+ * class to one HTTP status in one place (src/api/error-handler.ts). A spec or request that is wrong
+ * is a ValidationError, which is the spec language's (src/spec/validation-error.ts): the CLI throws
+ * it too.
  */
-export interface ValidationIssue {
-  /** JSON path of the offending field, e.g. "/stages/2/resources/memory". */
-  path: string;
-  message: string;
-}
-
-export class ValidationError extends Error {
-  readonly issues: ValidationIssue[];
-  constructor(issues: ValidationIssue[]) {
-    super(issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; '));
-    this.name = 'ValidationError';
-    this.issues = issues;
-  }
-}
-
 export class NotFoundError extends Error {
   /** `why`: the whole message, when "<what> <id> not found" would not say it well. */
   constructor(readonly what: string, readonly id: string, why?: string) {

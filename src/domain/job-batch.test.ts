@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError, type ValidationIssue } from './errors.js';
-import { MAX_BATCH_ISSUES, MAX_BATCH_STAGES, parseJobBatch, parseJobBatchText } from './job-batch.js';
+import { parseJobBatchText } from '../spec/job-spec-text.js';
+import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
+import { MAX_BATCH_ISSUES, MAX_BATCH_STAGES, parseJobBatch } from './job-batch.js';
 import { parseJobSpec } from './job-spec.js';
 
 function issuesOf(fn: () => unknown): ValidationIssue[] {

@@ -59,7 +59,6 @@ export const DEFAULT_TEAM = 'default';
 export const DEFAULT_PRIORITY = 50;
 export const DEFAULT_PREEMPTION_GRACE_SECONDS = 30;
 export const MAX_STAGES = 1000;
-export const MAX_SPEC_BYTES = 1024 * 1024;
 
 /** A preempted stage's time between TERM and KILL, to checkpoint. */
 export function preemptionGraceMs(def: Pick<StageDefinition, 'preemptionGraceSeconds'>): number {

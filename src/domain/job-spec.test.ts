@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError, type ValidationIssue } from './errors.js';
-import { DEFAULT_RETRY, MAX_SPEC_BYTES, MAX_STAGES } from './job-definition.js';
-import { JobSpecSchema, parseJobSpec, parseJobSpecText, stageOrder } from './job-spec.js';
+import { parseJobSpecText } from '../spec/job-spec-text.js';
+import { MAX_SPEC_BYTES } from '../spec/spec-limits.js';
+import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
+import { DEFAULT_RETRY, MAX_STAGES } from './job-definition.js';
+import { JobSpecSchema, parseJobSpec, stageOrder } from './job-spec.js';
 
 const FULL = `
 name: resnet-pipeline        # required

@@ -8,22 +8,20 @@
  */
 import { Type, type Static } from 'typebox';
 import { findCycle, topologicalOrder, type Edge } from './dag.js';
-import { ValidationError, type ValidationIssue } from './errors.js';
+import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
 import {
   DEFAULT_PREEMPTION_GRACE_SECONDS,
   DEFAULT_PRIORITY,
   DEFAULT_RETRY,
   DEFAULT_TEAM,
-  MAX_SPEC_BYTES,
   MAX_STAGES,
   type JobDefinition,
   type RetryPolicy,
   type StageDefinition,
 } from './job-definition.js';
-import { parseCpuMillis, parseMemoryBytes, QuantityError } from './quantity.js';
+import { parseCpuMillis, parseMemoryBytes, QuantityError } from '../spec/quantity.js';
 import { normalizeGpuType } from './resources.js';
-import { describeValue, encodePointerSegment as enc, schemaIssues, suggest } from './schema-issues.js';
-import { failText, parseSpecDocuments } from './spec-text.js';
+import { encodePointerSegment as enc, schemaIssues, suggest } from '../spec/schema-issues.js';
 
 export const MAX_BACKOFF_SECONDS = 7 * 24 * 3600;
 export const MAX_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
@@ -400,16 +398,4 @@ export function stageOrder(def: JobDefinition): string[] {
   const order = topologicalOrder(names, edges);
   if (!order) throw new Error(`job ${def.name} has a cycle in its stages`);
   return order;
-}
-
-/**
- * Parses spec text (YAML; JSON is YAML too) into a plain value for parseJobSpec. Throws
- * ValidationError (path "") for text over MAX_SPEC_BYTES, syntax errors (with line and column),
- * and documents that are not a mapping.
- */
-export function parseJobSpecText(text: string, filename?: string): unknown {
-  const [value] = parseSpecDocuments(text, { filename, maxBytes: MAX_SPEC_BYTES, what: 'spec' });
-  if (value === null || value === undefined) failText(filename, ['the spec is empty']);
-  if (!isObj(value)) failText(filename, [`a job spec must be a mapping (name: ..., stages: ...), got ${describeValue(value)}`]);
-  return value;
 }

@@ -1,4 +1,4 @@
-import { formatCpu, formatMemory } from './quantity.js';
+import { formatCpu, formatMemory } from '../spec/quantity.js';
 
 /**
  * A team: the owner of jobs, of a quota and of a fair-share weight (docs/scheduling.md, "Teams,

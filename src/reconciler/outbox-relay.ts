@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
 import type { OutboxMessage } from '../store/records.js';
@@ -12,6 +13,9 @@ import type { Store } from '../store/store.js';
  */
 export class OutboxRelay {
   private sent: number[] = [];
+  /** Ids of messages kept in memory count from 1 in every process; this makes them unique across
+   *  replicas and restarts, since NATS drops a repeated id within its duplicate window. */
+  private readonly instance = randomUUID();
 
   constructor(
     private readonly store: Store,
@@ -25,7 +29,7 @@ export class OutboxRelay {
     for (const m of messages) {
       if (m.stored === false) {
         // No row to mark or to send again: a message of this process's own (ids apart from rows').
-        this.bus.publish({ id: `mem:${m.id}`, topic: m.topic, payload: m.payload }).catch(this.onError);
+        this.bus.publish({ id: `mem:${this.instance}:${m.id}`, topic: m.topic, payload: m.payload }).catch(this.onError);
         continue;
       }
       // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.

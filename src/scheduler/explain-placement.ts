@@ -1,4 +1,4 @@
-import { formatCpu, formatMemory } from '../domain/quantity.js';
+import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, RejectReason, type StageNeed } from './checks.js';
 import { describeGpus, pendingReason } from './pending-reason.js';
 import type { MachineView } from './snapshot.js';

@@ -1,6 +1,6 @@
 import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
 import { machineSchedulings, type MachineScheduling } from '../domain/machine-scheduling.js';
-import { formatCpu, formatMemory } from '../domain/quantity.js';
+import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 

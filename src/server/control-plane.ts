@@ -14,7 +14,7 @@ import { reconcilePass } from '../reconciler/reconcile.js';
 import { schedulerPass } from './scheduler-pass.js';
 import { openStore } from './open-store.js';
 import type { Store } from '../store/store.js';
-import { ArtifactStore } from './artifact-store.js';
+import { ArtifactStore } from '../store/artifact-store.js';
 import { Loop } from './loop.js';
 import { LeaderElection } from './leader-election.js';
 import { SyncedClock } from './synced-clock.js';

@@ -161,7 +161,14 @@ export interface OutboxMessage {
   stored?: boolean;
 }
 
-export type { LogChunkView as LogChunk } from '../api/contract/job-view.js';
+/** One stored piece of a stage's log; `id` orders the pieces of a stage and is the cursor for reading on. */
+export interface LogChunk {
+  id: number;
+  attemptNumber: number;
+  stream: string;
+  at: number;
+  data: string;
+}
 
 /** A piece of one stream of an attempt's output at its byte offset in that stream (see attemptLogAppend). */
 export interface LogPiece {

@@ -3,6 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { LogChunkView } from '../../src/api/contract/job-view.js';
+import { followSse } from '../../src/cli/client/sse-stream.js';
 import { api, CLI, gantry, gantryUpForSuite, REPO, until } from '../support/gantry-process.js';
 
 /**
@@ -27,6 +29,45 @@ describe('gantry logs', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('started');
     expect(r.stdout).toContain('cleaned up');
+  }, 40_000);
+
+  it('the log stream: cut off after a chunk and resumed with Last-Event-ID, it sends the rest once, then its end', async () => {
+    const id = await submit({ name: 'streamed', stages: [{ name: 's', command: ['sh', '-c', 'for i in 1 2 3 4 5 6; do echo line $i; sleep 0.3; done'] }] });
+    const url = `${up().url}/v1/jobs/${id}/stages/s/logs?follow=1`;
+    const headers = { authorization: `Bearer ${up().token}` };
+    const got: LogChunkView[] = [];
+    let end: unknown = null;
+    // The stage has not started yet: the stream waits for it. One chunk, then the connection is dropped.
+    await followSse({ url, headers, signal: new AbortController().signal, onMessage: (m) => (m.event === 'chunk' ? (got.push(JSON.parse(m.data) as LogChunkView), false) : undefined) });
+    expect(got).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 800));
+    await followSse({
+      url,
+      headers,
+      lastEventId: String(got[0]!.id),
+      signal: new AbortController().signal,
+      onMessage: (m) => {
+        if (m.event === 'end') {
+          end = JSON.parse(m.data);
+          return false;
+        }
+        got.push(JSON.parse(m.data) as LogChunkView);
+      },
+    });
+    expect(end).toEqual({ attempt: 1, state: 'succeeded' });
+    const ids = got.map((c) => c.id);
+    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(got.map((c) => c.data).join('')).toBe('line 1\nline 2\nline 3\nline 4\nline 5\nline 6\n');
+    expect((await api(up().url, `/v1/jobs/${id}/stages/s/logs`)).body).toBe(got.map((c) => c.data).join(''));
+  }, 40_000);
+
+  it('--follow of a stage that has not started waits for it, prints its log and ends with it', async () => {
+    const id = await submit({ name: 'later', stages: [{ name: 'a', command: ['sleep', '1'] }, { name: 'b', needs: ['a'], command: ['sh', '-c', 'echo from b; echo to stderr >&2'] }] });
+    const r = await gantry(['logs', id, 'b', '--follow', '--server', up().url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('from b\nto stderr\n');
+    expect(r.stderr).toBe('');
   }, 40_000);
 
   it('the log of a stage that never ran, or of an attempt it never had: exit 4, saying which', async () => {

@@ -7,7 +7,7 @@ import { attemptGroupAlive, killGroups } from './processes.js';
 type Attempt = JobView['stages'][number]['attempts'][number];
 type Stage = JobView['stages'][number];
 
-const attempt = (id: string, number: number, state: string, o: Partial<Attempt> = {}): Attempt => ({
+const attempt = (id: string, number: number, state: Attempt['state'], o: Partial<Attempt> = {}): Attempt => ({
   id,
   number,
   state,

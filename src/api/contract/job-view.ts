@@ -1,4 +1,8 @@
 import { Type, type Static } from 'typebox';
+import { ERROR_CODES } from './error-codes.js';
+import type { EventType } from './event-types.js';
+import { ATTEMPT_STATES, JOB_STATES, LOG_STREAMS, MACHINE_HEALTHS, MACHINE_SCHEDULINGS, STAGE_STATES, type StageState } from './states.js';
+import { wireEnum } from './wire-enum.js';
 
 /** The user-facing shapes of jobs, stages, attempts and machines: what the CLI, SDK and dashboard read. */
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
@@ -7,7 +11,7 @@ const StringMap = Type.Unsafe<Record<string, string>>(Type.Object({}, { addition
 export const AttemptView = Type.Object({
   id: Type.String(),
   number: Type.Integer(),
-  state: Type.String(),
+  state: wireEnum(ATTEMPT_STATES),
   machine: Type.String({ description: 'machine name' }),
   machineId: Type.String(),
   gpus: Type.Array(Type.Integer(), { description: 'device indices (CUDA_VISIBLE_DEVICES)' }),
@@ -29,7 +33,7 @@ export type AttemptView = Static<typeof AttemptView>;
 
 export const StageView = Type.Object({
   name: Type.String(),
-  state: Type.String(),
+  state: wireEnum(STAGE_STATES),
   pool: Type.String(),
   needs: Type.Array(Type.String()),
   pendingReason: Nullable(Type.String({ description: 'why a ready stage is not placed yet' })),
@@ -56,7 +60,7 @@ const jobFields = {
   team: Type.String(),
   priority: Type.Integer(),
   labels: StringMap,
-  state: Type.String(),
+  state: wireEnum(JOB_STATES),
   failureReason: Nullable(Type.String()),
   createdAt: Type.Number(),
   updatedAt: Type.Number(),
@@ -65,7 +69,8 @@ const jobFields = {
 
 export const JobSummaryView = Type.Object({
   ...jobFields,
-  stageCounts: Type.Unsafe<Record<string, number>>(Type.Object({}, { additionalProperties: Type.Integer() })),
+  /** How many of its stages are in each state (states with none are left out). */
+  stageCounts: Type.Unsafe<Partial<Record<StageState, number>>>(Type.Object({}, { additionalProperties: Type.Integer() })),
 });
 export type JobSummaryView = Static<typeof JobSummaryView>;
 
@@ -88,8 +93,8 @@ export type JobView = Static<typeof JobView>;
 export const MachineView = Type.Object({
   id: Type.String(),
   name: Type.String(),
-  health: Type.String({ description: 'ready | suspect | lost: whether it is alive, as its heartbeats tell' }),
-  scheduling: Type.String({
+  health: wireEnum(MACHINE_HEALTHS, { description: 'ready | suspect | lost: whether it is alive, as its heartbeats tell' }),
+  scheduling: wireEnum(MACHINE_SCHEDULINGS, {
     description:
       'eligible | cordoned | draining | drained: what an operator wants of it (only eligible machines take new work; drained: draining, and no attempt holds resources there any more)',
   }),
@@ -117,7 +122,8 @@ export type MachineChange = Static<typeof MachineChange>;
 export const EventView = Type.Object({
   seq: Type.Integer(),
   at: Type.Number(),
-  type: Type.String(),
+  /** `noun:verb` (event-types.ts); the wire schema says string, so that a newer server's new kinds pass older clients. */
+  type: Type.Unsafe<EventType>(Type.String()),
   jobId: Nullable(Type.String()),
   stageName: Nullable(Type.String()),
   attemptId: Nullable(Type.String()),
@@ -130,14 +136,14 @@ export type EventView = Static<typeof EventView>;
 export const LogChunkView = Type.Object({
   id: Type.Integer(),
   attemptNumber: Type.Integer(),
-  stream: Type.String(),
+  stream: wireEnum(LOG_STREAMS),
   at: Type.Number(),
   data: Type.String(),
 });
 export type LogChunkView = Static<typeof LogChunkView>;
 
 export const ErrorBody = Type.Object({
-  error: Type.String({ description: 'machine-readable code' }),
+  error: wireEnum(ERROR_CODES, { description: 'machine-readable code (error-codes.ts)' }),
   message: Type.String(),
   issues: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
 });
@@ -147,14 +153,14 @@ export type ErrorBody = Static<typeof ErrorBody>;
 export const StageExplanation = Type.Object({
   jobId: Type.String(),
   stage: Type.String(),
-  state: Type.String(),
+  state: wireEnum(STAGE_STATES),
   pool: Type.String(),
   /** The binding reason in one line; null when a machine has room now (the next pass places it). */
   reason: Nullable(Type.String()),
   /** Its team at its quota: the quota line (it binds before any machine is looked at); null otherwise. */
   quota: Nullable(Type.String()),
   /** Upstream stages not yet succeeded (a pending stage waits for them). */
-  waitsFor: Type.Array(Type.Object({ stage: Type.String(), state: Type.String() })),
+  waitsFor: Type.Array(Type.Object({ stage: Type.String(), state: wireEnum(STAGE_STATES) })),
   /** Ready stages: how many wait ahead of it in its queue, and in all. */
   queue: Nullable(Type.Object({ ahead: Type.Number(), waiting: Type.Number() })),
   /** Machines registered, then how many are left after each constraint, in the order the scheduler checks them. */

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { NAME_PATTERN } from '../../domain/job-spec.js';
+import { NAME_PATTERN } from './names.js';
 
 const Quantity = (what: string) => Type.Union([Type.String({ minLength: 1, maxLength: 40 }), Type.Number({ exclusiveMinimum: 0 })], { description: what });
 

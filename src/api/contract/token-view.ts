@@ -1,9 +1,12 @@
 import { Type, type Static } from 'typebox';
+import { NAME_PATTERN } from './names.js';
+import { TOKEN_KINDS } from './states.js';
+import { wireEnum } from './wire-enum.js';
 
 /** A token as the API shows it: never the token itself, except once, when it is made. */
 export const TokenView = Type.Object({
   id: Type.String(),
-  kind: Type.Union([Type.Literal('admin'), Type.Literal('team'), Type.Literal('join'), Type.Literal('machine')]),
+  kind: wireEnum(TOKEN_KINDS),
   team: Type.Union([Type.String(), Type.Null()]),
   machineId: Type.Union([Type.String(), Type.Null()]),
   name: Type.String(),
@@ -12,8 +15,6 @@ export const TokenView = Type.Object({
   revokedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
 });
 export type TokenView = Static<typeof TokenView>;
-
-import { NAME_PATTERN } from '../../domain/job-spec.js';
 
 export const TokenCreateRequest = Type.Object(
   {

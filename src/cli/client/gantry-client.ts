@@ -1,11 +1,13 @@
 import { followEvents, type FollowOptions } from './event-stream.js';
+import { followSse } from './sse-stream.js';
+import type { LogFollowEnd } from '../../api/contract/log-follow.js';
 import type { TeamChangeRequest, TeamCreateRequest, TeamView } from '../../api/contract/team-view.js';
 import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
-import type { ErrorBody, EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
+import type { EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
 import type { AuditView } from '../../api/contract/audit-view.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
-import { ApiError } from './api-error.js';
+import { ApiError, errorBodyOf } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
 import { ConnectionError } from './connection-error.js';
 
@@ -34,6 +36,9 @@ const REQUEST_TIMEOUT_MS = 30_000;
 
 /** Tries of a request answered 429 (too many), each after the wait the server asked for. */
 const RATE_LIMITED_TRIES = 4;
+
+/** How long a live stream keeps trying to reconnect to a server it cannot reach (servers restart). */
+const STREAM_RECONNECT_MS = 60_000;
 
 /** Tries of a submit, over about 8 s, when the server cannot be reached (a restart, say). */
 const SUBMIT_TRIES = 6;
@@ -123,6 +128,37 @@ export class GantryClient {
   async logChunks(id: string, stage: string, q: LogQuery = {}): Promise<LogChunk[]> {
     const r = await this.json<{ chunks: LogChunk[] }>('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after, format: 'json' })}`);
     return r.chunks;
+  }
+
+  /**
+   * Follows a stage's log live (`…/logs?follow=1`, server-sent events; contract/log-follow.ts):
+   * each new chunk to `onChunk`, once, until the log is complete. Resolves with the stream's `end`,
+   * null when `signal` aborted, or 'not-a-stream' from a server without the stream. A connection
+   * that drops is opened again after the last chunk got; after a minute without one it gives up.
+   */
+  async followLog(
+    id: string,
+    stage: string,
+    q: LogQuery,
+    opts: { signal: AbortSignal; onChunk: (c: LogChunk) => void; onDrop?: (why: string) => void },
+  ): Promise<LogFollowEnd | null | 'not-a-stream'> {
+    let end: LogFollowEnd | null = null;
+    const outcome = await followSse({
+      url: `${this.baseUrl}${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after, follow: 1 })}`,
+      headers: this.auth,
+      ...(this.ca ? { ca: this.ca } : {}),
+      signal: opts.signal,
+      giveUpAfterMs: STREAM_RECONNECT_MS,
+      ...(opts.onDrop ? { onDrop: opts.onDrop } : {}),
+      onMessage: (m) => {
+        if (m.event === 'end') {
+          end = JSON.parse(m.data) as LogFollowEnd;
+          return false;
+        }
+        if (m.event === 'chunk') opts.onChunk(JSON.parse(m.data) as LogChunk);
+      },
+    });
+    return outcome === 'not-a-stream' ? outcome : end;
   }
 
   async events(id: string, after?: number): Promise<EventView[]> {
@@ -246,7 +282,7 @@ export class GantryClient {
       }
       throw new ConnectionError(base, describeFailure(e, this.timeoutMs), code);
     }
-    if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, errorBody(res), res.retryAfter);
+    if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, errorBodyOf(res.status, res.statusText, res.text), res.retryAfter);
     return res;
   }
 }
@@ -277,19 +313,4 @@ function describeFailure(e: unknown, timeoutMs: number): string {
     return code && !e.message.includes(code) ? `${code}: ${e.message}` : e.message;
   }
   return String(e);
-}
-
-// Proxies and crashed servers answer with HTML or nothing; turn whatever came into an ErrorBody.
-function errorBody(res: HttpAnswer): ErrorBody {
-  const text = res.text;
-  try {
-    const parsed = JSON.parse(text) as Partial<ErrorBody>;
-    if (parsed && typeof parsed.message === 'string') {
-      return { error: typeof parsed.error === 'string' ? parsed.error : `http_${res.status}`, message: parsed.message, issues: parsed.issues };
-    }
-  } catch {
-    // not JSON; fall through
-  }
-  const snippet = text.trim().slice(0, 200);
-  return { error: `http_${res.status}`, message: `HTTP ${res.status} ${res.statusText}${snippet ? `: ${snippet}` : ''}` };
 }

@@ -1,6 +1,6 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { CliIo } from '../render/cli-io.js';
-import { isTerminalJobState } from '../render/terminal-states.js';
+import { isTerminalJobState } from '../../api/contract/states.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';

@@ -1,7 +1,8 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { EventView } from '../../api/contract/job-view.js';
 import type { CliIo } from '../render/cli-io.js';
-import { isTerminalJobState } from '../render/terminal-states.js';
+import { jobStateOfEvent } from '../../api/contract/event-types.js';
+import { isTerminalJobState } from '../../api/contract/states.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
@@ -14,7 +15,7 @@ export interface EventsOptions extends ClientOptions {
 }
 
 /** A job's own end: its `job:<terminal state>` event. */
-const isJobEnd = (type: string) => type.startsWith('job:') && isTerminalJobState(type.slice('job:'.length));
+const isJobEnd = (type: string) => isTerminalJobState(jobStateOfEvent(type) ?? '');
 
 /** `gantry events [JOB] [--follow]`: the event log, and live from the event stream. */
 export function eventsCommand(program: CommandUnknownOpts): void {

@@ -1,5 +1,6 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { StageExplanation } from '../../api/contract/job-view.js';
+import { isTerminalStageState } from '../../api/contract/states.js';
 import type { CliIo } from '../render/cli-io.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
@@ -31,7 +32,7 @@ Examples:
 export async function runExplain(jobId: string, stage: string | undefined, opts: ClientOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
     const client = clientFor(opts);
-    const names = stage ? [stage] : (await client.getJob(jobId)).stages.filter((s) => !['succeeded', 'failed', 'canceled', 'skipped'].includes(s.state)).map((s) => s.name);
+    const names = stage ? [stage] : (await client.getJob(jobId)).stages.filter((s) => !isTerminalStageState(s.state)).map((s) => s.name);
     const all = await Promise.all(names.map((n) => client.explainStage(jobId, n)));
     if (opts.json) io.stdout.write(`${JSON.stringify(stage ? all[0] : all, null, 2)}\n`);
     else if (all.length === 0) io.stdout.write(`job ${jobId}: every stage has ended (gantry status ${jobId})\n`);

@@ -1,4 +1,5 @@
 import { Option, type CommandUnknownOpts } from '@commander-js/extra-typings';
+import { JOB_STATES } from '../../api/contract/states.js';
 import type { CliIo } from '../render/cli-io.js';
 import { renderJobList } from '../render/job-list-table.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
@@ -6,9 +7,6 @@ import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
-
-// The wire's job states (the server's list); checked here so a typo gets one clear line, not a schema dump.
-const JOB_STATES = ['submitted', 'queued', 'scheduled', 'running', 'succeeded', 'failed', 'canceled'] as const;
 
 export interface ListOptions extends ClientOptions {
   state?: string;

@@ -56,3 +56,35 @@ describe('runLogs --follow', () => {
     expect(afters.filter(Boolean).every((a) => ['3', '5', '9'].includes(a))).toBe(true);
   });
 });
+
+describe('runLogs --follow on the log stream', () => {
+  it('prints what the stream sends, resumes a dropped stream after the last chunk, and ends at its end, without polling', async () => {
+    const requests: { url: string; lastEventId: string | undefined }[] = [];
+    const sse = (id: number | null, event: string, data: unknown) => `${id !== null ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    const stream = createServer((req, res) => {
+      requests.push({ url: req.url ?? '', lastEventId: req.headers['last-event-id'] as string | undefined });
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (requests.length === 1) {
+        // The first connection is cut after one chunk, with no end.
+        res.end(sse(3, 'chunk', chunks[0]));
+        return;
+      }
+      res.end(sse(5, 'chunk', chunks[1]) + sse(9, 'chunk', chunks[2]) + sse(null, 'end', { attempt: 2, state: 'succeeded' }));
+    });
+    await new Promise<void>((r) => stream.listen(0, '127.0.0.1', r));
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const io: CliIo = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) }, color: false };
+      const at = `http://127.0.0.1:${(stream.address() as AddressInfo).port}`;
+      expect(await runLogs('j_1', 'train', { server: at, follow: true, interval: 60_000 }, io)).toBe(ExitCode.ok);
+      expect(out.join('')).toBe('epoch 1\ncrash\nepoch 1 again\n');
+      expect(err.join('')).toContain('--- attempt 2 ---\n');
+      expect(err.join('')).toContain('log stream dropped');
+      expect(requests.map((r) => r.url)).toEqual(['/v1/jobs/j_1/stages/train/logs?follow=1', '/v1/jobs/j_1/stages/train/logs?follow=1']);
+      expect(requests.map((r) => r.lastEventId)).toEqual([undefined, '3']);
+    } finally {
+      await new Promise<void>((r) => stream.close(() => r()));
+    }
+  });
+});

@@ -1,8 +1,9 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
-import { GantryClient } from '../client/gantry-client.js';
+import { logFollowState } from '../../api/contract/log-follow.js';
+import { ApiError } from '../client/api-error.js';
+import type { GantryClient, LogChunk } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
 import type { CliIo } from '../render/cli-io.js';
-import { isTerminalStageState } from '../render/terminal-states.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
@@ -12,7 +13,7 @@ import { runAction } from './run-action.js';
 export interface LogsOptions extends ClientOptions {
   attempt?: number;
   follow?: boolean;
-  /** Poll interval in ms while following (default 500). */
+  /** Poll interval in ms while following a server without the log stream (default 500). */
   interval?: number;
 }
 
@@ -25,13 +26,16 @@ export function logsCommand(program: CommandUnknownOpts): void {
       .argument('<stage>', 'stage name'),
   )
     .option('--attempt <n>', 'the log of this attempt (1, 2, ...) instead of the latest', positiveInt)
-    .option('-f, --follow', 'keep printing new output until the stage ends (Ctrl-C stops following)')
+    .option('-f, --follow', 'keep printing new output until its log is complete: the stage (or --attempt) ended and its process gone (Ctrl-C stops following)')
     .addHelpText(
       'after',
       `
-With --follow and no --attempt, a retry's output follows on after a "--- attempt N ---" line (on
-stderr). With --json, --follow prints one chunk ({id, attemptNumber, stream, at, data}) per line.
-Exit codes: 0 printed, 4 no such job or stage, 5 server unreachable, 130 stopped following.
+--follow streams the log live (server-sent events; a dropped connection is opened again after
+the last chunk printed) and waits for a stage that has not started. With no --attempt, a retry's
+output follows on after a "--- attempt N ---" line (on stderr). With --json, --follow prints one
+chunk ({id, attemptNumber, stream, at, data}) per line.
+Exit codes: 0 printed, 4 no such job, stage or attempt (or a stage that has not run, without
+--follow), 5 server unreachable, 130 stopped following.
 
 Examples:
   $ gantry logs j_01HZX3 train
@@ -59,53 +63,65 @@ export async function runLogs(jobId: string, stage: string, opts: LogsOptions, i
   });
 }
 
+/**
+ * Prints the stage's log as it is written, until it is complete (contract/log-follow.ts): from the
+ * server's log stream, or, from a server without it, by reading the log again every `interval`.
+ */
 async function follow(client: GantryClient, jobId: string, stageName: string, opts: LogsOptions, io: CliIo): Promise<number> {
-  const interval = opts.interval ?? 500;
-  let after: number | undefined;
   let attemptShown: number | undefined;
+  let after: number | undefined;
+  const print = (chunk: LogChunk) => {
+    if (opts.json) {
+      io.stdout.write(`${JSON.stringify(chunk)}\n`);
+    } else {
+      if (attemptShown !== undefined && chunk.attemptNumber !== attemptShown) io.stderr.write(`--- attempt ${chunk.attemptNumber} ---\n`);
+      io.stdout.write(chunk.data);
+    }
+    attemptShown = chunk.attemptNumber;
+    after = chunk.id;
+  };
+  const stop = new AbortController();
+  io.signal?.addEventListener('abort', () => stop.abort(), { once: true });
+  let end: Awaited<ReturnType<GantryClient['followLog']>>;
+  try {
+    end = await client.followLog(jobId, stageName, { attempt: opts.attempt }, {
+      signal: stop.signal,
+      onChunk: print,
+      onDrop: (why) => io.stderr.write(`gantry: log stream dropped (${why}); reconnecting\n`),
+    });
+  } catch (e) {
+    // A server without the stream says a stage that has not run yet has no log (404); this one
+    // waits for it. Reading on finds out which: a stage or job that is not there is a 404 again.
+    if (!(e instanceof ApiError && e.status === 404 && opts.attempt === undefined)) throw e;
+    end = 'not-a-stream';
+  }
+  if (end === 'not-a-stream') return poll(client, jobId, stageName, opts, io, print, after);
+  return end === null ? ExitCode.interrupted : ExitCode.ok;
+}
+
+/** A server without the log stream: the stage's state, then its new chunks, every `interval`. */
+async function poll(client: GantryClient, jobId: string, stageName: string, opts: LogsOptions, io: CliIo, print: (c: LogChunk) => void, from: number | undefined): Promise<number> {
+  const interval = opts.interval ?? 500;
+  let after = from;
   let endedPolls = 0;
   for (;;) {
     // Read the stage's state before its chunks: output written before it ended is then in this fetch or an earlier one.
-    const { ended, started } = await stageEnded(client, jobId, stageName, opts.attempt);
+    const job = await client.getJob(jobId);
+    const stage = job.stages.find((s) => s.name === stageName);
+    // Unknown stage: the logs request reports it as a 404 with the server's wording.
+    const state = stage ? logFollowState(stage, opts.attempt) : { attempt: null, ended: false, missing: true };
     // Not run yet: nothing to read, wait for its first attempt (the server says 404 for its log).
-    if (!started) {
-      if (ended) return ExitCode.ok;
+    if (!state.attempt && !state.missing) {
+      if (state.ended) return ExitCode.ok;
       if (!(await pollDelay(interval, io.signal))) return ExitCode.interrupted;
       continue;
     }
-    const chunks = await client.logChunks(jobId, stageName, { attempt: opts.attempt, after });
-    for (const chunk of chunks) {
-      if (opts.json) {
-        io.stdout.write(`${JSON.stringify(chunk)}\n`);
-      } else {
-        if (attemptShown !== undefined && chunk.attemptNumber !== attemptShown) io.stderr.write(`--- attempt ${chunk.attemptNumber} ---\n`);
-        io.stdout.write(chunk.data);
-      }
-      attemptShown = chunk.attemptNumber;
+    for (const chunk of await client.logChunks(jobId, stageName, { attempt: opts.attempt, after })) {
+      print(chunk);
       after = chunk.id;
     }
     // One more poll after the end: an agent may ship its last output just after reporting the exit.
-    if (ended && ++endedPolls > 1) return ExitCode.ok;
+    if (state.ended && ++endedPolls > 1) return ExitCode.ok;
     if (!(await pollDelay(interval, io.signal))) return ExitCode.interrupted;
   }
-}
-
-/**
- * Whether the log followed is complete: the stage (or the attempt asked for) has ended and the
- * attempt's process is gone (released: its agent ships the last output, say a canceled stage's
- * lines in its kill grace, before it stops listing it). `started`: it has an attempt to read.
- */
-async function stageEnded(client: GantryClient, jobId: string, stageName: string, attempt: number | undefined): Promise<{ ended: boolean; started: boolean }> {
-  const job = await client.getJob(jobId);
-  const stage = job.stages.find((s) => s.name === stageName);
-  // Unknown: the logs request reports it as a 404 with the server's wording.
-  if (!stage) return { ended: false, started: true };
-  const latest = stage.attempts.at(-1);
-  const a = attempt !== undefined ? stage.attempts.find((x) => x.number === attempt) : latest;
-  if (attempt !== undefined && !a) return { ended: false, started: true };
-  if (!a) return { ended: isTerminalStageState(stage.state), started: false };
-  // A server older than releasedAt sends none (undefined): the end of the stage is all it can tell.
-  const gone = a.releasedAt !== null;
-  const over = attempt !== undefined ? a.state !== 'scheduled' && a.state !== 'running' : isTerminalStageState(stage.state);
-  return { ended: over && gone, started: true };
 }

@@ -6,7 +6,7 @@ import type { CliIo } from '../render/cli-io.js';
 import { ExitCode } from './exit-codes.js';
 import { runMachineAction } from './machine-command.js';
 
-const machine = (scheduling: string, attempts: number, over: Partial<MachineView> = {}): MachineView => ({
+const machine = (scheduling: MachineView['scheduling'], attempts: number, over: Partial<MachineView> = {}): MachineView => ({
   id: 'm_1', name: 'gpu-1', health: 'ready', scheduling, cpuMillis: 8000, memoryBytes: 2 ** 34, gpus: [], gpusDeclared: false, region: null, labels: {},
   allocated: { cpuMillis: 1000 * attempts, memoryBytes: 0, gpuIndices: [], attempts }, lastHeartbeatAt: 0, registeredAt: 0, ...over,
 });

@@ -24,7 +24,7 @@ function captureIo(over: Partial<CliIo> = {}) {
   return { io, stdout: () => out.join(''), stderr: () => err.join('') };
 }
 
-const job = (state: string, over: Partial<JobView> = {}): JobView => ({
+const job = (state: JobView['state'], over: Partial<JobView> = {}): JobView => ({
   id: 'j_1', name: 'demo', team: 'default', priority: 0, labels: {}, state, failureReason: null, cancelRequestedAt: null,
   createdAt: 0, updatedAt: 0, finishedAt: null, stages: [], ...over,
 });
@@ -112,7 +112,7 @@ describe('runSubmit', () => {
     expect(stderr()).toMatch(/^gantry: cannot reach Gantry at http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED.*; is it running\? \(gantry up\)\n$/);
   });
 
-  it.each([
+  it.each<[JobView['state'], number]>([
     ['succeeded', ExitCode.ok],
     ['failed', ExitCode.failed],
     ['canceled', ExitCode.canceled],

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { JobView } from '../../api/contract/job-view.js';
-import { parseJobFile, type JobFile } from '../../domain/job-file.js';
+import { parseJobFile, type JobFile } from '../../spec/job-file.js';
 import { ApiError } from '../client/api-error.js';
 import type { CliIo } from '../render/cli-io.js';
 import { watchJob } from '../render/watch-job.js';

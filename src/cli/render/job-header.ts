@@ -4,7 +4,7 @@ import { formatDuration } from './format-duration.js';
 import { palette } from './palette.js';
 import type { RenderOptions } from './stage-table.js';
 import { colorState } from './state-color.js';
-import { isTerminalJobState } from './terminal-states.js';
+import { isTerminalJobState } from '../../api/contract/states.js';
 
 /** The lines above the stage table in `gantry status`. */
 export function renderJobHeader(job: JobView, now: number, opts: RenderOptions = {}): string {

@@ -1,5 +1,5 @@
 import type { MachineView } from '../../api/contract/job-view.js';
-import { formatCpu, formatMemory } from '../../domain/quantity.js';
+import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { formatAge } from './format-age.js';
 import { colorHealth } from './health-color.js';
 import { palette, type Colors } from './palette.js';

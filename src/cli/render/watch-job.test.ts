@@ -5,16 +5,16 @@ import { watchJob } from './watch-job.js';
 
 const T0 = new Date(2024, 0, 1, 12, 0, 0).getTime();
 
-const attempt = (number: number, state: string): AttemptView => ({
+const attempt = (number: number, state: AttemptView['state']): AttemptView => ({
   id: `a${number}`, number, state, machine: 'gpu-1', machineId: 'm1', gpus: [0, 1], gpuType: 'h100', exitCode: state === 'failed' ? 7 : null,
   signal: null, reason: null, pid: 1, outputs: null, scheduledAt: T0, startedAt: T0, finishedAt: state === 'running' ? null : T0 + 1000,
 });
-const train = (state: string, attempts: AttemptView[], over: Partial<StageView> = {}): StageView => ({
+const train = (state: StageView['state'], attempts: AttemptView[], over: Partial<StageView> = {}): StageView => ({
   name: 'train', state, pool: 'default', needs: [], pendingReason: null, endReason: null,
   resources: { cpuMillis: 1000, memoryBytes: 1, gpu: { count: 2, types: ['h100'] } }, attemptsUsed: 0, maxAttempts: 3, lostUsed: 0,
   outputAttemptId: null, readySince: null, notBefore: null, finishedAt: null, attempts, ...over,
 });
-const job = (state: string, stage: StageView, over: Partial<JobView> = {}): JobView => ({
+const job = (state: JobView['state'], stage: StageView, over: Partial<JobView> = {}): JobView => ({
   id: 'j_1', name: 'resnet-pipeline', team: 't', priority: 0, labels: {}, state, failureReason: null, cancelRequestedAt: null,
   createdAt: T0, updatedAt: T0, finishedAt: null, stages: [stage], ...over,
 });

@@ -5,12 +5,13 @@ import type { GantryClient } from '../client/gantry-client.js';
 import { pollDelay } from '../client/poll-delay.js';
 import { gpuText, latestAttempt } from './attempt-text.js';
 import { canRedraw, type CliIo } from './cli-io.js';
+import { eventWakeups } from './event-wakeups.js';
 import { formatDuration } from './format-duration.js';
 import { palette, type Colors } from './palette.js';
 import { progressLine } from './progress-line.js';
 import { stageReason } from './stage-reason.js';
 import { renderStageTable } from './stage-table.js';
-import { isTerminalJobState } from './terminal-states.js';
+import { isTerminalJobState } from '../../api/contract/states.js';
 
 export interface WatchOptions {
   /** One JobView per line (NDJSON) whenever the job changes, instead of human output. */
@@ -48,7 +49,7 @@ export async function watchJob(
   // With the event stream, the job is read again when one of its events arrives (and, on a
   // terminal, every 2 s for the clocks and progress bars, which change without events); a
   // server without it is polled as before.
-  const live = client.followEvents ? jobEvents(client as Pick<GantryClient, 'followEvents'>, id, io.signal) : null;
+  const live = client.followEvents ? eventWakeups(client as Pick<GantryClient, 'followEvents'>, { job: id }, { signal: io.signal }) : null;
 
   let job = await client.getJob(id);
   let lastContact = now();
@@ -75,46 +76,6 @@ export async function watchJob(
     live?.stop();
   }
   return { job, interrupted };
-}
-
-/**
- * A job's events as wake-ups: `next(ms)` resolves true when an event arrived since the last call
- * (at once if one did), or after `ms` anyway; false when `signal` aborted. `failed()`: the stream
- * is not there (an older server, a refused filter): the caller polls instead.
- */
-function jobEvents(client: Pick<GantryClient, 'followEvents'>, id: string, signal?: AbortSignal) {
-  const stop = new AbortController();
-  signal?.addEventListener('abort', () => stop.abort(), { once: true });
-  let pending = false;
-  let failed = false;
-  let wake: (() => void) | null = null;
-  void client
-    .followEvents({ job: id }, { signal: stop.signal, onEvent: () => ((pending = true), wake?.()) })
-    .catch(() => ((failed = true), wake?.()));
-  return {
-    failed: () => failed,
-    stop: () => stop.abort(),
-    next(ms: number): Promise<boolean> {
-      if (signal?.aborted) return Promise.resolve(false);
-      if (pending) {
-        pending = false;
-        return Promise.resolve(true);
-      }
-      return new Promise((resolve) => {
-        const done = (v: boolean) => {
-          clearTimeout(t);
-          signal?.removeEventListener('abort', aborted);
-          wake = null;
-          pending = false;
-          resolve(v);
-        };
-        const aborted = () => done(false);
-        const t = setTimeout(() => done(true), ms);
-        signal?.addEventListener('abort', aborted, { once: true });
-        wake = () => done(true);
-      });
-    },
-  };
 }
 
 interface View {

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from 'typebox';
 import { parse } from 'yaml';
-import { ValidationError } from '../domain/errors.js';
-import { parseCpuMillis, parseMemoryBytes } from '../domain/quantity.js';
-import { schemaIssues } from '../domain/schema-issues.js';
+import { parseCpuMillis, parseMemoryBytes } from '../spec/quantity.js';
+import { schemaIssues } from '../spec/schema-issues.js';
+import { ValidationError } from '../spec/validation-error.js';
 
 /**
  * The machines `gantry up` starts local agents for: stand-ins for a CPU cluster and a GPU

@@ -3,7 +3,8 @@ import { lstat, mkdir, open, realpath, rename, rm, stat } from 'node:fs/promises
 import { dirname, join, normalize, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
-import { NotFoundError, ValidationError } from '../domain/errors.js';
+import { NotFoundError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
 
 /**
  * Local artifacts: each attempt writes into its own directory, `<root>/<attemptId>/`, so two

@@ -1,5 +1,5 @@
 import type { Command } from '@commander-js/extra-typings';
-import { databaseLabel, defaultServerConfig } from '../../server/server-config.js';
+import { databaseLabel, defaultServerConfig } from './server-config.js';
 import { databaseUrlFrom } from './server-command.js';
 
 /**
@@ -17,7 +17,7 @@ export function migrateCommand(program: Command): void {
     .addHelpText('after', '\nExit codes: 0 done (or already current), 1 the database could not be reached or migrated.\n\nExample:\n  gantry migrate --database postgres://gantry@db.internal:5432/gantry\n')
     .action(async (flags) => {
       const config = defaultServerConfig({ dataDir: flags.dataDir, databaseUrl: databaseUrlFrom(flags.database) });
-      const { openStore } = await import('../../server/open-store.js');
+      const { openStore } = await import('./open-store.js');
       const store = await openStore(config, { migrate: false });
       const where = databaseLabel(config);
       try {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Value } from 'typebox/value';
-import { JobSpecSchema } from './job-spec.js';
+import { JobSpecSchema } from '../domain/job-spec.js';
 import { schemaIssues } from './schema-issues.js';
 
 describe('schemaIssues', () => {

@@ -1,5 +1,5 @@
 import { type Command, Option } from '@commander-js/extra-typings';
-import { runAgentCommand } from '../../agent/run-agent-cli.js';
+import { runAgentCommand } from './run-agent-cli.js';
 
 export function agentCommand(program: Command): void {
   program

@@ -3,12 +3,13 @@
  * or several `---`-separated YAML documents, one spec each; any of those specs may be a sweep
  * (job-sweep.ts). Anything but one plain spec goes to the server as one batch of plain specs.
  */
-import { ValidationError, type ValidationIssue } from './errors.js';
-import { batchJobsList, MAX_BATCH_BYTES, MAX_BATCH_JOBS } from './job-batch.js';
-import { parseJobSpecText } from './job-spec.js';
+import { batchJobsList } from './job-batch-list.js';
+import { parseJobSpecText } from './job-spec-text.js';
 import { expandSweep } from './job-sweep.js';
 import { describeValue } from './schema-issues.js';
+import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from './spec-limits.js';
 import { failText, parseSpecDocuments } from './spec-text.js';
+import { ValidationError, type ValidationIssue } from './validation-error.js';
 
 export interface JobFile {
   /** The specs to submit, in file order, sweeps expanded. */

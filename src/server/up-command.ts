@@ -2,13 +2,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
-import { discoverGpus } from '../../agent/gpu-discovery.js';
-import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from '../cluster-file.js';
+import { discoverGpus } from '../agent/gpu-discovery.js';
+import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
 import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
 
 // The CLI entry beside this file, compiled (.js) or run from source under tsx (.ts); the
 // children get the same Node flags, so they run the same way this process does.
-const MAIN = fileURLToPath(new URL(`../main${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+const MAIN = fileURLToPath(new URL(`../cli/main${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
 function describe(m: ClusterMachine): string {
   const gpus = m.gpus === 'detect' ? ', real GPUs' : m.gpus ? `, ${m.gpus.count}x ${m.gpus.type} (declared)` : '';
@@ -43,7 +43,7 @@ export function upCommand(program: Command): void {
       else cluster = defaultCluster(((await discoverGpus()) ?? []).length > 0);
       const cp = await startServer(config, { logFile: serverLogFile(config.dataDir) });
       // The local agents join as remote ones do, with a join token; each then speaks with its machine's own credential.
-      const { ensureTokenFile, joinTokenFile, adminTokenFile } = await import('../../server/token-file.js');
+      const { ensureTokenFile, joinTokenFile, adminTokenFile } = await import('./token-file.js');
       const joining = await ensureTokenFile(cp.store, joinTokenFile(config.dataDir), 'join', "join (gantry up's local agents)", Date.now());
       const ca = flags.ca ?? process.env.GANTRY_CA ?? (config.tls ? (flags.tlsCert ?? process.env.GANTRY_TLS_CERT) : undefined);
       const agentEnv = { ...process.env, GANTRY_JOIN_TOKEN: joining.token, ...(ca ? { GANTRY_CA: resolve(ca) } : {}) };

@@ -1,9 +1,9 @@
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
-import { isLoopback } from '../../api/contract/transport.js';
+import { isLoopback } from '../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
-import { lockDataDir } from '../../server/data-dir-lock.js';
-import { checkServerConfig, databaseLabel, defaultServerConfig, type ServerConfig } from '../../server/server-config.js';
+import { lockDataDir } from './data-dir-lock.js';
+import { checkServerConfig, databaseLabel, defaultServerConfig, type ServerConfig } from './server-config.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -112,9 +112,9 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string 
   // Loaded here, not at the top: `gantry agent` and the client commands share this binary, and an
   // agent that carried the control plane's code would be twice the size, and every fork it makes
   // to start a stage costs in proportion to its size.
-  const { createControlPlane } = await import('../../server/control-plane.js');
-  const { ChaosBus, parseChaosSettings } = await import('../../bus/chaos-bus.js');
-  const { MemoryBus } = await import('../../bus/memory-bus.js');
+  const { createControlPlane } = await import('./control-plane.js');
+  const { ChaosBus, parseChaosSettings } = await import('../bus/chaos-bus.js');
+  const { MemoryBus } = await import('../bus/memory-bus.js');
   mkdirSync(config.dataDir, { recursive: true });
   const unlock = lockDataDir(config.dataDir);
   const logger = opts.logFile
@@ -126,7 +126,7 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string 
   const cp = await createControlPlane(config, { logger, bus });
   try {
     // The first admin token, where the CLI finds it (GANTRY_DATA_DIR): two commands stay two commands.
-    const { ensureTokenFile, adminTokenFile } = await import('../../server/token-file.js');
+    const { ensureTokenFile, adminTokenFile } = await import('./token-file.js');
     const admin = await ensureTokenFile(cp.store, adminTokenFile(config.dataDir), 'admin', 'admin (made by the server at its first start)', Date.now());
     if (admin.created) cp.app.log.info({ file: adminTokenFile(config.dataDir) }, 'admin token written (readable by its owner only)');
     await cp.start();
@@ -164,7 +164,7 @@ export function serverCommand(program: Command): void {
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);
-      const { adminTokenFile } = await import('../../server/token-file.js');
+      const { adminTokenFile } = await import('./token-file.js');
       const tokenFile = resolve(adminTokenFile(config.dataDir));
       if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: tokenFile }) + '\n');
       process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, state in ${databaseLabel(config)}, admin token in ${tokenFile}, log: stdout)\n`);

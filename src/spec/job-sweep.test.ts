@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from './errors.js';
-import { parseJobSpec } from './job-spec.js';
+import { parseJobSpec } from '../domain/job-spec.js';
+import { ValidationError } from './validation-error.js';
 import { expandSweep } from './job-sweep.js';
 
 const issuesOf = (fn: () => unknown) => {

@@ -1,5 +1,5 @@
 import { type Document, LineCounter, parseAllDocuments, parseDocument } from 'yaml';
-import { ValidationError } from './errors.js';
+import { ValidationError } from './validation-error.js';
 
 export interface SpecTextOptions {
   /** Named in every message when given ("train.yaml: line 3, column 5: …"). */

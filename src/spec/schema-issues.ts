@@ -8,7 +8,7 @@ import { Compile, type Validator } from 'typebox/compile';
 import { Value } from 'typebox/value';
 import { Settings } from 'typebox/system';
 import type { TLocalizedValidationError } from 'typebox/error';
-import type { ValidationIssue } from './errors.js';
+import type { ValidationIssue } from './validation-error.js';
 
 export interface SchemaIssueOptions {
   /** Most engine errors to collect (TypeBox stops there); bounds the work on hostile input. */

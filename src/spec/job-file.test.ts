@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError, type ValidationIssue } from './errors.js';
 import { parseJobFile } from './job-file.js';
-import { parseJobSpecText } from './job-spec.js';
+import { parseJobSpecText } from './job-spec-text.js';
+import { ValidationError, type ValidationIssue } from './validation-error.js';
 
 function issuesOf(fn: () => unknown): ValidationIssue[] {
   try {

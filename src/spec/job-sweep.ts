@@ -15,8 +15,8 @@
  *   `_`; where those names would collide or pass 200 characters, `<name>-1` … `<name>-N`.
  * - At most `maxJobs` combinations (MAX_BATCH_JOBS: a sweep is submitted as one batch).
  */
-import { ValidationError, type ValidationIssue } from './errors.js';
-import { MAX_BATCH_JOBS } from './job-batch.js';
+import { MAX_BATCH_JOBS } from './spec-limits.js';
+import { ValidationError, type ValidationIssue } from './validation-error.js';
 import { describeValue, encodePointerSegment as enc, suggest } from './schema-issues.js';
 
 export const SWEEP_PARAMETER_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;

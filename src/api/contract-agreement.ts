@@ -1,0 +1,32 @@
+/**
+ * The wire (src/api/contract/) and the domain each declare the states: the domain as state machines
+ * (who moves what where), the contract as the lists clients compare against, with no import of the
+ * server's code. This file makes the build fail the moment the two name different states, or the
+ * contract's names rule differs from the job spec's; contract-agreement.test.ts checks the values
+ * that types cannot (the terminal and active sets, read from the transition tables).
+ */
+import type * as wire from './contract/states.js';
+import type { NAME_PATTERN as WIRE_NAME_PATTERN } from './contract/names.js';
+import type { AttemptState } from '../domain/attempt-state.js';
+import type { JobState } from '../domain/job-state.js';
+import type { MachineHealth } from '../domain/machine-health.js';
+import type { ShownScheduling } from '../domain/machine-scheduling.js';
+import type { NAME_PATTERN } from '../domain/job-spec.js';
+import type { StageState } from '../domain/stage-state.js';
+import type { TokenKind } from '../domain/token-kind.js';
+import type { LogPiece } from '../store/records.js';
+
+/** True only when A and B are the same type (neither a wider nor a narrower one). */
+export type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Assert<T extends true> = T;
+
+export type Agreement = [
+  Assert<Same<wire.JobState, JobState>>,
+  Assert<Same<wire.StageState, StageState>>,
+  Assert<Same<wire.AttemptState, AttemptState>>,
+  Assert<Same<wire.MachineHealth, MachineHealth>>,
+  Assert<Same<wire.MachineScheduling, ShownScheduling>>,
+  Assert<Same<wire.TokenKind, TokenKind>>,
+  Assert<Same<wire.LogStream, LogPiece['stream']>>,
+  Assert<Same<typeof WIRE_NAME_PATTERN, typeof NAME_PATTERN>>,
+];

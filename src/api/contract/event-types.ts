@@ -1,0 +1,32 @@
+import { ATTEMPT_STATES, isJobState, JOB_STATES, MACHINE_HEALTHS, STAGE_STATES, type JobState } from './states.js';
+
+/**
+ * Every `type` an event has (`noun:verb`; GET /v1/events and GET /v1/jobs/{id}/events). A job's,
+ * stage's and attempt's state changes are `job:<state>`, `stage:<state>`, `attempt:<state>`, so a
+ * client can follow states from the events alone (jobStateOfEvent); a machine's health changes are
+ * `machine:<health>`. test/api/event-types.test.ts holds the server to this list.
+ */
+export const EVENT_TYPES = [
+  ...JOB_STATES.map((s) => `job:${s}` as const),
+  'job:cancel-requested',
+  ...STAGE_STATES.map((s) => `stage:${s}` as const),
+  ...ATTEMPT_STATES.map((s) => `attempt:${s}` as const),
+  ...MACHINE_HEALTHS.map((s) => `machine:${s}` as const),
+  'machine:registered',
+  'machine:cordoned',
+  'machine:uncordoned',
+  'machine:draining',
+  'machine:removed',
+  'team:created',
+  'team:changed',
+  'token:created',
+  'token:revoked',
+  'leader:elected',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** The state a `job:<state>` event says its job moved to; null for any other event. */
+export function jobStateOfEvent(type: string): JobState | null {
+  const s = type.startsWith('job:') ? type.slice(4) : '';
+  return isJobState(s) ? s : null;
+}

@@ -43,7 +43,7 @@ describe('gantry machine cordon | uncordon | drain | remove, end to end', () => 
     const pipeline = await c.submit({
       name: 'pipeline',
       stages: [
-        { name: 'first', resources: cpu, placement: home, command: ['sh', '-c', 'sleep 2; echo first done'] },
+        { name: 'first', resources: cpu, placement: home, command: ['sh', '-c', 'sleep 6; echo first done'] }, // long enough for a CLI started on a loaded machine
         { name: 'second', needs: ['first'], resources: cpu, placement: home, command: ['true'] },
       ],
     } as { name: string });

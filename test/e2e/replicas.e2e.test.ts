@@ -51,7 +51,7 @@ describe.skipIf(!!missing)('replicas on PostgreSQL and NATS', () => {
     proc.stderr!.on('data', (d) => (out += d));
     procs.push(proc);
     const url = `http://127.0.0.1:${port}`;
-    await until('replica healthy', () => api(url, '/healthz').then((r) => r.status, () => 0), (s) => s === 200, 30_000);
+    await until('replica healthy', () => api(url, '/healthz').then((r) => r.status, () => 0), (s) => s === 200, 60_000); // a loaded machine has taken over 30 s
     return { name, url, proc, output: () => out };
   };
   const health = (url: string) => api(url, '/healthz').then((r) => r.body as { replica: string; leader: boolean }, () => null);

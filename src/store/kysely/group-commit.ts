@@ -1,6 +1,6 @@
 import type { OutboxMessage } from '../records.js';
 import { type DirectConnection, runDirectlyWithin } from './prepared-query.js';
-import { TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
+import { SavepointsNeeded, TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
 
 interface Waiter {
   now: number;
@@ -27,7 +27,7 @@ const PLACEMENT_HINTS = new Set(['pool:ready', 'capacity:freed']);
  * stages or freed capacity; returns the outbox messages it wrote. It must not throw for anything
  * of its own (a failure it undoes and reports itself): the group's members would fail with it.
  */
-export type BeforeCommit = (trx: Trx, now: number) => Promise<OutboxMessage[]>;
+export type BeforeCommit = (trx: Trx, now: number, optimistic: boolean) => Promise<OutboxMessage[]>;
 
 export class GroupCommit {
   private queue: Waiter[] = [];
@@ -37,8 +37,8 @@ export class GroupCommit {
   constructor(
     private readonly db: Db,
     private readonly committed: (written: OutboxMessage[]) => void,
-    /** The context each member runs in (the store's settings for its transactions). */
-    private readonly context: (trx: Trx, now: number) => TxContext = (trx, now) => new TxContext(trx, now),
+    /** The context each member runs in (the store's settings for its transactions); `optimistic`: savepoints only when needed (TxContext). */
+    private readonly context: (trx: Trx, now: number, optimistic: boolean) => TxContext = (trx, now, optimistic) => new TxContext(trx, now, false, false, optimistic),
     private readonly maxGroup = 64,
     /** The connection itself, for the group's statements while its transaction holds it (prepared-query.ts). */
     private readonly direct: DirectConnection | null = null,
@@ -61,6 +61,8 @@ export class GroupCommit {
   }
 
   private starting = false;
+  /** Groups run a second time with savepoints (a part failed after writing): for tests and diagnosis. */
+  carefulRuns = 0;
 
   private async drain(): Promise<void> {
     this.draining = true;
@@ -71,13 +73,19 @@ export class GroupCommit {
     }
   }
 
-  private async runGroup(group: Waiter[]): Promise<void> {
+  /**
+   * Runs a group in one transaction: first optimistically (no savepoints, docs/throughput.md), and
+   * again with them, from the start, only if a member or a part of one failed after writing.
+   */
+  private async runGroup(group: Waiter[], careful = false): Promise<void> {
     const outcomes: ({ ok: true; value: unknown; written: OutboxMessage[] } | { ok: false; error: unknown })[] = [];
     let placed: OutboxMessage[] = [];
+    // Only on a connection that can say whether SQLite has rolled the transaction back by itself.
+    const optimistic = !careful && this.direct !== null;
     try {
       await this.db.transaction().execute((trx) => runDirectlyWithin(trx, this.direct, async () => {
         for (const w of group) {
-          const ctx = this.context(trx, w.now);
+          const ctx = this.context(trx, w.now, optimistic);
           const body = async () => {
             const value = await w.fn(ctx);
             await ctx.flush();
@@ -97,9 +105,14 @@ export class GroupCommit {
           }
         }
         const hinted = outcomes.some((o) => o.ok && o.written.some((m) => PLACEMENT_HINTS.has(m.topic)));
-        if (this.beforeCommit && hinted) placed = await this.beforeCommit(trx, group[0]!.now);
+        if (this.beforeCommit && hinted) placed = await this.beforeCommit(trx, group[0]!.now, optimistic);
       }));
     } catch (error) {
+      // Rolled back whole, committed and answered nothing: run it again, undoing parts with savepoints.
+      if (error instanceof SavepointsNeeded && !careful) {
+        this.carefulRuns++;
+        return this.runGroup(group, true);
+      }
       // The transaction itself failed (or a caller alone threw): nobody's writes stand.
       for (const w of group) w.reject(error);
       return;

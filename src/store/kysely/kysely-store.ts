@@ -50,7 +50,7 @@ export class KyselyStore implements Store {
     direct?: DirectConnection,
   ) {
     this.group = capabilities.singleWriter
-      ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written)), (trx, now) => this.context(trx, now), undefined, direct ?? null)
+      ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written)), (trx, now, optimistic) => this.context(trx, now, optimistic), undefined, direct ?? null)
       : null;
   }
 
@@ -81,9 +81,9 @@ export class KyselyStore implements Store {
     this.memoryOutbox = true;
   }
 
-  /** A transaction's context, with this store's settings. */
-  private context(trx: Trx, now: number): TxContext {
-    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox);
+  /** A transaction's context, with this store's settings; `optimistic`: savepoints only when needed (group commit's first run). */
+  private context(trx: Trx, now: number, optimistic = false): TxContext {
+    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic);
   }
 
   /** With several writers: the clock a transaction's time is read from when it begins (useClock). */
@@ -288,9 +288,9 @@ export class KyselyStore implements Store {
   }
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
     if (!this.group) return false;
-    this.group.beforeCommit = async (trx, now) => {
+    this.group.beforeCommit = async (trx, now, optimistic) => {
       // A context of its own, for the savepoint and for what the pass writes besides its rows.
-      const ctx = this.context(trx, now);
+      const ctx = this.context(trx, now, optimistic);
       const written: OutboxMessage[] = [];
       const source: PlacementSource = {
         clusterView: () => scheduler.clusterView(trx),
@@ -300,7 +300,7 @@ export class KyselyStore implements Store {
         preemptionView: () => teams.preemptionView(trx),
         heldUntil: (p) => teams.heldUntil(trx, p),
         planApply: async (p) => {
-          const apply = this.context(trx, p.now);
+          const apply = this.context(trx, p.now, optimistic);
           const r = await scheduler.planApply(apply, p);
           await apply.flush();
           written.push(...apply.written);

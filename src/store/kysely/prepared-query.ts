@@ -58,6 +58,8 @@ export class PreparedQuery<A extends readonly unknown[], O> {
 export interface DirectConnection {
   /** The result as Kysely's driver gives it (`numAffectedRows`, `insertId` as bigints). */
   execute(sql: string, parameters: readonly unknown[]): QueryResult<unknown>;
+  /** Whether a transaction is open on it: SQLite rolls one back by itself on some errors (disk full, I/O). */
+  inTransaction(): boolean;
 }
 
 /** The transactions open on a direct connection (`runDirectlyWithin`), while they are open. */
@@ -77,6 +79,15 @@ export async function runDirectlyWithin<T>(trx: Trx, connection: DirectConnectio
   } finally {
     openDirect.delete(trx);
   }
+}
+
+/**
+ * Whether `trx`'s transaction is still open on its direct connection (false: the database rolled
+ * it back by itself), or null where `trx` is not open on one and that cannot be told.
+ */
+export function directTransactionOpen(trx: Db | Trx): boolean | null {
+  const direct = openDirect.get(trx);
+  return direct ? direct.inTransaction() : null;
 }
 
 /** Runs a compiled statement: directly on the connection when `db` is a transaction open on one, else Kysely's way. */

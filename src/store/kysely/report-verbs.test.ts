@@ -1,12 +1,25 @@
+import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
+import { sqliteStoreForTests } from '../sqlite/sqlite-store-for-tests.js';
 import type { KyselyStore } from './kysely-store.js';
+
+const now = 1_700_000_000_000;
+
+/** A machine, a job of independent stages, and each stage placed on the machine (its attempts, in the order named). */
+async function placeAll(store: KyselyStore, names: string[]) {
+  const m = await store.machineRegister({ ...cpuMachine('m1'), now });
+  const j = await store.jobSubmit({ definition: job(names.map((n) => stage(n))), source: null, now });
+  const cluster = await store.schedulerSnapshot({ now, limitPerShape: 10 });
+  const plan = { placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })), pending: [] };
+  const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
+  return { m, j, placed: names.map((n) => applied.find((a) => a.stageName === n)!) };
+}
 
 describe('machineReport', () => {
   let store: KyselyStore;
-  const now = 1_700_000_000_000;
   beforeEach(async () => {
     store = await openSqliteStore(':memory:');
   });
@@ -15,12 +28,8 @@ describe('machineReport', () => {
   });
 
   it('an item that fails for another reason than staleness is refused alone; the rest of the report counts', async () => {
-    const m = await store.machineRegister({ ...cpuMachine('m1'), now });
-    const j = await store.jobSubmit({ definition: job([stage('x'), stage('y')]), source: null, now });
-    const cluster = await store.schedulerSnapshot({ now, limitPerShape: 10 });
-    const plan = { placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })), pending: [] };
-    const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
-    const [x, y] = ['x', 'y'].map((n) => applied.find((a) => a.stageName === n)!);
+    const { m, j, placed } = await placeAll(store, ['x', 'y']);
+    const [x, y] = placed;
     await store.machineReport({ machineId: m.id, started: [{ attemptId: x!.id, token: x!.token, pid: null }], completed: [], now, leaseMs: 10_000, jitter: () => 0 });
     // A fault only this outcome trips (a bug, a constraint): here, a trigger.
     await sql`create trigger boom before update on attempts when new.exit_code = 77 begin select raise(abort, 'boom'); end`.execute(store.db);
@@ -40,5 +49,56 @@ describe('machineReport', () => {
     const stages = (await store.jobGet({ jobId: j.id }))!.stages;
     expect(stages.find((s) => s.name === 'y')!.state).toBe('running');
     expect(stages.find((s) => s.name === 'x')!.attempts[0]!.state).toBe('running');
+  });
+
+  it('an item that fails after it has written is undone alone too (the report runs again with savepoints)', async () => {
+    const { m, j, placed } = await placeAll(store, ['x', 'y']);
+    const [x, y] = placed;
+    await store.machineReport({ machineId: m.id, started: [{ attemptId: x!.id, token: x!.token, pid: null }, { attemptId: y!.id, token: y!.token, pid: null }], completed: [], now, leaseMs: 10_000, jitter: () => 0 });
+    // x's outcome writes its attempt, then trips this on its stage's write: a fault after a write.
+    await sql`create trigger boom before update on stages when new.name = 'x' and new.state = 'succeeded' begin select raise(abort, 'boom'); end`.execute(store.db);
+    const errors: string[] = [];
+    const done = { token: 0, exitCode: 0, signal: null, reason: null, outputs: [] };
+    const r = await store.machineReport({
+      machineId: m.id,
+      started: [],
+      completed: [
+        { ...done, attemptId: x!.id, token: x!.token },
+        { ...done, attemptId: y!.id, token: y!.token },
+      ],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+      onItemError: (id) => errors.push(id),
+    });
+    expect(r.completed.map((c) => c.result)).toEqual(['refused', 'ok']);
+    expect(errors).toEqual([x!.id]);
+    const stages = (await store.jobGet({ jobId: j.id }))!.stages;
+    // x's attempt write was undone with the rest of its item; y's outcome stands.
+    expect(stages.find((s) => s.name === 'x')!.attempts[0]!.state).toBe('running');
+    expect(stages.find((s) => s.name === 'y')!.state).toBe('succeeded');
+    const events = await store.eventsList({ jobId: j.id, limit: 100 });
+    expect(events.filter((e) => e.attemptId === x!.id).map((e) => e.type)).toEqual(['attempt:scheduled', 'attempt:running']);
+  });
+
+  it('a stale item changes nothing and needs no second run', async () => {
+    let begins = 0;
+    const store = sqliteStoreForTests(new SQLite(':memory:'), { direct: true, log: (q) => void (q === 'begin' && begins++) });
+    await store.migrate();
+    const { m, j, placed } = await placeAll(store, ['x']);
+    const [x] = placed;
+    begins = 0;
+    const r = await store.machineReport({
+      machineId: m.id,
+      started: [{ attemptId: x!.id, token: x!.token + 1, pid: null }],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
+    expect(r.started[0]).toMatchObject({ result: 'stale', message: expect.stringMatching(/token/) });
+    expect(begins).toBe(1);
+    expect((await store.jobGet({ jobId: j.id }))!.stages[0]!.attempts[0]!.state).toBe('scheduled');
+    await store.close();
   });
 });

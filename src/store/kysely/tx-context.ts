@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import { execute, prepared, preparedBySize } from './prepared-query.js';
+import { directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
 import { isRetryable } from './retryable.js';
 
 export type Db = Kysely<Database>;
@@ -25,6 +25,19 @@ export class TransactionAborted extends Error {
   ) {
     super(`transaction aborted: ${cause instanceof Error ? cause.message : String(cause)}`);
     this.name = 'TransactionAborted';
+  }
+}
+
+/**
+ * A part of the transaction run optimistically (no savepoint) failed after it had changed rows,
+ * which only a rollback can undo: the whole transaction is rolled back and run again with real
+ * savepoints (group-commit.ts). Nothing of it was committed or answered. A TransactionAborted, so
+ * that every place that lets a dropped transaction through lets this through too.
+ */
+export class SavepointsNeeded extends TransactionAborted {
+  constructor(cause: unknown) {
+    super(cause, null);
+    this.name = 'SavepointsNeeded';
   }
 }
 
@@ -56,6 +69,12 @@ export class TxContext {
     private readonly concurrent = false,
     /** Outbox messages go to the bus from memory after the commit, with no row (Store.keepOutboxInMemory). */
     private readonly memoryOutbox = false,
+    /**
+     * Savepoints only when needed (SQLite's group commit, docs/throughput.md): `savepoint()` runs
+     * its part with none and undoes a failed part that changed no row by dropping what it collected;
+     * one that changed rows throws SavepointsNeeded, and the group runs again with this off.
+     */
+    private readonly optimistic = false,
   ) {}
 
   async event(e: EventInput): Promise<void> {
@@ -84,11 +103,12 @@ export class TxContext {
    * undone and the error rethrown; the rest of the transaction goes on.
    */
   async savepoint<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.optimistic) return this.withoutSavepoint(fn);
     // Named by depth: savepoints nest strictly (a group member's, then a report item's inside it),
     // and a name resolves to the innermost one, so a few fixed texts serve every transaction (a
     // name per savepoint would fill the statement cache with texts used once).
     const q = savepointQueries(++this.depth);
-    const marks = { events: this.events.length, messages: this.messages.length, audits: this.audits.length };
+    const undoCollected = this.mark();
     try {
       await execute(this.db, q.savepoint);
       try {
@@ -107,14 +127,56 @@ export class TxContext {
           // the savepoint is gone, and going on would run later work outside any transaction.
           throw new TransactionAborted(err, undo);
         }
-        this.events.length = marks.events;
-        this.audits.length = marks.audits;
-        for (const m of this.messages.splice(marks.messages)) this.messageKeys.delete(m.key);
+        undoCollected();
         throw err;
       }
     } finally {
       this.depth--;
     }
+  }
+
+  /**
+   * `savepoint()` when optimistic: no statement before or after `fn`, only a read of how many rows
+   * the connection has changed so far. If `fn` fails having changed none, undoing it is dropping
+   * what it collected in memory; if it changed some, only a rollback of the whole transaction can.
+   */
+  private async withoutSavepoint<T>(fn: () => Promise<T>): Promise<T> {
+    const undoCollected = this.mark();
+    const before = await this.totalChanges();
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof TransactionAborted) throw err;
+      // Some errors (disk full, I/O) make SQLite roll the whole transaction back on its own: going
+      // on would run later work outside any transaction, each statement committing alone.
+      if (directTransactionOpen(this.db) !== true) throw new TransactionAborted(err, null);
+      let after: number;
+      try {
+        after = await this.totalChanges();
+      } catch (read) {
+        throw new TransactionAborted(err, read);
+      }
+      if (after !== before) throw new SavepointsNeeded(err);
+      undoCollected();
+      throw err;
+    }
+  }
+
+  /** What this context has collected so far (events, audit rows, messages), and a way back to it. */
+  private mark(): () => void {
+    const events = this.events.length;
+    const audits = this.audits.length;
+    const messages = this.messages.length;
+    return () => {
+      this.events.length = events;
+      this.audits.length = audits;
+      for (const m of this.messages.splice(messages)) this.messageKeys.delete(m.key);
+    };
+  }
+
+  /** Rows inserted, updated or deleted on this connection by statements that completed (SQLite's total_changes()). */
+  private async totalChanges(): Promise<number> {
+    return Number((await execute<{ n: number }>(this.db, TOTAL_CHANGES)).rows[0]!.n);
   }
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */
@@ -164,6 +226,8 @@ export class TxContext {
 
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;
+
+const TOTAL_CHANGES = CompiledQuery.raw('select total_changes() as n') as CompiledQuery<{ n: number }>;
 
 /** A transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit; its key is arbitrary but fixed. */
 const APPEND_LOCK = CompiledQuery.raw('select pg_advisory_xact_lock(7355608001)');

@@ -13,10 +13,13 @@ import type { DirectConnection } from '../kysely/prepared-query.js';
  * one not used for a generation goes (a query built with a variable number of parameters, an
  * `in (…)` list, has one text per length, and most lengths are rare).
  */
-export function cachingDatabase(db: Database, max = 500): { close(): void; prepare(sql: string): Statement } {
+export function cachingDatabase(db: Database, max = 500): { close(): void; prepare(sql: string): Statement; readonly inTransaction: boolean } {
   let young = new Map<string, Statement>();
   let old = new Map<string, Statement>();
   return {
+    get inTransaction() {
+      return db.inTransaction;
+    },
     close: () => {
       young.clear();
       old.clear();
@@ -37,8 +40,9 @@ export function cachingDatabase(db: Database, max = 500): { close(): void; prepa
 }
 
 /** The connection run directly (prepared-query.ts), through the same cache, with the results Kysely's SQLite driver gives. */
-export function directConnection(db: { prepare(sql: string): Statement }): DirectConnection {
+export function directConnection(db: { prepare(sql: string): Statement; readonly inTransaction: boolean }): DirectConnection {
   return {
+    inTransaction: () => db.inTransaction,
     execute(sql, parameters) {
       const st = db.prepare(sql);
       if (st.reader) return { rows: st.all(parameters) };

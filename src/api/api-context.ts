@@ -5,6 +5,8 @@ import type { ServerConfig } from '../server/server-config.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';
 import type { Metrics } from '../server/metrics.js';
+import type { PoolHistory } from './pool-history.js';
+import type { Dashboard } from './dashboard-routes.js';
 
 /** What the HTTP layer needs from the rest of the control plane. */
 export interface ApiContext {
@@ -22,4 +24,8 @@ export interface ApiContext {
   replica: { id: string; leader(): boolean };
   /** The Prometheus metrics (/metrics); absent in tests that build the API alone. */
   metrics?: Metrics;
+  /** The pools over time, sampled by the control plane (GET /v1/pools/history); absent: only the present. */
+  poolHistory?: PoolHistory;
+  /** The built dashboard, served at `/`; absent (tests that build the API alone): no `/` at all. */
+  dashboard?: Dashboard;
 }

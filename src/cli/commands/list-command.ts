@@ -13,6 +13,7 @@ const JOB_STATES = ['submitted', 'queued', 'scheduled', 'running', 'succeeded', 
 export interface ListOptions extends ClientOptions {
   state?: string;
   team?: string;
+  name?: string;
   limit?: number;
   before?: string;
 }
@@ -21,6 +22,7 @@ export function listCommand(program: CommandUnknownOpts): void {
   withClientOptions(program.command('list').alias('ls').description('List jobs, newest first'))
     .addOption(new Option('--state <state>', 'only jobs in this state').choices(JOB_STATES))
     .option('--team <team>', "only this team's jobs")
+    .option('--name <text>', 'only jobs whose name holds this text (any case)')
     .option('--limit <n>', 'at most this many jobs (default 50; past 1,000 it reads page after page)', positiveInt)
     .option('--before <job>', 'the jobs listed after this one (the last id of the previous page)')
     .addHelpText(
@@ -29,6 +31,7 @@ export function listCommand(program: CommandUnknownOpts): void {
 Examples:
   $ gantry list
   $ gantry list --state running --team vision
+  $ gantry list --name resnet
   $ gantry list --state failed --limit 5 --json | jq -r '.jobs[].id'`,
     )
     .action(async (opts) => {
@@ -45,7 +48,7 @@ export async function runList(opts: ListOptions, io: CliIo): Promise<number> {
     let before = opts.before;
     while (jobs.length < want) {
       const ask = Math.min(1000, want - jobs.length);
-      const page = await client.listJobs({ state: opts.state, team: opts.team, limit: ask, ...(before ? { before } : {}) });
+      const page = await client.listJobs({ state: opts.state, team: opts.team, name: opts.name, limit: ask, ...(before ? { before } : {}) });
       jobs.push(...page);
       if (page.length < ask) break;
       before = page.at(-1)!.id;

@@ -4,6 +4,7 @@ import type { JobSummaryView, JobView, MachineView, StageExplanation } from '../
 import type { PoolHistoryView, PoolsView } from '../../api/contract/pool-view';
 import { api, ApiError, enc, query } from './api-client';
 import { queryKeys } from './query-keys';
+import { isAttemptEnded } from './wire-states';
 
 /**
  * The API's answers, as react-query hooks. None polls: the event stream marks them stale
@@ -27,17 +28,26 @@ export function useJobs(filters: JobFilters, pages: number) {
   });
 }
 
-/** Whether a job has a stage running: its progress bars and clocks change without events. */
-export const isRunning = (job: JobView | undefined) => job?.stages.some((s) => s.state === 'running') ?? false;
+/**
+ * Whether a job changes now in ways no event tells: a stage runs (its progress travels with the
+ * agents' heartbeats), or an ended attempt's process is still being stopped (its agent saying it is
+ * gone releases it, and completes its log, without an event).
+ */
+export const changesUnseen = (job: JobView | undefined, now = Date.now()) =>
+  job?.stages.some((s) => s.state === 'running' || s.attempts.some((a) => leaving(a, now))) ?? false;
+
+/** Ended, its process still being stopped, for less than the time a kill takes (a lost machine's never reports back). */
+const leaving = (a: { state: string; releasedAt?: number | null; finishedAt: number | null }, now: number) =>
+  isAttemptEnded(a.state) && a.state !== 'lost' && a.releasedAt == null && now - (a.finishedAt ?? now) < 120_000;
 
 export function useJob(id: string) {
   return useQuery({
     queryKey: queryKeys.job(id),
     queryFn: () => api<JobView>(`/v1/jobs/${enc(id)}`),
     retry: (n, err) => !(err instanceof ApiError && err.status === 404) && n < 2,
-    // Progress travels with the agents' heartbeats, not as events: re-read every 2 s while a stage
-    // runs, as `gantry submit --watch` does on a terminal. Nothing is read while none runs.
-    refetchInterval: (q) => (isRunning(q.state.data) ? 2000 : false),
+    // Re-read every 2 s while it changes unseen (above), as `gantry submit --watch` does on a
+    // terminal; not at all otherwise.
+    refetchInterval: (q) => (changesUnseen(q.state.data) ? 2000 : false),
   });
 }
 
@@ -53,8 +63,27 @@ export function useMachines() {
   return useQuery({ queryKey: queryKeys.machines, queryFn: () => api<{ machines: MachineView[] }>('/v1/machines').then((r) => r.machines) });
 }
 
+/**
+ * What runs where. An attempt that has ended but whose process is still being stopped holds its
+ * machine's resources until its agent says the process is gone, which is no event: while one is
+ * listed, the list is read every 2 s, and when one leaves it, machines and pools are read again.
+ */
 export function useHeldAttempts() {
-  return useQuery({ queryKey: queryKeys.attempts, queryFn: () => api<{ attempts: HeldAttemptView[] }>('/v1/attempts').then((r) => r.attempts) });
+  const client = useQueryClient();
+  return useQuery({
+    queryKey: queryKeys.attempts,
+    queryFn: async () => {
+      const before = client.getQueryData<HeldAttemptView[]>(queryKeys.attempts) ?? [];
+      const now = (await api<{ attempts: HeldAttemptView[] }>('/v1/attempts')).attempts;
+      const still = new Set(now.map((a) => a.attemptId));
+      if (before.some((a) => !still.has(a.attemptId))) {
+        void client.invalidateQueries({ queryKey: queryKeys.machines });
+        void client.invalidateQueries({ queryKey: queryKeys.pools });
+      }
+      return now;
+    },
+    refetchInterval: (q) => (q.state.data?.some((a) => isAttemptEnded(a.state)) ? 2000 : false),
+  });
 }
 
 export function usePools() {

@@ -71,9 +71,12 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
       </td>
       <td>
         <StateBadge state={m.health} />
-        <div className="muted small">
-          heartbeat <RelativeTime at={m.lastHeartbeatAt} />
-        </div>
+        {/* Heartbeats are not events: a ready machine's last one would only look older and older here. A silent one's is the time it went quiet. */}
+        {m.health !== 'ready' ? (
+          <div className="muted small">
+            last heard <RelativeTime at={m.lastHeartbeatAt} />
+          </div>
+        ) : null}
       </td>
       <td>
         <StateBadge state={m.scheduling} />

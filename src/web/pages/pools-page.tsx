@@ -1,6 +1,6 @@
 import { useSearchParams } from 'react-router';
 import type { PoolSample, PoolView, PoolWaitReason } from '../../api/contract/pool-view';
-import { usePoolHistory, usePools } from '../api/queries';
+import { useHeldAttempts, usePoolHistory, usePools } from '../api/queries';
 import { EmptyState, ErrorNote } from '../components/empty-state';
 import { LineChart, type Series } from '../components/line-chart';
 import { Meter } from '../components/meter';
@@ -42,6 +42,8 @@ const WINDOWS = [
  */
 export function PoolsPage() {
   const pools = usePools();
+  // Read for its side: resources held by attempts being stopped free without an event (queries.ts).
+  useHeldAttempts();
   const [params, setParams] = useSearchParams();
   const win = WINDOWS.find((w) => w.key === params.get('window')) ?? WINDOWS[1]!;
   return (

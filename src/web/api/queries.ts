@@ -36,9 +36,12 @@ export function useJobs(filters: JobFilters, pages: number) {
 export const changesUnseen = (job: JobView | undefined, now = Date.now()) =>
   job?.stages.some((s) => s.state === 'running' || s.attempts.some((a) => leaving(a, now))) ?? false;
 
-/** Ended, its process still being stopped, for less than the time a kill takes (a lost machine's never reports back). */
+/** How long an ended attempt's process is waited for: a kill takes seconds, a machine that died never reports back. */
+const LEAVING_MS = 120_000;
+
+/** Ended, its process still being stopped, for less than LEAVING_MS. */
 const leaving = (a: { state: string; releasedAt?: number | null; finishedAt: number | null }, now: number) =>
-  isAttemptEnded(a.state) && a.state !== 'lost' && a.releasedAt == null && now - (a.finishedAt ?? now) < 120_000;
+  isAttemptEnded(a.state) && a.state !== 'lost' && a.releasedAt == null && now - (a.finishedAt ?? now) < LEAVING_MS;
 
 export function useJob(id: string) {
   return useQuery({
@@ -82,8 +85,25 @@ export function useHeldAttempts() {
       }
       return now;
     },
-    refetchInterval: (q) => (q.state.data?.some((a) => isAttemptEnded(a.state)) ? 2000 : false),
+    refetchInterval: (q) => (stillLeaving(q.state.data ?? [], Date.now()) ? 2000 : false),
   });
+}
+
+/** When each ended attempt was first seen still holding its resources: one on a machine that died never lets go, and is not waited for past 2 minutes. */
+const leavingSince = new Map<string, number>();
+
+function stillLeaving(held: readonly HeldAttemptView[], now: number): boolean {
+  const ids = new Set<string>();
+  let waiting = false;
+  for (const a of held) {
+    if (!isAttemptEnded(a.state)) continue;
+    ids.add(a.attemptId);
+    const since = leavingSince.get(a.attemptId) ?? now;
+    leavingSince.set(a.attemptId, since);
+    if (now - since < LEAVING_MS) waiting = true;
+  }
+  for (const id of leavingSince.keys()) if (!ids.has(id)) leavingSince.delete(id);
+  return waiting;
 }
 
 export function usePools() {

@@ -3,6 +3,8 @@ import { linePath, niceCeil, type Point } from './chart-scale';
 
 export interface Series {
   name: string;
+  /** Its colour's place in SERIES_COLOURS: the same pool has the same colour in every chart. */
+  colour: number;
   points: Point[];
 }
 
@@ -36,8 +38,8 @@ export function LineChart(p: { title: string; series: Series[]; t0: number; t1: 
               </text>
             </g>
           ))}
-          {p.series.map((s, i) => (
-            <path key={s.name} className="chart-line" d={linePath(s.points, box)} stroke={SERIES_COLOURS[i % SERIES_COLOURS.length]}>
+          {p.series.map((s) => (
+            <path key={s.name} className="chart-line" d={linePath(s.points, box)} stroke={SERIES_COLOURS[s.colour % SERIES_COLOURS.length]}>
               <title>{`${s.name}: ${latest(s) === null ? 'no data' : p.format(latest(s)!)} now`}</title>
             </path>
           ))}
@@ -50,9 +52,9 @@ export function LineChart(p: { title: string; series: Series[]; t0: number; t1: 
         </g>
       </svg>
       <ul className="chart-legend">
-        {p.series.map((s, i) => (
+        {p.series.map((s) => (
           <li key={s.name}>
-            <span className="swatch" data-colour={i % SERIES_COLOURS.length} aria-hidden="true" />
+            <span className="swatch" data-colour={s.colour % SERIES_COLOURS.length} aria-hidden="true" />
             {s.name} <span className="muted">{latest(s) === null ? '–' : p.format(latest(s)!)}</span>
           </li>
         ))}

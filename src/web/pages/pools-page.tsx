@@ -102,7 +102,9 @@ function PoolCard({ pool: p, at }: { pool: PoolView; at: number }) {
             <Reason key={r.kind} r={r} />
           ))}
         </ul>
-      ) : null}
+      ) : (
+        <p className="muted nothing-waits">Nothing waits.</p>
+      )}
       <dl className="usage">
         {p.cpu.total > 0 ? (
           <Usage name="CPU" used={p.cpu.allocated} total={p.cpu.total} text={`${formatCpu(p.cpu.allocated)} / ${formatCpu(p.cpu.total)}`} />
@@ -140,12 +142,17 @@ function Usage({ name, used, total, text }: { name: string; used: number; total:
   );
 }
 
+/** Every pool in the samples, cpu first: their order gives each its colour, the same in every chart. */
+function poolNames(samples: PoolSample[]): string[] {
+  return [...new Set(samples.flatMap((s) => s.pools.map((p) => p.pool)))].sort((a, b) => (a === 'cpu' ? -1 : b === 'cpu' ? 1 : a < b ? -1 : 1));
+}
+
 /** A series per pool, of one figure of each sample; null where the pool has none of it. */
-function seriesOf(samples: PoolSample[], value: (p: PoolSample['pools'][number]) => number | null): Series[] {
-  const names = [...new Set(samples.flatMap((s) => s.pools.map((p) => p.pool)))].sort((a, b) => (a === 'cpu' ? -1 : b === 'cpu' ? 1 : a < b ? -1 : 1));
+function seriesOf(samples: PoolSample[], names: string[], value: (p: PoolSample['pools'][number]) => number | null): Series[] {
   return names
-    .map((name) => ({
+    .map((name, colour) => ({
       name,
+      colour,
       points: samples.map((s) => {
         const p = s.pools.find((x) => x.pool === name);
         return { t: s.at, v: p ? value(p) : null };
@@ -162,8 +169,10 @@ function PoolCharts({ windowMs }: { windowMs: number }) {
   if (!h) return <p className="muted">Loading the history…</p>;
   const samples = h.samples;
   const t1 = samples.at(-1)?.at ?? now;
-  const t0 = t1 - windowMs;
+  // From the window's start, or from the first sample when the server has not been up that long.
+  const t0 = Math.max(t1 - windowMs, Math.min(samples[0]?.at ?? t1, t1 - 60_000));
   const pct = (v: number) => `${Math.round(v)}%`;
+  const names = poolNames(samples);
   // Waits in the unit their largest fits, so the axis reads "30 min", not "1,800 s".
   const longest = Math.max(0, ...samples.flatMap((x) => x.pools.map((p) => p.oldestWaitSeconds ?? 0)));
   const [unit, per] = longest >= 2 * 3600 ? ['h', 3600] : longest >= 120 ? ['min', 60] : ['s', 1];
@@ -171,14 +180,14 @@ function PoolCharts({ windowMs }: { windowMs: number }) {
     <>
       <p className="muted">
         {h.intervalMs > 0
-          ? `Sampled by the server every ${formatDuration(h.intervalMs)}, kept in its memory for ${formatDuration(h.keptMs)} (since it started: ${samples.length - 1} samples in this window).`
+          ? `Sampled by the server every ${formatDuration(h.intervalMs)} and kept in its memory for ${Math.round(h.keptMs / 3_600_000)} h, since it started (${samples.length - 1} samples in this window).`
           : 'This server keeps no history (GANTRY_POOL_SAMPLE_MS=0): only the present.'}
       </p>
       <div className="charts">
-        <LineChart title="Stages queued" series={seriesOf(samples, (p) => p.queued)} t0={t0} t1={t1} now={now} format={(v) => String(Math.round(v))} floor={2} />
-        <LineChart title="Oldest wait" series={seriesOf(samples, (p) => (p.oldestWaitSeconds ?? 0) / per)} t0={t0} t1={t1} now={now} format={(v) => `${Number(v.toFixed(1))} ${unit}`} floor={unit === 's' ? 10 : 1} />
-        <LineChart title="GPUs allocated" series={seriesOf(samples, (p) => (p.gpusTotal ? (100 * p.gpusAllocated) / p.gpusTotal : null))} t0={t0} t1={t1} now={now} format={pct} floor={100} />
-        <LineChart title="CPUs allocated" series={seriesOf(samples, (p) => (p.cpuTotal ? (100 * p.cpuAllocated) / p.cpuTotal : null))} t0={t0} t1={t1} now={now} format={pct} floor={100} />
+        <LineChart title="Stages queued" series={seriesOf(samples, names, (p) => p.queued)} t0={t0} t1={t1} now={now} format={(v) => String(Math.round(v))} floor={2} />
+        <LineChart title="Oldest wait" series={seriesOf(samples, names, (p) => (p.oldestWaitSeconds ?? 0) / per)} t0={t0} t1={t1} now={now} format={(v) => `${Number(v.toFixed(1))} ${unit}`} floor={unit === 's' ? 10 : 1} />
+        <LineChart title="GPUs allocated" series={seriesOf(samples, names, (p) => (p.gpusTotal ? (100 * p.gpusAllocated) / p.gpusTotal : null))} t0={t0} t1={t1} now={now} format={pct} floor={100} />
+        <LineChart title="CPUs allocated" series={seriesOf(samples, names, (p) => (p.cpuTotal ? (100 * p.cpuAllocated) / p.cpuTotal : null))} t0={t0} t1={t1} now={now} format={pct} floor={100} />
       </div>
     </>
   );

@@ -21,3 +21,9 @@ export function formatBytes(bytes: number): string {
 export function formatShare(part: number, whole: number): string {
   return whole > 0 ? `${Math.round((100 * part) / whole)}%` : '–';
 }
+
+/** "h100:0,1": an attempt's GPU type and device indices; "–" without GPUs. */
+export function formatGpus(a: { gpus: readonly number[]; gpuType: string | null } | undefined): string {
+  if (!a || a.gpus.length === 0) return '–';
+  return `${a.gpuType ?? 'gpu'}:${a.gpus.join(',')}`;
+}

@@ -12,6 +12,8 @@ import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
 import { DagView } from '../dag/dag-view';
 import { StagePanel } from './stage-panel';
+import { TableHead } from '../components/table-head';
+import { formatGpus } from '../format/format-quantity';
 
 /** The stage to show when none is picked: what is running, else what failed, else what waits, else the last. */
 function defaultStage(stages: StageView[]): string | null {
@@ -125,19 +127,7 @@ function CancelButton({ job }: { job: JobView }) {
 function StagesTable({ stages, selected, onSelect }: { stages: StageView[]; selected: string | null; onSelect: (name: string) => void }) {
   return (
     <table className="table stages">
-      <thead>
-        <tr>
-          <th>Stage</th>
-          <th>State</th>
-          <th>Pool</th>
-          <th>Attempt</th>
-          <th>Machine</th>
-          <th>GPUs</th>
-          <th>Progress</th>
-          <th>Ran</th>
-          <th>Why</th>
-        </tr>
-      </thead>
+      <TableHead columns={['Stage', 'State', 'Pool', 'Attempt', 'Machine', 'GPUs', 'Progress', 'Ran', 'Why']} />
       <tbody>
         {stages.map((s) => {
           const a = s.attempts.at(-1);
@@ -156,7 +146,7 @@ function StagesTable({ stages, selected, onSelect }: { stages: StageView[]; sele
               </td>
               <td>{s.attempts.length ? `${attemptsCounted(s)}/${s.maxAttempts}${s.lostUsed ? ` +${s.lostUsed} lost` : ''}` : '–'}</td>
               <td className="id">{a?.machine ?? '–'}</td>
-              <td>{a?.gpus.length ? `${a.gpuType ?? 'gpu'}:${a.gpus.join(',')}` : '–'}</td>
+              <td>{formatGpus(a)}</td>
               <td>{s.state === 'running' ? <ProgressBar progress={a?.progress} /> : <span className="muted">–</span>}</td>
               <td>{a?.startedAt ? <Elapsed from={a.startedAt} to={a.finishedAt} /> : <span className="muted">–</span>}</td>
               <td className="why">{s.state === 'ready' || s.state === 'pending' ? (s.pendingReason ?? (s.state === 'pending' ? `waits for ${s.needs.join(', ')}` : '')) : (s.endReason ?? '')}</td>

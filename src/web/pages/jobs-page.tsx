@@ -7,6 +7,7 @@ import { isEnded, JOB_STATES, STAGE_STATES } from '../api/wire-states';
 import { EmptyState, ErrorNote } from '../components/empty-state';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
+import { TableHead } from '../components/table-head';
 
 /** Jobs, newest first, filtered by state, team and name (kept in the address, so a filtered list can be shared); live. */
 export function JobsPage() {
@@ -50,17 +51,7 @@ export function JobsPage() {
       {jobs.data && jobs.data.length > 0 ? (
         <>
           <table className="table jobs-table">
-            <thead>
-              <tr>
-                <th>State</th>
-                <th>Job</th>
-                <th>Team</th>
-                <th>Stages</th>
-                <th className="num">Priority</th>
-                <th>Submitted</th>
-                <th>Duration</th>
-              </tr>
-            </thead>
+            <TableHead columns={['State', 'Job', 'Team', 'Stages', 'Priority', 'Submitted', 'Duration']} num={['Priority']} />
             <tbody>
               {jobs.data.map((j) => (
                 <JobRow key={j.id} job={j} />

@@ -7,6 +7,7 @@ import { Meter, ProgressBar } from '../components/meter';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
 import { formatBytes, formatCpu } from '../format/format-quantity';
+import { TableHead } from '../components/table-head';
 
 /** Every machine: alive or not, taking work or not, what it has and holds, and what runs on it. Live. */
 export function MachinesPage() {
@@ -33,17 +34,7 @@ export function MachinesPage() {
       ) : null}
       {machines.data && machines.data.length > 0 ? (
         <table className="table machines">
-          <thead>
-            <tr>
-              <th>Machine</th>
-              <th>Health</th>
-              <th>Scheduling</th>
-              <th>CPU</th>
-              <th>Memory</th>
-              <th>GPUs</th>
-              <th>Running here</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Machine', 'Health', 'Scheduling', 'CPU', 'Memory', 'GPUs', 'Running here']} />
           <tbody>
             {machines.data.map((m) => (
               <MachineRow key={m.id} m={m} attempts={byMachine.get(m.id) ?? []} />
@@ -81,18 +72,8 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
       <td>
         <StateBadge state={m.scheduling} />
       </td>
-      <td>
-        <Meter value={m.allocated.cpuMillis} max={m.cpuMillis} label={`CPU ${formatCpu(m.allocated.cpuMillis)} of ${formatCpu(m.cpuMillis)} allocated`} />
-        <div className="small">
-          {formatCpu(m.allocated.cpuMillis)} / {formatCpu(m.cpuMillis)}
-        </div>
-      </td>
-      <td>
-        <Meter value={m.allocated.memoryBytes} max={m.memoryBytes} label={`memory ${formatBytes(m.allocated.memoryBytes)} of ${formatBytes(m.memoryBytes)} allocated`} />
-        <div className="small">
-          {formatBytes(m.allocated.memoryBytes)} / {formatBytes(m.memoryBytes)}
-        </div>
-      </td>
+      <Allocated what="CPU" used={m.allocated.cpuMillis} total={m.cpuMillis} format={formatCpu} />
+      <Allocated what="memory" used={m.allocated.memoryBytes} total={m.memoryBytes} format={formatBytes} />
       <td>
         {m.gpus.length ? (
           <>
@@ -139,5 +120,17 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
         )}
       </td>
     </tr>
+  );
+}
+
+/** A cell: how much of a machine's CPU or memory attempts hold, as a bar and "2 / 8". */
+function Allocated({ what, used, total, format }: { what: string; used: number; total: number; format: (n: number) => string }) {
+  return (
+    <td>
+      <Meter value={used} max={total} label={`${what} ${format(used)} of ${format(total)} allocated`} />
+      <div className="small">
+        {format(used)} / {format(total)}
+      </div>
+    </td>
   );
 }

@@ -5,8 +5,9 @@ import { useExplain } from '../api/queries';
 import { ProgressBar } from '../components/meter';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
-import { formatBytes, formatCpu } from '../format/format-quantity';
+import { formatBytes, formatCpu, formatGpus } from '../format/format-quantity';
 import { StageLogs } from './stage-logs';
+import { TableHead } from '../components/table-head';
 
 /** What a stage asks for, as the spec says it: "4 CPU · 16 GiB · 2× h100". */
 export function describeResources(s: StageView): string {
@@ -45,18 +46,7 @@ export function StagePanel({ jobId, stage }: { jobId: string; stage: StageView }
       {waiting ? <Explanation stage={stage} explain={explain.data} /> : null}
       {stage.attempts.length > 0 ? (
         <table className="table attempts">
-          <thead>
-            <tr>
-              <th>#</th>
-              <th>State</th>
-              <th>Machine</th>
-              <th>GPUs</th>
-              <th>Started</th>
-              <th>Ran</th>
-              <th>Exit</th>
-              <th>Progress</th>
-            </tr>
-          </thead>
+          <TableHead columns={['#', 'State', 'Machine', 'GPUs', 'Started', 'Ran', 'Exit', 'Progress']} />
           <tbody>
             {stage.attempts.map((a) => (
               <tr key={a.id} className={a.number === attempt ? 'current' : undefined}>
@@ -65,7 +55,7 @@ export function StagePanel({ jobId, stage }: { jobId: string; stage: StageView }
                   <StateBadge state={a.state} title={a.reason ?? undefined} />
                 </td>
                 <td className="id">{a.machine}</td>
-                <td>{a.gpus.length ? `${a.gpuType ?? 'gpu'}:${a.gpus.join(',')}` : '–'}</td>
+                <td>{formatGpus(a)}</td>
                 <td>
                   <RelativeTime at={a.startedAt ?? a.scheduledAt} />
                 </td>

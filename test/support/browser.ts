@@ -26,7 +26,7 @@ export interface RunningBrowser {
 /**
  * Headless Chromium with a fresh profile (playwright makes a temporary one for each launch), no network of its own (no updates, sync or QUIC). Each
  * page records what went wrong in it, `problems`: uncaught errors, console errors (a blocked
- * script or style, a failed request), so a test can say the page ran clean.
+ * script or style), refused and failed requests, so a test can say the page ran clean.
  */
 export async function launchBrowser(): Promise<RunningBrowser> {
   const browser = await chromium.launch({
@@ -41,8 +41,13 @@ export async function launchBrowser(): Promise<RunningBrowser> {
       const page = await context.newPage();
       const problems: string[] = [];
       page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+      // A refused request as its status and address (the console's line for it names neither).
+      page.on('response', (r) => {
+        if (r.status() >= 400) problems.push(`${r.status()} ${r.request().method()} ${new URL(r.url()).pathname}`);
+      });
+      page.on('requestfailed', (r) => problems.push(`failed ${r.method()} ${new URL(r.url()).pathname}: ${r.failure()?.errorText ?? '?'}`));
       page.on('console', (m) => {
-        if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+        if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
       });
       return { context, page, problems };
     },
@@ -51,3 +56,6 @@ export async function launchBrowser(): Promise<RunningBrowser> {
     },
   };
 }
+
+/** A request a page left behind when it went (a reload, a navigation): aborted by the browser, not a problem. */
+export const leftBehind = (problem: string): boolean => /^failed GET \S+: net::ERR_ABORTED$/.test(problem);

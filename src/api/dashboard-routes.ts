@@ -1,12 +1,25 @@
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
-/** One file of the built dashboard, held in memory with its gzipped form where that is smaller. */
+/** One file of the built dashboard, held in memory. */
 export interface DashboardFile {
   body: Buffer;
-  gzip: Buffer | null;
   type: string;
   etag: string;
+  /** Its gzipped form, made at its first request that takes gzip (not at start: a server restarting in a loop should not pay for it); null where gzip would not help. */
+  gzip?: Buffer | null;
+}
+
+/** Worth compressing: text over a KiB. */
+const TEXT = /^(text\/|application\/json|image\/svg)/;
+
+function gzipped(file: DashboardFile): Buffer | null {
+  if (file.gzip === undefined) {
+    const gz = TEXT.test(file.type) && file.body.length > 1024 ? gzipSync(file.body) : null;
+    file.gzip = gz && gz.length < file.body.length ? gz : null;
+  }
+  return file.gzip;
 }
 
 /** The built dashboard (`dist/web`), read once when the server starts; or why there is none. */
@@ -57,7 +70,8 @@ function send(req: FastifyRequest, reply: FastifyReply, file: DashboardFile, cac
   if (file.type.startsWith('text/html')) void reply.headers(PAGE_HEADERS);
   if (req.headers['if-none-match'] === file.etag) return reply.status(304).send();
   void reply.type(file.type);
-  if (file.gzip && /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''))) return reply.header('content-encoding', 'gzip').send(file.gzip);
+  const gz = /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? '')) ? gzipped(file) : null;
+  if (gz) return reply.header('content-encoding', 'gzip').send(gz);
   return reply.send(file.body);
 }
 

@@ -1,6 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
-import { gzipSync } from 'node:zlib';
 import { etagOf, type Dashboard, type DashboardFile } from '../api/dashboard-routes.js';
 
 const TYPES: Record<string, string> = {
@@ -15,8 +14,6 @@ const TYPES: Record<string, string> = {
   '.txt': 'text/plain; charset=utf-8',
   '.woff2': 'font/woff2',
 };
-/** Worth compressing: text. */
-const TEXT = /^(text\/|application\/json|image\/svg)/;
 /** A build is a few hundred KiB; anything far larger in that directory is not the dashboard's. */
 const MAX_BYTES = 32 * 2 ** 20;
 
@@ -52,8 +49,7 @@ function read(dir: string): Dashboard {
         if (total > MAX_BYTES) throw new Error(`${dir} holds over ${MAX_BYTES / 2 ** 20} MiB: not a dashboard build (GANTRY_DASHBOARD_DIR?)`);
         const body = readFileSync(path);
         const type = TYPES[extname(name).toLowerCase()] ?? 'application/octet-stream';
-        const gzip = TEXT.test(type) && body.length > 1024 ? gzipSync(body) : null;
-        files.set(`/${relative(dir, path).split(sep).join('/')}`, { body, gzip: gzip && gzip.length < body.length ? gzip : null, type, etag: etagOf(body) });
+        files.set(`/${relative(dir, path).split(sep).join('/')}`, { body, type, etag: etagOf(body) });
       }
     }
   };

@@ -2,11 +2,18 @@ import { useMemo, type KeyboardEvent } from 'react';
 import { attemptsCounted } from '../../api/contract/attempts-counted';
 import type { StageView } from '../../api/contract/job-view';
 import { formatDuration } from '../format/format-time';
+import { formatBytes, formatCpu } from '../format/format-quantity';
 import { DEFAULT_SIZES, layoutDag } from './dag-layout';
 
 const { nodeWidth: W, nodeHeight: H } = DEFAULT_SIZES;
 
 const clip = (text: string, n: number) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
+
+/** What a stage that has not run asks for: "2× h100 · 8 CPU", "1 CPU · 512 MiB". */
+function asks(s: StageView): string {
+  const r = s.resources;
+  return r.gpu ? `${r.gpu.count}× ${r.gpu.types.join('|') || 'GPU'} · ${formatCpu(r.cpuMillis)} CPU` : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
+}
 
 /** The line under a stage's name: where it runs, or why it waits. */
 function detail(s: StageView): string {
@@ -66,14 +73,12 @@ export function DagView({ stages, selected, onSelect }: { stages: StageView[]; s
               <text className="dag-name" x={14} y={20}>
                 {clip(s.name, 21)}
               </text>
-              <text className="dag-state" x={W - 10} y={20} textAnchor="end">
-                {s.state}
-              </text>
-              <text className="dag-detail" x={14} y={38}>
-                {clip(detail(s), 27)}
+              <text x={14} y={37}>
+                <tspan className="dag-state">{s.state}</tspan>
+                <tspan className="dag-detail"> · {clip(detail(s), 24 - s.state.length)}</tspan>
               </text>
               <text className="dag-detail" x={14} y={52}>
-                {s.attempts.length > 0 ? `attempt ${attemptsCounted(s)}/${s.maxAttempts}` : s.resources.gpu ? `${s.resources.gpu.count}× ${s.resources.gpu.types.join('|') || 'GPU'}` : s.pool}
+                {s.attempts.length > 0 ? `attempt ${attemptsCounted(s)}/${s.maxAttempts}` : clip(asks(s), 27)}
               </text>
               {progress !== undefined ? (
                 <>

@@ -126,34 +126,36 @@ function CancelButton({ job }: { job: JobView }) {
 
 function StagesTable({ stages, selected, onSelect }: { stages: StageView[]; selected: string | null; onSelect: (name: string) => void }) {
   return (
-    <table className="table stages">
-      <TableHead columns={['Stage', 'State', 'Pool', 'Attempt', 'Machine', 'GPUs', 'Progress', 'Ran', 'Why']} />
-      <tbody>
-        {stages.map((s) => {
-          const a = s.attempts.at(-1);
-          return (
-            <tr key={s.name} className={s.name === selected ? 'current' : undefined} data-stage-row={s.name}>
-              <td>
-                <button type="button" className="linklike" onClick={() => onSelect(s.name)} aria-pressed={s.name === selected}>
-                  {s.name}
-                </button>
-              </td>
-              <td>
-                <StateBadge state={s.state} />
-              </td>
-              <td>
-                <code>{s.pool}</code>
-              </td>
-              <td>{s.attempts.length ? `${attemptsCounted(s)}/${s.maxAttempts}${s.lostUsed ? ` +${s.lostUsed} lost` : ''}` : '–'}</td>
-              <td className="id">{a?.machine ?? '–'}</td>
-              <td>{formatGpus(a)}</td>
-              <td>{s.state === 'running' ? <ProgressBar progress={a?.progress} /> : <span className="muted">–</span>}</td>
-              <td>{a?.startedAt ? <Elapsed from={a.startedAt} to={a.finishedAt} /> : <span className="muted">–</span>}</td>
-              <td className="why">{s.state === 'ready' || s.state === 'pending' ? (s.pendingReason ?? (s.state === 'pending' ? `waits for ${s.needs.join(', ')}` : '')) : (s.endReason ?? '')}</td>
-            </tr>
-          );
-        })}
-      </tbody>
-    </table>
+    <div className="table-wrap">
+      <table className="table stages">
+        <TableHead columns={['Stage', 'State', 'Pool', 'Attempt', 'Machine', 'GPUs', 'Progress', 'Ran', 'Why']} />
+        <tbody>
+          {stages.map((s) => {
+            const a = s.attempts.at(-1);
+            return (
+              <tr key={s.name} className={s.name === selected ? 'current' : undefined} data-stage-row={s.name}>
+                <td>
+                  <button type="button" className="linklike" onClick={() => onSelect(s.name)} aria-pressed={s.name === selected}>
+                    {s.name}
+                  </button>
+                </td>
+                <td>
+                  <StateBadge state={s.state} />
+                </td>
+                <td>
+                  <code>{s.pool}</code>
+                </td>
+                <td>{s.attempts.length ? `${attemptsCounted(s)}/${s.maxAttempts}${s.lostUsed ? ` +${s.lostUsed} lost` : ''}` : '–'}</td>
+                <td className="id">{a?.machine ?? '–'}</td>
+                <td>{formatGpus(a)}</td>
+                <td>{s.state === 'running' ? <ProgressBar progress={a?.progress} /> : <span className="muted">–</span>}</td>
+                <td>{a?.startedAt ? <Elapsed from={a.startedAt} to={a.finishedAt} /> : <span className="muted">–</span>}</td>
+                <td className="why">{s.state === 'ready' || s.state === 'pending' ? (s.pendingReason ?? (s.state === 'pending' ? `waits for ${s.needs.join(', ')}` : '')) : (s.endReason ?? '')}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }

@@ -50,14 +50,16 @@ export function JobsPage() {
       ) : null}
       {jobs.data && jobs.data.length > 0 ? (
         <>
-          <table className="table jobs-table">
-            <TableHead columns={['State', 'Job', 'Team', 'Stages', 'Priority', 'Submitted', 'Duration']} num={['Priority']} />
-            <tbody>
-              {jobs.data.map((j) => (
-                <JobRow key={j.id} job={j} />
-              ))}
-            </tbody>
-          </table>
+          <div className="table-wrap">
+            <table className="table jobs-table">
+              <TableHead columns={['State', 'Job', 'Team', 'Stages', 'Priority', 'Submitted', 'Duration']} num={['Priority']} />
+              <tbody>
+                {jobs.data.map((j) => (
+                  <JobRow key={j.id} job={j} />
+                ))}
+              </tbody>
+            </table>
+          </div>
           {jobs.data.length >= PAGE * pages && PAGE * pages < 1000 ? (
             <button type="button" className="button more" onClick={() => set('pages', String(pages + 1))}>
               Show {PAGE} more

@@ -33,14 +33,16 @@ export function MachinesPage() {
         </EmptyState>
       ) : null}
       {machines.data && machines.data.length > 0 ? (
-        <table className="table machines">
-          <TableHead columns={['Machine', 'Health', 'Scheduling', 'CPU', 'Memory', 'GPUs', 'Running here']} />
-          <tbody>
-            {machines.data.map((m) => (
-              <MachineRow key={m.id} m={m} attempts={byMachine.get(m.id) ?? []} />
-            ))}
-          </tbody>
-        </table>
+        <div className="table-wrap">
+          <table className="table machines">
+            <TableHead columns={['Machine', 'Health', 'Scheduling', 'CPU', 'Memory', 'GPUs', 'Running here']} />
+            <tbody>
+              {machines.data.map((m) => (
+                <MachineRow key={m.id} m={m} attempts={byMachine.get(m.id) ?? []} />
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : null}
     </section>
   );

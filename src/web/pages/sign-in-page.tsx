@@ -71,10 +71,10 @@ export function SignInPage() {
           </p>
           <ul>
             <li>
-              the admin token is in the server's data directory: <code>cat .gantry/admin.token</code>
+              the admin token, from the server's data directory: <code className="block">cat .gantry/admin.token</code>
             </li>
             <li>
-              an admin makes a team's: <code>gantry token create --team ml --name "ml dashboard"</code>
+              a team's, made by an admin: <code className="block">gantry token create --team ml --name "ml dashboard"</code>
             </li>
           </ul>
           <p className="muted">Without “stay signed in”, the token is kept in this tab only and forgotten when it closes.</p>

@@ -45,31 +45,33 @@ export function StagePanel({ jobId, stage }: { jobId: string; stage: StageView }
       {stage.endReason ? <p className="reason">{stage.endReason}</p> : null}
       {waiting ? <Explanation stage={stage} explain={explain.data} /> : null}
       {stage.attempts.length > 0 ? (
-        <table className="table attempts">
-          <TableHead columns={['#', 'State', 'Machine', 'GPUs', 'Started', 'Ran', 'Exit', 'Progress']} />
-          <tbody>
-            {stage.attempts.map((a) => (
-              <tr key={a.id} className={a.number === attempt ? 'current' : undefined}>
-                <td>{a.number}</td>
-                <td>
-                  <StateBadge state={a.state} title={a.reason ?? undefined} />
-                </td>
-                <td className="id">{a.machine}</td>
-                <td>{formatGpus(a)}</td>
-                <td>
-                  <RelativeTime at={a.startedAt ?? a.scheduledAt} />
-                </td>
-                <td>
-                  <Elapsed from={a.startedAt} to={a.finishedAt} />
-                </td>
-                <td title={a.reason ?? undefined}>{a.exitCode !== null ? a.exitCode : a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–')}</td>
-                <td>
-                  <ProgressBar progress={a.progress} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <div className="table-wrap">
+          <table className="table attempts">
+            <TableHead columns={['#', 'State', 'Machine', 'GPUs', 'Started', 'Ran', 'Exit', 'Progress']} />
+            <tbody>
+              {stage.attempts.map((a) => (
+                <tr key={a.id} className={a.number === attempt ? 'current' : undefined}>
+                  <td>{a.number}</td>
+                  <td>
+                    <StateBadge state={a.state} title={a.reason ?? undefined} />
+                  </td>
+                  <td className="id">{a.machine}</td>
+                  <td>{formatGpus(a)}</td>
+                  <td>
+                    <RelativeTime at={a.startedAt ?? a.scheduledAt} />
+                  </td>
+                  <td>
+                    <Elapsed from={a.startedAt} to={a.finishedAt} />
+                  </td>
+                  <td title={a.reason ?? undefined}>{a.exitCode !== null ? a.exitCode : a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–')}</td>
+                  <td>
+                    <ProgressBar progress={a.progress} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : null}
       {attempt !== null ? (
         <StageLogs jobId={jobId} stage={stage.name} attempts={stage.attempts} attempt={attempt} onAttempt={(n) => setPicked({ stage: stage.name, attempt: n })} />
@@ -93,18 +95,20 @@ function Explanation({ stage, explain }: { stage: StageView; explain: StageExpla
         </p>
       ) : null}
       {explain && explain.funnel.length > 0 ? (
-        <table className="table funnel">
-          <caption>Machines left after each check ({explain.registered} registered)</caption>
-          <tbody>
-            {explain.funnel.map((f) => (
-              <tr key={f.step}>
-                <td>{f.step}</td>
-                <td className="num">{f.machines}</td>
-                <td className="muted">{f.reason}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <div className="table-wrap">
+          <table className="table funnel">
+            <caption>Machines left after each check ({explain.registered} registered)</caption>
+            <tbody>
+              {explain.funnel.map((f) => (
+                <tr key={f.step}>
+                  <td>{f.step}</td>
+                  <td className="num">{f.machines}</td>
+                  <td className="muted">{f.reason}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : null}
       {explain && explain.suggestions.length > 0 ? (
         <div>

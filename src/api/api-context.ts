@@ -3,6 +3,8 @@ import type { Clock } from '../domain/clock.js';
 import type { ArtifactStore } from '../store/artifact-store.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';
+import type { PoolHistory } from './pool-history.js';
+import type { Dashboard } from './dashboard-routes.js';
 
 /** What the HTTP layer needs from the rest of the control plane. */
 export interface ApiContext {
@@ -20,6 +22,10 @@ export interface ApiContext {
   replica: { id: string; leader(): boolean };
   /** The Prometheus metrics (/metrics); absent in tests that build the API alone. */
   metrics?: { text(): Promise<string> };
+  /** The pools over time, sampled by the control plane (GET /v1/pools/history); absent: only the present. */
+  poolHistory?: PoolHistory;
+  /** The built dashboard, served at `/`; absent (tests that build the API alone): no `/` at all. */
+  dashboard?: Dashboard;
 }
 
 /**

@@ -10,6 +10,8 @@ import { machineRoutes } from './machine-routes.js';
 import { auditRoutes, tokenRoutes } from './token-routes.js';
 import { teamRoutes } from './team-routes.js';
 import { eventRoutes } from './event-routes.js';
+import { poolRoutes } from './pool-routes.js';
+import { dashboardRoutes } from './dashboard-routes.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { RateLimiter } from './auth/rate-limiter.js';
 import { installAuditOfRefusals } from './auth/audit-entry.js';
@@ -82,6 +84,8 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   tokenRoutes(app, ctx);
   teamRoutes(app, ctx);
   eventRoutes(app, ctx);
+  poolRoutes(app, ctx);
+  if (ctx.dashboard) dashboardRoutes(app, ctx.dashboard);
   auditRoutes(app, ctx);
   return app;
 }

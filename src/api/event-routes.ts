@@ -55,6 +55,10 @@ export function eventRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const resume = reply.sse.lastEventId !== null && /^\d+$/.test(reply.sse.lastEventId) ? Number(reply.sse.lastEventId) : undefined;
       let after = resume ?? q.after ?? (q.job ? 0 : await store.eventsHead());
       reply.sse.keepAlive();
+      // The headers at once, not with the first event: a client (the dashboard's fetch) knows it is
+      // connected, and the keep-alive comments start, even when nothing happens for a while.
+      reply.sse.sendHeaders();
+      reply.raw.flushHeaders();
       let wake: (() => void) | null = null;
       const off = bus.subscribe(Topic.eventsWritten, () => wake?.());
       let open = true;

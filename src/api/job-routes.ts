@@ -165,6 +165,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
         querystring: Type.Object({
           state: Type.Optional(Type.Union(jobStates.map((s) => Type.Literal(s)))),
           team: Type.Optional(Type.String()),
+          name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'jobs whose name holds this text, in any case' })),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
           before: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'the next page: jobs listed after this job id (the last of the previous page)' })),
         }),
@@ -172,12 +173,12 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const q = req.query as { state?: JobState; team?: string; limit?: number; before?: string };
+      const q = req.query as { state?: JobState; team?: string; name?: string; limit?: number; before?: string };
       // A team token sees its own team's jobs only: asking for another team's finds none.
       const scope = teamScope(req.principal);
       if (scope !== null && q.team !== undefined && q.team !== scope) return { jobs: [] };
       if (q.before !== undefined) await ownJob(req.principal, q.before);
-      const jobs = await store.jobList({ state: q.state, team: scope ?? q.team, limit: q.limit ?? 50, ...(q.before !== undefined ? { before: q.before } : {}) });
+      const jobs = await store.jobList({ state: q.state, team: scope ?? q.team, name: q.name, limit: q.limit ?? 50, ...(q.before !== undefined ? { before: q.before } : {}) });
       return { jobs: jobs.map(jobSummaryView) };
     },
   );

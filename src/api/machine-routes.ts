@@ -6,7 +6,9 @@ import type { MachineSchedulingChange, Store } from '../store/store.js';
 import { auditBy } from './auth/audit-entry.js';
 import type { ApiContext } from './api-context.js';
 import { ErrorBody, MachineChange, MachineView } from './contract/job-view.js';
-import { machineView } from './views.js';
+import { heldAttemptView, machineView } from './views.js';
+import { HeldAttemptView } from './contract/held-attempt-view.js';
+import { teamScope } from './auth/principal.js';
 
 const tags = ['machines'];
 const MachineParams = Type.Object({ machine: Type.String({ minLength: 1, maxLength: 200, description: 'machine name or id' }) });
@@ -61,6 +63,22 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/machines',
     { config: { access: 'user' }, schema: { summary: 'Machines, their health and what is allocated on them', tags, response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } } },
     async () => ({ machines: (await store.machineList()).map(machineView) }),
+  );
+
+  app.get(
+    '/v1/attempts',
+    {
+      config: { access: 'user' },
+      schema: {
+        summary: 'What runs where: every attempt that holds resources on a machine now (to a team token, other teams\' attempts show their resources only)',
+        tags,
+        response: { 200: Type.Object({ attempts: Type.Array(HeldAttemptView) }), 401: ErrorBody },
+      },
+    },
+    async (req) => {
+      const scope = teamScope(req.principal);
+      return { attempts: (await store.attemptsHeld()).map((a) => heldAttemptView(a, scope === null || scope === a.team)) };
+    },
   );
 
   app.get(

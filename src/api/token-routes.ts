@@ -10,6 +10,7 @@ import { auditBy } from './auth/audit-entry.js';
 import { ErrorBody } from './contract/job-view.js';
 import { TokenCreated, TokenCreateRequest, TokenView } from './contract/token-view.js';
 import { AuditView } from './contract/audit-view.js';
+import { WhoAmIView } from './contract/whoami-view.js';
 
 const tags = ['tokens'];
 const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody };
@@ -19,9 +20,21 @@ export function tokenView(t: TokenRecord): TokenView {
   return { id: t.id, kind: t.kind, team: t.team, machineId: t.machineId, name: t.name, createdAt: iso(t.createdAt)!, expiresAt: iso(t.expiresAt), revokedAt: iso(t.revokedAt) };
 }
 
-/** Admin's: make, list and revoke tokens (docs/security.md). */
+/** Admin's: make, list and revoke tokens (docs/security.md); and anyone's: which token am I. */
 export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const { store, clock } = ctx;
+
+  app.get(
+    '/v1/whoami',
+    {
+      config: { access: 'user' },
+      schema: { summary: 'The token this request came with: its kind, team and name (the dashboard signs in with it)', tags, response: { 200: WhoAmIView, 401: ErrorBody, 403: ErrorBody } },
+    },
+    async (req) => {
+      const p = req.principal!;
+      return { tokenId: p.tokenId, kind: p.kind as 'admin' | 'team', team: p.team, name: p.name };
+    },
+  );
 
   app.post(
     '/v1/tokens',

@@ -1,5 +1,6 @@
 import { shownScheduling } from '../domain/machine-scheduling.js';
-import type { AttemptRecord, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
+import type { AttemptRecord, HeldAttempt, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
+import type { HeldAttemptView } from './contract/held-attempt-view.js';
 import type { AttemptView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
 
 /** Store records to wire views: the one place that decides what a client sees. */
@@ -86,5 +87,27 @@ export function machineView(m: MachineRecord): MachineView {
     allocated: m.allocated,
     lastHeartbeatAt: m.lastHeartbeatAt,
     registeredAt: m.registeredAt,
+  };
+}
+
+/** What runs where; `visible`: false for another team's attempt, shown to a team token by its resources only. */
+export function heldAttemptView(a: HeldAttempt, visible: boolean): HeldAttemptView {
+  return {
+    attemptId: a.id,
+    machineId: a.machineId,
+    machine: a.machineName,
+    jobId: visible ? a.jobId : null,
+    jobName: visible ? a.jobName : null,
+    team: visible ? a.team : null,
+    stage: visible ? a.stageName : null,
+    number: a.number,
+    state: a.state,
+    cpuMillis: a.cpuMillis,
+    memoryBytes: a.memoryBytes,
+    gpus: a.gpuIndices,
+    gpuType: a.gpuType,
+    scheduledAt: a.scheduledAt,
+    startedAt: a.startedAt,
+    progress: visible ? a.progress : null,
   };
 }

@@ -20,13 +20,19 @@ import { LeaderElection } from './leader-election.js';
 import { SyncedClock } from './synced-clock.js';
 import { NotLeaderError } from '../domain/errors.js';
 import { artifactsDir, type ServerConfig } from './server-config.js';
+import { loadDashboard } from './dashboard-files.js';
+import type { Dashboard } from '../api/dashboard-routes.js';
+import { PoolHistory } from '../api/pool-history.js';
+import { poolPoint, poolsNow } from '../api/pool-stats.js';
 
 export interface ControlPlane {
   app: FastifyInstance;
   store: Store;
   bus: Bus;
   config: ServerConfig;
-  loops: { scheduler: Loop; reconciler: Loop; relay: Loop };
+  loops: { scheduler: Loop; reconciler: Loop; relay: Loop; pools: Loop };
+  /** The dashboard served at `/`, or why there is none (docs/dashboard.md). */
+  dashboard: Dashboard;
   /** The address the API listens on, once started. */
   url: string;
   start(): Promise<void>;
@@ -66,11 +72,14 @@ export async function createControlPlane(
   const tokens = new TokenCache((hash) => store.tokenByHash({ hash }), () => clock.now());
   const metrics = new Metrics(store, () => clock.now());
   await metrics.start();
+  const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);
+  const dashboard = loadDashboard(config.dashboardDir);
   const app = await buildApi(
-    { store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens, replica: { id: replicaId, leader: isLeader }, metrics },
+    { store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens, replica: { id: replicaId, leader: isLeader }, metrics, poolHistory, dashboard },
     { logger: deps.logger },
   );
   appLog = app.log;
+  if (dashboard.problem) app.log.warn({ dir: config.dashboardDir }, `dashboard: ${dashboard.problem}; / says so, the API is unaffected`);
   const logError = (loop: string) => (err: unknown) => {
     // Leadership moved while a pass ran: its write was refused whole; the new leader goes on.
     if (err instanceof NotLeaderError) app.log.info({ loop, term: err.term }, 'pass refused: this replica is no longer the leader');
@@ -121,6 +130,18 @@ export async function createControlPlane(
     logError('reconciler'),
     random,
   );
+  // The pools page's history (GET /v1/pools/history): every replica samples what it reads, for
+  // whoever looks at it; one read of machines and queue counts per sample, whatever the backlog.
+  const pools = new Loop(
+    'pools',
+    async () => {
+      const at = clock.now();
+      poolHistory.add({ at, pools: (await poolsNow(store, at, { reasons: false })).map(poolPoint) });
+    },
+    config.poolSampleMs,
+    logError('pools'),
+    random,
+  );
   const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
   const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
 
@@ -160,13 +181,15 @@ export async function createControlPlane(
     store,
     bus,
     config,
-    loops: { scheduler, reconciler, relay },
+    loops: { scheduler, reconciler, relay, pools },
+    dashboard,
     url: '',
     async start() {
       const address = await app.listen({ host: config.host, port: config.port });
       cp.url = address.replace('[::1]', '127.0.0.1');
       judgeFrom = clock.now() + config.lostAfterMs;
       relay.start();
+      if (config.poolSampleMs > 0) pools.start();
       if (!replicated) {
         placesInTransactions = placeWithin();
         scheduler.start();
@@ -201,7 +224,7 @@ export async function createControlPlane(
       shutdown.abort();
       await election?.stop();
       synced?.stop();
-      await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop()]);
+      await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop(), pools.stop()]);
       await app.close();
       await bus.close();
       await store.close();

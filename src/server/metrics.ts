@@ -1,7 +1,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
 import { normalizeGpuType } from '../domain/resources.js';
-import { firstReject, isBusyReason, stageNeed } from '../scheduler/checks.js';
+import { stageNeed } from '../scheduler/checks.js';
+import { waitReasonKind } from '../scheduler/wait-reason-kind.js';
+import { machinePool } from '../domain/machine-pool.js';
 import type { MachineView } from '../scheduler/snapshot.js';
 import type { Store } from '../store/store.js';
 
@@ -9,30 +11,6 @@ import type { Store } from '../store/store.js';
 const WAIT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86_400];
 /** Events read per page when catching up at a scrape. */
 const EVENT_PAGE = 5000;
-
-/** A machine's pool, as stages name theirs: `gpu:<type>` of its first GPU type, else `cpu`. */
-export function machinePool(m: Pick<MachineView, 'gpus'>): string {
-  return m.gpus.length ? `gpu:${normalizeGpuType(m.gpus[0]!.type)}` : 'cpu';
-}
-
-/**
- * Why the stages of a shape wait, as one label value: `placeable` when some machine has room now
- * (the next pass places them), else the reject code most machines give, busy codes first (they
- * say "capacity", the static ones "no machine ever"), or `no-machines`.
- */
-export function waitReasonKind(need: ReturnType<typeof stageNeed>, machines: readonly MachineView[]): string {
-  if (machines.length === 0) return 'no-machines';
-  const counts = new Map<string, number>();
-  let busy = false;
-  for (const m of machines) {
-    const r = firstReject(need, m);
-    if (r === null) return 'placeable';
-    if (isBusyReason(r)) busy = true;
-    counts.set(r, (counts.get(r) ?? 0) + 1);
-  }
-  const pick = [...counts].filter(([r]) => !busy || isBusyReason(r as never)).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
-  return pick[0]![0];
-}
 
 /**
  * The control plane's Prometheus metrics (docs/metrics.md). Gauges are read from the database at

@@ -57,6 +57,8 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('rateLimitPerSecond', env('GANTRY_RATE_LIMIT'));
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
   set('leaderTtlMs', env('GANTRY_LEADER_TTL_MS'));
+  set('poolSampleMs', env('GANTRY_POOL_SAMPLE_MS'));
+  if (process.env.GANTRY_DASHBOARD_DIR) over.dashboardDir = resolve(process.env.GANTRY_DASHBOARD_DIR);
   if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
   if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
   const hours = env('GANTRY_RETENTION_HOURS');
@@ -160,7 +162,7 @@ export function serverCommand(program: Command): void {
     .option('--database <url>', 'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory')
     .option('--bus <url>', 'nats://… to carry wake-ups over NATS JetStream between replicas; default $GANTRY_BUS_URL, else in this process')
     .option('--json', 'print the address and data directory as one JSON line once listening')
-    .addHelpText('after', '\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
+    .addHelpText('after', '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);
@@ -168,6 +170,11 @@ export function serverCommand(program: Command): void {
       const tokenFile = resolve(adminTokenFile(config.dataDir));
       if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: tokenFile }) + '\n');
       process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, state in ${databaseLabel(config)}, admin token in ${tokenFile}, log: stdout)\n`);
+      process.stderr.write(
+        cp.dashboard.problem
+          ? `dashboard: not available: ${cp.dashboard.problem}\n`
+          : `dashboard: ${cp.url}/ (sign in with a team or admin token; gantry token create --team T --name N makes one)\n`,
+      );
       const stop = async () => {
         await cp.stop();
         process.exit(0);

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /**
  * Every timing the control plane uses, in one place. The failure-detection formula in
@@ -55,7 +56,14 @@ export interface ServerConfig {
   openHealth: boolean;
   /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
   tls: { cert: string; key: string } | null;
+  /** The built dashboard served at `/` (Vite's output; default dist/web of this package, GANTRY_DASHBOARD_DIR). */
+  dashboardDir: string;
+  /** The pools page's history: a sample of every pool this often, kept in memory for a day (GANTRY_POOL_SAMPLE_MS). 0: none. */
+  poolSampleMs: number;
 }
+
+/** The dashboard this package built: dist/web beside dist/server (from the sources, under tsx or vitest: the same dist/web). */
+export const defaultDashboardDir = (): string => fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../../dist/web' : '../web', import.meta.url));
 
 export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerConfig {
   return {
@@ -86,6 +94,8 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     openHealth: true,
     rateLimitPerSecond: 50,
     agentRateLimitPerSecond: 2000,
+    dashboardDir: defaultDashboardDir(),
+    poolSampleMs: 15_000,
     ...over,
   };
 }
@@ -103,6 +113,7 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
   if (!(c.preemptionCooldownMs >= 0)) problems.push('the preemption cool-down must not be negative');
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
+  if (!(c.poolSampleMs === 0 || c.poolSampleMs >= 100)) problems.push(`the pool sample interval (${c.poolSampleMs} ms) must be 0 (none) or at least 100 ms`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
 }

@@ -31,10 +31,10 @@ export function upCommand(program: Command): void {
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; its names must include 127.0.0.1 for the local agents); default $GANTRY_TLS_CERT')
     .option('--tls-key <file>', 'its private key (PEM); default $GANTRY_TLS_KEY')
     .option('--ca <file>', 'the CA the local agents trust for it (default: the certificate itself, if self-signed); default $GANTRY_CA')
-    .option('--json', 'print the address, data directory and machines as one JSON line once up')
+    .option('--json', 'print the address, the dashboard link, data directory and machines as one JSON line once up')
     .addHelpText(
       'after',
-      '\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
+      '\nThe web dashboard is served at the same address (/); the link printed once up signs you in as\nthe admin (its token rides in the #fragment, which no request carries). docs/dashboard.md\n\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
     )
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
@@ -61,10 +61,17 @@ export function upCommand(program: Command): void {
         });
       };
       for (const m of cluster.machines) startAgent(m);
+      // The dashboard, signed in as this server's admin: the token rides in the fragment, which the
+      // browser keeps to itself (no request, no log carries it); the page moves it into the tab's
+      // storage and wipes it from the address (docs/dashboard.md). Whoever sees this terminal could
+      // read the token file as well.
+      const admin = await ensureTokenFile(cp.store, adminTokenFile(config.dataDir), 'admin', 'admin (made by the server at its first start)', Date.now());
+      const dashboard = cp.dashboard.problem ? null : `${cp.url}/#token=${admin.token}`;
       const banner = flags.json
-        ? [JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: resolve(adminTokenFile(config.dataDir)), machines: cluster.machines })]
+        ? [JSON.stringify({ url: cp.url, dashboard, dataDir: resolve(config.dataDir), adminTokenFile: resolve(adminTokenFile(config.dataDir)), machines: cluster.machines })]
         : [
             `Gantry is up at ${cp.url}`,
+            dashboard ? `  dashboard: ${dashboard}  (signs you in as admin)` : `  dashboard: not available: ${cp.dashboard.problem}`,
             `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
             `  machines: ${cluster.machines.map(describe).join(', ')}`,
             `  API docs: ${cp.url}/openapi.json`,

@@ -55,6 +55,12 @@ export interface AttemptRecord {
   progress: { fraction: number; message: string | null; at: number } | null;
 }
 
+/** An attempt that holds resources on its machine now (not yet released), with its job's name and team: what runs where. */
+export interface HeldAttempt extends AttemptRecord {
+  jobName: string;
+  team: string;
+}
+
 export interface StageRecord {
   id: string;
   jobId: string;

@@ -8,6 +8,7 @@ import type {
   Assignment,
   AttemptRecord,
   EventRecord,
+  HeldAttempt,
   JobDetail,
   JobSummary,
   LogChunk,
@@ -96,7 +97,8 @@ export interface Store {
   /** The job's team, or null when there is no such job: what a team's access is checked against. */
   jobTeam(p: { jobId: string }): Promise<string | null>;
   /** Newest first; `before`: the page after that job (NotFoundError for an unknown one). */
-  jobList(p: { state?: JobState; team?: string; limit: number; before?: string }): Promise<JobSummary[]>;
+  /** `name`: jobs whose name holds it, in any case. */
+  jobList(p: { state?: JobState; team?: string; name?: string; limit: number; before?: string }): Promise<JobSummary[]>;
   /** Deletes an ended job with all its rows (ConflictError if not ended); null: no such job. Returns its attempts, whose artifacts the caller removes. */
   jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }): Promise<{ attempts: string[] } | null>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
@@ -196,6 +198,8 @@ export interface Store {
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
   /** Every machine not removed, by name. */
   machineList(): Promise<MachineRecord[]>;
+  /** Every attempt that holds resources on a machine now (not released), oldest placement first: what runs where. */
+  attemptsHeld(): Promise<HeldAttempt[]>;
   /** By id, removed or not (an attempt's machine). */
   machineGet(p: { machineId: string }): Promise<MachineRecord | null>;
   /** A machine not removed, by name or id. */

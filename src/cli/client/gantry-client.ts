@@ -19,6 +19,8 @@ export type LogChunk = LogChunkView;
 export interface JobListQuery {
   state?: string;
   team?: string;
+  /** Jobs whose name holds this text, in any case. */
+  name?: string;
   limit?: number;
   /** The page after this job id. */
   before?: string;
@@ -100,7 +102,7 @@ export class GantryClient {
   }
 
   async listJobs(q: JobListQuery = {}): Promise<JobSummaryView[]> {
-    const r = await this.json<{ jobs: JobSummaryView[] }>('GET', `/v1/jobs${query({ state: q.state, team: q.team, limit: q.limit, before: q.before })}`);
+    const r = await this.json<{ jobs: JobSummaryView[] }>('GET', `/v1/jobs${query({ state: q.state, team: q.team, name: q.name, limit: q.limit, before: q.before })}`);
     return r.jobs;
   }
 

@@ -11,6 +11,7 @@ import { runAction } from './run-action.js';
 export interface ListOptions extends ClientOptions {
   state?: string;
   team?: string;
+  name?: string;
   limit?: number;
   before?: string;
 }
@@ -19,6 +20,7 @@ export function listCommand(program: CommandUnknownOpts): void {
   withClientOptions(program.command('list').alias('ls').description('List jobs, newest first'))
     .addOption(new Option('--state <state>', 'only jobs in this state').choices(JOB_STATES))
     .option('--team <team>', "only this team's jobs")
+    .option('--name <text>', 'only jobs whose name holds this text (any case)')
     .option('--limit <n>', 'at most this many jobs (default 50; past 1,000 it reads page after page)', positiveInt)
     .option('--before <job>', 'the jobs listed after this one (the last id of the previous page)')
     .addHelpText(
@@ -27,6 +29,7 @@ export function listCommand(program: CommandUnknownOpts): void {
 Examples:
   $ gantry list
   $ gantry list --state running --team vision
+  $ gantry list --name resnet
   $ gantry list --state failed --limit 5 --json | jq -r '.jobs[].id'`,
     )
     .action(async (opts) => {
@@ -43,7 +46,7 @@ export async function runList(opts: ListOptions, io: CliIo): Promise<number> {
     let before = opts.before;
     while (jobs.length < want) {
       const ask = Math.min(1000, want - jobs.length);
-      const page = await client.listJobs({ state: opts.state, team: opts.team, limit: ask, ...(before ? { before } : {}) });
+      const page = await client.listJobs({ state: opts.state, team: opts.team, name: opts.name, limit: ask, ...(before ? { before } : {}) });
       jobs.push(...page);
       if (page.length < ask) break;
       before = page.at(-1)!.id;

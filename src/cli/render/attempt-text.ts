@@ -1,4 +1,5 @@
 import type { AttemptView, StageView } from '../../api/contract/job-view.js';
+import { attemptsCounted } from '../../api/contract/attempts-counted.js';
 
 export function latestAttempt(stage: StageView): AttemptView | undefined {
   let latest: AttemptView | undefined;
@@ -11,11 +12,8 @@ export function latestAttempt(stage: StageView): AttemptView | undefined {
  * maximum. Lost attempts are the infrastructure's fault and do not count, so they are shown apart.
  */
 export function attemptText(stage: StageView): string {
-  const latest = latestAttempt(stage);
-  if (!latest) return '-';
-  // Failed attempts are already in attemptsUsed; lost and preempted ones never are.
-  const uncounted = latest.state !== 'failed' && latest.state !== 'lost' && latest.state !== 'preempted' ? 1 : 0;
-  const text = `${stage.attemptsUsed + uncounted}/${stage.maxAttempts}`;
+  if (!latestAttempt(stage)) return '-';
+  const text = `${attemptsCounted(stage)}/${stage.maxAttempts}`;
   return stage.lostUsed > 0 ? `${text} +${stage.lostUsed} lost` : text;
 }
 

@@ -5,6 +5,7 @@ import type { Store } from '../store.js';
 import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 import { machineSchedulingConformance } from './machine-scheduling-conformance.js';
 import { tokenConformance } from './token-conformance.js';
+import { dashboardConformance } from './dashboard-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -677,5 +678,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
 
     machineSchedulingConformance(() => store);
     tokenConformance(() => store);
+    dashboardConformance(() => store);
   });
 }

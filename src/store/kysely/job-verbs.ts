@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { toStageNode } from './apply-outcome.js';
 import { ConflictError, NotFoundError } from '../../domain/errors.js';
 import { repairChanges } from '../../advancer/repair.js';
@@ -24,6 +25,11 @@ export async function attemptsWithNames(db: Db | Trx, rows: Parameters<typeof to
   return rows.map((r) => toAttempt(r, names.get(r.machine_id) ?? r.machine_id));
 }
 
+/** `text` for a LIKE pattern, its wildcards taken literally (escaped with a backslash). */
+function likeEscaped(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
 export async function jobGet(db: Db | Trx, jobId: string): Promise<JobDetail | null> {
   const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
   if (!job) return null;
@@ -42,10 +48,12 @@ export async function jobGet(db: Db | Trx, jobId: string): Promise<JobDetail | n
   };
 }
 
-export async function jobList(db: Db, p: { state?: JobState; team?: string; limit: number; before?: string }): Promise<JobSummary[]> {
+export async function jobList(db: Db, p: { state?: JobState; team?: string; name?: string; limit: number; before?: string }): Promise<JobSummary[]> {
   let q = db.selectFrom('jobs').selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(p.limit);
   if (p.state) q = q.where('state', '=', p.state);
   if (p.team) q = q.where('team', '=', p.team);
+  // Part of the name, in any case: lower() on both sides, as SQLite's LIKE ignores case and PostgreSQL's does not.
+  if (p.name) q = q.where(sql<string>`lower(name)`, 'like', sql<string>`${`%${likeEscaped(p.name.toLowerCase())}%`} escape '\\'`);
   if (p.before !== undefined) {
     // The next page: jobs listed after this one (older), by the same (created_at, id) order.
     const b = await db.selectFrom('jobs').select(['created_at']).where('id', '=', p.before).executeTakeFirst();

@@ -13,6 +13,7 @@ import * as machines from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
+import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
 import * as teams from './team-verbs.js';
 import { toEvent } from './row-mappers.js';
@@ -189,7 +190,7 @@ export class KyselyStore implements Store {
   async jobTeam(p: { jobId: string }) {
     return (await this.db.selectFrom('jobs').select('team').where('id', '=', p.jobId).executeTakeFirst())?.team ?? null;
   }
-  jobList(p: { state?: JobState; team?: string; limit: number; before?: string }) {
+  jobList(p: { state?: JobState; team?: string; name?: string; limit: number; before?: string }) {
     return jobs.jobList(this.db, p);
   }
   jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }) {
@@ -370,6 +371,10 @@ export class KyselyStore implements Store {
   }
   machineList() {
     return machines.machineList(this.db);
+  }
+
+  attemptsHeld() {
+    return attemptsHeld(this.db);
   }
   machineGet(p: { machineId: string }) {
     return machines.machineGet(this.db, p.machineId);

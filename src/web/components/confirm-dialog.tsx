@@ -1,0 +1,29 @@
+import { useEffect, useRef, type ReactNode } from 'react';
+
+/**
+ * A modal question with two buttons, on the browser's own <dialog>: focus moves into it and
+ * stays there, Escape closes it, and the safe choice has the focus first.
+ */
+export function ConfirmDialog(p: { open: boolean; title: string; children: ReactNode; confirm: string; cancel: string; busy?: boolean; onConfirm: () => void; onClose: () => void }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (p.open && !d.open) d.showModal();
+    if (!p.open && d.open) d.close();
+  }, [p.open]);
+  return (
+    <dialog ref={ref} className="dialog" aria-labelledby="dialog-title" onClose={p.onClose} onCancel={p.onClose}>
+      <h2 id="dialog-title">{p.title}</h2>
+      <div className="dialog-body">{p.children}</div>
+      <div className="dialog-actions">
+        <button type="button" className="button" autoFocus onClick={p.onClose}>
+          {p.cancel}
+        </button>
+        <button type="button" className="button button-danger" disabled={p.busy} onClick={p.onConfirm}>
+          {p.busy ? 'Working…' : p.confirm}
+        </button>
+      </div>
+    </dialog>
+  );
+}

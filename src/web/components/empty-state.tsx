@@ -1,0 +1,25 @@
+import type { ReactNode } from 'react';
+
+/** What a page shows when there is nothing to show yet, and what to do about it. */
+export function EmptyState({ title, children }: { title: string; children?: ReactNode }) {
+  return (
+    <div className="empty">
+      <p className="empty-title">{title}</p>
+      {children ? <div className="empty-body">{children}</div> : null}
+    </div>
+  );
+}
+
+/** A request that failed, said plainly, with a way to try again. */
+export function ErrorNote({ error, retry }: { error: unknown; retry?: () => void }) {
+  return (
+    <div className="error-note" role="alert">
+      {error instanceof Error ? error.message : String(error)}
+      {retry ? (
+        <button type="button" className="button button-small" onClick={retry}>
+          Try again
+        </button>
+      ) : null}
+    </div>
+  );
+}

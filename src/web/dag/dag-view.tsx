@@ -1,0 +1,95 @@
+import { useMemo, type KeyboardEvent } from 'react';
+import { attemptsCounted } from '../../api/contract/attempts-counted';
+import type { StageView } from '../../api/contract/job-view';
+import { formatDuration } from '../format/format-time';
+import { formatBytes, formatCpu } from '../format/format-quantity';
+import { DEFAULT_SIZES, layoutDag } from './dag-layout';
+
+const { nodeWidth: W, nodeHeight: H } = DEFAULT_SIZES;
+
+const clip = (text: string, n: number) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
+
+/** What a stage that has not run asks for: "2× h100 · 8 CPU", "1 CPU · 512 MiB". */
+function asks(s: StageView): string {
+  const r = s.resources;
+  return r.gpu ? `${r.gpu.count}× ${r.gpu.types.join('|') || 'GPU'} · ${formatCpu(r.cpuMillis)} CPU` : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
+}
+
+/** The line under a stage's name: where it runs, or why it waits. */
+function detail(s: StageView): string {
+  const a = s.attempts.at(-1);
+  if ((s.state === 'running' || s.state === 'scheduled') && a) return `${a.machine}${a.gpus.length ? ` · GPU ${a.gpus.join(',')}` : ''}`;
+  if (s.state === 'ready') return s.pendingReason ?? `waiting in ${s.pool}`;
+  if (s.state === 'pending') return `needs ${s.needs.join(', ')}`;
+  if (a?.finishedAt && a.startedAt) return `${a.machine} · ${formatDuration(a.finishedAt - a.startedAt)}`;
+  return s.endReason ?? s.pool;
+}
+
+/**
+ * A job's stages as a graph: each box coloured by its state, edges for `needs`, left to right by
+ * depth (dag-layout.ts). A box is a button: click it, or focus it and press Enter, to select the stage.
+ */
+export function DagView({ stages, selected, onSelect }: { stages: StageView[]; selected: string | null; onSelect: (name: string) => void }) {
+  const layout = useMemo(() => layoutDag(stages), [stages]);
+  const byName = new Map(stages.map((s) => [s.name, s]));
+  const key = (name: string) => (e: KeyboardEvent) => {
+    if (e.key === 'Enter' || e.key === ' ') {
+      e.preventDefault();
+      onSelect(name);
+    }
+  };
+  return (
+    <div className="dag-scroll">
+      <svg className="dag" width={layout.width} height={layout.height} viewBox={`0 0 ${layout.width} ${layout.height}`} aria-label="the job's stages and what each needs">
+        <defs>
+          <marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">
+            <path d="M0,0 L8,4 L0,8 z" className="dag-arrow" />
+          </marker>
+        </defs>
+        {layout.edges.map((e) => (
+          <path key={`${e.from}>${e.to}`} d={e.path} className={`dag-edge edge-${byName.get(e.from)?.state ?? ''}`} markerEnd="url(#arrow)" />
+        ))}
+        {layout.boxes.map((b) => {
+          const s = byName.get(b.name)!;
+          const a = s.attempts.at(-1);
+          const progress = s.state === 'running' ? a?.progress?.fraction : undefined;
+          return (
+            <g
+              key={b.name}
+              transform={`translate(${b.x} ${b.y})`}
+              className={`dag-node state-${s.state}${selected === b.name ? ' selected' : ''}`}
+              role="button"
+              tabIndex={0}
+              aria-pressed={selected === b.name}
+              aria-label={`stage ${s.name}, ${s.state}`}
+              data-stage={s.name}
+              data-state={s.state}
+              onClick={() => onSelect(b.name)}
+              onKeyDown={key(b.name)}
+            >
+              <title>{`${s.name}: ${s.state}${s.pendingReason ? ` (${s.pendingReason})` : s.endReason ? ` (${s.endReason})` : ''}`}</title>
+              <rect className="dag-box" width={W} height={H} rx={7} />
+              <rect className="dag-band" width={6} height={H} rx={3} />
+              <text className="dag-name" x={14} y={20}>
+                {clip(s.name, 21)}
+              </text>
+              <text x={14} y={37}>
+                <tspan className="dag-state">{s.state}</tspan>
+                <tspan className="dag-detail"> · {clip(detail(s), 24 - s.state.length)}</tspan>
+              </text>
+              <text className="dag-detail" x={14} y={52}>
+                {s.attempts.length > 0 ? `attempt ${attemptsCounted(s)}/${s.maxAttempts}` : clip(asks(s), 27)}
+              </text>
+              {progress !== undefined ? (
+                <>
+                  <rect className="dag-progress-track" x={120} y={46} width={W - 130} height={5} rx={2} />
+                  <rect className="dag-progress" x={120} y={46} width={(W - 130) * Math.min(1, Math.max(0, progress))} height={5} rx={2} />
+                </>
+              ) : null}
+            </g>
+          );
+        })}
+      </svg>
+    </div>
+  );
+}

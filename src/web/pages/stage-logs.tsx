@@ -1,0 +1,70 @@
+import { useLayoutEffect, useRef } from 'react';
+import type { AttemptView } from '../../api/contract/job-view';
+import { isActiveAttemptState } from '../../api/contract/states';
+import { useNow } from '../components/use-now';
+import { useStageLog } from './use-stage-log';
+
+/** An ended attempt whose process is not reported gone after this long is not followed any more (its machine was lost). */
+const GIVE_UP_MS = 2 * 60_000;
+
+/**
+ * A stage's output, one attempt at a time (the latest unless another is picked), stderr marked;
+ * followed while the attempt's process may still write, keeping to the bottom if the reader is there.
+ */
+export function StageLogs({ jobId, stage, attempts, attempt, onAttempt }: { jobId: string; stage: string; attempts: AttemptView[]; attempt: number; onAttempt: (n: number) => void }) {
+  const now = useNow();
+  const a = attempts.find((x) => x.number === attempt);
+  // Followed until the attempt has ended and its process is gone (then its log is whole).
+  const follow = a ? !(!isActiveAttemptState(a.state) && (a.releasedAt != null || (a.finishedAt !== null && now - a.finishedAt > GIVE_UP_MS))) : false;
+  const log = useStageLog(jobId, stage, attempt, follow);
+  const box = useRef<HTMLPreElement>(null);
+  const atBottom = useRef(true);
+  useLayoutEffect(() => {
+    const el = box.current;
+    if (el && atBottom.current) el.scrollTop = el.scrollHeight;
+  }, [log.chunks]);
+  return (
+    <div className="logs">
+      <div className="logs-head">
+        <h3>Output</h3>
+        {attempts.length > 1 ? (
+          <label>
+            Attempt{' '}
+            <select value={attempt} onChange={(e) => onAttempt(Number(e.target.value))}>
+              {attempts.map((x) => (
+                <option key={x.number} value={x.number}>
+                  {x.number} ({x.state})
+                </option>
+              ))}
+            </select>
+          </label>
+        ) : null}
+        <span className={`logs-state${follow ? ' following' : ''}`}>{follow ? 'following…' : log.loading ? 'loading…' : 'complete'}</span>
+      </div>
+      <pre
+        ref={box}
+        className="log"
+        tabIndex={0}
+        aria-label={`output of ${stage}, attempt ${attempt}`}
+        data-testid="stage-log"
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+        }}
+      >
+        {log.chunks.map((c) => (
+          <span key={c.id} className={`log-${c.stream}`}>
+            {c.data}
+          </span>
+        ))}
+        {!log.loading && log.chunks.length === 0 ? <span className="muted">{follow ? 'Nothing written yet.' : 'It wrote nothing.'}</span> : null}
+      </pre>
+      {log.cut ? (
+        <p className="muted">
+          Longer than shown here; the whole log: <code>gantry logs {jobId} {stage} --attempt {attempt}</code>
+        </p>
+      ) : null}
+      {log.error ? <p className="error-note">{log.error.message}</p> : null}
+    </div>
+  );
+}

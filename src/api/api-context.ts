@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
-import type { ArtifactStore } from '../server/artifact-store.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { ServerConfig } from '../server/server-config.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';

@@ -22,6 +22,7 @@ import type {
   AuditRecord,
 } from './records.js';
 import type { StoreCapabilities } from './store-capabilities.js';
+import type { RerunPlan } from '../advancer/rerun-plan.js';
 
 /**
  * The one door to the database. Every method is one transaction and speaks in domain verbs; every
@@ -97,8 +98,15 @@ export interface Store {
   jobTeam(p: { jobId: string }): Promise<string | null>;
   /** Newest first; `before`: the page after that job (NotFoundError for an unknown one). */
   jobList(p: { state?: JobState; team?: string; limit: number; before?: string }): Promise<JobSummary[]>;
-  /** Deletes an ended job with all its rows (ConflictError if not ended); null: no such job. Returns its attempts, whose artifacts the caller removes. */
-  jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }): Promise<{ attempts: string[] } | null>;
+  /** Deletes an ended job with all its rows and its references to outputs (ConflictError if not
+   *  ended); null: no such job. Its outputs no other job names are left to collection (artifactsCollect). */
+  jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }): Promise<DeletedFiles | null>;
+  /**
+   * A new run of an ended job (docs/rerun.md), in one transaction: stages not in the rerun set are
+   * reused (succeeded, with the original's manifests), the rest run. Every refusal (ValidationError,
+   * ConflictError) writes nothing; `dryRun` plans only. With `idempotency`, as jobSubmit. Null: no such job.
+   */
+  jobRerun(p: RerunParams & { now: number; audit?: AuditEntry }): Promise<RerunResult | null>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
   jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }): Promise<{ job: JobDetail; changed: boolean }>;
@@ -247,6 +255,19 @@ export interface Store {
   /** A committed output's owner: the attempt whose outputs a stage committed. */
   attemptGet(p: { attemptId: string }): Promise<AttemptRecord | null>;
 
+  // --- outputs (docs/rerun.md) ---
+  /** Records an uploaded file (already in the artifact store as `blob`) as the attempt's, fenced as attemptForUpload. */
+  outputUploaded(p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number; now: number }): Promise<void>;
+  /** What these attempts have uploaded. */
+  outputUploads(p: { attemptIds: readonly string[] }): Promise<{ attemptId: string; path: string; blob: string; size: number }[]>;
+  /** A committed file by the attempt that produced it, through any manifest that still names it (a rerun's reused stage's included); null when none does. */
+  committedBlob(p: { attemptId: string; path: string }): Promise<{ blob: string; size: number } | null>;
+  /** Collection's decision (see artifact-verbs.ts): blobs to delete, stages to release under `maxBytes`; their rows go in
+   *  this transaction (not with `dryRun`), their files are the caller's to delete. At most `limit` unreferenced blobs a call. */
+  artifactsCollect(p: { now: number; maxBytes: number | null; dryRun: boolean; limit?: number; audit?: AuditEntry }): Promise<CollectionPlan>;
+  /** Blobs whose files collection kept (written again meanwhile): recorded again, to be judged by a later pass. */
+  artifactsKeep(p: { blobs: readonly { blob: string; size: number }[]; now: number }): Promise<void>;
+
   // --- reconciler ---
   /** Machines silent past `suspectAfterMs` become suspect; past `lostAfterMs`, lost, and their
    *  active attempts lost (stages back to ready, counted against the infrastructure budget). */
@@ -263,10 +284,10 @@ export interface Store {
    *  returns the ids of jobs it had to move and the cursor for the next pass (null: start over). */
   jobsRepair(p: { now: number; staleAfterMs: number; limit: number; after?: string | null; scan?: number }): Promise<{ moved: string[]; next: string | null }>;
 
-  /** Deletes jobs that ended before `finishedBefore`, with their stages, attempts, events and
-   *  logs (at most `limit` jobs); returns the deleted attempts' ids, whose artifacts the caller
-   *  removes. A retention period, as BullMQ's removeOnComplete or Argo's ttlStrategy. */
-  jobsExpire(p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[]; attempts: string[] }>;
+  /** Deletes jobs that ended before `finishedBefore`, with their stages, attempts, events, logs and
+   *  references to outputs (at most `limit` jobs), as jobDelete. A retention period, as BullMQ's
+   *  removeOnComplete or Argo's ttlStrategy; outputs another job still names stay (docs/rerun.md). */
+  jobsExpire(p: { finishedBefore: number; limit: number; now?: number }): Promise<{ jobs: string[] } & DeletedFiles>;
 
   // --- outbox ---
   outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
@@ -276,6 +297,57 @@ export interface Store {
 }
 
 export type { MachineRegistration } from './records.js';
+
+/**
+ * What deleting jobs leaves to do on disk. `attempts`: the deleted attempts. `legacyDirs`: those of
+ * them whose directory (`<artifacts>/<attemptId>/`, written before 0014) holds no file any job still
+ * names: the caller removes these. Blobs are collected apart (artifactsCollect).
+ */
+export interface DeletedFiles {
+  attempts: string[];
+  legacyDirs: string[];
+}
+
+export interface RerunParams {
+  jobId: string;
+  /** Stages to start from; none: every failed, skipped or canceled one. */
+  from?: readonly string[];
+  /** The new job's definition (a changed spec, checked against the original); none: the original's. */
+  definition?: JobDefinition;
+  /** The new spec's text as kept with the job; none: the original's. */
+  source?: string | null;
+  /** A job not ended is canceled first, in the same transaction. */
+  cancelRunning?: boolean;
+  /** Plan only: nothing is written (a job not ended is planned as if canceled, with cancelRunning). */
+  dryRun?: boolean;
+  /** The cancel's reason, when the job is canceled first. */
+  cancelReason?: string;
+  idempotency?: Idempotency;
+}
+
+export interface RerunResult {
+  plan: RerunPlan;
+  /** The new job; null for a dry run. */
+  job: JobDetail | null;
+  /** The original was canceled first (cancelRunning). */
+  canceled: boolean;
+}
+
+/** What collection decided (artifactsCollect). Sizes in bytes. */
+export interface CollectionPlan {
+  /** The store before: every blob's bytes, and how many blobs. */
+  totalBytes: number;
+  blobs: number;
+  budgetBytes: number | null;
+  /** Blobs to delete, oldest unreferenced first; `released`: freed by a release below. */
+  collect: { blob: string; size: number; unreferencedSince: number; why: 'unreferenced' | 'released' }[];
+  /** Stages of ended jobs whose outputs the budget releases, oldest ended first. */
+  release: { jobId: string; stage: string; stageId: string; files: number; bytes: number; endedAt: number }[];
+  /** The store's bytes once this is done (still over the budget when what is left is protected). */
+  bytesAfter: number;
+  /** More unreferenced blobs than one call collects: the next call goes on. */
+  more: boolean;
+}
 
 /** A client's Idempotency-Key and a digest of the request it came with. */
 export interface Idempotency {

@@ -11,6 +11,8 @@ export function latestAttempt(stage: StageView): AttemptView | undefined {
  * maximum. Lost attempts are the infrastructure's fault and do not count, so they are shown apart.
  */
 export function attemptText(stage: StageView): string {
+  // A stage a rerun reused ran no attempt in this job (docs/rerun.md).
+  if (stage.reused) return 'reused';
   const latest = latestAttempt(stage);
   if (!latest) return '-';
   // Failed attempts are already in attemptsUsed; lost and preempted ones never are.

@@ -21,7 +21,7 @@ describe('gantry rerun', () => {
   const jobCount = async () => (await api(up().url, '/v1/jobs?limit=1000')).body.jobs.length as number;
   const ended = (id: string) => until(`${id} ended`, () => jobOf(up().url, id), (j) => ['succeeded', 'failed', 'canceled'].includes(j.state), 60_000);
   /** A spec file in a fresh directory, with MARKERS set in every stage to a directory the stages record their runs in. */
-  const specFile = (dir: string, name: string, spec: { stages: { env?: Record<string, string> }[] } & Record<string, unknown>) => {
+  const specFile = (dir: string, name: string, spec: { stages: ({ env?: Record<string, string> } & Record<string, unknown>)[] } & Record<string, unknown>) => {
     const file = join(dir, name);
     writeFileSync(file, stringify({ ...spec, stages: spec.stages.map((s) => ({ ...s, env: { MARKERS: dir, ...s.env } })) }));
     return file;

@@ -121,6 +121,7 @@ export function rerunPlanOfJob(j: JobDetail): RerunPlanView {
 export function jobSummaryView(j: JobSummary): JobSummaryView {
   return {
     ...jobFields(j),
+    rerunOf: j.rerunOf,
     stageCounts: j.stageCounts as Record<string, number>,
   };
 }

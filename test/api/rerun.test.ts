@@ -92,6 +92,10 @@ describe('rerun and collection routes', () => {
     expect(trainView.outputs).toEqual([{ path: 'model.bin', size: Buffer.byteLength(`weights of ${id}`), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
     expect(r.job.stages[2]).toMatchObject({ name: 'eval', state: 'ready', reused: null });
     expect((await call('GET', `/v1/jobs/${id}`, t.admin)).json().reruns).toEqual([r.job.id]);
+    expect((await call('GET', '/v1/jobs?limit=1', t.admin)).json().jobs[0]).toMatchObject({ id: r.job.id, rerunOf: id });
+    const doc = (await call('GET', '/openapi.json', t.admin)).json();
+    expect(Object.keys(doc.paths['/v1/jobs/{id}/rerun'].post.responses)).toEqual(expect.arrayContaining(['200', '201', '400', '404', '409']));
+    expect(doc.paths['/v1/artifacts/gc'].post).toBeDefined();
     const again = await call('POST', `/v1/jobs/${id}/rerun`, t.admin, body, { 'idempotency-key': 'r-1' });
     expect(again.statusCode).toBe(200);
     expect(again.json().job.id).toBe(r.job.id);

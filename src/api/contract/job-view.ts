@@ -80,6 +80,8 @@ const jobFields = {
 
 export const JobSummaryView = Type.Object({
   ...jobFields,
+  /** The job this one reruns (docs/rerun.md). */
+  rerunOf: Type.Optional(Nullable(Type.String())),
   stageCounts: Type.Unsafe<Record<string, number>>(Type.Object({}, { additionalProperties: Type.Integer() })),
 });
 export type JobSummaryView = Static<typeof JobSummaryView>;

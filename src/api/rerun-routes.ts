@@ -68,7 +68,9 @@ export function rerunRoutes(app: FastifyInstance, ctx: ApiContext): void {
       await checkFilesPresent(ctx, dry.plan);
       if (body.dryRun) return reply.status(200).send({ dryRun: true, plan: rerunPlanView(dry.plan, false), job: null });
       try {
-        const r = await store.jobRerun({ ...common, now: clock.now(), idempotency: idempotencyOf(req, JSON.stringify(raw)), audit: auditBy(req, 'job.rerun') });
+        // The job is part of the request: the same key and body for another job is another request (409).
+        const idempotency = idempotencyOf(req, `${id}\n${JSON.stringify(raw)}`);
+        const r = await store.jobRerun({ ...common, now: clock.now(), idempotency, audit: auditBy(req, 'job.rerun') });
         if (!r?.job) throw new NotFoundError('job', id);
         req.log.info({ jobId: id, rerun: r.job.id, reused: r.plan.reused.map((x) => x.stage), runs: r.plan.rerun.map((x) => x.stage), canceled: r.canceled }, 'job rerun');
         return reply.status(201).send({ dryRun: false, plan: rerunPlanView(r.plan, r.canceled), job: jobView(r.job) });

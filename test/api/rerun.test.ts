@@ -100,7 +100,11 @@ describe('rerun and collection routes', () => {
     expect(again.statusCode).toBe(200);
     expect(again.json().job.id).toBe(r.job.id);
     expect(again.json().plan).toEqual({ ...r.plan, canceled: false });
-    expect((await audit()).at(-1)).toMatchObject({ target: id, result: expect.stringMatching(new RegExp(`^ok: rerun as ${r.job.id}; reused prep, train; runs eval$`)) });
+    // The same key and body for another job is another request.
+    const other = await failedJob();
+    expect((await call('POST', `/v1/jobs/${other.id}/rerun`, t.admin, body, { 'idempotency-key': 'r-1' })).statusCode).toBe(409);
+    await vi.waitFor(async () => expect((await audit()).at(-1)).toMatchObject({ target: other.id, result: expect.stringMatching(/^refused: 409 conflict: Idempotency-Key "r-1"/) }));
+    expect((await audit()).find((e) => e.result.startsWith('ok'))).toMatchObject({ target: id, result: expect.stringMatching(new RegExp(`^ok: rerun as ${r.job.id}; reused prep, train; runs eval$`)) });
     // The reused upstream reads as if it had run: an agent downloads it by the attempt that made it.
     const read = await cp.app.inject({ method: 'GET', url: `/v1/agent/artifacts/${train.id}/model.bin`, headers: bearer(machine.credential) });
     expect(read.body).toBe(`weights of ${id}`);

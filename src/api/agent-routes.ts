@@ -154,7 +154,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       // Outputs are committed only if every file named was really uploaded, whole; an outcome
       // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
-      const problems = await missingOutputs(ctx, body.completed.filter((c) => isCleanExit(c) && c.outputs.length));
+      const problems = await missingOutputs(ctx, id, body.completed.filter((c) => isCleanExit(c) && c.outputs.length));
       for (const [attemptId, problem] of problems) refused.set(attemptId, { attemptId, result: 'refused', message: problem });
       const r = await store.machineReport({
         machineId: id,
@@ -241,7 +241,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const { id } = req.params as { id: string };
       const body = req.body as CompleteRequest;
       // Outputs are committed only if every file named was really uploaded, whole.
-      const problem = isCleanExit(body) && body.outputs.length ? (await missingOutputs(ctx, [{ attemptId: id, ...body }])).get(id) : undefined;
+      const problem = isCleanExit(body) && body.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [{ attemptId: id, ...body }])).get(id) : undefined;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
       const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random(), machineId: req.principal!.machineId! });
       req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
@@ -272,7 +272,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
  * uploaded whole). A file uploaded before 0014 into the attempt's own directory (an outcome
  * reported across the upgrade) is recorded as the attempt's upload where it lies.
  */
-async function missingOutputs(ctx: ApiContext, outcomes: readonly { attemptId: string; token: number; outputs: { path: string; size: number }[] }[]): Promise<Map<string, string>> {
+async function missingOutputs(ctx: ApiContext, machineId: string, outcomes: readonly { attemptId: string; token: number; outputs: { path: string; size: number }[] }[]): Promise<Map<string, string>> {
   const problems = new Map<string, string>();
   if (outcomes.length === 0) return problems;
   const uploads = new Map((await ctx.store.outputUploads({ attemptIds: outcomes.map((o) => o.attemptId) })).map((u) => [`${u.attemptId}\0${u.path}`, u]));
@@ -290,7 +290,7 @@ async function missingOutputs(ctx: ApiContext, outcomes: readonly { attemptId: s
       const legacy = u ? null : await ctx.artifacts.legacySize(c.attemptId, rel);
       if (legacy === o.size) {
         try {
-          await ctx.store.outputUploaded({ attemptId: c.attemptId, token: c.token, path: rel, blob: ArtifactStore.legacyKey(c.attemptId, rel), size: legacy, now: ctx.clock.now() });
+          await ctx.store.outputUploaded({ attemptId: c.attemptId, token: c.token, machineId, path: rel, blob: ArtifactStore.legacyKey(c.attemptId, rel), size: legacy, now: ctx.clock.now() });
           continue;
         } catch (err) {
           problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${err instanceof Error ? err.message : String(err)}`);

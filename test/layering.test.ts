@@ -21,12 +21,14 @@ const LAYERS: Record<string, readonly string[]> = {
   advancer: ['domain', 'spec'],
   store: ['domain', 'spec', 'scheduler', 'advancer'],
   reconciler: ['store', 'domain', 'spec', 'scheduler', 'advancer', 'bus'],
-  api: ['contract', 'spec', 'domain', 'store', 'scheduler', 'advancer', 'bus'],
+  // Stage outputs on disk, and their collection against the store's references (docs/rerun.md).
+  artifacts: ['store', 'domain', 'spec'],
+  api: ['contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'bus'],
   agent: ['contract', 'spec', 'domain'],
   sim: ['domain', 'spec', 'scheduler'],
   // The composition root (config → store, bus, loops, API; `gantry server`, `up`, `migrate`) may use
   // every layer but the CLI's.
-  server: ['api', 'contract', 'spec', 'domain', 'store', 'scheduler', 'advancer', 'reconciler', 'bus', 'agent'],
+  server: ['api', 'contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'reconciler', 'bus', 'agent'],
   cli: ['contract', 'spec'],
 };
 

@@ -9,7 +9,7 @@ import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
 import { auditBy } from './auth/audit-entry.js';
-import { ArtifactStore } from '../store/artifact-store.js';
+import { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
   DrainSelfRequest,
@@ -158,13 +158,11 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as ReportRequest;
-      // Outputs are committed by pointer only if every file named was really uploaded, whole; an
-      // outcome naming one that is not is refused on its own, before the transaction.
+      // Outputs are committed only if every file named was really uploaded, whole; an outcome
+      // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
-      for (const c of body.completed) {
-        const problem = isCleanExit(c) ? await missingOutput(ctx, c.attemptId, c.outputs) : null;
-        if (problem) refused.set(c.attemptId, { attemptId: c.attemptId, result: 'refused', message: problem });
-      }
+      const problems = await missingOutputs(ctx, id, body.completed.filter((c) => isCleanExit(c) && c.outputs.length));
+      for (const [attemptId, problem] of problems) refused.set(attemptId, { attemptId, result: 'refused', message: problem });
       const r = await store.machineReport({
         machineId: id,
         started: body.started,
@@ -236,8 +234,12 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const token = Number(req.headers['x-gantry-token']);
       if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
       const rel = ArtifactStore.checkPath(params['*'] ?? '');
-      await store.attemptForUpload({ attemptId: params.id, token, machineId: req.principal!.machineId! });
-      await ctx.artifacts.put(params.id, rel, req.body as Readable);
+      const machineId = req.principal!.machineId!;
+      await store.attemptForUpload({ attemptId: params.id, token, machineId });
+      // Into the content-addressed store, then recorded as this attempt's (fenced again: the
+      // attempt may have been superseded while the file streamed); docs/rerun.md.
+      const { blob, size } = await ctx.artifacts.putBlob(req.body as Readable);
+      await store.outputUploaded({ attemptId: params.id, token, machineId, path: rel, blob, size, now: clock.now() });
       return reply.status(204).send();
     },
   );
@@ -248,8 +250,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params as { id: string };
       const body = req.body as CompleteRequest;
-      // Outputs are committed by pointer only if every file named was really uploaded, whole.
-      const problem = isCleanExit(body) ? await missingOutput(ctx, id, body.outputs) : null;
+      // Outputs are committed only if every file named was really uploaded, whole.
+      const problem = isCleanExit(body) && body.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [{ attemptId: id, ...body }])).get(id) : undefined;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
       const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random(), machineId: req.principal!.machineId! });
       req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
@@ -263,27 +265,51 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     async (req, reply) => {
       const params = req.params as { id: string; '*': string };
       const rel = ArtifactStore.checkPath(params['*'] ?? '');
-      const a = await store.attemptGet({ attemptId: params.id });
-      // Only outputs a stage committed are readable: never a failed or superseded attempt's files.
-      if (!a || a.state !== 'succeeded' || !a.outputs?.some((o) => o.path === rel)) throw new NotFoundError('artifact', `${params.id}/${rel}`);
-      return reply.type('application/octet-stream').send(await ctx.artifacts.read(a.id, rel));
+      // Only outputs a stage committed are readable, never a failed or superseded attempt's
+      // uploads; found through any manifest that names them, a rerun's reused stage's included,
+      // so an upstream that was reused reads the same as one that ran (docs/rerun.md).
+      const c = await store.committedBlob({ attemptId: params.id, path: rel });
+      if (!c) throw new NotFoundError('artifact', `${params.id}/${rel}`);
+      return reply.type('application/octet-stream').send(await ctx.artifacts.read(c.blob, `${params.id}/${rel}`));
     },
   );
 
   app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
 }
 
-/** Why the outputs an outcome names cannot be committed, or null when every one was uploaded whole. */
-async function missingOutput(ctx: ApiContext, attemptId: string, outputs: { path: string; size: number }[]): Promise<string | null> {
-  for (const o of outputs) {
-    let rel: string;
-    try {
-      rel = ArtifactStore.checkPath(o.path);
-    } catch (err) {
-      return err instanceof Error ? err.message : String(err);
+/**
+ * Why each of these outcomes' named outputs cannot be committed, by attempt (none: all were
+ * uploaded whole). A file uploaded before 0014 into the attempt's own directory (an outcome
+ * reported across the upgrade) is recorded as the attempt's upload where it lies.
+ */
+async function missingOutputs(ctx: ApiContext, machineId: string, outcomes: readonly { attemptId: string; token: number; outputs: { path: string; size: number }[] }[]): Promise<Map<string, string>> {
+  const problems = new Map<string, string>();
+  if (outcomes.length === 0) return problems;
+  const uploads = new Map((await ctx.store.outputUploads({ attemptIds: outcomes.map((o) => o.attemptId) })).map((u) => [`${u.attemptId}\0${u.path}`, u]));
+  for (const c of outcomes) {
+    for (const o of c.outputs) {
+      let rel: string;
+      try {
+        rel = ArtifactStore.checkPath(o.path);
+      } catch (err) {
+        problems.set(c.attemptId, err instanceof Error ? err.message : String(err));
+        break;
+      }
+      const u = uploads.get(`${c.attemptId}\0${rel}`);
+      if (u?.size === o.size) continue;
+      const legacy = u ? null : await ctx.artifacts.legacySize(c.attemptId, rel);
+      if (legacy === o.size) {
+        try {
+          await ctx.store.outputUploaded({ attemptId: c.attemptId, token: c.token, machineId, path: rel, blob: ArtifactStore.legacyKey(c.attemptId, rel), size: legacy, now: ctx.clock.now() });
+          continue;
+        } catch (err) {
+          problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${err instanceof Error ? err.message : String(err)}`);
+          break;
+        }
+      }
+      problems.set(c.attemptId, `output ${o.path} was not uploaded (or has ${u?.size ?? legacy} bytes, not ${o.size})`);
+      break;
     }
-    const size = await ctx.artifacts.size(attemptId, rel);
-    if (size !== o.size) return `output ${o.path} was not uploaded (or has ${size} bytes, not ${o.size})`;
   }
-  return null;
+  return problems;
 }

@@ -1,6 +1,6 @@
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
-import type { ArtifactStore } from '../store/artifact-store.js';
+import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';
 import type { PoolHistory } from './pool-history.js';
@@ -42,4 +42,7 @@ export interface ApiSettings {
   agentRateLimitPerSecond: number;
   openHealth: boolean;
   tls: { cert: string; key: string } | null;
+  /** The artifact store's size budget in bytes (null: none) and how long a fresh file is spared (docs/rerun.md). */
+  artifactsMaxBytes: number | null;
+  artifactsGraceMs: number;
 }

@@ -6,6 +6,8 @@ import type { ApiContext } from './api-context.js';
 import { agentRoutes } from './agent-routes.js';
 import { installErrorHandler } from './error-handler.js';
 import { jobRoutes } from './job-routes.js';
+import { rerunRoutes } from './rerun-routes.js';
+import { artifactRoutes } from './artifact-routes.js';
 import { machineRoutes } from './machine-routes.js';
 import { auditRoutes, tokenRoutes } from './token-routes.js';
 import { teamRoutes } from './team-routes.js';
@@ -44,7 +46,8 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     openapi: {
       info: { title: 'Gantry API', version: API_VERSION, description: 'Multi-stage jobs on GPU and CPU clusters.' },
       tags: [
-        { name: 'jobs', description: 'Submit, watch and cancel jobs' },
+        { name: 'jobs', description: 'Submit, watch, cancel and rerun jobs' },
+        { name: 'artifacts', description: 'Stage outputs: collection and the size budget (admin)' },
         { name: 'machines', description: 'The cluster' },
         { name: 'agent', description: 'Internal: the protocol agents speak' },
         { name: 'tokens', description: 'Who may do what (admin)' },
@@ -79,6 +82,8 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   }
   app.get('/openapi.json', { schema: { hide: true }, config: { access: 'open' } }, async () => app.swagger());
   jobRoutes(app, ctx);
+  rerunRoutes(app, ctx);
+  artifactRoutes(app, ctx);
   machineRoutes(app, ctx);
   agentRoutes(app, ctx);
   tokenRoutes(app, ctx);

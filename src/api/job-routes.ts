@@ -8,7 +8,7 @@ import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
 import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
 import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
-import { ArtifactStore } from '../store/artifact-store.js';
+import { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import { JobBatchResult } from './contract/job-batch.js';
 import { ErrorBody, EventView, JobSummaryView, JobView, StageExplanation, type SubmitWarning } from './contract/job-view.js';
@@ -20,7 +20,8 @@ import { quotaReasons } from './quota-reasons.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
 import { logChunkView, streamLog } from './log-stream.js';
-import { teamScope, type Principal } from './auth/principal.js';
+import { teamScope, who, type Principal } from './auth/principal.js';
+import { ownJob as ownJobOf, visible } from './auth/job-visibility.js';
 import { auditBy } from './auth/audit-entry.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { ForbiddenError } from '../domain/errors.js';
@@ -59,11 +60,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     }
     return warnings;
   };
-  /** Another team's job, to a team token, is not found: ids of other teams' jobs do not leak. */
-  const ownJob = async (p: Principal | undefined, id: string) => {
-    const team = await store.jobTeam({ jobId: id });
-    if (team === null || !visible(p, team)) throw new NotFoundError('job', id);
-  };
+  const ownJob = (p: Principal | undefined, id: string) => ownJobOf(store, p, id);
 
   app.post(
     '/v1/jobs',
@@ -348,7 +345,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     {
       config: { access: 'user', audit: 'job.delete' },
       schema: {
-        summary: 'Delete an ended job: its stages, attempts, events, logs and outputs (409 for a job not ended)',
+        summary: 'Delete an ended job: its stages, attempts, events, logs and outputs, less the outputs another job reuses (409 for a job not ended)',
         tags: ['jobs'],
         params: JobParams,
         response: { 200: Type.Object({ deleted: Type.String(), attempts: Type.Integer() }), ...errors, 409: ErrorBody },
@@ -360,7 +357,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const r = await store.jobDelete({ jobId: id, now: clock.now(), audit: auditBy(req, 'job.delete') });
       if (!r) throw new NotFoundError('job', id);
       // Rows first, then files: a crash between leaves files no row points at, never the reverse.
-      for (const a of r.attempts) await ctx.artifacts.remove(a);
+      // Blobs no other job names go at the next collection (docs/rerun.md); old directories now.
+      for (const a of r.legacyDirs) await ctx.artifacts.removeLegacyDir(a);
       req.log.info({ jobId: id, attempts: r.attempts.length, by: req.principal?.tokenId }, 'job deleted');
       return { deleted: id, attempts: r.attempts.length };
     },
@@ -376,9 +374,10 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       if (!job || !visible(req.principal, job.team)) throw new NotFoundError('job', id);
       const s = job.stages.find((x) => x.name === stage);
       if (!s) throw new NotFoundError('stage', `${id}/${stage}`);
-      const att = s.attempts.find((a) => a.id === s.outputAttemptId);
-      if (!att || !att.outputs?.some((o) => o.path === rel)) throw new NotFoundError('output', `${stage}/${rel}`);
-      return reply.type('application/octet-stream').send(await ctx.artifacts.read(att.id, rel));
+      // The stage's manifest: its own commit or, for a stage a rerun reused, the original's files.
+      const file = s.outputs?.find((o) => o.path === rel);
+      if (!file) throw new NotFoundError('output', `${stage}/${rel}`);
+      return reply.type('application/octet-stream').send(await ctx.artifacts.read(file.blob, `${stage}/${rel}`));
     },
   );
 
@@ -388,14 +387,6 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 }
 
-function visible(p: Principal | undefined, team: string): boolean {
-  const scope = teamScope(p);
-  return scope === null || scope === team;
-}
-
-function who(p: Principal | undefined): string {
-  return p ? `${p.kind === 'team' ? `team ${p.team}` : p.kind} token ${p.tokenId}` : 'user';
-}
 
 /**
  * A team token submits for its own team: a spec that names none is its team's, and one that

@@ -2,6 +2,9 @@ import { shownScheduling } from '../domain/machine-scheduling.js';
 import type { AttemptRecord, HeldAttempt, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
 import type { HeldAttemptView } from './contract/held-attempt-view.js';
 import type { AttemptView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
+import type { RerunPlanView } from './contract/rerun.js';
+import type { RerunPlan } from '../advancer/rerun-plan.js';
+import { ArtifactStore } from '../artifacts/artifact-store.js';
 
 /** Store records to wire views: the one place that decides what a client sees. */
 export function attemptView(a: AttemptRecord): AttemptView {
@@ -45,6 +48,9 @@ export function jobView(j: JobDetail): JobView {
   return {
     ...jobFields(j),
     cancelRequestedAt: j.cancelRequestedAt,
+    rerunOf: j.rerunOf,
+    rerunFrom: j.rerunFrom,
+    reruns: j.reruns,
     stages: j.stages.map((s) => ({
       name: s.name,
       state: s.state,
@@ -61,13 +67,62 @@ export function jobView(j: JobDetail): JobView {
       notBefore: s.notBefore,
       finishedAt: s.finishedAt,
       attempts: s.attempts.map(attemptView),
+      reused: s.reused ? { jobId: s.reused.fromJob, attemptId: s.reused.attemptId, runSeconds: s.reused.runMs / 1000, gpus: s.reused.gpus } : null,
+      outputs: s.outputs?.map((o) => ({ path: o.path, size: o.size, sha256: ArtifactStore.digestOf(o.blob) })) ?? null,
+      outputsReleasedAt: s.outputsReleasedAt,
     })),
   };
+}
+
+const HOUR_MS = 3_600_000;
+
+/** A rerun's plan as the client reads it. */
+export function rerunPlanView(plan: RerunPlan, canceled: boolean): RerunPlanView {
+  return {
+    jobId: plan.jobId,
+    from: plan.from,
+    reused: plan.reused.map((r) => ({
+      stage: r.stage,
+      fromJob: r.fromJob,
+      attemptId: r.attemptId,
+      runSeconds: r.runMs / 1000,
+      gpus: r.gpus,
+      gpuHours: (r.gpus * r.runMs) / HOUR_MS,
+      files: r.files.length,
+      bytes: r.files.reduce((t, f) => t + f.size, 0),
+    })),
+    rerun: plan.rerun,
+    gpuHoursSaved: plan.gpuMsSaved / HOUR_MS,
+    runSecondsSaved: plan.runMsSaved / 1000,
+    canceled,
+  };
+}
+
+/**
+ * The plan a rerun job was made by, read back from it (a repeated request's answer): its reused
+ * stages carry their marker, and the rest ran again.
+ */
+export function rerunPlanOfJob(j: JobDetail): RerunPlanView {
+  const reusedStages = j.stages.filter((s) => s.reused);
+  const reusedNames = new Set(reusedStages.map((s) => s.name));
+  const plan: RerunPlan = {
+    jobId: j.rerunOf ?? j.id,
+    from: j.rerunFrom ?? [],
+    reused: reusedStages.map((s) => ({ stage: s.name, ...s.reused!, files: (s.outputs ?? []).map((o) => ({ path: o.path, blob: o.blob, size: o.size })) })),
+    rerun: j.stages
+      .filter((s) => !reusedNames.has(s.name))
+      .map((s) => ({ stage: s.name, because: (j.rerunFrom ?? []).includes(s.name) ? null : (s.definition.needs.find((n) => !reusedNames.has(n)) ?? null) })),
+    gpuMsSaved: reusedStages.reduce((t, s) => t + s.reused!.gpus * s.reused!.runMs, 0),
+    runMsSaved: reusedStages.reduce((t, s) => t + s.reused!.runMs, 0),
+    definition: { name: j.name, team: j.team, priority: j.priority, labels: j.labels, stages: j.stages.map((s) => s.definition) },
+  };
+  return rerunPlanView(plan, false);
 }
 
 export function jobSummaryView(j: JobSummary): JobSummaryView {
   return {
     ...jobFields(j),
+    rerunOf: j.rerunOf,
     stageCounts: j.stageCounts as Record<string, number>,
   };
 }

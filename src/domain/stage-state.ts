@@ -10,7 +10,8 @@ export const StageState = {
   scheduled: 'scheduled',
   /** Its current attempt runs. The attempt's outcome moves it on (the advancer decides where). */
   running: 'running',
-  /** An attempt succeeded and its outputs are committed. Terminal. */
+  /** An attempt succeeded and its outputs are committed. Terminal. A stage a rerun reuses starts
+   *  here, with the original's outputs and a `reused` marker (docs/rerun.md). */
   succeeded: 'succeeded',
   /** Its last attempt failed and no retries remain. Terminal. */
   failed: 'failed',

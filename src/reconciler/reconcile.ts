@@ -9,7 +9,7 @@ export interface ReconcileSettings {
   ackTimeoutMs: number;
   /** Jobs unchanged this long are re-evaluated by the advancer. */
   repairAfterMs: number;
-  /** Jobs that ended this long ago are deleted, with their logs, events and artifacts. */
+  /** Jobs that ended this long ago are deleted, with their logs, events and references to outputs. */
   retentionMs: number;
 }
 
@@ -25,7 +25,8 @@ export async function reconcilePass(
   clock: Clock,
   s: ReconcileSettings,
   random: () => number = Math.random,
-  removeArtifacts: (attemptIds: string[]) => Promise<void> = async () => {},
+  /** Removes attempt directories written before 0014 that no job names a file in any more. */
+  removeLegacyDirs: (attemptIds: string[]) => Promise<void> = async () => {},
   /** Where the repair's sweep over jobs stands; kept by the caller from one pass to the next. */
   cursor: { repair: string | null } = { repair: null },
 ) {
@@ -54,8 +55,9 @@ export async function reconcilePass(
   await store.outboxPrune({ before: clock.now() - 3_600_000 });
   // Idempotency-Keys answer retries for a day (IETF's draft and Stripe keep them 24 h).
   await store.idempotencyPrune({ before: clock.now() - 24 * 3_600_000 });
-  // Retention: ended jobs go after `retentionMs`, their files after their rows.
-  const expired = await store.jobsExpire({ finishedBefore: clock.now() - s.retentionMs, limit: 100 });
-  if (expired.attempts.length) await removeArtifacts(expired.attempts);
+  // Retention: ended jobs go after `retentionMs`, with their references to outputs; outputs no
+  // job names any more go at the next artifact collection (docs/rerun.md), old directories now.
+  const expired = await store.jobsExpire({ finishedBefore: clock.now() - s.retentionMs, limit: 100, now: clock.now() });
+  if (expired.legacyDirs.length) await removeLegacyDirs(expired.legacyDirs);
   return { machines: machines.machines, lostAttempts: [...machines.lostAttempts, ...attempts.lostAttempts], repairedJobs, expiredJobs: expired.jobs, queueTimedOut };
 }

@@ -14,7 +14,8 @@ import { reconcilePass } from '../reconciler/reconcile.js';
 import { schedulerPass } from './scheduler-pass.js';
 import { openStore } from './open-store.js';
 import type { Store } from '../store/store.js';
-import { ArtifactStore } from '../store/artifact-store.js';
+import { ArtifactStore } from '../artifacts/artifact-store.js';
+import { collectArtifacts } from '../artifacts/collect-artifacts.js';
 import { Loop } from './loop.js';
 import { LeaderElection } from './leader-election.js';
 import { SyncedClock } from './synced-clock.js';
@@ -30,7 +31,7 @@ export interface ControlPlane {
   store: Store;
   bus: Bus;
   config: ServerConfig;
-  loops: { scheduler: Loop; reconciler: Loop; relay: Loop; pools: Loop };
+  loops: { scheduler: Loop; reconciler: Loop; relay: Loop; pools: Loop; artifacts: Loop };
   /** The dashboard served at `/`, or why there is none (docs/dashboard.md). */
   dashboard: Dashboard;
   /** The address the API listens on, once started. */
@@ -116,7 +117,7 @@ export async function createControlPlane(
         config,
         random,
         async (ids) => {
-          for (const id of ids) await artifacts.remove(id);
+          for (const id of ids) await artifacts.removeLegacyDir(id);
         },
         repairCursor,
       );
@@ -140,6 +141,20 @@ export async function createControlPlane(
     },
     config.poolSampleMs,
     logError('pools'),
+    random,
+  );
+  // Artifact collection (docs/rerun.md): outputs no job names any more, and the size budget.
+  const collector = new Loop(
+    'artifacts',
+    async () => {
+      const r = await collectArtifacts(leaderStore, artifacts, { now: () => clock.now(), maxBytes: config.artifactsMaxBytes, graceMs: config.artifactsGraceMs, dryRun: false });
+      // Temporary files of uploads cut off by a crash: a day is far past any upload's pause.
+      await artifacts.sweepTemporary(clock.now() - 24 * 3_600_000);
+      if (r.deleted || r.release.length) app.log.info({ deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.map((x) => `${x.jobId}/${x.stage}`), bytesAfter: r.bytesAfter }, 'artifacts collected');
+      if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes) app.log.warn({ bytes: r.bytesAfter, budget: r.budgetBytes }, 'artifact store over its budget: what is left is named by jobs not ended or reused by reruns');
+    },
+    config.artifactsGcIntervalMs,
+    logError('artifacts'),
     random,
   );
   const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
@@ -181,7 +196,7 @@ export async function createControlPlane(
     store,
     bus,
     config,
-    loops: { scheduler, reconciler, relay, pools },
+    loops: { scheduler, reconciler, relay, pools, artifacts: collector },
     dashboard,
     url: '',
     async start() {
@@ -194,6 +209,7 @@ export async function createControlPlane(
         placesInTransactions = placeWithin();
         scheduler.start();
         reconciler.start();
+        collector.start();
         return;
       }
       await synced?.start();
@@ -208,11 +224,13 @@ export async function createControlPlane(
             app.log.info({ replica: replicaId, term: t.term }, 'this replica is the leader: scheduler and reconciler running');
             scheduler.start();
             reconciler.start();
+            collector.start();
           },
           lost: (why) => {
             app.log.warn({ replica: replicaId, why }, 'this replica is no longer the leader: scheduler and reconciler stopped');
             void scheduler.stop();
             void reconciler.stop();
+            void collector.stop();
           },
         },
         logError('leader'),
@@ -224,7 +242,7 @@ export async function createControlPlane(
       shutdown.abort();
       await election?.stop();
       synced?.stop();
-      await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop(), pools.stop()]);
+      await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop(), pools.stop(), collector.stop()]);
       await app.close();
       await bus.close();
       await store.close();

@@ -3,7 +3,7 @@ import { isLoopback } from '../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from './data-dir-lock.js';
-import { checkServerConfig, databaseLabel, defaultServerConfig, type ServerConfig } from './server-config.js';
+import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, type ServerConfig } from './server-config.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -63,6 +63,11 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
+  over.artifactsMaxBytes = artifactsBudgetFrom(process.env.GANTRY_ARTIFACTS_MAX_BYTES);
+  const grace = env('GANTRY_ARTIFACTS_GRACE_SECONDS');
+  if (grace !== undefined) set('artifactsGraceMs', grace * 1000);
+  const gcEvery = env('GANTRY_ARTIFACTS_GC_SECONDS');
+  if (gcEvery !== undefined) set('artifactsGcIntervalMs', gcEvery * 1000);
   if (process.env.GANTRY_HEALTH_OPEN === '0') over.openHealth = false;
   const config = defaultServerConfig({
     dataDir: flags.dataDir,

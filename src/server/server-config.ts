@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseMemoryBytes } from '../spec/quantity.js';
 
 /**
  * Every timing the control plane uses, in one place. The failure-detection formula in
@@ -31,8 +32,14 @@ export interface ServerConfig {
   ackTimeoutMs: number;
   /** Jobs unchanged this long are re-evaluated by the advancer (a safety net). */
   repairAfterMs: number;
-  /** Ended jobs are deleted (rows, logs, artifacts) this long after they ended. */
+  /** Ended jobs are deleted (rows, logs, references to outputs) this long after they ended. */
   retentionMs: number;
+  /** The artifact store's size budget in bytes: past it, ended jobs' outputs no other job names are released, oldest first (docs/rerun.md). Null: none. */
+  artifactsMaxBytes: number | null;
+  /** Collection spares a blob written this recently (an upload of the same content under way). */
+  artifactsGraceMs: number;
+  /** How often collection runs (on the leader). */
+  artifactsGcIntervalMs: number;
   /** TERM, then this long, then KILL. */
   killGraceMs: number;
   /** A stage preempted less than this long ago is not preempted again (no thrashing). */
@@ -85,6 +92,9 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,
+    artifactsMaxBytes: null,
+    artifactsGraceMs: 60_000,
+    artifactsGcIntervalMs: 60_000,
     schedulerIntervalMs: 1000,
     reconcileIntervalMs: 1000,
     relayIntervalMs: 1000,
@@ -115,6 +125,8 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.poolSampleMs === 0 || c.poolSampleMs >= 100)) problems.push(`the pool sample interval (${c.poolSampleMs} ms) must be 0 (none) or at least 100 ms`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
+  if (!(c.artifactsGraceMs >= 0)) problems.push('the artifacts grace must not be negative');
+  if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
 }
 
@@ -127,5 +139,15 @@ export function databaseLabel(c: ServerConfig): string {
 }
 
 export const databaseFile = (c: ServerConfig) => join(c.dataDir, 'gantry.db');
+/** GANTRY_ARTIFACTS_MAX_BYTES: bytes, or a quantity with a suffix ("500Gi", "2T"); empty or 0: no budget. */
+export function artifactsBudgetFrom(text: string | undefined): number | null {
+  if (text === undefined || text.trim() === '' || text.trim() === '0') return null;
+  try {
+    return parseMemoryBytes(/^\d+$/.test(text.trim()) ? Number(text.trim()) : text.trim());
+  } catch (err) {
+    throw new Error(`GANTRY_ARTIFACTS_MAX_BYTES=${text}: ${(err as Error).message} (give bytes, or a size such as 500Gi)`);
+  }
+}
+
 /** Stage outputs: GANTRY_ARTIFACTS_DIR (replicas share one, docs/replicas.md), else `artifacts/` in the data directory. */
 export const artifactsDir = (c: ServerConfig) => c.artifactsDir ?? join(c.dataDir, 'artifacts');

@@ -9,6 +9,7 @@ import { tokenKinds } from '../domain/token-kind.js';
 import type { Placement, Resources } from '../domain/resources.js';
 import { stageShape } from '../domain/stage-shape.js';
 import type { StoreCapabilities } from './store-capabilities.js';
+import { migration0014 } from './rerun-outputs-migration.js';
 
 /**
  * One list of migrations for every adapter. The only dialect difference, how an auto-incrementing
@@ -279,7 +280,8 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await db.schema.alterTable('attempts').addColumn('progress_at', 'bigint').execute();
       },
     },
-    '0014_write_only_indexes': {
+    '0014_rerun_outputs': migration0014(),
+    '0015_write_only_indexes': {
       // Indexes that every stage rewrites and no query needs: each is a b-tree written on the
       // attempt's insert and moved at each of its state changes (docs/throughput.md). A stage's
       // attempts are found through the unique (stage_id, token); a machine's active ones through

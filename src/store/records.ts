@@ -19,11 +19,27 @@ export interface JobRecord {
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
+  /** The job this one reruns, and the stages it started from (docs/rerun.md); null for a job submitted as such. */
+  rerunOf: string | null;
+  rerunFrom: string[] | null;
 }
 
 export interface OutputFile {
   path: string;
   size: number;
+}
+
+/** A committed output as the stage's manifest names it: `blob` is its key in the artifact store. */
+export interface CommittedOutput extends OutputFile {
+  blob: string;
+}
+
+/** A reused stage's marker: the job and attempt that ran it, the attempt's run time and GPUs. */
+export interface StageReuse {
+  fromJob: string;
+  attemptId: string | null;
+  runMs: number;
+  gpus: number;
 }
 
 export interface AttemptRecord {
@@ -82,14 +98,22 @@ export interface StageRecord {
   createdAt: number;
   updatedAt: number;
   finishedAt: number | null;
+  /** Set on a stage a rerun reused (docs/rerun.md): it did not run in this job. */
+  reused: StageReuse | null;
+  /** When the artifact store's size budget released its committed outputs. */
+  outputsReleasedAt: number | null;
 }
 
 export interface StageDetail extends StageRecord {
   attempts: AttemptRecord[];
+  /** Its committed outputs (its manifest); null unless it succeeded and still holds them. */
+  outputs: CommittedOutput[] | null;
 }
 
 export interface JobDetail extends JobRecord {
   stages: StageDetail[];
+  /** Jobs that rerun this one, oldest first. */
+  reruns: string[];
 }
 
 export interface JobSummary extends JobRecord {

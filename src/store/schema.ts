@@ -45,6 +45,9 @@ export interface JobsTable {
   created_at: number;
   updated_at: number;
   finished_at: number | null;
+  /** The job this one reruns (0014; docs/rerun.md), and the stages it started from (JSON list). */
+  rerun_of: string | null;
+  rerun_from: string | null;
 }
 
 /** A submit's Idempotency-Key: the request it was used for and the jobs that request made. */
@@ -82,6 +85,13 @@ export interface StagesTable {
   preemptible: number;
   /** When an attempt of it was last preempted (0012): the cool-down against thrashing. */
   preempted_at: number | null;
+  /** A reused stage of a rerun (0014): the job whose attempt produced its outputs (its
+   *  output_attempt_id), that attempt's run time and GPUs. Null for a stage that runs. */
+  reused_from: string | null;
+  reused_run_ms: number | null;
+  reused_gpus: number | null;
+  /** When the artifact store's size budget released its committed outputs (0014). */
+  outputs_released_at: number | null;
   end_reason: string | null;
   created_at: number;
   updated_at: number;
@@ -197,6 +207,36 @@ export interface AuditTable {
   result: string;
 }
 
+/** A stored output file's bytes, once whatever names it (docs/rerun.md): `sha256:<hex>`, or
+ *  `legacy:<attemptId>/<path>` for a file written before 0014, read where it was written. */
+export interface ArtifactBlobsTable {
+  key: string;
+  size: number;
+  created_at: number;
+  /** Its upload, or when it lost its last reference: collection goes oldest first by it. */
+  touched_at: number;
+}
+
+/** A stage's committed outputs, one row per file: the job's reference to each blob. */
+export interface OutputFilesTable {
+  stage_id: string;
+  job_id: string;
+  path: string;
+  blob: string;
+  size: number;
+  /** The attempt that produced it (another job's, for a reused stage): agents download by it. */
+  attempt_id: string;
+}
+
+/** What an attempt uploaded: the only files its outcome may commit. */
+export interface OutputUploadsTable {
+  attempt_id: string;
+  path: string;
+  blob: string;
+  size: number;
+  created_at: number;
+}
+
 export interface Database {
   teams: TeamsTable;
   jobs: JobsTable;
@@ -211,4 +251,7 @@ export interface Database {
   audit: AuditTable;
   leader: LeaderTable;
   installation: { id: string };
+  artifact_blobs: ArtifactBlobsTable;
+  output_files: OutputFilesTable;
+  output_uploads: OutputUploadsTable;
 }

@@ -23,6 +23,7 @@ import type {
   AuditRecord,
 } from './records.js';
 import type { StoreCapabilities } from './store-capabilities.js';
+import type { CollectionPlan, DeletedFiles, RerunParams, RerunResult } from './rerun-records.js';
 
 /**
  * The one door to the database. Every method is one transaction and speaks in domain verbs; every
@@ -99,8 +100,15 @@ export interface Store {
   /** Newest first; `before`: the page after that job (NotFoundError for an unknown one). */
   /** `name`: jobs whose name holds it, in any case. */
   jobList(p: { state?: JobState; team?: string; name?: string; limit: number; before?: string }): Promise<JobSummary[]>;
-  /** Deletes an ended job with all its rows (ConflictError if not ended); null: no such job. Returns its attempts, whose artifacts the caller removes. */
-  jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }): Promise<{ attempts: string[] } | null>;
+  /** Deletes an ended job with all its rows and its references to outputs (ConflictError if not
+   *  ended); null: no such job. Its outputs no other job names are left to collection (artifactsCollect). */
+  jobDelete(p: { jobId: string; now: number; audit?: AuditEntry }): Promise<DeletedFiles | null>;
+  /**
+   * A new run of an ended job (docs/rerun.md), in one transaction: stages not in the rerun set are
+   * reused (succeeded, with the original's manifests), the rest run. Every refusal (ValidationError,
+   * ConflictError) writes nothing; `dryRun` plans only. With `idempotency`, as jobSubmit. Null: no such job.
+   */
+  jobRerun(p: RerunParams & { now: number; audit?: AuditEntry }): Promise<RerunResult | null>;
   /** Cancel wins: every unfinished stage becomes canceled and every active attempt canceled, in one
    *  transaction. Returns `changed: false` for a job that had already ended. */
   jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }): Promise<{ job: JobDetail; changed: boolean }>;
@@ -251,6 +259,19 @@ export interface Store {
   /** A committed output's owner: the attempt whose outputs a stage committed. */
   attemptGet(p: { attemptId: string }): Promise<AttemptRecord | null>;
 
+  // --- outputs (docs/rerun.md) ---
+  /** Records an uploaded file (already in the artifact store as `blob`) as the attempt's, fenced as attemptForUpload. */
+  outputUploaded(p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number; now: number }): Promise<void>;
+  /** What these attempts have uploaded. */
+  outputUploads(p: { attemptIds: readonly string[] }): Promise<{ attemptId: string; path: string; blob: string; size: number }[]>;
+  /** A committed file by the attempt that produced it, through any manifest that still names it (a rerun's reused stage's included); null when none does. */
+  committedBlob(p: { attemptId: string; path: string }): Promise<{ blob: string; size: number } | null>;
+  /** Collection's decision (see artifact-verbs.ts): blobs to delete, stages to release under `maxBytes`; their rows go in
+   *  this transaction (not with `dryRun`), their files are the caller's to delete. At most `limit` unreferenced blobs a call. */
+  artifactsCollect(p: { now: number; maxBytes: number | null; dryRun: boolean; limit?: number; audit?: AuditEntry }): Promise<CollectionPlan>;
+  /** Blobs whose files collection kept (written again meanwhile): recorded again, to be judged by a later pass. */
+  artifactsKeep(p: { blobs: readonly { blob: string; size: number }[]; now: number }): Promise<void>;
+
   // --- reconciler ---
   /** Machines silent past `suspectAfterMs` become suspect; past `lostAfterMs`, lost, and their
    *  active attempts lost (stages back to ready, counted against the infrastructure budget). */
@@ -267,10 +288,10 @@ export interface Store {
    *  returns the ids of jobs it had to move and the cursor for the next pass (null: start over). */
   jobsRepair(p: { now: number; staleAfterMs: number; limit: number; after?: string | null; scan?: number }): Promise<{ moved: string[]; next: string | null }>;
 
-  /** Deletes jobs that ended before `finishedBefore`, with their stages, attempts, events and
-   *  logs (at most `limit` jobs); returns the deleted attempts' ids, whose artifacts the caller
-   *  removes. A retention period, as BullMQ's removeOnComplete or Argo's ttlStrategy. */
-  jobsExpire(p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[]; attempts: string[] }>;
+  /** Deletes jobs that ended before `finishedBefore`, with their stages, attempts, events, logs and
+   *  references to outputs (at most `limit` jobs), as jobDelete. A retention period, as BullMQ's
+   *  removeOnComplete or Argo's ttlStrategy; outputs another job still names stay (docs/rerun.md). */
+  jobsExpire(p: { finishedBefore: number; limit: number; now?: number }): Promise<{ jobs: string[] } & DeletedFiles>;
 
   // --- outbox ---
   outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
@@ -280,6 +301,8 @@ export interface Store {
 }
 
 export type { MachineRegistration } from './records.js';
+
+export type { CollectionPlan, DeletedFiles, RerunParams, RerunResult } from './rerun-records.js';
 
 /** A client's Idempotency-Key and a digest of the request it came with. */
 export interface Idempotency {

@@ -39,3 +39,8 @@ declare module 'fastify' {
 export function teamScope(p: Principal | undefined): string | null {
   return p?.kind === 'team' ? p.team : null;
 }
+
+/** A principal in words, for reasons people read ("canceled by team ml token tok_…"). */
+export function who(p: Principal | undefined): string {
+  return p ? `${p.kind === 'team' ? `team ${p.team}` : p.kind} token ${p.tokenId}` : 'user';
+}

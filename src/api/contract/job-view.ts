@@ -51,6 +51,21 @@ export const StageView = Type.Object({
   notBefore: Nullable(Type.Number()),
   finishedAt: Nullable(Type.Number()),
   attempts: Type.Array(AttemptView),
+  /** A stage a rerun reused (docs/rerun.md): it did not run in this job; its outputs are those of the job and attempt named. */
+  reused: Type.Optional(
+    Nullable(
+      Type.Object({
+        jobId: Type.String({ description: 'the job whose attempt ran it' }),
+        attemptId: Nullable(Type.String()),
+        runSeconds: Type.Number({ description: "that attempt's run time" }),
+        gpus: Type.Integer(),
+      }),
+    ),
+  ),
+  /** Its committed outputs (a succeeded stage's manifest): null before it succeeds, or once released. */
+  outputs: Type.Optional(Nullable(Type.Array(Type.Object({ path: Type.String(), size: Type.Integer(), sha256: Nullable(Type.String({ description: 'null for a file stored before content addressing' })) })))),
+  /** When the artifact store's size budget released its outputs (they are gone; the stage cannot be reused). */
+  outputsReleasedAt: Type.Optional(Nullable(Type.Number())),
 });
 export type StageView = Static<typeof StageView>;
 
@@ -69,6 +84,8 @@ const jobFields = {
 
 export const JobSummaryView = Type.Object({
   ...jobFields,
+  /** The job this one reruns (docs/rerun.md). */
+  rerunOf: Type.Optional(Nullable(Type.String())),
   /** How many of its stages are in each state (states with none are left out). */
   stageCounts: Type.Unsafe<Partial<Record<StageState, number>>>(Type.Object({}, { additionalProperties: Type.Integer() })),
 });
@@ -84,6 +101,10 @@ export type SubmitWarning = Static<typeof SubmitWarning>;
 export const JobView = Type.Object({
   ...jobFields,
   cancelRequestedAt: Nullable(Type.Number()),
+  /** The job this one reruns and the stages it started from; the jobs that rerun this one (docs/rerun.md). */
+  rerunOf: Type.Optional(Nullable(Type.String())),
+  rerunFrom: Type.Optional(Nullable(Type.Array(Type.String()))),
+  reruns: Type.Optional(Type.Array(Type.String())),
   stages: Type.Array(StageView),
   /** Only in a submit's answer: stages no registered machine could ever run (accepted anyway; `?strict=true` refuses instead). */
   warnings: Type.Optional(Type.Array(SubmitWarning)),

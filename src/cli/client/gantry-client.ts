@@ -6,6 +6,8 @@ import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
 import type { AuditView } from '../../api/contract/audit-view.js';
+import type { CollectionView } from '../../api/contract/artifacts-view.js';
+import type { RerunRequest, RerunResult } from '../../api/contract/rerun.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
 import { ApiError, errorBodyOf } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
@@ -91,6 +93,21 @@ export class GantryClient {
         await new Promise((r) => setTimeout(r, Math.min(4000, 250 * 2 ** (attempt - 1))));
       }
     }
+  }
+
+  /**
+   * A rerun (docs/rerun.md): the plan and the new job. Sent with a fresh Idempotency-Key and
+   * retried with it as submit is, so a rerun whose answer was lost is not made twice; a dry run
+   * writes nothing and needs none.
+   */
+  rerun(id: string, req: RerunRequest): Promise<RerunResult> {
+    const path = `/v1/jobs/${enc(id)}/rerun`;
+    return req.dryRun ? this.json('POST', path, req) : this.idempotent(path, req);
+  }
+
+  /** Artifact collection now, or what it would do (admin). */
+  collectArtifacts(opts: { dryRun?: boolean } = {}): Promise<CollectionView> {
+    return this.json('POST', '/v1/artifacts/gc', { dryRun: opts.dryRun === true });
   }
 
   getJob(id: string): Promise<JobView> {

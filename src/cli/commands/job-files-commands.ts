@@ -25,8 +25,9 @@ export function jobFilesCommands(program: CommandUnknownOpts): void {
     .addHelpText(
       'after',
       `
-Only the outputs a stage committed (its successful attempt's) are there. Without PATH: the list
-(path and size); PATH alone: the file on stdout; -o DIR: files written under DIR.
+Only the outputs a stage committed (its successful attempt's, or for a stage a rerun reused, the
+original's) are there. Without PATH: the list (size, path and sha256); PATH alone: the file on
+stdout; -o DIR: files written under DIR.
 Exit codes: 0 done, 4 no such job, stage or output (or the stage has not succeeded), 5 server unreachable.
 
 Examples:
@@ -38,8 +39,12 @@ Examples:
       const [job, stage, path, opts] = args as [string, string, string | undefined, OutputsOptions];
       await runAction((io) => runOutputs(job, stage, path, opts, io));
     });
-  withClientOptions(program.command('delete').description('Delete an ended job: its stages, attempts, events, logs and outputs').argument('<job>', 'job id'))
-    .addHelpText('after', '\nExit codes: 0 deleted, 2 refused (the job has not ended: cancel it first), 4 no such job, 5 server unreachable.\n\nExample:\n  $ gantry list --state failed --json | jq -r \'.jobs[].id\' | xargs -n1 gantry delete')
+  withClientOptions(program.command('delete').description('Delete an ended job: its stages, attempts, events, logs and outputs (less the outputs a rerun reuses)').argument('<job>', 'job id'))
+    .addHelpText(
+      'after',
+      '\nOutputs another job refers to (a rerun reused them) are kept; the rest are deleted by the next artifact collection (within a minute; `gantry gc` now).\n' +
+        'Exit codes: 0 deleted, 2 refused (the job has not ended: cancel it first), 4 no such job, 5 server unreachable.\n\nExample:\n  $ gantry list --state failed --json | jq -r \'.jobs[].id\' | xargs -n1 gantry delete',
+    )
     .action(async (...args: unknown[]) => {
       const [job, opts] = args as [string, ClientOptions];
       await runAction((io) => runDelete(job, opts, io));
@@ -55,9 +60,11 @@ export async function runOutputs(jobId: string, stage: string, path: string | un
       io.stderr.write(`gantry: job ${jobId} has no stage ${stage} (its stages: ${job.stages.map((x) => x.name).join(', ')})\n`);
       return ExitCode.notFound;
     }
-    const committed = s.state === 'succeeded' ? (s.attempts.find((a) => a.state === 'succeeded')?.outputs ?? []) : null;
+    // The stage's manifest: its own commit, or a reused stage's original files (docs/rerun.md).
+    const committed = s.state === 'succeeded' ? (s.outputs ?? null) : null;
     if (committed === null) {
-      io.stderr.write(`gantry: stage ${stage} of job ${jobId} is ${s.state}: only a succeeded stage has outputs\n`);
+      const why = s.state !== 'succeeded' ? `is ${s.state}: only a succeeded stage has outputs` : 'has no outputs any more: they were released (the artifact store was over its size budget)';
+      io.stderr.write(`gantry: stage ${stage} of job ${jobId} ${why}\n`);
       return ExitCode.notFound;
     }
     const files = path === undefined ? committed : committed.filter((f) => f.path === path);
@@ -68,7 +75,7 @@ export async function runOutputs(jobId: string, stage: string, path: string | un
     if (opts.output === undefined && path === undefined) {
       if (opts.json) io.stdout.write(`${JSON.stringify({ outputs: committed }, null, 2)}\n`);
       else if (committed.length === 0) io.stderr.write(`stage ${stage} committed no outputs\n`);
-      else for (const f of committed) io.stdout.write(`${String(f.size).padStart(12)}  ${f.path}\n`);
+      else for (const f of committed) io.stdout.write(`${String(f.size).padStart(12)}  ${f.path}${f.sha256 ? `  sha256:${f.sha256}` : ''}\n`);
       return ExitCode.ok;
     }
     if (opts.output === undefined) {
@@ -94,7 +101,7 @@ export async function runDelete(jobId: string, opts: ClientOptions, io: CliIo): 
   return reportingErrors(io, async () => {
     const r = await clientFor(opts).deleteJob(jobId);
     if (opts.json) io.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-    else io.stdout.write(`deleted ${r.deleted} (${r.attempts} attempt${r.attempts === 1 ? '' : 's'}, their logs and outputs)\n`);
+    else io.stdout.write(`deleted ${r.deleted} (${r.attempts} attempt${r.attempts === 1 ? '' : 's'}, their logs and outputs, less outputs a rerun reuses)\n`);
     return ExitCode.ok;
   });
 }

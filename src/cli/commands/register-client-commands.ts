@@ -13,11 +13,13 @@ import { eventsCommand } from './events-command.js';
 import { jobFilesCommands } from './job-files-commands.js';
 import { auditCommand } from './audit-command.js';
 import { explainCommand } from './explain-command.js';
+import { rerunCommand } from './rerun-command.js';
+import { gcCommand } from './gc-command.js';
 
-const registrations = [submitCommand, statusCommand, explainCommand, listCommand, cancelCommand, logsCommand, eventsCommand, jobFilesCommands, machinesCommand, machineCommand, teamCommand, tokenCommand, auditCommand];
+const registrations = [submitCommand, rerunCommand, statusCommand, explainCommand, listCommand, cancelCommand, logsCommand, eventsCommand, jobFilesCommands, gcCommand, machinesCommand, machineCommand, teamCommand, tokenCommand, auditCommand];
 
 /**
- * Adds the commands that talk to a running server: submit, status, list, cancel, logs, machines,
+ * Adds the commands that talk to a running server: submit, rerun, status, list, cancel, logs, gc, machines,
  * machine (cordon, uncordon, drain, remove). Commander exits 1 on a usage error; these commands
  * promise 2 for that (exit-codes.ts), so each, and each of its subcommands, gets an exit override.
  * It replaces any override the program set before this call.

@@ -4,9 +4,9 @@ import type { JobView } from '../../api/contract/job-view.js';
 import { parseJobFile, type JobFile } from '../../spec/job-file.js';
 import { ApiError } from '../client/api-error.js';
 import type { CliIo } from '../render/cli-io.js';
-import { watchJob } from '../render/watch-job.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
-import { ExitCode, exitCodeForJobState } from './exit-codes.js';
+import { ExitCode } from './exit-codes.js';
+import { followJob } from './follow-job.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
 import { submitMany } from './submit-many.js';
@@ -111,23 +111,7 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
     if (!opts.json) io.stdout.write(`${job.id}\n`);
     if (!waiting) return ExitCode.ok;
 
-    const watching = Boolean(opts.watch);
-    const { job: last, interrupted } = await watchJob(client, job.id, {
-      io,
-      interval: opts.interval,
-      json: opts.json && watching,
-      quiet: !watching,
-    });
-    if (interrupted) {
-      io.stderr.write(`stopped watching ${job.id}; it keeps running (gantry cancel ${job.id} stops it)\n`);
-      return ExitCode.interrupted;
-    }
-    if (opts.json && !watching) io.stdout.write(`${JSON.stringify(last, null, 2)}\n`);
-    // A plain-line watch already printed the outcome; elsewhere say it once, with the reason.
-    if (!opts.json && !(watching && !io.stdout.isTTY)) {
-      io.stderr.write(`job ${last.id} ${last.state}${last.failureReason ? `: ${last.failureReason}` : ''}\n`);
-    }
-    return exitCodeForJobState(last.state);
+    return followJob(client, job.id, opts, io);
   });
 }
 

@@ -12,6 +12,8 @@ export function latestAttempt(stage: StageView): AttemptView | undefined {
  * maximum. Lost attempts are the infrastructure's fault and do not count, so they are shown apart.
  */
 export function attemptText(stage: StageView): string {
+  // A stage a rerun reused ran no attempt in this job (docs/rerun.md).
+  if (stage.reused) return 'reused';
   if (!latestAttempt(stage)) return '-';
   const text = `${attemptsCounted(stage)}/${stage.maxAttempts}`;
   return stage.lostUsed > 0 ? `${text} +${stage.lostUsed} lost` : text;

@@ -18,6 +18,8 @@ export function renderJobHeader(job: JobView, now: number, opts: RenderOptions =
     ['state', `${colorState(job.state, c)}  ${c.dim(`${elapsed} ${job.finishedAt === null ? 'elapsed' : 'total'}, submitted ${formatAge(job.createdAt, now)} ago`)}`],
   ];
   if (job.failureReason) lines.push(['reason', c.red(job.failureReason)]);
+  if (job.rerunOf) lines.push(['rerun of', `${job.rerunOf}${job.rerunFrom?.length ? ` (from ${job.rerunFrom.join(', ')})` : ''}`]);
+  if (job.reruns?.length) lines.push(['reruns', job.reruns.join(', ')]);
   if (job.cancelRequestedAt !== null && !isTerminalJobState(job.state)) {
     lines.push(['cancel', `requested ${formatAge(job.cancelRequestedAt, now)} ago; stopping running stages`]);
   }

@@ -18,6 +18,8 @@ export function stageReason(job: JobView, stage: StageView, now: number): string
     }
     return stage.pendingReason ?? '';
   }
+  if (stage.reused) return `reused from ${stage.reused.jobId}${stage.reused.attemptId ? ` (${stage.reused.attemptId})` : ''}`;
+  if (stage.outputsReleasedAt) return 'outputs released: the artifact store was over its size budget';
   if (stage.endReason) return stage.endReason;
   const latest = latestAttempt(stage);
   if (stage.state === 'running' && latest?.progress) return progressBar(latest.progress.fraction, latest.progress.message);

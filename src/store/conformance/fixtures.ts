@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { DEFAULT_RETRY, type JobDefinition, type StageDefinition } from '../../domain/job-definition.js';
 import type { MachineRegistration } from '../store.js';
 
@@ -43,4 +44,9 @@ export function gpuMachine(name: string, count: number, type = 'h100', over: Par
     gpusDeclared: true,
     ...over,
   });
+}
+
+/** A blob key as the artifact store makes them, for content `text` (store tests make no files). */
+export function blobKey(text: string): string {
+  return `sha256:${createHash('sha256').update(text).digest('hex')}`;
 }

@@ -2,8 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StaleAttemptError } from '../../domain/errors.js';
 import type { LogPiece, StageDetail } from '../records.js';
 import type { Store } from '../store.js';
-import { cpuMachine, gpuMachine, job, stage } from './fixtures.js';
+import { blobKey, cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 import { machineSchedulingConformance } from './machine-scheduling-conformance.js';
+import { rerunConformance } from './rerun-conformance.js';
 import { tokenConformance } from './token-conformance.js';
 import { dashboardConformance } from './dashboard-conformance.js';
 
@@ -51,6 +52,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const r = await place(jobId, name, machineId);
       const a = r.applied[0]!;
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 123, now, leaseMs: LEASE });
+      await store.outputUploaded({ attemptId: a.id, token: a.token, path: 'out.txt', blob: blobKey(`${a.id}/out.txt`), size: 3, now });
       return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, reason: null, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
     };
 
@@ -648,12 +650,12 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const recent = await store.jobSubmit({ definition: job([stage('c')], { name: 'recent' }), source: null, now });
       await runToEnd(recent.id, 'c', m.id);
       const out = await store.jobsExpire({ finishedBefore: now - 5000, limit: 10 });
-      expect(out).toEqual({ jobs: [old.id], attempts: [r.attempt.id] });
+      expect(out).toEqual({ jobs: [old.id], attempts: [r.attempt.id], legacyDirs: [r.attempt.id] });
       expect(await store.jobGet({ jobId: old.id })).toBeNull();
       expect(await store.eventsList({ jobId: old.id, limit: 10 })).toEqual([]);
       expect(await store.attemptGet({ attemptId: r.attempt.id })).toBeNull();
       expect((await store.jobList({ limit: 10 })).map((j) => j.name).sort()).toEqual(['recent', 'running']);
-      expect(await store.jobsExpire({ finishedBefore: now - 5000, limit: 10 })).toEqual({ jobs: [], attempts: [] });
+      expect(await store.jobsExpire({ finishedBefore: now - 5000, limit: 10 })).toEqual({ jobs: [], attempts: [], legacyDirs: [] });
       // A canceled job whose process is still being killed stays until its agent lets go of it.
       const b = (await place(running.id, 'b', m.id)).applied[0]!;
       await store.jobCancel({ jobId: running.id, now, reason: 'test' });
@@ -677,6 +679,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     });
 
     machineSchedulingConformance(() => store);
+    rerunConformance(() => store);
     tokenConformance(() => store);
     dashboardConformance(() => store);
   });

@@ -2,7 +2,9 @@ import { advance, type AttemptOutcome, type StageNode } from '../../advancer/adv
 import type { JobState } from '../../domain/job-state.js';
 import { isStageTerminal, type StageState } from '../../domain/stage-state.js';
 import type { RetryPolicy, StageDefinition } from '../../domain/job-definition.js';
+import type { CommittedOutput } from '../records.js';
 import type { StagesTable } from '../schema.js';
+import { commitManifest } from './output-verbs.js';
 import { prepared } from './prepared-query.js';
 import { syncJobState } from './sync-job-state.js';
 import type { TxContext } from './tx-context.js';
@@ -113,7 +115,15 @@ function policyOf(r: Pick<StageRow, 'id' | 'definition'>): { needs: string[]; re
 export async function applyOutcome(
   tx: TxContext,
   /** `attemptId` null: an outcome of the stage itself, not of an attempt (a queue timeout; it has no current attempt). */
-  p: { jobId: string; stageId: string; attemptId: string | null; outcome: AttemptOutcome; jitter: number },
+  p: {
+    jobId: string;
+    stageId: string;
+    attemptId: string | null;
+    outcome: AttemptOutcome;
+    jitter: number;
+    /** A success's files, resolved to their blobs: its stage's manifest if it commits (docs/rerun.md). */
+    outputs?: readonly CommittedOutput[];
+  },
 ): Promise<JobState> {
   const rows = await jobStages.rows(tx.db, p.jobId);
   const trigger = rows.find((r) => r.id === p.stageId);
@@ -169,6 +179,10 @@ export async function applyOutcome(
     const changed = isTrigger && p.attemptId !== null ? await writeTrigger.affected(tx.db, ...w, p.attemptId) : await writeStage.affected(tx.db, ...w);
     if (changed !== 1) {
       throw new Error(`internal: stage ${row.name} of job ${p.jobId} changed under the advancer`);
+    }
+    // The manifest goes with the pointer, in the same transaction: a stage that commits no files writes nothing more.
+    if (next.output_attempt_id !== row.output_attempt_id && p.attemptId !== null && p.outputs?.length) {
+      await commitManifest(tx, { stageId: row.id, jobId: p.jobId, attemptId: p.attemptId, files: p.outputs });
     }
     byName.set(c.name, next);
     await tx.event({

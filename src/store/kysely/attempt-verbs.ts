@@ -8,6 +8,7 @@ import type { AttemptRecord, LogMarks, LogPiece } from '../records.js';
 import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
+import { recordUpload, uploadedOutputs } from './output-verbs.js';
 import { attemptsWithNames } from './job-verbs.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
 import { prepared } from './prepared-query.js';
@@ -140,6 +141,8 @@ export async function completeLoaded(
     return { accepted: false, jobState: job.state as CompletionResult['jobState'] };
   }
   fence(a, p.token);
+  // Only files this attempt uploaded, whole, can be committed (read only when it names some).
+  const files = succeeded && p.outputs.length ? await uploadedOutputs(tx, a.id, p.outputs) : [];
   const outputs = succeeded ? JSON.stringify(p.outputs) : null;
   const changed = await completeAttempt.affected(tx.db, state, p.exitCode, p.signal, p.reason, outputs, tx.now, a.started_at ?? tx.now, a.id, p.token);
   if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
@@ -158,7 +161,7 @@ export async function completeLoaded(
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
   if (p.logBytes) await markMissingLog(tx, a, p.logBytes);
-  const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter });
+  const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter, outputs: files });
   return { accepted: true, jobState };
 }
 
@@ -308,6 +311,14 @@ export async function attemptForUpload(db: Db, p: { attemptId: string; token: nu
   ownedBy(a, p.machineId);
   fence(a, p.token);
   return one(db, a);
+}
+
+/** An output file in the artifact store as `blob`, recorded as this attempt's upload of `path`: fenced as every agent write is. */
+export async function outputUploaded(tx: TxContext, p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number }): Promise<void> {
+  const a = await load(tx.db, p.attemptId);
+  ownedBy(a, p.machineId);
+  fence(a, p.token);
+  await recordUpload(tx, p);
 }
 
 export async function attemptGet(db: Db, attemptId: string): Promise<AttemptRecord | null> {

@@ -9,6 +9,7 @@ import { isStageTerminal, type StageState } from '../../domain/stage-state.js';
 import type { AttemptRecord, JobDetail, JobSummary, LogChunk } from '../records.js';
 import { toAttempt, toJob, toStage } from './row-mappers.js';
 import { syncJobState } from './sync-job-state.js';
+import type { DeletedFiles } from '../store.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 // Submitting (one job or a batch) has its own file; re-exported here with the other job verbs.
@@ -30,7 +31,11 @@ function likeEscaped(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-export async function jobGet(db: Db | Trx, jobId: string): Promise<JobDetail | null> {
+/**
+ * A job with its stages, their attempts and committed outputs, and the jobs that rerun it.
+ * `fresh`: a job just made, which no job reruns yet (a submit's answer: one read fewer).
+ */
+export async function jobGet(db: Db | Trx, jobId: string, opts: { fresh?: boolean } = {}): Promise<JobDetail | null> {
   const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
   if (!job) return null;
   const stages = await db.selectFrom('stages').selectAll().where('job_id', '=', jobId).orderBy('position').execute();
@@ -42,9 +47,22 @@ export async function jobGet(db: Db | Trx, jobId: string): Promise<JobDetail | n
     .orderBy('number')
     .execute();
   const attempts = await attemptsWithNames(db, attemptRows);
+  // Manifests only where a stage committed: a job that has not got that far costs no read.
+  const files = stages.some((s) => s.output_attempt_id !== null)
+    ? await db.selectFrom('output_files').select(['stage_id', 'path', 'size', 'blob']).where('job_id', '=', jobId).orderBy('stage_id').orderBy('path').execute()
+    : [];
+  const reruns = opts.fresh ? [] : await db.selectFrom('jobs').select('id').where('rerun_of', '=', jobId).orderBy('created_at').orderBy('id').execute();
   return {
     ...toJob(job),
-    stages: stages.map((s) => ({ ...toStage(s), attempts: attempts.filter((a) => a.stageId === s.id) })),
+    reruns: reruns.map((r) => r.id),
+    stages: stages.map((s) => ({
+      ...toStage(s),
+      attempts: attempts.filter((a) => a.stageId === s.id),
+      outputs:
+        s.state === 'succeeded' && s.outputs_released_at === null
+          ? files.filter((f) => f.stage_id === s.id).map((f) => ({ path: f.path, size: Number(f.size), blob: f.blob }))
+          : null,
+    })),
   };
 }
 
@@ -246,7 +264,7 @@ export async function jobsRepair(
   return { moved, next };
 }
 
-export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[]; attempts: string[] }> {
+export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; limit: number }): Promise<{ jobs: string[] } & DeletedFiles> {
   const jobs = (
     await tx.db
       .selectFrom('jobs')
@@ -257,39 +275,57 @@ export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; lim
       .limit(p.limit)
       .execute()
   ).map((j) => j.id);
-  if (jobs.length === 0) return { jobs, attempts: [] };
+  if (jobs.length === 0) return { jobs, attempts: [], legacyDirs: [] };
   // An ended job's attempts are all ended; one still holding resources (its agent has not yet
   // stopped listing it) keeps its job until it is released.
   const held = await tx.db.selectFrom('attempts').select('job_id').where('job_id', 'in', jobs).where('released_at', 'is', null).execute();
   const keep = new Set(held.map((h) => h.job_id));
   const gone = jobs.filter((j) => !keep.has(j));
-  if (gone.length === 0) return { jobs: [], attempts: [] };
-  return { jobs: gone, attempts: await deleteJobs(tx, gone) };
+  if (gone.length === 0) return { jobs: [], attempts: [], legacyDirs: [] };
+  return { jobs: gone, ...(await deleteJobs(tx, gone)) };
 }
 
 /**
  * Deletes one ended job at a person's request (`gantry delete`), as retention would: its stages,
- * attempts, events and logs; returns its attempts' ids, whose artifacts the caller removes. Null
- * for no such job; ConflictError for a job not ended, or whose last process is still being stopped.
+ * attempts, events, logs and its references to outputs. Null for no such job; ConflictError for a
+ * job not ended, or whose last process is still being stopped.
  */
-export async function jobDelete(tx: TxContext, jobId: string): Promise<{ attempts: string[] } | null> {
+export async function jobDelete(tx: TxContext, jobId: string): Promise<DeletedFiles | null> {
   const j = await tx.db.selectFrom('jobs').select(['state']).where('id', '=', jobId).executeTakeFirst();
   if (!j) return null;
   if (!isJobTerminal(j.state as JobState)) throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
   const held = await tx.db.selectFrom('attempts').select('id').where('job_id', '=', jobId).where('released_at', 'is', null).executeTakeFirst();
   if (held) throw new ConflictError(`job ${jobId} ended, but a process of it is still being stopped on its machine; try again in a few seconds`);
-  return { attempts: await deleteJobs(tx, [jobId]) };
+  return deleteJobs(tx, [jobId]);
 }
 
-/** Every row of these jobs, logs first; returns their attempts' ids. */
-async function deleteJobs(tx: TxContext, gone: string[]): Promise<string[]> {
+/**
+ * Every row of these jobs, logs first. Their manifests go too: a blob they named is stamped as
+ * unreferenced from now (collection goes oldest first), and is collected once no other job's
+ * manifest names it; what a rerun reused stays, named by the rerun's own manifest.
+ */
+async function deleteJobs(tx: TxContext, gone: string[]): Promise<DeletedFiles> {
   const goneAttempts = (await tx.db.selectFrom('attempts').select('id').where('job_id', 'in', gone).execute()).map((a) => a.id);
+  const stillNamed = new Set<string>();
   for (let i = 0; i < goneAttempts.length; i += 500) {
-    await tx.db.deleteFrom('log_chunks').where('attempt_id', 'in', goneAttempts.slice(i, i + 500)).execute();
+    const part = goneAttempts.slice(i, i + 500);
+    await tx.db.deleteFrom('log_chunks').where('attempt_id', 'in', part).execute();
+    await tx.db.deleteFrom('output_uploads').where('attempt_id', 'in', part).execute();
+  }
+  await tx.db
+    .updateTable('artifact_blobs')
+    .set({ touched_at: tx.now })
+    .where('key', 'in', (eb) => eb.selectFrom('output_files').select('blob').where('job_id', 'in', gone))
+    .execute();
+  await tx.db.deleteFrom('output_files').where('job_id', 'in', gone).execute();
+  // A file another job still names (a rerun reused it) keeps its attempt's old directory.
+  for (let i = 0; i < goneAttempts.length; i += 500) {
+    const rows = await tx.db.selectFrom('output_files').select('attempt_id').distinct().where('attempt_id', 'in', goneAttempts.slice(i, i + 500)).where('blob', 'like', 'legacy:%').execute();
+    for (const r of rows) stillNamed.add(r.attempt_id);
   }
   await tx.db.deleteFrom('events').where('job_id', 'in', gone).execute();
   await tx.db.deleteFrom('attempts').where('job_id', 'in', gone).execute();
   await tx.db.deleteFrom('stages').where('job_id', 'in', gone).execute();
   await tx.db.deleteFrom('jobs').where('id', 'in', gone).execute();
-  return goneAttempts;
+  return { attempts: goneAttempts, legacyDirs: goneAttempts.filter((a) => !stillNamed.has(a)) };
 }

@@ -9,6 +9,9 @@ import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedu
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
+import * as rerun from './rerun-verbs.js';
+import * as outputs from './output-verbs.js';
+import * as artifacts from './artifact-verbs.js';
 import * as machines from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
@@ -174,7 +177,7 @@ export class KyselyStore implements Store {
     return this.tx(p.now, async (tx) => {
       const id = await jobs.jobSubmit(tx, p);
       tx.audit(p.audit, { target: id });
-      return (await jobs.jobGet(tx.db, id))!;
+      return (await jobs.jobGet(tx.db, id, { fresh: true }))!;
     });
   }
   jobSubmitBatch(p: Parameters<Store['jobSubmitBatch']>[0]) {
@@ -197,6 +200,16 @@ export class KyselyStore implements Store {
     return this.tx(p.now, async (tx) => {
       const r = await jobs.jobDelete(tx, p.jobId);
       if (r) tx.audit(p.audit, { target: p.jobId, result: `ok: deleted with ${r.attempts.length} attempt(s)` });
+      return r;
+    });
+  }
+  jobRerun(p: Parameters<Store['jobRerun']>[0]) {
+    return this.tx(p.now, async (tx) => {
+      const r = await rerun.jobRerun(tx, p);
+      if (r?.job) {
+        const reused = r.plan.reused.map((x) => x.stage).join(', ') || 'none';
+        tx.audit(p.audit, { target: p.jobId, result: `ok: rerun as ${r.job.id}${r.canceled ? ' (canceled first)' : ''}; reused ${reused}; runs ${r.plan.rerun.map((x) => x.stage).join(', ')}` });
+      }
       return r;
     });
   }
@@ -428,6 +441,26 @@ export class KyselyStore implements Store {
   attemptGet(p: { attemptId: string }) {
     return attempts.attemptGet(this.db, p.attemptId);
   }
+  async outputUploaded(p: Parameters<Store['outputUploaded']>[0]) {
+    await this.tx(p.now, (tx) => attempts.outputUploaded(tx, p));
+  }
+  outputUploads(p: { attemptIds: readonly string[] }) {
+    return outputs.uploadsOf(this.db, p.attemptIds);
+  }
+  committedBlob(p: { attemptId: string; path: string }) {
+    return outputs.committedBlob(this.db, p.attemptId, p.path);
+  }
+  artifactsCollect(p: Parameters<Store['artifactsCollect']>[0]) {
+    return this.tx(p.now, async (tx) => {
+      const plan = await artifacts.artifactsCollect(tx, { maxBytes: p.maxBytes, dryRun: p.dryRun, limit: p.limit ?? 1000 });
+      const freed = plan.collect.reduce((t, c) => t + c.size, 0);
+      tx.audit(p.audit, { target: null, result: `ok${p.dryRun ? ' (dry run)' : ''}: ${plan.collect.length} blob(s), ${freed} bytes; ${plan.release.length} stage(s) released` });
+      return plan;
+    });
+  }
+  async artifactsKeep(p: { blobs: readonly { blob: string; size: number }[]; now: number }) {
+    if (p.blobs.length) await this.tx(p.now, (tx) => artifacts.artifactsKeep(tx, p.blobs));
+  }
 
   machinesReap(p: Parameters<Store['machinesReap']>[0]) {
     return this.tx(p.now, (tx) => machines.machinesReap(tx, p));
@@ -457,8 +490,8 @@ export class KyselyStore implements Store {
       .execute();
     return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }));
   }
-  jobsExpire(p: { finishedBefore: number; limit: number }) {
-    return this.tx(p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));
+  jobsExpire(p: { finishedBefore: number; limit: number; now?: number }) {
+    return this.tx(p.now ?? p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));
   }
   async idempotencyPrune(p: { before: number }): Promise<number> {
     const r = await this.db.deleteFrom('idempotency_keys').where('created_at', '<', p.before).executeTakeFirst();

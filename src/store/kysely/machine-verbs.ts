@@ -263,9 +263,10 @@ const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
     .orderBy('attempts.scheduled_at'),
 );
 const committedOutputsOfJobs = preparedList((db, jobIds) =>
-  db.selectFrom('stages').select(['job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null),
+  db.selectFrom('stages').select(['id', 'job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null),
 );
-const outputsById = preparedList((db, ids) => db.selectFrom('attempts').select(['id', 'outputs']).where('id', 'in', ids));
+/** The stages' manifests (docs/rerun.md): a reused stage's are the original's files, named by the attempt that produced them. */
+const manifestsOfStages = preparedList((db, ids) => db.selectFrom('output_files').select(['stage_id', 'path', 'size']).where('stage_id', 'in', ids).orderBy('path'));
 
 /**
  * Attempts placed on this machine and not started, with everything to run them; `exclude` names
@@ -281,16 +282,18 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
   // Upstream outputs for all of them in two queries, not two per assignment.
   const jobIds = [...new Set(rows.filter((_, i) => defs[i]!.needs.length).map((r) => r.job_id))];
   const upstream = await committedOutputsOfJobs.rows(db, jobIds);
-  const outputs = await outputsById.rows(db,
-    upstream.map((u) => u.output_attempt_id!),
-  );
-  const filesOf = new Map(outputs.map((o) => [o.id, o.outputs ? (JSON.parse(o.outputs) as OutputFile[]) : []]));
+  const filesOf = new Map<string, OutputFile[]>();
+  for (const f of await manifestsOfStages.rows(db, upstream.map((u) => u.id))) {
+    let list = filesOf.get(f.stage_id);
+    if (!list) filesOf.set(f.stage_id, (list = []));
+    list.push({ path: f.path, size: Number(f.size) });
+  }
   return rows.map((r, i) => {
     const def = defs[i]!;
     const inputs: Assignment['inputs'] = upstream
       .filter((u) => u.job_id === r.job_id && def.needs.includes(u.name))
       .sort((a, b) => def.needs.indexOf(a.name) - def.needs.indexOf(b.name))
-      .map((u) => ({ stage: u.name, attemptId: u.output_attempt_id!, files: filesOf.get(u.output_attempt_id!) ?? [] }));
+      .map((u) => ({ stage: u.name, attemptId: u.output_attempt_id!, files: filesOf.get(u.id) ?? [] }));
     return {
       attemptId: r.id,
       token: Number(r.token),

@@ -25,6 +25,8 @@ export function toJob(r: JobsTable): JobRecord {
     createdAt: num(r.created_at),
     updatedAt: num(r.updated_at),
     finishedAt: numOrNull(r.finished_at),
+    rerunOf: r.rerun_of ?? null,
+    rerunFrom: r.rerun_from ? JSON.parse(r.rerun_from) : null,
   };
 }
 
@@ -50,6 +52,8 @@ export function toStage(r: StagesTable): StageRecord {
     createdAt: num(r.created_at),
     updatedAt: num(r.updated_at),
     finishedAt: numOrNull(r.finished_at),
+    reused: r.reused_from ? { fromJob: r.reused_from, attemptId: r.output_attempt_id, runMs: num(r.reused_run_ms ?? 0), gpus: num(r.reused_gpus ?? 0) } : null,
+    outputsReleasedAt: numOrNull(r.outputs_released_at),
   };
 }
 

@@ -20,7 +20,7 @@ import type { TxContext } from './tx-context.js';
 const MAX_PARAMETERS = 32_766;
 
 /** A job's row as submitted. */
-function jobRow(id: string, def: JobDefinition, source: string | null, state: JobState, now: number): JobsTable {
+export function jobRow(id: string, def: JobDefinition, source: string | null, state: JobState, now: number): Omit<JobsTable, 'rerun_of' | 'rerun_from'> {
   return {
     id,
     name: def.name,
@@ -39,7 +39,7 @@ function jobRow(id: string, def: JobDefinition, source: string | null, state: Jo
 }
 
 /** A new job's stage rows: the one place a stage row is built. */
-function stageRows(jobId: string, def: JobDefinition, now: number) {
+export function stageRows(jobId: string, def: JobDefinition, now: number) {
   return def.stages.map((s, position) => {
     const state: StageState = initialStageState(s.needs);
     return {
@@ -67,12 +67,12 @@ function stageRows(jobId: string, def: JobDefinition, now: number) {
       created_at: now,
       updated_at: now,
       finished_at: null,
-    } satisfies Omit<StagesTable, 'parked_at'>;
+    } satisfies Omit<StagesTable, 'parked_at' | 'reused_from' | 'reused_run_ms' | 'reused_gpus' | 'outputs_released_at'>;
   });
 }
 
 /** Inserts rows in as few statements as the parameter limit allows (every row has the same columns). */
-async function insertRows<T extends keyof Database>(tx: TxContext, table: T, rows: readonly object[]): Promise<void> {
+export async function insertRows<T extends keyof Database>(tx: TxContext, table: T, rows: readonly object[]): Promise<void> {
   if (rows.length === 0) return;
   const perInsert = Math.max(1, Math.floor(MAX_PARAMETERS / Object.keys(rows[0]!).length));
   for (let i = 0; i < rows.length; i += perInsert) {
@@ -95,17 +95,7 @@ export async function jobSubmitBatch(
   p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; idempotency?: Idempotency },
 ): Promise<string[]> {
   const now = tx.now;
-  // The key is looked up and recorded in the same transaction as the jobs: a retry that arrives
-  // after the commit finds it; one that races the first waits for the writer and then finds it.
-  if (p.idempotency) {
-    const seen = await tx.db.selectFrom('idempotency_keys').selectAll().where('key', '=', p.idempotency.key).executeTakeFirst();
-    if (seen) {
-      if (seen.request_hash !== p.idempotency.requestHash) {
-        throw new ConflictError(`Idempotency-Key "${p.idempotency.key}" was already used for a different request; use a new key for a new request`);
-      }
-      throw new AlreadySubmitted(p.idempotency.key, JSON.parse(seen.job_ids) as string[]);
-    }
-  }
+  if (p.idempotency) await idempotencyCheck(tx, p.idempotency);
   const teams = [...new Set(p.definitions.map((d) => d.team))];
   for (let i = 0; i < teams.length; i += 1000) {
     await tx.db
@@ -115,7 +105,7 @@ export async function jobSubmitBatch(
       .execute();
   }
   const ids: string[] = [];
-  const jobs: JobsTable[] = [];
+  const jobs: ReturnType<typeof jobRow>[] = [];
   const stages: ReturnType<typeof stageRows> = [];
   const readyPools = new Set<string>();
   for (const [i, def] of p.definitions.entries()) {
@@ -147,13 +137,30 @@ export async function jobSubmitBatch(
   await insertRows(tx, 'jobs', jobs);
   await insertRows(tx, 'stages', stages);
   for (const pool of readyPools) await tx.publish('pool:ready', { pool });
-  if (p.idempotency) {
-    await tx.db
-      .insertInto('idempotency_keys')
-      .values({ key: p.idempotency.key, request_hash: p.idempotency.requestHash, job_ids: JSON.stringify(ids), created_at: now })
-      .execute();
-  }
+  if (p.idempotency) await idempotencyRecord(tx, p.idempotency, ids);
   return ids;
+}
+
+/**
+ * A request's Idempotency-Key, looked up in the same transaction as what it makes: a retry that
+ * arrives after the commit finds it; one that races the first waits for the writer and then finds
+ * it. Seen with the same request: AlreadySubmitted (with the jobs it made); with another: ConflictError.
+ */
+export async function idempotencyCheck(tx: TxContext, idempotency: Idempotency): Promise<void> {
+  const seen = await tx.db.selectFrom('idempotency_keys').selectAll().where('key', '=', idempotency.key).executeTakeFirst();
+  if (!seen) return;
+  if (seen.request_hash !== idempotency.requestHash) {
+    throw new ConflictError(`Idempotency-Key "${idempotency.key}" was already used for a different request; use a new key for a new request`);
+  }
+  throw new AlreadySubmitted(idempotency.key, JSON.parse(seen.job_ids) as string[]);
+}
+
+/** Records the key with the jobs its request made, in their transaction. */
+export async function idempotencyRecord(tx: TxContext, idempotency: Idempotency, jobIds: readonly string[]): Promise<void> {
+  await tx.db
+    .insertInto('idempotency_keys')
+    .values({ key: idempotency.key, request_hash: idempotency.requestHash, job_ids: JSON.stringify(jobIds), created_at: tx.now })
+    .execute();
 }
 
 /** A client's Idempotency-Key and a digest of the request it came with. */

@@ -1,0 +1,72 @@
+import { ValidationError } from '../../spec/validation-error.js';
+import type { CommittedOutput, OutputFile } from '../records.js';
+import { prepared, preparedList } from './prepared-query.js';
+import type { Db, Trx, TxContext } from './tx-context.js';
+
+/**
+ * Outputs as content-addressed blobs named by manifests (docs/rerun.md). An upload records the
+ * blob and which attempt uploaded it under which path; a commit copies the attempt's named
+ * uploads into its stage's manifest (`output_files`), in the transaction that moves the stage to
+ * succeeded. A blob is referenced while a manifest row names it.
+ */
+
+const uploadsOfAttempt = prepared<[attemptId: string]>()((db, [attemptId]) =>
+  db.selectFrom('output_uploads').select(['path', 'blob', 'size']).where('attempt_id', '=', attemptId),
+);
+const insertManifestRow = prepared<[stageId: string, jobId: string, path: string, blob: string, size: number, attemptId: string]>()((db, [stageId, jobId, path, blob, size, attemptId]) =>
+  db.insertInto('output_files').values({ stage_id: stageId, job_id: jobId, path, blob, size, attempt_id: attemptId }),
+);
+const blobOfAttemptFile = prepared<[attemptId: string, path: string]>()((db, [attemptId, path]) =>
+  db.selectFrom('output_files').select(['blob', 'size']).where('attempt_id', '=', attemptId).where('path', '=', path).limit(1),
+);
+const uploadsOfAttempts = preparedList((db, ids) => db.selectFrom('output_uploads').select(['attempt_id', 'path', 'blob', 'size']).where('attempt_id', 'in', ids));
+
+/**
+ * Records an upload, in one transaction with its blob's row (its time refreshed: an upload of an
+ * old unreferenced blob's content keeps it from collection). The caller fenced the attempt.
+ */
+export async function recordUpload(tx: TxContext, p: { attemptId: string; path: string; blob: string; size: number }): Promise<void> {
+  await tx.db
+    .insertInto('artifact_blobs')
+    .values({ key: p.blob, size: p.size, created_at: tx.now, touched_at: tx.now })
+    .onConflict((oc) => oc.column('key').doUpdateSet({ touched_at: tx.now }))
+    .execute();
+  await tx.db
+    .insertInto('output_uploads')
+    .values({ attempt_id: p.attemptId, path: p.path, blob: p.blob, size: p.size, created_at: tx.now })
+    .onConflict((oc) => oc.columns(['attempt_id', 'path']).doUpdateSet({ blob: p.blob, size: p.size, created_at: tx.now }))
+    .execute();
+}
+
+/** What these attempts uploaded (path, blob, size), for an outcome's check before its transaction. */
+export async function uploadsOf(db: Db | Trx, attemptIds: readonly string[]): Promise<{ attemptId: string; path: string; blob: string; size: number }[]> {
+  return (await uploadsOfAttempts.rows(db, attemptIds)).map((r) => ({ attemptId: r.attempt_id, path: r.path, blob: r.blob, size: Number(r.size) }));
+}
+
+/**
+ * The files an outcome names, each resolved to what its attempt uploaded under that path; a file
+ * not uploaded, or uploaded with another size, refuses the outcome (nothing of it is written).
+ */
+export async function uploadedOutputs(tx: TxContext, attemptId: string, outputs: readonly OutputFile[]): Promise<CommittedOutput[]> {
+  const uploaded = new Map((await uploadsOfAttempt.rows(tx.db, attemptId)).map((u) => [u.path, u]));
+  const problems: string[] = [];
+  const files = outputs.flatMap((o) => {
+    const u = uploaded.get(o.path);
+    if (u && Number(u.size) === o.size) return [{ path: o.path, size: o.size, blob: u.blob }];
+    problems.push(`output ${o.path} was not uploaded${u ? ` whole (${u.size} bytes, not ${o.size})` : ''}`);
+    return [];
+  });
+  if (problems.length) throw new ValidationError(problems.map((message) => ({ path: '/outputs', message })));
+  return files;
+}
+
+/** The commit of a stage's outputs: its manifest, one row per file (one prepared insert each). */
+export async function commitManifest(tx: TxContext, p: { stageId: string; jobId: string; attemptId: string; files: readonly CommittedOutput[] }): Promise<void> {
+  for (const f of p.files) await insertManifestRow.run(tx.db, p.stageId, p.jobId, f.path, f.blob, f.size, p.attemptId);
+}
+
+/** A committed file by the attempt that produced it, through any manifest that names it (a reused stage's included). */
+export async function committedBlob(db: Db, attemptId: string, path: string): Promise<{ blob: string; size: number } | null> {
+  const r = await blobOfAttemptFile.first(db, attemptId, path);
+  return r ? { blob: r.blob, size: Number(r.size) } : null;
+}

@@ -578,17 +578,20 @@ export class Agent {
     };
     await this.state.writeExit(id, exit);
     run.exit = exit;
+    if (run.dropped) {
+      this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
+      // Its log up to the kill is still worth having (a canceled stage's last lines): one try,
+      // which the server refuses if the attempt is no longer this agent's. Still listed while it
+      // goes: a heartbeat without it tells the server its process is gone, and a follower of its
+      // log stops there (contract/log-follow.ts), so the last lines must be in before that.
+      if (!run.dropped.startsWith('stale')) await run.tail?.drain().catch(() => {});
+      moveRun(run, RunPhase.owed);
+      return this.forget(run, { result: 'dropped', note: run.dropped });
+    }
     moveRun(run, RunPhase.owed);
     // One line per attempt by default, when its outcome is reported: under load an agent runs
     // hundreds a second, and three lines each cost 7 % of its time (measured).
-    if (run.dropped) this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
-    else this.debug(`attempt ${describe(a)} ${describeExit(exit)}`);
-    if (run.dropped) {
-      // Its log up to the kill is still worth having (a canceled stage's last lines): one try,
-      // which the server refuses if the attempt is no longer this agent's.
-      if (!run.dropped.startsWith('stale')) await run.tail?.drain().catch(() => {});
-      return this.forget(run, { result: 'dropped', note: run.dropped });
-    }
+    this.debug(`attempt ${describe(a)} ${describeExit(exit)}`);
     if (this.detached) return;
     if (await crashBeforeReport(this.state.dataDir)) return;
     await this.delivery.deliver(run);

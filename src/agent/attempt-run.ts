@@ -17,7 +17,7 @@ import type { ProcessHandle } from './process-runner.js';
 export const RunPhase = {
   /** Its directory being made, its inputs fetched, its acknowledgement on the way: nothing runs yet. */
   starting: 'starting',
-  /** Its process runs (started by this agent, or re-attached to after a restart). Listed in heartbeats. */
+  /** Its process runs (started by this agent, or re-attached to after a restart); a dropped one stays here until its last log lines are shipped. Listed in heartbeats. */
   running: 'running',
   /** Its process is over and its exit recorded on disk: log, outputs and outcome are owed to the server. Still listed. */
   owed: 'owed',

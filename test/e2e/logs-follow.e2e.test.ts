@@ -21,7 +21,9 @@ describe('gantry logs', () => {
       name: 'graceful',
       stages: [{ name: 's', command: ['sh', '-c', 'trap \'sleep 1; echo cleaned up; exit 0\' TERM; echo started; while true; do sleep 0.1; done'] }],
     });
-    await until('running', () => api(up().url, `/v1/jobs/${id}`), (r) => r.body.stages[0].attempts[0]?.startedAt != null, 20_000);
+    // Its process has printed (an attempt acknowledged is not yet a process: on a loaded machine the
+    // spawn can come after a cancel sent a second later, and then nothing is printed at all).
+    await until('printing', () => api(up().url, `/v1/jobs/${id}/stages/s/logs`), (r) => r.status === 200 && String(r.body).includes('started'), 30_000);
     const follow = gantry(['logs', id, 's', '--follow', '--server', up().url]);
     await new Promise((r) => setTimeout(r, 1000));
     await api(up().url, `/v1/jobs/${id}/cancel`, { method: 'POST' });

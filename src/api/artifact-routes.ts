@@ -16,7 +16,7 @@ export function artifactRoutes(app: FastifyInstance, ctx: ApiContext): void {
         summary: 'Collect artifacts: delete the outputs no job names, and release ended jobs\' outputs past the size budget (GANTRY_ARTIFACTS_MAX_BYTES), oldest first',
         description:
           'What the collection that runs every GANTRY_ARTIFACTS_GC_SECONDS does, now. Outputs a job that has not ended holds, and outputs a rerun reuses, are never taken. ' +
-          '`dryRun`: what would go, with sizes and why; nothing is written or deleted.',
+          '`dryRun`: what would go, with sizes and why; nothing is written or deleted. Without it, the whole blob tree is also read for files a crash left behind (`strays`).',
         tags: ['artifacts'],
         body: Type.Optional(Type.Object({ dryRun: Type.Optional(Type.Boolean()) }, { additionalProperties: false })),
         response: { 200: CollectionView, 400: ErrorBody },
@@ -31,8 +31,10 @@ export function artifactRoutes(app: FastifyInstance, ctx: ApiContext): void {
         dryRun,
         audit: auditBy(req, 'artifacts.gc'),
       });
-      req.log.info({ dryRun, deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.length, bytesAfter: r.bytesAfter }, 'artifacts collected on request');
-      return { ...r, release: r.release.map(({ stageId: _, ...x }) => x) };
+      // Asked for by hand: the whole blob tree is read too, for files a crash left behind.
+      const strays = dryRun ? undefined : await ctx.artifacts.sweepStrays((keys) => ctx.store.artifactBlobsKnown({ keys }), ctx.clock.now() - ctx.config.artifactsGraceMs);
+      req.log.info({ dryRun, deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.length, bytesAfter: r.bytesAfter, strays }, 'artifacts collected on request');
+      return { ...r, release: r.release.map(({ stageId: _, ...x }) => x), ...(strays ? { strays } : {}) };
     },
   );
 }

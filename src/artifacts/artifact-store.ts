@@ -194,6 +194,57 @@ export class ArtifactStore {
     await rm(join(this.root, attemptId), { recursive: true, force: true });
   }
 
+  /**
+   * Files of the blob tree that a crash left behind (docs/rerun.md, "Files a crash leaves"): a
+   * blob file no row names (collection deleted its row, then the server died before the file),
+   * older than `before`, is collected as any unnamed blob is (renamed aside, put back if written
+   * again meanwhile); a file renamed aside by a collection that died is put back where its row
+   * still names it and its place is empty, else deleted, once the rename (its ctime) is older than
+   * `before`. `known` says which keys have rows. Reads the whole tree: meant for a server's start
+   * and then seldom, not for every collection.
+   */
+  async sweepStrays(known: (keys: string[]) => Promise<string[]>, before: number): Promise<{ collected: number; restored: number; removedAside: number }> {
+    const out = { collected: 0, restored: 0, removedAside: 0 };
+    const top = join(this.root, 'blobs', 'sha256');
+    const dirs = await readdir(top).catch(() => [] as string[]);
+    for (const d of dirs) {
+      if (!/^[0-9a-f]{2}$/.test(d)) continue;
+      const names = await readdir(join(top, d)).catch(() => [] as string[]);
+      const blobs: string[] = [];
+      const aside: { name: string; key: string }[] = [];
+      for (const n of names) {
+        const m = /^([0-9a-f]{64})(\.gc-.+)?$/.exec(n);
+        if (!m || !m[1]!.startsWith(d)) continue;
+        if (m[2]) aside.push({ name: n, key: `sha256:${m[1]}` });
+        else blobs.push(n);
+      }
+      const keys = [...blobs.map((b) => `sha256:${b}`), ...aside.map((a) => a.key)];
+      if (keys.length === 0) continue;
+      const named = new Set(await known([...new Set(keys)]));
+      for (const b of blobs) {
+        const key = `sha256:${b}`;
+        if (named.has(key)) continue;
+        const s = await stat(join(top, d, b)).catch(() => null);
+        if (!s || s.mtimeMs >= before) continue;
+        if ((await this.collect(key, before)) === 'deleted') out.collected++;
+      }
+      for (const a of aside) {
+        const f = join(top, d, a.name);
+        const s = await stat(f).catch(() => null);
+        if (!s || s.ctimeMs >= before) continue;
+        const place = this.fileOf(a.key).file;
+        if (named.has(a.key) && !(await stat(place).catch(() => null))) {
+          await rename(f, place);
+          out.restored++;
+        } else {
+          await rm(f, { force: true });
+          out.removedAside++;
+        }
+      }
+    }
+    return out;
+  }
+
   /** Temporary files of uploads that died with their server, older than `before` (ms). */
   async sweepTemporary(before: number): Promise<number> {
     const dir = join(this.root, 'tmp');

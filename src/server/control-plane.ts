@@ -26,6 +26,9 @@ import type { Dashboard } from '../api/dashboard-routes.js';
 import { PoolHistory } from '../api/pool-history.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
 
+/** How often the blob tree is read whole for files a crash left behind (ArtifactStore.sweepStrays). */
+const STRAY_SWEEP_MS = 24 * 3_600_000;
+
 export interface ControlPlane {
   app: FastifyInstance;
   store: Store;
@@ -144,10 +147,17 @@ export async function createControlPlane(
     random,
   );
   // Artifact collection (docs/rerun.md): outputs no job names any more, and the size budget.
+  // Once after start, then daily, the blob tree is read whole for files a crash left behind.
+  let straysSweptAt: number | null = null;
   const collector = new Loop(
     'artifacts',
     async () => {
       const r = await collectArtifacts(leaderStore, artifacts, { now: () => clock.now(), maxBytes: config.artifactsMaxBytes, graceMs: config.artifactsGraceMs, dryRun: false });
+      if (straysSweptAt === null || clock.now() - straysSweptAt >= STRAY_SWEEP_MS) {
+        straysSweptAt = clock.now();
+        const s = await artifacts.sweepStrays((keys) => leaderStore.artifactBlobsKnown({ keys }), clock.now() - config.artifactsGraceMs);
+        if (s.collected || s.restored || s.removedAside) app.log.warn(s, 'artifact files a crash left behind: collected (no row named them), restored (renamed aside, still named), removed (renamed aside, not needed)');
+      }
       // Temporary files of uploads cut off by a crash: a day is far past any upload's pause.
       await artifacts.sweepTemporary(clock.now() - 24 * 3_600_000);
       if (r.deleted || r.release.length) app.log.info({ deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.map((x) => `${x.jobId}/${x.stage}`), bytesAfter: r.bytesAfter }, 'artifacts collected');

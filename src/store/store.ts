@@ -271,6 +271,8 @@ export interface Store {
   artifactsCollect(p: { now: number; maxBytes: number | null; dryRun: boolean; limit?: number; audit?: AuditEntry }): Promise<CollectionPlan>;
   /** Blobs whose files collection kept (written again meanwhile): recorded again, to be judged by a later pass. */
   artifactsKeep(p: { blobs: readonly { blob: string; size: number }[]; now: number }): Promise<void>;
+  /** Which of these blob keys have a row (the sweep for files a crash left without one, ArtifactStore.sweepStrays). */
+  artifactBlobsKnown(p: { keys: readonly string[] }): Promise<string[]>;
 
   // --- reconciler ---
   /** Machines silent past `suspectAfterMs` become suspect; past `lostAfterMs`, lost, and their

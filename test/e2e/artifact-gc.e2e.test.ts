@@ -1,6 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { api, gantry, gantryUpForSuite, jobOf, until } from '../support/gantry-process.js';
@@ -81,6 +82,30 @@ describe('artifact collection and the size budget', () => {
     const denied = await gantry(['gc', '--server', up().url, '--token', team]);
     expect(denied.code).toBe(6);
   }, 120_000);
+
+  it('gc finds what a crash left: a file no job names is deleted, a named file left renamed aside is put back', async () => {
+    const e = await submit('e.yaml', { name: 'e', stages: [writes('e1', 'e', 100)] });
+    const blobs = join(up().dataDir, 'artifacts', 'blobs', 'sha256');
+    const place = (text: string) => {
+      const h = createHash('sha256').update(text).digest('hex');
+      return join(blobs, h.slice(0, 2), h);
+    };
+    // A collection that died between renaming e's file aside and putting it back.
+    const named = place('e'.repeat(100));
+    renameSync(named, `${named}.gc-1-deadbeef`);
+    // A collection that died between deleting a blob's row and its file (written an hour ago).
+    const stray = place('left behind');
+    mkdirSync(dirname(stray), { recursive: true });
+    writeFileSync(stray, 'left behind');
+    utimesSync(stray, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+    const r = await cli('gc');
+    expect(r.stdout).toContain('left by a crash: 1 file no job refers to deleted, 1 put back, 0 set-aside copies removed');
+    expect(existsSync(stray)).toBe(false);
+    expect(existsSync(`${named}.gc-1-deadbeef`)).toBe(false);
+    expect((await cli('outputs', e, 'e1', 'out.bin')).stdout).toBe('e'.repeat(100));
+    // Nothing left over: a second pass finds nothing.
+    expect(JSON.parse((await cli('gc', '--json')).stdout).strays).toEqual({ collected: 0, restored: 0, removedAside: 0 });
+  }, 60_000);
 });
 
 /** Retention deletes ended jobs after GANTRY_RETENTION_HOURS; what a rerun still reuses stays. */

@@ -28,5 +28,10 @@ export const CollectionView = Type.Object({
   freedBytes: Type.Integer(),
   /** More unreferenced blobs than one collection takes: the next goes on. */
   more: Type.Boolean(),
+  /**
+   * Files a crash left in the store (not with dryRun): blob files no row names, collected; files a
+   * collection had renamed aside, put back (still named) or removed. Absent from older servers.
+   */
+  strays: Type.Optional(Type.Object({ collected: Type.Integer(), restored: Type.Integer(), removedAside: Type.Integer() })),
 });
 export type CollectionView = Static<typeof CollectionView>;

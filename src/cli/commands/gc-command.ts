@@ -25,7 +25,8 @@ any more (its jobs were deleted, by \`gantry delete\` or after GANTRY_RETENTION_
 budget (GANTRY_ARTIFACTS_MAX_BYTES on the server, e.g. 500Gi), the outputs of ended jobs are
 released, oldest ended first, until the store fits; never the outputs of a job still running, nor
 outputs a rerun reuses. The server does this every GANTRY_ARTIFACTS_GC_SECONDS (60); this runs it
-now, or with --dry-run shows what it would do.
+now, or with --dry-run shows what it would do. Run without --dry-run, it also reads the whole store
+for files a server crash left behind (as the server does once after it starts, then daily).
 
 Exit codes: 0 done (or shown), 5 server unreachable, 6 not an admin token.
 
@@ -53,6 +54,10 @@ export function renderCollection(r: CollectionView, now: number, color?: boolean
   const freed = r.dryRun ? `would free ${formatBytes(r.totalBytes - r.bytesAfter)}` : `freed ${formatBytes(r.freedBytes)} (${r.deleted} deleted${r.kept ? `, ${r.kept} kept: written again meanwhile` : ''}${r.missing ? `, ${r.missing} already gone` : ''})`;
   lines.push(`${freed}; ${r.dryRun ? 'would leave' : 'left'} ${formatBytes(r.bytesAfter)}`);
   if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes) lines.push(c.red(`still over the budget: what is left belongs to jobs not ended, or is reused by reruns`));
+  const s = r.strays;
+  if (s && s.collected + s.restored + s.removedAside > 0) {
+    lines.push(`left by a crash: ${s.collected} file${s.collected === 1 ? '' : 's'} no job refers to deleted, ${s.restored} put back, ${s.removedAside} set-aside cop${s.removedAside === 1 ? 'y' : 'ies'} removed`);
+  }
   if (r.more) lines.push('more to collect than one pass takes: run it again');
   if (r.dryRun) lines.push('dry run: nothing was deleted');
   return lines.join('\n');

@@ -250,6 +250,13 @@ export function rerunConformance(storeOf: () => Store): void {
       expect(await collected()).toEqual([blobKey('weights')]);
     });
 
+    it('says which blob keys have a row, however many are asked', async () => {
+      await failedChain();
+      const asked = [blobKey('data'), ...Array.from({ length: 1200 }, (_, i) => blobKey(`absent ${i}`)), blobKey('weights')];
+      expect((await store.artifactBlobsKnown({ keys: asked })).sort()).toEqual([blobKey('data'), blobKey('weights')].sort());
+      expect(await store.artifactBlobsKnown({ keys: [] })).toEqual([]);
+    });
+
     it('the size budget releases ended jobs\' outputs oldest first, never those a rerun reuses nor a job still running', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const one = async (name: string, text: string) => {

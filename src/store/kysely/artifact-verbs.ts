@@ -1,7 +1,7 @@
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import { jobStates, isJobTerminal } from '../../domain/job-state.js';
 import type { CollectionPlan } from '../store.js';
-import type { TxContext } from './tx-context.js';
+import type { Db, TxContext } from './tx-context.js';
 
 const endedStates = jobStates.filter(isJobTerminal);
 
@@ -129,4 +129,14 @@ export async function artifactsKeep(tx: TxContext, blobs: readonly { blob: strin
       .onConflict((oc) => oc.column('key').doUpdateSet({ touched_at: tx.now }))
       .execute();
   }
+}
+
+/** Which of `keys` have a blob row: the rest, if their files are there, were left by a crash between a collection's commit and its file deletes. */
+export async function artifactBlobsKnown(db: Db, keys: readonly string[]): Promise<string[]> {
+  const known: string[] = [];
+  for (let i = 0; i < keys.length; i += 500) {
+    const rows = await db.selectFrom('artifact_blobs').select('key').where('key', 'in', keys.slice(i, i + 500)).execute();
+    for (const r of rows) known.push(r.key);
+  }
+  return known;
 }

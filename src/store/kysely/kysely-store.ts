@@ -461,6 +461,9 @@ export class KyselyStore implements Store {
   async artifactsKeep(p: { blobs: readonly { blob: string; size: number }[]; now: number }) {
     if (p.blobs.length) await this.tx(p.now, (tx) => artifacts.artifactsKeep(tx, p.blobs));
   }
+  artifactBlobsKnown(p: { keys: readonly string[] }) {
+    return artifacts.artifactBlobsKnown(this.db, p.keys);
+  }
 
   machinesReap(p: Parameters<Store['machinesReap']>[0]) {
     return this.tx(p.now, (tx) => machines.machinesReap(tx, p));

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +34,14 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
   });
   const url = () => up().url;
   const badge = (scope: string, state: string) => page.locator(`${scope} .badge`, { hasText: state });
+  /** The failed job the rerun test reran (its first stage's output is reused). */
+  let failedJob = '';
+  /** Takes the server's refusals of reruns of `job` out of `problems`: expected, and there must be some. */
+  const refusalsExpected = (job: string) => {
+    const expected = (p: string) => p === `409 POST /v1/jobs/${job}/rerun`;
+    expect(problems.filter(expected).length).toBeGreaterThan(0);
+    problems.splice(0, problems.length, ...problems.filter((p) => !expected(p)));
+  };
 
   it("gantry up's link signs in as the admin, and the token leaves the address at once", async () => {
     const link = /dashboard: (http:\/\/\S+)/.exec(up().output())?.[1];
@@ -122,6 +130,7 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
       })
     ).body;
     await until('browser-rerun to fail', () => jobOf(url(), job.id), (j) => j.state === 'failed', SLOW);
+    failedJob = job.id;
     writeFileSync(marker, '');
     await page.goto(`${url()}/jobs/${job.id}`);
     await page.locator('g.dag-node[data-stage="check"][data-state="failed"]').click();
@@ -188,10 +197,31 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     expect(still.state).toBe('running');
     expect(still.reruns ?? []).toEqual([]);
     await api(url(), `/v1/jobs/${job.id}/cancel`, { method: 'POST' });
-    // The refusals asked for here (the plan, read again as the job changed): expected, and only these.
-    const expected = (p: string) => p === `409 POST /v1/jobs/${job.id}/rerun`;
-    expect(problems.filter(expected).length).toBeGreaterThan(0);
-    problems.splice(0, problems.length, ...problems.filter((p) => !expected(p)));
+    // The plan asked for here, and read again as the job changed.
+    refusalsExpected(job.id);
+  });
+
+  it('a rerun whose reused outputs are gone from the artifact store is refused, naming the file; Escape closes the dialog', async () => {
+    const job = await jobOf(url(), failedJob);
+    const sha = job.stages.find((s: { name: string }) => s.name === 'make').outputs[0].sha256 as string;
+    const blob = join(up().dataDir, 'artifacts', 'blobs', 'sha256', sha.slice(0, 2), sha);
+    const bytes = readFileSync(blob);
+    unlinkSync(blob);
+    try {
+      await page.goto(`${url()}/jobs/${failedJob}?stage=check`);
+      await page.locator('[data-stage-panel="check"]').getByRole('button', { name: 'Rerun from here' }).click();
+      const dialog = page.getByRole('dialog');
+      await dialog
+        .getByTestId('rerun-refused')
+        .getByText(`stage make's committed outputs in job ${failedJob} are gone from the artifact store: data.txt (sha256:${sha}) missing`)
+        .waitFor({ timeout: SLOW });
+      expect(await dialog.getByRole('button', { name: 'Rerun from check' }).isDisabled()).toBe(true);
+      await page.keyboard.press('Escape');
+      await dialog.waitFor({ state: 'hidden' });
+    } finally {
+      writeFileSync(blob, bytes);
+    }
+    refusalsExpected(failedJob);
   });
 
   it('the pools page: queue depth, oldest wait and why a GPU stage waits, and the pools over time', async () => {

@@ -182,7 +182,8 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     await page.goto(`${url()}/jobs/${job.id}?stage=slow`);
     await page.locator('g.dag-node[data-stage="slow"][data-state="running"]').waitFor({ timeout: SLOW });
     await page.locator('[data-stage-panel="slow"]').getByRole('button', { name: 'Rerun from here' }).click();
-    const dialog = page.getByRole('dialog');
+    // Named by its own title, though the page holds the cancel dialog too.
+    const dialog = page.getByRole('dialog', { name: 'Rerun browser-rerun-running from slow?' });
     const refused = dialog.getByTestId('rerun-refused');
     await refused.getByText(`The server refuses: job ${job.id} is running: a rerun starts from an ended job`).waitFor({ timeout: SLOW });
     expect(await dialog.getByRole('button', { name: 'Rerun from slow' }).isDisabled()).toBe(true);

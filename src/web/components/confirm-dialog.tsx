@@ -1,4 +1,4 @@
-import { useEffect, useRef, type ReactNode } from 'react';
+import { useEffect, useId, useRef, type ReactNode } from 'react';
 
 /**
  * A modal question with two buttons, on the browser's own <dialog>: focus moves into it and
@@ -20,6 +20,8 @@ export function ConfirmDialog(p: {
   onClose: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
+  // Its own id: a job page can hold two (cancel, and rerun), and each must be named by its own title.
+  const titleId = useId();
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
@@ -27,8 +29,8 @@ export function ConfirmDialog(p: {
     if (!p.open && d.open) d.close();
   }, [p.open]);
   return (
-    <dialog ref={ref} className={`dialog${p.wide ? ' dialog-wide' : ''}`} aria-labelledby="dialog-title" onClose={p.onClose} onCancel={p.onClose}>
-      <h2 id="dialog-title">{p.title}</h2>
+    <dialog ref={ref} className={`dialog${p.wide ? ' dialog-wide' : ''}`} aria-labelledby={titleId} onClose={p.onClose} onCancel={p.onClose}>
+      <h2 id={titleId}>{p.title}</h2>
       <div className="dialog-body">{p.children}</div>
       <div className="dialog-actions">
         <button type="button" className="button" autoFocus onClick={p.onClose}>

@@ -3,11 +3,14 @@
  * README. Starts a real `gantry up` (the built CLI) on a temporary data directory with a small
  * cluster (two CPU machines, one machine with two declared h100 GPUs), submits a few jobs through
  * the API (a pipeline that succeeds, a fan-out ETL, one that fails, one running on both GPUs with
- * progress, a GPU job waiting behind it, one asking for a GPU type nobody has), lets the pools
- * history gather a minute of samples, and photographs the pages in Debian's Chromium at a laptop's
- * size. Needs /usr/bin/chromium (GANTRY_CHROMIUM); takes about two minutes.
+ * progress, a GPU job waiting behind it, one asking for a GPU type nobody has, one whose
+ * evaluation fails after its GPU training), lets the pools history gather a minute of samples, and
+ * photographs the pages in Debian's Chromium at a laptop's size; last, the rerun dialog over the
+ * failed evaluation, and the rerun it makes. Needs /usr/bin/chromium (GANTRY_CHROMIUM); takes about
+ * two minutes.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { browserMissing, launchBrowser, leftBehind } from '../test/support/browser.js';
 import { api, REPO, startGantryUp, submit, until } from '../test/support/gantry-process.js';
@@ -67,6 +70,28 @@ async function main(): Promise<void> {
       retry: { maxAttempts: 2, backoff: { initialSeconds: 1, maxSeconds: 1 } },
       stages: [{ name: 'export', command: sh('echo "exporting to s3://bucket/out"; echo "error: bucket not found" >&2; exit 3') }],
     });
+    // Its evaluation fails until the metrics config is "fixed" (the marker file, made before its rerun).
+    const fixed = join(mkdtempSync(join(tmpdir(), 'gantry-shots-')), 'metrics-config');
+    const detector = await post({
+      name: 'detector-eval',
+      team: 'vision',
+      retry: { maxAttempts: 1 },
+      stages: [
+        { name: 'prepare', command: sh('echo "building the validation split"; sleep 1; echo "val: 5,000 images" > "$GANTRY_OUTPUT_DIR/split.txt"') },
+        {
+          name: 'train',
+          needs: ['prepare'],
+          resources: { cpu: 8, memory: '32Gi', gpu: { count: 2, type: 'h100' } },
+          command: sh(`${training(4, 2)[2]}\nhead -c 3000000 /dev/urandom > "$GANTRY_OUTPUT_DIR/model.ckpt"`),
+        },
+        {
+          name: 'evaluate',
+          needs: ['train'],
+          command: sh(`echo "loading $GANTRY_INPUT_DIR/train/model.ckpt"; test -f ${fixed} || { echo "KeyError: 'mAP@50': no metrics config" >&2; exit 1; }; echo "mAP@50 0.64" | tee "$GANTRY_OUTPUT_DIR/metrics.txt"`),
+        },
+        { name: 'report', needs: ['evaluate'], command: sh('echo "report written"') },
+      ],
+    });
     await until('the first jobs to end', () => api(url, '/v1/jobs?limit=10'), (r) => r.body.jobs.every((j: { state: string }) => ['succeeded', 'failed'].includes(j.state)), 90_000);
     const finetune = await post({
       name: 'vision-finetune',
@@ -97,18 +122,33 @@ async function main(): Promise<void> {
     const link = /dashboard: (http:\/\/\S+)/.exec(g.output())![1]!;
     await page.goto(link);
     await page.locator('tr[data-job]').first().waitFor();
-    const shoot = async (name: string, path: string, ready: string, full = false) => {
-      await page.goto(`${url}${path}`);
-      await page.locator(ready).first().waitFor({ timeout: 30_000 });
+    const snap = async (name: string, full = false) => {
       await page.locator('[data-live="live"]').waitFor({ timeout: 30_000 });
       await new Promise((r) => setTimeout(r, 800));
       await page.screenshot({ path: join(OUT, `${name}.png`), fullPage: full });
       console.log(`docs/screenshots/${name}.png`);
     };
+    const shoot = async (name: string, path: string, ready: string, full = false) => {
+      await page.goto(`${url}${path}`);
+      await page.locator(ready).first().waitFor({ timeout: 30_000 });
+      await snap(name, full);
+    };
     await shoot('jobs', '/jobs', 'tr[data-job]');
     await shoot('job', `/jobs/${finetune}?stage=train`, '[data-testid="stage-log"] span', true);
     await shoot('pools', '/pools?window=15m', 'article[data-pool]', true);
     await shoot('machines', '/machines', 'tr[data-machine]');
+    // The rerun from the failed evaluation: its plan (training reused, with the GPU-hours saved),
+    // then the new job, its first stages reused, once it has run.
+    writeFileSync(fixed, '');
+    await page.goto(`${url}/jobs/${detector}?stage=evaluate`);
+    await page.locator('[data-stage-panel="evaluate"]').getByRole('button', { name: 'Rerun from here' }).click();
+    await page.getByTestId('rerun-plan').waitFor({ timeout: 30_000 });
+    await snap('rerun-dialog');
+    await page.getByRole('button', { name: 'Rerun from evaluate' }).click();
+    await page.waitForURL((u) => u.pathname.startsWith('/jobs/') && !u.pathname.endsWith(detector), { timeout: 30_000 });
+    await page.locator('h1 .badge', { hasText: 'succeeded' }).waitFor({ timeout: 60_000 });
+    await page.locator('[data-testid="stage-log"] span').first().waitFor({ timeout: 30_000 });
+    await snap('rerun-job', true);
     const real = problems.filter((p) => !leftBehind(p));
     if (real.length) throw new Error(`the page reported problems:\n${real.join('\n')}`);
     if (pipeline.status !== 201) throw new Error(`examples/pipeline.yaml: ${pipeline.status}`);

@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { api, gantryUpForSuite, jobOf, submit, until } from '../support/gantry-process.js';
@@ -10,7 +13,8 @@ const SLOW = 30_000;
  * The dashboard in a real browser (Debian's Chromium through playwright-core) against a real
  * `gantry up`: signed in by the link `gantry up` prints, it shows jobs submitted through the API
  * as they run, without a reload; draws a job's graph and a stage's output; cancels a running job;
- * and shows the pools and machines as the API reads them.
+ * reruns a failed one from a stage after showing the plan (or the server's refusal); and shows the
+ * pools and machines as the API reads them.
  */
 describe.skipIf(missing !== null)('dashboard in a browser', () => {
   const up = gantryUpForSuite({
@@ -30,6 +34,14 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
   });
   const url = () => up().url;
   const badge = (scope: string, state: string) => page.locator(`${scope} .badge`, { hasText: state });
+  /** The failed job the rerun test reran (its first stage's output is reused). */
+  let failedJob = '';
+  /** Takes the server's refusals of reruns of `job` out of `problems`: expected, and there must be some. */
+  const refusalsExpected = (job: string) => {
+    const expected = (p: string) => p === `409 POST /v1/jobs/${job}/rerun`;
+    expect(problems.filter(expected).length).toBeGreaterThan(0);
+    problems.splice(0, problems.length, ...problems.filter((p) => !expected(p)));
+  };
 
   it("gantry up's link signs in as the admin, and the token leaves the address at once", async () => {
     const link = /dashboard: (http:\/\/\S+)/.exec(up().output())?.[1];
@@ -102,6 +114,115 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     await page.locator('g.dag-node[data-stage="long"][data-state="canceled"]').waitFor();
     // Its process goes; the log then says it is whole.
     await page.locator('.logs-state', { hasText: 'complete' }).waitFor({ timeout: SLOW });
+  });
+
+  it('reruns a failed job from its failed stage: the plan first, then the new job, its first stage reused, linked both ways', async () => {
+    // The second stage fails until the marker exists: the rerun, made after it does, succeeds, reading the reused stage's output.
+    const marker = join(mkdtempSync(join(tmpdir(), 'gantry-rerun-')), 'fixed');
+    const job = (
+      await submit(url(), {
+        name: 'browser-rerun',
+        retry: { maxAttempts: 1 },
+        stages: [
+          { name: 'make', command: ['sh', '-c', 'echo rows=42 > "$GANTRY_OUTPUT_DIR/data.txt"'] },
+          { name: 'check', needs: ['make'], command: ['sh', '-c', `cat "$GANTRY_INPUT_DIR/make/data.txt"; test -f ${marker} || { echo "not fixed yet" >&2; exit 3; }`] },
+        ],
+      })
+    ).body;
+    await until('browser-rerun to fail', () => jobOf(url(), job.id), (j) => j.state === 'failed', SLOW);
+    failedJob = job.id;
+    writeFileSync(marker, '');
+    await page.goto(`${url()}/jobs/${job.id}`);
+    await page.locator('g.dag-node[data-stage="check"][data-state="failed"]').click();
+    const panel = page.locator('[data-stage-panel="check"]');
+    await panel.getByRole('button', { name: 'Rerun from here' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByRole('heading', { name: 'Rerun browser-rerun from check?' }).waitFor();
+    const plan = dialog.getByTestId('rerun-plan');
+    await plan.waitFor({ timeout: SLOW });
+    const reused = plan.locator('tr[data-plan-stage="make"][data-plan="reused"]');
+    expect(await reused.innerText()).toMatch(new RegExp(`${job.id}[\\s\\S]*1 file, 8 B`));
+    expect(await plan.locator('tr[data-plan-stage="check"][data-plan="runs"]').innerText()).toContain('chosen');
+    await plan.getByText(/Saves 0\.0 GPU-hours and .* of stage run time: 1 stage reused, 1 runs again\./).waitFor();
+    // Nothing is made until it is confirmed; a double click makes one job (the dialog's Idempotency-Key).
+    await dialog.getByRole('button', { name: 'Rerun from check' }).dblclick();
+    await page.waitForURL((u) => u.pathname.startsWith('/jobs/') && !u.pathname.endsWith(job.id) && u.searchParams.get('stage') === 'check', { timeout: SLOW });
+    const rerunId = decodeURIComponent(new URL(page.url()).pathname.split('/').pop()!);
+    await page.getByTestId('rerun-of').getByRole('link', { name: job.id }).waitFor();
+    expect(await page.getByTestId('rerun-of').innerText()).toBe(`rerun of ${job.id} from check`);
+    const make = page.locator(`g.dag-node[data-stage="make"][data-state="succeeded"][data-reused="${job.id}"]`);
+    await make.locator('.dag-reused').waitFor();
+    await badge('h1', 'succeeded').waitFor({ timeout: SLOW });
+    await page.getByTestId('stage-log').getByText('rows=42').waitFor({ timeout: SLOW });
+    // The reused stage's panel: the badge, and a link to the job whose attempt ran it.
+    await make.click();
+    const makePanel = page.locator('[data-stage-panel="make"]');
+    await makePanel.locator('h2 .badge-reused').waitFor();
+    await makePanel.getByTestId('reused-from').getByRole('link', { name: job.id }).waitFor();
+    const made = await jobOf(url(), rerunId);
+    expect(made.rerunOf).toBe(job.id);
+    expect(made.stages.find((s: { name: string }) => s.name === 'make').reused.jobId).toBe(job.id);
+    const named = (await api(url(), '/v1/jobs?name=browser-rerun')).body.jobs.filter((j: { name: string }) => j.name === 'browser-rerun');
+    expect(named.map((j: { id: string }) => j.id).sort()).toEqual([job.id, rerunId].sort());
+    // And back: the original says what reran it.
+    await makePanel.getByTestId('reused-from').getByRole('link', { name: job.id }).click();
+    await page.getByTestId('rerun-as').getByRole('link', { name: rerunId }).waitFor();
+  });
+
+  it("a running job's rerun is refused with the server's reason until \"cancel it first\" is chosen; closing the dialog changes nothing", async () => {
+    const job = (
+      await submit(url(), {
+        name: 'browser-rerun-running',
+        stages: [
+          { name: 'quick', command: ['sh', '-c', 'echo done > "$GANTRY_OUTPUT_DIR/out.txt"'] },
+          { name: 'slow', needs: ['quick'], command: ['sh', '-c', 'echo started; sleep 300'] },
+        ],
+      })
+    ).body;
+    await page.goto(`${url()}/jobs/${job.id}?stage=slow`);
+    await page.locator('g.dag-node[data-stage="slow"][data-state="running"]').waitFor({ timeout: SLOW });
+    await page.locator('[data-stage-panel="slow"]').getByRole('button', { name: 'Rerun from here' }).click();
+    // Named by its own title, though the page holds the cancel dialog too.
+    const dialog = page.getByRole('dialog', { name: 'Rerun browser-rerun-running from slow?' });
+    const refused = dialog.getByTestId('rerun-refused');
+    await refused.getByText(`The server refuses: job ${job.id} is running: a rerun starts from an ended job`).waitFor({ timeout: SLOW });
+    expect(await dialog.getByRole('button', { name: 'Rerun from slow' }).isDisabled()).toBe(true);
+    await dialog.getByLabel('Cancel this job first').check();
+    const plan = dialog.getByTestId('rerun-plan');
+    await plan.locator('tr[data-plan-stage="quick"][data-plan="reused"]').waitFor({ timeout: SLOW });
+    await plan.locator('tr[data-plan-stage="slow"][data-plan="runs"]').waitFor();
+    expect(await dialog.getByRole('button', { name: 'Cancel it and rerun from slow' }).isEnabled()).toBe(true);
+    await dialog.getByRole('button', { name: 'Not now' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const still = await jobOf(url(), job.id);
+    expect(still.state).toBe('running');
+    expect(still.reruns ?? []).toEqual([]);
+    await api(url(), `/v1/jobs/${job.id}/cancel`, { method: 'POST' });
+    // The plan asked for here, and read again as the job changed.
+    refusalsExpected(job.id);
+  });
+
+  it('a rerun whose reused outputs are gone from the artifact store is refused, naming the file; Escape closes the dialog', async () => {
+    const job = await jobOf(url(), failedJob);
+    const sha = job.stages.find((s: { name: string }) => s.name === 'make').outputs[0].sha256 as string;
+    const blob = join(up().dataDir, 'artifacts', 'blobs', 'sha256', sha.slice(0, 2), sha);
+    const bytes = readFileSync(blob);
+    unlinkSync(blob);
+    try {
+      await page.goto(`${url()}/jobs/${failedJob}?stage=check`);
+      await page.locator('[data-stage-panel="check"]').getByRole('button', { name: 'Rerun from here' }).click();
+      const dialog = page.getByRole('dialog');
+      await dialog
+        .getByTestId('rerun-refused')
+        .getByText(`stage make's committed outputs in job ${failedJob} are gone from the artifact store: data.txt (sha256:${sha}) missing`)
+        .waitFor({ timeout: SLOW });
+      expect(await dialog.getByRole('button', { name: 'Rerun from check' }).isDisabled()).toBe(true);
+      await page.keyboard.press('Escape');
+      await dialog.waitFor({ state: 'hidden' });
+    } finally {
+      writeFileSync(blob, bytes);
+    }
+    refusalsExpected(failedJob);
   });
 
   it('the pools page: queue depth, oldest wait and why a GPU stage waits, and the pools over time', async () => {

@@ -2,6 +2,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import type { HeldAttemptView } from '../../api/contract/held-attempt-view';
 import type { JobSummaryView, JobView, MachineView, StageExplanation } from '../../api/contract/job-view';
 import type { PoolHistoryView, PoolsView } from '../../api/contract/pool-view';
+import type { RerunRequest, RerunResult } from '../../api/contract/rerun';
 import { api, ApiError, enc, query } from './api-client';
 import { queryKeys } from './query-keys';
 import { isActiveAttemptState } from '../../api/contract/states';
@@ -132,6 +133,49 @@ export function useCancelJob(id: string) {
     mutationFn: () => api<{ changed: boolean; job: JobView }>(`/v1/jobs/${enc(id)}/cancel`, { method: 'POST' }),
     onSuccess: (r) => {
       client.setQueryData(queryKeys.job(id), r.job);
+      void client.invalidateQueries({ queryKey: queryKeys.jobs });
+    },
+  });
+}
+
+/** The body of a rerun from one stage (docs/rerun.md): that stage and everything downstream run again. */
+const rerunFrom = (stage: string, cancelRunning: boolean, dryRun: boolean): RerunRequest => ({
+  from: [stage],
+  ...(cancelRunning ? { cancelRunning: true } : {}),
+  ...(dryRun ? { dryRun: true } : {}),
+});
+
+/**
+ * What a rerun from `stage` would do (`dryRun`: nothing is written), while `enabled` (the dialog is
+ * open). Its key is under the job's, so an event about the job reads it again: a job that ends
+ * while the dialog shows "not ended" gets its plan. A refusal (4xx) is the answer, not a failure
+ * to retry.
+ */
+export function useRerunPlan(id: string, stage: string, cancelRunning: boolean, enabled: boolean) {
+  return useQuery({
+    queryKey: queryKeys.rerunPlan(id, stage, cancelRunning),
+    queryFn: () => api<RerunResult>(`/v1/jobs/${enc(id)}/rerun`, { method: 'POST', json: rerunFrom(stage, cancelRunning, true) }).then((r) => r.plan),
+    enabled,
+    retry: (n, err) => !(err instanceof ApiError && err.status >= 400 && err.status < 500) && n < 2,
+    gcTime: 0,
+  });
+}
+
+/**
+ * The rerun itself. `key` is the dialog's Idempotency-Key: a double click, or a retry after an
+ * answer that never came, sends the same key and body, and the server answers with the job the
+ * first one made (200) instead of making another.
+ */
+export function useRerun(id: string) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (v: { stage: string; cancelRunning: boolean; key: string }) =>
+      api<RerunResult>(`/v1/jobs/${enc(id)}/rerun`, { method: 'POST', headers: { 'idempotency-key': v.key }, json: rerunFrom(v.stage, v.cancelRunning, false) }),
+    onSuccess: (r) => {
+      if (r.job) client.setQueryData(queryKeys.job(r.job.id), r.job);
+      // The original now lists its rerun (and may have been canceled), and the lists have a new job.
+      // Exact: the open dialog's plan (under the job's key) is not asked for again on the way out.
+      void client.invalidateQueries({ queryKey: queryKeys.job(id), exact: true });
       void client.invalidateQueries({ queryKey: queryKeys.jobs });
     },
   });

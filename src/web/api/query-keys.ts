@@ -8,6 +8,8 @@ export const queryKeys = {
   jobList: (filters: { state?: string; team?: string; name?: string }, pages: number) => ['jobs', filters, pages] as const,
   job: (id: string) => ['job', id] as const,
   explain: (id: string, stage: string) => ['job', id, 'explain', stage] as const,
+  // Under the job: a change to the job (an event) re-reads the plan of an open rerun dialog.
+  rerunPlan: (id: string, stage: string, cancelRunning: boolean) => ['job', id, 'rerun-plan', stage, cancelRunning] as const,
   logs: (id: string, stage: string, attempt: number) => ['logs', id, stage, attempt] as const,
   machines: ['machines'] as const,
   attempts: ['attempts'] as const,

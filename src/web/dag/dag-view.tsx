@@ -18,6 +18,7 @@ function asks(s: StageView): string {
 /** The line under a stage's name: where it runs, or why it waits. */
 function detail(s: StageView): string {
   const a = s.attempts.at(-1);
+  if (s.reused) return `ran ${formatDuration(s.reused.runSeconds * 1000)}`;
   if ((s.state === 'running' || s.state === 'scheduled') && a) return `${a.machine}${a.gpus.length ? ` · GPU ${a.gpus.join(',')}` : ''}`;
   if (s.state === 'ready') return s.pendingReason ?? `waiting in ${s.pool}`;
   if (s.state === 'pending') return `needs ${s.needs.join(', ')}`;
@@ -61,24 +62,34 @@ export function DagView({ stages, selected, onSelect }: { stages: StageView[]; s
               role="button"
               tabIndex={0}
               aria-pressed={selected === b.name}
-              aria-label={`stage ${s.name}, ${s.state}`}
+              aria-label={`stage ${s.name}, ${s.state}${s.reused ? `, reused from job ${s.reused.jobId}` : ''}`}
               data-stage={s.name}
               data-state={s.state}
+              data-reused={s.reused?.jobId}
               onClick={() => onSelect(b.name)}
               onKeyDown={key(b.name)}
             >
-              <title>{`${s.name}: ${s.state}${s.pendingReason ? ` (${s.pendingReason})` : s.endReason ? ` (${s.endReason})` : ''}`}</title>
+              <title>{`${s.name}: ${s.state}${s.reused ? ` (reused: did not run in this job; outputs from job ${s.reused.jobId})` : s.pendingReason ? ` (${s.pendingReason})` : s.endReason ? ` (${s.endReason})` : ''}`}</title>
               <rect className="dag-box" width={W} height={H} rx={7} />
               <rect className="dag-band" width={6} height={H} rx={3} />
               <text className="dag-name" x={14} y={20}>
-                {clip(s.name, 21)}
+                {clip(s.name, s.reused ? 14 : 21)}
               </text>
+              {s.reused ? (
+                // The ReusedBadge pill, drawn in SVG: the stage's outputs are another job's (its id on the third line, and a link in the panel).
+                <g className="dag-reused">
+                  <rect x={W - 62} y={7} width={54} height={17} rx={8.5} />
+                  <text x={W - 35} y={19.5} textAnchor="middle">
+                    reused
+                  </text>
+                </g>
+              ) : null}
               <text x={14} y={37}>
                 <tspan className="dag-state">{s.state}</tspan>
                 <tspan className="dag-detail"> · {clip(detail(s), 24 - s.state.length)}</tspan>
               </text>
               <text className="dag-detail" x={14} y={52}>
-                {s.attempts.length > 0 ? `attempt ${attemptsCounted(s)}/${s.maxAttempts}` : clip(asks(s), 27)}
+                {s.reused ? clip(`from ${s.reused.jobId}`, 27) : s.attempts.length > 0 ? `attempt ${attemptsCounted(s)}/${s.maxAttempts}` : clip(asks(s), 27)}
               </text>
               {progress !== undefined ? (
                 <>

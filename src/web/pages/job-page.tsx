@@ -8,12 +8,14 @@ import { isTerminalJobState } from '../../api/contract/states';
 import { ConfirmDialog } from '../components/confirm-dialog';
 import { EmptyState, ErrorNote } from '../components/empty-state';
 import { ProgressBar } from '../components/meter';
+import { ReusedBadge } from '../components/reused-badge';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
 import { DagView } from '../dag/dag-view';
 import { StagePanel } from './stage-panel';
 import { TableHead } from '../components/table-head';
 import { formatGpus } from '../format/format-quantity';
+import { jobPath } from './job-path';
 
 /** The stage to show when none is picked: what is running, else what failed, else what waits, else the last. */
 function defaultStage(stages: StageView[]): string | null {
@@ -50,7 +52,8 @@ export function JobPage() {
         <DagView stages={j.stages} selected={selected} onSelect={select} />
       </div>
       <StagesTable stages={j.stages} selected={selected} onSelect={select} />
-      {stage ? <StagePanel key={stage.name} jobId={j.id} stage={stage} /> : null}
+      {/* Keyed by job too: the panel (an open rerun dialog with it) starts afresh on another job's page. */}
+      {stage ? <StagePanel key={`${j.id}/${stage.name}`} job={j} stage={stage} /> : null}
     </section>
   );
 }
@@ -84,6 +87,7 @@ function JobHeader({ job }: { job: JobView }) {
             </span>
           ))}
         </p>
+        <RerunLinks job={job} />
         {job.failureReason ? <p className="reason reason-failed">{job.failureReason}</p> : null}
         {job.cancelRequestedAt && !ended ? (
           <p className="reason">
@@ -93,6 +97,38 @@ function JobHeader({ job }: { job: JobView }) {
       </div>
       <div className="actions">{!ended && !job.cancelRequestedAt ? <CancelButton job={job} /> : null}</div>
     </div>
+  );
+}
+
+/** The rerun links both ways (docs/rerun.md): the job this one reruns, from which stages; the jobs that rerun this one. */
+function RerunLinks({ job }: { job: JobView }) {
+  const reruns = job.reruns ?? [];
+  if (!job.rerunOf && reruns.length === 0) return null;
+  return (
+    <p className="job-meta rerun-links">
+      {job.rerunOf ? (
+        <span data-testid="rerun-of">
+          rerun of{' '}
+          <Link className="id" to={jobPath(job.rerunOf, job.rerunFrom?.[0])}>
+            {job.rerunOf}
+          </Link>
+          {job.rerunFrom?.length ? ` from ${job.rerunFrom.join(', ')}` : ''}
+        </span>
+      ) : null}
+      {reruns.length ? (
+        <span data-testid="rerun-as">
+          rerun as{' '}
+          {reruns.map((id, i) => (
+            <span key={id}>
+              {i > 0 ? ', ' : ''}
+              <Link className="id" to={jobPath(id)}>
+                {id}
+              </Link>
+            </span>
+          ))}
+        </span>
+      ) : null}
+    </p>
   );
 }
 
@@ -150,7 +186,20 @@ function StagesTable({ stages, selected, onSelect }: { stages: StageView[]; sele
                 <td>{formatGpus(a)}</td>
                 <td>{s.state === 'running' ? <ProgressBar progress={a?.progress} /> : <span className="muted">–</span>}</td>
                 <td>{a?.startedAt ? <Elapsed from={a.startedAt} to={a.finishedAt} /> : <span className="muted">–</span>}</td>
-                <td className="why">{s.state === 'ready' || s.state === 'pending' ? (s.pendingReason ?? (s.state === 'pending' ? `waits for ${s.needs.join(', ')}` : '')) : (s.endReason ?? '')}</td>
+                <td className="why">
+                  {s.reused ? (
+                    <>
+                      <ReusedBadge /> from{' '}
+                      <Link className="id" to={jobPath(s.reused.jobId, s.name)}>
+                        {s.reused.jobId}
+                      </Link>
+                    </>
+                  ) : s.state === 'ready' || s.state === 'pending' ? (
+                    (s.pendingReason ?? (s.state === 'pending' ? `waits for ${s.needs.join(', ')}` : ''))
+                  ) : (
+                    (s.endReason ?? '')
+                  )}
+                </td>
               </tr>
             );
           })}

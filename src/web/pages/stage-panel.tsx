@@ -1,13 +1,18 @@
 import { useState } from 'react';
+import { Link } from 'react-router';
 import { attemptsCounted } from '../../api/contract/attempts-counted';
-import type { StageExplanation, StageView } from '../../api/contract/job-view';
+import type { JobView, StageExplanation, StageView } from '../../api/contract/job-view';
 import { useExplain } from '../api/queries';
 import { ProgressBar } from '../components/meter';
+import { ReusedBadge } from '../components/reused-badge';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
 import { formatBytes, formatCpu, formatGpus } from '../format/format-quantity';
+import { formatDuration } from '../format/format-time';
+import { RerunDialog } from './rerun-dialog';
 import { StageLogs } from './stage-logs';
 import { TableHead } from '../components/table-head';
+import { jobPath } from './job-path';
 
 /** What a stage asks for, as the spec says it: "4 CPU · 16 GiB · 2× h100". */
 export function describeResources(s: StageView): string {
@@ -16,19 +21,33 @@ export function describeResources(s: StageView): string {
   return `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}${gpu}`;
 }
 
-/** One stage in full: why it waits (for a waiting one), its attempts, and its output. */
-export function StagePanel({ jobId, stage }: { jobId: string; stage: StageView }) {
+/** One stage in full: why it waits (for a waiting one), where a reused one's outputs come from, its attempts, its output, and "Rerun from here". */
+export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
+  const jobId = job.id;
   const waiting = stage.state === 'ready' || stage.state === 'pending';
   const explain = useExplain(jobId, stage.name, waiting);
   const latest = stage.attempts.at(-1)?.number ?? null;
   const [picked, setPicked] = useState<{ stage: string; attempt: number } | null>(null);
   const attempt = picked?.stage === stage.name ? picked.attempt : latest;
+  const [rerunning, setRerunning] = useState(false);
   return (
     <section className="panel" aria-labelledby="stage-title" data-stage-panel={stage.name}>
       <div className="panel-head">
-        <h2 id="stage-title">
-          {stage.name} <StateBadge state={stage.state} />
-        </h2>
+        <div className="panel-title">
+          <h2 id="stage-title">
+            {stage.name} <StateBadge state={stage.state} />
+            {stage.reused ? (
+              <>
+                {' '}
+                <ReusedBadge />
+              </>
+            ) : null}
+          </h2>
+          {/* On every stage, ended job or not: the dialog says when the job must be canceled first, and the server decides. */}
+          <button type="button" className="button button-small" onClick={() => setRerunning(true)}>
+            Rerun from here
+          </button>
+        </div>
         <div className="panel-meta">
           <span>
             pool <code>{stage.pool}</code>
@@ -40,8 +59,9 @@ export function StagePanel({ jobId, stage }: { jobId: string; stage: StageView }
             {stage.lostUsed ? ` (+${stage.lostUsed} lost to machines)` : ''}
           </span>
         </div>
-        {/* Rerun from this stage (issue 12, POST /v1/jobs/{id}/rerun, being built): its button goes here, beside the stage's name, once the route exists. */}
       </div>
+      {rerunning ? <RerunDialog job={job} stage={stage.name} onClose={() => setRerunning(false)} /> : null}
+      {stage.reused ? <ReusedNote stage={stage} reused={stage.reused} /> : null}
       {stage.endReason ? <p className="reason">{stage.endReason}</p> : null}
       {waiting ? <Explanation stage={stage} explain={explain.data} /> : null}
       {stage.attempts.length > 0 ? (
@@ -75,10 +95,31 @@ export function StagePanel({ jobId, stage }: { jobId: string; stage: StageView }
       ) : null}
       {attempt !== null ? (
         <StageLogs jobId={jobId} stage={stage.name} attempts={stage.attempts} attempt={attempt} onAttempt={(n) => setPicked({ stage: stage.name, attempt: n })} />
+      ) : stage.reused ? (
+        <p className="muted">
+          No output here: it did not run in this job. Its output is with <Link to={jobPath(stage.reused.jobId, stage.name)}>the job that ran it</Link>.
+        </p>
       ) : (
         <p className="muted">No output: it has not run yet.</p>
       )}
     </section>
+  );
+}
+
+/** Where a reused stage's outputs come from: the job (a link) and attempt that ran it, what that run took, and the files taken. */
+function ReusedNote({ stage, reused }: { stage: StageView; reused: NonNullable<StageView['reused']> }) {
+  const files = stage.outputs ?? [];
+  const bytes = files.reduce((sum, f) => sum + f.size, 0);
+  return (
+    <p className="reason reason-reused" data-testid="reused-from">
+      Reused: it did not run in this job. Its outputs are those of {reused.attemptId ? <code>{reused.attemptId}</code> : 'the attempt'} in job{' '}
+      <Link className="id" to={jobPath(reused.jobId, stage.name)}>
+        {reused.jobId}
+      </Link>
+      , which ran {formatDuration(reused.runSeconds * 1000)}
+      {reused.gpus ? ` on ${reused.gpus} GPU${reused.gpus === 1 ? '' : 's'}` : ''}
+      {files.length ? ` (${files.length} file${files.length === 1 ? '' : 's'}, ${formatBytes(bytes)})` : ''}.
+    </p>
   );
 }
 

@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { discoverGpus, gpuTypeFromName, NVIDIA_SMI_ARGS, parseNvidiaSmiQuery } from './gpu-discovery.js';
 
-// The shared fixtures sit beside the repository: /work/main -> /work/shared, or ../shared in CI.
+// Real nvidia-smi output from an H200 machine, kept in the repository (test/fixtures/gpu/README.md).
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const fixture = path.resolve(repoRoot, '../shared/fixtures/gpu/nvidia-smi-query.csv');
+const fixture = path.resolve(repoRoot, 'test/fixtures/gpu/nvidia-smi-query.csv');
 
 const H200 = {
   index: 0,

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { api, gantry, gantryUpForSuite, jobOf, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, jobOf, startGantryUp, until } from '../support/gantry-process.js';
 
 const CLUSTER = 'machines:\n  - { name: cpu-1, cpu: 4, memory: 4Gi }\n';
 
@@ -133,4 +133,24 @@ describe('retention keeps what a rerun reuses', () => {
     expect((await cli('outputs', rerun, 's2', 'copy.bin')).stdout).toBe('k'.repeat(300));
     expect((await cli('status', rerun)).stdout).toContain(`rerun of: ${orig}`);
   }, 120_000);
+});
+
+/** A crash between a collection's commit and its file deletes leaves a file no row names: the next server finds it on its own. */
+describe('files a crash left in the artifact store', () => {
+  it('a server started over a file no row names deletes it at its first collection, and says so', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'strays-e2e-'));
+    const h = createHash('sha256').update('left by a crash').digest('hex');
+    const stray = join(dataDir, 'artifacts', 'blobs', 'sha256', h.slice(0, 2), h);
+    mkdirSync(dirname(stray), { recursive: true });
+    writeFileSync(stray, 'left by a crash');
+    utimesSync(stray, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+    const g = await startGantryUp({ dataDir, cluster: CLUSTER, env: { GANTRY_ARTIFACTS_GC_SECONDS: '1', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' } });
+    try {
+      await until('the stray file deleted', async () => existsSync(stray), (there) => !there, 30_000);
+      const log = () => readFileSync(join(dataDir, 'server.log'), 'utf8');
+      await until('the server log saying so', async () => log(), (text) => text.includes('a crash left behind') && text.includes('"collected":1'), 10_000);
+    } finally {
+      await g.stop();
+    }
+  }, 60_000);
 });

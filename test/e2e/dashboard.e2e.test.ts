@@ -167,6 +167,12 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     // And back: the original says what reran it.
     await makePanel.getByTestId('reused-from').getByRole('link', { name: job.id }).click();
     await page.getByTestId('rerun-as').getByRole('link', { name: rerunId }).waitFor();
+    // The jobs list says which job a rerun reran, with a link to it.
+    await page.goto(`${url()}/jobs?name=browser-rerun`);
+    const row = page.locator(`tr[data-job="${rerunId}"] .rerun-of`);
+    await row.getByRole('link', { name: job.id }).waitFor({ timeout: SLOW });
+    expect(await row.innerText()).toBe(`rerun of ${job.id}`);
+    expect(await page.locator(`tr[data-job="${job.id}"] .rerun-of`).count()).toBe(0);
   });
 
   it("a running job's rerun is refused with the server's reason until \"cancel it first\" is chosen; closing the dialog changes nothing", async () => {

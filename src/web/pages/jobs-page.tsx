@@ -8,6 +8,7 @@ import { EmptyState, ErrorNote } from '../components/empty-state';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
 import { TableHead } from '../components/table-head';
+import { jobPath } from './job-path';
 
 /** Jobs, newest first, filtered by state, team and name (kept in the address, so a filtered list can be shared); live. */
 export function JobsPage() {
@@ -83,6 +84,14 @@ function JobRow({ job }: { job: JobSummaryView }) {
           {job.name}
         </Link>
         <div className="id">{job.id}</div>
+        {job.rerunOf ? (
+          <div className="muted rerun-of">
+            rerun of{' '}
+            <Link to={jobPath(job.rerunOf)} className="id">
+              {job.rerunOf}
+            </Link>
+          </div>
+        ) : null}
       </td>
       <td>{job.team}</td>
       <td>

@@ -1,18 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { parseJobBatchText } from '../spec/job-spec-text.js';
-import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
 import { MAX_BATCH_ISSUES, MAX_BATCH_STAGES, parseJobBatch } from './job-batch.js';
 import { parseJobSpec } from './job-spec.js';
-
-function issuesOf(fn: () => unknown): ValidationIssue[] {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ValidationError);
-    return (e as ValidationError).issues;
-  }
-  throw new Error('expected a ValidationError');
-}
+import { issuesOf } from '../../test/support/validation-issues.js';
 
 const spec = (name: string, stages = 1) => ({ name, stages: Array.from({ length: stages }, (_, i) => ({ name: `s${i}`, command: ['true'] })) });
 

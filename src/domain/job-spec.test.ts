@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { parseJobSpecText } from '../spec/job-spec-text.js';
 import { MAX_SPEC_BYTES } from '../spec/spec-limits.js';
-import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
+import type { ValidationIssue } from '../spec/validation-error.js';
 import { DEFAULT_RETRY, MAX_STAGES } from './job-definition.js';
 import { JobSpecSchema, parseJobSpec, stageOrder } from './job-spec.js';
+import { issuesOf } from '../../test/support/validation-issues.js';
 
 const FULL = `
 name: resnet-pipeline        # required
@@ -25,16 +26,6 @@ stages:
     preemptible: false
     command: [python, train.py]
 `;
-
-function issuesOf(fn: () => unknown): ValidationIssue[] {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ValidationError);
-    return (e as ValidationError).issues;
-  }
-  throw new Error('expected a ValidationError');
-}
 
 /** Issues for a spec built from a minimal valid one. */
 function issues(spec: Record<string, unknown>): ValidationIssue[] {

@@ -1,17 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseJobFile } from './job-file.js';
 import { parseJobSpecText } from './job-spec-text.js';
-import { ValidationError, type ValidationIssue } from './validation-error.js';
-
-function issuesOf(fn: () => unknown): ValidationIssue[] {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ValidationError);
-    return (e as ValidationError).issues;
-  }
-  throw new Error('expected a ValidationError');
-}
+import { issuesOf } from '../../test/support/validation-issues.js';
 
 const ONE = 'name: one\nstages:\n  - name: a\n    command: [echo, "${sweep.x}"]\n';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { collectArtifacts } from '../artifacts/collect-artifacts.js';
+import { collectArtifacts, sweepStrays } from '../artifacts/collect-artifacts.js';
 import type { ApiContext } from './api-context.js';
 import { auditBy } from './auth/audit-entry.js';
 import { CollectionView } from './contract/artifacts-view.js';
@@ -32,7 +32,7 @@ export function artifactRoutes(app: FastifyInstance, ctx: ApiContext): void {
         audit: auditBy(req, 'artifacts.gc'),
       });
       // Asked for by hand: the whole blob tree is read too, for files a crash left behind.
-      const strays = dryRun ? undefined : await ctx.artifacts.sweepStrays((keys) => ctx.store.artifactBlobsKnown({ keys }), ctx.clock.now() - ctx.config.artifactsGraceMs);
+      const strays = dryRun ? undefined : await sweepStrays(ctx.store, ctx.artifacts, { now: ctx.clock.now(), graceMs: ctx.config.artifactsGraceMs });
       req.log.info({ dryRun, deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.length, bytesAfter: r.bytesAfter, strays }, 'artifacts collected on request');
       return { ...r, release: r.release.map(({ stageId: _, ...x }) => x), ...(strays ? { strays } : {}) };
     },

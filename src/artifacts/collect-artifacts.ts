@@ -48,3 +48,11 @@ export async function collectArtifacts(
   }
   return report!;
 }
+
+/**
+ * Files a crash left in the blob tree (ArtifactStore.sweepStrays, docs/rerun.md "Files a crash
+ * leaves"), judged against the store's blob rows; what was written in the last `graceMs` is spared.
+ */
+export function sweepStrays(store: Store, files: ArtifactStore, p: { now: number; graceMs: number }): ReturnType<ArtifactStore['sweepStrays']> {
+  return files.sweepStrays((keys) => store.artifactBlobsKnown({ keys }), p.now - p.graceMs);
+}

@@ -15,7 +15,7 @@ import { schedulerPass } from './scheduler-pass.js';
 import { openStore } from './open-store.js';
 import type { Store } from '../store/store.js';
 import { ArtifactStore } from '../artifacts/artifact-store.js';
-import { collectArtifacts } from '../artifacts/collect-artifacts.js';
+import { collectArtifacts, sweepStrays } from '../artifacts/collect-artifacts.js';
 import { Loop } from './loop.js';
 import { LeaderElection } from './leader-election.js';
 import { SyncedClock } from './synced-clock.js';
@@ -155,7 +155,7 @@ export async function createControlPlane(
       const r = await collectArtifacts(leaderStore, artifacts, { now: () => clock.now(), maxBytes: config.artifactsMaxBytes, graceMs: config.artifactsGraceMs, dryRun: false });
       if (straysSweptAt === null || clock.now() - straysSweptAt >= STRAY_SWEEP_MS) {
         straysSweptAt = clock.now();
-        const s = await artifacts.sweepStrays((keys) => leaderStore.artifactBlobsKnown({ keys }), clock.now() - config.artifactsGraceMs);
+        const s = await sweepStrays(leaderStore, artifacts, { now: clock.now(), graceMs: config.artifactsGraceMs });
         if (s.collected || s.restored || s.removedAside) app.log.warn(s, 'artifact files a crash left behind: collected (no row named them), restored (renamed aside, still named), removed (renamed aside, not needed)');
       }
       // Temporary files of uploads cut off by a crash: a day is far past any upload's pause.

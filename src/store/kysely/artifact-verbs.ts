@@ -1,6 +1,7 @@
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import { jobStates, isJobTerminal } from '../../domain/job-state.js';
 import type { CollectionPlan } from '../store.js';
+import { preparedList } from './prepared-query.js';
 import type { Db, TxContext } from './tx-context.js';
 
 const endedStates = jobStates.filter(isJobTerminal);
@@ -131,12 +132,8 @@ export async function artifactsKeep(tx: TxContext, blobs: readonly { blob: strin
   }
 }
 
+const blobKeysIn = preparedList((db, keys) => db.selectFrom('artifact_blobs').select('key').where('key', 'in', keys));
 /** Which of `keys` have a blob row: the rest, if their files are there, were left by a crash between a collection's commit and its file deletes. */
 export async function artifactBlobsKnown(db: Db, keys: readonly string[]): Promise<string[]> {
-  const known: string[] = [];
-  for (let i = 0; i < keys.length; i += 500) {
-    const rows = await db.selectFrom('artifact_blobs').select('key').where('key', 'in', keys.slice(i, i + 500)).execute();
-    for (const r of rows) known.push(r.key);
-  }
-  return known;
+  return (await blobKeysIn.rows(db, keys)).map((r) => r.key);
 }

@@ -60,6 +60,8 @@ export interface DirectConnection {
   execute(sql: string, parameters: readonly unknown[]): QueryResult<unknown>;
   /** Whether a transaction is open on it: SQLite rolls one back by itself on some errors (disk full, I/O). */
   inTransaction(): boolean;
+  /** A count that grows whenever a statement on it may have changed a row (statement-cache.ts): unchanged, no row changed. */
+  changes(): number;
 }
 
 /** The transactions open on a direct connection (`runDirectlyWithin`), while they are open. */
@@ -79,6 +81,12 @@ export async function runDirectlyWithin<T>(trx: Trx, connection: DirectConnectio
   } finally {
     openDirect.delete(trx);
   }
+}
+
+/** The change count of `trx`'s direct connection (DirectConnection.changes), or null where `trx` is not open on one. */
+export function directChanges(trx: Db | Trx): number | null {
+  const direct = openDirect.get(trx);
+  return direct ? direct.changes() : null;
 }
 
 /**

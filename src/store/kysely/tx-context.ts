@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import { directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
+import { directChanges, directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
 import { isRetryable } from './retryable.js';
 
 export type Db = Kysely<Database>;
@@ -136,7 +136,7 @@ export class TxContext {
   }
 
   /**
-   * `savepoint()` when optimistic: no statement before or after `fn`, only a read of how many rows
+   * `savepoint()` when optimistic: no statement before or after `fn`, only a look at how many rows
    * the connection has changed so far. If `fn` fails having changed none, undoing it is dropping
    * what it collected in memory; if it changed some, only a rollback of the whole transaction can.
    */
@@ -174,9 +174,12 @@ export class TxContext {
     };
   }
 
-  /** Rows inserted, updated or deleted on this connection by statements that completed (SQLite's total_changes()). */
+  /**
+   * A count that grows with every row changed on this connection: the direct connection's own
+   * (counted as its statements run, no statement to read it), else SQLite's total_changes().
+   */
   private async totalChanges(): Promise<number> {
-    return Number((await execute<{ n: number }>(this.db, TOTAL_CHANGES)).rows[0]!.n);
+    return directChanges(this.db) ?? Number((await execute<{ n: number }>(this.db, TOTAL_CHANGES)).rows[0]!.n);
   }
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import type { StageState } from '../../domain/stage-state.js';
 import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
@@ -17,6 +18,13 @@ import { isAttemptActive } from '../../domain/attempt-state.js';
 import { prepared, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
+
+/**
+ * `'ready'` written into the SQL text of the queue's reads, never bound as a value: the queue index
+ * (stages_ready, migration 0016) holds only ready stages, and a planner uses such a partial index
+ * only for a query whose text implies its condition.
+ */
+export const QUEUE_STATE = sql.lit<StageState>('ready');
 
 const placeStage = prepared<[token: number, attemptId: string, at: number, id: string, was: number]>()((db, [token, attemptId, at, id, was]) =>
   db
@@ -73,7 +81,7 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
 
 /**
  * The shapes that have ready stages, each with what its stages ask for. The shapes are found by
- * walking the (state, shape) index from one ready shape to the next (a loose index scan), so
+ * walking the queue index (stages_ready, by shape) from one ready shape to the next (a loose index scan), so
  * this costs the number of shapes, not the number of stages waiting. A shape's request never
  * changes, so it is remembered once read.
  */
@@ -101,7 +109,7 @@ async function shapeRequest(db: Db, shape: string, known: Map<string, QueueShape
     .selectFrom('stages')
     .innerJoin('jobs', 'jobs.id', 'stages.job_id')
     .select(['stages.pool', 'stages.definition', 'jobs.team'])
-    .where('stages.state', '=', 'ready')
+    .where('stages.state', '=', QUEUE_STATE)
     .where('stages.shape', '=', shape)
     .limit(1)
     .executeTakeFirst();
@@ -117,7 +125,7 @@ const shapeHead = prepared<[shape: string, now: number, limit: number]>()((db, [
   db
     .selectFrom('stages')
     .select(['id', 'job_id', 'name', 'priority', 'created_at', 'ready_since'])
-    .where('state', '=', 'ready')
+    .where('state', '=', QUEUE_STATE)
     .where('shape', '=', shape)
     .where((eb) => eb.or([eb('not_before', 'is', null), eb('not_before', '<=', now)]))
     .orderBy('priority', 'desc')
@@ -294,7 +302,7 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
 export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahead: number; waiting: number } | null> {
   const s = await db.selectFrom('stages').select(['state', 'shape', 'priority', 'created_at', 'job_id', 'ready_since']).where('id', '=', stageId).executeTakeFirst();
   if (!s || s.state !== 'ready' || s.shape === null) return null;
-  const inQueue = db.selectFrom('stages').where('state', '=', 'ready').where('shape', '=', s.shape);
+  const inQueue = db.selectFrom('stages').where('state', '=', QUEUE_STATE).where('shape', '=', s.shape);
   const ahead = await inQueue
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where((eb) =>
@@ -314,12 +322,12 @@ export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahe
   return { ahead: Number(ahead.n), waiting: Number(waiting.n) };
 }
 
-/** Ready stages by pool and shape, with the oldest readiness of each: what /metrics reports of the queues (one range of the (state, shape) index). */
+/** Ready stages by pool and shape, with the oldest readiness of each: what /metrics reports of the queues (the whole of the queue index, stages_ready). */
 export async function queueStats(db: Db): Promise<{ pool: string; shape: string; ready: number; oldestReadySince: number }[]> {
   const rows = await db
     .selectFrom('stages')
     .select((eb) => ['pool', 'shape', eb.fn.countAll<number>().as('n'), eb.fn.min('ready_since').as('oldest')])
-    .where('state', '=', 'ready')
+    .where('state', '=', QUEUE_STATE)
     .groupBy(['pool', 'shape'])
     .execute();
   return rows.map((r) => ({ pool: r.pool, shape: r.shape ?? '', ready: Number(r.n), oldestReadySince: Number(r.oldest ?? 0) }));

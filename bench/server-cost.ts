@@ -27,6 +27,8 @@ const RUNS = Number(arg('runs', '3'));
 const SLOTS = 30;
 /** How long a stage "runs" after its acknowledgement (a spawn, `true`, its exit, as the agent sees them). */
 const STAGE_MS = Number(arg('stage-ms', '5'));
+/** Rounds of N chains on the same server, each measured apart: the first pays for the JIT's warm-up, the later ones show the steady cost. */
+const ROUNDS = Number(arg('rounds', '1'));
 
 async function call<T>(url: string, body: unknown, token: string): Promise<T> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
@@ -40,7 +42,14 @@ interface Assignment {
   token: number;
 }
 
-async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeats: number; reports: number }> {
+interface Round {
+  cpuPerStageMs: number;
+  wallMs: number;
+  heartbeats: number;
+  reports: number;
+}
+
+async function run(): Promise<Round[]> {
   const dir = mkdtempSync(join(tmpdir(), 'gantry-server-cost-'));
   // GANTRY_BENCH_PROF=DIR: a CPU profile of the server, written when it exits.
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
@@ -71,64 +80,69 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeat
     const base = `${url}/v1/agent/machines/${reg.machineId}`;
     const stage = (name: string, needs: string[]) => ({ name, needs, resources: { cpu: '100m', memory: '16Mi' }, command: ['true'] });
     const specs = Array.from({ length: CHAINS }, (_, i) => ({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] }));
-    const cpu0 = processCpuMs(server.pid!)!;
-    const t0 = performance.now();
-    for (let i = 0; i < specs.length; i += 1000) await call(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) }, admin);
+    const round = async (): Promise<Round> => {
+      const cpu0 = processCpuMs(server.pid!)!;
+      const t0 = performance.now();
+      for (let i = 0; i < specs.length; i += 1000) await call(`${url}/v1/jobs/batch`, { jobs: specs.slice(i, i + 1000) }, admin);
 
-    const held = new Map<string, number>();
-    const toAck: Assignment[] = [];
-    const toComplete: Assignment[] = [];
-    let done = 0;
-    let heartbeats = 0;
-    let reports = 0;
-    let wakeReporter: (() => void) | null = null;
-    const finished = new Promise<void>((resolve, reject) => {
-      // The reporter: one request in flight; what comes meanwhile goes into the next one.
-      const reporter = async () => {
-        while (done < 3 * CHAINS) {
-          if (toAck.length === 0 && toComplete.length === 0) await new Promise<void>((r) => (wakeReporter = r));
-          wakeReporter = null;
-          const started = toAck.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null }));
-          const completed = toComplete.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
-          reports++;
-          const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[] }>(`${base}/report`, { started, completed }, machine);
-          for (const c of r.completed) {
-            held.delete(c.attemptId);
-            if (c.result === 'ok') done++;
+      const held = new Map<string, number>();
+      const toAck: Assignment[] = [];
+      const toComplete: Assignment[] = [];
+      let done = 0;
+      let heartbeats = 0;
+      let reports = 0;
+      let wakeReporter: (() => void) | null = null;
+      const finished = new Promise<void>((resolve, reject) => {
+        // The reporter: one request in flight; what comes meanwhile goes into the next one.
+        const reporter = async () => {
+          while (done < 3 * CHAINS) {
+            if (toAck.length === 0 && toComplete.length === 0) await new Promise<void>((r) => (wakeReporter = r));
+            wakeReporter = null;
+            const started = toAck.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null }));
+            const completed = toComplete.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
+            reports++;
+            const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[] }>(`${base}/report`, { started, completed }, machine);
+            for (const c of r.completed) {
+              held.delete(c.attemptId);
+              if (c.result === 'ok') done++;
+            }
+            // An acknowledged stage of `true` is over STAGE_MS later: its outcome goes with the report then.
+            for (const s of r.started) {
+              if (s.result !== 'ok') continue;
+              const a = { attemptId: s.attemptId, token: held.get(s.attemptId)! };
+              setTimeout(() => {
+                toComplete.push(a);
+                wakeReporter?.();
+              }, STAGE_MS);
+            }
           }
-          // An acknowledged stage of `true` is over STAGE_MS later: its outcome goes with the report then.
-          for (const s of r.started) {
-            if (s.result !== 'ok') continue;
-            const a = { attemptId: s.attemptId, token: held.get(s.attemptId)! };
-            setTimeout(() => {
-              toComplete.push(a);
-              wakeReporter?.();
-            }, STAGE_MS);
+          resolve();
+        };
+        // The heartbeat: a long poll, sent again as soon as it is answered.
+        const heartbeat = async () => {
+          while (done < 3 * CHAINS) {
+            heartbeats++;
+            const running = [...held].map(([attemptId, token]) => ({ attemptId, token }));
+            const r = await call<{ assignments: Assignment[] }>(`${base}/heartbeat`, { running, waitMs: 1000 }, machine);
+            for (const a of r.assignments) {
+              if (held.has(a.attemptId)) continue;
+              held.set(a.attemptId, a.token);
+              toAck.push(a);
+            }
+            if (r.assignments.length) wakeReporter?.();
           }
-        }
-        resolve();
-      };
-      // The heartbeat: a long poll, sent again as soon as it is answered.
-      const heartbeat = async () => {
-        while (done < 3 * CHAINS) {
-          heartbeats++;
-          const running = [...held].map(([attemptId, token]) => ({ attemptId, token }));
-          const r = await call<{ assignments: Assignment[] }>(`${base}/heartbeat`, { running, waitMs: 1000 }, machine);
-          for (const a of r.assignments) {
-            if (held.has(a.attemptId)) continue;
-            held.set(a.attemptId, a.token);
-            toAck.push(a);
-          }
-          if (r.assignments.length) wakeReporter?.();
-        }
-      };
-      reporter().catch(reject);
-      heartbeat().catch(reject);
-    });
-    await finished;
-    const wallMs = performance.now() - t0;
-    const cpuMs = processCpuMs(server.pid!)! - cpu0;
-    return { cpuPerStageMs: cpuMs / (3 * CHAINS), wallMs, heartbeats, reports };
+        };
+        reporter().catch(reject);
+        heartbeat().catch(reject);
+      });
+      await finished;
+      const wallMs = performance.now() - t0;
+      const cpuMs = processCpuMs(server.pid!)! - cpu0;
+  return { cpuPerStageMs: cpuMs / (3 * CHAINS), wallMs, heartbeats, reports };
+    };
+    const rounds: Round[] = [];
+    for (let i = 0; i < ROUNDS; i++) rounds.push(await round());
+    return rounds;
   } finally {
     server.kill('SIGTERM');
     await new Promise((r) => server.once('exit', r));
@@ -136,8 +150,10 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; heartbeat
   }
 }
 
-const results = [];
-for (let i = 0; i < RUNS; i++) results.push(await run());
+const byRun: Round[][] = [];
+for (let i = 0; i < RUNS; i++) byRun.push(await run());
+// The median and the list are of each run's last round: the first round when --rounds is 1.
+const results = byRun.map((rounds) => rounds[rounds.length - 1]!);
 const per = results.map((r) => r.cpuPerStageMs).sort((a, b) => a - b);
 console.log(
   JSON.stringify({
@@ -146,5 +162,6 @@ console.log(
     serverCpuPerStageMs: { median: Number(per[Math.floor(per.length / 2)]!.toFixed(3)), runs: results.map((r) => Number(r.cpuPerStageMs.toFixed(3))) },
     stagesPerSecond: results.map((r) => Math.round((3 * CHAINS) / (r.wallMs / 1000))),
     requestsPerStage: results.map((r) => Number(((r.heartbeats + r.reports) / (3 * CHAINS)).toFixed(2))),
+    ...(ROUNDS > 1 ? { roundsCpuPerStageMs: byRun.map((rounds) => rounds.map((r) => Number(r.cpuPerStageMs.toFixed(3)))) } : {}),
   }),
 );

@@ -12,10 +12,16 @@
  * should run meanwhile.
  * Peers: bench/peers/*-chains.ts as child processes, same workload, 10 handlers per stage.
  *
+ * After its measured first round, Gantry runs the same N chains again on the same server and agent
+ * (--warm rounds, default 1; 0: none) and reports the last as "warm": the first round of a fresh
+ * process also pays for V8 compiling its hot code, which a long-running server pays once
+ * (docs/throughput.md). The comparison with the peers is the first round's, whose processes are
+ * fresh too.
+ *
  * Also measured: ready → running latency (p50/p99) of a placeable stage on an idle cluster, and of
  * one while 100,000 stages wait in a pool no machine serves (the backlog must not slow others).
  *
- * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probes 200 --out FILE]
+ * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probes 200 --warm 1 --out FILE]
  *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
  *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
@@ -43,6 +49,8 @@ const PEERS = arg('peers', 'bullmq,graphile').split(',').filter(Boolean);
 const PROBE_BACKLOG = Number(arg('probe-backlog', '100000'));
 const PROBES = Number(arg('probes', '200'));
 const OUT = arg('out', '');
+/** Rounds of the same N chains run again on Gantry's same server and agent after the first, the last reported as "warm". */
+const WARM_ROUNDS = Number(arg('warm', '1'));
 /** Gantry's store: sqlite (the default), or postgres (the local PostgreSQL, a schema of the run's own). */
 const STORE = arg('store', 'sqlite');
 /** Control-plane replicas (postgres only; two or more talk over NATS, and the agent knows them all). */
@@ -207,6 +215,8 @@ async function submitAll(urls: string | string[], specs: unknown[]): Promise<voi
 export type RunResult = Omit<ChainsResult, 'cpuMs'> & {
   cpuMs: Record<string, number>;
   cpuPerStageMs?: Record<string, number>;
+  /** Gantry: the last of --warm rounds, the same work again on the same processes. */
+  warm?: RunResult;
   skipped?: string;
   error?: string;
 };
@@ -214,64 +224,77 @@ export type RunResult = Omit<ChainsResult, 'cpuMs'> & {
 async function gantryChains(n: number): Promise<RunResult> {
   const c = await startCluster([{ name: 'bench-1', cpu: String(SLOTS / 10) }]);
   try {
-    const serverPids = c.servers.map((x) => x.proc.pid!);
-    const serversCpu = () => serverPids.reduce((ms, p) => ms + processCpuMs(p)!, 0);
-    const pids = { agent: c.agents[0]!.proc.pid! };
-    const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! };
-    const machine0 = machineCpuMs();
-    const t0 = Date.now();
-    await submitAll(c.urls, Array.from({ length: n }, (_, i) => chainSpec(i)));
-    const submitMs = Date.now() - t0;
-    let last = -1;
-    let lastMove = Date.now();
-    await waitFor(
-      `${n} chains`,
-      () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`),
-      (done) => {
-        if (done !== last) (last = done), (lastMove = Date.now());
-        if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
-        return done >= n;
-      },
-      30 * 60_000,
-    );
-    const wallMs = Date.now() - t0;
-    const machine1 = machineCpuMs();
-    // The agent's launcher (the Python or bash that starts the stages, src/agent/launcher.ts, its
-    // only child that lasts) does the agent's work: its own CPU counts as the agent's (started with
-    // the first attempt, so all of it is this run's); the stage processes it starts do not, as the
-    // `true` children do not. The machine's CPU counts everything.
-    const launcher = childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
-    const cpu = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! - cpu0.agent + launcher };
-    const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
-    if (failed) throw new Error(`${failed} chains did not succeed`);
-    const waits = (
-      await c.db.all<{ w: number }>(
-        `select b.started_at - a.finished_at as w from attempts a join attempts b on a.job_id = b.job_id
-         where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded'`,
-      )
-    ).map((r) => r.w);
-    const stages = 3 * n;
-    // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
-    // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
-    const phases = await c.db.all<{ ack: number; run: number }>(`select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded'`);
-    if (process.env.GANTRY_BENCH_PHASES) {
-      console.error(`phases: placed→acknowledged p50 ${pct(phases.map((p) => p.ack), 50)} ms p90 ${pct(phases.map((p) => p.ack), 90)}; acknowledged→outcome p50 ${pct(phases.map((p) => p.run), 50)} ms p90 ${pct(phases.map((p) => p.run), 90)}`);
-    }
-    return {
-      peer: GANTRY,
-      chains: n,
-      submitMs,
-      wallMs,
-      chainsPerSec: n / (wallMs / 1000),
-      bWaitP50Ms: pct(waits, 50),
-      bWaitP99Ms: pct(waits, 99),
-      cpuMs: cpu,
-      cpuPerStageMs: { server: cpu.server / stages, agent: cpu.agent / stages },
-      machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
-    };
+    const first = await gantryRound(c, n, 0);
+    // The same work again on the same processes: what a stage costs a server and an agent that
+    // have been running a while. The first round also pays for V8 compiling the hot code (hundreds
+    // of functions optimized as they get hot); a server that runs for days pays that once.
+    const warm: RunResult[] = [];
+    for (let i = 1; i <= WARM_ROUNDS; i++) warm.push(await gantryRound(c, n, i));
+    return warm.length ? { ...first, warm: warm.at(-1)! } : first;
   } finally {
     await c.stop();
   }
+}
+
+/** One round of `n` chains on a running cluster, measured on its own (its jobs are named `r<round>-chain-<i>`). */
+async function gantryRound(c: Cluster, n: number, round: number): Promise<RunResult> {
+  const serverPids = c.servers.map((x) => x.proc.pid!);
+  const serversCpu = () => serverPids.reduce((ms, p) => ms + processCpuMs(p)!, 0);
+  const pids = { agent: c.agents[0]!.proc.pid! };
+  // The agent's launcher (the Python or bash that starts the stages, src/agent/launcher.ts, its
+  // only child that lasts) does the agent's work: its own CPU counts as the agent's (started with
+  // the first attempt, so all of it is the first round's); the stage processes it starts do not,
+  // as the `true` children do not. The machine's CPU counts everything.
+  const launcherCpu = () => childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
+  const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcherCpu() };
+  const machine0 = machineCpuMs();
+  const before = await c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
+  const t0 = Date.now();
+  await submitAll(c.urls, Array.from({ length: n }, (_, i) => ({ ...chainSpec(i), name: `r${round}-chain-${i}` })));
+  const submitMs = Date.now() - t0;
+  let last = -1;
+  let lastMove = Date.now();
+  await waitFor(
+    `${n} chains`,
+    async () => (await c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`)) - before,
+    (done) => {
+      if (done !== last) (last = done), (lastMove = Date.now());
+      if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
+      return done >= n;
+    },
+    30 * 60_000,
+  );
+  const wallMs = Date.now() - t0;
+  const machine1 = machineCpuMs();
+  const cpu = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherCpu() - cpu0.agent };
+  const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
+  if (failed) throw new Error(`${failed} chains did not succeed`);
+  const mine = `(select id from jobs where name like 'r${round}-chain-%')`;
+  const waits = (
+    await c.db.all<{ w: number }>(
+      `select b.started_at - a.finished_at as w from attempts a join attempts b on a.job_id = b.job_id
+       where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded' and a.job_id in ${mine}`,
+    )
+  ).map((r) => r.w);
+  const stages = 3 * n;
+  // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
+  // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
+  if (process.env.GANTRY_BENCH_PHASES) {
+    const phases = await c.db.all<{ ack: number; run: number }>(`select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded' and job_id in ${mine}`);
+    console.error(`phases (round ${round}): placed→acknowledged p50 ${pct(phases.map((p) => p.ack), 50)} ms p90 ${pct(phases.map((p) => p.ack), 90)}; acknowledged→outcome p50 ${pct(phases.map((p) => p.run), 50)} ms p90 ${pct(phases.map((p) => p.run), 90)}`);
+  }
+  return {
+    peer: GANTRY,
+    chains: n,
+    submitMs,
+    wallMs,
+    chainsPerSec: n / (wallMs / 1000),
+    bWaitP50Ms: pct(waits, 50),
+    bWaitP99Ms: pct(waits, 99),
+    cpuMs: cpu,
+    cpuPerStageMs: { server: cpu.server / stages, agent: cpu.agent / stages },
+    machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
+  };
 }
 
 /**
@@ -395,6 +418,19 @@ async function main() {
         .join(', ');
       const machine = r.machineCpuMs === null || r.machineCpuMs === undefined ? undefined : r.machineCpuMs / (3 * n);
       say(`| ${r.peer} | ${n} | ${f(r.submitMs / 1000, 2)} s | ${f(r.wallMs / 1000, 1)} s | **${f(r.chainsPerSec)}** | ${f(r.bWaitP50Ms)} / ${f(r.bWaitP99Ms)} ms | ${cpuAll} | ${per} | ${f(machine, 2)} |`);
+    }
+  }
+  const warm = results.filter((r) => r.warm);
+  if (warm.length) {
+    say('');
+    say(`| ${GANTRY}, the same N chains again on the same server and agent (round ${WARM_ROUNDS + 1}) | N chains | wall | chains/s | B waits after A, p50 / p99 | CPU per stage, ms | machine CPU per stage, ms |`);
+    say('| --- | --- | --- | --- | --- | --- | --- |');
+    for (const { warm: w } of warm) {
+      const per = Object.entries(w!.cpuPerStageMs ?? {})
+        .map(([k, v]) => `${k} ${f(v, 2)}`)
+        .join(', ');
+      const machine = w!.machineCpuMs === null || w!.machineCpuMs === undefined ? undefined : w!.machineCpuMs / (3 * w!.chains);
+      say(`| warm | ${w!.chains} | ${f(w!.wallMs / 1000, 1)} s | **${f(w!.chainsPerSec)}** | ${f(w!.bWaitP50Ms)} / ${f(w!.bWaitP99Ms)} ms | ${per} | ${f(machine, 2)} |`);
     }
   }
   if (PROBES > 0) {

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import type { StageState } from '../../domain/stage-state.js';
 import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
 import type { MachineHealth } from '../../domain/machine-health.js';
@@ -15,7 +15,7 @@ import { syncJobStateOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
 import { endActiveAttempt } from './attempt-verbs.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
-import { prepared, preparedList } from './prepared-query.js';
+import { execute, prepared, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
 
@@ -79,6 +79,15 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
   };
 }
 
+/** Compiled once: every pass runs it (a template built anew each time is JavaScript the pass need not run). */
+const READY_SHAPES = CompiledQuery.raw(`
+    with recursive s(shape) as (
+      select min(shape) from stages where state = 'ready'
+      union all
+      select (select min(shape) from stages where state = 'ready' and shape > s.shape) from s where s.shape is not null
+    )
+    select shape from s where shape is not null`) as CompiledQuery<{ shape: string }>;
+
 /**
  * The shapes that have ready stages, each with what its stages ask for. The shapes are found by
  * walking the queue index (stages_ready, by shape) from one ready shape to the next (a loose index scan), so
@@ -86,13 +95,7 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
  * changes, so it is remembered once read.
  */
 export async function readyShapes(db: Db, known: Map<string, QueueShape>): Promise<QueueShape[]> {
-  const rows = await sql<{ shape: string }>`
-    with recursive s(shape) as (
-      select min(shape) from stages where state = 'ready'
-      union all
-      select (select min(shape) from stages where state = 'ready' and shape > s.shape) from s where s.shape is not null
-    )
-    select shape from s where shape is not null`.execute(db);
+  const rows = await execute(db, READY_SHAPES);
   const out: QueueShape[] = [];
   for (const { shape } of rows.rows) {
     const q = await shapeRequest(db, shape, known);

@@ -5,14 +5,18 @@ import { addUsage, emptyTeamUsage, formatTeamQuota, type Team, type TeamQuota, t
 import type { StageDefinition } from '../../domain/job-definition.js';
 import type { HeldUntil, RunningAttempt, TeamView } from '../../scheduler/snapshot.js';
 import type { TeamsTable } from '../schema.js';
+import { prepared } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 function toTeam(r: TeamsTable): Team {
   return { name: r.name, weight: Number(r.weight), quota: r.quota ? (JSON.parse(r.quota) as TeamQuota) : {}, createdAt: Number(r.created_at) };
 }
 
-export async function teamList(db: Db): Promise<Team[]> {
-  return (await db.selectFrom('teams').selectAll().orderBy('name').execute()).map(toTeam);
+// The scheduler's reads (every pass reads the teams and the preemption view): prepared, not built each time.
+const allTeams = prepared<[]>()((db) => db.selectFrom('teams').selectAll().orderBy('name'));
+
+export async function teamList(db: Db | Trx): Promise<Team[]> {
+  return (await allTeams.rows(db)).map(toTeam);
 }
 
 export async function teamGet(db: Db, name: string): Promise<Team | null> {
@@ -48,13 +52,16 @@ export async function teamPut(
 }
 
 /** What each team's attempts hold now: every attempt not yet released, by its job's team. */
-export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
-  const rows = await db
+const heldByTeam = prepared<[]>()((db) =>
+  db
     .selectFrom('attempts')
     .innerJoin('jobs', 'jobs.id', 'attempts.job_id')
     .select(['jobs.team', 'attempts.cpu_millis', 'attempts.memory_bytes', 'attempts.gpu_indices', 'attempts.gpu_type'])
-    .where('attempts.released_at', 'is', null)
-    .execute();
+    .where('attempts.released_at', 'is', null),
+);
+
+export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
+  const rows = await heldByTeam.rows(db);
   const out = new Map<string, TeamUsage>();
   for (const r of rows) {
     const u = out.get(r.team) ?? emptyTeamUsage();
@@ -74,13 +81,8 @@ export async function schedulerTeams(db: Db | Trx, withUsage: boolean): Promise<
   return out;
 }
 
-/**
- * The attempts preemption looks at: those still holding resources whose stage is preemptible
- * (possible victims), and those the server has ended already whose agents are still killing
- * them (leaving: their room frees soon). A small set, read through the held-attempts index.
- */
-export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
-  const rows = await db
+const preemptable = prepared<[]>()((db) =>
+  db
     .selectFrom('attempts')
     .innerJoin('stages', 'stages.id', 'attempts.stage_id')
     .innerJoin('jobs', 'jobs.id', 'attempts.job_id')
@@ -104,8 +106,16 @@ export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
       'jobs.team',
     ])
     .where('attempts.released_at', 'is', null)
-    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)]))
-    .execute();
+    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)])),
+);
+
+/**
+ * The attempts preemption looks at: those still holding resources whose stage is preemptible
+ * (possible victims), and those the server has ended already whose agents are still killing
+ * them (leaving: their room frees soon). A small set, read through the held-attempts index.
+ */
+export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
+  const rows = await preemptable.rows(db);
   return rows.map((r) => ({
     attemptId: r.id,
     token: Number(r.token),

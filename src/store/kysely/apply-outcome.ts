@@ -34,12 +34,31 @@ type StageRow = Pick<
   | 'finished_at'
 >;
 
+/** A job's stages, each with its job's state and cancel mark: what syncJobState reads, in the same statement. */
 const jobStages = prepared<[jobId: string]>()((db, [jobId]) =>
   db
     .selectFrom('stages')
-    .select(['id', 'name', 'pool', 'state', 'definition', 'attempts_used', 'lost_used', 'current_attempt_id', 'output_attempt_id', 'ready_since', 'not_before', 'pending_reason', 'end_reason', 'finished_at'])
-    .where('job_id', '=', jobId)
-    .orderBy('position'),
+    .innerJoin('jobs', 'jobs.id', 'stages.job_id')
+    .select([
+      'stages.id',
+      'stages.name',
+      'stages.pool',
+      'stages.state',
+      'stages.definition',
+      'stages.attempts_used',
+      'stages.lost_used',
+      'stages.current_attempt_id',
+      'stages.output_attempt_id',
+      'stages.ready_since',
+      'stages.not_before',
+      'stages.pending_reason',
+      'stages.end_reason',
+      'stages.finished_at',
+      'jobs.state as job_state',
+      'jobs.cancel_requested_at as job_cancel_requested_at',
+    ])
+    .where('stages.job_id', '=', jobId)
+    .orderBy('stages.position'),
 );
 
 /** Every column the advancer may change, written whole from the row read plus the change. */
@@ -126,10 +145,12 @@ export async function applyOutcome(
   },
 ): Promise<JobState> {
   const rows = await jobStages.rows(tx.db, p.jobId);
+  // The job as read with its stages: nothing below writes its row before syncJobState does.
+  const job = rows[0] ? { state: rows[0].job_state, cancel_requested_at: rows[0].job_cancel_requested_at } : undefined;
   const trigger = rows.find((r) => r.id === p.stageId);
   // Only the stage's current attempt moves the DAG; an outcome from any other attempt was
   // already fenced off by the caller, and this guard keeps that true for every caller.
-  if (!trigger || trigger.current_attempt_id !== p.attemptId) return syncJobState(tx, p.jobId);
+  if (!trigger || trigger.current_attempt_id !== p.attemptId) return syncJobState(tx, p.jobId, rows, job);
   const nodes: StageNode[] = rows.map((r) => {
     const { needs, retry } = policyOf(r);
     return { name: r.name, state: r.state as StageState, needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry };
@@ -196,5 +217,5 @@ export async function applyOutcome(
   }
   for (const pool of readyPools) await tx.publish('pool:ready', { pool });
   // The stages as now written, in position order.
-  return syncJobState(tx, p.jobId, rows.map((r) => byName.get(r.name)!));
+  return syncJobState(tx, p.jobId, rows.map((r) => byName.get(r.name)!), job);
 }

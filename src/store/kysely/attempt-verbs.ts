@@ -90,7 +90,14 @@ export async function attemptStart(
 export async function startLoaded(
   tx: TxContext,
   a: AttemptsTable,
-  p: { token: number; pid: number | null; leaseMs: number; machineName?: string },
+  p: {
+    token: number;
+    pid: number | null;
+    leaseMs: number;
+    machineName?: string;
+    /** The job's state as the caller read it in this transaction, when nothing has written its row since. */
+    jobState?: string;
+  },
 ): Promise<'ok' | 'duplicate'> {
   fence(a, p.token);
   if (a.state === 'running') {
@@ -111,7 +118,7 @@ export async function startLoaded(
     message: `stage ${a.stage_name} attempt ${a.number} running on ${name ?? a.machine_id}`,
     data: { pid: p.pid },
   });
-  await syncJobStateOnActivation(tx, a.job_id, 'running');
+  await syncJobStateOnActivation(tx, a.job_id, 'running', p.jobState);
   return 'ok';
 }
 

@@ -81,6 +81,30 @@ describe('machineReport', () => {
     expect(events.filter((e) => e.attemptId === x!.id).map((e) => e.type)).toEqual(['attempt:scheduled', 'attempt:running']);
   });
 
+  it("items of one job in one report each see the job as the earlier items left it", async () => {
+    // The report reads each attempt's job state with it; an item after another of the same job must not act on that read.
+    const { m, j, placed } = await placeAll(store, ['x', 'y']);
+    const [x, y] = placed;
+    const report = (started: typeof placed, completed: typeof placed) =>
+      store.machineReport({
+        machineId: m.id,
+        started: started.map((a) => ({ attemptId: a!.id, token: a!.token, pid: null })),
+        completed: completed.map((a) => ({ attemptId: a!.id, token: a!.token, exitCode: 0, signal: null, reason: null, outputs: [] })),
+        now,
+        leaseMs: 10_000,
+        jitter: () => 0,
+      });
+    await report([y], []);
+    expect((await store.jobGet({ jobId: j.id }))!.state).toBe('running');
+    const second = await report([x, x], [y]);
+    expect(second.started.map((s) => s.result)).toEqual(['ok', 'duplicate']);
+    expect(second.completed[0]).toMatchObject({ result: 'ok', jobState: 'running' });
+    const third = await report([], [x]);
+    expect(third.completed[0]).toMatchObject({ result: 'ok', jobState: 'succeeded' });
+    const jobEvents = (await store.eventsList({ jobId: j.id, limit: 100 })).filter((e) => e.type.startsWith('job:')).map((e) => e.type);
+    expect(jobEvents).toEqual(['job:submitted', 'job:queued', 'job:scheduled', 'job:running', 'job:succeeded']);
+  });
+
   it('a stale item changes nothing and needs no second run', async () => {
     let begins = 0;
     const store = sqliteStoreForTests(new SQLite(':memory:'), { direct: true, log: (q) => void (q === 'begin' && begins++) });

@@ -37,14 +37,18 @@ export async function machineReport(
   for (const r of await loadMany(tx, ids)) rows.set(r.id, r);
 
   const touched = new Set<string>();
-  const item = async (attemptId: string, fn: (a: NonNullable<ReturnType<typeof rows.get>>) => Promise<ReportItemOutcome>): Promise<ReportItemOutcome> => {
+  /** Jobs an earlier item of this report may have moved: their state as read above is stale. */
+  const jobsTouched = new Set<string>();
+  const item = async (attemptId: string, fn: (a: NonNullable<ReturnType<typeof rows.get>>, jobState: string | undefined) => Promise<ReportItemOutcome>): Promise<ReportItemOutcome> => {
     // Read again when an earlier item of this report touched the same attempt (start, then its pid).
     const a = touched.has(attemptId) ? (await loadMany(tx, [attemptId]))[0] : rows.get(attemptId);
     if (!a) return { attemptId, result: 'stale', message: 'unknown attempt' };
     if (a.machine_id !== m.id) return { attemptId, result: 'stale', message: `attempt is placed on another machine` };
     touched.add(attemptId);
+    const jobState = jobsTouched.has(a.job_id) ? undefined : a.job_state;
+    jobsTouched.add(a.job_id);
     try {
-      return await tx.savepoint(() => fn(a));
+      return await tx.savepoint(() => fn(a, jobState));
     } catch (err) {
       if (err instanceof StaleAttemptError) return { attemptId, result: 'stale', message: err.reason };
       // The whole transaction is gone: the report fails as one, and is resent.
@@ -59,9 +63,9 @@ export async function machineReport(
   const started: ReportItemOutcome[] = [];
   for (const s of p.started) {
     started.push(
-      await item(s.attemptId, async (a) => ({
+      await item(s.attemptId, async (a, jobState) => ({
         attemptId: s.attemptId,
-        result: await startLoaded(tx, a, { token: s.token, pid: s.pid, leaseMs: p.leaseMs, machineName: m.name }),
+        result: await startLoaded(tx, a, { token: s.token, pid: s.pid, leaseMs: p.leaseMs, machineName: m.name, jobState }),
       })),
     );
   }
@@ -77,6 +81,8 @@ export async function machineReport(
   return { started, completed };
 }
 
-/** A report's attempts, read by id in lists (one prepared text per length). */
-const attemptsById = preparedList((db, ids) => db.selectFrom('attempts').selectAll().where('id', 'in', ids));
+/** A report's attempts, read by id in lists (one prepared text per length), each with its job's state. */
+const attemptsById = preparedList((db, ids) =>
+  db.selectFrom('attempts').innerJoin('jobs', 'jobs.id', 'attempts.job_id').selectAll('attempts').select('jobs.state as job_state').where('attempts.id', 'in', ids),
+);
 const loadMany = (tx: TxContext, ids: string[]) => attemptsById.rows(tx.db, ids);

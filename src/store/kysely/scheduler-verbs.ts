@@ -49,7 +49,14 @@ const insertAttempt = prepared<unknown[]>()((db, v) =>
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
 const allMachines = prepared<[]>()((db) => db.selectFrom('machines').selectAll().orderBy('name'));
 const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
-const stagesToPlace = preparedList((db, ids) => db.selectFrom('stages').select(['id', 'job_id', 'name', 'token', 'state', 'ready_since', 'pool']).where('id', 'in', ids));
+/** A plan's stages, each with its job's state (syncJobStateOnActivation's read, in the same statement). */
+const stagesToPlace = preparedList((db, ids) =>
+  db
+    .selectFrom('stages')
+    .innerJoin('jobs', 'jobs.id', 'stages.job_id')
+    .select(['stages.id', 'stages.job_id', 'stages.name', 'stages.token', 'stages.state', 'stages.ready_since', 'stages.pool', 'jobs.state as job_state'])
+    .where('stages.id', 'in', ids),
+);
 
 export async function clusterView(db: Db, withUsage = true): Promise<ClusterView> {
   const rows = await allMachines.rows(db);
@@ -260,7 +267,9 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       data: { machine: m.name, gpus: pl.gpuIndices, waitedMs: tx.now - Number(stage.ready_since ?? tx.now), pool: stage.pool },
     });
   }
-  for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled');
+  // The jobs' states as read with their stages: placing writes stages and attempts, never a job's row.
+  const jobStates = new Map([...stages.values()].map((r) => [r.job_id, r.job_state]));
+  for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled', jobStates.get(jobId));
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const preempted: string[] = [];
   for (const pre of p.plan.preemptions ?? []) for (const v of pre.victims) if (await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)) preempted.push(v.attemptId);

@@ -26,8 +26,10 @@ export async function syncJobState(
   jobId: string,
   /** The job's stages as the caller just wrote them, in position order, to save reading them again. */
   known?: readonly { name: string; state: string; end_reason: string | null }[],
+  /** The job's row as the caller read it in this transaction, when nothing has written it since. */
+  knownJob?: { state: string; cancel_requested_at: number | null },
 ): Promise<JobState> {
-  const job = await jobState.first(tx.db, jobId);
+  const job = knownJob ?? (await jobState.first(tx.db, jobId));
   if (!job) throw new Error(`internal: job ${jobId} is gone`);
   const stages = known ?? (await stageStates.rows(tx.db, jobId));
   const from = job.state as JobState;
@@ -48,10 +50,15 @@ export async function syncJobState(
  * and one more stage placed or started can only lift it to `scheduled` (from `submitted` or
  * `queued`) or to `running` (from anything short of it). A job already past that stays.
  */
-export async function syncJobStateOnActivation(tx: TxContext, jobId: string, became: 'scheduled' | 'running'): Promise<JobState> {
-  const job = await jobState.first(tx.db, jobId);
-  if (!job) throw new Error(`internal: job ${jobId} is gone`);
-  const from = job.state as JobState;
+export async function syncJobStateOnActivation(
+  tx: TxContext,
+  jobId: string,
+  became: 'scheduled' | 'running',
+  /** The job's state as the caller read it in this transaction, when nothing has written its row since. */
+  known?: string,
+): Promise<JobState> {
+  const from = (known ?? (await jobState.first(tx.db, jobId))?.state) as JobState | undefined;
+  if (!from) throw new Error(`internal: job ${jobId} is gone`);
   if (isJobTerminal(from)) return syncJobState(tx, jobId);
   const to: JobState = became === 'running' || from === 'running' ? 'running' : 'scheduled';
   if (from === to) return to;

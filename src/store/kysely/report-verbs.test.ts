@@ -84,12 +84,12 @@ describe('machineReport', () => {
   it("items of one job in one report each see the job as the earlier items left it", async () => {
     // The report reads each attempt's job state with it; an item after another of the same job must not act on that read.
     const { m, j, placed } = await placeAll(store, ['x', 'y']);
-    const [x, y] = placed;
-    const report = (started: typeof placed, completed: typeof placed) =>
+    const [x, y] = [placed[0]!, placed[1]!];
+    const report = (started: (typeof x)[], completed: (typeof x)[]) =>
       store.machineReport({
         machineId: m.id,
-        started: started.map((a) => ({ attemptId: a!.id, token: a!.token, pid: null })),
-        completed: completed.map((a) => ({ attemptId: a!.id, token: a!.token, exitCode: 0, signal: null, reason: null, outputs: [] })),
+        started: started.map((a) => ({ attemptId: a.id, token: a.token, pid: null })),
+        completed: completed.map((a) => ({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] })),
         now,
         leaseMs: 10_000,
         jitter: () => 0,

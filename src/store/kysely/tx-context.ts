@@ -142,7 +142,7 @@ export class TxContext {
    */
   private async withoutSavepoint<T>(fn: () => Promise<T>): Promise<T> {
     const undoCollected = this.mark();
-    const before = await this.totalChanges();
+    const before = this.changes();
     try {
       return await fn();
     } catch (err) {
@@ -150,13 +150,7 @@ export class TxContext {
       // Some errors (disk full, I/O) make SQLite roll the whole transaction back on its own: going
       // on would run later work outside any transaction, each statement committing alone.
       if (directTransactionOpen(this.db) !== true) throw new TransactionAborted(err, null);
-      let after: number;
-      try {
-        after = await this.totalChanges();
-      } catch (read) {
-        throw new TransactionAborted(err, read);
-      }
-      if (after !== before) throw new SavepointsNeeded(err);
+      if (this.changes() !== before) throw new SavepointsNeeded(err);
       undoCollected();
       throw err;
     }
@@ -175,11 +169,14 @@ export class TxContext {
   }
 
   /**
-   * A count that grows with every row changed on this connection: the direct connection's own
-   * (counted as its statements run, no statement to read it), else SQLite's total_changes().
+   * A count that grows with every row changed on this connection, kept by the direct connection as
+   * its statements run (statement-cache.ts). Optimistic runs happen only on a transaction open on
+   * it (group-commit.ts), which is also what lets a failed part tell a dropped transaction.
    */
-  private async totalChanges(): Promise<number> {
-    return directChanges(this.db) ?? Number((await execute<{ n: number }>(this.db, TOTAL_CHANGES)).rows[0]!.n);
+  private changes(): number {
+    const n = directChanges(this.db);
+    if (n === null) throw new Error('internal: an optimistic savepoint outside a transaction open on the direct connection');
+    return n;
   }
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */
@@ -229,8 +226,6 @@ export class TxContext {
 
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;
-
-const TOTAL_CHANGES = CompiledQuery.raw('select total_changes() as n') as CompiledQuery<{ n: number }>;
 
 /** A transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit; its key is arbitrary but fixed. */
 const APPEND_LOCK = CompiledQuery.raw('select pg_advisory_xact_lock(7355608001)');

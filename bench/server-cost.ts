@@ -138,7 +138,7 @@ async function run(): Promise<Round[]> {
       await finished;
       const wallMs = performance.now() - t0;
       const cpuMs = processCpuMs(server.pid!)! - cpu0;
-  return { cpuPerStageMs: cpuMs / (3 * CHAINS), wallMs, heartbeats, reports };
+      return { cpuPerStageMs: cpuMs / (3 * CHAINS), wallMs, heartbeats, reports };
     };
     const rounds: Round[] = [];
     for (let i = 0; i < ROUNDS; i++) rounds.push(await round());

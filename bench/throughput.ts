@@ -248,7 +248,8 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const launcherCpu = () => childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
   const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcherCpu() };
   const machine0 = machineCpuMs();
-  const before = await c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
+  const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
+  const before = await ended();
   const t0 = Date.now();
   await submitAll(c.urls, Array.from({ length: n }, (_, i) => ({ ...chainSpec(i), name: `r${round}-chain-${i}` })));
   const submitMs = Date.now() - t0;
@@ -256,7 +257,7 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   let lastMove = Date.now();
   await waitFor(
     `${n} chains`,
-    async () => (await c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`)) - before,
+    async () => (await ended()) - before,
     (done) => {
       if (done !== last) (last = done), (lastMove = Date.now());
       if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);

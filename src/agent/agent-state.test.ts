@@ -252,7 +252,12 @@ describe('survivingGroup', () => {
     const rec = (await state.readPid('att_live'))!;
     try {
       expect(survivingGroup(rec)).toBe(true);
-      if (rec.startTime !== null) expect(survivingGroup({ ...rec, startTime: '1' })).toBe(false);
+      // Recorded before the process started: another process took the pid since.
+      expect(rec.recordedAtUptime).toBeGreaterThan(0);
+      expect(survivingGroup({ ...rec, recordedAtUptime: rec.recordedAtUptime! - 3600 })).toBe(false);
+      // An older agent's record, with the start time read at the spawn.
+      const { recordedAtUptime: _, ...older } = rec;
+      expect(survivingGroup({ ...older, startTime: '1' })).toBe(false);
       if (rec.bootId !== null) expect(survivingGroup({ ...rec, bootId: 'another-boot' })).toBe(false);
     } finally {
       await killProcessGroup(child.pid!, 200);

@@ -33,6 +33,7 @@
  * (assignment.json, pid, exit.json, reported.json in the attempt's directory) still reads them.
  */
 import { randomBytes } from 'node:crypto';
+import { uptime } from 'node:os';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -195,9 +196,14 @@ export class AgentState {
     return this.journal.get(attemptId)?.assignment ?? null;
   }
 
-  /** Not synced: a crash of the host leaves no process to find by it. */
+  /**
+   * Not synced: a crash of the host leaves no process to find by it. The uptime, not the process's
+   * start time: reading /proc/<pid>/stat of a process just spawned cost 0.25–0.35 ms of CPU (the
+   * agent's largest cost a stage, measured), the uptime nothing; the check after a restart reads
+   * the start time then, once.
+   */
   async writePid(attemptId: string, pid: number): Promise<void> {
-    this.journal.append(attemptId, 'pid', { pid, bootId: bootId(), startTime: processStartTime(pid), at: Date.now() } satisfies PidRecord);
+    this.journal.append(attemptId, 'pid', { pid, bootId: bootId(), recordedAtUptime: uptime(), at: Date.now() } satisfies PidRecord);
   }
 
   async readPid(attemptId: string): Promise<PidRecord | null> {
@@ -433,16 +439,28 @@ async function readLegacy(dir: string): Promise<AttemptRecords> {
 /**
  * Whether the process group recorded in `rec` is still alive and still the one this agent
  * started. A group whose leader is gone but whose members live cannot have had its id reused,
- * so only a living leader with a different start time, or another boot, rules it out.
+ * so only a living leader that started after the record was written (or, in an older agent's
+ * record, at another time than recorded), or another boot, rules it out. Two processes never hold
+ * one pid at once: a live process with this pid that started before the record was written is the
+ * one recorded, unless ours had already ended and its pid been taken again before the record,
+ * a window reading the start time at the record would have had as well.
  */
 export function survivingGroup(rec: PidRecord): boolean {
   if (!processGroupAlive(rec.pid)) return false;
   const boot = bootId();
   if (rec.bootId !== null && boot !== null && rec.bootId !== boot) return false;
   const start = processStartTime(rec.pid);
-  if (rec.startTime !== null && start !== null && start !== rec.startTime) return false;
+  if (start === null) return true;
+  if (rec.startTime !== undefined && rec.startTime !== null) return start === rec.startTime;
+  // Both in hundredths of a second since boot (the kernel's clock ticks and its uptime), each cut
+  // down: a process that started before the record cannot read as later, so no slack is needed
+  // beyond one tick for the two clocks' rounding.
+  if (rec.recordedAtUptime !== undefined) return Number(start) / CLOCK_TICKS_PER_SECOND <= rec.recordedAtUptime + 1 / CLOCK_TICKS_PER_SECOND;
   return true;
 }
+
+/** Linux's USER_HZ, the unit of /proc/<pid>/stat's start time: 100 on every architecture Node runs on. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 /** Read once: it changes only with a reboot, and this process does not outlive one. */
 let cachedBootId: string | null | undefined;

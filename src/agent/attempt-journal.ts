@@ -3,7 +3,7 @@
  * directory), one JSON line per record:
  *
  *   {"id":"att_…","assignment":{…}}   the assignment as received, token included
- *   {"id":"att_…","pid":{…}}          { pid, bootId, startTime }, right after the spawn
+ *   {"id":"att_…","pid":{…}}          { pid, bootId, recordedAtUptime }, right after the spawn
  *   {"id":"att_…","exit":{…}}         how the command ended; durable before the outcome is reported
  *   {"id":"att_…","reported":{…}}     nothing more is owed to the server
  *   {"id":"att_…","removed":true}     the attempt's directory is gone (or going); forget it
@@ -34,7 +34,14 @@ import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 export interface PidRecord {
   pid: number;
   bootId: string | null;
-  startTime: string | null;
+  /**
+   * The machine's uptime in seconds when the pid was recorded: the process this pid named then had
+   * started by that time, so a live one that started later is another (agent-state.ts,
+   * survivingGroup). Written by this agent; an older agent wrote `startTime` instead.
+   */
+  recordedAtUptime?: number;
+  /** An older agent's record: the process's start time in clock ticks since boot, read from /proc at the spawn. */
+  startTime?: string | null;
   /** When it was recorded (ms since the epoch): where a re-attached attempt's timeout counts from. */
   at?: number;
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync, appendFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,7 +17,11 @@ describe('stage progress', () => {
     const file = join(dir, 'progress.jsonl');
     let now = 0;
     const p = new ProgressFile(file, 1000, () => now);
-    expect(await p.changed()).toBeNull(); // no file yet
+    writeFileSync(file, '{"progress": 0.1}\n');
+    expect(await p.changed()).toBeNull(); // not a second since the start: not looked at
+    now += 1000;
+    rmSync(file);
+    expect(await p.changed()).toBeNull(); // no file
     writeFileSync(file, '{"progress": 0.25}\n');
     expect(await p.changed()).toBeNull(); // looked 0 ms ago
     now += 1000;

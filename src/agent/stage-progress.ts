@@ -34,19 +34,23 @@ export function parseProgressTail(text: string): StageProgress | null {
 /**
  * Follows one attempt's GANTRY_PROGRESS_FILE: `changed()` reads it only when its size or mtime
  * moved since the last look, and answers the new progress only when it differs from the last
- * one sent, so a heartbeat carries progress only when there is news.
+ * one sent, so a heartbeat carries progress only when there is news. The first look is `everyMs`
+ * after the attempt starts: most short stages write no progress, and a look at a file that is not
+ * there (a failed stat and its error) was a tenth of the agent's file work a stage.
  */
 export class ProgressFile {
   private seen = '';
   private sent = '';
-  private lookedAt = -Infinity;
+  private lookedAt: number;
 
   /** `everyMs`: looked at no more often than this (an agent under load polls many times a second). */
   constructor(
     readonly path: string,
     private readonly everyMs = 1000,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.lookedAt = now();
+  }
 
   async changed(): Promise<StageProgress | null> {
     const t = this.now();

@@ -12,7 +12,7 @@
  * per stage (from /proc) for each run, their median, and the requests it took.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO } from '../test/support/gantry-process.js';
@@ -53,7 +53,9 @@ async function run(): Promise<Round[]> {
   const dir = mkdtempSync(join(tmpdir(), 'gantry-server-cost-'));
   // GANTRY_BENCH_PROF=DIR: a CPU profile of the server, written when it exits.
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
-  const server = spawn(process.execPath, [...prof, CLI, 'server', '--data-dir', dir, '--port', '0', '--json'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  // GANTRY_BENCH_NODE_FLAGS="--flag ...": flags for the server's Node (V8's among them), for experiments.
+  const flags = (process.env.GANTRY_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  const server = spawn(process.execPath, [...prof, ...flags, CLI, 'server', '--data-dir', dir, '--port', '0', '--json'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   server.stdout.on('data', (d) => (out += d));
   server.stderr.on('data', (d) => (out += d));
@@ -147,6 +149,8 @@ async function run(): Promise<Round[]> {
     server.kill('SIGTERM');
     await new Promise((r) => server.once('exit', r));
     rmSync(dir, { recursive: true, force: true });
+    // GANTRY_BENCH_SERVER_OUT=FILE: what the server wrote (with GANTRY_BENCH_NODE_FLAGS=--trace-deopt, say).
+    if (process.env.GANTRY_BENCH_SERVER_OUT) writeFileSync(process.env.GANTRY_BENCH_SERVER_OUT, out);
   }
 }
 

@@ -200,10 +200,11 @@ export class AgentState {
    * Not synced: a crash of the host leaves no process to find by it. The uptime, not the process's
    * start time: reading /proc/<pid>/stat of a process just spawned cost 0.25–0.35 ms of CPU (the
    * agent's largest cost a stage, measured), the uptime nothing; the check after a restart reads
-   * the start time then, once.
+   * the start time then, once. `startTime: null` tells an older agent, should one read this
+   * journal, that the start time is unknown (it then checks the boot alone) rather than different.
    */
   async writePid(attemptId: string, pid: number): Promise<void> {
-    this.journal.append(attemptId, 'pid', { pid, bootId: bootId(), recordedAtUptime: uptimeNow(), at: Date.now() } satisfies PidRecord);
+    this.journal.append(attemptId, 'pid', { pid, bootId: bootId(), startTime: null, recordedAtUptime: uptimeNow(), at: Date.now() } satisfies PidRecord);
   }
 
   async readPid(attemptId: string): Promise<PidRecord | null> {

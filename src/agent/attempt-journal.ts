@@ -40,7 +40,7 @@ export interface PidRecord {
    * survivingGroup). Written by this agent; an older agent wrote `startTime` instead.
    */
   recordedAtUptime?: number;
-  /** An older agent's record: the process's start time in clock ticks since boot, read from /proc at the spawn. */
+  /** An older agent's record: the process's start time in clock ticks since boot, read from /proc at the spawn; null in this agent's. */
   startTime?: string | null;
   /** When it was recorded (ms since the epoch): where a re-attached attempt's timeout counts from. */
   at?: number;

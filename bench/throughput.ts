@@ -376,6 +376,33 @@ function fsyncLatency(dir: string, n: number): { p50: number; p99: number; max: 
   return { p50: pct(times, 50), p99: pct(times, 99), max: Math.max(...times) };
 }
 
+/**
+ * The CPU to start and reap one `/bin/true` from a small process (a shell loop, as an agent's
+ * launcher starts stages), in ms: the shell's and its children's, which this process is charged
+ * with once it reaps the shell (/proc/self/stat). This shared machine's speed at starting processes
+ * moved by 2.5× between hours, and every system here starts one a stage, so each run says what it was.
+ */
+async function spawnCost(n: number): Promise<number | null> {
+  const reaped = (): number | null => {
+    try {
+      const stat = readFileSync('/proc/self/stat', 'utf8');
+      // cutime and cstime (fields 16 and 17, in 10 ms ticks), counted after the command name in parentheses.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return (Number(fields[13]) + Number(fields[14])) * 10;
+    } catch {
+      return null;
+    }
+  };
+  const t0 = reaped();
+  await new Promise<void>((resolve, reject) =>
+    spawn('/bin/sh', ['-c', `i=0; while [ $i -lt ${n} ]; do /bin/true; i=$((i+1)); done`], { stdio: 'ignore' })
+      .once('error', reject)
+      .once('exit', () => resolve()),
+  );
+  const t1 = reaped();
+  return t0 === null || t1 === null ? null : (t1 - t0) / n;
+}
+
 const f = (x: number | undefined, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
 
 async function main() {
@@ -398,6 +425,8 @@ async function main() {
   // the latency percentiles below, so it is measured here, in the same run.
   const flush = fsyncLatency(tmpdir(), 200);
   say(`Disk flush (fsync of 4 KiB in ${tmpdir()}, 200 times): p50 ${f(flush.p50, 2)} ms, p99 ${f(flush.p99, 1)} ms, max ${f(flush.max, 1)} ms.`);
+  const spawnMs = await spawnCost(300).catch(() => null);
+  if (spawnMs !== null) say(`Starting a process (\`/bin/true\` from a shell loop, 300 times): ${f(spawnMs, 2)} ms of CPU each.`);
   say('');
   say('| system | N chains | submit | wall | chains/s | B waits after A, p50 / p99 | CPU in all (s) | CPU per stage, ms | machine CPU per stage, ms |');
   say('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');

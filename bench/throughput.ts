@@ -333,6 +333,8 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
     if (process.env.GANTRY_BENCH_PHASES) {
       const acked = lat.map((l, i) => l - placed[i]!);
       console.error(`probe phases (backlog ${backlog}): submitted→placed p50 ${pct(placed, 50)} p99 ${pct(placed, 99)} ms; placed→acknowledged p50 ${pct(acked, 50)} p99 ${pct(acked, 99)} ms`);
+      const worst = lat.map((l, i) => ({ l, p: placed[i]!, i })).sort((a, b) => b.l - a.l).slice(0, 5);
+      console.error(`  the slowest: ${worst.map((w) => `#${w.i} ${w.l} ms (placed at ${w.p})`).join(', ')}`);
     }
     return { backlog, p50: pct(lat, 50), p99: pct(lat, 99), max: Math.max(...lat), n: lat.length, setupMs };
   } finally {

@@ -37,7 +37,7 @@ import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js
 import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
-import { childrenOf, machineCpuMs, processCpuMs } from './peers/proc-cpu.js';
+import { childrenOf, machineCpuMs, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -381,27 +381,17 @@ function fsyncLatency(dir: string, n: number): { p50: number; p99: number; max: 
 /**
  * The CPU to start and reap one `/bin/true` from a small process (a shell loop, as an agent's
  * launcher starts stages), in ms: the shell's and its children's, which this process is charged
- * with once it reaps the shell (/proc/self/stat). This shared machine's speed at starting processes
+ * with once it reaps the shell (proc-cpu.ts). This shared machine's speed at starting processes
  * moved by 2.5× between hours, and every system here starts one a stage, so each run says what it was.
  */
 async function spawnCost(n: number): Promise<number | null> {
-  const reaped = (): number | null => {
-    try {
-      const stat = readFileSync('/proc/self/stat', 'utf8');
-      // cutime and cstime (fields 16 and 17, in 10 ms ticks), counted after the command name in parentheses.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return (Number(fields[13]) + Number(fields[14])) * 10;
-    } catch {
-      return null;
-    }
-  };
-  const t0 = reaped();
+  const t0 = reapedChildrenCpuMs(process.pid);
   await new Promise<void>((resolve, reject) =>
     spawn('/bin/sh', ['-c', `i=0; while [ $i -lt ${n} ]; do /bin/true; i=$((i+1)); done`], { stdio: 'ignore' })
       .once('error', reject)
       .once('exit', () => resolve()),
   );
-  const t1 = reaped();
+  const t1 = reapedChildrenCpuMs(process.pid);
   return t0 === null || t1 === null ? null : (t1 - t0) / n;
 }
 

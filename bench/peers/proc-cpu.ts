@@ -10,6 +10,21 @@ const CLOCK_TICKS_PER_S = 100;
 
 /** utime + stime of `pid` in ms, or null when it is gone (or this is not Linux). */
 export function processCpuMs(pid: number): number | null {
+  // utime (field 14) and stime (field 15).
+  return statTicksMs(pid, 14, 15);
+}
+
+/**
+ * cutime + cstime of `pid` in ms: the CPU of its children that it has waited for (and theirs, once
+ * they waited for theirs), or null when it is gone (or this is not Linux).
+ */
+export function reapedChildrenCpuMs(pid: number): number | null {
+  // cutime (field 16) and cstime (field 17).
+  return statTicksMs(pid, 16, 17);
+}
+
+/** The sum of two clock-tick fields of /proc/<pid>/stat (numbered as in proc(5)), in ms. */
+function statTicksMs(pid: number, a: number, b: number): number | null {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -17,9 +32,9 @@ export function processCpuMs(pid: number): number | null {
     return null;
   }
   // Field 2 (comm) is in parentheses and may itself hold spaces or ')': split after the last ')'.
-  // The rest starts at field 3, so utime (field 14) and stime (field 15) are at 11 and 12.
+  // The rest starts at field 3, so field n is at n - 3.
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(rest[11]) + Number(rest[12]);
+  const ticks = Number(rest[a - 3]) + Number(rest[b - 3]);
   return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_PER_S : null;
 }
 

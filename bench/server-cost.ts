@@ -3,7 +3,7 @@
  * one machine with 30 slots of 0.1 CPU) against a real `gantry server` (the built CLI, SQLite,
  * synchronous=FULL), driven by a stand-in agent in this process that speaks the agent protocol
  * over HTTP as the real one does (a held heartbeat long-poll; one batched report in flight,
- * acknowledgements and outcomes together) but starts no process: a stage "ends" `--stage-ms`
+ * acknowledgements and outcomes together, assignments on the answers to outcomes) but starts no process: a stage "ends" `--stage-ms`
  * (5) after its acknowledgement is answered, about what a spawn of `true` and its exit take. So the server sees the real requests, in about the real batches,
  * without an agent, a launcher and thousands of processes competing with it for the same cores;
  * the throughput bench measures it under that competition.
@@ -68,7 +68,7 @@ async function run(): Promise<Round[]> {
     if (!url) throw new Error(`server did not start:\n${out}`);
     const admin = readFileSync(join(dir, 'admin.token'), 'utf8').trim();
     const joinToken = (await call<{ token: string }>(`${url}/v1/tokens`, { kind: 'join', name: 'bench' }, admin)).token;
-    const reg = await call<{ machineId: string; credential: string }>(`${url}/v1/agent/register`, {
+    const reg = await call<{ machineId: string; credential: string; settings: { reportAssignments?: boolean } }>(`${url}/v1/agent/register`, {
       name: 'bench-1',
       cpuMillis: SLOTS * 100,
       memoryBytes: 64 * 2 ** 30,
@@ -103,7 +103,18 @@ async function run(): Promise<Round[]> {
             const started = toAck.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null }));
             const completed = toComplete.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
             reports++;
-            const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[] }>(`${base}/report`, { started, completed }, machine);
+            // As the agent does: outcomes ask for the assignments they make room for, where the server offers it.
+            const ask = completed.length > 0 && reg.settings.reportAssignments === true;
+            const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[]; assignments?: Assignment[] }>(
+              `${base}/report`,
+              ask ? { started, completed, assignments: true } : { started, completed },
+              machine,
+            );
+            for (const a of r.assignments ?? []) {
+              if (held.has(a.attemptId)) continue;
+              held.set(a.attemptId, a.token);
+              toAck.push(a);
+            }
             for (const c of r.completed) {
               held.delete(c.attemptId);
               if (c.result === 'ok') done++;

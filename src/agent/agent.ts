@@ -120,7 +120,12 @@ export class Agent {
     this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
-      send: (req, signal) => this.client.report(this.id!, req, signal),
+      // Outcomes ask for the assignments they make room for, where the server offers that: a
+      // busy machine's next stages come with the answer, not on a heartbeat of their own.
+      send: (req, signal) => this.client.report(this.id!, req.completed.length && this.settings?.reportAssignments ? { ...req, assignments: true } : req, signal),
+      onAssignments: (assignments) => {
+        for (const a of assignments) this.accept(a);
+      },
       onUnknownMachine: () => {
         this.log(`server does not know machine ${this.id} (report); registering again`);
         return this.reregister();

@@ -34,7 +34,7 @@ const outcome = (attemptId: string): CompletedItem => ({ attemptId, token: 1, ex
 
 function reporter(
   send: (req: ReportRequest) => Promise<ReportResponse>,
-  over: { now?: () => number; giveUpMs?: number; onUnknownMachine?: () => Promise<boolean>; pidDelayMs?: number } = {},
+  over: { now?: () => number; giveUpMs?: number; onUnknownMachine?: () => Promise<boolean>; pidDelayMs?: number; onAssignments?: (a: NonNullable<ReportResponse['assignments']>) => void } = {},
 ) {
   const halt = new AbortController();
   const r = new Reporter({
@@ -45,6 +45,7 @@ function reporter(
     retry: { baseMs: 1, maxMs: 5 },
     giveUpMs: over.giveUpMs ?? 60_000,
     pidDelayMs: over.pidDelayMs ?? 0,
+    ...(over.onAssignments ? { onAssignments: over.onAssignments } : {}),
   });
   return { r, halt };
 }
@@ -52,6 +53,23 @@ function reporter(
 const unavailable = () => new AgentHttpError(503, 'unavailable', 'database down');
 
 describe('Reporter', () => {
+  it('gives the assignments an answer carries to onAssignments, once', async () => {
+    const srv = fakeServer();
+    const got: string[] = [];
+    const { r } = reporter(srv.send, { onAssignments: (as) => got.push(...as.map((a) => a.attemptId)) });
+    const done = r.complete(outcome('a1'));
+    const call = await srv.nextCall(1);
+    const b = { attemptId: 'b1', token: 3, jobId: 'j', stageName: 'b', attemptNumber: 1, command: ['true'], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [] };
+    call.answer({ ...okAll(call.req), assignments: [b] });
+    expect((await done).result).toBe('ok');
+    expect(got).toEqual(['b1']);
+    // An answer without assignments calls nothing.
+    const next = r.complete(outcome('a2'));
+    (await srv.nextCall(2)).answer();
+    await next;
+    expect(got).toHaveLength(1);
+  });
+
   it('holds a pid back for the delay, even from a report that goes meanwhile, and drops it for the outcome', async () => {
     const srv = fakeServer();
     const { r } = reporter(srv.send, { pidDelayMs: 150 });

@@ -10,7 +10,8 @@
  * backoff; an item that has been failing for `giveUpMs` is rejected with Undeliverable. A 404 means
  * the server forgot the machine: `onUnknownMachine` registers again, then the items are resent.
  * Any other refusal of a whole request (a 400, a 413) is not the fault of every item in it: its
- * items are then sent one per request, so only the one at fault is rejected.
+ * items are then sent one per request, so only the one at fault is rejected. Assignments an answer
+ * carries (the agent asked for them, see `send`) go to `onAssignments`.
  */
 import type { CompletedItem, ReportItemResult, ReportRequest, ReportResponse, StartedItem } from '../api/contract/agent-protocol.js';
 import { isRetryable, UnknownMachine } from './agent-client.js';
@@ -32,6 +33,8 @@ export interface ReporterOptions {
   maxRequestBytes?: number;
   /** How long a pid record may wait for a report that goes anyway (default 1000 ms; see recordPid). */
   pidDelayMs?: number;
+  /** Given the assignments an answer carried (ReportResponse.assignments), after its items are settled. */
+  onAssignments?: (assignments: NonNullable<ReportResponse['assignments']>) => void;
 }
 
 /** An item failed for longer than the reporter's `giveUpMs`; it was not delivered. */
@@ -203,6 +206,7 @@ export class Reporter {
           const res = await this.opts.send(toRequest(batch), halt);
           this.answer(batch, res);
           failures = 0;
+          if (res?.assignments?.length) this.opts.onAssignments?.(res.assignments);
         } catch (err) {
           for (const it of batch) it.sending = false;
           if (halt.aborted) break;

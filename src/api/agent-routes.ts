@@ -29,6 +29,7 @@ import {
 } from './contract/agent-protocol.js';
 import { ErrorBody } from './contract/job-view.js';
 import { machineWaiter } from './long-poll.js';
+import { ReportMemory } from './report-memory.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const tags = ['agent'];
@@ -41,7 +42,10 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   const logsWritten = (attemptId: string) => {
     ctx.bus.publish({ id: `logs:${randomUUID()}`, topic: Topic.logsWritten, payload: { attemptId } }).catch(() => {});
   };
-  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs };
+  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs, reportAssignments: true };
+  // What reports carried, left out of heartbeats' answers (report-memory.ts); remembered longer
+  // than a heartbeat is ever held (at most heartbeatMs).
+  const reported = new ReportMemory(2 * config.heartbeatMs);
 
   app.post(
     '/v1/agent/register',
@@ -109,6 +113,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const known = body.running.map((r) => r.attemptId);
       const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
       const reportedAt = clock.now();
+      const arrived = reported.mark();
       try {
         // Held no longer than a heartbeat period, whatever the agent asks: the hold writes nothing,
         // so a longer one would let the machine look silent while it waits.
@@ -127,15 +132,22 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           renewAfterMs: config.heartbeatMs / 2,
         });
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
-        let kill = hb.kill;
+        // Not a kill of what the agent reported ended, nor what a report's answer carried since this
+        // heartbeat arrived (report-memory.ts): the agent knows both.
+        const news = (k: { attemptId: string }) => !reported.hasEnded(id, k.attemptId);
+        let kill = hb.kill.filter(news);
         for (;;) {
-          const assignments = await store.machineAssignments({ machineId: id, exclude: known });
+          const since = reported.offeredSince(id, arrived);
+          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known });
           const left = deadline - clock.now();
           if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
             return { health: hb.health, kill, assignments };
           }
           await waiter.wait(left);
-          kill = await store.machineKillList({ machineId: id, running: body.running });
+          // The wake-up of a placement made in a report's transaction comes as that transaction
+          // commits, before the report's answer records what it carries: let that go first.
+          await new Promise((r) => setImmediate(r));
+          kill = await store.machineKillList({ machineId: id, running: body.running.filter(news) });
         }
       } finally {
         waiter.done();
@@ -175,7 +187,17 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
       if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report refused');
       const done = new Map(r.completed.map((x) => [x.attemptId, x]));
-      return { started: r.started, completed: body.completed.map((c) => refused.get(c.attemptId) ?? done.get(c.attemptId)!) };
+      const completed = body.completed.map((c) => refused.get(c.attemptId) ?? done.get(c.attemptId)!);
+      // Recorded or not, an outcome says the process ended: no held heartbeat orders it killed.
+      if (body.completed.length) reported.ended(id, body.completed.map((c) => c.attemptId), clock.now());
+      // Outcomes free room, and the transaction placed what it could there: the agent asked to
+      // have that now rather than on a heartbeat's answer (docs/agent.md).
+      if (body.assignments && body.completed.length) {
+        const assignments = await store.machineAssignments({ machineId: id, exclude: body.started.map((s) => s.attemptId) });
+        reported.offered(id, assignments.map((a) => a.attemptId), clock.now());
+        return { started: r.started, completed, assignments };
+      }
+      return { started: r.started, completed };
     },
   );
 

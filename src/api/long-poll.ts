@@ -3,23 +3,42 @@ import { Topic } from '../bus/bus.js';
 
 /**
  * Resolves when a `machine:wake` for this machine is published, after `ms`, on shutdown, or when
- * the caller hangs up, whichever is first. Subscribe before reading the database, then wait: a wake-up published
- * between the read and the wait is not missed.
+ * the caller hangs up, whichever is first. Subscribe before reading the database, then wait: a
+ * wake-up published between the read and the wait is not missed. Each wait is for a wake-up after
+ * the previous wait ended (or the one that came between): a held heartbeat woken for something it
+ * does not answer (report-memory.ts) waits again rather than spin. Shutdown and hang-up end every
+ * wait from then on.
  */
 export function machineWaiter(bus: Bus, machineId: string, shutdown: AbortSignal, socket?: { once(ev: 'close', f: () => void): unknown; off(ev: 'close', f: () => void): unknown }) {
-  let wake!: () => void;
-  const woken = new Promise<void>((r) => (wake = r));
+  /** A wake-up came while nobody waited: the next wait returns at once. */
+  let pending = false;
+  let ended = false;
+  let resolveWait: (() => void) | null = null;
+  const wake = () => {
+    if (resolveWait) {
+      resolveWait();
+      resolveWait = null;
+    } else pending = true;
+  };
   const unsubscribe = bus.subscribe(Topic.machineWake, (m) => {
     if (m.payload.machineId === machineId) wake();
   });
-  const onAbort = () => wake();
+  const onAbort = () => {
+    ended = true;
+    wake();
+  };
   shutdown.addEventListener('abort', onAbort, { once: true });
   // A caller that hung up (an agent that died mid-poll) ends the wait too.
   socket?.once('close', onAbort);
   return {
     async wait(ms: number): Promise<void> {
+      if (pending || ended) {
+        pending = false;
+        return;
+      }
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([woken, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+      await Promise.race([new Promise<void>((r) => (resolveWait = r)), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+      resolveWait = null;
       clearTimeout(timer);
     },
     done(): void {

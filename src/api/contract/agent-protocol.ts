@@ -13,7 +13,10 @@ import { Type, type Static } from 'typebox';
  *               transaction: acknowledgements (before spawning: the attempt becomes running), pids
  *               (after spawning), and outcomes (fenced by each attempt's token). One report is in
  *               flight per agent; what happens meanwhile waits for the next one, so the cost per
- *               stage falls as the load rises (group commit). Each item gets its own answer.
+ *               stage falls as the load rises (group commit). Each item gets its own answer. A
+ *               report with outcomes may ask for the assignments they made room for (placed in
+ *               its own transaction): they come with its answer, and a heartbeat held meanwhile is
+ *               not answered for them, so a busy machine's work flows on reports alone.
  *   logs      → pieces of stdout/stderr read from the attempt's log files, each at its byte
  *               offset; the server stores each byte once and answers how far it has each stream,
  *               so the agent retries until it has all of it (before the outcome, see docs/agent.md)
@@ -55,6 +58,10 @@ export const AgentSettings = Type.Object({
    *  them (the server's restart is not a reason to lose work; Nomad's max_client_disconnect).
    *  Absent from older servers: the lease then. */
   disconnectGraceMs: Type.Optional(Type.Integer()),
+  /** This server answers a report that asks (`ReportRequest.assignments`) with the machine's new
+   *  assignments, those its outcomes made room for. Absent from older servers: they would refuse
+   *  the field, so an agent asks only where this says yes. */
+  reportAssignments: Type.Optional(Type.Boolean()),
 });
 export type AgentSettings = Static<typeof AgentSettings>;
 
@@ -188,6 +195,9 @@ export const ReportRequest = Type.Object(
      *  A second item with the pid, after the spawn, records it. */
     started: Type.Array(StartedItem, { maxItems: 10_000 }),
     completed: Type.Array(CompletedItem, { maxItems: 10_000 }),
+    /** Answer with the assignments this report's outcomes made room for (`ReportResponse.assignments`):
+     *  they then need no heartbeat of their own. Only where the settings say `reportAssignments`. */
+    assignments: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -211,6 +221,14 @@ export const ReportItemResult = Type.Object({
 });
 export type ReportItemResult = Static<typeof ReportItemResult>;
 
-/** The answers in the request's order, one per item. */
-export const ReportResponse = Type.Object({ started: Type.Array(ReportItemResult), completed: Type.Array(ReportItemResult) });
+/**
+ * The answers in the request's order, one per item. `assignments`, to a report that asked and had
+ * outcomes: the machine's placed and not yet acknowledged attempts as a heartbeat would carry them
+ * (one the agent already has is run once: it goes by the attempt's id).
+ */
+export const ReportResponse = Type.Object({
+  started: Type.Array(ReportItemResult),
+  completed: Type.Array(ReportItemResult),
+  assignments: Type.Optional(Type.Array(AssignmentWire)),
+});
 export type ReportResponse = Static<typeof ReportResponse>;

@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { ReportMemory } from './report-memory.js';
+
+describe('ReportMemory', () => {
+  it('leaves out of a heartbeat only the assignments offered after it arrived, per machine', () => {
+    const m = new ReportMemory(4000);
+    m.offered('m1', ['a'], 1000);
+    const arrived = m.mark();
+    expect(m.offeredSince('m1', arrived)).toEqual([]);
+    m.offered('m1', ['b', 'c'], 1100);
+    m.offered('m2', ['x'], 1100);
+    expect(m.offeredSince('m1', arrived)).toEqual(['b', 'c']);
+    expect(m.offeredSince('m2', arrived)).toEqual(['x']);
+    // Offered again after the heartbeat arrived: left out of it too.
+    m.offered('m1', ['a'], 1200);
+    expect(m.offeredSince('m1', arrived).sort()).toEqual(['a', 'b', 'c']);
+    expect(m.offeredSince('m3', arrived)).toEqual([]);
+  });
+
+  it('remembers outcomes whatever the mark, and forgets both after keepMs', () => {
+    const m = new ReportMemory(4000);
+    m.ended('m1', ['a'], 1000);
+    m.offered('m1', ['b'], 1000);
+    const before = m.mark() - 1;
+    expect(m.hasEnded('m1', 'a')).toBe(true);
+    expect(m.hasEnded('m1', 'b')).toBe(false);
+    expect(m.hasEnded('m2', 'a')).toBe(false);
+    // A later write forgets what is older than keepMs, oldest first, and keeps the rest.
+    m.ended('m1', ['c'], 4500);
+    expect(m.hasEnded('m1', 'a')).toBe(true);
+    m.ended('m1', ['d'], 5001);
+    expect(m.hasEnded('m1', 'a')).toBe(false);
+    expect(m.hasEnded('m1', 'c')).toBe(true);
+    expect(m.offeredSince('m1', before)).toEqual([]);
+  });
+});

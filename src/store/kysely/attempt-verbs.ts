@@ -67,7 +67,31 @@ async function one(db: Db | Trx, row: AttemptsTable): Promise<AttemptRecord> {
 }
 
 /** The fence: a report must name the attempt's own token, and the attempt must still be active. */
-function fence(a: AttemptsTable, token: number): void {
+/**
+ * The columns of an attempt that recording its start or its outcome reads: what a batched report
+ * loads for each of its items (report-verbs.ts), not the whole row (its resources, progress and
+ * times are not needed there, and building them was most of that read's cost).
+ */
+export const REPORTED_ATTEMPT_COLUMNS = [
+  'id',
+  'stage_id',
+  'job_id',
+  'stage_name',
+  'number',
+  'token',
+  'machine_id',
+  'state',
+  'reason',
+  'exit_code',
+  'pid',
+  'started_at',
+  'log_bytes',
+  'stdout_bytes',
+  'stderr_bytes',
+] as const satisfies readonly (keyof AttemptsTable)[];
+export type ReportedAttempt = Pick<AttemptsTable, (typeof REPORTED_ATTEMPT_COLUMNS)[number]>;
+
+function fence(a: Pick<AttemptsTable, 'id' | 'token' | 'state' | 'reason'>, token: number): void {
   if (Number(a.token) !== token) throw new StaleAttemptError(a.id, `token ${token} is stale (current ${a.token})`);
   if (!isAttemptActive(a.state)) throw new StaleAttemptError(a.id, `attempt is ${a.state}${a.reason ? ` (${a.reason})` : ''}`);
 }
@@ -89,7 +113,7 @@ export async function attemptStart(
  */
 export async function startLoaded(
   tx: TxContext,
-  a: AttemptsTable,
+  a: ReportedAttempt,
   p: {
     token: number;
     pid: number | null;
@@ -137,7 +161,7 @@ export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { ji
 
 export async function completeLoaded(
   tx: TxContext,
-  a: AttemptsTable,
+  a: ReportedAttempt,
   p: Omit<AttemptCompletion, 'attemptId'> & { jitter: number },
 ): Promise<{ accepted: boolean; jobState: CompletionResult['jobState'] }> {
   const succeeded = isCleanExit(p);
@@ -177,7 +201,7 @@ export async function completeLoaded(
  * the server refused it for good): the log says so where it ends, never silently. Not past the cap,
  * where missing bytes are the cap's doing and already marked.
  */
-async function markMissingLog(tx: TxContext, a: AttemptsTable, wrote: { stdout: number; stderr: number }): Promise<void> {
+async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout: number; stderr: number }): Promise<void> {
   if (Number(a.log_bytes) > LOG_CAP_BYTES) return;
   const rows = (['stdout', 'stderr'] as const)
     .map((stream) => ({ stream, missing: wrote[stream] - Number(stream === 'stdout' ? a.stdout_bytes : a.stderr_bytes) }))

@@ -1,7 +1,7 @@
 import { StaleAttemptError } from '../../domain/errors.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
-import { completeLoaded, startLoaded } from './attempt-verbs.js';
+import { completeLoaded, REPORTED_ATTEMPT_COLUMNS, startLoaded } from './attempt-verbs.js';
 import { prepared, preparedList } from './prepared-query.js';
 import { TransactionAborted, type TxContext } from './tx-context.js';
 
@@ -83,6 +83,11 @@ export async function machineReport(
 
 /** A report's attempts, read by id in lists (one prepared text per length), each with its job's state. */
 const attemptsById = preparedList((db, ids) =>
-  db.selectFrom('attempts').innerJoin('jobs', 'jobs.id', 'attempts.job_id').selectAll('attempts').select('jobs.state as job_state').where('attempts.id', 'in', ids),
+  db
+    .selectFrom('attempts')
+    .innerJoin('jobs', 'jobs.id', 'attempts.job_id')
+    .select(REPORTED_ATTEMPT_COLUMNS.map((c) => `attempts.${c}` as const))
+    .select('jobs.state as job_state')
+    .where('attempts.id', 'in', ids),
 );
 const loadMany = (tx: TxContext, ids: string[]) => attemptsById.rows(tx.db, ids);

@@ -107,7 +107,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
         response: { 200: HeartbeatResponse, ...errors },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const { id } = req.params as { id: string };
       const body = req.body as HeartbeatRequest;
       const known = body.running.map((r) => r.attemptId);
@@ -141,6 +141,10 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known });
           const left = deadline - clock.now();
           if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
+            // Answered as the server stops: its connection is closed after the answer, not kept
+            // alive (a connection that goes idle after the close began would hold the exit for the
+            // keep-alive's 60 s).
+            if (ctx.shutdown.aborted) reply.header('connection', 'close');
             return { health: hb.health, kill, assignments };
           }
           await waiter.wait(left);

@@ -50,8 +50,10 @@ describe('assignments on the answers to reports', () => {
     );
     machine = { id: reg.machineId, credential: reg.credential!, settings: reg.settings };
   });
+  let stopped = false;
   afterEach(async () => {
-    await cp.stop();
+    if (!stopped) await cp.stop();
+    stopped = false;
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -105,6 +107,23 @@ describe('assignments on the answers to reports', () => {
     await call(`/v1/jobs/${other}/cancel`, {}, admin);
     const answer = await heartbeat([a, x!], 0);
     expect(answer.kill.map((k) => k.attemptId)).toEqual([x!.attemptId]);
+  });
+
+  it('a server stopped while a heartbeat is held answers it and stops at once, not after the keep-alive', async () => {
+    // Over a real socket with keep-alive (fetch's default), as agents connect.
+    const held = fetch(`${cp.url}/v1/agent/machines/${machine.id}/heartbeat`, {
+      method: 'POST',
+      headers: { ...bearer(machine.credential), 'content-type': 'application/json' },
+      body: JSON.stringify({ running: [], waitMs: 600 }),
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = Date.now();
+    await cp.stop();
+    stopped = true;
+    expect(Date.now() - t0).toBeLessThan(5000);
+    const res = await held;
+    expect(res.status).toBe(200);
+    expect(res.headers.get('connection')).toBe('close');
   });
 
   it('a report of acknowledgements only does not read assignments', async () => {

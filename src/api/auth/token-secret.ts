@@ -1,3 +1,4 @@
+import * as crypto from 'node:crypto';
 import { createHash, randomBytes } from 'node:crypto';
 import { newId } from '../../domain/ids.js';
 import type { TokenKind } from '../../domain/token-kind.js';
@@ -26,8 +27,15 @@ export function newTokenSecret(kind: TokenKind): string {
 
 /** What the store keeps of a token. A plain sha256 suffices: the token is 160 random bits, not a password. */
 export function tokenHash(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
+  return oneShot ? oneShot('sha256', token, 'hex') : createHash('sha256').update(token, 'utf8').digest('hex');
 }
+
+/**
+ * `crypto.hash` (Node 20.12 on): one call, no Hash stream object. Every request hashes its token;
+ * a Hash object cost 60–100 µs of a request in the server's profile (its constructor), the one-shot
+ * a fraction of that. Older Node 20 releases have only createHash.
+ */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
 
 export function newTokenId(now: number): string {
   return newId('tok', now);

@@ -94,6 +94,14 @@ async function run(): Promise<Round[]> {
       let heartbeats = 0;
       let reports = 0;
       let wakeReporter: (() => void) | null = null;
+      /** Assignments from either answer, a heartbeat's or a report's, each taken once, as the agent does. */
+      const take = (assignments: Assignment[]) => {
+        for (const a of assignments) {
+          if (held.has(a.attemptId)) continue;
+          held.set(a.attemptId, a.token);
+          toAck.push(a);
+        }
+      };
       const finished = new Promise<void>((resolve, reject) => {
         // The reporter: one request in flight; what comes meanwhile goes into the next one.
         const reporter = async () => {
@@ -110,11 +118,7 @@ async function run(): Promise<Round[]> {
               ask ? { started, completed, assignments: true } : { started, completed },
               machine,
             );
-            for (const a of r.assignments ?? []) {
-              if (held.has(a.attemptId)) continue;
-              held.set(a.attemptId, a.token);
-              toAck.push(a);
-            }
+            take(r.assignments ?? []);
             for (const c of r.completed) {
               held.delete(c.attemptId);
               if (c.result === 'ok') done++;
@@ -137,11 +141,7 @@ async function run(): Promise<Round[]> {
             heartbeats++;
             const running = [...held].map(([attemptId, token]) => ({ attemptId, token }));
             const r = await call<{ assignments: Assignment[] }>(`${base}/heartbeat`, { running, waitMs: 1000 }, machine);
-            for (const a of r.assignments) {
-              if (held.has(a.attemptId)) continue;
-              held.set(a.attemptId, a.token);
-              toAck.push(a);
-            }
+            take(r.assignments);
             if (r.assignments.length) wakeReporter?.();
           }
         };

@@ -132,8 +132,9 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
           renewAfterMs: config.heartbeatMs / 2,
         });
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
-        // Not a kill of what the agent reported ended, nor what a report's answer carried since this
-        // heartbeat arrived (report-memory.ts): the agent knows both.
+        // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
+        // outcome it reported (`news`), nor, below, an assignment a report's answer carried since
+        // this heartbeat arrived.
         const news = (k: { attemptId: string }) => !reported.hasEnded(id, k.attemptId);
         let kill = hb.kill.filter(news);
         for (;;) {

@@ -37,7 +37,7 @@ export class ReportMemory {
   /** A report told these attempts' outcomes: their processes have ended. */
   ended(machineId: string, attemptIds: readonly string[], now: number): void {
     const m = this.machine(machineId, now);
-    for (const id of attemptIds) put(m.ended, id, { seq: 0, at: now });
+    for (const id of attemptIds) put(m.ended, id, { at: now });
   }
 
   /** The machine's assignments offered on reports' answers after `mark` (and not forgotten since). */
@@ -64,26 +64,21 @@ export class ReportMemory {
   }
 }
 
-interface Entry {
-  seq: number;
-  at: number;
-}
-
 interface MachineMemory {
-  /** Attempt id → when it was last offered, oldest first. */
-  offers: Map<string, Entry>;
+  /** Attempt id → the offer's sequence number and time, oldest first. */
+  offers: Map<string, { seq: number; at: number }>;
   /** Attempt id → when its outcome was reported, oldest first. */
-  ended: Map<string, Entry>;
+  ended: Map<string, { at: number }>;
 }
 
 /** Set anew, so that the map stays in the order of time (a repeat moves to the end). */
-function put(map: Map<string, Entry>, id: string, e: Entry): void {
+function put<E extends { at: number }>(map: Map<string, E>, id: string, e: E): void {
   map.delete(id);
   map.set(id, e);
 }
 
 /** Drops entries from before `before`: oldest first, so it stops at the first one kept. */
-function forget(map: Map<string, Entry>, before: number): void {
+function forget(map: Map<string, { at: number }>, before: number): void {
   for (const [id, e] of map) {
     if (e.at >= before) return;
     map.delete(id);

@@ -22,7 +22,7 @@ import { abandonInterrupted } from './abandon-interrupted.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
-import { describe, describeExit, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
+import { describe, describeExit, isComing, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
 import { inheritedEnv } from './attempt-env.js';
 import { Launcher } from './launcher.js';
 import { launcherPrograms } from './launcher-programs.js';
@@ -67,6 +67,15 @@ export interface AgentOptions {
 const MAX_WAIT_MS = 30_000;
 /** How long an outcome is retried before the agent gives it up (see deliverOnce and Reporter). */
 const GIVE_UP_DELIVERY_MS = 5 * 60_000;
+/**
+ * The longest a report waits for items about to join it (Reporter's `gatherMs`), and how young a
+ * process must be for its outcome to count as about to come: a process that ends within its first
+ * few milliseconds most likely belongs to a group of short ones started together, whose outcomes
+ * then share a report. Measured on the throughput bench (3,000 stages of `true`): 800 reports
+ * without waiting, 605 waiting only for acknowledgements and exits already seen, 548 with young
+ * processes counted too; the wait never adds more than this to a report.
+ */
+const REPORT_GATHER_MS = 10;
 
 export class Agent {
   private readonly checkpointRoot: string;
@@ -123,6 +132,14 @@ export class Agent {
       // Outcomes ask for the assignments they make room for, where the server offers that: a
       // busy machine's next stages come with the answer, not on a heartbeat of their own.
       send: (req, signal) => this.client.report(this.id!, req.completed.length && this.settings?.reportAssignments ? { ...req, assignments: true } : req, signal),
+      // A report waits a little for what is about to join it (attempt-run.ts, isComing).
+      coming: () => {
+        let n = 0;
+        const youngSince = this.clock.now() - REPORT_GATHER_MS;
+        for (const run of this.runs.values()) if (isComing(run, youngSince)) n++;
+        return n;
+      },
+      gatherMs: REPORT_GATHER_MS,
       onAssignments: (assignments) => {
         for (const a of assignments) this.accept(a);
       },
@@ -521,6 +538,7 @@ export class Agent {
     );
     let ack: ReportItemResult;
     try {
+      run.ackQueued = true;
       ack = await this.reporter.acknowledge(id, a.token, run.withdraw.signal);
     } catch (err) {
       await inputs;
@@ -548,7 +566,10 @@ export class Agent {
       else result = { exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
     }
     if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
-    else if (!result) moveRun(run, RunPhase.running);
+    else if (!result) {
+      moveRun(run, RunPhase.running);
+      run.spawnedAt = this.clock.now();
+    }
     result ??= await spawnAttempt(
       {
         client: this.client,
@@ -567,6 +588,7 @@ export class Agent {
       run,
       paths,
     );
+    run.ended = true;
     return this.conclude(run, result);
   }
 

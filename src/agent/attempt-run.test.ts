@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { canTransition } from '../domain/transition-table.js';
-import { isListed, isLive, moveRun, newRun, RunPhase, runTransitions } from './attempt-run.js';
+import { isComing, isListed, isLive, moveRun, newRun, RunPhase, runTransitions } from './attempt-run.js';
 
 const a = { attemptId: 'att_1', token: 1, jobId: 'job_1', stageName: 's', attemptNumber: 1, command: ['true'], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [] };
 
@@ -27,5 +27,29 @@ describe('an attempt run on the agent', () => {
     expect([isLive(owed), isListed(owed)]).toEqual([false, true]);
     moveRun(owed, RunPhase.settled);
     expect(isListed(owed)).toBe(false);
+  });
+
+  it('says when an item of it is about to reach the reporter', () => {
+    const run = newRun(a);
+    // Being prepared: its acknowledgement is coming, until it is queued.
+    expect(isComing(run, 0)).toBe(true);
+    run.ackQueued = true;
+    expect(isComing(run, 0)).toBe(false);
+    // Running: its outcome may be coming only while its process is young (started after youngSince).
+    moveRun(run, RunPhase.running);
+    run.spawnedAt = 100;
+    expect(isComing(run, 90)).toBe(true);
+    expect(isComing(run, 100)).toBe(false);
+    // Ended: its outcome is coming until its delivery begins, whatever its age.
+    run.ended = true;
+    expect(isComing(run, 1_000)).toBe(true);
+    moveRun(run, RunPhase.owed);
+    expect(isComing(run, 1_000)).toBe(true);
+    run.outcomeQueued = true;
+    expect(isComing(run, 1_000)).toBe(false);
+    // A dropped run hands over nothing.
+    const dropped = newRun(a);
+    dropped.dropped = 'canceled';
+    expect(isComing(dropped, 0)).toBe(false);
   });
 });

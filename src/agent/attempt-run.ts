@@ -51,6 +51,19 @@ export function isListed(run: Run): boolean {
   return !run.dropped || run.phase !== RunPhase.owed;
 }
 
+/**
+ * Whether the reporter is about to be handed an item of this run: the acknowledgement of one being
+ * prepared, the outcome of one whose process ended, or perhaps that of one whose process started
+ * after `youngSince` and may be about to end. A report waits a little for those (Reporter's
+ * `coming`, at most its `gatherMs`), so that a group of them shares one request.
+ */
+export function isComing(run: Run, youngSince: number): boolean {
+  if (run.dropped) return false;
+  if (run.phase === RunPhase.starting) return !run.ackQueued;
+  if (run.phase === RunPhase.running && !run.ended) return (run.spawnedAt ?? -Infinity) > youngSince;
+  return run.ended === true && !run.outcomeQueued;
+}
+
 /** What the agent knows of one attempt it was given, from assignment to reported outcome. */
 export interface Run {
   a: AssignmentWire;
@@ -73,6 +86,14 @@ export interface Run {
   withdraw: AbortController;
   /** Set once the process is over; from then on the run is an outcome waiting to be delivered. */
   exit: ExitRecord | null;
+  /** Its acknowledgement was handed to the reporter; before that, one is coming (isComing). */
+  ackQueued?: boolean;
+  /** When its process was started (the agent's clock). */
+  spawnedAt?: number;
+  /** Its process ended on its own (the exit not yet recorded, maybe); from then until `outcomeQueued`, an outcome is coming. */
+  ended?: boolean;
+  /** Its outcome's delivery began (log, outputs, then the reporter). */
+  outcomeQueued?: boolean;
   uploaded: Map<string, number>;
   delivering: Promise<void> | null;
   /** When uploading its outputs first failed; it is given up after a while (the reporter does the same for the outcome). */

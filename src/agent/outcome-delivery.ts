@@ -43,6 +43,7 @@ export class OutcomeDelivery {
     const logProblem = await this.shipLog(run);
     if (run.dropped) return d.settle(run, { result: 'dropped', note: run.dropped });
     if (logProblem === 'later') return this.owedTooLong(run);
+    run.outcomeQueued = true;
     const out = await deliverOutcome(d.client, d.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal, run.logBytes);
     // A kill or a stop that came while it was under way wins over a retry.
     if (!out.settled && (run.dropped || d.halted())) {

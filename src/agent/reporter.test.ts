@@ -34,7 +34,15 @@ const outcome = (attemptId: string): CompletedItem => ({ attemptId, token: 1, ex
 
 function reporter(
   send: (req: ReportRequest) => Promise<ReportResponse>,
-  over: { now?: () => number; giveUpMs?: number; onUnknownMachine?: () => Promise<boolean>; pidDelayMs?: number; onAssignments?: (a: NonNullable<ReportResponse['assignments']>) => void } = {},
+  over: {
+    now?: () => number;
+    giveUpMs?: number;
+    onUnknownMachine?: () => Promise<boolean>;
+    pidDelayMs?: number;
+    onAssignments?: (a: NonNullable<ReportResponse['assignments']>) => void;
+    coming?: () => number;
+    gatherMs?: number;
+  } = {},
 ) {
   const halt = new AbortController();
   const r = new Reporter({
@@ -46,6 +54,8 @@ function reporter(
     giveUpMs: over.giveUpMs ?? 60_000,
     pidDelayMs: over.pidDelayMs ?? 0,
     ...(over.onAssignments ? { onAssignments: over.onAssignments } : {}),
+    ...(over.coming ? { coming: over.coming } : {}),
+    ...(over.gatherMs !== undefined ? { gatherMs: over.gatherMs } : {}),
   });
   return { r, halt };
 }
@@ -114,6 +124,50 @@ describe('Reporter', () => {
     call2.answer();
     expect((await Promise.all(later)).map((x) => x.result)).toEqual(['ok', 'ok', 'ok']);
     expect(srv.calls).toHaveLength(2);
+  });
+
+  it('waits for items the agent says are coming, so that a group goes in one request', async () => {
+    const srv = fakeServer();
+    let coming = 3;
+    const { r } = reporter(srv.send, { coming: () => coming, gatherMs: 5_000 });
+    // Three acknowledgements whose directories are being made: the first waits for the others.
+    const acks = ['a1', 'a2', 'a3'].map((id) => {
+      coming--;
+      return r.acknowledge(id, 1);
+    });
+    const call1 = await srv.nextCall(1);
+    expect(call1.req.started.map((s) => s.attemptId)).toEqual(['a1', 'a2', 'a3']);
+    call1.answer();
+    await Promise.all(acks);
+    // Nothing coming: an item goes at once.
+    const t0 = Date.now();
+    const done = r.complete(outcome('b1'));
+    (await srv.nextCall(2)).answer();
+    await done;
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(srv.calls).toHaveLength(2);
+  });
+
+  it('waits for coming items at most gatherMs, counted from the last answer', async () => {
+    const srv = fakeServer();
+    // Something is always said to be coming (a run that never hands over its item).
+    const { r } = reporter(srv.send, { coming: () => 1, gatherMs: 100 });
+    const t0 = Date.now();
+    const first = r.acknowledge('a1', 1);
+    const call1 = await srv.nextCall(1);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(95);
+    // Queued while the first is in flight, and held 300 ms: the wait starts when the answer comes,
+    // not when it was queued (its siblings are made while the first request is answered).
+    const second = r.complete(outcome('b1'));
+    await new Promise((res) => setTimeout(res, 300));
+    const t1 = Date.now();
+    call1.answer();
+    await first;
+    const call2 = await srv.nextCall(2);
+    expect(Date.now() - t1).toBeGreaterThanOrEqual(95);
+    expect(call2.req.completed.map((c) => c.attemptId)).toEqual(['b1']);
+    call2.answer();
+    await second;
   });
 
   it('keeps items queued through failures and delivers each once, with what queued meanwhile', async () => {

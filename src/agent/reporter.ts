@@ -3,7 +3,9 @@
  * (before a spawn), pid records (after it) and outcomes go out as items of `report` requests
  * (src/api/contract/agent-protocol.ts), at most one request in flight. An item queued while one
  * is in flight goes into the next, so under load one request (and one server transaction) carries
- * many attempts' news, and when idle an item leaves at once: no timer adds latency.
+ * many attempts' news, and when idle an item leaves at once. The one wait: while the agent says
+ * more items are about to come (`coming`: acknowledgements being prepared, processes just ended),
+ * a report waits for them, at most `gatherMs` after it could have gone (`gathered`).
  *
  * Each item gets a promise of its own answer. A request that fails in a way a retry can fix
  * (network, timeout, 5xx, 429) leaves its items queued, first in line, and is sent again after a
@@ -33,6 +35,14 @@ export interface ReporterOptions {
   maxRequestBytes?: number;
   /** How long a pid record may wait for a report that goes anyway (default 1000 ms; see recordPid). */
   pidDelayMs?: number;
+  /**
+   * How many items the agent is about to hand over: acknowledgements of attempts whose directory is
+   * being made, outcomes of processes that just ended. While some are coming, a report waits for
+   * them, at most `gatherMs` after its oldest item was queued (see `gathered`).
+   */
+  coming?: () => number;
+  /** The longest a report waits for the items `coming` counts (default 10 ms). */
+  gatherMs?: number;
   /** Given the assignments an answer carried (ReportResponse.assignments), after its items are settled. */
   onAssignments?: (assignments: NonNullable<ReportResponse['assignments']>) => void;
 }
@@ -62,6 +72,8 @@ interface Item {
   alone: boolean;
   /** Not sent before then (a pid: a short stage's outcome makes it moot). */
   notBefore: number;
+  /** When it was queued: a report waits for items still coming at most `gatherMs` after its oldest. */
+  queuedAt: number;
   sending: boolean;
   /** Withdrawn by its signal while in flight: settled by the answer, or rejected instead of requeued. */
   withdrawn: boolean;
@@ -129,6 +141,7 @@ export class Reporter {
         bytes: Buffer.byteLength(JSON.stringify(body)) + 1,
         alone: false,
         notBefore,
+        queuedAt: this.opts.now(),
         sending: false,
         withdrawn: false,
         firstFailure: null,
@@ -188,13 +201,46 @@ export class Reporter {
 
   private wake: NodeJS.Timeout | null = null;
 
+  /**
+   * Whether the next report may go: yes unless the agent is about to hand over more items and the
+   * oldest due one has waited less than `gatherMs`; then a timer pumps when it has (an item added
+   * meanwhile pumps too). A busy agent's acknowledgements come one after another as their
+   * directories are made, and its outcomes as its processes end: sent as they come, the first of
+   * each group went alone and the rest after its answer, two requests and two server transactions
+   * where one does (measured on the throughput bench: 800 reports for 3,000 stages, every other
+   * one carrying a single item).
+   */
+  private gathered(): boolean {
+    const coming = this.opts.coming?.() ?? 0;
+    if (coming === 0) return true;
+    const now = this.opts.now();
+    // Counted from when the report could have gone: an item queued while the last one was in
+    // flight has waited for its answer already, and the items coming now were sent with it.
+    let oldest = Infinity;
+    for (const it of this.queue) if (!it.sending && it.notBefore <= now) oldest = Math.min(oldest, it.queuedAt);
+    const until = Math.max(oldest, this.answeredAt) + (this.opts.gatherMs ?? 10);
+    if (now >= until) return true;
+    if (!this.gather) {
+      this.gather = setTimeout(() => {
+        this.gather = null;
+        void this.pump();
+      }, until - now);
+      this.gather.unref?.();
+    }
+    return false;
+  }
+
+  private gather: NodeJS.Timeout | null = null;
+  /** When the last request's answer (or failure) came. */
+  private answeredAt = -Infinity;
+
   private async pump(): Promise<void> {
     if (this.pumping) return;
     this.pumping = true;
     const halt = this.opts.signal;
     let failures = 0;
     try {
-      while (this.queue.length > 0 && !halt.aborted && (failures > 0 || this.due())) {
+      while (this.queue.length > 0 && !halt.aborted && (failures > 0 || (this.due() && this.gathered()))) {
         const batch = this.take();
         if (batch.length === 0) {
           // Only items not due yet (a retry found the failed ones withdrawn): a timer pumps when one is.
@@ -204,10 +250,12 @@ export class Reporter {
         for (const it of batch) it.sending = true;
         try {
           const res = await this.opts.send(toRequest(batch), halt);
+          this.answeredAt = this.opts.now();
           this.answer(batch, res);
           failures = 0;
           if (res?.assignments?.length) this.opts.onAssignments?.(res.assignments);
         } catch (err) {
+          this.answeredAt = this.opts.now();
           for (const it of batch) it.sending = false;
           if (halt.aborted) break;
           if (err instanceof UnknownMachine || isRetryable(err)) {

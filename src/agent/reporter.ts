@@ -189,14 +189,18 @@ export class Reporter {
       if (it.notBefore <= now) return true;
       first = Math.min(first, it.notBefore);
     }
-    if (first < Infinity && !this.wake) {
-      this.wake = setTimeout(() => {
-        this.wake = null;
-        void this.pump();
-      }, first - now);
-      this.wake.unref?.();
-    }
+    if (first < Infinity && !this.wake) this.wake = this.pumpIn(first - now, () => (this.wake = null));
     return false;
+  }
+
+  /** A timer that pumps in `ms` (and lets the process exit meanwhile); `done` clears its handle first. */
+  private pumpIn(ms: number, done: () => void): NodeJS.Timeout {
+    const t = setTimeout(() => {
+      done();
+      void this.pump();
+    }, ms);
+    t.unref?.();
+    return t;
   }
 
   private wake: NodeJS.Timeout | null = null;
@@ -215,18 +219,13 @@ export class Reporter {
     if (coming === 0) return true;
     const now = this.opts.now();
     // Counted from when the report could have gone: an item queued while the last one was in
-    // flight has waited for its answer already, and the items coming now were sent with it.
+    // flight has waited for that answer already, and the acknowledgements coming now are often of
+    // the assignments that answer carried.
     let oldest = Infinity;
     for (const it of this.queue) if (!it.sending && it.notBefore <= now) oldest = Math.min(oldest, it.queuedAt);
     const until = Math.max(oldest, this.answeredAt) + (this.opts.gatherMs ?? 10);
     if (now >= until) return true;
-    if (!this.gather) {
-      this.gather = setTimeout(() => {
-        this.gather = null;
-        void this.pump();
-      }, until - now);
-      this.gather.unref?.();
-    }
+    if (!this.gather) this.gather = this.pumpIn(until - now, () => (this.gather = null));
     return false;
   }
 

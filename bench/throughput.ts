@@ -21,7 +21,7 @@
  * Also measured: ready → running latency (p50/p99) of a placeable stage on an idle cluster, and of
  * one while 100,000 stages wait in a pool no machine serves (the backlog must not slow others).
  *
- * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probes 200 --probe-warmup 5 --warm 1 --out FILE]
+ * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probe-settle 35 --probes 200 --probe-warmup 5 --warm 1 --out FILE]
  *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
  *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
@@ -55,6 +55,13 @@ const PROBES = Number(arg('probes', '200'));
  * otherwise turn into the p99.
  */
 const PROBE_WARMUP = Number(arg('probe-warmup', '5'));
+/**
+ * Seconds the backlog waits, queued, before the probes: past the reconciler's `repairAfterMs`
+ * (30 s), a queued job counts as unchanged and the repair pass looks at it every second, so the
+ * probes see the steady state of a cluster whose backlog is old, not only a fresh one's (a repair
+ * pass that read every waiting job's stages stalled the server 120 ms a second there).
+ */
+const PROBE_SETTLE_S = Number(arg('probe-settle', '35'));
 const OUT = arg('out', '');
 /** Rounds of the same N chains run again on Gantry's same server and agent after the first, the last reported as "warm". */
 const WARM_ROUNDS = Number(arg('warm', '1'));
@@ -326,7 +333,7 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
       await waitFor('backlog queued', () => c.db.count(`select count(*) as n from stages where state = 'ready'`), (n) => n >= backlog, 600_000);
     }
     const setupMs = Date.now() - t0;
-    await sleep(1000);
+    await sleep(backlog > 0 ? Math.max(1000, PROBE_SETTLE_S * 1000) : 1000);
     const lat: number[] = [];
     const started = async (jobId: string) =>
       (await c.db.all<{ s: number; p: number; c: number }>(`select a.started_at as s, a.scheduled_at as p, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`, jobId))[0];
@@ -474,7 +481,7 @@ async function main() {
     for (const b of [0, PROBE_BACKLOG].filter((x, i, a) => a.indexOf(x) === i)) {
       const r = await gantryProbe(b);
       say(
-        `| idle cluster${b ? `, ${b.toLocaleString('en')} stages waiting in a pool no machine serves (queued in ${f(r.setupMs / 1000)} s)` : ''} | ${f(r.p50)} ms | ${f(r.p99)} ms | ${f(r.max)} ms | ${r.n} | ${r.warmup.length ? `${r.warmup.map((x) => f(x)).join(', ')} ms` : '(none)'} |`,
+        `| idle cluster${b ? `, ${b.toLocaleString('en')} stages waiting in a pool no machine serves (queued in ${f(r.setupMs / 1000)} s, probed from ${f(Math.max(1, PROBE_SETTLE_S))} s after)` : ''} | ${f(r.p50)} ms | ${f(r.p99)} ms | ${f(r.max)} ms | ${r.n} | ${r.warmup.length ? `${r.warmup.map((x) => f(x)).join(', ')} ms` : '(none)'} |`,
       );
     }
   }

@@ -303,7 +303,9 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     expect(await p.locator('tr[data-job]').count()).toBe(1);
     await p.getByText('team vision · vision board').waitFor();
     await fresh.context.close();
-    expect(fresh.problems).toEqual(['401 GET /v1/whoami']);
+    // The redirect to sign-in can cut short a request the first page had begun (its icon, on a
+    // loaded machine): left behind, not a problem.
+    expect(fresh.problems.filter((q) => !leftBehind(q))).toEqual(['401 GET /v1/whoami']);
   });
 
   it('ran without an error in the page (no script or style blocked by its policy)', () => {

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { AttemptEnd } from './attempt-end.js';
 
 /**
  * The internal API between the control plane and agents. A local agent started by `gantry up`
@@ -62,6 +63,9 @@ export const AgentSettings = Type.Object({
    *  assignments, those its outcomes made room for. Absent from older servers: they would refuse
    *  the field, so an agent asks only where this says yes. */
   reportAssignments: Type.Optional(Type.Boolean()),
+  /** The agent protocol this server speaks (`AGENT_PROTOCOL_VERSION`, attempt-end.ts). Absent from
+   *  servers before typed ends: version 1, so an agent sends them no `end` in its outcomes. */
+  protocol: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type AgentSettings = Static<typeof AgentSettings>;
 
@@ -135,8 +139,11 @@ export const CompleteRequest = Type.Object(
     token: Type.Integer(),
     exitCode: Type.Union([Type.Integer(), Type.Null()]),
     signal: Type.Union([Type.String(), Type.Null()]),
-    /** Set when the attempt did not simply exit: "timeout after 60 s", "spawn failed: ENOENT …". */
+    /** Set when the attempt did not simply exit: "timeout after 60 s", "spawn failed: ENOENT …".
+     *  Text for people; protocol 1 agents carried the decision in it (mapped at the server's edge). */
     reason: Type.Union([Type.String({ maxLength: 2000 }), Type.Null()]),
+    /** Protocol 2: how the attempt ended, typed. Absent from agents of protocol 1. */
+    end: Type.Optional(AttemptEnd),
     outputs: Type.Array(OutputFileWire, { maxItems: 100_000 }),
     /** How long each stream's log file was when the process ended: what the server lacks of it is marked missing in the log. */
     logBytes: Type.Optional(Type.Object({ stdout: Type.Integer({ minimum: 0 }), stderr: Type.Integer({ minimum: 0 }) }, { additionalProperties: false })),

@@ -10,7 +10,7 @@
  * server declared the old attempt lost, and how long the machine had been silent when it died
  * (t0 − its final lastHeartbeatAt; negative when the server wrote a heartbeat after the kill).
  *
- * Prediction (docs/failure-detection.md): [lostAfter − heartbeat, lostAfter + 1.2 × reconcileInterval]
+ * Prediction (docs/failure-detection.md): [lostAfter − heartbeat, lostAfter + 1.2 × lostMachinesInterval]
  * plus a few ms of scheduling and start = [8000, 11200] ms at the defaults.
  * Usage: npm run bench:failover [-- --trials 20 --kill-delay-max-ms 2000]
  */
@@ -43,7 +43,7 @@ const KILL_DELAY_MAX_MS = (() => {
 })();
 const POLL_MS = 20;
 
-const PREDICTED = { minMs: cfg.lostAfterMs - cfg.heartbeatMs, maxMs: cfg.lostAfterMs + 1.2 * cfg.reconcileIntervalMs };
+const PREDICTED = { minMs: cfg.lostAfterMs - cfg.heartbeatMs, maxMs: cfg.lostAfterMs + 1.2 * cfg.lostMachinesIntervalMs };
 
 const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
 const median = (xs: number[]) => {
@@ -242,7 +242,7 @@ async function main() {
       heartbeatMs: cfg.heartbeatMs,
       suspectAfterMs: cfg.suspectAfterMs,
       lostAfterMs: cfg.lostAfterMs,
-      reconcileIntervalMs: cfg.reconcileIntervalMs,
+      lostMachinesIntervalMs: cfg.lostMachinesIntervalMs,
       leaseMs: cfg.leaseMs,
       note: 'defaults; no GANTRY_* variables passed to the children',
     },
@@ -252,7 +252,7 @@ async function main() {
     trials,
     failoverMs: { n: ms.length, median: median(ms), p90: pct(ms, 90), worst: Math.max(...ms), min: Math.min(...ms) },
     pollSawMs: { median: median(seen), worst: Math.max(...seen) },
-    predictedMs: { min: PREDICTED.minMs, max: PREDICTED.maxMs, formula: '[lostAfter − heartbeat, lostAfter + 1.2 × reconcileInterval] + scheduling/start' },
+    predictedMs: { min: PREDICTED.minMs, max: PREDICTED.maxMs, formula: '[lostAfter − heartbeat, lostAfter + 1.2 × lostMachinesInterval] + scheduling/start' },
   };
   // Agents are restarted every trial: a rebuild of dist/ during the run would mix two versions.
   if (statSync(CLI).mtimeMs !== build.distBuiltAt) console.error('WARNING: dist/ was rebuilt during the run; the trials may mix code versions');

@@ -10,13 +10,14 @@ import { Topic } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { OutboxRelay } from '../reconciler/outbox-relay.js';
-import { reconcilePass } from '../reconciler/reconcile.js';
 import { schedulerPass } from './scheduler-pass.js';
 import { openStore } from './open-store.js';
 import type { Store } from '../store/store.js';
 import { ArtifactStore } from '../artifacts/artifact-store.js';
-import { collectArtifacts, sweepStrays } from '../artifacts/collect-artifacts.js';
 import { Loop } from './loop.js';
+import { artifactCollection } from './artifact-collection.js';
+import { dutyLoop } from './duty-loop.js';
+import { reconcilerLoops, type ReconcilerLoops } from './reconciler-loops.js';
 import { LeaderElection } from './leader-election.js';
 import { SyncedClock } from './synced-clock.js';
 import { NotLeaderError } from '../domain/errors.js';
@@ -26,15 +27,13 @@ import type { Dashboard } from '../api/dashboard-routes.js';
 import { PoolHistory } from '../api/pool-history.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
 
-/** How often the blob tree is read whole for files a crash left behind (ArtifactStore.sweepStrays). */
-const STRAY_SWEEP_MS = 24 * 3_600_000;
-
 export interface ControlPlane {
   app: FastifyInstance;
   store: Store;
   bus: Bus;
   config: ServerConfig;
-  loops: { scheduler: Loop; reconciler: Loop; relay: Loop; pools: Loop; artifacts: Loop };
+  /** The reconciler is one loop per duty (docs/failure-detection.md, "The reconciler's loops"). */
+  loops: { scheduler: Loop; reconciler: ReconcilerLoops; relay: Loop; pools: Loop; artifacts: Loop };
   /** The dashboard served at `/`, or why there is none (docs/dashboard.md). */
   dashboard: Dashboard;
   /** The address the API listens on, once started. */
@@ -109,31 +108,19 @@ export async function createControlPlane(
   // Judge no machine or lease until agents have had a full loss period to reconnect (counted from
   // here, and again from start(); a control plane driven by a test's clock is never started).
   let judgeFrom = clock.now() + config.lostAfterMs;
-  const repairCursor = { repair: null as string | null };
-  const reconciler = new Loop(
-    'reconciler',
-    async () => {
-      if (clock.now() < judgeFrom) return;
-      const r = await reconcilePass(
-        leaderStore,
-        clock,
-        config,
-        random,
-        async (ids) => {
-          for (const id of ids) await artifacts.removeLegacyDir(id);
-        },
-        repairCursor,
-      );
-      for (const m of r.machines) app.log.warn(m, 'machine health changed');
-      if (r.lostAttempts.length) app.log.warn({ attempts: r.lostAttempts }, 'attempts lost');
-      if (r.queueTimedOut.length) app.log.warn({ stages: r.queueTimedOut }, 'stages failed: waited past their queueTimeoutSeconds');
-      if (r.repairedJobs.length) app.log.warn({ jobs: r.repairedJobs }, 'jobs re-evaluated by the reconciler');
-      if (r.expiredJobs.length) app.log.info({ jobs: r.expiredJobs.length }, 'ended jobs past retention deleted');
-    },
-    config.reconcileIntervalMs,
-    logError('reconciler'),
+  const reconciler = reconcilerLoops({
+    store: leaderStore,
+    clock,
+    config,
+    log: app.log,
+    onError: logError,
     random,
-  );
+    judgeFrom: () => judgeFrom,
+    removeLegacyDirs: async (ids) => {
+      for (const id of ids) await artifacts.removeLegacyDir(id);
+    },
+  });
+  const reconcilerEach = Object.values(reconciler);
   // The pools page's history (GET /v1/pools/history): every replica samples what it reads, for
   // whoever looks at it; one read of machines and queue counts per sample, whatever the backlog.
   const pools = new Loop(
@@ -146,26 +133,16 @@ export async function createControlPlane(
     logError('pools'),
     random,
   );
-  // Artifact collection (docs/rerun.md): outputs no job names any more, and the size budget.
-  // Once after start, then daily, the blob tree is read whole for files a crash left behind.
-  let straysSweptAt: number | null = null;
-  const collector = new Loop(
-    'artifacts',
-    async () => {
-      const r = await collectArtifacts(leaderStore, artifacts, { now: () => clock.now(), maxBytes: config.artifactsMaxBytes, graceMs: config.artifactsGraceMs, dryRun: false });
-      if (straysSweptAt === null || clock.now() - straysSweptAt >= STRAY_SWEEP_MS) {
-        straysSweptAt = clock.now();
-        const s = await sweepStrays(leaderStore, artifacts, { now: clock.now(), graceMs: config.artifactsGraceMs });
-        if (s.collected || s.restored || s.removedAside) app.log.warn(s, 'artifact files a crash left behind: collected (no row named them), restored (renamed aside, still named), removed (renamed aside, not needed)');
-      }
-      // Temporary files of uploads cut off by a crash: a day is far past any upload's pause.
-      await artifacts.sweepTemporary(clock.now() - 24 * 3_600_000);
+  // Artifact collection (docs/rerun.md): outputs no job names any more, the size budget, and
+  // files a crash left behind; not held by the restart grace, as it judges no machine.
+  const collector = dutyLoop(
+    artifactCollection(leaderStore, artifacts, clock, config),
+    ({ collection: r, strays: s }) => {
+      if (s && (s.collected || s.restored || s.removedAside)) app.log.warn(s, 'artifact files a crash left behind: collected (no row named them), restored (renamed aside, still named), removed (renamed aside, not needed)');
       if (r.deleted || r.release.length) app.log.info({ deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.map((x) => `${x.jobId}/${x.stage}`), bytesAfter: r.bytesAfter }, 'artifacts collected');
       if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes) app.log.warn({ bytes: r.bytesAfter, budget: r.budgetBytes }, 'artifact store over its budget: what is left is named by jobs not ended or reused by reruns');
     },
-    config.artifactsGcIntervalMs,
-    logError('artifacts'),
-    random,
+    { onError: logError, random },
   );
   const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
   const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
@@ -218,7 +195,7 @@ export async function createControlPlane(
       if (!replicated) {
         placesInTransactions = placeWithin();
         scheduler.start();
-        reconciler.start();
+        for (const loop of reconcilerEach) loop.start();
         collector.start();
         return;
       }
@@ -233,13 +210,13 @@ export async function createControlPlane(
           gained: (t) => {
             app.log.info({ replica: replicaId, term: t.term }, 'this replica is the leader: scheduler and reconciler running');
             scheduler.start();
-            reconciler.start();
+            for (const loop of reconcilerEach) loop.start();
             collector.start();
           },
           lost: (why) => {
             app.log.warn({ replica: replicaId, why }, 'this replica is no longer the leader: scheduler and reconciler stopped');
             void scheduler.stop();
-            void reconciler.stop();
+            for (const loop of reconcilerEach) void loop.stop();
             void collector.stop();
           },
         },
@@ -252,7 +229,7 @@ export async function createControlPlane(
       shutdown.abort();
       await election?.stop();
       synced?.stop();
-      await Promise.all([scheduler.stop(), reconciler.stop(), relay.stop(), pools.stop(), collector.stop()]);
+      await Promise.all([scheduler.stop(), ...reconcilerEach.map((loop) => loop.stop()), relay.stop(), pools.stop(), collector.stop()]);
       await app.close();
       await bus.close();
       await store.close();

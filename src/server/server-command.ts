@@ -3,7 +3,7 @@ import { isLoopback } from '../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from './data-dir-lock.js';
-import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, type ServerConfig } from './server-config.js';
+import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -58,6 +58,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
   set('leaderTtlMs', env('GANTRY_LEADER_TTL_MS'));
   set('poolSampleMs', env('GANTRY_POOL_SAMPLE_MS'));
+  for (const [key, name] of Object.entries(reconcilerEnv) as [keyof typeof reconcilerEnv, string][]) set(key, env(name));
   if (process.env.GANTRY_DASHBOARD_DIR) over.dashboardDir = resolve(process.env.GANTRY_DASHBOARD_DIR);
   if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
   if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
@@ -167,7 +168,7 @@ export function serverCommand(program: Command): void {
     .option('--database <url>', 'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory')
     .option('--bus <url>', 'nats://… to carry wake-ups over NATS JetStream between replicas; default $GANTRY_BUS_URL, else in this process')
     .option('--json', 'print the address and data directory as one JSON line once listening')
-    .addHelpText('after', '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
+    .addHelpText('after', '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);

@@ -34,12 +34,36 @@ export interface ServerConfig {
   repairAfterMs: number;
   /** Ended jobs are deleted (rows, logs, references to outputs) this long after they ended. */
   retentionMs: number;
+  // The reconciler's loops (docs/failure-detection.md, "The reconciler's loops"): one per duty,
+  // each on its own interval (jittered ×0.8–1.2), on the leader only.
+  /** The lost-machines loop's period: how late, at worst, a silent machine is declared lost. */
+  lostMachinesIntervalMs: number;
+  /** The lost-attempts loop's period: expired leases and assignments never acknowledged. */
+  lostAttemptsIntervalMs: number;
+  /** The queue-timeout loop's period, and how many overdue stages it fails a pass. */
+  queueTimeoutIntervalMs: number;
+  queueTimeoutBatch: number;
+  /** The repair loop's period, how many jobs it may move a pass, and how many it looks at a pass. */
+  repairIntervalMs: number;
+  repairBatch: number;
+  repairScan: number;
+  /** The retention loop's period, and how many ended jobs it deletes a pass. */
+  retentionIntervalMs: number;
+  retentionBatch: number;
+  /** The pruning loop's period; published outbox rows are kept this long, Idempotency-Keys that long. */
+  pruneIntervalMs: number;
+  outboxKeepMs: number;
+  idempotencyKeepMs: number;
   /** The artifact store's size budget in bytes: past it, ended jobs' outputs no other job names are released, oldest first (docs/rerun.md). Null: none. */
   artifactsMaxBytes: number | null;
   /** Collection spares a blob written this recently (an upload of the same content under way). */
   artifactsGraceMs: number;
   /** How often collection runs (on the leader). */
   artifactsGcIntervalMs: number;
+  /** How often (and once after start) collection reads the whole blob tree for files a crash left behind. */
+  straySweepIntervalMs: number;
+  /** Temporary files of uploads older than this are deleted by collection: far past any upload's pause. */
+  uploadTempKeepMs: number;
   /** TERM, then this long, then KILL. */
   killGraceMs: number;
   /** A stage preempted less than this long ago is not preempted again (no thrashing). */
@@ -50,7 +74,6 @@ export interface ServerConfig {
    *  (then it is told to kill it) or this passes; fencing makes the overlap safe. */
   disconnectGraceMs: number;
   schedulerIntervalMs: number;
-  reconcileIntervalMs: number;
   relayIntervalMs: number;
   /** Largest job spec accepted. */
   bodyLimitBytes: number;
@@ -92,11 +115,24 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,
+    lostMachinesIntervalMs: 1000,
+    lostAttemptsIntervalMs: 1000,
+    queueTimeoutIntervalMs: 1000,
+    queueTimeoutBatch: 100,
+    repairIntervalMs: 1000,
+    repairBatch: 100,
+    repairScan: 2000,
+    retentionIntervalMs: 1000,
+    retentionBatch: 100,
+    pruneIntervalMs: 1000,
+    outboxKeepMs: 3_600_000,
+    idempotencyKeepMs: 24 * 3_600_000,
     artifactsMaxBytes: null,
     artifactsGraceMs: 60_000,
     artifactsGcIntervalMs: 60_000,
+    straySweepIntervalMs: 24 * 3_600_000,
+    uploadTempKeepMs: 24 * 3_600_000,
     schedulerIntervalMs: 1000,
-    reconcileIntervalMs: 1000,
     relayIntervalMs: 1000,
     bodyLimitBytes: 1024 * 1024,
     logLevel: 'info',
@@ -127,7 +163,58 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (!(c.artifactsGraceMs >= 0)) problems.push('the artifacts grace must not be negative');
   if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
+  problems.push(...reconcilerProblems(c));
   if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
+}
+
+/**
+ * The reconciler's settings an operator may set, each from its environment variable (read by
+ * `gantry server` and `gantry up`; docs/failure-detection.md lists them with their defaults).
+ */
+export const reconcilerEnv = {
+  repairAfterMs: 'GANTRY_REPAIR_AFTER_MS',
+  lostMachinesIntervalMs: 'GANTRY_LOST_MACHINES_INTERVAL_MS',
+  lostAttemptsIntervalMs: 'GANTRY_LOST_ATTEMPTS_INTERVAL_MS',
+  queueTimeoutIntervalMs: 'GANTRY_QUEUE_TIMEOUT_INTERVAL_MS',
+  queueTimeoutBatch: 'GANTRY_QUEUE_TIMEOUT_BATCH',
+  repairIntervalMs: 'GANTRY_REPAIR_INTERVAL_MS',
+  repairBatch: 'GANTRY_REPAIR_BATCH',
+  repairScan: 'GANTRY_REPAIR_SCAN',
+  retentionIntervalMs: 'GANTRY_RETENTION_INTERVAL_MS',
+  retentionBatch: 'GANTRY_RETENTION_BATCH',
+  pruneIntervalMs: 'GANTRY_PRUNE_INTERVAL_MS',
+  outboxKeepMs: 'GANTRY_OUTBOX_KEEP_MS',
+  idempotencyKeepMs: 'GANTRY_IDEMPOTENCY_KEEP_MS',
+  straySweepIntervalMs: 'GANTRY_STRAY_SWEEP_INTERVAL_MS',
+  uploadTempKeepMs: 'GANTRY_UPLOAD_TEMP_KEEP_MS',
+} as const satisfies Partial<Record<keyof ServerConfig, string>>;
+
+/** What is wrong with the reconciler's settings: a zero interval would spin, a zero batch would never finish its work. */
+function reconcilerProblems(c: ServerConfig): string[] {
+  const problems: string[] = [];
+  const positive = (key: keyof ServerConfig, what: string) => {
+    if (!(Number(c[key]) > 0)) problems.push(`${key} (${what}) must be positive, not ${c[key]}`);
+  };
+  const count = (key: 'queueTimeoutBatch' | 'repairBatch' | 'repairScan' | 'retentionBatch', what: string) => {
+    if (!(Number.isInteger(c[key]) && c[key] > 0)) problems.push(`${key} (${what}) must be a whole number above 0, not ${c[key]}`);
+  };
+  positive('lostMachinesIntervalMs', 'the lost-machines loop\'s period');
+  positive('lostAttemptsIntervalMs', 'the lost-attempts loop\'s period');
+  positive('queueTimeoutIntervalMs', 'the queue-timeout loop\'s period');
+  positive('repairIntervalMs', 'the repair loop\'s period');
+  positive('retentionIntervalMs', 'the retention loop\'s period');
+  positive('pruneIntervalMs', 'the pruning loop\'s period');
+  positive('straySweepIntervalMs', 'how often the blob tree is swept for strays');
+  positive('repairAfterMs', 'how long a job is unchanged before repair looks at it');
+  positive('retentionMs', 'how long ended jobs are kept');
+  positive('idempotencyKeepMs', 'how long an Idempotency-Key answers retries');
+  positive('uploadTempKeepMs', 'how long an upload\'s temporary file is kept');
+  if (!(c.outboxKeepMs >= 0)) problems.push(`outboxKeepMs (how long published outbox rows are kept) must not be negative, not ${c.outboxKeepMs}`);
+  count('queueTimeoutBatch', 'overdue stages failed a pass');
+  count('repairBatch', 'jobs repair may move a pass');
+  count('repairScan', 'jobs repair looks at a pass');
+  count('retentionBatch', 'ended jobs deleted a pass');
+  return problems;
 }
 
 /** Where the store is, for logs and messages: the SQLite file, or the PostgreSQL URL without its password. */

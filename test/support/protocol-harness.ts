@@ -59,9 +59,10 @@ export class ProtocolHarness {
     return this.cp.loops.scheduler.runOnce();
   }
 
-  /** One reconciler pass: suspect and lost machines, expired leases, unacknowledged assignments, repair. */
-  reconcile(): Promise<void> {
-    return this.cp.loops.reconciler.runOnce();
+  /** One pass of every reconciler duty, in order: suspect and lost machines, expired leases and
+   *  unacknowledged assignments, queue timeouts, repair, pruning, retention. */
+  async reconcile(): Promise<void> {
+    for (const loop of Object.values(this.cp.loops.reconciler)) await loop.runOnce();
   }
 
   async submit(spec: object): Promise<string> {

@@ -1,0 +1,21 @@
+import type { Clock } from '../domain/clock.js';
+import type { ReapResult, Store } from '../store/store.js';
+import type { ReconcilerDuty } from './reconciler-duty.js';
+
+export interface LostMachinesSettings {
+  suspectAfterMs: number;
+  lostAfterMs: number;
+  lostMachinesIntervalMs: number;
+}
+
+/**
+ * Machines silent past `suspectAfterMs` become suspect (nothing new is placed there); past
+ * `lostAfterMs`, lost, with their attempts, whose stages go back to the queue in the same write.
+ */
+export function lostMachines(store: Store, clock: Clock, s: LostMachinesSettings, random: () => number = Math.random): ReconcilerDuty<ReapResult> {
+  return {
+    name: 'lost-machines',
+    intervalMs: s.lostMachinesIntervalMs,
+    runOnce: () => store.machinesReap({ now: clock.now(), suspectAfterMs: s.suspectAfterMs, lostAfterMs: s.lostAfterMs, jitter: random() }),
+  };
+}

@@ -1,0 +1,62 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { serverConfigFrom } from './server-command.js';
+import { checkServerConfig, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
+
+describe("the reconciler's settings", () => {
+  afterEach(() => {
+    for (const name of Object.values(reconcilerEnv)) delete process.env[name];
+  });
+
+  it('default to the values the single pass had, and pass the check', () => {
+    const c = defaultServerConfig();
+    expect(c).toMatchObject({
+      lostMachinesIntervalMs: 1000,
+      lostAttemptsIntervalMs: 1000,
+      queueTimeoutIntervalMs: 1000,
+      queueTimeoutBatch: 100,
+      repairIntervalMs: 1000,
+      repairAfterMs: 30_000,
+      repairBatch: 100,
+      repairScan: 2000,
+      retentionIntervalMs: 1000,
+      retentionMs: 7 * 24 * 3_600_000,
+      retentionBatch: 100,
+      pruneIntervalMs: 1000,
+      outboxKeepMs: 3_600_000,
+      idempotencyKeepMs: 24 * 3_600_000,
+      straySweepIntervalMs: 24 * 3_600_000,
+      uploadTempKeepMs: 24 * 3_600_000,
+    });
+    expect(() => checkServerConfig(c)).not.toThrow();
+  });
+
+  it.each<[Partial<ServerConfig>, RegExp]>([
+    [{ lostMachinesIntervalMs: 0 }, /lostMachinesIntervalMs \(the lost-machines loop's period\) must be positive, not 0/],
+    [{ repairIntervalMs: -5 }, /repairIntervalMs .* must be positive, not -5/],
+    [{ pruneIntervalMs: Number.NaN }, /pruneIntervalMs .* must be positive/],
+    [{ retentionMs: 0 }, /retentionMs .* must be positive/],
+    [{ repairAfterMs: 0 }, /repairAfterMs .* must be positive/],
+    [{ outboxKeepMs: -1 }, /outboxKeepMs .* must not be negative/],
+    [{ repairBatch: 0 }, /repairBatch .* must be a whole number above 0, not 0/],
+    [{ retentionBatch: 2.5 }, /retentionBatch .* must be a whole number above 0, not 2.5/],
+    [{ queueTimeoutBatch: -1 }, /queueTimeoutBatch/],
+    [{ repairScan: 0 }, /repairScan/],
+    [{ uploadTempKeepMs: 0 }, /uploadTempKeepMs/],
+  ])('refuses %o', (over, message) => {
+    expect(() => checkServerConfig(defaultServerConfig(over))).toThrow(message);
+  });
+
+  it('accepts outboxKeepMs 0: published outbox rows go at the next pass', () => {
+    expect(() => checkServerConfig(defaultServerConfig({ outboxKeepMs: 0 }))).not.toThrow();
+  });
+
+  it('are read from their environment variables by gantry server, and checked there', () => {
+    process.env.GANTRY_REPAIR_AFTER_MS = '60000';
+    process.env.GANTRY_RETENTION_BATCH = '500';
+    process.env.GANTRY_PRUNE_INTERVAL_MS = '30000';
+    const c = serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' });
+    expect([c.repairAfterMs, c.retentionBatch, c.pruneIntervalMs, c.repairBatch]).toEqual([60_000, 500, 30_000, 100]);
+    process.env.GANTRY_REPAIR_BATCH = '0';
+    expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(/repairBatch/);
+  });
+});

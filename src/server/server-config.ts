@@ -146,7 +146,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
   };
 }
 
-/** Timings that contradict each other would make healthy machines look dead: refuse them. */
+/** Timings that contradict each other would make healthy machines look dead, and a reconciler limit of 0 would spin or stall its loop: refuse them. */
 export function checkServerConfig(c: ServerConfig): void {
   const problems: string[] = [];
   if (!(c.heartbeatMs > 0)) problems.push('heartbeat must be positive');
@@ -164,7 +164,7 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.artifactsGraceMs >= 0)) problems.push('the artifacts grace must not be negative');
   if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
   problems.push(...reconcilerProblems(c));
-  if (problems.length) throw new Error(`inconsistent timings: ${problems.join('; ')}`);
+  if (problems.length) throw new Error(`inconsistent settings: ${problems.join('; ')}`);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import type { Readable } from 'node:stream';
+import type { ApiApp } from './api-app.js';
+import { Readable } from 'node:stream';
 import { Type } from 'typebox';
 import { Topic } from '../bus/bus.js';
 import { isCleanExit } from '../domain/attempt-state.js';
@@ -32,11 +32,13 @@ import { machineWaiter } from './long-poll.js';
 import { ReportMemory } from './report-memory.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+/** An attempt's file: the wildcard is its path. No length limit: an unknown attempt is answered as it always was. */
+const AttemptFileParams = Type.Object({ id: Type.String(), '*': Type.String() });
 const tags = ['agent'];
 const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 /** The internal API agents speak (see src/api/contract/agent-protocol.ts for the timeline). */
-export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock, config } = ctx;
   // Ids unique across replicas and restarts: NATS drops a repeated id within its duplicate window.
   const logsWritten = (attemptId: string) => {
@@ -51,7 +53,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/agent/register',
     { config: { access: 'join', audit: 'machine.register' }, schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody } } },
     async (req) => {
-      const body = req.body as RegisterRequest;
+      const body = req.body;
       const p = req.principal!;
       const now = clock.now();
       if (p.kind === 'machine') {
@@ -87,8 +89,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req): Promise<DrainSelfResponse> => {
-      const { id } = req.params as { id: string };
-      const body = req.body as DrainSelfRequest;
+      const { id } = req.params;
+      const body = req.body;
       const r = await store.machineDrain({ machine: id, now: clock.now(), stopRunning: body.now === true, jitter: ctx.random(), audit: auditBy(req, 'machine.drain-self', id) });
       req.log.info({ machine: r.machine.name, machineId: id, now: body.now === true, stopped: r.stopped ?? 0 }, 'agent drains its machine');
       return { stopped: r.stopped ?? 0 };
@@ -108,8 +110,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req, reply) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as HeartbeatRequest;
+      const { id } = req.params;
+      const body = req.body;
       const known = body.running.map((r) => r.attemptId);
       const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
       const reportedAt = clock.now();
@@ -173,8 +175,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as ReportRequest;
+      const { id } = req.params;
+      const body = req.body;
       // Outputs are committed only if every file named was really uploaded, whole; an outcome
       // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
@@ -210,8 +212,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/agent/attempts/:id/start',
     { config: { access: 'machine' }, schema: { summary: 'Acknowledge an assignment: the attempt is running', tags, params: AttemptParams, body: StartRequest, response: { 200: Type.Object({ state: Type.String() }), ...errors } } },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as StartRequest;
+      const { id } = req.params;
+      const body = req.body;
       const a = await store.attemptStart({ attemptId: id, token: body.token, pid: body.pid, now: clock.now(), leaseMs: config.leaseMs, machineId: req.principal!.machineId! });
       return { state: a.state };
     },
@@ -230,8 +232,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req): Promise<LogsResponse> => {
-      const { id } = req.params as { id: string };
-      const body = req.body as LogsRequest;
+      const { id } = req.params;
+      const body = req.body;
       const marks = await store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now(), machineId: req.principal!.machineId! });
       // Streams following this log read on (log-stream.ts): a hint from memory, not awaited, never stored.
       if (body.chunks.length) logsWritten(id);
@@ -243,7 +245,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/agent/attempts/:id/outputs/*',
     {
       config: { access: 'machine' },
-      schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags },
+      schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags, params: AttemptFileParams },
       // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
       // raw stream, so any other content type is refused before its parser could buffer it.
       bodyLimit: Number.MAX_SAFE_INTEGER,
@@ -257,15 +259,15 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req, reply) => {
-      const params = req.params as { id: string; '*': string };
+      const params = req.params;
       const token = Number(req.headers['x-gantry-token']);
       if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
-      const rel = ArtifactStore.checkPath(params['*'] ?? '');
+      const rel = ArtifactStore.checkPath(params['*']);
       const machineId = req.principal!.machineId!;
       await store.attemptForUpload({ attemptId: params.id, token, machineId });
       // Into the content-addressed store, then recorded as this attempt's (fenced again: the
       // attempt may have been superseded while the file streamed); docs/rerun.md.
-      const { blob, size } = await ctx.artifacts.putBlob(req.body as Readable);
+      const { blob, size } = await ctx.artifacts.putBlob(uploadStream(req.body));
       await store.outputUploaded({ attemptId: params.id, token, machineId, path: rel, blob, size, now: clock.now() });
       return reply.status(204).send();
     },
@@ -275,8 +277,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/agent/attempts/:id/complete',
     { config: { access: 'machine' }, schema: { summary: "Report an attempt's outcome, fenced by its token", tags, params: AttemptParams, body: CompleteRequest, response: { 200: CompleteResponse, ...errors } } },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as CompleteRequest;
+      const { id } = req.params;
+      const body = req.body;
       // Outputs are committed only if every file named was really uploaded, whole.
       const problem = isCleanExit(body) && body.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [{ attemptId: id, ...body }])).get(id) : undefined;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
@@ -288,10 +290,10 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get(
     '/v1/agent/artifacts/:id/*',
-    { config: { access: 'machine' }, schema: { summary: 'Download a committed output file of an upstream attempt', tags } },
+    { config: { access: 'machine' }, schema: { summary: 'Download a committed output file of an upstream attempt', tags, params: AttemptFileParams } },
     async (req, reply) => {
-      const params = req.params as { id: string; '*': string };
-      const rel = ArtifactStore.checkPath(params['*'] ?? '');
+      const params = req.params;
+      const rel = ArtifactStore.checkPath(params['*']);
       // Only outputs a stage committed are readable, never a failed or superseded attempt's
       // uploads; found through any manifest that names them, a rerun's reused stage's included,
       // so an upstream that was reused reads the same as one that ran (docs/rerun.md).
@@ -302,6 +304,15 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
   );
 
   app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+}
+
+/**
+ * An upload's body: the request's own stream, as the octet-stream parser above passes it on (the
+ * route's onRequest refuses any other content type), so the file goes to disk unbuffered.
+ */
+function uploadStream(body: unknown): Readable {
+  if (!(body instanceof Readable)) throw new Error('an output upload arrived without its stream (the octet-stream parser passes the request on)');
+  return body;
 }
 
 /**

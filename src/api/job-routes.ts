@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
-import { jobStates, type JobState } from '../domain/job-state.js';
+import { jobStates } from '../domain/job-state.js';
 import { AlreadySubmitted, ConflictError, NotFoundError } from '../domain/errors.js';
 import { JobSpecSchema, parseJobSpec } from '../domain/job-spec.js';
 import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
@@ -20,6 +20,7 @@ import { quotaReasons } from './quota-reasons.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { idempotencyOf } from './idempotency.js';
 import { logChunkView, streamLog } from './log-stream.js';
+import { eventView } from './event-routes.js';
 import { teamScope, who, type Principal } from './auth/principal.js';
 import { ownJob as ownJobOf, visible } from './auth/job-visibility.js';
 import { auditBy } from './auth/audit-entry.js';
@@ -29,15 +30,23 @@ import { hasSecrets, redactSpec } from '../domain/secret-env.js';
 
 const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const StageParams = Type.Object({ id: Type.String({ maxLength: 100 }), stage: Type.String({ maxLength: 200 }) });
+/** A stage's output file: the wildcard is its path. No length limits: an unknown id or stage is a 404, as it always was. */
+const OutputFileParams = Type.Object({ id: Type.String(), stage: Type.String(), '*': Type.String() });
 const errors = { 400: ErrorBody, 404: ErrorBody };
+/**
+ * The submit routes' query. Not validated (their validator accepts anything, for the YAML bodies'
+ * sake): a value other than `true` or `1`, a repeated one included, reads as not strict.
+ */
+const SubmitQuery = Type.Object({
+  strict: Type.Optional(Type.String({ description: 'true or 1: a stage no registered machine could ever run refuses the submit (400) instead of a warning' })),
+});
 
 /** `?strict=true` (or 1): a stage no registered machine could ever run refuses the submit instead of a warning. */
-function strictOf(req: { query: unknown }): boolean {
-  const v = (req.query as Record<string, unknown> | undefined)?.strict;
-  return v === 'true' || v === '1' || v === true;
+function strictOf(query: { strict?: string }): boolean {
+  return query.strict === 'true' || query.strict === '1';
 }
 
-export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function jobRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
   /**
    * The stages of these jobs that no registered machine could ever run, per job (docs/scheduling.md,
@@ -72,6 +81,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
           'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. ' +
           'A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine) is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
         tags: ['jobs'],
+        querystring: SubmitQuery,
         body: JobSpecSchema,
         response: { 200: JobView, 201: JobView, ...errors, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody },
       },
@@ -81,13 +91,14 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       config: { access: 'user', audit: 'job.submit' },
     },
     async (req, reply) => {
-      const raw = req.body as unknown;
+      // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
+      const raw: unknown = req.body;
       const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
       const definition = ownTeam(req.principal, input, parseJobSpec(input));
       const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
       // The source kept with the job never holds a secret's value (docs/security.md).
       const source = hasSecrets(definition) ? JSON.stringify(redactSpec(input)) : text;
-      const [warnings] = await placementWarnings([definition], strictOf(req), () => '');
+      const [warnings] = await placementWarnings([definition], strictOf(req.query), () => '');
       let job;
       try {
         job = await store.jobSubmit({ definition, source, now: clock.now(), idempotency: idempotencyOf(req, text), audit: auditBy(req, 'job.submit') });
@@ -116,6 +127,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
           'All or nothing, in one transaction: an invalid spec gets 400 listing every problem, each path naming its job ' +
           '(`/jobs/3/stages/1/command`), and nothing is written. Answers the new ids and names, in the order given.',
         tags: ['jobs'],
+        querystring: SubmitQuery,
         body: Type.Object({ jobs: Type.Array(JobSpecSchema, { minItems: 1, maxItems: MAX_BATCH_JOBS }) }),
         response: { 200: JobBatchResult, 201: JobBatchResult, 400: ErrorBody, 409: ErrorBody, 413: ErrorBody, 415: ErrorBody },
       },
@@ -124,7 +136,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       config: { access: 'user', audit: 'job.submit-batch' },
     },
     async (req, reply) => {
-      const raw = req.body as unknown;
+      // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
+      const raw: unknown = req.body;
       const input = typeof raw === 'string' ? parseJobBatchText(raw) : raw;
       const parsed = parseJobBatch(input);
       // Valid, so a list of specs: each names its team or not.
@@ -132,7 +145,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       const definitions = parsed.map((d, i) => ownTeam(req.principal, specs[i], d, `/jobs/${i}`));
       // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
       const sources = specs.map((spec, i) => JSON.stringify(hasSecrets(definitions[i]!) ? redactSpec(spec) : spec));
-      const warnings = await placementWarnings(definitions, strictOf(req), (i) => `/jobs/${i}`);
+      const warnings = await placementWarnings(definitions, strictOf(req.query), (i) => `/jobs/${i}`);
       let ids: readonly string[];
       try {
         ids = await store.jobSubmitBatch({
@@ -170,7 +183,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const q = req.query as { state?: JobState; team?: string; name?: string; limit?: number; before?: string };
+      const q = req.query;
       // A team token sees its own team's jobs only: asking for another team's finds none.
       const scope = teamScope(req.principal);
       if (scope !== null && q.team !== undefined && q.team !== scope) return { jobs: [] };
@@ -184,7 +197,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/jobs/:id',
     { config: { access: 'user' }, schema: { summary: 'A job with its stages and attempts', tags: ['jobs'], params: JobParams, response: { 200: JobView, ...errors } } },
     async (req) => {
-      const { id } = req.params as { id: string };
+      const { id } = req.params;
       const job = await store.jobGet({ jobId: id });
       if (!job || !visible(req.principal, job.team)) throw new NotFoundError('job', id);
       return jobView(await withLivePendingReasons(store, job, clock.now()));
@@ -204,7 +217,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id } = req.params as { id: string };
+      const { id } = req.params;
       await ownJob(req.principal, id);
       const r = await store.jobCancel({ jobId: id, now: clock.now(), reason: `canceled by ${who(req.principal)}`, audit: auditBy(req, 'job.cancel') });
       req.log.info({ jobId: id, changed: r.changed }, 'job cancel');
@@ -225,10 +238,10 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const q = req.query as { after?: number; limit?: number };
+      const { id } = req.params;
+      const q = req.query;
       await ownJob(req.principal, id);
-      return { events: await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 }) };
+      return { events: (await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 })).map(eventView) };
     },
   );
 
@@ -244,7 +257,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id, stage } = req.params as { id: string; stage: string };
+      const { id, stage } = req.params;
       await ownJob(req.principal, id);
       const job = await store.jobGet({ jobId: id });
       const s = job?.stages.find((x) => x.name === stage);
@@ -309,8 +322,8 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req, reply) => {
-      const { id, stage } = req.params as { id: string; stage: string };
-      const q = req.query as { attempt?: number; after?: number; limit?: number; format?: 'text' | 'json'; follow?: string };
+      const { id, stage } = req.params;
+      const q = req.query;
       const follow = q.follow === '1' || q.follow === 'true';
       await ownJob(req.principal, id);
       // A stage that has not run, or an attempt it never had, has no log to show: said, not an empty answer.
@@ -352,7 +365,7 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id } = req.params as { id: string };
+      const { id } = req.params;
       await ownJob(req.principal, id);
       const r = await store.jobDelete({ jobId: id, now: clock.now(), audit: auditBy(req, 'job.delete') });
       if (!r) throw new NotFoundError('job', id);
@@ -366,10 +379,10 @@ export function jobRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get(
     '/v1/jobs/:id/stages/:stage/outputs/*',
-    { config: { access: 'user' }, schema: { summary: "Download one of a stage's committed output files", tags: ['jobs'] } },
+    { config: { access: 'user' }, schema: { summary: "Download one of a stage's committed output files", tags: ['jobs'], params: OutputFileParams } },
     async (req, reply) => {
-      const { id, stage } = req.params as { id: string; stage: string; '*': string };
-      const rel = ArtifactStore.checkPath((req.params as Record<string, string>)['*'] ?? '');
+      const { id, stage, '*': path } = req.params;
+      const rel = ArtifactStore.checkPath(path);
       const job = await store.jobGet({ jobId: id });
       if (!job || !visible(req.principal, job.team)) throw new NotFoundError('job', id);
       const s = job.stages.find((x) => x.name === stage);

@@ -33,7 +33,7 @@ import { ReportMemory } from './report-memory.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 /** An attempt's file: the wildcard is its path. No length limit: an unknown attempt is answered as it always was. */
-const AttemptFileParams = Type.Object({ id: Type.String(), '*': Type.String() });
+const AttemptFileParams = Type.Object({ id: Type.String(), '*': Type.String({ description: "the file's path under the attempt's outputs (the rest of the URL)" }) });
 const tags = ['agent'];
 const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 

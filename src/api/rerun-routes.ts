@@ -16,9 +16,9 @@ import { who } from './auth/principal.js';
 import { ErrorBody } from './contract/job-view.js';
 import { RerunRequest, RerunResult } from './contract/rerun.js';
 import { idempotencyOf } from './idempotency.js';
+import { JobParams } from './job-params.js';
 import { jobView, rerunPlanOfJob, rerunPlanView } from './views.js';
 
-const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 /**
  * The request as the OpenAPI document shows it: its spec with the job spec's own schema. The
  * handler checks the envelope (RerunRequest, whose spec is any value) and parseJobSpec the spec,

@@ -1,23 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import type { Readable } from 'node:stream';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import { Topic } from '../bus/bus.js';
 import { isCleanExit } from '../domain/attempt-state.js';
-import { ForbiddenError, NotFoundError } from '../domain/errors.js';
+import { ForbiddenError } from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
 import { auditBy } from './auth/audit-entry.js';
-import { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { ApiContext } from './api-context.js';
 import {
   DrainSelfRequest,
   DrainSelfResponse,
   CompleteRequest,
   CompleteResponse,
-  HeartbeatRequest,
-  HeartbeatResponse,
   LogsRequest,
   LogsResponse,
   RegisterRequest,
@@ -28,15 +24,20 @@ import {
   StartRequest,
 } from './contract/agent-protocol.js';
 import { ErrorBody } from './contract/job-view.js';
-import { machineWaiter } from './long-poll.js';
+import { agentHeartbeatRoute } from './agent-heartbeat-route.js';
+import { agentOutputRoutes } from './agent-output-routes.js';
+import { missingOutputs } from './missing-outputs.js';
 import { ReportMemory } from './report-memory.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const tags = ['agent'];
 const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
-/** The internal API agents speak (see src/api/contract/agent-protocol.ts for the timeline). */
-export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
+/**
+ * The internal API agents speak (see src/api/contract/agent-protocol.ts for the timeline); the
+ * heartbeat's long-poll and the attempts' files have files of their own.
+ */
+export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock, config } = ctx;
   // Ids unique across replicas and restarts: NATS drops a repeated id within its duplicate window.
   const logsWritten = (attemptId: string) => {
@@ -51,7 +52,7 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/agent/register',
     { config: { access: 'join', audit: 'machine.register' }, schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody } } },
     async (req) => {
-      const body = req.body as RegisterRequest;
+      const body = req.body;
       const p = req.principal!;
       const now = clock.now();
       if (p.kind === 'machine') {
@@ -87,78 +88,15 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req): Promise<DrainSelfResponse> => {
-      const { id } = req.params as { id: string };
-      const body = req.body as DrainSelfRequest;
+      const { id } = req.params;
+      const body = req.body;
       const r = await store.machineDrain({ machine: id, now: clock.now(), stopRunning: body.now === true, jitter: ctx.random(), audit: auditBy(req, 'machine.drain-self', id) });
       req.log.info({ machine: r.machine.name, machineId: id, now: body.now === true, stopped: r.stopped ?? 0 }, 'agent drains its machine');
       return { stopped: r.stopped ?? 0 };
     },
   );
 
-  app.post(
-    '/v1/agent/machines/:id/heartbeat',
-    {
-      config: { access: 'machine' },
-      schema: {
-        summary: 'Heartbeat: renew leases, learn what to kill, receive assignments (long-poll up to waitMs)',
-        tags,
-        params: AttemptParams,
-        body: HeartbeatRequest,
-        response: { 200: HeartbeatResponse, ...errors },
-      },
-    },
-    async (req, reply) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as HeartbeatRequest;
-      const known = body.running.map((r) => r.attemptId);
-      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
-      const reportedAt = clock.now();
-      const arrived = reported.mark();
-      try {
-        // Held no longer than a heartbeat period, whatever the agent asks: the hold writes nothing,
-        // so a longer one would let the machine look silent while it waits.
-        const deadline = reportedAt + Math.min(body.waitMs ?? 0, config.heartbeatMs);
-        // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
-        // when the request arrives; a wake-up while it is held only re-reads what to send.
-        // Under load an agent polls again each time work arrives; within half a period of the last
-        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat).
-        const hb = await store.machineHeartbeat({
-          machineId: id,
-          running: body.running,
-          now: reportedAt,
-          leaseMs: config.leaseMs,
-          missingAfterMs: 2 * config.heartbeatMs,
-          jitter: ctx.random(),
-          renewAfterMs: config.heartbeatMs / 2,
-        });
-        if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
-        // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
-        // outcome it reported (`news`), nor, below, an assignment a report's answer carried since
-        // this heartbeat arrived.
-        const news = (k: { attemptId: string }) => !reported.hasEnded(id, k.attemptId);
-        let kill = hb.kill.filter(news);
-        for (;;) {
-          const since = reported.offeredSince(id, arrived);
-          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known });
-          const left = deadline - clock.now();
-          if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
-            // Answered as the server stops: its connection is closed after the answer, not kept
-            // alive (a connection that goes idle after the close began would hold the exit for the
-            // keep-alive's 60 s).
-            if (ctx.shutdown.aborted) reply.header('connection', 'close');
-            return { health: hb.health, kill, assignments };
-          }
-          await waiter.wait(left);
-          // The wake-up of a placement made in a report's transaction comes as that transaction
-          // commits, before the report's answer records what it carries: let that go first.
-          await new Promise((r) => setImmediate(r));
-          kill = await store.machineKillList({ machineId: id, running: body.running.filter(news) });
-        }
-      } finally {
-        waiter.done();
-      }
-    },
-  );
+  agentHeartbeatRoute(app, ctx, reported);
 
   app.post(
     '/v1/agent/machines/:id/report',
@@ -173,8 +111,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as ReportRequest;
+      const { id } = req.params;
+      const body = req.body;
       // Outputs are committed only if every file named was really uploaded, whole; an outcome
       // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
@@ -210,8 +148,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/agent/attempts/:id/start',
     { config: { access: 'machine' }, schema: { summary: 'Acknowledge an assignment: the attempt is running', tags, params: AttemptParams, body: StartRequest, response: { 200: Type.Object({ state: Type.String() }), ...errors } } },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as StartRequest;
+      const { id } = req.params;
+      const body = req.body;
       const a = await store.attemptStart({ attemptId: id, token: body.token, pid: body.pid, now: clock.now(), leaseMs: config.leaseMs, machineId: req.principal!.machineId! });
       return { state: a.state };
     },
@@ -230,8 +168,8 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req): Promise<LogsResponse> => {
-      const { id } = req.params as { id: string };
-      const body = req.body as LogsRequest;
+      const { id } = req.params;
+      const body = req.body;
       const marks = await store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now(), machineId: req.principal!.machineId! });
       // Streams following this log read on (log-stream.ts): a hint from memory, not awaited, never stored.
       if (body.chunks.length) logsWritten(id);
@@ -239,44 +177,12 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     },
   );
 
-  app.put(
-    '/v1/agent/attempts/:id/outputs/*',
-    {
-      config: { access: 'machine' },
-      schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags },
-      // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
-      // raw stream, so any other content type is refused before its parser could buffer it.
-      bodyLimit: Number.MAX_SAFE_INTEGER,
-      onRequest: async (req) => {
-        if (!String(req.headers['content-type'] ?? '').startsWith('application/octet-stream')) {
-          throw Object.assign(new Error(`content-type ${req.headers['content-type'] ?? '(none)'} is not accepted here; send application/octet-stream`), {
-            statusCode: 415,
-            code: 'unsupported_media_type',
-          });
-        }
-      },
-    },
-    async (req, reply) => {
-      const params = req.params as { id: string; '*': string };
-      const token = Number(req.headers['x-gantry-token']);
-      if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
-      const rel = ArtifactStore.checkPath(params['*'] ?? '');
-      const machineId = req.principal!.machineId!;
-      await store.attemptForUpload({ attemptId: params.id, token, machineId });
-      // Into the content-addressed store, then recorded as this attempt's (fenced again: the
-      // attempt may have been superseded while the file streamed); docs/rerun.md.
-      const { blob, size } = await ctx.artifacts.putBlob(req.body as Readable);
-      await store.outputUploaded({ attemptId: params.id, token, machineId, path: rel, blob, size, now: clock.now() });
-      return reply.status(204).send();
-    },
-  );
-
   app.post(
     '/v1/agent/attempts/:id/complete',
     { config: { access: 'machine' }, schema: { summary: "Report an attempt's outcome, fenced by its token", tags, params: AttemptParams, body: CompleteRequest, response: { 200: CompleteResponse, ...errors } } },
     async (req) => {
-      const { id } = req.params as { id: string };
-      const body = req.body as CompleteRequest;
+      const { id } = req.params;
+      const body = req.body;
       // Outputs are committed only if every file named was really uploaded, whole.
       const problem = isCleanExit(body) && body.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [{ attemptId: id, ...body }])).get(id) : undefined;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
@@ -286,57 +192,5 @@ export function agentRoutes(app: FastifyInstance, ctx: ApiContext): void {
     },
   );
 
-  app.get(
-    '/v1/agent/artifacts/:id/*',
-    { config: { access: 'machine' }, schema: { summary: 'Download a committed output file of an upstream attempt', tags } },
-    async (req, reply) => {
-      const params = req.params as { id: string; '*': string };
-      const rel = ArtifactStore.checkPath(params['*'] ?? '');
-      // Only outputs a stage committed are readable, never a failed or superseded attempt's
-      // uploads; found through any manifest that names them, a rerun's reused stage's included,
-      // so an upstream that was reused reads the same as one that ran (docs/rerun.md).
-      const c = await store.committedBlob({ attemptId: params.id, path: rel });
-      if (!c) throw new NotFoundError('artifact', `${params.id}/${rel}`);
-      return reply.type('application/octet-stream').send(await ctx.artifacts.read(c.blob, `${params.id}/${rel}`));
-    },
-  );
-
-  app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
-}
-
-/**
- * Why each of these outcomes' named outputs cannot be committed, by attempt (none: all were
- * uploaded whole). A file uploaded before 0014 into the attempt's own directory (an outcome
- * reported across the upgrade) is recorded as the attempt's upload where it lies.
- */
-async function missingOutputs(ctx: ApiContext, machineId: string, outcomes: readonly { attemptId: string; token: number; outputs: { path: string; size: number }[] }[]): Promise<Map<string, string>> {
-  const problems = new Map<string, string>();
-  if (outcomes.length === 0) return problems;
-  const uploads = new Map((await ctx.store.outputUploads({ attemptIds: outcomes.map((o) => o.attemptId) })).map((u) => [`${u.attemptId}\0${u.path}`, u]));
-  for (const c of outcomes) {
-    for (const o of c.outputs) {
-      let rel: string;
-      try {
-        rel = ArtifactStore.checkPath(o.path);
-      } catch (err) {
-        problems.set(c.attemptId, err instanceof Error ? err.message : String(err));
-        break;
-      }
-      const u = uploads.get(`${c.attemptId}\0${rel}`);
-      if (u?.size === o.size) continue;
-      const legacy = u ? null : await ctx.artifacts.legacySize(c.attemptId, rel);
-      if (legacy === o.size) {
-        try {
-          await ctx.store.outputUploaded({ attemptId: c.attemptId, token: c.token, machineId, path: rel, blob: ArtifactStore.legacyKey(c.attemptId, rel), size: legacy, now: ctx.clock.now() });
-          continue;
-        } catch (err) {
-          problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${err instanceof Error ? err.message : String(err)}`);
-          break;
-        }
-      }
-      problems.set(c.attemptId, `output ${o.path} was not uploaded (or has ${u?.size ?? legacy} bytes, not ${o.size})`);
-      break;
-    }
-  }
-  return problems;
+  agentOutputRoutes(app, ctx);
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import { collectArtifacts, sweepStrays } from '../artifacts/collect-artifacts.js';
 import type { ApiContext } from './api-context.js';
@@ -7,7 +7,7 @@ import { CollectionView } from './contract/artifacts-view.js';
 import { ErrorBody } from './contract/job-view.js';
 
 /** `POST /v1/artifacts/gc`: artifact collection now, or what it would do (docs/rerun.md). */
-export function artifactRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function artifactRoutes(app: ApiApp, ctx: ApiContext): void {
   app.post(
     '/v1/artifacts/gc',
     {
@@ -23,7 +23,7 @@ export function artifactRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const dryRun = (req.body as { dryRun?: boolean } | undefined)?.dryRun === true;
+      const dryRun = req.body?.dryRun === true;
       const r = await collectArtifacts(ctx.store, ctx.artifacts, {
         now: () => ctx.clock.now(),
         maxBytes: ctx.config.artifactsMaxBytes,

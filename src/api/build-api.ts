@@ -2,6 +2,7 @@ import sseModule, { type fastifySSE } from '@fastify/sse';
 import swagger from '@fastify/swagger';
 import { Ajv } from 'ajv';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ApiContext } from './api-context.js';
 import { agentRoutes } from './agent-routes.js';
 import { installErrorHandler } from './error-handler.js';
@@ -35,7 +36,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     bodyLimit: ctx.config.bodyLimitBytes,
     // Long-polls are held for a heartbeat interval; keep-alive connections outlive them.
     keepAliveTimeout: 60_000,
-  });
+  }).withTypeProvider<TypeBoxTypeProvider>();
   // Query strings and path parameters arrive as text and need coercing ("limit=10" is a number);
   // JSON bodies must not be coerced, or a `null` would silently become "" or 0.
   const options = { removeAdditional: false, useDefaults: true, allErrors: true, strict: false } as const;

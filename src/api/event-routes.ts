@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import { Topic } from '../bus/bus.js';
 import { ForbiddenError } from '../domain/errors.js';
@@ -32,7 +32,7 @@ export function eventView(e: EventRecord): EventView {
  * wake-up, over the bus between replicas) and at least every 2 s. A team token sees its own
  * team's jobs' events and the machines'; other teams' are never sent.
  */
-export function eventRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function eventRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, bus } = ctx;
   app.get(
     '/v1/events',
@@ -48,7 +48,7 @@ export function eventRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req, reply) => {
-      const q = req.query as { job?: string; team?: string; pool?: string; after?: number };
+      const q = req.query;
       const scope = teamScope(req.principal);
       if (scope !== null && q.team !== undefined && q.team !== scope) throw new ForbiddenError(`a team ${scope} token sees team ${scope}'s events only`);
       const team = scope ?? q.team;

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type, type TSchema } from 'typebox';
 import { NotFoundError } from '../domain/errors.js';
 import type { AuditEntry } from '../store/records.js';
@@ -14,7 +14,7 @@ const tags = ['machines'];
 const MachineParams = Type.Object({ machine: Type.String({ minLength: 1, maxLength: 200, description: 'machine name or id' }) });
 const errors = { 400: ErrorBody, 404: ErrorBody };
 
-type OperatorVerb = (p: { machine: string; now: number; query: { now?: boolean }; jitter: number; audit: AuditEntry }) => Promise<MachineSchedulingChange>;
+type OperatorVerb = (p: { machine: string; now: number; stopNow: boolean; jitter: number; audit: AuditEntry }) => Promise<MachineSchedulingChange>;
 
 /** The operator's routes, one per verb: what each does, in the OpenAPI document. */
 const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: string; description: string; querystring?: TSchema; verb: (s: Store) => OperatorVerb }[] = [
@@ -43,7 +43,7 @@ const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: s
       'Its `scheduling` reads `draining` until no attempt holds resources there, then `drained`. Running stages are not stopped, ' +
       'unless `now=true`: then they are stopped at once (lost, back in the queue, charged to no budget; the agent kills them), and `stopped` says how many.',
     querystring: Type.Object({ now: Type.Optional(Type.Boolean({ description: 'stop what runs there at once' })) }),
-    verb: (s) => (p) => s.machineDrain({ machine: p.machine, now: p.now, stopRunning: p.query.now === true, jitter: p.jitter, audit: p.audit }),
+    verb: (s) => (p) => s.machineDrain({ machine: p.machine, now: p.now, stopRunning: p.stopNow, jitter: p.jitter, audit: p.audit }),
   },
   {
     name: 'remove',
@@ -57,7 +57,15 @@ const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: s
   },
 ];
 
-export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
+/**
+ * `?now=true`, on the verb whose schema takes it (drain; validated and coerced there). The verbs
+ * share one registration, so their query's type is the union of theirs: read here, not cast.
+ */
+function nowAsked(query: unknown): boolean {
+  return typeof query === 'object' && query !== null && 'now' in query && query.now === true;
+}
+
+export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
   app.get(
     '/v1/machines',
@@ -85,7 +93,7 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/machines/:machine',
     { config: { access: 'user' }, schema: { summary: 'One machine, by name or id', tags, params: MachineParams, response: { 200: MachineView, ...errors } } },
     async (req) => {
-      const { machine } = req.params as { machine: string };
+      const { machine } = req.params;
       const m = await store.machineFind({ machine });
       if (!m) throw new NotFoundError('machine', machine);
       return machineView(m);
@@ -107,8 +115,8 @@ export function machineRoutes(app: FastifyInstance, ctx: ApiContext): void {
         response: { 200: MachineChange, ...errors, 409: ErrorBody },
       },
       handler: async (req) => {
-        const { machine } = req.params as { machine: string };
-        const r = await verb({ machine, now: clock.now(), query: (req.query ?? {}) as { now?: boolean }, jitter: ctx.random(), audit: auditBy(req, `machine.${v.name}`, machine) });
+        const { machine } = req.params;
+        const r = await verb({ machine, now: clock.now(), stopNow: nowAsked(req.query), jitter: ctx.random(), audit: auditBy(req, `machine.${v.name}`, machine) });
         req.log.info({ machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed, stopped: r.stopped }, `machine ${v.name}`);
         return { changed: r.changed, machine: machineView(r.machine), ...(r.stopped !== undefined ? { stopped: r.stopped } : {}) };
       },

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import type { ApiContext } from './api-context.js';
 import { ErrorBody } from './contract/job-view.js';
@@ -11,7 +11,7 @@ const tags = ['machines'];
  * The pools: queue depth, oldest wait, why stages wait and what the machines hold, now and over
  * time. Counts only, never a job: what `/metrics` tells any token, so a team token reads them too.
  */
-export function poolRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function poolRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
   app.get(
     '/v1/pools',
@@ -44,7 +44,7 @@ export function poolRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { since, max = 500 } = req.query as { since?: number; max?: number };
+      const { since, max = 500 } = req.query;
       const history = ctx.poolHistory;
       const at = clock.now();
       // The last point is now, so a chart reaches the present whatever the interval.

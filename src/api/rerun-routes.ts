@@ -1,5 +1,6 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
+import { Value } from 'typebox/value';
 import type { RerunPlan } from '../advancer/rerun-plan.js';
 import { AlreadySubmitted, ConflictError, NotFoundError } from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';
@@ -15,9 +16,9 @@ import { who } from './auth/principal.js';
 import { ErrorBody } from './contract/job-view.js';
 import { RerunRequest, RerunResult } from './contract/rerun.js';
 import { idempotencyOf } from './idempotency.js';
+import { JobParams } from './job-params.js';
 import { jobView, rerunPlanOfJob, rerunPlanView } from './views.js';
 
-const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 /**
  * The request as the OpenAPI document shows it: its spec with the job spec's own schema. The
  * handler checks the envelope (RerunRequest, whose spec is any value) and parseJobSpec the spec,
@@ -26,7 +27,7 @@ const JobParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const RerunBody = Type.Object({ ...RerunRequest.properties, spec: Type.Optional({ ...JobSpecSchema, description: (RerunRequest.properties.spec as { description?: string }).description }) }, { additionalProperties: false });
 
 /** `POST /v1/jobs/{id}/rerun` (docs/rerun.md). */
-export function rerunRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function rerunRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
   app.post(
     '/v1/jobs/:id/rerun',
@@ -50,13 +51,12 @@ export function rerunRoutes(app: FastifyInstance, ctx: ApiContext): void {
       validatorCompiler: () => () => true,
     },
     async (req, reply) => {
-      const { id } = req.params as { id: string };
+      const { id } = req.params;
       await ownJob(store, req.principal, id);
       const raw = req.body ?? {};
       if (typeof raw !== 'object' || Array.isArray(raw)) throw new ValidationError([{ path: '', message: 'the body must be a JSON object: {from?, spec?, cancelRunning?, dryRun?}' }]);
-      const issues = schemaIssues(RerunRequest, raw);
-      if (issues.length) throw new ValidationError(issues);
-      const body = raw as RerunRequest;
+      if (!Value.Check(RerunRequest, raw)) throw new ValidationError(schemaIssues(RerunRequest, raw));
+      const body = raw;
       const team = (await store.jobTeam({ jobId: id }))!;
       const definition = body.spec === undefined ? undefined : specOf(body.spec, team);
       const common = {

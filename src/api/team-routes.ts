@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import { ConflictError, NotFoundError } from '../domain/errors.js';
 import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../spec/quantity.js';
@@ -62,7 +62,7 @@ function teamView(t: Team, usage: TeamUsage, total: TeamUsage): TeamView {
 }
 
 /** Teams, their quotas and fair-share weights (docs/scheduling.md): admins change them, anyone with a token reads them. */
-export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function teamRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
 
   const views = async (only?: string): Promise<TeamView[]> => {
@@ -79,12 +79,13 @@ export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
       schema: { summary: 'Make a team, with a fair-share weight and a quota', tags, body: TeamCreateRequest, response: { 201: TeamView, ...errors } },
     },
     async (req, reply) => {
-      const body = req.body as TeamCreateRequest;
+      const body = req.body;
       if (await store.teamGet({ name: body.name })) throw new ConflictError(`team ${body.name} exists already; change it with PATCH /v1/teams/${body.name} (gantry team set)`);
       const quota = body.quota ? quotaFrom(body.quota, '/quota') : {};
       await store.teamPut({ name: body.name, ...(body.weight !== undefined ? { weight: body.weight } : {}), quota, create: true, now: clock.now(), audit: auditBy(req, 'team.create') });
       req.log.info({ team: body.name, by: req.principal?.tokenId }, 'team created');
-      return reply.status(201).send((await views(body.name))[0]);
+      // Made in this request: there to read (a team is never deleted).
+      return reply.status(201).send((await views(body.name))[0]!);
     },
   );
 
@@ -95,8 +96,8 @@ export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
       schema: { summary: "Change a team's weight or quota (a quota given replaces the old one; {} removes every limit)", tags, params: TeamParams, body: TeamChangeRequest, response: { 200: TeamView, ...errors } },
     },
     async (req) => {
-      const { name } = req.params as { name: string };
-      const body = req.body as TeamChangeRequest;
+      const { name } = req.params;
+      const body = req.body;
       const quota = body.quota ? quotaFrom(body.quota, '/quota') : undefined;
       await store.teamPut({ name, ...(body.weight !== undefined ? { weight: body.weight } : {}), ...(quota ? { quota } : {}), create: false, now: clock.now(), audit: auditBy(req, 'team.change') });
       return (await views(name))[0];
@@ -113,7 +114,7 @@ export function teamRoutes(app: FastifyInstance, ctx: ApiContext): void {
     '/v1/teams/:name',
     { config: { access: 'user' }, schema: { summary: 'One team: weight, quota, usage, share', tags, params: TeamParams, response: { 200: TeamView, ...errors } } },
     async (req) => {
-      const { name } = req.params as { name: string };
+      const { name } = req.params;
       const v = (await views(name))[0];
       if (!v) throw new NotFoundError('team', name);
       return v;

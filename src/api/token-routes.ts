@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import { NotFoundError } from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';
@@ -21,7 +21,7 @@ export function tokenView(t: TokenRecord): TokenView {
 }
 
 /** Admin's: make, list and revoke tokens (docs/security.md); and anyone's: which token am I. */
-export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function tokenRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
 
   app.get(
@@ -48,7 +48,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req, reply) => {
-      const body = req.body as TokenCreateRequest;
+      const body = req.body;
       if (body.kind === TokenKind.team && !body.team) throw new ValidationError([{ path: '/team', message: 'a team token needs its team' }]);
       if (body.kind !== TokenKind.team && body.team) throw new ValidationError([{ path: '/team', message: `a ${body.kind} token is for no team` }]);
       const now = clock.now();
@@ -80,7 +80,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const q = req.query as { all?: boolean };
+      const q = req.query;
       return { tokens: (await store.tokenList({ includeRevoked: q.all === true })).map(tokenView) };
     },
   );
@@ -97,7 +97,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const { id } = req.params as { id: string };
+      const { id } = req.params;
       const r = await store.tokenRevoke({ id, now: clock.now(), audit: auditBy(req, 'token.revoke') });
       if (!r) throw new NotFoundError('token', id);
       ctx.tokens.forget({ tokenId: id });
@@ -108,7 +108,7 @@ export function tokenRoutes(app: FastifyInstance, ctx: ApiContext): void {
 }
 
 /** Admin's: the audit log, oldest first, a page at a time (`after` the last seq seen). */
-export function auditRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function auditRoutes(app: ApiApp, ctx: ApiContext): void {
   app.get(
     '/v1/audit',
     {
@@ -125,7 +125,7 @@ export function auditRoutes(app: FastifyInstance, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const q = req.query as { after?: number; since?: string; limit?: number };
+      const q = req.query;
       const since = q.since === undefined ? undefined : Date.parse(q.since);
       if (since !== undefined && Number.isNaN(since)) throw new ValidationError([{ path: 'querystring/since', message: `${q.since} is not a time` }]);
       const rows = await ctx.store.auditList({ ...(q.after !== undefined ? { afterSeq: q.after } : {}), ...(since !== undefined ? { since } : {}), limit: q.limit ?? 1000 });

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuditEntry } from '../../store/records.js';
 import type { Store } from '../../store/store.js';
 import type { Principal } from './principal.js';
+import { routeParam } from './route-param.js';
 
 /** Who, in words, for the audit log. */
 export function actorOf(p: Principal | undefined): string {
@@ -35,8 +36,7 @@ export function installAuditOfRefusals(app: FastifyInstance, store: Store, now: 
     const action = req.routeOptions.config?.audit;
     // Nobody to name without a valid token (401): those go to the log, not to the audit.
     if (!action || reply.statusCode < 400 || !req.principal) return;
-    const params = (req.params ?? {}) as Record<string, string | undefined>;
-    const target = params.id ?? params.machine ?? null;
+    const target = routeParam(req.params, 'id') ?? routeParam(req.params, 'machine') ?? null;
     const f = req.failure;
     const result = `refused: ${reply.statusCode}${f ? ` ${f.error}: ${f.message}` : ''}`.slice(0, 2000);
     try {

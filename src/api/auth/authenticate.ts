@@ -4,6 +4,7 @@ import type { RateLimiter } from './rate-limiter.js';
 import type { Access, Principal } from './principal.js';
 import type { TokenCache } from './token-cache.js';
 import { tokenHash } from './token-secret.js';
+import { routeParam } from './route-param.js';
 
 const HOW = 'send one as "Authorization: Bearer <token>" (the CLI: --token, $GANTRY_TOKEN, or the admin.token file in $GANTRY_DATA_DIR, default ./.gantry)';
 
@@ -57,7 +58,7 @@ function refuse(access: Access, p: Principal, req: FastifyRequest): string | nul
     case 'machine': {
       if (p.kind !== 'machine') return `this is for agents, with their machine's credential; ${describe(p)} is not one`;
       // A machine speaks only for itself.
-      const id = (req.params as { id?: string } | undefined)?.id;
+      const id = routeParam(req.params, 'id');
       if (req.routeOptions.url?.startsWith('/v1/agent/machines/') && id !== p.machineId) return `the credential of machine ${p.machineId} cannot speak for machine ${id}`;
       return null;
     }

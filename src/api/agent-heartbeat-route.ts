@@ -1,0 +1,84 @@
+import { Type } from 'typebox';
+import type { ApiApp } from './api-app.js';
+import type { ApiContext } from './api-context.js';
+import { HeartbeatRequest, HeartbeatResponse } from './contract/agent-protocol.js';
+import { ErrorBody } from './contract/job-view.js';
+import { machineWaiter } from './long-poll.js';
+import type { ReportMemory } from './report-memory.js';
+
+const MachineParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+const tags = ['agent'];
+const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+
+/**
+ * `POST /v1/agent/machines/{id}/heartbeat`, the long-poll an agent holds open: written once as it
+ * arrives, then held until there is something to kill or to start. `reported` is what the reports'
+ * answers told the agent already (agent-routes.ts records it), left out of this answer.
+ */
+export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: ReportMemory): void {
+  const { store, clock, config } = ctx;
+  app.post(
+    '/v1/agent/machines/:id/heartbeat',
+    {
+      config: { access: 'machine' },
+      schema: {
+        summary: 'Heartbeat: renew leases, learn what to kill, receive assignments (long-poll up to waitMs)',
+        tags,
+        params: MachineParams,
+        body: HeartbeatRequest,
+        response: { 200: HeartbeatResponse, ...errors },
+      },
+    },
+    async (req, reply) => {
+      const { id } = req.params;
+      const body = req.body;
+      const known = body.running.map((r) => r.attemptId);
+      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
+      const reportedAt = clock.now();
+      const arrived = reported.mark();
+      try {
+        // Held no longer than a heartbeat period, whatever the agent asks: the hold writes nothing,
+        // so a longer one would let the machine look silent while it waits.
+        const deadline = reportedAt + Math.min(body.waitMs ?? 0, config.heartbeatMs);
+        // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
+        // when the request arrives; a wake-up while it is held only re-reads what to send.
+        // Under load an agent polls again each time work arrives; within half a period of the last
+        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat).
+        const hb = await store.machineHeartbeat({
+          machineId: id,
+          running: body.running,
+          now: reportedAt,
+          leaseMs: config.leaseMs,
+          missingAfterMs: 2 * config.heartbeatMs,
+          jitter: ctx.random(),
+          renewAfterMs: config.heartbeatMs / 2,
+        });
+        if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
+        // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
+        // outcome it reported (`news`), nor, below, an assignment a report's answer carried since
+        // this heartbeat arrived.
+        const news = (k: { attemptId: string }) => !reported.hasEnded(id, k.attemptId);
+        let kill = hb.kill.filter(news);
+        for (;;) {
+          const since = reported.offeredSince(id, arrived);
+          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known });
+          const left = deadline - clock.now();
+          if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
+            // Answered as the server stops: its connection is closed after the answer, not kept
+            // alive (a connection that goes idle after the close began would hold the exit for the
+            // keep-alive's 60 s).
+            if (ctx.shutdown.aborted) reply.header('connection', 'close');
+            return { health: hb.health, kill, assignments };
+          }
+          await waiter.wait(left);
+          // The wake-up of a placement made in a report's transaction comes as that transaction
+          // commits, before the report's answer records what it carries: let that go first.
+          await new Promise((r) => setImmediate(r));
+          kill = await store.machineKillList({ machineId: id, running: body.running.filter(news) });
+        }
+      } finally {
+        waiter.done();
+      }
+    },
+  );
+}

@@ -1,0 +1,77 @@
+import { Readable } from 'node:stream';
+import { Type } from 'typebox';
+import { NotFoundError } from '../domain/errors.js';
+import { ValidationError } from '../spec/validation-error.js';
+import { ArtifactStore } from '../artifacts/artifact-store.js';
+import type { ApiApp } from './api-app.js';
+import type { ApiContext } from './api-context.js';
+
+/** An attempt's file: the wildcard is its path. No length limit: an unknown attempt is answered as it always was. */
+const AttemptFileParams = Type.Object({ id: Type.String(), '*': Type.String({ description: "the file's path under the attempt's outputs (the rest of the URL)" }) });
+const tags = ['agent'];
+
+/**
+ * An attempt's files: its outputs uploaded one by one, streamed to the artifact store (committed
+ * later, with its outcome: missing-outputs.ts), and the committed outputs of the attempts upstream
+ * of it, downloaded (docs/rerun.md).
+ */
+export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
+  const { store, clock } = ctx;
+  app.put(
+    '/v1/agent/attempts/:id/outputs/*',
+    {
+      config: { access: 'machine' },
+      schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags, params: AttemptFileParams },
+      // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
+      // raw stream, so any other content type is refused before its parser could buffer it.
+      bodyLimit: Number.MAX_SAFE_INTEGER,
+      onRequest: async (req) => {
+        if (!String(req.headers['content-type'] ?? '').startsWith('application/octet-stream')) {
+          throw Object.assign(new Error(`content-type ${req.headers['content-type'] ?? '(none)'} is not accepted here; send application/octet-stream`), {
+            statusCode: 415,
+            code: 'unsupported_media_type',
+          });
+        }
+      },
+    },
+    async (req, reply) => {
+      const params = req.params;
+      const token = Number(req.headers['x-gantry-token']);
+      if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
+      const rel = ArtifactStore.checkPath(params['*']);
+      const machineId = req.principal!.machineId!;
+      await store.attemptForUpload({ attemptId: params.id, token, machineId });
+      // Into the content-addressed store, then recorded as this attempt's (fenced again: the
+      // attempt may have been superseded while the file streamed); docs/rerun.md.
+      const { blob, size } = await ctx.artifacts.putBlob(uploadStream(req.body));
+      await store.outputUploaded({ attemptId: params.id, token, machineId, path: rel, blob, size, now: clock.now() });
+      return reply.status(204).send();
+    },
+  );
+
+  app.get(
+    '/v1/agent/artifacts/:id/*',
+    { config: { access: 'machine' }, schema: { summary: 'Download a committed output file of an upstream attempt', tags, params: AttemptFileParams } },
+    async (req, reply) => {
+      const params = req.params;
+      const rel = ArtifactStore.checkPath(params['*']);
+      // Only outputs a stage committed are readable, never a failed or superseded attempt's
+      // uploads; found through any manifest that names them, a rerun's reused stage's included,
+      // so an upstream that was reused reads the same as one that ran (docs/rerun.md).
+      const c = await store.committedBlob({ attemptId: params.id, path: rel });
+      if (!c) throw new NotFoundError('artifact', `${params.id}/${rel}`);
+      return reply.type('application/octet-stream').send(await ctx.artifacts.read(c.blob, `${params.id}/${rel}`));
+    },
+  );
+
+  app.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
+}
+
+/**
+ * An upload's body: the request's own stream, as the octet-stream parser above passes it on (the
+ * route's onRequest refuses any other content type), so the file goes to disk unbuffered.
+ */
+function uploadStream(body: unknown): Readable {
+  if (!(body instanceof Readable)) throw new Error('an output upload arrived without its stream (the octet-stream parser passes the request on)');
+  return body;
+}

@@ -1,0 +1,70 @@
+import { NotFoundError } from '../domain/errors.js';
+import { explainPlacement } from '../scheduler/explain-placement.js';
+import { stageNeed } from '../scheduler/checks.js';
+import type { ApiApp } from './api-app.js';
+import type { ApiContext } from './api-context.js';
+import type { Principal } from './auth/principal.js';
+import { ownJob as ownJobOf } from './auth/job-visibility.js';
+import { ErrorBody, StageExplanation } from './contract/job-view.js';
+import { StageParams } from './job-params.js';
+import { quotaReasons } from './quota-reasons.js';
+
+const errors = { 400: ErrorBody, 404: ErrorBody };
+
+/** `GET /v1/jobs/{id}/stages/{stage}/explain`: why a stage is where it is (docs/scheduling.md). */
+export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
+  const { store, clock } = ctx;
+  const ownJob = (p: Principal | undefined, id: string) => ownJobOf(store, p, id);
+  app.get(
+    '/v1/jobs/:id/stages/:stage/explain',
+    {
+      config: { access: 'user' },
+      schema: {
+        summary: 'Why a stage is not running: the binding reason, machines left after each constraint, its place in the queue, and what change would let it run',
+        tags: ['jobs'],
+        params: StageParams,
+        response: { 200: StageExplanation, ...errors },
+      },
+    },
+    async (req) => {
+      const { id, stage } = req.params;
+      await ownJob(req.principal, id);
+      const job = await store.jobGet({ jobId: id });
+      const s = job?.stages.find((x) => x.name === stage);
+      if (!job || !s) throw new NotFoundError('stage', `${id}/${stage}`);
+      const now = clock.now();
+      const waitsFor = s.definition.needs
+        .map((n) => job.stages.find((x) => x.name === n)!)
+        .filter((u) => u.state !== 'succeeded')
+        .map((u) => ({ stage: u.name, state: u.state }));
+      const { machines } = await store.clusterView();
+      const fit = explainPlacement(stageNeed(s.definition), machines);
+      const quota = s.state === 'ready' ? ((await quotaReasons(store, job.team, [s], machines)).get(s.id) ?? null) : null;
+      const current = s.attempts.find((a) => a.id === s.currentAttemptId);
+      const reason =
+        s.state === 'ready'
+          ? s.notBefore !== null && s.notBefore > now
+            ? (s.pendingReason ?? `backing off until ${new Date(s.notBefore).toISOString()}`)
+            : (quota ?? fit.reason)
+          : s.state === 'pending'
+            ? `waits for ${waitsFor.map((u) => `${u.stage} (${u.state})`).join(', ') || 'its upstream stages'}`
+            : s.state === 'scheduled' || s.state === 'running'
+              ? `${s.state} on ${current?.machineName ?? 'a machine'} (attempt ${current?.number ?? '?'})`
+              : `${s.state}${s.endReason ? `: ${s.endReason}` : ''}`;
+      const open = s.state === 'ready' || s.state === 'pending';
+      return {
+        jobId: id,
+        stage,
+        state: s.state,
+        pool: s.pool,
+        reason,
+        quota,
+        waitsFor,
+        queue: s.state === 'ready' ? await store.stageQueuePosition({ stageId: s.id }) : null,
+        registered: fit.registered,
+        funnel: open ? fit.funnel : [],
+        suggestions: s.state === 'ready' ? fit.suggestions : [],
+      };
+    },
+  );
+}

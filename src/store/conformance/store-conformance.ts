@@ -7,6 +7,7 @@ import { machineSchedulingConformance } from './machine-scheduling-conformance.j
 import { rerunConformance } from './rerun-conformance.js';
 import { tokenConformance } from './token-conformance.js';
 import { dashboardConformance } from './dashboard-conformance.js';
+import { attemptEndConformance } from './attempt-end-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -682,5 +683,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     rerunConformance(() => store);
     tokenConformance(() => store);
     dashboardConformance(() => store);
+    attemptEndConformance(() => store);
   });
 }

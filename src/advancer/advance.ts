@@ -99,39 +99,48 @@ export function advance(
     // requeued as the reconciler's loss is.
     const disposition = dispositionOf(o);
     const detail = o.kind === 'failed' ? describeFailure(o) : o.reason;
-    if (disposition === EndDisposition.requeueFree) {
-      // Not a failure: no budget is used, and the stage goes back to its queue even while the job
-      // fails elsewhere only if nothing failed (a failing job starts nothing new).
-      if (!jobFailing) {
-        move(me.name, 'ready', detail, { notBefore: o.kind === 'preempted' ? o.notBefore : now });
-        return changes;
+    switch (disposition) {
+      case EndDisposition.requeueFree: {
+        // Not a failure: no budget is used, and the stage goes back to its queue even while the job
+        // fails elsewhere only if nothing failed (a failing job starts nothing new).
+        if (!jobFailing) {
+          move(me.name, 'ready', detail, { notBefore: o.kind === 'preempted' ? o.notBefore : now });
+          return changes;
+        }
+        move(me.name, 'failed', `${detail}; not requeued because the job is failing`);
+        break;
       }
-      move(me.name, 'failed', `${detail}; not requeued because the job is failing`);
-    } else if (disposition === EndDisposition.requeue) {
-      const lostUsed = me.lostUsed + (o.kind === 'lost' && o.charged === false ? 0 : 1);
-      if (lostUsed <= me.retry.maxLost && !jobFailing) {
-        move(me.name, 'ready', `attempt lost: ${detail}`, { lostUsed, notBefore: now });
-        return changes;
+      case EndDisposition.requeue: {
+        const lostUsed = me.lostUsed + (o.kind === 'lost' && o.charged === false ? 0 : 1);
+        if (lostUsed <= me.retry.maxLost && !jobFailing) {
+          move(me.name, 'ready', `attempt lost: ${detail}`, { lostUsed, notBefore: now });
+          return changes;
+        }
+        const why = jobFailing
+          ? `attempt lost (${detail}) while the job is failing`
+          : `lost ${lostUsed} times, over its infrastructure budget of ${me.retry.maxLost} (last: ${detail})`;
+        move(me.name, 'failed', why, { lostUsed });
+        break;
       }
-      const why = jobFailing
-        ? `attempt lost (${detail}) while the job is failing`
-        : `lost ${lostUsed} times, over its infrastructure budget of ${me.retry.maxLost} (last: ${detail})`;
-      move(me.name, 'failed', why, { lostUsed });
-    } else {
-      const attemptsUsed = me.attemptsUsed + 1;
-      const retryable = o.kind === 'failed' && retriedUnderPolicy(o, me.retry.onExitCodes);
-      if (!jobFailing && attemptsUsed < me.retry.maxAttempts && retryable) {
-        const notBefore = now + backoffMs(me.retry.backoff, attemptsUsed, jitter);
-        move(me.name, 'ready', `attempt ${attemptsUsed} failed (${detail}); retrying`, { attemptsUsed, notBefore });
-        return changes;
+      case EndDisposition.retry:
+      case EndDisposition.fail: {
+        // Both spend an attempt of the user's budget; only `retry` may be tried again.
+        const attemptsUsed = me.attemptsUsed + 1;
+        const retryable = o.kind === 'failed' && retriedUnderPolicy(o, me.retry.onExitCodes);
+        if (!jobFailing && attemptsUsed < me.retry.maxAttempts && retryable) {
+          const notBefore = now + backoffMs(me.retry.backoff, attemptsUsed, jitter);
+          move(me.name, 'ready', `attempt ${attemptsUsed} failed (${detail}); retrying`, { attemptsUsed, notBefore });
+          return changes;
+        }
+        const why =
+          attemptsUsed >= me.retry.maxAttempts
+            ? `${detail}; ${attemptsUsed} of ${me.retry.maxAttempts} attempts used`
+            : jobFailing
+              ? `${detail}; not retried because the job is failing`
+              : `${detail}; not retryable`;
+        move(me.name, 'failed', why, { attemptsUsed });
+        break;
       }
-      const why =
-        attemptsUsed >= me.retry.maxAttempts
-          ? `${detail}; ${attemptsUsed} of ${me.retry.maxAttempts} attempts used`
-          : jobFailing
-            ? `${detail}; not retried because the job is failing`
-            : `${detail}; not retryable`;
-      move(me.name, 'failed', why, { attemptsUsed });
     }
   }
 

@@ -45,7 +45,7 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number }> {
     let done = 0;
     while (done < 3 * CHAINS) {
       const running = [...held].map(([attemptId, token]) => ({ attemptId, token }));
-      const completed = acked.map((a) => ({ ...a, exitCode: 0, signal: null, reason: null, outputs: [] }));
+      const completed = acked.map((a) => ({ ...a, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }));
       const [, , assignments, report] = await Promise.all([
         schedulerPass(store, clock, { leaseMs: LEASE_MS }),
         store.machineHeartbeat({ machineId: m.id, running, now: clock.now(), leaseMs: LEASE_MS, missingAfterMs: 4000, jitter: 0.5, renewAfterMs: 1000 }),

@@ -1,3 +1,5 @@
+import type { AttemptEndKind } from '../domain/attempt-end.js';
+import { attemptEndPolicy, EndDisposition, retriedUnderPolicy } from '../domain/attempt-end-policy.js';
 import type { RetryPolicy } from '../domain/job-definition.js';
 import { canTransition } from '../domain/transition-table.js';
 import { isStageTerminal, type StageState, stageTransitions } from '../domain/stage-state.js';
@@ -25,8 +27,10 @@ export interface StageNode {
 
 export type AttemptOutcome =
   | { kind: 'succeeded' }
-  | { kind: 'failed'; exitCode: number | null; signal: string | null; reason: string | null }
-  /** `charged: false`: stopped by an operator (drain --now), not the machine's fault nor the stage's: no budget is used. */
+  /** An agent's outcome that is not a success: `end` decides by attemptEndPolicy, `detail` is for people. */
+  | { kind: 'failed'; end: AttemptEndKind; exitCode: number | null; signal: string | null; detail: string | null }
+  /** The control plane's own ends (kinds `lost` and `preempted`), with what only they carry.
+   *  `charged: false`: stopped by an operator (drain --now), not the machine's fault nor the stage's: no budget is used. */
   | { kind: 'lost'; reason: string; charged?: boolean }
   /** A ready stage that waited past its queueTimeoutSeconds: it fails for good (not an attempt; no retry). */
   | { kind: 'queue-timeout'; reason: string }
@@ -46,19 +50,15 @@ export interface StageChange {
   lostUsed?: number;
 }
 
-export function describeFailure(o: { exitCode: number | null; signal: string | null; reason: string | null }): string {
-  if (o.reason) return o.reason;
+export function describeFailure(o: { exitCode: number | null; signal: string | null; detail: string | null }): string {
+  if (o.detail) return o.detail;
   if (o.signal) return `killed by ${o.signal}`;
   return `exit code ${o.exitCode}`;
 }
 
-/** Failures worth retrying: a command that could not even be spawned will not start next time. */
-function isRetryable(outcome: Extract<AttemptOutcome, { kind: 'failed' }>, retry: RetryPolicy): boolean {
-  if (outcome.reason?.startsWith('spawn failed')) return false;
-  if (outcome.exitCode !== null && outcome.signal === null && outcome.reason === null && retry.onExitCodes) {
-    return retry.onExitCodes.includes(outcome.exitCode);
-  }
-  return true;
+/** What the table says of this outcome's end (the control plane's lost and preempted included). */
+function dispositionOf(o: Exclude<AttemptOutcome, { kind: 'succeeded' } | { kind: 'queue-timeout' }>): EndDisposition {
+  return attemptEndPolicy[o.kind === 'failed' ? o.end : o.kind];
 }
 
 export function advance(
@@ -92,41 +92,56 @@ export function advance(
     return changes;
   }
 
-  if (o.kind === 'preempted') {
-    // Not a failure: no budget is used, and the stage goes back to its queue even while the job
-    // fails elsewhere only if nothing failed (a failing job starts nothing new).
-    if (!jobFailing) {
-      move(me.name, 'ready', o.reason, { notBefore: o.notBefore });
-      return changes;
-    }
-    move(me.name, 'failed', `${o.reason}; not requeued because the job is failing`);
-  } else if (o.kind === 'queue-timeout') {
+  if (o.kind === 'queue-timeout') {
     move(me.name, 'failed', o.reason);
-  } else if (o.kind === 'lost') {
-    const lostUsed = me.lostUsed + (o.charged === false ? 0 : 1);
-    if (lostUsed <= me.retry.maxLost && !jobFailing) {
-      move(me.name, 'ready', `attempt lost: ${o.reason}`, { lostUsed, notBefore: now });
-      return changes;
-    }
-    const why = jobFailing
-      ? `attempt lost (${o.reason}) while the job is failing`
-      : `lost ${lostUsed} times, over its infrastructure budget of ${me.retry.maxLost} (last: ${o.reason})`;
-    move(me.name, 'failed', why, { lostUsed });
   } else {
-    const attemptsUsed = me.attemptsUsed + 1;
-    const what = describeFailure(o);
-    if (!jobFailing && attemptsUsed < me.retry.maxAttempts && isRetryable(o, me.retry)) {
-      const notBefore = now + backoffMs(me.retry.backoff, attemptsUsed, jitter);
-      move(me.name, 'ready', `attempt ${attemptsUsed} failed (${what}); retrying`, { attemptsUsed, notBefore });
-      return changes;
+    // Every end goes by the table, whoever reported it: an agent's outcome of kind `lost` is
+    // requeued as the reconciler's loss is.
+    const disposition = dispositionOf(o);
+    const detail = o.kind === 'failed' ? describeFailure(o) : o.reason;
+    switch (disposition) {
+      case EndDisposition.requeueFree: {
+        // Not a failure: no budget is used, and the stage goes back to its queue even while the job
+        // fails elsewhere only if nothing failed (a failing job starts nothing new).
+        if (!jobFailing) {
+          move(me.name, 'ready', detail, { notBefore: o.kind === 'preempted' ? o.notBefore : now });
+          return changes;
+        }
+        move(me.name, 'failed', `${detail}; not requeued because the job is failing`);
+        break;
+      }
+      case EndDisposition.requeue: {
+        const lostUsed = me.lostUsed + (o.kind === 'lost' && o.charged === false ? 0 : 1);
+        if (lostUsed <= me.retry.maxLost && !jobFailing) {
+          move(me.name, 'ready', `attempt lost: ${detail}`, { lostUsed, notBefore: now });
+          return changes;
+        }
+        const why = jobFailing
+          ? `attempt lost (${detail}) while the job is failing`
+          : `lost ${lostUsed} times, over its infrastructure budget of ${me.retry.maxLost} (last: ${detail})`;
+        move(me.name, 'failed', why, { lostUsed });
+        break;
+      }
+      case EndDisposition.retry:
+      case EndDisposition.fail: {
+        // Both spend an attempt of the user's budget; only `retry` may be tried again.
+        const attemptsUsed = me.attemptsUsed + 1;
+        const retryable = o.kind === 'failed' && retriedUnderPolicy(o, me.retry.onExitCodes);
+        if (!jobFailing && attemptsUsed < me.retry.maxAttempts && retryable) {
+          const notBefore = now + backoffMs(me.retry.backoff, attemptsUsed, jitter);
+          move(me.name, 'ready', `attempt ${attemptsUsed} failed (${detail}); retrying`, { attemptsUsed, notBefore });
+          return changes;
+        }
+        const why =
+          attemptsUsed >= me.retry.maxAttempts
+            ? `${detail}; ${attemptsUsed} of ${me.retry.maxAttempts} attempts used`
+            : jobFailing
+              ? `${detail}; not retried because the job is failing`
+              : `${detail}; not retryable`;
+        move(me.name, 'failed', why, { attemptsUsed });
+        break;
+      }
     }
-    const why =
-      attemptsUsed >= me.retry.maxAttempts
-        ? `${what}; ${attemptsUsed} of ${me.retry.maxAttempts} attempts used`
-        : jobFailing
-          ? `${what}; not retried because the job is failing`
-          : `${what}; not retryable`;
-    move(me.name, 'failed', why, { attemptsUsed });
   }
 
   // The stage failed for good: skip what depends on it, and everything else that has not started.

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
 import { Topic } from '../bus/bus.js';
-import { isCleanExit } from '../domain/attempt-state.js';
+import { isSuccessfulEnd } from '../domain/attempt-end-policy.js';
 import { ForbiddenError } from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
@@ -28,6 +28,8 @@ import { agentHeartbeatRoute } from './agent-heartbeat-route.js';
 import { agentOutputRoutes } from './agent-output-routes.js';
 import { missingOutputs } from './missing-outputs.js';
 import { ReportMemory } from './report-memory.js';
+import { typedCompletion } from './typed-completion.js';
+import { AGENT_PROTOCOL_VERSION } from './contract/attempt-end.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const tags = ['agent'];
@@ -43,7 +45,7 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
   const logsWritten = (attemptId: string) => {
     ctx.bus.publish({ id: `logs:${randomUUID()}`, topic: Topic.logsWritten, payload: { attemptId } }).catch(() => {});
   };
-  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs, reportAssignments: true };
+  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs, reportAssignments: true, protocol: AGENT_PROTOCOL_VERSION };
   // What reports carried, left out of heartbeats' answers (report-memory.ts); remembered longer
   // than a heartbeat is ever held (at most heartbeatMs).
   const reported = new ReportMemory(2 * config.heartbeatMs);
@@ -116,12 +118,14 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       // Outputs are committed only if every file named was really uploaded, whole; an outcome
       // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
-      const problems = await missingOutputs(ctx, id, body.completed.filter((c) => isCleanExit(c) && c.outputs.length));
+      // Typed here, once: past this line an outcome's end is its kind, whichever protocol the agent speaks.
+      const outcomes = body.completed.map((c) => typedCompletion(c.attemptId, c));
+      const problems = await missingOutputs(ctx, id, outcomes.filter((c) => isSuccessfulEnd(c) && c.outputs.length));
       for (const [attemptId, problem] of problems) refused.set(attemptId, { attemptId, result: 'refused', message: problem });
       const r = await store.machineReport({
         machineId: id,
         started: body.started,
-        completed: body.completed.filter((c) => !refused.has(c.attemptId)),
+        completed: outcomes.filter((c) => !refused.has(c.attemptId)),
         now: clock.now(),
         leaseMs: config.leaseMs,
         jitter: ctx.random,
@@ -183,10 +187,11 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     async (req) => {
       const { id } = req.params;
       const body = req.body;
+      const outcome = typedCompletion(id, body);
       // Outputs are committed only if every file named was really uploaded, whole.
-      const problem = isCleanExit(body) && body.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [{ attemptId: id, ...body }])).get(id) : undefined;
+      const problem = isSuccessfulEnd(outcome) && outcome.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [outcome])).get(id) : undefined;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
-      const r = await store.attemptComplete({ attemptId: id, ...body, now: clock.now(), jitter: ctx.random(), machineId: req.principal!.machineId! });
+      const r = await store.attemptComplete({ ...outcome, now: clock.now(), jitter: ctx.random(), machineId: req.principal!.machineId! });
       req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');
       return { accepted: r.accepted, jobState: r.jobState };
     },

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { attemptEndKinds } from '../domain/attempt-end.js';
 import { activeAttemptStates, attemptStates } from '../domain/attempt-state.js';
 import { jobStates, jobTransitions } from '../domain/job-state.js';
 import { machineHealths } from '../domain/machine-health.js';
@@ -7,6 +8,7 @@ import { stageStates, stageTransitions } from '../domain/stage-state.js';
 import { tokenKinds } from '../domain/token-kind.js';
 import { terminalStates } from '../domain/transition-table.js';
 import * as wire from './contract/states.js';
+import { ATTEMPT_END_KINDS } from './contract/attempt-end.js';
 
 // The types agree at compile time (contract-agreement.ts); these are the values types cannot see.
 describe('the contract states agree with the domain state machines', () => {
@@ -17,6 +19,7 @@ describe('the contract states agree with the domain state machines', () => {
     expect(wire.MACHINE_HEALTHS).toEqual(machineHealths);
     expect(wire.TOKEN_KINDS).toEqual(tokenKinds);
     expect(wire.MACHINE_SCHEDULINGS.filter((s) => s !== 'drained')).toEqual(machineSchedulings);
+    expect(ATTEMPT_END_KINDS).toEqual(attemptEndKinds);
   });
 
   it('ends where the transition tables end', () => {

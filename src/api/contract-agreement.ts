@@ -1,12 +1,15 @@
 /**
  * The wire (src/api/contract/) and the domain each declare the states: the domain as state machines
  * (who moves what where), the contract as the lists clients compare against, with no import of the
- * server's code. This file makes the build fail the moment the two name different states, or the
- * contract's names rule differs from the job spec's; contract-agreement.test.ts checks the values
- * that types cannot (the terminal and active sets, read from the transition tables).
+ * server's code. This file makes the build fail the moment the two name different states or
+ * attempt end kinds, or the contract's names rule differs from the job spec's;
+ * contract-agreement.test.ts checks the values that types cannot (the terminal and active sets,
+ * read from the transition tables).
  */
 import type * as wire from './contract/states.js';
 import type { NAME_PATTERN as WIRE_NAME_PATTERN } from './contract/names.js';
+import type { AttemptEndKind as WireAttemptEndKind } from './contract/attempt-end.js';
+import type { AttemptEndKind } from '../domain/attempt-end.js';
 import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
@@ -24,6 +27,7 @@ export type Agreement = [
   Assert<Same<wire.JobState, JobState>>,
   Assert<Same<wire.StageState, StageState>>,
   Assert<Same<wire.AttemptState, AttemptState>>,
+  Assert<Same<WireAttemptEndKind, AttemptEndKind>>,
   Assert<Same<wire.MachineHealth, MachineHealth>>,
   Assert<Same<wire.MachineScheduling, ShownScheduling>>,
   Assert<Same<wire.TokenKind, TokenKind>>,

@@ -19,6 +19,7 @@ export function attemptView(a: AttemptRecord): AttemptView {
     exitCode: a.exitCode,
     signal: a.signal,
     reason: a.reason,
+    endKind: a.endKind,
     pid: a.pid,
     outputs: a.outputs,
     scheduledAt: a.scheduledAt,

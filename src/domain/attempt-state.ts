@@ -10,7 +10,7 @@ export const AttemptState = {
   running: 'running',
   /** Exited 0; its outputs are the stage's committed outputs. Terminal. */
   succeeded: 'succeeded',
-  /** Exited non-zero, was killed by a signal, timed out, or could not start. Terminal. */
+  /** Ended any other way its agent reported (its end kind says how: attempt-end.ts). Terminal. */
   failed: 'failed',
   /** Its machine or lease was lost; not counted against the user's retries. Terminal. */
   lost: 'lost',
@@ -40,7 +40,11 @@ export function isAttemptActive(s: string): boolean {
   return activeAttemptStates.includes(s as AttemptState);
 }
 
-/** What an agent's outcome report amounts to: a success is a plain exit 0, nothing else. */
+/**
+ * What an agent's own exit record amounts to, in protocol 1's fields: a success is a plain exit 0,
+ * nothing else. The server decides on a reported outcome's typed end instead (isSuccessfulEnd,
+ * attempt-end-policy.ts), which agrees with this on every protocol 1 outcome.
+ */
 export function isCleanExit(o: { exitCode: number | null; signal: string | null; reason: string | null }): boolean {
   return o.exitCode === 0 && o.signal === null && o.reason === null;
 }

@@ -56,7 +56,7 @@ describe('terminal states', () => {
 describe('the advancer and the derived job state only make allowed moves', () => {
   const outcome = fc.oneof(
     fc.constant<AttemptOutcome>({ kind: 'succeeded' }),
-    fc.integer({ min: 1, max: 3 }).map<AttemptOutcome>((exitCode) => ({ kind: 'failed', exitCode, signal: null, reason: null })),
+    fc.integer({ min: 1, max: 3 }).map<AttemptOutcome>((exitCode) => ({ kind: 'failed', end: 'exited', exitCode, signal: null, detail: null })),
     fc.constant<AttemptOutcome>({ kind: 'lost', reason: 'machine lost' }),
   );
   // A random DAG: stage i may need any stage before it.

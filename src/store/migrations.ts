@@ -306,6 +306,17 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
         await sql`create index stages_ready on stages (shape, priority desc, created_at, job_id, ready_since) where state = 'ready'`.execute(db);
       },
     },
+    '0017_attempt_end': {
+      // How an attempt ended, typed (issue 26): the advancer decides retries by this kind, never by
+      // the reason's wording. Self-contained: the kinds are written out here as they were when this
+      // shipped (a later kind is a later migration), not read from the domain's list, which moves.
+      // Rows that ended before it keep null: their kind was never recorded, only their text.
+      async up(db: Kysely<any>) {
+        await sql`alter table attempts add column end_kind text check (end_kind in (
+          'exited', 'signaled', 'timeout', 'spawn-failed', 'inputs-failed', 'outputs-failed', 'killed', 'oom-killed', 'lost', 'preempted'
+        ))`.execute(db);
+      },
+    },
   };
 }
 

@@ -1,3 +1,4 @@
+import type { AttemptEndKind } from '../domain/attempt-end.js';
 import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
 import type { StageDefinition } from '../domain/job-definition.js';
@@ -59,6 +60,8 @@ export interface AttemptRecord {
   exitCode: number | null;
   signal: string | null;
   reason: string | null;
+  /** How it ended; null while it is active, and for attempts that ended before the kind was recorded (0017). */
+  endKind: AttemptEndKind | null;
   pid: number | null;
   outputs: OutputFile[] | null;
   leaseExpiresAt: number | null;

@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { AttemptEndKind } from '../domain/attempt-end.js';
 import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
@@ -114,6 +115,8 @@ export interface AttemptsTable {
   exit_code: number | null;
   signal: string | null;
   reason: string | null;
+  /** How it ended (AttemptEndKind), written with its terminal state; null while active and on rows ended before 0017. */
+  end_kind: AttemptEndKind | null;
   pid: number | null;
   outputs: string | null;
   lease_expires_at: number | null;

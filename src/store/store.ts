@@ -1,3 +1,4 @@
+import type { AttemptEnd } from '../domain/attempt-end.js';
 import type { JobDefinition, StageDefinition } from '../domain/job-definition.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
@@ -333,8 +334,9 @@ export interface AttemptCompletion {
   token: number;
   exitCode: number | null;
   signal: string | null;
-  /** Why it ended when not a plain exit: "timeout", "spawn failed: …", "killed: lease lost". */
-  reason: string | null;
+  /** How it ended: the kind decides (attempt-end-policy.ts), the detail is recorded as the attempt's reason.
+   *  Typed by the API's edge, whichever protocol the agent speaks (legacy-attempt-end.ts). */
+  end: AttemptEnd;
   outputs: OutputFile[];
   /** How long each stream's log file was when the process ended; bytes the server lacks are marked missing in the log. */
   logBytes?: { stdout: number; stderr: number };

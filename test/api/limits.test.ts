@@ -71,7 +71,7 @@ describe('limits', () => {
     for (const path of ['leak.txt', 'out/secret.txt']) {
       await cp.store.outputUploaded({ attemptId: att.id, token: att.token, path, blob: ArtifactStore.legacyKey(att.id, path), size: 9, now: Date.now() });
     }
-    await cp.store.attemptComplete({ attemptId: att.id, token: att.token, exitCode: 0, signal: null, reason: null, outputs: [{ path: 'leak.txt', size: 9 }, { path: 'out/secret.txt', size: 9 }, { path: 'ok.txt', size: 7 }], now: Date.now(), jitter: 0.5 });
+    await cp.store.attemptComplete({ attemptId: att.id, token: att.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'leak.txt', size: 9 }, { path: 'out/secret.txt', size: 9 }, { path: 'ok.txt', size: 7 }], now: Date.now(), jitter: 0.5 });
     const read = (path: string) => cp.app.inject({ method: 'GET', url: `/v1/jobs/${jobId}/stages/a/outputs/${path}`, headers: bearer(admin) });
     expect((await read('leak.txt')).statusCode).toBe(404);
     expect((await read('out/secret.txt')).statusCode).toBe(404);

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AssignmentWire, HeartbeatResponse, RegisterResponse, ReportItemResult, ReportResponse } from '../../src/api/contract/agent-protocol.js';
+import type { AttemptEnd } from '../../src/api/contract/attempt-end.js';
 import type { JobView } from '../../src/api/contract/job-view.js';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig, type ServerConfig } from '../../src/server/server-config.js';
@@ -141,10 +142,10 @@ export class FakeAgent {
     return r;
   }
 
-  /** Reports how it ended and stops listing it. */
-  async finish(a: AssignmentWire, exitCode: number | null, extra: { signal?: string | null; reason?: string | null } = {}): Promise<ReportItemResult> {
+  /** Reports how it ended and stops listing it: as an agent of protocol 1 (a reason text), or of 2 with `end`. */
+  async finish(a: AssignmentWire, exitCode: number | null, extra: { signal?: string | null; reason?: string | null; end?: AttemptEnd } = {}): Promise<ReportItemResult> {
     this.running.delete(a.attemptId);
-    const item = { attemptId: a.attemptId, token: a.token, exitCode, signal: extra.signal ?? null, reason: extra.reason ?? null, outputs: [] };
+    const item = { attemptId: a.attemptId, token: a.token, exitCode, signal: extra.signal ?? null, reason: extra.reason ?? null, ...(extra.end ? { end: extra.end } : {}), outputs: [] };
     return (await this.report({ completed: [item] })).completed[0]!;
   }
 

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { AttemptEndKindWire } from './attempt-end.js';
 import { ERROR_CODES } from './error-codes.js';
 import type { EventType } from './event-types.js';
 import { ATTEMPT_STATES, JOB_STATES, LOG_STREAMS, MACHINE_HEALTHS, MACHINE_SCHEDULINGS, STAGE_STATES, type StageState } from './states.js';
@@ -18,7 +19,10 @@ export const AttemptView = Type.Object({
   gpuType: Nullable(Type.String()),
   exitCode: Nullable(Type.Integer()),
   signal: Nullable(Type.String()),
+  /** The detail of how it ended, for people (the kind is `endKind`). */
   reason: Nullable(Type.String()),
+  /** How it ended (attempt-end.ts); null while active, and for attempts that ended before servers recorded it. Absent from older servers. */
+  endKind: Type.Optional(Nullable(AttemptEndKindWire)),
   pid: Nullable(Type.Integer()),
   outputs: Nullable(Type.Array(Type.Object({ path: Type.String(), size: Type.Integer() }))),
   scheduledAt: Type.Number(),

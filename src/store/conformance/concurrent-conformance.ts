@@ -33,7 +33,7 @@ export function concurrentConformance(adapter: string, open: () => Promise<Store
       });
     };
     const complete = (a: { id: string; token: number }) =>
-      store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 });
+      store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
 
     it('two stages completing at once into a join: the stage needing both is ready, whichever commits last', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1', { cpuMillis: 64_000 }), now });

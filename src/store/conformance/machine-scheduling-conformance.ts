@@ -38,7 +38,7 @@ export function machineSchedulingConformance(storeOf: () => Store): void {
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now, leaseMs: LEASE });
     };
     const finish = (a: { id: string; token: number }) =>
-      store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 });
+      store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
 
     it('cordon: no new work, by name or id, once (a repeat changes nothing); the scheduler sees it', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });

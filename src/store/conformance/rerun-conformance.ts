@@ -38,7 +38,7 @@ export function rerunConformance(storeOf: () => Store): void {
         token: a.token,
         exitCode: o.exitCode ?? 0,
         signal: null,
-        reason: null,
+        end: { kind: 'exited', detail: null },
         outputs: (o.exitCode ?? 0) === 0 ? files.map(([path, text]) => ({ path, size: text.length })) : [],
         now: now + (o.runMs ?? 0),
         jitter: 0,
@@ -72,7 +72,7 @@ export function rerunConformance(storeOf: () => Store): void {
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE });
       await expect(store.outputUploaded({ attemptId: a.id, token: a.token + 1, path: 'x', blob: blobKey('x'), size: 1, now })).rejects.toBeInstanceOf(StaleAttemptError);
       await store.outputUploaded({ attemptId: a.id, token: a.token, path: 'out.txt', blob: blobKey('abc'), size: 3, now });
-      const complete = (outputs: { path: string; size: number }[]) => store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs, now, jitter: 0 });
+      const complete = (outputs: { path: string; size: number }[]) => store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs, now, jitter: 0 });
       await expect(complete([{ path: 'out.txt', size: 4 }])).rejects.toThrow(/output out.txt was not uploaded whole \(3 bytes, not 4\)/);
       await expect(complete([{ path: 'other.txt', size: 1 }])).rejects.toBeInstanceOf(ValidationError);
       expect((await stageOf(j.id, 'a')).state).toBe('running');
@@ -125,7 +125,7 @@ export function rerunConformance(storeOf: () => Store): void {
       expect(assignment!.inputs).toEqual([{ stage: 'train', attemptId: origTrain.outputAttemptId, files: [{ path: 'log/loss.csv', size: 5 }, { path: 'model.bin', size: 7 }] }]);
       expect(await store.committedBlob({ attemptId: origTrain.outputAttemptId!, path: 'model.bin' })).toEqual({ blob: blobKey('weights'), size: 7 });
       await store.attemptStart({ attemptId: assignment!.attemptId, token: assignment!.token, pid: 2, now, leaseMs: LEASE });
-      const done = await store.attemptComplete({ attemptId: assignment!.attemptId, token: assignment!.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 });
+      const done = await store.attemptComplete({ attemptId: assignment!.attemptId, token: assignment!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
       expect(done.jobState).toBe('succeeded');
       // A rerun of the rerun: the marker still names the job whose attempt ran it, and the cost travels.
       const again = (await store.jobRerun({ jobId: j.id, from: ['eval'], now }))!;
@@ -231,7 +231,7 @@ export function rerunConformance(storeOf: () => Store): void {
       await store.attemptStart({ attemptId: z.id, token: z.token, pid: 3, now, leaseMs: LEASE });
       await store.outputUploaded({ attemptId: z.id, token: z.token, path: 'partial', blob: blobKey('partial'), size: 7, now });
       expect(await collected()).toEqual([]);
-      await store.attemptComplete({ attemptId: z.id, token: z.token, exitCode: 3, signal: null, reason: null, outputs: [], now, jitter: 0 });
+      await store.attemptComplete({ attemptId: z.id, token: z.token, exitCode: 3, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
       expect(await collected()).toEqual([blobKey('partial')]);
       now += 1000;
       expect(await store.jobDelete({ jobId: orig.id, now })).toMatchObject({ attempts: expect.any(Array) });

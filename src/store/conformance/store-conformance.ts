@@ -7,6 +7,7 @@ import { machineSchedulingConformance } from './machine-scheduling-conformance.j
 import { rerunConformance } from './rerun-conformance.js';
 import { tokenConformance } from './token-conformance.js';
 import { dashboardConformance } from './dashboard-conformance.js';
+import { attemptEndConformance } from './attempt-end-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -53,7 +54,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const a = r.applied[0]!;
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 123, now, leaseMs: LEASE });
       await store.outputUploaded({ attemptId: a.id, token: a.token, path: 'out.txt', blob: blobKey(`${a.id}/out.txt`), size: 3, now });
-      return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, reason: null, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
+      return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
     };
 
     it('a ready stage past its queueTimeoutSeconds fails, saying why; its dependents are skipped and the job fails', async () => {
@@ -224,7 +225,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       })();
       expect(assignments[0]!.inputs).toEqual([{ stage: 'a', attemptId: r.attempt.id, files: [{ path: 'out.txt', size: 3 }] }]);
       const bAttempt = assignments[0]!;
-      await store.attemptComplete({ attemptId: bAttempt.attemptId, token: bAttempt.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 });
+      await store.attemptComplete({ attemptId: bAttempt.attemptId, token: bAttempt.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
       await runToEnd(j.id, 'c', m.id);
       expect((await stageOf(j.id, 'd')).state).toBe('ready');
       const last = await runToEnd(j.id, 'd', m.id);
@@ -237,7 +238,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const first = await runToEnd(j.id, 'a', m.id);
       const eventsBefore = (await store.eventsList({ jobId: j.id, limit: 1000 })).length;
-      const again = await store.attemptComplete({ attemptId: first.attempt.id, token: first.attempt.token, exitCode: 0, signal: null, reason: null, outputs: [{ path: 'other', size: 1 }], now: now + 5, jitter: 0 });
+      const again = await store.attemptComplete({ attemptId: first.attempt.id, token: first.attempt.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'other', size: 1 }], now: now + 5, jitter: 0 });
       expect(again.accepted).toBe(false);
       expect(again.attempt.outputs).toEqual([{ path: 'out.txt', size: 3 }]);
       expect((await store.eventsList({ jobId: j.id, limit: 1000 })).length).toBe(eventsBefore);
@@ -251,7 +252,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       await store.jobCancel({ jobId: j.id, now, reason: 'test' });
       await expect(store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE })).rejects.toBeInstanceOf(StaleAttemptError);
       await expect(
-        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [{ path: 'x', size: 1 }], now, jitter: 0 }),
+        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'x', size: 1 }], now, jitter: 0 }),
       ).rejects.toBeInstanceOf(StaleAttemptError);
       expect((await stageOf(j.id, 'a')).outputAttemptId).toBeNull();
     });
@@ -284,7 +285,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(jobs[2]!.id, 'a')).attempts[0]!.state).toBe('canceled');
       expect((await stageOf(foreign.jobId, 'x')).attempts[0]!.state).toBe('scheduled');
 
-      const done = (a: typeof a0, exitCode: number) => ({ attemptId: a!.id, token: a!.token, exitCode, signal: null, reason: null, outputs: [] });
+      const done = (a: typeof a0, exitCode: number) => ({ attemptId: a!.id, token: a!.token, exitCode, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] });
       const r2 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0), done(a1, 1), { ...done(a2, 0) }], now, leaseMs: LEASE, jitter: () => 0 });
       expect(r2.completed.map((x) => x.result)).toEqual(['ok', 'ok', 'stale']);
       expect((await stageOf(jobs[0]!.id, 'b')).state).toBe('ready');
@@ -360,7 +361,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(s.lostUsed).toBe(1);
       expect(s.currentAttemptId).toBeNull();
       await expect(
-        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [], now, jitter: 0 }),
+        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 }),
       ).rejects.toBeInstanceOf(StaleAttemptError);
     });
 
@@ -449,7 +450,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'one\n')], now });
-      await store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [], logBytes: { stdout: 104, stderr: 0 }, now, jitter: 0 });
+      await store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], logBytes: { stdout: 104, stderr: 0 }, now, jitter: 0 });
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe("one\n\n[gantry: the last 100 bytes of stdout were not shipped; the machine's log file has them]\n");
     });
@@ -682,5 +683,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     rerunConformance(() => store);
     tokenConformance(() => store);
     dashboardConformance(() => store);
+    attemptEndConformance(() => store);
   });
 }

@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { type AttemptOutcome, describeFailure } from '../../advancer/advance.js';
-import { activeAttemptStates, isAttemptActive, isCleanExit, type AttemptState } from '../../domain/attempt-state.js';
+import { AttemptEndKind } from '../../domain/attempt-end.js';
+import { isSuccessfulEnd } from '../../domain/attempt-end-policy.js';
+import { activeAttemptStates, isAttemptActive, type AttemptState } from '../../domain/attempt-state.js';
 import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import { maskSecrets } from '../../domain/secret-env.js';
@@ -36,8 +38,19 @@ const startStage = prepared<[at: number, id: string, attemptId: string]>()((db, 
 const machineName = prepared<[id: string]>()((db, [id]) => db.selectFrom('machines').select('name').where('id', '=', id));
 const jobStateOf = prepared<[id: string]>()((db, [id]) => db.selectFrom('jobs').select('state').where('id', '=', id));
 const completeAttempt = prepared<
-  [state: AttemptState, exitCode: number | null, signal: string | null, reason: string | null, outputs: string | null, at: number, startedAt: number, id: string, token: number]
->()((db, [state, exitCode, signal, reason, outputs, at, startedAt, id, token]) =>
+  [
+    state: AttemptState,
+    exitCode: number | null,
+    signal: string | null,
+    reason: string | null,
+    endKind: AttemptEndKind,
+    outputs: string | null,
+    at: number,
+    startedAt: number,
+    id: string,
+    token: number,
+  ]
+>()((db, [state, exitCode, signal, reason, endKind, outputs, at, startedAt, id, token]) =>
   db
     .updateTable('attempts')
     .set({
@@ -45,6 +58,7 @@ const completeAttempt = prepared<
       exit_code: exitCode,
       signal,
       reason,
+      end_kind: endKind,
       outputs,
       finished_at: at,
       lease_expires_at: null,
@@ -164,7 +178,7 @@ export async function completeLoaded(
   a: ReportedAttempt,
   p: Omit<AttemptCompletion, 'attemptId'> & { jitter: number },
 ): Promise<{ accepted: boolean; jobState: CompletionResult['jobState'] }> {
-  const succeeded = isCleanExit(p);
+  const succeeded = isSuccessfulEnd(p);
   const state: AttemptState = succeeded ? 'succeeded' : 'failed';
   if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
     const job = await jobStateOf.first(tx.db, a.job_id);
@@ -175,12 +189,13 @@ export async function completeLoaded(
   // Only files this attempt uploaded, whole, can be committed (read only when it names some).
   const files = succeeded && p.outputs.length ? await uploadedOutputs(tx, a.id, p.outputs) : [];
   const outputs = succeeded ? JSON.stringify(p.outputs) : null;
-  const changed = await completeAttempt.affected(tx.db, state, p.exitCode, p.signal, p.reason, outputs, tx.now, a.started_at ?? tx.now, a.id, p.token);
+  const detail = p.end.detail;
+  const changed = await completeAttempt.affected(tx.db, state, p.exitCode, p.signal, detail, p.end.kind, outputs, tx.now, a.started_at ?? tx.now, a.id, p.token);
   if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
   const outcome: AttemptOutcome = succeeded
     ? { kind: 'succeeded' }
-    : { kind: 'failed', exitCode: p.exitCode, signal: p.signal, reason: p.reason };
-  const what = succeeded ? 'succeeded' : `failed (${describeFailure(p)})`;
+    : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
+  const what = succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`;
   await tx.event({
     type: `attempt:${state}`,
     jobId: a.job_id,
@@ -188,7 +203,7 @@ export async function completeLoaded(
     attemptId: a.id,
     machineId: a.machine_id,
     message: `stage ${a.stage_name} attempt ${a.number} ${what}`,
-    data: { exitCode: p.exitCode, signal: p.signal, reason: p.reason, outputs: succeeded ? p.outputs.length : 0 },
+    data: { exitCode: p.exitCode, signal: p.signal, reason: detail, end: p.end.kind, outputs: succeeded ? p.outputs.length : 0 },
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
   if (p.logBytes) await markMissingLog(tx, a, p.logBytes);
@@ -224,7 +239,8 @@ async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout
 export async function endActiveAttempt(tx: TxContext, a: AttemptsTable, state: 'lost' | 'preempted', reason: string): Promise<boolean> {
   const res = await tx.db
     .updateTable('attempts')
-    .set({ state, reason, finished_at: tx.now, lease_expires_at: null })
+    // The attempt's state names its end here: lost or preempted, by the control plane.
+    .set({ state, reason, end_kind: state === 'lost' ? AttemptEndKind.lost : AttemptEndKind.preempted, finished_at: tx.now, lease_expires_at: null })
     .where('id', '=', a.id)
     .where('token', '=', a.token)
     .where('state', '=', a.state)

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { toStageNode } from './apply-outcome.js';
 import { ConflictError, NotFoundError } from '../../domain/errors.js';
 import { repairChanges } from '../../advancer/repair.js';
+import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import type { JobState } from '../../domain/job-state.js';
 import { isJobTerminal } from '../../domain/job-state.js';
@@ -122,7 +123,8 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
     .execute();
   await tx.db
     .updateTable('attempts')
-    .set({ state: 'canceled', reason: p.reason, finished_at: tx.now, lease_expires_at: null })
+    // Canceled with its job: killed, by the control plane (the agent hears of it as a kill).
+    .set({ state: 'canceled', reason: p.reason, end_kind: AttemptEndKind.killed, finished_at: tx.now, lease_expires_at: null })
     .where('job_id', '=', p.jobId)
     .where('state', 'in', activeAttemptStates)
     .execute();

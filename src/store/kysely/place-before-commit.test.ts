@@ -43,7 +43,7 @@ describe('placement in the transaction that made room (one writer)', () => {
     const r = await store.machineReport({
       machineId: m.id,
       started: [],
-      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, reason: null, outputs: [] }],
+      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
       now,
       leaseMs: 10_000,
       jitter: () => 0.5,
@@ -72,7 +72,7 @@ describe('placement in the transaction that made room (one writer)', () => {
     const r = await store.machineReport({
       machineId: m.id,
       started: [],
-      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, reason: null, outputs: [] }],
+      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
       now,
       leaseMs: 10_000,
       jitter: () => 0.5,

@@ -37,7 +37,7 @@ describe('machineReport', () => {
     const r = await store.machineReport({
       machineId: m.id,
       started: [{ attemptId: y!.id, token: y!.token, pid: null }],
-      completed: [{ attemptId: x!.id, token: x!.token, exitCode: 77, signal: null, reason: null, outputs: [] }],
+      completed: [{ attemptId: x!.id, token: x!.token, exitCode: 77, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
       now,
       leaseMs: 10_000,
       jitter: () => 0,
@@ -58,7 +58,7 @@ describe('machineReport', () => {
     // x's outcome writes its attempt, then trips this on its stage's write: a fault after a write.
     await sql`create trigger boom before update on stages when new.name = 'x' and new.state = 'succeeded' begin select raise(abort, 'boom'); end`.execute(store.db);
     const errors: string[] = [];
-    const done = { token: 0, exitCode: 0, signal: null, reason: null, outputs: [] };
+    const done = { token: 0, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] };
     const r = await store.machineReport({
       machineId: m.id,
       started: [],
@@ -89,7 +89,7 @@ describe('machineReport', () => {
       store.machineReport({
         machineId: m.id,
         started: started.map((a) => ({ attemptId: a.id, token: a.token, pid: null })),
-        completed: completed.map((a) => ({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] })),
+        completed: completed.map((a) => ({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] })),
         now,
         leaseMs: 10_000,
         jitter: () => 0,

@@ -75,6 +75,7 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     exitCode: numOrNull(r.exit_code),
     signal: r.signal,
     reason: r.reason,
+    endKind: r.end_kind ?? null,
     pid: numOrNull(r.pid),
     outputs: r.outputs === null ? null : JSON.parse(r.outputs),
     leaseExpiresAt: numOrNull(r.lease_expires_at),

@@ -236,6 +236,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       exit_code: null,
       signal: null,
       reason: null,
+      end_kind: null,
       pid: null,
       outputs: null,
       // Until the agent acknowledges, the lease is the acknowledgement deadline's business.

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { Link } from 'react-router';
 import { attemptsCounted } from '../../api/contract/attempts-counted';
-import type { JobView, StageExplanation, StageView } from '../../api/contract/job-view';
+import type { AttemptView, JobView, StageExplanation, StageView } from '../../api/contract/job-view';
 import { useExplain } from '../api/queries';
 import { ProgressBar } from '../components/meter';
 import { ReusedBadge } from '../components/reused-badge';
@@ -83,7 +83,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
                   <td>
                     <Elapsed from={a.startedAt} to={a.finishedAt} />
                   </td>
-                  <td title={a.reason ?? undefined}>{a.exitCode !== null ? a.exitCode : a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–')}</td>
+                  <td title={a.reason ?? undefined}>{endText(a)}</td>
                   <td>
                     <ProgressBar progress={a.progress} />
                   </td>
@@ -107,6 +107,12 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
 }
 
 /** Where a reused stage's outputs come from: the job (a link) and attempt that ran it, what that run took, and the files taken. */
+/** The Exit cell: the exit code or signal of a process's own end; otherwise how it ended (timeout, spawn-failed, lost…), its detail on hover. */
+function endText(a: AttemptView): string | number {
+  if (a.endKind && a.endKind !== 'exited' && a.endKind !== 'signaled') return a.endKind;
+  return a.exitCode !== null ? a.exitCode : a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–');
+}
+
 function ReusedNote({ stage, reused }: { stage: StageView; reused: NonNullable<StageView['reused']> }) {
   const files = stage.outputs ?? [];
   const bytes = files.reduce((sum, f) => sum + f.size, 0);

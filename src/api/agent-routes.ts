@@ -5,6 +5,7 @@ import { Type } from 'typebox';
 import { Topic } from '../bus/bus.js';
 import { isCleanExit } from '../domain/attempt-state.js';
 import { ForbiddenError, NotFoundError } from '../domain/errors.js';
+import { errorText } from '../lib/error-text.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { TokenKind } from '../domain/token-kind.js';
 import { newTokenId, newTokenSecret, tokenHash } from './auth/token-secret.js';
@@ -319,7 +320,7 @@ async function missingOutputs(ctx: ApiContext, machineId: string, outcomes: read
       try {
         rel = ArtifactStore.checkPath(o.path);
       } catch (err) {
-        problems.set(c.attemptId, err instanceof Error ? err.message : String(err));
+        problems.set(c.attemptId, errorText(err));
         break;
       }
       const u = uploads.get(`${c.attemptId}\0${rel}`);
@@ -330,7 +331,7 @@ async function missingOutputs(ctx: ApiContext, machineId: string, outcomes: read
           await ctx.store.outputUploaded({ attemptId: c.attemptId, token: c.token, machineId, path: rel, blob: ArtifactStore.legacyKey(c.attemptId, rel), size: legacy, now: ctx.clock.now() });
           continue;
         } catch (err) {
-          problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${err instanceof Error ? err.message : String(err)}`);
+          problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${errorText(err)}`);
           break;
         }
       }

@@ -12,6 +12,8 @@ import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/cont
 import { ApiError, errorBodyOf } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
 import { ConnectionError } from './connection-error.js';
+import { backoffDelay } from '../../lib/backoff-delay.js';
+import { sleep } from '../../lib/sleep.js';
 
 export { ApiError } from './api-error.js';
 export { ConnectionError } from './connection-error.js';
@@ -46,6 +48,8 @@ const STREAM_RECONNECT_MS = 60_000;
 
 /** Tries of a submit, over about 8 s, when the server cannot be reached (a restart, say). */
 const SUBMIT_TRIES = 6;
+/** Between a submit's tries: 250 ms doubling to 4 s, without jitter. */
+const SUBMIT_BACKOFF = { baseMs: 250, maxMs: 4000 };
 
 /** The Gantry HTTP API as the CLI uses it. Speaks only the wire contract (api/contract). */
 export class GantryClient {
@@ -90,7 +94,7 @@ export class GantryClient {
       } catch (err) {
         const retryable = err instanceof ConnectionError || (err instanceof ApiError && [502, 503, 504].includes(err.status));
         if (!retryable || attempt >= SUBMIT_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(4000, 250 * 2 ** (attempt - 1))));
+        await sleep(backoffDelay(SUBMIT_BACKOFF, attempt));
       }
     }
   }

@@ -2,7 +2,8 @@ import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { directChanges, directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
-import { isRetryable } from './retryable.js';
+import { isTransientDbError } from './transient-db-error.js';
+import { errorText } from '../../lib/error-text.js';
 
 export type Db = Kysely<Database>;
 export type Trx = Transaction<Database>;
@@ -23,7 +24,7 @@ export class TransactionAborted extends Error {
     override readonly cause: unknown,
     readonly undo: unknown,
   ) {
-    super(`transaction aborted: ${cause instanceof Error ? cause.message : String(cause)}`);
+    super(`transaction aborted: ${errorText(cause)}`);
     this.name = 'TransactionAborted';
   }
 }
@@ -118,7 +119,7 @@ export class TxContext {
       } catch (err) {
         // A conflict with concurrent transactions (PostgreSQL) dooms the whole transaction, not
         // this part: it goes up to be run again whole, rather than answered as this part's error.
-        if (isRetryable(err)) throw new TransactionAborted(err, null);
+        if (isTransientDbError(err)) throw new TransactionAborted(err, null);
         try {
           await execute(this.db, q.rollback);
           await execute(this.db, q.release);

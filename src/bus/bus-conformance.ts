@@ -54,15 +54,15 @@ export function busConformance(name: string, make: { open(): Promise<[Bus, Bus]>
     it('unsubscribing stops delivery; a throwing handler does not stop the others', async () => {
       const [a, b] = await open();
       const got: string[] = [];
-      const off = b.subscribe('job:changed', (m) => got.push(`first ${m.id}`));
-      b.subscribe('job:changed', () => {
+      const off = b.subscribe('events:written', (m) => got.push(`first ${m.id}`));
+      b.subscribe('events:written', () => {
         throw new Error('a broken consumer');
       });
-      b.subscribe('job:changed', (m) => got.push(`third ${m.id}`));
-      await a.publish({ id: '1', topic: 'job:changed', payload: {} });
+      b.subscribe('events:written', (m) => got.push(`third ${m.id}`));
+      await a.publish({ id: '1', topic: 'events:written', payload: {} });
       await until(() => got.length >= 2);
       off();
-      await a.publish({ id: '2', topic: 'job:changed', payload: {} });
+      await a.publish({ id: '2', topic: 'events:written', payload: {} });
       await until(() => got.length >= 3);
       expect(got).toEqual(['first 1', 'third 1', 'third 2']);
     });

@@ -24,7 +24,6 @@ export const Topic = {
   poolReady: 'pool:ready',
   capacityFreed: 'capacity:freed',
   machineWake: 'machine:wake',
-  jobChanged: 'job:changed',
   /** A transaction wrote events (sent from memory, never stored): live event streams read on. */
   eventsWritten: 'events:written',
   /** Pieces of an attempt's log were stored (`{ attemptId }`; sent from memory by the log route, never

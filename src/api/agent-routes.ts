@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import { Type } from 'typebox';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { isCleanExit } from '../domain/attempt-state.js';
 import { ForbiddenError, NotFoundError } from '../domain/errors.js';
 import { errorText } from '../lib/error-text.js';

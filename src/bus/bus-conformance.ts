@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Bus, BusMessage } from './bus.js';
+import type { Topic } from '../domain/topic.js';
 
 /**
  * What every Bus must do, run against each (memory-bus.test.ts, nats-bus.test.ts). `open` gives
@@ -17,8 +18,8 @@ export function busConformance(name: string, make: { open(): Promise<[Bus, Bus]>
       opened.push(...new Set(pair));
       return pair;
     };
-    const collect = (bus: Bus, topic: string) => {
-      const got: BusMessage[] = [];
+    const collect = <T extends Topic>(bus: Bus, topic: T) => {
+      const got: BusMessage<T>[] = [];
       bus.subscribe(topic, (m) => got.push(m));
       return got;
     };

@@ -3,6 +3,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Bus, BusHandler, BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
+import type { Topic } from '../domain/topic.js';
 
 /** One stream for every installation on this NATS; each installation's messages under its own subjects. */
 const STREAM = 'GANTRY';
@@ -71,7 +72,7 @@ export class NatsBus implements Bus {
     await js.publish(this.prefix + msg.topic.replaceAll(':', '.'), JSON.stringify(msg), { msgID: `${this.opts.installation}:${msg.id}`, timeout: 2000 });
   }
 
-  subscribe(topic: string, handler: BusHandler): () => void {
+  subscribe<T extends Topic>(topic: T, handler: BusHandler<T>): () => void {
     return this.subscribers.add(topic, handler);
   }
 

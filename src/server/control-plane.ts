@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
 import { TokenCache } from '../api/auth/token-cache.js';
 import type { Bus } from '../bus/bus.js';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { OutboxRelay } from '../reconciler/outbox-relay.js';

@@ -496,7 +496,8 @@ export class KyselyStore implements Store {
       .orderBy('id')
       .limit(p.limit)
       .execute();
-    return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }));
+    // Rows only TxContext.publish wrote, each a topic with its payload: read back as they went in.
+    return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }) as OutboxMessage);
   }
   jobsExpire(p: { finishedBefore: number; limit: number; now?: number }) {
     return this.tx(p.now ?? p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));

@@ -4,6 +4,7 @@ import type { Bus, BusHandler, BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
 import type { Topic } from '../domain/topic.js';
+import { sleep } from '../lib/sleep.js';
 
 /** One stream for every installation on this NATS; each installation's messages under its own subjects. */
 const STREAM = 'GANTRY';
@@ -56,7 +57,7 @@ export class NatsBus implements Bus {
     const until = Date.now() + timeoutMs;
     while (!this.consuming) {
       if (Date.now() > until) throw new Error(`NATS at ${this.servers.join(',')}: not connected after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
   }
 

@@ -25,6 +25,7 @@ import { loadDashboard } from './dashboard-files.js';
 import type { Dashboard } from '../api/dashboard-routes.js';
 import { PoolHistory } from '../api/pool-history.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
+import { errorText } from '../lib/error-text.js';
 
 /** How often the blob tree is read whole for files a crash left behind (ArtifactStore.sweepStrays). */
 const STRAY_SWEEP_MS = 24 * 3_600_000;
@@ -270,7 +271,7 @@ async function openNatsBus(url: string, store: Store, log: () => FastifyInstance
   const servers = NatsBus.servers(url);
   return new NatsBus(servers, {
     installation: await store.installationId(),
-    onError: (err) => log()?.warn({ err: (err as Error).message, servers }, 'NATS: not available; wake-ups wait in the outbox, periodic passes carry the work'),
+    onError: (err) => log()?.warn({ err: errorText(err), servers }, 'NATS: not available; wake-ups wait in the outbox, periodic passes carry the work'),
     onState: (state) => (state === 'disconnected' ? log()?.warn({ servers }, 'NATS connection lost') : log()?.info({ servers, state }, 'NATS connection up')),
   });
 }

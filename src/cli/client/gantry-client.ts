@@ -14,6 +14,7 @@ import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js
 import { ConnectionError } from './connection-error.js';
 import { backoffDelay } from '../../lib/backoff-delay.js';
 import { sleep } from '../../lib/sleep.js';
+import { errorText } from '../../lib/error-text.js';
 
 export { ApiError } from './api-error.js';
 export { ConnectionError } from './connection-error.js';
@@ -264,7 +265,7 @@ export class GantryClient {
         return await this.requestOnce(method, path, body, extra);
       } catch (err) {
         if (!(err instanceof ApiError) || err.status !== 429 || tries >= RATE_LIMITED_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(30, err.retryAfter ?? 1) * 1000));
+        await sleep(Math.min(30, err.retryAfter ?? 1) * 1000);
       }
     }
   }
@@ -301,7 +302,7 @@ export class GantryClient {
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (code && UNTRUSTED_CERTIFICATE.has(code)) {
-        throw new ConnectionError(base, `the server's certificate is not trusted (${code}: ${(e as Error).message}); give the CA that signed it with --ca FILE or $GANTRY_CA`, code);
+        throw new ConnectionError(base, `the server's certificate is not trusted (${code}: ${errorText(e)}); give the CA that signed it with --ca FILE or $GANTRY_CA`, code);
       }
       throw new ConnectionError(base, describeFailure(e, this.timeoutMs), code);
     }

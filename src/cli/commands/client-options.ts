@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Command, OptionValues } from '@commander-js/extra-typings';
 import { insecureTransportProblem } from '../../api/contract/transport.js';
 import { GantryClient } from '../client/gantry-client.js';
+import { errorText } from '../../lib/error-text.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:7070';
 export const DEFAULT_DATA_DIR = './.gantry';
@@ -58,7 +59,7 @@ export function clientFor(opts: ClientOptions, env: Readonly<Record<string, stri
     try {
       ca = readFileSync(caFile, 'utf8');
     } catch (err) {
-      throw new InsecureTransportError(`--ca ${caFile}: ${(err as Error).message}`);
+      throw new InsecureTransportError(`--ca ${caFile}: ${errorText(err)}`);
     }
   }
   return new GantryClient(opts.server, { token: resolveToken(opts, env), ...(ca ? { ca } : {}) });

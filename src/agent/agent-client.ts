@@ -34,6 +34,7 @@ import type {
 } from '../api/contract/agent-protocol.js';
 import { backoffDelay, EQUAL_JITTER } from '../lib/backoff-delay.js';
 import { errorText } from '../lib/error-text.js';
+import { serverList } from '../lib/server-list.js';
 import { sleep } from '../lib/sleep.js';
 import { checkPathSegment, checkRelativePath } from './check-relative-path.js';
 
@@ -462,14 +463,6 @@ function openRequest(
   const u = new URL(url);
   const secure = u.protocol === 'https:';
   return { req: (secure ? https : http).request(u, { method, agent: secure ? agents.https : agents.http, headers }), live, u };
-}
-
-/** `https://a:7070, https://b:7070/` → the URLs, without trailing slashes. */
-export function serverList(urls: string): string[] {
-  return urls
-    .split(',')
-    .map((u) => u.trim().replace(/\/+$/, ''))
-    .filter(Boolean);
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Bus, BusHandler, BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
 import type { Topic } from '../domain/topic.js';
+import { serverList } from '../lib/server-list.js';
 import { sleep } from '../lib/sleep.js';
 
 /** One stream for every installation on this NATS; each installation's messages under its own subjects. */
@@ -47,9 +48,9 @@ export class NatsBus implements Bus {
     this.running = this.run();
   }
 
-  /** `nats://a:4222,nats://b:4222` → the list of servers. */
+  /** `nats://a:4222,nats://b:4222` → the list of servers, read as every other list of servers is. */
   static servers(url: string): string[] {
-    return url.split(',').map((s) => s.trim()).filter(Boolean);
+    return serverList(url);
   }
 
   /** Resolves once connected and consuming (for tests and for a start that wants to wait). */

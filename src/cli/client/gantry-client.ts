@@ -13,6 +13,7 @@ import { ApiError, errorBodyOf } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
 import { ConnectionError } from './connection-error.js';
 import { backoffDelay } from '../../lib/backoff-delay.js';
+import { serverList } from '../../lib/server-list.js';
 import { sleep } from '../../lib/sleep.js';
 import { errorText } from '../../lib/error-text.js';
 
@@ -66,10 +67,7 @@ export class GantryClient {
 
   /** `token`: sent with every request as `Authorization: Bearer` (docs/security.md); `ca`: PEM of a private CA to trust. */
   constructor(baseUrl: string, opts: { token?: string | null; timeoutMs?: number; ca?: string } = {}) {
-    this.servers = baseUrl
-      .split(',')
-      .map((u) => u.trim().replace(/\/+$/, ''))
-      .filter(Boolean);
+    this.servers = serverList(baseUrl);
     if (this.servers.length === 0) throw new Error('no server URL given (--server or $GANTRY_SERVER)');
     this.timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
     this.auth = opts.token ? { authorization: `Bearer ${opts.token}` } : {};

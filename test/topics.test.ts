@@ -1,7 +1,9 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { Bus } from '../src/bus/bus.js';
 import { Topic } from '../src/domain/topic.js';
+import type { TxContext } from '../src/store/kysely/tx-context.js';
 import { REPO } from './support/gantry-process.js';
 
 /**
@@ -45,7 +47,25 @@ const TOPIC = String.raw`(?:'([^']+)'|Topic\.(\w+))`;
 const published = found([new RegExp(String.raw`\.publish(?:<\w+>)?\(\s*${TOPIC}`, 'g'), new RegExp(String.raw`\btopic:\s*${TOPIC}`, 'g')]);
 const subscribed = found([new RegExp(String.raw`\.subscribe(?:<\w+>)?\(\s*${TOPIC}`, 'g')]);
 
+/** Never run: the typecheck (npm test's, tsconfig.check.json) fails if any line below compiles. */
+function mistakesThatDoNotCompile(tx: TxContext, bus: Bus): void {
+  // @ts-expect-error a topic nobody declared (a typo)
+  void tx.publish('pool:redy', { pool: 'cpu' });
+  // @ts-expect-error pool:ready carries its pool
+  void tx.publish('pool:ready', { machineId: 'm' });
+  // @ts-expect-error a topic nobody declared
+  bus.subscribe('job:changed', () => {});
+  // @ts-expect-error machine:wake carries a machineId, not a pool
+  bus.subscribe(Topic.machineWake, (m) => m.payload.pool);
+  // @ts-expect-error a message's payload is its topic's
+  void bus.publish({ id: '1', topic: Topic.logsWritten, payload: { pool: 'cpu' } });
+}
+
 describe('bus topics', () => {
+  it('are typed: an unknown topic or a wrong payload does not compile (see the typecheck)', () => {
+    expect(mistakesThatDoNotCompile).toBeTypeOf('function');
+  });
+
   it('finds what it checks (the scan itself works)', () => {
     expect([...(published.get(Topic.poolReady) ?? [])]).toContain('store/kysely/submit-verbs.ts');
     expect([...(published.get(Topic.eventsWritten) ?? [])]).toContain('store/kysely/tx-context.ts');

@@ -15,25 +15,29 @@ const LAYERS: Record<string, readonly string[]> = {
   // The job spec language (reading files, sweeps, quantities, path-named problems): shared by the
   // CLI and the API, below both.
   spec: [],
-  domain: ['spec'],
-  bus: [],
-  scheduler: ['domain', 'spec'],
-  advancer: ['domain', 'spec'],
-  store: ['domain', 'spec', 'scheduler', 'advancer'],
-  reconciler: ['store', 'domain', 'spec', 'scheduler', 'advancer', 'bus'],
+  // Small helpers every layer but the contract and the spec may use (backoff, sleep, error text):
+  // pure or nearly, no package, nothing Node-only, so the dashboard's browser bundle takes them too.
+  lib: [],
+  domain: ['spec', 'lib'],
+  // The topics and their payloads are the store's as much as the bus's: declared once, in domain/topic.ts.
+  bus: ['domain', 'lib'],
+  scheduler: ['domain', 'spec', 'lib'],
+  advancer: ['domain', 'spec', 'lib'],
+  store: ['domain', 'spec', 'scheduler', 'advancer', 'lib'],
+  reconciler: ['store', 'domain', 'spec', 'scheduler', 'advancer', 'bus', 'lib'],
   // Stage outputs on disk, and their collection against the store's references (docs/rerun.md).
-  artifacts: ['store', 'domain', 'spec'],
-  api: ['contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'bus'],
-  agent: ['contract', 'spec', 'domain'],
-  sim: ['domain', 'spec', 'scheduler'],
+  artifacts: ['store', 'domain', 'spec', 'lib'],
+  api: ['contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'bus', 'lib'],
+  agent: ['contract', 'spec', 'domain', 'lib'],
+  sim: ['domain', 'spec', 'scheduler', 'lib'],
   // The composition root (config → store, bus, loops, API; `gantry server`, `up`, `migrate`) may use
   // every layer but the CLI's.
-  server: ['api', 'contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'reconciler', 'bus', 'agent'],
-  cli: ['contract', 'spec'],
+  server: ['api', 'contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'reconciler', 'bus', 'agent', 'lib'],
+  cli: ['contract', 'spec', 'lib'],
 };
 
-/** A layer not listed above (a dashboard, an SDK) is a client: the wire and the spec only. */
-const CLIENT: readonly string[] = ['contract', 'spec'];
+/** A layer not listed above (a dashboard, an SDK) is a client: the wire, the spec and the helpers only. */
+const CLIENT: readonly string[] = ['contract', 'spec', 'lib'];
 
 /** Packages the contract may use: a browser bundle takes it as it is. */
 const CONTRACT_PACKAGES = ['typebox'];
@@ -88,7 +92,7 @@ function arrows(): { layer: Arrow[]; packages: Arrow[] } {
     const from = relative(SRC, file);
     for (const spec of specifiers(readFileSync(file, 'utf8'))) {
       if (!spec.startsWith('.')) {
-        if (layerOf(file) === 'contract') packages.push({ from, to: spec, key: `${from} -> ${spec}` });
+        if (layerOf(file) === 'contract' || layerOf(file) === 'lib') packages.push({ from, to: spec, key: `${from} -> ${spec}` });
         continue;
       }
       const target = normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts');
@@ -122,8 +126,15 @@ describe('layering of src/', () => {
   });
 
   it('the contract uses no package but typebox (a browser takes it as it is)', () => {
-    const wrong = found.packages.filter((a) => !CONTRACT_PACKAGES.some((p) => a.to === p || a.to.startsWith(`${p}/`))).map((a) => a.key);
+    const wrong = found.packages
+      .filter((a) => layerOf(join(SRC, a.from)) === 'contract')
+      .filter((a) => !CONTRACT_PACKAGES.some((p) => a.to === p || a.to.startsWith(`${p}/`)))
+      .map((a) => a.key);
     expect(wrong).toEqual([]);
+  });
+
+  it('the helpers (lib/) use no package, not even node: (the dashboard bundles them)', () => {
+    expect(found.packages.filter((a) => layerOf(join(SRC, a.from)) === 'lib').map((a) => a.key)).toEqual([]);
   });
 
   it('every exception is still needed (a stale one would hide a new arrow)', () => {

@@ -1,4 +1,5 @@
 import type { BackoffPolicy } from '../domain/job-definition.js';
+import { backoffDelay, EQUAL_JITTER } from '../lib/backoff-delay.js';
 
 /**
  * Delay before retry number `failures` (1 = after the first failure): exponential, capped, with
@@ -10,6 +11,5 @@ export function backoffMs(policy: BackoffPolicy, failures: number, jitter: numbe
   // Capped at a week whatever the policy says (the spec schema refuses more), so the result is
   // always a finite time that fits a date.
   const capSeconds = Math.min(policy.maxSeconds, 7 * 24 * 3600);
-  const nominal = Math.min(capSeconds, policy.initialSeconds * 2 ** Math.min(60, Math.max(0, failures - 1))) * 1000;
-  return Math.round(nominal / 2 + (nominal / 2) * Math.min(Math.max(jitter, 0), 1));
+  return backoffDelay({ baseMs: policy.initialSeconds * 1000, maxMs: capSeconds * 1000, jitter: EQUAL_JITTER }, failures, jitter);
 }

@@ -32,6 +32,10 @@ import type {
   ReportRequest,
   ReportResponse,
 } from '../api/contract/agent-protocol.js';
+import { backoffDelay, EQUAL_JITTER } from '../lib/backoff-delay.js';
+import { errorText } from '../lib/error-text.js';
+import { serverList } from '../lib/server-list.js';
+import { sleep } from '../lib/sleep.js';
 import { checkPathSegment, checkRelativePath } from './check-relative-path.js';
 
 export type OutputFile = { path: string; size: number };
@@ -214,7 +218,7 @@ export class AgentClient {
     try {
       await (await open(absPath, 'r')).close();
     } catch (err) {
-      throw new Error(`cannot read output ${relPath}: ${(err as Error).message}`);
+      throw new Error(`cannot read output ${relPath}: ${errorText(err)}`);
     }
     const res = await this.call({
       method: 'PUT',
@@ -368,8 +372,9 @@ export class AgentClient {
         return await fn();
       } catch (err) {
         if (i >= this.retry.tries || !isRetryable(err) || this.signal?.aborted) throw err;
-        const backoff = Math.min(this.retry.maxMs, this.retry.baseMs * 2 ** (i - 1));
-        await abortableSleep(backoff * (0.5 + Math.random() / 2), this.signal);
+        await sleep(backoffDelay({ ...this.retry, jitter: EQUAL_JITTER }, i, Math.random()), this.signal);
+        // Stopping: the wait was cut short, and the call ends as an aborted one does, with the reason.
+        if (this.signal?.aborted) throw this.signal.reason;
       }
     }
   }
@@ -398,9 +403,9 @@ function httpError(c: Call, status: number, statusText: string, text: string): E
 const keepAlive = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
 /**
- * One JSON request. Rejects as fetch would: with the signal's reason when one aborts, with a
+ * One JSON request. Rejects with the signal's reason when one aborts, with a
  * TimeoutError after `timeoutMs`, and with the socket's error (ECONNREFUSED, ECONNRESET, ...)
- * when the network fails, so isRetryable judges both paths alike.
+ * when the network fails (its code: isNetworkFailure), so isRetryable judges both paths alike.
  */
 function jsonRequest(
   url: string,
@@ -460,26 +465,46 @@ function openRequest(
   return { req: (secure ? https : http).request(u, { method, agent: secure ? agents.https : agents.http, headers }), live, u };
 }
 
-/** `https://a:7070, https://b:7070/` → the URLs, without trailing slashes. */
-export function serverList(urls: string): string[] {
-  return urls
-    .split(',')
-    .map((u) => u.trim().replace(/\/+$/, ''))
-    .filter(Boolean);
+/**
+ * The codes node:net, node:dns and node:http give a socket that failed: the server is down or
+ * restarting, the network dropped, a name did not resolve yet (a replica's DNS entry comes with
+ * it). "socket hang up" and an answer cut short (jsonRequest) carry ECONNRESET.
+ */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+]);
+
+/**
+ * Whether the server could not be reached, by the socket's error code. Not by the error's class:
+ * when calls went through fetch, any TypeError meant "fetch failed", but over node:http a TypeError
+ * is a bug or a bad setting (an invalid URL, a header with a newline), which a retry repeats forever.
+ */
+export function isNetworkFailure(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && NETWORK_CODES.has(code);
 }
 
-const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-
-/** Network failures (fetch's TypeError), our timeouts, broken transfers, server-side 5xx/429. */
+/**
+ * Whether a call may succeed if sent again: the server was not reached, did not answer in time, a
+ * transfer broke, or the server answered 5xx/429. Anything else (4xx, an abort, a bug) is thrown.
+ */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof AgentHttpError) return err.retryable;
   if (err instanceof TransferError) return true;
-  const e = err as { name?: unknown; code?: unknown } | null;
+  const e = err as { name?: unknown } | null;
   if (e?.name === 'TimeoutError') return true;
   if (e?.name === 'AbortError') return false;
-  const code = typeof e?.code === 'string' ? e.code : '';
-  // fetch wraps socket failures in a TypeError ("fetch failed"); a body cut short surfaces as undici's own codes.
-  return err instanceof TypeError || NETWORK_CODES.has(code) || code.startsWith('UND_ERR_');
+  return isNetworkFailure(err);
 }
 
 /** Regular files under `dir`, depth first, with '/'-separated paths relative to it. */
@@ -498,21 +523,6 @@ export async function listOutputFiles(dir: string): Promise<OutputFile[]> {
   };
   await walk(dir);
   return out;
-}
-
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /**

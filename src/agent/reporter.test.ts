@@ -179,7 +179,7 @@ describe('Reporter', () => {
     const call2 = await srv.nextCall(2);
     // The failed item first, then the new one, in one request.
     expect(call2.req.completed.map((c) => c.attemptId)).toEqual(['a1', 'a2']);
-    call2.answer(new TypeError('fetch failed'));
+    call2.answer(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
     const call3 = await srv.nextCall(3);
     expect(call3.req.completed.map((c) => c.attemptId)).toEqual(['a1', 'a2']);
     call3.answer();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { isSuccessfulEnd } from '../domain/attempt-end-policy.js';
 import { ForbiddenError } from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';

@@ -1,6 +1,6 @@
 import type { ApiApp } from './api-app.js';
 import { Type } from 'typebox';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { ForbiddenError } from '../domain/errors.js';
 import type { EventRecord } from '../store/records.js';
 import type { ApiContext } from './api-context.js';

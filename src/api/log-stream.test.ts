@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import type { LogChunk } from '../store/records.js';
 import type { ApiContext } from './api-context.js';

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import type { LogChunk } from '../store/records.js';
 import type { ApiContext } from './api-context.js';
 import type { LogChunkView } from './contract/job-view.js';

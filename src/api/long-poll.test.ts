@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryBus } from '../bus/memory-bus.js';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { machineWaiter } from './long-poll.js';
 
 describe('machineWaiter', () => {

@@ -1,5 +1,5 @@
 import type { Bus } from '../bus/bus.js';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 
 /**
  * Resolves when a `machine:wake` for this machine is published, after `ms`, on shutdown, or when

@@ -1,5 +1,6 @@
 import { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { ApiContext } from './api-context.js';
+import { errorText } from '../lib/error-text.js';
 
 /**
  * Why each of these outcomes' named outputs cannot be committed, by attempt (none: all were
@@ -16,7 +17,7 @@ export async function missingOutputs(ctx: ApiContext, machineId: string, outcome
       try {
         rel = ArtifactStore.checkPath(o.path);
       } catch (err) {
-        problems.set(c.attemptId, err instanceof Error ? err.message : String(err));
+        problems.set(c.attemptId, errorText(err));
         break;
       }
       const u = uploads.get(`${c.attemptId}\0${rel}`);
@@ -27,7 +28,7 @@ export async function missingOutputs(ctx: ApiContext, machineId: string, outcome
           await ctx.store.outputUploaded({ attemptId: c.attemptId, token: c.token, machineId, path: rel, blob: ArtifactStore.legacyKey(c.attemptId, rel), size: legacy, now: ctx.clock.now() });
           continue;
         } catch (err) {
-          problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${err instanceof Error ? err.message : String(err)}`);
+          problems.set(c.attemptId, `output ${o.path} cannot be recorded: ${errorText(err)}`);
           break;
         }
       }

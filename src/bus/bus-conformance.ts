@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Bus, BusMessage } from './bus.js';
+import type { Topic } from '../domain/topic.js';
 
 /**
  * What every Bus must do, run against each (memory-bus.test.ts, nats-bus.test.ts). `open` gives
@@ -17,8 +18,8 @@ export function busConformance(name: string, make: { open(): Promise<[Bus, Bus]>
       opened.push(...new Set(pair));
       return pair;
     };
-    const collect = (bus: Bus, topic: string) => {
-      const got: BusMessage[] = [];
+    const collect = <T extends Topic>(bus: Bus, topic: T) => {
+      const got: BusMessage<T>[] = [];
       bus.subscribe(topic, (m) => got.push(m));
       return got;
     };
@@ -54,15 +55,15 @@ export function busConformance(name: string, make: { open(): Promise<[Bus, Bus]>
     it('unsubscribing stops delivery; a throwing handler does not stop the others', async () => {
       const [a, b] = await open();
       const got: string[] = [];
-      const off = b.subscribe('job:changed', (m) => got.push(`first ${m.id}`));
-      b.subscribe('job:changed', () => {
+      const off = b.subscribe('events:written', (m) => got.push(`first ${m.id}`));
+      b.subscribe('events:written', () => {
         throw new Error('a broken consumer');
       });
-      b.subscribe('job:changed', (m) => got.push(`third ${m.id}`));
-      await a.publish({ id: '1', topic: 'job:changed', payload: {} });
+      b.subscribe('events:written', (m) => got.push(`third ${m.id}`));
+      await a.publish({ id: '1', topic: 'events:written', payload: {} });
       await until(() => got.length >= 2);
       off();
-      await a.publish({ id: '2', topic: 'job:changed', payload: {} });
+      await a.publish({ id: '2', topic: 'events:written', payload: {} });
       await until(() => got.length >= 3);
       expect(got).toEqual(['first 1', 'third 1', 'third 2']);
     });

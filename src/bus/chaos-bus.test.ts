@@ -5,8 +5,8 @@ import { MemoryBus } from './memory-bus.js';
 async function run(seed: number) {
   const bus = new ChaosBus(new MemoryBus({ dedupe: false }), { seed, drop: 0.2, duplicate: 0.3, delayMs: [0, 20] });
   const got: string[] = [];
-  bus.subscribe('t', (m) => got.push(m.id));
-  for (let i = 0; i < 200; i++) await bus.publish({ id: String(i), topic: 't', payload: {} });
+  bus.subscribe('pool:ready', (m) => got.push(m.id));
+  for (let i = 0; i < 200; i++) await bus.publish({ id: String(i), topic: 'pool:ready', payload: { pool: 'cpu' } });
   await new Promise((r) => setTimeout(r, 60));
   await bus.close();
   return { got, stats: bus.stats };

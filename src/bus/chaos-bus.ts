@@ -1,5 +1,6 @@
 import type { Bus, BusHandler, BusMessage } from './bus.js';
 import { seededRandom } from './seeded-random.js';
+import type { Topic } from '../domain/topic.js';
 
 export interface ChaosSettings {
   seed: number;
@@ -46,7 +47,7 @@ export class ChaosBus implements Bus {
     }
   }
 
-  subscribe(topic: string, handler: BusHandler): () => void {
+  subscribe<T extends Topic>(topic: T, handler: BusHandler<T>): () => void {
     return this.inner.subscribe(topic, handler);
   }
 

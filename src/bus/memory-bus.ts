@@ -1,6 +1,7 @@
 import type { Bus, BusHandler, BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
+import type { Topic } from '../domain/topic.js';
 
 /** The in-process bus of the embedded default. Delivery is asynchronous, as a real bus's is; a
  *  repeated message id is delivered once, as NATS JetStream's de-duplication does. */
@@ -18,7 +19,7 @@ export class MemoryBus implements Bus {
     this.subscribers.deliver(msg, queueMicrotask);
   }
 
-  subscribe(topic: string, handler: BusHandler): () => void {
+  subscribe<T extends Topic>(topic: T, handler: BusHandler<T>): () => void {
     return this.subscribers.add(topic, handler);
   }
 

@@ -50,11 +50,11 @@ describe.skipIf(!haveServer)('NatsBus when NATS goes away', () => {
       await b.ready();
       const got: string[] = [];
       b.subscribe('pool:ready', (m) => got.push(m.id));
-      await a.publish({ id: '1', topic: 'pool:ready', payload: {} });
+      await a.publish({ id: '1', topic: 'pool:ready', payload: { pool: 'cpu' } });
       await expect.poll(() => got, { timeout: 5000 }).toEqual(['1']);
 
       await stop(server);
-      await expect(a.publish({ id: '2', topic: 'pool:ready', payload: {} })).rejects.toThrow();
+      await expect(a.publish({ id: '2', topic: 'pool:ready', payload: { pool: 'cpu' } })).rejects.toThrow();
 
       server = start();
       // Back without anyone doing anything: the connection, the stream (kept in memory, so made
@@ -62,7 +62,7 @@ describe.skipIf(!haveServer)('NatsBus when NATS goes away', () => {
       await expect
         .poll(
           async () => {
-            await a.publish({ id: `again-${Date.now()}`, topic: 'pool:ready', payload: {} }).catch(() => {});
+            await a.publish({ id: `again-${Date.now()}`, topic: 'pool:ready', payload: { pool: 'cpu' } }).catch(() => {});
             return got.length;
           },
           { timeout: 15_000, interval: 300 },

@@ -3,6 +3,9 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Bus, BusHandler, BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
+import type { Topic } from '../domain/topic.js';
+import { serverList } from '../lib/server-list.js';
+import { sleep } from '../lib/sleep.js';
 
 /** One stream for every installation on this NATS; each installation's messages under its own subjects. */
 const STREAM = 'GANTRY';
@@ -45,9 +48,9 @@ export class NatsBus implements Bus {
     this.running = this.run();
   }
 
-  /** `nats://a:4222,nats://b:4222` → the list of servers. */
+  /** `nats://a:4222,nats://b:4222` → the list of servers, read as every other list of servers is. */
   static servers(url: string): string[] {
-    return url.split(',').map((s) => s.trim()).filter(Boolean);
+    return serverList(url);
   }
 
   /** Resolves once connected and consuming (for tests and for a start that wants to wait). */
@@ -55,7 +58,7 @@ export class NatsBus implements Bus {
     const until = Date.now() + timeoutMs;
     while (!this.consuming) {
       if (Date.now() > until) throw new Error(`NATS at ${this.servers.join(',')}: not connected after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
   }
 
@@ -71,7 +74,7 @@ export class NatsBus implements Bus {
     await js.publish(this.prefix + msg.topic.replaceAll(':', '.'), JSON.stringify(msg), { msgID: `${this.opts.installation}:${msg.id}`, timeout: 2000 });
   }
 
-  subscribe(topic: string, handler: BusHandler): () => void {
+  subscribe<T extends Topic>(topic: T, handler: BusHandler<T>): () => void {
     return this.subscribers.add(topic, handler);
   }
 

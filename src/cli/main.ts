@@ -2,6 +2,7 @@
 import { Command } from '@commander-js/extra-typings';
 import { API_VERSION } from '../api/contract/api-version.js';
 import { ValidationError } from '../spec/validation-error.js';
+import { errorText } from '../lib/error-text.js';
 import { agentCommand } from '../agent/agent-command.js';
 
 const program = new Command()
@@ -26,6 +27,6 @@ program.parseAsync(process.argv).catch((err: unknown) => {
     process.stderr.write(`gantry: ${err.issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('\n  ')}\n`);
     process.exit(2);
   }
-  process.stderr.write(`gantry: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`gantry: ${errorText(err)}\n`);
   process.exit(1);
 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
+import { topicMessage } from '../domain/topic.js';
 import type { OutboxMessage } from '../store/records.js';
 import type { Store } from '../store/store.js';
 
@@ -29,11 +30,11 @@ export class OutboxRelay {
     for (const m of messages) {
       if (m.stored === false) {
         // No row to mark or to send again: a message of this process's own (ids apart from rows').
-        this.bus.publish({ id: `mem:${this.instance}:${m.id}`, topic: m.topic, payload: m.payload }).catch(this.onError);
+        this.bus.publish({ id: `mem:${this.instance}:${m.id}`, ...topicMessage(m) }).catch(this.onError);
         continue;
       }
       // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
-      this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload }).then(() => void this.sent.push(m.id), this.onError);
+      this.bus.publish({ id: String(m.id), ...topicMessage(m) }).then(() => void this.sent.push(m.id), this.onError);
     }
   }
 
@@ -53,7 +54,7 @@ export class OutboxRelay {
     for (;;) {
       const msgs = await this.store.outboxPending({ limit: batch });
       if (msgs.length === 0) return total;
-      for (const m of msgs) await this.bus.publish({ id: String(m.id), topic: m.topic, payload: m.payload });
+      for (const m of msgs) await this.bus.publish({ id: String(m.id), ...topicMessage(m) });
       await this.store.outboxMarkPublished({ ids: msgs.map((m) => m.id), now: this.clock.now() });
       total += msgs.length;
       if (msgs.length < batch) return total;

@@ -4,6 +4,7 @@ import { parse } from 'yaml';
 import { parseCpuMillis, parseMemoryBytes } from '../spec/quantity.js';
 import { schemaIssues } from '../spec/schema-issues.js';
 import { ValidationError } from '../spec/validation-error.js';
+import { errorText } from '../lib/error-text.js';
 
 /**
  * The machines `gantry up` starts local agents for: stand-ins for a CPU cluster and a GPU
@@ -37,7 +38,7 @@ export function parseClusterFile(file: string): ClusterFile {
   try {
     doc = parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new ValidationError([{ path: file, message: (err as Error).message }]);
+    throw new ValidationError([{ path: file, message: errorText(err) }]);
   }
   const issues = schemaIssues(ClusterFileSchema, doc);
   if (issues.length) throw new ValidationError(issues.map((i) => ({ path: `${file}#${i.path || '/'}`, message: i.message })));
@@ -50,7 +51,7 @@ export function parseClusterFile(file: string): ClusterFile {
       if (m.cpu !== undefined) parseCpuMillis(m.cpu);
       if (m.memory !== undefined) parseMemoryBytes(m.memory);
     } catch (err) {
-      throw new ValidationError([{ path: `${file}#/machines/${i}`, message: (err as Error).message }]);
+      throw new ValidationError([{ path: `${file}#/machines/${i}`, message: errorText(err) }]);
     }
   });
   return cluster;

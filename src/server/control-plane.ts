@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
 import { TokenCache } from '../api/auth/token-cache.js';
 import type { Bus } from '../bus/bus.js';
-import { Topic } from '../bus/bus.js';
+import { Topic } from '../domain/topic.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { OutboxRelay } from '../reconciler/outbox-relay.js';
@@ -26,6 +26,7 @@ import { loadDashboard } from './dashboard-files.js';
 import type { Dashboard } from '../api/dashboard-routes.js';
 import { PoolHistory } from '../api/pool-history.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
+import { errorText } from '../lib/error-text.js';
 
 export interface ControlPlane {
   app: FastifyInstance;
@@ -247,7 +248,7 @@ async function openNatsBus(url: string, store: Store, log: () => FastifyInstance
   const servers = NatsBus.servers(url);
   return new NatsBus(servers, {
     installation: await store.installationId(),
-    onError: (err) => log()?.warn({ err: (err as Error).message, servers }, 'NATS: not available; wake-ups wait in the outbox, periodic passes carry the work'),
+    onError: (err) => log()?.warn({ err: errorText(err), servers }, 'NATS: not available; wake-ups wait in the outbox, periodic passes carry the work'),
     onState: (state) => (state === 'disconnected' ? log()?.warn({ servers }, 'NATS connection lost') : log()?.info({ servers, state }, 'NATS connection up')),
   });
 }

@@ -1,5 +1,6 @@
 import type { KyselyStore } from '../store/kysely/kysely-store.js';
 import { databaseFile, type ServerConfig } from './server-config.js';
+import { errorText } from '../lib/error-text.js';
 
 /**
  * The store the config names: PostgreSQL at `databaseUrl`, else the SQLite file in the data
@@ -13,7 +14,7 @@ export async function openStore(config: Pick<ServerConfig, 'dataDir' | 'database
       return await openPostgresStore(config.databaseUrl, { ...opts, schema: process.env.GANTRY_DATABASE_SCHEMA || undefined });
     } catch (err) {
       const u = new URL(config.databaseUrl);
-      throw new Error(`PostgreSQL at ${u.host}${u.pathname}: ${(err as Error).message}`, { cause: err });
+      throw new Error(`PostgreSQL at ${u.host}${u.pathname}: ${errorText(err)}`, { cause: err });
     }
   }
   const { openSqliteStore } = await import('../store/sqlite/open-sqlite-store.js');

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from './data-dir-lock.js';
 import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
+import { errorText } from '../lib/error-text.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -98,7 +99,7 @@ function tlsFrom(flags: ServerFlags): ServerConfig['tls'] {
     try {
       return readFileSync(file, 'utf8');
     } catch (err) {
-      throw new Error(`${flag} ${file}: ${(err as Error).message}`);
+      throw new Error(`${flag} ${file}: ${errorText(err)}`);
     }
   };
   return { cert: read('--tls-cert', certFile), key: read('--tls-key', keyFile) };

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseMemoryBytes } from '../spec/quantity.js';
+import { errorText } from '../lib/error-text.js';
 
 /**
  * Every timing the control plane uses, in one place. The failure-detection formula in
@@ -232,7 +233,7 @@ export function artifactsBudgetFrom(text: string | undefined): number | null {
   try {
     return parseMemoryBytes(/^\d+$/.test(text.trim()) ? Number(text.trim()) : text.trim());
   } catch (err) {
-    throw new Error(`GANTRY_ARTIFACTS_MAX_BYTES=${text}: ${(err as Error).message} (give bytes, or a size such as 500Gi)`);
+    throw new Error(`GANTRY_ARTIFACTS_MAX_BYTES=${text}: ${errorText(err)} (give bytes, or a size such as 500Gi)`);
   }
 }
 

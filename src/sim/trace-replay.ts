@@ -16,6 +16,7 @@ import type {
   SchedulerSnapshot,
 } from '../scheduler/snapshot.js';
 import type { TracePod } from './alibaba-trace.js';
+import { errorText } from '../lib/error-text.js';
 
 /**
  * The same pods arriving `speedup` times faster: each pod's trace times shift so that it is created
@@ -188,7 +189,7 @@ function release(m: MachineView, p: PlannedPlacement): void {
   try {
     releaseAllocation(m, p);
   } catch (err) {
-    throw new Error(`replay: ${p.stageId} ${(err as Error).message}`);
+    throw new Error(`replay: ${p.stageId} ${errorText(err)}`);
   }
 }
 

@@ -6,6 +6,7 @@ import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { StageState } from '../domain/stage-state.js';
 import type { TokenKind } from '../domain/token-kind.js';
+import type { TopicMessage } from '../domain/topic.js';
 
 /** What the store hands back. Plain data; the API turns these into its wire types. */
 export interface JobRecord {
@@ -185,14 +186,12 @@ export interface EventRecord {
   data: Record<string, unknown>;
 }
 
-export interface OutboxMessage {
+export type OutboxMessage = TopicMessage & {
   id: number;
-  topic: string;
-  payload: Record<string, unknown>;
   createdAt: number;
   /** False for a message the store kept no row of (Store.keepOutboxInMemory): nothing to mark published. */
   stored?: boolean;
-}
+};
 
 /** One stored piece of a stage's log; `id` orders the pieces of a stage and is the cursor for reading on. */
 export interface LogChunk {

@@ -12,6 +12,10 @@ import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/cont
 import { ApiError, errorBodyOf } from './api-error.js';
 import { httpCall, UNTRUSTED_CERTIFICATE, type HttpAnswer } from './http-call.js';
 import { ConnectionError } from './connection-error.js';
+import { backoffDelay } from '../../lib/backoff-delay.js';
+import { serverList } from '../../lib/server-list.js';
+import { sleep } from '../../lib/sleep.js';
+import { errorText } from '../../lib/error-text.js';
 
 export { ApiError } from './api-error.js';
 export { ConnectionError } from './connection-error.js';
@@ -46,6 +50,8 @@ const STREAM_RECONNECT_MS = 60_000;
 
 /** Tries of a submit, over about 8 s, when the server cannot be reached (a restart, say). */
 const SUBMIT_TRIES = 6;
+/** Between a submit's tries: 250 ms doubling to 4 s, without jitter. */
+const SUBMIT_BACKOFF = { baseMs: 250, maxMs: 4000 };
 
 /** The Gantry HTTP API as the CLI uses it. Speaks only the wire contract (api/contract). */
 export class GantryClient {
@@ -61,10 +67,7 @@ export class GantryClient {
 
   /** `token`: sent with every request as `Authorization: Bearer` (docs/security.md); `ca`: PEM of a private CA to trust. */
   constructor(baseUrl: string, opts: { token?: string | null; timeoutMs?: number; ca?: string } = {}) {
-    this.servers = baseUrl
-      .split(',')
-      .map((u) => u.trim().replace(/\/+$/, ''))
-      .filter(Boolean);
+    this.servers = serverList(baseUrl);
     if (this.servers.length === 0) throw new Error('no server URL given (--server or $GANTRY_SERVER)');
     this.timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
     this.auth = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
@@ -90,7 +93,7 @@ export class GantryClient {
       } catch (err) {
         const retryable = err instanceof ConnectionError || (err instanceof ApiError && [502, 503, 504].includes(err.status));
         if (!retryable || attempt >= SUBMIT_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(4000, 250 * 2 ** (attempt - 1))));
+        await sleep(backoffDelay(SUBMIT_BACKOFF, attempt));
       }
     }
   }
@@ -260,7 +263,7 @@ export class GantryClient {
         return await this.requestOnce(method, path, body, extra);
       } catch (err) {
         if (!(err instanceof ApiError) || err.status !== 429 || tries >= RATE_LIMITED_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(30, err.retryAfter ?? 1) * 1000));
+        await sleep(Math.min(30, err.retryAfter ?? 1) * 1000);
       }
     }
   }
@@ -297,7 +300,7 @@ export class GantryClient {
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (code && UNTRUSTED_CERTIFICATE.has(code)) {
-        throw new ConnectionError(base, `the server's certificate is not trusted (${code}: ${(e as Error).message}); give the CA that signed it with --ca FILE or $GANTRY_CA`, code);
+        throw new ConnectionError(base, `the server's certificate is not trusted (${code}: ${errorText(e)}); give the CA that signed it with --ca FILE or $GANTRY_CA`, code);
       }
       throw new ConnectionError(base, describeFailure(e, this.timeoutMs), code);
     }

@@ -3,6 +3,8 @@ import https from 'node:https';
 import { createParser } from 'eventsource-parser';
 import { ApiError, errorBodyOf } from './api-error.js';
 import { ConnectionError } from './connection-error.js';
+import { errorText } from '../../lib/error-text.js';
+import { sleep } from '../../lib/sleep.js';
 
 /** One server-sent message: its `id` (when it has one), `event` (its kind) and `data` (text). */
 export interface SseMessage {
@@ -97,10 +99,10 @@ export async function followSse(o: SseOptions): Promise<SseOutcome> {
       failingSince ??= now;
       if (o.giveUpAfterMs !== undefined && now - failingSince >= o.giveUpAfterMs) {
         const code = (err as { code?: string }).code;
-        throw new ConnectionError(new URL(o.url).origin, (err as Error).message, code);
+        throw new ConnectionError(new URL(o.url).origin, errorText(err), code);
       }
-      o.onDrop?.((err as Error).message);
-      await new Promise((r) => setTimeout(r, o.retryMs ?? 1000));
+      o.onDrop?.(errorText(err));
+      await sleep(o.retryMs ?? 1000, o.signal);
     }
   }
   return notStream ? 'not-a-stream' : 'stopped';

@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import type { Command, OptionValues } from '@commander-js/extra-typings';
 import { insecureTransportProblem } from '../../api/contract/transport.js';
 import { GantryClient } from '../client/gantry-client.js';
+import { errorText } from '../../lib/error-text.js';
+import { serverList } from '../../lib/server-list.js';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:7070';
 export const DEFAULT_DATA_DIR = './.gantry';
@@ -48,7 +50,7 @@ export function resolveToken(opts: { token?: string }, env: Readonly<Record<stri
 
 /** The client for a command: its token resolved, and refused before sending one in clear to another host. */
 export function clientFor(opts: ClientOptions, env: Readonly<Record<string, string | undefined>> = process.env): GantryClient {
-  for (const url of opts.server.split(',').map((u) => u.trim()).filter(Boolean)) {
+  for (const url of serverList(opts.server)) {
     const problem = insecureTransportProblem(url, env);
     if (problem) throw new InsecureTransportError(problem);
   }
@@ -58,7 +60,7 @@ export function clientFor(opts: ClientOptions, env: Readonly<Record<string, stri
     try {
       ca = readFileSync(caFile, 'utf8');
     } catch (err) {
-      throw new InsecureTransportError(`--ca ${caFile}: ${(err as Error).message}`);
+      throw new InsecureTransportError(`--ca ${caFile}: ${errorText(err)}`);
     }
   }
   return new GantryClient(opts.server, { token: resolveToken(opts, env), ...(ca ? { ca } : {}) });

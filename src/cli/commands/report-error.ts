@@ -1,6 +1,7 @@
 import { ApiError } from '../client/api-error.js';
 import { ConnectionError } from '../client/connection-error.js';
 import type { CliIo } from '../render/cli-io.js';
+import { errorText } from '../../lib/error-text.js';
 import { InsecureTransportError } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
 
@@ -26,7 +27,7 @@ export function reportError(e: unknown, io: CliIo): ExitCode {
     if (e.status >= 400 && e.status < 500) return ExitCode.usage;
     return ExitCode.failed;
   }
-  say(e instanceof Error ? e.message : String(e));
+  say(errorText(e));
   return ExitCode.failed;
 }
 

@@ -9,6 +9,7 @@ import { ExitCode } from './exit-codes.js';
 import { followJob } from './follow-job.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
+import { errorText } from '../../lib/error-text.js';
 
 export interface RerunOptions extends ClientOptions {
   from?: string[];
@@ -76,7 +77,7 @@ async function readSpec(file: string): Promise<{ spec: unknown } | { problem: st
     text = await readFile(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    return { problem: `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : (e as Error).message}` };
+    return { problem: `cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : errorText(e)}` };
   }
   const doc = parseDocument(text);
   const err = doc.errors[0];

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { JobView } from '../../api/contract/job-view.js';
 import { parseJobFile, type JobFile } from '../../spec/job-file.js';
+import { errorText } from '../../lib/error-text.js';
 import { ApiError } from '../client/api-error.js';
 import type { CliIo } from '../render/cli-io.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
@@ -118,7 +119,7 @@ export async function runSubmit(file: string, opts: SubmitOptions, io: CliIo): P
 function issuesOf(e: unknown): { path?: string; message: string }[] {
   const issues = (e as { issues?: unknown }).issues;
   if (Array.isArray(issues) && issues.length > 0) return issues as { path?: string; message: string }[];
-  return [{ message: e instanceof Error ? e.message : String(e) }];
+  return [{ message: errorText(e) }];
 }
 
 function describeFsError(e: unknown): string {
@@ -126,5 +127,5 @@ function describeFsError(e: unknown): string {
   if (code === 'ENOENT') return 'no such file';
   if (code === 'EISDIR') return 'is a directory';
   if (code === 'EACCES') return 'permission denied';
-  return e instanceof Error ? e.message : String(e);
+  return errorText(e);
 }

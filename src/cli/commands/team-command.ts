@@ -6,6 +6,7 @@ import { clientFor, withClientOptions, type ClientOptions } from './client-optio
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
+import { errorText } from '../../lib/error-text.js';
 
 export interface TeamSetOptions extends ClientOptions {
   weight?: string;
@@ -82,7 +83,7 @@ export async function runTeamSet(name: string, opts: TeamSetOptions, io: CliIo, 
     try {
       quota = opts.quota === undefined ? undefined : quotaWireFrom(opts.quota);
     } catch (err) {
-      io.stderr.write(`gantry: ${(err as Error).message}\n`);
+      io.stderr.write(`gantry: ${errorText(err)}\n`);
       return ExitCode.usage;
     }
     const body = { ...(weight !== undefined ? { weight } : {}), ...(quota !== undefined ? { quota } : {}) };

@@ -1,3 +1,4 @@
+import { Topic } from '../../domain/topic.js';
 import type { OutboxMessage } from '../records.js';
 import { type DirectConnection, runDirectlyWithin } from './prepared-query.js';
 import { SavepointsNeeded, TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
@@ -20,7 +21,7 @@ interface Waiter {
  * docs/throughput.md has the numbers.
  */
 /** The topics that say a pass could place something now: stages became ready, or room was freed. */
-const PLACEMENT_HINTS = new Set(['pool:ready', 'capacity:freed']);
+const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Topic.capacityFreed]);
 
 /**
  * Runs in a group's transaction after its members, before the commit, when a member readied

@@ -1,6 +1,8 @@
 import { type Kysely, Migrator, sql } from 'kysely';
 import type { JobState } from '../../domain/job-state.js';
 import { NotFoundError, NotLeaderError, StoreBusyError } from '../../domain/errors.js';
+import { backoffDelay, EQUAL_JITTER } from '../../lib/backoff-delay.js';
+import { sleep } from '../../lib/sleep.js';
 import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { AuditEntry, AuditRecord, OutboxMessage } from '../records.js';
@@ -22,7 +24,7 @@ import * as teams from './team-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
-import { isRetryable, retryDelayMs } from './retryable.js';
+import { isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
@@ -31,6 +33,9 @@ const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db,
 
 /** How many times a transaction refused for a conflict is tried before the caller is told the database is busy. */
 const MAX_TRIES = 20;
+/** The wait before a conflicting transaction's next try: short (the conflict is over as soon as the
+ *  other commits), growing, under 50 ms, jittered so that the losers of one conflict do not meet again. */
+const CONFLICT_BACKOFF = { baseMs: 2, maxMs: 50, jitter: EQUAL_JITTER } as const;
 
 /**
  * The store, written once over Kysely for every SQL adapter. An adapter supplies a configured
@@ -135,9 +140,9 @@ export class KyselyStore implements Store {
         if (ctx?.written.length) for (const l of this.listeners) l(ctx.written);
         return out;
       } catch (err) {
-        if (!isRetryable(err)) throw err;
+        if (!isTransientDbError(err)) throw err;
         if (tries >= MAX_TRIES) throw new StoreBusyError(tries, err);
-        await new Promise((r) => setTimeout(r, retryDelayMs(tries)));
+        await sleep(backoffDelay(CONFLICT_BACKOFF, tries, Math.random()));
       }
     }
   }
@@ -491,7 +496,8 @@ export class KyselyStore implements Store {
       .orderBy('id')
       .limit(p.limit)
       .execute();
-    return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }));
+    // Rows only TxContext.publish wrote, each a topic with its payload: read back as they went in.
+    return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }) as OutboxMessage);
   }
   jobsExpire(p: { finishedBefore: number; limit: number; now?: number }) {
     return this.tx(p.now ?? p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));

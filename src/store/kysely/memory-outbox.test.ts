@@ -12,7 +12,7 @@ describe('outbox kept in memory (a bus in this process)', () => {
     try {
       store.keepOutboxInMemory();
       const bus = new MemoryBus();
-      const got: BusMessage[] = [];
+      const got: BusMessage<'pool:ready'>[] = [];
       bus.subscribe('pool:ready', (m) => got.push(m));
       const relay = new OutboxRelay(store, bus, { now: () => 1 });
       const handed: OutboxMessage[] = [];

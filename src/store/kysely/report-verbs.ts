@@ -1,4 +1,5 @@
 import { StaleAttemptError } from '../../domain/errors.js';
+import { errorText } from '../../lib/error-text.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
 import { completeLoaded, REPORTED_ATTEMPT_COLUMNS, startLoaded } from './attempt-verbs.js';
@@ -56,7 +57,7 @@ export async function machineReport(
       // Anything else is this item's alone (a bug it trips, a constraint): it is refused, with
       // nothing of it written, so that one bad item cannot hold back every other the agent sends.
       p.onItemError?.(attemptId, err);
-      return { attemptId, result: 'refused', message: `not recorded: ${err instanceof Error ? err.message : String(err)}` };
+      return { attemptId, result: 'refused', message: `not recorded: ${errorText(err)}` };
     }
   };
 

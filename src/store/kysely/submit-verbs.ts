@@ -86,7 +86,7 @@ export async function insertRows<T extends keyof Database>(tx: TxContext, table:
 /**
  * Submits jobs in one transaction, all or none, and returns their ids in the order given. Each job
  * gets what a single submit writes: its row, its stages (roots ready, the rest pending), a
- * `job:submitted` event, and its move out of `submitted` (event and `job:changed`); each pool
+ * `job:submitted` event, and its move out of `submitted` (its event); each pool
  * with a ready stage is told once for the whole batch. Rows go in as multi-row inserts, so the
  * cost is a few statements per thousand jobs rather than several per job.
  */

@@ -76,7 +76,7 @@ async function moveJobTo(tx: TxContext, jobId: string, from: JobState, to: JobSt
   await recordJobStateChange(tx, jobId, from, to, failureReason);
 }
 
-/** The event and the message every change of a job's state writes (its row already updated). */
+/** The event every change of a job's state writes (its row already updated). */
 export async function recordJobStateChange(tx: TxContext, jobId: string, from: JobState, to: JobState, failureReason: string | null = null): Promise<void> {
   await tx.event({
     type: `job:${to}`,
@@ -84,5 +84,4 @@ export async function recordJobStateChange(tx: TxContext, jobId: string, from: J
     message: failureReason ? `job ${to}: ${failureReason}` : `job ${to}`,
     data: { from, to },
   });
-  await tx.publish('job:changed', { jobId, state: to });
 }

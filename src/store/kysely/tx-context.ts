@@ -1,8 +1,10 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import { Topic, type TopicMessage, type TopicPayloads } from '../../domain/topic.js';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { directChanges, directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
-import { isRetryable } from './retryable.js';
+import { isTransientDbError } from './transient-db-error.js';
+import { errorText } from '../../lib/error-text.js';
 
 export type Db = Kysely<Database>;
 export type Trx = Transaction<Database>;
@@ -23,7 +25,7 @@ export class TransactionAborted extends Error {
     override readonly cause: unknown,
     readonly undo: unknown,
   ) {
-    super(`transaction aborted: ${cause instanceof Error ? cause.message : String(cause)}`);
+    super(`transaction aborted: ${errorText(cause)}`);
     this.name = 'TransactionAborted';
   }
 }
@@ -55,7 +57,7 @@ export class SavepointsNeeded extends TransactionAborted {
 export class TxContext {
   private events: EventInput[] = [];
   private audits: (AuditEntry & { result: string })[] = [];
-  private messages: { topic: string; payload: Record<string, unknown>; key: string }[] = [];
+  private messages: { message: TopicMessage; key: string }[] = [];
   /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
   private depth = 0;
   private messageKeys = new Set<string>();
@@ -91,11 +93,11 @@ export class TxContext {
   }
 
   /** Messages are hints (see bus.ts): the same topic and payload twice in one transaction is sent once. */
-  async publish(topic: string, payload: Record<string, unknown>): Promise<void> {
+  async publish<T extends Topic>(topic: T, payload: TopicPayloads[T]): Promise<void> {
     const key = topic + JSON.stringify(payload);
     if (this.messageKeys.has(key)) return;
     this.messageKeys.add(key);
-    this.messages.push({ topic, payload, key });
+    this.messages.push({ message: { topic, payload } as TopicMessage, key });
   }
 
   /**
@@ -118,7 +120,7 @@ export class TxContext {
       } catch (err) {
         // A conflict with concurrent transactions (PostgreSQL) dooms the whole transaction, not
         // this part: it goes up to be run again whole, rather than answered as this part's error.
-        if (isRetryable(err)) throw new TransactionAborted(err, null);
+        if (isTransientDbError(err)) throw new TransactionAborted(err, null);
         try {
           await execute(this.db, q.rollback);
           await execute(this.db, q.release);
@@ -189,7 +191,7 @@ export class TxContext {
     if (this.concurrent && (this.events.length || this.audits.length)) await execute(this.db, APPEND_LOCK);
     // Live event streams (GET /v1/events) read on when told: a wake-up, not a record, so it is
     // never stored (the event rows are the record; a stream that misses one reads on its timer).
-    if (this.events.length) this.written.push({ id: nextMemoryId++, topic: 'events:written', payload: {}, createdAt: this.now, stored: false });
+    if (this.events.length) this.written.push({ id: nextMemoryId++, topic: Topic.eventsWritten, payload: {}, createdAt: this.now, stored: false });
     for (let i = 0; i < this.events.length; i += ROWS_PER_INSERT) {
       const part = this.events.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];
@@ -207,7 +209,7 @@ export class TxContext {
       this.audits = [];
     }
     if (this.memoryOutbox) {
-      for (const m of this.messages) this.written.push({ id: nextMemoryId++, topic: m.topic, payload: m.payload, createdAt: this.now, stored: false });
+      for (const m of this.messages) this.written.push({ id: nextMemoryId++, ...m.message, createdAt: this.now, stored: false });
       this.messages = [];
       this.messageKeys.clear();
       return;
@@ -215,9 +217,9 @@ export class TxContext {
     for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
       const part = this.messages.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];
-      for (const m of part) values.push(m.topic, JSON.stringify(m.payload), this.now);
+      for (const m of part) values.push(m.message.topic, JSON.stringify(m.message.payload), this.now);
       const rows = (await insertOutbox(part.length).run(this.db, ...values)).rows;
-      rows.forEach((r, j) => this.written.push({ id: Number(r.id), topic: part[j]!.topic, payload: part[j]!.payload, createdAt: this.now }));
+      rows.forEach((r, j) => this.written.push({ id: Number(r.id), ...part[j]!.message, createdAt: this.now }));
     }
     this.messages = [];
     this.messageKeys.clear();

@@ -1,5 +1,8 @@
 import { createParser } from 'eventsource-parser';
 import type { EventView } from '../../api/contract/job-view';
+import { errorText } from '../../lib/error-text';
+import { backoffDelay } from '../../lib/backoff-delay';
+import { sleep as abortableSleep } from '../../lib/sleep';
 
 /** Where the stream stands, for the "live" indicator. */
 export type StreamStatus =
@@ -22,7 +25,8 @@ export interface EventStreamOptions {
   random?: () => number;
 }
 
-const MAX_DELAY_MS = 15_000;
+/** 1 s doubling to 15 s, ±25 %: tabs that lost the server together do not come back together. */
+const RECONNECT = { baseMs: 1000, maxMs: 15_000, jitter: [0.75, 1.25] } as const;
 
 /**
  * Follows `GET /v1/events` until `signal` aborts. EventSource cannot send an Authorization
@@ -72,7 +76,7 @@ export async function followEventStream(o: EventStreamOptions): Promise<void> {
     } catch (err) {
       if (o.signal.aborted) return;
       failures++;
-      const delay = Math.round(Math.min(MAX_DELAY_MS, 1000 * 2 ** (failures - 1)) * (0.75 + 0.5 * random()));
+      const delay = backoffDelay(RECONNECT, failures, random());
       o.onStatus({ state: 'reconnecting', why: describe(err), retryAt: now() + delay, failures });
       await sleep(delay, o.signal);
     }
@@ -80,19 +84,7 @@ export async function followEventStream(o: EventStreamOptions): Promise<void> {
 }
 
 function describe(err: unknown): string {
-  const m = err instanceof Error ? err.message : String(err);
+  const m = errorText(err);
   // Browsers say "Failed to fetch" / "network error" for a server that is down or a cut connection.
   return /fetch|network/i.test(m) ? 'cannot reach the server' : m;
-}
-
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -1,4 +1,5 @@
 import type { ReactNode } from 'react';
+import { errorText } from '../../lib/error-text';
 
 /** What a page shows when there is nothing to show yet, and what to do about it. */
 export function EmptyState({ title, children }: { title: string; children?: ReactNode }) {
@@ -14,7 +15,7 @@ export function EmptyState({ title, children }: { title: string; children?: Reac
 export function ErrorNote({ error, retry }: { error: unknown; retry?: () => void }) {
   return (
     <div className="error-note" role="alert">
-      {error instanceof Error ? error.message : String(error)}
+      {errorText(error)}
       {retry ? (
         <button type="button" className="button button-small" onClick={retry}>
           Try again

@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from 'react';
 import { Navigate, useNavigate, useSearchParams } from 'react-router';
 import type { WhoAmIView } from '../../api/contract/whoami-view';
+import { errorText } from '../../lib/error-text';
 import { api, ApiError } from '../api/api-client';
 import { useSession } from '../api/session';
 
@@ -35,7 +36,7 @@ export function SignInPage() {
       session.signIn(t, remember, who);
       navigate(nextOf(params), { replace: true });
     } catch (err) {
-      setError(err instanceof ApiError && err.status === 403 ? `${err.message}. The dashboard needs a team or an admin token.` : err instanceof Error ? err.message : String(err));
+      setError(err instanceof ApiError && err.status === 403 ? `${err.message}. The dashboard needs a team or an admin token.` : errorText(err));
     } finally {
       setBusy(false);
     }

@@ -13,7 +13,12 @@ const DIST = join(REPO, 'dist');
 /** Packages only tests use (devDependencies): an import of one from dist/ fails once installed. */
 const TEST_PACKAGES = /^(?:vitest|@vitest\/.*|fast-check|@fast-check\/.*|playwright-core)$/;
 
-const IMPORTS = [/\b(?:import|export)\s[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/g, /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g, /^\s*import\s+['"]([^'"]+)['"]/gm, /\brequire\s*\(\s*['"]([^'"]+)['"]\s*\)/g];
+const IMPORTS = [
+  /\b(?:import|export)\s[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/g,
+  /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
+  /^\s*import\s+['"]([^'"]+)['"]/gm,
+  /\brequire\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
+];
 
 function files(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {

@@ -273,7 +273,10 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
     `${n} chains`,
     async () => (await ended()) - before,
     (done) => {
-      if (done !== last) (last = done), (lastMove = Date.now());
+      if (done !== last) {
+        last = done;
+        lastMove = Date.now();
+      }
       if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
       return done >= n;
     },

@@ -19,7 +19,6 @@ import { installAuthentication } from './auth/authenticate.js';
 import { RateLimiter } from './auth/rate-limiter.js';
 import { installAuditOfRefusals } from './auth/audit-entry.js';
 
-export { API_VERSION } from './contract/api-version.js';
 import { API_VERSION } from './contract/api-version.js';
 
 /**

@@ -15,6 +15,3 @@ export const TokenKind = {
 } as const;
 export type TokenKind = (typeof TokenKind)[keyof typeof TokenKind];
 export const tokenKinds = Object.values(TokenKind);
-
-/** Kinds an admin can make by hand; machine credentials come from registration. */
-export const creatableTokenKinds = [TokenKind.admin, TokenKind.team, TokenKind.join] as const;

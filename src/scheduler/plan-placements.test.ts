@@ -589,7 +589,7 @@ describe('planPlacements properties', () => {
           }
           // "When idle" for the machine's CPUs and memory; a CPU stage allowed on a GPU machine fits there
           // once its GPUs are busy, so it is busy there, not unplaceable.
-          const couldWhenIdle = snap.machines.some((m) => fits(s, m, m.cpuMillisTotal, m.memoryBytesTotal, (g) => gpuCount(s) > 0 || m.gpus.length === 0 ? true : false));
+          const couldWhenIdle = snap.machines.some((m) => fits(s, m, m.cpuMillisTotal, m.memoryBytesTotal, (_g) => gpuCount(s) > 0 || m.gpus.length === 0 ? true : false));
           if (snap.machines.length === 0) expect(pend.reason).toBe('no machines registered');
           else if (couldWhenIdle) expect(pend.reason).toMatch(/ matching machines? busy$/);
           else expect(pend.reason).toMatch(/^no ready machine can run it: \d+ /);

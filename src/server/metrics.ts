@@ -40,6 +40,8 @@ export class Metrics {
     this.events = new Counter({ name: 'gantry_events_total', help: 'Events written (every state change), by type, since this process started', labelNames: ['type'], registers });
     this.attempts = new Counter({ name: 'gantry_attempts_total', help: 'Attempts that ended, by outcome, since this process started', labelNames: ['outcome'], registers });
     this.waits = new Histogram({ name: 'gantry_stage_wait_seconds', help: 'How long a stage waited from ready to placed, by pool', labelNames: ['pool'], buckets: WAIT_BUCKETS, registers });
+    // collect() runs with the gauge as `this`; the metrics object is reached through `self`.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     new Gauge({
       name: 'gantry_queue_depth',
@@ -158,7 +160,7 @@ export class Metrics {
             this.events.inc({ type: e.type });
             const [noun, verb] = e.type.split(':');
             if (noun === 'attempt' && verb && attemptStates.includes(verb as AttemptState) && !isAttemptActive(verb)) this.attempts.inc({ outcome: verb });
-            if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number') this.waits.observe({ pool: String(e.data.pool ?? 'unknown') }, e.data.waitedMs / 1000);
+            if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number') this.waits.observe({ pool: typeof e.data.pool === 'string' ? e.data.pool : 'unknown' }, e.data.waitedMs / 1000);
             this.seq = e.seq;
           }
           if (page.length < EVENT_PAGE) return;

@@ -186,8 +186,8 @@ export function serverCommand(program: Command): void {
         await cp.stop();
         process.exit(0);
       };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      process.once('SIGINT', () => void stop());
+      process.once('SIGTERM', () => void stop());
     });
 }
 

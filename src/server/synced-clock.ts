@@ -36,7 +36,7 @@ export class SyncedClock implements Clock {
 
   async start(): Promise<void> {
     await this.sync();
-    this.timer = setInterval(() => this.sync().catch(this.onError), this.intervalMs);
+    this.timer = setInterval(() => void this.sync().catch(this.onError), this.intervalMs);
     this.timer.unref();
   }
 

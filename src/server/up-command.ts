@@ -90,7 +90,7 @@ export function upCommand(program: Command): void {
         await cp.stop();
         process.exit(0);
       };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      process.once('SIGINT', () => void stop());
+      process.once('SIGTERM', () => void stop());
     });
 }

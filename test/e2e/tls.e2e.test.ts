@@ -42,7 +42,7 @@ describe.skipIf(!openssl)('TLS, end to end', () => {
   }, 30_000);
   afterAll(async () => {
     for (const p of procs) p.kill('SIGTERM');
-    await Promise.all(procs.map((p) => (p.exitCode !== null ? null : new Promise((r) => p.once('exit', r)))));
+    await Promise.all(procs.map((p) => (p.exitCode !== null ? Promise.resolve() : new Promise((r) => p.once('exit', r)))));
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -20,11 +20,6 @@ export function useServerToken(url: string, dataDir: string): string {
   return token;
 }
 
-/** The token sent to this server (its admin token), if a test started it. */
-export function tokenFor(url: string): string | undefined {
-  return tokens.get(url);
-}
-
 export interface RunningGantry {
   url: string;
   dataDir: string;

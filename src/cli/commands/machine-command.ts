@@ -1,6 +1,6 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { MachineChange } from '../../api/contract/job-view.js';
-import { GantryClient, type MachineAction } from '../client/gantry-client.js';
+import type { MachineAction } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
 import { attemptCount, waitDrained } from '../render/wait-drained.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';

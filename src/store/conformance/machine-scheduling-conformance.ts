@@ -80,8 +80,10 @@ export function machineSchedulingConformance(storeOf: () => Store): void {
     });
 
     it('an unknown machine is NotFoundError for every verb', async () => {
-      for (const verb of [store.machineCordon, store.machineUncordon, store.machineDrain, store.machineRemove]) {
-        await expect(verb.call(store, { machine: 'nope', now })).rejects.toBeInstanceOf(NotFoundError);
+      const nope = { machine: 'nope', now };
+      const verbs = [() => store.machineCordon(nope), () => store.machineUncordon(nope), () => store.machineDrain(nope), () => store.machineRemove(nope)];
+      for (const verb of verbs) {
+        await expect(verb()).rejects.toBeInstanceOf(NotFoundError);
       }
       expect(await store.machineFind({ machine: 'nope' })).toBeNull();
     });

@@ -266,7 +266,7 @@ export function rerunConformance(storeOf: () => Store): void {
         return j;
       };
       const oldest = await one('oldest', 'x'.repeat(100));
-      const shared = await one('shared', 'y'.repeat(200));
+      await one('shared', 'y'.repeat(200));
       const reuser = await store.jobSubmit({ definition: job([stage('s'), stage('t', { needs: ['s'], ...once })], { name: 'reuser' }), source: null, now });
       await run(reuser.id, 's', m.id, { files: { 'out.bin': 'z'.repeat(300) } });
       await run(reuser.id, 't', m.id, { exitCode: 1 });

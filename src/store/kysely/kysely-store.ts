@@ -71,6 +71,8 @@ export class KyselyStore implements Store {
       ...(this.schema ? { migrationTableSchema: this.schema } : {}),
     });
     const { error, results } = await migrator.migrateToLatest();
+    // Kysely types the failure as unknown; one that is not an Error is shown as it prints.
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string
     if (error) throw error instanceof Error ? error : new Error(String(error));
     return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
   }

@@ -25,11 +25,6 @@ export async function api<T>(path: string, init: RequestInit & { json?: unknown;
   return (await res.json()) as T;
 }
 
-/** The same, for an answer that is text (a log). */
-export async function apiText(path: string): Promise<string> {
-  return (await send(path, {})).text();
-}
-
 async function send(path: string, init: RequestInit & { json?: unknown; token?: string }): Promise<Response> {
   const { json, token = current.token, ...rest } = init;
   const headers = new Headers(rest.headers);

@@ -32,6 +32,9 @@ export function staleQueries(e: Pick<EventView, 'type' | 'jobId'>): QueryKey[] {
     case 'team':
       keys.push(queryKeys.teams, queryKeys.pools);
       break;
+    default:
+      // Other nouns (token, leader) change nothing the dashboard caches.
+      break;
   }
   return keys;
 }

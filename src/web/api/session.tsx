@@ -12,7 +12,7 @@ export interface Session {
   /** Why the last session ended, when the server ended it (a revoked or expired token). */
   endedBecause: string | null;
   signIn(token: string, remember: boolean, who: WhoAmIView): void;
-  signOut(why?: string): void;
+  signOut: (why?: string) => void;
 }
 
 const SessionContext = createContext<Session | null>(null);

@@ -34,7 +34,7 @@ export function SignInPage() {
     try {
       const who = await api<WhoAmIView>('/v1/whoami', { token: t });
       session.signIn(t, remember, who);
-      navigate(nextOf(params), { replace: true });
+      void navigate(nextOf(params), { replace: true });
     } catch (err) {
       setError(err instanceof ApiError && err.status === 403 ? `${err.message}. The dashboard needs a team or an admin token.` : errorText(err));
     } finally {
@@ -44,7 +44,7 @@ export function SignInPage() {
 
   return (
     <main className="signin">
-      <form className="signin-card" onSubmit={submit}>
+      <form className="signin-card" onSubmit={(e) => void submit(e)}>
         <h1>
           <img src="/favicon.svg" alt="" width={28} height={28} /> Gantry
         </h1>

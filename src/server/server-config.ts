@@ -190,11 +190,14 @@ export const reconcilerEnv = {
   uploadTempKeepMs: 'GANTRY_UPLOAD_TEMP_KEEP_MS',
 } as const satisfies Partial<Record<keyof ServerConfig, string>>;
 
+/** The settings that are numbers (intervals, ages, batches). */
+type NumericSetting = { [K in keyof ServerConfig]-?: ServerConfig[K] extends number ? K : never }[keyof ServerConfig];
+
 /** What is wrong with the reconciler's settings: a zero interval would spin, a zero batch would never finish its work. */
 function reconcilerProblems(c: ServerConfig): string[] {
   const problems: string[] = [];
-  const positive = (key: keyof ServerConfig, what: string) => {
-    if (!(Number(c[key]) > 0)) problems.push(`${key} (${what}) must be positive, not ${c[key]}`);
+  const positive = (key: NumericSetting, what: string) => {
+    if (!(c[key] > 0)) problems.push(`${key} (${what}) must be positive, not ${c[key]}`);
   };
   const count = (key: 'queueTimeoutBatch' | 'repairBatch' | 'repairScan' | 'retentionBatch', what: string) => {
     if (!(Number.isInteger(c[key]) && c[key] > 0)) problems.push(`${key} (${what}) must be a whole number above 0, not ${c[key]}`);

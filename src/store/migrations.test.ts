@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, sql, SqliteDialect } from 'kysely';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { freshSchema, POSTGRES_URL, serviceMissing } from '../../test/support/services.js';
 import { postgresSchema, sqliteSchema } from '../../test/support/schema-dump.js';
 import { attemptStates } from '../domain/attempt-state.js';
@@ -120,12 +120,24 @@ const HISTORICAL_0003: Record<string, string> = {
   dc8891f: `create index stages_state_shape on stages (state, shape, priority desc, ready_since)`,
 };
 
-/** Runs every migration one at a time, as a database upgraded release by release did; `as0003At` swaps in an older build's 0003 index. */
-async function upgradeStepByStep(db: Kysely<any>, caps: StoreCapabilities, schema?: string, as0003At?: string): Promise<void> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations(caps) }, ...(schema ? { migrationTableSchema: schema } : {}) });
-  for (const name of Object.keys(migrations(caps)).sort()) {
-    const r = await migrator.migrateTo(name);
-    expect(r.error, `${name}: ${String(r.error)}`).toBeUndefined();
+/**
+ * Runs every migration one at a time, as a database upgraded release by release did; `as0003At`
+ * swaps in an older build's 0003 index. Each runs as kysely's Migrator runs it (on PostgreSQL in
+ * a transaction of its own, on SQLite not), but not through the Migrator: on PostgreSQL it reads
+ * every schema's tables before each run (introspection), which fails when a test in parallel drops
+ * its schema meanwhile, and eighteen runs made that race likely. The fresh database goes through
+ * the Migrator, as the store does.
+ */
+async function upgradeStepByStep(db: Kysely<any>, caps: StoreCapabilities, as0003At?: string): Promise<void> {
+  const all = migrations(caps);
+  for (const name of Object.keys(all).sort()) {
+    const m = all[name]!;
+    try {
+      if (caps.dialect === 'postgres') await db.transaction().execute((trx) => m.up(trx));
+      else await m.up(db);
+    } catch (err) {
+      throw new Error(`${name}: ${String(err)}`, { cause: err });
+    }
     if (name === EARLY_STEP) await insertEarlyRows(db);
     if (name === '0003_stage_shapes' && as0003At) {
       await sql`drop index stages_state_shape`.execute(db);
@@ -211,12 +223,51 @@ function sqliteDatabase(): Opened {
   };
 }
 
-async function postgresDatabase(): Promise<Opened> {
-  const schema = freshSchema('mig');
+/**
+ * This file's own PostgreSQL database, made on first use and dropped after its tests. Not a schema
+ * in the shared one: kysely's Migrator reads every table of its database (introspection) before it
+ * runs, and fails when another test file drops its schema meanwhile; a database apart keeps this
+ * file's DDL out of the others' catalog reads, and theirs out of this one's. Where the role may not
+ * create databases, the shared one serves.
+ */
+let ownDatabase: { url: string; drop: () => Promise<void> } | null = null;
+async function postgresUrl(): Promise<string> {
+  if (ownDatabase) return ownDatabase.url;
+  const name = freshSchema('gantry_migrations');
   const admin = new pg.Client({ connectionString: POSTGRES_URL });
   await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } catch (err) {
+    if ((err as { code?: string }).code !== '42501') throw err;
+    ownDatabase = { url: POSTGRES_URL, drop: async () => {} };
+    return POSTGRES_URL;
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  ownDatabase = {
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: POSTGRES_URL });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`).finally(() => c.end());
+    },
+  };
+  return ownDatabase.url;
+}
+afterAll(async () => {
+  await ownDatabase?.drop();
+});
+
+async function postgresDatabase(): Promise<Opened> {
+  const url = await postgresUrl();
+  const schema = freshSchema('mig');
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
   await admin.query(`create schema ${schema}`);
-  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: POSTGRES_URL, max: 1, options: `-c search_path=${schema}` }) }) });
+  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1, options: `-c search_path=${schema}` }) }) });
   return {
     db,
     schema,
@@ -246,7 +297,7 @@ for (const [dialect, caps, open] of [
       const upgraded = await open();
       try {
         await migrateFresh(fresh.db, caps, fresh.schema);
-        await upgradeStepByStep(upgraded.db, caps, upgraded.schema);
+        await upgradeStepByStep(upgraded.db, caps);
         await expectEarlyRowsKept(upgraded.db);
         const schema = await fresh.dump();
         expect(await upgraded.dump()).toBe(schema);
@@ -260,7 +311,7 @@ for (const [dialect, caps, open] of [
     it.each(Object.keys(HISTORICAL_0003))('a database whose 0003 ran at %s ends at the snapshot too', async (build) => {
       const upgraded = await open();
       try {
-        await upgradeStepByStep(upgraded.db, caps, upgraded.schema, build);
+        await upgradeStepByStep(upgraded.db, caps, build);
         await expectEarlyRowsKept(upgraded.db);
         if (process.env.GANTRY_UPDATE_SCHEMA_SNAPSHOT !== '1') expect(await upgraded.dump()).toBe(readFileSync(join(snapshotDir, `${dialect}.txt`), 'utf8'));
       } finally {

@@ -12,7 +12,7 @@ import { type Kysely, type Migration, sql } from 'kysely';
  * `legacy:<attemptId>/<path>`: the file stays where that version wrote it and is read from
  * there, so nothing is hashed or moved at upgrade.
  */
-export function migration0014(): Migration {
+export function migration0014RerunOutputs(): Migration {
   return {
     async up(db: Kysely<any>) {
       await db.schema.alterTable('jobs').addColumn('rerun_of', 'text').execute();

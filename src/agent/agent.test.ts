@@ -483,6 +483,30 @@ describe('Agent', () => {
     expect(lines.some((l) => l.includes('report failed (1 in a row)'))).toBe(true);
   });
 
+  it('sends the typed end of an outcome to a server of protocol 2, and only the text to an older one', async () => {
+    await startAgent({ protocol: 2 });
+    const exited = assignment({ command: ['sh', '-c', 'exit 4'] });
+    const timedOut = assignment({ command: ['sleep', '30'], timeoutSeconds: 0.2 });
+    const unstartable = assignment({ command: ['no-such-command-xyz'] });
+    srv.push({ assignments: [exited, timedOut, unstartable] });
+    for (const a of [exited, timedOut, unstartable]) await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(srv.of('complete', exited.attemptId)[0]!.body).toMatchObject({ exitCode: 4, reason: null, end: { kind: 'exited', detail: null } });
+    expect(srv.of('complete', timedOut.attemptId)[0]!.body).toMatchObject({ reason: 'timeout after 0.2 s', end: { kind: 'timeout', detail: 'timeout after 0.2 s' } });
+    const failed = srv.of('complete', unstartable.attemptId)[0]!.body;
+    expect(failed.end.kind).toBe('spawn-failed');
+    expect(failed.end.detail).toBe(failed.reason);
+    await agent!.stop();
+
+    // A server of protocol 1 (no `protocol` in its settings) refuses fields it does not know.
+    delete srv.settings.protocol;
+    await startAgent();
+    const old = assignment({ command: ['sh', '-c', 'exit 3'] });
+    srv.push({ assignments: [old] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === old.attemptId);
+    expect(done.body).toMatchObject({ exitCode: 3, reason: null });
+    expect(done.body).not.toHaveProperty('end');
+  });
+
   it('keeps the newest settled attempts as it goes, reading no record to choose', async () => {
     await startAgent();
     const reads = vi.spyOn(AgentState.prototype, 'readReported');

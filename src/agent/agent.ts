@@ -22,7 +22,8 @@ import { abandonInterrupted } from './abandon-interrupted.js';
 import type { DetectedMachine } from './machine-detect.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
-import { describe, describeExit, isComing, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
+import { dropReason, type DropReason } from './drop-reason.js';
+import { describe, describeExit, dropOf, isComing, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
 import { inheritedEnv } from './attempt-env.js';
 import { Launcher } from './launcher.js';
 import { launcherPrograms } from './launcher-programs.js';
@@ -162,6 +163,7 @@ export class Agent {
       now: () => this.clock.now(),
       log: (line) => this.log(line),
       halted: () => this.halt.signal.aborted,
+      typedEnds: () => (this.settings?.protocol ?? 1) >= 2,
       drop: (run, why) => this.drop(run, why),
       settle: (run, rec) => this.forget(run, rec),
       giveUpMs: GIVE_UP_DELIVERY_MS,
@@ -205,7 +207,7 @@ export class Agent {
     await this.loop;
     const live = [...this.runs.values()].filter((r) => isLive(r) && !this.endedOnItsOwn(r));
     if (opts.killRunning ?? true) {
-      for (const r of live) this.drop(r, 'agent stopping');
+      for (const r of live) this.drop(r, dropReason('agent-stopping', 'agent stopping'));
       await Promise.all(live.map((r) => r.task));
     } else {
       this.detached = true;
@@ -405,7 +407,7 @@ export class Agent {
       .then((result) => {
         // Its shim was killed too: how it ended cannot be known, and a guess would charge the
         // user for it. Not reported: the server reaps it as lost (its infrastructure budget).
-        if (result.reason === EXIT_UNKNOWN) run.dropped ??= EXIT_UNKNOWN;
+        if (result.kind === 'unknown') run.dropped ??= dropReason('exit-unknown', EXIT_UNKNOWN);
         return this.conclude(run, result);
       })
       .catch((err) => {
@@ -474,7 +476,7 @@ export class Agent {
     });
     if (over.length === 0) return;
     this.log(`no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`);
-    for (const r of over) this.drop(r, `server unreachable: no heartbeat for ${silent} ms`);
+    for (const r of over) this.drop(r, dropReason('server-unreachable', `server unreachable: no heartbeat for ${silent} ms`));
   }
 
   /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */
@@ -490,7 +492,7 @@ export class Agent {
 
   private killFromServer(attemptId: string, reason: string, graceMs?: number): void {
     const run = this.runs.get(attemptId);
-    if (run && !this.endedOnItsOwn(run)) this.drop(run, reason, graceMs);
+    if (run && !this.endedOnItsOwn(run)) this.drop(run, dropReason('killed-by-server', reason), graceMs);
   }
 
   /**
@@ -503,19 +505,19 @@ export class Agent {
   }
 
   /** `graceMs`: how long between TERM and KILL (a preempted attempt's time to checkpoint); else the cluster's kill grace. */
-  private drop(run: Run, why: string, graceMs?: number): void {
+  private drop(run: Run, why: DropReason, graceMs?: number): void {
     if (run.dropped || run.phase === RunPhase.settled) return;
     run.dropped = why;
     // What still waits in the reporter is not sent: an acknowledgement (nothing runs), a pid, an outcome.
     run.withdraw.abort();
     if (run.phase === RunPhase.owed) {
       // Finished but not yet reported: the report would be refused; a delivery under way may still land.
-      if (!run.delivering) void this.forget(run, { result: 'dropped', note: why });
+      if (!run.delivering) void this.forget(run, { result: 'dropped', note: why.detail });
       return;
     }
     run.dropGraceMs = graceMs;
-    this.log(`killing attempt ${describe(run.a)}: ${why}${graceMs !== undefined ? ` (TERM, then KILL after ${graceMs} ms)` : ''}`);
-    void run.handle?.kill(why, graceMs);
+    this.log(`killing attempt ${describe(run.a)}: ${why.detail}${graceMs !== undefined ? ` (TERM, then KILL after ${graceMs} ms)` : ''}`);
+    void run.handle?.kill(why.detail, graceMs);
   }
 
   private async execute(run: Run): Promise<void> {
@@ -528,7 +530,8 @@ export class Agent {
       return;
     }
     run.paths = paths;
-    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
+    const early = dropOf(run);
+    if (early) return this.forget(run, { result: 'dropped', note: early.detail });
     // Inputs are fetched while the attempt is acknowledged: both are on the way from ready to
     // running. Nothing runs before the acknowledgement, and a refused one discards the inputs. An
     // upstream without files costs only its directory (downloadInputs sends no request for it).
@@ -544,7 +547,7 @@ export class Agent {
       await inputs;
       // Nothing ran, so nothing is owed: forget it entirely, so that the server's resend of an
       // unacknowledged assignment is taken as new rather than ignored as a duplicate.
-      this.log(`attempt ${describe(a)} could not be acknowledged (${run.dropped ?? message(err)}); not running it`);
+      this.log(`attempt ${describe(a)} could not be acknowledged (${run.dropped?.detail ?? message(err)}); not running it`);
       // The directory goes first: a resend taken while it still existed would be refused as a
       // duplicate; while the run is still known, a resend is ignored and comes again next poll.
       await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
@@ -557,15 +560,16 @@ export class Agent {
       this.log(`attempt ${describe(a)} is no longer current (${ack.result}${ack.message ? `: ${ack.message}` : ''}); not running it`);
       return this.forget(run, { result: 'dropped', note: `${ack.result}: ${ack.message ?? 'not current'}` });
     }
-    let result: ProcessResult | null = null;
+    let result: Omit<ExitRecord, 'finishedAt' | 'attempt' | 'dropped'> | null = null;
     const inputError = await inputs;
     if (!run.dropped && inputError) {
-      if (inputError instanceof StaleAttempt) this.drop(run, 'stale: ' + inputError.message);
+      if (inputError instanceof StaleAttempt) this.drop(run, dropReason('stale', 'stale: ' + inputError.message));
       // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
-      else if (this.halt.signal.aborted) this.drop(run, 'agent stopping');
-      else result = { exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
+      else if (this.halt.signal.aborted) this.drop(run, dropReason('agent-stopping', 'agent stopping'));
+      else result = { kind: 'inputs-failed', exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
     }
-    if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
+    const dropped = dropOf(run);
+    if (dropped) result = { kind: 'killed', exitCode: null, signal: null, reason: `killed: ${dropped.detail}` };
     else if (!result) {
       moveRun(run, RunPhase.running);
       run.spawnedAt = this.clock.now();
@@ -593,7 +597,7 @@ export class Agent {
   }
 
   /** The process is over: its exit is recorded (durably), then its log and outcome delivered. */
-  private async conclude(run: Run, result: ProcessResult): Promise<void> {
+  private async conclude(run: Run, result: Omit<ExitRecord, 'finishedAt' | 'attempt' | 'dropped'>): Promise<void> {
     const { a } = run;
     const id = a.attemptId;
     const exit: ExitRecord = {
@@ -601,7 +605,7 @@ export class Agent {
       finishedAt: new Date(this.clock.now()).toISOString(),
       attempt: identity(a),
       // Recorded, so that a restart after a crash does not report it either.
-      ...(run.dropped ? { dropped: run.dropped } : {}),
+      ...(run.dropped ? { dropped: run.dropped.detail } : {}),
     };
     await this.state.writeExit(id, exit);
     run.exit = exit;
@@ -611,9 +615,9 @@ export class Agent {
       // which the server refuses if the attempt is no longer this agent's. Still listed while it
       // goes: a heartbeat without it tells the server its process is gone, and a follower of its
       // log stops there (contract/log-follow.ts), so the last lines must be in before that.
-      if (!run.dropped.startsWith('stale')) await run.tail?.drain().catch(() => {});
+      if (run.dropped.kind !== 'stale') await run.tail?.drain().catch(() => {});
       moveRun(run, RunPhase.owed);
-      return this.forget(run, { result: 'dropped', note: run.dropped });
+      return this.forget(run, { result: 'dropped', note: run.dropped.detail });
     }
     moveRun(run, RunPhase.owed);
     // One line per attempt by default, when its outcome is reported: under load an agent runs

@@ -18,7 +18,7 @@ describe('an attempt run on the agent', () => {
   it('is listed in heartbeats until settled, a dropped one only while its process may run', () => {
     const run = newRun(a);
     expect([isLive(run), isListed(run)]).toEqual([true, true]);
-    run.dropped = 'canceled';
+    run.dropped = { kind: 'killed-by-server', detail: 'canceled' };
     expect([isLive(run), isListed(run)]).toEqual([false, true]);
     moveRun(run, RunPhase.owed);
     expect(isListed(run)).toBe(false);
@@ -49,7 +49,7 @@ describe('an attempt run on the agent', () => {
     expect(isComing(run, 1_000)).toBe(false);
     // A dropped run hands over nothing.
     const dropped = newRun(a);
-    dropped.dropped = 'canceled';
+    dropped.dropped = { kind: 'killed-by-server', detail: 'canceled' };
     expect(isComing(dropped, 0)).toBe(false);
   });
 });

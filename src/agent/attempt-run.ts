@@ -1,6 +1,7 @@
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import { canTransition, type TransitionTable } from '../domain/transition-table.js';
 import type { AttemptPaths, ExitRecord } from './agent-state.js';
+import type { DropReason } from './drop-reason.js';
 import type { LogTail } from './log-tail.js';
 import type { ProcessHandle } from './process-runner.js';
 
@@ -77,7 +78,7 @@ export interface Run {
   /** Set when the server refused part of the log: the files' sizes, sent with the outcome so the log says what is missing. */
   logBytes?: { stdout: number; stderr: number };
   /** Why the agent stopped caring: the server decided, or will. Nothing is reported once set. */
-  dropped: string | null;
+  dropped: DropReason | null;
   /** Its GANTRY_PROGRESS_FILE, followed while it runs. */
   progress?: import('./stage-progress.js').ProgressFile;
   /** With `dropped`: the time between TERM and KILL the server gave (a preempted attempt's, to checkpoint). */
@@ -115,6 +116,11 @@ export function newRun(a: AssignmentWire): Run {
     delivering: null,
     task: Promise.resolve(),
   };
+}
+
+/** Why a run was dropped, if it was: read through a call, since a field checked before an await may have been set during it. */
+export function dropOf(run: Run): DropReason | null {
+  return run.dropped;
 }
 
 export function describe(a: AssignmentWire): string {

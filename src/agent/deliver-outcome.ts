@@ -10,12 +10,11 @@ import type { ExitRecord, ReportedRecord } from './agent-state.js';
 import { message } from './attempt-run.js';
 import { Undeliverable, type Reporter } from './reporter.js';
 import { isCleanExit } from '../domain/attempt-state.js';
+import { exitEnd, MAX_DETAIL } from './exit-end.js';
 
 /** `settled`: nothing more is owed (record it); otherwise try again later. `line` says what happened. */
 export type DeliveryOutcome = { settled: true; record: Omit<ReportedRecord, 'at'>; line: string } | { settled: false; line: string };
 
-/** CompletedItem.reason's limit. */
-const MAX_REASON = 2000;
 
 export async function deliverOutcome(
   client: AgentClient,
@@ -28,6 +27,8 @@ export async function deliverOutcome(
   signal?: AbortSignal,
   /** The log files' sizes, when part of the log could not be shipped (see CompleteRequest.logBytes). */
   logBytes?: { stdout: number; stderr: number },
+  /** The server speaks protocol 2 or later: the outcome carries `end` (an older one refuses fields it does not know). */
+  typedEnds = false,
 ): Promise<DeliveryOutcome> {
   try {
     let outputs: OutputFile[] = [];
@@ -37,16 +38,18 @@ export async function deliverOutcome(
       } catch (err) {
         if (err instanceof StaleAttempt || isRetryable(err)) throw err;
         // The server refuses a file for good; reporting success without it would be a lie.
-        exit = { ...exit, exitCode: null, reason: `output upload failed: ${message(err)} (the process exited 0)` };
+        exit = { ...exit, kind: 'outputs-failed', exitCode: null, reason: `output upload failed: ${message(err)} (the process exited 0)` };
       }
     }
+    const end = exitEnd(exit);
     const res = await reporter.complete(
       {
         attemptId: a.attemptId,
         token: a.token,
         exitCode: exit.exitCode,
         signal: exit.signal,
-        reason: exit.reason === null ? null : exit.reason.slice(0, MAX_REASON),
+        reason: exit.reason === null ? null : exit.reason.slice(0, MAX_DETAIL),
+        ...(typedEnds && end ? { end } : {}),
         outputs,
         ...(logBytes ? { logBytes } : {}),
       },

@@ -6,8 +6,9 @@
  */
 import { isRetryable, StaleAttempt, type AgentClient } from './agent-client.js';
 import type { ReportedRecord } from './agent-state.js';
-import { describe, describeExit, message, type Run } from './attempt-run.js';
+import { describe, describeExit, dropOf, message, type Run } from './attempt-run.js';
 import { deliverOutcome } from './deliver-outcome.js';
+import { dropReason, type DropReason } from './drop-reason.js';
 import type { Reporter } from './reporter.js';
 
 export interface OutcomeDeliveryDeps {
@@ -18,9 +19,11 @@ export interface OutcomeDeliveryDeps {
   /** The agent has halted: what was not delivered stays on disk for the next start. */
   halted: () => boolean;
   /** The server no longer wants it (Agent.drop). */
-  drop: (run: Run, why: string) => void;
+  drop: (run: Run, why: DropReason) => void;
   /** Nothing more is owed (Agent.forget): settled, recorded, pruned. */
   settle: (run: Run, rec: Omit<ReportedRecord, 'at'>) => Promise<void>;
+  /** The server speaks protocol 2 or later: outcomes carry their typed end (attempt-end.ts). */
+  typedEnds: () => boolean;
   /** Past this, an outcome that keeps failing is given up (the server takes the attempt as lost). */
   giveUpMs: number;
 }
@@ -41,13 +44,15 @@ export class OutcomeDelivery {
     // The outcome goes only once the server has the whole log: a stage that ended during an
     // outage keeps its last lines, and `succeeded` never shows a log still missing its end.
     const logProblem = await this.shipLog(run);
-    if (run.dropped) return d.settle(run, { result: 'dropped', note: run.dropped });
+    const dropped = dropOf(run);
+    if (dropped) return d.settle(run, { result: 'dropped', note: dropped.detail });
     if (logProblem === 'later') return this.owedTooLong(run);
     run.outcomeQueued = true;
-    const out = await deliverOutcome(d.client, d.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal, run.logBytes);
+    const out = await deliverOutcome(d.client, d.reporter, run.a, run.exit!, run.paths!.output, run.uploaded, run.withdraw.signal, run.logBytes, d.typedEnds());
     // A kill or a stop that came while it was under way wins over a retry.
-    if (!out.settled && (run.dropped || d.halted())) {
-      if (run.dropped) await d.settle(run, { result: 'dropped', note: run.dropped });
+    const late = dropOf(run);
+    if (!out.settled && (late || d.halted())) {
+      if (late) await d.settle(run, { result: 'dropped', note: late.detail });
       return;
     }
     d.log(`attempt ${describe(run.a)} ${describeExit(run.exit!)}; ${out.line}`);
@@ -69,7 +74,7 @@ export class OutcomeDelivery {
       return null;
     } catch (err) {
       if (err instanceof StaleAttempt) {
-        this.d.drop(run, 'stale: ' + err.message);
+        this.d.drop(run, dropReason('stale', 'stale: ' + err.message));
         return null;
       }
       if (isRetryable(err) || (err as { name?: unknown } | null)?.name === 'AbortError') {

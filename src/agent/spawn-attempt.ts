@@ -10,6 +10,7 @@ import { ProgressFile } from './stage-progress.js';
 import type { AgentState, AttemptPaths } from './agent-state.js';
 import { attemptOwnEnv } from './attempt-env.js';
 import { describe, message, type Run } from './attempt-run.js';
+import { dropReason, type DropReason } from './drop-reason.js';
 import type { Launcher } from './launcher.js';
 import { LogTail } from './log-tail.js';
 import { runProcess, type ProcessResult } from './process-runner.js';
@@ -31,7 +32,7 @@ export interface SpawnContext {
   /** Lines only a verbose agent prints (one per step of every attempt). */
   debug: (line: string) => void;
   /** The agent stops caring about this attempt (Agent.drop): it is killed and nothing is reported. */
-  drop: (why: string) => void;
+  drop: (why: DropReason) => void;
   /** The agent is past stopping: failures are no longer worth a line. */
   halted: () => boolean;
 }
@@ -72,14 +73,14 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
     );
     ctx.debug(`attempt ${describe(a)} started pid ${pid}`);
     // Untracked, it could outlive a crash of this agent unseen: better not to run it at all.
-    if (!recorded) ctx.drop('its pid could not be recorded');
+    if (!recorded) ctx.drop(dropReason('pid-unrecorded', 'its pid could not be recorded'));
     // A kill that arrived while the process was being spawned.
-    if (run.dropped) void handle.kill(run.dropped, run.dropGraceMs);
+    if (run.dropped) void handle.kill(run.dropped.detail, run.dropGraceMs);
     // Only records the pid; the attempt was acknowledged before the spawn.
     else
       void ctx.reporter.recordPid(a.attemptId, a.token, pid, run.withdraw.signal).then(
         (r) => {
-          if (r?.result === 'stale') ctx.drop(`stale: ${r.message ?? 'not current'}`);
+          if (r?.result === 'stale') ctx.drop(dropReason('stale', `stale: ${r.message ?? 'not current'}`));
           else if (r?.result === 'refused') ctx.log(`pid of ${a.attemptId} refused: ${r.message ?? 'no reason given'}`);
         },
         (err: unknown) => {
@@ -91,7 +92,7 @@ export async function spawnAttempt(ctx: SpawnContext, run: Run, paths: AttemptPa
 }
 
 /** The shipper of a run's log; a 409 from the server drops the attempt (it is no longer current). */
-export function logTail(client: AgentClient, run: Run, paths: AttemptPaths, known: { stdout: number; stderr: number } | null, drop: (why: string) => void): LogTail {
+export function logTail(client: AgentClient, run: Run, paths: AttemptPaths, known: { stdout: number; stderr: number } | null, drop: (why: DropReason) => void): LogTail {
   const { a } = run;
   const tail: LogTail = new LogTail({
     files: { stdout: paths.stdout, stderr: paths.stderr },
@@ -103,7 +104,7 @@ export function logTail(client: AgentClient, run: Run, paths: AttemptPaths, know
     onError: (err) => {
       if (err instanceof StaleAttempt) {
         tail.stop();
-        drop('stale: ' + err.message);
+        drop(dropReason('stale', 'stale: ' + err.message));
       }
     },
   });

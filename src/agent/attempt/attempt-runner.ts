@@ -73,6 +73,7 @@ export class AttemptRunner {
   private readonly delivery: DeliveryProgress = { logShipped: false, uploaded: new Map() };
   private delivering: Promise<void> | null = null;
   private finish!: (end: RunnerEnd) => void;
+  private readonly watchers: ((to: AttemptPhase, from: AttemptPhase) => void)[] = [];
   /** Settles once the runner reaches a final phase: nothing more of it is listed, owed or run. */
   readonly done: Promise<RunnerEnd> = new Promise((resolve) => (this.finish = resolve));
 
@@ -194,6 +195,11 @@ export class AttemptRunner {
    */
   kill(why: DropReason, graceMs?: number): void {
     if (!this.endedOnItsOwn()) this.dropFor(why, graceMs);
+  }
+
+  /** Every move from now on, as it happens (for a trace, or a test). */
+  onMove(watcher: (to: AttemptPhase, from: AttemptPhase) => void): void {
+    this.watchers.push(watcher);
   }
 
   /** Delivers its outcome if one is owed; one delivery under way is joined, not repeated. */
@@ -391,8 +397,10 @@ export class AttemptRunner {
     if (isBeforeProcess(this.current) || !mayRun(this.current)) return;
     this.dropGraceMs = graceMs;
     this.d.log(`killing attempt ${describe(this.a)}: ${why.detail}${graceMs !== undefined ? ` (TERM, then KILL after ${graceMs} ms)` : ''}`);
+    const starting = this.current === AttemptPhase.starting;
     this.move(AttemptPhase.killing);
-    void this.handle?.kill(why.detail, graceMs);
+    // While starting, the spawn's answer is awaited first: run() kills once the pid is known.
+    if (!starting) void this.handle?.kill(why.detail, graceMs);
   }
 
   /** Read through a call: a reason set during an await is not seen by a check made before it. */
@@ -415,7 +423,9 @@ export class AttemptRunner {
   /** `announce`: a final phase settles `done` now (settle() does it once its record is written). */
   private move(to: AttemptPhase, announce = true): void {
     if (this.current === to) return;
-    this.current = nextPhase(this.a.attemptId, this.current, to);
+    const from = this.current;
+    this.current = nextPhase(this.a.attemptId, from, to);
+    for (const w of this.watchers) w(to, from);
     if (announce && isFinal(to)) this.finish({ phase: to });
   }
 

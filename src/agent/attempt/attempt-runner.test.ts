@@ -141,6 +141,17 @@ function watch(r: AttemptRunner): AttemptPhase[] {
   return seen;
 }
 
+/** A runner whose process exited 0 and whose outcome's first try met an outage. */
+async function owedInOutage(): Promise<AttemptRunner> {
+  reporter.complete = () => Promise.reject(unreachable());
+  const r = AttemptRunner.accept(assignment(), deps());
+  await until(() => procs.length === 1);
+  procs[0]!.start(6);
+  procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
+  await until(() => r.phase === 'owed' && reporter.completes.length === 1);
+  return r;
+}
+
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'gantry-runner-'));
   state = new AgentState(dir);
@@ -212,12 +223,7 @@ describe('AttemptRunner', () => {
   });
 
   it('an outage while its outcome is owed: retried after each heartbeat, delivered when the server is back', async () => {
-    reporter.complete = () => Promise.reject(unreachable());
-    const r = AttemptRunner.accept(assignment({ command: ['false'] }), deps());
-    await until(() => procs.length === 1);
-    procs[0]!.start(5);
-    procs[0]!.end({ kind: 'exited', exitCode: 1, signal: null, reason: null });
-    await until(() => r.phase === 'owed' && reporter.completes.length === 1);
+    const r = await owedInOutage();
     // Owed: still listed (its lease renewed), an outcome coming.
     expect(r.listed).toBe(true);
     clock += 10_000;
@@ -232,12 +238,7 @@ describe('AttemptRunner', () => {
   });
 
   it('an outage while owed that outlasts the give-up time: abandoned, for the server to take as lost', async () => {
-    reporter.complete = () => Promise.reject(unreachable());
-    const r = AttemptRunner.accept(assignment(), deps());
-    await until(() => procs.length === 1);
-    procs[0]!.start(6);
-    procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
-    await until(() => r.phase === 'owed' && reporter.completes.length === 1);
+    const r = await owedInOutage();
     clock += GIVE_UP_MS;
     await r.deliver();
     expect(r.phase).toBe('owed');
@@ -249,12 +250,7 @@ describe('AttemptRunner', () => {
   });
 
   it('an agent halted while owed leaves the outcome owed, on disk', async () => {
-    reporter.complete = () => Promise.reject(unreachable());
-    const r = AttemptRunner.accept(assignment(), deps());
-    await until(() => procs.length === 1);
-    procs[0]!.start(8);
-    procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
-    await until(() => r.phase === 'owed' && reporter.completes.length === 1);
+    const r = await owedInOutage();
     halt.abort();
     clock += 10 * GIVE_UP_MS;
     await r.deliver();
@@ -359,12 +355,7 @@ describe('AttemptRunner', () => {
   });
 
   it('killed while owed: settled at once, nothing reported', async () => {
-    reporter.complete = () => Promise.reject(unreachable());
-    const r = AttemptRunner.accept(assignment(), deps());
-    await until(() => procs.length === 1);
-    procs[0]!.start(16);
-    procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
-    await until(() => r.phase === 'owed' && reporter.completes.length === 1);
+    const r = await owedInOutage();
     r.kill({ kind: 'killed-by-server', detail: 'canceled' });
     expect(await r.done).toEqual({ phase: 'dropped' });
     await r.deliver();

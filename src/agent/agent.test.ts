@@ -8,10 +8,10 @@ import { isAbsolute, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AgentSettings, AssignmentWire, HeartbeatResponse, ReportItemResult, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
 import { Agent } from './agent.js';
-import { AgentState, KEEP_REPORTED, type ReportedRecord } from './agent-state.js';
-import { readAttemptRecords } from './attempt-journal.js';
-import type { DetectedMachine } from './machine-detect.js';
-import { processGroupAlive } from './process-group.js';
+import { AgentState, KEEP_REPORTED, type ReportedRecord } from './disk/agent-state.js';
+import { readAttemptRecords } from './disk/attempt-journal.js';
+import type { DetectedMachine } from './machine/machine-detect.js';
+import { processGroupAlive } from './attempt/process-group.js';
 
 /** The fake server takes any token; an agent needs one to register at all. */
 const TEST_JOIN_TOKEN = 'gantry_join_test';

@@ -14,21 +14,21 @@
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
-import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './agent-client.js';
-import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
-import { agentVersion } from './agent-version.js';
-import { abandonInterrupted } from './abandon-interrupted.js';
-import type { DetectedMachine } from './machine-detect.js';
-import { processGroupAlive } from './process-group.js';
-import { attachProcess, ended, readExitStatus } from './process-runner.js';
-import { dropReason, type DropReason } from './drop-reason.js';
+import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
+import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './disk/agent-state.js';
+import { agentVersion } from './link/agent-version.js';
+import { abandonInterrupted } from './attempt/abandon-interrupted.js';
+import type { DetectedMachine } from './machine/machine-detect.js';
+import { processGroupAlive } from './attempt/process-group.js';
+import { attachProcess, ended, readExitStatus } from './attempt/process-runner.js';
+import { dropReason, type DropReason } from './attempt/drop-reason.js';
 import { AttemptRunner, type RunnerDeps } from './attempt/attempt-runner.js';
 import { describe, message } from './attempt/describe-attempt.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
-import { inheritedEnv } from './attempt-env.js';
-import { Launcher } from './launcher.js';
-import { launcherPrograms } from './launcher-programs.js';
-import { Reporter } from './reporter.js';
+import { inheritedEnv } from './attempt/attempt-env.js';
+import { Launcher } from './attempt/launcher.js';
+import { launcherPrograms } from './attempt/launcher-programs.js';
+import { Reporter } from './link/reporter.js';
 
 export interface AgentClock {
   now(): number;

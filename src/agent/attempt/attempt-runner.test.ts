@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentSettings, AssignmentWire, CompletedItem, ReportItemResult } from '../../api/contract/agent-protocol.js';
-import { AgentState } from '../agent-state.js';
-import { EXIT_UNKNOWN, type ProcessHandle, type ProcessResult } from '../process-runner.js';
+import { AgentState } from '../disk/agent-state.js';
+import { EXIT_UNKNOWN, type ProcessHandle, type ProcessResult } from './process-runner.js';
 import type { AttemptPhase } from './attempt-phase.js';
 import { AttemptRunner, type RunnerDeps } from './attempt-runner.js';
 

@@ -11,14 +11,14 @@
  * against the user's retries), so the runner kills the process group and reports nothing.
  */
 import type { AgentSettings, AssignmentWire, HeartbeatRequest, ReportItemResult } from '../../api/contract/agent-protocol.js';
-import { StaleAttempt, type AgentClient } from '../agent-client.js';
-import type { AgentState, AttemptPaths, ExitRecord, ReportedRecord } from '../agent-state.js';
-import { dropReason, type DropReason } from '../drop-reason.js';
+import { StaleAttempt, type AgentClient } from '../link/agent-client.js';
+import type { AgentState, AttemptPaths, ExitRecord, ReportedRecord } from '../disk/agent-state.js';
+import { dropReason, type DropReason } from './drop-reason.js';
 import { crashBeforeReport } from '../fault-hooks.js';
-import { LogTail } from '../log-tail.js';
-import { EXIT_UNKNOWN, type ProcessHandle } from '../process-runner.js';
-import type { Reporter } from '../reporter.js';
-import type { ProgressFile } from '../stage-progress.js';
+import { LogTail } from './log-tail.js';
+import { EXIT_UNKNOWN, type ProcessHandle } from './process-runner.js';
+import type { Reporter } from '../link/reporter.js';
+import type { ProgressFile } from './stage-progress.js';
 import { AttemptPhase, isBeforeProcess, isDelivering, isFinal, mayRun, nextPhase } from './attempt-phase.js';
 import { describe, describeExit, message } from './describe-attempt.js';
 import type { Launched } from './launch-attempt.js';

@@ -1,5 +1,5 @@
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
-import type { ExitRecord } from '../agent-state.js';
+import type { ExitRecord } from '../disk/agent-state.js';
 
 /** An attempt as the agent's log names it. */
 export function describe(a: AssignmentWire): string {

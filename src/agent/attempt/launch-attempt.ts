@@ -8,11 +8,11 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
-import type { AttemptPaths } from '../agent-state.js';
-import { attemptOwnEnv } from '../attempt-env.js';
-import type { Launcher } from '../launcher.js';
-import { runProcess, type ProcessHandle } from '../process-runner.js';
-import { ProgressFile } from '../stage-progress.js';
+import type { AttemptPaths } from '../disk/agent-state.js';
+import { attemptOwnEnv } from './attempt-env.js';
+import type { Launcher } from './launcher.js';
+import { runProcess, type ProcessHandle } from './process-runner.js';
+import { ProgressFile } from './stage-progress.js';
 
 export interface LaunchContext {
   machineName: string;

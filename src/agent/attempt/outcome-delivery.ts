@@ -8,11 +8,11 @@
  */
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import { isCleanExit } from '../../domain/attempt-state.js';
-import { isRetryable, StaleAttempt, type AgentClient, type OutputFile } from '../agent-client.js';
-import type { ExitRecord, ReportedRecord } from '../agent-state.js';
-import { exitEnd, MAX_DETAIL } from '../exit-end.js';
-import type { LogTail } from '../log-tail.js';
-import { Undeliverable, type Reporter } from '../reporter.js';
+import { isRetryable, StaleAttempt, type AgentClient, type OutputFile } from '../link/agent-client.js';
+import type { ExitRecord, ReportedRecord } from '../disk/agent-state.js';
+import { exitEnd, MAX_DETAIL } from './exit-end.js';
+import type { LogTail } from './log-tail.js';
+import { Undeliverable, type Reporter } from '../link/reporter.js';
 import { describe, message } from './describe-attempt.js';
 
 export interface DeliveryDeps {

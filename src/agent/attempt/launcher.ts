@@ -19,7 +19,7 @@
  * directly: same files, same status, same outcome.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { groupsOfAttempt } from './agent-state.js';
+import { groupsOfAttempt } from '../disk/agent-state.js';
 import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
 import { ended, EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, runProcess, type ProcessHandle, type KillCause, type ProcessResult, type RunProcessOptions, spawnFailed } from './process-runner.js';

@@ -31,8 +31,8 @@ import type {
   RegisterResponse,
   ReportRequest,
   ReportResponse,
-} from '../api/contract/agent-protocol.js';
-import { checkPathSegment, checkRelativePath } from './check-relative-path.js';
+} from '../../api/contract/agent-protocol.js';
+import { checkPathSegment, checkRelativePath } from '../disk/check-relative-path.js';
 
 export type OutputFile = { path: string; size: number };
 export type LogChunk = LogsRequest['chunks'][number];

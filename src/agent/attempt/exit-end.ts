@@ -1,5 +1,5 @@
-import type { AttemptEnd } from '../api/contract/attempt-end.js';
-import type { ExitKind, ExitRecord } from './attempt-journal.js';
+import type { AttemptEnd } from '../../api/contract/attempt-end.js';
+import type { ExitKind, ExitRecord } from '../disk/attempt-journal.js';
 
 /** CompletedItem.reason's and AttemptEnd.detail's limit. */
 export const MAX_DETAIL = 2000;

@@ -28,8 +28,8 @@
  */
 import { closeSync, existsSync, fdatasync, fsyncSync, openSync, readFileSync, renameSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { AssignmentWire } from '../api/contract/agent-protocol.js';
-import type { ProcessEndKind } from './process-runner.js';
+import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
+import type { ProcessEndKind } from '../attempt/process-runner.js';
 
 /** Enough to tell, after a restart, whether a live process group with this id is still ours. */
 export interface PidRecord {

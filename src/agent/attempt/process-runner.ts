@@ -19,7 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
-import type { AttemptEndKind } from '../api/contract/attempt-end.js';
+import type { AttemptEndKind } from '../../api/contract/attempt-end.js';
 import { killProcessGroup, processGroupAlive } from './process-group.js';
 
 /**

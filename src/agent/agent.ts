@@ -1,29 +1,24 @@
 /**
- * The worker agent: registers this machine, heartbeats (a long poll that also brings assignments
- * and kills), runs each assigned attempt in its own directory and process group, ships its logs,
- * uploads its outputs and reports its outcome under the attempt's token. Acknowledgements, pids and
- * outcomes of all attempts share one stream of batched reports (reporter.ts). docs/agent.md has
- * the timeline and what happens after a crash.
- *
- * Who decides an attempt's fate: the agent reports an outcome only for an attempt whose process
- * it saw end on its own (or time out, or fail to start). When the server says kill, or says the
- * attempt is stale (a 409, or a report item answered `stale`), or this agent loses its lease or
- * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
- * against the user's retries), so the agent kills the process group and reports nothing.
+ * The worker agent, composed: it registers this machine (link/), heartbeats (a long poll that
+ * also brings assignments and kills), hands each assignment to its own attempt runner
+ * (attempt/attempt-runner.ts: the attempt's process, kill, log, outcome) and each kill to the
+ * runner it names, takes over what a previous run left on disk (disk/, attempt/recover-attempts.ts),
+ * and stops. Acknowledgements, pids and outcomes of all attempts share one stream of batched
+ * reports (link/reporter.ts). docs/agent.md has the timeline and what happens after a crash.
  */
 import os from 'node:os';
 import { join, resolve } from 'node:path';
-import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
+import type { AgentSettings, AssignmentWire, RegisterRequest } from '../api/contract/agent-protocol.js';
 import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
-import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './disk/agent-state.js';
+import { AgentState } from './disk/agent-state.js';
 import { agentVersion } from './link/agent-version.js';
-import { abandonInterrupted } from './attempt/abandon-interrupted.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 import { processGroupAlive } from './attempt/process-group.js';
-import { attachProcess, ended, readExitStatus } from './attempt/process-runner.js';
-import { dropReason, type DropReason } from './attempt/drop-reason.js';
+import { attachProcess } from './attempt/process-runner.js';
+import { dropReason } from './attempt/drop-reason.js';
 import { AttemptRunner, type RunnerDeps } from './attempt/attempt-runner.js';
-import { describe, message } from './attempt/describe-attempt.js';
+import { recoverAttempts } from './attempt/recover-attempts.js';
+import { message } from './attempt/describe-attempt.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
 import { Launcher } from './attempt/launcher.js';
@@ -326,51 +321,12 @@ export class Agent {
   }
 
   /**
-   * Outcomes recorded before a crash are delivered before new work is taken, unless that takes
-   * longer than a heartbeat period: the heartbeats that keep their leases must start by then (see
-   * abandon-interrupted.ts for the rest).
+   * Takes over what the previous run of the agent left (recover-attempts.ts). Outcomes recorded
+   * before a crash are delivered before new work is taken, unless that takes longer than a
+   * heartbeat period: the heartbeats that keep their leases must start by then.
    */
   private async recover(): Promise<void> {
-    const { finished, interrupted, incomplete, broken } = await this.state.scan();
-    for (const b of broken) this.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
-    // Died while creating it: nothing ran. Removed, so that the server's resend (it was never acknowledged) runs it.
-    for (const id of incomplete) await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
-    const lost: typeof interrupted = [];
-    for (const it of interrupted) {
-      const { assignment: a, pid } = it;
-      const paths = this.state.paths(a.attemptId);
-      // Still running under its shim: the previous agent stopped (SIGTERM, upgrade, crash), the work did not.
-      if (pid && survivingGroup(pid)) {
-        this.track(AttemptRunner.reattach(a, this.runnerDeps, pid.pid, paths, pid.at));
-        continue;
-      }
-      // The previous agent died between the spawn and recording the pid: the group is found by the
-      // attempt id in its processes' environment, and led by the shim (its pid is the group's id).
-      const found = pid ? [] : groupsOfAttempt(a.attemptId);
-      if (found.length === 1) {
-        this.track(AttemptRunner.reattach(a, this.runnerDeps, found[0]!, paths));
-        continue;
-      }
-      // Ended while no agent watched: the shim wrote how.
-      const status = pid ? readExitStatus(paths.status) : null;
-      if (status) {
-        const exit: ExitRecord = { ...ended(status, null), finishedAt: new Date(this.clock.now()).toISOString(), attempt: identity(a) };
-        await this.state.writeExit(a.attemptId, exit);
-        finished.push({ assignment: a, exit });
-        continue;
-      }
-      lost.push(it);
-    }
-    await abandonInterrupted(lost, this.settings!.killGraceMs, (l) => this.log(l), (id, rec) => this.markReported(id, rec));
-    for (const { assignment: a, exit } of finished) {
-      if (exit.dropped) {
-        await this.markReported(a.attemptId, { result: 'dropped', note: exit.dropped });
-        continue;
-      }
-      this.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
-      // Where the server's copy of its log ends is asked first: it may have taken some before the crash.
-      this.track(AttemptRunner.owed(a, this.runnerDeps, this.state.paths(a.attemptId), exit));
-    }
+    for (const r of await recoverAttempts(this.state, this.runnerDeps)) this.track(r);
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
@@ -461,12 +417,6 @@ export class Agent {
     await Promise.all([...this.runners.values()].map((r) => r.deliver()));
   }
 
-  private async markReported(attemptId: string, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
-    await this.state
-      .markReported(attemptId, { ...rec, at: new Date(this.clock.now()).toISOString() })
-      .catch((err) => this.log(`cannot record that ${attemptId} is settled: ${message(err)}`));
-  }
-
   private pause(ms: number): Promise<void> {
     if (ms <= 0 || this.loopAbort.signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
@@ -479,8 +429,4 @@ export class Agent {
       this.loopAbort.signal.addEventListener('abort', done, { once: true });
     });
   }
-}
-
-function identity(a: AssignmentWire): ExitRecord['attempt'] {
-  return { attemptId: a.attemptId, token: a.token, jobId: a.jobId, stageName: a.stageName, attemptNumber: a.attemptNumber };
 }

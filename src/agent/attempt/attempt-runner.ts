@@ -326,7 +326,7 @@ export class AttemptRunner {
     const exit: ExitRecord = {
       ...result,
       finishedAt: new Date(d.now()).toISOString(),
-      attempt: identity(a),
+      attempt: attemptIdentity(a),
       // Recorded, so that a restart after a crash does not report it either.
       ...(why ? { dropped: why.detail } : {}),
     };
@@ -460,6 +460,7 @@ export class AttemptRunner {
   }
 }
 
-function identity(a: AssignmentWire): ExitRecord['attempt'] {
+/** What an exit record keeps of its assignment, to report it should the assignment record be lost. */
+export function attemptIdentity(a: AssignmentWire): ExitRecord['attempt'] {
   return { attemptId: a.attemptId, token: a.token, jobId: a.jobId, stageName: a.stageName, attemptNumber: a.attemptNumber };
 }

@@ -6,12 +6,11 @@
  * and stops. Acknowledgements, pids and outcomes of all attempts share one stream of batched
  * reports (link/reporter.ts). docs/agent.md has the timeline and what happens after a crash.
  */
-import os from 'node:os';
 import { join, resolve } from 'node:path';
-import type { AgentSettings, AssignmentWire, RegisterRequest } from '../api/contract/agent-protocol.js';
-import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
+import type { AgentSettings, AssignmentWire } from '../api/contract/agent-protocol.js';
+import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
 import { AgentState } from './disk/agent-state.js';
-import { agentVersion } from './link/agent-version.js';
+import { registerRequest, registerWithToken } from './link/register-machine.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 import { processGroupAlive } from './attempt/process-group.js';
 import { attachProcess } from './attempt/process-runner.js';
@@ -253,19 +252,13 @@ export class Agent {
   /** Until registered or stopped; false when stopped first. A 4xx (bad name, bad labels) throws. */
   private async register(): Promise<boolean> {
     const m = this.machine;
-    const req: RegisterRequest = {
-      name: m.name,
-      cpuMillis: m.cpuMillis,
-      memoryBytes: m.memoryBytes,
-      gpus: m.gpus,
-      gpusDeclared: m.gpusDeclared,
-      region: m.region,
-      labels: m.labels,
-      agent: { version: agentVersion(), host: os.hostname(), pid: process.pid },
-    };
+    const req = registerRequest(m);
     for (let failures = 0; !this.stopping; failures++) {
       try {
-        const res = await this.registerWithToken(req);
+        const res = await registerWithToken(
+          { client: this.client, state: this.state, joinToken: this.joinToken, log: (line) => this.log(line), signal: this.loopAbort.signal },
+          req,
+        );
         this.id = res.machineId;
         this.settings = res.settings;
         await this.state.writeIdentity({ name: m.name, machineId: res.machineId });
@@ -283,33 +276,6 @@ export class Agent {
       }
     }
     return false;
-  }
-
-  /**
-   * The machine's credential first, when it has one; the join token when there is none, or the
-   * server refuses it (401: revoked, or another server's). A credential that comes back is kept.
-   */
-  private async registerWithToken(req: RegisterRequest) {
-    const credential = this.state.readCredential();
-    const tokens = [credential, this.joinToken].filter((t, i, all): t is string => t !== null && all.indexOf(t) === i);
-    if (tokens.length === 0) throw new Error('no token to register with: give the agent a join token (--token, $GANTRY_JOIN_TOKEN; an admin makes one with `gantry token create --kind join`)');
-    for (const [i, token] of tokens.entries()) {
-      this.client.setToken(token);
-      try {
-        const res = await this.client.register(req, this.loopAbort.signal);
-        if (res.credential) {
-          await this.state.writeCredential(res.credential);
-          this.client.setToken(res.credential);
-          if (credential) this.log('joined again with the join token; the machine has a new credential');
-        }
-        return res;
-      } catch (err) {
-        const refused = err instanceof AgentHttpError && err.status === 401;
-        if (!refused || i === tokens.length - 1) throw err;
-        this.log(`the machine's credential was refused (${err.message}); joining again with the join token`);
-      }
-    }
-    throw new Error('unreachable');
   }
 
   /** One registration at a time, whoever finds the machine forgotten (the heartbeat loop, the reporter). */

@@ -3,7 +3,7 @@
  * it runs and nothing is reported. Decisions are taken on the kind; `detail` is what people read
  * (and what the journal keeps, as before typed reasons).
  */
-export type DropKind =
+type DropKind =
   /** The server says the attempt is no longer current (a 409, a report item answered `stale`). */
   | 'stale'
   /** The server said kill (a cancel, a preemption, a drain): its reason is the detail. */

@@ -46,7 +46,7 @@ export interface KillCause {
 }
 
 /** The kind of an end the process reached on its own, or the kill's when the agent ended it. */
-export function endKind(how: Pick<ProcessResult, 'exitCode' | 'signal'>, cause: KillCause | null): ProcessEndKind {
+function endKind(how: Pick<ProcessResult, 'exitCode' | 'signal'>, cause: KillCause | null): ProcessEndKind {
   if (cause) return cause.kind;
   return how.exitCode !== null ? 'exited' : 'signaled';
 }

@@ -255,7 +255,7 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const serverPids = c.servers.map((x) => x.proc.pid!);
   const serversCpu = () => serverPids.reduce((ms, p) => ms + processCpuMs(p)!, 0);
   const pids = { agent: c.agents[0]!.proc.pid! };
-  // The agent's launcher (the Python or bash that starts the stages, src/agent/launcher.ts, its
+  // The agent's launcher (the Python or bash that starts the stages, src/agent/attempt/launcher.ts, its
   // only child that lasts) does the agent's work: its own CPU counts as the agent's (started with
   // the first attempt, so all of it is the first round's); the stage processes it starts do not,
   // as the `true` children do not. The machine's CPU counts everything.

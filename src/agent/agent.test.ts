@@ -8,10 +8,10 @@ import { isAbsolute, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AgentSettings, AssignmentWire, HeartbeatResponse, ReportItemResult, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
 import { Agent } from './agent.js';
-import { AgentState, KEEP_REPORTED, type ReportedRecord } from './agent-state.js';
-import { readAttemptRecords } from './attempt-journal.js';
-import type { DetectedMachine } from './machine-detect.js';
-import { processGroupAlive } from './process-group.js';
+import { AgentState, KEEP_REPORTED, type ReportedRecord } from './disk/agent-state.js';
+import { readAttemptRecords } from './disk/attempt-journal.js';
+import type { DetectedMachine } from './machine/machine-detect.js';
+import { processGroupAlive } from './attempt/process-group.js';
 
 /** The fake server takes any token; an agent needs one to register at all. */
 const TEST_JOIN_TOKEN = 'gantry_join_test';
@@ -481,6 +481,29 @@ describe('Agent', () => {
     expect(srv.answered.get(a.attemptId)).toEqual(['ok']);
     expect(srv.of('complete', a.attemptId)[2]!.body).toMatchObject({ exitCode: 4, reason: null });
     expect(lines.some((l) => l.includes('report failed (1 in a row)'))).toBe(true);
+  });
+
+  it('sends the typed end of an outcome to a server of protocol 2', async () => {
+    await startAgent({ protocol: 2 });
+    const exited = assignment({ command: ['sh', '-c', 'exit 4'] });
+    const timedOut = assignment({ command: ['sleep', '30'], timeoutSeconds: 0.2 });
+    const unstartable = assignment({ command: ['no-such-command-xyz'] });
+    srv.push({ assignments: [exited, timedOut, unstartable] });
+    for (const a of [exited, timedOut, unstartable]) await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    expect(srv.of('complete', exited.attemptId)[0]!.body).toMatchObject({ exitCode: 4, reason: null, end: { kind: 'exited', detail: null } });
+    expect(srv.of('complete', timedOut.attemptId)[0]!.body).toMatchObject({ reason: 'timeout after 0.2 s', end: { kind: 'timeout', detail: 'timeout after 0.2 s' } });
+    const failed = srv.of('complete', unstartable.attemptId)[0]!.body;
+    expect(failed.end.kind).toBe('spawn-failed');
+    expect(failed.end.detail).toBe(failed.reason);
+  });
+
+  it('sends no typed end to a server of protocol 1 (no `protocol` in its settings: it refuses fields it does not know)', async () => {
+    await startAgent();
+    const old = assignment({ command: ['sh', '-c', 'exit 3'] });
+    srv.push({ assignments: [old] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === old.attemptId);
+    expect(done.body).toMatchObject({ exitCode: 3, reason: null });
+    expect(done.body).not.toHaveProperty('end');
   });
 
   it('keeps the newest settled attempts as it goes, reading no record to choose', async () => {

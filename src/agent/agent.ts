@@ -1,34 +1,28 @@
 /**
- * The worker agent: registers this machine, heartbeats (a long poll that also brings assignments
- * and kills), runs each assigned attempt in its own directory and process group, ships its logs,
- * uploads its outputs and reports its outcome under the attempt's token. Acknowledgements, pids and
- * outcomes of all attempts share one stream of batched reports (reporter.ts). docs/agent.md has
- * the timeline and what happens after a crash.
- *
- * Who decides an attempt's fate: the agent reports an outcome only for an attempt whose process
- * it saw end on its own (or time out, or fail to start). When the server says kill, or says the
- * attempt is stale (a 409, or a report item answered `stale`), or this agent loses its lease or
- * is stopped, the server has decided or will (it reaps the attempt as lost, which does not count
- * against the user's retries), so the agent kills the process group and reports nothing.
+ * The worker agent, composed: it registers this machine (link/), heartbeats (a long poll that
+ * also brings assignments and kills), hands each assignment to its own attempt runner
+ * (attempt/attempt-runner.ts: the attempt's process, kill, log, outcome) and each kill to the
+ * runner it names, takes over what a previous run left on disk (disk/, attempt/recover-attempts.ts),
+ * and stops. Acknowledgements, pids and outcomes of all attempts share one stream of batched
+ * reports (link/reporter.ts). docs/agent.md has the timeline and what happens after a crash.
  */
-import os from 'node:os';
 import { join, resolve } from 'node:path';
-import type { AgentSettings, AssignmentWire, RegisterRequest, ReportItemResult } from '../api/contract/agent-protocol.js';
-import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, StaleAttempt, UnknownMachine, type RetryPolicy } from './agent-client.js';
-import { AgentState, groupsOfAttempt, survivingGroup, type AttemptPaths, type ExitRecord, type ReportedRecord } from './agent-state.js';
-import { agentVersion } from './agent-version.js';
-import { crashBeforeReport } from './fault-hooks.js';
-import { abandonInterrupted } from './abandon-interrupted.js';
-import type { DetectedMachine } from './machine-detect.js';
-import { processGroupAlive } from './process-group.js';
-import { attachProcess, EXIT_UNKNOWN, readExitStatus, type ProcessResult } from './process-runner.js';
-import { describe, describeExit, isComing, isListed, isLive, message, moveRun, newRun, RunPhase, type Run } from './attempt-run.js';
-import { inheritedEnv } from './attempt-env.js';
-import { Launcher } from './launcher.js';
-import { launcherPrograms } from './launcher-programs.js';
-import { OutcomeDelivery } from './outcome-delivery.js';
-import { Reporter } from './reporter.js';
-import { logTail, spawnAttempt } from './spawn-attempt.js';
+import type { AgentSettings, AssignmentWire } from '../api/contract/agent-protocol.js';
+import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
+import { AgentState } from './disk/agent-state.js';
+import { registerRequest, registerWithToken } from './link/register-machine.js';
+import type { DetectedMachine } from './machine/machine-detect.js';
+import { processGroupAlive } from './attempt/process-group.js';
+import { attachProcess } from './attempt/process-runner.js';
+import { dropReason } from './attempt/drop-reason.js';
+import { AttemptRunner, type RunnerDeps } from './attempt/attempt-runner.js';
+import { recoverAttempts } from './attempt/recover-attempts.js';
+import { message } from './attempt/describe-attempt.js';
+import { launchAttempt } from './attempt/launch-attempt.js';
+import { inheritedEnv } from './attempt/attempt-env.js';
+import { Launcher } from './attempt/launcher.js';
+import { launcherPrograms } from './attempt/launcher-programs.js';
+import { Reporter } from './link/reporter.js';
 
 export interface AgentClock {
   now(): number;
@@ -90,23 +84,21 @@ export class Agent {
   private readonly inheritedEnv: Readonly<Record<string, string>> = inheritedEnv(process.env);
   private readonly launcher: Launcher | null;
   private readonly verbose: boolean;
-  /** The `owed` phase: log, outputs, outcome (outcome-delivery.ts). */
-  private readonly delivery: OutcomeDelivery;
   /** Ends every call: the last step of stop(). */
   private readonly halt = new AbortController();
   /** Ends the loop's long poll and waits, without cutting deliveries still owed. */
   private readonly loopAbort = new AbortController();
   private id: string | null = null;
   private settings: AgentSettings | null = null;
-  private readonly runs = new Map<string, Run>();
+  private readonly runners = new Map<string, AttemptRunner>();
+  /** What every attempt runner is given (attempt-runner.ts). */
+  private readonly runnerDeps: RunnerDeps;
   private readonly joinToken: string | null;
   private lastHeartbeatSentOk = 0;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
   private registering: Promise<boolean> | null = null;
   private stopping = false;
-  /** stop({ killRunning: false }): processes are left running, their outcomes left on disk. */
-  private detached = false;
 
   constructor(opts: AgentOptions) {
     this.machine = opts.machine;
@@ -132,11 +124,11 @@ export class Agent {
       // Outcomes ask for the assignments they make room for, where the server offers that: a
       // busy machine's next stages come with the answer, not on a heartbeat of their own.
       send: (req, signal) => this.client.report(this.id!, req.completed.length && this.settings?.reportAssignments ? { ...req, assignments: true } : req, signal),
-      // A report waits a little for what is about to join it (attempt-run.ts, isComing).
+      // A report waits a little for what is about to join it (AttemptRunner.coming).
       coming: () => {
         let n = 0;
         const youngSince = this.clock.now() - REPORT_GATHER_MS;
-        for (const run of this.runs.values()) if (isComing(run, youngSince)) n++;
+        for (const r of this.runners.values()) if (r.coming(youngSince)) n++;
         return n;
       },
       gatherMs: REPORT_GATHER_MS,
@@ -156,16 +148,21 @@ export class Agent {
         if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${message(err)}; retrying`);
       },
     });
-    this.delivery = new OutcomeDelivery({
+    const launch = { machineName: this.machine.name, inheritedEnv: this.inheritedEnv, checkpointRoot: this.checkpointRoot, launcher: this.launcher };
+    this.runnerDeps = {
       client: this.client,
       reporter: this.reporter,
+      state: this.state,
+      launch: (a, paths) => launchAttempt({ ...launch, killGraceMs: this.settings!.killGraceMs }, a, paths),
+      attach: (pid, paths, timeout) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout }),
+      groupAlive: processGroupAlive,
       now: () => this.clock.now(),
+      settings: () => this.settings!,
+      halt: this.halt.signal,
       log: (line) => this.log(line),
-      halted: () => this.halt.signal.aborted,
-      drop: (run, why) => this.drop(run, why),
-      settle: (run, rec) => this.forget(run, rec),
+      debug: (line) => this.debug(line),
       giveUpMs: GIVE_UP_DELIVERY_MS,
-    });
+    };
   }
 
   get machineId(): string | null {
@@ -203,22 +200,18 @@ export class Agent {
     if (this.watchdog) clearInterval(this.watchdog);
     this.loopAbort.abort();
     await this.loop;
-    const live = [...this.runs.values()].filter((r) => isLive(r) && !this.endedOnItsOwn(r));
+    const live = [...this.runners.values()].filter((r) => r.live && !r.endedOnItsOwn());
     if (opts.killRunning ?? true) {
-      for (const r of live) this.drop(r, 'agent stopping');
-      await Promise.all(live.map((r) => r.task));
+      for (const r of live) r.kill(dropReason('agent-stopping', 'agent stopping'));
+      await Promise.all(live.map((r) => r.done));
     } else {
-      this.detached = true;
-      for (const r of live) {
-        r.tail?.stop();
-        r.handle?.leave();
-      }
+      for (const r of live) r.leave();
     }
     const deadline = new Promise<void>((resolve) => setTimeout(resolve, this.stopDeliverMs).unref());
     await Promise.race([this.deliverPending(), deadline]);
     this.halt.abort();
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
-    await Promise.allSettled([...this.runs.values()].map((r) => r.delivering));
+    await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
     this.log('stopped');
   }
@@ -233,10 +226,10 @@ export class Agent {
     if (this.stopping) return;
     if (!this.id) return this.stop();
     const r = await this.client.drainSelf(this.id, now, this.halt.signal);
-    const running = [...this.runs.values()].filter(isLive).length;
+    const running = [...this.runners.values()].filter((r) => r.live).length;
     this.log(now ? `drained at once: ${r.stopped} attempt(s) stopped, requeued elsewhere` : `draining: no new work; waiting for ${running} running attempt(s)`);
     this.draining ??= (async () => {
-      while (!this.stopping && this.runs.size > 0) await this.pause(200);
+      while (!this.stopping && this.runners.size > 0) await this.pause(200);
       await this.stop();
     })();
     return this.draining;
@@ -259,19 +252,13 @@ export class Agent {
   /** Until registered or stopped; false when stopped first. A 4xx (bad name, bad labels) throws. */
   private async register(): Promise<boolean> {
     const m = this.machine;
-    const req: RegisterRequest = {
-      name: m.name,
-      cpuMillis: m.cpuMillis,
-      memoryBytes: m.memoryBytes,
-      gpus: m.gpus,
-      gpusDeclared: m.gpusDeclared,
-      region: m.region,
-      labels: m.labels,
-      agent: { version: agentVersion(), host: os.hostname(), pid: process.pid },
-    };
+    const req = registerRequest(m);
     for (let failures = 0; !this.stopping; failures++) {
       try {
-        const res = await this.registerWithToken(req);
+        const res = await registerWithToken(
+          { client: this.client, state: this.state, joinToken: this.joinToken, log: (line) => this.log(line), signal: this.loopAbort.signal },
+          req,
+        );
         this.id = res.machineId;
         this.settings = res.settings;
         await this.state.writeIdentity({ name: m.name, machineId: res.machineId });
@@ -291,33 +278,6 @@ export class Agent {
     return false;
   }
 
-  /**
-   * The machine's credential first, when it has one; the join token when there is none, or the
-   * server refuses it (401: revoked, or another server's). A credential that comes back is kept.
-   */
-  private async registerWithToken(req: RegisterRequest) {
-    const credential = this.state.readCredential();
-    const tokens = [credential, this.joinToken].filter((t, i, all): t is string => t !== null && all.indexOf(t) === i);
-    if (tokens.length === 0) throw new Error('no token to register with: give the agent a join token (--token, $GANTRY_JOIN_TOKEN; an admin makes one with `gantry token create --kind join`)');
-    for (const [i, token] of tokens.entries()) {
-      this.client.setToken(token);
-      try {
-        const res = await this.client.register(req, this.loopAbort.signal);
-        if (res.credential) {
-          await this.state.writeCredential(res.credential);
-          this.client.setToken(res.credential);
-          if (credential) this.log('joined again with the join token; the machine has a new credential');
-        }
-        return res;
-      } catch (err) {
-        const refused = err instanceof AgentHttpError && err.status === 401;
-        if (!refused || i === tokens.length - 1) throw err;
-        this.log(`the machine's credential was refused (${err.message}); joining again with the join token`);
-      }
-    }
-    throw new Error('unreachable');
-  }
-
   /** One registration at a time, whoever finds the machine forgotten (the heartbeat loop, the reporter). */
   private reregister(): Promise<boolean> {
     this.registering ??= this.register()
@@ -327,91 +287,16 @@ export class Agent {
   }
 
   /**
-   * Outcomes recorded before a crash are delivered before new work is taken, unless that takes
-   * longer than a heartbeat period: the heartbeats that keep their leases must start by then (see
-   * abandon-interrupted.ts for the rest).
+   * Takes over what the previous run of the agent left (recover-attempts.ts). Outcomes recorded
+   * before a crash are delivered before new work is taken, unless that takes longer than a
+   * heartbeat period: the heartbeats that keep their leases must start by then.
    */
   private async recover(): Promise<void> {
-    const { finished, interrupted, incomplete, broken } = await this.state.scan();
-    for (const b of broken) this.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
-    // Died while creating it: nothing ran. Removed, so that the server's resend (it was never acknowledged) runs it.
-    for (const id of incomplete) await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
-    const lost: typeof interrupted = [];
-    for (const it of interrupted) {
-      const { assignment: a, pid } = it;
-      const paths = this.state.paths(a.attemptId);
-      // Still running under its shim: the previous agent stopped (SIGTERM, upgrade, crash), the work did not.
-      if (pid && survivingGroup(pid)) {
-        this.reattach(a, pid.pid, paths, pid.at);
-        continue;
-      }
-      // The previous agent died between the spawn and recording the pid: the group is found by the
-      // attempt id in its processes' environment, and led by the shim (its pid is the group's id).
-      const found = pid ? [] : groupsOfAttempt(a.attemptId);
-      if (found.length === 1) {
-        this.reattach(a, found[0]!, paths);
-        continue;
-      }
-      // Ended while no agent watched: the shim wrote how.
-      const status = pid ? readExitStatus(paths.status) : null;
-      if (status) {
-        const exit: ExitRecord = { ...status, reason: null, finishedAt: new Date(this.clock.now()).toISOString(), attempt: identity(a) };
-        await this.state.writeExit(a.attemptId, exit);
-        finished.push({ assignment: a, exit });
-        continue;
-      }
-      lost.push(it);
-    }
-    await abandonInterrupted(lost, this.settings!.killGraceMs, (l) => this.log(l), (id, rec) => this.markReported(id, rec));
-    for (const { assignment: a, exit } of finished) {
-      if (exit.dropped) {
-        await this.markReported(a.attemptId, { result: 'dropped', note: exit.dropped });
-        continue;
-      }
-      this.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
-      const run = newRun(a);
-      run.paths = this.state.paths(a.attemptId);
-      run.exit = exit;
-      moveRun(run, RunPhase.owed);
-      // Where the server's copy of its log ends is asked first: it may have taken some before the crash.
-      run.tail = logTail(this.client, run, run.paths, null, (why) => this.drop(run, why));
-      this.runs.set(a.attemptId, run);
-    }
+    for (const r of await recoverAttempts(this.state, this.runnerDeps)) this.track(r);
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
     clearTimeout(timer);
-  }
-
-  /**
-   * Takes over an attempt the previous run of the agent started and that still runs: it is
-   * listed in heartbeats again (renewing its lease, if the server has not given it up: then the
-   * answer says kill), its log is followed from where the server's copy ends, and its outcome is
-   * read from the shim's status file when it ends.
-   */
-  private reattach(a: AssignmentWire, pid: number, paths: AttemptPaths, spawnedAt?: number): void {
-    const run = newRun(a);
-    run.paths = paths;
-    moveRun(run, RunPhase.running);
-    // Without a pid record (the previous agent died before writing it) the timeout counts from now.
-    const startedAt = spawnedAt ?? this.clock.now();
-    const timeout = a.timeoutSeconds ? { seconds: a.timeoutSeconds, remainingMs: a.timeoutSeconds * 1000 - (Date.now() - startedAt) } : null;
-    run.handle = attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout });
-    run.tail = logTail(this.client, run, paths, null, (why) => this.drop(run, why));
-    run.tail.follow();
-    this.runs.set(a.attemptId, run);
-    this.log(`attempt ${describe(a)} still runs (pid ${pid}, started by the previous agent); re-attached`);
-    run.task = run.handle.done
-      .then((result) => {
-        // Its shim was killed too: how it ended cannot be known, and a guess would charge the
-        // user for it. Not reported: the server reaps it as lost (its infrastructure budget).
-        if (result.reason === EXIT_UNKNOWN) run.dropped ??= EXIT_UNKNOWN;
-        return this.conclude(run, result);
-      })
-      .catch((err) => {
-        this.log(`attempt ${describe(a)}: ${message(err)}`);
-        this.runs.delete(a.attemptId);
-      });
   }
 
   private async heartbeatLoop(): Promise<void> {
@@ -423,10 +308,7 @@ export class Agent {
       try {
         // A dropped attempt is listed until its process is gone: the server keeps its resources
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
-        const listed = [...this.runs.values()].filter(isListed);
-        // Progress rides along only when a stage wrote something new (stage-progress.ts).
-        const progress = await Promise.all(listed.map((r) => r.progress?.changed().catch(() => null) ?? null));
-        const running = listed.map((r, i) => ({ attemptId: r.a.attemptId, token: r.a.token, ...(progress[i] ? { progress: progress[i]! } : {}) }));
+        const running = await Promise.all([...this.runners.values()].filter((r) => r.listed).map((r) => r.heartbeatItem()));
         const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
         const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
         if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);
@@ -468,182 +350,37 @@ export class Agent {
     // where a cheap stage would rather be killed and run again elsewhere.
     // Silence first: whether a process ended on its own is a scan of /proc, not worth making
     // every second for every running attempt while heartbeats get through.
-    const over = [...this.runs.values()].filter((r) => {
+    const over = [...this.runners.values()].filter((r) => {
       const own = r.a.disconnectGraceSeconds;
-      return isLive(r) && silent > (own != null ? own * 1000 : cluster) && !this.endedOnItsOwn(r);
+      return r.live && silent > (own != null ? own * 1000 : cluster) && !r.endedOnItsOwn();
     });
     if (over.length === 0) return;
     this.log(`no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`);
-    for (const r of over) this.drop(r, `server unreachable: no heartbeat for ${silent} ms`);
+    for (const r of over) r.kill(dropReason('server-unreachable', `server unreachable: no heartbeat for ${silent} ms`));
   }
 
   /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */
   private accept(a: AssignmentWire): void {
-    if (this.runs.has(a.attemptId) || this.stopping) return;
-    const run = newRun(a);
-    this.runs.set(a.attemptId, run);
-    run.task = this.execute(run).catch((err) => {
-      this.log(`attempt ${describe(a)}: ${message(err)}`);
-      this.runs.delete(a.attemptId);
+    if (this.runners.has(a.attemptId) || this.stopping) return;
+    this.track(AttemptRunner.accept(a, this.runnerDeps));
+  }
+
+  /** Known until it ends: listed in heartbeats, given kills, asked to deliver. */
+  private track(r: AttemptRunner): void {
+    this.runners.set(r.a.attemptId, r);
+    void r.done.then(() => {
+      if (this.runners.get(r.a.attemptId) === r) this.runners.delete(r.a.attemptId);
     });
   }
 
   private killFromServer(attemptId: string, reason: string, graceMs?: number): void {
-    const run = this.runs.get(attemptId);
-    if (run && !this.endedOnItsOwn(run)) this.drop(run, reason, graceMs);
-  }
-
-  /**
-   * The process is gone but its exit has not been processed yet (this agent was frozen, or busy).
-   * Nothing is left to kill; its outcome goes to the server as it is, and the attempt's fencing
-   * token decides there whether it still counts (a late report is refused, and logged as such).
-   */
-  private endedOnItsOwn(run: Run): boolean {
-    return run.phase === RunPhase.running && !run.dropped && run.handle?.pid != null && !processGroupAlive(run.handle.pid);
-  }
-
-  /** `graceMs`: how long between TERM and KILL (a preempted attempt's time to checkpoint); else the cluster's kill grace. */
-  private drop(run: Run, why: string, graceMs?: number): void {
-    if (run.dropped || run.phase === RunPhase.settled) return;
-    run.dropped = why;
-    // What still waits in the reporter is not sent: an acknowledgement (nothing runs), a pid, an outcome.
-    run.withdraw.abort();
-    if (run.phase === RunPhase.owed) {
-      // Finished but not yet reported: the report would be refused; a delivery under way may still land.
-      if (!run.delivering) void this.forget(run, { result: 'dropped', note: why });
-      return;
-    }
-    run.dropGraceMs = graceMs;
-    this.log(`killing attempt ${describe(run.a)}: ${why}${graceMs !== undefined ? ` (TERM, then KILL after ${graceMs} ms)` : ''}`);
-    void run.handle?.kill(why, graceMs);
-  }
-
-  private async execute(run: Run): Promise<void> {
-    const { a } = run;
-    const id = a.attemptId;
-    const paths = await this.state.createAttempt(a);
-    if (!paths) {
-      this.runs.delete(id);
-      this.log(`attempt ${describe(a)} was assigned again; already handled, ignoring`);
-      return;
-    }
-    run.paths = paths;
-    if (run.dropped) return this.forget(run, { result: 'dropped', note: run.dropped });
-    // Inputs are fetched while the attempt is acknowledged: both are on the way from ready to
-    // running. Nothing runs before the acknowledgement, and a refused one discards the inputs. An
-    // upstream without files costs only its directory (downloadInputs sends no request for it).
-    const inputs = a.inputs.length === 0 ? null : this.client.downloadInputs(a.inputs, paths.input).then(
-      () => null,
-      (err: unknown) => err,
-    );
-    let ack: ReportItemResult;
-    try {
-      run.ackQueued = true;
-      ack = await this.reporter.acknowledge(id, a.token, run.withdraw.signal);
-    } catch (err) {
-      await inputs;
-      // Nothing ran, so nothing is owed: forget it entirely, so that the server's resend of an
-      // unacknowledged assignment is taken as new rather than ignored as a duplicate.
-      this.log(`attempt ${describe(a)} could not be acknowledged (${run.dropped ?? message(err)}); not running it`);
-      // The directory goes first: a resend taken while it still existed would be refused as a
-      // duplicate; while the run is still known, a resend is ignored and comes again next poll.
-      await this.state.removeAttempt(id).catch((e) => this.log(`cannot remove ${id}: ${message(e)}`));
-      this.runs.delete(id);
-      return;
-    }
-    // `duplicate`: an earlier copy of this acknowledgement was recorded (a resend after its answer was lost).
-    if (ack.result === 'stale' || ack.result === 'refused') {
-      await inputs;
-      this.log(`attempt ${describe(a)} is no longer current (${ack.result}${ack.message ? `: ${ack.message}` : ''}); not running it`);
-      return this.forget(run, { result: 'dropped', note: `${ack.result}: ${ack.message ?? 'not current'}` });
-    }
-    let result: ProcessResult | null = null;
-    const inputError = await inputs;
-    if (!run.dropped && inputError) {
-      if (inputError instanceof StaleAttempt) this.drop(run, 'stale: ' + inputError.message);
-      // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
-      else if (this.halt.signal.aborted) this.drop(run, 'agent stopping');
-      else result = { exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` };
-    }
-    if (run.dropped) result = { exitCode: null, signal: null, reason: `killed: ${run.dropped}` };
-    else if (!result) {
-      moveRun(run, RunPhase.running);
-      run.spawnedAt = this.clock.now();
-    }
-    result ??= await spawnAttempt(
-      {
-        client: this.client,
-        reporter: this.reporter,
-        state: this.state,
-        machineName: this.machine.name,
-        inheritedEnv: this.inheritedEnv,
-        checkpointRoot: this.checkpointRoot,
-        killGraceMs: this.settings!.killGraceMs,
-        launcher: this.launcher,
-        log: (line) => this.log(line),
-        debug: (line) => this.debug(line),
-        drop: (why) => this.drop(run, why),
-        halted: () => this.halt.signal.aborted,
-      },
-      run,
-      paths,
-    );
-    run.ended = true;
-    return this.conclude(run, result);
-  }
-
-  /** The process is over: its exit is recorded (durably), then its log and outcome delivered. */
-  private async conclude(run: Run, result: ProcessResult): Promise<void> {
-    const { a } = run;
-    const id = a.attemptId;
-    const exit: ExitRecord = {
-      ...result,
-      finishedAt: new Date(this.clock.now()).toISOString(),
-      attempt: identity(a),
-      // Recorded, so that a restart after a crash does not report it either.
-      ...(run.dropped ? { dropped: run.dropped } : {}),
-    };
-    await this.state.writeExit(id, exit);
-    run.exit = exit;
-    if (run.dropped) {
-      this.log(`attempt ${describe(a)} ${describeExit(exit)}`);
-      // Its log up to the kill is still worth having (a canceled stage's last lines): one try,
-      // which the server refuses if the attempt is no longer this agent's. Still listed while it
-      // goes: a heartbeat without it tells the server its process is gone, and a follower of its
-      // log stops there (contract/log-follow.ts), so the last lines must be in before that.
-      if (!run.dropped.startsWith('stale')) await run.tail?.drain().catch(() => {});
-      moveRun(run, RunPhase.owed);
-      return this.forget(run, { result: 'dropped', note: run.dropped });
-    }
-    moveRun(run, RunPhase.owed);
-    // One line per attempt by default, when its outcome is reported: under load an agent runs
-    // hundreds a second, and three lines each cost 7 % of its time (measured).
-    this.debug(`attempt ${describe(a)} ${describeExit(exit)}`);
-    if (this.detached) return;
-    if (await crashBeforeReport(this.state.dataDir)) return;
-    await this.delivery.deliver(run);
+    this.runners.get(attemptId)?.kill(dropReason('killed-by-server', reason), graceMs);
   }
 
   /** Every owed outcome at once, so that they share reports; one already under way is joined, not repeated. */
   private async deliverPending(): Promise<void> {
     if (this.halt.signal.aborted) return;
-    const owed = [...this.runs.values()].filter((run) => run.phase === RunPhase.owed && !run.dropped);
-    await Promise.all(owed.map((run) => this.delivery.deliver(run)));
-  }
-
-  /** Nothing more is owed to the server for this attempt. */
-  private async forget(run: Run, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
-    moveRun(run, RunPhase.settled);
-    this.runs.delete(run.a.attemptId);
-    run.tail?.stop();
-    await this.markReported(run.a.attemptId, rec);
-    await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
-  }
-
-  private async markReported(attemptId: string, rec: Omit<ReportedRecord, 'at'>): Promise<void> {
-    await this.state
-      .markReported(attemptId, { ...rec, at: new Date(this.clock.now()).toISOString() })
-      .catch((err) => this.log(`cannot record that ${attemptId} is settled: ${message(err)}`));
+    await Promise.all([...this.runners.values()].map((r) => r.deliver()));
   }
 
   private pause(ms: number): Promise<void> {
@@ -658,8 +395,4 @@ export class Agent {
       this.loopAbort.signal.addEventListener('abort', done, { once: true });
     });
   }
-}
-
-function identity(a: AssignmentWire): ExitRecord['attempt'] {
-  return { attemptId: a.attemptId, token: a.token, jobId: a.jobId, stageName: a.stageName, attemptNumber: a.attemptNumber };
 }

@@ -11,10 +11,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { checkTransport } from './check-transport.js';
+import { checkTransport } from './link/check-transport.js';
 import { Agent } from './agent.js';
 import { lineWriter } from './line-writer.js';
-import { detectMachine, parseLabels } from './machine-detect.js';
+import { detectMachine, parseLabels } from './machine/machine-detect.js';
 
 export interface AgentCommandOptions {
   server: string;

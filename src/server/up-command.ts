@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
-import { discoverGpus } from '../agent/gpu-discovery.js';
+import { discoverGpus } from '../agent/machine/gpu-discovery.js';
 import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
 import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { api, until } from '../support/gantry-process.js';
 import { cleanUpClustersAfterEach, Cluster, describeJob, KILL_GRACE_MS, sleep, stageOf, waitForLine } from './fault-harness.js';
-import { readAttemptRecords } from '../../src/agent/attempt-journal.js';
+import { readAttemptRecords } from '../../src/agent/disk/attempt-journal.js';
 import { attemptGroupAlive } from './processes.js';
 import { job, pipeline, seeded, stage } from './stage-script.js';
 

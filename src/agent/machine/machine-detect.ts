@@ -4,8 +4,8 @@
  * can play a GPU cluster; they are marked as declared so nobody mistakes them for hardware.
  */
 import os from 'node:os';
-import { parseCpuMillis, parseMemoryBytes } from '../spec/quantity.js';
-import { normalizeGpuType } from '../domain/resources.js';
+import { parseCpuMillis, parseMemoryBytes } from '../../spec/quantity.js';
+import { normalizeGpuType } from '../../domain/resources.js';
 import { discoverGpus, type GpuInfo } from './gpu-discovery.js';
 
 export interface DetectedGpu {

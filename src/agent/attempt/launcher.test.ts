@@ -61,37 +61,37 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     const h = launcher.run(o)!;
     const pid = await h.started;
     expect(pid).toBeGreaterThan(0);
-    expect(await h.done).toEqual({ exitCode: 3, signal: null, reason: null });
+    expect(await h.done).toEqual({ kind: 'exited', exitCode: 3, signal: null, reason: null });
     expect(await read(o.stdoutFile)).toBe(`it's from the agent from ${dir} in group ${pid}\n`);
     expect(await read(o.stderrFile)).toBe('oops\n');
     expect(await read(o.statusFile)).toBe('3\n');
   });
 
   it('reports a signal, kills the group within the grace, and KILLs what ignores TERM', async () => {
-    expect(await launcher.run(opts(['sh', '-c', 'kill -USR1 $$']))!.done).toEqual({ exitCode: null, signal: 'SIGUSR1', reason: null });
+    expect(await launcher.run(opts(['sh', '-c', 'kill -USR1 $$']))!.done).toEqual({ kind: 'signaled', exitCode: null, signal: 'SIGUSR1', reason: null });
     const h = launcher.run(opts(['sh', '-c', 'sleep 30 & sleep 30 & wait'], { killGraceMs: 2000 }))!;
     const pgid = (await h.started)!;
     await new Promise((r) => setTimeout(r, 100));
     await h.kill('canceled');
     expect(processGroupAlive(pgid)).toBe(false);
-    expect(await h.done).toEqual({ exitCode: null, signal: 'SIGTERM', reason: 'killed: canceled' });
+    expect(await h.done).toEqual({ kind: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed: canceled' });
     const o = opts(['sh', '-c', 'trap "" TERM; echo ready; sleep 30'], { killGraceMs: 300 });
     const stubborn = launcher.run(o)!;
     expect(await until(() => readSoFar(o.stdoutFile).includes('ready'))).toBe(true);
     await stubborn.kill('stale');
-    expect(await stubborn.done).toEqual({ exitCode: null, signal: 'SIGKILL', reason: 'killed: stale' });
+    expect(await stubborn.done).toEqual({ kind: 'killed', exitCode: null, signal: 'SIGKILL', reason: 'killed: stale' });
   });
 
   it('times out, sweeps what the command left behind, and tells a command that cannot start from one that exits 127', async () => {
-    expect((await launcher.run(opts(['sleep', '30'], { timeoutSeconds: 0.2 }))!.done).reason).toBe('timeout after 0.2 s');
+    expect(await launcher.run(opts(['sleep', '30'], { timeoutSeconds: 0.2 }))!.done).toMatchObject({ kind: 'timeout', reason: 'timeout after 0.2 s' });
     const t0 = Date.now();
     const left = launcher.run(opts(['sh', '-c', 'sleep 30 & echo bye']))!;
     const pgid = (await left.started)!;
-    expect(await left.done).toEqual({ exitCode: 0, signal: null, reason: null });
+    expect(await left.done).toEqual({ kind: 'exited', exitCode: 0, signal: null, reason: null });
     expect(Date.now() - t0).toBeLessThan(3000);
     expect(processGroupAlive(pgid)).toBe(false);
     expect((await launcher.run(opts(['no-such-command-xyz']))!.done).reason).toMatch(/^spawn failed: ENOENT/);
-    expect(await launcher.run(opts(['sh', '-c', 'exit 127']))!.done).toEqual({ exitCode: 127, signal: null, reason: null });
+    expect(await launcher.run(opts(['sh', '-c', 'exit 127']))!.done).toEqual({ kind: 'exited', exitCode: 127, signal: null, reason: null });
   });
 
   it('starts the command with no signal ignored or blocked, whatever the launcher ignores', async () => {
@@ -103,8 +103,8 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
   it('a working directory that is gone: Python says the command could not start; bash, whose shim exits first, leaves it unknown', async () => {
     const o = { ...opts(['true']), cwd: join(dir, 'no-such-dir') };
     const r = await launcher.run(o)!.done;
-    if (name === 'python') expect(r).toMatchObject({ exitCode: null, signal: null, reason: expect.stringMatching(/^spawn failed: .*No such file or directory/) });
-    else expect(r).toEqual({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    if (name === 'python') expect(r).toMatchObject({ kind: 'spawn-failed', exitCode: null, signal: null, reason: expect.stringMatching(/^spawn failed: .*No such file or directory/) });
+    else expect(r).toEqual({ kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   });
 
   it('passes any argument through untouched, quotes and newlines included', async () => {
@@ -127,7 +127,7 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     const pgid = (await h.started)!;
     await new Promise((r) => setTimeout(r, 100));
     execFileSync('kill', ['-KILL', '--', `-${pgid}`]);
-    expect(await h.done).toEqual(name === 'python' ? { exitCode: null, signal: 'SIGKILL', reason: null } : { exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    expect(await h.done).toEqual(name === 'python' ? { kind: 'signaled', exitCode: null, signal: 'SIGKILL', reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   });
 
   it('a launcher killed from outside: its running job is still followed, and ends unknown when no status was written', async () => {
@@ -137,7 +137,7 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     const proc = launcherProcess();
     execFileSync('kill', ['-KILL', String(proc)]);
     // bash: the shim survives its launcher and writes the status; Python: the launcher was the writer.
-    expect(await h.done).toEqual(name === 'bash' ? { exitCode: 4, signal: null, reason: null } : { exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    expect(await h.done).toEqual(name === 'bash' ? { kind: 'exited', exitCode: 4, signal: null, reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
     // The next attempt gets a new launcher.
     expect((await launcher.run(opts(['true']))!.done).exitCode).toBe(0);
   });
@@ -149,7 +149,7 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     h.leave();
     launcher.close();
     const attached = attachProcess({ pid, statusFile: o.statusFile, killGraceMs: 500, pollMs: 20 });
-    expect(await attached.done).toEqual({ exitCode: 5, signal: null, reason: null });
+    expect(await attached.done).toEqual({ kind: 'exited', exitCode: 5, signal: null, reason: null });
   });
 });
 
@@ -171,13 +171,13 @@ describe('Launcher programs', () => {
     const broken = pythonLauncher('/bin/false');
     launcher = new Launcher(base, (l) => lines.push(l), [broken, bashLauncher]);
     const o = opts(['sh', '-c', 'echo via $0; exit 6']);
-    expect(await launcher.run(o)!.done).toEqual({ exitCode: 6, signal: null, reason: null });
+    expect(await launcher.run(o)!.done).toEqual({ kind: 'exited', exitCode: 6, signal: null, reason: null });
     expect(launcher.program).toBe('bash');
     expect(lines.join('\n')).toMatch(/launcher \(python\) did not start/);
     launcher.close();
     launcher = new Launcher(base, (l) => lines.push(l), [broken]);
     const d = opts(['sh', '-c', 'exit 7']);
-    expect(await launcher.run(d)!.done).toEqual({ exitCode: 7, signal: null, reason: null });
+    expect(await launcher.run(d)!.done).toEqual({ kind: 'exited', exitCode: 7, signal: null, reason: null });
     expect(await read(d.statusFile)).toBe('7\n');
     expect(launcher.program).toBeNull();
     expect(launcher.run(opts(['true']))).toBeNull();

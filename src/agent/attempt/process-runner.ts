@@ -19,14 +19,46 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import type { AttemptEndKind } from '../../api/contract/attempt-end.js';
 import { killProcessGroup, processGroupAlive } from './process-group.js';
 
+/**
+ * How a process ended, as a kind the agent decides on (attempt-end.ts's kinds a process can have),
+ * or `unknown`: an attached process whose shim was killed too, so that nobody can say (the agent
+ * reports nothing then, and the server reaps the attempt as lost).
+ */
+export type ProcessEndKind = Extract<AttemptEndKind, 'exited' | 'signaled' | 'timeout' | 'spawn-failed' | 'killed'> | 'unknown';
+
 export interface ProcessResult {
+  /** What decisions are taken on; `reason` is only for people. */
+  kind: ProcessEndKind;
   exitCode: number | null;
   /** The signal that ended the process, e.g. "SIGKILL". */
   signal: string | null;
   /** Null for a plain exit; "killed: <why>", "timeout after N s" or "spawn failed: <message>" otherwise. */
   reason: string | null;
+}
+
+/** Why the agent itself ended a process (the first one wins: a timeout during a cancel's grace stays a cancel). */
+export interface KillCause {
+  kind: 'killed' | 'timeout';
+  text: string;
+}
+
+/** The kind of an end the process reached on its own, or the kill's when the agent ended it. */
+function endKind(how: Pick<ProcessResult, 'exitCode' | 'signal'>, cause: KillCause | null): ProcessEndKind {
+  if (cause) return cause.kind;
+  return how.exitCode !== null ? 'exited' : 'signaled';
+}
+
+/** The result of a process ended by `how` (its exit status), the agent's kill `cause` if any. */
+export function ended(how: Pick<ProcessResult, 'exitCode' | 'signal'>, cause: KillCause | null): ProcessResult {
+  return { kind: endKind(how, cause), exitCode: how.exitCode, signal: how.signal, reason: cause?.text ?? null };
+}
+
+/** The result of a command that could not be started. */
+export function spawnFailed(why: string): ProcessResult {
+  return { kind: 'spawn-failed', exitCode: null, signal: null, reason: `spawn failed: ${why}` };
 }
 
 export interface RunProcessOptions {
@@ -88,10 +120,10 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   const pid = child.pid ?? null;
 
   // The first reason wins: a timeout that fires while a cancel's grace runs stays a cancel.
-  let killReason: string | null = null;
+  let killReason: KillCause | null = null;
   let killing: Promise<void> | null = null;
   let exited = false;
-  const killGroup = (reason: string): Promise<void> => {
+  const killGroup = (reason: KillCause): Promise<void> => {
     if (pid === null || exited) return done.then(() => undefined);
     killReason ??= reason;
     killing ??= killProcessGroup(pid, opts.killGraceMs).then(() => undefined);
@@ -101,7 +133,7 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   child.once('error', (err) => {
     // Before an exit, an error can only mean the process never started (ENOENT, EACCES, bad cwd).
     if (exited) return;
-    settle({ exitCode: null, signal: null, reason: `spawn failed: ${err.message}` });
+    settle(spawnFailed(err.message));
   });
 
   child.once('exit', (code, signal) => {
@@ -111,19 +143,19 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
     // Settle only once the group is gone, so a finished attempt never leaves a process behind
     // (nor a writer that could still add to its log after the log was shipped).
     const sweep = pid !== null ? (killing ?? killProcessGroup(pid, opts.killGraceMs)) : Promise.resolve();
-    void sweep.then(() => settle({ exitCode: code, signal, reason: killReason }));
+    void sweep.then(() => settle(ended({ exitCode: code, signal }, killReason)));
   });
 
   const timeoutS = opts.timeoutSeconds ?? 0;
   if (pid !== null && timeoutS > 0) {
-    timer = setTimeout(() => void killGroup(`timeout after ${timeoutS} s`), timeoutS * 1000);
+    timer = setTimeout(() => void killGroup({ kind: 'timeout', text: `timeout after ${timeoutS} s` }), timeoutS * 1000);
   }
 
   return {
     pid,
     started: Promise.resolve(pid),
     done,
-    kill: (why: string) => killGroup(`killed: ${why}`),
+    kill: (why: string) => killGroup({ kind: 'killed', text: `killed: ${why}` }),
     leave: () => {
       clearTimeout(timer);
       child.unref();
@@ -157,7 +189,7 @@ export function resolveArgv(opts: Pick<RunProcessOptions, 'command' | 'env' | 'c
 
 /** The handle of a command that never started: its outcome says why. */
 export function notStarted(err: unknown): ProcessHandle {
-  const done = Promise.resolve({ exitCode: null, signal: null, reason: `spawn failed: ${(err as Error).message}` });
+  const done = Promise.resolve(spawnFailed((err as Error).message));
   return { pid: null, started: Promise.resolve(null), done, kill: async () => {}, leave: () => {} };
 }
 
@@ -252,7 +284,7 @@ export function attachProcess(opts: {
   const { pid } = opts;
   let resolveDone!: (r: ProcessResult) => void;
   const done = new Promise<ProcessResult>((resolve) => (resolveDone = resolve));
-  let killReason: string | null = null;
+  let killReason: KillCause | null = null;
   let killing: Promise<void> | null = null;
   let over = false;
   const finish = async () => {
@@ -262,17 +294,17 @@ export function attachProcess(opts: {
     // Descendants the command left behind go with it, as for a process the agent started.
     await (killing ?? (processGroupAlive(pid) ? killProcessGroup(pid, opts.killGraceMs) : Promise.resolve()));
     const status = readExitStatus(opts.statusFile);
-    if (status) return resolveDone({ ...status, reason: killReason });
-    resolveDone({ exitCode: null, signal: null, reason: killReason ?? EXIT_UNKNOWN });
+    if (status) return resolveDone(ended(status, killReason));
+    resolveDone(killReason ? { kind: killReason.kind, exitCode: null, signal: null, reason: killReason.text } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   };
   const poll = setInterval(() => {
     if (!over && !leaderRunning(pid)) void finish();
   }, opts.pollMs ?? 250);
   const t = opts.timeout;
-  const timer = t ? setTimeout(() => void kill(`timeout after ${t.seconds} s`, false), Math.max(0, t.remainingMs)) : undefined;
-  const kill = (reason: string, byUser: boolean, graceMs = opts.killGraceMs): Promise<void> => {
+  const timer = t ? setTimeout(() => void kill({ kind: 'timeout', text: `timeout after ${t.seconds} s` }), Math.max(0, t.remainingMs)) : undefined;
+  const kill = (reason: KillCause, graceMs = opts.killGraceMs): Promise<void> => {
     if (over) return done.then(() => undefined);
-    killReason ??= byUser ? `killed: ${reason}` : reason;
+    killReason ??= reason;
     killing ??= killProcessGroup(pid, graceMs).then(() => undefined);
     return killing.then(() => (over ? done : finish().then(() => done))).then(() => undefined);
   };
@@ -281,7 +313,7 @@ export function attachProcess(opts: {
     clearInterval(poll);
     clearTimeout(timer);
   };
-  return { pid, started: Promise.resolve(pid), done, kill: (why, graceMs) => kill(why, true, graceMs), leave };
+  return { pid, started: Promise.resolve(pid), done, kill: (why, graceMs) => kill({ kind: 'killed', text: `killed: ${why}` }, graceMs), leave };
 }
 
 /** Whether the process itself (not its group) still runs: not gone, not a zombie. */

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { QuantityError } from '../spec/quantity.js';
+import { QuantityError } from '../../spec/quantity.js';
 import { detectMachine, MachineConfigError, parseGpuDeclaration, parseLabels } from './machine-detect.js';
 
 const noGpus = async () => null;

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { discoverGpus, gpuTypeFromName, NVIDIA_SMI_ARGS, parseNvidiaSmiQuery } from './gpu-discovery.js';
 
 // Real nvidia-smi output from an H200 machine, kept in the repository (test/fixtures/gpu/README.md).
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const fixture = path.resolve(repoRoot, 'test/fixtures/gpu/nvidia-smi-query.csv');
 
 const H200 = {

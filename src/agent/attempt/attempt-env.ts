@@ -5,7 +5,7 @@
  * a GPU mask (CUDA_VISIBLE_DEVICES) are not inherited, so a stage never sees another attempt's
  * identity or GPUs.
  */
-import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 
 export function attemptEnv(
   a: AssignmentWire,

@@ -3,8 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { LogChunk } from './agent-client.js';
-import type { LogsResponse } from '../api/contract/agent-protocol.js';
+import type { LogChunk } from '../link/agent-client.js';
+import type { LogsResponse } from '../../api/contract/agent-protocol.js';
 import { LogTail, wholeCharacters } from './log-tail.js';
 
 let dir: string;

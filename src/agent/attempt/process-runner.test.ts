@@ -52,7 +52,7 @@ describe('runProcess', () => {
     });
     expect(h.pid).toBeGreaterThan(0);
     const r = await h.done;
-    expect(r).toEqual({ exitCode: 3, signal: null, reason: null });
+    expect(r).toEqual({ kind: 'exited', exitCode: 3, signal: null, reason: null });
     expect(await read(f.stdoutFile)).toMatch(/^hello from .*gantry-runner-/);
     expect(await read(f.stderrFile)).toBe('oops\n');
   });
@@ -66,7 +66,7 @@ describe('runProcess', () => {
 
   it('reports the signal that ended the process', async () => {
     const r = await runProcess({ command: ['sh', '-c', 'kill -USR1 $$'], cwd: dir, env, ...files(), killGraceMs: 500 }).done;
-    expect(r).toEqual({ exitCode: null, signal: 'SIGUSR1', reason: null });
+    expect(r).toEqual({ kind: 'signaled', exitCode: null, signal: 'SIGUSR1', reason: null });
   });
 
   it('kill() takes down the whole process group within the grace', async () => {
@@ -82,6 +82,7 @@ describe('runProcess', () => {
     expect(await groupGone(pgid)).toBe(true);
     const r = await h.done;
     expect(r.reason).toBe('killed: cancelled');
+    expect(r.kind).toBe('killed');
     expect(r.signal).toBe('SIGTERM');
   });
 
@@ -95,20 +96,20 @@ describe('runProcess', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
     expect(processGroupAlive(h.pid!)).toBe(false);
     expect(await groupGone(h.pid!)).toBe(true);
-    expect(await h.done).toEqual({ exitCode: null, signal: 'SIGKILL', reason: 'killed: stale' });
+    expect(await h.done).toEqual({ kind: 'killed', exitCode: null, signal: 'SIGKILL', reason: 'killed: stale' });
   });
 
   it('kills the group on timeout and says so', async () => {
     const h = runProcess({ command: ['sleep', '30'], cwd: dir, env, ...files(), killGraceMs: 500, timeoutSeconds: 0.2 });
     const r = await h.done;
-    expect(r).toEqual({ exitCode: null, signal: 'SIGTERM', reason: 'timeout after 0.2 s' });
+    expect(r).toEqual({ kind: 'timeout', exitCode: null, signal: 'SIGTERM', reason: 'timeout after 0.2 s' });
     expect(processGroupAlive(h.pid!)).toBe(false);
   });
 
   it('sweeps descendants left behind when the leader exits, so done does not wait for them', async () => {
     const t0 = Date.now();
     const h = runProcess({ command: ['sh', '-c', 'sleep 30 & echo bye'], cwd: dir, env, ...files(), killGraceMs: 500 });
-    expect(await h.done).toEqual({ exitCode: 0, signal: null, reason: null });
+    expect(await h.done).toEqual({ kind: 'exited', exitCode: 0, signal: null, reason: null });
     expect(Date.now() - t0).toBeLessThan(3000);
     expect(processGroupAlive(h.pid!)).toBe(false);
   });
@@ -119,6 +120,7 @@ describe('runProcess', () => {
     expect(r.exitCode).toBeNull();
     expect(r.signal).toBeNull();
     expect(r.reason).toMatch(/^spawn failed: .*ENOENT/);
+    expect(r.kind).toBe('spawn-failed');
     await h.kill('too late'); // harmless
     const empty = await runProcess({ command: [], cwd: dir, env, ...files(), killGraceMs: 500 }).done;
     expect(empty.reason).toBe('spawn failed: command is empty');
@@ -128,7 +130,7 @@ describe('runProcess', () => {
     const h = runProcess({ command: ['true'], cwd: dir, env, ...files(), killGraceMs: 500 });
     await h.done;
     await h.kill('late');
-    expect(await h.done).toEqual({ exitCode: 0, signal: null, reason: null });
+    expect(await h.done).toEqual({ kind: 'exited', exitCode: 0, signal: null, reason: null });
   });
 });
 
@@ -138,7 +140,7 @@ describe('the shim', () => {
     await runProcess({ command: ['sh', '-c', 'exit 7'], cwd: dir, env, ...f, killGraceMs: 500 }).done;
     expect(await read(f.statusFile)).toBe('7\n');
     const r = await runProcess({ command: ['sh', '-c', 'kill -TERM $$'], cwd: dir, env, ...f, killGraceMs: 500 }).done;
-    expect(r).toEqual({ exitCode: null, signal: 'SIGTERM', reason: null });
+    expect(r).toEqual({ kind: 'signaled', exitCode: null, signal: 'SIGTERM', reason: null });
     expect(await read(f.statusFile)).toBe('143\n');
   });
 
@@ -149,7 +151,7 @@ describe('the shim', () => {
     const missing = await runProcess({ command: ['no-such-command-xyz'], cwd: dir, env, ...files(), killGraceMs: 500 }).done;
     expect(missing.reason).toMatch(/^spawn failed: ENOENT: no-such-command-xyz is not in PATH/);
     const ran = await runProcess({ command: ['sh', '-c', 'exit 127'], cwd: dir, env, ...files(), killGraceMs: 500 }).done;
-    expect(ran).toEqual({ exitCode: 127, signal: null, reason: null });
+    expect(ran).toEqual({ kind: 'exited', exitCode: 127, signal: null, reason: null });
   });
 });
 
@@ -158,7 +160,7 @@ describe('attachProcess (an agent restarted while its command runs)', () => {
     const f = files();
     const started = runProcess({ command: ['sh', '-c', 'sleep 0.4; exit 7'], cwd: dir, env, ...f, killGraceMs: 500 });
     const attached = attachProcess({ pid: started.pid!, statusFile: f.statusFile, killGraceMs: 500, pollMs: 20 });
-    expect(await attached.done).toEqual({ exitCode: 7, signal: null, reason: null });
+    expect(await attached.done).toEqual({ kind: 'exited', exitCode: 7, signal: null, reason: null });
     await started.done;
   });
 
@@ -168,15 +170,15 @@ describe('attachProcess (an agent restarted while its command runs)', () => {
     const attached = attachProcess({ pid: started.pid!, statusFile: f.statusFile, killGraceMs: 500, pollMs: 20 });
     await new Promise((r) => setTimeout(r, 100)); // the shim's traps in place
     await attached.kill('canceled');
-    expect(await attached.done).toEqual({ exitCode: null, signal: 'SIGTERM', reason: 'killed: canceled' });
+    expect(await attached.done).toEqual({ kind: 'killed', exitCode: null, signal: 'SIGTERM', reason: 'killed: canceled' });
     expect(processGroupAlive(started.pid!)).toBe(false);
     const again = runProcess({ command: ['sleep', '30'], cwd: dir, env, ...files(), killGraceMs: 500 });
     const timed = attachProcess({ pid: again.pid!, statusFile: join(dir, 'status'), killGraceMs: 500, pollMs: 20, timeout: { seconds: 60, remainingMs: 100 } });
-    expect((await timed.done).reason).toBe('timeout after 60 s');
+    expect(await timed.done).toMatchObject({ kind: 'timeout', reason: 'timeout after 60 s' });
   });
 
   it('says so when the command is gone with no status recorded', async () => {
     const h = attachProcess({ pid: 2 ** 22 + 17, statusFile: join(dir, 'none'), killGraceMs: 100, pollMs: 20 });
-    expect(await h.done).toEqual({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    expect(await h.done).toEqual({ kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   });
 });

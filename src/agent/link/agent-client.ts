@@ -31,12 +31,12 @@ import type {
   RegisterResponse,
   ReportRequest,
   ReportResponse,
-} from '../api/contract/agent-protocol.js';
-import { backoffDelay, EQUAL_JITTER } from '../lib/backoff-delay.js';
-import { errorText } from '../lib/error-text.js';
-import { serverList } from '../lib/server-list.js';
-import { sleep } from '../lib/sleep.js';
-import { checkPathSegment, checkRelativePath } from './check-relative-path.js';
+} from '../../api/contract/agent-protocol.js';
+import { backoffDelay, EQUAL_JITTER } from '../../lib/backoff-delay.js';
+import { errorText } from '../../lib/error-text.js';
+import { serverList } from '../../lib/server-list.js';
+import { sleep } from '../../lib/sleep.js';
+import { checkPathSegment, checkRelativePath } from '../disk/check-relative-path.js';
 
 export type OutputFile = { path: string; size: number };
 export type LogChunk = LogsRequest['chunks'][number];

@@ -19,10 +19,10 @@
  * directly: same files, same status, same outcome.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { groupsOfAttempt } from './agent-state.js';
+import { groupsOfAttempt } from '../disk/agent-state.js';
 import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
-import { EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, runProcess, type ProcessHandle, type ProcessResult, type RunProcessOptions } from './process-runner.js';
+import { ended, EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, runProcess, type ProcessHandle, type KillCause, type ProcessResult, type RunProcessOptions, spawnFailed } from './process-runner.js';
 
 /** How often the leaders of running jobs are checked, for an end that sent no line. */
 const POLL_MS = 1000;
@@ -39,7 +39,7 @@ interface Job {
   settle: (r: ProcessResult) => void;
   /** The leader was seen gone once with no end line: the next poll settles it from the status file. */
   goneOnce: boolean;
-  killReason: string | null;
+  killReason: KillCause | null;
   killing: Promise<'SIGTERM' | 'SIGKILL' | null> | null;
   ended: boolean;
   /** Spawned by the agent itself after the launcher failed to start (spawnDirectly). */
@@ -107,7 +107,7 @@ export class Launcher {
 
     let timer: NodeJS.Timeout | undefined;
     const timeoutS = opts.timeoutSeconds ?? 0;
-    if (timeoutS > 0) timer = setTimeout(() => void this.kill(job, `timeout after ${timeoutS} s`), timeoutS * 1000);
+    if (timeoutS > 0) timer = setTimeout(() => void this.kill(job, { kind: 'timeout', text: `timeout after ${timeoutS} s` }), timeoutS * 1000);
     void done.then(() => clearTimeout(timer));
     const handle: ProcessHandle = {
       get pid() {
@@ -115,7 +115,7 @@ export class Launcher {
       },
       started,
       done,
-      kill: (why, graceMs) => this.kill(job, `killed: ${why}`, graceMs),
+      kill: (why, graceMs) => this.kill(job, { kind: 'killed', text: `killed: ${why}` }, graceMs),
       leave: () => {
         clearTimeout(timer);
         job.direct?.leave();
@@ -214,7 +214,7 @@ export class Launcher {
       this.jobs.delete(job.id);
       const escalated = job.killing ? await job.killing : null;
       // Killed by the launcher's kill (a cancel, the timeout): that is the reason, as for any job.
-      if (job.killReason && !r.reason?.startsWith('spawn failed')) return job.settle({ exitCode: r.exitCode, signal: r.signal ?? escalated, reason: job.killReason });
+      if (job.killReason && r.kind !== 'spawn-failed') return job.settle(ended({ exitCode: r.exitCode, signal: r.signal ?? escalated }, job.killReason));
       job.settle(r);
     });
   }
@@ -223,7 +223,7 @@ export class Launcher {
     this.jobs.delete(job.id);
     job.ended = true;
     job.resolveStarted(null);
-    job.settle({ exitCode: null, signal: null, reason: `spawn failed: ${why}` });
+    job.settle(spawnFailed(why));
   }
   private read(data: string): void {
     this.buffer += data;
@@ -259,14 +259,14 @@ export class Launcher {
     if (job.killing) escalated = await job.killing;
     else if (pid !== null && !(await groupGoneSoon(pid))) await killProcessGroup(pid, job.killGraceMs);
     const how = status !== null ? fromStatus(status) : readExitStatus(job.statusFile);
-    if (how) return job.settle({ ...how, reason: job.killReason });
+    if (how) return job.settle(ended(how, job.killReason));
     // No status: the launcher (or the shim) died before writing one. Killed by us, the last signal
     // sent is how it ended; otherwise how the command ended cannot be known.
-    if (job.killReason) return job.settle({ exitCode: null, signal: escalated ?? 'SIGKILL', reason: job.killReason });
-    job.settle({ exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    if (job.killReason) return job.settle(ended({ exitCode: null, signal: escalated ?? 'SIGKILL' }, job.killReason));
+    job.settle({ kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   }
 
-  private async kill(job: Job, reason: string, graceMs = job.killGraceMs): Promise<void> {
+  private async kill(job: Job, reason: KillCause, graceMs = job.killGraceMs): Promise<void> {
     if (job.ended) return;
     job.killReason ??= reason;
     const pid = job.pid ?? (await this.startedPid(job));

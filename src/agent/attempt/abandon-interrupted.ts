@@ -1,5 +1,5 @@
-import { type AgentState, groupsOfAttempt, type ReportedRecord, survivingGroup } from './agent-state.js';
-import { describe, message } from './attempt-run.js';
+import { type AgentState, groupsOfAttempt, type ReportedRecord, survivingGroup } from '../disk/agent-state.js';
+import { describe, message } from './describe-attempt.js';
 import { killProcessGroup } from './process-group.js';
 
 /**

@@ -15,7 +15,7 @@
  * items are then sent one per request, so only the one at fault is rejected. Assignments an answer
  * carries (the agent asked for them, see `send`) go to `onAssignments`.
  */
-import type { CompletedItem, ReportItemResult, ReportRequest, ReportResponse, StartedItem } from '../api/contract/agent-protocol.js';
+import type { CompletedItem, ReportItemResult, ReportRequest, ReportResponse, StartedItem } from '../../api/contract/agent-protocol.js';
 import { isRetryable, UnknownMachine } from './agent-client.js';
 
 export interface ReporterOptions {

@@ -4,10 +4,10 @@ import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import { AgentState, groupsOfAttempt, KEEP_REPORTED, survivingGroup } from './agent-state.js';
 import { JOURNAL_FILE, readAttemptRecords } from './attempt-journal.js';
-import { killProcessGroup } from './process-group.js';
+import { killProcessGroup } from '../attempt/process-group.js';
 
 let dir: string;
 let state: AgentState;

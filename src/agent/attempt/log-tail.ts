@@ -13,8 +13,8 @@
  */
 import { statSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import type { LogsResponse } from '../api/contract/agent-protocol.js';
-import type { LogChunk } from './agent-client.js';
+import type { LogsResponse } from '../../api/contract/agent-protocol.js';
+import type { LogChunk } from '../link/agent-client.js';
 
 export type LogStream = LogChunk['stream'];
 const MAX_BACKOFF_MS = 5000;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { CompletedItem, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
+import type { CompletedItem, ReportRequest, ReportResponse } from '../../api/contract/agent-protocol.js';
 import { AgentHttpError, UnknownMachine } from './agent-client.js';
 import { Reporter, Undeliverable } from './reporter.js';
 

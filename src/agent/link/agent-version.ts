@@ -10,7 +10,7 @@ let cached: string | undefined;
 export function agentVersion(): string {
   if (cached === undefined) {
     try {
-      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+      const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
       cached = typeof pkg.version === 'string' ? pkg.version : 'unknown';
     } catch {
       cached = 'unknown';

@@ -1,4 +1,4 @@
-import { insecureTransportProblem } from '../api/contract/transport.js';
+import { insecureTransportProblem } from '../../api/contract/transport.js';
 
 /** Refuses to start an agent that would send its tokens in clear (src/api/contract/transport.ts). */
 export function checkTransport(serverUrls: string): void {

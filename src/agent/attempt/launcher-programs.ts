@@ -3,7 +3,7 @@
  * tries. Both speak the same answers on their stdout (`ready`, `pid <id> <pid>`, `end <id>
  * <status>`, and for Python `fail <id> <message>`); they differ in how a job is written to them.
  *
- * - **python**: src/agent/launcher.py, started with the first attempt. It starts each command
+ * - **python**: src/agent/attempt/launcher.py, started with the first attempt. It starts each command
  *   with vfork and exec (Python's subprocess) and is the commands' parent, so it writes each one's exit
  *   status itself. The cheapest: measured on the throughput bench, about 1 ms less of the
  *   machine's CPU per stage than bash (bench/results/).

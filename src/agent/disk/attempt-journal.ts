@@ -28,7 +28,8 @@
  */
 import { closeSync, existsSync, fdatasync, fsyncSync, openSync, readFileSync, renameSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
+import type { ProcessEndKind } from '../attempt/process-runner.js';
 
 /** Enough to tell, after a restart, whether a live process group with this id is still ours. */
 export interface PidRecord {
@@ -49,7 +50,12 @@ export interface PidRecord {
 /** What identifies an attempt to the server and to a person reading the log. */
 export type AttemptIdentity = Pick<AssignmentWire, 'attemptId' | 'token' | 'jobId' | 'stageName' | 'attemptNumber'>;
 
+/** How an attempt's run ended on this agent: a process's end, or a failure around it (attempt-end.ts). */
+export type ExitKind = ProcessEndKind | 'inputs-failed' | 'outputs-failed';
+
 export interface ExitRecord {
+  /** Absent from the records of agents before typed ends: exitEnd (exit-end.ts) reads those. */
+  kind?: ExitKind;
   exitCode: number | null;
   signal: string | null;
   reason: string | null;

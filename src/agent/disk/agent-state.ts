@@ -37,10 +37,10 @@ import { uptime } from 'node:os';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { AssignmentWire } from '../api/contract/agent-protocol.js';
+import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import { checkPathSegment } from './check-relative-path.js';
 import { AttemptJournal, type AttemptIdentity, type AttemptRecords, type ExitRecord, type PidRecord, type ReportedRecord } from './attempt-journal.js';
-import { processGroupAlive } from './process-group.js';
+import { processGroupAlive } from '../attempt/process-group.js';
 import { spreadDirectories } from './spread-directories.js';
 import { writeFileAtomic } from './write-file-atomic.js';
 

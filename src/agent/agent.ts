@@ -17,12 +17,14 @@ import { attachProcess } from './attempt/process-runner.js';
 import { dropReason } from './attempt/drop-reason.js';
 import { AttemptRunner, type RunnerDeps } from './attempt/attempt-runner.js';
 import { recoverAttempts } from './attempt/recover-attempts.js';
-import { message } from './attempt/describe-attempt.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
 import { Launcher } from './attempt/launcher.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
+import { errorText } from '../lib/error-text.js';
+import { backoffDelay } from '../lib/backoff-delay.js';
+import { sleep } from '../lib/sleep.js';
 
 export interface AgentClock {
   now(): number;
@@ -145,7 +147,7 @@ export class Agent {
       giveUpMs: GIVE_UP_DELIVERY_MS,
       ...(opts.pidDelayMs !== undefined ? { pidDelayMs: opts.pidDelayMs } : {}),
       onRetry: (err, failures) => {
-        if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${message(err)}; retrying`);
+        if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${errorText(err)}; retrying`);
       },
     });
     const launch = { machineName: this.machine.name, inheritedEnv: this.inheritedEnv, checkpointRoot: this.checkpointRoot, launcher: this.launcher };
@@ -271,8 +273,8 @@ export class Agent {
       } catch (err) {
         if (this.stopping) return false;
         if (!isRetryable(err)) throw err;
-        if (failures % 10 === 0) this.log(`cannot register yet: ${message(err)}; retrying`);
-        await this.pause(Math.min(5000, 250 * 2 ** Math.min(failures, 5)));
+        if (failures % 10 === 0) this.log(`cannot register yet: ${errorText(err)}; retrying`);
+        await this.pause(backoffDelay({ baseMs: 250, maxMs: 5000 }, failures + 1));
       }
     }
     return false;
@@ -281,7 +283,7 @@ export class Agent {
   /** One registration at a time, whoever finds the machine forgotten (the heartbeat loop, the reporter). */
   private reregister(): Promise<boolean> {
     this.registering ??= this.register()
-      .catch((e: unknown) => (this.log(`register failed: ${message(e)}`), false))
+      .catch((e: unknown) => (this.log(`register failed: ${errorText(e)}`), false))
       .finally(() => (this.registering = null));
     return this.registering;
   }
@@ -293,7 +295,7 @@ export class Agent {
    */
   private async recover(): Promise<void> {
     for (const r of await recoverAttempts(this.state, this.runnerDeps)) this.track(r);
-    await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${message(err)}`));
+    await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${errorText(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
     clearTimeout(timer);
@@ -328,8 +330,8 @@ export class Agent {
           continue;
         }
         failures++;
-        if (failures === 1 || failures % 10 === 0) this.log(`heartbeat failed (${failures} in a row): ${message(err)}`);
-        await this.pause(Math.min(s.heartbeatMs, 100 * 2 ** Math.min(failures, 6)));
+        if (failures === 1 || failures % 10 === 0) this.log(`heartbeat failed (${failures} in a row): ${errorText(err)}`);
+        await this.pause(backoffDelay({ baseMs: 100, maxMs: Math.min(s.heartbeatMs, 6400) }, failures + 1));
       }
     }
   }
@@ -384,15 +386,6 @@ export class Agent {
   }
 
   private pause(ms: number): Promise<void> {
-    if (ms <= 0 || this.loopAbort.signal.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(t);
-        this.loopAbort.signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const t = setTimeout(done, ms);
-      this.loopAbort.signal.addEventListener('abort', done, { once: true });
-    });
+    return ms <= 0 ? Promise.resolve() : sleep(ms, this.loopAbort.signal);
   }
 }

@@ -15,6 +15,7 @@ import { checkTransport } from './link/check-transport.js';
 import { Agent } from './agent.js';
 import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine/machine-detect.js';
+import { errorText } from '../lib/error-text.js';
 
 export interface AgentCommandOptions {
   server: string;
@@ -65,7 +66,8 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);
   say(`${machine.cpuMillis / 1000} CPU, ${Math.round(machine.memoryBytes / 1024 ** 2)} MiB, ${gpus}; data in ${dataDir}; server ${opts.server}`);
 
-  let stopping: Promise<void> | null = null;
+  // Assigned in the signal handler: typed by a cast so that the await below is not narrowed to null.
+  let stopping = null as Promise<void> | null;
   let onStopped: () => void = () => {};
   const stopped = new Promise<void>((r) => (onStopped = r));
   const seen = new Map<NodeJS.Signals, number>();
@@ -84,7 +86,7 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
           : 'SIGINT again: stopping the running attempts now; they are requeued without using a retry',
       );
       stopping = agent.drainAndStop(n === 2).then(onStopped, (err: unknown) => {
-        say(`cannot drain (${err instanceof Error ? err.message : String(err)}); killing running attempts and stopping`);
+        say(`cannot drain (${errorText(err)}); killing running attempts and stopping`);
         return agent.stop({ killRunning: true }).then(onStopped);
       });
       return;
@@ -128,7 +130,7 @@ function readTokenFile(file: string): string {
     const t = readFileSync(file, 'utf8').trim();
     if (t) return t;
   } catch (err) {
-    throw new Error(`--token-file ${file}: ${(err as Error).message}`);
+    throw new Error(`--token-file ${file}: ${errorText(err)}`);
   }
   throw new Error(`--token-file ${file} is empty`);
 }

@@ -1,6 +1,7 @@
 import { type AgentState, groupsOfAttempt, type ReportedRecord, survivingGroup } from '../disk/agent-state.js';
-import { describe, message } from './describe-attempt.js';
+import { describe } from './describe-attempt.js';
 import { killProcessGroup } from './process-group.js';
+import { errorText } from '../../lib/error-text.js';
 
 /**
  * After a crash: an attempt that was running when the agent died has no outcome to deliver (its
@@ -20,11 +21,11 @@ export async function abandonInterrupted(
     let note = 'was running when the agent stopped; left for the server to reap';
     if (pid && survivingGroup(pid)) {
       log(`attempt ${describe(a)} outlived the previous agent (pid ${pid.pid}); killing its process group`);
-      await killProcessGroup(pid.pid, killGraceMs).catch((err) => log(`cannot kill pid ${pid.pid}: ${message(err)}`));
+      await killProcessGroup(pid.pid, killGraceMs).catch((err) => log(`cannot kill pid ${pid.pid}: ${errorText(err)}`));
       note = 'outlived the previous agent and was killed; left for the server to reap';
     } else if (!pid) {
       const groups = groupsOfAttempt(a.attemptId);
-      for (const g of groups) await killProcessGroup(g, killGraceMs).catch((err) => log(`cannot kill group ${g}: ${message(err)}`));
+      for (const g of groups) await killProcessGroup(g, killGraceMs).catch((err) => log(`cannot kill group ${g}: ${errorText(err)}`));
       if (groups.length) note = `outlived the previous agent (no pid record; found ${groups.length} process group(s) by attempt id) and was killed`;
       log(`attempt ${describe(a)} ${note}`);
     } else {

@@ -1,21 +1,12 @@
 /**
  * The environment an attempt's command sees: what it inherits from the agent (PATH, HOME,
- * proxies...: `inheritedEnv`, computed once per agent), then the stage's, then Gantry's variables,
+ * proxies...: `inheritedEnv`, computed once per agent), then the stage's, then Gantry's variables
+ * (`attemptOwnEnv`),
  * which nothing can override. Variables the agent itself was given by an outer Gantry (GANTRY_*) or
  * a GPU mask (CUDA_VISIBLE_DEVICES) are not inherited, so a stage never sees another attempt's
  * identity or GPUs.
  */
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
-
-export function attemptEnv(
-  a: AssignmentWire,
-  dirs: { output: string; input: string; checkpoint?: string | null; progress?: string },
-  machineName: string,
-  /** inheritedEnv(process.env), once per agent. */
-  inherited: Readonly<Record<string, string>>,
-): Record<string, string> {
-  return { ...inherited, ...attemptOwnEnv(a, dirs, machineName) };
-}
 
 /**
  * What an attempt's environment adds to the inherited one: the stage's variables, then Gantry's.

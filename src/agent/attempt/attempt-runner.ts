@@ -20,9 +20,10 @@ import { EXIT_UNKNOWN, type ProcessHandle } from './process-runner.js';
 import type { Reporter } from '../link/reporter.js';
 import type { ProgressFile } from './stage-progress.js';
 import { AttemptPhase, isBeforeProcess, isDelivering, isFinal, mayRun, nextPhase } from './attempt-phase.js';
-import { describe, describeExit, message } from './describe-attempt.js';
+import { describe, describeExit } from './describe-attempt.js';
 import type { Launched } from './launch-attempt.js';
 import { deliverOutcome, type DeliveryProgress } from './outcome-delivery.js';
+import { errorText } from '../../lib/error-text.js';
 
 export interface RunnerDeps {
   client: Pick<AgentClient, 'downloadInputs' | 'logs' | 'uploadOutputs'>;
@@ -254,8 +255,8 @@ export class AttemptRunner {
       // unacknowledged assignment is taken as new rather than ignored as a duplicate. The
       // directory goes first: a resend taken while it still existed would be refused as a
       // duplicate; while the runner is still known, a resend is ignored and comes again next poll.
-      d.log(`attempt ${describe(a)} could not be acknowledged (${this.why?.detail ?? message(err)}); not running it`);
-      await d.state.removeAttempt(a.attemptId).catch((e) => d.log(`cannot remove ${a.attemptId}: ${message(e)}`));
+      d.log(`attempt ${describe(a)} could not be acknowledged (${this.why?.detail ?? errorText(err)}); not running it`);
+      await d.state.removeAttempt(a.attemptId).catch((e) => d.log(`cannot remove ${a.attemptId}: ${errorText(e)}`));
       return this.move(AttemptPhase.forgotten);
     }
     // `duplicate`: an earlier copy of this acknowledgement was recorded (a resend after its answer was lost).
@@ -271,7 +272,7 @@ export class AttemptRunner {
       if (inputError instanceof StaleAttempt) this.dropFor(dropReason('stale', 'stale: ' + inputError.message));
       // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
       else if (d.halt.aborted) this.dropFor(dropReason('agent-stopping', 'agent stopping'));
-      else return this.conclude({ kind: 'inputs-failed', exitCode: null, signal: null, reason: `input download failed: ${message(inputError)}` });
+      else return this.conclude({ kind: 'inputs-failed', exitCode: null, signal: null, reason: `input download failed: ${errorText(inputError)}` });
     }
     const before = this.dropReasonNow();
     if (before) return this.conclude({ kind: 'killed', exitCode: null, signal: null, reason: `killed: ${before.detail}` });
@@ -293,7 +294,7 @@ export class AttemptRunner {
       this.tail.follow();
       const recorded = await d.state.writePid(a.attemptId, pid).then(
         () => true,
-        (err) => (d.log(`cannot record pid of ${a.attemptId}: ${message(err)}`), false),
+        (err) => (d.log(`cannot record pid of ${a.attemptId}: ${errorText(err)}`), false),
       );
       d.debug(`attempt ${describe(a)} started pid ${pid}`);
       if (this.current === AttemptPhase.starting) this.move(AttemptPhase.running);
@@ -310,7 +311,7 @@ export class AttemptRunner {
             else if (r?.result === 'refused') d.log(`pid of ${a.attemptId} refused: ${r.message ?? 'no reason given'}`);
           },
           (err: unknown) => {
-            if (!this.why && !d.halt.aborted) d.log(`cannot report pid of ${a.attemptId}: ${message(err)}`);
+            if (!this.why && !d.halt.aborted) d.log(`cannot report pid of ${a.attemptId}: ${errorText(err)}`);
           },
         );
     }
@@ -415,8 +416,8 @@ export class AttemptRunner {
     this.move(to, false);
     this.tail?.stop();
     const id = this.a.attemptId;
-    await d.state.markReported(id, { ...rec, at: new Date(d.now()).toISOString() }).catch((err) => d.log(`cannot record that ${id} is settled: ${message(err)}`));
-    await d.state.prune().catch((err) => d.log(`cannot prune old attempts: ${message(err)}`));
+    await d.state.markReported(id, { ...rec, at: new Date(d.now()).toISOString() }).catch((err) => d.log(`cannot record that ${id} is settled: ${errorText(err)}`));
+    await d.state.prune().catch((err) => d.log(`cannot prune old attempts: ${errorText(err)}`));
     this.finish({ phase: to });
   }
 
@@ -432,7 +433,7 @@ export class AttemptRunner {
   /** A step that threw is a bug or a broken disk: logged, and the runner ends where it stood. */
   private guard(p: Promise<void>): void {
     p.catch((err: unknown) => {
-      this.d.log(`attempt ${describe(this.a)}: ${message(err)}`);
+      this.d.log(`attempt ${describe(this.a)}: ${errorText(err)}`);
       this.tail?.stop();
       this.finish({ phase: this.current, error: err });
     });

@@ -10,7 +10,3 @@ export function describeExit(e: ExitRecord): string {
   const how = e.exitCode !== null ? `exited with code ${e.exitCode}` : e.signal !== null ? `ended by ${e.signal}` : 'did not run';
   return e.reason ? `${how} (${e.reason})` : how;
 }
-
-export function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

@@ -23,6 +23,8 @@ import { groupsOfAttempt } from '../disk/agent-state.js';
 import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
 import { ended, EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, runProcess, type ProcessHandle, type KillCause, type ProcessResult, type RunProcessOptions, spawnFailed } from './process-runner.js';
+import { errorText } from '../../lib/error-text.js';
+import { sleep } from '../../lib/sleep.js';
 
 /** How often the leaders of running jobs are checked, for an end that sent no line. */
 const POLL_MS = 1000;
@@ -144,7 +146,7 @@ export class Launcher {
       // Its own process group: a Ctrl-C at the terminal is for the agent, which stops the jobs itself.
       proc = spawn(program.argv[0]!, program.argv.slice(1), { env: this.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     } catch (err) {
-      this.log(`launcher (${program.name}) cannot be started: ${(err as Error).message}`);
+      this.log(`launcher (${program.name}) cannot be started: ${errorText(err)}`);
       this.advance();
       return null;
     }
@@ -275,7 +277,7 @@ export class Launcher {
     await job.killing;
     if (job.direct) return void (await job.direct.done);
     // The end line may have been written just before the group went; give it a moment, then settle without it.
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
     await this.end(job, null);
   }
 
@@ -331,7 +333,7 @@ export class Launcher {
 async function groupGoneSoon(pgid: number): Promise<boolean> {
   for (let i = 0; i < 10; i++) {
     if (!signalProcessGroup(pgid, 0)) return true;
-    await new Promise((r) => setTimeout(r, 2));
+    await sleep(2);
   }
   return false;
 }

@@ -13,7 +13,8 @@ import type { ExitRecord, ReportedRecord } from '../disk/agent-state.js';
 import { exitEnd, MAX_DETAIL } from './exit-end.js';
 import type { LogTail } from './log-tail.js';
 import { Undeliverable, type Reporter } from '../link/reporter.js';
-import { describe, message } from './describe-attempt.js';
+import { describe } from './describe-attempt.js';
+import { errorText } from '../../lib/error-text.js';
 
 export interface DeliveryDeps {
   client: Pick<AgentClient, 'uploadOutputs'>;
@@ -80,8 +81,8 @@ async function shipLog(d: DeliveryDeps, owed: Owed): Promise<Delivery | null> {
     return null;
   } catch (err) {
     if (err instanceof StaleAttempt) return { kind: 'stale', detail: 'stale: ' + err.message };
-    if (isRetryable(err) || isAbort(err)) return { kind: 'later', step: 'log', line: `log not shipped yet (${message(err)}); the outcome waits for it` };
-    d.log(`attempt ${describe(owed.a)}: ${tail.unshipped()} bytes of its log were refused by the server (${message(err)}); they stay in ${owed.dir}`);
+    if (isRetryable(err) || isAbort(err)) return { kind: 'later', step: 'log', line: `log not shipped yet (${errorText(err)}); the outcome waits for it` };
+    d.log(`attempt ${describe(owed.a)}: ${tail.unshipped()} bytes of its log were refused by the server (${errorText(err)}); they stay in ${owed.dir}`);
     progress.logShipped = true;
     // The outcome carries the files' sizes: the server's log then says what it lacks.
     progress.logBytes = tail.sizes();
@@ -100,7 +101,7 @@ async function report(d: DeliveryDeps, owed: Owed): Promise<Delivery> {
       } catch (err) {
         if (err instanceof StaleAttempt || isRetryable(err)) throw err;
         // The server refuses a file for good; reporting success without it would be a lie.
-        exit = { ...exit, kind: 'outputs-failed', exitCode: null, reason: `output upload failed: ${message(err)} (the process exited 0)` };
+        exit = { ...exit, kind: 'outputs-failed', exitCode: null, reason: `output upload failed: ${errorText(err)} (the process exited 0)` };
       }
     }
     const end = exitEnd(exit);
@@ -135,9 +136,9 @@ async function report(d: DeliveryDeps, owed: Owed): Promise<Delivery> {
     // The reporter gave it up by the same rule (its own failing time): one answer for both.
     if (err instanceof Undeliverable) return giveUp(err.failingForMs);
     // An abort is the agent stopping (or withdrawing it), not the server's answer: the outcome stays owed, on disk.
-    if (isRetryable(err) || isAbort(err)) return { kind: 'later', step: 'outcome', line: `outcome not delivered yet (${message(err)}); will retry` };
+    if (isRetryable(err) || isAbort(err)) return { kind: 'later', step: 'outcome', line: `outcome not delivered yet (${errorText(err)}); will retry` };
     // Any other 4xx: asking again cannot change the answer.
-    return { kind: 'refused', record: { result: 'dropped', note: message(err) }, line: `outcome refused by the server, giving up on it: ${message(err)}` };
+    return { kind: 'refused', record: { result: 'dropped', note: errorText(err) }, line: `outcome refused by the server, giving up on it: ${errorText(err)}` };
   }
 }
 

@@ -4,6 +4,7 @@
  * launcher's workers, a dataloader's forks.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { sleep } from '../../lib/sleep.js';
 
 /** Sends `signal` to process group `pgid`; false when the group no longer exists. */
 export function signalProcessGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
@@ -49,8 +50,6 @@ function liveMembersFromProc(pgid: number): boolean {
   }
   return false;
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * TERM to the group, then KILL once `graceMs` has passed if anything in it is still alive (returns

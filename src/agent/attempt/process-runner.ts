@@ -21,6 +21,7 @@ import { constants as osConstants } from 'node:os';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import type { AttemptEndKind } from '../../api/contract/attempt-end.js';
 import { killProcessGroup, processGroupAlive } from './process-group.js';
+import { errorText } from '../../lib/error-text.js';
 
 /**
  * How a process ended, as a kind the agent decides on (attempt-end.ts's kinds a process can have),
@@ -189,7 +190,7 @@ export function resolveArgv(opts: Pick<RunProcessOptions, 'command' | 'env' | 'c
 
 /** The handle of a command that never started: its outcome says why. */
 export function notStarted(err: unknown): ProcessHandle {
-  const done = Promise.resolve(spawnFailed((err as Error).message));
+  const done = Promise.resolve(spawnFailed(errorText(err)));
   return { pid: null, started: Promise.resolve(null), done, kill: async () => {}, leave: () => {} };
 }
 

@@ -2,8 +2,9 @@ import type { AgentState, ExitRecord, ReportedRecord } from '../disk/agent-state
 import { groupsOfAttempt, survivingGroup } from '../disk/agent-state.js';
 import { abandonInterrupted } from './abandon-interrupted.js';
 import { AttemptRunner, attemptIdentity, type RunnerDeps } from './attempt-runner.js';
-import { describe, message } from './describe-attempt.js';
+import { describe } from './describe-attempt.js';
 import { ended, readExitStatus } from './process-runner.js';
+import { errorText } from '../../lib/error-text.js';
 
 /**
  * What a previous run of the agent left behind, taken over: an attempt still running under its
@@ -16,9 +17,9 @@ export async function recoverAttempts(state: AgentState, d: RunnerDeps): Promise
   const { finished, interrupted, incomplete, broken } = await state.scan();
   for (const b of broken) d.log(`cannot read the record of attempt ${b.attemptId}: ${b.error}; leaving it`);
   // Died while creating it: nothing ran. Removed, so that the server's resend (it was never acknowledged) runs it.
-  for (const id of incomplete) await state.removeAttempt(id).catch((e) => d.log(`cannot remove ${id}: ${message(e)}`));
+  for (const id of incomplete) await state.removeAttempt(id).catch((e) => d.log(`cannot remove ${id}: ${errorText(e)}`));
   const markReported = (attemptId: string, rec: Omit<ReportedRecord, 'at'>) =>
-    state.markReported(attemptId, { ...rec, at: new Date(d.now()).toISOString() }).catch((err) => d.log(`cannot record that ${attemptId} is settled: ${message(err)}`));
+    state.markReported(attemptId, { ...rec, at: new Date(d.now()).toISOString() }).catch((err) => d.log(`cannot record that ${attemptId} is settled: ${errorText(err)}`));
   const lost: typeof interrupted = [];
   for (const it of interrupted) {
     const { assignment: a, pid } = it;

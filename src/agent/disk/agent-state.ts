@@ -43,8 +43,9 @@ import { AttemptJournal, type AttemptIdentity, type AttemptRecords, type ExitRec
 import { processGroupAlive } from '../attempt/process-group.js';
 import { spreadDirectories } from './spread-directories.js';
 import { writeFileAtomic } from './write-file-atomic.js';
+import { errorText } from '../../lib/error-text.js';
 
-export type { AttemptIdentity, ExitRecord, PidRecord, ReportedRecord, ReportResult } from './attempt-journal.js';
+export type { ExitRecord, PidRecord, ReportedRecord } from './attempt-journal.js';
 
 export interface AgentIdentity {
   name: string;
@@ -259,7 +260,7 @@ export class AgentState {
         try {
           rec = await readLegacy(join(this.attemptsDir, id));
         } catch (err) {
-          broken.push({ attemptId: id, error: (err as Error).message });
+          broken.push({ attemptId: id, error: errorText(err) });
           continue;
         }
       }

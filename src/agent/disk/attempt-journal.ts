@@ -30,6 +30,7 @@ import { closeSync, existsSync, fdatasync, fsyncSync, openSync, readFileSync, re
 import { dirname, join } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import type { ProcessEndKind } from '../attempt/process-runner.js';
+import { errorText } from '../../lib/error-text.js';
 
 /** Enough to tell, after a restart, whether a live process group with this id is still ours. */
 export interface PidRecord {
@@ -137,7 +138,7 @@ export class AttemptJournal {
       try {
         entry = JSON.parse(line);
       } catch (err) {
-        this.broken.push({ line: i + 1, error: (err as Error).message });
+        this.broken.push({ line: i + 1, error: errorText(err) });
         return;
       }
       if (!isEntry(entry)) {

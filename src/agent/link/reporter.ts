@@ -17,6 +17,9 @@
  */
 import type { CompletedItem, ReportItemResult, ReportRequest, ReportResponse, StartedItem } from '../../api/contract/agent-protocol.js';
 import { isRetryable, UnknownMachine } from './agent-client.js';
+import { errorText } from '../../lib/error-text.js';
+import { backoffDelay, EQUAL_JITTER } from '../../lib/backoff-delay.js';
+import { sleep } from '../../lib/sleep.js';
 
 export interface ReporterOptions {
   /** One request; AgentClient.report. */
@@ -54,7 +57,7 @@ export class Undeliverable extends Error {
     readonly failingForMs: number,
     readonly lastError: unknown,
   ) {
-    super(`report for ${attemptId} undeliverable for ${Math.round(failingForMs / 1000)} s: ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+    super(`report for ${attemptId} undeliverable for ${Math.round(failingForMs / 1000)} s: ${errorText(lastError)}`);
     this.name = 'Undeliverable';
   }
 }
@@ -133,8 +136,8 @@ export class Reporter {
 
   private add(kind: Kind, body: StartedItem | CompletedItem, signal: AbortSignal | undefined, notBefore = 0): Promise<ReportItemResult | null> {
     return new Promise((resolve, reject) => {
-      if (this.opts.signal.aborted) return reject(this.opts.signal.reason);
-      if (signal?.aborted) return reject(signal.reason);
+      if (this.opts.signal.aborted) return reject(abortError(this.opts.signal));
+      if (signal?.aborted) return reject(abortError(signal));
       const item: Item = {
         kind,
         body,
@@ -264,7 +267,7 @@ export class Reporter {
             // this route answers 404 for ever, and must not be asked in a tight loop).
             if (err instanceof UnknownMachine && (await this.opts.onUnknownMachine().catch(() => false)) && failures === 1) continue;
             this.opts.onRetry?.(err, failures);
-            await sleep(Math.min(this.opts.retry.maxMs, this.opts.retry.baseMs * 2 ** Math.min(failures - 1, 20)) * (0.5 + Math.random() / 2), halt);
+            await sleep(backoffDelay({ ...this.opts.retry, jitter: EQUAL_JITTER }, failures, Math.random()), halt);
           } else if (batch.length > 1) {
             for (const it of batch) it.alone = true;
             this.requeue(batch, null);
@@ -338,16 +341,8 @@ function toRequest(batch: Item[]): ReportRequest {
   return req;
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts (the loop then sees it). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
+/** What an aborted signal rejects with: its reason, which AbortController makes an Error (an AbortError) unless given another. */
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error(String(reason));
 }

@@ -5,12 +5,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: [
-      'dist/**',
-      'node_modules/**',
-      'bench/results/**',
-      '**/*.js',
-    ],
+    ignores: ['dist/**', 'node_modules/**', 'bench/results/**', '**/*.js'],
   },
   {
     files: ['**/*.ts', '**/*.tsx'],

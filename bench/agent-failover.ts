@@ -129,7 +129,11 @@ function buildInfo() {
       return null;
     }
   };
-  return { commit: git('rev-parse', '--short', 'HEAD'), srcDirty: (git('status', '--porcelain', '--', 'src') ?? '') !== '', distBuiltAt: statSync(CLI).mtimeMs };
+  return {
+    commit: git('rev-parse', '--short', 'HEAD'),
+    srcDirty: (git('status', '--porcelain', '--', 'src') ?? '') !== '',
+    distBuiltAt: statSync(CLI).mtimeMs,
+  };
 }
 
 async function main() {
@@ -141,16 +145,29 @@ async function main() {
   const serverStartedAt = Date.now();
   let stopping = false;
   server.once('exit', (code, sig) => stopping || console.error(`server exited (${code ?? sig}); log: ${join(dataDir, 'server.log')}`));
-  await until('server up', () => api(url, '/healthz').catch(() => ({ status: 0, body: null })), (r) => r.status === 200, 20_000);
+  await until(
+    'server up',
+    () => api(url, '/healthz').catch(() => ({ status: 0, body: null })),
+    (r) => r.status === 200,
+    20_000,
+  );
   // As a user would: the admin token the server wrote into its data directory, a join token for the agents.
   useServerToken(url, join(dataDir, 'server'));
-  const joinToken = (await api(url, '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'join', name: 'bench agents' }) })).body.token as string;
+  const joinToken = (
+    await api(url, '/v1/tokens', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'join', name: 'bench agents' }),
+    })
+  ).body.token as string;
 
   const agents = new Map<string, ChildProcess>();
   const startAgent = (name: string) =>
     agents.set(
       name,
-      launch(['agent', '--server', url, '--name', name, '--data-dir', join(dataDir, name), '--cpu', '2', '--memory', '2Gi'], join(dataDir, `${name}.log`), { GANTRY_JOIN_TOKEN: joinToken }),
+      launch(['agent', '--server', url, '--name', name, '--data-dir', join(dataDir, name), '--cpu', '2', '--memory', '2Gi'], join(dataDir, `${name}.log`), {
+        GANTRY_JOIN_TOKEN: joinToken,
+      }),
     );
   startAgent('m1');
   startAgent('m2');
@@ -229,7 +246,12 @@ async function main() {
 
     // Reset: cancel, bring the dead machine back under the same name and data dir.
     await api(url, `/v1/jobs/${jobId}/cancel`, { method: 'POST' });
-    await until('job canceled', () => jobOf(url, jobId), (j) => j.state === 'canceled', 30_000);
+    await until(
+      'job canceled',
+      () => jobOf(url, jobId),
+      (j) => j.state === 'canceled',
+      30_000,
+    );
     startAgent(dead);
     await bothReadyAndIdle();
   }

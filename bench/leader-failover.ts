@@ -27,7 +27,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const dir = mkdtempSync(join(tmpdir(), 'gantry-leader-bench-'));
 const schema = `leader_bench_${process.pid}`;
-const env = { ...process.env, GANTRY_DATABASE_URL: POSTGRES_URL, GANTRY_DATABASE_SCHEMA: schema, GANTRY_BUS_URL: NATS_URL, GANTRY_LEADER_TTL_MS: String(TTL_MS) };
+const env = {
+  ...process.env,
+  GANTRY_DATABASE_URL: POSTGRES_URL,
+  GANTRY_DATABASE_SCHEMA: schema,
+  GANTRY_BUS_URL: NATS_URL,
+  GANTRY_LEADER_TTL_MS: String(TTL_MS),
+};
 
 interface Replica {
   name: string;
@@ -45,7 +51,11 @@ async function health(port: number): Promise<{ leader: boolean } | null> {
 }
 
 async function startReplica(name: string, port: number): Promise<Replica> {
-  const proc = spawn(process.execPath, [CLI, 'server', '--data-dir', join(dir, name), '--port', String(port)], { cwd: REPO, env: { ...env, GANTRY_REPLICA_ID: name }, stdio: 'ignore' });
+  const proc = spawn(process.execPath, [CLI, 'server', '--data-dir', join(dir, name), '--port', String(port)], {
+    cwd: REPO,
+    env: { ...env, GANTRY_REPLICA_ID: name },
+    stdio: 'ignore',
+  });
   for (let i = 0; i < 400 && !(await health(port)); i++) await sleep(50);
   return { name, port, proc };
 }

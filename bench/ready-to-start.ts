@@ -45,7 +45,11 @@ async function spawnFloor(n: number): Promise<number[]> {
 async function main() {
   const g = await startGantryUp();
   try {
-    await until('machines', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 2);
+    await until(
+      'machines',
+      () => api(g.url, '/v1/machines'),
+      (r) => r.body.machines?.length === 2,
+    );
     console.log(`gantry up at ${g.url}, data ${g.dataDir}`);
 
     const spec = parse(readFileSync(join(REPO, 'examples/pipeline.yaml'), 'utf8'));

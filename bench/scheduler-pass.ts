@@ -12,18 +12,8 @@
 import { cpus } from 'node:os';
 import { planPlacements, type PlanOptions } from '../src/scheduler/plan-placements.js';
 import type { MachineView, SchedulerSnapshot } from '../src/scheduler/snapshot.js';
-import {
-  defaultAlibabaTraceDir,
-  hasAlibabaTrace,
-  readNodeList,
-  readPodList,
-  type PodListName,
-} from '../src/sim/alibaba-trace.js';
-import {
-  replayTrace,
-  utilisationBuckets,
-  withArrivalSpeedup,
-} from '../src/sim/trace-replay.js';
+import { defaultAlibabaTraceDir, hasAlibabaTrace, readNodeList, readPodList, type PodListName } from '../src/sim/alibaba-trace.js';
+import { replayTrace, utilisationBuckets, withArrivalSpeedup } from '../src/sim/trace-replay.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -146,9 +136,7 @@ function main() {
           // Only at trace speed: time-weighted mean per week of the trace.
           ...(speedup === 1
             ? {
-                weekly: utilisationBuckets(r.utilisation, s.gpuUtilisation.totalGpus, s.startTime, s.endTime, week).map((b) =>
-                  round(b.mean, 5),
-                ),
+                weekly: utilisationBuckets(r.utilisation, s.gpuUtilisation.totalGpus, s.startTime, s.endTime, week).map((b) => round(b.mean, 5)),
               }
             : {}),
         },

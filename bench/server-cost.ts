@@ -31,7 +31,11 @@ const STAGE_MS = Number(arg('stage-ms', '5'));
 const ROUNDS = Number(arg('rounds', '1'));
 
 async function call<T>(url: string, body: unknown, token: string): Promise<T> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`POST ${url}: ${res.status} ${text.slice(0, 300)}`);
   return JSON.parse(text) as T;
@@ -55,7 +59,10 @@ async function run(): Promise<Round[]> {
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
   // GANTRY_BENCH_NODE_FLAGS="--flag ...": flags for the server's Node (V8's among them), for experiments.
   const flags = (process.env.GANTRY_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-  const server = spawn(process.execPath, [...prof, ...flags, CLI, 'server', '--data-dir', dir, '--port', '0', '--json'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const server = spawn(process.execPath, [...prof, ...flags, CLI, 'server', '--data-dir', dir, '--port', '0', '--json'], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   server.stdout.on('data', (d) => (out += d));
   server.stderr.on('data', (d) => (out += d));
@@ -68,16 +75,20 @@ async function run(): Promise<Round[]> {
     if (!url) throw new Error(`server did not start:\n${out}`);
     const admin = readFileSync(join(dir, 'admin.token'), 'utf8').trim();
     const joinToken = (await call<{ token: string }>(`${url}/v1/tokens`, { kind: 'join', name: 'bench' }, admin)).token;
-    const reg = await call<{ machineId: string; credential: string; settings: { reportAssignments?: boolean } }>(`${url}/v1/agent/register`, {
-      name: 'bench-1',
-      cpuMillis: SLOTS * 100,
-      memoryBytes: 64 * 2 ** 30,
-      gpus: [],
-      gpusDeclared: false,
-      region: null,
-      labels: {},
-      agent: { version: 'bench', host: 'bench', pid: process.pid },
-    }, joinToken);
+    const reg = await call<{ machineId: string; credential: string; settings: { reportAssignments?: boolean } }>(
+      `${url}/v1/agent/register`,
+      {
+        name: 'bench-1',
+        cpuMillis: SLOTS * 100,
+        memoryBytes: 64 * 2 ** 30,
+        gpus: [],
+        gpusDeclared: false,
+        region: null,
+        labels: {},
+        agent: { version: 'bench', host: 'bench', pid: process.pid },
+      },
+      joinToken,
+    );
     const machine = reg.credential;
     const base = `${url}/v1/agent/machines/${reg.machineId}`;
     const stage = (name: string, needs: string[]) => ({ name, needs, resources: { cpu: '100m', memory: '16Mi' }, command: ['true'] });
@@ -109,15 +120,17 @@ async function run(): Promise<Round[]> {
             if (toAck.length === 0 && toComplete.length === 0) await new Promise<void>((r) => (wakeReporter = r));
             wakeReporter = null;
             const started = toAck.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null }));
-            const completed = toComplete.splice(0).map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
+            const completed = toComplete
+              .splice(0)
+              .map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
             reports++;
             // As the agent does: outcomes ask for the assignments they make room for, where the server offers it.
             const ask = completed.length > 0 && reg.settings.reportAssignments === true;
-            const r = await call<{ started: { attemptId: string; result: string }[]; completed: { attemptId: string; result: string }[]; assignments?: Assignment[] }>(
-              `${base}/report`,
-              ask ? { started, completed, assignments: true } : { started, completed },
-              machine,
-            );
+            const r = await call<{
+              started: { attemptId: string; result: string }[];
+              completed: { attemptId: string; result: string }[];
+              assignments?: Assignment[];
+            }>(`${base}/report`, ask ? { started, completed, assignments: true } : { started, completed }, machine);
             take(r.assignments ?? []);
             for (const c of r.completed) {
               held.delete(c.attemptId);

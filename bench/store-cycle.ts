@@ -35,7 +35,17 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number }> {
   const store = await openSqliteStore(join(dir, 'gantry.db'));
   const clock = { now: () => Date.now() };
   try {
-    const m = await store.machineRegister({ name: 'm1', cpuMillis: 3000, memoryBytes: 64 * 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {}, agent: { version: 'bench', host: 'bench', pid: process.pid }, now: clock.now() });
+    const m = await store.machineRegister({
+      name: 'm1',
+      cpuMillis: 3000,
+      memoryBytes: 64 * 2 ** 30,
+      gpus: [],
+      gpusDeclared: false,
+      region: null,
+      labels: {},
+      agent: { version: 'bench', host: 'bench', pid: process.pid },
+      now: clock.now(),
+    });
     const definitions = Array.from({ length: CHAINS }, (_, i) => spec(i));
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -56,7 +66,9 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number }> {
       for (const c of completed) held.delete(c.attemptId);
       const started = assignments.map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null }));
       for (const a of assignments) held.set(a.attemptId, a.token);
-      const acks = started.length ? await store.machineReport({ machineId: m.id, started, completed: [], now: clock.now(), leaseMs: LEASE_MS, jitter: () => 0.5 }) : { started: [] };
+      const acks = started.length
+        ? await store.machineReport({ machineId: m.id, started, completed: [], now: clock.now(), leaseMs: LEASE_MS, jitter: () => 0.5 })
+        : { started: [] };
       acked = started.filter((_, i) => acks.started[i]?.result === 'ok').map(({ attemptId, token }) => ({ attemptId, token }));
     }
     const cpu = process.cpuUsage(cpu0);

@@ -41,7 +41,13 @@ const spec = (i: number) => ({
       timeoutSeconds: 3600,
       command: ['python3', 'train.py', `--seed=${i}`],
     },
-    { name: 'evaluate', needs: ['train'], resources: { cpu: 1, memory: '1Gi' }, retry: { maxAttempts: 1 }, command: ['sh', '-c', 'cat $GANTRY_INPUT_DIR/train/model.bin'] },
+    {
+      name: 'evaluate',
+      needs: ['train'],
+      resources: { cpu: 1, memory: '1Gi' },
+      retry: { maxAttempts: 1 },
+      command: ['sh', '-c', 'cat $GANTRY_INPUT_DIR/train/model.bin'],
+    },
   ],
 });
 
@@ -93,7 +99,11 @@ async function main(): Promise<void> {
       const body = JSON.stringify({ jobs: Array.from({ length: JOBS }, (_, i) => spec(i)) });
       const buildMs = performance.now() - t0;
       const t1 = performance.now();
-      const res = await fetch(`${server.url}/v1/jobs/batch`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${server.token}` }, body });
+      const res = await fetch(`${server.url}/v1/jobs/batch`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${server.token}` },
+        body,
+      });
       const answer = (await res.json()) as { jobs?: { id: string }[]; message?: string };
       const ms = performance.now() - t1;
       if (res.status !== 201 || answer.jobs?.length !== JOBS) throw new Error(`batch ${run}: HTTP ${res.status}: ${answer.message ?? 'wrong answer'}`);

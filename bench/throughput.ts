@@ -147,7 +147,8 @@ function postgresDb(url: string, schema: string): BenchDb {
     return q.replace(/\?/g, () => `$${++i}`);
   };
   // bigint columns arrive as strings: every value the bench reads is a number.
-  const numbers = <T>(rows: Record<string, unknown>[]) => rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : Number(v)])) as T);
+  const numbers = <T>(rows: Record<string, unknown>[]) =>
+    rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : Number(v)])) as T);
   return {
     all: async <T>(q: string, ...args: unknown[]) => numbers<T>((await pool.query(text(q), args)).rows),
     count: async (q, ...args) => Number((await pool.query(text(q), args)).rows[0].n),
@@ -169,13 +170,17 @@ interface Cluster {
   stop(): Promise<void>;
 }
 
-
 async function startCluster(agents: { name: string; cpu: string; extra?: string[] }[]): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
   const schema = `bench_${process.pid}_${Date.now()}`;
   const storeEnv: Record<string, string> =
     STORE === 'postgres'
-      ? { GANTRY_DATABASE_URL: POSTGRES_URL, GANTRY_DATABASE_SCHEMA: schema, GANTRY_ARTIFACTS_DIR: join(dataDir, 'artifacts'), ...(REPLICAS > 1 ? { GANTRY_BUS_URL: NATS_URL } : {}) }
+      ? {
+          GANTRY_DATABASE_URL: POSTGRES_URL,
+          GANTRY_DATABASE_SCHEMA: schema,
+          GANTRY_ARTIFACTS_DIR: join(dataDir, 'artifacts'),
+          ...(REPLICAS > 1 ? { GANTRY_BUS_URL: NATS_URL } : {}),
+        }
       : {};
   const servers: Started[] = [];
   const urls: string[] = [];
@@ -183,16 +188,31 @@ async function startCluster(agents: { name: string; cpu: string; extra?: string[
     // The first migrates; the others start once it has.
     const server = start(['server', '--data-dir', join(dataDir, `server-${i}`), '--port', '0', '--json'], { GANTRY_LOG_LEVEL: 'info', ...storeEnv });
     servers.push(server);
-    urls.push((await waitFor('server', () => /"url":"([^"]+)"/.exec(server.out())?.[1], (u) => Boolean(u), 20_000))!);
+    urls.push(
+      (await waitFor(
+        'server',
+        () => /"url":"([^"]+)"/.exec(server.out())?.[1],
+        (u) => Boolean(u),
+        20_000,
+      ))!,
+    );
   }
   const url = urls[0]!;
   // As a user would: the admin token the server wrote, and a join token for the agents.
   auth = { authorization: `Bearer ${readFileSync(join(dataDir, 'server-0', 'admin.token'), 'utf8').trim()}` };
   const joinToken = (await post(`${url}/v1/tokens`, { kind: 'join', name: 'bench agents' })).token as string;
   const ags = agents.map((a) =>
-    start(['agent', '--server', urls.join(','), '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])], { GANTRY_JOIN_TOKEN: joinToken }),
+    start(
+      ['agent', '--server', urls.join(','), '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])],
+      { GANTRY_JOIN_TOKEN: joinToken },
+    ),
   );
-  await waitFor('agents', async () => (await (await fetch(`${url}/v1/machines`, { headers: auth })).json()) as { machines: unknown[] }, (r) => r.machines.length === agents.length, 20_000);
+  await waitFor(
+    'agents',
+    async () => (await (await fetch(`${url}/v1/machines`, { headers: auth })).json()) as { machines: unknown[] },
+    (r) => r.machines.length === agents.length,
+    20_000,
+  );
   const db = STORE === 'postgres' ? postgresDb(POSTGRES_URL, schema) : sqliteDb(join(dataDir, 'server-0', 'gantry.db'));
   return {
     url,
@@ -265,7 +285,10 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
   const before = await ended();
   const t0 = Date.now();
-  await submitAll(c.urls, Array.from({ length: n }, (_, i) => ({ ...chainSpec(i), name: `r${round}-chain-${i}` })));
+  await submitAll(
+    c.urls,
+    Array.from({ length: n }, (_, i) => ({ ...chainSpec(i), name: `r${round}-chain-${i}` })),
+  );
   const submitMs = Date.now() - t0;
   let last = -1;
   let lastMove = Date.now();
@@ -277,7 +300,8 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
         last = done;
         lastMove = Date.now();
       }
-      if (Date.now() - lastMove > 60_000) throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
+      if (Date.now() - lastMove > 60_000)
+        throw new Error(`no progress for 60 s at ${done}/${n}:\n${c.servers[0]!.out().slice(-3000)}\n${c.agents[0]!.out().slice(-3000)}`);
       return done >= n;
     },
     30 * 60_000,
@@ -298,8 +322,24 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
   // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
   if (process.env.GANTRY_BENCH_PHASES) {
-    const phases = await c.db.all<{ ack: number; run: number }>(`select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded' and job_id in ${mine}`);
-    console.error(`phases (round ${round}): placed→acknowledged p50 ${pct(phases.map((p) => p.ack), 50)} ms p90 ${pct(phases.map((p) => p.ack), 90)}; acknowledged→outcome p50 ${pct(phases.map((p) => p.run), 50)} ms p90 ${pct(phases.map((p) => p.run), 90)}`);
+    const phases = await c.db.all<{ ack: number; run: number }>(
+      `select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded' and job_id in ${mine}`,
+    );
+    console.error(
+      `phases (round ${round}): placed→acknowledged p50 ${pct(
+        phases.map((p) => p.ack),
+        50,
+      )} ms p90 ${pct(
+        phases.map((p) => p.ack),
+        90,
+      )}; acknowledged→outcome p50 ${pct(
+        phases.map((p) => p.run),
+        50,
+      )} ms p90 ${pct(
+        phases.map((p) => p.run),
+        90,
+      )}`,
+    );
   }
   return {
     peer: GANTRY,
@@ -330,16 +370,30 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
       const per = 100;
       const specs = Array.from({ length: Math.ceil(backlog / per) }, (_, i) => ({
         name: `backlog-${i}`,
-        stages: Array.from({ length: per }, (_, j) => ({ name: `s${j}`, resources: { cpu: '100m', memory: '16Mi', gpu: { count: 1, type: 'nonexistent' } }, command: ['true'] })),
+        stages: Array.from({ length: per }, (_, j) => ({
+          name: `s${j}`,
+          resources: { cpu: '100m', memory: '16Mi', gpu: { count: 1, type: 'nonexistent' } },
+          command: ['true'],
+        })),
       }));
       await submitAll(c.urls, specs);
-      await waitFor('backlog queued', () => c.db.count(`select count(*) as n from stages where state = 'ready'`), (n) => n >= backlog, 600_000);
+      await waitFor(
+        'backlog queued',
+        () => c.db.count(`select count(*) as n from stages where state = 'ready'`),
+        (n) => n >= backlog,
+        600_000,
+      );
     }
     const setupMs = Date.now() - t0;
     await sleep(backlog > 0 ? Math.max(1000, PROBE_SETTLE_S * 1000) : 1000);
     const lat: number[] = [];
     const started = async (jobId: string) =>
-      (await c.db.all<{ s: number; p: number; c: number }>(`select a.started_at as s, a.scheduled_at as p, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`, jobId))[0];
+      (
+        await c.db.all<{ s: number; p: number; c: number }>(
+          `select a.started_at as s, a.scheduled_at as p, j.created_at as c from attempts a join jobs j on j.id = a.job_id where a.job_id = ? and a.started_at is not null`,
+          jobId,
+        )
+      )[0];
     const placed: number[] = [];
     const warmup: number[] = [];
     for (let i = 0; i < PROBE_WARMUP + PROBES; i++) {
@@ -354,8 +408,13 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
     }
     if (process.env.GANTRY_BENCH_PHASES) {
       const acked = lat.map((l, i) => l - placed[i]!);
-      console.error(`probe phases (backlog ${backlog}): submitted→placed p50 ${pct(placed, 50)} p99 ${pct(placed, 99)} ms; placed→acknowledged p50 ${pct(acked, 50)} p99 ${pct(acked, 99)} ms`);
-      const worst = lat.map((l, i) => ({ l, p: placed[i]!, i })).sort((a, b) => b.l - a.l).slice(0, 5);
+      console.error(
+        `probe phases (backlog ${backlog}): submitted→placed p50 ${pct(placed, 50)} p99 ${pct(placed, 99)} ms; placed→acknowledged p50 ${pct(acked, 50)} p99 ${pct(acked, 99)} ms`,
+      );
+      const worst = lat
+        .map((l, i) => ({ l, p: placed[i]!, i }))
+        .sort((a, b) => b.l - a.l)
+        .slice(0, 5);
       console.error(`  the slowest: ${worst.map((w) => `#${w.i} ${w.l} ms (placed at ${w.p})`).join(', ')}`);
     }
     return { backlog, p50: pct(lat, 50), p99: pct(lat, 99), max: Math.max(...lat), n: lat.length, setupMs, warmup };
@@ -433,7 +492,9 @@ async function main() {
   };
   say(`# throughput, ${new Date().toISOString().slice(0, 10)}`);
   say('');
-  say(`Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: ${STORE === 'sqlite' ? 'one server (SQLite, synchronous=FULL)' : `${REPLICAS} server${REPLICAS > 1 ? 's' : ''} on the local PostgreSQL${REPLICAS > 1 ? ' and NATS' : ''}`}, one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`);
+  say(
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, Node ${process.version}; commit ${commit}. Gantry: ${STORE === 'sqlite' ? 'one server (SQLite, synchronous=FULL)' : `${REPLICAS} server${REPLICAS > 1 ? 's' : ''} on the local PostgreSQL${REPLICAS > 1 ? ' and NATS' : ''}`}, one agent with ${SLOTS} slots of 0.1 CPU; peers: ${SLOTS / 3} handlers per stage.`,
+  );
   say('');
   // Every acknowledged change waits for a flush (synchronous=FULL): the disk's flush latency bounds
   // the latency percentiles below, so it is measured here, in the same run.
@@ -461,20 +522,26 @@ async function main() {
         .map(([k, v]) => `${k} ${f(v === null ? undefined : v / (3 * n), 2)}`)
         .join(', ');
       const machine = r.machineCpuMs === null || r.machineCpuMs === undefined ? undefined : r.machineCpuMs / (3 * n);
-      say(`| ${r.peer} | ${n} | ${f(r.submitMs / 1000, 2)} s | ${f(r.wallMs / 1000, 1)} s | **${f(r.chainsPerSec)}** | ${f(r.bWaitP50Ms)} / ${f(r.bWaitP99Ms)} ms | ${cpuAll} | ${per} | ${f(machine, 2)} |`);
+      say(
+        `| ${r.peer} | ${n} | ${f(r.submitMs / 1000, 2)} s | ${f(r.wallMs / 1000, 1)} s | **${f(r.chainsPerSec)}** | ${f(r.bWaitP50Ms)} / ${f(r.bWaitP99Ms)} ms | ${cpuAll} | ${per} | ${f(machine, 2)} |`,
+      );
     }
   }
   const warm = results.filter((r) => r.warm);
   if (warm.length) {
     say('');
-    say(`| ${GANTRY}, the same N chains again on the same server and agent (round ${WARM_ROUNDS + 1}) | N chains | wall | chains/s | B waits after A, p50 / p99 | CPU per stage, ms | machine CPU per stage, ms |`);
+    say(
+      `| ${GANTRY}, the same N chains again on the same server and agent (round ${WARM_ROUNDS + 1}) | N chains | wall | chains/s | B waits after A, p50 / p99 | CPU per stage, ms | machine CPU per stage, ms |`,
+    );
     say('| --- | --- | --- | --- | --- | --- | --- |');
     for (const { warm: w } of warm) {
       const per = Object.entries(w!.cpuPerStageMs ?? {})
         .map(([k, v]) => `${k} ${f(v, 2)}`)
         .join(', ');
       const machine = w!.machineCpuMs === null || w!.machineCpuMs === undefined ? undefined : w!.machineCpuMs / (3 * w!.chains);
-      say(`| warm | ${w!.chains} | ${f(w!.wallMs / 1000, 1)} s | **${f(w!.chainsPerSec)}** | ${f(w!.bWaitP50Ms)} / ${f(w!.bWaitP99Ms)} ms | ${per} | ${f(machine, 2)} |`);
+      say(
+        `| warm | ${w!.chains} | ${f(w!.wallMs / 1000, 1)} s | **${f(w!.chainsPerSec)}** | ${f(w!.bWaitP50Ms)} / ${f(w!.bWaitP99Ms)} ms | ${per} | ${f(machine, 2)} |`,
+      );
     }
   }
   if (PROBES > 0) {

@@ -20,7 +20,14 @@ import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ALIBABA_TRACE_RELATIVE_DIR, defaultAlibabaTraceDir, hasAlibabaTrace, loadAlibabaTrace, NODE_LIST_FILE, POD_LIST_FILES } from '../src/sim/alibaba-trace.js';
+import {
+  ALIBABA_TRACE_RELATIVE_DIR,
+  defaultAlibabaTraceDir,
+  hasAlibabaTrace,
+  loadAlibabaTrace,
+  NODE_LIST_FILE,
+  POD_LIST_FILES,
+} from '../src/sim/alibaba-trace.js';
 import { gpuAllocationRatio, policyFigures, TRACE_POLICIES, type PolicyFigures, type TracePolicyName } from '../src/sim/policy-figures.js';
 import { replayTrace, withArrivalSpeedup, type SummaryStats, type UtilisationPoint } from '../src/sim/trace-replay.js';
 
@@ -113,7 +120,10 @@ async function main() {
   const t0 = performance.now();
   const { machines, pods } = load();
   const names = Object.keys(TRACE_POLICIES) as TracePolicyName[];
-  const runs = await limited(JOBS, names.map((n) => () => runChild(n)));
+  const runs = await limited(
+    JOBS,
+    names.map((n) => () => runChild(n)),
+  );
   const totalSeconds = (performance.now() - t0) / 1000;
 
   // One window for all three: first arrival to the latest last placement of any policy.

@@ -46,7 +46,11 @@ async function main(): Promise<void> {
   const browser = await launchBrowser();
   try {
     const url = g.url;
-    await until('3 machines', () => api(url, '/v1/machines'), (r) => r.body.machines?.length === 3);
+    await until(
+      '3 machines',
+      () => api(url, '/v1/machines'),
+      (r) => r.body.machines?.length === 3,
+    );
     const post = async (spec: object) => {
       const r = await submit(url, spec);
       if (r.status !== 201) throw new Error(`submit ${JSON.stringify(spec).slice(0, 80)}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -87,12 +91,19 @@ async function main(): Promise<void> {
         {
           name: 'evaluate',
           needs: ['train'],
-          command: sh(`echo "loading $GANTRY_INPUT_DIR/train/model.ckpt"; test -f ${fixed} || { echo "KeyError: 'mAP@50': no metrics config" >&2; exit 1; }; echo "mAP@50 0.64" | tee "$GANTRY_OUTPUT_DIR/metrics.txt"`),
+          command: sh(
+            `echo "loading $GANTRY_INPUT_DIR/train/model.ckpt"; test -f ${fixed} || { echo "KeyError: 'mAP@50': no metrics config" >&2; exit 1; }; echo "mAP@50 0.64" | tee "$GANTRY_OUTPUT_DIR/metrics.txt"`,
+          ),
         },
         { name: 'report', needs: ['evaluate'], command: sh('echo "report written"') },
       ],
     });
-    await until('the first jobs to end', () => api(url, '/v1/jobs?limit=10'), (r) => r.body.jobs.every((j: { state: string }) => ['succeeded', 'failed'].includes(j.state)), 90_000);
+    await until(
+      'the first jobs to end',
+      () => api(url, '/v1/jobs?limit=10'),
+      (r) => r.body.jobs.every((j: { state: string }) => ['succeeded', 'failed'].includes(j.state)),
+      90_000,
+    );
     const finetune = await post({
       name: 'vision-finetune',
       team: 'vision',
@@ -108,10 +119,23 @@ async function main(): Promise<void> {
         { name: 'report', needs: ['evaluate', 'export'], command: sh('echo done') },
       ],
     });
-    await until('vision-finetune to train', () => api(url, `/v1/jobs/${finetune}`), (r) => r.body.stages?.find((s: { name: string }) => s.name === 'train')?.state === 'running', 60_000);
-    await post({ name: 'llama-eval', team: 'nlp', stages: [{ name: 'score', resources: { cpu: 4, memory: '16Gi', gpu: { count: 1, type: 'h100' } }, command: sh('echo scoring') }] });
+    await until(
+      'vision-finetune to train',
+      () => api(url, `/v1/jobs/${finetune}`),
+      (r) => r.body.stages?.find((s: { name: string }) => s.name === 'train')?.state === 'running',
+      60_000,
+    );
+    await post({
+      name: 'llama-eval',
+      team: 'nlp',
+      stages: [{ name: 'score', resources: { cpu: 4, memory: '16Gi', gpu: { count: 1, type: 'h100' } }, command: sh('echo scoring') }],
+    });
     await post({ name: 'tpu-experiment', team: 'research', stages: [{ name: 'fit', resources: { gpu: { count: 1, type: 'tpu9' } }, command: sh('true') }] });
-    await post({ name: 'etl-hourly', team: 'data', stages: [{ name: 'load', resources: { cpu: 2, memory: '2Gi' }, command: sh('echo "loading partitions"; sleep 120') }] });
+    await post({
+      name: 'etl-hourly',
+      team: 'data',
+      stages: [{ name: 'load', resources: { cpu: 2, memory: '2Gi' }, command: sh('echo "loading partitions"; sleep 120') }],
+    });
     const canceled = await post({ name: 'old-sweep-lr_0.1', team: 'vision', stages: [{ name: 'fit', command: sh('sleep 60') }] });
     await new Promise((r) => setTimeout(r, 1500));
     await api(url, `/v1/jobs/${canceled}/cancel`, { method: 'POST' });

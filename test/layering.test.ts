@@ -124,7 +124,9 @@ describe('layering of src/', () => {
     const wrong = found.layer
       .filter((a) => !EXCEPTIONS[a.key])
       .filter((a) => !(LAYERS[layerOf(join(SRC, a.from))] ?? CLIENT).includes(layerOf(join(SRC, a.to))))
-      .map((a) => `${a.key}  (${layerOf(join(SRC, a.from))} may import ${(LAYERS[layerOf(join(SRC, a.from))] ?? CLIENT).join(', ') || 'nothing outside itself'})`);
+      .map(
+        (a) => `${a.key}  (${layerOf(join(SRC, a.from))} may import ${(LAYERS[layerOf(join(SRC, a.from))] ?? CLIENT).join(', ') || 'nothing outside itself'})`,
+      );
     expect(wrong).toEqual([]);
   });
 

@@ -18,18 +18,7 @@
 import { createRequire } from 'node:module';
 import { FlowProducer, Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import {
-  BWaits,
-  chainsArg,
-  consoleToStderr,
-  exitIfStuck,
-  Finish,
-  HANDLERS_PER_STAGE,
-  report,
-  runStage,
-  submitAll,
-  timeoutMs,
-} from './chain-workload.js';
+import { BWaits, chainsArg, consoleToStderr, exitIfStuck, Finish, HANDLERS_PER_STAGE, report, runStage, submitAll, timeoutMs } from './chain-workload.js';
 import { machineCpuMs, pidsOfCommand, processCpuMs } from './proc-cpu.js';
 
 consoleToStderr();

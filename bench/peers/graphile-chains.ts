@@ -20,18 +20,7 @@
 import { createRequire } from 'node:module';
 import { userInfo } from 'node:os';
 import { Logger, makeWorkerUtils, run, type Runner, type TaskList, type WorkerUtils } from 'graphile-worker';
-import {
-  BWaits,
-  chainsArg,
-  consoleToStderr,
-  exitIfStuck,
-  Finish,
-  HANDLERS_PER_STAGE,
-  report,
-  runStage,
-  submitAll,
-  timeoutMs,
-} from './chain-workload.js';
+import { BWaits, chainsArg, consoleToStderr, exitIfStuck, Finish, HANDLERS_PER_STAGE, report, runStage, submitAll, timeoutMs } from './chain-workload.js';
 import { machineCpuMs, trackCommandCpu } from './proc-cpu.js';
 
 consoleToStderr();

@@ -29,7 +29,13 @@ function stage(retry: Partial<RetryPolicy> = {}): StageNode {
 }
 
 /** An agent's outcome of this kind (lost and preempted too: the table decides, whoever reports it). */
-const failed = (end: AttemptEndKind, detail: string | null = null, exitCode: number | null = 1): AttemptOutcome => ({ kind: 'failed', end, exitCode, signal: null, detail });
+const failed = (end: AttemptEndKind, detail: string | null = null, exitCode: number | null = 1): AttemptOutcome => ({
+  kind: 'failed',
+  end,
+  exitCode,
+  signal: null,
+  detail,
+});
 
 function after(outcome: AttemptOutcome, retry: Partial<RetryPolicy> = {}) {
   const [c] = advance([stage(retry)], { stage: 'a', outcome }, NOW, 0.5);

@@ -61,12 +61,7 @@ function dispositionOf(o: Exclude<AttemptOutcome, { kind: 'succeeded' } | { kind
   return attemptEndPolicy[o.kind === 'failed' ? o.end : o.kind];
 }
 
-export function advance(
-  stages: readonly StageNode[],
-  trigger: { stage: string; outcome: AttemptOutcome },
-  now: number,
-  jitter: number,
-): StageChange[] {
+export function advance(stages: readonly StageNode[], trigger: { stage: string; outcome: AttemptOutcome }, now: number, jitter: number): StageChange[] {
   const byName = new Map(stages.map((s) => [s.name, { ...s }]));
   const changes: StageChange[] = [];
   const move = (name: string, to: StageState, reason: string | null, extra: Partial<StageChange> = {}) => {
@@ -148,13 +143,7 @@ export function advance(
   const downstream = dependentsOf(stages, me.name);
   for (const s of byName.values()) {
     if (s.state !== 'pending' && s.state !== 'ready') continue;
-    move(
-      s.name,
-      'skipped',
-      downstream.has(s.name)
-        ? `upstream stage ${me.name} failed`
-        : `job failing: stage ${me.name} failed before this stage started`,
-    );
+    move(s.name, 'skipped', downstream.has(s.name) ? `upstream stage ${me.name} failed` : `job failing: stage ${me.name} failed before this stage started`);
   }
   return changes;
 }

@@ -17,7 +17,16 @@ function source(stages: { name: string; needs?: string[]; state: StageState }[],
       name: s.name,
       needs: s.needs ?? [],
       state: s.state,
-      outputs: s.state === 'succeeded' ? { fromJob: 'job_1', attemptId: `att_${s.name}`, runMs: 1000, gpus: s.name === 'train' ? 4 : 0, files: [{ path: 'f', blob: `sha256:${s.name}`, size: 1 }] } : null,
+      outputs:
+        s.state === 'succeeded'
+          ? {
+              fromJob: 'job_1',
+              attemptId: `att_${s.name}`,
+              runMs: 1000,
+              gpus: s.name === 'train' ? 4 : 0,
+              files: [{ path: 'f', blob: `sha256:${s.name}`, size: 1 }],
+            }
+          : null,
       outputsReleasedAt: null,
     })),
   };
@@ -62,7 +71,9 @@ describe('planRerun', () => {
       { name: 'b', needs: ['a'], state: 'failed' },
     ]);
     released.stages[0] = { ...released.stages[0]!, outputs: null, outputsReleasedAt: Date.UTC(2026, 0, 2) };
-    expect(() => planRerun(released, {})).toThrow(/stage a's committed outputs in job job_1 are gone \(released 2026-01-02T00:00:00.000Z: the artifact store was over its size budget\)/);
+    expect(() => planRerun(released, {})).toThrow(
+      /stage a's committed outputs in job job_1 are gone \(released 2026-01-02T00:00:00.000Z: the artifact store was over its size budget\)/,
+    );
   });
 
   it('a stage that runs is ready when every stage it needs is reused', () => {
@@ -78,7 +89,10 @@ describe('planRerun', () => {
     const dag = fc.integer({ min: 1, max: 12 }).chain((n) =>
       fc.tuple(
         fc.tuple(...Array.from({ length: n }, (_, i) => fc.subarray(Array.from({ length: i }, (__, j) => `s${j}`)))),
-        fc.subarray(Array.from({ length: n }, (_, i) => `s${i}`), { minLength: 1 }),
+        fc.subarray(
+          Array.from({ length: n }, (_, i) => `s${i}`),
+          { minLength: 1 },
+        ),
       ),
     );
     fc.assert(

@@ -82,25 +82,31 @@ export function planRerun(src: RerunSource, opts: { from?: readonly string[]; ca
   const unknown = (opts.from ?? []).flatMap((f, i) => {
     if (byName.has(f)) return [];
     const hint = suggest(f, names);
-    return [{ path: `/from/${i}`, message: `job ${src.jobId} has no stage "${f}"${hint ? ` (did you mean "${hint}"?)` : ''}; its stages: ${names.join(', ')}` }];
+    return [
+      { path: `/from/${i}`, message: `job ${src.jobId} has no stage "${f}"${hint ? ` (did you mean "${hint}"?)` : ''}; its stages: ${names.join(', ')}` },
+    ];
   });
   if (unknown.length) throw new ValidationError(unknown);
 
   const ended = isJobTerminal(src.state);
   if (!ended && !opts.cancelRunning) {
-    throw new ConflictError(`job ${src.jobId} is ${src.state}: a rerun starts from an ended job; wait for it to end, or cancel it and rerun in one step with --cancel-running (cancelRunning: true)`);
+    throw new ConflictError(
+      `job ${src.jobId} is ${src.state}: a rerun starts from an ended job; wait for it to end, or cancel it and rerun in one step with --cancel-running (cancelRunning: true)`,
+    );
   }
   // A job being canceled first: its unfinished stages end canceled.
   const stateOf = (s: RerunSourceStage): StageState => (isStageTerminal(s.state) ? s.state : 'canceled');
 
   const from = opts.from?.length ? [...new Set(opts.from)] : src.stages.filter((s) => RERUN_BY_DEFAULT.includes(stateOf(s))).map((s) => s.name);
   if (from.length === 0) {
-    throw new ConflictError(`job ${src.jobId} succeeded: no stage failed, was skipped or was canceled, so there is nothing to rerun by default; name the stages to run again with --from STAGE`);
+    throw new ConflictError(
+      `job ${src.jobId} succeeded: no stage failed, was skipped or was canceled, so there is nothing to rerun by default; name the stages to run again with --from STAGE`,
+    );
   }
 
   // The rerun set: the chosen stages and, transitively, every stage that needs one of them.
   const because = new Map<string, string | null>(from.map((f) => [f, null]));
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const s of src.stages) {
       if (because.has(s.name)) continue;
@@ -125,8 +131,11 @@ export function planRerun(src: RerunSource, opts: { from?: readonly string[]; ca
     if (state !== 'succeeded') {
       gone.push(`stage ${s.name} is ${state} in job ${src.jobId}, so it cannot be reused: add it to the stages to run again (--from ${s.name})`);
     } else if (!s.outputs) {
-      const when = s.outputsReleasedAt !== null ? ` (released ${new Date(s.outputsReleasedAt).toISOString()}: the artifact store was over its size budget)` : '';
-      gone.push(`stage ${s.name}'s committed outputs in job ${src.jobId} are gone${when}, so it cannot be reused: add it to the stages to run again (--from ${s.name})`);
+      const when =
+        s.outputsReleasedAt !== null ? ` (released ${new Date(s.outputsReleasedAt).toISOString()}: the artifact store was over its size budget)` : '';
+      gone.push(
+        `stage ${s.name}'s committed outputs in job ${src.jobId} are gone${when}, so it cannot be reused: add it to the stages to run again (--from ${s.name})`,
+      );
     } else {
       reused.push({ stage: s.name, ...s.outputs });
     }

@@ -5,13 +5,23 @@ export function agentCommand(program: Command): void {
   program
     .command('agent')
     .description('Run an agent: register this machine with a Gantry server and run the stages placed on it')
-    .option('--server <url[,url…]>', 'the Gantry API; several replicas comma-separated: on a failure to reach one, the next is used', process.env.GANTRY_SERVER ?? 'http://127.0.0.1:7070')
-    .option('--token <token>', "a join token (gantry token create --kind join); default $GANTRY_JOIN_TOKEN. Needed once: the machine's own credential, kept in --data-dir, is used from then on")
+    .option(
+      '--server <url[,url…]>',
+      'the Gantry API; several replicas comma-separated: on a failure to reach one, the next is used',
+      process.env.GANTRY_SERVER ?? 'http://127.0.0.1:7070',
+    )
+    .option(
+      '--token <token>',
+      "a join token (gantry token create --kind join); default $GANTRY_JOIN_TOKEN. Needed once: the machine's own credential, kept in --data-dir, is used from then on",
+    )
     .option('--token-file <file>', 'read the join token from this file')
     .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--name <name>', 'machine name (default: host name); the same name after a restart is the same machine')
     .option('--data-dir <dir>', "the agent's own state: attempts' directories, exit statuses not yet reported")
-    .option('--checkpoint-dir <dir>', "where preemptible stages keep GANTRY_CHECKPOINT_DIR across their attempts (default: checkpoints/ in --data-dir; $GANTRY_CHECKPOINT_ROOT); a directory agents share lets a stage resume on another machine")
+    .option(
+      '--checkpoint-dir <dir>',
+      'where preemptible stages keep GANTRY_CHECKPOINT_DIR across their attempts (default: checkpoints/ in --data-dir; $GANTRY_CHECKPOINT_ROOT); a directory agents share lets a stage resume on another machine',
+    )
     .option('--cpu <n>', 'CPUs to offer (default: detected)')
     .option('--memory <q>', 'memory to offer, e.g. 16Gi (default: detected)')
     .option('--gpus <type:n>', 'declare GPUs, e.g. h100:4 (shown as declared); default: found by nvidia-smi')

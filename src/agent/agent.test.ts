@@ -151,7 +151,8 @@ class FakeServer {
         this.failCompletesTimes = Math.max(0, this.failCompletesTimes - 1);
         return json(503, { error: 'unavailable', message: 'database down' });
       }
-      const stale = (attemptId: string): ReportItemResult | null => (this.stale.has(attemptId) ? { attemptId, result: 'stale', message: 'attempt is not current' } : null);
+      const stale = (attemptId: string): ReportItemResult | null =>
+        this.stale.has(attemptId) ? { attemptId, result: 'stale', message: 'attempt is not current' } : null;
       const reply: ReportResponse = {
         started: body.started.map((it) => stale(it.attemptId) ?? { attemptId: it.attemptId, result: 'ok' }),
         completed: body.completed.map((it) => {
@@ -226,7 +227,17 @@ let lines: string[];
 async function startAgent(settings?: Partial<AgentSettings>): Promise<Agent> {
   Object.assign(srv.settings, settings);
   // Pids at once, so that a test can wait for one to learn that the process runs.
-  agent = new Agent({ joinToken: TEST_JOIN_TOKEN, serverUrl: srv.url, dataDir: join(dir, 'data'), machine, log: (l) => lines.push(l), retry: { tries: 2, baseMs: 20 }, stopDeliverMs: 300, pidDelayMs: 0, verbose: true });
+  agent = new Agent({
+    joinToken: TEST_JOIN_TOKEN,
+    serverUrl: srv.url,
+    dataDir: join(dir, 'data'),
+    machine,
+    log: (l) => lines.push(l),
+    retry: { tries: 2, baseMs: 20 },
+    stopDeliverMs: 300,
+    pidDelayMs: 0,
+    verbose: true,
+  });
   await agent.start();
   return agent;
 }
@@ -256,7 +267,11 @@ describe('Agent', () => {
       delete process.env.GANTRY_FROM_OUTSIDE;
     }
     const a = assignment({
-      command: ['sh', '-c', 'env > "$GANTRY_OUTPUT_DIR/env.txt"; mkdir -p "$GANTRY_OUTPUT_DIR/sub"; printf hi > "$GANTRY_OUTPUT_DIR/sub/a.txt"; echo to-stdout; echo to-stderr >&2'],
+      command: [
+        'sh',
+        '-c',
+        'env > "$GANTRY_OUTPUT_DIR/env.txt"; mkdir -p "$GANTRY_OUTPUT_DIR/sub"; printf hi > "$GANTRY_OUTPUT_DIR/sub/a.txt"; echo to-stdout; echo to-stderr >&2',
+      ],
       env: { FOO: 'bar', GANTRY_JOB_ID: 'overridden?' },
       gpuIndices: [0, 2],
     });
@@ -269,7 +284,14 @@ describe('Agent', () => {
       { path: 'sub/a.txt', size: 2 },
     ]);
     expect(files.get('sub/a.txt')!.toString()).toBe('hi');
-    const env = Object.fromEntries(files.get('env.txt')!.toString().trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    const env = Object.fromEntries(
+      files
+        .get('env.txt')!
+        .toString()
+        .trim()
+        .split('\n')
+        .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+    );
     expect(env).toMatchObject({
       GANTRY_JOB_ID: 'job_1',
       GANTRY_STAGE: 'train',
@@ -286,8 +308,18 @@ describe('Agent', () => {
     expect(starts[0]!.body).toEqual({ token: 7, pid: null });
     expect((await srv.waitFor((e) => e.type === 'start' && e.body.pid !== null)).body.pid).toBeGreaterThan(0);
     const logged = srv.of('logs', a.attemptId).flatMap((e) => e.body.chunks as { stream: string; data: string }[]);
-    expect(logged.filter((c) => c.stream === 'stdout').map((c) => c.data).join('')).toContain('to-stdout');
-    expect(logged.filter((c) => c.stream === 'stderr').map((c) => c.data).join('')).toContain('to-stderr');
+    expect(
+      logged
+        .filter((c) => c.stream === 'stdout')
+        .map((c) => c.data)
+        .join(''),
+    ).toContain('to-stdout');
+    expect(
+      logged
+        .filter((c) => c.stream === 'stderr')
+        .map((c) => c.data)
+        .join(''),
+    ).toContain('to-stderr');
     await until(async () => (await reported(a.attemptId))?.result === 'accepted');
     expect(lines.some((l) => l.startsWith(`agent cpu-1: attempt ${a.attemptId} (job_1/train #1) started pid`))).toBe(true);
   });
@@ -365,7 +397,13 @@ describe('Agent', () => {
     // One the previous agent had given up (killed on the server's word) when it ended: not reported.
     const given = assignment();
     await state.createAttempt(given);
-    await state.writeExit(given.attemptId, { exitCode: null, signal: 'SIGTERM', reason: 'killed: canceled', finishedAt: new Date().toISOString(), dropped: 'canceled' });
+    await state.writeExit(given.attemptId, {
+      exitCode: null,
+      signal: 'SIGTERM',
+      reason: 'killed: canceled',
+      finishedAt: new Date().toISOString(),
+      dropped: 'canceled',
+    });
     // One whose directory was being created when the agent died: nothing ran, nothing is kept.
     const half = assignment();
     await mkdir(join(dir, 'data', 'attempts', half.attemptId, 'work'), { recursive: true });
@@ -491,7 +529,10 @@ describe('Agent', () => {
     srv.push({ assignments: [exited, timedOut, unstartable] });
     for (const a of [exited, timedOut, unstartable]) await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
     expect(srv.of('complete', exited.attemptId)[0]!.body).toMatchObject({ exitCode: 4, reason: null, end: { kind: 'exited', detail: null } });
-    expect(srv.of('complete', timedOut.attemptId)[0]!.body).toMatchObject({ reason: 'timeout after 0.2 s', end: { kind: 'timeout', detail: 'timeout after 0.2 s' } });
+    expect(srv.of('complete', timedOut.attemptId)[0]!.body).toMatchObject({
+      reason: 'timeout after 0.2 s',
+      end: { kind: 'timeout', detail: 'timeout after 0.2 s' },
+    });
     const failed = srv.of('complete', unstartable.attemptId)[0]!.body;
     expect(failed.end.kind).toBe('spawn-failed');
     expect(failed.end.detail).toBe(failed.reason);
@@ -542,7 +583,12 @@ describe('Agent', () => {
     srv.refused.add('gantry_machine_one');
     srv.credential = 'gantry_machine_two';
     await startAgent();
-    expect(srv.of('register').map((e) => e.auth).slice(2)).toEqual([TEST_JOIN_TOKEN]);
+    expect(
+      srv
+        .of('register')
+        .map((e) => e.auth)
+        .slice(2),
+    ).toEqual([TEST_JOIN_TOKEN]);
     expect((await readFile(file, 'utf8')).trim()).toBe('gantry_machine_two');
     expect(lines.join('\n')).toMatch(/credential was refused .*; joining again with the join token/);
   });
@@ -590,7 +636,9 @@ describe('Agent', () => {
     const precious = assignment({ command: ['sleep', '30'], disconnectGraceSeconds: 60 });
     srv.push({ assignments: [cheap, precious] });
     const pids = await Promise.all(
-      [cheap, precious].map(async (a) => (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid as number),
+      [cheap, precious].map(
+        async (a) => (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid as number,
+      ),
     );
     srv.failHeartbeats = true;
     await until(() => !processGroupAlive(pids[0]!), 3000);

@@ -125,7 +125,8 @@ export class Agent {
     this.reporter = new Reporter({
       // Outcomes ask for the assignments they make room for, where the server offers that: a
       // busy machine's next stages come with the answer, not on a heartbeat of their own.
-      send: (req, signal) => this.client.report(this.id!, req.completed.length && this.settings?.reportAssignments ? { ...req, assignments: true } : req, signal),
+      send: (req, signal) =>
+        this.client.report(this.id!, req.completed.length && this.settings?.reportAssignments ? { ...req, assignments: true } : req, signal),
       // A report waits a little for what is about to join it (AttemptRunner.coming).
       coming: () => {
         let n = 0;
@@ -268,7 +269,9 @@ export class Agent {
         if (this.stopping) return false;
         const s = res.settings;
         const starter = this.launcher?.program ? `the ${this.launcher.program} launcher` : 'the agent itself';
-        this.log(`registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms); commands started by ${starter}`);
+        this.log(
+          `registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms); commands started by ${starter}`,
+        );
         return true;
       } catch (err) {
         if (this.stopping) return false;
@@ -357,7 +360,9 @@ export class Agent {
       return r.live && silent > (own != null ? own * 1000 : cluster) && !r.endedOnItsOwn();
     });
     if (over.length === 0) return;
-    this.log(`no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`);
+    this.log(
+      `no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`,
+    );
     for (const r of over) r.kill(dropReason('server-unreachable', `server unreachable: no heartbeat for ${silent} ms`));
   }
 

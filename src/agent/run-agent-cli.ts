@@ -53,14 +53,25 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   // Absolute, because attempts get GANTRY_OUTPUT_DIR and GANTRY_INPUT_DIR under it and run elsewhere.
   const dataDir = resolve(opts.dataDir ?? `./.gantry-agent-${machine.name}`);
   const write = lineWriter(process.stderr);
-  const emit = opts.json ? (line: string) => write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') })) : write;
+  const emit = opts.json
+    ? (line: string) => write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') }))
+    : write;
   const verbose = opts.verbose ?? process.env.GANTRY_LOG_LEVEL === 'debug';
   const joinToken = opts.token ?? process.env.GANTRY_JOIN_TOKEN ?? (opts.tokenFile ? readTokenFile(opts.tokenFile) : null);
   checkTransport(opts.server);
   const caFile = opts.ca ?? process.env.GANTRY_CA;
   const ca = caFile ? readFileSync(caFile, 'utf8') : undefined;
   const checkpointRoot = opts.checkpointDir ?? process.env.GANTRY_CHECKPOINT_ROOT;
-  const agent = new Agent({ serverUrl: opts.server, dataDir, machine, log: emit, verbose, joinToken, ...(ca ? { ca } : {}), ...(checkpointRoot ? { checkpointRoot } : {}) });
+  const agent = new Agent({
+    serverUrl: opts.server,
+    dataDir,
+    machine,
+    log: emit,
+    verbose,
+    joinToken,
+    ...(ca ? { ca } : {}),
+    ...(checkpointRoot ? { checkpointRoot } : {}),
+  });
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);
@@ -98,7 +109,11 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
     if (stopping) return;
     // Under `gantry up` every signal kills: the whole cluster is stopping.
     const killRunning = sig !== 'SIGTERM' || opts.exitWithParent === true;
-    say(killRunning ? `${sig}: killing running attempts and stopping` : `${sig}: stopping; running attempts go on, and the next start of this agent re-attaches to them`);
+    say(
+      killRunning
+        ? `${sig}: killing running attempts and stopping`
+        : `${sig}: stopping; running attempts go on, and the next start of this agent re-attaches to them`,
+    );
     stopping = agent.stop({ killRunning }).then(onStopped);
   };
   process.on('SIGINT', onSignal);

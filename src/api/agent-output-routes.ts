@@ -7,7 +7,10 @@ import type { ApiApp } from './api-app.js';
 import type { ApiContext } from './api-context.js';
 
 /** An attempt's file: the wildcard is its path. No length limit: an unknown attempt is answered as it always was. */
-const AttemptFileParams = Type.Object({ id: Type.String(), '*': Type.String({ description: "the file's path under the attempt's outputs (the rest of the URL)" }) });
+const AttemptFileParams = Type.Object({
+  id: Type.String(),
+  '*': Type.String({ description: "the file's path under the attempt's outputs (the rest of the URL)" }),
+});
 const tags = ['agent'];
 
 /**
@@ -21,7 +24,11 @@ export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
     '/v1/agent/attempts/:id/outputs/*',
     {
       config: { access: 'machine' },
-      schema: { summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)", tags, params: AttemptFileParams },
+      schema: {
+        summary: "Upload one output file into the attempt's own location (header x-gantry-token, body application/octet-stream)",
+        tags,
+        params: AttemptFileParams,
+      },
       // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
       // raw stream, so any other content type is refused before its parser could buffer it.
       bodyLimit: Number.MAX_SAFE_INTEGER,

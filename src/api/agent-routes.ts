@@ -45,14 +45,29 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
   const logsWritten = (attemptId: string) => {
     ctx.bus.publish({ id: `logs:${randomUUID()}`, topic: Topic.logsWritten, payload: { attemptId } }).catch(() => {});
   };
-  const settings = { heartbeatMs: config.heartbeatMs, leaseMs: config.leaseMs, killGraceMs: config.killGraceMs, disconnectGraceMs: config.disconnectGraceMs, reportAssignments: true, protocol: AGENT_PROTOCOL_VERSION };
+  const settings = {
+    heartbeatMs: config.heartbeatMs,
+    leaseMs: config.leaseMs,
+    killGraceMs: config.killGraceMs,
+    disconnectGraceMs: config.disconnectGraceMs,
+    reportAssignments: true,
+    protocol: AGENT_PROTOCOL_VERSION,
+  };
   // What reports carried, left out of heartbeats' answers (report-memory.ts); remembered longer
   // than a heartbeat is ever held (at most heartbeatMs).
   const reported = new ReportMemory(2 * config.heartbeatMs);
 
   app.post(
     '/v1/agent/register',
-    { config: { access: 'join', audit: 'machine.register' }, schema: { summary: 'Register (or re-register) a machine by name', tags, body: RegisterRequest, response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody } } },
+    {
+      config: { access: 'join', audit: 'machine.register' },
+      schema: {
+        summary: 'Register (or re-register) a machine by name',
+        tags,
+        body: RegisterRequest,
+        response: { 200: RegisterResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 409: ErrorBody },
+      },
+    },
     async (req) => {
       const body = req.body;
       const p = req.principal!;
@@ -70,7 +85,12 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       }
       // Joining (a join or admin token): the machine gets a credential of its own, shown once.
       const credential = newTokenSecret(TokenKind.machine);
-      const m = await store.machineRegister({ ...body, now, credential: { id: newTokenId(now), hash: tokenHash(credential) }, audit: auditBy(req, 'machine.join', body.name) });
+      const m = await store.machineRegister({
+        ...body,
+        now,
+        credential: { id: newTokenId(now), hash: tokenHash(credential) },
+        audit: auditBy(req, 'machine.join', body.name),
+      });
       ctx.tokens.forget({ machineId: m.id });
       req.log.info({ machine: m.name, machineId: m.id, gpus: m.gpus.length, declared: m.gpusDeclared, joinedWith: p.tokenId }, 'machine joined');
       return { machineId: m.id, settings, credential };
@@ -92,7 +112,13 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     async (req): Promise<DrainSelfResponse> => {
       const { id } = req.params;
       const body = req.body;
-      const r = await store.machineDrain({ machine: id, now: clock.now(), stopRunning: body.now === true, jitter: ctx.random(), audit: auditBy(req, 'machine.drain-self', id) });
+      const r = await store.machineDrain({
+        machine: id,
+        now: clock.now(),
+        stopRunning: body.now === true,
+        jitter: ctx.random(),
+        audit: auditBy(req, 'machine.drain-self', id),
+      });
       req.log.info({ machine: r.machine.name, machineId: id, now: body.now === true, stopped: r.stopped ?? 0 }, 'agent drains its machine');
       return { stopped: r.stopped ?? 0 };
     },
@@ -120,7 +146,11 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       const refused = new Map<string, ReportItemResult>();
       // Typed here, once: past this line an outcome's end is its kind, whichever protocol the agent speaks.
       const outcomes = body.completed.map((c) => typedCompletion(c.attemptId, c));
-      const problems = await missingOutputs(ctx, id, outcomes.filter((c) => isSuccessfulEnd(c) && c.outputs.length));
+      const problems = await missingOutputs(
+        ctx,
+        id,
+        outcomes.filter((c) => isSuccessfulEnd(c) && c.outputs.length),
+      );
       for (const [attemptId, problem] of problems) refused.set(attemptId, { attemptId, result: 'refused', message: problem });
       const r = await store.machineReport({
         machineId: id,
@@ -136,12 +166,21 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       const done = new Map(r.completed.map((x) => [x.attemptId, x]));
       const completed = body.completed.map((c) => refused.get(c.attemptId) ?? done.get(c.attemptId)!);
       // Recorded or not, an outcome says the process ended: no held heartbeat orders it killed.
-      if (body.completed.length) reported.ended(id, body.completed.map((c) => c.attemptId), clock.now());
+      if (body.completed.length)
+        reported.ended(
+          id,
+          body.completed.map((c) => c.attemptId),
+          clock.now(),
+        );
       // Outcomes free room, and the transaction placed what it could there: the agent asked to
       // have that now rather than on a heartbeat's answer (docs/agent.md).
       if (body.assignments && body.completed.length) {
         const assignments = await store.machineAssignments({ machineId: id, exclude: body.started.map((s) => s.attemptId) });
-        reported.offered(id, assignments.map((a) => a.attemptId), clock.now());
+        reported.offered(
+          id,
+          assignments.map((a) => a.attemptId),
+          clock.now(),
+        );
         return { started: r.started, completed, assignments };
       }
       return { started: r.started, completed };
@@ -150,11 +189,27 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/attempts/:id/start',
-    { config: { access: 'machine' }, schema: { summary: 'Acknowledge an assignment: the attempt is running', tags, params: AttemptParams, body: StartRequest, response: { 200: Type.Object({ state: Type.String() }), ...errors } } },
+    {
+      config: { access: 'machine' },
+      schema: {
+        summary: 'Acknowledge an assignment: the attempt is running',
+        tags,
+        params: AttemptParams,
+        body: StartRequest,
+        response: { 200: Type.Object({ state: Type.String() }), ...errors },
+      },
+    },
     async (req) => {
       const { id } = req.params;
       const body = req.body;
-      const a = await store.attemptStart({ attemptId: id, token: body.token, pid: body.pid, now: clock.now(), leaseMs: config.leaseMs, machineId: req.principal!.machineId! });
+      const a = await store.attemptStart({
+        attemptId: id,
+        token: body.token,
+        pid: body.pid,
+        now: clock.now(),
+        leaseMs: config.leaseMs,
+        machineId: req.principal!.machineId!,
+      });
       return { state: a.state };
     },
   );
@@ -174,7 +229,13 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     async (req): Promise<LogsResponse> => {
       const { id } = req.params;
       const body = req.body;
-      const marks = await store.attemptLogAppend({ attemptId: id, token: body.token, chunks: body.chunks, now: clock.now(), machineId: req.principal!.machineId! });
+      const marks = await store.attemptLogAppend({
+        attemptId: id,
+        token: body.token,
+        chunks: body.chunks,
+        now: clock.now(),
+        machineId: req.principal!.machineId!,
+      });
       // Streams following this log read on (log-stream.ts): a hint from memory, not awaited, never stored.
       if (body.chunks.length) logsWritten(id);
       return marks;
@@ -183,13 +244,23 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
 
   app.post(
     '/v1/agent/attempts/:id/complete',
-    { config: { access: 'machine' }, schema: { summary: "Report an attempt's outcome, fenced by its token", tags, params: AttemptParams, body: CompleteRequest, response: { 200: CompleteResponse, ...errors } } },
+    {
+      config: { access: 'machine' },
+      schema: {
+        summary: "Report an attempt's outcome, fenced by its token",
+        tags,
+        params: AttemptParams,
+        body: CompleteRequest,
+        response: { 200: CompleteResponse, ...errors },
+      },
+    },
     async (req) => {
       const { id } = req.params;
       const body = req.body;
       const outcome = typedCompletion(id, body);
       // Outputs are committed only if every file named was really uploaded, whole.
-      const problem = isSuccessfulEnd(outcome) && outcome.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [outcome])).get(id) : undefined;
+      const problem =
+        isSuccessfulEnd(outcome) && outcome.outputs.length ? (await missingOutputs(ctx, req.principal!.machineId!, [outcome])).get(id) : undefined;
       if (problem) throw new ValidationError([{ path: '/outputs', message: problem }]);
       const r = await store.attemptComplete({ ...outcome, now: clock.now(), jitter: ctx.random(), machineId: req.principal!.machineId! });
       req.log.info({ attemptId: id, accepted: r.accepted, exitCode: body.exitCode, jobState: r.jobState }, 'attempt complete');

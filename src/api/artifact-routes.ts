@@ -13,7 +13,8 @@ export function artifactRoutes(app: ApiApp, ctx: ApiContext): void {
     {
       config: { access: 'admin', audit: 'artifacts.gc' },
       schema: {
-        summary: 'Collect artifacts: delete the outputs no job names, and release ended jobs\' outputs past the size budget (GANTRY_ARTIFACTS_MAX_BYTES), oldest first',
+        summary:
+          "Collect artifacts: delete the outputs no job names, and release ended jobs' outputs past the size budget (GANTRY_ARTIFACTS_MAX_BYTES), oldest first",
         description:
           'What the collection that runs every GANTRY_ARTIFACTS_GC_SECONDS does, now. Outputs a job that has not ended holds, and outputs a rerun reuses, are never taken. ' +
           '`dryRun`: what would go, with sizes and why; nothing is written or deleted. Without it, the whole blob tree is also read for files a crash left behind (`strays`).',
@@ -33,7 +34,10 @@ export function artifactRoutes(app: ApiApp, ctx: ApiContext): void {
       });
       // Asked for by hand: the whole blob tree is read too, for files a crash left behind.
       const strays = dryRun ? undefined : await sweepStrays(ctx.store, ctx.artifacts, { now: ctx.clock.now(), graceMs: ctx.config.artifactsGraceMs });
-      req.log.info({ dryRun, deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.length, bytesAfter: r.bytesAfter, strays }, 'artifacts collected on request');
+      req.log.info(
+        { dryRun, deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.length, bytesAfter: r.bytesAfter, strays },
+        'artifacts collected on request',
+      );
       return { ...r, release: r.release.map(({ stageId: _, ...x }) => x), ...(strays ? { strays } : {}) };
     },
   );

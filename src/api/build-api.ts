@@ -71,7 +71,12 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
     });
   }
   // Open: a load balancer's probe carries no token, and the API's description is no secret.
-  app.get('/healthz', { schema: { hide: true }, config: { access: ctx.config.openHealth ? 'open' : 'user' } }, async () => ({ ok: true, version: API_VERSION, replica: ctx.replica.id, leader: ctx.replica.leader() }));
+  app.get('/healthz', { schema: { hide: true }, config: { access: ctx.config.openHealth ? 'open' : 'user' } }, async () => ({
+    ok: true,
+    version: API_VERSION,
+    replica: ctx.replica.id,
+    leader: ctx.replica.leader(),
+  }));
   // Prometheus: a scraper sends a token too (authorization: credentials in its scrape config), or
   // GANTRY_METRICS_OPEN=1 opens it as the health check is (docs/metrics.md).
   const metrics = ctx.metrics;

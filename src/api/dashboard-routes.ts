@@ -54,7 +54,10 @@ export function dashboardRoutes(app: FastifyInstance, dashboard: Dashboard): voi
     if (path === null || SERVER_PATHS.test(path)) return reply.callNotFound();
     if (dashboard.files === null) {
       if (path !== '/') return reply.callNotFound();
-      return reply.status(404).type('text/plain; charset=utf-8').send(`Gantry's dashboard is not here: ${dashboard.problem}\nThe API is at /v1 (its description: /openapi.json).\n`);
+      return reply
+        .status(404)
+        .type('text/plain; charset=utf-8')
+        .send(`Gantry's dashboard is not here: ${dashboard.problem}\nThe API is at /v1 (its description: /openapi.json).\n`);
     }
     const file = dashboard.files.get(path);
     if (file) return send(req, reply, file, path.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache');

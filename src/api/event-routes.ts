@@ -17,12 +17,26 @@ export const EventsQuery = Type.Object({
   job: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "one job's events" })),
   team: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "one team's jobs' events (a team token: always its own)" })),
   pool: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'events of stages in this pool, e.g. gpu:h100' })),
-  after: Type.Optional(Type.Integer({ minimum: 0, description: 'start after this seq (Last-Event-ID wins when both are given); default: from the job\'s first event with `job`, else from now' })),
+  after: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      description: "start after this seq (Last-Event-ID wins when both are given); default: from the job's first event with `job`, else from now",
+    }),
+  ),
 });
 
 export function eventView(e: EventRecord): EventView {
   // The store writes the types contract/event-types.ts lists (test/api/event-types.test.ts holds it to that).
-  return { seq: e.seq, at: e.at, type: e.type as EventType, jobId: e.jobId, stageName: e.stageName, attemptId: e.attemptId, machineId: e.machineId, message: e.message };
+  return {
+    seq: e.seq,
+    at: e.at,
+    type: e.type as EventType,
+    jobId: e.jobId,
+    stageName: e.stageName,
+    attemptId: e.attemptId,
+    machineId: e.machineId,
+    message: e.message,
+  };
 }
 
 /**
@@ -41,7 +55,8 @@ export function eventRoutes(app: ApiApp, ctx: ApiContext): void {
       config: { access: 'user' },
       schema: {
         summary: 'Every state change of jobs, stages, attempts and machines, live (server-sent events; resumable with Last-Event-ID)',
-        description: 'Each message: `id` the event\'s seq, `event` its type (stage:running, attempt:preempted, …), `data` the event as in GET /v1/jobs/{id}/events.',
+        description:
+          "Each message: `id` the event's seq, `event` its type (stage:running, attempt:preempted, …), `data` the event as in GET /v1/jobs/{id}/events.",
         tags: ['jobs'],
         querystring: EventsQuery,
         response: { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },

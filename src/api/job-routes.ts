@@ -17,7 +17,11 @@ import { stageExplainRoute } from './stage-explain-route.js';
 import { stageLogRoute } from './stage-log-route.js';
 
 /** A stage's output file: the wildcard is its path. No length limits: an unknown id or stage is a 404, as it always was. */
-const OutputFileParams = Type.Object({ id: Type.String(), stage: Type.String(), '*': Type.String({ description: "the file's path under the stage's outputs (the rest of the URL)" }) });
+const OutputFileParams = Type.Object({
+  id: Type.String(),
+  stage: Type.String(),
+  '*': Type.String({ description: "the file's path under the stage's outputs (the rest of the URL)" }),
+});
 const errors = { 400: ErrorBody, 404: ErrorBody };
 
 /**
@@ -35,14 +39,16 @@ export function jobRoutes(app: ApiApp, ctx: ApiContext): void {
     {
       config: { access: 'user' },
       schema: {
-        summary: 'List jobs, newest first (a team token: its own team\'s only)',
+        summary: "List jobs, newest first (a team token: its own team's only)",
         tags: ['jobs'],
         querystring: Type.Object({
           state: Type.Optional(Type.Union(jobStates.map((s) => Type.Literal(s)))),
           team: Type.Optional(Type.String()),
           name: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'jobs whose name holds this text, in any case' })),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
-          before: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'the next page: jobs listed after this job id (the last of the previous page)' })),
+          before: Type.Optional(
+            Type.String({ minLength: 1, maxLength: 200, description: 'the next page: jobs listed after this job id (the last of the previous page)' }),
+          ),
         }),
         response: { 200: Type.Object({ jobs: Type.Array(JobSummaryView) }), 400: ErrorBody, 404: ErrorBody },
       },
@@ -53,14 +59,23 @@ export function jobRoutes(app: ApiApp, ctx: ApiContext): void {
       const scope = teamScope(req.principal);
       if (scope !== null && q.team !== undefined && q.team !== scope) return { jobs: [] };
       if (q.before !== undefined) await ownJob(req.principal, q.before);
-      const jobs = await store.jobList({ state: q.state, team: scope ?? q.team, name: q.name, limit: q.limit ?? 50, ...(q.before !== undefined ? { before: q.before } : {}) });
+      const jobs = await store.jobList({
+        state: q.state,
+        team: scope ?? q.team,
+        name: q.name,
+        limit: q.limit ?? 50,
+        ...(q.before !== undefined ? { before: q.before } : {}),
+      });
       return { jobs: jobs.map(jobSummaryView) };
     },
   );
 
   app.get(
     '/v1/jobs/:id',
-    { config: { access: 'user' }, schema: { summary: 'A job with its stages and attempts', tags: ['jobs'], params: JobParams, response: { 200: JobView, ...errors } } },
+    {
+      config: { access: 'user' },
+      schema: { summary: 'A job with its stages and attempts', tags: ['jobs'], params: JobParams, response: { 200: JobView, ...errors } },
+    },
     async (req) => {
       const { id } = req.params;
       const job = await store.jobGet({ jobId: id });

@@ -76,7 +76,10 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         req.log.info({ jobId: first.id, key: err.key }, 'job submit repeated: answered with the job it made');
         return reply.status(200).send(jobView(first));
       }
-      req.log.info({ jobId: job.id, name: job.name, stages: job.stages.length, ...(warnings!.length ? { neverPlaceable: warnings!.map((w) => w.stage) } : {}) }, 'job submitted');
+      req.log.info(
+        { jobId: job.id, name: job.name, stages: job.stages.length, ...(warnings!.length ? { neverPlaceable: warnings!.map((w) => w.stage) } : {}) },
+        'job submitted',
+      );
       return reply.status(201).send({ ...jobView(job), ...(warnings!.length ? { warnings } : {}) });
     },
   );
@@ -127,7 +130,9 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         return reply.status(200).send({ jobs: err.jobIds.map((id, i) => ({ id, name: definitions[i]!.name })) });
       }
       req.log.info({ jobs: ids.length, stages: definitions.reduce((n, d) => n + d.stages.length, 0) }, 'job batch submitted');
-      return reply.status(201).send({ jobs: ids.map((id, i) => ({ id, name: definitions[i]!.name, ...(warnings[i]!.length ? { warnings: warnings[i] } : {}) })) });
+      return reply
+        .status(201)
+        .send({ jobs: ids.map((id, i) => ({ id, name: definitions[i]!.name, ...(warnings[i]!.length ? { warnings: warnings[i] } : {}) })) });
     },
   );
 
@@ -141,7 +146,12 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
  * The stages of these jobs that no registered machine could ever run, per job (docs/scheduling.md,
  * "Never placeable"). Strict: refused, as a bad spec is, naming each such stage.
  */
-async function placementWarnings(store: Store, definitions: readonly JobDefinition[], strict: boolean, prefix: (i: number) => string): Promise<SubmitWarning[][]> {
+async function placementWarnings(
+  store: Store,
+  definitions: readonly JobDefinition[],
+  strict: boolean,
+  prefix: (i: number) => string,
+): Promise<SubmitWarning[][]> {
   // Static checks only: what machines are, not what they hold.
   const { machines } = await store.clusterFacts();
   const warnings = definitions.map((d) =>
@@ -152,7 +162,10 @@ async function placementWarnings(store: Store, definitions: readonly JobDefiniti
   );
   if (strict && warnings.some((w) => w.length)) {
     const issues = warnings.flatMap((w, i) =>
-      w.map((x) => ({ path: `${prefix(i)}/stages/${definitions[i]!.stages.findIndex((st) => st.name === x.stage)}`, message: `stage ${x.stage}: ${x.message} (strict: refused)` })),
+      w.map((x) => ({
+        path: `${prefix(i)}/stages/${definitions[i]!.stages.findIndex((st) => st.name === x.stage)}`,
+        message: `stage ${x.stage}: ${x.message} (strict: refused)`,
+      })),
     );
     throw new ValidationError(issues);
   }

@@ -23,7 +23,11 @@ describe('a protocol 1 outcome, typed at the edge', () => {
     ['killed after a TERM it exited 0 on', { exitCode: 0, signal: null, reason: 'killed: canceled' }, 'killed'],
     ['inputs not fetched', { exitCode: null, signal: null, reason: 'input download failed: refusing path ../x' }, 'inputs-failed'],
     ['outputs not uploaded', { exitCode: null, signal: null, reason: 'output upload failed: ECONNRESET (the process exited 0)' }, 'outputs-failed'],
-    ['ended while its agent restarted', { exitCode: null, signal: null, reason: 'ended while the agent was restarting, with no exit status recorded' }, 'exited'],
+    [
+      'ended while its agent restarted',
+      { exitCode: null, signal: null, reason: 'ended while the agent was restarting, with no exit status recorded' },
+      'exited',
+    ],
     ['words it never wrote, with a signal', { exitCode: null, signal: 'SIGTERM', reason: 'something else' }, 'signaled'],
   ];
   for (const [what, o, kind] of cases) {

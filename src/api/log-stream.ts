@@ -27,7 +27,11 @@ export function logChunkView(c: LogChunk): LogChunkView {
  * 2 s; nothing is written for it, and the agents' log route pays one in-memory publish a shipment.
  * The state is read before the pieces, so once it says ended, the pieces read after it are all.
  */
-export async function streamLog(ctx: ApiContext, reply: FastifyReply, p: { jobId: string; stage: string; attempt?: number; after?: number }): Promise<FastifyReply> {
+export async function streamLog(
+  ctx: ApiContext,
+  reply: FastifyReply,
+  p: { jobId: string; stage: string; attempt?: number; after?: number },
+): Promise<FastifyReply> {
   const { store, bus } = ctx;
   const sse = reply.sse;
   const resume = sse.lastEventId !== null && /^\d+$/.test(sse.lastEventId) ? Number(sse.lastEventId) : undefined;

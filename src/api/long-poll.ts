@@ -9,7 +9,12 @@ import { Topic } from '../domain/topic.js';
  * does not answer (report-memory.ts) waits again rather than spin. Shutdown and hang-up end every
  * wait from then on.
  */
-export function machineWaiter(bus: Bus, machineId: string, shutdown: AbortSignal, socket?: { once(ev: 'close', f: () => void): unknown; off(ev: 'close', f: () => void): unknown }) {
+export function machineWaiter(
+  bus: Bus,
+  machineId: string,
+  shutdown: AbortSignal,
+  socket?: { once(ev: 'close', f: () => void): unknown; off(ev: 'close', f: () => void): unknown },
+) {
   /** A wake-up came while nobody waited: the next wait returns at once. */
   let pending = false;
   let ended = false;

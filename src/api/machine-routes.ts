@@ -17,13 +17,22 @@ const errors = { 400: ErrorBody, 404: ErrorBody };
 type OperatorVerb = (p: { machine: string; now: number; stopNow: boolean; jitter: number; audit: AuditEntry }) => Promise<MachineSchedulingChange>;
 
 /** The operator's routes, one per verb: what each does, in the OpenAPI document. */
-const verbs: { name: string; path: string; method: 'POST' | 'DELETE'; summary: string; description: string; querystring?: TSchema; verb: (s: Store) => OperatorVerb }[] = [
+const verbs: {
+  name: string;
+  path: string;
+  method: 'POST' | 'DELETE';
+  summary: string;
+  description: string;
+  querystring?: TSchema;
+  verb: (s: Store) => OperatorVerb;
+}[] = [
   {
     name: 'cordon',
     path: '/v1/machines/:machine/cordon',
     method: 'POST',
     summary: 'Cordon a machine: no new work is placed there',
-    description: 'What runs there goes on. A cordoned or draining machine is left as it is (`changed: false`). Survives the agent restarting and the machine being lost.',
+    description:
+      'What runs there goes on. A cordoned or draining machine is left as it is (`changed: false`). Survives the agent restarting and the machine being lost.',
     verb: (s) => (p) => s.machineCordon(p),
   },
   {
@@ -69,7 +78,10 @@ export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
   app.get(
     '/v1/machines',
-    { config: { access: 'user' }, schema: { summary: 'Machines, their health and what is allocated on them', tags, response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } } },
+    {
+      config: { access: 'user' },
+      schema: { summary: 'Machines, their health and what is allocated on them', tags, response: { 200: Type.Object({ machines: Type.Array(MachineView) }) } },
+    },
     async () => ({ machines: (await store.machineList()).map(machineView) }),
   );
 
@@ -78,7 +90,7 @@ export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
     {
       config: { access: 'user' },
       schema: {
-        summary: 'What runs where: every attempt that holds resources on a machine now (to a team token, other teams\' attempts show their resources only)',
+        summary: "What runs where: every attempt that holds resources on a machine now (to a team token, other teams' attempts show their resources only)",
         tags,
         response: { 200: Type.Object({ attempts: Type.Array(HeldAttemptView) }), 401: ErrorBody },
       },
@@ -116,8 +128,17 @@ export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
       },
       handler: async (req) => {
         const { machine } = req.params;
-        const r = await verb({ machine, now: clock.now(), stopNow: nowAsked(req.query), jitter: ctx.random(), audit: auditBy(req, `machine.${v.name}`, machine) });
-        req.log.info({ machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed, stopped: r.stopped }, `machine ${v.name}`);
+        const r = await verb({
+          machine,
+          now: clock.now(),
+          stopNow: nowAsked(req.query),
+          jitter: ctx.random(),
+          audit: auditBy(req, `machine.${v.name}`, machine),
+        });
+        req.log.info(
+          { machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed, stopped: r.stopped },
+          `machine ${v.name}`,
+        );
         return { changed: r.changed, machine: machineView(r.machine), ...(r.stopped !== undefined ? { stopped: r.stopped } : {}) };
       },
     });

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { PoolHistory } from './pool-history.js';
 
-const sample = (at: number) => ({ at, pools: [{ pool: 'cpu', queued: at, oldestWaitSeconds: null, cpuAllocated: 0, cpuTotal: 1000, gpusAllocated: 0, gpusTotal: 0 }] });
+const sample = (at: number) => ({
+  at,
+  pools: [{ pool: 'cpu', queued: at, oldestWaitSeconds: null, cpuAllocated: 0, cpuTotal: 1000, gpusAllocated: 0, gpusTotal: 0 }],
+});
 
 describe('PoolHistory', () => {
   it('keeps samples for its window, oldest first, and answers those after a time', () => {

@@ -38,7 +38,9 @@ export function poolRoutes(app: ApiApp, ctx: ApiContext): void {
         tags,
         querystring: Type.Object({
           since: Type.Optional(Type.Number({ minimum: 0, description: 'only samples taken after this time (ms)' })),
-          max: Type.Optional(Type.Integer({ minimum: 2, maximum: 10_000, default: 500, description: 'at most this many samples: every n-th, evenly spaced, the newest kept' })),
+          max: Type.Optional(
+            Type.Integer({ minimum: 2, maximum: 10_000, default: 500, description: 'at most this many samples: every n-th, evenly spaced, the newest kept' }),
+          ),
         }),
         response: { 200: PoolHistoryView, 400: ErrorBody, 401: ErrorBody },
       },

@@ -23,7 +23,16 @@ export async function poolsNow(store: PoolReads, now: number, opts: { reasons: b
   const pool = (name: string): PoolView => {
     let p = pools.get(name);
     if (!p) {
-      p = { pool: name, queued: 0, oldestWaitSeconds: null, reasons: [], machines: { total: 0, ready: 0, eligible: 0 }, cpu: { allocated: 0, total: 0 }, memory: { allocated: 0, total: 0 }, gpus: [] };
+      p = {
+        pool: name,
+        queued: 0,
+        oldestWaitSeconds: null,
+        reasons: [],
+        machines: { total: 0, ready: 0, eligible: 0 },
+        cpu: { allocated: 0, total: 0 },
+        memory: { allocated: 0, total: 0 },
+        gpus: [],
+      };
       pools.set(name, p);
     }
     return p;
@@ -42,7 +51,15 @@ export async function poolsNow(store: PoolReads, now: number, opts: { reasons: b
 /** What the history keeps of a pool: its queue and allocation, without the reasons. */
 export function poolPoint(p: PoolView): PoolPoint {
   const gpus = p.gpus.reduce((s, g) => ({ allocated: s.allocated + g.allocated, total: s.total + g.total }), { allocated: 0, total: 0 });
-  return { pool: p.pool, queued: p.queued, oldestWaitSeconds: p.oldestWaitSeconds, cpuAllocated: p.cpu.allocated, cpuTotal: p.cpu.total, gpusAllocated: gpus.allocated, gpusTotal: gpus.total };
+  return {
+    pool: p.pool,
+    queued: p.queued,
+    oldestWaitSeconds: p.oldestWaitSeconds,
+    cpuAllocated: p.cpu.allocated,
+    cpuTotal: p.cpu.total,
+    gpusAllocated: gpus.allocated,
+    gpusTotal: gpus.total,
+  };
 }
 
 function addMachine(p: PoolView, m: MachineView): void {
@@ -62,7 +79,13 @@ function addMachine(p: PoolView, m: MachineView): void {
   }
 }
 
-async function addReasons(store: PoolReads, now: number, machines: MachineView[], queues: Awaited<ReturnType<Store['queueStats']>>, pool: (name: string) => PoolView): Promise<void> {
+async function addReasons(
+  store: PoolReads,
+  now: number,
+  machines: MachineView[],
+  queues: Awaited<ReturnType<Store['queueStats']>>,
+  pool: (name: string) => PoolView,
+): Promise<void> {
   const shapes = new Map((await store.readyShapes({ now })).map((s) => [s.shape, s]));
   const ledger = new TeamLedger(await store.schedulerTeams({ usage: true }), machines);
   // Per pool and kind: the stages, and the sentence of the shape with the most of them.

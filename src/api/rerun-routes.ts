@@ -24,7 +24,13 @@ import { jobView, rerunPlanOfJob, rerunPlanView } from './views.js';
  * handler checks the envelope (RerunRequest, whose spec is any value) and parseJobSpec the spec,
  * each wording its problems for people.
  */
-const RerunBody = Type.Object({ ...RerunRequest.properties, spec: Type.Optional({ ...JobSpecSchema, description: (RerunRequest.properties.spec as { description?: string }).description }) }, { additionalProperties: false });
+const RerunBody = Type.Object(
+  {
+    ...RerunRequest.properties,
+    spec: Type.Optional({ ...JobSpecSchema, description: (RerunRequest.properties.spec as { description?: string }).description }),
+  },
+  { additionalProperties: false },
+);
 
 /** `POST /v1/jobs/{id}/rerun` (docs/rerun.md). */
 export function rerunRoutes(app: ApiApp, ctx: ApiContext): void {
@@ -54,7 +60,8 @@ export function rerunRoutes(app: ApiApp, ctx: ApiContext): void {
       const { id } = req.params;
       await ownJob(store, req.principal, id);
       const raw = req.body ?? {};
-      if (typeof raw !== 'object' || Array.isArray(raw)) throw new ValidationError([{ path: '', message: 'the body must be a JSON object: {from?, spec?, cancelRunning?, dryRun?}' }]);
+      if (typeof raw !== 'object' || Array.isArray(raw))
+        throw new ValidationError([{ path: '', message: 'the body must be a JSON object: {from?, spec?, cancelRunning?, dryRun?}' }]);
       if (!Value.Check(RerunRequest, raw)) throw new ValidationError(schemaIssues(RerunRequest, raw));
       const body = raw;
       const team = (await store.jobTeam({ jobId: id }))!;
@@ -77,7 +84,10 @@ export function rerunRoutes(app: ApiApp, ctx: ApiContext): void {
         const idempotency = idempotencyOf(req, `${id}\n${JSON.stringify(raw)}`);
         const r = await store.jobRerun({ ...common, now: clock.now(), idempotency, audit: auditBy(req, 'job.rerun') });
         if (!r?.job) throw new NotFoundError('job', id);
-        req.log.info({ jobId: id, rerun: r.job.id, reused: r.plan.reused.map((x) => x.stage), runs: r.plan.rerun.map((x) => x.stage), canceled: r.canceled }, 'job rerun');
+        req.log.info(
+          { jobId: id, rerun: r.job.id, reused: r.plan.reused.map((x) => x.stage), runs: r.plan.rerun.map((x) => x.stage), canceled: r.canceled },
+          'job rerun',
+        );
         return reply.status(201).send({ dryRun: false, plan: rerunPlanView(r.plan, r.canceled), job: jobView(r.job) });
       } catch (err) {
         if (!(err instanceof AlreadySubmitted)) throw err;
@@ -111,8 +121,13 @@ async function checkFilesPresent(ctx: ApiContext, plan: RerunPlan): Promise<void
   const gone: string[] = [];
   for (const r of plan.reused) {
     const lost = [];
-    for (const f of r.files) if (!(await ctx.artifacts.present(f.blob, f.size))) lost.push(`${f.path} (${ArtifactStore.digestOf(f.blob) ? f.blob : 'stored before content addressing'})`);
-    if (lost.length) gone.push(`stage ${r.stage}'s committed outputs in job ${r.fromJob} are gone from the artifact store: ${lost.join(', ')} missing, so it cannot be reused: add it to the stages to run again (--from ${r.stage})`);
+    for (const f of r.files)
+      if (!(await ctx.artifacts.present(f.blob, f.size)))
+        lost.push(`${f.path} (${ArtifactStore.digestOf(f.blob) ? f.blob : 'stored before content addressing'})`);
+    if (lost.length)
+      gone.push(
+        `stage ${r.stage}'s committed outputs in job ${r.fromJob} are gone from the artifact store: ${lost.join(', ')} missing, so it cannot be reused: add it to the stages to run again (--from ${r.stage})`,
+      );
   }
   if (gone.length) throw new ConflictError(gone.join('; '));
 }

@@ -20,7 +20,8 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
     {
       config: { access: 'user' },
       schema: {
-        summary: 'Why a stage is not running: the binding reason, machines left after each constraint, its place in the queue, and what change would let it run',
+        summary:
+          'Why a stage is not running: the binding reason, machines left after each constraint, its place in the queue, and what change would let it run',
         tags: ['jobs'],
         params: StageParams,
         response: { 200: StageExplanation, ...errors },

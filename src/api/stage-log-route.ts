@@ -31,7 +31,13 @@ export function stageLogRoute(app: ApiApp, ctx: ApiContext): void {
           after: Type.Optional(Type.Integer({ minimum: 0 })),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000 })),
           format: Type.Optional(Type.Union([Type.Literal('text'), Type.Literal('json')])),
-          follow: Type.Optional(Type.Unsafe<'1' | 'true' | '0' | 'false'>({ type: 'string', enum: ['1', 'true', '0', 'false'], description: '1 or true: stream as server-sent events until the log is complete' })),
+          follow: Type.Optional(
+            Type.Unsafe<'1' | 'true' | '0' | 'false'>({
+              type: 'string',
+              enum: ['1', 'true', '0', 'false'],
+              description: '1 or true: stream as server-sent events until the log is complete',
+            }),
+          ),
         }),
       },
     },
@@ -45,7 +51,8 @@ export function stageLogRoute(app: ApiApp, ctx: ApiContext): void {
       if (!detail) throw new NotFoundError('stage', `${id}/${stage}`);
       // Following the stage waits for it to start; an attempt named must be one it has had.
       if (follow && q.attempt === undefined) return streamLog(ctx, reply, { jobId: id, stage, ...(q.after !== undefined ? { after: q.after } : {}) });
-      if (detail.attempts.length === 0) throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no log: it has not run yet (it is ${detail.state})`);
+      if (detail.attempts.length === 0)
+        throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no log: it has not run yet (it is ${detail.state})`);
       if (q.attempt !== undefined && !detail.attempts.some((a) => a.number === q.attempt)) {
         const numbers = detail.attempts.map((a) => a.number);
         throw new NotFoundError('log', `${id}/${stage}`, `stage ${stage} of job ${id} has no attempt ${q.attempt}: its attempts are ${numbers.join(', ')}`);

@@ -67,7 +67,10 @@ export function teamRoutes(app: ApiApp, ctx: ApiContext): void {
 
   const views = async (only?: string): Promise<TeamView[]> => {
     const [teams, usage, cluster] = [await store.teamList(), await store.schedulerTeams({ usage: true }), await store.clusterFacts()];
-    const total = new TeamLedger([], cluster.machines.filter((m) => machineRefusal(m) === null)).total;
+    const total = new TeamLedger(
+      [],
+      cluster.machines.filter((m) => machineRefusal(m) === null),
+    ).total;
     const byName = new Map(usage.map((u) => [u.name, u.usage]));
     return teams.filter((t) => only === undefined || t.name === only).map((t) => teamView(t, byName.get(t.name) ?? emptyTeamUsage(), total));
   };
@@ -80,9 +83,17 @@ export function teamRoutes(app: ApiApp, ctx: ApiContext): void {
     },
     async (req, reply) => {
       const body = req.body;
-      if (await store.teamGet({ name: body.name })) throw new ConflictError(`team ${body.name} exists already; change it with PATCH /v1/teams/${body.name} (gantry team set)`);
+      if (await store.teamGet({ name: body.name }))
+        throw new ConflictError(`team ${body.name} exists already; change it with PATCH /v1/teams/${body.name} (gantry team set)`);
       const quota = body.quota ? quotaFrom(body.quota, '/quota') : {};
-      await store.teamPut({ name: body.name, ...(body.weight !== undefined ? { weight: body.weight } : {}), quota, create: true, now: clock.now(), audit: auditBy(req, 'team.create') });
+      await store.teamPut({
+        name: body.name,
+        ...(body.weight !== undefined ? { weight: body.weight } : {}),
+        quota,
+        create: true,
+        now: clock.now(),
+        audit: auditBy(req, 'team.create'),
+      });
       req.log.info({ team: body.name, by: req.principal?.tokenId }, 'team created');
       // Made in this request: there to read (a team is never deleted).
       return reply.status(201).send((await views(body.name))[0]!);
@@ -93,26 +104,49 @@ export function teamRoutes(app: ApiApp, ctx: ApiContext): void {
     '/v1/teams/:name',
     {
       config: { access: 'admin', audit: 'team.change' },
-      schema: { summary: "Change a team's weight or quota (a quota given replaces the old one; {} removes every limit)", tags, params: TeamParams, body: TeamChangeRequest, response: { 200: TeamView, ...errors } },
+      schema: {
+        summary: "Change a team's weight or quota (a quota given replaces the old one; {} removes every limit)",
+        tags,
+        params: TeamParams,
+        body: TeamChangeRequest,
+        response: { 200: TeamView, ...errors },
+      },
     },
     async (req) => {
       const { name } = req.params;
       const body = req.body;
       const quota = body.quota ? quotaFrom(body.quota, '/quota') : undefined;
-      await store.teamPut({ name, ...(body.weight !== undefined ? { weight: body.weight } : {}), ...(quota ? { quota } : {}), create: false, now: clock.now(), audit: auditBy(req, 'team.change') });
+      await store.teamPut({
+        name,
+        ...(body.weight !== undefined ? { weight: body.weight } : {}),
+        ...(quota ? { quota } : {}),
+        create: false,
+        now: clock.now(),
+        audit: auditBy(req, 'team.change'),
+      });
       return (await views(name))[0];
     },
   );
 
   app.get(
     '/v1/teams',
-    { config: { access: 'user' }, schema: { summary: 'Teams with their weights, quotas and what they hold now', tags, response: { 200: Type.Object({ teams: Type.Array(TeamView) }), ...errors } } },
+    {
+      config: { access: 'user' },
+      schema: {
+        summary: 'Teams with their weights, quotas and what they hold now',
+        tags,
+        response: { 200: Type.Object({ teams: Type.Array(TeamView) }), ...errors },
+      },
+    },
     async () => ({ teams: await views() }),
   );
 
   app.get(
     '/v1/teams/:name',
-    { config: { access: 'user' }, schema: { summary: 'One team: weight, quota, usage, share', tags, params: TeamParams, response: { 200: TeamView, ...errors } } },
+    {
+      config: { access: 'user' },
+      schema: { summary: 'One team: weight, quota, usage, share', tags, params: TeamParams, response: { 200: TeamView, ...errors } },
+    },
     async (req) => {
       const { name } = req.params;
       const v = (await views(name))[0];

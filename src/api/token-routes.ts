@@ -17,7 +17,16 @@ const errors = { 400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export function tokenView(t: TokenRecord): TokenView {
-  return { id: t.id, kind: t.kind, team: t.team, machineId: t.machineId, name: t.name, createdAt: iso(t.createdAt)!, expiresAt: iso(t.expiresAt), revokedAt: iso(t.revokedAt) };
+  return {
+    id: t.id,
+    kind: t.kind,
+    team: t.team,
+    machineId: t.machineId,
+    name: t.name,
+    createdAt: iso(t.createdAt)!,
+    expiresAt: iso(t.expiresAt),
+    revokedAt: iso(t.revokedAt),
+  };
 }
 
 /** Admin's: make, list and revoke tokens (docs/security.md); and anyone's: which token am I. */
@@ -28,7 +37,11 @@ export function tokenRoutes(app: ApiApp, ctx: ApiContext): void {
     '/v1/whoami',
     {
       config: { access: 'user' },
-      schema: { summary: 'The token this request came with: its kind, team and name (the dashboard signs in with it)', tags, response: { 200: WhoAmIView, 401: ErrorBody, 403: ErrorBody } },
+      schema: {
+        summary: 'The token this request came with: its kind, team and name (the dashboard signs in with it)',
+        tags,
+        response: { 200: WhoAmIView, 401: ErrorBody, 403: ErrorBody },
+      },
     },
     async (req) => {
       const p = req.principal!;
@@ -128,7 +141,11 @@ export function auditRoutes(app: ApiApp, ctx: ApiContext): void {
       const q = req.query;
       const since = q.since === undefined ? undefined : Date.parse(q.since);
       if (since !== undefined && Number.isNaN(since)) throw new ValidationError([{ path: 'querystring/since', message: `${q.since} is not a time` }]);
-      const rows = await ctx.store.auditList({ ...(q.after !== undefined ? { afterSeq: q.after } : {}), ...(since !== undefined ? { since } : {}), limit: q.limit ?? 1000 });
+      const rows = await ctx.store.auditList({
+        ...(q.after !== undefined ? { afterSeq: q.after } : {}),
+        ...(since !== undefined ? { since } : {}),
+        limit: q.limit ?? 1000,
+      });
       return { entries: rows.map((r) => ({ ...r, at: new Date(r.at).toISOString() })) };
     },
   );

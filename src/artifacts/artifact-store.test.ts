@@ -101,7 +101,7 @@ describe('ArtifactStore', () => {
     await expect(store.read(blob, 'train/model.bin')).rejects.toThrow(/output train\/model.bin is not in the artifact store/);
   });
 
-  it('reads and collects files an earlier version wrote in the attempt\'s own directory', async () => {
+  it("reads and collects files an earlier version wrote in the attempt's own directory", async () => {
     const dir = join(root, 'att_01abc', 'sub');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'out.txt'), 'old bytes');

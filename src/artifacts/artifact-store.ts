@@ -134,7 +134,8 @@ export class ArtifactStore {
   /** The blob's bytes, opened only if it is a file reached through no symbolic link. */
   async read(key: string, what = key): Promise<Readable> {
     const { file, legacyDir } = this.fileOf(key);
-    const missing = () => new NotFoundError('output', what, `output ${what} is not in the artifact store (its file ${ArtifactStore.digestOf(key) ?? key} is missing)`);
+    const missing = () =>
+      new NotFoundError('output', what, `output ${what} is not in the artifact store (its file ${ArtifactStore.digestOf(key) ?? key} is missing)`);
     if (legacyDir) {
       try {
         await this.checkInside(legacyDir, file);

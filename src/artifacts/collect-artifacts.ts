@@ -30,7 +30,13 @@ export async function collectArtifacts(
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     const plan = await store.artifactsCollect({ now: p.now(), maxBytes: p.maxBytes, dryRun: p.dryRun, ...(pass === 0 && p.audit ? { audit: p.audit } : {}) });
     const r: CollectionReport = report
-      ? { ...report, collect: [...report.collect, ...plan.collect], release: [...report.release, ...plan.release], bytesAfter: plan.bytesAfter, more: plan.more }
+      ? {
+          ...report,
+          collect: [...report.collect, ...plan.collect],
+          release: [...report.release, ...plan.release],
+          bytesAfter: plan.bytesAfter,
+          more: plan.more,
+        }
       : { ...plan, dryRun: p.dryRun, deleted: 0, kept: 0, missing: 0, freedBytes: 0 };
     report = r;
     if (p.dryRun) return r;

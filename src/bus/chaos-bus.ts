@@ -39,10 +39,13 @@ export class ChaosBus implements Bus {
     if (copies === 2) this.stats.duplicated++;
     for (let i = 0; i < copies; i++) {
       const [lo, hi] = this.s.delayMs;
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        void this.inner.publish(msg);
-      }, lo + this.random() * (hi - lo));
+      const t = setTimeout(
+        () => {
+          this.timers.delete(t);
+          void this.inner.publish(msg);
+        },
+        lo + this.random() * (hi - lo),
+      );
       this.timers.add(t);
     }
   }

@@ -31,7 +31,6 @@ if (missing) {
   });
 }
 
-
 const NATS_SERVER = '/usr/sbin/nats-server';
 const haveServer = await import('node:fs').then((fs) => fs.existsSync(NATS_SERVER));
 

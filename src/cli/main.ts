@@ -5,10 +5,7 @@ import { ValidationError } from '../spec/validation-error.js';
 import { errorText } from '../lib/error-text.js';
 import { agentCommand } from '../agent/agent-command.js';
 
-const program = new Command()
-  .name('gantry')
-  .description('Gantry: multi-stage jobs on GPU and CPU clusters.\nEvery command takes --help.')
-  .version(API_VERSION);
+const program = new Command().name('gantry').description('Gantry: multi-stage jobs on GPU and CPU clusters.\nEvery command takes --help.').version(API_VERSION);
 // An agent forks a process for every stage it starts, and a fork costs in proportion to the
 // forking process's memory: `gantry agent` loads only its own code (58 MB idle, rather than 87 MB).
 if (process.argv[2] === 'agent') {

@@ -53,18 +53,53 @@ describe('findCycle / topologicalOrder', () => {
 
   it('names a cycle from its earliest node, in edge order', () => {
     // a before b before c before a
-    expect(findCycle(['x', 'a', 'b', 'c'], [['c', 'a'], ['b', 'c'], ['a', 'b'], ['x', 'a']])).toEqual(['a', 'b', 'c', 'a']);
-    expect(findCycle(['c', 'b', 'a'], [['a', 'b'], ['b', 'c'], ['c', 'a']])).toEqual(['c', 'a', 'b', 'c']);
+    expect(
+      findCycle(
+        ['x', 'a', 'b', 'c'],
+        [
+          ['c', 'a'],
+          ['b', 'c'],
+          ['a', 'b'],
+          ['x', 'a'],
+        ],
+      ),
+    ).toEqual(['a', 'b', 'c', 'a']);
+    expect(
+      findCycle(
+        ['c', 'b', 'a'],
+        [
+          ['a', 'b'],
+          ['b', 'c'],
+          ['c', 'a'],
+        ],
+      ),
+    ).toEqual(['c', 'a', 'b', 'c']);
   });
 
   it('treats a self edge as a cycle and ignores edges to unknown nodes', () => {
     expect(findCycle(['a'], [['a', 'a']])).toEqual(['a', 'a']);
-    expect(findCycle(['a', 'b'], [['a', 'zz'], ['zz', 'a']])).toBeNull();
+    expect(
+      findCycle(
+        ['a', 'b'],
+        [
+          ['a', 'zz'],
+          ['zz', 'a'],
+        ],
+      ),
+    ).toBeNull();
   });
 
   it('keeps spec order among stages that are free at the same time', () => {
     expect(topologicalOrder(['d', 'c', 'b', 'a'], [['a', 'b']])).toEqual(['d', 'c', 'a', 'b']);
-    expect(topologicalOrder(['train', 'prep', 'eval'], [['prep', 'train'], ['train', 'eval']])).toEqual(['prep', 'train', 'eval']);
+    expect(
+      topologicalOrder(
+        ['train', 'prep', 'eval'],
+        [
+          ['prep', 'train'],
+          ['train', 'eval'],
+        ],
+      ),
+    ).toEqual(['prep', 'train', 'eval']);
   });
 
   it('handles a long chain without deep recursion', () => {

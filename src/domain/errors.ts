@@ -6,7 +6,11 @@
  */
 export class NotFoundError extends Error {
   /** `why`: the whole message, when "<what> <id> not found" would not say it well. */
-  constructor(readonly what: string, readonly id: string, why?: string) {
+  constructor(
+    readonly what: string,
+    readonly id: string,
+    why?: string,
+  ) {
     super(why ?? `${what} ${id} not found`);
     this.name = 'NotFoundError';
   }
@@ -15,7 +19,10 @@ export class NotFoundError extends Error {
 /** A report from an agent about an attempt that is no longer current (stale fencing token, or the
  *  attempt already ended). The agent must stop the process. */
 export class StaleAttemptError extends Error {
-  constructor(readonly attemptId: string, readonly reason: string) {
+  constructor(
+    readonly attemptId: string,
+    readonly reason: string,
+  ) {
     super(`attempt ${attemptId} is not current: ${reason}`);
     this.name = 'StaleAttemptError';
   }

@@ -147,9 +147,7 @@ describe('parseJobSpec: rejections', () => {
   });
 
   it('rejects unknown fields at every level', () => {
-    const list = issues(
-      job([stage('a', { resources: { gpu: { count: 1, model: 'h100' } }, retry: { backoff: { initial: 1 } } })], { owner: 'me' }),
-    );
+    const list = issues(job([stage('a', { resources: { gpu: { count: 1, model: 'h100' } }, retry: { backoff: { initial: 1 } } })], { owner: 'me' }));
     expectIssue(list, '/owner', 'unknown field "owner"');
     expectIssue(list, '/stages/0/resources/gpu/model', 'unknown field "model"');
     expectIssue(list, '/stages/0/retry/backoff/initial', 'unknown field "initial"');
@@ -171,7 +169,11 @@ describe('parseJobSpec: rejections', () => {
   });
 
   it('rejects a spec that is not a mapping', () => {
-    expectIssue(issuesOf(() => parseJobSpec([1, 2])), '', 'must be a mapping');
+    expectIssue(
+      issuesOf(() => parseJobSpec([1, 2])),
+      '',
+      'must be a mapping',
+    );
   });
 
   it('rejects bad names and out-of-range numbers', () => {
@@ -293,9 +295,7 @@ describe('parseJobSpec: rejections', () => {
   });
 
   it('reports all issues at once', () => {
-    const list = issues(
-      job([stage('a', { resurces: {} }), stage('a', { needs: ['zz'], resources: { memory: '2Gb' } })], { priority: -1 }),
-    );
+    const list = issues(job([stage('a', { resurces: {} }), stage('a', { needs: ['zz'], resources: { memory: '2Gb' } })], { priority: -1 }));
     expect(list.map((i) => i.path).sort()).toEqual(
       ['/priority', '/stages/0/resurces', '/stages/1/name', '/stages/1/needs/0', '/stages/1/resources/memory'].sort(),
     );
@@ -334,7 +334,16 @@ describe('parseJobSpecText', () => {
   });
 
   it('rejects alias bombs', () => {
-    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 10 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+    const bomb = [
+      'a: &a [x, x, x, x, x, x, x, x, x, x]',
+      ...Array.from(
+        { length: 10 },
+        (_, i) =>
+          `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10)
+            .fill(`*${String.fromCharCode(97 + i)}`)
+            .join(', ')}]`,
+      ),
+    ].join('\n');
     expect(issuesOf(() => parseJobSpecText(bomb))).toEqual([{ path: '', message: expect.stringContaining('alias') }]);
   });
 });
@@ -347,8 +356,16 @@ describe('parseJobSpec: limits (docs/security.md)', () => {
     expectIssue(issues(job([stage('a', { command: ['run', 'x'.repeat(200_000)] })])), '/stages/0/command', /bytes; at most 131072/);
     const big = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`V${i}`, 'x'.repeat(2000)]));
     expectIssue(issues(job([stage('a', { env: big })])), '/stages/0/env', /env and secretEnv hold \d+ bytes; at most 65536/);
-    expectIssue(issues(job([stage('a', { env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, '1'])) })])), '/stages/0/env', /more than 1000 properties/);
-    expectIssue(issues(job([stage('a')], { labels: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`l${i}`, '1'])) })), '/labels', /more than 100 properties/);
+    expectIssue(
+      issues(job([stage('a', { env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, '1'])) })])),
+      '/stages/0/env',
+      /more than 1000 properties/,
+    );
+    expectIssue(
+      issues(job([stage('a')], { labels: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`l${i}`, '1'])) })),
+      '/labels',
+      /more than 100 properties/,
+    );
   });
 
   it('keeps secretEnv apart: its names checked as env names, none in env too', () => {

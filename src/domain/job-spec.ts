@@ -39,13 +39,15 @@ export const MAX_ENV_BYTES = 64 * 1024;
 export const MAX_LABELS = 100;
 const MAX_LABEL_CHARS = 256;
 
-const name = (maxLength: number, description: string) =>
-  Type.String({ minLength: 1, maxLength, pattern: NAME_PATTERN, description });
+const name = (maxLength: number, description: string) => Type.String({ minLength: 1, maxLength, pattern: NAME_PATTERN, description });
 /** string -> string. A plain `additionalProperties` schema (TypeBox's Record uses a `^.*$`
  *  pattern, which lets a key containing a newline through unchecked). */
 const StringMap = (description: string, limits: { maxProperties: number; maxLength?: number } = { maxProperties: MAX_ENV_VARS }) =>
   Type.Unsafe<Record<string, string>>(
-    Type.Object({}, { additionalProperties: Type.String(limits.maxLength ? { maxLength: limits.maxLength } : {}), maxProperties: limits.maxProperties, description }),
+    Type.Object(
+      {},
+      { additionalProperties: Type.String(limits.maxLength ? { maxLength: limits.maxLength } : {}), maxProperties: limits.maxProperties, description },
+    ),
   );
 const Labels = (description: string) => StringMap(description, { maxProperties: MAX_LABELS, maxLength: MAX_LABEL_CHARS });
 const Quantity = (description: string) => Type.Union([Type.Number(), Type.String()], { description });
@@ -64,12 +66,8 @@ export const RetrySpecSchema = Type.Object(
         strict,
       ),
     ),
-    onExitCodes: Type.Optional(
-      Type.Array(Type.Integer({ minimum: 0, maximum: 255 }), { description: 'Retry only these exit codes.' }),
-    ),
-    maxLost: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: 100, description: 'Attempts lost to infrastructure allowed.' }),
-    ),
+    onExitCodes: Type.Optional(Type.Array(Type.Integer({ minimum: 0, maximum: 255 }), { description: 'Retry only these exit codes.' })),
+    maxLost: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, description: 'Attempts lost to infrastructure allowed.' })),
   },
   strict,
 );
@@ -107,7 +105,8 @@ export const StageSpecSchema = Type.Object(
           labels: Type.Optional(Labels('Machine labels the stage requires.')),
           allowGpuMachines: Type.Optional(
             Type.Boolean({
-              description: "A CPU stage may run on machines with GPUs (default false: GPU machines keep their CPUs and memory for GPU work). Even then it never takes the share of CPU and memory that goes with the machine's free GPUs.",
+              description:
+                "A CPU stage may run on machines with GPUs (default false: GPU machines keep their CPUs and memory for GPU work). Even then it never takes the share of CPU and memory that goes with the machine's free GPUs.",
             }),
           ),
         },
@@ -117,7 +116,9 @@ export const StageSpecSchema = Type.Object(
     command: Type.Array(Type.String(), { minItems: 1, maxItems: 10_000, description: 'argv, run without a shell.' }),
     env: Type.Optional(StringMap('Environment variables.')),
     secretEnv: Type.Optional(
-      StringMap('Environment variables whose values are secrets: given to the command, never shown by the API, in events or in Gantry\'s logs, and masked in the stage\'s log.'),
+      StringMap(
+        "Environment variables whose values are secrets: given to the command, never shown by the API, in events or in Gantry's logs, and masked in the stage's log.",
+      ),
     ),
     // The largest a Node timer can wait (2^31 - 1 ms, about 24.8 days); longer would fire at once.
     timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TIMEOUT_SECONDS })),
@@ -125,7 +126,8 @@ export const StageSpecSchema = Type.Object(
       Type.Integer({
         minimum: 1,
         maximum: MAX_TIMEOUT_SECONDS,
-        description: 'Ready this long without being placed (counted from when it became ready, or its retry backoff ended): the stage fails with why it waited as its reason.',
+        description:
+          'Ready this long without being placed (counted from when it became ready, or its retry backoff ended): the stage fails with why it waited as its reason.',
       }),
     ),
     disconnectGraceSeconds: Type.Optional(
@@ -137,7 +139,10 @@ export const StageSpecSchema = Type.Object(
     ),
     retry: Type.Optional(RetrySpecSchema),
     preemptible: Type.Optional(
-      Type.Boolean({ description: 'May be preempted by higher-priority work or by a team reclaiming its quota; may borrow idle capacity beyond its team\'s quota. Default false.' }),
+      Type.Boolean({
+        description:
+          "May be preempted by higher-priority work or by a team reclaiming its quota; may borrow idle capacity beyond its team's quota. Default false.",
+      }),
     ),
     preemptionGraceSeconds: Type.Optional(
       Type.Integer({
@@ -188,7 +193,12 @@ function checkQuantity(issues: ValidationIssue[], path: string, v: unknown, pars
 }
 
 /** Effective backoff must have maxSeconds >= initialSeconds; reported where the user set it. */
-function checkRetry(issues: ValidationIssue[], path: string, retry: unknown, inherited: { initialSeconds: number; maxSeconds: number }): { initialSeconds: number; maxSeconds: number } {
+function checkRetry(
+  issues: ValidationIssue[],
+  path: string,
+  retry: unknown,
+  inherited: { initialSeconds: number; maxSeconds: number },
+): { initialSeconds: number; maxSeconds: number } {
   const backoff = isObj(retry) ? own(retry, 'backoff') : undefined;
   if (!isObj(backoff)) return inherited;
   const ini = num(own(backoff, 'initialSeconds'));
@@ -234,13 +244,17 @@ function checkExecSize(issues: ValidationIssue[], p: string, stage: Record<strin
   const env = own(stage, 'env');
   const secret = own(stage, 'secretEnv');
   let bytes = 0;
-  for (const [field, map] of [['env', env], ['secretEnv', secret]] as const) {
+  for (const [field, map] of [
+    ['env', env],
+    ['secretEnv', secret],
+  ] as const) {
     if (!isObj(map)) continue;
     for (const [k, v] of Object.entries(map)) {
       if (typeof v !== 'string') continue;
       bytes += Buffer.byteLength(k) + Buffer.byteLength(v) + 2;
       if (v.includes('\u0000')) issues.push({ path: `${p}/${field}/${enc(k)}`, message: 'a value cannot hold a NUL character' });
-      if (field === 'secretEnv' && isObj(env) && Object.hasOwn(env, k)) issues.push({ path: `${p}/secretEnv/${enc(k)}`, message: `${k} is in env too: a variable is one or the other` });
+      if (field === 'secretEnv' && isObj(env) && Object.hasOwn(env, k))
+        issues.push({ path: `${p}/secretEnv/${enc(k)}`, message: `${k} is in env too: a variable is one or the other` });
     }
   }
   if (bytes > MAX_ENV_BYTES) issues.push({ path: `${p}/env`, message: `env and secretEnv hold ${bytes} bytes; at most ${MAX_ENV_BYTES}` });
@@ -348,7 +362,11 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
       memoryBytes: parseMemoryBytes(s.resources?.memory ?? DEFAULT_MEMORY),
       gpu: gpu ? { count: gpu.count, types: gpuTypes(gpu.type) } : null,
     },
-    placement: { region: s.placement?.region ?? null, labels: copyMap(s.placement?.labels), ...(s.placement?.allowGpuMachines ? { allowGpuMachines: true } : {}) },
+    placement: {
+      region: s.placement?.region ?? null,
+      labels: copyMap(s.placement?.labels),
+      ...(s.placement?.allowGpuMachines ? { allowGpuMachines: true } : {}),
+    },
     command: [...s.command],
     env: copyMap(s.env),
     ...(s.secretEnv && Object.keys(s.secretEnv).length ? { secretEnv: copyMap(s.secretEnv) } : {}),

@@ -11,7 +11,14 @@ describe('shownScheduling', () => {
 });
 
 describe('removeRefusal', () => {
-  const m = (over: Partial<RemoveCandidate>): RemoveCandidate => ({ name: 'g1', health: 'ready', scheduling: 'eligible', heldAttempts: 0, activeAttempts: 0, ...over });
+  const m = (over: Partial<RemoveCandidate>): RemoveCandidate => ({
+    name: 'g1',
+    health: 'ready',
+    scheduling: 'eligible',
+    heldAttempts: 0,
+    activeAttempts: 0,
+    ...over,
+  });
 
   it('lets a lost machine go, whatever the operator wanted of it, and whatever it still holds', () => {
     expect(removeRefusal(m({ health: 'lost' }))).toBeNull();

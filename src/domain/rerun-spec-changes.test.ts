@@ -28,7 +28,13 @@ describe('rerunSpecIssues', () => {
     const explicit = parseJobSpec({
       name: 'p',
       stages: [
-        { name: 'train', command: ['python3', 'train.py'], resources: { cpu: 1, memory: '512Mi', gpu: { count: 2 } }, retry: { maxAttempts: 3 }, preemptible: false },
+        {
+          name: 'train',
+          command: ['python3', 'train.py'],
+          resources: { cpu: 1, memory: '512Mi', gpu: { count: 2 } },
+          retry: { maxAttempts: 3 },
+          preemptible: false,
+        },
         { name: 'eval', needs: ['train'], command: ['python3', 'eval.py'] },
       ],
     });

@@ -24,18 +24,26 @@ function same(a: unknown, b: unknown): boolean {
 export function rerunSpecIssues(p: { jobId: string; original: JobDefinition; next: JobDefinition; reused: ReadonlySet<string> }): ValidationIssue[] {
   const { jobId, original, next, reused } = p;
   const issues: ValidationIssue[] = [];
-  if (next.name !== original.name) issues.push({ path: '/spec/name', message: `the job's name cannot change in a rerun: job ${jobId} is "${original.name}", not "${next.name}"` });
+  if (next.name !== original.name)
+    issues.push({ path: '/spec/name', message: `the job's name cannot change in a rerun: job ${jobId} is "${original.name}", not "${next.name}"` });
   if (next.team !== original.team) issues.push({ path: '/spec/team', message: `the team cannot change in a rerun: job ${jobId} is team ${original.team}'s` });
   const before = new Map(original.stages.map((s) => [s.name, s]));
   const after = new Set(next.stages.map((s) => s.name));
   for (const s of original.stages) {
-    if (!after.has(s.name)) issues.push({ path: '/spec/stages', message: `stage ${s.name} of job ${jobId} is missing: a rerun keeps the job's stages (the DAG's shape cannot change)` });
+    if (!after.has(s.name))
+      issues.push({
+        path: '/spec/stages',
+        message: `stage ${s.name} of job ${jobId} is missing: a rerun keeps the job's stages (the DAG's shape cannot change)`,
+      });
   }
   next.stages.forEach((s, i) => {
     const at = `/spec/stages/${i}`;
     const old = before.get(s.name);
     if (!old) {
-      issues.push({ path: `${at}/name`, message: `stage ${s.name} is not in job ${jobId}: a rerun cannot add or rename stages (its stages: ${original.stages.map((x) => x.name).join(', ')})` });
+      issues.push({
+        path: `${at}/name`,
+        message: `stage ${s.name} is not in job ${jobId}: a rerun cannot add or rename stages (its stages: ${original.stages.map((x) => x.name).join(', ')})`,
+      });
       return;
     }
     if (!same([...s.needs].sort(), [...old.needs].sort())) {
@@ -53,4 +61,3 @@ export function rerunSpecIssues(p: { jobId: string; original: JobDefinition; nex
   });
   return issues;
 }
-

@@ -75,7 +75,10 @@ describe('the advancer and the derived job state only make allowed moves', () =>
           lostUsed: 0,
           retry: { ...DEFAULT_RETRY, maxAttempts: 2, maxLost: 1 },
         }));
-        let jobState = deriveJobState(stages.map((s) => s.state), false);
+        let jobState = deriveJobState(
+          stages.map((s) => s.state),
+          false,
+        );
         for (const [pick, o] of events) {
           // An outcome can only happen to a stage that has an attempt: run a ready one first.
           const runnable = stages.filter((s) => s.state === 'ready' || s.state === 'running');
@@ -91,7 +94,10 @@ describe('the advancer and the derived job state only make allowed moves', () =>
               x.name === c.name ? { ...x, state: c.to, attemptsUsed: c.attemptsUsed ?? x.attemptsUsed, lostUsed: c.lostUsed ?? x.lostUsed } : x,
             );
           }
-          const next = deriveJobState(stages.map((s) => s.state), false);
+          const next = deriveJobState(
+            stages.map((s) => s.state),
+            false,
+          );
           if (next !== jobState) expect(canTransition(jobTransitions, jobState, next)).toBe(true);
           jobState = next;
           // A pending stage is never left behind once its needs all succeeded, unless the job is failing.

@@ -28,7 +28,8 @@ describe('queueTimeoutSeconds, by the reconciler', () => {
     try {
       const t0 = 1_700_000_000_000;
       const ids: string[] = [];
-      for (let i = 0; i < 3; i++) ids.push((await store.jobSubmit({ definition: job([stage('a', { queueTimeoutSeconds: 5 })], { name: `j${i}` }), source: null, now: t0 })).id);
+      for (let i = 0; i < 3; i++)
+        ids.push((await store.jobSubmit({ definition: job([stage('a', { queueTimeoutSeconds: 5 })], { name: `j${i}` }), source: null, now: t0 })).id);
       const duty = queueTimeout(store, { now: () => t0 + 6000 }, { queueTimeoutIntervalMs: 1000, queueTimeoutBatch: 2 });
       expect(duty.intervalMs).toBe(1000);
       expect(await duty.runOnce()).toHaveLength(2);

@@ -26,7 +26,12 @@ describe('the reconciler duties, each alone', () => {
   const place = async (jobId: string, name: string, machineId: string) => {
     const s = (await store.jobGet({ jobId }))!.stages.find((x) => x.name === name)!;
     const r = await store.planApply({
-      plan: { placements: [{ stageId: s.id, machineId, gpuIndices: [], cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes }], pending: [] },
+      plan: {
+        placements: [
+          { stageId: s.id, machineId, gpuIndices: [], cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes },
+        ],
+        pending: [],
+      },
       now,
       leaseMs: LEASE,
     });
@@ -85,7 +90,16 @@ describe('the reconciler duties, each alone', () => {
       const a = await place(j.id, 'a', m.id);
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 123, now, leaseMs: LEASE });
       await store.outputUploaded({ attemptId: a.id, token: a.token, path: 'out.txt', blob: blobKey(`${a.id}/out.txt`), size: 3, now });
-      await store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited', detail: null }, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
+      await store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited', detail: null },
+        outputs: [{ path: 'out.txt', size: 3 }],
+        now,
+        jitter: 0.5,
+      });
       ended.push(j.id);
       attempts.push(a.id);
     }

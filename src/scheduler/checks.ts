@@ -129,8 +129,7 @@ export function machineRefusal(m: Pick<MachineView, 'health' | 'scheduling'>): R
 
 export const checkTakesWork: Check = (_need, m) => machineRefusal(m);
 
-export const checkRegion: Check = (need, m) =>
-  need.region === null || need.region === m.region ? null : RejectReason.region;
+export const checkRegion: Check = (need, m) => (need.region === null || need.region === m.region ? null : RejectReason.region);
 
 export const checkLabels: Check = (need, m) => {
   for (const [k, v] of Object.entries(need.labels)) {
@@ -152,8 +151,7 @@ export const checkGpuTotal: Check = (need, m) => {
 
 export const checkCpuTotal: Check = (need, m) => (m.cpuMillisTotal >= need.cpuMillis ? null : RejectReason.cpuTotal);
 
-export const checkMemoryTotal: Check = (need, m) =>
-  m.memoryBytesTotal >= need.memoryBytes ? null : RejectReason.memoryTotal;
+export const checkMemoryTotal: Check = (need, m) => (m.memoryBytesTotal >= need.memoryBytes ? null : RejectReason.memoryTotal);
 
 export const checkGpuBusy: Check = (need, m) => {
   if (need.gpuCount === 0) return null;

@@ -31,7 +31,10 @@ function stepName(need: StageNeed, reason: RejectReason): string {
     case RejectReason.region:
       return `in region ${need.region}`;
     case RejectReason.labels:
-      return `with labels ${Object.entries(need.labels).map(([k, v]) => `${k}=${v}`).sort().join(',')}`;
+      return `with labels ${Object.entries(need.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .sort()
+        .join(',')}`;
     case RejectReason.gpuType:
       return need.gpuTypes.length ? `with ${need.gpuTypes.join(' or ')} GPUs` : 'with GPUs';
     case RejectReason.gpuTotal:
@@ -75,7 +78,12 @@ export function explainPlacement(need: StageNeed, machines: readonly MachineView
     funnel.push({ step: stepName(need, reason), reason, machines: left });
   }
   // The binding reason from the same verdicts (pendingReasonNow would ask every machine again).
-  const reason = outAt.includes(null) ? null : pendingReason(need, machines.map((m, i) => ({ health: m.health, scheduling: m.scheduling, reason: outAt[i]! })));
+  const reason = outAt.includes(null)
+    ? null
+    : pendingReason(
+        need,
+        machines.map((m, i) => ({ health: m.health, scheduling: m.scheduling, reason: outAt[i]! })),
+      );
   return { reason, registered: machines.length, funnel, suggestions: reason === null ? [] : suggestions(need, machines) };
 }
 
@@ -132,7 +140,8 @@ function suggestions(need: StageNeed, machines: readonly MachineView[]): string[
     const cpu = Math.max(...candidates.map((m) => m.cpuMillisFree));
     const mem = Math.max(...candidates.map((m) => m.memoryBytesFree));
     if (cpu > 0 && cpu < need.cpuMillis) tryChange(`ask for ${formatCpu(cpu)} CPU instead of ${formatCpu(need.cpuMillis)}`, { ...need, cpuMillis: cpu });
-    if (mem > 0 && mem < need.memoryBytes) tryChange(`ask for ${formatMemory(mem)} memory instead of ${formatMemory(need.memoryBytes)}`, { ...need, memoryBytes: mem });
+    if (mem > 0 && mem < need.memoryBytes)
+      tryChange(`ask for ${formatMemory(mem)} memory instead of ${formatMemory(need.memoryBytes)}`, { ...need, memoryBytes: mem });
   }
   return out;
 }

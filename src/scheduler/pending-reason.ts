@@ -59,9 +59,10 @@ function staticPhrase(need: StageNeed, r: MachineReject, n: number): string {
       return `in another region (wants ${need.region ?? 'any'})`;
     case RejectReason.gpuMachine:
       return `${n === 1 ? 'has GPUs and keeps' : 'have GPUs and keep'} ${n === 1 ? 'its' : 'their'} CPUs for GPU work (placement.allowGpuMachines: true lets a CPU stage in)`;
-    case RejectReason.labels:
-    {
-      const labels = Object.entries(need.labels).map(([k, v]) => `${k}=${v}`).sort();
+    case RejectReason.labels: {
+      const labels = Object.entries(need.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .sort();
       return `${lack} ${labels.length === 1 ? 'label' : 'labels'} ${labels.join(',')}`;
     }
     default:
@@ -101,9 +102,7 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
     g.count += 1;
     groups.set(key, g);
   }
-  const parts = [...groups.values()]
-    .sort((a, b) => b.count - a.count || a.order - b.order)
-    .map((g) => `${g.count} ${staticPhrase(need, g.sample, g.count)}`);
+  const parts = [...groups.values()].sort((a, b) => b.count - a.count || a.order - b.order).map((g) => `${g.count} ${staticPhrase(need, g.sample, g.count)}`);
   return `no ready machine can run it: ${parts.join(', ')}`;
 }
 

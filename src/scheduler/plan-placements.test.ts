@@ -36,7 +36,16 @@ function gpus(type: string, n: number, busy: number[] = []): GpuView[] {
 
 function stage(
   stageId: string,
-  p: { cpu?: number; memGi?: number; gpu?: Resources['gpu']; priority?: number; readySince?: number; region?: string | null; labels?: Record<string, string>; allowGpuMachines?: boolean } = {},
+  p: {
+    cpu?: number;
+    memGi?: number;
+    gpu?: Resources['gpu'];
+    priority?: number;
+    readySince?: number;
+    region?: string | null;
+    labels?: Record<string, string>;
+    allowGpuMachines?: boolean;
+  } = {},
 ): QueuedStage {
   const resources: Resources = { cpuMillis: p.cpu ?? 1000, memoryBytes: (p.memGi ?? 1) * Gi, gpu: p.gpu ?? null };
   return {
@@ -77,10 +86,16 @@ describe('planPlacements examples', () => {
     const machines = [machine({ name: 'gpu-1', gpus: gpus('h100', 8) }), machine({ name: 'cpu-1', cpuMillisFree: 500 })];
     const plan = planPlacements({ machines, queue: [stage('s1', { cpu: 2000 })] });
     expect(plan.placements).toEqual([]);
-    expect(plan.pending[0]).toMatchObject({ reason: expect.stringMatching(/^not enough free CPU\/memory .*: 1 of 1 matching machine busy$/), unplaceable: false });
+    expect(plan.pending[0]).toMatchObject({
+      reason: expect.stringMatching(/^not enough free CPU\/memory .*: 1 of 1 matching machine busy$/),
+      unplaceable: false,
+    });
     // With GPU machines alone, it says why.
     const gpuOnly = planPlacements({ machines: [machines[0]!], queue: [stage('s1', { cpu: 2000 })] });
-    expect(gpuOnly.pending[0]).toMatchObject({ reason: 'no ready machine can run it: 1 has GPUs and keeps its CPUs for GPU work (placement.allowGpuMachines: true lets a CPU stage in)', unplaceable: true });
+    expect(gpuOnly.pending[0]).toMatchObject({
+      reason: 'no ready machine can run it: 1 has GPUs and keeps its CPUs for GPU work (placement.allowGpuMachines: true lets a CPU stage in)',
+      unplaceable: true,
+    });
     // Allowed: a GPU machine only when no GPU-less machine fits, and only outside its free GPUs'
     // share: with 6 of its 8 GPUs busy, 16 CPUs less 2 × 2 kept for the free ones.
     const busyGpus = [machine({ name: 'gpu-1', gpus: gpus('h100', 8, [0, 1, 2, 3, 4, 5]) }), machine({ name: 'cpu-1', cpuMillisFree: 500 })];
@@ -91,7 +106,10 @@ describe('planPlacements examples', () => {
     // An idle GPU machine keeps all of itself for its GPUs, and the stage is told so.
     const idle = planPlacements({ machines: [machines[0]!], queue: [stage('s4', { cpu: 2000, allowGpuMachines: true })] });
     expect(idle.placements).toEqual([]);
-    expect(idle.pending[0]).toMatchObject({ reason: expect.stringMatching(/^waits for GPU work: the GPU machine keeps the CPU and memory that go with its free GPUs/), unplaceable: false });
+    expect(idle.pending[0]).toMatchObject({
+      reason: expect.stringMatching(/^waits for GPU work: the GPU machine keeps the CPU and memory that go with its free GPUs/),
+      unplaceable: false,
+    });
   });
 
   it("an allowed CPU stage never takes the share of a GPU machine's CPU and memory that goes with its free GPUs", () => {
@@ -103,7 +121,10 @@ describe('planPlacements examples', () => {
     expect(tooBig.placements).toEqual([]);
     expect(tooBig.pending[0]!.reason).toMatch(/busy/);
     // The GPU stage that share is kept for still fits.
-    const gpuStage = planPlacements({ machines: [m], queue: [stage('c', { cpu: 3000, allowGpuMachines: true }), stage('t', { cpu: 4000, gpu: { count: 1, types: ['h100'] } })] });
+    const gpuStage = planPlacements({
+      machines: [m],
+      queue: [stage('c', { cpu: 3000, allowGpuMachines: true }), stage('t', { cpu: 4000, gpu: { count: 1, types: ['h100'] } })],
+    });
     expect(placementOf(gpuStage, 't')).toBeDefined();
     // Every GPU busy: all that is free may go to CPU work.
     const allBusy = machine({ name: 'g', cpuMillisTotal: 16_000, cpuMillisFree: 6000, gpus: gpus('h100', 4, [0, 1, 2, 3]) });
@@ -114,7 +135,9 @@ describe('planPlacements examples', () => {
     // The issue's case: a priority-900 4-GPU stage behind busy GPUs, twelve priority-10 1-GPU stages after it.
     const machines = [machine({ name: 'g4', gpus: gpus('h100', 4, [0, 1]) }), machine({ name: 'g2', gpus: gpus('h100', 2) })];
     const big = stage('big', { gpu: { count: 4, types: ['h100'] }, priority: 900 });
-    const small = Array.from({ length: 12 }, (_, i) => stage(`small-${String(i).padStart(2, '0')}`, { gpu: { count: 1, types: ['h100'] }, priority: 10, readySince: 1 }));
+    const small = Array.from({ length: 12 }, (_, i) =>
+      stage(`small-${String(i).padStart(2, '0')}`, { gpu: { count: 1, types: ['h100'] }, priority: 10, readySince: 1 }),
+    );
     const plan = planPlacements({ machines, queue: [big, ...small] });
     expect(plan.reservations).toEqual([{ stageId: 'big', machineId: 'id-g4' }]);
     // The two free GPUs of g4 stay free for it; g2 takes two small ones.
@@ -125,7 +148,10 @@ describe('planPlacements examples', () => {
     const firstG4 = [machine({ name: 'g4', gpus: gpus('h100', 4, [0, 1]) })];
     expect(planPlacements({ machines: firstG4, queue: [first, big] }).placements.map((p) => [p.stageId, p.machineId])).toEqual([['first', 'id-g4']]);
     // A one-GPU stage is held nothing: any GPU freed anywhere serves it.
-    expect(planPlacements({ machines: [machine({ name: 'g1', gpus: gpus('h100', 1, [0]) })], queue: [stage('one', { gpu: { count: 1, types: ['h100'] } })] }).reservations).toBeUndefined();
+    expect(
+      planPlacements({ machines: [machine({ name: 'g1', gpus: gpus('h100', 1, [0]) })], queue: [stage('one', { gpu: { count: 1, types: ['h100'] } })] })
+        .reservations,
+    ).toBeUndefined();
   });
 
   it('assigns the lowest free device indices: 2 GPUs on 4xH100 with 0 and 2 busy get [1,3]', () => {
@@ -133,9 +159,7 @@ describe('planPlacements examples', () => {
       machines: [machine({ name: 'g', gpus: gpus('h100', 4, [0, 2]) })],
       queue: [stage('s1', { gpu: { count: 2, types: ['H100'] } })],
     });
-    expect(plan.placements).toEqual([
-      { stageId: 's1', machineId: 'id-g', gpuIndices: [1, 3], cpuMillis: 1000, memoryBytes: Gi },
-    ]);
+    expect(plan.placements).toEqual([{ stageId: 's1', machineId: 'id-g', gpuIndices: [1, 3], cpuMillis: 1000, memoryBytes: Gi }]);
   });
 
   it('best fit for GPUs: the machine left with the fewest free GPUs of that type', () => {
@@ -151,10 +175,7 @@ describe('planPlacements examples', () => {
   });
 
   it('a type list ["a100","h100"] takes whichever type fits', () => {
-    const machines = [
-      machine({ name: 'a', gpus: gpus('a100', 4, [0, 1, 2]) }),
-      machine({ name: 'h', gpus: gpus('h100', 4) }),
-    ];
+    const machines = [machine({ name: 'a', gpus: gpus('a100', 4, [0, 1, 2]) }), machine({ name: 'h', gpus: gpus('h100', 4) })];
     const queue = [stage('s1', { gpu: { count: 2, types: ['a100', 'h100'] } })];
     expect(placementOf(planPlacements({ machines, queue }), 's1')).toMatchObject({ machineId: 'id-h', gpuIndices: [0, 1] });
 
@@ -201,10 +222,7 @@ describe('planPlacements examples', () => {
   });
 
   it('maxPlacements caps a pass; later stages are not reported', () => {
-    const plan = planPlacements(
-      { machines: [machine({ name: 'm' })], queue: [stage('a'), stage('b'), stage('c')] },
-      { maxPlacements: 2 },
-    );
+    const plan = planPlacements({ machines: [machine({ name: 'm' })], queue: [stage('a'), stage('b'), stage('c')] }, { maxPlacements: 2 });
     expect(plan).toEqual({
       placements: [expect.objectContaining({ stageId: 'a' }), expect.objectContaining({ stageId: 'b' })],
       pending: [],
@@ -497,7 +515,11 @@ describe('planPlacements properties', () => {
         const rank = new Map(order.map((s, i) => [s.stageId, i]));
         // A CPU stage on a GPU machine is left out: its room there grows as later GPU stages take
         // the GPUs whose share it may not use, so the theorem does not hold for it (by design).
-        const onGpuMachine = new Set(plan.placements.filter((p) => p.gpuIndices.length === 0 && (snap.machines.find((m) => m.id === p.machineId)?.gpus.length ?? 0) > 0).map((p) => p.stageId));
+        const onGpuMachine = new Set(
+          plan.placements
+            .filter((p) => p.gpuIndices.length === 0 && (snap.machines.find((m) => m.id === p.machineId)?.gpus.length ?? 0) > 0)
+            .map((p) => p.stageId),
+        );
         const placed = plan.placements.filter((p) => !onGpuMachine.has(p.stageId)).map((p) => order[rank.get(p.stageId) ?? -1]);
         for (const pend of plan.pending) {
           const h = order[rank.get(pend.stageId) ?? -1];
@@ -585,11 +607,16 @@ describe('planPlacements properties', () => {
             // look that uses it stops at the placement cap like everything else.
             const capped = plan.placements.length >= (opts.maxPlacements ?? 1000);
             if (capped && gpuCount(s) === 0 && taken.size > 0) continue;
-            expect(fits(s, m, cpuLeft, memLeft, (g) => g.free && !taken.has(g.index)), `${s.stageId} fits ${m.id}`).toBe(false);
+            expect(
+              fits(s, m, cpuLeft, memLeft, (g) => g.free && !taken.has(g.index)),
+              `${s.stageId} fits ${m.id}`,
+            ).toBe(false);
           }
           // "When idle" for the machine's CPUs and memory; a CPU stage allowed on a GPU machine fits there
           // once its GPUs are busy, so it is busy there, not unplaceable.
-          const couldWhenIdle = snap.machines.some((m) => fits(s, m, m.cpuMillisTotal, m.memoryBytesTotal, (_g) => gpuCount(s) > 0 || m.gpus.length === 0 ? true : false));
+          const couldWhenIdle = snap.machines.some((m) =>
+            fits(s, m, m.cpuMillisTotal, m.memoryBytesTotal, (_g) => (gpuCount(s) > 0 || m.gpus.length === 0 ? true : false)),
+          );
           if (snap.machines.length === 0) expect(pend.reason).toBe('no machines registered');
           else if (couldWhenIdle) expect(pend.reason).toMatch(/ matching machines? busy$/);
           else expect(pend.reason).toMatch(/^no ready machine can run it: \d+ /);

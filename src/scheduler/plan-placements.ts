@@ -127,7 +127,10 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
   const queue = [...snapshot.queue].sort(compareQueued);
-  const ledger = new TeamLedger(snapshot.teams, machines.filter((m) => machineRefusal(m) === null));
+  const ledger = new TeamLedger(
+    snapshot.teams,
+    machines.filter((m) => machineRefusal(m) === null),
+  );
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];

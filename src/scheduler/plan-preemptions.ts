@@ -19,8 +19,7 @@ export interface PreemptionInputs {
 
 export type PreemptionChoice =
   /** Attempts already leaving this machine will free enough: wait for them, preempt nothing more. */
-  | { kind: 'wait'; machine: MachineView }
-  | { kind: 'preempt'; machine: MachineView; victims: RunningAttempt[]; why: string };
+  { kind: 'wait'; machine: MachineView } | { kind: 'preempt'; machine: MachineView; victims: RunningAttempt[]; why: string };
 
 /** Work lost by stopping it now, as [GPU-seconds, CPU-seconds]: GPU time first, it is what costs. */
 function lostWork(a: RunningAttempt, now: number): [number, number] {
@@ -115,7 +114,8 @@ export function choosePreemption(stage: QueuedStage, need: StageNeed, machines: 
     const better =
       best === null ||
       compareLoss(loss, best.loss) < 0 ||
-      (compareLoss(loss, best.loss) === 0 && (chosen.length < best.victims.length || (chosen.length === best.victims.length && compareMachines(m, best.machine) < 0)));
+      (compareLoss(loss, best.loss) === 0 &&
+        (chosen.length < best.victims.length || (chosen.length === best.victims.length && compareMachines(m, best.machine) < 0)));
     if (better) best = { machine: m, victims: chosen.map((v) => v.a), loss, why: chosen[0]!.why };
   }
   return best ? { kind: 'preempt', machine: best.machine, victims: best.victims, why: best.why } : null;

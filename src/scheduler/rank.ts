@@ -40,21 +40,10 @@ export function compareCandidates(need: StageNeed, a: Candidate, b: Candidate): 
   const cpuLeft = (c: Candidate) => fraction(c.machine.cpuMillisFree - need.cpuMillis, c.machine.cpuMillisTotal);
   if (need.gpuCount > 0) {
     const gpuLeft = (c: Candidate) => (gpuCountsByType(need, c.machine).get(c.gpuType ?? '')?.free ?? 0) - need.gpuCount;
-    return (
-      gpuLeft(a) - gpuLeft(b) ||
-      cpuLeft(a) - cpuLeft(b) ||
-      compareMachines(a.machine, b.machine) ||
-      compareStrings(a.gpuType ?? '', b.gpuType ?? '')
-    );
+    return gpuLeft(a) - gpuLeft(b) || cpuLeft(a) - cpuLeft(b) || compareMachines(a.machine, b.machine) || compareStrings(a.gpuType ?? '', b.gpuType ?? '');
   }
-  const memLeft = (c: Candidate) =>
-    fraction(c.machine.memoryBytesFree - need.memoryBytes, c.machine.memoryBytesTotal);
-  return (
-    cpuStageTier(a.machine) - cpuStageTier(b.machine) ||
-    cpuLeft(a) - cpuLeft(b) ||
-    memLeft(a) - memLeft(b) ||
-    compareMachines(a.machine, b.machine)
-  );
+  const memLeft = (c: Candidate) => fraction(c.machine.memoryBytesFree - need.memoryBytes, c.machine.memoryBytesTotal);
+  return cpuStageTier(a.machine) - cpuStageTier(b.machine) || cpuLeft(a) - cpuLeft(b) || memLeft(a) - memLeft(b) || compareMachines(a.machine, b.machine);
 }
 
 export function bestCandidate(need: StageNeed, candidates: readonly Candidate[]): Candidate | undefined {

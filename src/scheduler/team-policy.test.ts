@@ -95,7 +95,12 @@ describe('fair share', () => {
     const m = gpuMachine('g1', 8, [0, 1, 2, 3, 4, 5]);
     const plan = planPlacements({
       machines: [m],
-      queue: [gpuStage('a0', { team: 'a', at: 0 }), gpuStage('a1', { team: 'a', at: 1 }), gpuStage('b0', { team: 'b', at: 5 }), gpuStage('b1', { team: 'b', at: 6 })],
+      queue: [
+        gpuStage('a0', { team: 'a', at: 0 }),
+        gpuStage('a1', { team: 'a', at: 1 }),
+        gpuStage('b0', { team: 'b', at: 5 }),
+        gpuStage('b1', { team: 'b', at: 6 }),
+      ],
       teams: [team('a', { gpus: 6 }), team('b')],
     });
     expect(plan.placements.map((p) => p.stageId).sort()).toEqual(['b0', 'b1']);
@@ -134,7 +139,15 @@ describe('quotas', () => {
   it('property: a team never goes past its quota except with preemptible (reclaimable) work', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ team: fc.constantFrom('a', 'b', 'c'), gpus: fc.integer({ min: 1, max: 3 }), preemptible: fc.boolean(), priority: fc.integer({ min: 0, max: 3 }) }), { maxLength: 40 }),
+        fc.array(
+          fc.record({
+            team: fc.constantFrom('a', 'b', 'c'),
+            gpus: fc.integer({ min: 1, max: 3 }),
+            preemptible: fc.boolean(),
+            priority: fc.integer({ min: 0, max: 3 }),
+          }),
+          { maxLength: 40 },
+        ),
         fc.record({ a: fc.integer({ min: 0, max: 8 }), b: fc.integer({ min: 0, max: 8 }) }),
         fc.integer({ min: 1, max: 4 }),
         (specs, quotas, machineCount) => {
@@ -176,7 +189,15 @@ describe('preemption', () => {
     });
     expect(plan.placements).toEqual([]);
     expect(plan.preemptions).toEqual([
-      { stageId: 'big', machineId: 'id-g2', victims: [{ attemptId: 'att-new2', token: 1, stageId: 'stg-new2' }, { attemptId: 'att-new1', token: 1, stageId: 'stg-new1' }], reason: expect.stringContaining('priority 900 over 10') },
+      {
+        stageId: 'big',
+        machineId: 'id-g2',
+        victims: [
+          { attemptId: 'att-new2', token: 1, stageId: 'stg-new2' },
+          { attemptId: 'att-new1', token: 1, stageId: 'stg-new1' },
+        ],
+        reason: expect.stringContaining('priority 900 over 10'),
+      },
     ]);
     expect(plan.reservations).toEqual([{ stageId: 'big', machineId: 'id-g2' }]);
   });
@@ -218,7 +239,17 @@ describe('preemption', () => {
     fc.assert(
       fc.property(
         fc.array(fc.record({ gpus: fc.integer({ min: 1, max: 4 }), priority: fc.integer({ min: 0, max: 9 }) }), { minLength: 1, maxLength: 6 }),
-        fc.array(fc.record({ machine: fc.integer({ min: 0, max: 2 }), gpus: fc.integer({ min: 1, max: 2 }), priority: fc.integer({ min: 0, max: 9 }), preemptible: fc.boolean(), startedAt: fc.integer({ min: 0, max: 10_000 }), leaving: fc.boolean() }), { maxLength: 12 }),
+        fc.array(
+          fc.record({
+            machine: fc.integer({ min: 0, max: 2 }),
+            gpus: fc.integer({ min: 1, max: 2 }),
+            priority: fc.integer({ min: 0, max: 9 }),
+            preemptible: fc.boolean(),
+            startedAt: fc.integer({ min: 0, max: 10_000 }),
+            leaving: fc.boolean(),
+          }),
+          { maxLength: 12 },
+        ),
         (stages, runs) => {
           const machines = [gpuMachine('g0', 4), gpuMachine('g1', 4), gpuMachine('g2', 4)];
           const attempts: RunningAttempt[] = [];
@@ -229,7 +260,14 @@ describe('preemption', () => {
             for (const g of free) g.free = false;
             m.cpuMillisFree -= 1000 * r.gpus;
             m.memoryBytesFree -= Gi * r.gpus;
-            attempts.push(running(`r${i}`, m, free.map((g) => g.index), { priority: r.priority * 10, preemptible: r.preemptible, startedAt: r.startedAt, leaving: r.leaving }));
+            attempts.push(
+              running(
+                `r${i}`,
+                m,
+                free.map((g) => g.index),
+                { priority: r.priority * 10, preemptible: r.preemptible, startedAt: r.startedAt, leaving: r.leaving },
+              ),
+            );
           }
           const queue = stages.map((s, i) => gpuStage(`s${i}`, { gpus: s.gpus, priority: s.priority * 10, at: i }));
           const snapshot: SchedulerSnapshot = { machines, queue, running: attempts, now: 20_000 };

@@ -24,7 +24,13 @@ describe('artifact collection, as a duty', () => {
     const strays = vi.spyOn(files, 'sweepStrays');
     const temporary = vi.spyOn(files, 'sweepTemporary');
     let now = 1_700_000_000_000;
-    const s = { artifactsMaxBytes: null, artifactsGraceMs: 60_000, artifactsGcIntervalMs: 30_000, straySweepIntervalMs: 3_600_000, uploadTempKeepMs: 7_200_000 };
+    const s = {
+      artifactsMaxBytes: null,
+      artifactsGraceMs: 60_000,
+      artifactsGcIntervalMs: 30_000,
+      straySweepIntervalMs: 3_600_000,
+      uploadTempKeepMs: 7_200_000,
+    };
     const duty = artifactCollection(store, files, { now: () => now }, s);
     expect([duty.name, duty.intervalMs]).toEqual(['artifacts', 30_000]);
     const first = await duty.runOnce();

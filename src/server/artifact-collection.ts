@@ -30,7 +30,12 @@ export function artifactCollection(
     name: 'artifacts',
     intervalMs: s.artifactsGcIntervalMs,
     async runOnce() {
-      const collection = await collectArtifacts(store, files, { now: () => clock.now(), maxBytes: s.artifactsMaxBytes, graceMs: s.artifactsGraceMs, dryRun: false });
+      const collection = await collectArtifacts(store, files, {
+        now: () => clock.now(),
+        maxBytes: s.artifactsMaxBytes,
+        graceMs: s.artifactsGraceMs,
+        dryRun: false,
+      });
       let strays: ArtifactCollectionResult['strays'] = null;
       if (straysSweptAt === null || clock.now() - straysSweptAt >= s.straySweepIntervalMs) {
         straysSweptAt = clock.now();

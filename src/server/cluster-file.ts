@@ -62,9 +62,7 @@ export function defaultCluster(hasRealGpus: boolean): ClusterFile {
   return {
     machines: [
       { name: 'cpu-1', cpu: 4, memory: '8Gi' },
-      hasRealGpus
-        ? { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: 'detect' }
-        : { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: { type: 'h100', count: 4 } },
+      hasRealGpus ? { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: 'detect' } : { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: { type: 'h100', count: 4 } },
     ],
   };
 }

@@ -73,13 +73,29 @@ export async function createControlPlane(
   if (!config.busUrl && !deps.bus && process.env.GANTRY_OUTBOX_ROWS !== '1') store.keepOutboxInMemory();
   const shutdown = new AbortController();
   const artifacts = new ArtifactStore(artifactsDir(config));
-  const tokens = new TokenCache((hash) => store.tokenByHash({ hash }), () => clock.now());
+  const tokens = new TokenCache(
+    (hash) => store.tokenByHash({ hash }),
+    () => clock.now(),
+  );
   const metrics = new Metrics(store, () => clock.now());
   await metrics.start();
   const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);
   const dashboard = loadDashboard(config.dashboardDir);
   const app = await buildApi(
-    { store, bus, clock, config, artifacts, random, shutdown: shutdown.signal, tokens, replica: { id: replicaId, leader: isLeader }, metrics, poolHistory, dashboard },
+    {
+      store,
+      bus,
+      clock,
+      config,
+      artifacts,
+      random,
+      shutdown: shutdown.signal,
+      tokens,
+      replica: { id: replicaId, leader: isLeader },
+      metrics,
+      poolHistory,
+      dashboard,
+    },
     { logger: deps.logger },
   );
   appLog = app.log;
@@ -139,9 +155,21 @@ export async function createControlPlane(
   const collector = dutyLoop(
     artifactCollection(leaderStore, artifacts, clock, config),
     ({ collection: r, strays: s }) => {
-      if (s && (s.collected || s.restored || s.removedAside)) app.log.warn(s, 'artifact files a crash left behind: collected (no row named them), restored (renamed aside, still named), removed (renamed aside, not needed)');
-      if (r.deleted || r.release.length) app.log.info({ deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.map((x) => `${x.jobId}/${x.stage}`), bytesAfter: r.bytesAfter }, 'artifacts collected');
-      if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes) app.log.warn({ bytes: r.bytesAfter, budget: r.budgetBytes }, 'artifact store over its budget: what is left is named by jobs not ended or reused by reruns');
+      if (s && (s.collected || s.restored || s.removedAside))
+        app.log.warn(
+          s,
+          'artifact files a crash left behind: collected (no row named them), restored (renamed aside, still named), removed (renamed aside, not needed)',
+        );
+      if (r.deleted || r.release.length)
+        app.log.info(
+          { deleted: r.deleted, freedBytes: r.freedBytes, released: r.release.map((x) => `${x.jobId}/${x.stage}`), bytesAfter: r.bytesAfter },
+          'artifacts collected',
+        );
+      if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes)
+        app.log.warn(
+          { bytes: r.bytesAfter, budget: r.budgetBytes },
+          'artifact store over its budget: what is left is named by jobs not ended or reused by reruns',
+        );
     },
     { onError: logError, random },
   );

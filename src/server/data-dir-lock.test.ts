@@ -8,7 +8,10 @@ import { lockDataDir } from './data-dir-lock.js';
 /** A separate process holding the lock, as another server would. */
 function holder(dir: string): Promise<{ kill(): Promise<void>; pid: number }> {
   const script = join(dir, 'hold.mts');
-  writeFileSync(script, `import { lockDataDir } from ${JSON.stringify(join(import.meta.dirname, 'data-dir-lock.ts'))};\nlockDataDir(${JSON.stringify(dir)});\nconsole.log('locked');\nsetInterval(() => {}, 1000);\n`);
+  writeFileSync(
+    script,
+    `import { lockDataDir } from ${JSON.stringify(join(import.meta.dirname, 'data-dir-lock.ts'))};\nlockDataDir(${JSON.stringify(dir)});\nconsole.log('locked');\nsetInterval(() => {}, 1000);\n`,
+  );
   const p = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     p.stdout!.on('data', (d) => {

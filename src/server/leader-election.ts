@@ -28,10 +28,16 @@ export class LeaderElection {
     onError: (err: unknown) => void,
     random: () => number = Math.random,
   ) {
-    this.loop = new Loop('leader', () => this.claim(), Math.max(50, Math.floor(ttlMs / 3)), (err) => {
-      onError(err);
-      this.expireIfDue();
-    }, random);
+    this.loop = new Loop(
+      'leader',
+      () => this.claim(),
+      Math.max(50, Math.floor(ttlMs / 3)),
+      (err) => {
+        onError(err);
+        this.expireIfDue();
+      },
+      random,
+    );
   }
 
   /** The term this replica leads now, or null. */

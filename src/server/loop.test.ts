@@ -8,12 +8,17 @@ describe('Loop', () => {
     let passes = 0;
     let release!: () => void;
     let gate: Promise<void> = Promise.resolve();
-    const loop = new Loop('t', async () => {
-      passes++;
-      await gate;
-    }, 60_000, (e) => {
-      throw e;
-    });
+    const loop = new Loop(
+      't',
+      async () => {
+        passes++;
+        await gate;
+      },
+      60_000,
+      (e) => {
+        throw e;
+      },
+    );
     loop.start();
     await tick();
     await tick();

@@ -31,15 +31,40 @@ export class Metrics {
   private seq: number | null = null;
   private catchingUp: Promise<void> | null = null;
 
-  constructor(private readonly store: Store, private readonly now: () => number) {
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number,
+  ) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'gantry_process_' });
-    this.passSeconds = new Histogram({ name: 'gantry_scheduler_pass_seconds', help: 'Scheduler pass duration', labelNames: ['where'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1], registers });
+    this.passSeconds = new Histogram({
+      name: 'gantry_scheduler_pass_seconds',
+      help: 'Scheduler pass duration',
+      labelNames: ['where'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    });
     this.placements = new Counter({ name: 'gantry_scheduler_placements_total', help: 'Attempts placed by scheduler passes in this process', registers });
     this.preemptions = new Counter({ name: 'gantry_scheduler_preemptions_total', help: 'Attempts preempted by scheduler passes in this process', registers });
-    this.events = new Counter({ name: 'gantry_events_total', help: 'Events written (every state change), by type, since this process started', labelNames: ['type'], registers });
-    this.attempts = new Counter({ name: 'gantry_attempts_total', help: 'Attempts that ended, by outcome, since this process started', labelNames: ['outcome'], registers });
-    this.waits = new Histogram({ name: 'gantry_stage_wait_seconds', help: 'How long a stage waited from ready to placed, by pool', labelNames: ['pool'], buckets: WAIT_BUCKETS, registers });
+    this.events = new Counter({
+      name: 'gantry_events_total',
+      help: 'Events written (every state change), by type, since this process started',
+      labelNames: ['type'],
+      registers,
+    });
+    this.attempts = new Counter({
+      name: 'gantry_attempts_total',
+      help: 'Attempts that ended, by outcome, since this process started',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.waits = new Histogram({
+      name: 'gantry_stage_wait_seconds',
+      help: 'How long a stage waited from ready to placed, by pool',
+      labelNames: ['pool'],
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
     // collect() runs with the gauge as `this`; the metrics object is reached through `self`.
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
@@ -160,7 +185,8 @@ export class Metrics {
             this.events.inc({ type: e.type });
             const [noun, verb] = e.type.split(':');
             if (noun === 'attempt' && verb && attemptStates.includes(verb as AttemptState) && !isAttemptActive(verb)) this.attempts.inc({ outcome: verb });
-            if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number') this.waits.observe({ pool: typeof e.data.pool === 'string' ? e.data.pool : 'unknown' }, e.data.waitedMs / 1000);
+            if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number')
+              this.waits.observe({ pool: typeof e.data.pool === 'string' ? e.data.pool : 'unknown' }, e.data.waitedMs / 1000);
             this.seq = e.seq;
           }
           if (page.length < EVENT_PAGE) return;

@@ -14,7 +14,10 @@ export function migrateCommand(program: Command): void {
     .option('--data-dir <dir>', 'where the SQLite database lives (without --database)', './.gantry')
     .option('--database <url>', 'postgres://… to migrate instead; default $GANTRY_DATABASE_URL')
     .option('--json', 'print what was done as one JSON object')
-    .addHelpText('after', '\nExit codes: 0 done (or already current), 1 the database could not be reached or migrated.\n\nExample:\n  gantry migrate --database postgres://gantry@db.internal:5432/gantry\n')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 done (or already current), 1 the database could not be reached or migrated.\n\nExample:\n  gantry migrate --database postgres://gantry@db.internal:5432/gantry\n',
+    )
     .action(async (flags) => {
       const config = defaultServerConfig({ dataDir: flags.dataDir, databaseUrl: databaseUrlFrom(flags.database) });
       const { openStore } = await import('./open-store.js');

@@ -6,10 +6,12 @@ import { defaultServerConfig } from './server-config.js';
 /** A store that answers the reconciler's questions with nothing to do, counting each, whose pruning always fails. */
 function fakeStore() {
   const calls: Record<string, number> = {};
-  const count = <T>(name: string, answer: T) => async () => {
-    calls[name] = (calls[name] ?? 0) + 1;
-    return answer;
-  };
+  const count =
+    <T>(name: string, answer: T) =>
+    async () => {
+      calls[name] = (calls[name] ?? 0) + 1;
+      return answer;
+    };
   const store = {
     machinesReap: count('machinesReap', { machines: [], lostAttempts: [] }),
     attemptsReap: count('attemptsReap', { machines: [], lostAttempts: [] }),

@@ -30,7 +30,14 @@ describe('schedulerPass', () => {
     await store.machineRegister({ ...gpuMachine('g1', 2), now });
     const nowhere = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['tpu9'] } };
     for (let j = 0; j < 5; j++) {
-      await store.jobSubmit({ definition: job(Array.from({ length: 200 }, (_, i) => stage(`x${i}`, { resources: nowhere })), { name: `wall-${j}` }), source: null, now });
+      await store.jobSubmit({
+        definition: job(
+          Array.from({ length: 200 }, (_, i) => stage(`x${i}`, { resources: nowhere })),
+          { name: `wall-${j}` },
+        ),
+        source: null,
+        now,
+      });
     }
     now += 1;
     const fine = await store.jobSubmit({ definition: job([stage('ok')]), source: null, now });
@@ -58,14 +65,22 @@ describe('schedulerPass', () => {
     await store.machineRegister({ ...gpuMachine('g1', 4), now });
     const gpu = (count: number) => ({ cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count, types: ['h100'] } });
     // Two GPUs held by work that must end within 100 s.
-    const first = await store.jobSubmit({ definition: job([stage('run', { resources: gpu(2), timeoutSeconds: 100 })], { name: 'first', priority: 50 }), source: null, now });
+    const first = await store.jobSubmit({
+      definition: job([stage('run', { resources: gpu(2), timeoutSeconds: 100 })], { name: 'first', priority: 50 }),
+      source: null,
+      now,
+    });
     expect((await schedulerPass(store, clock, { leaseMs: 10_000 })).placed).toBe(1);
     const a = (await store.jobGet({ jobId: first.id }))!.stages[0]!.attempts[0]!;
     await store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: 10_000 });
     now += 1;
     const big = await store.jobSubmit({ definition: job([stage('train', { resources: gpu(4) })], { name: 'big', priority: 50 }), source: null, now });
     now += 1;
-    const short = await store.jobSubmit({ definition: job([stage('s', { resources: gpu(1), timeoutSeconds: 30 })], { name: 'short', priority: 10 }), source: null, now });
+    const short = await store.jobSubmit({
+      definition: job([stage('s', { resources: gpu(1), timeoutSeconds: 30 })], { name: 'short', priority: 10 }),
+      source: null,
+      now,
+    });
     const endless = await store.jobSubmit({ definition: job([stage('e', { resources: gpu(1) })], { name: 'endless', priority: 10 }), source: null, now });
     const r = await schedulerPass(store, clock, { leaseMs: 10_000 });
     expect(r.placed).toBe(1);

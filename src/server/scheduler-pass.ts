@@ -74,5 +74,11 @@ export async function schedulerPass(
   }
   if (plan.placements.length === 0 && !plan.preemptions?.length) return { placed: 0, skipped: 0, read: queue.length, more: false };
   const res = await store.planApply({ plan, now: clock.now(), leaseMs: opts.leaseMs });
-  return { placed: res.applied.length, skipped: res.skipped.length, read: queue.length, more: plan.placements.length >= maxPlacements, ...(res.preempted?.length ? { preempted: res.preempted.length } : {}) };
+  return {
+    placed: res.applied.length,
+    skipped: res.skipped.length,
+    read: queue.length,
+    more: plan.placements.length >= maxPlacements,
+    ...(res.preempted?.length ? { preempted: res.preempted.length } : {}),
+  };
 }

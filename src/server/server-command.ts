@@ -26,7 +26,8 @@ export function databaseUrlFrom(flag: string | undefined): string | null {
   } catch {
     throw new Error(`--database ${url}: not a URL; give postgres://USER@HOST:PORT/DATABASE (or leave it out for SQLite in the data directory)`);
   }
-  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new Error(`--database ${u.protocol}//…: only postgres:// is supported (SQLite is the default without --database)`);
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:')
+    throw new Error(`--database ${u.protocol}//…: only postgres:// is supported (SQLite is the default without --database)`);
   return url;
 }
 
@@ -126,9 +127,7 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string 
   const { MemoryBus } = await import('../bus/memory-bus.js');
   mkdirSync(config.dataDir, { recursive: true });
   const unlock = lockDataDir(config.dataDir);
-  const logger = opts.logFile
-    ? { level: config.logLevel, stream: createWriteStream(opts.logFile, { flags: 'a' }) }
-    : { level: config.logLevel };
+  const logger = opts.logFile ? { level: config.logLevel, stream: createWriteStream(opts.logFile, { flags: 'a' }) } : { level: config.logLevel };
   // GANTRY_BUS_CHAOS turns on the misbehaving bus, for fault-injection tests (see src/bus/chaos-bus.ts).
   const chaos = process.env.GANTRY_BUS_CHAOS;
   const bus = chaos ? new ChaosBus(new MemoryBus({ dedupe: false }), parseChaosSettings(chaos)) : undefined;
@@ -166,17 +165,25 @@ export function serverCommand(program: Command): void {
     .option('--host <addr>', 'address to listen on (0.0.0.0 for agents on other hosts: needs TLS)', '127.0.0.1')
     .option('--tls-cert <file>', 'certificate (PEM) to serve HTTPS with; default $GANTRY_TLS_CERT')
     .option('--tls-key <file>', 'its private key (PEM); default $GANTRY_TLS_KEY')
-    .option('--database <url>', 'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory')
+    .option(
+      '--database <url>',
+      'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory',
+    )
     .option('--bus <url>', 'nats://… to carry wake-ups over NATS JetStream between replicas; default $GANTRY_BUS_URL, else in this process')
     .option('--json', 'print the address and data directory as one JSON line once listening')
-    .addHelpText('after', '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n')
+    .addHelpText(
+      'after',
+      "\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler's loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n",
+    )
     .action(async (flags) => {
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);
       const { adminTokenFile } = await import('./token-file.js');
       const tokenFile = resolve(adminTokenFile(config.dataDir));
       if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: tokenFile }) + '\n');
-      process.stderr.write(`gantry server listening on ${cp.url} (data in ${config.dataDir}, state in ${databaseLabel(config)}, admin token in ${tokenFile}, log: stdout)\n`);
+      process.stderr.write(
+        `gantry server listening on ${cp.url} (data in ${config.dataDir}, state in ${databaseLabel(config)}, admin token in ${tokenFile}, log: stdout)\n`,
+      );
       process.stderr.write(
         cp.dashboard.problem
           ? `dashboard: not available: ${cp.dashboard.problem}\n`

@@ -154,7 +154,8 @@ export function checkServerConfig(c: ServerConfig): void {
   // A heartbeat that changes nothing is not written if the last one is younger than half a period
   // (machineHeartbeat's renewAfterMs), and a poll is held up to a period: written heartbeats and
   // lease renewals can be 1.5 periods apart, and detection must allow for that.
-  if (!(1.5 * c.heartbeatMs < c.suspectAfterMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than suspect-after (${c.suspectAfterMs} ms)`);
+  if (!(1.5 * c.heartbeatMs < c.suspectAfterMs))
+    problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than suspect-after (${c.suspectAfterMs} ms)`);
   if (!(c.suspectAfterMs <= c.lostAfterMs)) problems.push(`suspect-after (${c.suspectAfterMs} ms) must not exceed lost-after (${c.lostAfterMs} ms)`);
   if (!(1.5 * c.heartbeatMs < c.leaseMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
@@ -202,17 +203,17 @@ function reconcilerProblems(c: ServerConfig): string[] {
   const count = (key: 'queueTimeoutBatch' | 'repairBatch' | 'repairScan' | 'retentionBatch', what: string) => {
     if (!(Number.isInteger(c[key]) && c[key] > 0)) problems.push(`${key} (${what}) must be a whole number above 0, not ${c[key]}`);
   };
-  positive('lostMachinesIntervalMs', 'the lost-machines loop\'s period');
-  positive('lostAttemptsIntervalMs', 'the lost-attempts loop\'s period');
-  positive('queueTimeoutIntervalMs', 'the queue-timeout loop\'s period');
-  positive('repairIntervalMs', 'the repair loop\'s period');
-  positive('retentionIntervalMs', 'the retention loop\'s period');
-  positive('pruneIntervalMs', 'the pruning loop\'s period');
+  positive('lostMachinesIntervalMs', "the lost-machines loop's period");
+  positive('lostAttemptsIntervalMs', "the lost-attempts loop's period");
+  positive('queueTimeoutIntervalMs', "the queue-timeout loop's period");
+  positive('repairIntervalMs', "the repair loop's period");
+  positive('retentionIntervalMs', "the retention loop's period");
+  positive('pruneIntervalMs', "the pruning loop's period");
   positive('straySweepIntervalMs', 'how often the blob tree is swept for strays');
   positive('repairAfterMs', 'how long a job is unchanged before repair looks at it');
   positive('retentionMs', 'how long ended jobs are kept');
   positive('idempotencyKeepMs', 'how long an Idempotency-Key answers retries');
-  positive('uploadTempKeepMs', 'how long an upload\'s temporary file is kept');
+  positive('uploadTempKeepMs', "how long an upload's temporary file is kept");
   if (!(c.outboxKeepMs >= 0)) problems.push(`outboxKeepMs (how long published outbox rows are kept) must not be negative, not ${c.outboxKeepMs}`);
   count('queueTimeoutBatch', 'overdue stages failed a pass');
   count('repairBatch', 'jobs repair may move a pass');

@@ -51,7 +51,10 @@ export function upCommand(program: Command): void {
       let stopping = false;
       const startAgent = (m: ClusterMachine) => {
         const dir = resolve(join(config.dataDir, 'agents', m.name));
-        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], { stdio: ['pipe', 'inherit', 'inherit'], env: agentEnv });
+        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], {
+          stdio: ['pipe', 'inherit', 'inherit'],
+          env: agentEnv,
+        });
         children.set(m.name, child);
         child.on('exit', (code, signal) => {
           children.delete(m.name);
@@ -68,7 +71,15 @@ export function upCommand(program: Command): void {
       const admin = await ensureTokenFile(cp.store, adminTokenFile(config.dataDir), 'admin', 'admin (made by the server at its first start)', Date.now());
       const dashboard = cp.dashboard.problem ? null : `${cp.url}/#token=${admin.token}`;
       const banner = flags.json
-        ? [JSON.stringify({ url: cp.url, dashboard, dataDir: resolve(config.dataDir), adminTokenFile: resolve(adminTokenFile(config.dataDir)), machines: cluster.machines })]
+        ? [
+            JSON.stringify({
+              url: cp.url,
+              dashboard,
+              dataDir: resolve(config.dataDir),
+              adminTokenFile: resolve(adminTokenFile(config.dataDir)),
+              machines: cluster.machines,
+            }),
+          ]
         : [
             `Gantry is up at ${cp.url}`,
             dashboard ? `  dashboard: ${dashboard}  (signs you in as admin)` : `  dashboard: not available: ${cp.dashboard.problem}`,

@@ -14,17 +14,11 @@ import {
   readPodList,
   type TracePod,
 } from './alibaba-trace.js';
-import {
-  replayTrace,
-  summarise,
-  utilisationBuckets,
-  withArrivalSpeedup,
-} from './trace-replay.js';
+import { replayTrace, summarise, utilisationBuckets, withArrivalSpeedup } from './trace-replay.js';
 
 const MiB = 1024 * 1024;
 const NODE_HEADER = 'sn,cpu_milli,memory_mib,gpu,model';
-const POD_HEADER =
-  'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
+const POD_HEADER = 'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
 
 const nodes = (...rows: string[]) => parseNodeList([NODE_HEADER, ...rows].join('\n'));
 const pods = (...rows: string[]) => parsePodList([POD_HEADER, ...rows].join('\n'));
@@ -337,9 +331,7 @@ describe.skipIf(!HAVE_TRACE)(title, () => {
     const def = get('default');
     const spec = get('gpuspec33');
 
-    expect(rawLine(POD_LIST_FILES.default, 'openb-pod-0017')).toBe(
-      'openb-pod-0017,88000,327680,8,1000,,Burstable,Succeeded,9437497,10769854,9437497',
-    );
+    expect(rawLine(POD_LIST_FILES.default, 'openb-pod-0017')).toBe('openb-pod-0017,88000,327680,8,1000,,Burstable,Succeeded,9437497,10769854,9437497');
     expect(def.get('openb-pod-0017')).toMatchObject({
       qos: 'Burstable',
       phase: 'Succeeded',
@@ -373,9 +365,7 @@ describe.skipIf(!HAVE_TRACE)(title, () => {
     // The same pod in the default list has no type constraint.
     expect(def.get('openb-pod-0022')?.stage.resources.gpu).toEqual({ count: 1, types: [] });
 
-    expect(rawLine(POD_LIST_FILES.gpuspec33, 'openb-pod-0527')).toBe(
-      'openb-pod-0527,3152,5600,1,1000,V100M16|V100M32|V100M32,BE,Pending,10218024,10218029,',
-    );
+    expect(rawLine(POD_LIST_FILES.gpuspec33, 'openb-pod-0527')).toBe('openb-pod-0527,3152,5600,1,1000,V100M16|V100M32|V100M32,BE,Pending,10218024,10218029,');
     expect(spec.get('openb-pod-0527')).toMatchObject({
       phase: 'Pending',
       scheduledTime: null,

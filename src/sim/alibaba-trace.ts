@@ -43,10 +43,7 @@ export function readPodList(list: PodListName, dir: string = defaultAlibabaTrace
   return parsePodList(readFileSync(join(dir, POD_LIST_FILES[list]), 'utf8'));
 }
 
-export function loadAlibabaTrace(
-  list: PodListName = 'default',
-  dir: string = defaultAlibabaTraceDir(),
-): { machines: MachineView[]; pods: TracePod[] } {
+export function loadAlibabaTrace(list: PodListName = 'default', dir: string = defaultAlibabaTraceDir()): { machines: MachineView[]; pods: TracePod[] } {
   return { machines: readNodeList(dir), pods: readPodList(list, dir) };
 }
 
@@ -191,19 +188,7 @@ export interface TracePod {
  */
 export function parsePodList(csv: string): TracePod[] {
   const what = 'pod list';
-  const cols = [
-    'name',
-    'cpu_milli',
-    'memory_mib',
-    'num_gpu',
-    'gpu_milli',
-    'gpu_spec',
-    'qos',
-    'pod_phase',
-    'creation_time',
-    'deletion_time',
-    'scheduled_time',
-  ];
+  const cols = ['name', 'cpu_milli', 'memory_mib', 'num_gpu', 'gpu_milli', 'gpu_spec', 'qos', 'pod_phase', 'creation_time', 'deletion_time', 'scheduled_time'];
   return parseCsv(csv, cols, what).map((row) => {
     const name = field(row, 'name');
     if (name === '') throw new Error(`${what} line ${row.line}: empty name`);
@@ -217,7 +202,16 @@ export function parsePodList(csv: string): TracePod[] {
     const deletionTime = intField(row, 'deletion_time', what);
     const scheduledTime = optionalIntField(row, 'scheduled_time', what);
 
-    const types = isMissing(spec) ? [] : [...new Set(spec.split('|').map(normalizeGpuType).filter((t) => t !== ''))];
+    const types = isMissing(spec)
+      ? []
+      : [
+          ...new Set(
+            spec
+              .split('|')
+              .map(normalizeGpuType)
+              .filter((t) => t !== ''),
+          ),
+        ];
     const resources: Resources = {
       cpuMillis: intField(row, 'cpu_milli', what),
       memoryBytes: intField(row, 'memory_mib', what) * MiB,

@@ -8,8 +8,7 @@ import { planBestFit, planFifo } from './baseline-policies.js';
 import { policyFigures, TRACE_POLICIES } from './policy-figures.js';
 import { replayTrace, withArrivalSpeedup, type Planner } from './trace-replay.js';
 
-const POD_HEADER =
-  'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
+const POD_HEADER = 'name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time';
 const pods = (...rows: string[]) => parsePodList([POD_HEADER, ...rows].join('\n'));
 
 /** A node-list row as a machine with `gpus` t4 GPUs, of which the first `busy` are taken (with no CPU or memory). */

@@ -7,14 +7,7 @@
 import { stageNeed } from '../scheduler/checks.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
-import type {
-  MachineView,
-  PendingStage,
-  Plan,
-  PlannedPlacement,
-  QueuedStage,
-  SchedulerSnapshot,
-} from '../scheduler/snapshot.js';
+import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type { TracePod } from './alibaba-trace.js';
 import { errorText } from '../lib/error-text.js';
 
@@ -252,11 +245,7 @@ export function utilisationBuckets(
  * Starts from the machines as given (copied; busy devices and used CPU stay busy for the whole
  * replay). Pure and deterministic: time comes from the trace only.
  */
-export function replayTrace(
-  machines: readonly MachineView[],
-  pods: readonly TracePod[],
-  opts: ReplayOptions = {},
-): ReplayResult {
+export function replayTrace(machines: readonly MachineView[], pods: readonly TracePod[], opts: ReplayOptions = {}): ReplayResult {
   const planner = opts.planner ?? planPlacements;
   const planOptions = opts.planOptions ?? {};
   const maxPlacements = Math.floor(planOptions.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
@@ -268,9 +257,7 @@ export function replayTrace(
     if (podById.has(p.stage.stageId)) throw new Error(`replay: duplicate pod ${p.stage.stageId}`);
     podById.set(p.stage.stageId, p);
   }
-  const arrivals = [...pods].sort(
-    (a, b) => a.creationTime - b.creationTime || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
-  );
+  const arrivals = [...pods].sort((a, b) => a.creationTime - b.creationTime || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
   const totalGpus = state.reduce((n, m) => n + m.gpus.length, 0);
   let allocatedGpus = state.reduce((n, m) => n + m.gpus.filter((g) => !g.free).length, 0);

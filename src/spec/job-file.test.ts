@@ -16,7 +16,13 @@ describe('parseJobFile', () => {
 
   it('a jobs: list is a batch, in order', () => {
     const file = parseJobFile('jobs:\n  - { name: a, stages: [] }\n  - { name: b, stages: [] }\n');
-    expect(file).toEqual({ specs: [{ name: 'a', stages: [] }, { name: 'b', stages: [] }], single: false });
+    expect(file).toEqual({
+      specs: [
+        { name: 'a', stages: [] },
+        { name: 'b', stages: [] },
+      ],
+      single: false,
+    });
     expect(issuesOf(() => parseJobFile('jobs: []\n'))).toEqual([{ path: '/jobs', message: 'must not be empty' }]);
     expect(issuesOf(() => parseJobFile('jobs: [{ name: a }]\nname: b\n'))[0]!.path).toBe('/name');
   });
@@ -39,7 +45,9 @@ describe('parseJobFile', () => {
     expect(parseJobFile(`${ONE}---\n${sweep}`).specs).toHaveLength(3);
     expect(parseJobFile('jobs:\n  - name: s\n    sweep: { x: [1, 2, 3] }\n    stages: []\n  - { name: t, stages: [] }\n').specs).toHaveLength(4);
     expect(issuesOf(() => parseJobFile('name: s\nsweep: { x: [] }\nstages: []\n'))[0]!.path).toBe('/sweep/x');
-    expect(issuesOf(() => parseJobFile('jobs:\n  - { name: t, stages: [] }\n  - { name: s, sweep: { x: [] }, stages: [] }\n'))[0]!.path).toBe('/jobs/1/sweep/x');
+    expect(issuesOf(() => parseJobFile('jobs:\n  - { name: t, stages: [] }\n  - { name: s, sweep: { x: [] }, stages: [] }\n'))[0]!.path).toBe(
+      '/jobs/1/sweep/x',
+    );
     expect(issuesOf(() => parseJobFile(`${ONE}---\nname: s\nsweep: { x: 1 }\nstages: []\n`))[0]!.path).toBe('document 2 /sweep/x');
   });
 

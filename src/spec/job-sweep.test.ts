@@ -96,9 +96,7 @@ describe('expandSweep', () => {
   it('reports an unknown parameter (with a suggestion), a malformed placeholder, and placeholders elsewhere', () => {
     const spec = train({
       labels: { run: '${sweep.lr}' },
-      stages: [
-        { name: 'fit-${sweep.lr}', command: ['x', '${sweep.lrr}', '${sweep.}', '${sweep.lr'], env: { A: '${sweep.seed}${sweep.nope}' } },
-      ],
+      stages: [{ name: 'fit-${sweep.lr}', command: ['x', '${sweep.lrr}', '${sweep.}', '${sweep.lr'], env: { A: '${sweep.seed}${sweep.nope}' } }],
     });
     expect(issuesOf(() => expandSweep(spec))).toEqual([
       { path: '/labels/run', message: "sweep placeholders are substituted only in a stage's command and env values" },

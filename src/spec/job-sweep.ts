@@ -79,7 +79,10 @@ function placeholdersOutside(v: unknown, path: string, issues: ValidationIssue[]
 /** The sweep's parameters and their values as text, in order; issues for whatever is wrong. */
 function sweepParameters(sweep: unknown, issues: ValidationIssue[]): [string, string[]][] {
   if (!isObj(sweep) || Object.keys(sweep).length === 0) {
-    issues.push({ path: '/sweep', message: `must be a mapping of parameter names to lists of values, got ${isObj(sweep) ? 'an empty mapping' : describeValue(sweep)}` });
+    issues.push({
+      path: '/sweep',
+      message: `must be a mapping of parameter names to lists of values, got ${isObj(sweep) ? 'an empty mapping' : describeValue(sweep)}`,
+    });
     return [];
   }
   return Object.entries(sweep).map(([name, list]) => {

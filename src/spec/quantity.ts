@@ -56,7 +56,12 @@ export function formatCpu(millis: number): string {
 }
 
 export function formatMemory(bytes: number): string {
-  for (const [suffix, mult] of [['Ti', 1024 ** 4], ['Gi', 1024 ** 3], ['Mi', 1024 ** 2], ['Ki', 1024]] as const) {
+  for (const [suffix, mult] of [
+    ['Ti', 1024 ** 4],
+    ['Gi', 1024 ** 3],
+    ['Mi', 1024 ** 2],
+    ['Ki', 1024],
+  ] as const) {
     if (bytes >= mult) {
       const v = bytes / mult;
       return `${Number.isInteger(v) ? v : v.toFixed(1)}${suffix}`;

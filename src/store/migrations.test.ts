@@ -43,14 +43,28 @@ function checkSnapshot(dialect: string, schema: string): void {
     return;
   }
   expect(existsSync(file), `${file} is missing: GANTRY_UPDATE_SCHEMA_SNAPSHOT=1 writes it`).toBe(true);
-  expect(schema, `the fresh ${dialect} schema differs from ${file}: a shipped migration or what it imports changed, or a new one needs GANTRY_UPDATE_SCHEMA_SNAPSHOT=1`).toBe(readFileSync(file, 'utf8'));
+  expect(
+    schema,
+    `the fresh ${dialect} schema differs from ${file}: a shipped migration or what it imports changed, or a new one needs GANTRY_UPDATE_SCHEMA_SNAPSHOT=1`,
+  ).toBe(readFileSync(file, 'utf8'));
 }
 
 /** Rows as an 0002-era database held them: a cordoned machine, a running job with an open GPU stage, a committed output. */
 async function insertEarlyRows(db: Kysely<any>): Promise<void> {
   const t = 1_700_000_000_000;
   await db.insertInto('teams').values({ name: 'default', weight: 1, created_at: t }).execute();
-  const machine = { cpu_millis: 8000, memory_bytes: 1 << 30, gpus: '[]', gpus_declared: 0, region: null, labels: '{}', agent: '{}', last_heartbeat_at: t, registered_at: t, updated_at: t };
+  const machine = {
+    cpu_millis: 8000,
+    memory_bytes: 1 << 30,
+    gpus: '[]',
+    gpus_declared: 0,
+    region: null,
+    labels: '{}',
+    agent: '{}',
+    last_heartbeat_at: t,
+    registered_at: t,
+    updated_at: t,
+  };
   await db
     .insertInto('machines')
     .values([
@@ -59,16 +73,43 @@ async function insertEarlyRows(db: Kysely<any>): Promise<void> {
     ])
     .execute();
   const stageDef = (name: string, gpu: { count: number; types: string[] } | null) =>
-    JSON.stringify({ name, command: ['true'], resources: { cpuMillis: 1000, memoryBytes: 1 << 20, gpu }, placement: { region: null, labels: { zone: 'a' } }, timeoutSeconds: 60 });
+    JSON.stringify({
+      name,
+      command: ['true'],
+      resources: { cpuMillis: 1000, memoryBytes: 1 << 20, gpu },
+      placement: { region: null, labels: { zone: 'a' } },
+      timeoutSeconds: 60,
+    });
   await db
     .insertInto('jobs')
-    .values({ id: 'job_1', name: 'old', team: 'default', priority: 50, labels: '{}', state: 'running', definition: '{}', source: null, created_at: t, updated_at: t })
+    .values({
+      id: 'job_1',
+      name: 'old',
+      team: 'default',
+      priority: 50,
+      labels: '{}',
+      state: 'running',
+      definition: '{}',
+      source: null,
+      created_at: t,
+      updated_at: t,
+    })
     .execute();
   const stage = { job_id: 'job_1', pool: 'cpu', priority: 50, created_at: t, updated_at: t };
   // One row a statement: a multi-row insert fills a missing column with null on SQLite, not its default.
   await db
     .insertInto('stages')
-    .values({ id: 'stg_a', name: 'a', position: 0, state: 'succeeded', definition: stageDef('a', null), token: 1, output_attempt_id: 'att_a', finished_at: t, ...stage })
+    .values({
+      id: 'stg_a',
+      name: 'a',
+      position: 0,
+      state: 'succeeded',
+      definition: stageDef('a', null),
+      token: 1,
+      output_attempt_id: 'att_a',
+      finished_at: t,
+      ...stage,
+    })
     .execute();
   await db
     .insertInto('stages')
@@ -106,7 +147,9 @@ async function expectEarlyRowsKept(db: Kysely<any>): Promise<void> {
     { id: 'm_2', health: 'ready', scheduling: 'eligible' },
   ]);
   expect(await db.selectFrom('attempts').select(['id', 'machine_id']).execute()).toEqual([{ id: 'att_a', machine_id: 'm_1' }]);
-  expect(await db.selectFrom('output_files').select(['stage_id', 'path', 'blob']).execute()).toEqual([{ stage_id: 'stg_a', path: 'model.bin', blob: 'legacy:att_a/model.bin' }]);
+  expect(await db.selectFrom('output_files').select(['stage_id', 'path', 'blob']).execute()).toEqual([
+    { stage_id: 'stg_a', path: 'model.bin', blob: 'legacy:att_a/model.bin' },
+  ]);
   const open = await db.selectFrom('stages').select(['shape']).where('id', '=', 'stg_b').executeTakeFirstOrThrow();
   expect(open.shape).toMatch(/^sh_/);
 }
@@ -190,7 +233,7 @@ describe('the latest schema holds the domain to its lists', () => {
     ['machines', 'health', machineHealths],
     ['machines', 'scheduling', machineSchedulings],
     ['tokens', 'kind', tokenKinds],
-  ] as const)('%s.%s admits exactly the domain\'s values', (table, column, values) => {
+  ] as const)("%s.%s admits exactly the domain's values", (table, column, values) => {
     const create = snapshot.split('\n').find((l) => l.startsWith(`table ${table} on ${table}: `));
     const check = create?.match(new RegExp(`check\\("${column}" in\\(([^)]*)\\)\\)`));
     expect(check, `no check on ${table}.${column} in the snapshot`).toBeTruthy();

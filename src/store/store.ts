@@ -92,7 +92,13 @@ export interface Store {
   jobSubmit(p: { definition: JobDefinition; source: string | null; now: number; idempotency?: Idempotency; audit?: AuditEntry }): Promise<JobDetail>;
   /** Submits many jobs in one transaction, all or none (each as `jobSubmit` writes it; each pool with
    *  a ready stage told once); returns their ids in the order given. `sources[i]` is job i's text. */
-  jobSubmitBatch(p: { definitions: readonly JobDefinition[]; sources?: readonly (string | null)[]; now: number; idempotency?: Idempotency; audit?: AuditEntry }): Promise<string[]>;
+  jobSubmitBatch(p: {
+    definitions: readonly JobDefinition[];
+    sources?: readonly (string | null)[];
+    now: number;
+    idempotency?: Idempotency;
+    audit?: AuditEntry;
+  }): Promise<string[]>;
   /** Forgets Idempotency-Keys recorded before `before`; returns how many. */
   idempotencyPrune(p: { before: number }): Promise<number>;
   jobGet(p: { jobId: string }): Promise<JobDetail | null>;
@@ -123,7 +129,16 @@ export interface Store {
 
   // --- tokens (docs/security.md) ---
   /** Makes a token; only its hash is stored. A team token's team is created when it is new. */
-  tokenCreate(p: { id: string; kind: TokenKind; team: string | null; name: string; hash: string; expiresAt: number | null; now: number; audit?: AuditEntry }): Promise<TokenRecord>;
+  tokenCreate(p: {
+    id: string;
+    kind: TokenKind;
+    team: string | null;
+    name: string;
+    hash: string;
+    expiresAt: number | null;
+    now: number;
+    audit?: AuditEntry;
+  }): Promise<TokenRecord>;
   /** The token with this hash, revoked and expired ones included (the caller says why it refuses one). */
   tokenByHash(p: { hash: string }): Promise<TokenRecord | null>;
   tokenList(p: { includeRevoked?: boolean }): Promise<TokenRecord[]>;
@@ -134,7 +149,14 @@ export interface Store {
   teamList(): Promise<Team[]>;
   teamGet(p: { name: string }): Promise<Team | null>;
   /** Creates a team (`create`) or changes its weight or quota; what is not given stays. NotFoundError for an unknown team without `create`. */
-  teamPut(p: { name: string; weight?: number; quota?: TeamQuota; create: boolean; now: number; audit?: AuditEntry }): Promise<{ team: Team; created: boolean; changed: boolean }>;
+  teamPut(p: {
+    name: string;
+    weight?: number;
+    quota?: TeamQuota;
+    create: boolean;
+    now: number;
+    audit?: AuditEntry;
+  }): Promise<{ team: Team; created: boolean; changed: boolean }>;
 
   // --- audit (docs/security.md) ---
   /** A request that changed nothing (refused): its row on its own. */
@@ -282,7 +304,10 @@ export interface Store {
   /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
   attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
   /** Ready stages whose queueTimeoutSeconds has passed (counted from readiness, or the end of their backoff), at most `limit`. */
-  stagesPastQueueTimeout(p: { now: number; limit: number }): Promise<{ stageId: string; jobId: string; name: string; definition: StageDefinition; waitedMs: number }[]>;
+  stagesPastQueueTimeout(p: {
+    now: number;
+    limit: number;
+  }): Promise<{ stageId: string; jobId: string; name: string; definition: StageDefinition; waitedMs: number }[]>;
   /** Fails a ready stage that waited past its queue timeout, `reason` as its end reason, and moves its job on (dependents skipped); false when it was no longer ready. */
   stageQueueTimeout(p: { stageId: string; reason: string; now: number }): Promise<boolean>;
 

@@ -19,7 +19,14 @@ describe('audit log', () => {
       headers: { ...(token ? bearer(token) : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...extra },
       ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
     });
-  const entries = async () => (await call('GET', '/v1/audit', t.admin)).json().entries as { action: string; target: string | null; result: string; actor: string; tokenId: string | null }[];
+  const entries = async () =>
+    (await call('GET', '/v1/audit', t.admin)).json().entries as {
+      action: string;
+      target: string | null;
+      result: string;
+      actor: string;
+      tokenId: string | null;
+    }[];
   const spec = { name: 'audited', stages: [{ name: 'a', command: ['true'] }] };
 
   beforeAll(async () => {
@@ -54,7 +61,15 @@ describe('audit log', () => {
       ['job.submit', 'refused'],
       ['job.cancel', 'ok'],
     ]);
-    expect(rows[0]).toEqual({ seq: expect.any(Number), at: expect.any(String), tokenId: mlTokenId, actor: `team ml token ${mlTokenId} (test team)`, action: 'job.submit', target: job.id, result: 'ok' });
+    expect(rows[0]).toEqual({
+      seq: expect.any(Number),
+      at: expect.any(String),
+      tokenId: mlTokenId,
+      actor: `team ml token ${mlTokenId} (test team)`,
+      action: 'job.submit',
+      target: job.id,
+      result: 'ok',
+    });
     expect(rows[1]!.result).toBe('refused: 403 forbidden: /team: a token of team ml submits for team ml only, not vision');
     expect(rows[2]!.result).toMatch(/^refused: 400 invalid_request: /);
     expect(rows[4]!.result).toMatch(/^refused: 409 conflict: Idempotency-Key "k-1"/);
@@ -69,7 +84,16 @@ describe('audit log', () => {
     expect((await call('POST', '/v1/machines/a-1/cordon', t.admin, {})).statusCode).toBe(200);
     expect((await call('POST', '/v1/machines/a-1/cordon', t.ml, {})).statusCode).toBe(403);
     const made = (await call('POST', '/v1/tokens', t.admin, { kind: 'join', name: 'nodes' })).json() as { token: string; info: { id: string } };
-    const reg = { name: 'a-2', cpuMillis: 1000, memoryBytes: 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {}, agent: { version: 't', host: 't', pid: 1 } };
+    const reg = {
+      name: 'a-2',
+      cpuMillis: 1000,
+      memoryBytes: 2 ** 30,
+      gpus: [],
+      gpusDeclared: false,
+      region: null,
+      labels: {},
+      agent: { version: 't', host: 't', pid: 1 },
+    };
     expect((await call('POST', '/v1/agent/register', made.token, reg)).statusCode).toBe(200);
     expect((await call('DELETE', `/v1/tokens/${made.info.id}`, t.admin)).statusCode).toBe(200);
     expect((await call('POST', '/v1/jobs', null, spec)).statusCode).toBe(401);

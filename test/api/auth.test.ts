@@ -26,7 +26,16 @@ describe('authentication and authorization', () => {
       headers: { ...(token ? bearer(token) : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
     });
-  const registration = (name: string) => ({ name, cpuMillis: 4000, memoryBytes: 8 * 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {}, agent: { version: 'test', host: 'test', pid: 1 } });
+  const registration = (name: string) => ({
+    name,
+    cpuMillis: 4000,
+    memoryBytes: 8 * 2 ** 30,
+    gpus: [],
+    gpusDeclared: false,
+    region: null,
+    labels: {},
+    agent: { version: 'test', host: 'test', pid: 1 },
+  });
   const join_ = async (name: string, token = t.join) => {
     const r = await call('POST', '/v1/agent/register', token, registration(name));
     expect(r.statusCode, r.body).toBe(200);
@@ -37,7 +46,11 @@ describe('authentication and authorization', () => {
     expect(r.statusCode, r.body).toBe(201);
     return r.json() as { id: string; team: string };
   };
-  const oneStage = (name: string, extra: object = {}) => ({ name, stages: [{ name: 'a', command: ['true'], resources: { cpu: 1, memory: '64Mi' } }], ...extra });
+  const oneStage = (name: string, extra: object = {}) => ({
+    name,
+    stages: [{ name: 'a', command: ['true'], resources: { cpu: 1, memory: '64Mi' } }],
+    ...extra,
+  });
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-auth-'));
@@ -59,7 +72,10 @@ describe('authentication and authorization', () => {
     expect(none.json()).toMatchObject({ error: 'unauthenticated', message: expect.stringMatching(/Authorization: Bearer <token>.*GANTRY_TOKEN/) });
     const malformed = await cp.app.inject({ method: 'GET', url: '/v1/jobs', headers: { authorization: `Basic ${t.admin}` } });
     expect(malformed.statusCode).toBe(401);
-    expect((await call('GET', '/v1/jobs', newTokenSecret('admin'))).json()).toEqual({ error: 'unauthenticated', message: 'the token is not known to this server' });
+    expect((await call('GET', '/v1/jobs', newTokenSecret('admin'))).json()).toEqual({
+      error: 'unauthenticated',
+      message: 'the token is not known to this server',
+    });
     expect((await call('GET', '/healthz', null)).statusCode).toBe(200);
     expect((await call('GET', '/openapi.json', null)).statusCode).toBe(200);
   });
@@ -96,7 +112,15 @@ describe('authentication and authorization', () => {
     expect((await call('DELETE', '/v1/tokens/tok_nope', t.admin)).statusCode).toBe(404);
 
     const expired = newTokenSecret('team');
-    await cp.store.tokenCreate({ id: newTokenId(now()), kind: 'team', team: 'ml', name: 'old', hash: tokenHash(expired), expiresAt: now() - 1000, now: now() - 2000 });
+    await cp.store.tokenCreate({
+      id: newTokenId(now()),
+      kind: 'team',
+      team: 'ml',
+      name: 'old',
+      hash: tokenHash(expired),
+      expiresAt: now() - 1000,
+      now: now() - 2000,
+    });
     expect((await call('GET', '/v1/jobs', expired)).json().message).toMatch(/^token tok_\w+ \(old\) expired at /);
   });
 
@@ -119,7 +143,16 @@ describe('authentication and authorization', () => {
       ['POST', '/v1/agent/register', t.ml, 403],
     ];
     for (const [method, url, token, status] of cases) {
-      const body = method === 'POST' ? (url.endsWith('heartbeat') ? { running: [] } : url.endsWith('register') ? registration('kinds-2') : url === '/v1/tokens' ? { kind: 'join', name: 'x' } : {}) : undefined;
+      const body =
+        method === 'POST'
+          ? url.endsWith('heartbeat')
+            ? { running: [] }
+            : url.endsWith('register')
+              ? registration('kinds-2')
+              : url === '/v1/tokens'
+                ? { kind: 'join', name: 'x' }
+                : {}
+          : undefined;
       const r = await call(method, url, token, body);
       expect(r.statusCode, `${method} ${url}: ${r.body}`).toBe(status);
       if (status === 403) expect(r.json()).toMatchObject({ error: 'forbidden', message: expect.stringMatching(/needs|for agents/) });
@@ -184,7 +217,10 @@ describe('authentication and authorization', () => {
     expect(hb.json().message).toBe(`the credential of machine ${m1.machineId} cannot speak for machine ${m2.machineId}`);
     expect((await call('POST', `/v1/agent/machines/${m2.machineId}/report`, m1.credential, { started: [], completed: [] })).statusCode).toBe(403);
     // Another machine's attempt, reported as its own: stale, and nothing changes.
-    const r = await call('POST', `/v1/agent/machines/${m1.machineId}/report`, m1.credential, { started: [{ attemptId: att.id, token: att.token, pid: null }], completed: [] });
+    const r = await call('POST', `/v1/agent/machines/${m1.machineId}/report`, m1.credential, {
+      started: [{ attemptId: att.id, token: att.token, pid: null }],
+      completed: [],
+    });
     expect(r.json().started[0]).toMatchObject({ result: 'stale', message: 'attempt is placed on another machine' });
     for (const [url, body] of [
       [`/v1/agent/attempts/${att.id}/start`, { token: att.token, pid: null }],

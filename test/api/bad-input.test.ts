@@ -35,7 +35,13 @@ describe('bad input changes nothing', () => {
     return { jobs, events, machines, tokens };
   };
 
-  const valid = { name: 'ok', stages: [{ name: 'a', command: ['true'] }, { name: 'b', needs: ['a'], command: ['true'] }] };
+  const valid = {
+    name: 'ok',
+    stages: [
+      { name: 'a', command: ['true'] },
+      { name: 'b', needs: ['a'], command: ['true'] },
+    ],
+  };
   // Valid specs with one field replaced by anything: the nastiest inputs are near-misses.
   const nearMiss = fc
     .tuple(fc.constantFrom('name', 'team', 'priority', 'labels', 'retry', 'stages', 'x'), fc.jsonValue())
@@ -48,7 +54,12 @@ describe('bad input changes nothing', () => {
     await fc.assert(
       fc.asyncProperty(fc.oneof(fc.jsonValue(), nearMiss, stageMiss), async (body) => {
         const before = await counts();
-        const res = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+        const res = await cp.app.inject({
+          method: 'POST',
+          url: '/v1/jobs',
+          headers: { ...auth, 'content-type': 'application/json' },
+          payload: JSON.stringify(body),
+        });
         expect(res.statusCode, res.body).not.toBeGreaterThanOrEqual(500);
         if (res.statusCode === 201) return;
         expect(res.statusCode).toBeGreaterThanOrEqual(400);

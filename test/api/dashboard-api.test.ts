@@ -109,7 +109,9 @@ describe('dashboard: serving the build, and the routes it reads', () => {
     await registerMachine(cp.store, gpuMachine('gpu-a', 2));
     await submit({ name: 'needs-tpu', stages: [{ name: 'fit', resources: { gpu: { count: 1, type: 'tpu9' } }, command: ['true'] }] });
     await submit({ name: 'needs-4', stages: [{ name: 'fit', resources: { gpu: { count: 4, type: 'h100' } }, command: ['true'] }] });
-    const pools = (await get('/v1/pools', admin)).json() as { pools: { pool: string; queued: number; reasons: { kind: string; stages: number; message: string }[]; machines: object; gpus: object[] }[] };
+    const pools = (await get('/v1/pools', admin)).json() as {
+      pools: { pool: string; queued: number; reasons: { kind: string; stages: number; message: string }[]; machines: object; gpus: object[] }[];
+    };
     const by = new Map(pools.pools.map((p) => [p.pool, p]));
     // The two CPU jobs of the test before wait too, and a machine has room for them: placeable.
     expect(by.get('cpu')).toMatchObject({ queued: 2, reasons: [{ kind: 'placeable', stages: 2 }], machines: { total: 1, ready: 1, eligible: 1 } });
@@ -119,7 +121,10 @@ describe('dashboard: serving the build, and the routes it reads', () => {
 
     await cp.loops.pools.runOnce();
     await cp.loops.pools.runOnce();
-    const history = (await get('/v1/pools/history', admin)).json() as { intervalMs: number; samples: { at: number; pools: { pool: string; queued: number }[] }[] };
+    const history = (await get('/v1/pools/history', admin)).json() as {
+      intervalMs: number;
+      samples: { at: number; pools: { pool: string; queued: number }[] }[];
+    };
     expect(history.intervalMs).toBe(15_000);
     expect(history.samples).toHaveLength(3);
     expect(history.samples[0]!.pools.find((p) => p.pool === 'gpu:tpu9')).toMatchObject({ queued: 1 });
@@ -131,15 +136,27 @@ describe('dashboard: serving the build, and the routes it reads', () => {
   it("what runs where: every held attempt with its job; another team's shows its resources only", async () => {
     const g = await registerMachine(cp.store, gpuMachine('gpu-b', 1));
     const visionToken = bearer(await makeToken(cp.store, 'team', { team: 'vision' }));
-    const job = await submit({ name: 'vision-train', stages: [{ name: 'train', resources: { gpu: { count: 1, type: 'h100' } }, command: ['true'] }] }, visionToken);
+    const job = await submit(
+      { name: 'vision-train', stages: [{ name: 'train', resources: { gpu: { count: 1, type: 'h100' } }, command: ['true'] }] },
+      visionToken,
+    );
     const s = (await cp.store.jobGet({ jobId: job.id }))!.stages[0]!;
-    const plan = { placements: [{ stageId: s.id, machineId: g.id, gpuIndices: [0], cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes }], pending: [] };
+    const plan = {
+      placements: [
+        { stageId: s.id, machineId: g.id, gpuIndices: [0], cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes },
+      ],
+      pending: [],
+    };
     expect((await cp.store.planApply({ plan, now: Date.now(), leaseMs: 60_000 })).applied).toHaveLength(1);
     const mine = (await get('/v1/attempts', visionToken)).json().attempts;
-    expect(mine).toEqual([expect.objectContaining({ machine: 'gpu-b', jobId: job.id, jobName: 'vision-train', team: 'vision', stage: 'train', gpus: [0], state: 'scheduled' })]);
+    expect(mine).toEqual([
+      expect.objectContaining({ machine: 'gpu-b', jobId: job.id, jobName: 'vision-train', team: 'vision', stage: 'train', gpus: [0], state: 'scheduled' }),
+    ]);
     expect((await get('/v1/attempts', admin)).json().attempts).toEqual(mine);
     const other = (await get('/v1/attempts', bearer(await makeToken(cp.store, 'team', { team: 'nlp' })))).json().attempts;
     expect(other).toEqual([expect.objectContaining({ machine: 'gpu-b', jobId: null, jobName: null, team: null, stage: null, gpus: [0] })]);
-    expect((await get('/v1/pools', admin)).json().pools.find((p: { pool: string }) => p.pool === 'gpu:h100').gpus).toEqual([{ type: 'h100', allocated: 1, total: 3 }]);
+    expect((await get('/v1/pools', admin)).json().pools.find((p: { pool: string }) => p.pool === 'gpu:h100').gpus).toEqual([
+      { type: 'h100', allocated: 1, total: 3 },
+    ]);
   });
 });

@@ -40,14 +40,28 @@ describe('event types', () => {
     for (const verb of ['cordon', 'uncordon', 'drain']) expect((await h.call('POST', `/v1/machines/m1/${verb}`)).statusCode).toBe(200);
     expect((await h.call('POST', '/v1/teams', { name: 'vision' })).statusCode).toBe(201);
     const token = (await h.call('POST', '/v1/tokens', { kind: 'team', team: 'vision', name: 'ci' })).json().info.id as string;
-    expect((await h.cp.app.inject({ method: 'DELETE', url: `/v1/tokens/${token}`, headers: { authorization: `Bearer ${h.tokens.admin}` } })).statusCode).toBe(200);
+    expect((await h.cp.app.inject({ method: 'DELETE', url: `/v1/tokens/${token}`, headers: { authorization: `Bearer ${h.tokens.admin}` } })).statusCode).toBe(
+      200,
+    );
 
     const events = await h.cp.store.eventsList({ afterSeq: 0, limit: 10_000 });
     const seen = new Set(events.map((e) => e.type));
     const listed = new Set<string>(EVENT_TYPES);
     expect([...seen].filter((t) => !listed.has(t))).toEqual([]);
     // The workload reaches most kinds, so the check above has something to check.
-    for (const t of ['job:succeeded', 'job:failed', 'job:canceled', 'job:cancel-requested', 'stage:skipped', 'attempt:failed', 'attempt:canceled', 'machine:lost', 'machine:cordoned', 'team:created', 'token:revoked']) {
+    for (const t of [
+      'job:succeeded',
+      'job:failed',
+      'job:canceled',
+      'job:cancel-requested',
+      'stage:skipped',
+      'attempt:failed',
+      'attempt:canceled',
+      'machine:lost',
+      'machine:cordoned',
+      'team:created',
+      'token:revoked',
+    ]) {
       expect(seen).toContain(t);
     }
   });

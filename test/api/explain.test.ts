@@ -32,11 +32,17 @@ describe('explain', () => {
   });
 
   const submit = async (stages: object[]) => {
-    const r = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify({ name: 'x', stages }) });
+    const r = await cp.app.inject({
+      method: 'POST',
+      url: '/v1/jobs',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: JSON.stringify({ name: 'x', stages }),
+    });
     expect(r.statusCode).toBe(201);
     return r.json().id as string;
   };
-  const explain = async (job: string, stage: string, headers = auth) => cp.app.inject({ method: 'GET', url: `/v1/jobs/${job}/stages/${stage}/explain`, headers });
+  const explain = async (job: string, stage: string, headers = auth) =>
+    cp.app.inject({ method: 'GET', url: `/v1/jobs/${job}/stages/${stage}/explain`, headers });
   const funnel = (e: { funnel: { step: string; machines: number }[] }) => e.funnel.map((f) => [f.step, f.machines]);
 
   it('a GPU type nobody in service has: each constraint with the machines it leaves, and what would help', async () => {
@@ -55,7 +61,10 @@ describe('explain', () => {
       ['with 4 CPU free now', 0],
       ['with 8Gi memory free now', 0],
     ]);
-    expect(e.suggestions).toEqual(['ask for 2 GPUs instead of 4: 1 machine could run it now', 'accept any GPU type (not only h100): 1 machine could run it now']);
+    expect(e.suggestions).toEqual([
+      'ask for 2 GPUs instead of 4: 1 machine could run it now',
+      'accept any GPU type (not only h100): 1 machine could run it now',
+    ]);
     expect(e.queue).toEqual({ ahead: 0, waiting: 1 });
   });
 
@@ -74,7 +83,14 @@ describe('explain', () => {
     // Another job's stage holds both h100s of gpu-1.
     const holder = await submit([{ name: 'hold', resources: { cpu: 1, gpu: { count: 2, type: 'h100' } }, command: ['true'] }]);
     const hs = (await cp.store.jobGet({ jobId: holder }))!.stages[0]!;
-    const r = await cp.store.planApply({ plan: { placements: [{ stageId: hs.id, machineId: ids.h100!, gpuIndices: [0, 1], cpuMillis: 1000, memoryBytes: hs.definition.resources.memoryBytes }], pending: [] }, now: Date.now(), leaseMs: 60_000 });
+    const r = await cp.store.planApply({
+      plan: {
+        placements: [{ stageId: hs.id, machineId: ids.h100!, gpuIndices: [0, 1], cpuMillis: 1000, memoryBytes: hs.definition.resources.memoryBytes }],
+        pending: [],
+      },
+      now: Date.now(),
+      leaseMs: 60_000,
+    });
     expect(r.applied).toHaveLength(1);
     const first = await submit([{ name: 'g', resources: { cpu: 1, gpu: { count: 1, type: 'h100' } }, command: ['true'] }]);
     const second = await submit([{ name: 'g', resources: { cpu: 1, gpu: { count: 1, type: 'h100' } }, command: ['true'] }]);
@@ -91,7 +107,14 @@ describe('explain', () => {
       { name: 'b', needs: ['a'], resources: { cpu: 1 }, command: ['true'] },
     ]);
     const a = (await cp.store.jobGet({ jobId: job }))!.stages[0]!;
-    await cp.store.planApply({ plan: { placements: [{ stageId: a.id, machineId: ids.cpu!, gpuIndices: [], cpuMillis: 1000, memoryBytes: a.definition.resources.memoryBytes }], pending: [] }, now: Date.now(), leaseMs: 60_000 });
+    await cp.store.planApply({
+      plan: {
+        placements: [{ stageId: a.id, machineId: ids.cpu!, gpuIndices: [], cpuMillis: 1000, memoryBytes: a.definition.resources.memoryBytes }],
+        pending: [],
+      },
+      now: Date.now(),
+      leaseMs: 60_000,
+    });
     const b = (await explain(job, 'b')).json();
     expect(b).toMatchObject({ state: 'pending', reason: 'waits for a (scheduled)', waitsFor: [{ stage: 'a', state: 'scheduled' }], queue: null });
     expect((await explain(job, 'a')).json()).toMatchObject({ state: 'scheduled', reason: 'scheduled on cpu-1 (attempt 1)' });

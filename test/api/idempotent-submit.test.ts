@@ -23,7 +23,12 @@ describe('idempotent submit', () => {
 
   const spec = (name: string) => ({ name, stages: [{ name: 'a', command: ['true'] }] });
   const post = (url: string, body: unknown, key?: string) =>
-    cp.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) }, payload: JSON.stringify(body) });
+    cp.app.inject({
+      method: 'POST',
+      url,
+      headers: { ...auth, 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+      payload: JSON.stringify(body),
+    });
   const jobCount = async () => (await cp.store.jobList({ limit: 1000 })).length;
 
   it('the same key and request answer the first job (200), not a second one', async () => {

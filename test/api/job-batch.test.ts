@@ -54,7 +54,11 @@ describe('POST /v1/jobs/batch', () => {
     for (const [i, j] of jobs.entries()) {
       const job = await cp.store.jobGet({ jobId: j.id });
       expect(job).toMatchObject({ name: names[i], state: 'queued' });
-      expect(job!.stages.map((s) => [s.name, s.state])).toEqual([['prep', 'ready'], ['train', 'pending'], ['eval', 'pending']]);
+      expect(job!.stages.map((s) => [s.name, s.state])).toEqual([
+        ['prep', 'ready'],
+        ['train', 'pending'],
+        ['eval', 'pending'],
+      ]);
     }
   });
 
@@ -119,7 +123,10 @@ describe('POST /v1/jobs/batch', () => {
     const part = 'x'.repeat(100 * 1024);
     const batch = await post({ jobs: Array.from({ length: 20 }, (_, i) => ({ name: `big-${i}`, stages: [{ name: 'a', command: [part] }] })) });
     expect(batch.statusCode, batch.body).toBe(201);
-    const yaml = await post(`jobs:\n${Array.from({ length: 20 }, (_, i) => `  - { name: big-${i}, stages: [{ name: a, command: [${part}] }] }\n`).join('')}`, 'application/yaml');
+    const yaml = await post(
+      `jobs:\n${Array.from({ length: 20 }, (_, i) => `  - { name: big-${i}, stages: [{ name: a, command: [${part}] }] }\n`).join('')}`,
+      'application/yaml',
+    );
     expect(yaml.statusCode, yaml.body).toBe(201);
     expect((await post(`jobs: [${filler}]`, 'application/yaml')).statusCode).toBe(413);
     expect((await counts()).jobs).toBe(before.jobs + 40);
@@ -129,15 +136,21 @@ describe('POST /v1/jobs/batch', () => {
     const valid = spec('ok');
     const nearMiss = fc.tuple(fc.constantFrom('name', 'stages', 'priority', 'x'), fc.jsonValue()).map(([k, v]) => ({ ...valid, [k]: v }));
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.jsonValue(), fc.array(fc.oneof(fc.constant(valid), nearMiss, fc.jsonValue()), { maxLength: 5 }).map((jobs) => ({ jobs }))), async (body) => {
-        const before = await counts();
-        const res = await post(body);
-        expect(res.statusCode, res.body).toBeLessThan(500);
-        if (res.statusCode === 201) return;
-        expect(res.statusCode).toBeGreaterThanOrEqual(400);
-        expect(res.json().message.length).toBeGreaterThan(0);
-        expect(await counts()).toEqual(before);
-      }),
+      fc.asyncProperty(
+        fc.oneof(
+          fc.jsonValue(),
+          fc.array(fc.oneof(fc.constant(valid), nearMiss, fc.jsonValue()), { maxLength: 5 }).map((jobs) => ({ jobs })),
+        ),
+        async (body) => {
+          const before = await counts();
+          const res = await post(body);
+          expect(res.statusCode, res.body).toBeLessThan(500);
+          if (res.statusCode === 201) return;
+          expect(res.statusCode).toBeGreaterThanOrEqual(400);
+          expect(res.json().message.length).toBeGreaterThan(0);
+          expect(await counts()).toEqual(before);
+        },
+      ),
       { numRuns: 100 },
     );
   });

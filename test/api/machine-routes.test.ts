@@ -85,7 +85,16 @@ describe('machine routes', () => {
     expect(busy.json().message).toMatch(/^machine d-1 is ready and draining, and 1 attempt there still holds resources/);
 
     // The stage ends and the agent stops listing it: nothing holds resources there any more.
-    await cp.store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now: Date.now(), jitter: 0 });
+    await cp.store.attemptComplete({
+      attemptId: a.id,
+      token: a.token,
+      exitCode: 0,
+      signal: null,
+      end: { kind: 'exited' as const, detail: null },
+      outputs: [],
+      now: Date.now(),
+      jitter: 0,
+    });
     await cp.store.machineHeartbeat({ machineId: m.id, running: [], now: Date.now(), leaseMs: 60_000, missingAfterMs: 4000, jitter: 0 });
     expect((await call('GET', '/v1/machines/d-1')).json().scheduling).toBe('drained');
     expect((await call('POST', '/v1/machines/d-1/drain')).json()).toMatchObject({ changed: false, machine: { scheduling: 'drained' } });

@@ -22,7 +22,8 @@ describe('submit: never-placeable stages', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const post = (url: string, body: unknown) => cp.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  const post = (url: string, body: unknown) =>
+    cp.app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify(body) });
   const job = (name: string, stages: object[]) => ({ name, stages: stages.map((s, i) => ({ name: `s${i}`, command: ['true'], ...s })) });
   const jobs = async () => (await cp.store.jobList({ limit: 1000 })).length;
 
@@ -39,7 +40,10 @@ describe('submit: never-placeable stages', () => {
     expect(fine.statusCode).toBe(201);
     expect(fine.json().warnings).toBeUndefined();
 
-    const bad = await post('/v1/jobs', job('bad', [{}, { resources: { gpu: { count: 1, type: 'a100' } } }, { resources: { gpu: { count: 8, type: 'h100' } } }, { resources: { cpu: 64 } }]));
+    const bad = await post(
+      '/v1/jobs',
+      job('bad', [{}, { resources: { gpu: { count: 1, type: 'a100' } } }, { resources: { gpu: { count: 8, type: 'h100' } } }, { resources: { cpu: 64 } }]),
+    );
     expect(bad.statusCode).toBe(201);
     expect(bad.json().warnings).toEqual([
       { stage: 's1', message: 'no registered machine could ever run it: 2 lack 1 a100 GPU' },
@@ -50,7 +54,9 @@ describe('submit: never-placeable stages', () => {
     const before = await jobs();
     const strict = await post('/v1/jobs?strict=true', job('strict', [{ resources: { gpu: { count: 1, type: 'a100' } } }]));
     expect(strict.statusCode).toBe(400);
-    expect(strict.json().issues).toEqual([{ path: '/stages/0', message: 'stage s0: no registered machine could ever run it: 2 lack 1 a100 GPU (strict: refused)' }]);
+    expect(strict.json().issues).toEqual([
+      { path: '/stages/0', message: 'stage s0: no registered machine could ever run it: 2 lack 1 a100 GPU (strict: refused)' },
+    ]);
     expect(await jobs()).toBe(before);
   });
 

@@ -22,7 +22,11 @@ describe('assignments on the answers to reports', () => {
     return r.json() as T;
   };
   const heartbeat = (running: AssignmentWire[], waitMs: number) =>
-    call<HeartbeatResponse>(`/v1/agent/machines/${machine.id}/heartbeat`, { running: running.map((a) => ({ attemptId: a.attemptId, token: a.token })), waitMs }, machine.credential);
+    call<HeartbeatResponse>(
+      `/v1/agent/machines/${machine.id}/heartbeat`,
+      { running: running.map((a) => ({ attemptId: a.attemptId, token: a.token })), waitMs },
+      machine.credential,
+    );
   const report = (body: object) => call<ReportResponse>(`/v1/agent/machines/${machine.id}/report`, { started: [], completed: [], ...body }, machine.credential);
   const ack = (a: AssignmentWire) => report({ started: [{ attemptId: a.attemptId, token: a.token, pid: null }] });
   const success = (a: AssignmentWire) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] });
@@ -45,7 +49,16 @@ describe('assignments on the answers to reports', () => {
     const joinToken = await makeToken(cp.store, 'join');
     const reg = await call<RegisterResponse>(
       '/v1/agent/register',
-      { name: 'm1', cpuMillis: 4000, memoryBytes: 8 * 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {}, agent: { version: 'test', host: 'test', pid: 1 } },
+      {
+        name: 'm1',
+        cpuMillis: 4000,
+        memoryBytes: 8 * 2 ** 30,
+        gpus: [],
+        gpusDeclared: false,
+        region: null,
+        labels: {},
+        agent: { version: 'test', host: 'test', pid: 1 },
+      },
       joinToken,
     );
     machine = { id: reg.machineId, credential: reg.credential!, settings: reg.settings };

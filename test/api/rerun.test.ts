@@ -32,11 +32,27 @@ describe('rerun and collection routes', () => {
   /** One stage through the agent protocol: placed, acknowledged, its files uploaded, its outcome reported. */
   const run = async (jobId: string, stage: string, exitCode: number, files: Record<string, string> = {}) => {
     const s = (await cp.store.jobGet({ jobId }))!.stages.find((x) => x.name === stage)!;
-    const a = (await cp.store.planApply({ plan: { placements: [{ stageId: s.id, machineId: machine.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] }, now: Date.now(), leaseMs: 60_000 })).applied[0]!;
+    const a = (
+      await cp.store.planApply({
+        plan: { placements: [{ stageId: s.id, machineId: machine.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+        now: Date.now(),
+        leaseMs: 60_000,
+      })
+    ).applied[0]!;
     const m = bearer(machine.credential);
-    await cp.app.inject({ method: 'POST', url: `/v1/agent/attempts/${a.id}/start`, headers: { ...m, 'content-type': 'application/json' }, payload: JSON.stringify({ token: a.token, pid: null }) });
+    await cp.app.inject({
+      method: 'POST',
+      url: `/v1/agent/attempts/${a.id}/start`,
+      headers: { ...m, 'content-type': 'application/json' },
+      payload: JSON.stringify({ token: a.token, pid: null }),
+    });
     for (const [path, text] of Object.entries(files)) {
-      const up = await cp.app.inject({ method: 'PUT', url: `/v1/agent/attempts/${a.id}/outputs/${path}`, headers: { ...m, 'x-gantry-token': String(a.token), 'content-type': 'application/octet-stream' }, payload: text });
+      const up = await cp.app.inject({
+        method: 'PUT',
+        url: `/v1/agent/attempts/${a.id}/outputs/${path}`,
+        headers: { ...m, 'x-gantry-token': String(a.token), 'content-type': 'application/octet-stream' },
+        payload: text,
+      });
       expect(up.statusCode).toBe(204);
     }
     const outputs = exitCode === 0 ? Object.entries(files).map(([path, text]) => ({ path, size: Buffer.byteLength(text) })) : [];
@@ -58,7 +74,8 @@ describe('rerun and collection routes', () => {
     return { id, train };
   };
   const jobCount = async () => (await cp.store.jobList({ limit: 1000 })).length;
-  const audit = async () => ((await call('GET', '/v1/audit', t.admin)).json().entries as { action: string; target: string; result: string }[]).filter((e) => e.action === 'job.rerun');
+  const audit = async () =>
+    ((await call('GET', '/v1/audit', t.admin)).json().entries as { action: string; target: string; result: string }[]).filter((e) => e.action === 'job.rerun');
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-rerun-api-'));
@@ -103,8 +120,13 @@ describe('rerun and collection routes', () => {
     // The same key and body for another job is another request.
     const other = await failedJob();
     expect((await call('POST', `/v1/jobs/${other.id}/rerun`, t.admin, body, { 'idempotency-key': 'r-1' })).statusCode).toBe(409);
-    await vi.waitFor(async () => expect((await audit()).at(-1)).toMatchObject({ target: other.id, result: expect.stringMatching(/^refused: 409 conflict: Idempotency-Key "r-1"/) }));
-    expect((await audit()).find((e) => e.result.startsWith('ok'))).toMatchObject({ target: id, result: expect.stringMatching(new RegExp(`^ok: rerun as ${r.job.id}; reused prep, train; runs eval$`)) });
+    await vi.waitFor(async () =>
+      expect((await audit()).at(-1)).toMatchObject({ target: other.id, result: expect.stringMatching(/^refused: 409 conflict: Idempotency-Key "r-1"/) }),
+    );
+    expect((await audit()).find((e) => e.result.startsWith('ok'))).toMatchObject({
+      target: id,
+      result: expect.stringMatching(new RegExp(`^ok: rerun as ${r.job.id}; reused prep, train; runs eval$`)),
+    });
     // The reused upstream reads as if it had run: an agent downloads it by the attempt that made it.
     const read = await cp.app.inject({ method: 'GET', url: `/v1/agent/artifacts/${train.id}/model.bin`, headers: bearer(machine.credential) });
     expect(read.body).toBe(`weights of ${id}`);
@@ -119,12 +141,19 @@ describe('rerun and collection routes', () => {
       [{ from: 'eval' }, 400, /\/from/],
       [{ from: ['evall'] }, 400, /has no stage "evall" \(did you mean "eval"\?\)/],
       [{ spec: { name: 'pipe', stages: [{ name: 'prep' }] } }, 400, /\/spec\/stages\/0/],
-      [{ spec: { ...spec(), stages: spec().stages.map((s) => (s.name === 'prep' ? { ...s, env: { X: '1' } } : s)) } }, 400, /\/spec\/stages\/0\/env: stage prep is reused/],
+      [
+        { spec: { ...spec(), stages: spec().stages.map((s) => (s.name === 'prep' ? { ...s, env: { X: '1' } } : s)) } },
+        400,
+        /\/spec\/stages\/0\/env: stage prep is reused/,
+      ],
       ['name: yaml', 400, /must be a JSON object/],
     ] as const;
     const auditBefore = (await audit()).length;
     for (const [body, status, message] of refusals) {
-      const r = typeof body === 'string' ? await call('POST', `/v1/jobs/${id}/rerun`, t.admin, body, { 'content-type': 'application/yaml' }) : await call('POST', `/v1/jobs/${id}/rerun`, t.admin, body);
+      const r =
+        typeof body === 'string'
+          ? await call('POST', `/v1/jobs/${id}/rerun`, t.admin, body, { 'content-type': 'application/yaml' })
+          : await call('POST', `/v1/jobs/${id}/rerun`, t.admin, body);
       expect(r.statusCode, JSON.stringify(body)).toBe(status);
       expect(r.json().message).toMatch(message);
     }
@@ -134,7 +163,9 @@ describe('rerun and collection routes', () => {
     expect(running.json().message).toMatch(/is queued: .*--cancel-running/);
     expect(await jobCount()).toBe(before + 1);
     // A refusal's audit row is written once its answer has gone (onResponse): waited for.
-    await vi.waitFor(async () => expect((await audit()).slice(auditBefore).map((e) => e.result.slice(0, 12))).toEqual([...Array(6).fill('refused: 400'), 'refused: 409']));
+    await vi.waitFor(async () =>
+      expect((await audit()).slice(auditBefore).map((e) => e.result.slice(0, 12))).toEqual([...Array(6).fill('refused: 400'), 'refused: 409']),
+    );
     // With cancelRunning: canceled and rerun in one step.
     const both = await call('POST', `/v1/jobs/${busy}/rerun`, t.admin, { cancelRunning: true });
     expect(both.statusCode).toBe(201);
@@ -148,7 +179,9 @@ describe('rerun and collection routes', () => {
     const own = await call('POST', `/v1/jobs/${id}/rerun`, t.ml, { spec: spec(['true']) });
     expect(own.statusCode).toBe(201);
     expect(own.json().job.team).toBe('ml');
-    expect((await call('POST', `/v1/jobs/${id}/rerun`, t.ml, { spec: { ...spec(['true']), team: 'other' } })).json().message).toMatch(/\/spec\/team: the team cannot change/);
+    expect((await call('POST', `/v1/jobs/${id}/rerun`, t.ml, { spec: { ...spec(['true']), team: 'other' } })).json().message).toMatch(
+      /\/spec\/team: the team cannot change/,
+    );
     expect((await call('POST', '/v1/jobs/job_nope/rerun', t.admin, {})).statusCode).toBe(404);
   });
 
@@ -160,13 +193,15 @@ describe('rerun and collection routes', () => {
     const before = await jobCount();
     const r = await call('POST', `/v1/jobs/${id}/rerun`, t.admin, {});
     expect(r.statusCode).toBe(409);
-    expect(r.json().message).toMatch(new RegExp(`stage train's committed outputs in job ${id} are gone from the artifact store: model.bin \\(sha256:${sha}\\) missing.*--from train`));
+    expect(r.json().message).toMatch(
+      new RegExp(`stage train's committed outputs in job ${id} are gone from the artifact store: model.bin \\(sha256:${sha}\\) missing.*--from train`),
+    );
     expect(await jobCount()).toBe(before);
     // Running it again instead is fine.
     expect((await call('POST', `/v1/jobs/${id}/rerun`, t.admin, { from: ['train'], dryRun: true })).statusCode).toBe(200);
   });
 
-  it('collection is an admin\'s: dry run shows, the real one deletes what no job refers to; deleting a job keeps what a rerun reuses', async () => {
+  it("collection is an admin's: dry run shows, the real one deletes what no job refers to; deleting a job keeps what a rerun reuses", async () => {
     expect((await call('POST', '/v1/artifacts/gc', t.ml, { dryRun: true })).statusCode).toBe(403);
     const { id } = await failedJob();
     const rerun = (await call('POST', `/v1/jobs/${id}/rerun`, t.admin, { from: ['train'] })).json().job.id as string;

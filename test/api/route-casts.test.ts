@@ -30,7 +30,11 @@ describe('route typing', () => {
   });
 
   it('the pattern finds the casts it is meant to', () => {
-    for (const line of ['const body = req.body as RegisterRequest;', "const v = (req.query as Record<string, unknown> | undefined)?.strict;", 'const params = (req.params ?? {}) as Record<string, string>;']) {
+    for (const line of [
+      'const body = req.body as RegisterRequest;',
+      'const v = (req.query as Record<string, unknown> | undefined)?.strict;',
+      'const params = (req.params ?? {}) as Record<string, string>;',
+    ]) {
       expect(CAST.test(line), line).toBe(true);
     }
     expect(CAST.test('const body = req.body;')).toBe(false);

@@ -21,7 +21,11 @@ const fails = (name: string, needs: string[]) => ({ name, needs, resources: { cp
 /** Outputs kept by reference, the size budget and gantry gc (issue 12), with the built CLI. */
 describe('artifact collection and the size budget', () => {
   // 3000 bytes; collection only when asked (its timer is an hour), sparing nothing for freshness.
-  const up = gantryUpForSuite({ cluster: CLUSTER, machines: 1, env: { GANTRY_ARTIFACTS_MAX_BYTES: '3000', GANTRY_ARTIFACTS_GC_SECONDS: '3600', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' } });
+  const up = gantryUpForSuite({
+    cluster: CLUSTER,
+    machines: 1,
+    env: { GANTRY_ARTIFACTS_MAX_BYTES: '3000', GANTRY_ARTIFACTS_GC_SECONDS: '3600', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' },
+  });
   const cli = (...args: string[]) => gantry([...args, '--server', up().url]);
   const dir = mkdtempSync(join(tmpdir(), 'gc-e2e-'));
   const submit = async (name: string, spec: unknown) => {
@@ -29,7 +33,7 @@ describe('artifact collection and the size budget', () => {
     return (await cli('submit', join(dir, name), '--wait')).stdout.trim();
   };
 
-  it('releases ended jobs\' outputs oldest first past the budget, never what a rerun reuses; delete keeps reused outputs', async () => {
+  it("releases ended jobs' outputs oldest first past the budget, never what a rerun reuses; delete keeps reused outputs", async () => {
     const a = await submit('a.yaml', { name: 'a', stages: [writes('s1', 'a', 2000), fails('s2', ['s1'])] });
     writeFileSync(join(dir, 'a-fixed.yaml'), stringify({ name: 'a', stages: [writes('s1', 'a', 2000), { ...writes('s2', 'b', 500), needs: ['s1'] }] }));
     const b = (await cli('rerun', a, '--spec', join(dir, 'a-fixed.yaml'), '--wait')).stdout.trim();
@@ -111,24 +115,44 @@ describe('artifact collection and the size budget', () => {
 /** Retention deletes ended jobs after GANTRY_RETENTION_HOURS; what a rerun still reuses stays. */
 describe('retention keeps what a rerun reuses', () => {
   // About 7 s of retention; collection every second.
-  const up = gantryUpForSuite({ cluster: CLUSTER, machines: 1, env: { GANTRY_RETENTION_HOURS: '0.002', GANTRY_ARTIFACTS_GC_SECONDS: '1', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' } });
+  const up = gantryUpForSuite({
+    cluster: CLUSTER,
+    machines: 1,
+    env: { GANTRY_RETENTION_HOURS: '0.002', GANTRY_ARTIFACTS_GC_SECONDS: '1', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' },
+  });
   const cli = (...args: string[]) => gantry([...args, '--server', up().url]);
 
   it('the original is deleted after retention; its rerun still reads, downloads and reuses its outputs', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'retention-e2e-'));
     const gate = join(dir, 'go');
-    const spec = (s2: string[]) => ({ name: 'kept', stages: [writes('s1', 'k', 300), { name: 's2', needs: ['s1'], retry: { maxAttempts: 1 }, resources: { cpu: 0.5, memory: '128Mi' }, command: s2 }] });
+    const spec = (s2: string[]) => ({
+      name: 'kept',
+      stages: [writes('s1', 'k', 300), { name: 's2', needs: ['s1'], retry: { maxAttempts: 1 }, resources: { cpu: 0.5, memory: '128Mi' }, command: s2 }],
+    });
     writeFileSync(join(dir, 'job.yaml'), stringify(spec(['false'])));
-    writeFileSync(join(dir, 'fixed.yaml'), stringify(spec(['sh', '-c', `while [ ! -f ${gate} ]; do sleep 0.2; done; cp "$GANTRY_INPUT_DIR/s1/out.bin" "$GANTRY_OUTPUT_DIR/copy.bin"`])));
+    writeFileSync(
+      join(dir, 'fixed.yaml'),
+      stringify(spec(['sh', '-c', `while [ ! -f ${gate} ]; do sleep 0.2; done; cp "$GANTRY_INPUT_DIR/s1/out.bin" "$GANTRY_OUTPUT_DIR/copy.bin"`])),
+    );
     const orig = (await cli('submit', join(dir, 'job.yaml'), '--wait')).stdout.trim();
     const rerun = (await cli('rerun', orig, '--spec', join(dir, 'fixed.yaml'))).stdout.trim();
     expect(rerun).toMatch(/^job_/);
-    await until('the original deleted by retention', () => api(up().url, `/v1/jobs/${orig}`), (r) => r.status === 404, 60_000);
+    await until(
+      'the original deleted by retention',
+      () => api(up().url, `/v1/jobs/${orig}`),
+      (r) => r.status === 404,
+      60_000,
+    );
     // Collections have run meanwhile: the reused file is still there.
     await new Promise((r) => setTimeout(r, 2500));
     expect((await cli('outputs', rerun, 's1', 'out.bin')).stdout).toBe('k'.repeat(300));
     writeFileSync(gate, '');
-    await until('the rerun done', () => jobOf(up().url, rerun), (j) => j.state === 'succeeded' || j.state === 'failed', 60_000);
+    await until(
+      'the rerun done',
+      () => jobOf(up().url, rerun),
+      (j) => j.state === 'succeeded' || j.state === 'failed',
+      60_000,
+    );
     expect((await jobOf(up().url, rerun)).state).toBe('succeeded');
     expect((await cli('outputs', rerun, 's2', 'copy.bin')).stdout).toBe('k'.repeat(300));
     expect((await cli('status', rerun)).stdout).toContain(`rerun of: ${orig}`);
@@ -146,9 +170,19 @@ describe('files a crash left in the artifact store', () => {
     utimesSync(stray, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
     const g = await startGantryUp({ dataDir, cluster: CLUSTER, env: { GANTRY_ARTIFACTS_GC_SECONDS: '1', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' } });
     try {
-      await until('the stray file deleted', async () => existsSync(stray), (there) => !there, 30_000);
+      await until(
+        'the stray file deleted',
+        async () => existsSync(stray),
+        (there) => !there,
+        30_000,
+      );
       const log = () => readFileSync(join(dataDir, 'server.log'), 'utf8');
-      await until('the server log saying so', async () => log(), (text) => text.includes('a crash left behind') && text.includes('"collected":1'), 10_000);
+      await until(
+        'the server log saying so',
+        async () => log(),
+        (text) => text.includes('a crash left behind') && text.includes('"collected":1'),
+        10_000,
+      );
     } finally {
       await g.stop();
     }

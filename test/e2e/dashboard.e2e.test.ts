@@ -125,11 +125,20 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
         retry: { maxAttempts: 1 },
         stages: [
           { name: 'make', command: ['sh', '-c', 'echo rows=42 > "$GANTRY_OUTPUT_DIR/data.txt"'] },
-          { name: 'check', needs: ['make'], command: ['sh', '-c', `cat "$GANTRY_INPUT_DIR/make/data.txt"; test -f ${marker} || { echo "not fixed yet" >&2; exit 3; }`] },
+          {
+            name: 'check',
+            needs: ['make'],
+            command: ['sh', '-c', `cat "$GANTRY_INPUT_DIR/make/data.txt"; test -f ${marker} || { echo "not fixed yet" >&2; exit 3; }`],
+          },
         ],
       })
     ).body;
-    await until('browser-rerun to fail', () => jobOf(url(), job.id), (j) => j.state === 'failed', SLOW);
+    await until(
+      'browser-rerun to fail',
+      () => jobOf(url(), job.id),
+      (j) => j.state === 'failed',
+      SLOW,
+    );
     failedJob = job.id;
     writeFileSync(marker, '');
     await page.goto(`${url()}/jobs/${job.id}`);
@@ -175,7 +184,7 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     expect(await page.locator(`tr[data-job="${job.id}"] .rerun-of`).count()).toBe(0);
   });
 
-  it("a running job's rerun is refused with the server's reason until \"cancel it first\" is chosen; closing the dialog changes nothing", async () => {
+  it('a running job\'s rerun is refused with the server\'s reason until "cancel it first" is chosen; closing the dialog changes nothing', async () => {
     const job = (
       await submit(url(), {
         name: 'browser-rerun-running',
@@ -236,7 +245,10 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     await page.getByRole('link', { name: 'Pools' }).click();
     const pool = page.locator('article[data-pool="gpu:tpu9"]');
     await pool.getByTestId('queued').getByText('1', { exact: true }).waitFor({ timeout: SLOW });
-    await pool.locator('li[data-reason="gpu-type"]').getByText(/lack 1 tpu9 GPU/).waitFor();
+    await pool
+      .locator('li[data-reason="gpu-type"]')
+      .getByText(/lack 1 tpu9 GPU/)
+      .waitFor();
     await page.locator('article[data-pool="gpu:h100"]').getByText('0 / 2').waitFor();
     await page.locator('article[data-pool="cpu"]').waitFor();
     expect(await page.locator('figure.chart').count()).toBe(4);
@@ -247,7 +259,9 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
   });
 
   it('the machines page: health, scheduling, capacity, and what runs where', async () => {
-    const job = (await submit(url(), { name: 'on-gpu', stages: [{ name: 'train', resources: { gpu: { count: 1, type: 'h100' } }, command: ['sleep', '300'] }] })).body;
+    const job = (
+      await submit(url(), { name: 'on-gpu', stages: [{ name: 'train', resources: { gpu: { count: 1, type: 'h100' } }, command: ['sleep', '300'] }] })
+    ).body;
     await page.getByRole('link', { name: 'Machines' }).click();
     const gpu = page.locator('tr[data-machine="gpu-1"]');
     await gpu.getByRole('link', { name: 'on-gpu/train' }).waitFor({ timeout: SLOW });
@@ -281,14 +295,22 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
   });
 
   it('sign-in: without a token the page asks for one; a bad token is refused; a team token sees its team only', async () => {
-    const made = await api(url(), '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'team', team: 'vision', name: 'vision board' }) });
+    const made = await api(url(), '/v1/tokens', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'team', team: 'vision', name: 'vision board' }),
+    });
     const teamToken = made.body.token as string;
     const mine = await fetch(`${url()}/v1/jobs`, {
       method: 'POST',
       headers: { authorization: `Bearer ${teamToken}`, 'content-type': 'application/json' },
       body: JSON.stringify({ name: 'vision-only', stages: [{ name: 'a', command: ['true'] }] }),
     }).then((r) => r.json());
-    await until('the vision job to end', () => jobOf(url(), mine.id), (j) => j.state === 'succeeded');
+    await until(
+      'the vision job to end',
+      () => jobOf(url(), mine.id),
+      (j) => j.state === 'succeeded',
+    );
     const fresh = await browser.page();
     const p = fresh.page;
     await p.goto(`${url()}/jobs?state=succeeded`);

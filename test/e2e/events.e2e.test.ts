@@ -12,7 +12,11 @@ describe('GET /v1/events', () => {
   const up = gantryUpForSuite({ cluster: 'machines:\n  - { name: cpu-1, cpu: 4, memory: 4Gi }\n', machines: 1 });
 
   const submit = (spec: unknown, token?: string) =>
-    api(up().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(spec) });
+    api(up().url, '/v1/jobs', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(spec),
+    });
   const chain = (name: string, team?: string) => ({
     name,
     ...(team ? { team } : {}),
@@ -54,17 +58,38 @@ describe('GET /v1/events', () => {
     expect(new Set(got.map((e) => e.type))).toEqual(new Set(log.map((e) => e.type)));
   }, 60_000);
 
-  it('live from now: a team token sees its own team\'s jobs and no other team\'s', async () => {
-    const tok = (await api(up().url, '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'team', team: 'ml', name: 'ml' }) })).body.token as string;
+  it("live from now: a team token sees its own team's jobs and no other team's", async () => {
+    const tok = (
+      await api(up().url, '/v1/tokens', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'team', team: 'ml', name: 'ml' }),
+      })
+    ).body.token as string;
     const seen: EventView[] = [];
     const stop = new AbortController();
-    const following = followEvents({ url: `${up().url}/v1/events`, headers: { authorization: `Bearer ${tok}` }, signal: stop.signal, onEvent: (e) => void seen.push(e) });
+    const following = followEvents({
+      url: `${up().url}/v1/events`,
+      headers: { authorization: `Bearer ${tok}` },
+      signal: stop.signal,
+      onEvent: (e) => void seen.push(e),
+    });
     await new Promise((r) => setTimeout(r, 300));
     const other = await submit(chain('not-theirs', 'vision'));
     const mine = await submit(chain('theirs'), tok);
     expect(mine.status).toBe(201);
-    await until('their job done', async () => seen, (s) => s.some((e) => e.jobId === mine.body.id && e.type === 'job:succeeded'), 30_000);
-    await until('the other done', () => api(up().url, `/v1/jobs/${other.body.id}`), (r) => r.body.state === 'succeeded', 30_000);
+    await until(
+      'their job done',
+      async () => seen,
+      (s) => s.some((e) => e.jobId === mine.body.id && e.type === 'job:succeeded'),
+      30_000,
+    );
+    await until(
+      'the other done',
+      () => api(up().url, `/v1/jobs/${other.body.id}`),
+      (r) => r.body.state === 'succeeded',
+      30_000,
+    );
     await new Promise((r) => setTimeout(r, 2500));
     stop.abort();
     await following;

@@ -24,7 +24,8 @@ interface TeamWire {
 describe('fair share between teams', () => {
   const gantry_ = gantryUpForSuite({ cluster: CLUSTER, machines: 2 });
 
-  const send = (method: string, path: string, body: unknown) => api(gantry_().url, path, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const send = (method: string, path: string, body: unknown) =>
+    api(gantry_().url, path, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const flood = (team: string, n: number) =>
     send('POST', '/v1/jobs/batch', {
       jobs: Array.from({ length: n }, (_, i) => ({
@@ -38,11 +39,21 @@ describe('fair share between teams', () => {
   it('two teams of equal weight converge to equal GPU shares', async () => {
     expect((await flood('alpha', 60)).status).toBe(201);
     // Alpha alone holds every GPU before beta arrives.
-    await until('alpha on all GPUs', () => api(gantry_().url, '/v1/teams'), (r) => gpusOf(r.body.teams, 'alpha') === 8, 30_000);
+    await until(
+      'alpha on all GPUs',
+      () => api(gantry_().url, '/v1/teams'),
+      (r) => gpusOf(r.body.teams, 'alpha') === 8,
+      30_000,
+    );
     expect((await flood('beta', 60)).status).toBe(201);
     const samples: { alpha: number; beta: number }[] = [];
     // Contended while both still have waiting work: sample for 6 s after beta's first placements.
-    await until('beta placed', () => api(gantry_().url, '/v1/teams'), (r) => gpusOf(r.body.teams, 'beta') > 0, 30_000);
+    await until(
+      'beta placed',
+      () => api(gantry_().url, '/v1/teams'),
+      (r) => gpusOf(r.body.teams, 'beta') > 0,
+      30_000,
+    );
     const end = Date.now() + 6000;
     while (Date.now() < end) {
       const teams = (await api(gantry_().url, '/v1/teams')).body.teams as TeamWire[];
@@ -91,11 +102,20 @@ describe('fair share between teams', () => {
 
   it('a quota binds: the third one-GPU job of a team at quota 2 waits, and explain says why', async () => {
     const r = await send('POST', '/v1/jobs/batch', {
-      jobs: Array.from({ length: 3 }, (_, i) => ({ name: `v${i}`, team: 'vision', stages: [{ name: 'train', resources: { cpu: 1, memory: '256Mi', gpu: { count: 1, type: 'h100' } }, command: ['sleep', '3'] }] })),
+      jobs: Array.from({ length: 3 }, (_, i) => ({
+        name: `v${i}`,
+        team: 'vision',
+        stages: [{ name: 'train', resources: { cpu: 1, memory: '256Mi', gpu: { count: 1, type: 'h100' } }, command: ['sleep', '3'] }],
+      })),
     });
     expect(r.status).toBe(201);
     const ids = r.body.jobs.map((j: { id: string }) => j.id) as string[];
-    await until('two running', () => Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`))), (js) => js.filter((j) => j.body.stages[0].state === 'running').length === 2, 30_000);
+    await until(
+      'two running',
+      () => Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`))),
+      (js) => js.filter((j) => j.body.stages[0].state === 'running').length === 2,
+      30_000,
+    );
     const waiting = (await Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`)))).find((j) => j.body.stages[0].state === 'ready')!;
     const ex = await api(gantry_().url, `/v1/jobs/${waiting.body.id}/stages/train/explain`);
     expect(ex.body.reason).toBe('team vision at quota 2/2 h100 GPUs, needs 1 more');

@@ -90,7 +90,11 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
   /** Runs the built CLI inside a namespace, its output to a file of its own. */
   const inHost = (ns: string, name: string, args: string[], env: Record<string, string> = {}) => {
     const fd = openSync(join(dir, `${name}.log`), 'a');
-    const p = spawn('ip', ['netns', 'exec', ns, process.execPath, CLI, ...args], { cwd: REPO, env: { ...process.env, ...FAST_TIMINGS, ...env }, stdio: ['ignore', fd, fd] });
+    const p = spawn('ip', ['netns', 'exec', ns, process.execPath, CLI, ...args], {
+      cwd: REPO,
+      env: { ...process.env, ...FAST_TIMINGS, ...env },
+      stdio: ['ignore', fd, fd],
+    });
     closeSync(fd);
     procs.push(p);
     return p;
@@ -100,11 +104,15 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
     // The test's CA for this server only; node:https through the CLI's own client would do too.
     const { request } = await import('node:https');
     return new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const req = request(url + path, { method: init.method ?? 'GET', ca: readFileSync(ca), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } }, (res) => {
-        let text = '';
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : null }));
-      });
+      const req = request(
+        url + path,
+        { method: init.method ?? 'GET', ca: readFileSync(ca), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } },
+        (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : null }));
+        },
+      );
       req.on('error', reject);
       req.end(init.body === undefined ? undefined : JSON.stringify(init.body));
     });
@@ -112,7 +120,27 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
 
   beforeAll(() => {
     buildNetwork();
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', ca, '-days', '1', '-subj', '/CN=gantry-test', '-addext', `subjectAltName=IP:${address.server}`], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        ca,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=gantry-test',
+        '-addext',
+        `subjectAltName=IP:${address.server}`,
+      ],
+      { stdio: 'ignore' },
+    );
   });
   afterAll(async () => {
     for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
@@ -131,7 +159,19 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
   });
 
   it('a cut link: the stage runs elsewhere; when the link returns, the old agent is told to kill its copy and its late report is refused', async () => {
-    inHost(hosts.server, 'server', ['server', '--host', address.server, '--port', String(PORT), '--data-dir', join(dir, 'server'), '--tls-cert', ca, '--tls-key', join(dir, 'key.pem')]);
+    inHost(hosts.server, 'server', [
+      'server',
+      '--host',
+      address.server,
+      '--port',
+      String(PORT),
+      '--data-dir',
+      join(dir, 'server'),
+      '--tls-cert',
+      ca,
+      '--tls-key',
+      join(dir, 'key.pem'),
+    ]);
     const tokenFile = join(dir, 'server', 'admin.token');
     const readToken = async () => {
       try {
@@ -143,18 +183,39 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
     token = await until('server up', readToken, (t) => t.length > 0, 30_000).catch(() => {
       throw new Error(`server did not start:\n${log('server')}`);
     });
-    await until('server answers from another namespace', () => call('/healthz').then((r) => r.status, () => 0), (s) => s === 200, 30_000);
+    await until(
+      'server answers from another namespace',
+      () =>
+        call('/healthz').then(
+          (r) => r.status,
+          () => 0,
+        ),
+      (s) => s === 200,
+      30_000,
+    );
     const join_ = await call('/v1/tokens', { method: 'POST', body: { kind: 'join', name: 'hosts test' } });
     expect(join_.status).toBe(201);
     for (const a of ['a1', 'a2', 'a3'] as const) {
-      inHost(hosts[a], a, ['agent', '--server', url, '--ca', ca, '--name', a, '--data-dir', join(dir, a), '--cpu', '1', '--memory', '1Gi'], { GANTRY_JOIN_TOKEN: join_.body.token });
+      inHost(hosts[a], a, ['agent', '--server', url, '--ca', ca, '--name', a, '--data-dir', join(dir, a), '--cpu', '1', '--memory', '1Gi'], {
+        GANTRY_JOIN_TOKEN: join_.body.token,
+      });
     }
-    await until('three machines ready', () => call('/v1/machines').then((r) => r.body.machines.filter((m: { health: string }) => m.health === 'ready').length), (n) => n === 3, 30_000);
+    await until(
+      'three machines ready',
+      () => call('/v1/machines').then((r) => r.body.machines.filter((m: { health: string }) => m.health === 'ready').length),
+      (n) => n === 3,
+      30_000,
+    );
 
     const marks = join(dir, 'marks');
     const job = await call('/v1/jobs', {
       method: 'POST',
-      body: { name: 'cut', stages: [{ name: 'long', command: ['sh', '-c', `sleep 15; echo "$GANTRY_MACHINE $GANTRY_ATTEMPT" >> ${marks}`], resources: { cpu: 1, memory: '64Mi' } }] },
+      body: {
+        name: 'cut',
+        stages: [
+          { name: 'long', command: ['sh', '-c', `sleep 15; echo "$GANTRY_MACHINE $GANTRY_ATTEMPT" >> ${marks}`], resources: { cpu: 1, memory: '64Mi' } },
+        ],
+      },
     });
     expect(job.status).toBe(201);
     const jobOf = () => call(`/v1/jobs/${job.body.id}`).then((r) => r.body);
@@ -163,7 +224,12 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
 
     // Cut the victim's link at the switch.
     ip('-n', SWITCH, 'link', 'set', switchEnd(hosts[victim]), 'down');
-    const moved = await until('the stage runs elsewhere', jobOf, (j) => j.stages[0].attempts.length === 2 && j.stages[0].attempts[1].state === 'running', 30_000);
+    const moved = await until(
+      'the stage runs elsewhere',
+      jobOf,
+      (j) => j.stages[0].attempts.length === 2 && j.stages[0].attempts[1].state === 'running',
+      30_000,
+    );
     expect(moved.stages[0].attempts[0].state).toBe('lost');
     const rescuer = moved.stages[0].attempts[1].machine;
     expect(rescuer).not.toBe(victim);
@@ -175,8 +241,18 @@ describe.skipIf(!!why)('agents on other hosts (network namespaces)', () => {
     expect(done.stages[0].attempts.map((a: { state: string }) => a.state)).toEqual(['lost', 'succeeded']);
     // The old agent was told to kill its copy, and what it said of it afterwards was refused.
     const stale = first.stages[0].attempts[0].id as string;
-    await until('the victim killed its stale copy', async () => log(victim), (l) => l.split('\n').some((line) => line.includes('killing attempt') && line.includes(stale)), 30_000);
-    await until('its late report refused', async () => log('server'), (l) => l.split('\n').some((line) => line.includes('stale report refused') && line.includes(stale)), 30_000);
+    await until(
+      'the victim killed its stale copy',
+      async () => log(victim),
+      (l) => l.split('\n').some((line) => line.includes('killing attempt') && line.includes(stale)),
+      30_000,
+    );
+    await until(
+      'its late report refused',
+      async () => log('server'),
+      (l) => l.split('\n').some((line) => line.includes('stale report refused') && line.includes(stale)),
+      30_000,
+    );
     // Only the rescuer's copy got to its end.
     const lines = readFileSync(marks, 'utf8').trim().split('\n');
     expect(lines).toEqual([`${rescuer} 2`]);

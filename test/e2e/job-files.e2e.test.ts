@@ -7,14 +7,30 @@ import { api, gantry, gantryUpForSuite, until } from '../support/gantry-process.
 /** `gantry outputs`, `gantry delete` and `gantry list --before` as a user runs them (issue 11). */
 describe('outputs, delete, list paging', () => {
   const up = gantryUpForSuite({ cluster: 'machines:\n  - { name: cpu-1, cpu: 2, memory: 2Gi }\n', machines: 1 });
-  const submit = (spec: unknown) => api(up().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) }).then((r) => r.body.id as string);
+  const submit = (spec: unknown) =>
+    api(up().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) }).then((r) => r.body.id as string);
   const cli = (...args: string[]) => gantry([...args, '--server', up().url]);
-  const ended = (id: string) => until('ended', () => api(up().url, `/v1/jobs/${id}`), (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.state), 30_000);
+  const ended = (id: string) =>
+    until(
+      'ended',
+      () => api(up().url, `/v1/jobs/${id}`),
+      (r) => ['succeeded', 'failed', 'canceled'].includes(r.body.state),
+      30_000,
+    );
 
-  it('lists, prints and downloads a stage\'s committed outputs, bytes as they are', async () => {
+  it("lists, prints and downloads a stage's committed outputs, bytes as they are", async () => {
     const id = await submit({
       name: 'files',
-      stages: [{ name: 'make', command: ['sh', '-c', 'printf hello > "$GANTRY_OUTPUT_DIR/a.txt"; mkdir -p "$GANTRY_OUTPUT_DIR/sub"; printf "\\000\\377\\020" > "$GANTRY_OUTPUT_DIR/sub/b.bin"'] }],
+      stages: [
+        {
+          name: 'make',
+          command: [
+            'sh',
+            '-c',
+            'printf hello > "$GANTRY_OUTPUT_DIR/a.txt"; mkdir -p "$GANTRY_OUTPUT_DIR/sub"; printf "\\000\\377\\020" > "$GANTRY_OUTPUT_DIR/sub/b.bin"',
+          ],
+        },
+      ],
     });
     await ended(id);
     const list = await cli('outputs', id, 'make');
@@ -39,7 +55,12 @@ describe('outputs, delete, list paging', () => {
     expect(refused.stderr).toContain('only an ended job can be deleted');
     await cli('cancel', running);
     await ended(running);
-    await until('released', () => api(up().url, `/v1/jobs/${running}`), (r) => r.body.stages[0].attempts[0]?.releasedAt != null, 20_000);
+    await until(
+      'released',
+      () => api(up().url, `/v1/jobs/${running}`),
+      (r) => r.body.stages[0].attempts[0]?.releasedAt != null,
+      20_000,
+    );
     const gone = await cli('delete', running);
     expect(gone.code).toBe(0);
     expect(gone.stdout).toContain(`deleted ${running} (1 attempt`);

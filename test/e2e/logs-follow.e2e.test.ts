@@ -14,16 +14,22 @@ import { api, CLI, gantry, gantryUpForSuite, REPO, until } from '../support/gant
  */
 describe('gantry logs', () => {
   const up = gantryUpForSuite({ cluster: 'machines:\n  - { name: cpu-1, cpu: 2, memory: 2Gi }\n', machines: 1, env: { GANTRY_KILL_GRACE_MS: '3000' } });
-  const submit = (spec: unknown) => api(up().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) }).then((r) => r.body.id as string);
+  const submit = (spec: unknown) =>
+    api(up().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) }).then((r) => r.body.id as string);
 
   it('--follow of a canceled stage prints what it wrote in its kill grace, then ends', async () => {
     const id = await submit({
       name: 'graceful',
-      stages: [{ name: 's', command: ['sh', '-c', 'trap \'sleep 1; echo cleaned up; exit 0\' TERM; echo started; while true; do sleep 0.1; done'] }],
+      stages: [{ name: 's', command: ['sh', '-c', "trap 'sleep 1; echo cleaned up; exit 0' TERM; echo started; while true; do sleep 0.1; done"] }],
     });
     // Its process has printed (an attempt acknowledged is not yet a process: on a loaded machine the
     // spawn can come after a cancel sent a second later, and then nothing is printed at all).
-    await until('printing', () => api(up().url, `/v1/jobs/${id}/stages/s/logs`), (r) => r.status === 200 && String(r.body).includes('started'), 30_000);
+    await until(
+      'printing',
+      () => api(up().url, `/v1/jobs/${id}/stages/s/logs`),
+      (r) => r.status === 200 && String(r.body).includes('started'),
+      30_000,
+    );
     const follow = gantry(['logs', id, 's', '--follow', '--server', up().url]);
     await new Promise((r) => setTimeout(r, 1000));
     await api(up().url, `/v1/jobs/${id}/cancel`, { method: 'POST' });
@@ -40,7 +46,12 @@ describe('gantry logs', () => {
     const got: LogChunkView[] = [];
     let end: unknown = null;
     // The stage has not started yet: the stream waits for it. One chunk, then the connection is dropped.
-    await followSse({ url, headers, signal: new AbortController().signal, onMessage: (m) => (m.event === 'chunk' ? (got.push(JSON.parse(m.data) as LogChunkView), false) : undefined) });
+    await followSse({
+      url,
+      headers,
+      signal: new AbortController().signal,
+      onMessage: (m) => (m.event === 'chunk' ? (got.push(JSON.parse(m.data) as LogChunkView), false) : undefined),
+    });
     expect(got).toHaveLength(1);
     await new Promise((r) => setTimeout(r, 800));
     await followSse({
@@ -65,7 +76,13 @@ describe('gantry logs', () => {
   }, 40_000);
 
   it('--follow of a stage that has not started waits for it, prints its log and ends with it', async () => {
-    const id = await submit({ name: 'later', stages: [{ name: 'a', command: ['sleep', '1'] }, { name: 'b', needs: ['a'], command: ['sh', '-c', 'echo from b; echo to stderr >&2'] }] });
+    const id = await submit({
+      name: 'later',
+      stages: [
+        { name: 'a', command: ['sleep', '1'] },
+        { name: 'b', needs: ['a'], command: ['sh', '-c', 'echo from b; echo to stderr >&2'] },
+      ],
+    });
     const r = await gantry(['logs', id, 'b', '--follow', '--server', up().url]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('from b\nto stderr\n');
@@ -73,12 +90,23 @@ describe('gantry logs', () => {
   }, 40_000);
 
   it('the log of a stage that never ran, or of an attempt it never had: exit 4, saying which', async () => {
-    const id = await submit({ name: 'never', stages: [{ name: 'a', command: ['sleep', '30'] }, { name: 'b', needs: ['a'], command: ['true'] }] });
+    const id = await submit({
+      name: 'never',
+      stages: [
+        { name: 'a', command: ['sleep', '30'] },
+        { name: 'b', needs: ['a'], command: ['true'] },
+      ],
+    });
     const never = await gantry(['logs', id, 'b', '--server', up().url]);
     expect(never.code).toBe(4);
     expect(never.stderr).toContain('stage b of job');
     expect(never.stderr).toContain('has not run yet (it is pending)');
-    await until('a running', () => api(up().url, `/v1/jobs/${id}`), (r) => r.body.stages[0].attempts.length === 1, 20_000);
+    await until(
+      'a running',
+      () => api(up().url, `/v1/jobs/${id}`),
+      (r) => r.body.stages[0].attempts.length === 1,
+      20_000,
+    );
     const missing = await gantry(['logs', id, 'a', '--attempt', '3', '--server', up().url]);
     expect(missing.code).toBe(4);
     expect(missing.stderr).toContain('has no attempt 3: its attempts are 1');

@@ -37,7 +37,15 @@ describe('gantry machine cordon | uncordon | drain | remove, end to end', () => 
     // Uncordoned: it runs.
     const uncordon = await cli('machine', 'uncordon', 'm1');
     expect([uncordon.code, uncordon.stdout]).toEqual([0, 'uncordoned m1: back in service\n']);
-    expect((await until('held job ends', () => job(held), (j) => j.state === 'succeeded')).stages[0]!.attempts[0]!.machine).toBe('m1');
+    expect(
+      (
+        await until(
+          'held job ends',
+          () => job(held),
+          (j) => j.state === 'succeeded',
+        )
+      ).stages[0]!.attempts[0]!.machine,
+    ).toBe('m1');
 
     // Drain while a stage runs: it finishes; the next stage is not placed; the machine is drained.
     const pipeline = await c.submit({
@@ -47,10 +55,16 @@ describe('gantry machine cordon | uncordon | drain | remove, end to end', () => 
         { name: 'second', needs: ['first'], resources: cpu, placement: home, command: ['true'] },
       ],
     } as { name: string });
-    await until('first running', () => job(pipeline), (j) => stageOf(j, 'first').state === 'running');
+    await until(
+      'first running',
+      () => job(pipeline),
+      (j) => stageOf(j, 'first').state === 'running',
+    );
     const drain = await cli('machine', 'drain', 'm1', '--wait', '--interval', '200');
     expect(drain.code, drain.stderr).toBe(0);
-    expect(drain.stdout).toMatch(/^draining m1: no new work; 1 attempt still there\n(draining m1: 1 attempt left, \d\d:\d\d\n)+m1 is drained: nothing runs there\n$/);
+    expect(drain.stdout).toMatch(
+      /^draining m1: no new work; 1 attempt still there\n(draining m1: 1 attempt left, \d\d:\d\d\n)+m1 is drained: nothing runs there\n$/,
+    );
     let j = await job(pipeline);
     expect(stageOf(j, 'first').state, describeJob(j)).toBe('succeeded');
     expect(stageOf(j, 'first').attempts).toHaveLength(1);
@@ -60,7 +74,9 @@ describe('gantry machine cordon | uncordon | drain | remove, end to end', () => 
     expect([stageOf(j, 'second').state, stageOf(j, 'second').attempts.length], describeJob(j)).toEqual(['ready', 0]);
     expect(stageOf(j, 'second').pendingReason).toBe('no ready machine can run it: 1 draining');
     const listed = await cli('machines', '--json');
-    expect((JSON.parse(listed.stdout) as { machines: MachineView[] }).machines.map((m) => [m.name, m.health, m.scheduling])).toEqual([['m1', 'ready', 'drained']]);
+    expect((JSON.parse(listed.stdout) as { machines: MachineView[] }).machines.map((m) => [m.name, m.health, m.scheduling])).toEqual([
+      ['m1', 'ready', 'drained'],
+    ]);
 
     // A machine in service is not removed: the reason, exit 2.
     await c.startAgent('m2', { cpu: 1 });
@@ -85,7 +101,11 @@ describe('gantry machine cordon | uncordon | drain | remove, end to end', () => 
 
     // Its agent comes back: the same machine, back in service; the waiting stage runs there.
     await c.startAgent('m1', m1);
-    j = await until('pipeline ends', () => job(pipeline), (x) => x.state === 'succeeded');
+    j = await until(
+      'pipeline ends',
+      () => job(pipeline),
+      (x) => x.state === 'succeeded',
+    );
     expect(stageOf(j, 'second').attempts[0]!.machine).toBe('m1');
     expect(stageOf(j, 'first').attempts[0]!.machineId).toBe(stageOf(j, 'second').attempts[0]!.machineId);
   }, 90_000);

@@ -26,16 +26,35 @@ function parse(text: string): Map<string, number> {
 describe('/metrics', () => {
   const gantry = gantryUpForSuite({ cluster: CLUSTER, machines: 2 });
 
-  const submit = (spec: unknown) => api(gantry().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) }).then((r) => r.body.id as string);
+  const submit = (spec: unknown) =>
+    api(gantry().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) }).then(
+      (r) => r.body.id as string,
+    );
   const job = (id: string) => api(gantry().url, `/v1/jobs/${id}`).then((r) => r.body);
 
   it('matches the database after a scripted workload', async () => {
     const ok = await Promise.all(Array.from({ length: 5 }, (_, i) => submit({ name: `ok-${i}`, stages: [{ name: 's', command: ['true'] }] })));
-    const bad = await Promise.all(Array.from({ length: 2 }, (_, i) => submit({ name: `bad-${i}`, retry: { maxAttempts: 1 }, stages: [{ name: 's', command: ['false'] }] })));
+    const bad = await Promise.all(
+      Array.from({ length: 2 }, (_, i) => submit({ name: `bad-${i}`, retry: { maxAttempts: 1 }, stages: [{ name: 's', command: ['false'] }] })),
+    );
     const nowhere = await submit({ name: 'nowhere', stages: [{ name: 's', resources: { gpu: { count: 1, type: 'tpu9' } }, command: ['true'] }] });
-    const gpu = await submit({ name: 'gpu', stages: [{ name: 's', resources: { cpu: 1, memory: '256Mi', gpu: { count: 1, type: 'h100' } }, command: ['sleep', '30'] }] });
-    for (const id of [...ok, ...bad]) await until('ended', () => job(id), (j) => ['succeeded', 'failed'].includes(j.state), 30_000);
-    await until('gpu running', () => job(gpu), (j) => j.stages[0].state === 'running', 30_000);
+    const gpu = await submit({
+      name: 'gpu',
+      stages: [{ name: 's', resources: { cpu: 1, memory: '256Mi', gpu: { count: 1, type: 'h100' } }, command: ['sleep', '30'] }],
+    });
+    for (const id of [...ok, ...bad])
+      await until(
+        'ended',
+        () => job(id),
+        (j) => ['succeeded', 'failed'].includes(j.state),
+        30_000,
+      );
+    await until(
+      'gpu running',
+      () => job(gpu),
+      (j) => j.stages[0].state === 'running',
+      30_000,
+    );
     const m = parse((await api(gantry().url, '/metrics')).body as string);
 
     expect(m.get('gantry_attempts_total{outcome="succeeded"}')).toBe(5);

@@ -15,7 +15,11 @@ describe('gantry up, end to end', () => {
   let g: RunningGantry;
   beforeAll(async () => {
     g = await startGantryUp({ cluster: CLUSTER, env: { GANTRY_KILL_GRACE_MS: '2000' } });
-    await until('four machines', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 4);
+    await until(
+      'four machines',
+      () => api(g.url, '/v1/machines'),
+      (r) => r.body.machines?.length === 4,
+    );
   });
   afterAll(async () => {
     await g?.stop();
@@ -26,7 +30,9 @@ describe('gantry up, end to end', () => {
       name,
       needs: ['prep'],
       resources: { cpu: 2, memory: '1Gi', gpu },
-      command: sh(`set -e; cat "$GANTRY_INPUT_DIR/prep/data.txt" > "$GANTRY_OUTPUT_DIR/seen.txt"; echo "$CUDA_VISIBLE_DEVICES" > "$GANTRY_OUTPUT_DIR/devices.txt"; sleep 1`),
+      command: sh(
+        `set -e; cat "$GANTRY_INPUT_DIR/prep/data.txt" > "$GANTRY_OUTPUT_DIR/seen.txt"; echo "$CUDA_VISIBLE_DEVICES" > "$GANTRY_OUTPUT_DIR/devices.txt"; sleep 1`,
+      ),
       ...extra,
     });
     const spec = {
@@ -36,7 +42,12 @@ describe('gantry up, end to end', () => {
         gpuStage('train-h100', { count: 2, type: 'h100' }, { placement: { region: 'us-east', labels: { nvlink: 'true' } } }),
         gpuStage('train-h100-b', { count: 2, type: 'h100' }),
         gpuStage('train-a100', { count: 1, type: ['a100'] }),
-        { name: 'features', needs: ['prep'], resources: { cpu: 1, memory: '256Mi' }, command: sh('echo "cuda=[$CUDA_VISIBLE_DEVICES]" > "$GANTRY_OUTPUT_DIR/features.txt"') },
+        {
+          name: 'features',
+          needs: ['prep'],
+          resources: { cpu: 1, memory: '256Mi' },
+          command: sh('echo "cuda=[$CUDA_VISIBLE_DEVICES]" > "$GANTRY_OUTPUT_DIR/features.txt"'),
+        },
         {
           name: 'merge',
           needs: ['train-h100', 'train-h100-b', 'train-a100', 'features'],
@@ -108,24 +119,43 @@ describe('gantry up, end to end', () => {
       name: 'sleeper',
       stages: [{ name: 'nap', resources: { cpu: 1, memory: '64Mi' }, command: sh('sleep 300 & sleep 300 & wait') }],
     });
-    const running = await until('stage running with a pid', () => jobOf(g.url, r.body.id), (j) => j.stages[0].attempts[0]?.state === 'running' && j.stages[0].attempts[0]?.pid);
+    const running = await until(
+      'stage running with a pid',
+      () => jobOf(g.url, r.body.id),
+      (j) => j.stages[0].attempts[0]?.state === 'running' && j.stages[0].attempts[0]?.pid,
+    );
     const pid = running.stages[0].attempts[0].pid as number;
     expect(processGroupAlive(pid)).toBe(true);
     const c = await api(g.url, `/v1/jobs/${r.body.id}/cancel`, { method: 'POST' });
     expect(c.status).toBe(200);
     expect(c.body.job.state).toBe('canceled');
     const t0 = Date.now();
-    await until('process group gone', async () => processGroupAlive(pid), (alive) => !alive, 2000 + 3000);
+    await until(
+      'process group gone',
+      async () => processGroupAlive(pid),
+      (alive) => !alive,
+      2000 + 3000,
+    );
     // Within the grace period (2 s) plus the time to hear about the cancel.
     expect(Date.now() - t0).toBeLessThan(2000 + 3000);
   });
 
   it('refuses a bad spec with 400 naming the problem, and writes nothing', async () => {
     const before = (await api(g.url, '/v1/jobs?limit=1000')).body.jobs.length;
-    const r = await submit(g.url, { name: 'cyclic', stages: [{ name: 'a', needs: ['b'], command: ['true'] }, { name: 'b', needs: ['a'], command: ['true'] }] });
+    const r = await submit(g.url, {
+      name: 'cyclic',
+      stages: [
+        { name: 'a', needs: ['b'], command: ['true'] },
+        { name: 'b', needs: ['a'], command: ['true'] },
+      ],
+    });
     expect(r.status).toBe(400);
     expect(r.body.message).toMatch(/cycle: a -> b -> a|cycle: b -> a -> b/);
-    const big = await api(g.url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'x', pad: 'y'.repeat(1.2 * 2 ** 20) }) });
+    const big = await api(g.url, '/v1/jobs', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'x', pad: 'y'.repeat(1.2 * 2 ** 20) }),
+    });
     expect(big.status).toBe(413);
     expect((await api(g.url, '/v1/jobs?limit=1000')).body.jobs.length).toBe(before);
   });

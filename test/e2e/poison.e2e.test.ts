@@ -13,7 +13,11 @@ describe('a stage that crashes its agent again and again', () => {
       cluster: 'machines:\n  - { name: cpu-1, cpu: 2, memory: 2Gi }\n  - { name: cpu-2, cpu: 2, memory: 2Gi }\n',
       env: { GANTRY_HEARTBEAT_MS: '300', GANTRY_SUSPECT_AFTER_MS: '1000', GANTRY_LOST_AFTER_MS: '2000', GANTRY_LEASE_MS: '2000', GANTRY_KILL_GRACE_MS: '500' },
     });
-    await until('two machines', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 2);
+    await until(
+      'two machines',
+      () => api(g.url, '/v1/machines'),
+      (r) => r.body.machines?.length === 2,
+    );
   });
   afterAll(async () => {
     await g?.stop();
@@ -30,7 +34,11 @@ describe('a stage that crashes its agent again and again', () => {
         {
           name: 'boom',
           resources: { cpu: 1, memory: '64Mi' },
-          command: ['sh', '-c', 'p=$PPID; while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != node ]; do read -r _ _ _ p _ < /proc/$p/stat; done; kill -9 $p $PPID; sleep 1'],
+          command: [
+            'sh',
+            '-c',
+            'p=$PPID; while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != node ]; do read -r _ _ _ p _ < /proc/$p/stat; done; kill -9 $p $PPID; sleep 1',
+          ],
         },
       ],
     });
@@ -50,7 +58,12 @@ describe('a stage that crashes its agent again and again', () => {
     const h = await until('bystander ends', () => jobOf(g.url, healthy.body.id), isTerminal, 60_000);
     expect(h.state).toBe('succeeded');
     // The agents came back each time: both machines are ready again.
-    await until('machines ready', () => api(g.url, '/v1/machines'), (r) => r.body.machines.every((m: { health: string }) => m.health === 'ready'), 20_000);
+    await until(
+      'machines ready',
+      () => api(g.url, '/v1/machines'),
+      (r) => r.body.machines.every((m: { health: string }) => m.health === 'ready'),
+      20_000,
+    );
     expect(g.output()).toMatch(/agent cpu-\d exited \(SIGKILL\); restarting it/);
   }, 120_000);
 });

@@ -39,7 +39,8 @@ interface StageView {
 describe('preemption with checkpoints', () => {
   const gantry = gantryUpForSuite({ cluster: CLUSTER, machines: 1, env: { GANTRY_PREEMPTION_COOLDOWN_MS: '600000' } });
 
-  const post = (body: unknown) => api(gantry().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (body: unknown) =>
+    api(gantry().url, '/v1/jobs', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const stagesOf = async (id: string) => (await api(gantry().url, `/v1/jobs/${id}`)).body.stages as StageView[];
   const logOf = async (id: string, attempt: number) => (await api(gantry().url, `/v1/jobs/${id}/stages/train/logs?attempt=${attempt}`)).body;
 
@@ -61,8 +62,18 @@ describe('preemption with checkpoints', () => {
     expect(low.status).toBe(201);
     // Under way for a while, so that its checkpoint holds real progress: its first line says its
     // TERM handler is in place (on a loaded machine python3 may take seconds to get there).
-    await until('low running', () => stagesOf(low.body.id), (st) => st[0]!.attempts[0]?.startedAt != null, 30_000);
-    await until('low handling TERM', () => logOf(low.body.id, 1), (log) => JSON.stringify(log).includes('resumed from'), 30_000);
+    await until(
+      'low running',
+      () => stagesOf(low.body.id),
+      (st) => st[0]!.attempts[0]?.startedAt != null,
+      30_000,
+    );
+    await until(
+      'low handling TERM',
+      () => logOf(low.body.id, 1),
+      (log) => JSON.stringify(log).includes('resumed from'),
+      30_000,
+    );
     await new Promise((r) => setTimeout(r, 1500));
 
     const high = await post({
@@ -72,10 +83,20 @@ describe('preemption with checkpoints', () => {
     });
     expect(high.status).toBe(201);
 
-    const highDone = await until('high succeeded', () => stagesOf(high.body.id), (st) => st[0]!.state === 'succeeded', 60_000);
+    const highDone = await until(
+      'high succeeded',
+      () => stagesOf(high.body.id),
+      (st) => st[0]!.state === 'succeeded',
+      60_000,
+    );
     expect(highDone[0]!.attempts).toHaveLength(1);
 
-    const lowDone = await until('low succeeded', () => stagesOf(low.body.id), (st) => st[0]!.state === 'succeeded', 90_000);
+    const lowDone = await until(
+      'low succeeded',
+      () => stagesOf(low.body.id),
+      (st) => st[0]!.state === 'succeeded',
+      90_000,
+    );
     const [first, second] = lowDone[0]!.attempts;
     expect(first!.state).toBe('preempted');
     expect(first!.reason).toContain('priority 900 over 10');

@@ -15,7 +15,12 @@ describe('stage progress', () => {
       }),
     });
     const id = job.body.id as string;
-    const seen = await until('progress reported', () => api(up().url, `/v1/jobs/${id}`), (r) => r.body.stages[0].attempts[0]?.progress?.fraction === 0.6, 20_000);
+    const seen = await until(
+      'progress reported',
+      () => api(up().url, `/v1/jobs/${id}`),
+      (r) => r.body.stages[0].attempts[0]?.progress?.fraction === 0.6,
+      20_000,
+    );
     expect(seen.body.stages[0].attempts[0].progress.message).toBe('epoch 6/10');
     const status = await gantry(['status', id, '--server', up().url]);
     expect(status.stdout).toContain('[######····] 60% epoch 6/10');

@@ -19,7 +19,13 @@ describe('gantry rerun', () => {
   const up = gantryUpForSuite({ cluster: CLUSTER, machines: 2 });
   const cli = (...args: string[]) => gantry([...args, '--server', up().url]);
   const jobCount = async () => (await api(up().url, '/v1/jobs?limit=1000')).body.jobs.length as number;
-  const ended = (id: string) => until(`${id} ended`, () => jobOf(up().url, id), (j) => ['succeeded', 'failed', 'canceled'].includes(j.state), 60_000);
+  const ended = (id: string) =>
+    until(
+      `${id} ended`,
+      () => jobOf(up().url, id),
+      (j) => ['succeeded', 'failed', 'canceled'].includes(j.state),
+      60_000,
+    );
   /** A spec file in a fresh directory, with MARKERS set in every stage to a directory the stages record their runs in. */
   const specFile = (dir: string, name: string, spec: { stages: ({ env?: Record<string, string> } & Record<string, unknown>)[] } & Record<string, unknown>) => {
     const file = join(dir, name);
@@ -32,19 +38,31 @@ describe('gantry rerun', () => {
     const spec = (config: string) => ({
       name: 'issue-12',
       stages: [
-        { name: 'prep', resources: { cpu: 1, memory: '256Mi' }, command: ['sh', '-c', 'echo ran >> "$MARKERS/prep"; echo rows=42 > "$GANTRY_OUTPUT_DIR/data.txt"'] },
+        {
+          name: 'prep',
+          resources: { cpu: 1, memory: '256Mi' },
+          command: ['sh', '-c', 'echo ran >> "$MARKERS/prep"; echo rows=42 > "$GANTRY_OUTPUT_DIR/data.txt"'],
+        },
         {
           name: 'train',
           needs: ['prep'],
           resources: { cpu: 1, memory: '256Mi', gpu: { count: 1, type: 'h100' } },
-          command: ['sh', '-c', 'echo ran >> "$MARKERS/train"; sleep 1; { cat "$GANTRY_INPUT_DIR/prep/data.txt"; echo "trained-by=$GANTRY_JOB_ID"; } > "$GANTRY_OUTPUT_DIR/model.bin"'],
+          command: [
+            'sh',
+            '-c',
+            'echo ran >> "$MARKERS/train"; sleep 1; { cat "$GANTRY_INPUT_DIR/prep/data.txt"; echo "trained-by=$GANTRY_JOB_ID"; } > "$GANTRY_OUTPUT_DIR/model.bin"',
+          ],
         },
         {
           name: 'eval',
           needs: ['train'],
           retry: { maxAttempts: 1 },
           env: { CONFIG: join(dir, config) },
-          command: ['sh', '-c', 'echo ran >> "$MARKERS/eval"; test -f "$CONFIG" || { echo "missing $CONFIG" >&2; exit 3; }; cat "$GANTRY_INPUT_DIR/train/model.bin" > "$GANTRY_OUTPUT_DIR/report.txt"'],
+          command: [
+            'sh',
+            '-c',
+            'echo ran >> "$MARKERS/eval"; test -f "$CONFIG" || { echo "missing $CONFIG" >&2; exit 3; }; cat "$GANTRY_INPUT_DIR/train/model.bin" > "$GANTRY_OUTPUT_DIR/report.txt"',
+          ],
         },
       ],
     });
@@ -79,7 +97,9 @@ describe('gantry rerun', () => {
     expect(job.state).toBe('succeeded');
     // The first two stages' processes did not run again: no attempt, no new marker line.
     expect([runs(dir, 'prep'), runs(dir, 'train'), runs(dir, 'eval')]).toEqual([1, 1, 2]);
-    expect(job.stages.map((s: { name: string; state: string; attempts: unknown[]; reused: unknown }) => [s.name, s.state, s.attempts.length, s.reused !== null])).toEqual([
+    expect(
+      job.stages.map((s: { name: string; state: string; attempts: unknown[]; reused: unknown }) => [s.name, s.state, s.attempts.length, s.reused !== null]),
+    ).toEqual([
       ['prep', 'succeeded', 0, true],
       ['train', 'succeeded', 0, true],
       ['eval', 'succeeded', 1, false],
@@ -105,9 +125,16 @@ describe('gantry rerun', () => {
       name,
       needs,
       resources: { cpu: 0.5, memory: '128Mi' },
-      command: ['sh', '-c', `echo ran >> "$MARKERS/${name}"; { echo "${name}@$GANTRY_JOB_ID"; for n in ${needs.join(' ')}; do cat "$GANTRY_INPUT_DIR/$n/out.txt"; done; } > "$GANTRY_OUTPUT_DIR/out.txt"`],
+      command: [
+        'sh',
+        '-c',
+        `echo ran >> "$MARKERS/${name}"; { echo "${name}@$GANTRY_JOB_ID"; for n in ${needs.join(' ')}; do cat "$GANTRY_INPUT_DIR/$n/out.txt"; done; } > "$GANTRY_OUTPUT_DIR/out.txt"`,
+      ],
     });
-    const file = specFile(dir, 'dag.yaml', { name: 'fan-in', stages: [st('a', []), st('b', ['a']), st('c', ['a']), st('d', ['b', 'c']), st('e', ['d']), st('side', [])] });
+    const file = specFile(dir, 'dag.yaml', {
+      name: 'fan-in',
+      stages: [st('a', []), st('b', ['a']), st('c', ['a']), st('d', ['b', 'c']), st('e', ['d']), st('side', [])],
+    });
     const orig = (await cli('submit', file, '--wait')).stdout.trim();
     expect((await jobOf(up().url, orig)).state).toBe('succeeded');
     const rerun = await cli('rerun', orig, '--from', 'b', '--wait');
@@ -138,7 +165,11 @@ describe('gantry rerun', () => {
     });
     const file = specFile(dir, 'job.yaml', spec('echo kept > "$GANTRY_OUTPUT_DIR/kept.txt"'));
     const orig = (await cli('submit', file, '--wait')).stdout.trim();
-    const unchanged = async () => ({ jobs: await jobCount(), events: (await api(up().url, `/v1/jobs/${orig}/events`)).body.events.length, job: await jobOf(up().url, orig) });
+    const unchanged = async () => ({
+      jobs: await jobCount(),
+      events: (await api(up().url, `/v1/jobs/${orig}/events`)).body.events.length,
+      job: await jobOf(up().url, orig),
+    });
     const was = await unchanged();
 
     const unknown = await cli('rerun', orig, '--from', 'evl');
@@ -164,14 +195,20 @@ describe('gantry rerun', () => {
     unlinkSync(blob);
     const gone = await cli('rerun', orig);
     expect(gone.code).toBe(2);
-    expect(gone.stderr).toMatch(new RegExp(`stage prep's committed outputs in job ${orig} are gone from the artifact store: kept.txt \\(sha256:${sha}\\) missing.*--from prep`));
+    expect(gone.stderr).toMatch(
+      new RegExp(`stage prep's committed outputs in job ${orig} are gone from the artifact store: kept.txt \\(sha256:${sha}\\) missing.*--from prep`),
+    );
     writeFileSync(blob, bytes);
     expect(await unchanged()).toEqual(was);
 
     // Still running: refused; with --cancel-running, canceled and rerun in one step.
     const slow = specFile(dir, 'slow.yaml', { name: 'slow', stages: [{ name: 'wait', resources: { cpu: 0.5, memory: '128Mi' }, command: ['sleep', '60'] }] });
     const running = (await cli('submit', slow)).stdout.trim();
-    await until('running', () => jobOf(up().url, running), (j) => j.state === 'running');
+    await until(
+      'running',
+      () => jobOf(up().url, running),
+      (j) => j.state === 'running',
+    );
     const jobs = await jobCount();
     const busy = await cli('rerun', running);
     expect(busy.code).toBe(2);

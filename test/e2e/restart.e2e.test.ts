@@ -25,16 +25,29 @@ describe('gantry up killed with SIGKILL and restarted on the same data directory
     const r = await submit(first.url, {
       name: 'survives-restart',
       stages: [
-        { name: 'slow', resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'sleep 3; echo "attempt $GANTRY_ATTEMPT" > "$GANTRY_OUTPUT_DIR/out.txt"'] },
+        {
+          name: 'slow',
+          resources: { cpu: 1, memory: '64Mi' },
+          command: ['sh', '-c', 'sleep 3; echo "attempt $GANTRY_ATTEMPT" > "$GANTRY_OUTPUT_DIR/out.txt"'],
+        },
         { name: 'after', needs: ['slow'], resources: { cpu: 1, memory: '64Mi' }, command: ['sh', '-c', 'cat "$GANTRY_INPUT_DIR/slow/out.txt"'] },
       ],
     });
     expect(r.status).toBe(201);
-    await until('slow running', () => jobOf(first!.url, r.body.id), (j) => j.stages[0].state === 'running');
+    await until(
+      'slow running',
+      () => jobOf(first!.url, r.body.id),
+      (j) => j.stages[0].state === 'running',
+    );
 
     first.proc.kill('SIGKILL');
     // The local agents see their parent gone (stdin closed) and stop, killing what they ran.
-    await until('agents gone', async () => processesUsing(first!.dataDir), (ps) => ps.length === 0, 15_000).catch((err) => {
+    await until(
+      'agents gone',
+      async () => processesUsing(first!.dataDir),
+      (ps) => ps.length === 0,
+      15_000,
+    ).catch((err) => {
       const ps = processesUsing(first!.dataDir);
       const detail = ps.length ? execFileSync('ps', ['-o', 'pid,ppid,stat,etime,args', '-p', ps.join(',')], { encoding: 'utf8' }) : '';
       throw new Error(`${(err as Error).message}\n${detail}\n${first!.output().slice(-3000)}`);

@@ -13,7 +13,11 @@ describe('secretEnv, end to end', () => {
   let g: RunningGantry;
   beforeAll(async () => {
     g = await startGantryUp({ cluster: 'machines:\n  - { name: cpu-1, cpu: 2, memory: 2Gi }\n' });
-    await until('the machine', () => api(g.url, '/v1/machines'), (r) => r.body.machines?.length === 1);
+    await until(
+      'the machine',
+      () => api(g.url, '/v1/machines'),
+      (r) => r.body.machines?.length === 1,
+    );
   });
   afterAll(async () => {
     await g?.stop();
@@ -28,7 +32,11 @@ describe('secretEnv, end to end', () => {
           env: { MODE: 'live' },
           secretEnv: { API_KEY: SECRET },
           // The value checked by its hash: the command itself is no secret, and is kept as it is.
-          command: ['sh', '-c', `echo "mode=$MODE key=$API_KEY length=\${#API_KEY}"; [ "$(printf %s "$API_KEY" | sha256sum | cut -c1-16)" = "${DIGEST}" ] && echo matches`],
+          command: [
+            'sh',
+            '-c',
+            `echo "mode=$MODE key=$API_KEY length=\${#API_KEY}"; [ "$(printf %s "$API_KEY" | sha256sum | cut -c1-16)" = "${DIGEST}" ] && echo matches`,
+          ],
         },
       ],
     });
@@ -44,7 +52,8 @@ describe('secretEnv, end to end', () => {
     // In the database: only in the definitions, which the agent is handed; not in the spec's source, the events, the log.
     const db = new SQLite(join(g.dataDir, 'gantry.db'), { readonly: true });
     try {
-      const holding = (sql: string) => (db.prepare(sql).all() as Record<string, string | null>[]).filter((r) => Object.values(r).some((v) => v?.includes(SECRET))).length;
+      const holding = (sql: string) =>
+        (db.prepare(sql).all() as Record<string, string | null>[]).filter((r) => Object.values(r).some((v) => v?.includes(SECRET))).length;
       expect(holding('select source from jobs')).toBe(0);
       expect(holding('select message, data from events')).toBe(0);
       expect(holding('select data from log_chunks')).toBe(0);

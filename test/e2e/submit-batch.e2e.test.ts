@@ -46,7 +46,8 @@ describe('gantry submit of many jobs, end to end', () => {
 
   it('--- separated specs go as one batch; --wait exits 0 when all succeeded', async () => {
     const file = join(g.dataDir, 'docs.yaml');
-    const doc = (name: string) => `name: ${name}\nstages:\n  - { name: a, resources: { cpu: 0.1, memory: 16Mi }, command: ["true"] }\n  - { name: b, needs: [a], resources: { cpu: 0.1, memory: 16Mi }, command: ["true"] }\n`;
+    const doc = (name: string) =>
+      `name: ${name}\nstages:\n  - { name: a, resources: { cpu: 0.1, memory: 16Mi }, command: ["true"] }\n  - { name: b, needs: [a], resources: { cpu: 0.1, memory: 16Mi }, command: ["true"] }\n`;
     writeFileSync(file, `${doc('one')}---\n${doc('two')}`);
     const r = await gantry(['submit', file, '--wait', '--json', '--server', g.url]);
     expect(r.code, r.stderr).toBe(0);

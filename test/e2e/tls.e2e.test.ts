@@ -31,13 +31,42 @@ describe.skipIf(!openssl)('TLS, end to end', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-tls-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key(), '-out', cert(), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
-    const server = spawn(process.execPath, [CLI, 'server', '--data-dir', join(dir, 'server'), '--port', '0', '--json', '--tls-cert', cert(), '--tls-key', key()], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key(),
+        '-out',
+        cert(),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      ],
+      { stdio: 'ignore' },
+    );
+    const server = spawn(
+      process.execPath,
+      [CLI, 'server', '--data-dir', join(dir, 'server'), '--port', '0', '--json', '--tls-cert', cert(), '--tls-key', key()],
+      { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     procs.push(server);
     let out = '';
     server.stdout!.on('data', (d) => (out += d));
     server.stderr!.on('data', (d) => (out += d));
-    url = await until('server', async () => /"url":"([^"]+)"/.exec(out)?.[1] ?? '', (u) => u !== '', 20_000);
+    url = await until(
+      'server',
+      async () => /"url":"([^"]+)"/.exec(out)?.[1] ?? '',
+      (u) => u !== '',
+      20_000,
+    );
     useServerToken(url, join(dir, 'server'));
   }, 30_000);
   afterAll(async () => {
@@ -60,7 +89,24 @@ describe.skipIf(!openssl)('TLS, end to end', () => {
     expect(join_.code, join_.stderr).toBe(0);
     const agent = spawn(
       process.execPath,
-      [CLI, 'agent', '--server', url, '--name', 'tls-1', '--data-dir', join(dir, 'agent'), '--cpu', '2', '--memory', '1Gi', '--ca', cert(), '--token', JSON.parse(join_.stdout).token],
+      [
+        CLI,
+        'agent',
+        '--server',
+        url,
+        '--name',
+        'tls-1',
+        '--data-dir',
+        join(dir, 'agent'),
+        '--cpu',
+        '2',
+        '--memory',
+        '1Gi',
+        '--ca',
+        cert(),
+        '--token',
+        JSON.parse(join_.stdout).token,
+      ],
       { cwd: REPO, stdio: 'ignore' },
     );
     procs.push(agent);
@@ -76,7 +122,10 @@ describe.skipIf(!openssl)('TLS, end to end', () => {
     expect(client.code).toBe(6);
     expect(client.stderr).toMatch(/plain HTTP to another host: the token would cross the network in clear.*--tls-cert.*GANTRY_ALLOW_INSECURE_HTTP=1/);
     const server = await new Promise<{ code: number | null; err: string }>((resolve) => {
-      const p = spawn(process.execPath, [CLI, 'server', '--data-dir', join(dir, 'open'), '--port', '0', '--host', '0.0.0.0'], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+      const p = spawn(process.execPath, [CLI, 'server', '--data-dir', join(dir, 'open'), '--port', '0', '--host', '0.0.0.0'], {
+        cwd: REPO,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       let err = '';
       p.stderr!.on('data', (d) => (err += d));
       p.on('exit', (code) => resolve({ code, err }));

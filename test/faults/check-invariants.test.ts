@@ -87,7 +87,7 @@ describe('the fault-suite invariant checker', () => {
     expect(checkInvariants(input([good()], goodHistory))).toEqual([]);
   });
 
-  it("reports a succeeded attempt whose log is not what its process wrote: a line lost, a line twice", () => {
+  it('reports a succeeded attempt whose log is not what its process wrote: a line lost, a line twice', () => {
     const wrote = new Map([[a2.id, { stdout: 'start\nend 0\n', stderr: 'on m1\n' }]]);
     const same = new Map([[a2.id, { stdout: 'start\nend 0\n', stderr: 'on m1\n' }]]);
     expect(checkInvariants(input([good()], goodHistory, { wrote, logs: same }))).toEqual([]);
@@ -112,12 +112,24 @@ describe('the fault-suite invariant checker', () => {
     expect(vs).toContain('output-pointer');
   });
 
-  it('reports a committed file that is not the committed attempt\'s, and a downstream that read another attempt', () => {
+  it("reports a committed file that is not the committed attempt's, and a downstream that read another attempt", () => {
     const up = stage('up', [a1, a2]);
     const d = attempt('att_d', 1, 'succeeded');
     const down = stage('down', [d], { needs: ['up'] });
     const j = jobOf([up, down]);
-    const read: HistoryLine = { ev: 'input', job: 'job_1', stage: 'down', attempt: 1, attemptId: d.id, machine: 'a1', gpus: '', pid: 203, t: 3000, from: 'up', read: a1.id };
+    const read: HistoryLine = {
+      ev: 'input',
+      job: 'job_1',
+      stage: 'down',
+      attempt: 1,
+      attemptId: d.id,
+      machine: 'a1',
+      gpus: '',
+      pid: 203,
+      t: 3000,
+      from: 'up',
+      read: a1.id,
+    };
     const i = input([j], [...goodHistory, ...ran(d, 'down', 203, 2990, 3100), read]);
     i.artifacts.set('job_1/up', 'att_1\n');
     const vs = invariants(i);

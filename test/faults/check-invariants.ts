@@ -84,7 +84,8 @@ export function checkInvariants(input: CheckInput): Violation[] {
   const ends = new Map<string, ProcLine>();
   for (const l of procs) {
     if (l.ev === 'start') {
-      if (starts.has(l.attemptId)) v('attempt-ran-once', `attempt ${l.attemptId} (${l.job}/${l.stage}) started two processes: pids ${starts.get(l.attemptId)!.pid} and ${l.pid}`);
+      if (starts.has(l.attemptId))
+        v('attempt-ran-once', `attempt ${l.attemptId} (${l.job}/${l.stage}) started two processes: pids ${starts.get(l.attemptId)!.pid} and ${l.pid}`);
       else starts.set(l.attemptId, l);
     }
     if (l.ev === 'end') ends.set(l.attemptId, l);
@@ -98,20 +99,28 @@ export function checkInvariants(input: CheckInput): Violation[] {
     for (const stage of job.stages) {
       const where = `${job.id}/${stage.name}`;
       const succeeded = stage.attempts.filter((a) => a.state === 'succeeded');
-      if (succeeded.length > 1) v('one-succeeded-attempt', `${where}: ${succeeded.length} succeeded attempts (${succeeded.map((a) => `#${a.number} ${a.id}`).join(', ')})`);
+      if (succeeded.length > 1)
+        v('one-succeeded-attempt', `${where}: ${succeeded.length} succeeded attempts (${succeeded.map((a) => `#${a.number} ${a.id}`).join(', ')})`);
       const committed = stage.outputAttemptId;
       if (committed !== null) {
         const att = stage.attempts.find((a) => a.id === committed);
         if (!att) v('output-from-current-attempt', `${where}: outputAttemptId ${committed} is not an attempt of the stage`);
-        else if (att.state !== 'succeeded') v('output-from-current-attempt', `${where}: outputAttemptId ${committed} (#${att.number}) is ${att.state}, not succeeded`);
+        else if (att.state !== 'succeeded')
+          v('output-from-current-attempt', `${where}: outputAttemptId ${committed} (#${att.number}) is ${att.state}, not succeeded`);
         const content = input.artifacts.get(where);
         if (content === undefined || content === null) v('committed-artifact', `${where}: committed out.txt of ${committed} cannot be read`);
-        else if (content.trim() !== committed) v('committed-artifact', `${where}: committed out.txt says ${JSON.stringify(content.trim())}, outputAttemptId is ${committed}`);
+        else if (content.trim() !== committed)
+          v('committed-artifact', `${where}: committed out.txt says ${JSON.stringify(content.trim())}, outputAttemptId is ${committed}`);
         const start = starts.get(committed);
         const end = ends.get(committed);
-        if (!start || !end || end.code !== 0) v('committed-attempt-ran', `${where}: committed attempt ${committed} has ${start ? '' : 'no start, '}${end ? `end code ${end.code}` : 'no end'} in the history`);
+        if (!start || !end || end.code !== 0)
+          v(
+            'committed-attempt-ran',
+            `${where}: committed attempt ${committed} has ${start ? '' : 'no start, '}${end ? `end code ${end.code}` : 'no end'} in the history`,
+          );
       }
-      if (succeeded.length === 1 && committed !== succeeded[0]!.id) v('output-pointer', `${where}: attempt ${succeeded[0]!.id} succeeded but outputAttemptId is ${committed}`);
+      if (succeeded.length === 1 && committed !== succeeded[0]!.id)
+        v('output-pointer', `${where}: attempt ${succeeded[0]!.id} succeeded but outputAttemptId is ${committed}`);
       if (stage.state === 'succeeded' && committed === null) v('output-pointer', `${where}: stage succeeded with no committed output`);
     }
   }
@@ -134,12 +143,16 @@ export function checkInvariants(input: CheckInput): Violation[] {
     if (!ref || ref.attempt.state !== 'succeeded') continue;
     const up = ref.job.stages.find((s) => s.name === l.from);
     if (!up || up.outputAttemptId !== l.read) {
-      v('input-is-committed', `${ref.job.id}/${ref.stage.name} attempt ${l.attemptId} succeeded after reading ${l.from}=${JSON.stringify(l.read)}, but ${l.from}'s committed attempt is ${up?.outputAttemptId ?? 'none'}`);
+      v(
+        'input-is-committed',
+        `${ref.job.id}/${ref.stage.name} attempt ${l.attemptId} succeeded after reading ${l.from}=${JSON.stringify(l.read)}, but ${l.from}'s committed attempt is ${up?.outputAttemptId ?? 'none'}`,
+      );
     }
   }
 
   // Every process in the history belongs to an attempt the database knows.
-  for (const s of starts.values()) if (!attempts.has(s.attemptId)) v('history-attempt-known', `process ${s.pid} ran attempt ${s.attemptId} (${s.job}/${s.stage}), unknown to the database`);
+  for (const s of starts.values())
+    if (!attempts.has(s.attemptId)) v('history-attempt-known', `process ${s.pid} ran attempt ${s.attemptId} (${s.job}/${s.stage}), unknown to the database`);
 
   // No two processes on one machine held one GPU at the same time (real processes, from the history).
   const killedAt = new Map<number, number>();
@@ -151,7 +164,8 @@ export function checkInvariants(input: CheckInput): Violation[] {
     from: s.t,
     to: ends.get(s.attemptId)?.t ?? killedAt.get(s.pid) ?? finishedIfObserved(attempts.get(s.attemptId)) ?? input.now,
   }));
-  for (const [a, b] of overlaps(procIntervals)) v('gpu-exclusive-history', `${a.key} [${a.from}, ${a.to}] and ${b.key} [${b.from}, ${b.to}] overlap on ${a.machine} GPU ${shared(a.gpus, b.gpus)}`);
+  for (const [a, b] of overlaps(procIntervals))
+    v('gpu-exclusive-history', `${a.key} [${a.from}, ${a.to}] and ${b.key} [${b.from}, ${b.to}] overlap on ${a.machine} GPU ${shared(a.gpus, b.gpus)}`);
 
   // ... nor, by the database, two attempts that were not lost or canceled.
   const dbIntervals = [...attempts.values()]
@@ -163,7 +177,8 @@ export function checkInvariants(input: CheckInput): Violation[] {
       from: a.startedAt ?? a.scheduledAt,
       to: a.finishedAt ?? input.now,
     }));
-  for (const [a, b] of overlaps(dbIntervals)) v('gpu-exclusive-db', `${a.key} [${a.from}, ${a.to}] and ${b.key} [${b.from}, ${b.to}] overlap on machine ${a.machine} GPU ${shared(a.gpus, b.gpus)}`);
+  for (const [a, b] of overlaps(dbIntervals))
+    v('gpu-exclusive-db', `${a.key} [${a.from}, ${a.to}] and ${b.key} [${b.from}, ${b.to}] overlap on machine ${a.machine} GPU ${shared(a.gpus, b.gpus)}`);
 
   // Cancel wins: nothing starts after the cancel, and what ran ends within the kill grace.
   for (const job of input.jobs) {
@@ -177,7 +192,10 @@ export function checkInvariants(input: CheckInput): Violation[] {
         if (a.startedAt === null && start) v('cancel-no-new-start', `${where} was never acknowledged, yet process ${start.pid} ran it at ${start.t}`);
         const end = ends.get(a.id)?.t ?? (start ? killedAt.get(start.pid) : undefined);
         if (start && end !== undefined && end > Math.max(at, start.t) + input.cancelBoundMs) {
-          v('cancel-kills-in-time', `${where}: process ${start.pid} ended at ${end}, ${end - Math.max(at, start.t)} ms after the cancel (bound ${input.cancelBoundMs} ms)`);
+          v(
+            'cancel-kills-in-time',
+            `${where}: process ${start.pid} ended at ${end}, ${end - Math.max(at, start.t)} ms after the cancel (bound ${input.cancelBoundMs} ms)`,
+          );
         }
       }
     }
@@ -187,7 +205,8 @@ export function checkInvariants(input: CheckInput): Violation[] {
   for (const s of starts.values()) {
     const ref = attempts.get(s.attemptId);
     if (ref && ACTIVE_ATTEMPT.has(ref.attempt.state)) continue;
-    if (input.alive(s.pid, s.attemptId)) v('no-leftover-process', `process group ${s.pid} of ${s.job}/${s.stage} #${s.attempt} (${ref?.attempt.state ?? 'unknown attempt'}) still runs`);
+    if (input.alive(s.pid, s.attemptId))
+      v('no-leftover-process', `process group ${s.pid} of ${s.job}/${s.stage} #${s.attempt} (${ref?.attempt.state ?? 'unknown attempt'}) still runs`);
   }
   return out;
 }

@@ -79,7 +79,8 @@ export class Cluster {
   static async start(name: string, serverEnv: Record<string, string> = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), `gantry-faults-${name}-`));
     // GANTRY_FAULTS_STORE=postgres: the same scenarios against PostgreSQL, in a schema of the scenario's own.
-    const pg: Record<string, string> = process.env.GANTRY_FAULTS_STORE === 'postgres' ? { GANTRY_DATABASE_URL: POSTGRES_URL, GANTRY_DATABASE_SCHEMA: freshSchema('faults') } : {};
+    const pg: Record<string, string> =
+      process.env.GANTRY_FAULTS_STORE === 'postgres' ? { GANTRY_DATABASE_URL: POSTGRES_URL, GANTRY_DATABASE_SCHEMA: freshSchema('faults') } : {};
     const c = new Cluster(name, dir, await freePort(), { ...pg, ...serverEnv });
     started.add(c);
     try {
@@ -136,8 +137,12 @@ export class Cluster {
     await until(
       'server healthy',
       async () => {
-        if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}):\n${this.serverOutput().slice(-3000)}`);
-        return api(this.url, '/healthz').then((r) => r.status, () => 0);
+        if (proc.exitCode !== null || proc.signalCode !== null)
+          throw new Error(`server exited (${proc.exitCode ?? proc.signalCode}):\n${this.serverOutput().slice(-3000)}`);
+        return api(this.url, '/healthz').then(
+          (r) => r.status,
+          () => 0,
+        );
       },
       (s) => s === 200,
       30_000,
@@ -145,7 +150,11 @@ export class Cluster {
     // The admin token it made at its first start (the same one after a restart), and a join token for the agents.
     useServerToken(this.url, join(this.dir, 'server'));
     if (!this.joinToken) {
-      const r = await api(this.url, '/v1/tokens', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'join', name: 'fault harness agents' }) });
+      const r = await api(this.url, '/v1/tokens', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'join', name: 'fault harness agents' }),
+      });
       if (r.status !== 201) throw new Error(`join token: ${r.status} ${JSON.stringify(r.body)}`);
       this.joinToken = r.body.token as string;
     }
@@ -164,11 +173,28 @@ export class Cluster {
 
   async startAgent(name: string, opts: AgentOpts = {}): Promise<void> {
     mkdirSync(join(this.dir, 'agents'), { recursive: true });
-    const args = [CLI, 'agent', '--server', this.url, '--name', name, '--data-dir', join(this.dir, 'agents', name), '--cpu', String(opts.cpu ?? 4), '--memory', '8Gi'];
+    const args = [
+      CLI,
+      'agent',
+      '--server',
+      this.url,
+      '--name',
+      name,
+      '--data-dir',
+      join(this.dir, 'agents', name),
+      '--cpu',
+      String(opts.cpu ?? 4),
+      '--memory',
+      '8Gi',
+    ];
     if (opts.gpus) args.push('--gpus', opts.gpus);
     for (const l of opts.labels ?? []) args.push('--label', l);
     const fd = openSync(join(this.dir, 'agents', `${name}.log`), 'a');
-    const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, GANTRY_JOIN_TOKEN: this.joinToken ?? '', ...opts.env }, stdio: ['ignore', fd, fd] });
+    const proc = spawn(process.execPath, args, {
+      cwd: REPO,
+      env: { ...process.env, GANTRY_JOIN_TOKEN: this.joinToken ?? '', ...opts.env },
+      stdio: ['ignore', fd, fd],
+    });
     closeSync(fd);
     const exited = new Promise<void>((r) => proc.once('exit', () => r()));
     this.agents.set(name, { proc, opts, exited });
@@ -177,7 +203,10 @@ export class Cluster {
       `machine ${name} ready`,
       async () => {
         if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`agent ${name} exited:\n${this.agentOutput(name).slice(-3000)}`);
-        return api(this.url, '/v1/machines').then((r) => r.body.machines?.find((m: { name: string }) => m.name === name)?.health, () => null);
+        return api(this.url, '/v1/machines').then(
+          (r) => r.body.machines?.find((m: { name: string }) => m.name === name)?.health,
+          () => null,
+        );
       },
       (h) => h === 'ready',
       30_000,
@@ -274,8 +303,18 @@ export class Cluster {
   }
 
   async waitAllTerminal(timeoutMs = 45_000): Promise<JobView[]> {
-    return until('every job terminal', () => this.jobs(), (js) => js.every((j) => TERMINAL.has(j.state)), timeoutMs).catch(async (err) => {
-      throw new Error(`${(err as Error).message.slice(0, 300)}\nnon-terminal: ${(await this.jobs().catch(() => [])).filter((j) => !TERMINAL.has(j.state)).map(describeJob).join('\n')}`);
+    return until(
+      'every job terminal',
+      () => this.jobs(),
+      (js) => js.every((j) => TERMINAL.has(j.state)),
+      timeoutMs,
+    ).catch(async (err) => {
+      throw new Error(
+        `${(err as Error).message.slice(0, 300)}\nnon-terminal: ${(await this.jobs().catch(() => []))
+          .filter((j) => !TERMINAL.has(j.state))
+          .map(describeJob)
+          .join('\n')}`,
+      );
     });
   }
 
@@ -291,7 +330,12 @@ export class Cluster {
   async check(opts: { quietMs?: number } = {}): Promise<{ jobs: JobView[]; violations: Violation[]; report: string }> {
     await this.waitAllTerminal();
     await sleep(opts.quietMs ?? 1000);
-    await until('stage processes gone', async () => this.liveStageProcesses().length, (n) => n === 0, KILL_GRACE_MS + 4000).catch(() => {});
+    await until(
+      'stage processes gone',
+      async () => this.liveStageProcesses().length,
+      (n) => n === 0,
+      KILL_GRACE_MS + 4000,
+    ).catch(() => {});
     const jobs = await this.jobs();
     const artifacts = new Map<string, string | null>();
     for (const j of jobs) {
@@ -341,7 +385,7 @@ export class Cluster {
   /** An attempt's log as the server serves it, per stream, every page. */
   async attemptLog(jobId: string, stage: string, attempt: number): Promise<{ stdout: string; stderr: string }> {
     const out = { stdout: [] as string[], stderr: [] as string[] };
-    for (let after = 0; ; ) {
+    for (let after = 0; ;) {
       const r = await api(this.url, `/v1/jobs/${jobId}/stages/${stage}/logs?format=json&attempt=${attempt}&limit=1000&after=${after}`);
       if (r.status !== 200) throw new Error(`logs of ${jobId}/${stage} #${attempt}: ${r.status}`);
       const chunks = (r.body as { chunks: { id: number; stream: 'stdout' | 'stderr'; data: string }[] }).chunks;
@@ -364,7 +408,12 @@ export class Cluster {
       this.server.kill('SIGKILL');
       await Promise.race([this.serverExited, sleep(5000)]);
     }
-    const groups = [...this.procLines().filter((l) => l.ev === 'start').map((l) => l.pid), ...this.liveStageProcesses().map((p) => p.pgrp)];
+    const groups = [
+      ...this.procLines()
+        .filter((l) => l.ev === 'start')
+        .map((l) => l.pid),
+      ...this.liveStageProcesses().map((p) => p.pgrp),
+    ];
     killGroups(groups);
     const schema = this.serverEnv.GANTRY_DATABASE_SCHEMA;
     if (schema && !keep) await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
@@ -374,7 +423,10 @@ export class Cluster {
 }
 
 export function describeJob(j: JobView): string {
-  const st = j.stages.map((s) => `${s.name}=${s.state}[${s.attempts.map((a) => `${a.number}:${a.state}@${a.machine}${a.exitCode !== null ? `/${a.exitCode}` : ''}${a.signal ? `/${a.signal}` : ''}${a.reason ? `(${a.reason})` : ''}`).join(' ')}]`);
+  const st = j.stages.map(
+    (s) =>
+      `${s.name}=${s.state}[${s.attempts.map((a) => `${a.number}:${a.state}@${a.machine}${a.exitCode !== null ? `/${a.exitCode}` : ''}${a.signal ? `/${a.signal}` : ''}${a.reason ? `(${a.reason})` : ''}`).join(' ')}]`,
+  );
   return `${j.id} ${j.name} ${j.state}: ${st.join(' ')}`;
 }
 
@@ -386,7 +438,12 @@ export const stageOf = (j: JobView, name: string) => {
 
 /** Waits until a history line matches. */
 export async function waitForLine(c: Cluster, what: string, pred: (l: ProcLine) => boolean, timeoutMs = 30_000): Promise<ProcLine> {
-  const found = await until(what, async () => c.procLines().find(pred), (l) => l !== undefined, timeoutMs);
+  const found = await until(
+    what,
+    async () => c.procLines().find(pred),
+    (l) => l !== undefined,
+    timeoutMs,
+  );
   return found!;
 }
 

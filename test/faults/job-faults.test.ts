@@ -18,7 +18,11 @@ describe('fault injection: cancels and poison stages', () => {
     await Promise.all([c.startAgent('a1', { gpus: 'h100:2' }), c.startAgent('a2', { gpus: 'h100:2' }), c.startAgent('a3')]);
     const h = c.history;
     const chain = (name: string, first = 'sleep 0.5') =>
-      job(name, [stage(h, 's1', { body: first }), stage(h, 's2', { needs: ['s1'], gpu: 1, body: 'sleep 1.5' }), stage(h, 's3', { needs: ['s2'], body: 'sleep 0.5' })]);
+      job(name, [
+        stage(h, 's1', { body: first }),
+        stage(h, 's2', { needs: ['s1'], gpu: 1, body: 'sleep 1.5' }),
+        stage(h, 's3', { needs: ['s2'], body: 'sleep 0.5' }),
+      ]);
     const cancels: Promise<{ id: string; changed: boolean }>[] = [];
     for (let i = 0; i < 8; i++) {
       const id = await c.submit(chain(`random-${i}`));
@@ -40,7 +44,12 @@ describe('fault injection: cancels and poison stages', () => {
     const held = await waitForLine(c, 'stubborn stage started', (l) => l.ev === 'start' && l.job === stubborn);
     await sleep(rand() * 500);
     const { t: canceledAt } = await c.cancel(stubborn);
-    await until('stubborn group killed', async () => attemptGroupAlive(held.pid, held.attemptId), (alive) => !alive, KILL_GRACE_MS + 5000);
+    await until(
+      'stubborn group killed',
+      async () => attemptGroupAlive(held.pid, held.attemptId),
+      (alive) => !alive,
+      KILL_GRACE_MS + 5000,
+    );
     const goneAfter = Date.now() - canceledAt;
     expect(goneAfter).toBeLessThanOrEqual(KILL_GRACE_MS + 2000 + 500);
 
@@ -99,7 +108,10 @@ describe('fault injection: cancels and poison stages', () => {
       const p = stageOf(j, 'p');
       expect(j.state, describeJob(j)).toBe('failed');
       expect(p.state).toBe('failed');
-      expect(p.attempts.map((a) => a.state), describeJob(j)).toEqual(Array(max).fill('failed'));
+      expect(
+        p.attempts.map((a) => a.state),
+        describeJob(j),
+      ).toEqual(Array(max).fill('failed'));
       for (const a of p.attempts) expect(check(a), `${what}: ${describeJob(j)}`).toBe(true);
       expect(j.failureReason, describeJob(j)).toBeTruthy();
     }

@@ -29,7 +29,10 @@ describe('fault injection: machines and agents', () => {
     const r = await c.check();
     expect(r.violations, r.report).toEqual([]);
     for (const j of r.jobs) expect(j.state, describeJob(j)).toBe('succeeded');
-    const train = stageOf(r.jobs.find((j) => j.id === target)!, 'train');
+    const train = stageOf(
+      r.jobs.find((j) => j.id === target)!,
+      'train',
+    );
     const dead = train.attempts.find((a) => a.id === started.attemptId)!;
     expect(dead.state, describeJob(r.jobs.find((j) => j.id === target)!)).toBe('lost');
     const committed = train.attempts.find((a) => a.id === train.outputAttemptId)!;
@@ -54,22 +57,40 @@ describe('fault injection: machines and agents', () => {
     const slowJob = await c.submit(laned('restart-after-lost', 'slow'));
 
     // fast: restarted at once (after a seeded pause under the lost timeout); its report may still be accepted.
-    await until('fast agent crashed', async () => c.agentAlive('fast'), (alive) => !alive, 30_000);
+    await until(
+      'fast agent crashed',
+      async () => c.agentAlive('fast'),
+      (alive) => !alive,
+      30_000,
+    );
     c.note('agent-crashed', { machine: 'fast' });
     await sleep(rand() * 300);
     const fastRestart = startLaneAgent('fast', 'fast');
     // slow: restarted only once the server has given its attempt up as lost; its report must be refused.
-    await until('slow agent crashed', async () => c.agentAlive('slow'), (alive) => !alive, 30_000);
+    await until(
+      'slow agent crashed',
+      async () => c.agentAlive('slow'),
+      (alive) => !alive,
+      30_000,
+    );
     c.note('agent-crashed', { machine: 'slow' });
     const slowFinished = c.procLines().find((l) => l.ev === 'end' && l.job === slowJob && l.stage === 'prep')!;
     expect(slowFinished.code).toBe(0);
-    await until('slow prep #1 lost', () => c.job(slowJob), (j) => stageOf(j, 'prep').attempts[0]?.state === 'lost', 20_000);
+    await until(
+      'slow prep #1 lost',
+      () => c.job(slowJob),
+      (j) => stageOf(j, 'prep').attempts[0]?.state === 'lost',
+      20_000,
+    );
     await Promise.all([fastRestart, startLaneAgent('slow', 'slow')]);
 
     const r = await c.check();
     expect(r.violations, r.report).toEqual([]);
     for (const j of r.jobs) expect(j.state, describeJob(j)).toBe('succeeded');
-    const slowPrep = stageOf(r.jobs.find((j) => j.id === slowJob)!, 'prep');
+    const slowPrep = stageOf(
+      r.jobs.find((j) => j.id === slowJob)!,
+      'prep',
+    );
     const stale = slowPrep.attempts.find((a) => a.id === slowFinished.attemptId)!;
     expect(stale.state).toBe('lost');
     expect(slowPrep.outputAttemptId).not.toBe(stale.id);
@@ -79,7 +100,10 @@ describe('fault injection: machines and agents', () => {
     expect(reported!.result).not.toBe('accepted');
 
     const fastFinished = c.procLines().find((l) => l.ev === 'end' && l.job === fastJob && l.stage === 'prep')!;
-    const fastPrep = stageOf(r.jobs.find((j) => j.id === fastJob)!, 'prep');
+    const fastPrep = stageOf(
+      r.jobs.find((j) => j.id === fastJob)!,
+      'prep',
+    );
     const fastAttempt = fastPrep.attempts.find((a) => a.id === fastFinished.attemptId)!;
     expect(['succeeded', 'lost']).toContain(fastAttempt.state);
     if (fastAttempt.state === 'succeeded') expect(fastPrep.outputAttemptId).toBe(fastAttempt.id);
@@ -113,7 +137,11 @@ describe('fault injection: machines and agents', () => {
     const jobs = await c.waitAllTerminal(30_000);
     for (const j of jobs) {
       expect(j.state, describeJob(j)).toBe('succeeded');
-      for (const s of j.stages) expect(s.attempts.map((a) => a.state), describeJob(j)).toEqual(['succeeded']);
+      for (const s of j.stages)
+        expect(
+          s.attempts.map((a) => a.state),
+          describeJob(j),
+        ).toEqual(['succeeded']);
     }
     expect(c.agentOutput('a1')).toMatch(/re-attached/);
     const r = await c.check();
@@ -129,7 +157,10 @@ describe('fault injection: machines and agents', () => {
     c.signalAgent('a1', 'SIGINT');
     await c.agentExited('a1');
     let j = await c.job(x);
-    expect(stageOf(j, 'long').attempts.map((a) => a.state), describeJob(j)).toEqual(['succeeded']);
+    expect(
+      stageOf(j, 'long').attempts.map((a) => a.state),
+      describeJob(j),
+    ).toEqual(['succeeded']);
     expect(stageOf(j, 'after').attempts).toEqual([]);
     expect(c.agentOutput('a1')).toMatch(/draining: no new work; waiting for 1 running attempt/);
     const a1 = (await api(c.url, '/v1/machines/a1')).body as { scheduling: string };
@@ -139,7 +170,12 @@ describe('fault injection: machines and agents', () => {
     const y = await c.submit(job('requeued', [stage(c.history, 'work', { body: 'if [ "$GANTRY_ATTEMPT" = 1 ]; then sleep 30; fi' })]));
     await waitForLine(c, 'work started', (l) => l.ev === 'start' && l.job === y);
     c.signalAgent('a2', 'SIGINT');
-    await until('a2 draining', async () => c.agentOutput('a2'), (o) => /draining: no new work/.test(o), 10_000);
+    await until(
+      'a2 draining',
+      async () => c.agentOutput('a2'),
+      (o) => /draining: no new work/.test(o),
+      10_000,
+    );
     c.signalAgent('a2', 'SIGINT');
     await c.agentExited('a2');
     await c.startAgent('a3');
@@ -147,7 +183,13 @@ describe('fault injection: machines and agents', () => {
     for (const jj of jobs) expect(jj.state, describeJob(jj)).toBe('succeeded');
     j = jobs.find((jj) => jj.id === y)!;
     const work = stageOf(j, 'work');
-    expect(work.attempts.map((a) => [a.state, a.machine]), describeJob(j)).toEqual([['lost', 'a2'], ['succeeded', 'a3']]);
+    expect(
+      work.attempts.map((a) => [a.state, a.machine]),
+      describeJob(j),
+    ).toEqual([
+      ['lost', 'a2'],
+      ['succeeded', 'a3'],
+    ]);
     expect(work.attempts[0]!.reason).toMatch(/^stopped: machine a2 drained at once/);
     expect([work.attemptsUsed, work.lostUsed]).toEqual([0, 0]);
     const r = await c.check();
@@ -176,13 +218,21 @@ describe('fault injection: machines and agents', () => {
     await sleep(300);
     const resumedAt = c.resume('a1');
     // The lease check (at most 1 s), then TERM, then the grace: the frozen copy is gone.
-    await until('frozen attempt killed', async () => attemptGroupAlive(aStart.pid, aStart.attemptId), (alive) => !alive, 1000 + KILL_GRACE_MS + 3000);
+    await until(
+      'frozen attempt killed',
+      async () => attemptGroupAlive(aStart.pid, aStart.attemptId),
+      (alive) => !alive,
+      1000 + KILL_GRACE_MS + 3000,
+    );
 
     const r = await c.check();
     expect(r.violations, r.report).toEqual([]);
     for (const j of r.jobs) expect(j.state, describeJob(j)).toBe('succeeded');
     for (const s of [aStart, bStart]) {
-      const work = stageOf(r.jobs.find((j) => j.id === s.job)!, 'work');
+      const work = stageOf(
+        r.jobs.find((j) => j.id === s.job)!,
+        'work',
+      );
       expect(work.attempts.find((x) => x.id === s.attemptId)!.state).toBe('lost');
       expect(work.outputAttemptId).not.toBe(s.attemptId);
     }
@@ -191,13 +241,19 @@ describe('fault injection: machines and agents', () => {
     expect(aEnd!.t).toBeGreaterThanOrEqual(resumedAt); // ...once it woke up
     const bEnd = c.procLines().find((l) => l.ev === 'end' && l.attemptId === bStart.attemptId);
     if (bEnd && bEnd.t > stoppedAt) expect(bEnd.code).toBe(0);
-    const refused = c.serverOutput().split('\n').filter((l) => l.includes('stale report refused')).length;
+    const refused = c
+      .serverOutput()
+      .split('\n')
+      .filter((l) => l.includes('stale report refused')).length;
     // B's process ended on its own while its agent was frozen: on waking, the agent either reports
     // it and the server refuses the late report (its attempt was lost and given away meanwhile), or
     // hears first, from the heartbeat that went out as it woke, that the attempt is lost, and
     // withdraws it (its log was still being shipped, which comes before the outcome).
     const bRecord = readAttemptRecords(join(c.dir, 'agents', 'a1'), bStart.attemptId)?.reported;
-    if (bEnd && bEnd.t > stoppedAt && refused === 0) expect(bRecord, c.agentOutput('a1')).toMatchObject({ result: 'dropped', note: expect.stringMatching(/lost/) });
-    console.log(`sigstop: frozen ${resumedAt - stoppedAt} ms; server refused ${refused} stale outcome(s); B ended ${bEnd && bEnd.t > stoppedAt ? 'while frozen' : 'before the freeze'}`);
+    if (bEnd && bEnd.t > stoppedAt && refused === 0)
+      expect(bRecord, c.agentOutput('a1')).toMatchObject({ result: 'dropped', note: expect.stringMatching(/lost/) });
+    console.log(
+      `sigstop: frozen ${resumedAt - stoppedAt} ms; server refused ${refused} stale outcome(s); B ended ${bEnd && bEnd.t > stoppedAt ? 'while frozen' : 'before the freeze'}`,
+    );
   }, 90_000);
 });

@@ -69,7 +69,9 @@ describe('fault injection: the control plane', () => {
     // Exactly one job per submission: retries made no second one.
     expect(r.jobs.map((j) => j.name).sort()).toEqual(Array.from({ length: TOTAL }, (_, i) => `burst-${i}`).sort());
     const lost = r.jobs.flatMap((j) => j.stages.flatMap((s) => s.attempts.filter((a) => a.state === 'lost'))).length;
-    console.log(`server-kill: kills after ${killAfter.join(', ')} accepted; ${failedTries} failed tries; ${r.jobs.length} jobs (${accepted.length} accepted); ${lost} lost attempts`);
+    console.log(
+      `server-kill: kills after ${killAfter.join(', ')} accepted; ${failedTries} failed tries; ${r.jobs.length} jobs (${accepted.length} accepted); ${lost} lost attempts`,
+    );
   }, 120_000);
 
   it('server down for 30 s while a stage runs: the stage goes on and completes in one attempt', async () => {

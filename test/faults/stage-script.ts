@@ -40,9 +40,7 @@ const PRELUDE = [
 ];
 
 export function stageCommand(upstreams: string[], body: string, ignoresTerm = false): string[] {
-  const reads = upstreams.map(
-    (u) => `r=$(cat "$GANTRY_INPUT_DIR/${u}/out.txt"); h input ",\\"from\\":\\"${u}\\",\\"read\\":\\"$r\\""; [ -n "$r" ] || exit 66`,
-  );
+  const reads = upstreams.map((u) => `r=$(cat "$GANTRY_INPUT_DIR/${u}/out.txt"); h input ",\\"from\\":\\"${u}\\",\\"read\\":\\"$r\\""; [ -n "$r" ] || exit 66`);
   const prelude = ignoresTerm ? ["trap '' TERM", ...PRELUDE.filter((l) => l !== "trap 'exit 143' TERM")] : PRELUDE;
   return ['sh', '-c', [...prelude, ...reads, 'echo "$GANTRY_ATTEMPT_ID" > "$GANTRY_OUTPUT_DIR/out.txt"', body].join('\n')];
 }

@@ -28,9 +28,21 @@ describe('attempt ends across the wire, on a fake clock', () => {
 
   it('register says which protocol the server speaks', async () => {
     h = await ProtocolHarness.create();
-    const r = await h.call('POST', '/v1/agent/register', {
-      name: 'm0', cpuMillis: 1000, memoryBytes: 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {}, agent: { version: 'old', host: 'h', pid: 1 },
-    }, h.tokens.join);
+    const r = await h.call(
+      'POST',
+      '/v1/agent/register',
+      {
+        name: 'm0',
+        cpuMillis: 1000,
+        memoryBytes: 2 ** 30,
+        gpus: [],
+        gpusDeclared: false,
+        region: null,
+        labels: {},
+        agent: { version: 'old', host: 'h', pid: 1 },
+      },
+      h.tokens.join,
+    );
     expect((JSON.parse(r.body) as RegisterResponse).settings.protocol).toBe(AGENT_PROTOCOL_VERSION);
     expect(AGENT_PROTOCOL_VERSION).toBe(2);
   });
@@ -61,7 +73,10 @@ describe('attempt ends across the wire, on a fake clock', () => {
     const retry = (await m.takeWork()).find((x) => x.jobId === slow.id)!;
     expect(retry.attemptNumber).toBe(2);
     expect((await m.finish(retry, 0)).result).toBe('ok');
-    expect((await stageOf(slow.id)).attempts.map((x) => [x.state, x.endKind])).toEqual([['failed', 'timeout'], ['succeeded', 'exited']]);
+    expect((await stageOf(slow.id)).attempts.map((x) => [x.state, x.endKind])).toEqual([
+      ['failed', 'timeout'],
+      ['succeeded', 'exited'],
+    ]);
   });
 
   it('protocol 2: the kind decides, never the words beside it', async () => {
@@ -88,7 +103,12 @@ describe('attempt ends across the wire, on a fake clock', () => {
     h = await ProtocolHarness.create();
     const m = await h.agent('m1');
     const { id, a } = await firstAttempt(m, 'single');
-    const r = await h.call('POST', `/v1/agent/attempts/${a.attemptId}/complete`, { token: a.token, exitCode: null, signal: null, reason: 'spawn failed: EACCES: ./run is not executable', outputs: [] }, m.credential);
+    const r = await h.call(
+      'POST',
+      `/v1/agent/attempts/${a.attemptId}/complete`,
+      { token: a.token, exitCode: null, signal: null, reason: 'spawn failed: EACCES: ./run is not executable', outputs: [] },
+      m.credential,
+    );
     expect(r.statusCode).toBe(200);
     expect(await stageOf(id)).toMatchObject({ state: 'failed', attempts: [{ endKind: 'spawn-failed' }] });
   });

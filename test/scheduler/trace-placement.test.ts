@@ -11,18 +11,8 @@ import { normalizeGpuType } from '../../src/domain/resources.js';
 import { firstReject, stageNeed } from '../../src/scheduler/checks.js';
 import { planPlacements } from '../../src/scheduler/plan-placements.js';
 import type { MachineView, Plan, QueuedStage, SchedulerSnapshot } from '../../src/scheduler/snapshot.js';
-import {
-  ALIBABA_TRACE_RELATIVE_DIR,
-  hasAlibabaTrace,
-  readNodeList,
-  readPodList,
-  type TracePod,
-} from '../../src/sim/alibaba-trace.js';
-import {
-  replayTrace,
-  withArrivalSpeedup,
-  type ReplayResult,
-} from '../../src/sim/trace-replay.js';
+import { ALIBABA_TRACE_RELATIVE_DIR, hasAlibabaTrace, readNodeList, readPodList, type TracePod } from '../../src/sim/alibaba-trace.js';
+import { replayTrace, withArrivalSpeedup, type ReplayResult } from '../../src/sim/trace-replay.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const TRACE_DIR = resolve(REPO, ALIBABA_TRACE_RELATIVE_DIR);
@@ -245,7 +235,10 @@ describe.skipIf(!HAVE_TRACE)(title(`replay of the first ${REPLAY_PODS} alibaba-g
 
   it('gpuspec33 (GPU type constraints), 1,000x faster on another quarter: invariants hold, pods wait', () => {
     const spec = readPodList('gpuspec33', TRACE_DIR).slice(0, REPLAY_PODS);
-    const r = replayChecked(machines.filter((_, i) => i % 4 === 1), withArrivalSpeedup(spec, 1000));
+    const r = replayChecked(
+      machines.filter((_, i) => i % 4 === 1),
+      withArrivalSpeedup(spec, 1000),
+    );
     expect(r.stats.placedOnArrival).toBeLessThan(REPLAY_PODS);
   });
 });

@@ -142,7 +142,11 @@ export function gantryUpForSuite(opts: { cluster: string; machines: number; env?
   let g: RunningGantry | undefined;
   beforeAll(async () => {
     g = await startGantryUp({ cluster: opts.cluster, ...(opts.env ? { env: opts.env } : {}) });
-    await until(`${opts.machines} machines`, () => api(g!.url, '/v1/machines'), (r) => r.body.machines?.length === opts.machines);
+    await until(
+      `${opts.machines} machines`,
+      () => api(g!.url, '/v1/machines'),
+      (r) => r.body.machines?.length === opts.machines,
+    );
   });
   afterAll(async () => {
     await g?.stop();

@@ -82,16 +82,21 @@ export class ProtocolHarness {
   }
 
   async agent(name: string, cpu = 4): Promise<FakeAgent> {
-    const r = await this.call('POST', '/v1/agent/register', {
-      name,
-      cpuMillis: cpu * 1000,
-      memoryBytes: 8 * 2 ** 30,
-      gpus: [],
-      gpusDeclared: false,
-      region: null,
-      labels: {},
-      agent: { version: 'harness', host: 'harness', pid: 1 },
-    }, this.tokens.join);
+    const r = await this.call(
+      'POST',
+      '/v1/agent/register',
+      {
+        name,
+        cpuMillis: cpu * 1000,
+        memoryBytes: 8 * 2 ** 30,
+        gpus: [],
+        gpusDeclared: false,
+        region: null,
+        labels: {},
+        agent: { version: 'harness', host: 'harness', pid: 1 },
+      },
+      this.tokens.join,
+    );
     if (r.statusCode !== 200) throw new Error(`register: ${r.statusCode} ${r.body}`);
     const res = JSON.parse(r.body) as RegisterResponse;
     return new FakeAgent(this, res.machineId, res.credential!);
@@ -130,7 +135,12 @@ export class FakeAgent {
   }
 
   async report(req: { started?: { attemptId: string; token: number; pid: number | null }[]; completed?: object[] }): Promise<ReportResponse> {
-    const r = await this.h.call('POST', `/v1/agent/machines/${this.machineId}/report`, { started: req.started ?? [], completed: req.completed ?? [] }, this.credential);
+    const r = await this.h.call(
+      'POST',
+      `/v1/agent/machines/${this.machineId}/report`,
+      { started: req.started ?? [], completed: req.completed ?? [] },
+      this.credential,
+    );
     if (r.statusCode !== 200) throw new Error(`report: ${r.statusCode} ${r.body}`);
     return JSON.parse(r.body) as ReportResponse;
   }
@@ -143,9 +153,21 @@ export class FakeAgent {
   }
 
   /** Reports how it ended and stops listing it: as an agent of protocol 1 (a reason text), or of 2 with `end`. */
-  async finish(a: AssignmentWire, exitCode: number | null, extra: { signal?: string | null; reason?: string | null; end?: AttemptEnd } = {}): Promise<ReportItemResult> {
+  async finish(
+    a: AssignmentWire,
+    exitCode: number | null,
+    extra: { signal?: string | null; reason?: string | null; end?: AttemptEnd } = {},
+  ): Promise<ReportItemResult> {
     this.running.delete(a.attemptId);
-    const item = { attemptId: a.attemptId, token: a.token, exitCode, signal: extra.signal ?? null, reason: extra.reason ?? null, ...(extra.end ? { end: extra.end } : {}), outputs: [] };
+    const item = {
+      attemptId: a.attemptId,
+      token: a.token,
+      exitCode,
+      signal: extra.signal ?? null,
+      reason: extra.reason ?? null,
+      ...(extra.end ? { end: extra.end } : {}),
+      outputs: [],
+    };
     return (await this.report({ completed: [item] })).completed[0]!;
   }
 

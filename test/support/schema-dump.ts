@@ -18,16 +18,28 @@ function normalized(text: string): string {
 
 /** SQLite: each object's SQL, then what the pragmas report of each table (columns, indexes, foreign keys). */
 export function sqliteSchema(db: SQLite.Database): string {
-  const objects = db
-    .prepare(`select type, name, tbl_name, sql from sqlite_master where name not like 'sqlite_%' order by type, name`)
-    .all() as { type: string; name: string; tbl_name: string; sql: string | null }[];
+  const objects = db.prepare(`select type, name, tbl_name, sql from sqlite_master where name not like 'sqlite_%' order by type, name`).all() as {
+    type: string;
+    name: string;
+    tbl_name: string;
+    sql: string | null;
+  }[];
   const lines: string[] = [];
   for (const o of objects) {
     if (MIGRATOR_TABLES.test(o.tbl_name)) continue;
     lines.push(`${o.type} ${o.name} on ${o.tbl_name}: ${o.sql === null ? '(automatic)' : normalized(o.sql)}`);
     if (o.type !== 'table') continue;
-    for (const c of db.pragma(`table_info(${quoted(o.name)})`) as { cid: number; name: string; type: string; notnull: number; dflt_value: string | null; pk: number }[]) {
-      lines.push(`column ${o.name}.${c.name}: #${c.cid} ${c.type}${c.notnull ? ' not null' : ''}${c.dflt_value === null ? '' : ` default ${c.dflt_value}`}${c.pk ? ` pk${c.pk}` : ''}`);
+    for (const c of db.pragma(`table_info(${quoted(o.name)})`) as {
+      cid: number;
+      name: string;
+      type: string;
+      notnull: number;
+      dflt_value: string | null;
+      pk: number;
+    }[]) {
+      lines.push(
+        `column ${o.name}.${c.name}: #${c.cid} ${c.type}${c.notnull ? ' not null' : ''}${c.dflt_value === null ? '' : ` default ${c.dflt_value}`}${c.pk ? ` pk${c.pk}` : ''}`,
+      );
     }
     for (const i of db.pragma(`index_list(${quoted(o.name)})`) as { name: string; unique: number; origin: string; partial: number }[]) {
       const cols = (db.pragma(`index_xinfo(${quoted(i.name)})`) as { name: string | null; desc: number; key: number }[])
@@ -37,7 +49,13 @@ export function sqliteSchema(db: SQLite.Database): string {
       const name = i.origin === 'c' ? i.name : `(${i.origin}) ${i.name.startsWith('sqlite_autoindex_') ? 'auto' : i.name}`;
       lines.push(`index of ${o.name}: ${name} (${cols.join(', ')})${i.unique ? ' unique' : ''}${i.partial ? ' partial' : ''}`);
     }
-    for (const f of db.pragma(`foreign_key_list(${quoted(o.name)})`) as { table: string; from: string; to: string | null; on_update: string; on_delete: string }[]) {
+    for (const f of db.pragma(`foreign_key_list(${quoted(o.name)})`) as {
+      table: string;
+      from: string;
+      to: string | null;
+      on_update: string;
+      on_delete: string;
+    }[]) {
       lines.push(`foreign key ${o.name}.${f.from} -> ${f.table}.${f.to ?? '(primary key)'} on update ${f.on_update} on delete ${f.on_delete}`);
     }
   }
@@ -55,14 +73,23 @@ function quoted(name: string): string {
  */
 export async function postgresSchema(client: pg.Client | pg.Pool, schema: string): Promise<string> {
   const lines: string[] = [];
-  const columns = await client.query<{ table_name: string; column_name: string; ordinal_position: number; data_type: string; is_nullable: string; column_default: string | null }>(
+  const columns = await client.query<{
+    table_name: string;
+    column_name: string;
+    ordinal_position: number;
+    data_type: string;
+    is_nullable: string;
+    column_default: string | null;
+  }>(
     `select table_name, column_name, ordinal_position, data_type, is_nullable, column_default
        from information_schema.columns where table_schema = $1`,
     [schema],
   );
   for (const c of columns.rows) {
     if (MIGRATOR_TABLES.test(c.table_name)) continue;
-    lines.push(`column ${c.table_name}.${c.column_name}: #${c.ordinal_position} ${c.data_type}${c.is_nullable === 'NO' ? ' not null' : ''}${c.column_default === null ? '' : ` default ${c.column_default}`}`);
+    lines.push(
+      `column ${c.table_name}.${c.column_name}: #${c.ordinal_position} ${c.data_type}${c.is_nullable === 'NO' ? ' not null' : ''}${c.column_default === null ? '' : ` default ${c.column_default}`}`,
+    );
   }
   const constraints = await client.query<{ table_name: string; conname: string; contype: string; def: string }>(
     `select cl.relname as table_name, co.conname, co.contype, pg_get_constraintdef(co.oid) as def
@@ -74,7 +101,10 @@ export async function postgresSchema(client: pg.Client | pg.Pool, schema: string
     if (MIGRATOR_TABLES.test(c.table_name)) continue;
     lines.push(`constraint ${c.table_name}.${c.conname} (${c.contype}): ${c.def}`);
   }
-  const indexes = await client.query<{ tablename: string; indexname: string; indexdef: string }>(`select tablename, indexname, indexdef from pg_indexes where schemaname = $1`, [schema]);
+  const indexes = await client.query<{ tablename: string; indexname: string; indexdef: string }>(
+    `select tablename, indexname, indexdef from pg_indexes where schemaname = $1`,
+    [schema],
+  );
   for (const i of indexes.rows) {
     if (MIGRATOR_TABLES.test(i.tablename)) continue;
     lines.push(`index ${i.tablename}.${i.indexname}: ${i.indexdef}`);

@@ -7,7 +7,15 @@ import type { Store } from '../../src/store/store.js';
 export async function makeToken(store: Store, kind: TokenKind, opts: { team?: string; name?: string; now?: number } = {}): Promise<string> {
   const token = newTokenSecret(kind);
   const now = opts.now ?? Date.now();
-  await store.tokenCreate({ id: newTokenId(now), kind, team: opts.team ?? null, name: opts.name ?? `test ${kind}`, hash: tokenHash(token), expiresAt: null, now });
+  await store.tokenCreate({
+    id: newTokenId(now),
+    kind,
+    team: opts.team ?? null,
+    name: opts.name ?? `test ${kind}`,
+    hash: tokenHash(token),
+    expiresAt: null,
+    now,
+  });
   return token;
 }
 

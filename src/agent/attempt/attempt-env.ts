@@ -12,7 +12,11 @@ import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
  * What an attempt's environment adds to the inherited one: the stage's variables, then Gantry's.
  * A launcher, which starts from the inherited environment already, is given only these.
  */
-export function attemptOwnEnv(a: AssignmentWire, dirs: { output: string; input: string; checkpoint?: string | null; progress?: string }, machineName: string): Record<string, string> {
+export function attemptOwnEnv(
+  a: AssignmentWire,
+  dirs: { output: string; input: string; checkpoint?: string | null; progress?: string },
+  machineName: string,
+): Record<string, string> {
   return {
     ...a.env,
     GANTRY_JOB_ID: a.jobId,

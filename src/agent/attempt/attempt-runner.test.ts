@@ -83,7 +83,19 @@ const unreachable = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.
 let n = 0;
 function assignment(over: Partial<AssignmentWire> = {}): AssignmentWire {
   n++;
-  return { attemptId: `att_r${n}`, token: 3, jobId: 'job_1', stageName: 'train', attemptNumber: 1, command: ['x'], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [], ...over };
+  return {
+    attemptId: `att_r${n}`,
+    token: 3,
+    jobId: 'job_1',
+    stageName: 'train',
+    attemptNumber: 1,
+    command: ['x'],
+    env: {},
+    gpuIndices: [],
+    timeoutSeconds: null,
+    inputs: [],
+    ...over,
+  };
 }
 
 let dir: string;
@@ -300,7 +312,12 @@ describe('AttemptRunner', () => {
     procs[0]!.start(13);
     procs[0]!.end({ kind: 'timeout', exitCode: null, signal: 'SIGTERM', reason: 'timeout after 1 s' });
     expect(await r.done).toEqual({ phase: 'delivered' });
-    expect(reporter.completes[0]).toMatchObject({ exitCode: null, signal: 'SIGTERM', reason: 'timeout after 1 s', end: { kind: 'timeout', detail: 'timeout after 1 s' } });
+    expect(reporter.completes[0]).toMatchObject({
+      exitCode: null,
+      signal: 'SIGTERM',
+      reason: 'timeout after 1 s',
+      end: { kind: 'timeout', detail: 'timeout after 1 s' },
+    });
   });
 
   it('a spawn failure is reported as one, with no pid ever sent', async () => {

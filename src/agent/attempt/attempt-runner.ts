@@ -416,7 +416,9 @@ export class AttemptRunner {
     this.move(to, false);
     this.tail?.stop();
     const id = this.a.attemptId;
-    await d.state.markReported(id, { ...rec, at: new Date(d.now()).toISOString() }).catch((err) => d.log(`cannot record that ${id} is settled: ${errorText(err)}`));
+    await d.state
+      .markReported(id, { ...rec, at: new Date(d.now()).toISOString() })
+      .catch((err) => d.log(`cannot record that ${id} is settled: ${errorText(err)}`));
     await d.state.prune().catch((err) => d.log(`cannot prune old attempts: ${errorText(err)}`));
     this.finish({ phase: to });
   }

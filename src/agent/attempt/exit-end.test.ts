@@ -6,7 +6,10 @@ const at = '2026-01-01T00:00:00.000Z';
 describe('exitEnd', () => {
   it('carries the recorded kind, with the reason as its detail', () => {
     expect(exitEnd({ kind: 'exited', exitCode: 4, signal: null, reason: null, finishedAt: at })).toEqual({ kind: 'exited', detail: null });
-    expect(exitEnd({ kind: 'timeout', exitCode: null, signal: 'SIGTERM', reason: 'timeout after 5 s', finishedAt: at })).toEqual({ kind: 'timeout', detail: 'timeout after 5 s' });
+    expect(exitEnd({ kind: 'timeout', exitCode: null, signal: 'SIGTERM', reason: 'timeout after 5 s', finishedAt: at })).toEqual({
+      kind: 'timeout',
+      detail: 'timeout after 5 s',
+    });
     expect(exitEnd({ kind: 'outputs-failed', exitCode: null, signal: null, reason: 'x'.repeat(3000), finishedAt: at })!.detail).toHaveLength(2000);
   });
 
@@ -21,6 +24,9 @@ describe('exitEnd', () => {
     expect(legacyExitKind({ exitCode: null, signal: 'SIGTERM', reason: 'timeout after 5 s' })).toBe('timeout');
     expect(legacyExitKind({ exitCode: null, signal: null, reason: 'input download failed: 404' })).toBe('inputs-failed');
     expect(legacyExitKind({ exitCode: null, signal: null, reason: 'output upload failed: 413 (the process exited 0)' })).toBe('outputs-failed');
-    expect(exitEnd({ exitCode: null, signal: null, reason: 'input download failed: 404', finishedAt: at })).toEqual({ kind: 'inputs-failed', detail: 'input download failed: 404' });
+    expect(exitEnd({ exitCode: null, signal: null, reason: 'input download failed: 404', finishedAt: at })).toEqual({
+      kind: 'inputs-failed',
+      detail: 'input download failed: 404',
+    });
   });
 });

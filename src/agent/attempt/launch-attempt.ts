@@ -49,7 +49,6 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   const progressFile = join(paths.dir, 'progress.jsonl');
   const own = attemptOwnEnv(a, { ...paths, checkpoint, progress: progressFile }, ctx.machineName);
   // The launcher starts from the inherited environment already and is given only what the attempt adds.
-  const handle =
-    ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
+  const handle = ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
   return { handle, progress: new ProgressFile(progressFile) };
 }

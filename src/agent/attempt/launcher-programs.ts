@@ -47,8 +47,7 @@ export function pythonLauncher(python: string): LauncherProgram {
     name: 'python',
     argv: [python, '-I', '-S', LAUNCHER_PY],
     preamble: '',
-    encode: (j) =>
-      JSON.stringify({ id: j.id, argv: j.argv, cwd: j.cwd, set: j.set, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile }) + '\n',
+    encode: (j) => JSON.stringify({ id: j.id, argv: j.argv, cwd: j.cwd, set: j.set, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile }) + '\n',
   };
 }
 

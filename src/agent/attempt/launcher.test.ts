@@ -44,7 +44,7 @@ const readSoFar = (f: string) => {
   }
 };
 const until = async (cond: () => boolean, ms = 3000) => {
-  for (const end = Date.now() + ms; Date.now() < end && !cond(); ) await new Promise((r) => setTimeout(r, 10));
+  for (const end = Date.now() + ms; Date.now() < end && !cond();) await new Promise((r) => setTimeout(r, 10));
   return cond();
 };
 
@@ -56,8 +56,10 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     launcher = new Launcher(base, (l) => lines.push(l), [program]);
   });
 
-  it("runs the command in its own group, with its env, cwd and files, and reports its exit code", async () => {
-    const o = opts(['sh', '-c', 'read -r _ _ _ _ g _ < /proc/$$/stat; echo "$GREETING $KEPT from $(pwd) in group $g"; echo oops >&2; exit 3'], { env: { GREETING: "it's" } });
+  it('runs the command in its own group, with its env, cwd and files, and reports its exit code', async () => {
+    const o = opts(['sh', '-c', 'read -r _ _ _ _ g _ < /proc/$$/stat; echo "$GREETING $KEPT from $(pwd) in group $g"; echo oops >&2; exit 3'], {
+      env: { GREETING: "it's" },
+    });
     const h = launcher.run(o)!;
     const pid = await h.started;
     expect(pid).toBeGreaterThan(0);
@@ -103,7 +105,13 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
   it('a working directory that is gone: Python says the command could not start; bash, whose shim exits first, leaves it unknown', async () => {
     const o = { ...opts(['true']), cwd: join(dir, 'no-such-dir') };
     const r = await launcher.run(o)!.done;
-    if (name === 'python') expect(r).toMatchObject({ kind: 'spawn-failed', exitCode: null, signal: null, reason: expect.stringMatching(/^spawn failed: .*No such file or directory/) });
+    if (name === 'python')
+      expect(r).toMatchObject({
+        kind: 'spawn-failed',
+        exitCode: null,
+        signal: null,
+        reason: expect.stringMatching(/^spawn failed: .*No such file or directory/),
+      });
     else expect(r).toEqual({ kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
   });
 
@@ -127,7 +135,11 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     const pgid = (await h.started)!;
     await new Promise((r) => setTimeout(r, 100));
     execFileSync('kill', ['-KILL', '--', `-${pgid}`]);
-    expect(await h.done).toEqual(name === 'python' ? { kind: 'signaled', exitCode: null, signal: 'SIGKILL', reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    expect(await h.done).toEqual(
+      name === 'python'
+        ? { kind: 'signaled', exitCode: null, signal: 'SIGKILL', reason: null }
+        : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN },
+    );
   });
 
   it('a launcher killed from outside: its running job is still followed, and ends unknown when no status was written', async () => {
@@ -137,7 +149,9 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     const proc = launcherProcess();
     execFileSync('kill', ['-KILL', String(proc)]);
     // bash: the shim survives its launcher and writes the status; Python: the launcher was the writer.
-    expect(await h.done).toEqual(name === 'bash' ? { kind: 'exited', exitCode: 4, signal: null, reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    expect(await h.done).toEqual(
+      name === 'bash' ? { kind: 'exited', exitCode: 4, signal: null, reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN },
+    );
     // The next attempt gets a new launcher.
     expect((await launcher.run(opts(['true']))!.done).exitCode).toBe(0);
   });

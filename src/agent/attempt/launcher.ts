@@ -22,7 +22,21 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { groupsOfAttempt } from '../disk/agent-state.js';
 import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
-import { ended, EXIT_UNKNOWN, fromStatus, leaderRunning, notStarted, readExitStatus, resolveArgv, runProcess, type ProcessHandle, type KillCause, type ProcessResult, type RunProcessOptions, spawnFailed } from './process-runner.js';
+import {
+  ended,
+  EXIT_UNKNOWN,
+  fromStatus,
+  leaderRunning,
+  notStarted,
+  readExitStatus,
+  resolveArgv,
+  runProcess,
+  type ProcessHandle,
+  type KillCause,
+  type ProcessResult,
+  type RunProcessOptions,
+  spawnFailed,
+} from './process-runner.js';
 import { errorText } from '../../lib/error-text.js';
 import { sleep } from '../../lib/sleep.js';
 
@@ -103,7 +117,20 @@ export class Launcher {
     const started = new Promise<number | null>((r) => (resolveStarted = r));
     let settle!: (r: ProcessResult) => void;
     const done = new Promise<ProcessResult>((r) => (settle = r));
-    const job: Job = { id, attemptId: opts.attemptId, spec, pid: null, statusFile: opts.statusFile, killGraceMs: opts.killGraceMs, resolveStarted, settle, goneOnce: false, killReason: null, killing: null, ended: false };
+    const job: Job = {
+      id,
+      attemptId: opts.attemptId,
+      spec,
+      pid: null,
+      statusFile: opts.statusFile,
+      killGraceMs: opts.killGraceMs,
+      resolveStarted,
+      settle,
+      goneOnce: false,
+      killReason: null,
+      killing: null,
+      ended: false,
+    };
     this.jobs.set(id, job);
     proc.stdin!.write(line);
 
@@ -206,7 +233,16 @@ export class Launcher {
     const { spec } = job;
     // The timeout stays the launcher's (run set it), and so do kills: only the spawn changes.
     const env = { ...this.env, ...spec.set };
-    const h = runProcess({ command: spec.argv, cwd: spec.cwd, env, stdoutFile: spec.stdoutFile, stderrFile: spec.stderrFile, statusFile: spec.statusFile, killGraceMs: job.killGraceMs, timeoutSeconds: null });
+    const h = runProcess({
+      command: spec.argv,
+      cwd: spec.cwd,
+      env,
+      stdoutFile: spec.stdoutFile,
+      stderrFile: spec.stderrFile,
+      statusFile: spec.statusFile,
+      killGraceMs: job.killGraceMs,
+      timeoutSeconds: null,
+    });
     job.direct = h;
     job.pid = h.pid;
     job.resolveStarted(h.pid);

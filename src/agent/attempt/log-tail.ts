@@ -136,7 +136,7 @@ export class LogTail {
       const pieces: LogChunk[] = [];
       let chars = 0;
       fill: for (const stream of STREAMS) {
-        for (let at = marks[stream]; at < ends[stream]; ) {
+        for (let at = marks[stream]; at < ends[stream];) {
           const piece = await this.read(stream, at, Math.min(this.pieceBytes, ends[stream] - at), final && at + this.pieceBytes >= ends[stream]);
           if (!piece) break;
           const cost = JSON.stringify(piece.data).length + 100;

@@ -129,10 +129,15 @@ async function report(d: DeliveryDeps, owed: Owed): Promise<Delivery> {
         return { kind: 'delivered', record: { result: 'stale', note: res.message ?? 'no longer current' }, line: 'outcome not recorded: no longer current' };
       default:
         // `refused`: asking again cannot change the answer.
-        return { kind: 'refused', record: { result: 'dropped', note: res.message ?? 'refused' }, line: `outcome refused by the server, giving up on it: ${res.message ?? 'no reason given'}` };
+        return {
+          kind: 'refused',
+          record: { result: 'dropped', note: res.message ?? 'refused' },
+          line: `outcome refused by the server, giving up on it: ${res.message ?? 'no reason given'}`,
+        };
     }
   } catch (err) {
-    if (err instanceof StaleAttempt) return { kind: 'delivered', record: { result: 'stale', note: err.message }, line: 'outcome not recorded: no longer current' };
+    if (err instanceof StaleAttempt)
+      return { kind: 'delivered', record: { result: 'stale', note: err.message }, line: 'outcome not recorded: no longer current' };
     // The reporter gave it up by the same rule (its own failing time): one answer for both.
     if (err instanceof Undeliverable) return giveUp(err.failingForMs);
     // An abort is the agent stopping (or withdrawing it), not the server's answer: the outcome stays owed, on disk.
@@ -155,7 +160,11 @@ function later(d: DeliveryDeps, owed: Owed, failed: Extract<Delivery, { kind: 'l
 
 function giveUp(failingForMs: number): Delivery {
   const s = Math.round(failingForMs / 1000);
-  return { kind: 'given-up', record: { result: 'dropped', note: `outcome undeliverable for ${s} s` }, line: `giving up delivering its outcome after ${s} s; the server will take it as lost` };
+  return {
+    kind: 'given-up',
+    record: { result: 'dropped', note: `outcome undeliverable for ${s} s` },
+    line: `giving up delivering its outcome after ${s} s; the server will take it as lost`,
+  };
 }
 
 function isAbort(err: unknown): boolean {

@@ -225,7 +225,9 @@ function resolveCommand(file: string, pathVar: string, cwd: string): string {
 const resolved = new Map<string, string>();
 
 function search(file: string, pathVar: string, cwd: string): string {
-  const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : pathVar.split(delimiter).map((d) => join(d === '' ? cwd : resolve(cwd, d), file));
+  const candidates = file.includes('/')
+    ? [isAbsolute(file) ? file : resolve(cwd, file)]
+    : pathVar.split(delimiter).map((d) => join(d === '' ? cwd : resolve(cwd, d), file));
   let denied: string | null = null;
   for (const c of candidates) {
     try {
@@ -296,7 +298,11 @@ export function attachProcess(opts: {
     await (killing ?? (processGroupAlive(pid) ? killProcessGroup(pid, opts.killGraceMs) : Promise.resolve()));
     const status = readExitStatus(opts.statusFile);
     if (status) return resolveDone(ended(status, killReason));
-    resolveDone(killReason ? { kind: killReason.kind, exitCode: null, signal: null, reason: killReason.text } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN });
+    resolveDone(
+      killReason
+        ? { kind: killReason.kind, exitCode: null, signal: null, reason: killReason.text }
+        : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN },
+    );
   };
   const poll = setInterval(() => {
     if (!over && !leaderRunning(pid)) void finish();

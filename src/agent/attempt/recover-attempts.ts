@@ -19,7 +19,9 @@ export async function recoverAttempts(state: AgentState, d: RunnerDeps): Promise
   // Died while creating it: nothing ran. Removed, so that the server's resend (it was never acknowledged) runs it.
   for (const id of incomplete) await state.removeAttempt(id).catch((e) => d.log(`cannot remove ${id}: ${errorText(e)}`));
   const markReported = (attemptId: string, rec: Omit<ReportedRecord, 'at'>) =>
-    state.markReported(attemptId, { ...rec, at: new Date(d.now()).toISOString() }).catch((err) => d.log(`cannot record that ${attemptId} is settled: ${errorText(err)}`));
+    state
+      .markReported(attemptId, { ...rec, at: new Date(d.now()).toISOString() })
+      .catch((err) => d.log(`cannot record that ${attemptId} is settled: ${errorText(err)}`));
   const lost: typeof interrupted = [];
   for (const it of interrupted) {
     const { assignment: a, pid } = it;

@@ -118,7 +118,11 @@ describe('AgentState', () => {
 
   it('after a restart, learns the settled order from the records once, at the scan', async () => {
     const at = (s: number) => `2024-01-01T00:00:0${s}.000Z`;
-    for (const [id, s] of [['att_c', 3], ['att_a', 1], ['att_b', 2]] as const) {
+    for (const [id, s] of [
+      ['att_c', 3],
+      ['att_a', 1],
+      ['att_b', 2],
+    ] as const) {
       await state.createAttempt(assignment(id));
       await state.markReported(id, { result: 'accepted', at: at(s) });
     }

@@ -517,7 +517,6 @@ function fromIdentity(id: AttemptIdentity): AssignmentWire {
   return { ...id, command: [], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [] };
 }
 
-
 /**
  * Process groups whose leader carries GANTRY_ATTEMPT_ID=<attemptId> in its environment (Linux,
  * /proc): how to find an attempt's processes when the agent died before recording the pid.

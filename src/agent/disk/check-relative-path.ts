@@ -4,7 +4,10 @@
  * path like that is a bug or an attack, and silently rewriting it would hide either.
  */
 export class UnsafePathError extends Error {
-  constructor(readonly path: string, why: string) {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
     super(`refusing path "${path}": ${why}`);
     this.name = 'UnsafePathError';
   }

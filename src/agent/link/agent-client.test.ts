@@ -87,7 +87,10 @@ describe('AgentClient: what is worth another try', () => {
     await new Promise<void>((r) => live.listen(0, '127.0.0.1', r));
     try {
       // A minute between tries: a retry would not end before the race below does.
-      const client = new AgentClient({ serverUrl: `http://127.0.0.1:${(live.address() as { port: number }).port}`, retry: { tries: 5, baseMs: 60_000, maxMs: 60_000 } });
+      const client = new AgentClient({
+        serverUrl: `http://127.0.0.1:${(live.address() as { port: number }).port}`,
+        retry: { tries: 5, baseMs: 60_000, maxMs: 60_000 },
+      });
       // A token with a newline: node:http refuses the header with a TypeError before sending anything.
       client.setToken('bad\ntoken');
       const late = new Promise((r) => setTimeout(() => r('still retrying'), 2000).unref());

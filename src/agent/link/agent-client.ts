@@ -43,7 +43,10 @@ export type LogChunk = LogsRequest['chunks'][number];
 
 /** 409 on a call about an attempt: it is no longer current; kill it and report nothing more. */
 export class StaleAttempt extends Error {
-  constructor(readonly attemptId: string, message: string) {
+  constructor(
+    readonly attemptId: string,
+    message: string,
+  ) {
     super(`attempt ${attemptId} is no longer current: ${message}`);
     this.name = 'StaleAttempt';
   }
@@ -309,7 +312,9 @@ export class AgentClient {
   /** A call with a JSON body and a JSON answer: over node:http (see jsonRequest). */
   private async callJson<T>(c: Call): Promise<T> {
     const once = async () => {
-      const r = await this.toServer((base) => jsonRequest(base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth, this.agents));
+      const r = await this.toServer((base) =>
+        jsonRequest(base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth, this.agents),
+      );
       if (r.status >= 200 && r.status < 300) return JSON.parse(r.text) as T;
       throw httpError(c, r.status, r.statusText, r.text);
     };
@@ -417,7 +422,13 @@ function jsonRequest(
   agents: { http: http.Agent; https: https.Agent },
 ): Promise<{ status: number; statusText: string; text: string }> {
   return new Promise((resolve, reject) => {
-    const opened = openRequest(url, method, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...auth }, signals, agents);
+    const opened = openRequest(
+      url,
+      method,
+      { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...auth },
+      signals,
+      agents,
+    );
     if ('aborted' in opened) return reject(opened.aborted);
     const { req, live, u } = opened;
     let settled = false;
@@ -433,14 +444,19 @@ function jsonRequest(
       fail(this.reason);
     };
     for (const s of live) s.addEventListener('abort', onAbort, { once: true });
-    const timer = timeoutMs === null ? undefined : setTimeout(() => fail(new DOMException(`${method} ${u.pathname}: no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    const timer =
+      timeoutMs === null
+        ? undefined
+        : setTimeout(() => fail(new DOMException(`${method} ${u.pathname}: no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
     req.on('error', fail);
     req.on('response', (res) => {
       const parts: Buffer[] = [];
       res.on('data', (d: Buffer) => parts.push(d));
       res.on('error', fail);
       res.on('aborted', () => fail(Object.assign(new Error('the answer was cut short'), { code: 'ECONNRESET' })));
-      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: Buffer.concat(parts).toString('utf8') })));
+      res.on('end', () =>
+        finish(() => resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: Buffer.concat(parts).toString('utf8') })),
+      );
     });
     req.end(body);
   });
@@ -554,7 +570,10 @@ function streamRequest(
       fail(this.reason);
     };
     for (const s of live) s.addEventListener('abort', onAbort, { once: true });
-    const timer = timeoutMs === null ? undefined : setTimeout(() => fail(new DOMException(`${method} ${u.pathname}: no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    const timer =
+      timeoutMs === null
+        ? undefined
+        : setTimeout(() => fail(new DOMException(`${method} ${u.pathname}: no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
     req.on('error', fail);
     // No deadline for a transfer, but a connection that says nothing for this long is dead.
     req.setTimeout(STREAM_IDLE_MS, () => fail(new DOMException(`${method} ${u.pathname}: silent for ${STREAM_IDLE_MS / 1000} s`, 'TimeoutError')));

@@ -25,12 +25,21 @@ export function registerRequest(m: DetectedMachine): RegisterRequest {
  * is kept (docs/security.md).
  */
 export async function registerWithToken(
-  o: { client: AgentClient; state: Pick<AgentState, 'readCredential' | 'writeCredential'>; joinToken: string | null; log: (line: string) => void; signal: AbortSignal },
+  o: {
+    client: AgentClient;
+    state: Pick<AgentState, 'readCredential' | 'writeCredential'>;
+    joinToken: string | null;
+    log: (line: string) => void;
+    signal: AbortSignal;
+  },
   req: RegisterRequest,
 ): Promise<RegisterResponse> {
   const credential = o.state.readCredential();
   const tokens = [credential, o.joinToken].filter((t, i, all): t is string => t !== null && all.indexOf(t) === i);
-  if (tokens.length === 0) throw new Error('no token to register with: give the agent a join token (--token, $GANTRY_JOIN_TOKEN; an admin makes one with `gantry token create --kind join`)');
+  if (tokens.length === 0)
+    throw new Error(
+      'no token to register with: give the agent a join token (--token, $GANTRY_JOIN_TOKEN; an admin makes one with `gantry token create --kind join`)',
+    );
   for (const [i, token] of tokens.entries()) {
     o.client.setToken(token);
     try {

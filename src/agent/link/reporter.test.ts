@@ -69,7 +69,18 @@ describe('Reporter', () => {
     const { r } = reporter(srv.send, { onAssignments: (as) => got.push(...as.map((a) => a.attemptId)) });
     const done = r.complete(outcome('a1'));
     const call = await srv.nextCall(1);
-    const b = { attemptId: 'b1', token: 3, jobId: 'j', stageName: 'b', attemptNumber: 1, command: ['true'], env: {}, gpuIndices: [], timeoutSeconds: null, inputs: [] };
+    const b = {
+      attemptId: 'b1',
+      token: 3,
+      jobId: 'j',
+      stageName: 'b',
+      attemptNumber: 1,
+      command: ['true'],
+      env: {},
+      gpuIndices: [],
+      timeoutSeconds: null,
+      inputs: [],
+    };
     call.answer({ ...okAll(call.req), assignments: [b] });
     expect((await done).result).toBe('ok');
     expect(got).toEqual(['b1']);

@@ -308,7 +308,9 @@ export class Reporter {
     const started = batch.filter((it) => it.kind === 'started');
     const completed = batch.filter((it) => it.kind === 'completed');
     const matches = (items: Item[], answers: unknown) =>
-      Array.isArray(answers) && answers.length === items.length && items.every((it, i) => (answers[i] as ReportItemResult | undefined)?.attemptId === it.body.attemptId);
+      Array.isArray(answers) &&
+      answers.length === items.length &&
+      items.every((it, i) => (answers[i] as ReportItemResult | undefined)?.attemptId === it.body.attemptId);
     if (!matches(started, res?.started) || !matches(completed, res?.completed)) {
       const err = new Error(`the server's answer to a report of ${started.length} + ${completed.length} item(s) does not match it`);
       for (const it of batch) it.reject(err);
@@ -324,7 +326,8 @@ export class Reporter {
     const out: [Item, unknown][] = [];
     for (const it of batch) {
       if (it.withdrawn) out.push([it, it.signal?.reason]);
-      else if (err !== null && now - (it.firstFailure ??= now) > this.opts.giveUpMs) out.push([it, new Undeliverable(it.body.attemptId, now - it.firstFailure, err)]);
+      else if (err !== null && now - (it.firstFailure ??= now) > this.opts.giveUpMs)
+        out.push([it, new Undeliverable(it.body.attemptId, now - it.firstFailure, err)]);
     }
     if (out.length === 0) return;
     this.removeAll(out.map(([it]) => it));

@@ -99,10 +99,7 @@ describe('discoverGpus', () => {
 
   it('runs the command with the query arguments and parses its output', async () => {
     const expected = NVIDIA_SMI_ARGS.join(' ');
-    const fake = script(
-      'fake-smi',
-      `if [ "$*" != "${expected}" ]; then echo "unexpected args: $*" >&2; exit 2; fi\ncat '${fixture.replace(/'/g, `'\\''`)}'`,
-    );
+    const fake = script('fake-smi', `if [ "$*" != "${expected}" ]; then echo "unexpected args: $*" >&2; exit 2; fi\ncat '${fixture.replace(/'/g, `'\\''`)}'`);
     expect(await discoverGpus({ command: fake })).toEqual([H200]);
   });
 });

@@ -77,11 +77,8 @@ export function parseNvidiaSmiQuery(csv: string): GpuInfo[] {
 export async function discoverGpus(opts: { command?: string; timeoutMs?: number } = {}): Promise<GpuInfo[] | null> {
   const command = opts.command ?? 'nvidia-smi';
   const stdout = await new Promise<string | null>((resolve) => {
-    execFile(
-      command,
-      [...NVIDIA_SMI_ARGS],
-      { timeout: opts.timeoutMs ?? 5000, encoding: 'utf8', windowsHide: true, maxBuffer: 1024 * 1024 },
-      (err, out) => resolve(err ? null : out),
+    execFile(command, [...NVIDIA_SMI_ARGS], { timeout: opts.timeoutMs ?? 5000, encoding: 'utf8', windowsHide: true, maxBuffer: 1024 * 1024 }, (err, out) =>
+      resolve(err ? null : out),
     );
   });
   return stdout === null ? null : parseNvidiaSmiQuery(stdout);

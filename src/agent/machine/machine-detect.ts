@@ -117,6 +117,9 @@ function checkName(name: string): string {
 
 /** A hostname is not always a valid machine name (underscores are, odd characters are not). */
 function hostnameAsName(host: string): string {
-  const cleaned = host.replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 200);
+  const cleaned = host
+    .replace(/[^A-Za-z0-9._-]/g, '-')
+    .replace(/^[^A-Za-z0-9]+/, '')
+    .slice(0, 200);
   return cleaned !== '' ? cleaned : 'machine';
 }

@@ -26,13 +26,15 @@ export function installAuthentication(app: FastifyInstance, deps: { cache: Token
     const rec = await deps.cache.get(tokenHash(token));
     if (!rec) throw new UnauthenticatedError('the token is not known to this server');
     if (rec.revokedAt !== null) throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) was revoked`);
-    if (rec.expiresAt !== null && rec.expiresAt <= deps.now()) throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) expired at ${new Date(rec.expiresAt).toISOString()}`);
+    if (rec.expiresAt !== null && rec.expiresAt <= deps.now())
+      throw new UnauthenticatedError(`token ${rec.id} (${rec.name}) expired at ${new Date(rec.expiresAt).toISOString()}`);
     const principal: Principal = { tokenId: rec.id, kind: rec.kind, team: rec.team, machineId: rec.machineId, name: rec.name };
     // Known, even when refused below: the audit names who was refused.
     req.principal = principal;
     const refusal = refuse(access, principal, req);
     if (refusal) {
-      if (principal.kind === 'machine') req.log.warn({ tokenId: principal.tokenId, machineId: principal.machineId, url: req.url }, `machine credential refused: ${refusal}`);
+      if (principal.kind === 'machine')
+        req.log.warn({ tokenId: principal.tokenId, machineId: principal.machineId, url: req.url }, `machine credential refused: ${refusal}`);
       throw new ForbiddenError(refusal);
     }
     const wait = deps.limiter?.take(principal.tokenId, principal.kind, deps.now());
@@ -59,7 +61,8 @@ function refuse(access: Access, p: Principal, req: FastifyRequest): string | nul
       if (p.kind !== 'machine') return `this is for agents, with their machine's credential; ${describe(p)} is not one`;
       // A machine speaks only for itself.
       const id = routeParam(req.params, 'id');
-      if (req.routeOptions.url?.startsWith('/v1/agent/machines/') && id !== p.machineId) return `the credential of machine ${p.machineId} cannot speak for machine ${id}`;
+      if (req.routeOptions.url?.startsWith('/v1/agent/machines/') && id !== p.machineId)
+        return `the credential of machine ${p.machineId} cannot speak for machine ${id}`;
       return null;
     }
     default:

@@ -82,7 +82,10 @@ export const ProgressWire = Type.Object(
   { fraction: Type.Number({ minimum: 0, maximum: 1 }), message: Type.Optional(Type.String({ maxLength: 200 })) },
   { additionalProperties: false },
 );
-export const RunningAttempt = Type.Object({ attemptId: Type.String(), token: Type.Integer(), progress: Type.Optional(ProgressWire) }, { additionalProperties: false });
+export const RunningAttempt = Type.Object(
+  { attemptId: Type.String(), token: Type.Integer(), progress: Type.Optional(ProgressWire) },
+  { additionalProperties: false },
+);
 
 /** An agent told to stop for good asks for its own machine to be drained (`now`: its stages stopped at once, requeued). */
 export const DrainSelfRequest = Type.Object({ now: Type.Optional(Type.Boolean()) }, { additionalProperties: false });
@@ -128,10 +131,7 @@ export const HeartbeatResponse = Type.Object({
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 
-export const StartRequest = Type.Object(
-  { token: Type.Integer(), pid: Type.Union([Type.Integer(), Type.Null()]) },
-  { additionalProperties: false },
-);
+export const StartRequest = Type.Object({ token: Type.Integer(), pid: Type.Union([Type.Integer(), Type.Null()]) }, { additionalProperties: false });
 export type StartRequest = Static<typeof StartRequest>;
 
 export const CompleteRequest = Type.Object(

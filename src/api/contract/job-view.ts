@@ -67,7 +67,17 @@ export const StageView = Type.Object({
     ),
   ),
   /** Its committed outputs (a succeeded stage's manifest): null before it succeeds, or once released. */
-  outputs: Type.Optional(Nullable(Type.Array(Type.Object({ path: Type.String(), size: Type.Integer(), sha256: Nullable(Type.String({ description: 'null for a file stored before content addressing' })) })))),
+  outputs: Type.Optional(
+    Nullable(
+      Type.Array(
+        Type.Object({
+          path: Type.String(),
+          size: Type.Integer(),
+          sha256: Nullable(Type.String({ description: 'null for a file stored before content addressing' })),
+        }),
+      ),
+    ),
+  ),
   /** When the artifact store's size budget released its outputs (they are gone; the stage cannot be reused). */
   outputsReleasedAt: Type.Optional(Nullable(Type.Number())),
 });

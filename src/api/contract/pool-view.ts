@@ -21,7 +21,11 @@ export const PoolView = Type.Object({
   queued: Type.Integer({ description: 'ready stages waiting for a machine' }),
   oldestWaitSeconds: Type.Union([Type.Number(), Type.Null()], { description: 'how long the oldest ready stage has waited; null when none waits' }),
   reasons: Type.Array(PoolWaitReason, { description: 'most stages first' }),
-  machines: Type.Object({ total: Type.Integer(), ready: Type.Integer(), eligible: Type.Integer({ description: 'ready and taking new work (not cordoned or draining)' }) }),
+  machines: Type.Object({
+    total: Type.Integer(),
+    ready: Type.Integer(),
+    eligible: Type.Integer({ description: 'ready and taking new work (not cordoned or draining)' }),
+  }),
   cpu: Used('millicores'),
   memory: Used('bytes'),
   gpus: Type.Array(Type.Object({ type: Type.String(), allocated: Type.Integer(), total: Type.Integer() })),

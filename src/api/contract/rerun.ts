@@ -11,7 +11,11 @@ export const RerunRequest = Type.Object(
       }),
     ),
     // A job spec (JobSpecSchema, served in the OpenAPI document with this route): the server checks it.
-    spec: Type.Optional(Type.Unknown({ description: 'The job changed (a job spec): only the run settings of stages that run again, and the job\'s priority and labels, may differ.' })),
+    spec: Type.Optional(
+      Type.Unknown({
+        description: "The job changed (a job spec): only the run settings of stages that run again, and the job's priority and labels, may differ.",
+      }),
+    ),
     cancelRunning: Type.Optional(Type.Boolean({ description: 'A job not ended is canceled first, in the same transaction (else refused, 409).' })),
     dryRun: Type.Optional(Type.Boolean({ description: 'Answer the plan only; nothing is written.' })),
   },

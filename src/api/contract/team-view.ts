@@ -8,7 +8,11 @@ export const QuotaWire = Type.Object(
   {
     cpu: Type.Optional(Quantity('CPUs, e.g. 64 or "500m"')),
     memory: Type.Optional(Quantity('memory, e.g. "256Gi"')),
-    gpus: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.Integer({ minimum: 0, maximum: 1_000_000 }), { description: 'GPUs per type, e.g. {"h100": 16}' })),
+    gpus: Type.Optional(
+      Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.Integer({ minimum: 0, maximum: 1_000_000 }), {
+        description: 'GPUs per type, e.g. {"h100": 16}',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

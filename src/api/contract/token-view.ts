@@ -19,7 +19,14 @@ export type TokenView = Static<typeof TokenView>;
 export const TokenCreateRequest = Type.Object(
   {
     kind: Type.Union([Type.Literal('admin'), Type.Literal('team'), Type.Literal('join')]),
-    team: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: NAME_PATTERN, description: 'the team a team token is for (required for kind team, refused otherwise)' })),
+    team: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        pattern: NAME_PATTERN,
+        description: 'the team a team token is for (required for kind team, refused otherwise)',
+      }),
+    ),
     name: Type.String({ minLength: 1, maxLength: 200, pattern: '^[^\\u0000-\\u001f]+$', description: 'what it is for, for the people who read the list' }),
     expiresInDays: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 3650 })),
   },

@@ -122,7 +122,10 @@ export class GantryClient {
   }
 
   async listJobs(q: JobListQuery = {}): Promise<JobSummaryView[]> {
-    const r = await this.json<{ jobs: JobSummaryView[] }>('GET', `/v1/jobs${query({ state: q.state, team: q.team, name: q.name, limit: q.limit, before: q.before })}`);
+    const r = await this.json<{ jobs: JobSummaryView[] }>(
+      'GET',
+      `/v1/jobs${query({ state: q.state, team: q.team, name: q.name, limit: q.limit, before: q.before })}`,
+    );
     return r.jobs;
   }
 
@@ -300,7 +303,11 @@ export class GantryClient {
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (code && UNTRUSTED_CERTIFICATE.has(code)) {
-        throw new ConnectionError(base, `the server's certificate is not trusted (${code}: ${errorText(e)}); give the CA that signed it with --ca FILE or $GANTRY_CA`, code);
+        throw new ConnectionError(
+          base,
+          `the server's certificate is not trusted (${code}: ${errorText(e)}); give the CA that signed it with --ca FILE or $GANTRY_CA`,
+          code,
+        );
       }
       throw new ConnectionError(base, describeFailure(e, this.timeoutMs), code);
     }

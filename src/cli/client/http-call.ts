@@ -16,13 +16,21 @@ export interface HttpAnswer {
  * cannot be told to trust a private CA (`ca`), and a CLI command's answers are small.
  * Rejects with the socket's error (code ECONNREFUSED, a certificate's code …) or a TimeoutError.
  */
-export function httpCall(url: string, opts: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; ca?: string }): Promise<HttpAnswer> {
+export function httpCall(
+  url: string,
+  opts: { method: string; headers: Record<string, string>; body?: string; timeoutMs: number; ca?: string },
+): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const secure = u.protocol === 'https:';
     const headers = { ...opts.headers, ...(opts.body !== undefined ? { 'content-length': String(Buffer.byteLength(opts.body)) } : {}) };
-    const req = secure ? https.request(u, { method: opts.method, headers, ...(opts.ca ? { ca: opts.ca } : {}) }) : http.request(u, { method: opts.method, headers });
-    const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${opts.timeoutMs / 1000}s`), { name: 'TimeoutError' })), opts.timeoutMs);
+    const req = secure
+      ? https.request(u, { method: opts.method, headers, ...(opts.ca ? { ca: opts.ca } : {}) })
+      : http.request(u, { method: opts.method, headers });
+    const timer = setTimeout(
+      () => req.destroy(Object.assign(new Error(`no answer within ${opts.timeoutMs / 1000}s`), { name: 'TimeoutError' })),
+      opts.timeoutMs,
+    );
     req.on('error', (err) => {
       clearTimeout(timer);
       reject(err);
@@ -38,7 +46,13 @@ export function httpCall(url: string, opts: { method: string; headers: Record<st
         clearTimeout(timer);
         const after = Number(res.headers['retry-after']);
         const bytes = Buffer.concat(parts);
-        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: bytes.toString('utf8'), bytes, retryAfter: Number.isFinite(after) && after >= 0 ? after : null });
+        resolve({
+          status: res.statusCode ?? 0,
+          statusText: res.statusMessage ?? '',
+          text: bytes.toString('utf8'),
+          bytes,
+          retryAfter: Number.isFinite(after) && after >= 0 ? after : null,
+        });
       });
     });
     req.end(opts.body);

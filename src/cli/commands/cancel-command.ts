@@ -8,10 +8,7 @@ import { runAction } from './run-action.js';
 
 export function cancelCommand(program: CommandUnknownOpts): void {
   withClientOptions(
-    program
-      .command('cancel')
-      .description('Cancel a job: nothing new starts, running stages are stopped (TERM, grace, KILL)')
-      .argument('<job>', 'job id'),
+    program.command('cancel').description('Cancel a job: nothing new starts, running stages are stopped (TERM, grace, KILL)').argument('<job>', 'job id'),
   )
     .addHelpText(
       'after',

@@ -23,7 +23,8 @@ describe('the CLI token', () => {
   it('is never sent in clear to another host: https, or loopback, or the override', () => {
     expect(() => clientFor({ server: 'http://10.0.0.5:7070' }, {})).toThrow(InsecureTransportError);
     expect(() => clientFor({ server: 'http://10.0.0.5:7070' }, {})).toThrow(/--tls-cert.*GANTRY_ALLOW_INSECURE_HTTP=1/);
-    for (const server of ['https://gantry.example:7070', 'http://127.0.0.1:7070', 'http://localhost:7070', 'http://[::1]:7070']) expect(() => clientFor({ server }, {})).not.toThrow();
+    for (const server of ['https://gantry.example:7070', 'http://127.0.0.1:7070', 'http://localhost:7070', 'http://[::1]:7070'])
+      expect(() => clientFor({ server }, {})).not.toThrow();
     expect(() => clientFor({ server: 'http://10.0.0.5:7070' }, { GANTRY_ALLOW_INSECURE_HTTP: '1' })).not.toThrow();
   });
 });

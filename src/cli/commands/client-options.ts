@@ -21,7 +21,11 @@ export interface ClientOptions {
 /** Adds `--server`, `--token` and `--json`; the default server comes from GANTRY_SERVER when set. */
 export function withClientOptions<A extends unknown[], O extends OptionValues, G extends OptionValues>(cmd: Command<A, O, G>) {
   return cmd
-    .option('--server <url[,url…]>', 'Gantry server URL, or several replicas comma-separated (the next is tried when one cannot be reached); $GANTRY_SERVER sets the default', process.env.GANTRY_SERVER ?? DEFAULT_SERVER)
+    .option(
+      '--server <url[,url…]>',
+      'Gantry server URL, or several replicas comma-separated (the next is tried when one cannot be reached); $GANTRY_SERVER sets the default',
+      process.env.GANTRY_SERVER ?? DEFAULT_SERVER,
+    )
     .option('--token <token>', 'API token; default $GANTRY_TOKEN, else the admin.token file in $GANTRY_DATA_DIR (./.gantry)')
     .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--json', 'print machine-readable JSON instead of text');

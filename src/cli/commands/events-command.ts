@@ -60,7 +60,8 @@ async function allEvents(client: { events(id: string, after?: number): Promise<E
 export async function runEvents(job: string | undefined, opts: EventsOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
     const client = clientFor(opts);
-    const print = (e: EventView) => io.stdout.write(opts.json ? `${JSON.stringify(e)}\n` : `${new Date(e.at).toISOString()}  ${e.type.padEnd(22)} ${e.message}\n`);
+    const print = (e: EventView) =>
+      io.stdout.write(opts.json ? `${JSON.stringify(e)}\n` : `${new Date(e.at).toISOString()}  ${e.type.padEnd(22)} ${e.message}\n`);
     if (!opts.follow) {
       if (job === undefined) {
         io.stderr.write('gantry: events without a JOB needs --follow (the whole log is long; gantry events JOB for one job)\n');

@@ -11,7 +11,9 @@ export function explainCommand(program: CommandUnknownOpts): void {
   withClientOptions(
     program
       .command('explain')
-      .description('Why a stage is not running: the binding reason, how many machines each constraint leaves, its place in the queue, and what change would let it run')
+      .description(
+        'Why a stage is not running: the binding reason, how many machines each constraint leaves, its place in the queue, and what change would let it run',
+      )
       .argument('<job>', 'job id')
       .argument('[stage]', 'one stage (default: every stage that has not ended)'),
   )

@@ -15,7 +15,9 @@ export interface GcOptions extends ClientOptions {
 }
 
 export function gcCommand(program: CommandUnknownOpts): void {
-  withClientOptions(program.command('gc').description("Collect the artifact store now: outputs no job refers to, and ended jobs' outputs past its size budget (admin)"))
+  withClientOptions(
+    program.command('gc').description("Collect the artifact store now: outputs no job refers to, and ended jobs' outputs past its size budget (admin)"),
+  )
     .option('--dry-run', 'show what would go, and why; delete nothing')
     .addHelpText(
       'after',
@@ -45,18 +47,35 @@ export function renderCollection(r: CollectionView, now: number, color?: boolean
   const budget = r.budgetBytes === null ? 'no size budget' : `budget ${formatBytes(r.budgetBytes)}`;
   const lines = [`artifact store: ${formatBytes(r.totalBytes)} in ${r.blobs} file${r.blobs === 1 ? '' : 's'}, ${budget}`];
   const rows = [
-    ...r.release.map((x) => [c.yellow('release'), formatBytes(x.bytes), `${x.jobId}/${x.stage}`, `${x.files} file${x.files === 1 ? '' : 's'} of a job ended ${formatAge(x.endedAt, now)} ago: over the budget`]),
+    ...r.release.map((x) => [
+      c.yellow('release'),
+      formatBytes(x.bytes),
+      `${x.jobId}/${x.stage}`,
+      `${x.files} file${x.files === 1 ? '' : 's'} of a job ended ${formatAge(x.endedAt, now)} ago: over the budget`,
+    ]),
     ...r.collect
       .filter((x) => x.why === 'unreferenced')
       .map((x) => [c.red('delete'), formatBytes(x.size), x.blob, `no job refers to it (since ${formatAge(x.unreferencedSince, now)} ago)`]),
   ];
-  lines.push(rows.length ? `\n${plainTable(['ACTION', 'SIZE', 'WHAT', 'WHY'].map((h) => c.bold(h)), rows)}\n` : 'nothing to collect');
-  const freed = r.dryRun ? `would free ${formatBytes(r.totalBytes - r.bytesAfter)}` : `freed ${formatBytes(r.freedBytes)} (${r.deleted} deleted${r.kept ? `, ${r.kept} kept: written again meanwhile` : ''}${r.missing ? `, ${r.missing} already gone` : ''})`;
+  lines.push(
+    rows.length
+      ? `\n${plainTable(
+          ['ACTION', 'SIZE', 'WHAT', 'WHY'].map((h) => c.bold(h)),
+          rows,
+        )}\n`
+      : 'nothing to collect',
+  );
+  const freed = r.dryRun
+    ? `would free ${formatBytes(r.totalBytes - r.bytesAfter)}`
+    : `freed ${formatBytes(r.freedBytes)} (${r.deleted} deleted${r.kept ? `, ${r.kept} kept: written again meanwhile` : ''}${r.missing ? `, ${r.missing} already gone` : ''})`;
   lines.push(`${freed}; ${r.dryRun ? 'would leave' : 'left'} ${formatBytes(r.bytesAfter)}`);
-  if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes) lines.push(c.red(`still over the budget: what is left belongs to jobs not ended, or is reused by reruns`));
+  if (r.budgetBytes !== null && r.bytesAfter > r.budgetBytes)
+    lines.push(c.red(`still over the budget: what is left belongs to jobs not ended, or is reused by reruns`));
   const s = r.strays;
   if (s && s.collected + s.restored + s.removedAside > 0) {
-    lines.push(`left by a crash: ${s.collected} file${s.collected === 1 ? '' : 's'} no job refers to deleted, ${s.restored} put back, ${s.removedAside} set-aside cop${s.removedAside === 1 ? 'y' : 'ies'} removed`);
+    lines.push(
+      `left by a crash: ${s.collected} file${s.collected === 1 ? '' : 's'} no job refers to deleted, ${s.restored} put back, ${s.removedAside} set-aside cop${s.removedAside === 1 ? 'y' : 'ies'} removed`,
+    );
   }
   if (r.more) lines.push('more to collect than one pass takes: run it again');
   if (r.dryRun) lines.push('dry run: nothing was deleted');

@@ -39,11 +39,16 @@ Examples:
       const [job, stage, path, opts] = args as [string, string, string | undefined, OutputsOptions];
       await runAction((io) => runOutputs(job, stage, path, opts, io));
     });
-  withClientOptions(program.command('delete').description('Delete an ended job: its stages, attempts, events, logs and outputs (less the outputs a rerun reuses)').argument('<job>', 'job id'))
+  withClientOptions(
+    program
+      .command('delete')
+      .description('Delete an ended job: its stages, attempts, events, logs and outputs (less the outputs a rerun reuses)')
+      .argument('<job>', 'job id'),
+  )
     .addHelpText(
       'after',
       '\nOutputs another job refers to (a rerun reused them) are kept; the rest are deleted by the next artifact collection (within a minute; `gantry gc` now).\n' +
-        'Exit codes: 0 deleted, 2 refused (the job has not ended: cancel it first), 4 no such job, 5 server unreachable.\n\nExample:\n  $ gantry list --state failed --json | jq -r \'.jobs[].id\' | xargs -n1 gantry delete',
+        "Exit codes: 0 deleted, 2 refused (the job has not ended: cancel it first), 4 no such job, 5 server unreachable.\n\nExample:\n  $ gantry list --state failed --json | jq -r '.jobs[].id' | xargs -n1 gantry delete",
     )
     .action(async (...args: unknown[]) => {
       const [job, opts] = args as [string, ClientOptions];
@@ -63,13 +68,18 @@ export async function runOutputs(jobId: string, stage: string, path: string | un
     // The stage's manifest: its own commit, or a reused stage's original files (docs/rerun.md).
     const committed = s.state === 'succeeded' ? (s.outputs ?? null) : null;
     if (committed === null) {
-      const why = s.state !== 'succeeded' ? `is ${s.state}: only a succeeded stage has outputs` : 'has no outputs any more: they were released (the artifact store was over its size budget)';
+      const why =
+        s.state !== 'succeeded'
+          ? `is ${s.state}: only a succeeded stage has outputs`
+          : 'has no outputs any more: they were released (the artifact store was over its size budget)';
       io.stderr.write(`gantry: stage ${stage} of job ${jobId} ${why}\n`);
       return ExitCode.notFound;
     }
     const files = path === undefined ? committed : committed.filter((f) => f.path === path);
     if (path !== undefined && files.length === 0) {
-      io.stderr.write(`gantry: stage ${stage} has no output ${path}${committed.length ? ` (it has: ${committed.map((f) => f.path).join(', ')})` : ' (it committed none)'}\n`);
+      io.stderr.write(
+        `gantry: stage ${stage} has no output ${path}${committed.length ? ` (it has: ${committed.map((f) => f.path).join(', ')})` : ' (it committed none)'}\n`,
+      );
       return ExitCode.notFound;
     }
     if (opts.output === undefined && path === undefined) {

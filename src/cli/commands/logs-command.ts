@@ -84,11 +84,16 @@ async function follow(client: GantryClient, jobId: string, stageName: string, op
   io.signal?.addEventListener('abort', () => stop.abort(), { once: true });
   let end: Awaited<ReturnType<GantryClient['followLog']>>;
   try {
-    end = await client.followLog(jobId, stageName, { attempt: opts.attempt }, {
-      signal: stop.signal,
-      onChunk: print,
-      onDrop: (why) => io.stderr.write(`gantry: log stream dropped (${why}); reconnecting\n`),
-    });
+    end = await client.followLog(
+      jobId,
+      stageName,
+      { attempt: opts.attempt },
+      {
+        signal: stop.signal,
+        onChunk: print,
+        onDrop: (why) => io.stderr.write(`gantry: log stream dropped (${why}); reconnecting\n`),
+      },
+    );
   } catch (e) {
     // A server without the stream says a stage that has not run yet has no log (404); this one
     // waits for it. Reading on finds out which: a stage or job that is not there is a 404 again.
@@ -100,7 +105,15 @@ async function follow(client: GantryClient, jobId: string, stageName: string, op
 }
 
 /** A server without the log stream: the stage's state, then its new chunks, every `interval`. */
-async function poll(client: GantryClient, jobId: string, stageName: string, opts: LogsOptions, io: CliIo, print: (c: LogChunk) => void, from: number | undefined): Promise<number> {
+async function poll(
+  client: GantryClient,
+  jobId: string,
+  stageName: string,
+  opts: LogsOptions,
+  io: CliIo,
+  print: (c: LogChunk) => void,
+  from: number | undefined,
+): Promise<number> {
   const interval = opts.interval ?? 500;
   let after = from;
   let endedPolls = 0;

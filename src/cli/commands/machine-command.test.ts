@@ -7,8 +7,20 @@ import { ExitCode } from './exit-codes.js';
 import { runMachineAction } from './machine-command.js';
 
 const machine = (scheduling: MachineView['scheduling'], attempts: number, over: Partial<MachineView> = {}): MachineView => ({
-  id: 'm_1', name: 'gpu-1', health: 'ready', scheduling, cpuMillis: 8000, memoryBytes: 2 ** 34, gpus: [], gpusDeclared: false, region: null, labels: {},
-  allocated: { cpuMillis: 1000 * attempts, memoryBytes: 0, gpuIndices: [], attempts }, lastHeartbeatAt: 0, registeredAt: 0, ...over,
+  id: 'm_1',
+  name: 'gpu-1',
+  health: 'ready',
+  scheduling,
+  cpuMillis: 8000,
+  memoryBytes: 2 ** 34,
+  gpus: [],
+  gpusDeclared: false,
+  region: null,
+  labels: {},
+  allocated: { cpuMillis: 1000 * attempts, memoryBytes: 0, gpuIndices: [], attempts },
+  lastHeartbeatAt: 0,
+  registeredAt: 0,
+  ...over,
 });
 
 /** A fake Gantry: the action route answers `action`; GET /v1/machines/m_1 answers the next of `polls` (the last repeats). */
@@ -55,7 +67,7 @@ describe('gantry machine', () => {
     expect(t.out.join('')).toBe('draining gpu-1: no new work; 2 attempts still there (2 attempts stopped, back in the queue; its agent kills them)\n');
   });
 
-  it('remove: a refusal exits 2 with the server\'s reason; a removal of a heartbeating machine warns that its agent comes back', async () => {
+  it("remove: a refusal exits 2 with the server's reason; a removal of a heartbeating machine warns that its agent comes back", async () => {
     const message = 'machine gpu-1 is ready and in service; only a lost machine, or a cordoned or drained one with nothing running, can be removed';
     const refused = await fakeGantry({ status: 409, body: { error: 'conflict', message } });
     const t = io();
@@ -70,7 +82,11 @@ describe('gantry machine', () => {
   });
 
   it('drain --wait: a line each time the count changes, then drained (exit 0)', async () => {
-    const g = await fakeGantry({ status: 200, body: { changed: true, machine: machine('draining', 2) } }, [machine('draining', 2), machine('draining', 1), machine('drained', 0)]);
+    const g = await fakeGantry({ status: 200, body: { changed: true, machine: machine('draining', 2) } }, [
+      machine('draining', 2),
+      machine('draining', 1),
+      machine('drained', 0),
+    ]);
     const t = io();
     expect(await runMachineAction('drain', 'gpu-1', { server: g.url, wait: true, interval: 5 }, t.io)).toBe(ExitCode.ok);
     expect(t.out.join('')).toMatch(

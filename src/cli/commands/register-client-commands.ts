@@ -16,7 +16,23 @@ import { explainCommand } from './explain-command.js';
 import { rerunCommand } from './rerun-command.js';
 import { gcCommand } from './gc-command.js';
 
-const registrations = [submitCommand, rerunCommand, statusCommand, explainCommand, listCommand, cancelCommand, logsCommand, eventsCommand, jobFilesCommands, gcCommand, machinesCommand, machineCommand, teamCommand, tokenCommand, auditCommand];
+const registrations = [
+  submitCommand,
+  rerunCommand,
+  statusCommand,
+  explainCommand,
+  listCommand,
+  cancelCommand,
+  logsCommand,
+  eventsCommand,
+  jobFilesCommands,
+  gcCommand,
+  machinesCommand,
+  machineCommand,
+  teamCommand,
+  tokenCommand,
+  auditCommand,
+];
 
 /**
  * Adds the commands that talk to a running server: submit, rerun, status, list, cancel, logs, gc, machines,

@@ -24,7 +24,13 @@ export interface RerunOptions extends ClientOptions {
 
 /** `--from a --from b` and `--from a,b` alike. */
 function collectStages(value: string, previous: string[] = []): string[] {
-  return [...previous, ...value.split(',').map((s) => s.trim()).filter(Boolean)];
+  return [
+    ...previous,
+    ...value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  ];
 }
 
 export function rerunCommand(program: CommandUnknownOpts): void {
@@ -34,12 +40,19 @@ export function rerunCommand(program: CommandUnknownOpts): void {
       .description('Rerun a job from a stage: a new job that reuses the committed outputs of every stage it does not run again')
       .argument('<job>', 'the job to rerun (it must have ended, or give --cancel-running)'),
   )
-    .option('--from <stage>', 'run this stage again, and everything downstream of it (repeat, or a,b); default: every failed, skipped or canceled stage', collectStages)
-    .option('--spec <file>', "the job's spec with fixes (YAML or JSON): only the stages that run again may change (command, env, resources, …), and the job's priority and labels")
+    .option(
+      '--from <stage>',
+      'run this stage again, and everything downstream of it (repeat, or a,b); default: every failed, skipped or canceled stage',
+      collectStages,
+    )
+    .option(
+      '--spec <file>',
+      "the job's spec with fixes (YAML or JSON): only the stages that run again may change (command, env, resources, …), and the job's priority and labels",
+    )
     .option('--cancel-running', 'a job still running is canceled first (its running stages stopped), in the same step')
     .option('--dry-run', 'print the plan only: what is reused, what runs, the GPU-hours saved; nothing is submitted')
     .option('--wait', 'wait for the new job to end; the exit code reports how it ended')
-    .option('--watch', 'show the new job\'s stages live until it ends (implies --wait)')
+    .option('--watch', "show the new job's stages live until it ends (implies --wait)")
     .addHelpText(
       'after',
       `

@@ -9,10 +9,7 @@ import { runAction } from './run-action.js';
 
 export function statusCommand(program: CommandUnknownOpts): void {
   withClientOptions(
-    program
-      .command('status')
-      .description("Show a job and its stages: where each runs, its attempts, and why it waits or ended")
-      .argument('<job>', 'job id'),
+    program.command('status').description('Show a job and its stages: where each runs, its attempts, and why it waits or ended').argument('<job>', 'job id'),
   )
     .addHelpText(
       'after',

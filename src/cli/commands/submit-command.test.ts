@@ -25,8 +25,19 @@ function captureIo(over: Partial<CliIo> = {}) {
 }
 
 const job = (state: JobView['state'], over: Partial<JobView> = {}): JobView => ({
-  id: 'j_1', name: 'demo', team: 'default', priority: 0, labels: {}, state, failureReason: null, cancelRequestedAt: null,
-  createdAt: 0, updatedAt: 0, finishedAt: null, stages: [], ...over,
+  id: 'j_1',
+  name: 'demo',
+  team: 'default',
+  priority: 0,
+  labels: {},
+  state,
+  failureReason: null,
+  cancelRequestedAt: null,
+  createdAt: 0,
+  updatedAt: 0,
+  finishedAt: null,
+  stages: [],
+  ...over,
 });
 
 /** A fake Gantry: POST /v1/jobs answers `submit`; GET /v1/jobs/j_1 answers the next of `polls` (the last repeats). */
@@ -117,7 +128,10 @@ describe('runSubmit', () => {
     ['failed', ExitCode.failed],
     ['canceled', ExitCode.canceled],
   ])('--wait exits with the code for %s', async (state, expected) => {
-    const gantry = await fakeGantry({ status: 201, body: job('queued') }, [job('running'), job(state, { failureReason: state === 'failed' ? 'stage a failed: exit code 1' : null })]);
+    const gantry = await fakeGantry({ status: 201, body: job('queued') }, [
+      job('running'),
+      job(state, { failureReason: state === 'failed' ? 'stage a failed: exit code 1' : null }),
+    ]);
     const { io, stdout, stderr } = captureIo();
     expect(await runSubmit(GOOD, { server: gantry.url, wait: true, interval: 5 }, io)).toBe(expected);
     expect(stdout()).toBe('j_1\n');
@@ -125,7 +139,22 @@ describe('runSubmit', () => {
   });
 
   it('--watch off a TTY prints plain lines with no terminal control codes', async () => {
-    const stage = { name: 'a', pool: 'default', needs: [], pendingReason: null, endReason: null, resources: { cpuMillis: 1000, memoryBytes: 1, gpu: null }, attemptsUsed: 0, maxAttempts: 3, lostUsed: 0, outputAttemptId: null, readySince: null, notBefore: null, finishedAt: null, attempts: [] };
+    const stage = {
+      name: 'a',
+      pool: 'default',
+      needs: [],
+      pendingReason: null,
+      endReason: null,
+      resources: { cpuMillis: 1000, memoryBytes: 1, gpu: null },
+      attemptsUsed: 0,
+      maxAttempts: 3,
+      lostUsed: 0,
+      outputAttemptId: null,
+      readySince: null,
+      notBefore: null,
+      finishedAt: null,
+      attempts: [],
+    };
     const gantry = await fakeGantry({ status: 201, body: job('queued') }, [
       job('queued', { stages: [{ ...stage, state: 'ready', pendingReason: 'waiting for capacity' }] }),
       job('succeeded', { finishedAt: 1, stages: [{ ...stage, state: 'succeeded' }] }),

@@ -23,7 +23,10 @@ export interface SubmitOptions extends ClientOptions {
 
 /** Each warning of a submit's answer, on stderr: the job is accepted, but that stage would wait for good. */
 export function printWarnings(io: CliIo, job: { id: string; name: string; warnings?: { stage: string; message: string }[] }): void {
-  for (const w of job.warnings ?? []) io.stderr.write(`gantry: warning: job ${job.name} (${job.id}) stage ${w.stage}: ${w.message}; it waits until such a machine joins (--strict refuses instead)\n`);
+  for (const w of job.warnings ?? [])
+    io.stderr.write(
+      `gantry: warning: job ${job.name} (${job.id}) stage ${w.stage}: ${w.message}; it waits until such a machine joins (--strict refuses instead)\n`,
+    );
 }
 
 export function submitCommand(program: CommandUnknownOpts): void {

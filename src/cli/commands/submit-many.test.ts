@@ -14,7 +14,10 @@ const file = (name: string, text: string) => {
   writeFileSync(p, text);
   return p;
 };
-const LIST = file('list.yaml', 'jobs:\n  - name: a\n    stages: [{ name: s, command: [echo, a] }]\n  - name: b\n    stages: [{ name: s, command: [echo, b] }]\n');
+const LIST = file(
+  'list.yaml',
+  'jobs:\n  - name: a\n    stages: [{ name: s, command: [echo, a] }]\n  - name: b\n    stages: [{ name: s, command: [echo, b] }]\n',
+);
 const DOCS = file('docs.yaml', 'name: a\nstages: [{ name: s, command: [echo, a] }]\n---\nname: b\nstages: [{ name: s, command: [echo, b] }]\n');
 const SWEEP = file(
   'sweep.yaml',
@@ -50,8 +53,18 @@ async function fakeGantry(opts: { batch?: { status: number; body: unknown }; sta
       if (!list) return send(res, 404, { error: 'not_found', message: `job ${id} not found` });
       const state = list.length > 1 ? list.shift()! : list[0]!;
       return send(res, 200, {
-        id, name: id, team: 'default', priority: 50, labels: {}, state, failureReason: state === 'failed' ? 'stage s failed: exit code 1' : null,
-        cancelRequestedAt: null, createdAt: 0, updatedAt: 0, finishedAt: null, stages: [],
+        id,
+        name: id,
+        team: 'default',
+        priority: 50,
+        labels: {},
+        state,
+        failureReason: state === 'failed' ? 'stage s failed: exit code 1' : null,
+        cancelRequestedAt: null,
+        createdAt: 0,
+        updatedAt: 0,
+        finishedAt: null,
+        stages: [],
       });
     });
   });
@@ -74,12 +87,20 @@ describe('runSubmit with several jobs', () => {
     expect(gantry.posted).toEqual([
       {
         url: '/v1/jobs/batch',
-        body: { jobs: [{ name: 'a', stages: [{ name: 's', command: ['echo', 'a'] }] }, { name: 'b', stages: [{ name: 's', command: ['echo', 'b'] }] }] },
+        body: {
+          jobs: [
+            { name: 'a', stages: [{ name: 's', command: ['echo', 'a'] }] },
+            { name: 'b', stages: [{ name: 's', command: ['echo', 'b'] }] },
+          ],
+        },
       },
     ]);
     const json = captureIo();
     expect(await runSubmit(LIST, { server: gantry.url, json: true }, json.io)).toBe(ExitCode.ok);
-    expect(JSON.parse(json.stdout())).toEqual([{ id: 'j_1', name: 'a' }, { id: 'j_2', name: 'b' }]);
+    expect(JSON.parse(json.stdout())).toEqual([
+      { id: 'j_1', name: 'a' },
+      { id: 'j_2', name: 'b' },
+    ]);
   });
 
   it('sends --- separated documents as one batch', async () => {
@@ -172,7 +193,10 @@ describe('runSubmit with several jobs', () => {
     const gantry = await fakeGantry({ states: { j_1: ['queued', 'succeeded'], j_2: ['canceled'] } });
     const { io, stdout } = captureIo();
     expect(await runSubmit(LIST, { server: gantry.url, watch: true, json: true, interval: 5 }, io)).toBe(ExitCode.canceled);
-    const lines = stdout().trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = stdout()
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines).toEqual([
       { total: 2, states: { queued: 1, canceled: 1 } },
       { total: 2, states: { succeeded: 1, canceled: 1 } },

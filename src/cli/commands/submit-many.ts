@@ -58,7 +58,11 @@ function jobNamed(path: string, specs: readonly unknown[]): string {
 
 /** "3 jobs: 2 succeeded, 1 failed", then each job that did not succeed. */
 function summary(jobs: readonly JobOutcome[]): string {
-  const lines = [`${jobs.length} jobs: ${stateCounts(jobs).map(([s, n]) => `${n} ${s}`).join(', ')}`];
+  const lines = [
+    `${jobs.length} jobs: ${stateCounts(jobs)
+      .map(([s, n]) => `${n} ${s}`)
+      .join(', ')}`,
+  ];
   const bad = jobs.filter((j) => j.state !== 'succeeded');
   for (const j of bad.slice(0, MAX_NAMED)) lines.push(`job ${j.id} (${j.name}) ${j.state}${j.failureReason ? `: ${j.failureReason}` : ''}`);
   if (bad.length > MAX_NAMED) lines.push(`… and ${bad.length - MAX_NAMED} more`);

@@ -23,7 +23,10 @@ export class QuotaSyntaxError extends Error {}
 export function quotaWireFrom(text: string): QuotaWire {
   if (text.trim() === 'none') return {};
   const q: QuotaWire = {};
-  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const eq = part.indexOf('=');
     const key = eq > 0 ? part.slice(0, eq).trim() : '';
     const value = eq > 0 ? part.slice(eq + 1).trim() : '';
@@ -53,13 +56,19 @@ capacity beyond it, which is taken back (preempted) when a team within its quota
       .option('--weight <w>', 'fair-share weight (default 1): a team of weight 2 is served as if it held half')
       .option('--quota <list>', 'cpu=N,memory=Q,gpu:TYPE=N (any of them; none: no limits), e.g. cpu=64,memory=256Gi,gpu:h100=16');
   withClientOptions(withSet(group.command('create').description('Make a team').argument('<name>', 'team name')))
-    .addHelpText('after', '\nExit codes: 0 made, 2 refused (exists, or a bad quota), 5 server unreachable, 6 not an admin token.\n\nExample:\n  $ gantry team create vision --weight 2 --quota gpu:h100=16,cpu=128')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 made, 2 refused (exists, or a bad quota), 5 server unreachable, 6 not an admin token.\n\nExample:\n  $ gantry team create vision --weight 2 --quota gpu:h100=16,cpu=128',
+    )
     .action(async (...args: unknown[]) => {
       const [name, opts] = args as [string, TeamSetOptions];
       await runAction((io) => runTeamSet(name, opts, io, true));
     });
   withClientOptions(withSet(group.command('set').description("Change a team's weight or quota (a quota replaces the old one)").argument('<name>', 'team name')))
-    .addHelpText('after', '\nExit codes: 0 changed, 2 refused, 4 no such team, 5 server unreachable, 6 not an admin token.\n\nExample:\n  $ gantry team set vision --quota gpu:h100=8')
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 changed, 2 refused, 4 no such team, 5 server unreachable, 6 not an admin token.\n\nExample:\n  $ gantry team set vision --quota gpu:h100=8',
+    )
     .action(async (...args: unknown[]) => {
       const [name, opts] = args as [string, TeamSetOptions];
       await runAction((io) => runTeamSet(name, opts, io, false));

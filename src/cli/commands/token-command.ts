@@ -53,9 +53,11 @@ Examples:
   withClientOptions(group.command('list').description('Tokens (never the tokens themselves)').option('--all', 'revoked ones too')).action(async (opts) => {
     await runAction((io) => runTokenList(opts as ClientOptions & { all?: boolean }, io));
   });
-  withClientOptions(group.command('revoke').description('Revoke a token: refused from its next request on').argument('<id>', 'token id (tok_…)')).action(async (id, opts) => {
-    await runAction((io) => runTokenRevoke(id, opts as ClientOptions, io));
-  });
+  withClientOptions(group.command('revoke').description('Revoke a token: refused from its next request on').argument('<id>', 'token id (tok_…)')).action(
+    async (id, opts) => {
+      await runAction((io) => runTokenRevoke(id, opts as ClientOptions, io));
+    },
+  );
 }
 
 export async function runTokenCreate(opts: TokenCreateOptions, io: CliIo): Promise<number> {
@@ -92,7 +94,8 @@ export async function runTokenList(opts: ClientOptions & { all?: boolean }, io: 
       return ExitCode.ok;
     }
     const table = new Table({ head: ['ID', 'KIND', 'TEAM', 'NAME', 'CREATED', 'EXPIRES', 'REVOKED'], style: { head: [], border: [] } });
-    for (const t of tokens) table.push([t.id, t.kind, t.team ?? '-', t.name, day(t.createdAt), t.expiresAt ? day(t.expiresAt) : '-', t.revokedAt ? day(t.revokedAt) : '-']);
+    for (const t of tokens)
+      table.push([t.id, t.kind, t.team ?? '-', t.name, day(t.createdAt), t.expiresAt ? day(t.expiresAt) : '-', t.revokedAt ? day(t.revokedAt) : '-']);
     io.stdout.write(`${table.toString()}\n`);
     return ExitCode.ok;
   });

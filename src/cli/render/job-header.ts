@@ -15,7 +15,10 @@ export function renderJobHeader(job: JobView, now: number, opts: RenderOptions =
     ['name', job.name],
     ['team', job.team],
     ['priority', String(job.priority)],
-    ['state', `${colorState(job.state, c)}  ${c.dim(`${elapsed} ${job.finishedAt === null ? 'elapsed' : 'total'}, submitted ${formatAge(job.createdAt, now)} ago`)}`],
+    [
+      'state',
+      `${colorState(job.state, c)}  ${c.dim(`${elapsed} ${job.finishedAt === null ? 'elapsed' : 'total'}, submitted ${formatAge(job.createdAt, now)} ago`)}`,
+    ],
   ];
   if (job.failureReason) lines.push(['reason', c.red(job.failureReason)]);
   if (job.rerunOf) lines.push(['rerun of', `${job.rerunOf}${job.rerunFrom?.length ? ` (from ${job.rerunFrom.join(', ')})` : ''}`]);

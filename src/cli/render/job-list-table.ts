@@ -13,5 +13,8 @@ export function renderJobList(jobs: JobSummaryView[], now: number, opts: RenderO
     const succeeded = j.stageCounts.succeeded ?? 0;
     return [j.id, j.name, j.team, colorState(j.state, c), `${succeeded}/${total} succeeded`, formatAge(j.createdAt, now)];
   });
-  return plainTable(['ID', 'NAME', 'TEAM', 'STATE', 'STAGES', 'AGE'].map((h) => c.bold(h)), rows);
+  return plainTable(
+    ['ID', 'NAME', 'TEAM', 'STATE', 'STAGES', 'AGE'].map((h) => c.bold(h)),
+    rows,
+  );
 }

@@ -6,10 +6,19 @@ const T0 = 1_700_000_000_000;
 const gpu = (index: number, busy: boolean) => ({ index, type: 'h100', name: 'NVIDIA H100', uuid: null, busy });
 
 const machine: MachineView = {
-  id: 'm1', name: 'gpu-1', health: 'ready', scheduling: 'eligible', cpuMillis: 8000, memoryBytes: 16 * 1024 ** 3,
-  gpus: [gpu(0, true), gpu(1, true), gpu(2, false), gpu(3, false)], gpusDeclared: true, region: 'eu-west', labels: { rack: 'a' },
+  id: 'm1',
+  name: 'gpu-1',
+  health: 'ready',
+  scheduling: 'eligible',
+  cpuMillis: 8000,
+  memoryBytes: 16 * 1024 ** 3,
+  gpus: [gpu(0, true), gpu(1, true), gpu(2, false), gpu(3, false)],
+  gpusDeclared: true,
+  region: 'eu-west',
+  labels: { rack: 'a' },
   allocated: { cpuMillis: 3000, memoryBytes: 4 * 1024 ** 3, gpuIndices: [0, 1], attempts: 1 },
-  lastHeartbeatAt: T0 - 2_000, registeredAt: T0 - 60_000,
+  lastHeartbeatAt: T0 - 2_000,
+  registeredAt: T0 - 60_000,
 };
 
 describe('renderMachineTable', () => {

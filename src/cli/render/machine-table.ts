@@ -16,10 +16,15 @@ export function renderMachineTable(machines: MachineView[], now: number, opts: R
     `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)}`,
     gpuSummary(m),
     m.region ?? '-',
-    Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(',') || '-',
+    Object.entries(m.labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',') || '-',
     `${formatAge(m.lastHeartbeatAt, now)} ago`,
   ]);
-  return plainTable(['NAME', 'STATUS', 'CPU', 'MEMORY', 'GPUS', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)), rows);
+  return plainTable(
+    ['NAME', 'STATUS', 'CPU', 'MEMORY', 'GPUS', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)),
+    rows,
+  );
 }
 
 /**

@@ -35,7 +35,10 @@ export function renderRerunPlan(plan: RerunPlanView, stages: readonly string[], 
     const x = runs.get(name);
     return [name, c.yellow('runs'), c.dim(x?.because ? `downstream of ${x.because}` : 'chosen'), '-', '-', '-', ''];
   });
-  const table = plainTable(['STAGE', 'PLAN', 'OUTPUTS FROM', 'RUN TIME', 'GPUS', 'GPU-HOURS', 'REUSED'].map((h) => c.bold(h)), rows);
+  const table = plainTable(
+    ['STAGE', 'PLAN', 'OUTPUTS FROM', 'RUN TIME', 'GPUS', 'GPU-HOURS', 'REUSED'].map((h) => c.bold(h)),
+    rows,
+  );
   const saved = `saves ${formatGpuHours(plan.gpuHoursSaved)} GPU-hours and ${formatDuration(plan.runSecondsSaved * 1000)} of stage run time (${plan.reused.length} stage${plan.reused.length === 1 ? '' : 's'} reused, ${plan.rerun.length} run again)`;
   return `rerun of ${plan.jobId} from ${plan.from.join(', ')}${plan.canceled ? ' (canceled first)' : ''}\n\n${table}\n\n${saved}`;
 }

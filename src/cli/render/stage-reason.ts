@@ -25,7 +25,8 @@ export function stageReason(job: JobView, stage: StageView, now: number): string
   if (stage.state === 'running' && latest?.progress) return progressBar(latest.progress.fraction, latest.progress.message);
   if (stage.state === 'failed' && latest) {
     // A kind beyond the process's own end (timeout, spawn-failed, lost…) is the decision's reason: say it first.
-    if (latest.endKind && latest.endKind !== 'exited' && latest.endKind !== 'signaled') return latest.reason ? `${latest.endKind}: ${latest.reason}` : latest.endKind;
+    if (latest.endKind && latest.endKind !== 'exited' && latest.endKind !== 'signaled')
+      return latest.reason ? `${latest.endKind}: ${latest.reason}` : latest.endKind;
     if (latest.signal) return `killed by ${latest.signal}`;
     if (latest.exitCode !== null) return `exit ${latest.exitCode}`;
     if (latest.reason) return latest.reason;

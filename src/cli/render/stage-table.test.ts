@@ -7,29 +7,71 @@ const ANSI = /\u001b\[/;
 
 function attempt(over: Partial<AttemptView>): AttemptView {
   return {
-    id: 'a', number: 1, state: 'running', machine: 'gpu-1', machineId: 'm1', gpus: [], gpuType: null, exitCode: null,
-    signal: null, reason: null, pid: null, outputs: null, scheduledAt: T0, startedAt: T0, finishedAt: null, ...over,
+    id: 'a',
+    number: 1,
+    state: 'running',
+    machine: 'gpu-1',
+    machineId: 'm1',
+    gpus: [],
+    gpuType: null,
+    exitCode: null,
+    signal: null,
+    reason: null,
+    pid: null,
+    outputs: null,
+    scheduledAt: T0,
+    startedAt: T0,
+    finishedAt: null,
+    ...over,
   };
 }
 
 function stage(over: Partial<StageView>): StageView {
   return {
-    name: 's', state: 'pending', pool: 'default', needs: [], pendingReason: null, endReason: null,
-    resources: { cpuMillis: 1000, memoryBytes: 512 * 1024 ** 2, gpu: null }, attemptsUsed: 0, maxAttempts: 3, lostUsed: 0,
-    outputAttemptId: null, readySince: null, notBefore: null, finishedAt: null, attempts: [], ...over,
+    name: 's',
+    state: 'pending',
+    pool: 'default',
+    needs: [],
+    pendingReason: null,
+    endReason: null,
+    resources: { cpuMillis: 1000, memoryBytes: 512 * 1024 ** 2, gpu: null },
+    attemptsUsed: 0,
+    maxAttempts: 3,
+    lostUsed: 0,
+    outputAttemptId: null,
+    readySince: null,
+    notBefore: null,
+    finishedAt: null,
+    attempts: [],
+    ...over,
   };
 }
 
 const job: JobView = {
-  id: 'j_1', name: 'resnet-pipeline', team: 'vision', priority: 0, labels: {}, state: 'running', failureReason: null,
-  cancelRequestedAt: null, createdAt: T0, updatedAt: T0, finishedAt: null,
+  id: 'j_1',
+  name: 'resnet-pipeline',
+  team: 'vision',
+  priority: 0,
+  labels: {},
+  state: 'running',
+  failureReason: null,
+  cancelRequestedAt: null,
+  createdAt: T0,
+  updatedAt: T0,
+  finishedAt: null,
   stages: [
     stage({
-      name: 'prep', state: 'succeeded', attemptsUsed: 0, finishedAt: T0 + 5_000,
+      name: 'prep',
+      state: 'succeeded',
+      attemptsUsed: 0,
+      finishedAt: T0 + 5_000,
       attempts: [attempt({ id: 'a0', state: 'succeeded', machine: 'cpu-1', exitCode: 0, finishedAt: T0 + 5_000 })],
     }),
     stage({
-      name: 'train', state: 'running', needs: ['prep'], attemptsUsed: 1,
+      name: 'train',
+      state: 'running',
+      needs: ['prep'],
+      attemptsUsed: 1,
       attempts: [
         attempt({ id: 'a1', number: 1, state: 'failed', gpus: [0, 1], gpuType: 'h100', exitCode: 7, finishedAt: T0 + 10_000 }),
         attempt({ id: 'a2', number: 2, state: 'running', gpus: [0, 1], gpuType: 'h100', startedAt: T0 + 20_000 }),
@@ -62,7 +104,10 @@ describe('renderStageTable', () => {
 
   it('shows a backoff as a countdown instead of the server deadline', () => {
     const backingOff = stage({
-      name: 'retry', state: 'ready', attemptsUsed: 1, notBefore: T0 + 65_000,
+      name: 'retry',
+      state: 'ready',
+      attemptsUsed: 1,
+      notBefore: T0 + 65_000,
       pendingReason: `attempt 1 failed (exit code 7); retrying: backing off until ${new Date(T0 + 65_000).toISOString()}`,
       attempts: [attempt({ state: 'failed', exitCode: 7, finishedAt: T0 })],
     });

@@ -29,5 +29,8 @@ export function renderStageTable(job: JobView, now: number, opts: RenderOptions 
       stage.state === 'failed' ? c.red(reason) : c.dim(reason),
     ];
   });
-  return plainTable(['STAGE', 'STATE', 'MACHINE', 'GPUS', 'ATTEMPT', 'ELAPSED', 'REASON'].map((h) => c.bold(h)), rows);
+  return plainTable(
+    ['STAGE', 'STATE', 'MACHINE', 'GPUS', 'ATTEMPT', 'ELAPSED', 'REASON'].map((h) => c.bold(h)),
+    rows,
+  );
 }

@@ -6,17 +6,54 @@ import { watchJob } from './watch-job.js';
 const T0 = new Date(2024, 0, 1, 12, 0, 0).getTime();
 
 const attempt = (number: number, state: AttemptView['state']): AttemptView => ({
-  id: `a${number}`, number, state, machine: 'gpu-1', machineId: 'm1', gpus: [0, 1], gpuType: 'h100', exitCode: state === 'failed' ? 7 : null,
-  signal: null, reason: null, pid: 1, outputs: null, scheduledAt: T0, startedAt: T0, finishedAt: state === 'running' ? null : T0 + 1000,
+  id: `a${number}`,
+  number,
+  state,
+  machine: 'gpu-1',
+  machineId: 'm1',
+  gpus: [0, 1],
+  gpuType: 'h100',
+  exitCode: state === 'failed' ? 7 : null,
+  signal: null,
+  reason: null,
+  pid: 1,
+  outputs: null,
+  scheduledAt: T0,
+  startedAt: T0,
+  finishedAt: state === 'running' ? null : T0 + 1000,
 });
 const train = (state: StageView['state'], attempts: AttemptView[], over: Partial<StageView> = {}): StageView => ({
-  name: 'train', state, pool: 'default', needs: [], pendingReason: null, endReason: null,
-  resources: { cpuMillis: 1000, memoryBytes: 1, gpu: { count: 2, types: ['h100'] } }, attemptsUsed: 0, maxAttempts: 3, lostUsed: 0,
-  outputAttemptId: null, readySince: null, notBefore: null, finishedAt: null, attempts, ...over,
+  name: 'train',
+  state,
+  pool: 'default',
+  needs: [],
+  pendingReason: null,
+  endReason: null,
+  resources: { cpuMillis: 1000, memoryBytes: 1, gpu: { count: 2, types: ['h100'] } },
+  attemptsUsed: 0,
+  maxAttempts: 3,
+  lostUsed: 0,
+  outputAttemptId: null,
+  readySince: null,
+  notBefore: null,
+  finishedAt: null,
+  attempts,
+  ...over,
 });
 const job = (state: JobView['state'], stage: StageView, over: Partial<JobView> = {}): JobView => ({
-  id: 'j_1', name: 'resnet-pipeline', team: 't', priority: 0, labels: {}, state, failureReason: null, cancelRequestedAt: null,
-  createdAt: T0, updatedAt: T0, finishedAt: null, stages: [stage], ...over,
+  id: 'j_1',
+  name: 'resnet-pipeline',
+  team: 't',
+  priority: 0,
+  labels: {},
+  state,
+  failureReason: null,
+  cancelRequestedAt: null,
+  createdAt: T0,
+  updatedAt: T0,
+  finishedAt: null,
+  stages: [stage],
+  ...over,
 });
 
 // Each poll is one second after the last, so the printed times say which poll saw what.
@@ -45,7 +82,8 @@ describe('watchJob', () => {
       job('running', train('running', [attempt(1, 'running')])),
       job('running', train('running', [attempt(1, 'failed'), attempt(2, 'running')], { attemptsUsed: 1 })),
       job('failed', train('failed', [attempt(1, 'failed'), attempt(2, 'failed')], { attemptsUsed: 2, endReason: 'exit code 7; not retryable' }), {
-        failureReason: 'stage train failed: exit code 7; not retryable', finishedAt: T0 + 9000,
+        failureReason: 'stage train failed: exit code 7; not retryable',
+        finishedAt: T0 + 9000,
       }),
     ];
     const r = await watchJob(scripted(views), 'j_1', { io, interval: 1 });
@@ -71,7 +109,12 @@ describe('watchJob', () => {
     const { io, text } = capture(false);
     const running = job('running', train('running', [attempt(1, 'running')]));
     await watchJob(scripted([running, running, job('succeeded', train('succeeded', [attempt(1, 'succeeded')]))]), 'j_1', { io, interval: 1, json: true });
-    expect(text().trimEnd().split('\n').map((l) => (JSON.parse(l) as JobView).state)).toEqual(['running', 'succeeded']);
+    expect(
+      text()
+        .trimEnd()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as JobView).state),
+    ).toEqual(['running', 'succeeded']);
   });
 });
 

@@ -3,7 +3,16 @@ import type { EventView } from '../../api/contract/job-view.js';
 import type { CliIo } from './cli-io.js';
 import { watchJobs } from './watch-jobs.js';
 
-const event = (seq: number, type: EventView['type'], jobId: string | null): EventView => ({ seq, at: 0, type, jobId, stageName: null, attemptId: null, machineId: null, message: type });
+const event = (seq: number, type: EventView['type'], jobId: string | null): EventView => ({
+  seq,
+  at: 0,
+  type,
+  jobId,
+  stageName: null,
+  attemptId: null,
+  machineId: null,
+  message: type,
+});
 
 describe('watchJobs on the event stream', () => {
   it("follows the jobs' states by their events from the batch's first one, reading only the jobs that failed", async () => {
@@ -37,7 +46,14 @@ describe('watchJobs on the event stream', () => {
     const out: string[] = [];
     const io: CliIo = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: () => {} }, color: false };
     // A poll interval of a minute: only the events can end this watch.
-    const r = await watchJobs(client, [{ id: 'j_1', name: 'a' }, { id: 'j_2', name: 'b' }], { io, json: true, interval: 60_000 });
+    const r = await watchJobs(
+      client,
+      [
+        { id: 'j_1', name: 'a' },
+        { id: 'j_2', name: 'b' },
+      ],
+      { io, json: true, interval: 60_000 },
+    );
     expect(r.interrupted).toBe(false);
     expect(r.jobs).toEqual([
       { id: 'j_1', name: 'a', state: 'succeeded', failureReason: null },

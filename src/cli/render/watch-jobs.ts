@@ -87,7 +87,8 @@ export async function watchJobs(
       if (!live || jobs.some((j) => j.state !== 'unknown')) view?.show(jobs);
       if (jobs.every((j) => isTerminalJobState(j.state))) break;
       // On a terminal the elapsed clock is redrawn every second; elsewhere only a change prints.
-      const woke = live && !live.failed() ? await live.next(redraws ? 1000 : 10_000) : !io.signal?.aborted && (await pollDelay(opts.interval ?? 500, io.signal));
+      const woke =
+        live && !live.failed() ? await live.next(redraws ? 1000 : 10_000) : !io.signal?.aborted && (await pollDelay(opts.interval ?? 500, io.signal));
       if (!woke) {
         interrupted = true;
         break;
@@ -117,18 +118,22 @@ async function liveStates(client: Partial<Pick<GantryClient, 'followEvents' | 'e
   if (first === undefined) return null;
   const byId = new Map(jobs.map((j) => [j.id, j]));
   let bad: JobOutcome[] = [];
-  const wakeups = eventWakeups(client as Pick<GantryClient, 'followEvents'>, {}, {
-    ...(signal ? { signal } : {}),
-    lastEventId: first - 1,
-    onEvent: (e) => {
-      const j = byId.get(e.jobId ?? '');
-      const state = j ? jobStateOfEvent(e.type) : null;
-      if (!j || !state) return false;
-      j.state = state;
-      if (isTerminalJobState(state) && state !== 'succeeded') bad.push(j);
-      return true;
+  const wakeups = eventWakeups(
+    client as Pick<GantryClient, 'followEvents'>,
+    {},
+    {
+      ...(signal ? { signal } : {}),
+      lastEventId: first - 1,
+      onEvent: (e) => {
+        const j = byId.get(e.jobId ?? '');
+        const state = j ? jobStateOfEvent(e.type) : null;
+        if (!j || !state) return false;
+        j.state = state;
+        if (isTerminalJobState(state) && state !== 'succeeded') bad.push(j);
+        return true;
+      },
     },
-  });
+  );
   return {
     ...wakeups,
     endedBadly(): JobOutcome[] {

@@ -102,7 +102,18 @@ export function attemptEndConformance(storeOf: () => Store): void {
       const victim = await running(m.id, { resources: gpu, preemptible: true });
       expect((await stageOf(victim.jobId)).attempts[0]!.endKind).toBeNull();
       await store.planApply({
-        plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: victim.a.id, token: victim.a.token, stageId: victim.stageId }], reason: 'preempted for a test' }] },
+        plan: {
+          placements: [],
+          pending: [],
+          preemptions: [
+            {
+              stageId: 'stg-x',
+              machineId: m.id,
+              victims: [{ attemptId: victim.a.id, token: victim.a.token, stageId: victim.stageId }],
+              reason: 'preempted for a test',
+            },
+          ],
+        },
         now,
         leaseMs: LEASE,
       });

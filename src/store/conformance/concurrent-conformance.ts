@@ -27,13 +27,25 @@ export function concurrentConformance(adapter: string, open: () => Promise<Store
     const place = async (jobId: string, name: string, machineId: string, gpuIndices: number[] = []) => {
       const s = await stageOf(jobId, name);
       return store.planApply({
-        plan: { placements: [{ stageId: s.id, machineId, gpuIndices, cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes }], pending: [] },
+        plan: {
+          placements: [{ stageId: s.id, machineId, gpuIndices, cpuMillis: s.definition.resources.cpuMillis, memoryBytes: s.definition.resources.memoryBytes }],
+          pending: [],
+        },
         now,
         leaseMs: LEASE,
       });
     };
     const complete = (a: { id: string; token: number }) =>
-      store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
+      store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
 
     it('two stages completing at once into a join: the stage needing both is ready, whichever commits last', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1', { cpuMillis: 64_000 }), now });
@@ -67,7 +79,14 @@ export function concurrentConformance(adapter: string, open: () => Promise<Store
         expect(after!.state).toBe('canceled');
         expect(after!.stages.map((s) => s.state)).toEqual(['canceled', 'canceled']);
         // Started first or refused: either way the machine is told to kill it.
-        const hb = await store.machineHeartbeat({ machineId: m.id, running: [{ attemptId: a.id, token: a.token }], now, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0 });
+        const hb = await store.machineHeartbeat({
+          machineId: m.id,
+          running: [{ attemptId: a.id, token: a.token }],
+          now,
+          leaseMs: LEASE,
+          missingAfterMs: 4000,
+          jitter: 0,
+        });
         expect(hb.kill.map((k) => k.attemptId)).toEqual([a.id]);
         if (started.status === 'rejected') expect(String(started.reason)).toMatch(/cancel|stale|ended/i);
       }

@@ -38,7 +38,16 @@ export function machineSchedulingConformance(storeOf: () => Store): void {
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now, leaseMs: LEASE });
     };
     const finish = (a: { id: string; token: number }) =>
-      store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
+      store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
 
     it('cordon: no new work, by name or id, once (a repeat changes nothing); the scheduler sees it', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
@@ -132,7 +141,9 @@ export function machineSchedulingConformance(storeOf: () => Store): void {
       await store.outboxMarkPublished({ ids: (await store.outboxPending({ limit: 1000 })).map((o) => o.id), now });
       const up = await store.machineUncordon({ machine: 'c1', now });
       expect([up.changed, up.machine.scheduling]).toEqual([true, 'eligible']);
-      expect((await store.outboxPending({ limit: 10 })).map((o) => [o.topic, 'machineId' in o.payload ? o.payload.machineId : null])).toEqual([['capacity:freed', m.id]]);
+      expect((await store.outboxPending({ limit: 10 })).map((o) => [o.topic, 'machineId' in o.payload ? o.payload.machineId : null])).toEqual([
+        ['capacity:freed', m.id],
+      ]);
       expect((await store.machineUncordon({ machine: 'c1', now })).changed).toBe(false);
       expect((await runOn(m.id)).applied).toHaveLength(1);
       expect(await machineEvents(m.id)).toEqual(['machine:registered', 'machine:draining', 'machine:suspect', 'machine:ready', 'machine:uncordoned']);

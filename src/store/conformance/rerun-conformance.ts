@@ -22,7 +22,12 @@ export function rerunConformance(storeOf: () => Store): void {
 
     const stageOf = async (jobId: string, name: string) => (await store.jobGet({ jobId }))!.stages.find((s) => s.name === name)!;
     /** Places, starts and ends one stage: exit `exitCode` after `runMs`, having uploaded `files` (path → content). */
-    const run = async (jobId: string, name: string, machineId: string, o: { exitCode?: number; runMs?: number; gpus?: number[]; files?: Record<string, string> } = {}) => {
+    const run = async (
+      jobId: string,
+      name: string,
+      machineId: string,
+      o: { exitCode?: number; runMs?: number; gpus?: number[]; files?: Record<string, string> } = {},
+    ) => {
       const s = await stageOf(jobId, name);
       const r = await store.planApply({
         plan: { placements: [{ stageId: s.id, machineId, gpuIndices: o.gpus ?? [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
@@ -46,7 +51,15 @@ export function rerunConformance(storeOf: () => Store): void {
     };
     /** A stage that fails for good at its first failure. */
     const once = { retry: { maxAttempts: 1, backoff: { initialSeconds: 1, maxSeconds: 10 }, onExitCodes: null, maxLost: 5 } };
-    const chain = (): JobDefinition => job([stage('prep'), stage('train', { needs: ['prep'], resources: { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 2, types: [] } } }), stage('eval', { needs: ['train'], ...once })], { name: 'chain' });
+    const chain = (): JobDefinition =>
+      job(
+        [
+          stage('prep'),
+          stage('train', { needs: ['prep'], resources: { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 2, types: [] } } }),
+          stage('eval', { needs: ['train'], ...once }),
+        ],
+        { name: 'chain' },
+      );
     /** prep and train succeed (train on 2 GPUs for an hour), eval fails: the issue's job. */
     const failedChain = async () => {
       const cpu = await store.machineRegister({ ...cpuMachine('c1'), now });
@@ -68,11 +81,29 @@ export function rerunConformance(storeOf: () => Store): void {
     it('an outcome commits only what its attempt uploaded, whole; the manifest is written with the commit', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
-      const a = (await store.planApply({ plan: { placements: [{ stageId: j.stages[0]!.id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] }, now, leaseMs: LEASE })).applied[0]!;
+      const a = (
+        await store.planApply({
+          plan: { placements: [{ stageId: j.stages[0]!.id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+          now,
+          leaseMs: LEASE,
+        })
+      ).applied[0]!;
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE });
-      await expect(store.outputUploaded({ attemptId: a.id, token: a.token + 1, path: 'x', blob: blobKey('x'), size: 1, now })).rejects.toBeInstanceOf(StaleAttemptError);
+      await expect(store.outputUploaded({ attemptId: a.id, token: a.token + 1, path: 'x', blob: blobKey('x'), size: 1, now })).rejects.toBeInstanceOf(
+        StaleAttemptError,
+      );
       await store.outputUploaded({ attemptId: a.id, token: a.token, path: 'out.txt', blob: blobKey('abc'), size: 3, now });
-      const complete = (outputs: { path: string; size: number }[]) => store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs, now, jitter: 0 });
+      const complete = (outputs: { path: string; size: number }[]) =>
+        store.attemptComplete({
+          attemptId: a.id,
+          token: a.token,
+          exitCode: 0,
+          signal: null,
+          end: { kind: 'exited' as const, detail: null },
+          outputs,
+          now,
+          jitter: 0,
+        });
       await expect(complete([{ path: 'out.txt', size: 4 }])).rejects.toThrow(/output out.txt was not uploaded whole \(3 bytes, not 4\)/);
       await expect(complete([{ path: 'other.txt', size: 1 }])).rejects.toBeInstanceOf(ValidationError);
       expect((await stageOf(j.id, 'a')).state).toBe('running');
@@ -83,7 +114,9 @@ export function rerunConformance(storeOf: () => Store): void {
       expect(await store.committedBlob({ attemptId: a.id, path: 'out.txt' })).toEqual({ blob: blobKey('abc'), size: 3 });
       expect(await store.committedBlob({ attemptId: a.id, path: 'nope' })).toBeNull();
       // After the commit the attempt is over: nothing more is recorded for it.
-      await expect(store.outputUploaded({ attemptId: a.id, token: a.token, path: 'late', blob: blobKey('late'), size: 4, now })).rejects.toBeInstanceOf(StaleAttemptError);
+      await expect(store.outputUploaded({ attemptId: a.id, token: a.token, path: 'late', blob: blobKey('late'), size: 4, now })).rejects.toBeInstanceOf(
+        StaleAttemptError,
+      );
     });
 
     it('reruns from the failed stage: the stages before it reused (outputs by reference), it runs; linked both ways', async () => {
@@ -120,12 +153,34 @@ export function rerunConformance(storeOf: () => Store): void {
       expect(events.filter((e) => e.type === 'stage:reused').map((e) => e.stageName)).toEqual(['prep', 'train']);
       expect((await store.eventsList({ jobId: orig.id, limit: 100 })).some((e) => e.type === 'job:rerun' && e.message.includes(j.id))).toBe(true);
       // The stage that runs reads the original's committed outputs, named by the attempt that made them.
-      await store.planApply({ plan: { placements: [{ stageId: j.stages[2]!.id, machineId: cpu.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] }, now, leaseMs: LEASE });
+      await store.planApply({
+        plan: { placements: [{ stageId: j.stages[2]!.id, machineId: cpu.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+        now,
+        leaseMs: LEASE,
+      });
       const [assignment] = await store.machineAssignments({ machineId: cpu.id });
-      expect(assignment!.inputs).toEqual([{ stage: 'train', attemptId: origTrain.outputAttemptId, files: [{ path: 'log/loss.csv', size: 5 }, { path: 'model.bin', size: 7 }] }]);
+      expect(assignment!.inputs).toEqual([
+        {
+          stage: 'train',
+          attemptId: origTrain.outputAttemptId,
+          files: [
+            { path: 'log/loss.csv', size: 5 },
+            { path: 'model.bin', size: 7 },
+          ],
+        },
+      ]);
       expect(await store.committedBlob({ attemptId: origTrain.outputAttemptId!, path: 'model.bin' })).toEqual({ blob: blobKey('weights'), size: 7 });
       await store.attemptStart({ attemptId: assignment!.attemptId, token: assignment!.token, pid: 2, now, leaseMs: LEASE });
-      const done = await store.attemptComplete({ attemptId: assignment!.attemptId, token: assignment!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
+      const done = await store.attemptComplete({
+        attemptId: assignment!.attemptId,
+        token: assignment!.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
       expect(done.jobState).toBe('succeeded');
       // A rerun of the rerun: the marker still names the job whose attempt ran it, and the cost travels.
       const again = (await store.jobRerun({ jobId: j.id, from: ['eval'], now }))!;
@@ -135,7 +190,14 @@ export function rerunConformance(storeOf: () => Store): void {
 
     it('a fan-in DAG rerun from a middle stage runs exactly what is downstream of it', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
-      const def = job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] }), stage('d', { needs: ['b', 'c'] }), stage('e', { needs: ['d'] }), stage('f')]);
+      const def = job([
+        stage('a'),
+        stage('b', { needs: ['a'] }),
+        stage('c', { needs: ['a'] }),
+        stage('d', { needs: ['b', 'c'] }),
+        stage('e', { needs: ['d'] }),
+        stage('f'),
+      ]);
       const j = await store.jobSubmit({ definition: def, source: null, now });
       for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) await run(j.id, n, m.id, { files: { [`${n}.out`]: n } });
       expect((await store.jobGet({ jobId: j.id }))!.state).toBe('succeeded');
@@ -161,16 +223,24 @@ export function rerunConformance(storeOf: () => Store): void {
     it('refusals write nothing: an unknown stage, a job not ended, a change to a reused stage or to the DAG, outputs gone, a stage that did not succeed', async () => {
       const { job: orig } = await failedChain();
       const cpu = await store.machineRegister({ ...cpuMachine('c2'), now });
-      const broken = await store.jobSubmit({ definition: job([stage('a', once), stage('b', { needs: ['a'] }), stage('c', { needs: ['b'] })], { name: 'broken' }), source: null, now });
+      const broken = await store.jobSubmit({
+        definition: job([stage('a', once), stage('b', { needs: ['a'] }), stage('c', { needs: ['b'] })], { name: 'broken' }),
+        source: null,
+        now,
+      });
       await run(broken.id, 'a', cpu.id, { exitCode: 1 });
       const busy = await store.jobSubmit({ definition: job([stage('x')], { name: 'busy' }), source: null, now });
       const was = await snapshot(orig.id);
-      await expect(store.jobRerun({ jobId: orig.id, from: ['evall'], now })).rejects.toMatchObject({ issues: [{ path: '/from/0', message: expect.stringMatching(/has no stage "evall" \(did you mean "eval"\?\)/) }] });
+      await expect(store.jobRerun({ jobId: orig.id, from: ['evall'], now })).rejects.toMatchObject({
+        issues: [{ path: '/from/0', message: expect.stringMatching(/has no stage "evall" \(did you mean "eval"\?\)/) }],
+      });
       const changed = chain();
       changed.stages[1]!.command = ['python3', 'train.py', '--faster'];
       changed.stages[2]!.command = ['python3', 'eval.py'];
       await expect(store.jobRerun({ jobId: orig.id, definition: changed, now })).rejects.toMatchObject({
-        issues: [{ path: '/spec/stages/1/command', message: expect.stringMatching(/stage train is reused .* its command cannot change \(rerun it with --from train/) }],
+        issues: [
+          { path: '/spec/stages/1/command', message: expect.stringMatching(/stage train is reused .* its command cannot change \(rerun it with --from train/) },
+        ],
       });
       const reshaped = chain();
       reshaped.stages[2]!.needs = ['prep'];
@@ -190,7 +260,16 @@ export function rerunConformance(storeOf: () => Store): void {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
       await run(j.id, 'a', m.id, { files: { 'a.out': 'A' } });
-      const b = (await store.planApply({ plan: { placements: [{ stageId: (await stageOf(j.id, 'b')).id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] }, now, leaseMs: LEASE })).applied[0]!;
+      const b = (
+        await store.planApply({
+          plan: {
+            placements: [{ stageId: (await stageOf(j.id, 'b')).id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }],
+            pending: [],
+          },
+          now,
+          leaseMs: LEASE,
+        })
+      ).applied[0]!;
       const was = await snapshot(j.id);
       const dry = (await store.jobRerun({ jobId: j.id, cancelRunning: true, dryRun: true, now }))!;
       expect(dry.job).toBeNull();
@@ -227,11 +306,26 @@ export function rerunConformance(storeOf: () => Store): void {
       expect(await collected()).toEqual([]);
       // An upload never committed (its attempt failed afterwards) is garbage once its attempt is over; while it runs, protected.
       const lone = await store.jobSubmit({ definition: job([stage('z')], { name: 'lone' }), source: null, now });
-      const z = (await store.planApply({ plan: { placements: [{ stageId: lone.stages[0]!.id, machineId: cpu.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] }, now, leaseMs: LEASE })).applied[0]!;
+      const z = (
+        await store.planApply({
+          plan: { placements: [{ stageId: lone.stages[0]!.id, machineId: cpu.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+          now,
+          leaseMs: LEASE,
+        })
+      ).applied[0]!;
       await store.attemptStart({ attemptId: z.id, token: z.token, pid: 3, now, leaseMs: LEASE });
       await store.outputUploaded({ attemptId: z.id, token: z.token, path: 'partial', blob: blobKey('partial'), size: 7, now });
       expect(await collected()).toEqual([]);
-      await store.attemptComplete({ attemptId: z.id, token: z.token, exitCode: 3, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
+      await store.attemptComplete({
+        attemptId: z.id,
+        token: z.token,
+        exitCode: 3,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
       expect(await collected()).toEqual([blobKey('partial')]);
       now += 1000;
       expect(await store.jobDelete({ jobId: orig.id, now })).toMatchObject({ attempts: expect.any(Array) });
@@ -257,7 +351,7 @@ export function rerunConformance(storeOf: () => Store): void {
       expect(await store.artifactBlobsKnown({ keys: [] })).toEqual([]);
     });
 
-    it('the size budget releases ended jobs\' outputs oldest first, never those a rerun reuses nor a job still running', async () => {
+    it("the size budget releases ended jobs' outputs oldest first, never those a rerun reuses nor a job still running", async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const one = async (name: string, text: string) => {
         const j = await store.jobSubmit({ definition: job([stage('s')], { name }), source: null, now });
@@ -304,7 +398,9 @@ export function rerunConformance(storeOf: () => Store): void {
       await run(j2.id, 't', m.id, { exitCode: 1 });
       now += 1000;
       await plan(0, false);
-      await expect(store.jobRerun({ jobId: j2.id, now })).rejects.toThrow(/stage s's committed outputs in job .* are gone \(released .*over its size budget\).*--from s/);
+      await expect(store.jobRerun({ jobId: j2.id, now })).rejects.toThrow(
+        /stage s's committed outputs in job .* are gone \(released .*over its size budget\).*--from s/,
+      );
     });
 
     it('retention keeps outputs a rerun still names', async () => {

@@ -54,11 +54,24 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const a = r.applied[0]!;
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 123, now, leaseMs: LEASE });
       await store.outputUploaded({ attemptId: a.id, token: a.token, path: 'out.txt', blob: blobKey(`${a.id}/out.txt`), size: 3, now });
-      return store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'out.txt', size: 3 }], now, jitter: 0.5 });
+      return store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [{ path: 'out.txt', size: 3 }],
+        now,
+        jitter: 0.5,
+      });
     };
 
     it('a ready stage past its queueTimeoutSeconds fails, saying why; its dependents are skipped and the job fails', async () => {
-      const j = await store.jobSubmit({ definition: job([stage('a', { queueTimeoutSeconds: 5 }), stage('b', { needs: ['a'] }), stage('c')]), source: null, now });
+      const j = await store.jobSubmit({
+        definition: job([stage('a', { queueTimeoutSeconds: 5 }), stage('b', { needs: ['a'] }), stage('c')]),
+        source: null,
+        now,
+      });
       expect(await store.stagesPastQueueTimeout({ now: now + 5000, limit: 10 })).toEqual([]);
       const over = await store.stagesPastQueueTimeout({ now: now + 5001, limit: 10 });
       expect(over.map((o) => [o.name, o.waitedMs])).toEqual([['a', 5001]]);
@@ -111,7 +124,11 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     it('submits a DAG: roots ready, the rest pending, job queued, events and outbox written', async () => {
       const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] })]), source: null, now });
       expect(j.state).toBe('queued');
-      expect(j.stages.map((s) => [s.name, s.state])).toEqual([['a', 'ready'], ['b', 'pending'], ['c', 'pending']]);
+      expect(j.stages.map((s) => [s.name, s.state])).toEqual([
+        ['a', 'ready'],
+        ['b', 'pending'],
+        ['c', 'pending'],
+      ]);
       expect(j.stages[0]!.pool).toBe('cpu');
       const events = await store.eventsList({ jobId: j.id, limit: 100 });
       expect(events.map((e) => e.type)).toContain('job:submitted');
@@ -134,7 +151,10 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
         ['second', 'default', 50, 'queued'],
         ['third', 'default', 7, 'queued'],
       ]);
-      expect(jobs[0]!.stages.map((s) => [s.name, s.state])).toEqual([['a', 'ready'], ['b', 'pending']]);
+      expect(jobs[0]!.stages.map((s) => [s.name, s.state])).toEqual([
+        ['a', 'ready'],
+        ['b', 'pending'],
+      ]);
       expect(jobs[1]!.stages[0]!.pool).not.toBe('cpu');
       // The same events as one submit each: submitted, then queued.
       const single = await store.jobSubmit({ definition: definitions[0]!, source: null, now });
@@ -160,8 +180,13 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     it('an Idempotency-Key makes a repeated submit answer its jobs and a different one conflict', async () => {
       const idem = { key: 'k', requestHash: 'h1' };
       const first = await store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem });
-      await expect(store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem })).rejects.toMatchObject({ name: 'AlreadySubmitted', jobIds: [first.id] });
-      await expect(store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { key: 'k', requestHash: 'h2' } })).rejects.toMatchObject({ name: 'ConflictError' });
+      await expect(store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem })).rejects.toMatchObject({
+        name: 'AlreadySubmitted',
+        jobIds: [first.id],
+      });
+      await expect(store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { key: 'k', requestHash: 'h2' } })).rejects.toMatchObject({
+        name: 'ConflictError',
+      });
       expect(await store.jobList({ limit: 10 })).toHaveLength(1);
       expect(await store.idempotencyPrune({ before: now })).toBe(0);
       expect(await store.idempotencyPrune({ before: now + 1 })).toBe(1);
@@ -211,7 +236,11 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
 
     it('a success commits outputs once and frees dependents; the job succeeds at the end', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
-      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] }), stage('d', { needs: ['b', 'c'] })]), source: null, now });
+      const j = await store.jobSubmit({
+        definition: job([stage('a'), stage('b', { needs: ['a'] }), stage('c', { needs: ['a'] }), stage('d', { needs: ['b', 'c'] })]),
+        source: null,
+        now,
+      });
       const r = await runToEnd(j.id, 'a', m.id);
       expect(r.accepted).toBe(true);
       const a = await stageOf(j.id, 'a');
@@ -225,7 +254,16 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       })();
       expect(assignments[0]!.inputs).toEqual([{ stage: 'a', attemptId: r.attempt.id, files: [{ path: 'out.txt', size: 3 }] }]);
       const bAttempt = assignments[0]!;
-      await store.attemptComplete({ attemptId: bAttempt.attemptId, token: bAttempt.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 });
+      await store.attemptComplete({
+        attemptId: bAttempt.attemptId,
+        token: bAttempt.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
       await runToEnd(j.id, 'c', m.id);
       expect((await stageOf(j.id, 'd')).state).toBe('ready');
       const last = await runToEnd(j.id, 'd', m.id);
@@ -238,7 +276,16 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const first = await runToEnd(j.id, 'a', m.id);
       const eventsBefore = (await store.eventsList({ jobId: j.id, limit: 1000 })).length;
-      const again = await store.attemptComplete({ attemptId: first.attempt.id, token: first.attempt.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'other', size: 1 }], now: now + 5, jitter: 0 });
+      const again = await store.attemptComplete({
+        attemptId: first.attempt.id,
+        token: first.attempt.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [{ path: 'other', size: 1 }],
+        now: now + 5,
+        jitter: 0,
+      });
       expect(again.accepted).toBe(false);
       expect(again.attempt.outputs).toEqual([{ path: 'out.txt', size: 3 }]);
       expect((await store.eventsList({ jobId: j.id, limit: 1000 })).length).toBe(eventsBefore);
@@ -252,7 +299,16 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       await store.jobCancel({ jobId: j.id, now, reason: 'test' });
       await expect(store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE })).rejects.toBeInstanceOf(StaleAttemptError);
       await expect(
-        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [{ path: 'x', size: 1 }], now, jitter: 0 }),
+        store.attemptComplete({
+          attemptId: a.id,
+          token: a.token,
+          exitCode: 0,
+          signal: null,
+          end: { kind: 'exited' as const, detail: null },
+          outputs: [{ path: 'x', size: 1 }],
+          now,
+          jitter: 0,
+        }),
       ).rejects.toBeInstanceOf(StaleAttemptError);
       expect((await stageOf(j.id, 'a')).outputAttemptId).toBeNull();
     });
@@ -260,7 +316,9 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     it('a batched report acknowledges, records pids and outcomes of many attempts; each item answered on its own', async () => {
       const m = await store.machineRegister({ ...cpuMachine('m1'), now });
       const other = await store.machineRegister({ ...cpuMachine('m2'), now });
-      const jobs = await Promise.all([0, 1, 2].map((i) => store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })], { name: `j${i}` }), source: null, now })));
+      const jobs = await Promise.all(
+        [0, 1, 2].map((i) => store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })], { name: `j${i}` }), source: null, now })),
+      );
       const [a0, a1, a2] = await Promise.all(jobs.map(async (j) => (await place(j.id, 'a', m.id)).applied[0]!));
       const foreign = (await place((await store.jobSubmit({ definition: job([stage('x')]), source: null, now })).id, 'x', other.id)).applied[0]!;
       await store.jobCancel({ jobId: jobs[2]!.id, now, reason: 'test' });
@@ -285,8 +343,22 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(jobs[2]!.id, 'a')).attempts[0]!.state).toBe('canceled');
       expect((await stageOf(foreign.jobId, 'x')).attempts[0]!.state).toBe('scheduled');
 
-      const done = (a: typeof a0, exitCode: number) => ({ attemptId: a!.id, token: a!.token, exitCode, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] });
-      const r2 = await store.machineReport({ machineId: m.id, started: [], completed: [done(a0, 0), done(a1, 1), { ...done(a2, 0) }], now, leaseMs: LEASE, jitter: () => 0 });
+      const done = (a: typeof a0, exitCode: number) => ({
+        attemptId: a!.id,
+        token: a!.token,
+        exitCode,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+      });
+      const r2 = await store.machineReport({
+        machineId: m.id,
+        started: [],
+        completed: [done(a0, 0), done(a1, 1), { ...done(a2, 0) }],
+        now,
+        leaseMs: LEASE,
+        jitter: () => 0,
+      });
       expect(r2.completed.map((x) => x.result)).toEqual(['ok', 'ok', 'stale']);
       expect((await stageOf(jobs[0]!.id, 'b')).state).toBe('ready');
       expect((await stageOf(jobs[1]!.id, 'a')).state).toBe('ready'); // retried after a backoff
@@ -314,7 +386,11 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const second = await runToEnd(j.id, 'a', m.id, 3);
       expect(second.attempt.number).toBe(2);
       const after = await store.jobGet({ jobId: j.id });
-      expect(after!.stages.map((s) => [s.name, s.state])).toEqual([['a', 'failed'], ['b', 'skipped'], ['solo', 'skipped']]);
+      expect(after!.stages.map((s) => [s.name, s.state])).toEqual([
+        ['a', 'failed'],
+        ['b', 'skipped'],
+        ['solo', 'skipped'],
+      ]);
       expect(after!.state).toBe('failed');
       expect(after!.failureReason).toMatch(/stage a failed: exit code 3; 2 of 2 attempts used/);
       expect(after!.stages[1]!.endReason).toBe('upstream stage a failed');
@@ -361,7 +437,16 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(s.lostUsed).toBe(1);
       expect(s.currentAttemptId).toBeNull();
       await expect(
-        store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], now, jitter: 0 }),
+        store.attemptComplete({
+          attemptId: a.id,
+          token: a.token,
+          exitCode: 0,
+          signal: null,
+          end: { kind: 'exited' as const, detail: null },
+          outputs: [],
+          now,
+          jitter: 0,
+        }),
       ).rejects.toBeInstanceOf(StaleAttemptError);
     });
 
@@ -414,7 +499,12 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
-      const marks = await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'hello\n'), piece('stderr', 0, 'warn\n')], now });
+      const marks = await store.attemptLogAppend({
+        attemptId: a.id,
+        token: a.token,
+        chunks: [piece('stdout', 0, 'hello\n'), piece('stderr', 0, 'warn\n')],
+        now,
+      });
       expect(marks).toEqual({ stdout: 6, stderr: 5, capped: false });
       await expect(store.attemptLogAppend({ attemptId: a.id, token: 99, chunks: [piece('stdout', 6, 'x')], now })).rejects.toBeInstanceOf(StaleAttemptError);
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
@@ -438,19 +528,33 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(await send(piece('stdout', 0, 'one\n'), piece('stdout', 4, 'two\n'))).toEqual({ stdout: 8, stderr: 0, capped: false });
       expect(await send(piece('stdout', 4, 'two\n'), piece('stdout', 8, 'three\n'))).toEqual({ stdout: 14, stderr: 0, capped: false });
       // A gap (offset past the mark) is not taken, nor what follows it in that stream; the other stream goes on.
-      expect(await send(piece('stdout', 20, 'later\n'), piece('stdout', 26, 'more\n'), piece('stderr', 0, 'err\n'))).toEqual({ stdout: 14, stderr: 4, capped: false });
+      expect(await send(piece('stdout', 20, 'later\n'), piece('stdout', 26, 'more\n'), piece('stderr', 0, 'err\n'))).toEqual({
+        stdout: 14,
+        stderr: 4,
+        capped: false,
+      });
       // Bytes that are not valid UTF-8 count as the file had them, not as their decoding.
       expect(await send({ stream: 'stdout', offset: 14, bytes: 2, data: '\ufffd\ufffd' })).toEqual({ stdout: 16, stderr: 4, capped: false });
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe('one\ntwo\nthree\nerr\n\ufffd\ufffd');
     });
 
-    it("says in the log what an outcome reports was written but never shipped", async () => {
+    it('says in the log what an outcome reports was written but never shipped', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'one\n')], now });
-      await store.attemptComplete({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [], logBytes: { stdout: 104, stderr: 0 }, now, jitter: 0 });
+      await store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        logBytes: { stdout: 104, stderr: 0 },
+        now,
+        jitter: 0,
+      });
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe("one\n\n[gantry: the last 100 bytes of stdout were not shipped; the machine's log file has them]\n");
     });
@@ -466,7 +570,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(marks).toEqual({ stdout: 70 * 2 ** 20, stderr: 0, capped: true });
       let total = 0;
       let last = '';
-      for (let after: number | undefined; ; ) {
+      for (let after: number | undefined; ;) {
         const page = (await store.stageLogs({ jobId: j.id, stage: 'a', limit: 10, afterId: after }))!;
         if (page.length === 0) break;
         for (const c of page) total += c.data.length;
@@ -524,7 +628,11 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     it('preemption: the victim is preempted, its stage requeued after its grace without using a retry, its agent told to kill it with that grace', async () => {
       const m = await store.machineRegister({ ...gpuMachine('g1', 1), now });
       const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['h100'] } };
-      const low = await store.jobSubmit({ definition: job([stage('train', { resources: gpu, preemptible: true, preemptionGraceSeconds: 7 })], { priority: 10 }), source: null, now });
+      const low = await store.jobSubmit({
+        definition: job([stage('train', { resources: gpu, preemptible: true, preemptionGraceSeconds: 7 })], { priority: 10 }),
+        source: null,
+        now,
+      });
       const firm = await store.jobSubmit({ definition: job([stage('keep', { resources: { ...gpu, gpu: null } })], { priority: 10 }), source: null, now });
       const a = (await place(low.id, 'train', m.id, [0])).applied[0]!;
       await store.attemptStart({ attemptId: a.id, token: a.token, pid: 9, now, leaseMs: LEASE });
@@ -532,10 +640,22 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const view = await store.preemptionView();
       // Only the preemptible attempt is a possible victim; the other is neither preemptible nor leaving.
       expect(view.map((v) => v.attemptId)).toEqual([a.id]);
-      expect(view[0]).toMatchObject({ team: 'default', priority: 10, preemptible: true, gpuIndices: [0], gpuType: 'h100', leaving: false, stagePreemptedAt: null });
+      expect(view[0]).toMatchObject({
+        team: 'default',
+        priority: 10,
+        preemptible: true,
+        gpuIndices: [0],
+        gpuType: 'h100',
+        leaving: false,
+        stagePreemptedAt: null,
+      });
       const stageId = (await stageOf(low.id, 'train')).id;
       const r = await store.planApply({
-        plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: a.id, token: a.token, stageId }], reason: 'preempted for a test' }] },
+        plan: {
+          placements: [],
+          pending: [],
+          preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: a.id, token: a.token, stageId }], reason: 'preempted for a test' }],
+        },
         now,
         leaseMs: LEASE,
       });
@@ -544,14 +664,33 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(s).toMatchObject({ state: 'ready', attemptsUsed: 0, notBefore: now + 7000 });
       expect(s.attempts[0]).toMatchObject({ state: 'preempted', reason: 'preempted for a test' });
       // Still held until its agent stops listing it; the kill carries the stage's grace.
-      const hb = await heartbeat(m.id, [{ attemptId: a.id, token: a.token }, { attemptId: k.id, token: k.token }]);
+      const hb = await heartbeat(m.id, [
+        { attemptId: a.id, token: a.token },
+        { attemptId: k.id, token: k.token },
+      ]);
       expect(hb.kill).toEqual([{ attemptId: a.id, reason: 'attempt is preempted: preempted for a test', graceMs: 7000 }]);
       expect((await store.preemptionView()).map((v) => [v.attemptId, v.leaving])).toEqual([[a.id, true]]);
       // A victim the plan names again (or with a stale token) is not preempted twice.
-      const again = await store.planApply({ plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: a.id, token: a.token, stageId }], reason: 'again' }] }, now, leaseMs: LEASE });
+      const again = await store.planApply({
+        plan: {
+          placements: [],
+          pending: [],
+          preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: a.id, token: a.token, stageId }], reason: 'again' }],
+        },
+        now,
+        leaseMs: LEASE,
+      });
       expect(again.preempted).toBeUndefined();
       // A non-preemptible attempt is never preempted, whatever a plan says.
-      const refused = await store.planApply({ plan: { placements: [], pending: [], preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: k.id, token: k.token, stageId: 'x' }], reason: 'no' }] }, now, leaseMs: LEASE });
+      const refused = await store.planApply({
+        plan: {
+          placements: [],
+          pending: [],
+          preemptions: [{ stageId: 'stg-x', machineId: m.id, victims: [{ attemptId: k.id, token: k.token, stageId: 'x' }], reason: 'no' }],
+        },
+        now,
+        leaseMs: LEASE,
+      });
       expect(refused.preempted).toBeUndefined();
       await heartbeat(m.id, [{ attemptId: k.id, token: k.token }]);
       expect(await store.preemptionView()).toEqual([]);
@@ -633,9 +772,15 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const far = shapes.find((x) => x.placement.region === 'nowhere')!;
       const near = shapes.find((x) => x.placement.region === null)!;
       expect(near.resources.cpuMillis).toBe(1000);
-      const heads = await store.queueHeads({ now, shapes: [{ shape: far.shape, limit: 5 }, { shape: near.shape, limit: 5 }] });
+      const heads = await store.queueHeads({
+        now,
+        shapes: [
+          { shape: far.shape, limit: 5 },
+          { shape: near.shape, limit: 5 },
+        ],
+      });
       expect(heads.map((h) => h.stageName)).toEqual(['x0', 'x1', 'x2', 'x3', 'x4', 'ok']);
-      expect((await store.queueHeads({ now, shapes: [{ shape: far.shape, limit: 0 }] }))).toEqual([]);
+      expect(await store.queueHeads({ now, shapes: [{ shape: far.shape, limit: 0 }] })).toEqual([]);
       await place(fine.id, 'ok', (await store.clusterView()).machines[0]!.id);
       expect((await store.readyShapes({ now })).map((x) => x.shape)).toEqual([far.shape]);
       expect((await stageOf(blocked.id, 'x0')).state).toBe('ready');

@@ -12,7 +12,14 @@ import type { TxContext } from './tx-context.js';
 /** A stored stage as the advancer sees it. */
 export function toStageNode(r: Pick<StagesTable, 'name' | 'state' | 'definition' | 'attempts_used' | 'lost_used'>): StageNode {
   const def = JSON.parse(r.definition) as StageDefinition;
-  return { name: r.name, state: r.state as StageState, needs: def.needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry: def.retry };
+  return {
+    name: r.name,
+    state: r.state as StageState,
+    needs: def.needs,
+    attemptsUsed: Number(r.attempts_used),
+    lostUsed: Number(r.lost_used),
+    retry: def.retry,
+  };
 }
 
 /** The columns of a stage the advancer reads and may rewrite. */
@@ -90,9 +97,7 @@ const stageColumns = ([state, updatedAt, attemptsUsed, lostUsed, readySince, not
   end_reason: endReason,
   output_attempt_id: output,
 });
-const writeStage = prepared<StageWrite>()((db, w) =>
-  db.updateTable('stages').set(stageColumns(w)).where('id', '=', w[11]).where('state', '=', w[12]),
-);
+const writeStage = prepared<StageWrite>()((db, w) => db.updateTable('stages').set(stageColumns(w)).where('id', '=', w[11]).where('state', '=', w[12]));
 /** The trigger's write is fenced on its attempt being still the stage's current one, too. */
 const writeTrigger = prepared<[...StageWrite, attemptId: string]>()((db, w) =>
   db
@@ -169,10 +174,7 @@ export async function applyOutcome(
       next.ready_since = tx.now;
       next.not_before = c.notBefore ?? null;
       next.current_attempt_id = null;
-      next.pending_reason =
-        c.notBefore && c.notBefore > tx.now
-          ? `${c.reason}: backing off until ${new Date(c.notBefore).toISOString()}`
-          : c.reason;
+      next.pending_reason = c.notBefore && c.notBefore > tx.now ? `${c.reason}: backing off until ${new Date(c.notBefore).toISOString()}` : c.reason;
       if (!c.notBefore || c.notBefore <= tx.now) readyPools.add(row.pool);
     }
     if (isStageTerminal(c.to)) {
@@ -217,5 +219,10 @@ export async function applyOutcome(
   }
   for (const pool of readyPools) await tx.publish('pool:ready', { pool });
   // The stages as now written, in position order.
-  return syncJobState(tx, p.jobId, rows.map((r) => byName.get(r.name)!), job);
+  return syncJobState(
+    tx,
+    p.jobId,
+    rows.map((r) => byName.get(r.name)!),
+    job,
+  );
 }

@@ -47,7 +47,9 @@ export async function artifactsCollect(tx: TxContext, p: { maxBytes: number | nu
     .limit(p.limit + 1)
     .execute();
   const more = unreferenced.length > p.limit;
-  const collect: CollectionPlan['collect'] = unreferenced.slice(0, p.limit).map((b) => ({ blob: b.key, size: Number(b.size), unreferencedSince: Number(b.touched_at), why: 'unreferenced' }));
+  const collect: CollectionPlan['collect'] = unreferenced
+    .slice(0, p.limit)
+    .map((b) => ({ blob: b.key, size: Number(b.size), unreferencedSince: Number(b.touched_at), why: 'unreferenced' }));
   let remaining = totalBytes - collect.reduce((t, b) => t + b.size, 0);
 
   const release: CollectionPlan['release'] = [];
@@ -99,7 +101,12 @@ export async function artifactsCollect(tx: TxContext, p: { maxBytes: number | nu
 
   for (const r of release) {
     await tx.db.deleteFrom('output_files').where('stage_id', '=', r.stageId).execute();
-    await tx.db.updateTable('stages').set({ outputs_released_at: tx.now, updated_at: tx.now }).where('id', '=', r.stageId).where('outputs_released_at', 'is', null).execute();
+    await tx.db
+      .updateTable('stages')
+      .set({ outputs_released_at: tx.now, updated_at: tx.now })
+      .where('id', '=', r.stageId)
+      .where('outputs_released_at', 'is', null)
+      .execute();
     await tx.event({
       type: 'stage:outputs-released',
       jobId: r.jobId,

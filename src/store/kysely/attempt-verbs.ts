@@ -19,7 +19,6 @@ import type { Db, Trx, TxContext } from './tx-context.js';
 /** Log kept per attempt, in bytes of UTF-8. */
 export const LOG_CAP_BYTES = 64 * 2 ** 20;
 
-
 const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
 
 async function load(db: Db | Trx, attemptId: string): Promise<AttemptsTable> {
@@ -30,10 +29,20 @@ async function load(db: Db | Trx, attemptId: string): Promise<AttemptsTable> {
 
 const recordPid = prepared<[pid: number, id: string]>()((db, [pid, id]) => db.updateTable('attempts').set({ pid }).where('id', '=', id));
 const startAttempt = prepared<[at: number, pid: number | null, leaseExpiresAt: number, id: string, token: number]>()((db, [at, pid, lease, id, token]) =>
-  db.updateTable('attempts').set({ state: 'running', started_at: at, pid, lease_expires_at: lease }).where('id', '=', id).where('token', '=', token).where('state', '=', 'scheduled'),
+  db
+    .updateTable('attempts')
+    .set({ state: 'running', started_at: at, pid, lease_expires_at: lease })
+    .where('id', '=', id)
+    .where('token', '=', token)
+    .where('state', '=', 'scheduled'),
 );
 const startStage = prepared<[at: number, id: string, attemptId: string]>()((db, [at, id, attemptId]) =>
-  db.updateTable('stages').set({ state: 'running', updated_at: at }).where('id', '=', id).where('state', '=', 'scheduled').where('current_attempt_id', '=', attemptId),
+  db
+    .updateTable('stages')
+    .set({ state: 'running', updated_at: at })
+    .where('id', '=', id)
+    .where('state', '=', 'scheduled')
+    .where('current_attempt_id', '=', attemptId),
 );
 const machineName = prepared<[id: string]>()((db, [id]) => db.selectFrom('machines').select('name').where('id', '=', id));
 const jobStateOf = prepared<[id: string]>()((db, [id]) => db.selectFrom('jobs').select('state').where('id', '=', id));
@@ -190,11 +199,21 @@ export async function completeLoaded(
   const files = succeeded && p.outputs.length ? await uploadedOutputs(tx, a.id, p.outputs) : [];
   const outputs = succeeded ? JSON.stringify(p.outputs) : null;
   const detail = p.end.detail;
-  const changed = await completeAttempt.affected(tx.db, state, p.exitCode, p.signal, detail, p.end.kind, outputs, tx.now, a.started_at ?? tx.now, a.id, p.token);
+  const changed = await completeAttempt.affected(
+    tx.db,
+    state,
+    p.exitCode,
+    p.signal,
+    detail,
+    p.end.kind,
+    outputs,
+    tx.now,
+    a.started_at ?? tx.now,
+    a.id,
+    p.token,
+  );
   if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
-  const outcome: AttemptOutcome = succeeded
-    ? { kind: 'succeeded' }
-    : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
+  const outcome: AttemptOutcome = succeeded ? { kind: 'succeeded' } : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
   const what = succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`;
   await tx.event({
     type: `attempt:${state}`,
@@ -228,7 +247,11 @@ async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout
       data: `\n[gantry: the last ${m.missing} bytes of ${m.stream} were not shipped; the machine's log file has them]\n`,
       byte_offset: null,
     }));
-  if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
+  if (rows.length)
+    await tx.db
+      .insertInto('log_chunks')
+      .values(rows as never)
+      .execute();
 }
 
 /**
@@ -262,18 +285,19 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
   // Its resources stay held until the agent stops listing it (machineHeartbeat releases them and
   // says so then); the wake-up tells the agent to kill it.
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'lost', reason, ...(charged ? {} : { charged: false }) }, jitter });
+  await applyOutcome(tx, {
+    jobId: a.job_id,
+    stageId: a.stage_id,
+    attemptId: a.id,
+    outcome: { kind: 'lost', reason, ...(charged ? {} : { charged: false }) },
+    jitter,
+  });
   return true;
 }
 
 export async function attemptsReap(tx: TxContext, p: { ackTimeoutMs: number; jitter: number }): Promise<ReapResult> {
   const result: ReapResult = { machines: [], lostAttempts: [] };
-  const expired = await tx.db
-    .selectFrom('attempts')
-    .selectAll()
-    .where('state', '=', 'running')
-    .where('lease_expires_at', '<', tx.now)
-    .execute();
+  const expired = await tx.db.selectFrom('attempts').selectAll().where('state', '=', 'running').where('lease_expires_at', '<', tx.now).execute();
   for (const a of expired) {
     if (await loseAttempt(tx, a, 'lease expired without renewal', p.jitter)) result.lostAttempts.push(a.id);
   }
@@ -328,13 +352,13 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
     stored += size <= room ? size : room + 1;
     rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data, byte_offset: c.offset });
   }
-  if (rows.length) await tx.db.insertInto('log_chunks').values(rows as never).execute();
-  if (ends.stdout !== Number(a.stdout_bytes) || ends.stderr !== Number(a.stderr_bytes)) {
+  if (rows.length)
     await tx.db
-      .updateTable('attempts')
-      .set({ log_bytes: stored, stdout_bytes: ends.stdout, stderr_bytes: ends.stderr })
-      .where('id', '=', a.id)
+      .insertInto('log_chunks')
+      .values(rows as never)
       .execute();
+  if (ends.stdout !== Number(a.stdout_bytes) || ends.stderr !== Number(a.stderr_bytes)) {
+    await tx.db.updateTable('attempts').set({ log_bytes: stored, stdout_bytes: ends.stdout, stderr_bytes: ends.stderr }).where('id', '=', a.id).execute();
   }
   return { ...ends, capped: stored > LOG_CAP_BYTES };
 }
@@ -361,7 +385,10 @@ export async function attemptForUpload(db: Db, p: { attemptId: string; token: nu
 }
 
 /** An output file in the artifact store as `blob`, recorded as this attempt's upload of `path`: fenced as every agent write is. */
-export async function outputUploaded(tx: TxContext, p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number }): Promise<void> {
+export async function outputUploaded(
+  tx: TxContext,
+  p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number },
+): Promise<void> {
   const a = await load(tx.db, p.attemptId);
   ownedBy(a, p.machineId);
   fence(a, p.token);

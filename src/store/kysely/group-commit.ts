@@ -39,7 +39,8 @@ export class GroupCommit {
     private readonly db: Db,
     private readonly committed: (written: OutboxMessage[]) => void,
     /** The context each member runs in (the store's settings for its transactions); `optimistic`: savepoints only when needed (TxContext). */
-    private readonly context: (trx: Trx, now: number, optimistic: boolean) => TxContext = (trx, now, optimistic) => new TxContext(trx, now, false, false, optimistic),
+    private readonly context: (trx: Trx, now: number, optimistic: boolean) => TxContext = (trx, now, optimistic) =>
+      new TxContext(trx, now, false, false, optimistic),
     private readonly maxGroup = 64,
     /** The connection itself, for the group's statements while its transaction holds it (prepared-query.ts). */
     private readonly direct: DirectConnection | null = null,
@@ -84,30 +85,32 @@ export class GroupCommit {
     // Only on a connection that can say whether SQLite has rolled the transaction back by itself.
     const optimistic = !careful && this.direct !== null;
     try {
-      await this.db.transaction().execute((trx) => runDirectlyWithin(trx, this.direct, async () => {
-        for (const w of group) {
-          const ctx = this.context(trx, w.now, optimistic);
-          const body = async () => {
-            const value = await w.fn(ctx);
-            await ctx.flush();
-            return value;
-          };
-          if (group.length === 1) {
-            // Alone: its own transaction, rolled back whole if it throws.
-            outcomes.push({ ok: true, value: await body(), written: ctx.written });
-            continue;
+      await this.db.transaction().execute((trx) =>
+        runDirectlyWithin(trx, this.direct, async () => {
+          for (const w of group) {
+            const ctx = this.context(trx, w.now, optimistic);
+            const body = async () => {
+              const value = await w.fn(ctx);
+              await ctx.flush();
+              return value;
+            };
+            if (group.length === 1) {
+              // Alone: its own transaction, rolled back whole if it throws.
+              outcomes.push({ ok: true, value: await body(), written: ctx.written });
+              continue;
+            }
+            try {
+              outcomes.push({ ok: true, value: await ctx.savepoint(body), written: ctx.written });
+            } catch (error) {
+              // The database dropped the whole transaction: every member fails, none commits.
+              if (error instanceof TransactionAborted) throw error;
+              outcomes.push({ ok: false, error });
+            }
           }
-          try {
-            outcomes.push({ ok: true, value: await ctx.savepoint(body), written: ctx.written });
-          } catch (error) {
-            // The database dropped the whole transaction: every member fails, none commits.
-            if (error instanceof TransactionAborted) throw error;
-            outcomes.push({ ok: false, error });
-          }
-        }
-        const hinted = outcomes.some((o) => o.ok && o.written.some((m) => PLACEMENT_HINTS.has(m.topic)));
-        if (this.beforeCommit && hinted) placed = await this.beforeCommit(trx, group[0]!.now, optimistic);
-      }));
+          const hinted = outcomes.some((o) => o.ok && o.written.some((m) => PLACEMENT_HINTS.has(m.topic)));
+          if (this.beforeCommit && hinted) placed = await this.beforeCommit(trx, group[0]!.now, optimistic);
+        }),
+      );
     } catch (error) {
       // Rolled back whole, committed and answered nothing: run it again, undoing parts with savepoints.
       if (error instanceof SavepointsNeeded && !careful) {

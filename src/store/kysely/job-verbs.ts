@@ -18,12 +18,19 @@ export { jobSubmit, jobSubmitBatch } from './submit-verbs.js';
 
 async function machineNames(db: Db | Trx, ids: string[]): Promise<Map<string, string>> {
   if (ids.length === 0) return new Map();
-  const rows = await db.selectFrom('machines').select(['id', 'name']).where('id', 'in', [...new Set(ids)]).execute();
+  const rows = await db
+    .selectFrom('machines')
+    .select(['id', 'name'])
+    .where('id', 'in', [...new Set(ids)])
+    .execute();
   return new Map(rows.map((r) => [r.id, r.name]));
 }
 
 export async function attemptsWithNames(db: Db | Trx, rows: Parameters<typeof toAttempt>[0][]): Promise<AttemptRecord[]> {
-  const names = await machineNames(db, rows.map((r) => r.machine_id));
+  const names = await machineNames(
+    db,
+    rows.map((r) => r.machine_id),
+  );
   return rows.map((r) => toAttempt(r, names.get(r.machine_id) ?? r.machine_id));
 }
 
@@ -40,13 +47,7 @@ export async function jobGet(db: Db | Trx, jobId: string, opts: { fresh?: boolea
   const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
   if (!job) return null;
   const stages = await db.selectFrom('stages').selectAll().where('job_id', '=', jobId).orderBy('position').execute();
-  const attemptRows = await db
-    .selectFrom('attempts')
-    .selectAll()
-    .where('job_id', '=', jobId)
-    .orderBy('stage_id')
-    .orderBy('number')
-    .execute();
+  const attemptRows = await db.selectFrom('attempts').selectAll().where('job_id', '=', jobId).orderBy('stage_id').orderBy('number').execute();
   const attempts = await attemptsWithNames(db, attemptRows);
   // Manifests only where a stage committed: a job that has not got that far costs no read.
   const files = stages.some((s) => s.output_attempt_id !== null)
@@ -110,11 +111,7 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
   const job = await tx.db.selectFrom('jobs').selectAll().where('id', '=', p.jobId).executeTakeFirst();
   if (!job) return null;
   if (isJobTerminal(job.state as JobState)) return { job: (await jobGet(tx.db, p.jobId))!, changed: false };
-  await tx.db
-    .updateTable('jobs')
-    .set({ cancel_requested_at: tx.now, updated_at: tx.now })
-    .where('id', '=', p.jobId)
-    .execute();
+  await tx.db.updateTable('jobs').set({ cancel_requested_at: tx.now, updated_at: tx.now }).where('id', '=', p.jobId).execute();
   const active = await tx.db
     .selectFrom('attempts')
     .select(['id', 'machine_id', 'stage_name'])
@@ -166,16 +163,8 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
   return { job: (await jobGet(tx.db, p.jobId))!, changed: true };
 }
 
-export async function stageLogs(
-  db: Db,
-  p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number },
-): Promise<LogChunk[] | null> {
-  const stage = await db
-    .selectFrom('stages')
-    .select(['id'])
-    .where('job_id', '=', p.jobId)
-    .where('name', '=', p.stage)
-    .executeTakeFirst();
+export async function stageLogs(db: Db, p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null> {
+  const stage = await db.selectFrom('stages').select(['id']).where('job_id', '=', p.jobId).where('name', '=', p.stage).executeTakeFirst();
   if (!stage) return null;
   let aq = db.selectFrom('attempts').select(['id', 'number']).where('stage_id', '=', stage.id);
   if (p.attempt !== undefined) aq = aq.where('number', '=', p.attempt);
@@ -237,7 +226,11 @@ export async function jobsRepair(
       .selectFrom('jobs')
       .select(['id', 'updated_at'])
       .where('id', 'in', unfinished.slice(i, i + 500))
-      .where((eb) => eb.not(eb.exists(eb.selectFrom('stages').select('stages.id').whereRef('stages.job_id', '=', 'jobs.id').where('stages.state', 'in', MOVING_STAGE_STATES))))
+      .where((eb) =>
+        eb.not(
+          eb.exists(eb.selectFrom('stages').select('stages.id').whereRef('stages.job_id', '=', 'jobs.id').where('stages.state', 'in', MOVING_STAGE_STATES)),
+        ),
+      )
       .execute();
     for (const r of rows) unchangedSince.set(r.id, Number(r.updated_at));
   }
@@ -264,7 +257,12 @@ export async function jobsRepair(
         .where('state', '=', c.from)
         .executeTakeFirst();
       if (Number(res.numUpdatedRows) !== 1) continue;
-      await tx.event({ type: `stage:${c.to}`, jobId: id, stageName: c.name, message: `stage ${c.name} ${c.to} (reconciler repair)${c.reason ? `: ${c.reason}` : ''}` });
+      await tx.event({
+        type: `stage:${c.to}`,
+        jobId: id,
+        stageName: c.name,
+        message: `stage ${c.name} ${c.to} (reconciler repair)${c.reason ? `: ${c.reason}` : ''}`,
+      });
       if (c.to === 'ready') await tx.publish('pool:ready', { pool: row.pool });
     }
     if (changes.length) moved.push(id);
@@ -304,7 +302,8 @@ export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; lim
 export async function jobDelete(tx: TxContext, jobId: string): Promise<DeletedFiles | null> {
   const j = await tx.db.selectFrom('jobs').select(['state']).where('id', '=', jobId).executeTakeFirst();
   if (!j) return null;
-  if (!isJobTerminal(j.state as JobState)) throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
+  if (!isJobTerminal(j.state as JobState))
+    throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
   const held = await tx.db.selectFrom('attempts').select('id').where('job_id', '=', jobId).where('released_at', 'is', null).executeTakeFirst();
   if (held) throw new ConflictError(`job ${jobId} ended, but a process of it is still being stopped on its machine; try again in a few seconds`);
   return deleteJobs(tx, [jobId]);
@@ -331,7 +330,13 @@ async function deleteJobs(tx: TxContext, gone: string[]): Promise<DeletedFiles> 
   await tx.db.deleteFrom('output_files').where('job_id', 'in', gone).execute();
   // A file another job still names (a rerun reused it) keeps its attempt's old directory.
   for (let i = 0; i < goneAttempts.length; i += 500) {
-    const rows = await tx.db.selectFrom('output_files').select('attempt_id').distinct().where('attempt_id', 'in', goneAttempts.slice(i, i + 500)).where('blob', 'like', 'legacy:%').execute();
+    const rows = await tx.db
+      .selectFrom('output_files')
+      .select('attempt_id')
+      .distinct()
+      .where('attempt_id', 'in', goneAttempts.slice(i, i + 500))
+      .where('blob', 'like', 'legacy:%')
+      .execute();
     for (const r of rows) stillNamed.add(r.attempt_id);
   }
   await tx.db.deleteFrom('events').where('job_id', 'in', gone).execute();

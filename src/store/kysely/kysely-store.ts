@@ -59,7 +59,13 @@ export class KyselyStore implements Store {
     direct?: DirectConnection,
   ) {
     this.group = capabilities.singleWriter
-      ? new GroupCommit(db, (written) => this.listeners.forEach((l) => l(written)), (trx, now, optimistic) => this.context(trx, now, optimistic), undefined, direct ?? null)
+      ? new GroupCommit(
+          db,
+          (written) => this.listeners.forEach((l) => l(written)),
+          (trx, now, optimistic) => this.context(trx, now, optimistic),
+          undefined,
+          direct ?? null,
+        )
       : null;
   }
 
@@ -165,13 +171,25 @@ export class KyselyStore implements Store {
       // Renewing keeps the term; taking over (expired, or resigned) starts the next one.
       const term = mine ? Number(row.term) : Number(row.term) + 1;
       const expiresAt = tx.now + p.ttlMs;
-      await tx.db.updateTable('leader').set({ holder: p.holder, term, expires_at: expiresAt }).where('name', '=', 'control').where('term', '=', row.term).execute();
-      if (!mine) await tx.event({ type: 'leader:elected', message: `${p.holder} is the leader (term ${term})`, data: { holder: p.holder, term, previous: row.holder } });
+      await tx.db
+        .updateTable('leader')
+        .set({ holder: p.holder, term, expires_at: expiresAt })
+        .where('name', '=', 'control')
+        .where('term', '=', row.term)
+        .execute();
+      if (!mine)
+        await tx.event({ type: 'leader:elected', message: `${p.holder} is the leader (term ${term})`, data: { holder: p.holder, term, previous: row.holder } });
       return { holder: p.holder, term, expiresAt, leader: true };
     });
   }
   async leaderResign(p: { holder: string; term: number }): Promise<void> {
-    await this.db.updateTable('leader').set({ expires_at: 0 }).where('name', '=', 'control').where('holder', '=', p.holder).where('term', '=', p.term).execute();
+    await this.db
+      .updateTable('leader')
+      .set({ expires_at: 0 })
+      .where('name', '=', 'control')
+      .where('holder', '=', p.holder)
+      .where('term', '=', p.term)
+      .execute();
   }
   asLeader(term: () => { holder: string; term: number } | null): Store {
     // Shares everything (connection, listeners, group commit) through the prototype; only the term differs.
@@ -215,7 +233,10 @@ export class KyselyStore implements Store {
       const r = await rerun.jobRerun(tx, p);
       if (r?.job) {
         const reused = r.plan.reused.map((x) => x.stage).join(', ') || 'none';
-        tx.audit(p.audit, { target: p.jobId, result: `ok: rerun as ${r.job.id}${r.canceled ? ' (canceled first)' : ''}; reused ${reused}; runs ${r.plan.rerun.map((x) => x.stage).join(', ')}` });
+        tx.audit(p.audit, {
+          target: p.jobId,
+          result: `ok: rerun as ${r.job.id}${r.canceled ? ' (canceled first)' : ''}; reused ${reused}; runs ${r.plan.rerun.map((x) => x.stage).join(', ')}`,
+        });
       }
       return r;
     });
@@ -248,13 +269,23 @@ export class KyselyStore implements Store {
     if (p.pool !== undefined) {
       const pool = p.pool;
       q = q.where((eb) =>
-        eb.exists(eb.selectFrom('stages').select('stages.id').whereRef('stages.job_id', '=', 'events.job_id').whereRef('stages.name', '=', 'events.stage_name').where('stages.pool', '=', pool)),
+        eb.exists(
+          eb
+            .selectFrom('stages')
+            .select('stages.id')
+            .whereRef('stages.job_id', '=', 'events.job_id')
+            .whereRef('stages.name', '=', 'events.stage_name')
+            .where('stages.pool', '=', pool),
+        ),
       );
     }
     return (await q.execute()).map(toEvent);
   }
   async eventsHead() {
-    const r = await this.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+    const r = await this.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .executeTakeFirst();
     return Number(r?.seq ?? 0);
   }
 
@@ -379,7 +410,15 @@ export class KyselyStore implements Store {
     let q = this.db.selectFrom('audit').selectAll().orderBy('seq').limit(p.limit);
     if (p.afterSeq !== undefined) q = q.where('seq', '>', p.afterSeq);
     if (p.since !== undefined) q = q.where('at', '>=', p.since);
-    return (await q.execute()).map((r) => ({ seq: Number(r.seq), at: Number(r.at), tokenId: r.token_id, actor: r.actor, action: r.action, target: r.target, result: r.result }));
+    return (await q.execute()).map((r) => ({
+      seq: Number(r.seq),
+      at: Number(r.at),
+      tokenId: r.token_id,
+      actor: r.actor,
+      action: r.action,
+      target: r.target,
+      result: r.result,
+    }));
   }
   async machineHeartbeat(p: Parameters<Store['machineHeartbeat']>[0]) {
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));
@@ -414,10 +453,17 @@ export class KyselyStore implements Store {
   machineRemove(p: { machine: string; now: number; audit?: AuditEntry }) {
     return this.operatorTx(p, operator.machineRemove);
   }
-  private async operatorTx(p: { machine: string; now: number; audit?: AuditEntry }, verb: (tx: TxContext, p: { machine: string }) => Promise<MachineSchedulingChange | null>) {
+  private async operatorTx(
+    p: { machine: string; now: number; audit?: AuditEntry },
+    verb: (tx: TxContext, p: { machine: string }) => Promise<MachineSchedulingChange | null>,
+  ) {
     const out = await this.tx(p.now, async (tx) => {
       const r = await verb(tx, p);
-      if (r) tx.audit(p.audit, { target: r.machine.name, result: `ok: ${r.changed ? `now ${r.machine.scheduling}` : `already ${r.machine.scheduling}`}${r.stopped ? `, ${r.stopped} stopped` : ''}` });
+      if (r)
+        tx.audit(p.audit, {
+          target: r.machine.name,
+          result: `ok: ${r.changed ? `now ${r.machine.scheduling}` : `already ${r.machine.scheduling}`}${r.stopped ? `, ${r.stopped} stopped` : ''}`,
+        });
       return r;
     });
     if (!out) throw new NotFoundError('machine', p.machine);
@@ -461,7 +507,10 @@ export class KyselyStore implements Store {
     return this.tx(p.now, async (tx) => {
       const plan = await artifacts.artifactsCollect(tx, { maxBytes: p.maxBytes, dryRun: p.dryRun, limit: p.limit ?? 1000 });
       const freed = plan.collect.reduce((t, c) => t + c.size, 0);
-      tx.audit(p.audit, { target: null, result: `ok${p.dryRun ? ' (dry run)' : ''}: ${plan.collect.length} blob(s), ${freed} bytes; ${plan.release.length} stage(s) released` });
+      tx.audit(p.audit, {
+        target: null,
+        result: `ok${p.dryRun ? ' (dry run)' : ''}: ${plan.collect.length} blob(s), ${freed} bytes; ${plan.release.length} stage(s) released`,
+      });
       return plan;
     });
   }
@@ -491,13 +540,7 @@ export class KyselyStore implements Store {
   }
 
   async outboxPending(p: { limit: number }): Promise<OutboxMessage[]> {
-    const rows = await this.db
-      .selectFrom('outbox')
-      .selectAll()
-      .where('published_at', 'is', null)
-      .orderBy('id')
-      .limit(p.limit)
-      .execute();
+    const rows = await this.db.selectFrom('outbox').selectAll().where('published_at', 'is', null).orderBy('id').limit(p.limit).execute();
     // Rows only TxContext.publish wrote, each a topic with its payload: read back as they went in.
     return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }) as OutboxMessage);
   }

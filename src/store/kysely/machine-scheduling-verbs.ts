@@ -94,7 +94,13 @@ export const machineUncordon = (tx: TxContext, p: { machine: string }) => setSch
 export async function machineDrain(tx: TxContext, p: { machine: string; stopRunning: boolean; jitter: number }): Promise<MachineSchedulingChange | null> {
   const change = await setScheduling(tx, p.machine, drain);
   if (!change || !p.stopRunning) return change;
-  const active = await tx.db.selectFrom('attempts').selectAll().where('machine_id', '=', change.machine.id).where('released_at', 'is', null).where('state', 'in', activeAttemptStates).execute();
+  const active = await tx.db
+    .selectFrom('attempts')
+    .selectAll()
+    .where('machine_id', '=', change.machine.id)
+    .where('released_at', 'is', null)
+    .where('state', 'in', activeAttemptStates)
+    .execute();
   let stopped = 0;
   for (const a of active) {
     if (await loseAttempt(tx, a, `stopped: machine ${change.machine.name} drained at once by an operator`, p.jitter, false)) stopped++;
@@ -126,7 +132,8 @@ export async function machineRemove(tx: TxContext, p: { machine: string }): Prom
   const from = row.scheduling as MachineScheduling;
   const refusal = removeRefusal({ name: row.name, health, scheduling: from, heldAttempts: Number(counts.held), activeAttempts: Number(counts.active ?? 0) });
   if (refusal) throw new ConflictError(refusal);
-  if (!canTransition(machineSchedulingTransitions, from, MachineScheduling.removed)) throw new ConflictError(`machine ${row.name} is ${from}; it cannot be removed`);
+  if (!canTransition(machineSchedulingTransitions, from, MachineScheduling.removed))
+    throw new ConflictError(`machine ${row.name} is ${from}; it cannot be removed`);
   const res = await tx.db
     .updateTable('machines')
     .set({ scheduling: MachineScheduling.removed, updated_at: tx.now })

@@ -36,7 +36,11 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
   if (existing) {
     id = existing.id;
     const scheduling = revived ? MachineScheduling.eligible : (existing.scheduling as MachineScheduling);
-    await tx.db.updateTable('machines').set({ ...fields, scheduling }).where('id', '=', id).execute();
+    await tx.db
+      .updateTable('machines')
+      .set({ ...fields, scheduling })
+      .where('id', '=', id)
+      .execute();
   } else {
     id = newId('m', tx.now);
     await tx.db
@@ -96,7 +100,12 @@ export async function machineHeartbeat(
   let health = m.health as MachineHealth;
   let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
   if (health === 'suspect' || health === 'lost') {
-    const res = await tx.db.updateTable('machines').set({ health: 'ready', updated_at: tx.now }).where('id', '=', m.id).where('health', '=', health).executeTakeFirst();
+    const res = await tx.db
+      .updateTable('machines')
+      .set({ health: 'ready', updated_at: tx.now })
+      .where('id', '=', m.id)
+      .where('health', '=', health)
+      .executeTakeFirst();
     if (Number(res.numUpdatedRows) === 1) {
       await tx.event({ type: 'machine:ready', machineId: m.id, message: `machine ${m.name} is heartbeating again (was ${health})` });
       await tx.publish('capacity:freed', { machineId: m.id });
@@ -135,14 +144,15 @@ export async function machineHeartbeat(
 const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>
   db.selectFrom('machines').select(['id', 'name', 'health', 'last_heartbeat_at']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
 );
-const setProgress = prepared<[fraction: number, message: string | null, at: number, id: string, token: number, machineId: string]>()((db, [fraction, message, at, id, token, machineId]) =>
-  db
-    .updateTable('attempts')
-    .set({ progress: fraction, progress_message: message, progress_at: at })
-    .where('id', '=', id)
-    .where('token', '=', token)
-    .where('machine_id', '=', machineId)
-    .where('state', '=', 'running'),
+const setProgress = prepared<[fraction: number, message: string | null, at: number, id: string, token: number, machineId: string]>()(
+  (db, [fraction, message, at, id, token, machineId]) =>
+    db
+      .updateTable('attempts')
+      .set({ progress: fraction, progress_message: message, progress_at: at })
+      .where('id', '=', id)
+      .where('token', '=', token)
+      .where('machine_id', '=', machineId)
+      .where('state', '=', 'running'),
 );
 const markHeartbeat = prepared<[at: number, id: string]>()((db, [at, id]) => db.updateTable('machines').set({ last_heartbeat_at: at }).where('id', '=', id));
 /** What a machine holds: attempts placed on it and not yet released, a small set however long its history (a partial index). */
@@ -167,7 +177,9 @@ export async function killList(
   held?: readonly HeldRow[],
 ): Promise<HeartbeatResult['kill']> {
   if (running.length === 0) return [];
-  const byId = new Map<string, Pick<HeldRow, 'id' | 'token' | 'state' | 'machine_id' | 'reason'>>((held ?? (await heldOn.rows(db, machineId))).map((r) => [r.id, r]));
+  const byId = new Map<string, Pick<HeldRow, 'id' | 'token' | 'state' | 'machine_id' | 'reason'>>(
+    (held ?? (await heldOn.rows(db, machineId))).map((r) => [r.id, r]),
+  );
   const elsewhere = running.filter((r) => !byId.has(r.attemptId)).map((r) => r.attemptId);
   for (const r of await fencesById.rows(db, elsewhere)) byId.set(r.id, r);
   const kill: HeartbeatResult['kill'] = [];
@@ -187,7 +199,11 @@ export async function killList(
       .selectFrom('attempts')
       .innerJoin('stages', 'stages.id', 'attempts.stage_id')
       .select(['attempts.id', 'stages.definition'])
-      .where('attempts.id', 'in', preempted.map((k) => k.attemptId))
+      .where(
+        'attempts.id',
+        'in',
+        preempted.map((k) => k.attemptId),
+      )
       .execute();
     const grace = new Map(rows.map((r) => [r.id, preemptionGraceMs(JSON.parse(r.definition) as StageDefinition)]));
     for (const k of preempted) {
@@ -232,7 +248,17 @@ async function reconcileReported(
   jitter: number,
 ): Promise<string[]> {
   const lost: string[] = [];
-  const lose = held.lose.length ? await tx.db.selectFrom('attempts').selectAll().where('id', 'in', held.lose.map((a) => a.id)).execute() : [];
+  const lose = held.lose.length
+    ? await tx.db
+        .selectFrom('attempts')
+        .selectAll()
+        .where(
+          'id',
+          'in',
+          held.lose.map((a) => a.id),
+        )
+        .execute()
+    : [];
   for (const a of lose) {
     if (await loseAttempt(tx, a, `agent on ${m.name} no longer reports it`, jitter)) lost.push(a.id);
   }
@@ -266,7 +292,9 @@ const committedOutputsOfJobs = preparedList((db, jobIds) =>
   db.selectFrom('stages').select(['id', 'job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null),
 );
 /** The stages' manifests (docs/rerun.md): a reused stage's are the original's files, named by the attempt that produced them. */
-const manifestsOfStages = preparedList((db, ids) => db.selectFrom('output_files').select(['stage_id', 'path', 'size']).where('stage_id', 'in', ids).orderBy('path'));
+const manifestsOfStages = preparedList((db, ids) =>
+  db.selectFrom('output_files').select(['stage_id', 'path', 'size']).where('stage_id', 'in', ids).orderBy('path'),
+);
 
 /**
  * Attempts placed on this machine and not started, with everything to run them; `exclude` names
@@ -283,7 +311,10 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
   const jobIds = [...new Set(rows.filter((_, i) => defs[i]!.needs.length).map((r) => r.job_id))];
   const upstream = await committedOutputsOfJobs.rows(db, jobIds);
   const filesOf = new Map<string, OutputFile[]>();
-  for (const f of await manifestsOfStages.rows(db, upstream.map((u) => u.id))) {
+  for (const f of await manifestsOfStages.rows(
+    db,
+    upstream.map((u) => u.id),
+  )) {
     let list = filesOf.get(f.stage_id);
     if (!list) filesOf.set(f.stage_id, (list = []));
     list.push({ path: f.path, size: Number(f.size) });
@@ -318,10 +349,7 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
  * caller's, compared with heartbeat times that the same clock wrote. A cordoned or draining
  * machine is judged as any other: taking no new work does not make it immune to dying.
  */
-export async function machinesReap(
-  tx: TxContext,
-  p: { suspectAfterMs: number; lostAfterMs: number; jitter: number },
-): Promise<ReapResult> {
+export async function machinesReap(tx: TxContext, p: { suspectAfterMs: number; lostAfterMs: number; jitter: number }): Promise<ReapResult> {
   const result: ReapResult = { machines: [], lostAttempts: [] };
   const silent = await tx.db
     .selectFrom('machines')

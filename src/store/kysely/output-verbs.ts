@@ -13,13 +13,16 @@ import type { Db, Trx, TxContext } from './tx-context.js';
 const uploadsOfAttempt = prepared<[attemptId: string]>()((db, [attemptId]) =>
   db.selectFrom('output_uploads').select(['path', 'blob', 'size']).where('attempt_id', '=', attemptId),
 );
-const insertManifestRow = prepared<[stageId: string, jobId: string, path: string, blob: string, size: number, attemptId: string]>()((db, [stageId, jobId, path, blob, size, attemptId]) =>
-  db.insertInto('output_files').values({ stage_id: stageId, job_id: jobId, path, blob, size, attempt_id: attemptId }),
+const insertManifestRow = prepared<[stageId: string, jobId: string, path: string, blob: string, size: number, attemptId: string]>()(
+  (db, [stageId, jobId, path, blob, size, attemptId]) =>
+    db.insertInto('output_files').values({ stage_id: stageId, job_id: jobId, path, blob, size, attempt_id: attemptId }),
 );
 const blobOfAttemptFile = prepared<[attemptId: string, path: string]>()((db, [attemptId, path]) =>
   db.selectFrom('output_files').select(['blob', 'size']).where('attempt_id', '=', attemptId).where('path', '=', path).limit(1),
 );
-const uploadsOfAttempts = preparedList((db, ids) => db.selectFrom('output_uploads').select(['attempt_id', 'path', 'blob', 'size']).where('attempt_id', 'in', ids));
+const uploadsOfAttempts = preparedList((db, ids) =>
+  db.selectFrom('output_uploads').select(['attempt_id', 'path', 'blob', 'size']).where('attempt_id', 'in', ids),
+);
 
 /**
  * Records an upload, in one transaction with its blob's row (its time refreshed: an upload of an
@@ -61,7 +64,10 @@ export async function uploadedOutputs(tx: TxContext, attemptId: string, outputs:
 }
 
 /** The commit of a stage's outputs: its manifest, one row per file (one prepared insert each). */
-export async function commitManifest(tx: TxContext, p: { stageId: string; jobId: string; attemptId: string; files: readonly CommittedOutput[] }): Promise<void> {
+export async function commitManifest(
+  tx: TxContext,
+  p: { stageId: string; jobId: string; attemptId: string; files: readonly CommittedOutput[] },
+): Promise<void> {
   for (const f of p.files) await insertManifestRow.run(tx.db, p.stageId, p.jobId, f.path, f.blob, f.size, p.attemptId);
 }
 

@@ -30,7 +30,12 @@ describe('placement in the transaction that made room (one writer)', () => {
   const stageStates = async (jobId: string) => Object.fromEntries((await store.jobGet({ jobId }))!.stages.map((s) => [s.name, s.state]));
 
   it('a submit places what fits, and the outcome that frees room places the next stage, each in its own one commit', async () => {
-    expect(store.placeBeforeCommit((source) => schedulerPass(source, clock, { leaseMs: 10_000 }).then(() => {}), (err) => errors.push(err))).toBe(true);
+    expect(
+      store.placeBeforeCommit(
+        (source) => schedulerPass(source, clock, { leaseMs: 10_000 }).then(() => {}),
+        (err) => errors.push(err),
+      ),
+    ).toBe(true);
     // Room for one stage of 1 CPU at a time.
     const m = await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 1000 }), now });
     commits = 0;
@@ -38,7 +43,14 @@ describe('placement in the transaction that made room (one writer)', () => {
     expect(commits).toBe(1);
     expect(await stageStates(j.id)).toEqual({ a: 'scheduled', b: 'pending' });
     const [a] = await store.machineAssignments({ machineId: m.id });
-    await store.machineReport({ machineId: m.id, started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }], completed: [], now, leaseMs: 10_000, jitter: () => 0.5 });
+    await store.machineReport({
+      machineId: m.id,
+      started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0.5,
+    });
     commits = 0;
     const r = await store.machineReport({
       machineId: m.id,
@@ -60,7 +72,14 @@ describe('placement in the transaction that made room (one writer)', () => {
     const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
     await schedulerPass(store, clock, { leaseMs: 10_000 });
     const [a] = await store.machineAssignments({ machineId: m.id });
-    await store.machineReport({ machineId: m.id, started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }], completed: [], now, leaseMs: 10_000, jitter: () => 0.5 });
+    await store.machineReport({
+      machineId: m.id,
+      started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0.5,
+    });
     // A pass that places (its writes are in the transaction), then fails.
     store.placeBeforeCommit(
       async (source) => {

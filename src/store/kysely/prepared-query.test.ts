@@ -25,7 +25,9 @@ describe('prepared queries', () => {
     expect(await rename.affected(store.db, 'renamed-a', a.id, 5)).toBe(1);
     expect(await rename.affected(store.db, 'renamed-b', b.id, 7)).toBe(1);
     expect(await rename.affected(store.db, 'nobody', 'no-such-job', 9)).toBe(0);
-    const get = prepared<[id: string]>()((db, [id]) => db.selectFrom('jobs').select(['name', 'updated_at', 'finished_at', 'failure_reason']).where('id', '=', id));
+    const get = prepared<[id: string]>()((db, [id]) =>
+      db.selectFrom('jobs').select(['name', 'updated_at', 'finished_at', 'failure_reason']).where('id', '=', id),
+    );
     expect(await get.first(store.db, a.id)).toEqual({ name: 'renamed-a', updated_at: 5, finished_at: 5, failure_reason: 'constant' });
     expect(await get.first(store.db, b.id)).toEqual({ name: 'renamed-b', updated_at: 7, finished_at: 7, failure_reason: 'constant' });
     expect(await get.rows(store.db, 'no-such-job')).toEqual([]);
@@ -44,7 +46,12 @@ describe('prepared queries', () => {
   });
 
   it('refuses an argument written into the SQL text, or changed before it was bound', async () => {
-    const inText = prepared<[table: string]>()((db, [t]) => db.selectFrom('jobs').select('id').where(sql.raw(`name = '${t}'`) as never));
+    const inText = prepared<[table: string]>()((db, [t]) =>
+      db
+        .selectFrom('jobs')
+        .select('id')
+        .where(sql.raw(`name = '${t}'`) as never),
+    );
     await expect(inText.rows(store.db, 'x')).rejects.toThrow(/written into the SQL text/);
     const stringified = prepared<[labels: string[]]>()((db, [labels]) => db.updateTable('jobs').set({ labels: JSON.stringify(labels) }));
     await expect(stringified.affected(store.db, ['a'])).rejects.toThrow(/transformed before it was bound/);

@@ -13,7 +13,10 @@ async function placeAll(store: KyselyStore, names: string[]) {
   const m = await store.machineRegister({ ...cpuMachine('m1'), now });
   const j = await store.jobSubmit({ definition: job(names.map((n) => stage(n))), source: null, now });
   const cluster = await store.schedulerSnapshot({ now, limitPerShape: 10 });
-  const plan = { placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })), pending: [] };
+  const plan = {
+    placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })),
+    pending: [],
+  };
   const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
   return { m, j, placed: names.map((n) => applied.find((a) => a.stageName === n)!) };
 }
@@ -30,7 +33,14 @@ describe('machineReport', () => {
   it('an item that fails for another reason than staleness is refused alone; the rest of the report counts', async () => {
     const { m, j, placed } = await placeAll(store, ['x', 'y']);
     const [x, y] = placed;
-    await store.machineReport({ machineId: m.id, started: [{ attemptId: x!.id, token: x!.token, pid: null }], completed: [], now, leaseMs: 10_000, jitter: () => 0 });
+    await store.machineReport({
+      machineId: m.id,
+      started: [{ attemptId: x!.id, token: x!.token, pid: null }],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
     // A fault only this outcome trips (a bug, a constraint): here, a trigger.
     await sql`create trigger boom before update on attempts when new.exit_code = 77 begin select raise(abort, 'boom'); end`.execute(store.db);
     const errors: string[] = [];
@@ -54,9 +64,21 @@ describe('machineReport', () => {
   it('an item that fails after it has written is undone alone too (the report runs again with savepoints)', async () => {
     const { m, j, placed } = await placeAll(store, ['x', 'y']);
     const [x, y] = placed;
-    await store.machineReport({ machineId: m.id, started: [{ attemptId: x!.id, token: x!.token, pid: null }, { attemptId: y!.id, token: y!.token, pid: null }], completed: [], now, leaseMs: 10_000, jitter: () => 0 });
+    await store.machineReport({
+      machineId: m.id,
+      started: [
+        { attemptId: x!.id, token: x!.token, pid: null },
+        { attemptId: y!.id, token: y!.token, pid: null },
+      ],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
     // x's outcome writes its attempt, then trips this on its stage's write: a fault after a write.
-    await sql`create trigger boom before update on stages when new.name = 'x' and new.state = 'succeeded' begin select raise(abort, 'boom'); end`.execute(store.db);
+    await sql`create trigger boom before update on stages when new.name = 'x' and new.state = 'succeeded' begin select raise(abort, 'boom'); end`.execute(
+      store.db,
+    );
     const errors: string[] = [];
     const done = { token: 0, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] };
     const r = await store.machineReport({
@@ -81,7 +103,7 @@ describe('machineReport', () => {
     expect(events.filter((e) => e.attemptId === x!.id).map((e) => e.type)).toEqual(['attempt:scheduled', 'attempt:running']);
   });
 
-  it("items of one job in one report each see the job as the earlier items left it", async () => {
+  it('items of one job in one report each see the job as the earlier items left it', async () => {
     // The report reads each attempt's job state with it; an item after another of the same job must not act on that read.
     const { m, j, placed } = await placeAll(store, ['x', 'y']);
     const [x, y] = [placed[0]!, placed[1]!];
@@ -89,7 +111,14 @@ describe('machineReport', () => {
       store.machineReport({
         machineId: m.id,
         started: started.map((a) => ({ attemptId: a.id, token: a.token, pid: null })),
-        completed: completed.map((a) => ({ attemptId: a.id, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] })),
+        completed: completed.map((a) => ({
+          attemptId: a.id,
+          token: a.token,
+          exitCode: 0,
+          signal: null,
+          end: { kind: 'exited' as const, detail: null },
+          outputs: [],
+        })),
         now,
         leaseMs: 10_000,
         jitter: () => 0,

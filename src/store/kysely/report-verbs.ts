@@ -40,7 +40,10 @@ export async function machineReport(
   const touched = new Set<string>();
   /** Jobs an earlier item of this report may have moved: their state as read above is stale. */
   const jobsTouched = new Set<string>();
-  const item = async (attemptId: string, fn: (a: NonNullable<ReturnType<typeof rows.get>>, jobState: string | undefined) => Promise<ReportItemOutcome>): Promise<ReportItemOutcome> => {
+  const item = async (
+    attemptId: string,
+    fn: (a: NonNullable<ReturnType<typeof rows.get>>, jobState: string | undefined) => Promise<ReportItemOutcome>,
+  ): Promise<ReportItemOutcome> => {
     // Read again when an earlier item of this report touched the same attempt (start, then its pid).
     const a = touched.has(attemptId) ? (await loadMany(tx, [attemptId]))[0] : rows.get(attemptId);
     if (!a) return { attemptId, result: 'stale', message: 'unknown attempt' };

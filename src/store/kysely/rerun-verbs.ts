@@ -24,7 +24,8 @@ async function rerunSource(db: Db | Trx, job: { id: string; state: string; defin
     if (s.state !== 'succeeded' || s.outputs_released_at !== null) return null;
     const mine = files.filter((f) => f.stage_id === s.id).map((f) => ({ path: f.path, blob: f.blob, size: Number(f.size) }));
     // Reused here already: its source's run travels with it.
-    if (s.reused_from) return { fromJob: s.reused_from, attemptId: s.output_attempt_id, runMs: Number(s.reused_run_ms ?? 0), gpus: Number(s.reused_gpus ?? 0), files: mine };
+    if (s.reused_from)
+      return { fromJob: s.reused_from, attemptId: s.output_attempt_id, runMs: Number(s.reused_run_ms ?? 0), gpus: Number(s.reused_gpus ?? 0), files: mine };
     const a = s.output_attempt_id ? byId.get(s.output_attempt_id) : undefined;
     const runMs = a ? Math.max(0, Number(a.finished_at ?? 0) - Number(a.started_at ?? a.scheduled_at)) : 0;
     return { fromJob: job.id, attemptId: s.output_attempt_id, runMs, gpus: a ? (JSON.parse(a.gpu_indices) as number[]).length : 0, files: mine };
@@ -87,13 +88,21 @@ export async function jobRerun(tx: TxContext, p: RerunParams): Promise<RerunResu
       reused_gpus: use.gpus,
     };
   });
-  await insertRows(tx, 'jobs', [{ ...jobRow(jobId, def, p.definition ? (p.source ?? null) : original.source, 'submitted', tx.now), rerun_of: p.jobId, rerun_from: JSON.stringify(plan.from) }]);
+  await insertRows(tx, 'jobs', [
+    {
+      ...jobRow(jobId, def, p.definition ? (p.source ?? null) : original.source, 'submitted', tx.now),
+      rerun_of: p.jobId,
+      rerun_from: JSON.stringify(plan.from),
+    },
+  ]);
   await insertRows(tx, 'stages', rows);
   const stageIds = new Map(rows.map((r) => [r.name, r.id]));
   await insertRows(
     tx,
     'output_files',
-    plan.reused.flatMap((r) => r.files.map((f) => ({ stage_id: stageIds.get(r.stage)!, job_id: jobId, path: f.path, blob: f.blob, size: f.size, attempt_id: r.attemptId ?? '' }))),
+    plan.reused.flatMap((r) =>
+      r.files.map((f) => ({ stage_id: stageIds.get(r.stage)!, job_id: jobId, path: f.path, blob: f.blob, size: f.size, attempt_id: r.attemptId ?? '' })),
+    ),
   );
   const runs = plan.rerun.map((r) => r.stage).join(', ');
   const kept = plan.reused.map((r) => r.stage).join(', ') || 'none';

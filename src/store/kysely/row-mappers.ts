@@ -83,7 +83,10 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     startedAt: numOrNull(r.started_at),
     finishedAt: numOrNull(r.finished_at),
     releasedAt: numOrNull(r.released_at),
-    progress: r.progress === null || r.progress === undefined ? null : { fraction: Number(r.progress), message: r.progress_message ?? null, at: num(r.progress_at ?? 0) },
+    progress:
+      r.progress === null || r.progress === undefined
+        ? null
+        : { fraction: Number(r.progress), message: r.progress_message ?? null, at: num(r.progress_at ?? 0) },
   };
 }
 

@@ -37,8 +37,31 @@ const placeStage = prepared<[token: number, attemptId: string, at: number, id: s
 
 /** An attempt row's columns in one fixed order: the arguments of `insertAttempt`. */
 const ATTEMPT_COLUMNS = [
-  'id', 'stage_id', 'job_id', 'stage_name', 'number', 'token', 'machine_id', 'gpu_indices', 'gpu_type', 'cpu_millis', 'memory_bytes', 'state', 'exit_code',
-  'signal', 'reason', 'pid', 'outputs', 'lease_expires_at', 'scheduled_at', 'started_at', 'finished_at', 'released_at', 'log_bytes', 'stdout_bytes', 'stderr_bytes',
+  'id',
+  'stage_id',
+  'job_id',
+  'stage_name',
+  'number',
+  'token',
+  'machine_id',
+  'gpu_indices',
+  'gpu_type',
+  'cpu_millis',
+  'memory_bytes',
+  'state',
+  'exit_code',
+  'signal',
+  'reason',
+  'pid',
+  'outputs',
+  'lease_expires_at',
+  'scheduled_at',
+  'started_at',
+  'finished_at',
+  'released_at',
+  'log_bytes',
+  'stdout_bytes',
+  'stderr_bytes',
 ] as const satisfies readonly (keyof AttemptsTable)[];
 // The row is typed where it is built; its values travel as a list in ATTEMPT_COLUMNS' order.
 const attemptValues = (r: AttemptsTable): unknown[] => ATTEMPT_COLUMNS.map((c) => r[c]);
@@ -125,7 +148,15 @@ async function shapeRequest(db: Db, shape: string, known: Map<string, QueueShape
     .executeTakeFirst();
   if (!r) return null;
   const def = JSON.parse(r.definition) as StageDefinition;
-  const read: QueueShape = { shape, pool: r.pool, resources: def.resources, placement: def.placement, team: r.team, preemptible: def.preemptible === true, timeoutSeconds: def.timeoutSeconds };
+  const read: QueueShape = {
+    shape,
+    pool: r.pool,
+    resources: def.resources,
+    placement: def.placement,
+    team: r.team,
+    preemptible: def.preemptible === true,
+    timeoutSeconds: def.timeoutSeconds,
+  };
   if (known.size > 10_000) known.clear();
   known.set(shape, read);
   return read;
@@ -150,7 +181,11 @@ const shapeHead = prepared<[shape: string, now: number, limit: number]>()((db, [
  * stages whose backoff has passed. What they ask for is their shape's (the same for all of them),
  * so no stage's definition is read.
  */
-export async function queueHeads(db: Db, p: { now: number; shapes: { shape: string; limit: number }[] }, known: Map<string, QueueShape>): Promise<QueuedStage[]> {
+export async function queueHeads(
+  db: Db,
+  p: { now: number; shapes: { shape: string; limit: number }[] },
+  known: Map<string, QueueShape>,
+): Promise<QueuedStage[]> {
   const queue: QueuedStage[] = [];
   for (const { shape, limit } of p.shapes) {
     if (limit <= 0) continue;
@@ -273,7 +308,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled', jobStates.get(jobId));
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const preempted: string[] = [];
-  for (const pre of p.plan.preemptions ?? []) for (const v of pre.victims) if (await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)) preempted.push(v.attemptId);
+  for (const pre of p.plan.preemptions ?? [])
+    for (const v of pre.victims) if (await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)) preempted.push(v.attemptId);
   return { applied, skipped, ...(preempted.length ? { preempted } : {}) };
 }
 
@@ -302,10 +338,15 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     data: { graceMs },
   });
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome: { kind: 'preempted', reason, notBefore: tx.now + graceMs }, jitter });
+  await applyOutcome(tx, {
+    jobId: a.job_id,
+    stageId: a.stage_id,
+    attemptId: a.id,
+    outcome: { kind: 'preempted', reason, notBefore: tx.now + graceMs },
+    jitter,
+  });
   return true;
 }
-
 
 /**
  * A ready stage's place in its shape's queue, in the order queueHeads reads it (priority, then the
@@ -313,7 +354,11 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
  * asking (explain), not for a pass.
  */
 export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahead: number; waiting: number } | null> {
-  const s = await db.selectFrom('stages').select(['state', 'shape', 'priority', 'created_at', 'job_id', 'ready_since']).where('id', '=', stageId).executeTakeFirst();
+  const s = await db
+    .selectFrom('stages')
+    .select(['state', 'shape', 'priority', 'created_at', 'job_id', 'ready_since'])
+    .where('id', '=', stageId)
+    .executeTakeFirst();
   if (!s || s.state !== 'ready' || s.shape === null) return null;
   const inQueue = db.selectFrom('stages').where('state', '=', QUEUE_STATE).where('shape', '=', s.shape);
   const ahead = await inQueue
@@ -325,7 +370,10 @@ export async function stageQueuePosition(db: Db, stageId: string): Promise<{ ahe
           eb('priority', '=', s.priority),
           eb.or([
             eb('created_at', '<', s.created_at),
-            eb.and([eb('created_at', '=', s.created_at), eb.or([eb('job_id', '<', s.job_id), eb.and([eb('job_id', '=', s.job_id), eb('ready_since', '<', s.ready_since ?? 0)])])]),
+            eb.and([
+              eb('created_at', '=', s.created_at),
+              eb.or([eb('job_id', '<', s.job_id), eb.and([eb('job_id', '=', s.job_id), eb('ready_since', '<', s.ready_since ?? 0)])]),
+            ]),
           ]),
         ]),
       ]),

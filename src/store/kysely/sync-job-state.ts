@@ -70,7 +70,9 @@ async function moveJobTo(tx: TxContext, jobId: string, from: JobState, to: JobSt
   if (!canTransition(jobTransitions, from, to)) {
     throw new Error(`internal: job ${jobId} cannot move from ${from} to ${to}`);
   }
-  const changed = isJobTerminal(to) ? await endJob.affected(tx.db, to, tx.now, failureReason, jobId, from) : await moveJob.affected(tx.db, to, tx.now, jobId, from);
+  const changed = isJobTerminal(to)
+    ? await endJob.affected(tx.db, to, tx.now, failureReason, jobId, from)
+    : await moveJob.affected(tx.db, to, tx.now, jobId, from);
   // Guarded on `from`: if the job was no longer there, this changed nothing and says nothing.
   if (changed !== 1) return;
   await recordJobStateChange(tx, jobId, from, to, failureReason);

@@ -66,7 +66,12 @@ export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
   for (const r of rows) {
     const u = out.get(r.team) ?? emptyTeamUsage();
     const gpus = (JSON.parse(r.gpu_indices) as number[]).length;
-    addUsage(u, { cpuMillis: Number(r.cpu_millis), memoryBytes: Number(r.memory_bytes), gpuCount: gpus, gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type) });
+    addUsage(u, {
+      cpuMillis: Number(r.cpu_millis),
+      memoryBytes: Number(r.memory_bytes),
+      gpuCount: gpus,
+      gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type),
+    });
     out.set(r.team, u);
   }
   return out;
@@ -147,7 +152,15 @@ export async function heldUntil(db: Db | Trx, p: { machineIds: readonly string[]
   const rows = await db
     .selectFrom('attempts')
     .innerJoin('stages', 'stages.id', 'attempts.stage_id')
-    .select(['attempts.machine_id', 'attempts.gpu_indices', 'attempts.cpu_millis', 'attempts.memory_bytes', 'attempts.state', 'attempts.started_at', 'stages.definition'])
+    .select([
+      'attempts.machine_id',
+      'attempts.gpu_indices',
+      'attempts.cpu_millis',
+      'attempts.memory_bytes',
+      'attempts.state',
+      'attempts.started_at',
+      'stages.definition',
+    ])
     .where('attempts.released_at', 'is', null)
     .where('attempts.machine_id', 'in', [...p.machineIds])
     .execute();

@@ -27,7 +27,12 @@ export async function tokenCreate(
   tx: TxContext,
   p: { id: string; kind: TokenKind; team: string | null; machineId?: string | null; name: string; hash: string; expiresAt: number | null },
 ): Promise<TokenRecord> {
-  if (p.team !== null) await tx.db.insertInto('teams').values({ name: p.team, weight: 1, created_at: tx.now }).onConflict((oc) => oc.column('name').doNothing()).execute();
+  if (p.team !== null)
+    await tx.db
+      .insertInto('teams')
+      .values({ name: p.team, weight: 1, created_at: tx.now })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
   const row: TokensTable = {
     id: p.id,
     kind: p.kind,
@@ -67,7 +72,12 @@ export async function tokenRevoke(tx: TxContext, p: { id: string }): Promise<{ t
   if (!r) return null;
   if (r.revoked_at !== null) return { token: toToken(r), changed: false };
   await tx.db.updateTable('tokens').set({ revoked_at: tx.now }).where('id', '=', p.id).where('revoked_at', 'is', null).execute();
-  await tx.event({ type: 'token:revoked', machineId: r.machine_id, message: `${r.kind} token ${r.id} (${r.name}) revoked`, data: { tokenId: r.id, kind: r.kind, team: r.team } });
+  await tx.event({
+    type: 'token:revoked',
+    machineId: r.machine_id,
+    message: `${r.kind} token ${r.id} (${r.name}) revoked`,
+    data: { tokenId: r.id, kind: r.kind, team: r.team },
+  });
   return { token: toToken({ ...r, revoked_at: tx.now }), changed: true };
 }
 
@@ -79,7 +89,15 @@ export async function tokenRevoke(tx: TxContext, p: { id: string }): Promise<{ t
  */
 export async function issueMachineCredential(tx: TxContext, p: { machineId: string; machineName: string; id: string; hash: string }): Promise<void> {
   await tx.db.updateTable('tokens').set({ revoked_at: tx.now }).where('machine_id', '=', p.machineId).where('revoked_at', 'is', null).execute();
-  await tokenCreate(tx, { id: p.id, kind: TokenKind.machine, team: null, machineId: p.machineId, name: `machine ${p.machineName}`, hash: p.hash, expiresAt: null });
+  await tokenCreate(tx, {
+    id: p.id,
+    kind: TokenKind.machine,
+    team: null,
+    machineId: p.machineId,
+    name: `machine ${p.machineName}`,
+    hash: p.hash,
+    expiresAt: null,
+  });
 }
 
 /** Refuses a join token's registration under the name of a machine that is alive (see issueMachineCredential). */

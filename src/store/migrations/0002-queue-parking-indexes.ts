@@ -8,7 +8,10 @@ import { type Kysely, type Migration, sql } from 'kysely';
 export const migration0002QueueParkingIndexes: Migration = {
   async up(db: Kysely<any>) {
     await db.schema.alterTable('stages').addColumn('parked_at', 'bigint').execute();
-    await db.schema.alterTable('attempts').addColumn('log_bytes', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('attempts')
+      .addColumn('log_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
     await db.schema.dropIndex('stages_queue').execute();
     // Priority descending as the scheduler reads it, so a pass reads the head without sorting.
     await sql`create index stages_queue on stages (state, pool, priority desc, ready_since)`.execute(db);

@@ -49,7 +49,11 @@ export const migration0003StageShapes: Migration = {
     const open = await db.selectFrom('stages').select(['id', 'definition']).where('state', 'in', ['pending', 'ready', 'scheduled', 'running']).execute();
     for (const r of open) {
       const def = JSON.parse(r.definition) as { resources: FrozenResources; placement: FrozenPlacement };
-      await db.updateTable('stages').set({ shape: shapeAt0003(def.resources, def.placement) }).where('id', '=', r.id).execute();
+      await db
+        .updateTable('stages')
+        .set({ shape: shapeAt0003(def.resources, def.placement) })
+        .where('id', '=', r.id)
+        .execute();
     }
     // State first, then shape: `min(shape) … where state = 'ready' and shape > ?` is one seek in
     // it (a partial index `where state = 'ready'` was not chosen for that by SQLite's planner),

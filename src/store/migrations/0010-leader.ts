@@ -18,7 +18,13 @@ export const migration0010Leader: Migration = {
     // This database's own name, made once: messages on a bus shared with other installations
     // carry it, so theirs never wake ours and outbox ids (which restart with a new database)
     // never collide in the bus's de-duplication.
-    await db.schema.createTable('installation').addColumn('id', 'text', (c) => c.primaryKey()).execute();
-    await db.insertInto('installation').values({ id: randomBytes(8).toString('hex') }).execute();
+    await db.schema
+      .createTable('installation')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .execute();
+    await db
+      .insertInto('installation')
+      .values({ id: randomBytes(8).toString('hex') })
+      .execute();
   },
 };

@@ -53,7 +53,10 @@ export const migration0012TeamsPreemption: Migration = {
   async up(db: Kysely<any>) {
     await db.schema.alterTable('teams').addColumn('quota', 'text').execute();
     await db.schema.alterTable('teams').addColumn('updated_at', 'bigint').execute();
-    await db.schema.alterTable('stages').addColumn('preemptible', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('stages')
+      .addColumn('preemptible', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
     await db.schema.alterTable('stages').addColumn('preempted_at', 'bigint').execute();
     const open = await db
       .selectFrom('stages')
@@ -66,7 +69,10 @@ export const migration0012TeamsPreemption: Migration = {
       const preemptible = def.preemptible === true;
       await db
         .updateTable('stages')
-        .set({ shape: shapeAt0012(def.resources, def.placement, { team: r.team, preemptible, timeoutSeconds: def.timeoutSeconds ?? null }), preemptible: preemptible ? 1 : 0 })
+        .set({
+          shape: shapeAt0012(def.resources, def.placement, { team: r.team, preemptible, timeoutSeconds: def.timeoutSeconds ?? null }),
+          preemptible: preemptible ? 1 : 0,
+        })
         .where('id', '=', r.id)
         .execute();
     }

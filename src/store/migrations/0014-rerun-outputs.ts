@@ -63,7 +63,13 @@ export function migration0014RerunOutputs(): Migration {
         const rows = await db
           .selectFrom('stages')
           .innerJoin('attempts', 'attempts.id', 'stages.output_attempt_id')
-          .select(['stages.id as stage_id', 'stages.job_id as job_id', 'attempts.id as attempt_id', 'attempts.outputs as outputs', 'attempts.finished_at as finished_at'])
+          .select([
+            'stages.id as stage_id',
+            'stages.job_id as job_id',
+            'attempts.id as attempt_id',
+            'attempts.outputs as outputs',
+            'attempts.finished_at as finished_at',
+          ])
           .where('stages.id', '>', after)
           .orderBy('stages.id')
           .limit(500)
@@ -81,9 +87,17 @@ export function migration0014RerunOutputs(): Migration {
           }
         }
         // A few hundred rows a statement: far under either database's limit on bound parameters.
-        for (let i = 0; i < files.length; i += 500) await db.insertInto('output_files').values(files.slice(i, i + 500)).execute();
+        for (let i = 0; i < files.length; i += 500)
+          await db
+            .insertInto('output_files')
+            .values(files.slice(i, i + 500))
+            .execute();
         const blobRows = [...blobs.values()];
-        for (let i = 0; i < blobRows.length; i += 500) await db.insertInto('artifact_blobs').values(blobRows.slice(i, i + 500)).execute();
+        for (let i = 0; i < blobRows.length; i += 500)
+          await db
+            .insertInto('artifact_blobs')
+            .values(blobRows.slice(i, i + 500))
+            .execute();
       }
     },
   };

@@ -76,9 +76,22 @@ async function rebuildMachinesOnSqlite(db: Kysely<any>): Promise<void> {
         .addColumn('scheduling', 'text', (c) => c.notNull().defaultTo('eligible').check(oneOf('scheduling', MACHINE_SCHEDULINGS)))
         .execute();
       const columns = sql.join(
-        ['id', 'name', 'cpu_millis', 'memory_bytes', 'gpus', 'gpus_declared', 'region', 'labels', 'health', 'agent', 'last_heartbeat_at', 'registered_at', 'updated_at', 'scheduling'].map((c) =>
-          sql.ref(c),
-        ),
+        [
+          'id',
+          'name',
+          'cpu_millis',
+          'memory_bytes',
+          'gpus',
+          'gpus_declared',
+          'region',
+          'labels',
+          'health',
+          'agent',
+          'last_heartbeat_at',
+          'registered_at',
+          'updated_at',
+          'scheduling',
+        ].map((c) => sql.ref(c)),
       );
       await sql`insert into machines_new (${columns}) select ${columns} from machines`.execute(db);
       await sql`drop table machines`.execute(db);
@@ -92,7 +105,8 @@ async function rebuildMachinesOnSqlite(db: Kysely<any>): Promise<void> {
         const r = await sql<{ parent: string }>`pragma foreign_key_check(${sql.raw(table)})`.execute(db);
         broken.push(...r.rows.filter((row) => row.parent === 'machines'));
       }
-      if (broken.length > 0) throw new Error(`0018_converge_schema: rebuilding machines would break ${broken.length} references: ${JSON.stringify(broken.slice(0, 5))}`);
+      if (broken.length > 0)
+        throw new Error(`0018_converge_schema: rebuilding machines would break ${broken.length} references: ${JSON.stringify(broken.slice(0, 5))}`);
       await sql`commit`.execute(db);
     } catch (err) {
       await sql`rollback`.execute(db);

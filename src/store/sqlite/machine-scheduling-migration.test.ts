@@ -18,7 +18,13 @@ describe('migration 0005_machine_scheduling', () => {
         `insert into machines (id, name, cpu_millis, memory_bytes, gpus, gpus_declared, region, labels, health, agent, last_heartbeat_at, registered_at, updated_at)
          values (?, ?, 1000, 1000, '[]', 0, null, '{}', ?, '{}', 1, 1, 1)`,
       );
-      for (const [id, health] of [['m1', 'cordoned'], ['m2', 'draining'], ['m3', 'lost'], ['m4', 'ready']]) insert.run(id, id, health);
+      for (const [id, health] of [
+        ['m1', 'cordoned'],
+        ['m2', 'draining'],
+        ['m3', 'lost'],
+        ['m4', 'ready'],
+      ])
+        insert.run(id, id, health);
       const latest = await migrator.migrateToLatest();
       expect(latest.error, String(latest.error)).toBeUndefined();
       const rows = sqlite.prepare('select id, health, scheduling from machines order by id').all();

@@ -44,7 +44,10 @@ describe('the queue index', () => {
     for (const q of reads) {
       const params = Array((q.match(/\?/g) ?? []).length).fill('x');
       const plan = (sqlite.prepare(`explain query plan ${q}`).all(...params) as { detail: string }[]).map((r) => r.detail);
-      expect(plan.filter((d) => /^SCAN stages\b/.test(d) && !/USING (COVERING )?INDEX/.test(d)), q).toEqual([]);
+      expect(
+        plan.filter((d) => /^SCAN stages\b/.test(d) && !/USING (COVERING )?INDEX/.test(d)),
+        q,
+      ).toEqual([]);
       if (/where .*shape/i.test(q) || /group by/i.test(q)) expect(plan.join(' | '), q).toMatch(/stages_ready/);
     }
   });

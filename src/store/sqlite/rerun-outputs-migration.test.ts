@@ -31,14 +31,24 @@ describe('migration 0014_rerun_outputs', () => {
     try {
       const migrator = new Migrator({ db, provider: migrationProvider({ dialect: 'sqlite', skipLocked: false, singleWriter: true }) });
       expect((await migrator.migrateTo('0013_progress')).error).toBeUndefined();
-      const def = parseJobSpec({ name: 'old', stages: [{ name: 'train', command: ['true'] }, { name: 'eval', needs: ['train'], command: ['false'], retry: { maxAttempts: 1 } }] });
+      const def = parseJobSpec({
+        name: 'old',
+        stages: [
+          { name: 'train', command: ['true'] },
+          { name: 'eval', needs: ['train'], command: ['false'], retry: { maxAttempts: 1 } },
+        ],
+      });
       const t = 1_700_000_000_000;
       sqlite.prepare(`insert into teams (name, weight, created_at) values ('default', 1, ?)`).run(t);
       sqlite
-        .prepare(`insert into machines (id, name, cpu_millis, memory_bytes, gpus, gpus_declared, region, labels, health, agent, last_heartbeat_at, registered_at, updated_at) values ('m_1', 'gpu-1', 1000, 1000, '[]', 0, null, '{}', 'ready', '{}', ?, ?, ?)`)
+        .prepare(
+          `insert into machines (id, name, cpu_millis, memory_bytes, gpus, gpus_declared, region, labels, health, agent, last_heartbeat_at, registered_at, updated_at) values ('m_1', 'gpu-1', 1000, 1000, '[]', 0, null, '{}', 'ready', '{}', ?, ?, ?)`,
+        )
         .run(t, t, t);
       sqlite
-        .prepare(`insert into jobs (id, name, team, priority, labels, state, definition, source, created_at, updated_at, finished_at) values ('job_old', 'old', 'default', 50, '{}', 'failed', ?, null, ?, ?, ?)`)
+        .prepare(
+          `insert into jobs (id, name, team, priority, labels, state, definition, source, created_at, updated_at, finished_at) values ('job_old', 'old', 'default', 50, '{}', 'failed', ?, null, ?, ?, ?)`,
+        )
         .run(JSON.stringify(def), t, t, t + 5000);
       const stage = sqlite.prepare(
         `insert into stages (id, job_id, name, position, pool, state, priority, definition, token, output_attempt_id, created_at, updated_at, finished_at) values (?, 'job_old', ?, ?, 'cpu', ?, 50, ?, 1, ?, ?, ?, ?)`,
@@ -48,7 +58,19 @@ describe('migration 0014_rerun_outputs', () => {
       const attempt = sqlite.prepare(
         `insert into attempts (id, stage_id, job_id, stage_name, number, token, machine_id, gpu_indices, cpu_millis, memory_bytes, state, exit_code, outputs, scheduled_at, started_at, finished_at, released_at) values (?, ?, 'job_old', ?, 1, 1, 'm_1', ?, 1000, 1000, ?, ?, ?, ?, ?, ?, ?)`,
       );
-      attempt.run('att_train', 'stg_train', 'train', '[0,1]', 'succeeded', 0, JSON.stringify([{ path: 'ckpt/model.bin', size: 9 }]), t, t + 1000, t + 3000, t + 3000);
+      attempt.run(
+        'att_train',
+        'stg_train',
+        'train',
+        '[0,1]',
+        'succeeded',
+        0,
+        JSON.stringify([{ path: 'ckpt/model.bin', size: 9 }]),
+        t,
+        t + 1000,
+        t + 3000,
+        t + 3000,
+      );
       attempt.run('att_eval', 'stg_eval', 'eval', '[]', 'failed', 1, null, t + 3000, t + 4000, t + 5000, t + 5000);
     } finally {
       await db.destroy();
@@ -71,7 +93,9 @@ describe('migration 0014_rerun_outputs', () => {
 
       const now = Date.now();
       const r = (await store.jobRerun({ jobId: 'job_old', now }))!;
-      expect(r.plan.reused).toEqual([{ stage: 'train', fromJob: 'job_old', attemptId: 'att_train', runMs: 2000, gpus: 2, files: [{ path: 'ckpt/model.bin', blob: key, size: 9 }] }]);
+      expect(r.plan.reused).toEqual([
+        { stage: 'train', fromJob: 'job_old', attemptId: 'att_train', runMs: 2000, gpus: 2, files: [{ path: 'ckpt/model.bin', blob: key, size: 9 }] },
+      ]);
       // The original deleted: its old directory stays, since the rerun names a file in it.
       const deleted = (await store.jobDelete({ jobId: 'job_old', now }))!;
       expect(deleted.attempts.sort()).toEqual(['att_eval', 'att_train']);

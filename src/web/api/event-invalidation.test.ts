@@ -19,7 +19,10 @@ describe('event invalidation', () => {
   it('a burst of events is one refetch of each query', () => {
     const set = new StaleSet();
     for (let i = 0; i < 100; i++) set.add({ type: i % 2 ? 'stage:ready' : 'attempt:running', jobId: `job_${i % 3}` });
-    const keys = set.flush().map((k) => JSON.stringify(k)).sort();
+    const keys = set
+      .flush()
+      .map((k) => JSON.stringify(k))
+      .sort();
     expect(keys).toEqual(['["attempts"]', '["job","job_0"]', '["job","job_1"]', '["job","job_2"]', '["jobs"]', '["machines"]', '["pools"]']);
     expect(set.size).toBe(0);
   });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { followEventStream, type StreamStatus } from './event-stream';
 
-const frame = (seq: number) => `id: ${seq}\nevent: stage:running\ndata: ${JSON.stringify({ seq, at: seq, type: 'stage:running', jobId: 'j', stageName: 's', attemptId: null, machineId: null, message: '' })}\n\n`;
+const frame = (seq: number) =>
+  `id: ${seq}\nevent: stage:running\ndata: ${JSON.stringify({ seq, at: seq, type: 'stage:running', jobId: 'j', stageName: 's', attemptId: null, machineId: null, message: '' })}\n\n`;
 
 /** A response whose body is these pieces of text, then its end. */
 function sse(...pieces: string[]): Response {

@@ -170,7 +170,11 @@ export function useRerun(id: string) {
   const client = useQueryClient();
   return useMutation({
     mutationFn: (v: { stage: string; cancelRunning: boolean; key: string }) =>
-      api<RerunResult>(`/v1/jobs/${enc(id)}/rerun`, { method: 'POST', headers: { 'idempotency-key': v.key }, json: rerunFrom(v.stage, v.cancelRunning, false) }),
+      api<RerunResult>(`/v1/jobs/${enc(id)}/rerun`, {
+        method: 'POST',
+        headers: { 'idempotency-key': v.key },
+        json: rerunFrom(v.stage, v.cancelRunning, false),
+      }),
     onSuccess: (r) => {
       if (r.job) client.setQueryData(queryKeys.job(r.job.id), r.job);
       // The original now lists its rerun (and may have been canceled), and the lists have a new job.

@@ -37,7 +37,13 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   );
   // Set during render, not in an effect: the queries below must carry the token from their first request.
   setRequestToken(token, (why) => signOut(`the server refused your token: ${why}`));
-  const whoami = useQuery({ queryKey: queryKeys.whoami(token), queryFn: () => api<WhoAmIView>('/v1/whoami'), enabled: token !== null, staleTime: Infinity, retry: false });
+  const whoami = useQuery({
+    queryKey: queryKeys.whoami(token),
+    queryFn: () => api<WhoAmIView>('/v1/whoami'),
+    enabled: token !== null,
+    staleTime: Infinity,
+    retry: false,
+  });
   const signIn = useCallback(
     (t: string, remember: boolean, who: WhoAmIView) => {
       saveToken(t, remember);
@@ -47,7 +53,10 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     },
     [client],
   );
-  const value = useMemo<Session>(() => ({ token, who: whoami.data ?? null, endedBecause, signIn, signOut }), [token, whoami.data, endedBecause, signIn, signOut]);
+  const value = useMemo<Session>(
+    () => ({ token, who: whoami.data ?? null, endedBecause, signIn, signOut }),
+    [token, whoami.data, endedBecause, signIn, signOut],
+  );
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }
 

@@ -14,6 +14,16 @@ describe('chart scale', () => {
 
   it('draws points left to right, zero at the bottom, breaking at a missing value', () => {
     const box = { t0: 0, t1: 100, top: 10, width: 200, height: 50 };
-    expect(linePath([{ t: 0, v: 0 }, { t: 50, v: 10 }, { t: 75, v: null }, { t: 100, v: 5 }], box)).toBe('M 0.0 50.0 L 100.0 0.0 M 200.0 25.0');
+    expect(
+      linePath(
+        [
+          { t: 0, v: 0 },
+          { t: 50, v: 10 },
+          { t: 75, v: null },
+          { t: 100, v: 5 },
+        ],
+        box,
+      ),
+    ).toBe('M 0.0 50.0 L 100.0 0.0 M 200.0 25.0');
   });
 });

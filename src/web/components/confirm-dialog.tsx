@@ -36,7 +36,12 @@ export function ConfirmDialog(p: {
         <button type="button" className="button" autoFocus onClick={p.onClose}>
           {p.cancel}
         </button>
-        <button type="button" className={`button ${p.tone === 'primary' ? 'button-primary' : 'button-danger'}`} disabled={p.busy || p.confirmDisabled} onClick={p.onConfirm}>
+        <button
+          type="button"
+          className={`button ${p.tone === 'primary' ? 'button-primary' : 'button-danger'}`}
+          disabled={p.busy || p.confirmDisabled}
+          onClick={p.onConfirm}
+        >
           {p.busy ? 'Working…' : p.confirm}
         </button>
       </div>

@@ -28,7 +28,11 @@ export function LineChart(p: { title: string; series: Series[]; t0: number; t1: 
   return (
     <figure className="chart">
       <figcaption>{p.title}</figcaption>
-      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${p.title}: ${p.series.map((s) => `${s.name} ${latest(s) === null ? 'no data' : p.format(latest(s)!)}`).join(', ')}`}>
+      <svg
+        viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
+        role="img"
+        aria-label={`${p.title}: ${p.series.map((s) => `${s.name} ${latest(s) === null ? 'no data' : p.format(latest(s)!)}`).join(', ')}`}
+      >
         <g transform={`translate(${LEFT} ${TOP})`}>
           {[0, 0.5, 1].map((f) => (
             <g key={f}>

@@ -12,7 +12,11 @@ export function LiveIndicator() {
       : s.state === 'connecting'
         ? ['connecting', 'Connecting…', 'Opening the event stream']
         : s.state === 'reconnecting'
-          ? ['down', `Reconnecting${s.retryAt > now ? ` in ${formatDuration(s.retryAt - now)}` : '…'}`, `The event stream dropped (${s.why}); what happens meanwhile is shown once it is back. Tries so far: ${s.failures}`]
+          ? [
+              'down',
+              `Reconnecting${s.retryAt > now ? ` in ${formatDuration(s.retryAt - now)}` : '…'}`,
+              `The event stream dropped (${s.why}); what happens meanwhile is shown once it is back. Tries so far: ${s.failures}`,
+            ]
           : ['down', 'Not live', `The server refused the event stream: ${s.why}`];
   return (
     <span className={`live live-${cls}`} role="status" aria-live="polite" title={title} data-live={s.state}>

@@ -20,7 +20,13 @@ describe('dag layout', () => {
   });
 
   it('never puts two boxes on one another, and fits them all in its size', () => {
-    const stages = [s('r1'), s('r2'), s('r3'), ...Array.from({ length: 12 }, (_, i) => s(`m${i}`, `r${(i % 3) + 1}`)), s('join', ...Array.from({ length: 12 }, (_, i) => `m${i}`))];
+    const stages = [
+      s('r1'),
+      s('r2'),
+      s('r3'),
+      ...Array.from({ length: 12 }, (_, i) => s(`m${i}`, `r${(i % 3) + 1}`)),
+      s('join', ...Array.from({ length: 12 }, (_, i) => `m${i}`)),
+    ];
     const l = layoutDag(stages);
     const { nodeWidth: w, nodeHeight: h } = DEFAULT_SIZES;
     for (const a of l.boxes) {

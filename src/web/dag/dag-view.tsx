@@ -12,7 +12,9 @@ const clip = (text: string, n: number) => (text.length > n ? `${text.slice(0, n 
 /** What a stage that has not run asks for: "2× h100 · 8 CPU", "1 CPU · 512 MiB". */
 function asks(s: StageView): string {
   const r = s.resources;
-  return r.gpu ? `${r.gpu.count}× ${r.gpu.types.join('|') || 'GPU'} · ${formatCpu(r.cpuMillis)} CPU` : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
+  return r.gpu
+    ? `${r.gpu.count}× ${r.gpu.types.join('|') || 'GPU'} · ${formatCpu(r.cpuMillis)} CPU`
+    : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
 }
 
 /** The line under a stage's name: where it runs, or why it waits. */
@@ -41,7 +43,13 @@ export function DagView({ stages, selected, onSelect }: { stages: StageView[]; s
   };
   return (
     <div className="dag-scroll">
-      <svg className="dag" width={layout.width} height={layout.height} viewBox={`0 0 ${layout.width} ${layout.height}`} aria-label="the job's stages and what each needs">
+      <svg
+        className="dag"
+        width={layout.width}
+        height={layout.height}
+        viewBox={`0 0 ${layout.width} ${layout.height}`}
+        aria-label="the job's stages and what each needs"
+      >
         <defs>
           <marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto">
             <path d="M0,0 L8,4 L0,8 z" className="dag-arrow" />

@@ -79,7 +79,8 @@ function JobHeader({ job }: { job: JobView }) {
             submitted <RelativeTime at={job.createdAt} />
           </span>
           <span>
-            {ended ? 'took' : job.state === 'queued' || job.state === 'submitted' ? 'waiting for' : 'running for'} <Elapsed from={job.createdAt} to={ended ? (job.finishedAt ?? job.updatedAt) : null} />
+            {ended ? 'took' : job.state === 'queued' || job.state === 'submitted' ? 'waiting for' : 'running for'}{' '}
+            <Elapsed from={job.createdAt} to={ended ? (job.finishedAt ?? job.updatedAt) : null} />
           </span>
           {Object.entries(job.labels).map(([k, v]) => (
             <span key={k} className="label">

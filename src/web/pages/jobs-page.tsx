@@ -163,7 +163,11 @@ function Filters({ filters, fixedTeam, set }: { filters: JobFilters; fixedTeam: 
         ) : (
           <>
             <input list="teams" value={filters.team ?? ''} placeholder="any" onChange={(e) => set('team', e.target.value.trim() || undefined)} />
-            <datalist id="teams">{teams.data?.map((t) => <option key={t.name} value={t.name} />)}</datalist>
+            <datalist id="teams">
+              {teams.data?.map((t) => (
+                <option key={t.name} value={t.name} />
+              ))}
+            </datalist>
           </>
         )}
       </label>

@@ -51,17 +51,31 @@ export function PoolsPage() {
       <div className="page-head">
         <div>
           <h1>Pools</h1>
-          <p className="muted subtitle">Each pool is a queue: a stage waits in the pool of what it asks for (cpu, or gpu:TYPE) until a machine serving it has room.</p>
+          <p className="muted subtitle">
+            Each pool is a queue: a stage waits in the pool of what it asks for (cpu, or gpu:TYPE) until a machine serving it has room.
+          </p>
         </div>
       </div>
       {pools.error ? <ErrorNote error={pools.error} retry={() => void pools.refetch()} /> : null}
-      {pools.data && pools.data.pools.length === 0 ? <EmptyState title="No pools yet: no machine has joined and nothing waits.">Start an agent (gantry agent), or gantry up.</EmptyState> : null}
-      <div className="pool-grid">{pools.data?.pools.map((p) => <PoolCard key={p.pool} pool={p} at={pools.data.at} />)}</div>
+      {pools.data && pools.data.pools.length === 0 ? (
+        <EmptyState title="No pools yet: no machine has joined and nothing waits.">Start an agent (gantry agent), or gantry up.</EmptyState>
+      ) : null}
+      <div className="pool-grid">
+        {pools.data?.pools.map((p) => (
+          <PoolCard key={p.pool} pool={p} at={pools.data.at} />
+        ))}
+      </div>
       <div className="page-head charts-head">
         <h2>Over time</h2>
         <div className="segmented" role="group" aria-label="time window">
           {WINDOWS.map((w) => (
-            <button key={w.key} type="button" className={w === win ? 'on' : undefined} aria-pressed={w === win} onClick={() => setParams({ window: w.key }, { replace: true })}>
+            <button
+              key={w.key}
+              type="button"
+              className={w === win ? 'on' : undefined}
+              aria-pressed={w === win}
+              onClick={() => setParams({ window: w.key }, { replace: true })}
+            >
               {w.label}
             </button>
           ))}
@@ -109,7 +123,9 @@ function PoolCard({ pool: p, at }: { pool: PoolView; at: number }) {
         {p.cpu.total > 0 ? (
           <Usage name="CPU" used={p.cpu.allocated} total={p.cpu.total} text={`${formatCpu(p.cpu.allocated)} / ${formatCpu(p.cpu.total)}`} />
         ) : null}
-        {p.memory.total > 0 ? <Usage name="memory" used={p.memory.allocated} total={p.memory.total} text={`${formatBytes(p.memory.allocated)} / ${formatBytes(p.memory.total)}`} /> : null}
+        {p.memory.total > 0 ? (
+          <Usage name="memory" used={p.memory.allocated} total={p.memory.total} text={`${formatBytes(p.memory.allocated)} / ${formatBytes(p.memory.total)}`} />
+        ) : null}
         {p.gpus.map((g) => (
           <Usage key={g.type} name={`${g.type} GPUs`} used={g.allocated} total={g.total} text={`${g.allocated} / ${g.total}`} />
         ))}
@@ -184,10 +200,42 @@ function PoolCharts({ windowMs }: { windowMs: number }) {
           : 'This server keeps no history (GANTRY_POOL_SAMPLE_MS=0): only the present.'}
       </p>
       <div className="charts">
-        <LineChart title="Stages queued" series={seriesOf(samples, names, (p) => p.queued)} t0={t0} t1={t1} now={now} format={(v) => String(Math.round(v))} floor={2} />
-        <LineChart title="Oldest wait" series={seriesOf(samples, names, (p) => (p.oldestWaitSeconds ?? 0) / per)} t0={t0} t1={t1} now={now} format={(v) => `${Number(v.toFixed(1))} ${unit}`} floor={unit === 's' ? 10 : 1} />
-        <LineChart title="GPUs allocated" series={seriesOf(samples, names, (p) => (p.gpusTotal ? (100 * p.gpusAllocated) / p.gpusTotal : null))} t0={t0} t1={t1} now={now} format={pct} floor={100} />
-        <LineChart title="CPUs allocated" series={seriesOf(samples, names, (p) => (p.cpuTotal ? (100 * p.cpuAllocated) / p.cpuTotal : null))} t0={t0} t1={t1} now={now} format={pct} floor={100} />
+        <LineChart
+          title="Stages queued"
+          series={seriesOf(samples, names, (p) => p.queued)}
+          t0={t0}
+          t1={t1}
+          now={now}
+          format={(v) => String(Math.round(v))}
+          floor={2}
+        />
+        <LineChart
+          title="Oldest wait"
+          series={seriesOf(samples, names, (p) => (p.oldestWaitSeconds ?? 0) / per)}
+          t0={t0}
+          t1={t1}
+          now={now}
+          format={(v) => `${Number(v.toFixed(1))} ${unit}`}
+          floor={unit === 's' ? 10 : 1}
+        />
+        <LineChart
+          title="GPUs allocated"
+          series={seriesOf(samples, names, (p) => (p.gpusTotal ? (100 * p.gpusAllocated) / p.gpusTotal : null))}
+          t0={t0}
+          t1={t1}
+          now={now}
+          format={pct}
+          floor={100}
+        />
+        <LineChart
+          title="CPUs allocated"
+          series={seriesOf(samples, names, (p) => (p.cpuTotal ? (100 * p.cpuAllocated) / p.cpuTotal : null))}
+          t0={t0}
+          t1={t1}
+          now={now}
+          format={pct}
+          floor={100}
+        />
       </div>
     </>
   );

@@ -53,8 +53,8 @@ export function RerunDialog({ job, stage, onClose }: { job: JobView; stage: stri
       onConfirm={confirm}
     >
       <p>
-        A new job is made from this one. <strong>{stage}</strong> and every stage downstream of it run again; every other stage is <em>reused</em>: it does not run, and its committed
-        outputs are used as they are (nothing is copied). This job is kept as it is{ended ? '' : ', unless you cancel it below'}.
+        A new job is made from this one. <strong>{stage}</strong> and every stage downstream of it run again; every other stage is <em>reused</em>: it does not
+        run, and its committed outputs are used as they are (nothing is copied). This job is kept as it is{ended ? '' : ', unless you cancel it below'}.
       </p>
       {!ended ? (
         <div className="rerun-cancel">
@@ -62,8 +62,8 @@ export function RerunDialog({ job, stage, onClose }: { job: JobView; stage: stri
             <input type="checkbox" checked={cancelFirst} onChange={(e) => setCancelFirst(e.target.checked)} /> <strong>Cancel this job first</strong>
           </label>
           <p className="muted">
-            It is {job.state}, and a rerun starts from an ended job. Ticked, the job is canceled and rerun in one step: its running stages are stopped (TERM, a grace period,
-            then KILL), the stages that already succeeded are reused, and the others run again in the new job.
+            It is {job.state}, and a rerun starts from an ended job. Ticked, the job is canceled and rerun in one step: its running stages are stopped (TERM, a
+            grace period, then KILL), the stages that already succeeded are reused, and the others run again in the new job.
           </p>
         </div>
       ) : null}

@@ -54,7 +54,17 @@ export function SignInPage() {
           </p>
         ) : null}
         <label htmlFor="token">Token</label>
-        <input id="token" name="token" type="password" autoComplete="off" spellCheck={false} placeholder="gantry_admin_… or gantry_team_…" value={token} onChange={(e) => setToken(e.target.value)} autoFocus />
+        <input
+          id="token"
+          name="token"
+          type="password"
+          autoComplete="off"
+          spellCheck={false}
+          placeholder="gantry_admin_… or gantry_team_…"
+          value={token}
+          onChange={(e) => setToken(e.target.value)}
+          autoFocus
+        />
         <label className="check">
           <input type="checkbox" checked={remember} onChange={(e) => setRemember(e.target.checked)} /> Stay signed in on this browser
         </label>

@@ -11,7 +11,19 @@ const GIVE_UP_MS = 2 * 60_000;
  * A stage's output, one attempt at a time (the latest unless another is picked), stderr marked;
  * followed while the attempt's process may still write, keeping to the bottom if the reader is there.
  */
-export function StageLogs({ jobId, stage, attempts, attempt, onAttempt }: { jobId: string; stage: string; attempts: AttemptView[]; attempt: number; onAttempt: (n: number) => void }) {
+export function StageLogs({
+  jobId,
+  stage,
+  attempts,
+  attempt,
+  onAttempt,
+}: {
+  jobId: string;
+  stage: string;
+  attempts: AttemptView[];
+  attempt: number;
+  onAttempt: (n: number) => void;
+}) {
   const now = useNow();
   const a = attempts.find((x) => x.number === attempt);
   // Followed until the attempt has ended and its process is gone (then its log is whole).
@@ -61,7 +73,10 @@ export function StageLogs({ jobId, stage, attempts, attempt, onAttempt }: { jobI
       </pre>
       {log.cut ? (
         <p className="muted">
-          Longer than shown here; the whole log: <code>gantry logs {jobId} {stage} --attempt {attempt}</code>
+          Longer than shown here; the whole log:{' '}
+          <code>
+            gantry logs {jobId} {stage} --attempt {attempt}
+          </code>
         </p>
       ) : null}
       {log.error ? <p className="error-note">{log.error.message}</p> : null}

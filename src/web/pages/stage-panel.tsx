@@ -94,7 +94,13 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
         </div>
       ) : null}
       {attempt !== null ? (
-        <StageLogs jobId={jobId} stage={stage.name} attempts={stage.attempts} attempt={attempt} onAttempt={(n) => setPicked({ stage: stage.name, attempt: n })} />
+        <StageLogs
+          jobId={jobId}
+          stage={stage.name}
+          attempts={stage.attempts}
+          attempt={attempt}
+          onAttempt={(n) => setPicked({ stage: stage.name, attempt: n })}
+        />
       ) : stage.reused ? (
         <p className="muted">
           No output here: it did not run in this job. Its output is with <Link to={jobPath(stage.reused.jobId, stage.name)}>the job that ran it</Link>.
@@ -110,7 +116,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
 /** The Exit cell: the exit code or signal of a process's own end; otherwise how it ended (timeout, spawn-failed, lost…), its detail on hover. */
 function endText(a: AttemptView): string | number {
   if (a.endKind && a.endKind !== 'exited' && a.endKind !== 'signaled') return a.endKind;
-  return a.exitCode !== null ? a.exitCode : a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–');
+  return a.exitCode !== null ? a.exitCode : (a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–'));
 }
 
 function ReusedNote({ stage, reused }: { stage: StageView; reused: NonNullable<StageView['reused']> }) {
@@ -138,7 +144,8 @@ function Explanation({ stage, explain }: { stage: StageView; explain: StageExpla
       </p>
       {explain?.queue ? (
         <p>
-          In the <code>{explain.pool}</code> queue: {explain.queue.ahead} ahead of it, {explain.queue.waiting} waiting in all; ready since <RelativeTime at={stage.readySince} />.
+          In the <code>{explain.pool}</code> queue: {explain.queue.ahead} ahead of it, {explain.queue.waiting} waiting in all; ready since{' '}
+          <RelativeTime at={stage.readySince} />.
         </p>
       ) : null}
       {explain && explain.funnel.length > 0 ? (

@@ -46,7 +46,9 @@ export function useStageLog(jobId: string, stage: string, attempt: number, follo
       try {
         for (;;) {
           const after = mine.chunks.at(-1)?.id;
-          const page = await api<{ chunks: LogChunkView[] }>(`/v1/jobs/${enc(jobId)}/stages/${enc(stage)}/logs${query({ attempt, after, limit: PAGE, format: 'json' })}`);
+          const page = await api<{ chunks: LogChunkView[] }>(
+            `/v1/jobs/${enc(jobId)}/stages/${enc(stage)}/logs${query({ attempt, after, limit: PAGE, format: 'json' })}`,
+          );
           if (stopped) return;
           const kept: LogChunkView[] = [];
           for (const c of page.chunks) {

@@ -60,9 +60,6 @@ export default tseslint.config(
       // - require-await: async methods that do not await implement an async interface (a Store
       //   verb, a Bus, a fake), and must keep rejecting rather than throwing synchronously.
       '@typescript-eslint/require-await': 'off',
-      // - no-unnecessary-type-assertion: worth having, but its ~90 autofixes touch files every
-      //   branch of issue 26 edits; to be turned on with `eslint --fix` once they are merged.
-      '@typescript-eslint/no-unnecessary-type-assertion': 'off',
     },
   },
 );

@@ -72,8 +72,8 @@ const stagePgids = new Set<number>();
 function launch(args: string[], logFile: string, env: Record<string, string> = {}): ChildProcess {
   const proc = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: { ...childEnv, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = createWriteStream(logFile, { flags: 'a' });
-  proc.stdout!.pipe(log);
-  proc.stderr!.pipe(log);
+  proc.stdout.pipe(log);
+  proc.stderr.pipe(log);
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
   return proc;

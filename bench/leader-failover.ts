@@ -77,7 +77,7 @@ async function main() {
       const ms = performance.now() - killedAt;
       times.push(ms);
       console.error(`trial ${t + 1}: ${leader.name} killed, ${other.name} leads after ${Math.round(ms)} ms`);
-      await new Promise((r) => (leader!.proc.exitCode !== null || leader!.proc.signalCode !== null ? r(null) : leader!.proc.once('exit', r)));
+      await new Promise((r) => (leader.proc.exitCode !== null || leader.proc.signalCode !== null ? r(null) : leader.proc.once('exit', r)));
       replicas[replicas.indexOf(leader)] = await startReplica(leader.name, leader.port);
       // A random point of the leader's renewal cycle for the next kill.
       await sleep(Math.random() * (TTL_MS / 3));

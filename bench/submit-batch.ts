@@ -63,12 +63,12 @@ async function startServer(dataDir: string): Promise<{ url: string; token: strin
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  proc.stderr!.on('data', (d) => (out = (out + d).slice(-20_000)));
+  proc.stderr.on('data', (d) => (out = (out + d).slice(-20_000)));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`gantry server did not start in 20 s:\n${out}`)), 20_000);
     proc.on('exit', (code) => reject(new Error(`gantry server exited with ${code}:\n${out}`)));
     // Its log is JSON lines on stdout too; the line with `url` and `dataDir` says it is listening.
-    proc.stdout!.on('data', (d) => {
+    proc.stdout.on('data', (d) => {
       out = (out + d).slice(-20_000);
       const m = /\{"url":"([^"]+)","dataDir"/.exec(out);
       if (m) {

@@ -87,8 +87,8 @@ function start(args: string[], env: Record<string, string> = {}): Started {
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
   const proc = spawn(process.execPath, [...prof, CLI, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  proc.stdout!.on('data', (d) => (out = (out + d).slice(-200_000)));
-  proc.stderr!.on('data', (d) => {
+  proc.stdout.on('data', (d) => (out = (out + d).slice(-200_000)));
+  proc.stderr.on('data', (d) => {
     out = (out + d).slice(-200_000);
     // GANTRY_BENCH_ECHO=1: show what the server and agents print, as it comes.
     if (process.env.GANTRY_BENCH_ECHO) process.stderr.write(d);

@@ -124,7 +124,7 @@ export function jobSummaryView(j: JobSummary): JobSummaryView {
   return {
     ...jobFields(j),
     rerunOf: j.rerunOf,
-    stageCounts: j.stageCounts as Record<string, number>,
+    stageCounts: j.stageCounts,
   };
 }
 

@@ -12,7 +12,7 @@ export class Subscribers {
     // cast only forgets which topic, for the one map that holds them all.
     const h = handler as BusHandler;
     hs.add(h);
-    return () => hs!.delete(h);
+    return () => hs.delete(h);
   }
 
   /** Hands `msg` to each handler of its topic; `schedule` says when (at once, or in a microtask). */

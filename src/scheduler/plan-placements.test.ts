@@ -318,9 +318,7 @@ const schedulingArb: fc.Arbitrary<MachineScheduling> = fc.oneof(
   { weight: 5, arbitrary: fc.constant<MachineScheduling>('eligible') },
   { weight: 1, arbitrary: fc.constantFrom(...machineSchedulings) },
 );
-const labelsArb = fc
-  .record({ zone: fc.constantFrom('a', 'b'), team: fc.constantFrom('ml', 'infra') }, { requiredKeys: [] })
-  .map((l) => ({ ...l }) as Record<string, string>);
+const labelsArb = fc.record({ zone: fc.constantFrom('a', 'b'), team: fc.constantFrom('ml', 'infra') }, { requiredKeys: [] }).map((l) => ({ ...l }));
 const gpuTypeArb = fc.constantFrom(...GPU_TYPES);
 
 const gpusArb: fc.Arbitrary<GpuView[]> = fc.oneof(
@@ -390,7 +388,7 @@ const stageArb = fc
       },
     ),
     region: fc.constantFrom<string | null>(null, null, null, 'us-east', 'eu-west'),
-    labels: fc.oneof({ weight: 3, arbitrary: fc.constant({} as Record<string, string>) }, { weight: 1, arbitrary: labelsArb }),
+    labels: fc.oneof({ weight: 3, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: labelsArb }),
     allowGpuMachines: fc.boolean(),
   })
   .map((s) => {

@@ -14,7 +14,7 @@ function holder(dir: string): Promise<{ kill(): Promise<void>; pid: number }> {
   );
   const p = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
-    p.stdout!.on('data', (d) => {
+    p.stdout.on('data', (d) => {
       if (String(d).includes('locked')) resolve({ pid: p.pid!, kill: () => new Promise((r) => (p.once('exit', () => r()), p.kill('SIGKILL'))) });
     });
     p.once('exit', (code) => reject(new Error(`holder exited with ${code}`)));

@@ -42,7 +42,7 @@ describe('audit log', () => {
 
   it('a change writes its row with it; a refused request writes one saying why, and nothing else', async () => {
     const mlTokenId = (await cp.store.tokenList({})).find((x) => x.team === 'ml')!.id;
-    const job = (await call('POST', '/v1/jobs', t.ml, spec)).json() as { id: string };
+    const job = (await call('POST', '/v1/jobs', t.ml, spec)).json<{ id: string }>();
     const refused = await call('POST', '/v1/jobs', t.ml, { ...spec, team: 'vision' });
     expect(refused.statusCode).toBe(403);
     const invalid = await call('POST', '/v1/jobs', t.ml, { name: 'x', stages: [] });
@@ -83,7 +83,7 @@ describe('audit log', () => {
     await registerMachine(cp.store, cpuMachine('a-1'));
     expect((await call('POST', '/v1/machines/a-1/cordon', t.admin, {})).statusCode).toBe(200);
     expect((await call('POST', '/v1/machines/a-1/cordon', t.ml, {})).statusCode).toBe(403);
-    const made = (await call('POST', '/v1/tokens', t.admin, { kind: 'join', name: 'nodes' })).json() as { token: string; info: { id: string } };
+    const made = (await call('POST', '/v1/tokens', t.admin, { kind: 'join', name: 'nodes' })).json<{ token: string; info: { id: string } }>();
     const reg = {
       name: 'a-2',
       cpuMillis: 1000,

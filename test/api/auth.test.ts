@@ -39,12 +39,12 @@ describe('authentication and authorization', () => {
   const join_ = async (name: string, token = t.join) => {
     const r = await call('POST', '/v1/agent/register', token, registration(name));
     expect(r.statusCode, r.body).toBe(200);
-    return r.json() as { machineId: string; credential: string };
+    return r.json<{ machineId: string; credential: string }>();
   };
   const submit = async (token: string, spec: object) => {
     const r = await call('POST', '/v1/jobs', token, spec);
     expect(r.statusCode, r.body).toBe(201);
-    return r.json() as { id: string; team: string };
+    return r.json<{ id: string; team: string }>();
   };
   const oneStage = (name: string, extra: object = {}) => ({
     name,
@@ -96,11 +96,11 @@ describe('authentication and authorization', () => {
   it('a revoked token is refused from its next request on; an expired one too', async () => {
     const made = await call('POST', '/v1/tokens', t.admin, { kind: 'team', team: 'ml', name: 'short-lived' });
     expect(made.statusCode).toBe(201);
-    const { token, info } = made.json() as { token: string; info: { id: string; kind: string; team: string } };
+    const { token, info } = made.json<{ token: string; info: { id: string; kind: string; team: string } }>();
     expect(token).toMatch(/^gantry_team_[0-9a-z]{32}$/);
     expect(info).toMatchObject({ kind: 'team', team: 'ml', name: 'short-lived', revokedAt: null });
     expect((await call('GET', '/v1/jobs', token)).statusCode).toBe(200);
-    const listed = (await call('GET', '/v1/tokens', t.admin)).json() as { tokens: { id: string }[] };
+    const listed = (await call('GET', '/v1/tokens', t.admin)).json<{ tokens: { id: string }[] }>();
     expect(listed.tokens.map((x) => x.id)).toContain(info.id);
     expect(JSON.stringify(listed)).not.toContain(token);
     const revoked = await call('DELETE', `/v1/tokens/${info.id}`, t.admin);
@@ -181,7 +181,7 @@ describe('authentication and authorization', () => {
     expect((await call('GET', `/v1/jobs/${theirs.id}`, t.admin)).json().state).not.toBe('canceled');
     expect((await call('GET', `/v1/jobs/${mine.id}`, t.ml)).statusCode).toBe(200);
     expect((await call('GET', `/v1/jobs/${mine.id}/events`, t.ml)).statusCode).toBe(200);
-    const ids = (token: string, q = '') => call('GET', `/v1/jobs${q}`, token).then((r) => (r.json() as { jobs: { id: string }[] }).jobs.map((j) => j.id));
+    const ids = (token: string, q = '') => call('GET', `/v1/jobs${q}`, token).then((r) => r.json<{ jobs: { id: string }[] }>().jobs.map((j) => j.id));
     expect(await ids(t.ml)).toEqual([mine.id]);
     expect(await ids(t.ml, '?team=vision')).toEqual([]);
     expect(await ids(t.vision)).toEqual([theirs.id]);

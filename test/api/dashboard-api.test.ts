@@ -33,7 +33,7 @@ describe('dashboard: serving the build, and the routes it reads', () => {
   const submit = async (spec: object, auth = admin) => {
     const r = await cp.app.inject({ method: 'POST', url: '/v1/jobs', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify(spec) });
     expect(r.statusCode).toBe(201);
-    return r.json() as { id: string; stages: { name: string }[] };
+    return r.json<{ id: string; stages: { name: string }[] }>();
   };
 
   it('serves the page at / and at every client-side path, with a policy that lets it run only its own scripts', async () => {
@@ -109,9 +109,9 @@ describe('dashboard: serving the build, and the routes it reads', () => {
     await registerMachine(cp.store, gpuMachine('gpu-a', 2));
     await submit({ name: 'needs-tpu', stages: [{ name: 'fit', resources: { gpu: { count: 1, type: 'tpu9' } }, command: ['true'] }] });
     await submit({ name: 'needs-4', stages: [{ name: 'fit', resources: { gpu: { count: 4, type: 'h100' } }, command: ['true'] }] });
-    const pools = (await get('/v1/pools', admin)).json() as {
+    const pools = (await get('/v1/pools', admin)).json<{
       pools: { pool: string; queued: number; reasons: { kind: string; stages: number; message: string }[]; machines: object; gpus: object[] }[];
-    };
+    }>();
     const by = new Map(pools.pools.map((p) => [p.pool, p]));
     // The two CPU jobs of the test before wait too, and a machine has room for them: placeable.
     expect(by.get('cpu')).toMatchObject({ queued: 2, reasons: [{ kind: 'placeable', stages: 2 }], machines: { total: 1, ready: 1, eligible: 1 } });
@@ -121,10 +121,10 @@ describe('dashboard: serving the build, and the routes it reads', () => {
 
     await cp.loops.pools.runOnce();
     await cp.loops.pools.runOnce();
-    const history = (await get('/v1/pools/history', admin)).json() as {
+    const history = (await get('/v1/pools/history', admin)).json<{
       intervalMs: number;
       samples: { at: number; pools: { pool: string; queued: number }[] }[];
-    };
+    }>();
     expect(history.intervalMs).toBe(15_000);
     expect(history.samples).toHaveLength(3);
     expect(history.samples[0]!.pools.find((p) => p.pool === 'gpu:tpu9')).toMatchObject({ queued: 1 });

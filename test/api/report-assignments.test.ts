@@ -19,7 +19,7 @@ describe('assignments on the answers to reports', () => {
   const call = async <T>(url: string, body: unknown, token: string): Promise<T> => {
     const r = await cp.app.inject({ method: 'POST', url, headers: { ...bearer(token), 'content-type': 'application/json' }, payload: JSON.stringify(body) });
     if (r.statusCode >= 300) throw new Error(`${url}: ${r.statusCode} ${r.body}`);
-    return r.json() as T;
+    return r.json<T>();
   };
   const heartbeat = (running: AssignmentWire[], waitMs: number) =>
     call<HeartbeatResponse>(

@@ -46,8 +46,8 @@ describe.skipIf(!!missing)('replicas on PostgreSQL and NATS', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
-    proc.stdout!.on('data', (d) => (out += d));
-    proc.stderr!.on('data', (d) => (out += d));
+    proc.stdout.on('data', (d) => (out += d));
+    proc.stderr.on('data', (d) => (out += d));
     procs.push(proc);
     const url = `http://127.0.0.1:${port}`;
     await until(
@@ -100,7 +100,7 @@ describe.skipIf(!!missing)('replicas on PostgreSQL and NATS', () => {
     );
     procs.push(agent);
     let agentOut = '';
-    agent.stderr!.on('data', (d) => (agentOut += d));
+    agent.stderr.on('data', (d) => (agentOut += d));
     await until(
       'agent ready',
       () => api(b.url, '/v1/machines').then((r) => r.body.machines?.[0]?.health),

@@ -59,8 +59,8 @@ describe.skipIf(!openssl)('TLS, end to end', () => {
     );
     procs.push(server);
     let out = '';
-    server.stdout!.on('data', (d) => (out += d));
-    server.stderr!.on('data', (d) => (out += d));
+    server.stdout.on('data', (d) => (out += d));
+    server.stderr.on('data', (d) => (out += d));
     url = await until(
       'server',
       async () => /"url":"([^"]+)"/.exec(out)?.[1] ?? '',
@@ -127,7 +127,7 @@ describe.skipIf(!openssl)('TLS, end to end', () => {
         stdio: ['ignore', 'ignore', 'pipe'],
       });
       let err = '';
-      p.stderr!.on('data', (d) => (err += d));
+      p.stderr.on('data', (d) => (err += d));
       p.on('exit', (code) => resolve({ code, err }));
     });
     expect(server.code).not.toBe(0);

@@ -19,11 +19,11 @@ describe('server SIGKILLed and restarted at once, in a tight loop', () => {
     for (let i = 0; i < 30; i++) {
       const p = spawn(process.execPath, [CLI, 'server', '--data-dir', dir, '--port', '0', '--json'], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
-      p.stdout!.on('data', (d) => (out += d));
-      p.stderr!.on('data', (d) => (out += d));
+      p.stdout.on('data', (d) => (out += d));
+      p.stderr.on('data', (d) => (out += d));
       const up = await new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => resolve(false), 20_000);
-        p.stdout!.on('data', () => {
+        p.stdout.on('data', () => {
           if (out.includes('"url"')) {
             clearTimeout(timer);
             resolve(true);

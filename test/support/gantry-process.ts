@@ -44,8 +44,8 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
   }
   const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  proc.stdout!.on('data', (d) => (out += d));
-  proc.stderr!.on('data', (d) => (out += d));
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (out += d));
   const url = await new Promise<string>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`gantry up did not start in 20 s:\n${out}`)), 20_000);
     const check = () => {
@@ -55,7 +55,7 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
         res(m[1]!);
       }
     };
-    proc.stdout!.on('data', check);
+    proc.stdout.on('data', check);
     proc.on('exit', (code) => rej(new Error(`gantry up exited with ${code}:\n${out}`)));
   });
   return {

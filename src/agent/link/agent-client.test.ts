@@ -25,11 +25,11 @@ describe('AgentClient with several servers', () => {
       // Port 9 (discard) is closed here: connection refused.
       const client = new AgentClient({ serverUrl: `http://127.0.0.1:9, http://127.0.0.1:${port}/` });
       expect(client.server).toBe('http://127.0.0.1:9');
-      const first = await client.heartbeat('m1', { running: [] } as never).catch((e: unknown) => e);
+      const first = await client.heartbeat('m1', { running: [] }).catch((e: unknown) => e);
       expect(isRetryable(first)).toBe(true);
       expect(client.server).toBe(`http://127.0.0.1:${port}`);
-      expect(await client.heartbeat('m1', { running: [] } as never)).toMatchObject({ health: 'ready' });
-      expect(await client.heartbeat('m1', { running: [] } as never)).toMatchObject({ health: 'ready' });
+      expect(await client.heartbeat('m1', { running: [] })).toMatchObject({ health: 'ready' });
+      expect(await client.heartbeat('m1', { running: [] })).toMatchObject({ health: 'ready' });
       expect(hits).toEqual(['/v1/agent/machines/m1/heartbeat', '/v1/agent/machines/m1/heartbeat']);
     } finally {
       await new Promise<void>((r) => live.close(() => r()));
@@ -69,7 +69,7 @@ describe('AgentClient: what is worth another try', () => {
     await new Promise<void>((r) => rude.listen(0, '127.0.0.1', r));
     try {
       const client = new AgentClient({ serverUrl: `http://127.0.0.1:${(rude.address() as { port: number }).port}` });
-      const err = await client.heartbeat('m1', { running: [] } as never).catch((e: unknown) => e);
+      const err = await client.heartbeat('m1', { running: [] }).catch((e: unknown) => e);
       expect((err as { code?: string }).code).toBe('ECONNRESET');
       expect(isRetryable(err)).toBe(true);
     } finally {

@@ -35,7 +35,7 @@ Examples:
   $ gantry audit --json | jq '.entries[] | select(.result | startswith("refused"))'`,
     )
     .action(async (opts) => {
-      await runAction((io) => runAudit(opts as AuditOptions, io));
+      await runAction((io) => runAudit(opts, io));
     });
 }
 

@@ -37,7 +37,7 @@ Examples:
   $ gantry gc --json | jq .freedBytes`,
     )
     .action(async (opts) => {
-      await runAction((io) => runGc(opts as GcOptions, io));
+      await runAction((io) => runGc(opts, io));
     });
 }
 

@@ -79,7 +79,7 @@ Examples:
   $ gantry rerun j_01HZX3 --cancel-running --json | jq -r .job.id`,
     )
     .action(async (job, opts) => {
-      await runAction((io) => runRerun(job, opts as RerunOptions, io), { interruptible: Boolean(opts.wait || opts.watch) });
+      await runAction((io) => runRerun(job, opts, io), { interruptible: Boolean(opts.wait || opts.watch) });
     });
 }
 

@@ -74,10 +74,10 @@ capacity beyond it, which is taken back (preempted) when a team within its quota
       await runAction((io) => runTeamSet(name, opts, io, false));
     });
   withClientOptions(group.command('list').description('Teams with their weights, quotas, usage and shares')).action(async (opts) => {
-    await runAction((io) => runTeamList(opts as ClientOptions, io));
+    await runAction((io) => runTeamList(opts, io));
   });
   withClientOptions(group.command('show').description('One team').argument('<name>', 'team name')).action(async (name, opts) => {
-    await runAction((io) => runTeamShow(name, opts as ClientOptions, io));
+    await runAction((io) => runTeamShow(name, opts, io));
   });
 }
 

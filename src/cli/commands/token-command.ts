@@ -48,14 +48,14 @@ Examples:
   $ gantry token create --kind join --name "gpu nodes" --expires-days 1`,
     )
     .action(async (opts) => {
-      await runAction((io) => runTokenCreate(opts as TokenCreateOptions, io));
+      await runAction((io) => runTokenCreate(opts, io));
     });
   withClientOptions(group.command('list').description('Tokens (never the tokens themselves)').option('--all', 'revoked ones too')).action(async (opts) => {
-    await runAction((io) => runTokenList(opts as ClientOptions & { all?: boolean }, io));
+    await runAction((io) => runTokenList(opts, io));
   });
   withClientOptions(group.command('revoke').description('Revoke a token: refused from its next request on').argument('<id>', 'token id (tok_…)')).action(
     async (id, opts) => {
-      await runAction((io) => runTokenRevoke(id, opts as ClientOptions, io));
+      await runAction((io) => runTokenRevoke(id, opts, io));
     },
   );
 }

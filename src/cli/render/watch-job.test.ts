@@ -137,7 +137,7 @@ describe('watchJob on the event stream', () => {
     const { io } = capture(false);
     const started = Date.now();
     // A poll interval of a minute: only an event can end this watch in time.
-    const watching = watchJob(client as never, 'j_1', { io, interval: 60_000 });
+    const watching = watchJob(client, 'j_1', { io, interval: 60_000 });
     await new Promise((r) => setTimeout(r, 50));
     emit!();
     const r = await watching;

@@ -80,7 +80,7 @@ export function machineSchedulingConformance(storeOf: () => Store): void {
       expect(s.attempts[0]!.state).toBe('lost');
       expect(s.attempts[0]!.reason).toMatch(/^stopped: machine c1 drained at once by an operator/);
       // Its agent is told to kill it; once it stops listing it, the machine is drained.
-      expect((await heartbeat(m.id, [{ attemptId: applied[0]!.id, token: applied[0]!.token }]))!.kill.map((k) => k.attemptId)).toEqual([applied[0]!.id]);
+      expect((await heartbeat(m.id, [{ attemptId: applied[0]!.id, token: applied[0]!.token }])).kill.map((k) => k.attemptId)).toEqual([applied[0]!.id]);
       await heartbeat(m.id, []);
       const after = (await store.machineFind({ machine: 'c1' }))!;
       expect([after.scheduling, after.allocated.attempts]).toEqual(['draining', 0]);

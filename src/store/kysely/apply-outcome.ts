@@ -14,7 +14,7 @@ export function toStageNode(r: Pick<StagesTable, 'name' | 'state' | 'definition'
   const def = JSON.parse(r.definition) as StageDefinition;
   return {
     name: r.name,
-    state: r.state as StageState,
+    state: r.state,
     needs: def.needs,
     attemptsUsed: Number(r.attempts_used),
     lostUsed: Number(r.lost_used),
@@ -158,7 +158,7 @@ export async function applyOutcome(
   if (!trigger || trigger.current_attempt_id !== p.attemptId) return syncJobState(tx, p.jobId, rows, job);
   const nodes: StageNode[] = rows.map((r) => {
     const { needs, retry } = policyOf(r);
-    return { name: r.name, state: r.state as StageState, needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry };
+    return { name: r.name, state: r.state, needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry };
   });
   const changes = advance(nodes, { stage: trigger.name, outcome: p.outcome }, tx.now, p.jitter);
   // The rows as written so far: a second change of the same stage starts from the first.

@@ -192,7 +192,7 @@ export async function completeLoaded(
   if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
     const job = await jobStateOf.first(tx.db, a.job_id);
     if (!job) throw new NotFoundError('job', a.job_id);
-    return { accepted: false, jobState: job.state as CompletionResult['jobState'] };
+    return { accepted: false, jobState: job.state };
   }
   fence(a, p.token);
   // Only files this attempt uploaded, whole, can be committed (read only when it names some).
@@ -247,11 +247,7 @@ async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout
       data: `\n[gantry: the last ${m.missing} bytes of ${m.stream} were not shipped; the machine's log file has them]\n`,
       byte_offset: null,
     }));
-  if (rows.length)
-    await tx.db
-      .insertInto('log_chunks')
-      .values(rows as never)
-      .execute();
+  if (rows.length) await tx.db.insertInto('log_chunks').values(rows).execute();
 }
 
 /**
@@ -352,11 +348,7 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
     stored += size <= room ? size : room + 1;
     rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data, byte_offset: c.offset });
   }
-  if (rows.length)
-    await tx.db
-      .insertInto('log_chunks')
-      .values(rows as never)
-      .execute();
+  if (rows.length) await tx.db.insertInto('log_chunks').values(rows).execute();
   if (ends.stdout !== Number(a.stdout_bytes) || ends.stderr !== Number(a.stderr_bytes)) {
     await tx.db.updateTable('attempts').set({ log_bytes: stored, stdout_bytes: ends.stdout, stderr_bytes: ends.stderr }).where('id', '=', a.id).execute();
   }

@@ -72,8 +72,8 @@ describe.each([
       const huge = full.jobSubmit({ definition: job([stage('a')], { name: 'huge' }), source: 'x'.repeat(800_000), now });
       const after = full.jobSubmit({ definition: job([stage('a')], { name: 'after' }), source: null, now });
       const r = await Promise.allSettled([huge, after]);
-      expect(r[0]!.status).toBe('rejected');
-      expect(r[1]!.status).toBe('rejected');
+      expect(r[0].status).toBe('rejected');
+      expect(r[1].status).toBe('rejected');
       sqlite.pragma(`max_page_count = ${pages * 100}`);
       expect((await full.jobList({ limit: 10 })).map((j) => j.name)).toEqual(['first']);
     } finally {

@@ -96,7 +96,7 @@ export async function jobList(db: Db, p: { state?: JobState; team?: string; name
     .execute();
   return jobs.map((j) => {
     const stageCounts: Partial<Record<StageState, number>> = {};
-    for (const c of counts) if (c.job_id === j.id) stageCounts[c.state as StageState] = Number(c.n);
+    for (const c of counts) if (c.job_id === j.id) stageCounts[c.state] = Number(c.n);
     return { ...toJob(j), stageCounts };
   });
 }
@@ -110,7 +110,7 @@ export async function jobList(db: Db, p: { state?: JobState; team?: string; name
 export async function jobCancel(tx: TxContext, p: { jobId: string; reason: string }): Promise<{ job: JobDetail; changed: boolean } | null> {
   const job = await tx.db.selectFrom('jobs').selectAll().where('id', '=', p.jobId).executeTakeFirst();
   if (!job) return null;
-  if (isJobTerminal(job.state as JobState)) return { job: (await jobGet(tx.db, p.jobId))!, changed: false };
+  if (isJobTerminal(job.state)) return { job: (await jobGet(tx.db, p.jobId))!, changed: false };
   await tx.db.updateTable('jobs').set({ cancel_requested_at: tx.now, updated_at: tx.now }).where('id', '=', p.jobId).execute();
   const active = await tx.db
     .selectFrom('attempts')
@@ -219,7 +219,7 @@ export async function jobsRepair(
   if (p.after) wq = wq.where('id', '>', p.after);
   const window = await wq.execute();
   const next = window.length < scan ? null : window.at(-1)!.id;
-  const unfinished = window.filter((j) => !isJobTerminal(j.state as JobState)).map((j) => j.id);
+  const unfinished = window.filter((j) => !isJobTerminal(j.state)).map((j) => j.id);
   const unchangedSince = new Map<string, number>();
   for (let i = 0; i < unfinished.length; i += 500) {
     const rows = await tx.db
@@ -302,7 +302,7 @@ export async function jobsExpire(tx: TxContext, p: { finishedBefore: number; lim
 export async function jobDelete(tx: TxContext, jobId: string): Promise<DeletedFiles | null> {
   const j = await tx.db.selectFrom('jobs').select(['state']).where('id', '=', jobId).executeTakeFirst();
   if (!j) return null;
-  if (!isJobTerminal(j.state as JobState))
+  if (!isJobTerminal(j.state))
     throw new ConflictError(`job ${jobId} is ${j.state}: only an ended job can be deleted (cancel it first: gantry cancel ${jobId})`);
   const held = await tx.db.selectFrom('attempts').select('id').where('job_id', '=', jobId).where('released_at', 'is', null).executeTakeFirst();
   if (held) throw new ConflictError(`job ${jobId} ended, but a process of it is still being stopped on its machine; try again in a few seconds`);

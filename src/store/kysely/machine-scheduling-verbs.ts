@@ -1,6 +1,5 @@
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import { ConflictError } from '../../domain/errors.js';
-import type { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling, machineSchedulingTransitions, removeRefusal } from '../../domain/machine-scheduling.js';
 import { canTransition } from '../../domain/transition-table.js';
 import type { MachineRecord } from '../records.js';
@@ -64,7 +63,7 @@ const drain: SchedulingVerb = {
 async function setScheduling(tx: TxContext, ref: string, verb: SchedulingVerb): Promise<MachineSchedulingChange | null> {
   const row = await findRow(tx.db, ref);
   if (!row) return null;
-  const from = row.scheduling as MachineScheduling;
+  const from = row.scheduling;
   const unchanged = async () => ({ machine: (await machineGet(tx.db, row.id))!, changed: false });
   if (verb.done.includes(from)) return unchanged();
   if (!canTransition(machineSchedulingTransitions, from, verb.to)) {
@@ -128,8 +127,8 @@ export async function machineRemove(tx: TxContext, p: { machine: string }): Prom
     .where('machine_id', '=', row.id)
     .where('released_at', 'is', null)
     .executeTakeFirstOrThrow();
-  const health = row.health as MachineHealth;
-  const from = row.scheduling as MachineScheduling;
+  const health = row.health;
+  const from = row.scheduling;
   const refusal = removeRefusal({ name: row.name, health, scheduling: from, heldAttempts: Number(counts.held), activeAttempts: Number(counts.active ?? 0) });
   if (refusal) throw new ConflictError(refusal);
   if (!canTransition(machineSchedulingTransitions, from, MachineScheduling.removed))

@@ -35,7 +35,7 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
   const revived = existing?.scheduling === MachineScheduling.removed;
   if (existing) {
     id = existing.id;
-    const scheduling = revived ? MachineScheduling.eligible : (existing.scheduling as MachineScheduling);
+    const scheduling = revived ? MachineScheduling.eligible : existing.scheduling;
     await tx.db
       .updateTable('machines')
       .set({ ...fields, scheduling })
@@ -97,7 +97,7 @@ export async function machineHeartbeat(
   // A removed machine is unknown to its agent (404), which registers again.
   const m = await heartbeatMachine.first(tx.db, p.machineId);
   if (!m) return null;
-  let health = m.health as MachineHealth;
+  let health = m.health;
   let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
   if (health === 'suspect' || health === 'lost') {
     const res = await tx.db
@@ -369,7 +369,7 @@ export async function machinesReap(tx: TxContext, p: { suspectAfterMs: number; l
       .where('health', '=', m.health)
       .executeTakeFirst();
     if (Number(res.numUpdatedRows) !== 1) continue;
-    result.machines.push({ machineId: m.id, from: m.health as MachineHealth, to });
+    result.machines.push({ machineId: m.id, from: m.health, to });
     await tx.event({
       type: `machine:${to}`,
       machineId: m.id,

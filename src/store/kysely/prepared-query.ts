@@ -28,10 +28,10 @@ export class PreparedQuery<A extends readonly unknown[], O> {
   run(db: Db | Trx, ...args: A): Promise<QueryResult<O>> {
     const adapter = db.getExecutor().adapter;
     let t = this.compiled.get(adapter);
-    if (!t) this.compiled.set(adapter, (t = compileTemplate(this.build(db as Db, standIns() as unknown as A).compile())));
+    if (!t) this.compiled.set(adapter, (t = compileTemplate(this.build(db, standIns() as unknown as A).compile())));
     const parameters = t.constants.slice();
     for (let i = 0; i < t.slots.length; i += 2) parameters[t.slots[i]!] = args[t.slots[i + 1]!];
-    return execute(db, { sql: t.sql, parameters, query: t.query, queryId: t.queryId } as CompiledQuery<O>);
+    return execute(db, { sql: t.sql, parameters, query: t.query, queryId: t.queryId });
   }
 
   async rows(db: Db | Trx, ...args: A): Promise<O[]> {

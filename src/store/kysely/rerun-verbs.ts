@@ -2,7 +2,6 @@ import { planRerun, rerunStageState, type RerunSource, type StageProvenance } fr
 import { newId } from '../../domain/ids.js';
 import type { JobDefinition } from '../../domain/job-definition.js';
 import { isJobTerminal, type JobState } from '../../domain/job-state.js';
-import type { StageState } from '../../domain/stage-state.js';
 import type { RerunParams, RerunResult } from '../store.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 import { jobCancel, jobGet } from './job-verbs.js';
@@ -37,7 +36,7 @@ async function rerunSource(db: Db | Trx, job: { id: string; state: string; defin
     stages: stages.map((s) => ({
       name: s.name,
       needs: (JSON.parse(s.definition) as { needs: string[] }).needs,
-      state: s.state as StageState,
+      state: s.state,
       outputs: provenance(s),
       outputsReleasedAt: s.outputs_released_at === null ? null : Number(s.outputs_released_at),
     })),
@@ -61,7 +60,7 @@ export async function jobRerun(tx: TxContext, p: RerunParams): Promise<RerunResu
   // is then made again from what the cancel left (the stages it canceled run again).
   let plan = planRerun(await rerunSource(tx.db, original), opts);
   let canceled = false;
-  if (!isJobTerminal(original.state as JobState) && p.cancelRunning) {
+  if (!isJobTerminal(original.state) && p.cancelRunning) {
     canceled = (await jobCancel(tx, { jobId: p.jobId, reason: p.cancelReason ?? 'canceled to be rerun' }))?.changed ?? false;
     const after = await tx.db.selectFrom('jobs').select(['id', 'state', 'definition']).where('id', '=', p.jobId).executeTakeFirstOrThrow();
     plan = planRerun(await rerunSource(tx.db, after), opts);

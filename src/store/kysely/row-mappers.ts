@@ -1,9 +1,4 @@
 import type { Selectable } from 'kysely';
-import type { AttemptState } from '../../domain/attempt-state.js';
-import type { JobState } from '../../domain/job-state.js';
-import type { MachineHealth } from '../../domain/machine-health.js';
-import type { MachineScheduling } from '../../domain/machine-scheduling.js';
-import type { StageState } from '../../domain/stage-state.js';
 import type { AttemptRecord, EventRecord, JobRecord, MachineRecord, StageRecord } from '../records.js';
 import type { AttemptsTable, EventsTable, JobsTable, MachinesTable, StagesTable } from '../schema.js';
 
@@ -19,7 +14,7 @@ export function toJob(r: JobsTable): JobRecord {
     team: r.team,
     priority: num(r.priority),
     labels: JSON.parse(r.labels),
-    state: r.state as JobState,
+    state: r.state,
     failureReason: r.failure_reason,
     cancelRequestedAt: numOrNull(r.cancel_requested_at),
     createdAt: num(r.created_at),
@@ -37,7 +32,7 @@ export function toStage(r: StagesTable): StageRecord {
     name: r.name,
     position: num(r.position),
     pool: r.pool,
-    state: r.state as StageState,
+    state: r.state,
     priority: num(r.priority),
     definition: JSON.parse(r.definition),
     attemptsUsed: num(r.attempts_used),
@@ -71,7 +66,7 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     gpuType: r.gpu_type,
     cpuMillis: num(r.cpu_millis),
     memoryBytes: num(r.memory_bytes),
-    state: r.state as AttemptState,
+    state: r.state,
     exitCode: numOrNull(r.exit_code),
     signal: r.signal,
     reason: r.reason,
@@ -100,8 +95,8 @@ export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated'
     gpusDeclared: Boolean(num(r.gpus_declared)),
     region: r.region,
     labels: JSON.parse(r.labels),
-    health: r.health as MachineHealth,
-    scheduling: r.scheduling as MachineScheduling,
+    health: r.health,
+    scheduling: r.scheduling,
     agent: JSON.parse(r.agent),
     lastHeartbeatAt: num(r.last_heartbeat_at),
     registeredAt: num(r.registered_at),

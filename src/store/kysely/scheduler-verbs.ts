@@ -1,7 +1,6 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { StageState } from '../../domain/stage-state.js';
 import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
-import type { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { newId } from '../../domain/ids.js';
 import { machineRefusal } from '../../scheduler/checks.js';
@@ -97,8 +96,8 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
   return {
     id: m.id,
     name: m.name,
-    health: m.health as MachineHealth,
-    scheduling: m.scheduling as MachineScheduling,
+    health: m.health,
+    scheduling: m.scheduling,
     region: m.region,
     labels: JSON.parse(m.labels),
     cpuMillisTotal: Number(m.cpu_millis),

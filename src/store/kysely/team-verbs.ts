@@ -79,7 +79,7 @@ export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
 
 /** Every team with its weight, quota and usage: the scheduler's view (teams with usage but no row get weight 1). */
 export async function schedulerTeams(db: Db | Trx, withUsage: boolean): Promise<TeamView[]> {
-  const teams = await teamList(db as Db);
+  const teams = await teamList(db);
   const usage = withUsage ? await teamUsage(db) : new Map<string, TeamUsage>();
   const out: TeamView[] = teams.map((t) => ({ name: t.name, weight: t.weight, quota: t.quota, usage: usage.get(t.name) ?? emptyTeamUsage() }));
   for (const [name, u] of usage) if (!teams.some((t) => t.name === name)) out.push({ name, weight: 1, quota: {}, usage: u });

@@ -10,7 +10,7 @@ import type { Db, TxContext } from './tx-context.js';
 export function toToken(r: Omit<TokensTable, 'hash'>): TokenRecord {
   return {
     id: r.id,
-    kind: r.kind as TokenKind,
+    kind: r.kind,
     team: r.team,
     machineId: r.machine_id,
     name: r.name,

@@ -204,7 +204,7 @@ export class TxContext {
     if (this.audits.length) {
       await this.db
         .insertInto('audit')
-        .values(this.audits.map((a) => ({ at: this.now, token_id: a.tokenId, actor: a.actor, action: a.action, target: a.target, result: a.result })) as never)
+        .values(this.audits.map((a) => ({ at: this.now, token_id: a.tokenId, actor: a.actor, action: a.action, target: a.target, result: a.result })))
         .execute();
       this.audits = [];
     }

@@ -44,18 +44,18 @@ export function cachingDatabase(db: Database, max = 500): CachingDatabase {
     return {
       reader: st.reader,
       all(parameters) {
-        const rows = st.all(parameters as unknown[]);
+        const rows = st.all(parameters);
         if (writes) changes++;
         return rows;
       },
       run(parameters) {
-        const r = st.run(parameters as unknown[]);
+        const r = st.run(parameters);
         changes += r.changes;
         return r;
       },
       iterate(parameters) {
         if (writes) changes++;
-        return st.iterate(parameters as unknown[]) as IterableIterator<unknown>;
+        return st.iterate(parameters);
       },
     };
   };

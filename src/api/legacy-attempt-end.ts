@@ -5,7 +5,7 @@ import { type AttemptEnd, AttemptEndKind } from '../domain/attempt-end.js';
  * the kind each meant. The only place on the server that reads an outcome's wording: an outcome
  * is typed here, at the API's edge, once, and nothing past it reads the text. These are the
  * agent's own texts, as every release wrote them (src/agent: process-runner.ts, launcher.ts,
- * agent.ts, deliver-outcome.ts; `git log -S` finds no other wording): frozen, since no agent of
+ * agent.ts and deliver-outcome.ts of those releases; `git log -S` finds no other wording): frozen, since no agent of
  * protocol 1 will ever be written again.
  */
 const PROTOCOL_1_PREFIXES: readonly (readonly [prefix: string, kind: AttemptEndKind])[] = [

@@ -38,6 +38,10 @@ export function attemptEndConformance(storeOf: () => Store): void {
     const complete = (a: { id: string; token: number }, end: AttemptEnd, exitCode: number | null = null, signal: string | null = null) =>
       store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal, end, outputs: [], now, jitter: 0 });
 
+    /** The `end` of each of the job's events of this type, in order. */
+    const endsInEvents = async (jobId: string, type: string) =>
+      (await store.eventsList({ jobId, limit: 100 })).filter((e) => e.type === type).map((e) => e.data.end);
+
     it("an agent's outcome: the kind and its detail, a success as exited with none", async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const ok = await running(m.id);
@@ -94,6 +98,8 @@ export function attemptEndConformance(storeOf: () => Store): void {
       const stopped = await running(drained.id);
       await store.machineDrain({ machine: 'c3', now, stopRunning: true, jitter: 0 });
       expect((await stageOf(stopped.jobId)).attempts[0]).toMatchObject({ state: 'lost', endKind: 'lost' });
+      // The events carry the kind too, as an outcome's do: what a reader of the stream decides on.
+      for (const j of [leased, unacked, gone, stopped]) expect(await endsInEvents(j.jobId, 'attempt:lost')).toEqual(['lost']);
     });
 
     it('preempted, and killed when its job is canceled; an attempt still active has none', async () => {
@@ -123,6 +129,8 @@ export function attemptEndConformance(storeOf: () => Store): void {
       const canceled = await running(c.id);
       await store.jobCancel({ jobId: canceled.jobId, now, reason: 'canceled by user' });
       expect((await stageOf(canceled.jobId)).attempts[0]).toMatchObject({ state: 'canceled', endKind: 'killed', reason: 'canceled by user' });
+      expect(await endsInEvents(victim.jobId, 'attempt:preempted')).toEqual(['preempted']);
+      expect(await endsInEvents(canceled.jobId, 'attempt:canceled')).toEqual(['killed']);
     });
   });
 }

@@ -277,6 +277,8 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
     attemptId: a.id,
     machineId: a.machine_id,
     message: `stage ${a.stage_name} attempt ${a.number} lost: ${reason}`,
+    // The end's kind, as an outcome's event carries it (attempt:failed): what a reader of the stream decides on.
+    data: { end: AttemptEndKind.lost },
   });
   // Its resources stay held until the agent stops listing it (machineHeartbeat releases them and
   // says so then); the wake-up tells the agent to kill it.

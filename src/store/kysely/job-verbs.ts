@@ -153,6 +153,7 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
       attemptId: a.id,
       machineId: a.machine_id,
       message: `attempt canceled: ${p.reason}`,
+      data: { end: AttemptEndKind.killed },
     });
   }
   // The agents are told to kill; the resources are released when they stop listing the attempts.

@@ -2,6 +2,7 @@ import { CompiledQuery, sql } from 'kysely';
 import type { StageState } from '../../domain/stage-state.js';
 import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
+import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { newId } from '../../domain/ids.js';
 import { machineRefusal } from '../../scheduler/checks.js';
 import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
@@ -334,7 +335,7 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     attemptId: a.id,
     machineId: a.machine_id,
     message: `stage ${a.stage_name} attempt ${a.number} ${reason}; ${graceMs / 1000} s to checkpoint`,
-    data: { graceMs },
+    data: { graceMs, end: AttemptEndKind.preempted },
   });
   await tx.publish('machine:wake', { machineId: a.machine_id });
   await applyOutcome(tx, {

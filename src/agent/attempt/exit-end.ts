@@ -1,4 +1,5 @@
 import type { AttemptEnd } from '../../api/contract/attempt-end.js';
+import { protocol1EndKind } from '../../api/contract/protocol-1-end-kind.js';
 import type { ExitKind, ExitRecord } from '../disk/attempt-journal.js';
 
 /** CompletedItem.reason's and AttemptEnd.detail's limit. */
@@ -17,15 +18,10 @@ export function exitEnd(exit: ExitRecord): AttemptEnd | null {
 /**
  * The kind of an exit recorded by an agent before typed ends (no `kind` in its journal), read once
  * here so that an upgraded agent still reports what its predecessor left on disk. Those agents
- * wrote a reason only for an end they caused or a failure around the process, with these prefixes.
+ * wrote a reason only for an end they caused or a failure around the process, in the words
+ * protocol 1's outcomes carried (protocol1EndKind); with none, the process's own end.
  */
 export function legacyExitKind(exit: Pick<ExitRecord, 'exitCode' | 'signal' | 'reason'>): ExitKind {
-  const r = exit.reason;
-  if (r === null) return exit.exitCode !== null ? 'exited' : exit.signal !== null ? 'signaled' : 'unknown';
-  if (r.startsWith('spawn failed')) return 'spawn-failed';
-  if (r.startsWith('timeout')) return 'timeout';
-  if (r.startsWith('killed')) return 'killed';
-  if (r.startsWith('input download failed')) return 'inputs-failed';
-  if (r.startsWith('output upload failed')) return 'outputs-failed';
-  return exit.exitCode !== null ? 'exited' : exit.signal !== null ? 'signaled' : 'unknown';
+  const named = exit.reason !== null ? protocol1EndKind(exit.reason) : null;
+  return named ?? (exit.exitCode !== null ? 'exited' : exit.signal !== null ? 'signaled' : 'unknown');
 }

@@ -27,6 +27,18 @@ export function agentCommand(program: Command): void {
     .option('--gpus <type:n>', 'declare GPUs, e.g. h100:4 (shown as declared); default: found by nvidia-smi')
     .option('--region <r>', 'region of this machine')
     .option('--label <k=v>', 'a label (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option(
+      '--containment <mode>',
+      'auto: contain each attempt in cgroups and run it as a user of its own, with what this host offers, saying what is missing; require: refuse to start unless memory, CPU, pids and the kill are enforced; off: neither (docs/containment.md); default $GANTRY_CONTAINMENT or auto',
+    )
+    .option('--require-containment', 'the same as --containment require')
+    .option('--uid-range <first-last>', "as root: the uids attempts run as, one each while it runs (default 61184-65519, systemd's DynamicUser range)")
+    .option('--run-as <user>', 'as root: run every attempt as this existing user instead of a uid of --uid-range')
+    .option('--pids-max <n>', "an attempt's limit of processes and threads when its stage sets no limits.pids (default 4096)")
+    .option(
+      '--sandbox',
+      'also run each command under bubblewrap: read-only root, private /tmp, /dev with only its GPUs, no network unless the stage says network: true',
+    )
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())

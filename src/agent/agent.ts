@@ -20,6 +20,7 @@ import { recoverAttempts } from './attempt/recover-attempts.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
 import { Launcher } from './attempt/launcher.js';
+import type { ContainmentOptions } from './contain/containment-options.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
@@ -58,6 +59,8 @@ export interface AgentOptions {
    *  across attempts); default `checkpoints/` in the data directory. Agents that share one (a
    *  network file system) let a stage resume on another machine. */
   checkpointRoot?: string;
+  /** Cgroups, users, sandbox (docs/containment.md); default DEFAULT_CONTAINMENT: what the host offers. */
+  containment?: Partial<ContainmentOptions>;
 }
 
 const MAX_WAIT_MS = 30_000;

@@ -16,6 +16,7 @@ import { Agent } from './agent.js';
 import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine/machine-detect.js';
 import { errorText } from '../lib/error-text.js';
+import { DEFAULT_CONTAINMENT, parseContainmentMode, parsePidsMax, parseUidRange, type ContainmentOptions } from './contain/containment-options.js';
 
 export interface AgentCommandOptions {
   server: string;
@@ -38,6 +39,28 @@ export interface AgentCommandOptions {
   tokenFile?: string;
   /** A file with the PEM of the CA that signed the server's certificate (else $GANTRY_CA). */
   ca?: string;
+  /** docs/containment.md */
+  containment?: string;
+  requireContainment?: boolean;
+  uidRange?: string;
+  runAs?: string;
+  pidsMax?: string;
+  sandbox?: boolean;
+}
+
+/** The containment flags, or their environment variables, as options; a bad one throws, naming it. */
+export function containmentFromFlags(opts: AgentCommandOptions, env: NodeJS.ProcessEnv): ContainmentOptions {
+  const modeText = opts.requireContainment ? 'require' : (opts.containment ?? env.GANTRY_CONTAINMENT);
+  const rangeText = opts.uidRange ?? env.GANTRY_UID_RANGE;
+  const pidsText = opts.pidsMax ?? env.GANTRY_PIDS_MAX;
+  return {
+    ...DEFAULT_CONTAINMENT,
+    ...(modeText !== undefined ? { mode: parseContainmentMode(modeText) } : {}),
+    ...(rangeText !== undefined ? { uidRange: parseUidRange(rangeText) } : {}),
+    runAs: opts.runAs ?? env.GANTRY_RUN_AS ?? null,
+    ...(pidsText !== undefined ? { pidsMax: parsePidsMax(pidsText) } : {}),
+    sandbox: opts.sandbox ?? env.GANTRY_SANDBOX === '1',
+  };
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -62,7 +85,9 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const caFile = opts.ca ?? process.env.GANTRY_CA;
   const ca = caFile ? readFileSync(caFile, 'utf8') : undefined;
   const checkpointRoot = opts.checkpointDir ?? process.env.GANTRY_CHECKPOINT_ROOT;
+  const containment = containmentFromFlags(opts, process.env);
   const agent = new Agent({
+    containment,
     serverUrl: opts.server,
     dataDir,
     machine,

@@ -44,7 +44,7 @@ describe('attempt ends across the wire, on a fake clock', () => {
       h.tokens.join,
     );
     expect((JSON.parse(r.body) as RegisterResponse).settings.protocol).toBe(AGENT_PROTOCOL_VERSION);
-    expect(AGENT_PROTOCOL_VERSION).toBe(2);
+    expect(AGENT_PROTOCOL_VERSION).toBe(3);
   });
 
   it('protocol 1: a spawn failure is not retried, a timeout is, a plain failure is; each typed by its words', async () => {

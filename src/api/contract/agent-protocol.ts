@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { AttemptEnd } from './attempt-end.js';
+import { AttemptLimitsWire, AttemptUsageWire, ContainmentReport } from './containment.js';
 
 /**
  * The internal API between the control plane and agents. A local agent started by `gantry up`
@@ -45,7 +46,17 @@ export const RegisterRequest = Type.Object(
     gpusDeclared: Type.Boolean(),
     region: Type.Union([Type.String(), Type.Null()]),
     labels: StringMap,
-    agent: Type.Object({ version: Type.String(), host: Type.String(), pid: Type.Integer() }, { additionalProperties: true }),
+    agent: Type.Object(
+      {
+        version: Type.String(),
+        host: Type.String(),
+        pid: Type.Integer(),
+        /** What the agent enforces on its attempts (docs/containment.md). Inside `agent`, which
+         *  servers before containment accept with any field, so that a new agent can join them. */
+        containment: Type.Optional(ContainmentReport),
+      },
+      { additionalProperties: true },
+    ),
   },
   { additionalProperties: false },
 );
@@ -120,6 +131,9 @@ export const AssignmentWire = Type.Object({
   /** A preemptible stage: give it GANTRY_CHECKPOINT_DIR, a directory kept across its attempts. */
   checkpoint: Type.Optional(Type.Boolean()),
   inputs: Type.Array(Type.Object({ stage: Type.String(), attemptId: Type.String(), files: Type.Array(OutputFileWire) })),
+  /** What the agent's containment enforces (docs/containment.md). Absent from older servers: the
+   *  agent then limits nothing but the pids (its --pids-max). */
+  limits: Type.Optional(AttemptLimitsWire),
 });
 export type AssignmentWire = Static<typeof AssignmentWire>;
 
@@ -147,6 +161,8 @@ export const CompleteRequest = Type.Object(
     outputs: Type.Array(OutputFileWire, { maxItems: 100_000 }),
     /** How long each stream's log file was when the process ended: what the server lacks of it is marked missing in the log. */
     logBytes: Type.Optional(Type.Object({ stdout: Type.Integer({ minimum: 0 }), stderr: Type.Integer({ minimum: 0 }) }, { additionalProperties: false })),
+    /** Protocol 3: what the attempt used, from its cgroup. Sent only to a server that says protocol 3 or later. */
+    usage: Type.Optional(AttemptUsageWire),
   },
   { additionalProperties: false },
 );

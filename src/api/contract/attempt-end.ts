@@ -49,6 +49,8 @@ export type AttemptEnd = Static<typeof AttemptEnd>;
  * (every release before typed ends). 2: an outcome carries `end`, an AttemptEnd; the server says
  * `protocol: 2` in its settings, and an agent sends `end` only to a server that says so (an older
  * server refuses fields it does not know). A server maps a version-1 outcome's text to a kind once,
- * at its edge (`src/api/legacy-attempt-end.ts`).
+ * at its edge (`src/api/legacy-attempt-end.ts`). 3: an outcome may carry `usage` (its memory's peak,
+ * its CPU seconds, from its cgroup: docs/containment.md); an agent sends it only to a server that
+ * says 3 or later.
  */
-export const AGENT_PROTOCOL_VERSION = 2;
+export const AGENT_PROTOCOL_VERSION = 3;

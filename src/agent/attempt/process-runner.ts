@@ -15,6 +15,7 @@
  * the command did (a status above 128 is re-raised as that signal), so the agent that is its parent
  * sees what it would have seen without it. It costs about 0.1 to 0.2 ms of CPU per attempt.
  */
+import type { LaunchContainment } from '../contain/launch-containment.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -74,6 +75,8 @@ export interface RunProcessOptions {
   timeoutSeconds?: number | null;
   /** Time between TERM and KILL. */
   killGraceMs: number;
+  /** Cgroups, user and sandbox to start the command in (docs/containment.md); absent: none. */
+  contain?: LaunchContainment;
 }
 
 export interface ProcessHandle {

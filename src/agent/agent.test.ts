@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { EventEmitter } from 'node:events';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -6,7 +7,15 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { AgentSettings, AssignmentWire, HeartbeatResponse, ReportItemResult, ReportRequest, ReportResponse } from '../api/contract/agent-protocol.js';
+import type {
+  AgentSettings,
+  AssignmentWire,
+  HeartbeatResponse,
+  LogsRequest,
+  ReportItemResult,
+  ReportRequest,
+  ReportResponse,
+} from '../api/contract/agent-protocol.js';
 import { Agent } from './agent.js';
 import { AgentState, KEEP_REPORTED, type ReportedRecord } from './disk/agent-state.js';
 import { readAttemptRecords } from './disk/attempt-journal.js';
@@ -46,6 +55,10 @@ class FakeServer {
   failCompletesTimes = 0;
   /** How long a report is held before its answer: time for more to queue behind it. */
   reportDelayMs = 0;
+  /** Each attempt's log as taken, and how far each stream has come. */
+  readonly logs = new Map<string, { stdout: string; stderr: string; at: { stdout: number; stderr: number } }>();
+  /** A piece that would take an attempt's log past this many bytes is answered 503 (null: no limit). */
+  logBytesTaken: number | null = null;
   /** Each outcome's answers, in order: `ok` once, then `duplicate` for a resend. */
   readonly answered = new Map<string, string[]>();
   url = '';
@@ -167,9 +180,21 @@ class FakeServer {
     }
     if ((m = /^\/v1\/agent\/attempts\/([^/]+)\/logs$/.exec(url.pathname))) {
       const attemptId = decodeURIComponent(m[1]!);
-      this.record({ type: 'logs', attemptId, body: JSON.parse(raw.toString()) });
+      const body = JSON.parse(raw.toString()) as LogsRequest;
+      this.record({ type: 'logs', attemptId, body });
       if (this.stale.has(attemptId)) return staleReply();
-      return json(204);
+      // As the server does (docs/agent.md, "Logs"): a piece is taken only where its stream has reached.
+      const log = this.logs.get(attemptId) ?? { stdout: '', stderr: '', at: { stdout: 0, stderr: 0 } };
+      this.logs.set(attemptId, log);
+      for (const piece of body.chunks) {
+        if (piece.offset !== log.at[piece.stream]) continue;
+        // Down past the limit: what came before in this request is kept, and the agent does not learn it.
+        if (this.logBytesTaken !== null && log.at.stdout + log.at.stderr + piece.bytes > this.logBytesTaken)
+          return json(503, { error: 'unavailable', message: 'down' });
+        log.at[piece.stream] += piece.bytes;
+        log[piece.stream] += piece.data;
+      }
+      return json(200, { ...log.at, capped: false });
     }
     if (req.method === 'PUT' && (m = /^\/v1\/agent\/attempts\/([^/]+)\/outputs\/(.+)$/.exec(url.pathname))) {
       const attemptId = decodeURIComponent(m[1]!);
@@ -546,6 +571,40 @@ describe('Agent', () => {
     expect(done.body).toMatchObject({ exitCode: 3, reason: null });
     expect(done.body).not.toHaveProperty('end');
   });
+
+  it("removes an attempt's log files once the server has all of them and its outcome is reported", async () => {
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'echo "key=$API_KEY"; echo warn >&2'], env: { API_KEY: 'SUPERSECRET-1234' } });
+    srv.push({ assignments: [a] });
+    await until(async () => (await reported(a.attemptId))?.result === 'accepted');
+    expect(srv.logs.get(a.attemptId)).toMatchObject({ stdout: 'key=SUPERSECRET-1234\n', stderr: 'warn\n' });
+    const attemptDir = join(dir, 'data', 'attempts', a.attemptId);
+    await until(async () => !(await readdir(attemptDir)).some((f) => f.endsWith('.log')));
+    expect(await readdir(attemptDir)).not.toContain('stdout.log');
+  });
+
+  it('a restarted agent goes on shipping a log from where the server has it, then removes the files', async () => {
+    // The server takes what fits in 200 KiB (whole pieces of 128 KiB at most), then is down; the
+    // agent stops with the outcome owed, not knowing how far the server got.
+    srv.logBytesTaken = 200 * 1024;
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'i=0; while [ $i -lt 20000 ]; do echo "line $i of a long log"; i=$((i+1)); done; echo done >&2'] });
+    srv.push({ assignments: [a] });
+    await until(async () => (srv.logs.get(a.attemptId)?.at.stdout ?? 0) > 0 && readAttemptRecords(join(dir, 'data'), a.attemptId)?.exit !== undefined, 10_000);
+    await agent!.stop();
+    expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+    const files = ['stdout.log', 'stderr.log'].map((f) => join(dir, 'data', 'attempts', a.attemptId, f));
+    const whole = await readFile(files[0]!, 'utf8');
+    expect(srv.logs.get(a.attemptId)!.stdout.length).toBeLessThan(whole.length);
+
+    srv.logBytesTaken = null;
+    await startAgent();
+    await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId, 10_000);
+    // Every byte once: what the first agent shipped, then the rest from the server's offset.
+    expect(srv.logs.get(a.attemptId)).toMatchObject({ stdout: whole, stderr: 'done\n' });
+    await until(async () => (await reported(a.attemptId))?.result === 'accepted');
+    await until(async () => files.every((f) => !existsSync(f)));
+  }, 30_000);
 
   it('keeps the newest settled attempts as it goes, reading no record to choose', async () => {
     await startAgent();

@@ -3,11 +3,12 @@
  * server's client and the launch are stand-ins the test drives by hand (no process runs, nothing
  * sleeps); only the attempt's directory and journal are real files.
  */
+import { existsSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { AgentSettings, AssignmentWire, CompletedItem, ReportItemResult } from '../../api/contract/agent-protocol.js';
+import type { AgentSettings, AssignmentWire, CompletedItem, LogPiece, ReportItemResult } from '../../api/contract/agent-protocol.js';
 import { AgentState } from '../disk/agent-state.js';
 import { EXIT_UNKNOWN, type ProcessHandle, type ProcessResult } from './process-runner.js';
 import type { AttemptPhase } from './attempt-phase.js';
@@ -377,5 +378,103 @@ describe('AttemptRunner', () => {
     expect(await r.done).toEqual({ phase: 'dropped' });
     await r.deliver();
     expect(reporter.completes).toHaveLength(1);
+  });
+});
+
+/** The server's side of `logs` (docs/agent.md, "Logs"): a piece is taken only at the offset its stream has reached. */
+class FakeLogs {
+  readonly taken = { stdout: '', stderr: '' };
+  private readonly at = { stdout: 0, stderr: 0 };
+  /** Thrown instead of an answer: an outage (retryable), or a refusal for good. */
+  fail: Error | null = null;
+  readonly logs = async (_attemptId: string, _token: number, pieces: LogPiece[]) => {
+    if (this.fail) throw this.fail;
+    for (const p of pieces) {
+      if (p.offset !== this.at[p.stream]) continue;
+      this.at[p.stream] += p.bytes;
+      this.taken[p.stream] += p.data;
+    }
+    return { ...this.at, capped: false };
+  };
+}
+
+describe("AttemptRunner and its log's files", () => {
+  /** As until(), but with time for the file reads the log's shipping does (the thread pool, not the event loop alone). */
+  async function waitFor(cond: () => boolean): Promise<void> {
+    for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(cond()).toBe(true);
+  }
+
+  /** A runner whose process printed `out` and `err` into its files, then exited 0. */
+  async function printedAndExited(d: RunnerDeps, out: string, err: string): Promise<{ r: AttemptRunner; files: string[] }> {
+    const r = AttemptRunner.accept(assignment(), d);
+    await waitFor(() => procs.length === 1);
+    procs[0]!.start(21);
+    await waitFor(() => r.phase === 'running');
+    const paths = state.paths(r.a.attemptId);
+    writeFileSync(paths.stdout, out);
+    writeFileSync(paths.stderr, err);
+    procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
+    return { r, files: [paths.stdout, paths.stderr] };
+  }
+
+  it('removes them once the server has every byte and the outcome is delivered, not before', async () => {
+    const server = new FakeLogs();
+    const d = deps();
+    d.client.logs = server.logs;
+    reporter.complete = () => Promise.reject(unreachable());
+    const { r, files } = await printedAndExited(d, 'key=SUPERSECRET\n', 'warning\n');
+    await waitFor(() => r.phase === 'owed' && reporter.completes.length === 1);
+    // The log is shipped, the outcome is not: a restart now would still owe it, so the files stay.
+    expect(server.taken).toEqual({ stdout: 'key=SUPERSECRET\n', stderr: 'warning\n' });
+    expect(files.map((f) => existsSync(f))).toEqual([true, true]);
+    reporter.complete = async () => ({ result: 'ok', jobState: 'succeeded' });
+    await r.deliver();
+    expect(await r.done).toEqual({ phase: 'delivered' });
+    expect(files.map((f) => existsSync(f))).toEqual([false, false]);
+  });
+
+  it('keeps them while the server cannot be reached, and removes them once it has them all', async () => {
+    const server = new FakeLogs();
+    server.fail = unreachable();
+    const d = deps();
+    d.client.logs = server.logs;
+    const { r, files } = await printedAndExited(d, 'a'.repeat(1000), '');
+    await waitFor(() => r.phase === 'owed');
+    expect(reporter.completes).toEqual([]);
+    expect(existsSync(files[0]!)).toBe(true);
+    server.fail = null;
+    await r.deliver();
+    expect(await r.done).toEqual({ phase: 'delivered' });
+    expect(server.taken.stdout).toBe('a'.repeat(1000));
+    expect(existsSync(files[0]!)).toBe(false);
+  });
+
+  it('keeps them when the server refused part of the log for good: the machine has the only copy', async () => {
+    const d = deps();
+    d.client.logs = () => Promise.reject(new Error('400 bad request: no'));
+    const { r, files } = await printedAndExited(d, 'lines the server refused\n', '');
+    expect(await r.done).toEqual({ phase: 'delivered' });
+    expect(reporter.completes[0]).toMatchObject({ logBytes: { stdout: 25, stderr: 0 } });
+    expect(existsSync(files[0]!)).toBe(true);
+  });
+
+  it('a killed attempt: removed when its one try shipped them all, kept when it did not', async () => {
+    const server = new FakeLogs();
+    const d = deps();
+    d.client.logs = server.logs;
+    for (const reachable of [true, false]) {
+      procs = [];
+      server.fail = reachable ? null : unreachable();
+      const r = AttemptRunner.accept(assignment(), d);
+      await waitFor(() => procs.length === 1);
+      procs[0]!.start(22);
+      await waitFor(() => r.phase === 'running');
+      const paths = state.paths(r.a.attemptId);
+      writeFileSync(paths.stdout, 'cleaning up\n');
+      r.kill({ kind: 'killed-by-server', detail: 'canceled' });
+      expect(await r.done).toEqual({ phase: 'dropped' });
+      expect(existsSync(paths.stdout), `server reachable: ${reachable}`).toBe(!reachable);
+    }
   });
 });

@@ -28,7 +28,7 @@ import { errorText } from '../../lib/error-text.js';
 export interface RunnerDeps {
   client: Pick<AgentClient, 'downloadInputs' | 'logs' | 'uploadOutputs'>;
   reporter: Pick<Reporter, 'acknowledge' | 'recordPid' | 'complete'>;
-  state: Pick<AgentState, 'dataDir' | 'createAttempt' | 'removeAttempt' | 'writePid' | 'writeExit' | 'markReported' | 'prune'>;
+  state: Pick<AgentState, 'dataDir' | 'createAttempt' | 'removeAttempt' | 'removeLogs' | 'writePid' | 'writeExit' | 'markReported' | 'prune'>;
   /** Starts an acknowledged attempt's process (launch-attempt.ts). */
   launch: (a: AssignmentWire, paths: AttemptPaths) => Promise<Launched>;
   /** Takes over a process the previous run of the agent started (process-runner.ts, attachProcess). */
@@ -419,6 +419,16 @@ export class AttemptRunner {
     await d.state
       .markReported(id, { ...rec, at: new Date(d.now()).toISOString() })
       .catch((err) => d.log(`cannot record that ${id} is settled: ${errorText(err)}`));
+    // Its log is the server's now, whole: the files go (a secret it printed is not kept on this
+    // machine too). Kept when the server lacks part of it (refused, stale, unreachable, or written
+    // after the last shipment): the directory keeps the only copy until it is pruned.
+    if (this.tail?.shippedAll()) {
+      try {
+        d.state.removeLogs(id);
+      } catch (err) {
+        d.log(`cannot remove the log files of ${id}: ${errorText(err)}`);
+      }
+    }
     await d.state.prune().catch((err) => d.log(`cannot prune old attempts: ${errorText(err)}`));
     this.finish({ phase: to });
   }

@@ -103,6 +103,14 @@ export class LogTail {
     return { stdout: size(this.files.stdout), stderr: size(this.files.stderr) };
   }
 
+  /**
+   * The server has confirmed every byte the files hold now (or counts the rest as taken: its cap
+   * is reached): nothing of the log is on this machine alone, and the files may go (agent-state.ts, removeLogs).
+   */
+  shippedAll(): boolean {
+    return this.unshipped() === 0;
+  }
+
   /** Bytes the files hold beyond what the server has confirmed (all of them while unknown). */
   unshipped(): number {
     if (this.capped) return 0;

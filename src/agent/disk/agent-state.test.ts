@@ -201,6 +201,21 @@ describe('AgentState', () => {
     expect(await state.attemptIds()).toEqual([]);
   });
 
+  it('removes the log files it is told are shipped (an empty one stays), and the directory is still reused', async () => {
+    const p = (await state.createAttempt(assignment('att_logs')))!;
+    await writeFile(p.stdout, 'key=SUPERSECRET\n');
+    await writeFile(p.stderr, '');
+    state.removeLogs('att_logs');
+    expect([existsSync(p.stdout), existsSync(p.stderr)]).toEqual([false, true]);
+    // Again (a settle retried, a restart): nothing there, nothing to do.
+    state.removeLogs('att_logs');
+    await state.markReported('att_logs', { result: 'accepted', at: new Date().toISOString() });
+    await state.prune(0);
+    const next = (await state.createAttempt(assignment('att_after_logs')))!;
+    expect((await readdir(next.dir)).sort()).toEqual(['input', 'output', 'stderr.log', 'work']);
+    expect(await readdir(join(dir, 'attempts'))).toEqual(['att_after_logs']);
+  });
+
   it('lays out a reused input/ for the new upstreams: renamed where it can, removed where it cannot', async () => {
     const withInputs = (id: string, ...stages: string[]) => ({ ...assignment(id), inputs: stages.map((stage) => ({ stage, attemptId: 'att_up', files: [] })) });
     const first = (await state.createAttempt(withInputs('att_1', 'a', 'b')))!;

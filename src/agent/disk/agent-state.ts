@@ -10,7 +10,8 @@
  *                        output/          GANTRY_OUTPUT_DIR
  *                        input/<stage>/   GANTRY_INPUT_DIR/<stage>: upstream outputs
  *                        stdout.log, stderr.log  what the command wrote (it writes them itself);
- *                                         the log is shipped from them, at byte offsets
+ *                                         the log is shipped from them, at byte offsets, and they
+ *                                         are removed once the server has it all (removeLogs)
  *                        status           the command's exit status, written by its shim when it ends
  *   attempts/.spare.<n>/        directories of settled attempts, emptied, kept for the next ones
  *
@@ -187,6 +188,19 @@ export class AgentState {
     }
     this.journal.append(a.attemptId, 'assignment', a);
     return p;
+  }
+
+  /**
+   * Removes an attempt's log files once the server has every byte of them and nothing more is owed
+   * (the runner knows: log-tail.ts): what a stage printed, a secret it echoed included, is then kept
+   * in one place, the server's, rather than also on every machine it ran on for as long as its
+   * directory is kept (KEEP_REPORTED). An empty file stays: it holds nothing, and a spare's next
+   * attempt appends to it rather than creating one. Before then never: an agent restarted mid-ship
+   * goes on from the server's offsets in these files.
+   */
+  removeLogs(attemptId: string): void {
+    const p = this.paths(attemptId);
+    for (const log of [p.stdout, p.stderr]) if ((statSync(log, { throwIfNoEntry: false })?.size ?? 0) > 0) unlinkQuiet(log);
   }
 
   async removeAttempt(attemptId: string): Promise<void> {

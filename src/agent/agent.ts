@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire } from '../api/contract/agent-protocol.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
 import { AgentState } from './disk/agent-state.js';
+import { makeAgentFilesPrivate } from './disk/agent-private-files.js';
 import { registerRequest, registerWithToken } from './link/register-machine.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 import { processGroupAlive } from './attempt/process-group.js';
@@ -182,6 +183,11 @@ export class Agent {
   /** Registers, settles what a previous run of the agent left behind, then heartbeats in the background. */
   async start(): Promise<void> {
     await this.state.init();
+    // What an earlier version left open (umask 022) is closed; what is made from now on is by the umask (run-agent-cli.ts).
+    const modes = makeAgentFilesPrivate(this.state.dataDir, this.checkpointRoot);
+    if (modes.changed.length > 0)
+      this.log(`made ${modes.changed.length} file(s) of ${this.state.dataDir} private (owner-only) that an earlier version left open`);
+    for (const problem of modes.problems) this.log(`cannot make a file private: ${problem}`);
     if (!(await this.register())) return;
     // stop() may have come while registering: then nothing may start (a watchdog timer started
     // now would keep the process alive after it stopped).

@@ -16,6 +16,7 @@ import { Agent } from './agent.js';
 import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine/machine-detect.js';
 import { errorText } from '../lib/error-text.js';
+import { PRIVATE_UMASK } from '../lib/private-mode.js';
 import { DEFAULT_CONTAINMENT, parseContainmentMode, parsePidsMax, parseUidRange, type ContainmentOptions } from './contain/containment-options.js';
 
 export interface AgentCommandOptions {
@@ -65,6 +66,9 @@ export function containmentFromFlags(opts: AgentCommandOptions, env: NodeJS.Proc
 
 /** Resolves once the agent has stopped after a signal. */
 export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> {
+  // Whatever the umask it was started with, what the agent makes (credential, journal, attempts'
+  // logs) is its user's only; the commands it starts are given their own (docs/containment.md).
+  process.umask(PRIVATE_UMASK);
   const machine = await detectMachine({
     ...(opts.name !== undefined ? { name: opts.name } : {}),
     ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),

@@ -1,6 +1,7 @@
 import type { Command } from '@commander-js/extra-typings';
 import { databaseLabel, defaultServerConfig } from './server-config.js';
 import { databaseUrlFrom } from './server-command.js';
+import { PRIVATE_UMASK } from '../lib/private-mode.js';
 
 /**
  * `gantry migrate`: brings the database to this version's schema and exits. A server does the same
@@ -19,6 +20,8 @@ export function migrateCommand(program: Command): void {
       '\nExit codes: 0 done (or already current), 1 the database could not be reached or migrated.\n\nExample:\n  gantry migrate --database postgres://gantry@db.internal:5432/gantry\n',
     )
     .action(async (flags) => {
+      // A database it creates (SQLite, a fresh data directory) is its user's only, as the server's.
+      process.umask(PRIVATE_UMASK);
       const config = defaultServerConfig({ dataDir: flags.dataDir, databaseUrl: databaseUrlFrom(flags.database) });
       const { openStore } = await import('./open-store.js');
       const store = await openStore(config, { migrate: false });

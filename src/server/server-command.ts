@@ -3,8 +3,10 @@ import { isLoopback } from '../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from './data-dir-lock.js';
+import { makeServerFilesPrivate } from './server-private-files.js';
 import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
 import { errorText } from '../lib/error-text.js';
+import { PRIVATE_UMASK } from '../lib/private-mode.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -106,8 +108,11 @@ function tlsFrom(flags: ServerFlags): ServerConfig['tls'] {
   return { cert: read('--tls-cert', certFile), key: read('--tls-key', keyFile) };
 }
 
-/** Starts the control plane (API, scheduler, reconciler, outbox relay) and returns it. */
-export async function startServer(config: ServerConfig, opts: { logFile?: string } = {}) {
+/**
+ * Starts the control plane (API, scheduler, reconciler, outbox relay) and returns it. `holdsAgents`:
+ * `gantry up`, whose agents keep their directories in the data directory (server-private-files.ts).
+ */
+export async function startServer(config: ServerConfig, opts: { logFile?: string; holdsAgents?: boolean } = {}) {
   try {
     return await startControlPlane(config, opts);
   } catch (err) {
@@ -118,7 +123,7 @@ export async function startServer(config: ServerConfig, opts: { logFile?: string
   }
 }
 
-async function startControlPlane(config: ServerConfig, opts: { logFile?: string }) {
+async function startControlPlane(config: ServerConfig, opts: { logFile?: string; holdsAgents?: boolean }) {
   // Loaded here, not at the top: `gantry agent` and the client commands share this binary, and an
   // agent that carried the control plane's code would be twice the size, and every fork it makes
   // to start a stage costs in proportion to its size.
@@ -126,12 +131,17 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string 
   const { ChaosBus, parseChaosSettings } = await import('../bus/chaos-bus.js');
   const { MemoryBus } = await import('../bus/memory-bus.js');
   mkdirSync(config.dataDir, { recursive: true });
+  // Before anything is opened: the log and the database keep the mode they have (docs/containment.md, "Private files").
+  const modes = makeServerFilesPrivate(config, { holdsAgents: opts.holdsAgents ?? false });
   const unlock = lockDataDir(config.dataDir);
   const logger = opts.logFile ? { level: config.logLevel, stream: createWriteStream(opts.logFile, { flags: 'a' }) } : { level: config.logLevel };
   // GANTRY_BUS_CHAOS turns on the misbehaving bus, for fault-injection tests (see src/bus/chaos-bus.ts).
   const chaos = process.env.GANTRY_BUS_CHAOS;
   const bus = chaos ? new ChaosBus(new MemoryBus({ dedupe: false }), parseChaosSettings(chaos)) : undefined;
   const cp = await createControlPlane(config, { logger, bus });
+  if (modes.changed.length > 0)
+    cp.app.log.info({ files: modes.changed.length }, 'made files of the data directory private (owner-only) that an earlier version left open');
+  for (const problem of modes.problems) cp.app.log.warn({ problem }, 'cannot make a file of the data directory private');
   try {
     // The first admin token, where the CLI finds it (GANTRY_DATA_DIR): two commands stay two commands.
     const { ensureTokenFile, adminTokenFile } = await import('./token-file.js');
@@ -176,6 +186,8 @@ export function serverCommand(program: Command): void {
       "\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler's loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n",
     )
     .action(async (flags) => {
+      // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).
+      process.umask(PRIVATE_UMASK);
       const config = serverConfigFrom(flags);
       const cp = await startServer(config);
       const { adminTokenFile } = await import('./token-file.js');

@@ -5,6 +5,7 @@ import type { Command } from '@commander-js/extra-typings';
 import { discoverGpus } from '../agent/machine/gpu-discovery.js';
 import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
 import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
+import { PRIVATE_UMASK } from '../lib/private-mode.js';
 
 // The CLI entry beside this file, compiled (.js) or run from source under tsx (.ts); the
 // children get the same Node flags, so they run the same way this process does.
@@ -37,11 +38,13 @@ export function upCommand(program: Command): void {
       '\nThe web dashboard is served at the same address (/); the link printed once up signs you in as\nthe admin (its token rides in the #fragment, which no request carries). docs/dashboard.md\n\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
     )
     .action(async (flags) => {
+      // Whatever the umask it was started with, what it and its agents make is their user's only.
+      process.umask(PRIVATE_UMASK);
       const config = serverConfigFrom(flags);
       let cluster: ClusterFile;
       if (flags.cluster) cluster = parseClusterFile(flags.cluster);
       else cluster = defaultCluster(((await discoverGpus()) ?? []).length > 0);
-      const cp = await startServer(config, { logFile: serverLogFile(config.dataDir) });
+      const cp = await startServer(config, { logFile: serverLogFile(config.dataDir), holdsAgents: true });
       // The local agents join as remote ones do, with a join token; each then speaks with its machine's own credential.
       const { ensureTokenFile, joinTokenFile, adminTokenFile } = await import('./token-file.js');
       const joining = await ensureTokenFile(cp.store, joinTokenFile(config.dataDir), 'join', "join (gantry up's local agents)", Date.now());

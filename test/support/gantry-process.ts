@@ -34,7 +34,7 @@ export interface RunningGantry {
  * Starts the built `gantry up` as a child process on a free port and a temporary data
  * directory — exactly what a user runs — and resolves once it prints its URL.
  */
-export async function startGantryUp(opts: { cluster?: string; env?: Record<string, string>; dataDir?: string } = {}): Promise<RunningGantry> {
+export async function startGantryUp(opts: { cluster?: string; env?: Record<string, string>; dataDir?: string; umask?: string } = {}): Promise<RunningGantry> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'gantry-e2e-'));
   const args = [CLI, 'up', '--data-dir', dataDir, '--port', '0'];
   if (opts.cluster) {
@@ -42,7 +42,9 @@ export async function startGantryUp(opts: { cluster?: string; env?: Record<strin
     writeFileSync(file, opts.cluster);
     args.push('--cluster', file);
   }
-  const proc = spawn(process.execPath, args, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // `umask`: started as a shell with that umask would start it (exec: the same process, signals and all).
+  const [file, argv] = opts.umask ? ['/bin/sh', ['-c', `umask ${opts.umask} && exec "$0" "$@"`, process.execPath, ...args]] : [process.execPath, args];
+  const proc = spawn(file, argv, { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout.on('data', (d) => (out += d));
   proc.stderr.on('data', (d) => (out += d));
@@ -138,10 +140,10 @@ export function processGroupAlive(pgid: number): boolean {
  * `gantry up` for a describe block: started before its tests with this cluster, once `machines`
  * machines have joined, and stopped after them. Returns a getter for the running instance.
  */
-export function gantryUpForSuite(opts: { cluster: string; machines: number; env?: Record<string, string> }): () => RunningGantry {
+export function gantryUpForSuite(opts: { cluster: string; machines: number; env?: Record<string, string>; umask?: string }): () => RunningGantry {
   let g: RunningGantry | undefined;
   beforeAll(async () => {
-    g = await startGantryUp({ cluster: opts.cluster, ...(opts.env ? { env: opts.env } : {}) });
+    g = await startGantryUp({ cluster: opts.cluster, ...(opts.env ? { env: opts.env } : {}), ...(opts.umask ? { umask: opts.umask } : {}) });
     await until(
       `${opts.machines} machines`,
       () => api(g!.url, '/v1/machines'),

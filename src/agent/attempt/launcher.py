@@ -87,7 +87,8 @@ def spawn(job, base_env, jobs, out):
     append = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     files = []
     try:
-        files = [os.open(job["stdout"], append, 0o666), os.open(job["stderr"], append, 0o666)]
+        # 0600 whatever the umask: what a stage prints (a secret it echoes) is the agent's to ship.
+        files = [os.open(job["stdout"], append, 0o600), os.open(job["stderr"], append, 0o600)]
         # subprocess forks with vfork where it can (not posix_spawn, whose glibc leaves the child
         # ignoring two of its own signals); the child gets every signal at its default.
         proc = subprocess.Popen(
@@ -126,7 +127,7 @@ def reap(jobs, out):
         job = jobs.pop(info.si_pid, None)
         if job is not None:
             try:
-                fd = os.open(job[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                fd = os.open(job[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 try:
                     os.write(fd, b"%d\n" % status)
                 finally:

@@ -108,7 +108,8 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   const fds: number[] = [];
   try {
     const argv = resolveArgv(opts);
-    fds.push(openSync(opts.stdoutFile, 'a'), openSync(opts.stderrFile, 'a'));
+    // 0600 whatever the umask: what a stage prints (a secret it echoes) is the agent's to ship.
+    fds.push(openSync(opts.stdoutFile, 'a', 0o600), openSync(opts.stderrFile, 'a', 0o600));
     child = spawn(SHELL, ['-c', SHIM, 'gantry-attempt', opts.statusFile, ...argv], {
       detached: true,
       cwd: opts.cwd,

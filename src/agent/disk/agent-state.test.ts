@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -214,6 +214,17 @@ describe('AgentState', () => {
     const next = (await state.createAttempt(assignment('att_after_logs')))!;
     expect((await readdir(next.dir)).sort()).toEqual(['input', 'output', 'stderr.log', 'work']);
     expect(await readdir(join(dir, 'attempts'))).toEqual(['att_after_logs']);
+  });
+
+  it("makes an attempt's directory 0711 (on the way to its own) and its work/, output/, input/ 0700, whatever the umask", async () => {
+    const before = process.umask(0o022);
+    try {
+      const p = (await state.createAttempt(assignment('att_modes')))!;
+      const modes = await Promise.all([p.dir, p.work, p.output, p.input].map(async (d) => ((await stat(d)).mode & 0o777).toString(8)));
+      expect(modes).toEqual(['711', '700', '700', '700']);
+    } finally {
+      process.umask(before);
+    }
   });
 
   it('lays out a reused input/ for the new upstreams: renamed where it can, removed where it cannot', async () => {

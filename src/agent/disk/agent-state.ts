@@ -35,7 +35,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { uptime } from 'node:os';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
@@ -45,6 +45,7 @@ import { processGroupAlive } from '../attempt/process-group.js';
 import { spreadDirectories } from './spread-directories.js';
 import { writeFileAtomic } from './write-file-atomic.js';
 import { errorText } from '../../lib/error-text.js';
+import { privateMode } from '../../lib/private-mode.js';
 
 export type { ExitRecord, PidRecord, ReportedRecord } from './attempt-journal.js';
 
@@ -184,7 +185,9 @@ export class AgentState {
         // attempts/ itself is gone (removed by hand while the agent ran).
         mkdirSync(p.dir, { recursive: true });
       }
-      for (const d of [p.work, p.output, p.input]) mkdirSync(d);
+      // On the way to its own directories for a stage running as a user of its own (lib/private-mode.ts); a spare kept its mode.
+      chmodSync(p.dir, privateMode('attempt-dir'));
+      for (const d of [p.work, p.output, p.input]) mkdirSync(d, { mode: privateMode('attempt-own-dir') });
     }
     this.journal.append(a.attemptId, 'assignment', a);
     return p;

@@ -11,6 +11,7 @@ import type { AgentSettings, AssignmentWire } from '../api/contract/agent-protoc
 import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
 import { AgentState } from './disk/agent-state.js';
 import { makeAgentFilesPrivate } from './disk/agent-private-files.js';
+import { makeDirectories } from './disk/mode-tightener.js';
 import { registerRequest, registerWithToken } from './link/register-machine.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 import { processGroupAlive } from './attempt/process-group.js';
@@ -25,6 +26,7 @@ import type { ContainmentOptions } from './contain/containment-options.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
+import { privateMode } from '../lib/private-mode.js';
 import { backoffDelay } from '../lib/backoff-delay.js';
 import { sleep } from '../lib/sleep.js';
 
@@ -182,6 +184,8 @@ export class Agent {
 
   /** Registers, settles what a previous run of the agent left behind, then heartbeats in the background. */
   async start(): Promise<void> {
+    // Each directory it makes on the way is passable: stages running as users of their own go through it to theirs.
+    makeDirectories(this.state.dataDir, privateMode('agent-data-dir'));
     await this.state.init();
     // What an earlier version left open (umask 022) is closed; what is made from now on is by the umask (run-agent-cli.ts).
     const modes = makeAgentFilesPrivate(this.state.dataDir, this.checkpointRoot);

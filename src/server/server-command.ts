@@ -1,4 +1,4 @@
-import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { isLoopback } from '../api/contract/transport.js';
 import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
@@ -6,7 +6,8 @@ import { lockDataDir } from './data-dir-lock.js';
 import { makeServerFilesPrivate } from './server-private-files.js';
 import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
 import { errorText } from '../lib/error-text.js';
-import { PRIVATE_UMASK } from '../lib/private-mode.js';
+import { PRIVATE_UMASK, privateMode } from '../lib/private-mode.js';
+import { makeDirectories } from '../agent/disk/mode-tightener.js';
 
 export interface ServerFlags {
   dataDir: string;
@@ -130,7 +131,8 @@ async function startControlPlane(config: ServerConfig, opts: { logFile?: string;
   const { createControlPlane } = await import('./control-plane.js');
   const { ChaosBus, parseChaosSettings } = await import('../bus/chaos-bus.js');
   const { MemoryBus } = await import('../bus/memory-bus.js');
-  mkdirSync(config.dataDir, { recursive: true });
+  // Under `gantry up` each directory made on the way is passable: its agents' stages go through it to theirs.
+  makeDirectories(config.dataDir, privateMode(opts.holdsAgents ? 'up-data-dir' : 'server-data-dir'));
   // Before anything is opened: the log and the database keep the mode they have (docs/containment.md, "Private files").
   const modes = makeServerFilesPrivate(config, { holdsAgents: opts.holdsAgents ?? false });
   const unlock = lockDataDir(config.dataDir);

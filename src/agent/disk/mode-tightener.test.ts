@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ModeTightener } from './mode-tightener.js';
+import { makeDirectories, ModeTightener } from './mode-tightener.js';
 
 const modeOf = (p: string) => statSync(p).mode & 0o7777;
 
@@ -102,5 +102,20 @@ describe('ModeTightener', () => {
     expect(t.problems).toHaveLength(21);
     expect(t.problems[0]).toContain(join(dir, 'l0'));
     expect(t.problems[20]).toBe('… and 5 more');
+  });
+});
+
+describe('makeDirectories', () => {
+  it('gives every directory it makes the mode, whatever the umask, and leaves those already there', () => {
+    const before = process.umask(0o077);
+    try {
+      chmodSync(dir, 0o755);
+      makeDirectories(join(dir, 'a', 'b', 'c'), 0o711);
+      expect([modeOf(dir), modeOf(join(dir, 'a')), modeOf(join(dir, 'a', 'b')), modeOf(join(dir, 'a', 'b', 'c'))]).toEqual([0o755, 0o711, 0o711, 0o711]);
+      makeDirectories(join(dir, 'a', 'b', 'c'), 0o700);
+      expect(modeOf(join(dir, 'a', 'b', 'c'))).toBe(0o711);
+    } finally {
+      process.umask(before);
+    }
   });
 });

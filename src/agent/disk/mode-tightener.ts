@@ -16,8 +16,22 @@
  * Nothing here throws: what cannot be done is a problem line for the process's log, naming the
  * path and why, and the process goes on (a mode it cannot set is no reason not to run).
  */
-import { closeSync, constants, fchmodSync, fstatSync, lstatSync, openSync, readdirSync, statSync, type Dirent, type Stats } from 'node:fs';
-import { join } from 'node:path';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  fchmodSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  statSync,
+  type Dirent,
+  type Stats,
+} from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { errorText } from '../../lib/error-text.js';
 
 export type Kind = 'file' | 'dir';
@@ -137,6 +151,26 @@ export class ModeTightener {
   private problem(line: string): void {
     if (this.listed.length < MAX_PROBLEMS) this.listed.push(line);
     else this.unlisted++;
+  }
+}
+
+/**
+ * `mkdir -p` whose every directory it creates has `mode`, whatever the umask (which only takes bits
+ * away): a data directory given as a/b/c where a/ is new must not leave a/ 0700 when a stage running
+ * as another user has to pass through it. Directories already there keep their mode.
+ */
+export function makeDirectories(path: string, mode: number): void {
+  const missing: string[] = [];
+  for (let p = resolve(path); !existsSync(p); p = dirname(p)) missing.unshift(p);
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir);
+    } catch (err) {
+      // Made meanwhile by another (an agent of the same `gantry up`): its maker gave it its mode.
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      throw err;
+    }
+    chmodSync(dir, mode);
   }
 }
 

@@ -225,6 +225,12 @@ function checkQuantity(issues: ValidationIssue[], path: string, v: unknown, pars
   return undefined;
 }
 
+/** The quantities a stage may limit above its request: how each is read, its default request, how it is written back. */
+const LIMITED = [
+  { field: 'memory', parse: parseMemoryBytes, unit: 'byte', fallback: DEFAULT_MEMORY, format: formatMemory, what: 'the limit' },
+  { field: 'cpu', parse: parseCpuMillis, unit: 'millicore (1m)', fallback: DEFAULT_CPU, format: formatCpu, what: 'the cap' },
+] as const;
+
 /**
  * A limit is a ceiling above the request (docs/containment.md): one below it would kill or starve
  * the stage on a machine that has the room the scheduler reserved for it. Compared with the
@@ -235,32 +241,26 @@ function checkLimits(issues: ValidationIssue[], p: string, stage: Obj): void {
   const limits = own(stage, 'limits');
   if (!isObj(limits)) return;
   const res = own(stage, 'resources');
-  const requested = (field: 'cpu' | 'memory', parse: (v: number | string) => number, fallback: string, format: (n: number) => string) => {
-    const v = isObj(res) ? own(res, field) : undefined;
-    if (v === undefined) return { n: parse(fallback), text: `${format(parse(fallback))}, the default` };
-    if (typeof v !== 'number' && typeof v !== 'string') return undefined;
+  for (const q of LIMITED) {
+    const path = `${p}/limits/${q.field}`;
+    const limit = checkQuantity(issues, path, own(limits, q.field), q.parse, q.unit);
+    if (limit === undefined) continue;
+    const asked = isObj(res) ? own(res, q.field) : undefined;
+    if (asked !== undefined && typeof asked !== 'number' && typeof asked !== 'string') continue;
+    let request: number;
     try {
-      const n = parse(v);
-      return { n, text: format(n) };
+      request = q.parse(asked ?? q.fallback);
     } catch (e) {
       if (!(e instanceof QuantityError)) throw e;
-      return undefined;
+      continue;
     }
-  };
-  const memory = checkQuantity(issues, `${p}/limits/memory`, own(limits, 'memory'), parseMemoryBytes, 'byte');
-  const memoryRequest = requested('memory', parseMemoryBytes, DEFAULT_MEMORY, formatMemory);
-  if (memory !== undefined && memoryRequest && memory < memoryRequest.n)
+    if (limit >= request) continue;
+    const shown = `${q.format(request)}${asked === undefined ? ', the default' : ''}`;
     issues.push({
-      path: `${p}/limits/memory`,
-      message: `${formatMemory(memory)} must be at least resources.memory (${memoryRequest.text}): the limit is a ceiling above what the stage reserves`,
+      path,
+      message: `${q.format(limit)} must be at least resources.${q.field} (${shown}): ${q.what} is a ceiling above what the stage reserves`,
     });
-  const cpu = checkQuantity(issues, `${p}/limits/cpu`, own(limits, 'cpu'), parseCpuMillis, 'millicore (1m)');
-  const cpuRequest = requested('cpu', parseCpuMillis, DEFAULT_CPU, formatCpu);
-  if (cpu !== undefined && cpuRequest && cpu < cpuRequest.n)
-    issues.push({
-      path: `${p}/limits/cpu`,
-      message: `${formatCpu(cpu)} must be at least resources.cpu (${cpuRequest.text}): the cap is a ceiling above what the stage reserves`,
-    });
+  }
 }
 
 /** Effective backoff must have maxSeconds >= initialSeconds; reported where the user set it. */

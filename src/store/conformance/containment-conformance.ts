@@ -61,6 +61,13 @@ export function containmentConformance(storeOf: () => Store): void {
       const none: MachineContainment = { ...hybrid, mechanism: 'none', memory: false, cpu: false, pids: false, kill: 'process-group', problems: [] };
       delete (none as { later?: string }).later;
       expect((await store.machineRegister({ ...cpuMachine('c1'), containment: none, now: now + 2 })).containment).toEqual(none);
+      // Each registration's event says what it enforces, so an operator following events sees a machine join uncontained.
+      const said = (await store.eventsList({ limit: 100 })).filter((e) => e.type === 'machine:registered' && e.machineId === m.id);
+      expect(said.map((e) => [e.message.replace(/^.*MiB/, ''), e.data.containment])).toEqual([
+        ['; enforces memory, cpu, pids (cgroup-hybrid)', 'cgroup-hybrid'],
+        ['', null],
+        ['; enforces nothing (none): its stages are not contained', 'none'],
+      ]);
     });
 
     it("an outcome's usage is stored with the attempt and carried by its event; none known, none said", async () => {

@@ -69,7 +69,10 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      const body = req.body;
+      // What the agent enforces is a machine's column of its own (docs/containment.md), not part of
+      // the agent's free-form description; an agent before containment sends none: null.
+      const { containment, ...agent } = req.body.agent;
+      const body = { ...req.body, agent, containment: containment ?? null };
       const p = req.principal!;
       const now = clock.now();
       if (p.kind === 'machine') {

@@ -17,7 +17,8 @@ import type { ShownScheduling } from '../domain/machine-scheduling.js';
 import type { NAME_PATTERN } from '../domain/job-spec.js';
 import type { StageState } from '../domain/stage-state.js';
 import type { TokenKind } from '../domain/token-kind.js';
-import type { LogPiece } from '../store/records.js';
+import type { AttemptLimitsWire, AttemptUsageWire, ContainmentReport } from './contract/containment.js';
+import type { AttemptLimits, AttemptUsage, LogPiece, MachineContainment } from '../store/records.js';
 
 /** True only when A and B are the same type (neither a wider nor a narrower one). */
 export type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -33,4 +34,8 @@ export type Agreement = [
   Assert<Same<wire.TokenKind, TokenKind>>,
   Assert<Same<wire.LogStream, LogPiece['stream']>>,
   Assert<Same<typeof WIRE_NAME_PATTERN, typeof NAME_PATTERN>>,
+  // Containment (docs/containment.md): what the store keeps of a machine's report and an attempt's usage, and the limits it hands agents.
+  Assert<Same<ContainmentReport, MachineContainment>>,
+  Assert<Same<AttemptLimitsWire, AttemptLimits>>,
+  Assert<Same<AttemptUsageWire, AttemptUsage>>,
 ];

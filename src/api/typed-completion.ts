@@ -17,5 +17,7 @@ export function typedCompletion(attemptId: string, o: CompleteRequest): AttemptC
     end,
     outputs: o.outputs,
     ...(o.logBytes ? { logBytes: o.logBytes } : {}),
+    // Protocol 3: what it used, from its cgroup; older agents send none.
+    ...(o.usage ? { usage: { memoryPeakBytes: o.usage.memoryPeakBytes, cpuSeconds: o.usage.cpuSeconds } } : {}),
   };
 }

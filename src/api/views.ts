@@ -27,6 +27,8 @@ export function attemptView(a: AttemptRecord): AttemptView {
     finishedAt: a.finishedAt,
     releasedAt: a.releasedAt,
     progress: a.progress,
+    memoryPeakBytes: a.memoryPeakBytes,
+    cpuSeconds: a.cpuSeconds,
   };
 }
 
@@ -143,6 +145,7 @@ export function machineView(m: MachineRecord): MachineView {
     allocated: m.allocated,
     lastHeartbeatAt: m.lastHeartbeatAt,
     registeredAt: m.registeredAt,
+    containment: m.containment,
   };
 }
 

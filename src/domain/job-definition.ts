@@ -38,6 +38,31 @@ export interface StageDefinition {
   preemptionGraceSeconds?: number;
   /** Ready this long without being placed: the stage fails, its pending reason as its end reason. Absent or null: it waits as long as it takes. */
   queueTimeoutSeconds?: number | null;
+  /** What the agent's containment enforces beyond the request (docs/containment.md). Absent in definitions stored before it existed: read it through stageLimits. */
+  limits?: StageLimits;
+  /** The stage asked for the network: only an agent's `--sandbox` takes it away from stages that do not. Absent in definitions stored before it existed: false. */
+  network?: boolean;
+}
+
+/**
+ * A stage's limits above its request, as the agent applies them (docs/containment.md): bytes,
+ * millicores, a count of processes and threads. Null: the memory limit is the request, the CPU is
+ * not capped (only weighted by the request), the pids limit is the agent's `--pids-max`.
+ */
+export interface StageLimits {
+  memoryBytes: number | null;
+  cpuMillis: number | null;
+  pids: number | null;
+}
+
+export const NO_LIMITS: Readonly<StageLimits> = Object.freeze({ memoryBytes: null, cpuMillis: null, pids: null });
+/** The fewest and the most processes a stage's `limits.pids` may say: below 16 not even a shell pipeline starts; the most is the kernel's pid_max ceiling. */
+export const MIN_PIDS_LIMIT = 16;
+export const MAX_PIDS_LIMIT = 4_194_304;
+
+/** A stage's limits, its definition's or none (definitions stored before limits existed). */
+export function stageLimits(def: Pick<StageDefinition, 'limits'>): StageLimits {
+  return def.limits ? { ...def.limits } : { ...NO_LIMITS };
 }
 
 export interface JobDefinition {

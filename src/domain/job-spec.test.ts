@@ -24,6 +24,8 @@ stages:
     env: { EPOCHS: "3" }
     retry: { maxAttempts: 1 }
     preemptible: false
+    limits: { memory: 12Gi, cpu: "6", pids: 8192 }
+    network: true
     command: [python, train.py]
 `;
 
@@ -60,6 +62,8 @@ describe('parseJobSpec: a valid spec', () => {
           disconnectGraceSeconds: null,
           retry: { maxAttempts: 3, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 },
           preemptible: false,
+          limits: { memoryBytes: null, cpuMillis: null, pids: null },
+          network: false,
         },
         {
           name: 'train',
@@ -72,6 +76,8 @@ describe('parseJobSpec: a valid spec', () => {
           disconnectGraceSeconds: null,
           retry: { maxAttempts: 1, backoff: { initialSeconds: 5, maxSeconds: 300 }, onExitCodes: [1, 137], maxLost: 5 },
           preemptible: false,
+          limits: { memoryBytes: 12 * 1024 ** 3, cpuMillis: 6000, pids: 8192 },
+          network: true,
         },
       ],
     });
@@ -94,6 +100,8 @@ describe('parseJobSpec: a valid spec', () => {
       disconnectGraceSeconds: null,
       retry: DEFAULT_RETRY,
       preemptible: false,
+      limits: { memoryBytes: null, cpuMillis: null, pids: null },
+      network: false,
     });
     expect(def.stages[0]!.retry).not.toBe(DEFAULT_RETRY);
   });
@@ -375,5 +383,49 @@ describe('parseJobSpec: limits (docs/security.md)', () => {
     expect(d.stages[1]!.secretEnv).toBeUndefined();
     expectIssue(issues(job([stage('a', { env: { K: '1' }, secretEnv: { K: '2' } })])), '/stages/0/secretEnv/K', 'K is in env too');
     expectIssue(issues(job([stage('a', { secretEnv: { GANTRY_X: '1' } })])), '/stages/0/secretEnv/GANTRY_X', 'reserved for Gantry');
+  });
+});
+
+describe('parseJobSpec: containment (docs/containment.md)', () => {
+  const limitsOf = (extra: Record<string, unknown>) => parseJobSpec(job([stage('a', extra)])).stages[0]!;
+
+  it('keeps limits above the request in bytes, millicores and a count, and the network asked for', () => {
+    const s = limitsOf({ resources: { cpu: 2, memory: '2Gi' }, limits: { memory: '3Gi', cpu: '2500m', pids: 64 }, network: true });
+    expect(s.limits).toEqual({ memoryBytes: 3 * 1024 ** 3, cpuMillis: 2500, pids: 64 });
+    expect(s.network).toBe(true);
+    // A limit equal to the request is allowed (a cap at what was reserved), and a part left out is null.
+    expect(limitsOf({ resources: { memory: '1Gi' }, limits: { memory: 2 ** 30 } }).limits).toEqual({ memoryBytes: 2 ** 30, cpuMillis: null, pids: null });
+    // Against the default request when the stage gives none.
+    expect(limitsOf({ limits: { memory: '512Mi', cpu: 1 } }).limits).toEqual({ memoryBytes: 512 * 1024 ** 2, cpuMillis: 1000, pids: null });
+    expect(limitsOf({ limits: {} }).limits).toEqual({ memoryBytes: null, cpuMillis: null, pids: null });
+  });
+
+  it('refuses a limit below the request, naming both, the default included', () => {
+    const list = issues(job([stage('a', { resources: { cpu: 4, memory: '8Gi' }, limits: { memory: '4Gi', cpu: 2 } })]));
+    expectIssue(list, '/stages/0/limits/memory', '4Gi must be at least resources.memory (8Gi)');
+    expectIssue(list, '/stages/0/limits/cpu', '2 must be at least resources.cpu (4)');
+    expectIssue(
+      issues(job([stage('a', { limits: { memory: '256Mi' } })])),
+      '/stages/0/limits/memory',
+      'must be at least resources.memory (512Mi, the default)',
+    );
+    expectIssue(issues(job([stage('a', { limits: { cpu: '500m' } })])), '/stages/0/limits/cpu', '500m must be at least resources.cpu (1, the default)');
+    // A request that is itself wrong is reported where it is, and not compared.
+    const bad = issues(job([stage('a', { resources: { memory: 'lots' }, limits: { memory: '1Gi' } })]));
+    expectIssue(bad, '/stages/0/resources/memory', 'is not a memory quantity');
+    expect(bad.filter((i) => i.path === '/stages/0/limits/memory')).toEqual([]);
+  });
+
+  it('refuses a bad quantity, pids out of range, an unknown field with a suggestion, and a network that is not a boolean', () => {
+    expectIssue(issues(job([stage('a', { limits: { memory: '3 bananas' } })])), '/stages/0/limits/memory', 'is not a memory quantity');
+    expectIssue(issues(job([stage('a', { limits: { cpu: 0 } })])), '/stages/0/limits/cpu', 'CPU must be a positive number');
+    expectIssue(issues(job([stage('a', { limits: { pids: 8 } })])), '/stages/0/limits/pids', /16/);
+    expectIssue(issues(job([stage('a', { limits: { pids: 5_000_000 } })])), '/stages/0/limits/pids', /4194304/);
+    expectIssue(issues(job([stage('a', { limits: { pids: 100.5 } })])), '/stages/0/limits/pids', 'must be an integer');
+    const typo = issues(job([stage('a', { limits: { memroy: '1Gi' } })]));
+    expectIssue(typo, '/stages/0/limits/memroy', 'unknown field "memroy"');
+    expectIssue(typo, '/stages/0/limits/memroy', 'did you mean "memory"');
+    expectIssue(issues(job([stage('a', { limit: { memory: '1Gi' } })])), '/stages/0/limit', 'did you mean "limits"');
+    expectIssue(issues(job([stage('a', { network: 'yes' })])), '/stages/0/network', 'true or false');
   });
 });

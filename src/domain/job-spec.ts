@@ -14,12 +14,14 @@ import {
   DEFAULT_PRIORITY,
   DEFAULT_RETRY,
   DEFAULT_TEAM,
+  MAX_PIDS_LIMIT,
   MAX_STAGES,
+  MIN_PIDS_LIMIT,
   type JobDefinition,
   type RetryPolicy,
   type StageDefinition,
 } from './job-definition.js';
-import { parseCpuMillis, parseMemoryBytes, QuantityError } from '../spec/quantity.js';
+import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../spec/quantity.js';
 import { normalizeGpuType } from './resources.js';
 import { encodePointerSegment as enc, schemaIssues, suggest } from '../spec/schema-issues.js';
 
@@ -97,6 +99,34 @@ export const StageSpecSchema = Type.Object(
         },
         strict,
       ),
+    ),
+    limits: Type.Optional(
+      Type.Object(
+        {
+          memory: Type.Optional(
+            Quantity(
+              'The memory limit, at least resources.memory (default: resources.memory): past it the kernel kills the stage, which ends oom-killed. Bytes or with a suffix ("24Gi").',
+            ),
+          ),
+          cpu: Type.Optional(
+            Quantity('A hard cap on CPU time, at least resources.cpu (default: no cap; CPU is shared in proportion to resources.cpu). A number or millicores.'),
+          ),
+          pids: Type.Optional(
+            Type.Integer({
+              minimum: MIN_PIDS_LIMIT,
+              maximum: MAX_PIDS_LIMIT,
+              description: "The most processes and threads at once (default: the agent's --pids-max, 4096).",
+            }),
+          ),
+        },
+        { ...strict, description: 'What the agent enforces on the stage beyond its request, where it can (docs/containment.md).' },
+      ),
+    ),
+    network: Type.Optional(
+      Type.Boolean({
+        description:
+          'The stage needs the network. Default false; it matters only on agents started with --sandbox, which take the network away from stages that do not say true.',
+      }),
     ),
     placement: Type.Optional(
       Type.Object(
@@ -180,15 +210,56 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 const own = (o: Obj, k: string): unknown => (Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
 
-function checkQuantity(issues: ValidationIssue[], path: string, v: unknown, parse: (v: number | string) => number, unit: string): void {
-  if (typeof v !== 'number' && typeof v !== 'string') return;
+/** The quantity in its unit when it is a valid one; otherwise the issue is recorded and undefined returned. */
+function checkQuantity(issues: ValidationIssue[], path: string, v: unknown, parse: (v: number | string) => number, unit: string): number | undefined {
+  if (typeof v !== 'number' && typeof v !== 'string') return undefined;
   try {
     const n = parse(v);
     if (n < 1) issues.push({ path, message: `${JSON.stringify(v)} is less than 1 ${unit}` });
     else if (!Number.isSafeInteger(n)) issues.push({ path, message: `${JSON.stringify(v)} is too large` });
+    else return n;
   } catch (e) {
     if (!(e instanceof QuantityError)) throw e;
     issues.push({ path, message: e.message });
+  }
+  return undefined;
+}
+
+/** The quantities a stage may limit above its request: how each is read, its default request, how it is written back. */
+const LIMITED = [
+  { field: 'memory', parse: parseMemoryBytes, unit: 'byte', fallback: DEFAULT_MEMORY, format: formatMemory, what: 'the limit' },
+  { field: 'cpu', parse: parseCpuMillis, unit: 'millicore (1m)', fallback: DEFAULT_CPU, format: formatCpu, what: 'the cap' },
+] as const;
+
+/**
+ * A limit is a ceiling above the request (docs/containment.md): one below it would kill or starve
+ * the stage on a machine that has the room the scheduler reserved for it. Compared with the
+ * request as it will be, its default included; a request that is itself wrong is reported at its
+ * own path and not compared.
+ */
+function checkLimits(issues: ValidationIssue[], p: string, stage: Obj): void {
+  const limits = own(stage, 'limits');
+  if (!isObj(limits)) return;
+  const res = own(stage, 'resources');
+  for (const q of LIMITED) {
+    const path = `${p}/limits/${q.field}`;
+    const limit = checkQuantity(issues, path, own(limits, q.field), q.parse, q.unit);
+    if (limit === undefined) continue;
+    const asked = isObj(res) ? own(res, q.field) : undefined;
+    if (asked !== undefined && typeof asked !== 'number' && typeof asked !== 'string') continue;
+    let request: number;
+    try {
+      request = q.parse(asked ?? q.fallback);
+    } catch (e) {
+      if (!(e instanceof QuantityError)) throw e;
+      continue;
+    }
+    if (limit >= request) continue;
+    const shown = `${q.format(request)}${asked === undefined ? ', the default' : ''}`;
+    issues.push({
+      path,
+      message: `${q.format(limit)} must be at least resources.${q.field} (${shown}): ${q.what} is a ceiling above what the stage reserves`,
+    });
   }
 }
 
@@ -300,6 +371,7 @@ function semanticIssues(input: unknown): ValidationIssue[] {
         });
       }
     }
+    checkLimits(issues, p, stage);
     checkEnv(issues, `${p}/env`, own(stage, 'env'));
     checkEnv(issues, `${p}/secretEnv`, own(stage, 'secretEnv'));
     checkExecSize(issues, p, stage);
@@ -376,6 +448,12 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
     preemptible: s.preemptible ?? false,
     ...(s.preemptible ? { preemptionGraceSeconds: s.preemptionGraceSeconds ?? DEFAULT_PREEMPTION_GRACE_SECONDS } : {}),
     ...(s.queueTimeoutSeconds ? { queueTimeoutSeconds: s.queueTimeoutSeconds } : {}),
+    limits: {
+      memoryBytes: s.limits?.memory !== undefined ? parseMemoryBytes(s.limits.memory) : null,
+      cpuMillis: s.limits?.cpu !== undefined ? parseCpuMillis(s.limits.cpu) : null,
+      pids: s.limits?.pids ?? null,
+    },
+    network: s.network ?? false,
   };
 }
 

@@ -51,4 +51,16 @@ describe('rerunSpecIssues', () => {
       { path: '/spec/stages', message: "stage eval of job j is missing: a rerun keeps the job's stages (the DAG's shape cannot change)" },
     ]);
   });
+
+  it('a definition stored before limits and network existed reads as their defaults: no change; a reused stage cannot change them', () => {
+    const stored = { ...original, stages: original.stages.map(({ limits: _l, network: _n, ...s }) => s) };
+    expect(stored.stages[1]).not.toHaveProperty('limits');
+    expect(rerunSpecIssues({ jobId: 'j', original: stored, next: original, reused: new Set(['train', 'eval']) })).toEqual([]);
+    const limited = spec(['python3', 'eval.py'], { limits: { memory: '1Gi' }, network: true });
+    expect(rerunSpecIssues({ jobId: 'j', original: stored, next: limited, reused: new Set(['train']) })).toEqual([]);
+    expect(rerunSpecIssues({ jobId: 'j', original: stored, next: limited, reused: new Set(['train', 'eval']) }).map((i) => i.path)).toEqual([
+      '/spec/stages/1/limits',
+      '/spec/stages/1/network',
+    ]);
+  });
 });

@@ -1,5 +1,5 @@
 import type { ValidationIssue } from '../spec/validation-error.js';
-import type { JobDefinition, StageDefinition } from './job-definition.js';
+import { stageLimits, type JobDefinition, type StageDefinition } from './job-definition.js';
 
 /** Every field of a stage definition, so that one added later is compared too (and refused on a reused stage). */
 type Field = keyof StageDefinition;
@@ -13,6 +13,11 @@ function same(a: unknown, b: unknown): boolean {
   if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((v, i) => same(v, (b as unknown[])[i]));
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   return [...keys].every((k) => same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+/** The fields added to definitions after some were stored, with their defaults written out. */
+function withDefaults(s: StageDefinition): StageDefinition {
+  return { ...s, limits: stageLimits(s), network: s.network ?? false };
 }
 
 /**
@@ -50,9 +55,12 @@ export function rerunSpecIssues(p: { jobId: string; original: JobDefinition; nex
       issues.push({ path: `${at}/needs`, message: `stage ${s.name} needs [${old.needs.join(', ')}] in job ${jobId}: a rerun cannot change the DAG's shape` });
     }
     if (!reused.has(s.name)) return;
+    // A definition stored before a field existed reads as that field's default: no change.
+    const a = withDefaults(old);
+    const b = withDefaults(s);
     const fields = new Set<Field>([...(Object.keys(old) as Field[]), ...(Object.keys(s) as Field[])]);
     for (const f of fields) {
-      if (f === 'name' || f === 'needs' || same(old[f], s[f])) continue;
+      if (f === 'name' || f === 'needs' || same(a[f], b[f])) continue;
       issues.push({
         path: `${at}/${f}`,
         message: `stage ${s.name} is reused from job ${jobId} and does not run again: its ${f} cannot change (rerun it with --from ${s.name} to change it)`,

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { attemptEndKinds, type AttemptEndKind } from '../domain/attempt-end.js';
 import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
@@ -26,6 +27,7 @@ export class Metrics {
   readonly preemptions: Counter;
   private readonly events: Counter<'type'>;
   private readonly attempts: Counter<'outcome'>;
+  private readonly attemptEnds: Counter<'end'>;
   private readonly waits: Histogram<'pool'>;
   /** The last event counted; null until start() (or the first scrape) reads the head. */
   private seq: number | null = null;
@@ -56,6 +58,12 @@ export class Metrics {
       name: 'gantry_attempts_total',
       help: 'Attempts that ended, by outcome, since this process started',
       labelNames: ['outcome'],
+      registers,
+    });
+    this.attemptEnds = new Counter({
+      name: 'gantry_attempt_ends_total',
+      help: 'Attempts that ended, by how (exited, signaled, timeout, oom-killed, lost, …), since this process started',
+      labelNames: ['end'],
       registers,
     });
     this.waits = new Histogram({
@@ -184,7 +192,11 @@ export class Metrics {
           for (const e of page) {
             this.events.inc({ type: e.type });
             const [noun, verb] = e.type.split(':');
-            if (noun === 'attempt' && verb && attemptStates.includes(verb as AttemptState) && !isAttemptActive(verb)) this.attempts.inc({ outcome: verb });
+            if (noun === 'attempt' && verb && attemptStates.includes(verb as AttemptState) && !isAttemptActive(verb)) {
+              this.attempts.inc({ outcome: verb });
+              // Every end's event carries its kind (docs/state-machines.md): an oom-killed attempt is a failure that says why.
+              if (typeof e.data.end === 'string' && attemptEndKinds.includes(e.data.end as AttemptEndKind)) this.attemptEnds.inc({ end: e.data.end });
+            }
             if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number')
               this.waits.observe({ pool: typeof e.data.pool === 'string' ? e.data.pool : 'unknown' }, e.data.waitedMs / 1000);
             this.seq = e.seq;

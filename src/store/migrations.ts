@@ -18,6 +18,7 @@ import { migration0015WriteOnlyIndexes } from './migrations/0015-write-only-inde
 import { migration0016ReadyQueueIndex } from './migrations/0016-ready-queue-index.js';
 import { migration0017AttemptEnd } from './migrations/0017-attempt-end.js';
 import { migration0018ConvergeSchema } from './migrations/0018-converge-schema.js';
+import { migration0019Containment } from './migrations/0019-containment.js';
 
 /**
  * Every migration, in order, one file each under migrations/. Each file is frozen: it imports
@@ -47,6 +48,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0016_ready_queue_index': migration0016ReadyQueueIndex,
     '0017_attempt_end': migration0017AttemptEnd,
     '0018_converge_schema': migration0018ConvergeSchema(caps.dialect),
+    '0019_containment': migration0019Containment,
   };
 }
 

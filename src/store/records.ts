@@ -1,7 +1,7 @@
 import type { AttemptEndKind } from '../domain/attempt-end.js';
 import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
-import type { StageDefinition } from '../domain/job-definition.js';
+import type { StageDefinition, StageLimits } from '../domain/job-definition.js';
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { StageState } from '../domain/stage-state.js';
@@ -73,6 +73,15 @@ export interface AttemptRecord {
   releasedAt: number | null;
   /** What the stage last said of its progress, and when; null before it says anything. */
   progress: { fraction: number; message: string | null; at: number } | null;
+  /** What it used, from its cgroup, as its outcome said (0019): its memory's peak and its CPU seconds; null when unknown. */
+  memoryPeakBytes: number | null;
+  cpuSeconds: number | null;
+}
+
+/** What an attempt used, measured by its agent from its cgroup when it ended; null where it could not say. */
+export interface AttemptUsage {
+  memoryPeakBytes: number | null;
+  cpuSeconds: number | null;
 }
 
 /** An attempt that holds resources on its machine now (not yet released), with its job's name and team: what runs where. */
@@ -144,9 +153,29 @@ export interface MachineRegistration {
   region: string | null;
   labels: Record<string, string>;
   agent: Record<string, unknown>;
+  /** What its agent enforces on attempts (docs/containment.md); absent or null: its agent did not say (an older agent). */
+  containment?: MachineContainment | null;
+}
+
+/**
+ * What an agent enforces on the attempts it runs, as it reported at registration: the wire's
+ * ContainmentReport (src/api/contract/containment.ts, whose comment says what each field means),
+ * held to it by contract-agreement.ts. Kept whole, fields a later agent adds included.
+ */
+export interface MachineContainment {
+  mechanism: 'cgroup-v2' | 'cgroup-v1' | 'cgroup-hybrid' | 'none';
+  memory: boolean;
+  cpu: boolean;
+  pids: boolean;
+  devices: boolean;
+  kill: 'cgroup.kill' | 'freezer' | 'process-group';
+  user: string;
+  sandbox: 'bwrap' | null;
+  problems: string[];
 }
 
 export interface MachineRecord extends MachineRegistration {
+  containment: MachineContainment | null;
   id: string;
   health: MachineHealth;
   scheduling: MachineScheduling;
@@ -172,6 +201,15 @@ export interface Assignment {
   checkpoint?: boolean;
   /** Upstream stages whose committed outputs the attempt reads. */
   inputs: { stage: string; attemptId: string; files: OutputFile[] }[];
+  /** What its agent's containment applies (docs/containment.md): the wire's AttemptLimitsWire. */
+  limits: AttemptLimits;
+}
+
+/** An attempt's request and limits as its agent applies them: the stage's resources, its limits (null: none beyond the request) and whether it asked for the network. */
+export interface AttemptLimits extends StageLimits {
+  requestCpuMillis: number;
+  requestMemoryBytes: number;
+  network: boolean;
 }
 
 export interface EventRecord {

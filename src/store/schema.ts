@@ -133,6 +133,9 @@ export interface AttemptsTable {
   progress: number | null;
   progress_message: string | null;
   progress_at: number | null;
+  /** What it used, from its cgroup, as its agent reported with its outcome (0019): its memory's peak in bytes, its CPU seconds; null when unknown. */
+  memory_peak_bytes: number | null;
+  cpu_seconds: number | null;
 }
 
 export interface MachinesTable {
@@ -148,6 +151,8 @@ export interface MachinesTable {
   /** What an operator wants of it (0005): eligible, cordoned, draining or removed. */
   scheduling: MachineScheduling;
   agent: string;
+  /** What its agent enforces on attempts (a ContainmentReport as JSON, 0019); null: its agent did not say. */
+  containment: string | null;
   last_heartbeat_at: number;
   registered_at: number;
   updated_at: number;

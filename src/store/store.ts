@@ -8,6 +8,7 @@ import type { Team, TeamQuota } from '../domain/team.js';
 import type {
   Assignment,
   AttemptRecord,
+  AttemptUsage,
   EventRecord,
   HeldAttempt,
   JobDetail,
@@ -365,6 +366,8 @@ export interface AttemptCompletion {
   outputs: OutputFile[];
   /** How long each stream's log file was when the process ended; bytes the server lacks are marked missing in the log. */
   logBytes?: { stdout: number; stderr: number };
+  /** What it used, from its cgroup (protocol 3): stored with the attempt and carried by its event. Absent: unknown. */
+  usage?: AttemptUsage;
 }
 
 export interface CompletionResult {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { api, gantryUpForSuite, jobOf, submit, until } from '../support/gantry-process.js';
 import { browserMissing, launchBrowser, leftBehind, type RunningBrowser } from '../support/browser.js';
+import { hybridReport } from '../support/containment-report.js';
 
 const missing = browserMissing();
 const SLOW = 30_000;
@@ -271,6 +272,89 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     await page.locator('tr[data-machine="cpu-1"]').getByText('idle').waitFor();
     await api(url(), `/v1/jobs/${job.id}/cancel`, { method: 'POST' });
     await gpu.getByText('idle').waitFor({ timeout: SLOW });
+  });
+
+  it("containment: the machines page shows what each agent enforces and its problems; the job page an attempt's peak memory", async () => {
+    // A machine played through the agent routes (the admin token may join), as an agent of protocol 3 would speak.
+    const post = (path: string, body: unknown, token?: string) =>
+      api(url(), path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify(body),
+      });
+    const problem = hybridReport.problems[0]!;
+    const reg = await post('/v1/agent/register', {
+      name: 'fake-1',
+      cpuMillis: 2000,
+      memoryBytes: 2 ** 30,
+      gpus: [],
+      gpusDeclared: false,
+      region: null,
+      labels: { fake: 'yes' },
+      agent: {
+        version: 'test',
+        host: 'fake',
+        pid: 1,
+        containment: hybridReport,
+      },
+    });
+    expect(reg.status).toBe(200);
+    const machine = { id: reg.body.machineId as string, credential: reg.body.credential as string };
+    try {
+      await page.getByRole('link', { name: 'Machines' }).click();
+      const row = page.locator('tr[data-machine="fake-1"]');
+      const cell = row.locator('td[data-containment="cgroup-hybrid"]');
+      await cell.waitFor({ timeout: SLOW });
+      expect(await cell.locator('.contain-item.on').allTextContents()).toEqual(['mem', 'cpu', 'pids']);
+      expect(await cell.locator('.contain-item:not(.on)').allTextContents()).toEqual(['dev']);
+      expect(await cell.locator('.contain').getAttribute('title')).toContain('user: dynamic 61184-65519');
+      await cell.getByText('1 problem').click();
+      await cell.getByText(problem).waitFor();
+      // Every machine has the cell, whether its agent reported or not.
+      expect(await page.locator('tr[data-machine="cpu-1"] td[data-containment]').count()).toBe(1);
+
+      // A stage only it can run, killed by its memory limit: its outcome carries what it used.
+      const job = (
+        await submit(url(), {
+          name: 'oom',
+          stages: [{ name: 'fit', resources: { memory: '64Mi' }, placement: { labels: { fake: 'yes' } }, retry: { maxAttempts: 1 }, command: ['true'] }],
+        })
+      ).body;
+      const assigned = await until(
+        'the stage is assigned to fake-1',
+        () => post(`/v1/agent/machines/${machine.id}/heartbeat`, { running: [], waitMs: 500 }, machine.credential),
+        (r) => r.status === 200 && r.body.assignments.length > 0,
+        SLOW,
+      );
+      const a = assigned.body.assignments[0];
+      expect(a.limits).toMatchObject({ requestMemoryBytes: 64 * 2 ** 20, memoryBytes: null, network: false });
+      expect((await post(`/v1/agent/attempts/${a.attemptId}/start`, { token: a.token, pid: 4242 }, machine.credential)).status).toBe(200);
+      const done = await post(
+        `/v1/agent/attempts/${a.attemptId}/complete`,
+        {
+          token: a.token,
+          exitCode: null,
+          signal: 'SIGKILL',
+          reason: null,
+          end: { kind: 'oom-killed', detail: 'killed by its memory limit at a peak of 64 MiB: raise resources.memory' },
+          outputs: [],
+          usage: { memoryPeakBytes: 64 * 2 ** 20, cpuSeconds: 0.5 },
+        },
+        machine.credential,
+      );
+      expect(done.status).toBe(200);
+      await page.goto(`${url()}/jobs/${job.id}?stage=fit`);
+      const peak = page.locator('[data-stage-panel="fit"] td[data-peak-memory]');
+      await peak.waitFor({ timeout: SLOW });
+      expect(await peak.textContent()).toBe('64 MiB');
+      expect(await peak.getAttribute('class')).toContain('oom');
+      expect(await peak.getAttribute('title')).toBe('100% of the 64 MiB requested');
+      await page.locator('[data-stage-panel="fit"]').getByText('0.5 s').waitFor();
+    } finally {
+      // Out of the way of the tests after: it heartbeats no more.
+      await post('/v1/machines/fake-1/cordon', {});
+      await api(url(), '/v1/machines/fake-1', { method: 'DELETE' });
+    }
   });
 
   it('says when the event stream cannot be opened, tries again by itself, and is live once it can', async () => {

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { AttemptEndKindWire } from './attempt-end.js';
+import { ContainmentReport } from './containment.js';
 import { ERROR_CODES } from './error-codes.js';
 import type { EventType } from './event-types.js';
 import { ATTEMPT_STATES, JOB_STATES, LOG_STREAMS, MACHINE_HEALTHS, MACHINE_SCHEDULINGS, STAGE_STATES, type StageState } from './states.js';
@@ -32,6 +33,9 @@ export const AttemptView = Type.Object({
   releasedAt: Type.Optional(Nullable(Type.Number())),
   /** What the stage last wrote to GANTRY_PROGRESS_FILE: 0..1, a message, when (ms). */
   progress: Type.Optional(Nullable(Type.Object({ fraction: Type.Number(), message: Nullable(Type.String()), at: Type.Number() }))),
+  /** What it used, measured from its cgroup when it ended (docs/containment.md): its memory's peak in bytes and its CPU seconds. Null when unknown (running, no cgroup, an older agent); absent from older servers. */
+  memoryPeakBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+  cpuSeconds: Type.Optional(Nullable(Type.Number({ minimum: 0 }))),
 });
 export type AttemptView = Static<typeof AttemptView>;
 
@@ -142,6 +146,8 @@ export const MachineView = Type.Object({
   allocated: Type.Object({ cpuMillis: Type.Integer(), memoryBytes: Type.Integer(), gpuIndices: Type.Array(Type.Integer()), attempts: Type.Integer() }),
   lastHeartbeatAt: Type.Number(),
   registeredAt: Type.Number(),
+  /** What its agent enforces on the attempts it runs, as it reported at registration (docs/containment.md). Null: its agent did not say (an agent before containment); absent from older servers. */
+  containment: Type.Optional(Nullable(ContainmentReport)),
 });
 export type MachineView = Static<typeof MachineView>;
 

@@ -2,9 +2,10 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MachineView } from '../../api/contract/job-view.js';
+import { hybridReport } from '../../../test/support/containment-report.js';
 import type { CliIo } from '../render/cli-io.js';
 import { ExitCode } from './exit-codes.js';
-import { runMachineAction } from './machine-command.js';
+import { runMachineAction, runMachineShow } from './machine-command.js';
 
 const machine = (scheduling: MachineView['scheduling'], attempts: number, over: Partial<MachineView> = {}): MachineView => ({
   id: 'm_1',
@@ -101,5 +102,73 @@ describe('gantry machine', () => {
     expect(await runMachineAction('drain', 'gpu-1', { server: g.url, wait: true, interval: 5, json: true }, t.io)).toBe(ExitCode.failed);
     expect(JSON.parse(t.out.join(''))).toMatchObject({ changed: true, machine: { scheduling: 'eligible' } });
     expect(t.err.join('')).toBe('gantry: gpu-1 is no longer draining (now eligible)\n');
+  });
+
+  it('show: the machine in full, with every field of its containment; --json the whole view; an unknown machine exits 4', async () => {
+    const containment = {
+      ...hybridReport,
+      sandbox: 'bwrap' as const,
+      problems: ['devices: the v1 devices hierarchy is not mounted', 'cpu: no cpu.max on v2, capped through v1'],
+    };
+    const shown = machine('eligible', 1, { region: 'eu-west', labels: { rack: 'a' }, containment, lastHeartbeatAt: 1_000, registeredAt: 0 });
+    const g = await fakeGantry({ status: 500, body: {} }, [shown]);
+    const t = io();
+    expect(await runMachineShow('gpu-1', { server: g.url }, { ...t.io, now: () => 3_000 })).toBe(ExitCode.ok);
+    expect(g.calls).toEqual(['GET /v1/machines/gpu-1']);
+    const out = t.out.join('');
+    expect(out).toMatch(/^machine: +gpu-1 +m_1$/m);
+    expect(out).toMatch(/^status: +ready$/m);
+    expect(out).toMatch(/^cpu: +1\/8 allocated$/m);
+    expect(out).toMatch(/^labels: +rack=a$/m);
+    expect(out).toMatch(/^heartbeat: +2s ago$/m);
+    expect(out).toMatch(/^containment$/m);
+    for (const line of [
+      /^ {2}mechanism: +cgroup-hybrid$/m,
+      /^ {2}memory: +yes$/m,
+      /^ {2}cpu: +yes$/m,
+      /^ {2}pids: +yes$/m,
+      /^ {2}devices: +no$/m,
+      /^ {2}kill: +cgroup\.kill$/m,
+      /^ {2}user: +dynamic 61184-65519$/m,
+      /^ {2}sandbox: +bwrap$/m,
+      /^ {2}problems: +devices: the v1 devices hierarchy is not mounted\n {2} +cpu: no cpu\.max on v2, capped through v1$/m,
+    ])
+      expect(out).toMatch(line);
+
+    const j = io();
+    expect(await runMachineShow('gpu-1', { server: g.url, json: true }, j.io)).toBe(ExitCode.ok);
+    expect(JSON.parse(j.out.join(''))).toEqual(shown);
+
+    // An agent before containment, and one that contains nothing, said plainly.
+    const older = await fakeGantry({ status: 500, body: {} }, [machine('eligible', 0, { containment: null })]);
+    const o = io();
+    await runMachineShow('gpu-1', { server: older.url }, o.io);
+    expect(o.out.join('')).toMatch(/^ {2} +not reported: its agent predates containment/m);
+    const bare = {
+      ...containment,
+      mechanism: 'none' as const,
+      memory: false,
+      cpu: false,
+      pids: false,
+      kill: 'process-group' as const,
+      user: 'agent root (0)',
+      sandbox: null,
+      problems: [],
+    };
+    const none = await fakeGantry({ status: 500, body: {} }, [machine('eligible', 0, { containment: bare })]);
+    const n = io();
+    await runMachineShow('gpu-1', { server: none.url }, n.io);
+    expect(n.out.join('')).toMatch(/^ {2}kill: +process-group \(a child that leaves the group escapes\)$/m);
+    expect(n.out.join('')).toMatch(/^ {2}user: +agent root \(0\) \(stages can read the agent's files\)$/m);
+    expect(n.out.join('')).toMatch(/^ {2}problems: +none$/m);
+
+    const missing = createServer((_req, res) =>
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not_found', message: 'machine nope not found' })),
+    );
+    await new Promise<void>((r) => missing.listen(0, '127.0.0.1', r));
+    closers.push(() => new Promise<void>((r) => missing.close(() => r())));
+    const m = io();
+    expect(await runMachineShow('nope', { server: `http://127.0.0.1:${(missing.address() as AddressInfo).port}` }, m.io)).toBe(ExitCode.notFound);
+    expect(m.err.join('')).toBe('gantry: machine nope not found\n');
   });
 });

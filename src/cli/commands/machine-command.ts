@@ -2,6 +2,7 @@ import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { MachineChange } from '../../api/contract/job-view.js';
 import type { MachineAction } from '../client/gantry-client.js';
 import type { CliIo } from '../render/cli-io.js';
+import { renderMachineDetail } from '../render/machine-detail.js';
 import { attemptCount, waitDrained } from '../render/wait-drained.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
 import { ExitCode } from './exit-codes.js';
@@ -83,8 +84,31 @@ Examples:
 export function machineCommand(program: CommandUnknownOpts): void {
   const group = program
     .command('machine')
-    .description('Take a machine out of service and back: cordon, uncordon, drain, remove')
+    .description('Show a machine in full, or take it out of service and back: show, cordon, uncordon, drain, remove')
     .addHelpText('after', `\nEach takes a machine's name (or id). \`gantry machines\` lists them.`);
+  withClientOptions(
+    group
+      .command('show')
+      .description('Show a machine in full: capacity, what runs there, and what its agent enforces')
+      .argument('<name>', 'machine name or id'),
+  )
+    .addHelpText(
+      'after',
+      `
+"containment" is what the machine's agent enforces on every stage it runs, as it said when it
+registered (docs/containment.md): the mechanism (cgroup-v2, cgroup-v1, cgroup-hybrid or none),
+whether memory, CPU, pids and devices are limited, how all of an attempt's processes are killed,
+who stages run as, the sandbox, and the problems it found (why something is not enforced).
+--json prints the machine as GET /v1/machines/NAME answers it, the whole report in "containment".
+Exit codes: 0 shown, 4 no such machine, 5 server unreachable.
+
+Examples:
+  $ gantry machine show gpu-3
+  $ gantry machine show gpu-3 --json | jq .containment.problems`,
+    )
+    .action(async (name, opts) => {
+      await runAction((io) => runMachineShow(name, opts, io));
+    });
   for (const a of actions) {
     const cmd = withClientOptions(group.command(a.action).description(a.description).argument('<name>', 'machine name or id'));
     if (a.action === 'drain') {
@@ -98,6 +122,15 @@ export function machineCommand(program: CommandUnknownOpts): void {
       await runAction((io) => runMachineAction(a.action, name, options, io), { interruptible: Boolean(options.wait) });
     });
   }
+}
+
+export async function runMachineShow(ref: string, opts: ClientOptions, io: CliIo): Promise<number> {
+  return reportingErrors(io, async () => {
+    const m = await clientFor(opts).machine(ref);
+    if (opts.json) io.stdout.write(`${JSON.stringify(m, null, 2)}\n`);
+    else io.stdout.write(`${renderMachineDetail(m, (io.now ?? Date.now)(), { color: io.color })}\n`);
+    return ExitCode.ok;
+  });
 }
 
 export async function runMachineAction(action: MachineAction, ref: string, opts: MachineActionOptions, io: CliIo): Promise<number> {

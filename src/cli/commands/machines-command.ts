@@ -7,7 +7,7 @@ import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
 
 export function machinesCommand(program: CommandUnknownOpts): void {
-  withClientOptions(program.command('machines').description('List machines: status, allocated/total CPU, memory and GPUs, last heartbeat'))
+  withClientOptions(program.command('machines').description('List machines: status, allocated/total CPU, memory and GPUs, what each enforces, last heartbeat'))
     .addHelpText(
       'after',
       `
@@ -15,10 +15,15 @@ STATUS is the machine's health (ready, suspect, lost), then, when an operator to
 service, how: cordoned, draining, or drained (draining, and nothing runs there any more), as in
 "ready,cordoned". \`gantry machine --help\` shows how. Removed machines are not listed.
 GPUs marked "(declared)" were declared by flag or cluster file rather than found by nvidia-smi.
+CONTAIN is what the machine's agent enforces on every stage (docs/containment.md): "mem,cpu,pids,dev"
+with only those it limits, "none" when it limits nothing, "?" when its agent did not say (one
+before containment). \`gantry machine show NAME\` shows how, and why something is not enforced;
+--json has the whole report in each machine's "containment".
 
 Examples:
   $ gantry machines
-  $ gantry machines --json | jq -r '.machines[] | select(.health != "ready" or .scheduling != "eligible") | .name'`,
+  $ gantry machines --json | jq -r '.machines[] | select(.health != "ready" or .scheduling != "eligible") | .name'
+  $ gantry machines --json | jq -r '.machines[] | select(.containment.memory != true) | .name'`,
     )
     .action(async (opts) => {
       await runAction((io) => runMachines(opts, io));

@@ -1,5 +1,6 @@
 import type { CommandUnknownOpts } from '@commander-js/extra-typings';
 import type { CliIo } from '../render/cli-io.js';
+import { MAX_ATTEMPT_ROWS, renderAttemptTable } from '../render/attempt-table.js';
 import { renderJobHeader } from '../render/job-header.js';
 import { renderStageTable } from '../render/stage-table.js';
 import { clientFor, withClientOptions, type ClientOptions } from './client-options.js';
@@ -9,11 +10,19 @@ import { runAction } from './run-action.js';
 
 export function statusCommand(program: CommandUnknownOpts): void {
   withClientOptions(
-    program.command('status').description('Show a job and its stages: where each runs, its attempts, and why it waits or ended').argument('<job>', 'job id'),
+    program
+      .command('status')
+      .description('Show a job and its stages: where each runs, its attempts (how each ended, what it used), and why it waits or ended')
+      .argument('<job>', 'job id'),
   )
     .addHelpText(
       'after',
       `
+Below the stages, every attempt: how it ended (exit code, signal, or a kind such as oom-killed,
+timeout, lost), how long it ran, what it used where its agent measured it from its cgroup (its
+memory's peak and CPU seconds, docs/containment.md), and the detail of its end in full. A job of
+more than ${MAX_ATTEMPT_ROWS} attempts lists the ones that did not succeed; --json has them all.
+
 Exit codes: 0 shown, 4 no such job, 5 server unreachable.
 
 Examples:
@@ -33,7 +42,10 @@ export async function runStatus(jobId: string, opts: ClientOptions, io: CliIo): 
       return ExitCode.ok;
     }
     const now = (io.now ?? Date.now)();
-    io.stdout.write(`${renderJobHeader(job, now, { color: io.color })}\n\n${renderStageTable(job, now, { color: io.color })}\n`);
+    const attempts = renderAttemptTable(job, now, { color: io.color });
+    io.stdout.write(
+      `${renderJobHeader(job, now, { color: io.color })}\n\n${renderStageTable(job, now, { color: io.color })}\n${attempts ? `\n${attempts}\n` : ''}`,
+    );
     return ExitCode.ok;
   });
 }

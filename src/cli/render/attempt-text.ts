@@ -1,5 +1,6 @@
 import type { AttemptView, StageView } from '../../api/contract/job-view.js';
 import { attemptsCounted } from '../../api/contract/attempts-counted.js';
+import { formatBytes } from './format-bytes.js';
 
 export function latestAttempt(stage: StageView): AttemptView | undefined {
   let latest: AttemptView | undefined;
@@ -24,4 +25,15 @@ export function gpuText(attempt: AttemptView | undefined): string {
   if (!attempt || attempt.gpus.length === 0) return '-';
   const indices = attempt.gpus.join(',');
   return attempt.gpuType ? `${attempt.gpuType}:${indices}` : indices;
+}
+
+/**
+ * "peak 212 MiB, 3.1 CPU s": what an attempt used, measured from its cgroup when it ended
+ * (docs/containment.md); the part its agent could not measure is left out, "-" when neither.
+ */
+export function usageText(attempt: Pick<AttemptView, 'memoryPeakBytes' | 'cpuSeconds'> | undefined): string {
+  const parts: string[] = [];
+  if (attempt?.memoryPeakBytes != null) parts.push(`peak ${formatBytes(attempt.memoryPeakBytes)}`);
+  if (attempt?.cpuSeconds != null) parts.push(`${attempt.cpuSeconds.toFixed(1)} CPU s`);
+  return parts.length ? parts.join(', ') : '-';
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineView } from '../../api/contract/job-view.js';
+import { hybridReport } from '../../../test/support/containment-report.js';
 import { renderMachineTable } from './machine-table.js';
 
 const T0 = 1_700_000_000_000;
@@ -24,7 +25,7 @@ const machine: MachineView = {
 describe('renderMachineTable', () => {
   it('shows allocation out of capacity and says when GPUs were declared', () => {
     const row = renderMachineTable([machine], T0, { color: false }).split('\n')[1] ?? '';
-    expect(row).toMatch(/^gpu-1\s+ready\s+3\/8\s+4Gi\/16Gi\s+4x h100 \(declared\) 2 busy\s+eu-west\s+rack=a\s+2s ago$/);
+    expect(row).toMatch(/^gpu-1\s+ready\s+3\/8\s+4Gi\/16Gi\s+4x h100 \(declared\) 2 busy\s+\?\s+eu-west\s+rack=a\s+2s ago$/);
   });
 
   it('shows what an operator wants of it after its health, when it is not in service', () => {
@@ -39,6 +40,32 @@ describe('renderMachineTable', () => {
 
   it('shows a dash for a CPU-only machine', () => {
     const row = renderMachineTable([{ ...machine, gpus: [], gpusDeclared: false }], T0, { color: false }).split('\n')[1] ?? '';
-    expect(row).toMatch(/4Gi\/16Gi\s+-\s+eu-west/);
+    expect(row).toMatch(/4Gi\/16Gi\s+-\s+\?\s+eu-west/);
+  });
+
+  it('CONTAIN: what its agent enforces, in one word; "none" when nothing; "?" when it did not say', () => {
+    const report = { ...hybridReport, problems: [] };
+    const rows = renderMachineTable(
+      [
+        { ...machine, name: 'a', containment: report },
+        { ...machine, name: 'b', containment: { ...report, mechanism: 'cgroup-v1', devices: true, kill: 'freezer' } },
+        { ...machine, name: 'c', containment: { ...report, mechanism: 'none', memory: false, cpu: false, pids: false, kill: 'process-group' } },
+        { ...machine, name: 'd', containment: { ...report, cpu: false } },
+        { ...machine, name: 'e', containment: null },
+        { ...machine, name: 'f' },
+      ],
+      T0,
+      { color: false },
+    ).split('\n');
+    expect(rows[0]).toMatch(/GPUS\s+CONTAIN\s+REGION/);
+    // One word each, as STATUS is: no spaces inside the column.
+    expect(rows.slice(1).map((r) => r.split(/\s+/)[0] + ' ' + r.split(/\s{2,}/)[5])).toEqual([
+      'a mem,cpu,pids',
+      'b mem,cpu,pids,dev',
+      'c none',
+      'd mem,pids',
+      'e ?',
+      'f ?',
+    ]);
   });
 });

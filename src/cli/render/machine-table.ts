@@ -1,12 +1,13 @@
 import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
+import { containmentSummary } from './containment-text.js';
 import { formatAge } from './format-age.js';
 import { colorHealth } from './health-color.js';
 import { palette, type Colors } from './palette.js';
 import { plainTable } from './plain-table.js';
 import type { RenderOptions } from './stage-table.js';
 
-/** `gantry machines`: status, capacity and what is allocated, one row per machine. */
+/** `gantry machines`: status, capacity and what is allocated, what its agent enforces, one row per machine. */
 export function renderMachineTable(machines: MachineView[], now: number, opts: RenderOptions = {}): string {
   const c = palette(opts.color);
   const rows = machines.map((m) => [
@@ -15,6 +16,7 @@ export function renderMachineTable(machines: MachineView[], now: number, opts: R
     `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)}`,
     `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)}`,
     gpuSummary(m),
+    containmentCell(m, c),
     m.region ?? '-',
     Object.entries(m.labels)
       .map(([k, v]) => `${k}=${v}`)
@@ -22,7 +24,7 @@ export function renderMachineTable(machines: MachineView[], now: number, opts: R
     `${formatAge(m.lastHeartbeatAt, now)} ago`,
   ]);
   return plainTable(
-    ['NAME', 'STATUS', 'CPU', 'MEMORY', 'GPUS', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)),
+    ['NAME', 'STATUS', 'CPU', 'MEMORY', 'GPUS', 'CONTAIN', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)),
     rows,
   );
 }
@@ -50,4 +52,12 @@ export function gpuSummary(m: MachineView): string {
   const busy = m.gpus.filter((g) => g.busy).length;
   if (busy > 0) text += ` ${busy} busy`;
   return text;
+}
+
+/** The CONTAIN cell: yellow where something is not enforced, so a machine that limits less stands out. */
+function containmentCell(m: MachineView, c: Colors): string {
+  const text = containmentSummary(m.containment);
+  if (text === '?') return c.dim(text);
+  const all = m.containment?.memory && m.containment.cpu && m.containment.pids;
+  return all ? text : c.yellow(text);
 }

@@ -8,6 +8,7 @@ import { rerunConformance } from './rerun-conformance.js';
 import { tokenConformance } from './token-conformance.js';
 import { dashboardConformance } from './dashboard-conformance.js';
 import { attemptEndConformance } from './attempt-end-conformance.js';
+import { containmentConformance } from './containment-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -829,5 +830,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     tokenConformance(() => store);
     dashboardConformance(() => store);
     attemptEndConformance(() => store);
+    containmentConformance(() => store);
   });
 }

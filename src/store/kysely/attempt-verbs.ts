@@ -6,7 +6,7 @@ import { activeAttemptStates, isAttemptActive, type AttemptState } from '../../d
 import { NotFoundError, StaleAttemptError } from '../../domain/errors.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import { maskSecrets } from '../../domain/secret-env.js';
-import type { AttemptRecord, LogMarks, LogPiece } from '../records.js';
+import type { AttemptRecord, AttemptUsage, LogMarks, LogPiece } from '../records.js';
 import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
@@ -54,12 +54,14 @@ const completeAttempt = prepared<
     reason: string | null,
     endKind: AttemptEndKind,
     outputs: string | null,
+    memoryPeakBytes: number | null,
+    cpuSeconds: number | null,
     at: number,
     startedAt: number,
     id: string,
     token: number,
   ]
->()((db, [state, exitCode, signal, reason, endKind, outputs, at, startedAt, id, token]) =>
+>()((db, [state, exitCode, signal, reason, endKind, outputs, memoryPeakBytes, cpuSeconds, at, startedAt, id, token]) =>
   db
     .updateTable('attempts')
     .set({
@@ -69,6 +71,8 @@ const completeAttempt = prepared<
       reason,
       end_kind: endKind,
       outputs,
+      memory_peak_bytes: memoryPeakBytes,
+      cpu_seconds: cpuSeconds,
       finished_at: at,
       lease_expires_at: null,
       started_at: startedAt,
@@ -207,6 +211,8 @@ export async function completeLoaded(
     detail,
     p.end.kind,
     outputs,
+    p.usage?.memoryPeakBytes ?? null,
+    p.usage?.cpuSeconds ?? null,
     tx.now,
     a.started_at ?? tx.now,
     a.id,
@@ -222,12 +228,24 @@ export async function completeLoaded(
     attemptId: a.id,
     machineId: a.machine_id,
     message: `stage ${a.stage_name} attempt ${a.number} ${what}`,
-    data: { exitCode: p.exitCode, signal: p.signal, reason: detail, end: p.end.kind, outputs: succeeded ? p.outputs.length : 0 },
+    data: {
+      exitCode: p.exitCode,
+      signal: p.signal,
+      reason: detail,
+      end: p.end.kind,
+      outputs: succeeded ? p.outputs.length : 0,
+      // What it used, where its agent could measure it: a reader of the stream sees an OOM's peak without a second read.
+      ...(usageKnown(p.usage) ? { usage: { memoryPeakBytes: p.usage.memoryPeakBytes, cpuSeconds: p.usage.cpuSeconds } } : {}),
+    },
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
   if (p.logBytes) await markMissingLog(tx, a, p.logBytes);
   const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter, outputs: files });
   return { accepted: true, jobState };
+}
+
+function usageKnown(u: AttemptUsage | undefined): u is AttemptUsage {
+  return u !== undefined && (u.memoryPeakBytes !== null || u.cpuSeconds !== null);
 }
 
 /**

@@ -1,9 +1,9 @@
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
-import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
+import { preemptionGraceMs, stageLimits, type StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
-import type { Assignment, MachineRecord, OutputFile } from '../records.js';
+import type { Assignment, AttemptLimits, MachineContainment, MachineRecord, OutputFile } from '../records.js';
 import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.js';
 import { loseAttempt } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
@@ -27,6 +27,8 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
     region: p.region,
     labels: JSON.stringify(p.labels),
     agent: JSON.stringify(p.agent),
+    // Registering again says it anew: an agent restarted without containment (an older one) is no longer said to contain.
+    containment: p.containment ? JSON.stringify(p.containment) : null,
     health: MachineHealth.ready,
     last_heartbeat_at: tx.now,
     updated_at: tx.now,
@@ -52,11 +54,27 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
   await tx.event({
     type: 'machine:registered',
     machineId: id,
-    message: `machine ${p.name} registered${revived ? ' again after it was removed, back in service' : ''}: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}`,
-    data: { name: p.name, returning: Boolean(existing), revived },
+    message: `machine ${p.name} registered${revived ? ' again after it was removed, back in service' : ''}: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}${containmentText(p.containment)}`,
+    data: { name: p.name, returning: Boolean(existing), revived, containment: p.containment?.mechanism ?? null },
   });
   await tx.publish('capacity:freed', { machineId: id });
   return (await machineGet(tx.db, id))!;
+}
+
+/** What the agent said it enforces, for the registration's event: an operator following events sees a machine join uncontained. */
+function containmentText(c: MachineContainment | null | undefined): string {
+  if (!c) return '';
+  const on = (
+    [
+      ['memory', c.memory],
+      ['cpu', c.cpu],
+      ['pids', c.pids],
+      ['devices', c.devices],
+    ] as const
+  )
+    .filter(([, yes]) => yes)
+    .map(([what]) => what);
+  return on.length ? `; enforces ${on.join(', ')} (${c.mechanism})` : `; enforces nothing (${c.mechanism}): its stages are not contained`;
 }
 
 export async function machineGet(db: Db, machineId: string): Promise<MachineRecord | null> {
@@ -339,8 +357,19 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       disconnectGraceSeconds: def.disconnectGraceSeconds ?? null,
       ...(def.preemptible ? { checkpoint: true } : {}),
       inputs,
+      limits: attemptLimits(def),
     };
   });
+}
+
+/** What the agent's containment applies to an attempt of this stage: its request, its limits above it (none for a definition stored before limits existed), its network. */
+function attemptLimits(def: StageDefinition): AttemptLimits {
+  return {
+    requestCpuMillis: def.resources.cpuMillis,
+    requestMemoryBytes: def.resources.memoryBytes,
+    ...stageLimits(def),
+    network: def.network ?? false,
+  };
 }
 
 /**

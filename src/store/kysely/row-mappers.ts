@@ -82,6 +82,8 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
       r.progress === null || r.progress === undefined
         ? null
         : { fraction: Number(r.progress), message: r.progress_message ?? null, at: num(r.progress_at ?? 0) },
+    memoryPeakBytes: numOrNull(r.memory_peak_bytes),
+    cpuSeconds: numOrNull(r.cpu_seconds),
   };
 }
 
@@ -98,6 +100,7 @@ export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated'
     health: r.health,
     scheduling: r.scheduling,
     agent: JSON.parse(r.agent),
+    containment: r.containment ? JSON.parse(r.containment) : null,
     lastHeartbeatAt: num(r.last_heartbeat_at),
     registeredAt: num(r.registered_at),
     allocated,

@@ -286,6 +286,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       progress: null,
       progress_message: null,
       progress_at: null,
+      memory_peak_bytes: null,
+      cpu_seconds: null,
     };
     await insertAttempt.run(tx.db, ...attemptValues(row));
     applied.push(toAttempt(row, m.name));

@@ -2,6 +2,7 @@ import { Link } from 'react-router';
 import type { HeldAttemptView } from '../../api/contract/held-attempt-view';
 import type { MachineView } from '../../api/contract/job-view';
 import { useHeldAttempts, useMachines } from '../api/queries';
+import { ContainmentCell } from '../components/containment-cell';
 import { EmptyState, ErrorNote } from '../components/empty-state';
 import { Meter, ProgressBar } from '../components/meter';
 import { StateBadge } from '../components/state-badge';
@@ -9,7 +10,7 @@ import { Elapsed, RelativeTime } from '../components/time-text';
 import { formatBytes, formatCpu } from '../format/format-quantity';
 import { TableHead } from '../components/table-head';
 
-/** Every machine: alive or not, taking work or not, what it has and holds, and what runs on it. Live. */
+/** Every machine: alive or not, taking work or not, what it has and holds, what its agent enforces, and what runs on it. Live. */
 export function MachinesPage() {
   const machines = useMachines();
   const held = useHeldAttempts();
@@ -36,7 +37,7 @@ export function MachinesPage() {
       {machines.data && machines.data.length > 0 ? (
         <div className="table-wrap">
           <table className="table machines">
-            <TableHead columns={['Machine', 'Health', 'Scheduling', 'CPU', 'Memory', 'GPUs', 'Running here']} />
+            <TableHead columns={['Machine', 'Health', 'Scheduling', 'CPU', 'Memory', 'GPUs', 'Contained', 'Running here']} />
             <tbody>
               {machines.data.map((m) => (
                 <MachineRow key={m.id} m={m} attempts={byMachine.get(m.id) ?? []} />
@@ -96,6 +97,7 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
           <span className="muted">none</span>
         )}
       </td>
+      <ContainmentCell containment={m.containment} />
       <td>
         {attempts.length === 0 ? (
           <span className="muted">idle</span>

@@ -67,7 +67,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
       {stage.attempts.length > 0 ? (
         <div className="table-wrap">
           <table className="table attempts">
-            <TableHead columns={['#', 'State', 'Machine', 'GPUs', 'Started', 'Ran', 'Exit', 'Progress']} />
+            <TableHead columns={['#', 'State', 'Machine', 'GPUs', 'Started', 'Ran', 'Exit', 'Peak memory', 'CPU time', 'Progress']} />
             <tbody>
               {stage.attempts.map((a) => (
                 <tr key={a.id} className={a.number === attempt ? 'current' : undefined}>
@@ -84,6 +84,8 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
                     <Elapsed from={a.startedAt} to={a.finishedAt} />
                   </td>
                   <td title={a.reason ?? undefined}>{endText(a)}</td>
+                  <PeakMemory a={a} request={stage.resources.memoryBytes} />
+                  <td className="num">{a.cpuSeconds != null ? `${a.cpuSeconds.toFixed(1)} s` : '–'}</td>
                   <td>
                     <ProgressBar progress={a.progress} />
                   </td>
@@ -117,6 +119,25 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
 function endText(a: AttemptView): string | number {
   if (a.endKind && a.endKind !== 'exited' && a.endKind !== 'signaled') return a.endKind;
   return a.exitCode !== null ? a.exitCode : (a.signal ?? (a.reason ? a.reason.slice(0, 40) : '–'));
+}
+
+/**
+ * What an attempt's memory peaked at, measured from its cgroup when it ended (docs/containment.md),
+ * with its share of the stage's request on hover: an oom-killed attempt's peak is the number to
+ * raise the request past. "–" where its agent could not measure it.
+ */
+function PeakMemory({ a, request }: { a: AttemptView; request: number }) {
+  if (a.memoryPeakBytes == null) return <td className="num muted">–</td>;
+  const share = Math.round((100 * a.memoryPeakBytes) / request);
+  return (
+    <td
+      className={`num${a.endKind === 'oom-killed' ? ' oom' : ''}`}
+      data-peak-memory={a.memoryPeakBytes}
+      title={`${share}% of the ${formatBytes(request)} requested`}
+    >
+      {formatBytes(a.memoryPeakBytes)}
+    </td>
+  );
 }
 
 function ReusedNote({ stage, reused }: { stage: StageView; reused: NonNullable<StageView['reused']> }) {

@@ -1,0 +1,54 @@
+import type { ContainmentReport } from '../../api/contract/containment.js';
+import type { MachineView } from '../../api/contract/job-view.js';
+import { formatCpu, formatMemory } from '../../spec/quantity.js';
+import { formatAge } from './format-age.js';
+import { gpuSummary, machineStatus } from './machine-table.js';
+import { palette, type Colors } from './palette.js';
+import type { RenderOptions } from './stage-table.js';
+
+/**
+ * `gantry machine show NAME`: one machine in full, the containment its agent reported included
+ * (docs/containment.md): the mechanism, each of memory, CPU, pids and devices enforced or not, how
+ * an attempt's processes are killed, who stages run as, the sandbox, and the problems found.
+ */
+export function renderMachineDetail(m: MachineView, now: number, opts: RenderOptions = {}): string {
+  const c = palette(opts.color);
+  const labels = Object.entries(m.labels);
+  const lines: [string, string][] = [
+    ['machine', `${m.name}  ${c.dim(m.id)}`],
+    ['status', machineStatus(m, c)],
+    ['cpu', `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)} allocated`],
+    ['memory', `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)} allocated`],
+    ['gpus', gpuSummary(m)],
+    ...m.gpus.map((g): [string, string] => ['', c.dim(`GPU ${g.index}: ${g.name}${g.uuid ? ` ${g.uuid}` : ''}${g.busy ? ', busy' : ', free'}`)]),
+    ['attempts', String(m.allocated.attempts)],
+    ['region', m.region ?? '-'],
+    ['labels', labels.length ? labels.map(([k, v]) => `${k}=${v}`).join(',') : '-'],
+    ['heartbeat', `${formatAge(m.lastHeartbeatAt, now)} ago`],
+    ['registered', `${formatAge(m.registeredAt, now)} ago`],
+  ];
+  return [table(lines, c), '', c.bold('containment'), table(containmentLines(m.containment, c), c, '  ')].join('\n');
+}
+
+function containmentLines(r: ContainmentReport | null | undefined, c: Colors): [string, string][] {
+  if (!r) return [['', c.yellow('not reported: its agent predates containment (or the server does); assume nothing is enforced')]];
+  const yes = (on: boolean) => (on ? c.green('yes') : c.yellow('no'));
+  const lines: [string, string][] = [
+    ['mechanism', r.mechanism],
+    ['memory', yes(r.memory)],
+    ['cpu', yes(r.cpu)],
+    ['pids', yes(r.pids)],
+    ['devices', yes(r.devices)],
+    ['kill', r.kill === 'process-group' ? c.yellow(`${r.kill} (a child that leaves the group escapes)`) : r.kill],
+    ['user', r.user.startsWith('agent ') ? c.yellow(`${r.user} (stages can read the agent's files)`) : r.user],
+    ['sandbox', r.sandbox ?? 'off'],
+  ];
+  if (r.problems.length === 0) lines.push(['problems', 'none']);
+  else r.problems.forEach((p, i) => lines.push([i === 0 ? 'problems' : '', c.yellow(p)]));
+  return lines;
+}
+
+function table(lines: [string, string][], c: Colors, indent = ''): string {
+  const width = Math.max(...lines.map(([k]) => k.length)) + 2;
+  return lines.map(([k, v]) => `${indent}${c.bold(k ? `${k}:`.padEnd(width) : ''.padEnd(width))}${v}`).join('\n');
+}

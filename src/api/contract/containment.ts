@@ -13,7 +13,7 @@ import { wireEnum } from './wire-enum.js';
  * - `user`: who stages run as: `dynamic <first>-<last>` (a uid of its own per attempt), `run-as
  *   <name> (<uid>)`, or `agent <name> (<uid>)` (the agent's own user: nothing keeps a stage from the
  *   agent's files).
- * - `sandbox`: `bwrap` when `--sandbox` is on, else null.
+ * - `sandbox`: `bwrap` when `--sandbox` is on and bubblewrap works on the host, else null (`problems` says why).
  * - `problems`: why something is not enforced, one sentence each, for the operator.
  */
 export const CONTAINMENT_MECHANISMS = ['cgroup-v2', 'cgroup-v1', 'cgroup-hybrid', 'none'] as const;

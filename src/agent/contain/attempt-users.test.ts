@@ -2,17 +2,20 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, userReport, type UserHost } from './attempt-users.js';
+import { AttemptUsers, attemptUserPolicy, defaultUserHost, reachablePolicy, userProblem, userReport, type UserHost } from './attempt-users.js';
 import { ContainmentOptionError, DEFAULT_CONTAINMENT } from './containment-options.js';
 import { UidLocks } from './uid-locks.js';
 
 let dir: string;
 let host: UserHost;
 let lockDir: string;
+/** The uids the fake host has processes of. */
+const running = new Set<number>();
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'gantry-users-'));
   lockDir = join(dir, 'run', 'uids');
-  host = { agentUid: 0, passwdFile: join(dir, 'passwd'), groupFile: join(dir, 'group') };
+  host = { agentUid: 0, passwdFile: join(dir, 'passwd'), groupFile: join(dir, 'group'), runsAs: (uid) => running.has(uid) };
+  running.clear();
   writeFileSync(
     host.passwdFile,
     [
@@ -124,6 +127,8 @@ describe('AttemptUsers', () => {
     before.acquire('att_running');
     before.acquire('att_done');
     before.acquire('att_owed');
+    // Another agent, alive: its attempt's directory is there.
+    mkdirSync(join(dir, 'agent-b', 'attempts', 'att_b'), { recursive: true });
     const other = dynamic(join(dir, 'agent-b'));
     expect(other.acquire('att_b')?.uid).toBe(61189);
     // The agent restarts: its attempts' uids are still held (its processes may still run as them).
@@ -152,6 +157,33 @@ describe('AttemptUsers', () => {
     expect(self.switching).toBe(false);
     expect(self.acquire('att_1')).toBeNull();
     expect(self.report).toBe('agent alice (1000)');
+  });
+
+  it('an agent that is gone for good (its attempt’s directory gone) and left no process: its uids are reclaimed by the next to start', () => {
+    const gone = join(dir, 'agent-gone');
+    const kept = join(dir, 'agent-kept');
+    mkdirSync(join(kept, 'attempts', 'att_k'), { recursive: true });
+    const g = dynamic(gone);
+    expect(g.acquire('att_g1')?.uid).toBe(61184);
+    expect(g.acquire('att_g2')?.uid).toBe(61186);
+    expect(dynamic(kept).acquire('att_k')?.uid).toBe(61188);
+    // att_g2 still has a process (a stage left running by a killed agent): kept too.
+    running.add(61186);
+    const next = dynamic(join(dir, 'agent-next'));
+    expect(next.forgetOthers()).toEqual([61184]);
+    expect(next.acquire('att_n')?.uid).toBe(61184);
+    // Another's release, after its uid was reclaimed and taken, does not take it from the new holder.
+    g.release('att_g1');
+    expect(dynamic(join(dir, 'agent-third')).acquire('att_t')?.uid).toBe(61189);
+  });
+});
+
+describe('defaultUserHost', () => {
+  it('finds processes by any of their uids in /proc', () => {
+    const h = defaultUserHost();
+    expect(h.runsAs(process.getuid?.() ?? 0)).toBe(true);
+    // A uid of the range this file never hands out: nothing runs as it.
+    expect(h.runsAs(65519)).toBe(false);
   });
 });
 

@@ -14,10 +14,11 @@
  * attempt that still runs or still owes its outcome keeps its uid, read back from the owner of its
  * work/ directory (`adopt`); whatever else the previous run held is released (`forgetOthers`).
  */
-import { resolve } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { ContainmentOptionError, type ContainmentOptions } from './containment-options.js';
 import { fileMark, GROUP_FILE, PASSWD_FILE, readGroupIds, readPasswd, type PasswdEntry } from './passwd-file.js';
-import { UidLocks } from './uid-locks.js';
+import { UidLocks, type UidHolder } from './uid-locks.js';
 
 /** A user an attempt's command runs as (launch-containment.ts's `user`). */
 export interface AttemptUser {
@@ -38,10 +39,35 @@ export interface UserHost {
   agentUid: number;
   passwdFile: string;
   groupFile: string;
+  /** Whether any process runs as `uid` (real, effective, saved or file-system uid). */
+  runsAs: (uid: number) => boolean;
 }
 
 export function defaultUserHost(): UserHost {
-  return { agentUid: process.getuid?.() ?? 0, passwdFile: PASSWD_FILE, groupFile: GROUP_FILE };
+  return { agentUid: process.getuid?.() ?? 0, passwdFile: PASSWD_FILE, groupFile: GROUP_FILE, runsAs: processRunsAs };
+}
+
+/**
+ * /proc/<pid>/status's `Uid:` line, for every process: the owner of /proc/<pid> is not enough (a
+ * process that made itself not dumpable shows as root's). Without /proc, every uid counts as used.
+ * A scan of the whole process table: called only for the few uids an agent that is gone held.
+ */
+function processRunsAs(uid: number): boolean {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return true;
+  }
+  for (const pid of pids) {
+    try {
+      const line = /^Uid:\s+(.*)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '';
+      if (line.split(/\s+/).map(Number).includes(uid)) return true;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return false;
 }
 
 /** The policy for these options on this host; an unknown `--run-as` user, or root, is a ContainmentOptionError. */
@@ -172,15 +198,21 @@ export class AttemptUsers {
     return this.hold(attemptId, { uid: owner, gid: owner, name: null });
   }
 
-  /** After adopting what it recovered: the uids a previous run of this agent held for anything else go back. */
+  /**
+   * After adopting what it recovered: the uids a previous run of this agent held for anything
+   * else go back, and so do those held for agents that are gone for good (uid-locks.ts: the
+   * attempt's directory is gone, and no process runs as the uid). The uids freed.
+   */
   forgetOthers(): number[] {
+    if (!this.locks) return [];
     const dropped: number[] = [];
-    for (const { uid, attemptId } of this.locks?.ours() ?? []) {
+    for (const { uid, attemptId } of this.locks.ours()) {
       if (this.held.get(attemptId)?.uid === uid) continue;
-      this.locks!.drop(uid);
+      this.locks.drop(uid, attemptId);
       dropped.push(uid);
     }
-    return dropped;
+    const gone = (uid: number, h: UidHolder) => !existsSync(join(h.dataDir, 'attempts', h.attemptId)) && !this.host.runsAs(uid);
+    return [...dropped, ...this.locks.reclaimOrphans(gone)];
   }
 
   /** The attempt is settled: its uid may go to the next. Harmless for an attempt that holds none. */
@@ -190,7 +222,7 @@ export class AttemptUsers {
     this.held.delete(attemptId);
     if (this.policy.kind !== 'dynamic') return;
     this.inUse.delete(u.uid);
-    this.locks!.drop(u.uid);
+    this.locks!.drop(u.uid, attemptId);
   }
 
   /** The user an attempt holds, if any. */

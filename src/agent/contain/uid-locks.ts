@@ -3,10 +3,16 @@
  * up` starts several, each a process of its own) never give the same uid to two attempts at once
  * (docs/containment.md, "The unprivileged user"). One file per uid held, `<dir>/<boot id>/<uid>`,
  * made with O_EXCL (only one agent can make it) and naming the agent's data directory and the
- * attempt. Only the agent of that data directory removes it: when the attempt is settled, or, at
- * its next start, when the attempt is no longer one it recovered. A crashed agent's uids therefore
- * stay held until it starts again (its attempts may still run as them; after a restart it adopts
- * them), never taken over by another agent, so no two agents ever race to remove the same file.
+ * attempt. The agent of that data directory removes it: when the attempt is settled, or, at its
+ * next start, when the attempt is no longer one it recovered. A crashed agent's uids therefore stay
+ * held until it starts again (its attempts may still run as them; after a restart it adopts them).
+ *
+ * One held for an agent that will not start again (its data directory, or the attempt's directory
+ * in it, is gone) and as which no process runs is an orphan: any agent starting reclaims it
+ * (`reclaimOrphans`). Reclaimers exclude each other (a directory made by mkdir, held for a few
+ * system calls), and each removes a file only after reading it again under that exclusion: nobody
+ * else removes an orphan's file (its agent is gone), so what it removes is what it judged, never a
+ * file another agent has just made in its place.
  *
  * The boot id in the path: after a reboot no attempt of the previous boot runs, and its files are
  * in a directory of their own that nobody writes into any more, removed whole by the next agent to
@@ -76,8 +82,17 @@ export class UidLocks {
     return null;
   }
 
-  /** Gives `uid` back; only ever called for a uid this agent holds. */
-  drop(uid: number): void {
+  /**
+   * Gives `uid` back if `attemptId` of this agent still holds it (its file may have been reclaimed
+   * and taken by another since, were the attempt's directory removed by hand).
+   */
+  drop(uid: number, attemptId: string): void {
+    const h = this.holder(uid);
+    if (h?.dataDir !== this.dataDir || h.attemptId !== attemptId) return;
+    this.unlink(uid);
+  }
+
+  private unlink(uid: number): void {
     try {
       unlinkSync(this.file(uid));
     } catch (err) {
@@ -87,11 +102,46 @@ export class UidLocks {
 
   /** The uids this agent's data directory holds, as its files say (what a previous run of it left). */
   ours(): { uid: number; attemptId: string }[] {
-    const out: { uid: number; attemptId: string }[] = [];
+    return this.held()
+      .filter(({ holder }) => holder.dataDir === this.dataDir)
+      .map(({ uid, holder }) => ({ uid, attemptId: holder.attemptId }));
+  }
+
+  /**
+   * Removes the files of holders `orphaned` says are gone for good; the uids they free. Skipped
+   * when another agent reclaims at the same moment (or one died doing it: then until the next boot).
+   */
+  reclaimOrphans(orphaned: (uid: number, h: UidHolder) => boolean): number[] {
+    const candidates = this.held().filter(({ uid, holder }) => holder.dataDir !== this.dataDir && orphaned(uid, holder));
+    if (candidates.length === 0) return [];
+    const mutex = join(this.dir, '.reclaiming');
+    try {
+      mkdirSync(mutex, { mode: 0o700 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return [];
+      throw err;
+    }
+    const freed: number[] = [];
+    try {
+      for (const { uid, holder } of candidates) {
+        const now = this.holder(uid);
+        if (!now || JSON.stringify(now) !== JSON.stringify(holder)) continue;
+        this.unlink(uid);
+        freed.push(uid);
+      }
+    } finally {
+      rmSync(mutex, { recursive: true, force: true });
+    }
+    return freed;
+  }
+
+  /** Every uid held, with its holder (files being written aside, or unreadable, left out). */
+  private held(): { uid: number; holder: UidHolder }[] {
+    const out: { uid: number; holder: UidHolder }[] = [];
     for (const name of readdirSync(this.dir)) {
       if (!/^\d+$/.test(name)) continue;
-      const h = this.holder(Number(name));
-      if (h?.dataDir === this.dataDir) out.push({ uid: Number(name), attemptId: h.attemptId });
+      const holder = this.holder(Number(name));
+      if (holder) out.push({ uid: Number(name), holder });
     }
     return out;
   }

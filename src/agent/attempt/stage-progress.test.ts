@@ -15,23 +15,27 @@ describe('stage progress', () => {
 
   it('answers only news, and looks no more often than it is told', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'progress-'));
-    const file = join(dir, 'progress.jsonl');
-    let now = 0;
-    const p = new ProgressFile(file, 1000, () => now);
-    writeFileSync(file, '{"progress": 0.1}\n');
-    expect(await p.changed()).toBeNull(); // not a second since the start: not looked at
-    now += 1000;
-    rmSync(file);
-    expect(await p.changed()).toBeNull(); // no file
-    writeFileSync(file, '{"progress": 0.25}\n');
-    expect(await p.changed()).toBeNull(); // looked 0 ms ago
-    now += 1000;
-    expect(await p.changed()).toEqual({ fraction: 0.25 });
-    now += 1000;
-    expect(await p.changed()).toBeNull(); // unchanged
-    appendFileSync(file, '{"progress": 0.25}\n{"progress": 0.5, "message": "half"}\n');
-    now += 1000;
-    expect(await p.changed()).toEqual({ fraction: 0.5, message: 'half' });
+    try {
+      const file = join(dir, 'progress.jsonl');
+      let now = 0;
+      const p = new ProgressFile(file, 1000, () => now);
+      writeFileSync(file, '{"progress": 0.1}\n');
+      expect(await p.changed()).toBeNull(); // not a second since the start: not looked at
+      now += 1000;
+      rmSync(file);
+      expect(await p.changed()).toBeNull(); // no file
+      writeFileSync(file, '{"progress": 0.25}\n');
+      expect(await p.changed()).toBeNull(); // looked 0 ms ago
+      now += 1000;
+      expect(await p.changed()).toEqual({ fraction: 0.25 });
+      now += 1000;
+      expect(await p.changed()).toBeNull(); // unchanged
+      appendFileSync(file, '{"progress": 0.25}\n{"progress": 0.5, "message": "half"}\n');
+      now += 1000;
+      expect(await p.changed()).toEqual({ fraction: 0.5, message: 'half' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('never follows a link the stage put in its place, nor opens a FIFO', async () => {

@@ -22,7 +22,9 @@ import { recoverAttempts } from './attempt/recover-attempts.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
 import { Launcher } from './attempt/launcher.js';
-import type { ContainmentOptions } from './contain/containment-options.js';
+import { DEFAULT_CONTAINMENT, type ContainmentOptions } from './contain/containment-options.js';
+import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, type AttemptUserPolicy } from './contain/attempt-users.js';
+import { closedAncestor, makePassableDir } from './disk/attempt-owner.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
@@ -81,6 +83,10 @@ const REPORT_GATHER_MS = 10;
 
 export class Agent {
   private readonly checkpointRoot: string;
+  private readonly containment: ContainmentOptions;
+  /** Who attempts run as, from the options (attempt-users.ts); `users` once start() checked the directories. */
+  private readonly userPolicy: AttemptUserPolicy;
+  private users: AttemptUsers | null = null;
   private readonly state: AgentState;
   private readonly client: AgentClient;
   private readonly reporter: Reporter;
@@ -125,6 +131,9 @@ export class Agent {
     this.verbose = opts.verbose ?? false;
     this.joinToken = opts.joinToken ?? null;
     this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
+    this.containment = { ...DEFAULT_CONTAINMENT, ...opts.containment };
+    // An unknown --run-as user is an error now, before anything registers.
+    this.userPolicy = attemptUserPolicy(this.containment);
     const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
     this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
@@ -162,7 +171,7 @@ export class Agent {
       client: this.client,
       reporter: this.reporter,
       state: this.state,
-      launch: (a, paths) => launchAttempt({ ...launch, killGraceMs: this.settings!.killGraceMs }, a, paths),
+      launch: (a, paths) => launchAttempt({ ...launch, killGraceMs: this.settings!.killGraceMs, users: this.users! }, a, paths),
       attach: (pid, paths, timeout) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout }),
       groupAlive: processGroupAlive,
       now: () => this.clock.now(),
@@ -171,6 +180,10 @@ export class Agent {
       log: (line) => this.log(line),
       debug: (line) => this.debug(line),
       giveUpMs: GIVE_UP_DELIVERY_MS,
+      users: {
+        adopt: (attemptId, owner) => this.users!.adopt(attemptId, owner),
+        release: (attemptId) => this.users!.release(attemptId),
+      },
     };
   }
 
@@ -186,6 +199,7 @@ export class Agent {
   async start(): Promise<void> {
     // Each directory it makes on the way is passable: stages running as users of their own go through it to theirs.
     makeDirectories(this.state.dataDir, privateMode('agent-data-dir'));
+    await this.openToUsers();
     await this.state.init();
     // What an earlier version left open (umask 022) is closed; what is made from now on is by the umask (run-agent-cli.ts).
     const modes = makeAgentFilesPrivate(this.state.dataDir, this.checkpointRoot);
@@ -202,6 +216,30 @@ export class Agent {
     const s = this.settings!;
     this.watchdog = setInterval(() => this.checkLease(), Math.max(50, Math.min(1000, Math.floor(s.leaseMs / 5))));
     this.loop = this.heartbeatLoop();
+  }
+
+  /**
+   * Decides who attempts run as (attempt-users.ts). For users of their own, the directories on the
+   * way to their work/ and checkpoint directories are made passable (0711, attempt-owner.ts); one
+   * above them that is not (a data directory in /root) leaves stages as the agent's user, saying
+   * why, or stops an explicit --run-as.
+   */
+  private async openToUsers(): Promise<void> {
+    let policy = this.userPolicy;
+    if (policy.kind !== 'agent') {
+      const attempts = join(this.state.dataDir, 'attempts');
+      for (const d of [this.state.dataDir, attempts]) await makePassableDir(d);
+      // A shared checkpoint root (a network file system) may refuse root: only checkpointing stages need it.
+      await makePassableDir(this.checkpointRoot).catch((err) =>
+        this.log(`cannot let attempts' users pass through ${this.checkpointRoot} (${errorText(err)}): stages that checkpoint may not reach it`),
+      );
+      const closed = (await closedAncestor(this.state.dataDir)) ?? (await closedAncestor(this.checkpointRoot));
+      policy = reachablePolicy(policy, closed && { dir: closed.dir, mode: closed.st.mode });
+    }
+    this.users = new AttemptUsers(policy, this.state.dataDir, this.containment.uidLockDir);
+    this.state.closeSettled = this.users.switching;
+    const problem = userProblem(policy);
+    if (problem) this.log(problem);
   }
 
   /**
@@ -283,7 +321,7 @@ export class Agent {
         const s = res.settings;
         const starter = this.launcher?.program ? `the ${this.launcher.program} launcher` : 'the agent itself';
         this.log(
-          `registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms); commands started by ${starter}`,
+          `registered as ${res.machineId} (heartbeat ${s.heartbeatMs} ms, lease ${s.leaseMs} ms, kill grace ${s.killGraceMs} ms); commands started by ${starter}, as ${this.users?.report ?? 'the agent'}`,
         );
         return true;
       } catch (err) {
@@ -311,6 +349,9 @@ export class Agent {
    */
   private async recover(): Promise<void> {
     for (const r of await recoverAttempts(this.state, this.runnerDeps)) this.track(r);
+    // What the previous run held for attempts that are not taken over (they ended, were abandoned) goes back.
+    const freed = this.users!.forgetOthers();
+    if (freed.length) this.debug(`released uid(s) ${freed.join(', ')} held by the previous run`);
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${errorText(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);

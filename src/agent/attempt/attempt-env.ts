@@ -7,17 +7,21 @@
  * identity or GPUs.
  */
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
+import type { AttemptUser } from '../contain/attempt-users.js';
 
 /**
- * What an attempt's environment adds to the inherited one: the stage's variables, then Gantry's.
- * A launcher, which starts from the inherited environment already, is given only these.
+ * What an attempt's environment adds to the inherited one: for a user of its own, who it is (its
+ * HOME is its work/: the agent's HOME is not its to write), then the stage's variables, then
+ * Gantry's. A launcher, which starts from the inherited environment already, is given only these.
  */
 export function attemptOwnEnv(
   a: AssignmentWire,
-  dirs: { output: string; input: string; checkpoint?: string | null; progress?: string },
+  dirs: { work?: string; output: string; input: string; checkpoint?: string | null; progress?: string },
   machineName: string,
+  user: AttemptUser | null = null,
 ): Record<string, string> {
   return {
+    ...(user ? userEnv(user, dirs.work) : {}),
     ...a.env,
     GANTRY_JOB_ID: a.jobId,
     GANTRY_STAGE: a.stageName,
@@ -44,4 +48,14 @@ export function inheritedEnv(base: NodeJS.ProcessEnv): Record<string, string> {
     env[k] = v;
   }
   return env;
+}
+
+/**
+ * A switched user's identity as programs look it up: HOME, and USER and LOGNAME (a dynamic uid has
+ * no name in /etc/passwd, so it gets `gantry-<uid>`: Python's getpass.getuser(), which PyTorch's
+ * caches call, reads these first and fails without them).
+ */
+function userEnv(user: AttemptUser, work: string | undefined): Record<string, string> {
+  const name = user.name ?? `gantry-${user.uid}`;
+  return { ...(work ? { HOME: work } : {}), USER: name, LOGNAME: name };
 }

@@ -108,6 +108,8 @@ let attached: { pid: number; timeout: { seconds: number; remainingMs: number } |
 let lines: string[];
 let halt: AbortController;
 let settings: AgentSettings;
+/** The attempts whose user was released (attempt-users.ts), in order. */
+let released: string[];
 const GIVE_UP_MS = 60_000;
 
 function deps(): RunnerDeps {
@@ -138,12 +140,17 @@ function deps(): RunnerDeps {
     log: (l) => lines.push(l),
     debug: () => {},
     giveUpMs: GIVE_UP_MS,
+    users: { adopt: () => null, release: (id) => void released.push(id) },
   };
 }
 
-/** Lets the runner's promises and its journal writes go on until `cond` holds (no time passes). */
+/**
+ * Lets the runner's promises and its journal writes go on until `cond` holds (no time passes). The
+ * bound is in turns of the event loop, not time: an exit record's fdatasync on a loaded machine
+ * (two cores, a dozen runnable processes) was seen to take over 2,000 of them.
+ */
 async function until(cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  for (let i = 0; i < 50_000 && !cond(); i++) await new Promise((r) => setImmediate(r));
   expect(cond()).toBe(true);
 }
 
@@ -174,6 +181,7 @@ beforeEach(async () => {
   procs = [];
   attached = [];
   lines = [];
+  released = [];
   halt = new AbortController();
   settings = { heartbeatMs: 500, leaseMs: 5000, killGraceMs: 300, protocol: 2 };
 });
@@ -199,6 +207,8 @@ describe('AttemptRunner', () => {
     expect(seen).toEqual(['accepted', 'acknowledging', 'starting', 'running', 'ended', 'owed', 'shipping-log', 'reporting', 'delivered']);
     expect(reporter.completes[0]).toMatchObject({ exitCode: 0, reason: null, end: { kind: 'exited', detail: null } });
     expect(await state.readReported(r.a.attemptId)).toMatchObject({ result: 'accepted', jobState: 'succeeded' });
+    // Settled: its user goes back, once.
+    expect(released).toEqual([r.a.attemptId]);
     expect((await state.readExit(r.a.attemptId))!.finishedAt).toBe(new Date(clock).toISOString());
     expect(r.listed).toBe(false);
   });
@@ -305,6 +315,8 @@ describe('AttemptRunner', () => {
     procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
     await until(() => reporter.completes.length === 0 && r.phase === 'left');
     expect(reporter.completes).toEqual([]);
+    // Its process still runs as its user: the uid stays held for the next start to adopt.
+    expect(released).toEqual([]);
   });
 
   it('a timeout is reported as one, with its text as the detail', async () => {

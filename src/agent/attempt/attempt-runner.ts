@@ -13,6 +13,7 @@
 import type { AgentSettings, AssignmentWire, HeartbeatRequest, ReportItemResult } from '../../api/contract/agent-protocol.js';
 import { StaleAttempt, type AgentClient } from '../link/agent-client.js';
 import type { AgentState, AttemptPaths, ExitRecord, ReportedRecord } from '../disk/agent-state.js';
+import type { AttemptUsers } from '../contain/attempt-users.js';
 import { dropReason, type DropReason } from './drop-reason.js';
 import { crashBeforeReport } from '../fault-hooks.js';
 import { LogTail } from './log-tail.js';
@@ -45,6 +46,8 @@ export interface RunnerDeps {
   debug: (line: string) => void;
   /** Past this, an outcome that keeps failing is given up (outcome-delivery.ts). */
   giveUpMs: number;
+  /** Who attempts run as (attempt-users.ts): the launch acquires an attempt's user, its runner releases it once settled. */
+  users: Pick<AttemptUsers, 'adopt' | 'release'>;
 }
 
 /** How a runner ended: the final phase, and the error that cut it short, if one did. */
@@ -429,6 +432,8 @@ export class AttemptRunner {
         d.log(`cannot remove the log files of ${id}: ${errorText(err)}`);
       }
     }
+    // Nothing of it runs any more and its directory is closed (markReported): its uid may go to another.
+    d.users.release(id);
     await d.state.prune().catch((err) => d.log(`cannot prune old attempts: ${errorText(err)}`));
     this.finish({ phase: to });
   }

@@ -1,18 +1,20 @@
 /**
  * Starting an acknowledged attempt's process: in its own group (process-runner.ts), through the
- * launcher when there is one (launcher.ts, off the agent's event loop), with the attempt's
- * environment, its checkpoint directory (a preemptible stage's, kept across its attempts) and its
- * progress file. What happens around the process (its pid recorded, its log shipped, its kill) is
- * the attempt runner's (attempt-runner.ts).
+ * launcher when there is one (launcher.ts, off the agent's event loop), as its user (a uid of its
+ * own when the agent is root: attempt-users.ts, its directories given to it: attempt-owner.ts),
+ * with the attempt's environment, its checkpoint directory (a preemptible stage's, kept across its
+ * attempts) and its progress file. What happens around the process (its pid recorded, its log
+ * shipped, its kill) is the attempt runner's (attempt-runner.ts).
  */
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
+import type { AttemptUser, AttemptUsers } from '../contain/attempt-users.js';
 import type { AttemptPaths } from '../disk/agent-state.js';
+import { checkpointDirFor, openAttemptTo } from '../disk/attempt-owner.js';
 import { attemptOwnEnv } from './attempt-env.js';
 import type { Launcher } from './launcher.js';
-import { runProcess, type ProcessHandle } from './process-runner.js';
+import { notStarted, runProcess, type ProcessHandle } from './process-runner.js';
 import { ProgressFile } from './stage-progress.js';
+import { errorText } from '../../lib/error-text.js';
 
 export interface LaunchContext {
   machineName: string;
@@ -23,6 +25,8 @@ export interface LaunchContext {
   killGraceMs: number;
   /** Starts commands from a small program (launcher.ts); null: every attempt is spawned by the agent. */
   launcher: Launcher | null;
+  /** Who the attempt runs as; held from here until the attempt is settled (the runner releases it). */
+  users: Pick<AttemptUsers, 'acquire'>;
 }
 
 export interface Launched {
@@ -41,14 +45,29 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     timeoutSeconds: a.timeoutSeconds,
     killGraceMs: ctx.killGraceMs,
   };
-  // A preemptible stage's checkpoint directory: one per job and stage, kept across its attempts,
-  // so that an attempt preempted (TERM, its grace to write there) is resumed by the next.
-  const checkpoint = a.checkpoint ? join(ctx.checkpointRoot, a.jobId, a.stageName) : null;
-  if (checkpoint) await mkdir(checkpoint, { recursive: true });
+  const failed = (why: string): Launched => ({ handle: notStarted(new Error(why)), progress: null });
+  // Not run rather than run as root, or without its directories: it ends `spawn-failed`, saying why.
+  let user: AttemptUser | null;
+  try {
+    user = ctx.users.acquire(a.attemptId);
+  } catch (err) {
+    return failed(`no user to run it as: ${errorText(err)}`);
+  }
+  let checkpoint: string | null = null;
+  try {
+    if (user) await openAttemptTo(paths, user);
+    // A preemptible stage's checkpoint directory: one per job and stage, kept across its attempts,
+    // so that an attempt preempted (TERM, its grace to write there) is resumed by the next.
+    if (a.checkpoint) checkpoint = await checkpointDirFor(ctx.checkpointRoot, a.jobId, a.stageName, user);
+  } catch (err) {
+    return failed(`cannot prepare its directories${user ? ` for uid ${user.uid}` : ''}: ${errorText(err)}`);
+  }
   // Where the stage may say how far it has come (a JSON line a step); the agent reads it when it heartbeats.
-  const progressFile = join(paths.dir, 'progress.jsonl');
-  const own = attemptOwnEnv(a, { ...paths, checkpoint, progress: progressFile }, ctx.machineName);
+  const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName, user);
+  const contain = user ? { contain: { procsFiles: [], user: { uid: user.uid, gid: user.gid }, wrap: [] } } : {};
   // The launcher starts from the inherited environment already and is given only what the attempt adds.
-  const handle = ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
-  return { handle, progress: new ProgressFile(progressFile) };
+  const handle =
+    ctx.launcher?.run({ ...opts, ...contain, attemptId: a.attemptId, envChanges: own }) ??
+    runProcess({ ...opts, ...contain, env: { ...ctx.inheritedEnv, ...own } });
+  return { handle, progress: new ProgressFile(paths.progress) };
 }

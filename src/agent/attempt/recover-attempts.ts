@@ -1,3 +1,4 @@
+import { lstatSync } from 'node:fs';
 import type { AgentState, ExitRecord, ReportedRecord } from '../disk/agent-state.js';
 import { groupsOfAttempt, survivingGroup } from '../disk/agent-state.js';
 import { abandonInterrupted } from './abandon-interrupted.js';
@@ -10,7 +11,8 @@ import { errorText } from '../../lib/error-text.js';
  * What a previous run of the agent left behind, taken over: an attempt still running under its
  * shim is re-attached to (the previous agent stopped: SIGTERM, an upgrade, a crash; the work did
  * not), one that ended while no agent watched is owed (its shim wrote how), one that cannot be
- * followed is abandoned (abandon-interrupted.ts). Returns the runners; the agent tracks them.
+ * followed is abandoned (abandon-interrupted.ts). One taken over keeps the user it ran as (the
+ * owner of its work/: attempt-users.ts). Returns the runners; the agent tracks them.
  */
 export async function recoverAttempts(state: AgentState, d: RunnerDeps): Promise<AttemptRunner[]> {
   const runners: AttemptRunner[] = [];
@@ -22,11 +24,21 @@ export async function recoverAttempts(state: AgentState, d: RunnerDeps): Promise
     state
       .markReported(attemptId, { ...rec, at: new Date(d.now()).toISOString() })
       .catch((err) => d.log(`cannot record that ${attemptId} is settled: ${errorText(err)}`));
+  // An attempt taken over keeps the user it ran as until it is settled, before its runner can settle it.
+  const adopt = (attemptId: string, work: string) => {
+    const owner = lstatSync(work, { throwIfNoEntry: false })?.uid;
+    try {
+      if (owner !== undefined) d.users.adopt(attemptId, owner);
+    } catch (err) {
+      d.log(`attempt ${attemptId}: ${errorText(err)}`);
+    }
+  };
   const lost: typeof interrupted = [];
   for (const it of interrupted) {
     const { assignment: a, pid } = it;
     const paths = state.paths(a.attemptId);
     if (pid && survivingGroup(pid)) {
+      adopt(a.attemptId, paths.work);
       runners.push(AttemptRunner.reattach(a, d, pid.pid, paths, pid.at));
       continue;
     }
@@ -34,6 +46,7 @@ export async function recoverAttempts(state: AgentState, d: RunnerDeps): Promise
     // attempt id in its processes' environment, and led by the shim (its pid is the group's id).
     const found = pid ? [] : groupsOfAttempt(a.attemptId);
     if (found.length === 1) {
+      adopt(a.attemptId, paths.work);
       runners.push(AttemptRunner.reattach(a, d, found[0]!, paths));
       continue;
     }
@@ -53,8 +66,10 @@ export async function recoverAttempts(state: AgentState, d: RunnerDeps): Promise
       continue;
     }
     d.log(`attempt ${describe(a)} finished while the agent was down; reporting it`);
+    const paths = state.paths(a.attemptId);
+    adopt(a.attemptId, paths.work);
     // Where the server's copy of its log ends is asked first: it may have taken some before the crash.
-    runners.push(AttemptRunner.owed(a, d, state.paths(a.attemptId), exit));
+    runners.push(AttemptRunner.owed(a, d, paths, exit));
   }
   return runners;
 }

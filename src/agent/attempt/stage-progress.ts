@@ -1,4 +1,5 @@
-import { open, stat } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
+import { openRegularFile } from '../disk/stage-tree.js';
 
 /** What a stage says of its progress: a fraction done and a short message. */
 export interface StageProgress {
@@ -56,20 +57,25 @@ export class ProgressFile {
     const t = this.now();
     if (t - this.lookedAt < this.everyMs) return null;
     this.lookedAt = t;
+    // Never followed: the stage writes this file, and the agent reading it may be root. A link
+    // (to a secret of the agent's), a FIFO or a device is not read (stage-tree.ts).
     let st;
     try {
-      st = await stat(this.path);
+      st = await lstat(this.path);
     } catch {
       return null;
     }
+    if (!st.isFile()) return null;
     const mark = `${st.size}:${st.mtimeMs}`;
     if (mark === this.seen) return null;
     this.seen = mark;
-    const fh = await open(this.path, 'r');
+    const fh = await openRegularFile(this.path);
+    if (!fh) return null;
     try {
-      const len = Math.min(TAIL_BYTES, st.size);
+      const size = (await fh.stat()).size;
+      const len = Math.min(TAIL_BYTES, size);
       const buf = Buffer.alloc(len);
-      await fh.read(buf, 0, len, st.size - len);
+      await fh.read(buf, 0, len, size - len);
       const p = parseProgressTail(buf.toString('utf8'));
       if (!p) return null;
       const key = JSON.stringify(p);

@@ -24,6 +24,8 @@ export interface ContainmentOptions {
   sandbox: boolean;
   /** Where the cgroup hierarchies are looked for: `/` on a host; a fake tree in tests. */
   hostRoot: string;
+  /** Where the agents of this host record the uids they hand out (uid-locks.ts): shared by all of them; a temporary one in tests. */
+  uidLockDir: string;
 }
 
 export const DEFAULT_CONTAINMENT: ContainmentOptions = {
@@ -33,6 +35,7 @@ export const DEFAULT_CONTAINMENT: ContainmentOptions = {
   pidsMax: DEFAULT_PIDS_MAX,
   sandbox: false,
   hostRoot: '/',
+  uidLockDir: '/run/gantry/uids',
 };
 
 export class ContainmentOptionError extends Error {}

@@ -13,7 +13,14 @@
  *                                         the log is shipped from them, at byte offsets, and they
  *                                         are removed once the server has it all (removeLogs)
  *                        status           the command's exit status, written by its shim when it ends
+ *                        progress.jsonl   GANTRY_PROGRESS_FILE (made by the agent when the attempt
+ *                                         runs as a user of its own: attempt-owner.ts)
  *   attempts/.spare.<n>/        directories of settled attempts, emptied, kept for the next ones
+ *
+ * Who owns what when attempts run as users of their own (work/, output/, input/ theirs; the rest
+ * the agent's; the attempt's directory open to pass through only while its command runs):
+ * attempt-owner.ts. Whatever the agent walks, empties or removes in them, it does without
+ * following a link (stage-tree.ts): a stage can leave links there.
  *
  * An attempt with no reported record is owed something: with an exit record, its outcome;
  * without, it was running (or about to) when the agent died, and its outcome is unknowable.
@@ -44,6 +51,8 @@ import { AttemptJournal, type AttemptIdentity, type AttemptRecords, type ExitRec
 import { processGroupAlive } from '../attempt/process-group.js';
 import { spreadDirectories } from './spread-directories.js';
 import { writeFileAtomic } from './write-file-atomic.js';
+import { closeAttemptDir } from './attempt-owner.js';
+import { removeStageTree } from './stage-tree.js';
 import { errorText } from '../../lib/error-text.js';
 import { privateMode } from '../../lib/private-mode.js';
 
@@ -73,6 +82,8 @@ export interface AttemptPaths {
   stderr: string;
   /** The command's exit status, written by the shim that runs it (process-runner.ts). */
   status: string;
+  /** GANTRY_PROGRESS_FILE: where the stage may say how far it has come (stage-progress.ts). */
+  progress: string;
 }
 
 /** Attempt ids become directory names: anything that could climb out of attempts/ is refused. */
@@ -81,7 +92,7 @@ const SPARE_PREFIX = '.spare.';
 /** Emptied directories kept for reuse: about one per slot is enough to never make one anew. */
 const MAX_SPARES = 64;
 /** What a settled attempt's directory may hold and still be reused once emptied. */
-const LAYOUT = new Set(['work', 'output', 'input', 'stdout.log', 'stderr.log', 'status']);
+const LAYOUT = new Set(['work', 'output', 'input', 'stdout.log', 'stderr.log', 'status', 'progress.jsonl']);
 
 export const KEEP_REPORTED = 50;
 
@@ -104,6 +115,11 @@ export class AgentState {
   private spareSeq = 0;
   /** Not the pid alone: in a container the agent can have the same pid at every start, and a previous run's spares are kept. */
   private readonly spareTag = `${process.pid}.${randomBytes(3).toString('hex')}`;
+  /**
+   * Attempts run as users of their own (attempt-owner.ts): a settled attempt's directory is closed
+   * (0700) before its uid can go to another. Set by the agent before anything runs.
+   */
+  closeSettled = false;
 
   constructor(dataDir: string) {
     this.dataDir = resolve(dataDir);
@@ -127,7 +143,7 @@ export class AgentState {
       } catch {
         // Not laid out as a spare: removed.
       }
-      if (key === null) void rm(path, { recursive: true, force: true });
+      if (key === null) void removeStageTree(path).catch(() => {});
       else this.keepSpare(key, path);
     }
   }
@@ -164,6 +180,7 @@ export class AgentState {
       stdout: join(dir, 'stdout.log'),
       stderr: join(dir, 'stderr.log'),
       status: join(dir, 'status'),
+      progress: join(dir, 'progress.jsonl'),
     };
   }
 
@@ -175,7 +192,7 @@ export class AgentState {
   async createAttempt(a: AssignmentWire): Promise<AttemptPaths | null> {
     const p = this.paths(a.attemptId);
     if (this.journal.get(a.attemptId) || existsSync(p.dir)) return null;
-    if (!this.reuseSpare(p, inputKey(a.inputs.map((i) => i.stage)))) {
+    if (!(await this.reuseSpare(p, inputKey(a.inputs.map((i) => i.stage))))) {
       try {
         mkdirSync(p.dir);
       } catch (err) {
@@ -243,6 +260,7 @@ export class AgentState {
   async markReported(attemptId: string, rec: ReportedRecord): Promise<void> {
     this.journal.append(attemptId, 'reported', rec);
     this.settled.add(attemptId);
+    if (this.closeSettled) await closeAttemptDir(this.paths(attemptId).dir);
   }
 
   async readReported(attemptId: string): Promise<ReportedRecord | null> {
@@ -343,7 +361,7 @@ export class AgentState {
         // Fall through: removed instead.
       }
     }
-    await rm(p.dir, { recursive: true, force: true });
+    await removeStageTree(p.dir);
   }
 
   private keepSpare(key: string, path: string): void {
@@ -357,7 +375,7 @@ export class AgentState {
    * Renames a spare into place: one laid out for these upstreams if there is one, else any, whose
    * input/ is then emptied (downloadInputs makes the directories the attempt needs).
    */
-  private reuseSpare(p: AttemptPaths, key: string): boolean {
+  private async reuseSpare(p: AttemptPaths, key: string): Promise<boolean> {
     for (;;) {
       const picked = this.pickSpares(key);
       if (!picked) return false;
@@ -371,7 +389,7 @@ export class AgentState {
         return true;
       } catch {
         // Removed by hand (try the next), or its input/ not as it should be (gone before the next try).
-        rmSync(p.dir, { recursive: true, force: true });
+        await removeStageTree(p.dir);
       }
     }
   }
@@ -393,11 +411,16 @@ export class AgentState {
  */
 function emptied(p: AttemptPaths): string | null {
   try {
+    // work/, output/ and input/ are named in the agent's directory (the stage cannot swap them);
+    // what input/ holds is the stage's: only real directories count (a link is not looked into).
     for (const name of readdirSync(p.dir)) if (!LAYOUT.has(name)) return null;
     if (readdirSync(p.work).length > 0 || readdirSync(p.output).length > 0) return null;
-    const stages = readdirSync(p.input);
+    const entries = readdirSync(p.input, { withFileTypes: true });
+    if (entries.some((e) => !e.isDirectory())) return null;
+    const stages = entries.map((e) => e.name);
     for (const stage of stages) if (readdirSync(join(p.input, stage)).length > 0) return null;
     unlinkQuiet(p.status);
+    unlinkQuiet(p.progress);
     for (const log of [p.stdout, p.stderr]) if ((statSync(log, { throwIfNoEntry: false })?.size ?? 0) > 0) unlinkSync(log);
     return inputKey(stages);
   } catch {

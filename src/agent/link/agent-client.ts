@@ -13,11 +13,11 @@
  * transfers get none of ours, since a large file legitimately takes long; a connection silent for
  * 300 s (STREAM_IDLE_MS) is dropped, as a dead one.
  */
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
-import { dirname, join, relative, sep } from 'node:path';
+import { mkdir, rename, rm, type FileHandle } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type {
@@ -37,6 +37,7 @@ import { errorText } from '../../lib/error-text.js';
 import { serverList } from '../../lib/server-list.js';
 import { sleep } from '../../lib/sleep.js';
 import { checkPathSegment, checkRelativePath } from '../disk/check-relative-path.js';
+import { listStageFiles, openStageFile, StageFileRefused } from '../disk/stage-tree.js';
 
 export type OutputFile = { path: string; size: number };
 export type LogChunk = LogsRequest['chunks'][number];
@@ -213,41 +214,54 @@ export class AgentClient {
     });
   }
 
-  /** Streams one file to the attempt's output location. */
-  async uploadFile(attemptId: string, token: number, relPath: string, absPath: string): Promise<void> {
+  /**
+   * Streams one output file, `relPath` under `root`, to the attempt's output location. The file is
+   * opened as stage-tree.ts opens a stage's files (never through a link, a regular file the stage
+   * owns) and sent from that one handle, every try.
+   */
+  async uploadFile(attemptId: string, token: number, root: string, relPath: string): Promise<void> {
     const encoded = checkRelativePath(relPath).map(encodeURIComponent).join('/');
     // A file this agent cannot read (permissions, gone) is not a network fault: fail for good,
     // here, instead of inside the request where it would look like one and be retried forever.
+    let fh: FileHandle;
     try {
-      await (await open(absPath, 'r')).close();
+      fh = await openStageFile(root, relPath);
     } catch (err) {
+      if (err instanceof StageFileRefused) throw new OutputRefused(err);
       throw new Error(`cannot read output ${relPath}: ${errorText(err)}`);
     }
-    const res = await this.call({
-      method: 'PUT',
-      path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/outputs/${encoded}`,
-      headers: { 'x-gantry-token': String(token), 'content-type': 'application/octet-stream' },
-      body: () => {
-        const s = createReadStream(absPath);
-        return { body: s, close: () => s.destroy() };
-      },
-      timeoutMs: null,
-      retry: true,
-      attemptId,
-    });
-    await readText(res);
+    try {
+      const res = await this.call({
+        method: 'PUT',
+        path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/outputs/${encoded}`,
+        headers: { 'x-gantry-token': String(token), 'content-type': 'application/octet-stream' },
+        body: () => {
+          const s = fh.createReadStream({ start: 0, autoClose: false });
+          return { body: s, close: () => s.destroy() };
+        },
+        timeoutMs: null,
+        retry: true,
+        attemptId,
+      });
+      await readText(res);
+    } finally {
+      await fh.close();
+    }
   }
 
   /**
-   * Uploads every regular file under `dir` (symlinks are skipped: they could point anywhere on this
-   * machine) and returns them as the outcome names them. Paths in `uploaded` with the same size are
-   * not sent again, so a delivery retried after a network failure resumes rather than restarts.
+   * Uploads every regular file under `dir` and returns them as the outcome names them. Anything
+   * else there (a symbolic link above all: it could name any file of this machine, and the agent
+   * may be root) is refused before any upload, with OutputRefused naming it: the attempt then ends
+   * `outputs-failed` saying which output and why, rather than succeeding without a file its next
+   * stage expects. Paths in `uploaded` with the same size are not sent again, so a delivery
+   * retried after a network failure resumes rather than restarts.
    */
   async uploadOutputs(attemptId: string, token: number, dir: string, uploaded: Map<string, number> = new Map()): Promise<OutputFile[]> {
     const files = await listOutputFiles(dir);
     for (const f of files) {
       if (uploaded.get(f.path) === f.size) continue;
-      await this.uploadFile(attemptId, token, f.path, join(dir, ...f.path.split('/')));
+      await this.uploadFile(attemptId, token, dir, f.path);
       uploaded.set(f.path, f.size);
     }
     return files;
@@ -523,22 +537,23 @@ export function isRetryable(err: unknown): boolean {
   return isNetworkFailure(err);
 }
 
-/** Regular files under `dir`, depth first, with '/'-separated paths relative to it. */
+/** Regular files under `dir`, depth first, with '/'-separated paths relative to it; OutputRefused for anything else there. */
 export async function listOutputFiles(dir: string): Promise<OutputFile[]> {
   // Most stages leave nothing: one cheap synchronous look before the walk through the thread pool.
   if (readdirSync(dir).length === 0) return [];
-  const out: OutputFile[] = [];
-  const walk = async (d: string): Promise<void> => {
-    const entries = await readdir(d, { withFileTypes: true });
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const e of entries) {
-      const abs = join(d, e.name);
-      if (e.isDirectory()) await walk(abs);
-      else if (e.isFile()) out.push({ path: relative(dir, abs).split(sep).join('/'), size: (await stat(abs)).size });
-    }
-  };
-  await walk(dir);
-  return out;
+  try {
+    return await listStageFiles(dir);
+  } catch (err) {
+    throw err instanceof StageFileRefused ? new OutputRefused(err) : err;
+  }
+}
+
+/** An output the agent will not upload (stage-tree.ts says why): a fault of the stage, never retried. */
+export class OutputRefused extends Error {
+  constructor(readonly refused: StageFileRefused) {
+    super(`output ${refused.message}: only regular files the stage wrote are uploaded (copy a file into GANTRY_OUTPUT_DIR rather than link to it)`);
+    this.name = 'OutputRefused';
+  }
 }
 
 /**

@@ -42,8 +42,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { uptime } from 'node:os';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import { checkPathSegment } from './check-relative-path.js';

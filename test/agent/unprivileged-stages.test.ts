@@ -110,7 +110,12 @@ async function eventually(what: string, cond: () => boolean): Promise<void> {
 
 const attemptOf = (job: JobView, stage: string): AttemptView => job.stages.find((s) => s.name === stage)!.attempts.at(-1)!;
 const attemptDir = (machine: string, a: AttemptView) => join(serverDir, 'agents', machine, 'attempts', a.id);
-const stdoutOf = (machine: string, a: AttemptView) => readFileSync(join(attemptDir(machine, a), 'stdout.log'), 'utf8');
+/** What the stage printed, as the server stored it (the agent removes its files once shipped). */
+const stdoutOf = async (job: JobView, stage: string) => {
+  const r = await cp.app.inject({ method: 'GET', url: `/v1/jobs/${job.id}/stages/${stage}/logs`, headers: bearer(admin) });
+  expect(r.statusCode, r.body).toBe(200);
+  return r.body;
+};
 /** On machine `host` only: the machines of earlier tests stay registered (their leases run out later). */
 const stage = (host: string, name: string, script: string, env: Record<string, string> = {}) => ({
   name,
@@ -148,7 +153,7 @@ describe.skipIf(why !== '')('stages of a root agent', () => {
     const job = await finished(await submit({ name: 'users', stages: [stage('users-a', 'holder', holder, env), stage('users-a', 'prober', prober, env)] }));
     expect(job.state, JSON.stringify(job.stages.map((s) => s.attempts))).toBe('succeeded');
     const p = attemptOf(job, 'prober');
-    const out = stdoutOf('users-a', p);
+    const out = await stdoutOf(job, 'prober');
     const uid = Number(/^uid=(\d+) gid=(\d+) groups=(\d+)$/m.exec(out)?.[1]);
     expect(uid).toBeGreaterThanOrEqual(RANGE[0]);
     expect(uid).toBeLessThanOrEqual(RANGE[1]);
@@ -198,7 +203,7 @@ describe.skipIf(why !== '')('stages of a root agent', () => {
     const stored = existsSync(artifacts) ? execFileSync('find', [artifacts, '-type', 'f'], { encoding: 'utf8' }) : '';
     for (const f of stored.split('\n').filter(Boolean)) expect(readFileSync(f, 'utf8')).not.toContain(readFileSync(cred, 'utf8').trim());
     // The progress file is the agent's to name: the stage writes it, cannot swap it for a link.
-    expect(stdoutOf('users-b', a)).toMatch(/^progress-link: ln: .*Permission denied$/m);
+    expect(await stdoutOf(job, 'leak')).toMatch(/^progress-link: ln: .*Permission denied$/m);
     expect(a.progress).toMatchObject({ fraction: 0.5, message: 'halfway' });
   });
 
@@ -211,7 +216,7 @@ describe.skipIf(why !== '')('stages of a root agent', () => {
       .split('\n')
       .find((l) => l.startsWith('nobody:'))!
       .split(':');
-    expect(stdoutOf('users-c', a)).toBe(`${nobody[2]} ${nobody[3]} nobody ${join(attemptDir('users-c', a), 'work')}\n`);
+    expect(await stdoutOf(job, 'who')).toBe(`${nobody[2]} ${nobody[3]} nobody ${join(attemptDir('users-c', a), 'work')}\n`);
     expect(statSync(join(attemptDir('users-c', a), 'work', 'mine')).uid).toBe(Number(nobody[2]));
   });
 
@@ -237,7 +242,7 @@ describe.skipIf(why !== '')('stages of a root agent', () => {
     execFileSync('touch', [join(shared, 'restart-go')]);
     const job = await finished(jobId);
     expect(job.state).toBe('succeeded');
-    expect(stdoutOf('users-d', attemptOf(job, 'long'))).toBe(`${uid}\n`);
+    expect(await stdoutOf(job, 'long')).toBe(`${uid}\n`);
     await eventually('its uid given back once settled', () => readdirSync(locks).length === 0);
   });
 });

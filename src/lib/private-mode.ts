@@ -29,6 +29,8 @@ export type PrivatePlace =
   | 'attempts-dir'
   /** One attempt's directory (and an emptied one kept as a spare): on the way to its work/, output/ and input/. */
   | 'attempt-dir'
+  /** A settled attempt's directory: closed before its uid can go to another attempt (attempt-owner.ts). */
+  | 'settled-attempt-dir'
   /** An attempt's work/, output/ or input/: its user's own. */
   | 'attempt-own-dir'
   /** Where checkpoint directories live (the agent's checkpoints/, or --checkpoint-dir). */
@@ -46,6 +48,7 @@ export function privateMode(place: PrivatePlace): number {
     case 'dir':
     case 'server-data-dir':
     case 'attempt-own-dir':
+    case 'settled-attempt-dir':
     case 'checkpoint-dir':
       return 0o700;
     case 'up-data-dir':

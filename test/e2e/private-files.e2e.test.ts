@@ -32,9 +32,11 @@ const STAGE_OWN = /^agents\/[^/]+\/(attempts\/[^/]+\/(work|output|input)|checkpo
 /**
  * The directories on the way to a stage's own, 0711 (docs/containment.md, "Private files"): the
  * data directory (it holds the agents'), agents/, each agent's data directory, its attempts/, each
- * attempt's directory (spares too), and the checkpoint root and its job directories.
+ * and the checkpoint root and its job directories.
  */
-const PASSAGE = /^(|agents|agents\/[^/]+|agents\/[^/]+\/attempts|agents\/[^/]+\/attempts\/[^/]+|agents\/[^/]+\/checkpoints|agents\/[^/]+\/checkpoints\/[^/]+)$/;
+const PASSAGE = /^(|agents|agents\/[^/]+|agents\/[^/]+\/attempts|agents\/[^/]+\/checkpoints|agents\/[^/]+\/checkpoints\/[^/]+)$/;
+/** An attempt's directory: 0711 while its command runs, closed (0700) once it is settled, before its uid can go to another. */
+const ATTEMPT = /^agents\/[^/]+\/attempts\/[^/]+$/;
 
 /** Issue 27: the files of a fresh `gantry up` are 0600 and its directories 0700 (0711 on the way to stages' own) under umask 022. */
 describe('private files, end to end', () => {
@@ -71,7 +73,9 @@ describe('private files, end to end', () => {
 
     const entries = walk(g.dataDir);
     // A link, a FIFO or a socket has no expected mode: Gantry makes none, and one is reported.
+    // The job has ended: its attempt's directory is settled, closed.
     const expected = (e: Entry) => (e.kind === 'file' ? 0o600 : e.kind === 'dir' ? (PASSAGE.test(e.path) ? 0o711 : 0o700) : null);
+    expect(entries.filter((e) => ATTEMPT.test(e.path)).length).toBeGreaterThan(0);
     const wrong = entries
       // The test's own cluster file, written there by startGantryUp before `gantry up` ran: not Gantry's.
       .filter((e) => e.path !== 'cluster.yaml')
@@ -85,8 +89,9 @@ describe('private files, end to end', () => {
       expect(paths, p).toContain(p);
     expect(entries.some((e) => e.path.startsWith('artifacts/blobs/sha256/') && e.kind === 'file')).toBe(true);
     expect(entries.filter((e) => PASSAGE.test(e.path) && e.kind === 'dir').map((e) => e.path)).toEqual(
-      expect.arrayContaining(['agents', 'agents/cpu-1', 'agents/cpu-1/attempts', relative(g.dataDir, attemptDir)]),
+      expect.arrayContaining(['agents', 'agents/cpu-1', 'agents/cpu-1/attempts']),
     );
+    expect(entries.filter((e) => ATTEMPT.test(e.path)).map((e) => e.path)).toContain(relative(g.dataDir, attemptDir));
     // Where the secret is on disk now (docs/security.md): in the database (the stage's definition)
     // and the agent's journal (its assignment), both 0600; not in a log file, the server's log or a blob.
     const holding = entries

@@ -10,6 +10,7 @@
  * checkpoint directories, two levels deep; nothing a stage made inside its own directories is
  * walked (they are the stage's, and private by their own directory's mode).
  */
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { privateMode } from '../../lib/private-mode.js';
 import { ModeTightener } from './mode-tightener.js';
@@ -35,7 +36,10 @@ function attemptsPrivate(t: ModeTightener, attempts: string): void {
     const dir = join(attempts, e.name);
     // An attempt's directory, or a spare: its logs, status, progress file (and an older agent's
     // record files, assignment.json with the stage's environment) are the agent's files.
-    if (t.set(dir, privateMode(e.isDirectory() ? 'attempt-dir' : 'file'))?.kind !== 'dir') continue;
+    // A settled attempt's directory is closed (0700: attempt-owner.ts) and stays so; one still
+    // open is its running attempt's passage (0711), or was left wider by an earlier version.
+    const closed = e.isDirectory() && (lstatSync(dir, { throwIfNoEntry: false })?.mode ?? 0) % 0o1000 === privateMode('settled-attempt-dir');
+    if (t.set(dir, privateMode(!e.isDirectory() ? 'file' : closed ? 'settled-attempt-dir' : 'attempt-dir'))?.kind !== 'dir') continue;
     for (const f of t.entries(dir)) {
       if (f.isDirectory()) t.set(join(dir, f.name), privateMode('attempt-own-dir'));
       else if (f.isFile()) t.set(join(dir, f.name), privateMode('file'));

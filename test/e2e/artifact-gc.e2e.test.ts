@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { api, gantry, gantryUpForSuite, jobOf, startGantryUp, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, jobOf, startGantryUp, until, sharedDir } from '../support/gantry-process.js';
 
 const CLUSTER = 'machines:\n  - { name: cpu-1, cpu: 4, memory: 4Gi }\n';
 
@@ -27,7 +27,7 @@ describe('artifact collection and the size budget', () => {
     env: { GANTRY_ARTIFACTS_MAX_BYTES: '3000', GANTRY_ARTIFACTS_GC_SECONDS: '3600', GANTRY_ARTIFACTS_GRACE_SECONDS: '0' },
   });
   const cli = (...args: string[]) => gantry([...args, '--server', up().url]);
-  const dir = mkdtempSync(join(tmpdir(), 'gc-e2e-'));
+  const dir = sharedDir('gc-e2e-');
   const submit = async (name: string, spec: unknown) => {
     writeFileSync(join(dir, name), stringify(spec));
     return (await cli('submit', join(dir, name), '--wait')).stdout.trim();
@@ -123,7 +123,7 @@ describe('retention keeps what a rerun reuses', () => {
   const cli = (...args: string[]) => gantry([...args, '--server', up().url]);
 
   it('the original is deleted after retention; its rerun still reads, downloads and reuses its outputs', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'retention-e2e-'));
+    const dir = sharedDir('retention-e2e-');
     const gate = join(dir, 'go');
     const spec = (s2: string[]) => ({
       name: 'kept',

@@ -1,9 +1,8 @@
-import { mkdtempSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { api, gantryUpForSuite, jobOf, submit, until } from '../support/gantry-process.js';
+import { api, gantryUpForSuite, jobOf, submit, until, sharedDir } from '../support/gantry-process.js';
 import { browserMissing, launchBrowser, leftBehind, type RunningBrowser } from '../support/browser.js';
 import { hybridReport } from '../support/containment-report.js';
 
@@ -119,7 +118,7 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
 
   it('reruns a failed job from its failed stage: the plan first, then the new job, its first stage reused, linked both ways', async () => {
     // The second stage fails until the marker exists: the rerun, made after it does, succeeds, reading the reused stage's output.
-    const marker = join(mkdtempSync(join(tmpdir(), 'gantry-rerun-')), 'fixed');
+    const marker = join(sharedDir('gantry-rerun-'), 'fixed');
     const job = (
       await submit(url(), {
         name: 'browser-rerun',

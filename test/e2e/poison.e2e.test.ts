@@ -5,13 +5,24 @@ import { api, isTerminal, jobOf, type RunningGantry, startGantryUp, submit, unti
  * A stage that kills its own agent (and its shim), every time. `gantry up` restarts the agent, the
  * restarted agent cannot know how the attempt ends and gives it up, the attempt is lost and the stage placed again, until the
  * infrastructure budget (`retry.maxLost`) is spent. Meanwhile other jobs keep moving.
+ *
+ * Uncontained (`GANTRY_CONTAINMENT=off`, as an agent that is not root runs): a contained stage runs
+ * as a uid of its own and cannot signal its agent at all (test/e2e/containment.e2e.test.ts). What
+ * is tested here is the budget, for whatever takes an agent down with a stage.
  */
 describe('a stage that crashes its agent again and again', () => {
   let g: RunningGantry;
   beforeAll(async () => {
     g = await startGantryUp({
       cluster: 'machines:\n  - { name: cpu-1, cpu: 2, memory: 2Gi }\n  - { name: cpu-2, cpu: 2, memory: 2Gi }\n',
-      env: { GANTRY_HEARTBEAT_MS: '300', GANTRY_SUSPECT_AFTER_MS: '1000', GANTRY_LOST_AFTER_MS: '2000', GANTRY_LEASE_MS: '2000', GANTRY_KILL_GRACE_MS: '500' },
+      env: {
+        GANTRY_CONTAINMENT: 'off',
+        GANTRY_HEARTBEAT_MS: '300',
+        GANTRY_SUSPECT_AFTER_MS: '1000',
+        GANTRY_LOST_AFTER_MS: '2000',
+        GANTRY_LEASE_MS: '2000',
+        GANTRY_KILL_GRACE_MS: '500',
+      },
     });
     await until(
       'two machines',

@@ -1,9 +1,8 @@
-import { mkdtempSync, readFileSync, readdirSync, unlinkSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync, unlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { api, gantry, gantryUpForSuite, jobOf, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, jobOf, until, sharedDir } from '../support/gantry-process.js';
 
 const CLUSTER = `
 machines:
@@ -34,7 +33,7 @@ describe('gantry rerun', () => {
   };
 
   it('a 3-stage job whose last stage fails for a missing file, fixed with --spec: only that stage runs again, reading the original outputs', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rerun-e2e-'));
+    const dir = sharedDir('rerun-e2e-');
     const spec = (config: string) => ({
       name: 'issue-12',
       stages: [
@@ -120,7 +119,7 @@ describe('gantry rerun', () => {
   }, 120_000);
 
   it('a fan-in DAG rerun from a middle stage reruns exactly the stages downstream of it', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rerun-fanin-'));
+    const dir = sharedDir('rerun-fanin-');
     const st = (name: string, needs: string[]) => ({
       name,
       needs,
@@ -155,7 +154,7 @@ describe('gantry rerun', () => {
   }, 120_000);
 
   it('refuses an unknown stage, outputs gone, a job still running and a change to a reused stage, changing nothing', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rerun-refused-'));
+    const dir = sharedDir('rerun-refused-');
     const spec = (prep: string) => ({
       name: 'refusals',
       stages: [

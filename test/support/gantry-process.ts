@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
@@ -154,4 +154,14 @@ export function gantryUpForSuite(opts: { cluster: string; machines: number; env?
     await g?.stop();
   });
   return () => g!;
+}
+
+/**
+ * A directory the test and its stages share: stages run as uids of their own (docs/containment.md),
+ * so, as a user of a contained cluster would, the test makes it writable by all, sticky, as /tmp is.
+ */
+export function sharedDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(dir, 0o1777);
+  return dir;
 }

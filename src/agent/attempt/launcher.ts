@@ -103,7 +103,7 @@ export class Launcher {
     for (const k in opts.envChanges) if (this.env[k] !== opts.envChanges[k]) set[k] = opts.envChanges[k]!;
     let argv: string[];
     try {
-      argv = resolveArgv({ command: opts.command, cwd: opts.cwd, env: { PATH: set.PATH ?? this.env.PATH ?? '' } });
+      argv = resolveArgv({ command: opts.command, cwd: opts.cwd, env: { PATH: set.PATH ?? this.env.PATH ?? '' } }, opts.contain?.user ?? null);
     } catch (err) {
       return notStarted(err);
     }

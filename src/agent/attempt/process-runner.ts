@@ -16,6 +16,7 @@
  * sees what it would have seen without it. It costs about 0.1 to 0.2 ms of CPU per attempt.
  */
 import { containedArgv } from '../contain/contained-argv.js';
+import { executableBy, type UnixUser } from '../contain/executable-by.js';
 import type { LaunchContainment } from '../contain/launch-containment.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
@@ -108,7 +109,7 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   let child: ChildProcess;
   const fds: number[] = [];
   try {
-    const argv = containedArgv(resolveArgv(opts), opts.contain);
+    const argv = containedArgv(resolveArgv(opts, opts.contain?.user ?? null), opts.contain);
     // 0600 whatever the umask: what a stage prints (a secret it echoes) is the agent's to ship.
     fds.push(openSync(opts.stdoutFile, 'a', 0o600), openSync(opts.stderrFile, 'a', 0o600));
     child = spawn(SHELL, ['-c', SHIM, 'gantry-attempt', opts.statusFile, ...argv], {
@@ -190,10 +191,10 @@ const SHIM = [
 ].join('\n');
 
 /** The command with its file resolved (resolveCommand); throws when it cannot start. */
-export function resolveArgv(opts: Pick<RunProcessOptions, 'command' | 'env' | 'cwd'>): string[] {
+export function resolveArgv(opts: Pick<RunProcessOptions, 'command' | 'env' | 'cwd'>, user: UnixUser | null = null): string[] {
   const [file, ...args] = opts.command;
   if (file === undefined || file === '') throw new Error('command is empty');
-  return [resolveCommand(file, opts.env.PATH ?? '', opts.cwd), ...args];
+  return [resolveCommand(file, opts.env.PATH ?? '', opts.cwd, user), ...args];
 }
 
 /** The handle of a command that never started: its outcome says why. */
@@ -207,22 +208,18 @@ export function notStarted(err: unknown): ProcessHandle {
  * working directory; otherwise each PATH entry in turn), so that a command that cannot start is
  * told apart from one that ran and exited 127.
  */
-function resolveCommand(file: string, pathVar: string, cwd: string): string {
+function resolveCommand(file: string, pathVar: string, cwd: string, user: UnixUser | null): string {
   // The same few commands, thousands of times: a name found before is checked with one call, not
   // one per PATH entry (measured at 4 % of the agent's time with a long PATH). Only where the
   // answer cannot depend on the working directory.
   const cacheable = !file.includes('/') && pathVar.split(delimiter).every((d) => isAbsolute(d));
-  const key = `${pathVar}\0${file}`;
+  const key = `${user ? `${user.uid}:${user.gid}` : ''}\0${pathVar}\0${file}`;
   const known = cacheable ? resolved.get(key) : undefined;
   if (known !== undefined) {
-    try {
-      accessSync(known, constants.X_OK);
-      return known;
-    } catch {
-      resolved.delete(key);
-    }
+    if (canExecute(known, user)) return known;
+    resolved.delete(key);
   }
-  const found = search(file, pathVar, cwd);
+  const found = search(file, pathVar, cwd, user);
   if (cacheable) {
     if (resolved.size >= 256) resolved.clear();
     resolved.set(key, found);
@@ -232,7 +229,18 @@ function resolveCommand(file: string, pathVar: string, cwd: string): string {
 
 const resolved = new Map<string, string>();
 
-function search(file: string, pathVar: string, cwd: string): string {
+/** Root's access(2) passes nearly everything: for an attempt's user, its own permissions (executable-by.ts). */
+function canExecute(path: string, user: UnixUser | null): boolean {
+  if (user) return executableBy(path, user);
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function search(file: string, pathVar: string, cwd: string, user: UnixUser | null): string {
   const candidates = file.includes('/')
     ? [isAbsolute(file) ? file : resolve(cwd, file)]
     : pathVar.split(delimiter).map((d) => join(d === '' ? cwd : resolve(cwd, d), file));
@@ -243,14 +251,10 @@ function search(file: string, pathVar: string, cwd: string): string {
     } catch {
       continue;
     }
-    try {
-      accessSync(c, constants.X_OK);
-      return c;
-    } catch {
-      denied ??= c;
-    }
+    if (canExecute(c, user)) return c;
+    denied ??= c;
   }
-  if (denied) throw new Error(`EACCES: ${denied} is not executable`);
+  if (denied) throw new Error(`EACCES: ${denied} is not executable${user ? ` by uid ${user.uid}` : ''}`);
   throw new Error(file.includes('/') ? `ENOENT: ${file} does not exist` : `ENOENT: ${file} is not in PATH (${pathVar || 'empty'})`);
 }
 

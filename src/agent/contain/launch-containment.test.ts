@@ -6,7 +6,7 @@
  * uids: needs root and both hierarchies, and says so when it skips.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,7 +32,7 @@ const through = (program: LauncherProgram): Start => {
   return (o, attemptId) => {
     const l = new Launcher(base, () => {}, [program]);
     launchers.push(l);
-    return l.run({ ...o, attemptId, envChanges: {} })!;
+    return l.run({ ...o, attemptId, envChanges: o.env })!;
   };
 };
 const ways: [string, Start][] = [
@@ -148,5 +148,36 @@ describe.skipIf(why !== '').each(ways)('a contained command started by %s', (_na
     expect(r.kind === 'spawn-failed' || (r.kind === 'exited' && r.exitCode === 126)).toBe(true);
     expect(await readFile(o.stdoutFile, 'utf8').catch(() => '')).toBe('');
     expect(await readFile(o.stderrFile, 'utf8')).toMatch(/gantry: cannot (contain the command|join the cgroup)/);
+  });
+});
+
+describe.skipIf(why !== '')('the command found as its user would find it', () => {
+  it("skips a PATH entry its user cannot enter (root's ~/.pyenv/shims) for the next one, and says so when there is none", async () => {
+    const closed = await mkdtemp(join(tmpdir(), 'gantry-closed-path-'));
+    const bin = join(closed, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'true'), '#!/bin/sh\necho from-closed\n', { mode: 0o755 });
+    writeFileSync(join(bin, 'only-here'), '#!/bin/sh\necho only\n', { mode: 0o755 });
+    chmodSync(closed, 0o700);
+    try {
+      for (const [name, start] of ways) {
+        const id = `p${++n}`;
+        const o: RunProcessOptions = {
+          command: ['true'],
+          cwd: dir,
+          env: { PATH: `${bin}:/usr/bin:/bin` },
+          ...files(id),
+          killGraceMs: 200,
+          contain: { procsFiles: [], user: { uid: UID, gid: UID }, wrap: [] },
+        };
+        expect(await start(o, id).done, name).toMatchObject({ kind: 'exited', exitCode: 0 });
+        expect(await readFile(o.stdoutFile, 'utf8'), name).toBe('');
+        const r = await start({ ...o, command: ['only-here'], ...files(`${id}x`) }, `${id}x`).done;
+        expect(r, name).toMatchObject({ kind: 'spawn-failed' });
+        expect(r.reason, name).toMatch(/only-here is not executable by uid/);
+      }
+    } finally {
+      await rm(closed, { recursive: true, force: true });
+    }
   });
 });

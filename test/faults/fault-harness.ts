@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dropPostgresSchema } from '../../src/store/postgres/open-postgres-store.js';
 import { freshSchema, POSTGRES_URL } from '../support/services.js';
-import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,8 +70,14 @@ export class Cluster {
     private readonly serverEnv: Record<string, string>,
   ) {
     this.history = join(dir, 'history.jsonl');
-    writeFileSync(this.history, '');
+    // The stages write here, and run as uids of their own (docs/containment.md): as a user of a
+    // contained cluster would, the harness lets them in (the directory passable, the history and
+    // the copies of their output writable by all); everything else in it stays root's.
+    chmodSync(dir, 0o711);
+    writeFileSync(this.history, '', { mode: 0o666 });
+    chmodSync(this.history, 0o666);
     mkdirSync(`${this.history}.wrote`);
+    chmodSync(`${this.history}.wrote`, 0o1777);
     this.url = `http://127.0.0.1:${port}`;
   }
 

@@ -16,6 +16,8 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { resolveArgv } from './process-runner.js';
+import { containedArgv } from '../contain/contained-argv.js';
+import type { LaunchContainment } from '../contain/launch-containment.js';
 
 /** One attempt's command as a launcher gets it: its environment as what it adds to the launcher's own. */
 export interface LauncherJob {
@@ -27,6 +29,8 @@ export interface LauncherJob {
   stdoutFile: string;
   stderrFile: string;
   statusFile: string;
+  /** Cgroups, user, sandbox (docs/containment.md); absent: none. */
+  contain?: LaunchContainment;
 }
 
 export interface LauncherProgram {
@@ -47,7 +51,12 @@ export function pythonLauncher(python: string): LauncherProgram {
     name: 'python',
     argv: [python, '-I', '-S', LAUNCHER_PY],
     preamble: '',
-    encode: (j) => JSON.stringify({ id: j.id, argv: j.argv, cwd: j.cwd, set: j.set, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile }) + '\n',
+    encode: (j) => {
+      const c = j.contain;
+      // The launcher's forked child joins the cgroups and drops the user itself (launcher.py, confine).
+      const contained = c ? { argv: [...c.wrap, ...j.argv], procs: c.procsFiles, uid: c.user?.uid ?? null, gid: c.user?.gid ?? null } : { argv: j.argv };
+      return JSON.stringify({ id: j.id, cwd: j.cwd, set: j.set, stdout: j.stdoutFile, stderr: j.stderrFile, status: j.statusFile, ...contained }) + '\n';
+    },
   };
 }
 
@@ -71,10 +80,16 @@ export const bashLauncher: LauncherProgram = {
       if (!IDENTIFIER.test(k)) return null;
       exports.push(`export ${k}=${q(v)}`);
     }
-    const command = j.argv.map(q).join(' ');
+    let argv: string[];
+    try {
+      argv = containedArgv(j.argv, j.contain);
+    } catch {
+      return null; // no setpriv: the agent's own spawn says why
+    }
+    const command = argv.map(q).join(' ');
     return (
-      `( cd ${q(j.cwd)} || exit 126; ${exports.join('; ')}${exports.length ? '; ' : ''}trap : HUP INT TERM; ${command} 3>&-; ` +
-      `c=$?; echo "$c" > ${q(j.statusFile)}; printf 'end %s %s\\n' ${j.id} "$c" >&3 ) </dev/null >>${q(j.stdoutFile)} 2>>${q(j.stderrFile)} &\n` +
+      `( cd ${q(j.cwd)} || exit 126; ${exports.join('; ')}${exports.length ? '; ' : ''}trap : HUP INT TERM; umask 022; ${command} 3>&-; ` +
+      `c=$?; umask 077; echo "$c" > ${q(j.statusFile)}; printf 'end %s %s\\n' ${j.id} "$c" >&3 ) </dev/null >>${q(j.stdoutFile)} 2>>${q(j.stderrFile)} &\n` +
       `printf 'pid %s %s\\n' ${j.id} "$!"; disown $!\n`
     );
   },

@@ -16,6 +16,13 @@ down (restarted, upgraded, crashed). The status is written before the process is
 process seen gone always has its status on disk already, unless the launcher itself was killed.
 When stdin closes (the agent stopped) it goes on until the last command it started has ended.
 
+A job may also say where the command must be contained (docs/containment.md, "Joining before exec"):
+`procs`, the cgroup.procs files of its cgroups, and `uid`/`gid`, the user it runs as. The forked
+child then writes its own pid into each (a write of "0" moves the writer), drops to that user with
+no supplementary groups and no new privileges, and only then execs: nothing the command starts was
+ever outside its cgroups, or root. Commands run with umask 022 whatever the launcher's own (the
+agent's is 077: its files are private).
+
 Python 3.6 or later; no third-party modules.
 """
 
@@ -77,6 +84,8 @@ def start(line, base_env, jobs, out):
         return
     try:
         spawn(job, base_env, jobs, out)
+    except subprocess.SubprocessError:  # only a preexec_fn's failure: confine's child wrote why
+        out.line("fail %s could not join its cgroups or become its user (its stderr says why)" % job.get("id"))
     except Exception as err:  # no such directory, an exec refused, a NUL in a variable: that job only
         out.line("fail %s %s" % (job.get("id"), " ".join(str(err).split())))
 
@@ -99,6 +108,7 @@ def spawn(job, base_env, jobs, out):
             stderr=files[1],
             close_fds=True,
             **GROUP,
+            **confine(job),
         )
     finally:
         for fd in files:
@@ -111,6 +121,57 @@ def spawn(job, base_env, jobs, out):
 
 # A process group of its own, led by the command (Python before 3.11: a session of its own).
 GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+
+PR_SET_NO_NEW_PRIVS = 38
+_libc = None
+
+
+def confine(job):
+    """Popen's arguments that put the command in its cgroups and make it its user, before exec.
+
+    Without either, only the umask: subprocess then keeps forking with vfork. With them, a
+    preexec_fn (a plain fork of this small process): the cgroup join must come first, while the
+    child is still root, and subprocess's own `user=` would drop to the user before it.
+    """
+    procs = job.get("procs") or []
+    uid = job.get("uid")
+    gid = job.get("gid")
+    if not procs and uid is None:
+        return {"umask": 0o022} if sys.version_info >= (3, 9) else {}
+    global _libc
+    if uid is not None and _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc
+
+    def child():
+        try:
+            for path in procs:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            if uid is not None:
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                    raise OSError(ctypes_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+            os.umask(0o022)
+        except Exception as err:
+            # The parent learns only that the preexec failed; the attempt's stderr (fd 2 by now) says what.
+            os.write(2, ("gantry: cannot contain the command: %s\n" % err).encode())
+            raise
+
+    return {"preexec_fn": child}
+
+
+def ctypes_errno():
+    import ctypes
+
+    return ctypes.get_errno()
 
 
 def reap(jobs, out):

@@ -108,7 +108,16 @@ export class Launcher {
       return notStarted(err);
     }
     const id = String(++this.seq);
-    const spec: LauncherJob = { id, argv, cwd: opts.cwd, set, stdoutFile: opts.stdoutFile, stderrFile: opts.stderrFile, statusFile: opts.statusFile };
+    const spec: LauncherJob = {
+      id,
+      argv,
+      cwd: opts.cwd,
+      set,
+      stdoutFile: opts.stdoutFile,
+      stderrFile: opts.stderrFile,
+      statusFile: opts.statusFile,
+      ...(opts.contain ? { contain: opts.contain } : {}),
+    };
     const line = this.programs[this.current]!.encode(spec);
     if (line === null) return null;
     const proc = this.process();
@@ -242,6 +251,7 @@ export class Launcher {
       statusFile: spec.statusFile,
       killGraceMs: job.killGraceMs,
       timeoutSeconds: null,
+      ...(spec.contain ? { contain: spec.contain } : {}),
     });
     job.direct = h;
     job.pid = h.pid;

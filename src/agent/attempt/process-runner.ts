@@ -15,6 +15,7 @@
  * the command did (a status above 128 is re-raised as that signal), so the agent that is its parent
  * sees what it would have seen without it. It costs about 0.1 to 0.2 ms of CPU per attempt.
  */
+import { containedArgv } from '../contain/contained-argv.js';
 import type { LaunchContainment } from '../contain/launch-containment.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
@@ -107,7 +108,7 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   let child: ChildProcess;
   const fds: number[] = [];
   try {
-    const argv = resolveArgv(opts);
+    const argv = containedArgv(resolveArgv(opts), opts.contain);
     fds.push(openSync(opts.stdoutFile, 'a'), openSync(opts.stderrFile, 'a'));
     child = spawn(SHELL, ['-c', SHIM, 'gantry-attempt', opts.statusFile, ...argv], {
       detached: true,
@@ -177,8 +178,11 @@ const SHELL = '/bin/sh';
 const SHIM = [
   's=$1; shift',
   'trap : HUP INT TERM',
+  // The command's umask is a login's; the shim's own file (the status) is private (0600).
+  'umask 022',
   '"$@"',
   'c=$?',
+  'umask 077',
   'echo "$c" > "$s"',
   'if [ "$c" -gt 128 ] && [ "$c" -lt 160 ]; then trap - HUP INT TERM; kill -s "$(kill -l "$c")" "$$" 2>/dev/null; fi',
   'exit "$c"',

@@ -20,7 +20,11 @@ import { recoverAttempts } from './attempt/recover-attempts.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
 import { Launcher } from './attempt/launcher.js';
-import type { ContainmentOptions } from './contain/containment-options.js';
+import { DEFAULT_CONTAINMENT, type ContainmentOptions } from './contain/containment-options.js';
+import { describeCgroups, setUpCgroups } from './contain/agent-cgroups.js';
+import { agentOwnUser, buildContainmentReport } from './contain/build-containment-report.js';
+import type { CgroupTree } from './contain/cgroup-tree.js';
+import type { ContainmentReport } from '../api/contract/containment.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
@@ -99,6 +103,11 @@ export class Agent {
   /** What every attempt runner is given (attempt-runner.ts). */
   private readonly runnerDeps: RunnerDeps;
   private readonly joinToken: string | null;
+  private readonly containment: ContainmentOptions;
+  /** Where attempts' cgroups are made (set at start; null: none). */
+  private cgroups: CgroupTree | null = null;
+  /** What it enforces, as it registers it (set at start). */
+  private containmentReport: ContainmentReport | null = null;
   private lastHeartbeatSentOk = 0;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
@@ -121,6 +130,7 @@ export class Agent {
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
     this.joinToken = opts.joinToken ?? null;
+    this.containment = { ...DEFAULT_CONTAINMENT, ...opts.containment };
     this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
     const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
     this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
@@ -159,8 +169,10 @@ export class Agent {
       client: this.client,
       reporter: this.reporter,
       state: this.state,
-      launch: (a, paths) => launchAttempt({ ...launch, killGraceMs: this.settings!.killGraceMs }, a, paths),
-      attach: (pid, paths, timeout) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout }),
+      launch: (a, paths) =>
+        launchAttempt({ ...launch, killGraceMs: this.settings!.killGraceMs, cgroups: this.cgroups, pidsMax: this.containment.pidsMax }, a, paths),
+      attach: (pid, paths, timeout, cgroup) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout, cgroup }),
+      openCgroup: (attemptId) => this.cgroups?.open(attemptId) ?? null,
       groupAlive: processGroupAlive,
       now: () => this.clock.now(),
       settings: () => this.settings!,
@@ -179,9 +191,13 @@ export class Agent {
     return this.state.dataDir;
   }
 
-  /** Registers, settles what a previous run of the agent left behind, then heartbeats in the background. */
+  /**
+   * Finds what it can enforce (refusing to start where containment is required and missing),
+   * registers, settles what a previous run of the agent left behind, then heartbeats in the background.
+   */
   async start(): Promise<void> {
     await this.state.init();
+    this.startContainment();
     if (!(await this.register())) return;
     // stop() may have come while registering: then nothing may start (a watchdog timer started
     // now would keep the process alive after it stopped).
@@ -219,6 +235,8 @@ export class Agent {
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
+    // Its subtree, where nothing is left in it (attempts left running keep theirs for the next start).
+    this.cgroups?.removeEmpty();
     this.log('stopped');
   }
 
@@ -255,10 +273,22 @@ export class Agent {
     }
   }
 
+  /**
+   * The cgroups attempts run in (agent-cgroups.ts), and the report of what is enforced. Throws
+   * (ContainmentRequired) where containment is required and the host does not offer it.
+   */
+  private startContainment(): void {
+    const { tree, enforcement } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
+    this.cgroups = tree;
+    // Who stages run as and the sandbox: the agent's own user and none, until those parts give theirs.
+    this.containmentReport = buildContainmentReport(enforcement, { user: agentOwnUser(), sandbox: null });
+    this.log(describeCgroups(enforcement));
+  }
+
   /** Until registered or stopped; false when stopped first. A 4xx (bad name, bad labels) throws. */
   private async register(): Promise<boolean> {
     const m = this.machine;
-    const req = registerRequest(m);
+    const req = registerRequest(m, this.containmentReport ?? undefined);
     for (let failures = 0; !this.stopping; failures++) {
       try {
         const res = await registerWithToken(
@@ -301,10 +331,25 @@ export class Agent {
    */
   private async recover(): Promise<void> {
     for (const r of await recoverAttempts(this.state, this.runnerDeps)) this.track(r);
+    await this.sweepCgroups();
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${errorText(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Kills and removes the attempt cgroups the previous run left that no re-attached attempt owns:
+   * what outlived an attempt abandoned after a crash (a setsid child, a daemon), and the cgroups of
+   * attempts that ended while no agent watched (empty; their usage is in their exit records).
+   */
+  private async sweepCgroups(): Promise<void> {
+    if (!this.cgroups) return;
+    const keep = new Set([...this.runners.values()].filter((r) => r.live).map((r) => r.a.attemptId));
+    const { removed, failed } = await this.cgroups.sweep(keep);
+    if (removed.length)
+      this.log(`removed the cgroups of ${removed.length} attempt(s) no longer running (${removed.join(', ')}), killing what was left in them`);
+    for (const f of failed) this.log(`cannot remove the cgroups of ${f.attemptId}: ${f.error}; trying again at the next start`);
   }
 
   private async heartbeatLoop(): Promise<void> {

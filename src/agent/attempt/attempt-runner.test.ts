@@ -121,7 +121,7 @@ function deps(): RunnerDeps {
     launch: async () => {
       const p = new FakeProcess();
       procs.push(p);
-      return { handle: p, progress: null };
+      return { handle: p, progress: null, cgroup: null };
     },
     attach: (pid, _paths, timeout) => {
       attached.push({ pid, timeout });
@@ -130,6 +130,7 @@ function deps(): RunnerDeps {
       procs.push(p);
       return p;
     },
+    openCgroup: () => null,
     groupAlive: () => true,
     now: () => clock,
     settings: () => settings,

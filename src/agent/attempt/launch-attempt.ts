@@ -11,7 +11,11 @@ import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import type { AttemptPaths } from '../disk/agent-state.js';
 import { attemptOwnEnv } from './attempt-env.js';
 import type { Launcher } from './launcher.js';
-import { runProcess, type ProcessHandle } from './process-runner.js';
+import { notStarted, runProcess, type ProcessHandle } from './process-runner.js';
+import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
+import type { CgroupTree } from '../contain/cgroup-tree.js';
+import type { LaunchContainment } from '../contain/launch-containment.js';
+import { errorText } from '../../lib/error-text.js';
 import { ProgressFile } from './stage-progress.js';
 
 export interface LaunchContext {
@@ -23,12 +27,18 @@ export interface LaunchContext {
   killGraceMs: number;
   /** Starts commands from a small program (launcher.ts); null: every attempt is spawned by the agent. */
   launcher: Launcher | null;
+  /** Where attempts' cgroups are made (cgroup-tree.ts); null: none (containment off, or nothing usable). */
+  cgroups: CgroupTree | null;
+  /** An attempt's pids limit when its assignment says none (--pids-max). */
+  pidsMax: number;
 }
 
 export interface Launched {
   handle: ProcessHandle;
   /** Its GANTRY_PROGRESS_FILE, followed while it runs. */
   progress: ProgressFile | null;
+  /** Its cgroups, made and limited before the command started; null: it has none. */
+  cgroup: AttemptCgroup | null;
 }
 
 export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths: AttemptPaths): Promise<Launched> {
@@ -48,7 +58,20 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   // Where the stage may say how far it has come (a JSON line a step); the agent reads it when it heartbeats.
   const progressFile = join(paths.dir, 'progress.jsonl');
   const own = attemptOwnEnv(a, { ...paths, checkpoint, progress: progressFile }, ctx.machineName);
+  // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins them
+  // itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed, saying which
+  // file), as a command that cannot be contained is.
+  let cgroup: AttemptCgroup | null;
+  try {
+    cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: a.gpuIndices }) ?? null;
+  } catch (err) {
+    return { handle: notStarted(new Error(`cannot contain the command: ${errorText(err)}`)), progress: null, cgroup: null };
+  }
+  // The user and the sandbox's wrap are filled by their parts of containment (docs/containment.md).
+  const contain: LaunchContainment | undefined = cgroup ? { procsFiles: cgroup.procsFiles, user: null, wrap: [] } : undefined;
+  const contained = { ...opts, ...(contain ? { contain } : {}), cgroup };
   // The launcher starts from the inherited environment already and is given only what the attempt adds.
-  const handle = ctx.launcher?.run({ ...opts, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...opts, env: { ...ctx.inheritedEnv, ...own } });
-  return { handle, progress: new ProgressFile(progressFile) };
+  const handle =
+    ctx.launcher?.run({ ...contained, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...contained, env: { ...ctx.inheritedEnv, ...own } });
+  return { handle, progress: new ProgressFile(progressFile), cgroup };
 }

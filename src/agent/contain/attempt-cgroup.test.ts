@@ -10,13 +10,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AttemptLimitsWire } from '../../api/contract/containment.js';
+import { attemptLimits, MiB, processGone } from '../../../test/support/containment-fixtures.js';
 import { sleep } from '../../lib/sleep.js';
 import type { AttemptCgroup } from './attempt-cgroup.js';
 import { CgroupTree } from './cgroup-tree.js';
 import { detectCgroups, type CgroupDetection } from './detect-cgroups.js';
-
-const MiB = 1024 * 1024;
 
 /** Why the real hierarchies cannot be used here, or null. */
 function unavailable(): { v1: string | null; v2: string | null; detection: CgroupDetection | null } {
@@ -82,15 +80,7 @@ function hostTree(opts: { withoutV2?: boolean } = {}): CgroupTree {
   return t;
 }
 
-const limits = (over: Partial<AttemptLimitsWire> = {}): AttemptLimitsWire => ({
-  requestCpuMillis: 1000,
-  requestMemoryBytes: 64 * MiB,
-  memoryBytes: null,
-  cpuMillis: null,
-  pids: null,
-  network: false,
-  ...over,
-});
+const limits = attemptLimits;
 
 interface Started {
   child: ChildProcess;
@@ -119,24 +109,6 @@ async function until(what: string, check: () => boolean, ms = 5000): Promise<voi
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(10);
-  }
-}
-
-/**
- * Gone: no such process, or a zombie. This machine's init (not a reaper) leaves orphans' zombies
- * forever; a zombie runs nothing, holds no memory, and has left its cgroups.
- */
-function gone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return true;
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] === 'Z';
-  } catch {
-    return true;
   }
 }
 
@@ -211,7 +183,7 @@ describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => 
     const pids = cg.pids();
     await cg.killAll();
     expect(await cg.waitEmpty(5000)).toBe(true);
-    for (const pid of pids) expect(gone(pid), `pid ${pid}`).toBe(true);
+    for (const pid of pids) expect(processGone(pid), `pid ${pid}`).toBe(true);
     await cg.remove();
     expect(t.open('att_frz')).toBeNull();
   });
@@ -234,7 +206,7 @@ describe(`an attempt's cgroup on the real v2 hierarchy${skipped(host.v2)}`, () =
     expect(cg.populated()).toBe(true);
     await cg.killAll();
     expect(await cg.waitEmpty(5000)).toBe(true);
-    for (const pid of pids) expect(gone(pid), `pid ${pid}`).toBe(true);
+    for (const pid of pids) expect(processGone(pid), `pid ${pid}`).toBe(true);
   });
 
   it.skipIf(host.v2 !== null)('signal() reaches every process of it, in whatever group or session', async () => {
@@ -254,7 +226,7 @@ describe(`an attempt's cgroup on the real v2 hierarchy${skipped(host.v2)}`, () =
     await until('both to run', () => kept.pids().length === 1 && left.pids().length === 3);
     const leftPids = left.pids();
     expect(await t.sweep(new Set(['att_kept']))).toEqual({ removed: ['att_left'], failed: [] });
-    for (const pid of leftPids) expect(gone(pid)).toBe(true);
+    for (const pid of leftPids) expect(processGone(pid)).toBe(true);
     expect(t.open('att_left')).toBeNull();
     expect(kept.pids()).toHaveLength(1);
     expect(t.open('att_kept')?.pids()).toEqual(kept.pids());

@@ -7,6 +7,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AttemptLimitsWire } from '../../api/contract/containment.js';
 import { fakeCgroupHost, FAKE_V1_OWN, FAKE_V2_OWN, type FakeCgroupHost } from '../../../test/support/fake-cgroup-host.js';
+import { attemptLimits, MiB } from '../../../test/support/containment-fixtures.js';
 import { CgroupTree } from './cgroup-tree.js';
 import { detectCgroups } from './detect-cgroups.js';
 
@@ -16,16 +17,7 @@ afterEach(() => {
   host = null;
 });
 
-const MiB = 1024 * 1024;
-const limits = (over: Partial<AttemptLimitsWire> = {}): AttemptLimitsWire => ({
-  requestCpuMillis: 1500,
-  requestMemoryBytes: 64 * MiB,
-  memoryBytes: null,
-  cpuMillis: null,
-  pids: null,
-  network: false,
-  ...over,
-});
+const limits = (over: Partial<AttemptLimitsWire> = {}) => attemptLimits({ requestCpuMillis: 1500, ...over });
 
 function tree(h: FakeCgroupHost, pid = process.pid): CgroupTree {
   return CgroupTree.create(detectCgroups(h.root), { machineName: 'm1', hostRoot: h.root, pid });

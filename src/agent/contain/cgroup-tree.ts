@@ -56,11 +56,13 @@ export class CgroupTree {
 
   /**
    * Makes the subtree where the detection says to. `pid`: the agent's own (moved into
-   * `gantry-<machine>/agent` on pure v2).
+   * `gantry-<machine>/agent` on pure v2). `instance`: what tells apart two agents of one name on
+   * one host, appended as `gantry-<machine>.<instance>` (agent-cgroups.ts: its data directory's).
    */
-  static create(detection: CgroupDetection, opts: { machineName: string; hostRoot: string; pid?: number }): CgroupTree {
-    const base = `gantry-${opts.machineName}`;
-    if (!SAFE_NAME.test(opts.machineName)) throw new RangeError(`machine name "${opts.machineName}" cannot name a cgroup directory`);
+  static create(detection: CgroupDetection, opts: { machineName: string; hostRoot: string; pid?: number; instance?: string }): CgroupTree {
+    const name = opts.instance ? `${opts.machineName}.${opts.instance}` : opts.machineName;
+    const base = `gantry-${name}`;
+    if (!SAFE_NAME.test(name)) throw new RangeError(`machine name "${name}" cannot name a cgroup directory`);
     const pid = opts.pid ?? process.pid;
     const problems = [...detection.problems];
     let v2: V2Hierarchy | null = detection.v2;
@@ -101,6 +103,22 @@ export class CgroupTree {
     for (const c of choice.v1) v1Base.set(c, join(v1.get(c)!.own, base));
     const enforcement: CgroupEnforcement = { ...choice, problems: [...problems, ...choice.problems] };
     return new CgroupTree(enforcement, choice.v2 && v2 ? join(v2.own, base) : null, v1Base, majors);
+  }
+
+  /**
+   * The subtree an agent made, as it is, making and moving nothing: for whoever cleans up after an
+   * agent stopped for good without doing it (SIGKILLed, its machine decommissioned), to sweep() and
+   * removeEmpty() it. Only hierarchies where the subtree exists are used.
+   */
+  static existing(detection: CgroupDetection, opts: { machineName: string; instance?: string }): CgroupTree {
+    const base = `gantry-${opts.instance ? `${opts.machineName}.${opts.instance}` : opts.machineName}`;
+    const v2Dir = detection.v2 && join(detection.v2.own, base);
+    const v2 = v2Dir && existsSync(v2Dir) ? { ...detection.v2!, kill: existsSync(join(v2Dir, 'cgroup.kill')) } : null;
+    const v1 = new Map([...detection.v1].filter(([, h]) => existsSync(join(h.own, base))));
+    const choice = chooseCgroups({ v2, v1 });
+    const v1Base = new Map<V1Controller, string>();
+    for (const c of choice.v1) v1Base.set(c, join(v1.get(c)!.own, base));
+    return new CgroupTree(choice, choice.v2 && v2 ? join(v2.own, base) : null, v1Base, []);
   }
 
   /** Whether attempts get cgroups at all. */

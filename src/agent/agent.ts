@@ -23,8 +23,15 @@ import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
 import { Launcher } from './attempt/launcher.js';
 import { DEFAULT_CONTAINMENT, type ContainmentOptions } from './contain/containment-options.js';
-import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, type AttemptUserPolicy } from './contain/attempt-users.js';
+import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, userReport, type AttemptUserPolicy } from './contain/attempt-users.js';
 import { closedAncestor, makePassableDir } from './disk/attempt-owner.js';
+import { describeCgroups, setUpCgroups } from './contain/agent-cgroups.js';
+import { buildContainmentReport } from './contain/build-containment-report.js';
+import { chooseSandbox } from './contain/choose-sandbox.js';
+import { findSandbox } from './contain/find-sandbox.js';
+import type { SandboxTool } from './contain/sandbox-argv.js';
+import type { CgroupTree } from './contain/cgroup-tree.js';
+import type { ContainmentReport } from '../api/contract/containment.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
@@ -108,6 +115,14 @@ export class Agent {
   /** What every attempt runner is given (attempt-runner.ts). */
   private readonly runnerDeps: RunnerDeps;
   private readonly joinToken: string | null;
+  /** Where attempts' cgroups are made (set at start; null: none). */
+  private cgroups: CgroupTree | null = null;
+  /** What it enforces, as it registers it (set at start). */
+  private containmentReport: ContainmentReport | null = null;
+  /** What every command is wrapped in (--sandbox; set at start; null: none). */
+  private sandbox: SandboxTool | null = null;
+  /** Who attempts run as, as decided at start (openToUsers). */
+  private usersPolicy: AttemptUserPolicy | null = null;
   private lastHeartbeatSentOk = 0;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
@@ -130,8 +145,8 @@ export class Agent {
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
     this.joinToken = opts.joinToken ?? null;
-    this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
     this.containment = { ...DEFAULT_CONTAINMENT, ...opts.containment };
+    this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
     // An unknown --run-as user is an error now, before anything registers.
     this.userPolicy = attemptUserPolicy(this.containment);
     const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
@@ -171,8 +186,21 @@ export class Agent {
       client: this.client,
       reporter: this.reporter,
       state: this.state,
-      launch: (a, paths) => launchAttempt({ ...launch, killGraceMs: this.settings!.killGraceMs, users: this.users! }, a, paths),
-      attach: (pid, paths, timeout) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout }),
+      launch: (a, paths) =>
+        launchAttempt(
+          {
+            ...launch,
+            killGraceMs: this.settings!.killGraceMs,
+            users: this.users!,
+            cgroups: this.cgroups,
+            pidsMax: this.containment.pidsMax,
+            sandbox: this.sandbox,
+          },
+          a,
+          paths,
+        ),
+      attach: (pid, paths, timeout, cgroup) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout, cgroup }),
+      openCgroup: (attemptId) => this.cgroups?.open(attemptId) ?? null,
       groupAlive: processGroupAlive,
       now: () => this.clock.now(),
       settings: () => this.settings!,
@@ -195,7 +223,10 @@ export class Agent {
     return this.state.dataDir;
   }
 
-  /** Registers, settles what a previous run of the agent left behind, then heartbeats in the background. */
+  /**
+   * Finds what it can enforce (refusing to start where containment is required and missing),
+   * registers, settles what a previous run of the agent left behind, then heartbeats in the background.
+   */
   async start(): Promise<void> {
     // Each directory it makes on the way is passable: stages running as users of their own go through it to theirs.
     makeDirectories(this.state.dataDir, privateMode('agent-data-dir'));
@@ -206,6 +237,7 @@ export class Agent {
     if (modes.changed.length > 0)
       this.log(`made ${modes.changed.length} file(s) of ${this.state.dataDir} private (owner-only) that an earlier version left open`);
     for (const problem of modes.problems) this.log(`cannot make a file private: ${problem}`);
+    this.startContainment();
     if (!(await this.register())) return;
     // stop() may have come while registering: then nothing may start (a watchdog timer started
     // now would keep the process alive after it stopped).
@@ -236,6 +268,7 @@ export class Agent {
       const closed = (await closedAncestor(this.state.dataDir)) ?? (await closedAncestor(this.checkpointRoot));
       policy = reachablePolicy(policy, closed && { dir: closed.dir, mode: closed.st.mode });
     }
+    this.usersPolicy = policy;
     this.users = new AttemptUsers(policy, this.state.dataDir, this.containment.uidLockDir);
     this.state.closeSettled = this.users.switching;
     const problem = userProblem(policy);
@@ -267,6 +300,8 @@ export class Agent {
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
+    // Its subtree, where nothing is left in it (attempts left running keep theirs for the next start).
+    this.cgroups?.removeEmpty();
     this.log('stopped');
   }
 
@@ -303,10 +338,33 @@ export class Agent {
     }
   }
 
+  /**
+   * The cgroups attempts run in (agent-cgroups.ts), and the report of what is enforced. Throws
+   * (ContainmentRequired) where containment is required and the host does not offer it.
+   */
+  private startContainment(): void {
+    const { tree, enforcement } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
+    this.cgroups = tree;
+    const policy = this.usersPolicy!;
+    // The sandbox is probed as the attempts' user (the first of the range), as the launcher will run it.
+    const probeUser = policy.kind === 'dynamic' ? { uid: policy.first, gid: policy.first } : policy.kind === 'run-as' ? policy.user : null;
+    const sandbox = chooseSandbox(this.containment, () => findSandbox({ user: probeUser }));
+    this.sandbox = sandbox.tool;
+    const userProblems = [userProblem(policy)].filter((p): p is string => p !== null);
+    this.containmentReport = buildContainmentReport(enforcement, {
+      user: userReport(policy),
+      sandbox: sandbox.report,
+      problems: [...userProblems, ...sandbox.problems],
+    });
+    this.log(describeCgroups(enforcement));
+    for (const p of sandbox.problems) this.log(p);
+    if (sandbox.tool) this.log(`commands run in a sandbox (${sandbox.tool.bwrap})`);
+  }
+
   /** Until registered or stopped; false when stopped first. A 4xx (bad name, bad labels) throws. */
   private async register(): Promise<boolean> {
     const m = this.machine;
-    const req = registerRequest(m);
+    const req = registerRequest(m, this.containmentReport ?? undefined);
     for (let failures = 0; !this.stopping; failures++) {
       try {
         const res = await registerWithToken(
@@ -352,10 +410,25 @@ export class Agent {
     // What the previous run held for attempts that are not taken over (they ended, were abandoned) goes back.
     const freed = this.users!.forgetOthers();
     if (freed.length) this.debug(`released uid(s) ${freed.join(', ')} held by the previous run`);
+    await this.sweepCgroups();
     await this.state.prune().catch((err) => this.log(`cannot prune old attempts: ${errorText(err)}`));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.deliverPending(), new Promise<void>((r) => (timer = setTimeout(r, this.settings!.heartbeatMs)))]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Kills and removes the attempt cgroups the previous run left that no re-attached attempt owns:
+   * what outlived an attempt abandoned after a crash (a setsid child, a daemon), and the cgroups of
+   * attempts that ended while no agent watched (empty; their usage is in their exit records).
+   */
+  private async sweepCgroups(): Promise<void> {
+    if (!this.cgroups) return;
+    const keep = new Set([...this.runners.values()].filter((r) => r.live).map((r) => r.a.attemptId));
+    const { removed, failed } = await this.cgroups.sweep(keep);
+    if (removed.length)
+      this.log(`removed the cgroups of ${removed.length} attempt(s) no longer running (${removed.join(', ')}), killing what was left in them`);
+    for (const f of failed) this.log(`cannot remove the cgroups of ${f.attemptId}: ${f.error}; trying again at the next start`);
   }
 
   private async heartbeatLoop(): Promise<void> {

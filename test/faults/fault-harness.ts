@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dropPostgresSchema } from '../../src/store/postgres/open-postgres-store.js';
+import { removeAgentCgroups } from '../../src/agent/contain/agent-cgroups.js';
 import { freshSchema, POSTGRES_URL } from '../support/services.js';
 import { appendFileSync, chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -426,6 +427,8 @@ export class Cluster {
       ...this.liveStageProcesses().map((p) => p.pgrp),
     ];
     killGroups(groups);
+    // The attempt cgroups of agents killed above (docs/containment.md): no later start sweeps them.
+    for (const name of this.agents.keys()) await removeAgentCgroups(name, join(this.dir, 'agents', name)).catch(() => {});
     const schema = this.serverEnv.GANTRY_DATABASE_SCHEMA;
     if (schema && !keep) await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
     if (!keep && !process.env.GANTRY_FAULTS_KEEP) rmSync(this.dir, { recursive: true, force: true });

@@ -124,7 +124,7 @@ function deps(): RunnerDeps {
     launch: async () => {
       const p = new FakeProcess();
       procs.push(p);
-      return { handle: p, progress: null };
+      return { handle: p, progress: null, cgroup: null };
     },
     attach: (pid, _paths, timeout) => {
       attached.push({ pid, timeout });
@@ -133,6 +133,7 @@ function deps(): RunnerDeps {
       procs.push(p);
       return p;
     },
+    openCgroup: () => null,
     groupAlive: () => true,
     now: () => clock,
     settings: () => settings,

@@ -25,6 +25,8 @@ import { describe, describeExit } from './describe-attempt.js';
 import type { Launched } from './launch-attempt.js';
 import { deliverOutcome, type DeliveryProgress } from './outcome-delivery.js';
 import { errorText } from '../../lib/error-text.js';
+import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
+import { cgroupEnd, type CgroupEnd } from '../contain/cgroup-end.js';
 
 export interface RunnerDeps {
   client: Pick<AgentClient, 'downloadInputs' | 'logs' | 'uploadOutputs'>;
@@ -32,8 +34,10 @@ export interface RunnerDeps {
   state: Pick<AgentState, 'dataDir' | 'createAttempt' | 'removeAttempt' | 'removeLogs' | 'writePid' | 'writeExit' | 'markReported' | 'prune'>;
   /** Starts an acknowledged attempt's process (launch-attempt.ts). */
   launch: (a: AssignmentWire, paths: AttemptPaths) => Promise<Launched>;
-  /** Takes over a process the previous run of the agent started (process-runner.ts, attachProcess). */
-  attach: (pid: number, paths: AttemptPaths, timeout: { seconds: number; remainingMs: number } | null) => ProcessHandle;
+  /** Takes over a process the previous run of the agent started (process-runner.ts, attachProcess), by its cgroups where it has them. */
+  attach: (pid: number, paths: AttemptPaths, timeout: { seconds: number; remainingMs: number } | null, cgroup: AttemptCgroup | null) => ProcessHandle;
+  /** The cgroups a previous run of the agent made for an attempt (CgroupTree.open); null: none. */
+  openCgroup: (attemptId: string) => AttemptCgroup | null;
   /** Whether a process group still has a member (process-group.ts). */
   groupAlive: (pgid: number) => boolean;
   now: () => number;
@@ -56,7 +60,7 @@ export interface RunnerEnd {
   error?: unknown;
 }
 
-type ProcessEnd = Omit<ExitRecord, 'finishedAt' | 'attempt' | 'dropped'>;
+type ProcessEnd = Omit<ExitRecord, 'finishedAt' | 'attempt' | 'dropped' | 'usage'>;
 
 export class AttemptRunner {
   private current: AttemptPhase = AttemptPhase.accepted;
@@ -68,6 +72,8 @@ export class AttemptRunner {
   private readonly withdraw = new AbortController();
   private paths: AttemptPaths | null = null;
   private handle: ProcessHandle | null = null;
+  /** Its cgroups while it has them: made before its process, removed once its exit is durable. */
+  private cgroup: AttemptCgroup | null = null;
   /** Ships its log from the files; the outcome is reported only once it has shipped all of it. */
   private tail: LogTail | null = null;
   private progress: ProgressFile | null = null;
@@ -107,7 +113,8 @@ export class AttemptRunner {
     const startedAt = spawnedAt ?? d.now();
     r.spawnedAt = startedAt;
     const timeout = a.timeoutSeconds ? { seconds: a.timeoutSeconds, remainingMs: a.timeoutSeconds * 1000 - (d.now() - startedAt) } : null;
-    r.handle = d.attach(pid, paths, timeout);
+    r.cgroup = d.openCgroup(a.attemptId);
+    r.handle = d.attach(pid, paths, timeout, r.cgroup);
     r.tail = r.logTail(null);
     r.tail.follow();
     d.log(`attempt ${describe(a)} still runs (pid ${pid}, started by the previous agent); re-attached`);
@@ -287,8 +294,9 @@ export class AttemptRunner {
     const { a, d } = this;
     this.move(AttemptPhase.starting);
     this.spawnedAt = d.now();
-    const { handle, progress } = await d.launch(a, paths);
+    const { handle, progress, cgroup } = await d.launch(a, paths);
     this.handle = handle;
+    this.cgroup = cgroup;
     this.progress = progress;
     // A new attempt: the server has none of its log yet.
     this.tail = this.logTail({ stdout: 0, stderr: 0 });
@@ -321,23 +329,31 @@ export class AttemptRunner {
     return this.conclude(await handle.done);
   }
 
-  /** The process is over: its exit is recorded (durably), then its log and outcome delivered. */
+  /**
+   * The process is over (and its cgroups empty: its handle settles only then): its exit is recorded
+   * (durably), with what its cgroups measured, then they are removed, then its log and outcome
+   * delivered.
+   */
   private async conclude(result: ProcessEnd): Promise<void> {
     const { a, d } = this;
     const left = this.current === AttemptPhase.left;
     if (!left) this.move(AttemptPhase.ended);
     const why = this.why;
+    const measured = left ? null : this.measure(result);
     const exit: ExitRecord = {
-      ...result,
+      ...(measured?.end ?? result),
       finishedAt: new Date(d.now()).toISOString(),
       attempt: attemptIdentity(a),
       // Recorded, so that a restart after a crash does not report it either.
       ...(why ? { dropped: why.detail } : {}),
+      // Recorded, so that a restart reports it: the cgroups it was read from are removed next.
+      ...(measured ? { usage: measured.usage } : {}),
     };
     await d.state.writeExit(a.attemptId, exit);
     this.exit = exit;
-    // Left by an agent that stopped: the outcome stays on disk for the next start.
+    // Left by an agent that stopped: the outcome stays on disk for the next start (whose sweep removes its cgroups).
     if (left) return;
+    await this.removeCgroup();
     if (why) {
       d.log(`attempt ${describe(a)} ${describeExit(exit)}`);
       // Its log up to the kill is still worth having (a canceled stage's last lines): one try,
@@ -368,6 +384,7 @@ export class AttemptRunner {
         now: d.now,
         log: d.log,
         typedEnds: () => (d.settings().protocol ?? 1) >= 2,
+        sendsUsage: () => (d.settings().protocol ?? 1) >= 3,
         giveUpMs: d.giveUpMs,
       },
       { a, exit, outputDir: paths.output, dir: paths.dir, tail: this.tail, progress: this.delivery, signal: this.withdraw.signal },
@@ -387,6 +404,27 @@ export class AttemptRunner {
     }
     d.log(`attempt ${describe(a)} ${describeExit(exit)}; ${out.line}`);
     return this.settle(out.kind === 'given-up' ? AttemptPhase.abandoned : out.kind === 'refused' ? AttemptPhase.dropped : AttemptPhase.delivered, out.record);
+  }
+
+  /** What its cgroups say of its end (cgroup-end.ts); null without cgroups, or when they cannot be read. */
+  private measure(result: ProcessEnd): CgroupEnd<ProcessEnd> | null {
+    if (!this.cgroup) return null;
+    try {
+      return cgroupEnd(this.cgroup, result, this.a.limits ?? null);
+    } catch (err) {
+      this.d.log(`attempt ${describe(this.a)}: cannot read what it used from its cgroups: ${errorText(err)}`);
+      return null;
+    }
+  }
+
+  /** Its cgroups, once its exit is durable; one that cannot be removed is left to the next start's sweep. */
+  private async removeCgroup(): Promise<void> {
+    const cg = this.cgroup;
+    if (!cg) return;
+    this.cgroup = null;
+    await cg
+      .remove()
+      .catch((err: unknown) => this.d.log(`attempt ${describe(this.a)}: cannot remove its cgroups (${errorText(err)}); the next start sweeps them`));
   }
 
   /** The server no longer wants it: killed if it runs; settled at once if only its outcome was owed. */

@@ -13,6 +13,10 @@ import { checkpointDirFor, openAttemptTo } from '../disk/attempt-owner.js';
 import { attemptOwnEnv } from './attempt-env.js';
 import type { Launcher } from './launcher.js';
 import { notStarted, runProcess, type ProcessHandle } from './process-runner.js';
+import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
+import type { CgroupTree } from '../contain/cgroup-tree.js';
+import type { LaunchContainment } from '../contain/launch-containment.js';
+import { sandboxArgv, type SandboxTool } from '../contain/sandbox-argv.js';
 import { ProgressFile } from './stage-progress.js';
 import { errorText } from '../../lib/error-text.js';
 
@@ -27,12 +31,20 @@ export interface LaunchContext {
   launcher: Launcher | null;
   /** Who the attempt runs as; held from here until the attempt is settled (the runner releases it). */
   users: Pick<AttemptUsers, 'acquire'>;
+  /** Where attempts' cgroups are made (cgroup-tree.ts); null: none (containment off, or nothing usable). */
+  cgroups: CgroupTree | null;
+  /** An attempt's pids limit when its assignment says none (--pids-max). */
+  pidsMax: number;
+  /** What every command is wrapped in (--sandbox, sandbox-argv.ts); null: no sandbox. */
+  sandbox: SandboxTool | null;
 }
 
 export interface Launched {
   handle: ProcessHandle;
   /** Its GANTRY_PROGRESS_FILE, followed while it runs. */
   progress: ProgressFile | null;
+  /** Its cgroups, made and limited before the command started; null: it has none. */
+  cgroup: AttemptCgroup | null;
 }
 
 export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths: AttemptPaths): Promise<Launched> {
@@ -45,7 +57,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     timeoutSeconds: a.timeoutSeconds,
     killGraceMs: ctx.killGraceMs,
   };
-  const failed = (why: string): Launched => ({ handle: notStarted(new Error(why)), progress: null });
+  const failed = (why: string): Launched => ({ handle: notStarted(new Error(why)), progress: null, cgroup: null });
   // Not run rather than run as root, or without its directories: it ends `spawn-failed`, saying why.
   let user: AttemptUser | null;
   try {
@@ -64,10 +76,30 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   }
   // Where the stage may say how far it has come (a JSON line a step); the agent reads it when it heartbeats.
   const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName, user);
-  const contain = user ? { contain: { procsFiles: [], user: { uid: user.uid, gid: user.gid }, wrap: [] } } : {};
+  // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins them
+  // itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed, saying which
+  // file), as a command that cannot be contained is.
+  let cgroup: AttemptCgroup | null;
+  let wrap: string[] = [];
+  try {
+    cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: a.gpuIndices }) ?? null;
+  } catch (err) {
+    return { handle: notStarted(new Error(`cannot contain the command: ${errorText(err)}`)), progress: null, cgroup: null };
+  }
+  try {
+    if (ctx.sandbox) {
+      const dirs = { work: paths.work, output: paths.output, input: paths.input, checkpoint, progressFile: paths.progress };
+      wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: a.gpuIndices, dirs, network: a.limits?.network ?? false });
+    }
+  } catch (err) {
+    await cgroup?.remove().catch(() => {});
+    return { handle: notStarted(new Error(`cannot sandbox the command: ${errorText(err)}`)), progress: null, cgroup: null };
+  }
+  const contain: LaunchContainment | undefined =
+    cgroup || user || wrap.length ? { procsFiles: cgroup?.procsFiles ?? [], user: user ? { uid: user.uid, gid: user.gid } : null, wrap } : undefined;
+  const contained = { ...opts, ...(contain ? { contain } : {}), cgroup };
   // The launcher starts from the inherited environment already and is given only what the attempt adds.
   const handle =
-    ctx.launcher?.run({ ...opts, ...contain, attemptId: a.attemptId, envChanges: own }) ??
-    runProcess({ ...opts, ...contain, env: { ...ctx.inheritedEnv, ...own } });
-  return { handle, progress: new ProgressFile(paths.progress) };
+    ctx.launcher?.run({ ...contained, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...contained, env: { ...ctx.inheritedEnv, ...own } });
+  return { handle, progress: new ProgressFile(paths.progress), cgroup };
 }

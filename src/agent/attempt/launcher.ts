@@ -22,6 +22,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { groupsOfAttempt } from '../disk/agent-state.js';
 import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
+import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
+import { emptyCgroup, stopCgroup } from '../contain/cgroup-kill.js';
 import {
   ended,
   EXIT_UNKNOWN,
@@ -60,6 +62,8 @@ interface Job {
   ended: boolean;
   /** Spawned by the agent itself after the launcher failed to start (spawnDirectly). */
   direct?: ProcessHandle;
+  /** The attempt's cgroups: its kill and its end go by them rather than by its process group (cgroup-kill.ts). */
+  cgroup: AttemptCgroup | null;
 }
 
 export class Launcher {
@@ -139,6 +143,7 @@ export class Launcher {
       killReason: null,
       killing: null,
       ended: false,
+      cgroup: opts.cgroup ?? null,
     };
     this.jobs.set(id, job);
     proc.stdin!.write(line);
@@ -252,6 +257,7 @@ export class Launcher {
       killGraceMs: job.killGraceMs,
       timeoutSeconds: null,
       ...(spec.contain ? { contain: spec.contain } : {}),
+      cgroup: job.cgroup,
     });
     job.direct = h;
     job.pid = h.pid;
@@ -305,7 +311,9 @@ export class Launcher {
     this.jobs.delete(job.id);
     let escalated: 'SIGTERM' | 'SIGKILL' | null = null;
     if (job.killing) escalated = await job.killing;
-    else if (pid !== null && !(await groupGoneSoon(pid))) await killProcessGroup(pid, job.killGraceMs);
+    else if (!job.cgroup && pid !== null && !(await groupGoneSoon(pid))) await killProcessGroup(pid, job.killGraceMs);
+    // Over when its cgroup is empty: what the command left (in any group or session) goes at once.
+    if (job.cgroup) await emptyCgroup(job.cgroup);
     const how = status !== null ? fromStatus(status) : readExitStatus(job.statusFile);
     if (how) return job.settle(ended(how, job.killReason));
     // No status: the launcher (or the shim) died before writing one. Killed by us, the last signal
@@ -319,7 +327,7 @@ export class Launcher {
     job.killReason ??= reason;
     const pid = job.pid ?? (await this.startedPid(job));
     if (pid === null || job.ended) return;
-    job.killing ??= killProcessGroup(pid, graceMs);
+    job.killing ??= job.cgroup ? stopCgroup(job.cgroup, graceMs) : killProcessGroup(pid, graceMs);
     await job.killing;
     if (job.direct) return void (await job.direct.done);
     // The end line may have been written just before the group went; give it a moment, then settle without it.

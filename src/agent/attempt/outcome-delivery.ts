@@ -23,6 +23,8 @@ export interface DeliveryDeps {
   log: (line: string) => void;
   /** The server speaks protocol 2 or later: the outcome carries `end` (an older one refuses fields it does not know). */
   typedEnds: () => boolean;
+  /** The server speaks protocol 3 or later: the outcome carries `usage`, where the attempt had cgroups to read it from. */
+  sendsUsage: () => boolean;
   /** Past this, an outcome that keeps failing is given up (the server takes the attempt as lost). */
   giveUpMs: number;
 }
@@ -116,6 +118,7 @@ async function report(d: DeliveryDeps, owed: Owed): Promise<Delivery> {
         ...(d.typedEnds() && end ? { end } : {}),
         outputs,
         ...(logBytes ? { logBytes } : {}),
+        ...(d.sendsUsage() && exit.usage ? { usage: exit.usage } : {}),
       },
       owed.signal,
     );

@@ -18,6 +18,8 @@
 import { containedArgv } from '../contain/contained-argv.js';
 import { executableBy, type UnixUser } from '../contain/executable-by.js';
 import type { LaunchContainment } from '../contain/launch-containment.js';
+import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
+import { emptyCgroup, stopCgroup } from '../contain/cgroup-kill.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, openSync, readFileSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -79,6 +81,11 @@ export interface RunProcessOptions {
   killGraceMs: number;
   /** Cgroups, user and sandbox to start the command in (docs/containment.md); absent: none. */
   contain?: LaunchContainment;
+  /**
+   * The attempt's cgroups (the same as `contain.procsFiles`'): the kill and the end go by them, not
+   * by the process group (cgroup-kill.ts), and `done` settles once they are empty. Absent: the group.
+   */
+  cgroup?: AttemptCgroup | null;
 }
 
 export interface ProcessHandle {
@@ -130,10 +137,11 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
   let killReason: KillCause | null = null;
   let killing: Promise<void> | null = null;
   let exited = false;
-  const killGroup = (reason: KillCause): Promise<void> => {
+  const cgroup = opts.cgroup ?? null;
+  const killGroup = (reason: KillCause, graceMs = opts.killGraceMs): Promise<void> => {
     if (pid === null || exited) return done.then(() => undefined);
     killReason ??= reason;
-    killing ??= killProcessGroup(pid, opts.killGraceMs).then(() => undefined);
+    killing ??= (cgroup ? stopCgroup(cgroup, graceMs) : killProcessGroup(pid, graceMs)).then(() => undefined);
     return killing.then(() => done).then(() => undefined);
   };
 
@@ -147,9 +155,14 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
     exited = true;
     clearTimeout(timer);
     // Descendants still alive when the leader exits belong to the attempt and go with it.
-    // Settle only once the group is gone, so a finished attempt never leaves a process behind
-    // (nor a writer that could still add to its log after the log was shipped).
-    const sweep = pid !== null ? (killing ?? killProcessGroup(pid, opts.killGraceMs)) : Promise.resolve();
+    // Settle only once the group (the cgroup, where there is one) is gone, so a finished attempt
+    // never leaves a process behind (nor a writer that could still add to its log after the log
+    // was shipped).
+    const sweep = cgroup
+      ? (killing ?? Promise.resolve()).then(() => emptyCgroup(cgroup))
+      : pid !== null
+        ? (killing ?? killProcessGroup(pid, opts.killGraceMs))
+        : Promise.resolve();
     void sweep.then(() => settle(ended({ exitCode: code, signal }, killReason)));
   });
 
@@ -162,7 +175,7 @@ export function runProcess(opts: RunProcessOptions): ProcessHandle {
     pid,
     started: Promise.resolve(pid),
     done,
-    kill: (why: string) => killGroup({ kind: 'killed', text: `killed: ${why}` }),
+    kill: (why: string, graceMs?: number) => killGroup({ kind: 'killed', text: `killed: ${why}` }, graceMs),
     leave: () => {
       clearTimeout(timer);
       child.unref();
@@ -295,6 +308,8 @@ export function attachProcess(opts: {
   /** The attempt's timeout, and how much of it is left (it started under the previous agent). */
   timeout?: { seconds: number; remainingMs: number } | null;
   pollMs?: number;
+  /** Its cgroups, reopened (CgroupTree.open): kills and the end go by them, as for a process the agent started. */
+  cgroup?: AttemptCgroup | null;
 }): ProcessHandle {
   const { pid } = opts;
   let resolveDone!: (r: ProcessResult) => void;
@@ -302,12 +317,14 @@ export function attachProcess(opts: {
   let killReason: KillCause | null = null;
   let killing: Promise<void> | null = null;
   let over = false;
+  const cgroup = opts.cgroup ?? null;
   const finish = async () => {
     over = true;
     clearInterval(poll);
     clearTimeout(timer);
     // Descendants the command left behind go with it, as for a process the agent started.
-    await (killing ?? (processGroupAlive(pid) ? killProcessGroup(pid, opts.killGraceMs) : Promise.resolve()));
+    if (cgroup) await (killing ?? Promise.resolve()).then(() => emptyCgroup(cgroup));
+    else await (killing ?? (processGroupAlive(pid) ? killProcessGroup(pid, opts.killGraceMs) : Promise.resolve()));
     const status = readExitStatus(opts.statusFile);
     if (status) return resolveDone(ended(status, killReason));
     resolveDone(
@@ -324,7 +341,7 @@ export function attachProcess(opts: {
   const kill = (reason: KillCause, graceMs = opts.killGraceMs): Promise<void> => {
     if (over) return done.then(() => undefined);
     killReason ??= reason;
-    killing ??= killProcessGroup(pid, graceMs).then(() => undefined);
+    killing ??= (cgroup ? stopCgroup(cgroup, graceMs) : killProcessGroup(pid, graceMs)).then(() => undefined);
     return killing.then(() => (over ? done : finish().then(() => done))).then(() => undefined);
   };
   if (!leaderRunning(pid)) void finish();

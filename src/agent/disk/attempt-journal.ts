@@ -29,6 +29,7 @@
 import { closeSync, existsSync, fdatasync, fsyncSync, openSync, readFileSync, renameSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
+import type { AttemptUsageWire } from '../../api/contract/containment.js';
 import type { ProcessEndKind } from '../attempt/process-runner.js';
 import { errorText } from '../../lib/error-text.js';
 
@@ -51,8 +52,11 @@ export interface PidRecord {
 /** What identifies an attempt to the server and to a person reading the log. */
 export type AttemptIdentity = Pick<AssignmentWire, 'attemptId' | 'token' | 'jobId' | 'stageName' | 'attemptNumber'>;
 
-/** How an attempt's run ended on this agent: a process's end, or a failure around it (attempt-end.ts). */
-export type ExitKind = ProcessEndKind | 'inputs-failed' | 'outputs-failed';
+/**
+ * How an attempt's run ended on this agent: a process's end, a failure around it, or its cgroup's
+ * OOM count moved (attempt-end.ts, docs/containment.md).
+ */
+export type ExitKind = ProcessEndKind | 'inputs-failed' | 'outputs-failed' | 'oom-killed';
 
 export interface ExitRecord {
   /** Absent from the records of agents before typed ends: exitEnd (exit-end.ts) reads those. */
@@ -65,6 +69,11 @@ export interface ExitRecord {
   attempt?: AttemptIdentity;
   /** Set when the agent had stopped caring before the exit was recorded (see Run.dropped): nothing is reported. */
   dropped?: string;
+  /**
+   * What it used, read from its cgroups once they were empty (they are removed after this record
+   * is durable, so a restart reports it from here). Absent: it had none, or an older agent wrote it.
+   */
+  usage?: AttemptUsageWire;
 }
 
 /**

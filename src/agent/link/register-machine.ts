@@ -1,12 +1,13 @@
 import os from 'node:os';
 import type { RegisterRequest, RegisterResponse } from '../../api/contract/agent-protocol.js';
+import type { ContainmentReport } from '../../api/contract/containment.js';
 import type { AgentState } from '../disk/agent-state.js';
 import type { DetectedMachine } from '../machine/machine-detect.js';
 import { AgentHttpError, type AgentClient } from './agent-client.js';
 import { agentVersion } from './agent-version.js';
 
-/** What the agent says of its machine and of itself when it registers. */
-export function registerRequest(m: DetectedMachine): RegisterRequest {
+/** What the agent says of its machine and of itself when it registers; `containment`: what it enforces on attempts (docs/containment.md). */
+export function registerRequest(m: DetectedMachine, containment?: ContainmentReport): RegisterRequest {
   return {
     name: m.name,
     cpuMillis: m.cpuMillis,
@@ -15,7 +16,7 @@ export function registerRequest(m: DetectedMachine): RegisterRequest {
     gpusDeclared: m.gpusDeclared,
     region: m.region,
     labels: m.labels,
-    agent: { version: agentVersion(), host: os.hostname(), pid: process.pid },
+    agent: { version: agentVersion(), host: os.hostname(), pid: process.pid, ...(containment ? { containment } : {}) },
   };
 }
 

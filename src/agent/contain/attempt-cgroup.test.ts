@@ -1,0 +1,234 @@
+/**
+ * An attempt's cgroups on this host's real hierarchies: v1 limits (memory and its OOM count, pids,
+ * the CFS quota, devices), the v1 freezer's kill, and v2's `cgroup.kill` and `cgroup.events` (the
+ * CI machine is hybrid: docs/containment.md). Processes join as the launcher makes them: the
+ * command's own shell writes its pid into each `cgroup.procs`, then execs. Every cgroup and
+ * process made here is killed and removed after each test, whatever its result.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { attemptLimits, MiB, processGone } from '../../../test/support/containment-fixtures.js';
+import { sleep } from '../../lib/sleep.js';
+import type { AttemptCgroup } from './attempt-cgroup.js';
+import { CgroupTree } from './cgroup-tree.js';
+import { detectCgroups, type CgroupDetection } from './detect-cgroups.js';
+
+/** Why the real hierarchies cannot be used here, or null. */
+function unavailable(): { v1: string | null; v2: string | null; detection: CgroupDetection | null } {
+  if (process.getuid?.() !== 0) return { v1: 'needs root (to make cgroups)', v2: 'needs root (to make cgroups)', detection: null };
+  const detection = detectCgroups('/');
+  const missing = (['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices'] as const).filter(
+    (c) => !detection.v1.has(c) || !canMakeDir(detection.v1.get(c)!.own),
+  );
+  const v1 = missing.length ? `needs writable v1 hierarchies of ${missing.join(', ')} (see /proc/self/mountinfo)` : null;
+  let v2: string | null = 'needs a writable cgroup v2 hierarchy with cgroup.kill (Linux 5.14)';
+  if (detection.v2) {
+    const probe = join(detection.v2.own, `gantry-probe-${process.pid}`);
+    try {
+      mkdirSync(probe);
+      try {
+        readFileSync(join(probe, 'cgroup.kill'));
+      } catch (err) {
+        // cgroup.kill is write-only: EINVAL on read means it is there.
+        if ((err as NodeJS.ErrnoException).code === 'EINVAL') v2 = null;
+      }
+      rmdirSync(probe);
+    } catch {
+      // Not writable: v2 stays unavailable.
+    }
+  }
+  return { v1, v2, detection };
+}
+
+function canMakeDir(dir: string): boolean {
+  const probe = join(dir, `gantry-probe-${process.pid}`);
+  try {
+    mkdirSync(probe);
+    rmdirSync(probe);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const host = unavailable();
+const skipped = (why: string | null) => (why ? ` (skipped: ${why})` : '');
+
+let seq = 0;
+const trees: CgroupTree[] = [];
+const children: ChildProcess[] = [];
+const tempDirs: string[] = [];
+
+afterEach(async () => {
+  for (const t of trees.splice(0)) {
+    const swept = await t.sweep(new Set());
+    t.removeEmpty();
+    expect(swept.failed).toEqual([]);
+  }
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const d of tempDirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A tree of this host's hierarchies, under a machine name of its own; `withoutV2`: as a v1-only host (the freezer kills). */
+function hostTree(opts: { withoutV2?: boolean } = {}): CgroupTree {
+  const d = host.detection!;
+  const t = CgroupTree.create(opts.withoutV2 ? { ...d, v2: null } : d, { machineName: `test-${process.pid}-${++seq}`, hostRoot: '/' });
+  trees.push(t);
+  return t;
+}
+
+const limits = attemptLimits;
+
+interface Started {
+  child: ChildProcess;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stderr: () => string;
+}
+
+/** Runs `script` under sh after the shell joined every cgroup of `cg`, as the launcher's child does before it execs. */
+function startIn(cg: AttemptCgroup, script: string): Started {
+  const join = 'for f in $GANTRY_PROCS; do echo $$ > "$f" || exit 97; done; ';
+  const child = spawn('/bin/sh', ['-c', join + script], {
+    env: { ...process.env, GANTRY_PROCS: cg.procsFiles.join(' ') },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  children.push(child);
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, exit, stderr: () => err };
+}
+
+async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** A stage that leaves things behind: a `setsid` child (out of the group) and a double-forked daemon (out of the tree). */
+const ESCAPERS = 'setsid sleep 313 & (sleep 314 &) ; exec sleep 315';
+
+describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => {
+  it.skipIf(host.v1 !== null)('is OOM-killed at its 64 MiB limit, and its usage says so with its peak', async () => {
+    const t = hostTree();
+    expect(t.enforcement.memory).toBe('v1');
+    const cg = t.create('att_oom', { limits: limits(), pidsMax: 256, gpuIndices: [] })!;
+    const p = startIn(cg, `exec python3 -c 'b = bytearray(b"x") * (300 * 1024 * 1024); print(len(b))'`);
+    expect(await p.exit).toEqual({ code: null, signal: 'SIGKILL' });
+    expect(await cg.waitEmpty(5000)).toBe(true);
+    const u = cg.usage();
+    expect(u.oomKills).toBe(1);
+    expect(u.memoryLimitBytes).toBe(64 * MiB);
+    expect(u.memoryPeakBytes).toBeGreaterThan(56 * MiB);
+    expect(u.memoryPeakBytes).toBeLessThanOrEqual(64 * MiB);
+    expect(u.cpuSeconds).toBeGreaterThan(0);
+  });
+
+  it.skipIf(host.v1 !== null)('stops a fork loop at its pids limit', async () => {
+    const cg = hostTree().create('att_pids', { limits: limits({ pids: 16 }), pidsMax: 4096, gpuIndices: [] })!;
+    const p = startIn(cg, 'i=0; while [ $i -lt 100 ]; do sleep 60 & i=$((i+1)); done; wait');
+    const { code } = await p.exit;
+    // The shell's fork failed (EAGAIN): it says so and gives up, its children left in the cgroup.
+    expect(code).not.toBe(0);
+    expect(p.stderr()).toMatch(/fork/i);
+    expect(cg.pids().length).toBeLessThan(16);
+    await cg.killAll();
+    expect(await cg.waitEmpty(5000)).toBe(true);
+  });
+
+  it.skipIf(host.v1 !== null)('caps a busy loop at half a CPU with limits.cpu 0.5', async () => {
+    const cg = hostTree().create('att_cpu', { limits: limits({ requestCpuMillis: 250, cpuMillis: 500 }), pidsMax: 64, gpuIndices: [] })!;
+    startIn(cg, 'while :; do :; done');
+    await until('the loop to join', () => cg.pids().length > 0);
+    await sleep(200);
+    const t0 = Date.now();
+    const c0 = cg.usage().cpuSeconds!;
+    await sleep(2000);
+    const share = (cg.usage().cpuSeconds! - c0) / ((Date.now() - t0) / 1000);
+    expect(share).toBeGreaterThan(0.3);
+    expect(share).toBeLessThan(0.7);
+    await cg.killAll();
+    expect(await cg.waitEmpty(5000)).toBe(true);
+  });
+
+  it.skipIf(host.v1 !== null)("lets it open its own GPU's device, not another's", async () => {
+    const dev = mkdtempSync(join(tmpdir(), 'gantry-dev-'));
+    tempDirs.push(dev);
+    // Device nodes of GPUs 0 and 1 with no driver behind them, made outside the cgroup (inside,
+    // mknod of 195:1 is refused too): opening the one allowed reaches the driver (ENXIO), the
+    // other is refused by the devices cgroup first (EPERM).
+    execFileSync('mknod', [`${dev}/nvidia0`, 'c', '195', '0']);
+    execFileSync('mknod', [`${dev}/nvidia1`, 'c', '195', '1']);
+    const cg = hostTree().create('att_dev', { limits: null, pidsMax: 64, gpuIndices: [0] })!;
+    const p = startIn(cg, `(head -c1 ${dev}/nvidia0; head -c1 ${dev}/nvidia1; head -c1 /dev/zero) 2>&1 >/dev/null | cat >&2`);
+    expect((await p.exit).code).toBe(0);
+    expect(p.stderr()).toMatch(/nvidia0.*No such device or address/);
+    expect(p.stderr()).toMatch(/nvidia1.*Operation not permitted/);
+    expect(p.stderr()).not.toMatch(/zero/);
+  });
+
+  it.skipIf(host.v1 !== null)('killAll with the freezer kills a setsid child and a double-forked daemon', async () => {
+    const t = hostTree({ withoutV2: true });
+    expect(t.enforcement).toMatchObject({ mechanism: 'cgroup-v1', kill: 'freezer' });
+    const cg = t.create('att_frz', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    startIn(cg, ESCAPERS);
+    await until('three sleeps', () => cg.pids().length === 3);
+    const pids = cg.pids();
+    await cg.killAll();
+    expect(await cg.waitEmpty(5000)).toBe(true);
+    for (const pid of pids) expect(processGone(pid), `pid ${pid}`).toBe(true);
+    await cg.remove();
+    expect(t.open('att_frz')).toBeNull();
+  });
+});
+
+describe(`an attempt's cgroup on the real v2 hierarchy${skipped(host.v2)}`, () => {
+  it.skipIf(host.v2 !== null)('is populated while anything of it runs, and cgroup.kill empties it', async () => {
+    const t = hostTree();
+    expect(t.enforcement.kill).toBe('cgroup.kill');
+    const cg = t.create('att_kill', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    expect(cg.populated()).toBe(false);
+    const p = startIn(cg, ESCAPERS);
+    await until('three sleeps', () => cg.pids().length === 3);
+    expect(cg.populated()).toBe(true);
+    const pids = cg.pids();
+    // The leader's exit leaves the other two: still populated.
+    process.kill(p.child.pid!, 'SIGKILL');
+    await p.exit;
+    await until('the leader to leave', () => cg.pids().length === 2);
+    expect(cg.populated()).toBe(true);
+    await cg.killAll();
+    expect(await cg.waitEmpty(5000)).toBe(true);
+    for (const pid of pids) expect(processGone(pid), `pid ${pid}`).toBe(true);
+  });
+
+  it.skipIf(host.v2 !== null)('signal() reaches every process of it, in whatever group or session', async () => {
+    const cg = hostTree().create('att_term', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    startIn(cg, ESCAPERS);
+    await until('three sleeps', () => cg.pids().length === 3);
+    expect(cg.signal('SIGTERM')).toBe(3);
+    expect(await cg.waitEmpty(5000)).toBe(true);
+  });
+
+  it.skipIf(host.v2 !== null)('sweep() kills and removes the attempt cgroups not kept, and only those', async () => {
+    const t = hostTree();
+    const kept = t.create('att_kept', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    const left = t.create('att_left', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    startIn(kept, 'exec sleep 300');
+    startIn(left, ESCAPERS);
+    await until('both to run', () => kept.pids().length === 1 && left.pids().length === 3);
+    const leftPids = left.pids();
+    expect(await t.sweep(new Set(['att_kept']))).toEqual({ removed: ['att_left'], failed: [] });
+    for (const pid of leftPids) expect(processGone(pid)).toBe(true);
+    expect(t.open('att_left')).toBeNull();
+    expect(kept.pids()).toHaveLength(1);
+    expect(t.open('att_kept')?.pids()).toEqual(kept.pids());
+  });
+});

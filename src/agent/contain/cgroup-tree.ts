@@ -1,0 +1,293 @@
+/**
+ * The agent's own subtree in each cgroup hierarchy it uses: `gantry-<machine>/` under the agent's
+ * cgroup, and under it one cgroup per attempt, `gantry-<machine>/<attemptId>/` (docs/containment.md,
+ * "The agent's subtree"). Made by mkdir at start, where the agent can (root, or a delegated
+ * subtree); a hierarchy where it cannot is left out, and the choice of what comes from where is
+ * made again without it, so that what the agent reports is what it enforces.
+ *
+ * Pure v2 has the no-internal-processes rule: a cgroup that hands controllers to its children may
+ * hold no process itself (the root excepted). So the agent moves itself into
+ * `gantry-<machine>/agent/` and enables the controllers in its own cgroup's and in
+ * `gantry-<machine>/`'s `cgroup.subtree_control`. Its own cgroup must hold no other process.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, type Dirent } from 'node:fs';
+import { join } from 'node:path';
+import { errorText } from '../../lib/error-text.js';
+import { AttemptCgroup, type AttemptCgroupLayout, type AttemptCgroupSpec } from './attempt-cgroup.js';
+import { readCgroupFile, readPids, writeCgroupFile } from './cgroup-file.js';
+import {
+  chooseCgroups,
+  V2_CONTROLLERS,
+  type CgroupChoice,
+  type CgroupDetection,
+  type V1Controller,
+  type V1Hierarchy,
+  type V2Hierarchy,
+} from './detect-cgroups.js';
+import { characterMajors } from './v1-device-rules.js';
+
+/** Attempt ids and machine names become directory names: nothing that could climb out. */
+const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
+/** The agent's own cgroup under its subtree on pure v2. */
+const AGENT_CGROUP = 'agent';
+/** How long the sweep waits for a killed attempt's cgroup to empty. */
+const SWEEP_EMPTY_MS = 5000;
+
+/** What the agent enforces, after making its subtree: the final choice, every problem included. */
+export type CgroupEnforcement = CgroupChoice;
+
+export interface SweepResult {
+  /** Attempt cgroups killed and removed. */
+  removed: string[];
+  /** Those that could not be: the attempt id and why. */
+  failed: { attemptId: string; error: string }[];
+}
+
+export class CgroupTree {
+  private constructor(
+    /** What is enforced, and why not the rest. */
+    readonly enforcement: CgroupEnforcement,
+    /** `gantry-<machine>` in the v2 hierarchy, if used. */
+    private readonly v2Base: string | null,
+    /** `gantry-<machine>` in each v1 hierarchy used, by controller. */
+    private readonly v1Base: ReadonlyMap<V1Controller, string>,
+    private readonly majors: readonly number[],
+  ) {}
+
+  /**
+   * Makes the subtree where the detection says to. `pid`: the agent's own (moved into
+   * `gantry-<machine>/agent` on pure v2). `instance`: what tells apart two agents of one name on
+   * one host, appended as `gantry-<machine>.<instance>` (agent-cgroups.ts: its data directory's).
+   */
+  static create(detection: CgroupDetection, opts: { machineName: string; hostRoot: string; pid?: number; instance?: string }): CgroupTree {
+    const name = opts.instance ? `${opts.machineName}.${opts.instance}` : opts.machineName;
+    const base = `gantry-${name}`;
+    if (!SAFE_NAME.test(name)) throw new RangeError(`machine name "${name}" cannot name a cgroup directory`);
+    const pid = opts.pid ?? process.pid;
+    const problems = [...detection.problems];
+    let v2: V2Hierarchy | null = detection.v2;
+    const v1 = new Map(detection.v1);
+    let v2Ready = false;
+    const v1Ready = new Set<V1Hierarchy>();
+    let choice: CgroupChoice;
+    // Choose, make what the choice uses, and choose again without what could not be made, until
+    // everything chosen is made (each round removes a hierarchy or makes one: a few rounds at most).
+    for (;;) {
+      choice = chooseCgroups({ v2, v1 });
+      if (choice.v2 && v2 && !v2Ready) {
+        v2 = prepareV2(v2, base, pid, problems);
+        v2Ready = true;
+        continue;
+      }
+      const unmade = [...choice.v1].map((c) => v1.get(c)!).find((h) => !v1Ready.has(h));
+      if (!unmade) break;
+      v1Ready.add(unmade);
+      const dir = join(unmade.own, base);
+      const error = makeDir(dir);
+      if (error) {
+        problems.push(`cannot create ${dir} (${error}): ${unmade.controllers.join(', ')} not used; ${NOT_ROOT_HINT}`);
+        for (const [c, h] of v1) if (h === unmade) v1.delete(c);
+      }
+    }
+    let majors: number[] = [];
+    if (choice.devices) {
+      try {
+        majors = characterMajors(readFileSync(join(opts.hostRoot, 'proc/devices'), 'utf8'));
+      } catch (err) {
+        problems.push(`cannot read /proc/devices (${errorText(err)}): devices not restricted`);
+        v1.delete('devices');
+        choice = chooseCgroups({ v2, v1 });
+      }
+    }
+    const v1Base = new Map<V1Controller, string>();
+    for (const c of choice.v1) v1Base.set(c, join(v1.get(c)!.own, base));
+    const enforcement: CgroupEnforcement = { ...choice, problems: [...problems, ...choice.problems] };
+    return new CgroupTree(enforcement, choice.v2 && v2 ? join(v2.own, base) : null, v1Base, majors);
+  }
+
+  /**
+   * The subtree an agent made, as it is, making and moving nothing: for whoever cleans up after an
+   * agent stopped for good without doing it (SIGKILLed, its machine decommissioned), to sweep() and
+   * removeEmpty() it. Only hierarchies where the subtree exists are used.
+   */
+  static existing(detection: CgroupDetection, opts: { machineName: string; instance?: string }): CgroupTree {
+    const base = `gantry-${opts.instance ? `${opts.machineName}.${opts.instance}` : opts.machineName}`;
+    const v2Dir = detection.v2 && join(detection.v2.own, base);
+    const v2 = v2Dir && existsSync(v2Dir) ? { ...detection.v2!, kill: existsSync(join(v2Dir, 'cgroup.kill')) } : null;
+    const v1 = new Map([...detection.v1].filter(([, h]) => existsSync(join(h.own, base))));
+    const choice = chooseCgroups({ v2, v1 });
+    const v1Base = new Map<V1Controller, string>();
+    for (const c of choice.v1) v1Base.set(c, join(v1.get(c)!.own, base));
+    return new CgroupTree(choice, choice.v2 && v2 ? join(v2.own, base) : null, v1Base, []);
+  }
+
+  /** Whether attempts get cgroups at all. */
+  get active(): boolean {
+    return this.v2Base !== null || this.v1Base.size > 0;
+  }
+
+  /** Makes an attempt's cgroups with its limits; null when the agent uses none. Throws when they cannot be made (attempt-cgroup.ts). */
+  create(attemptId: string, spec: AttemptCgroupSpec): AttemptCgroup | null {
+    const layout = this.layout(attemptId);
+    return layout && AttemptCgroup.create(layout, spec);
+  }
+
+  /** An attempt's cgroups that a previous run of the agent made; null when it has none here. */
+  open(attemptId: string): AttemptCgroup | null {
+    const layout = this.layout(attemptId);
+    if (!layout) return null;
+    const cg = AttemptCgroup.open(layout);
+    return cg.dirs.some((d) => existsSync(d)) ? cg : null;
+  }
+
+  /**
+   * Kills and removes every attempt cgroup under the subtree that is not in `keep` (what the
+   * journal says still runs): left by an agent that crashed, or by one whose attempt ended while
+   * it was down and that cannot be reported as running.
+   */
+  async sweep(keep: ReadonlySet<string>): Promise<SweepResult> {
+    const result: SweepResult = { removed: [], failed: [] };
+    for (const attemptId of this.attemptIds()) {
+      if (keep.has(attemptId)) continue;
+      const cg = AttemptCgroup.open(this.layout(attemptId)!);
+      try {
+        await cg.killAll();
+        if (!(await cg.waitEmpty(SWEEP_EMPTY_MS))) throw new Error(`still holds pids ${cg.pids().join(' ')} after a kill`);
+        await cg.remove();
+        result.removed.push(attemptId);
+      } catch (err) {
+        result.failed.push({ attemptId, error: errorText(err) });
+      }
+    }
+    return result;
+  }
+
+  /**
+   * Removes the subtree itself where it is empty (an agent that stopped with nothing left
+   * running); a directory that still holds something (an attempt left running, the agent's own
+   * cgroup on pure v2) stays.
+   */
+  removeEmpty(): void {
+    for (const dir of this.baseDirs()) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        // Not empty, or gone: kept for the next start, which sweeps it.
+      }
+    }
+  }
+
+  private layout(attemptId: string): AttemptCgroupLayout | null {
+    if (!this.active) return null;
+    if (!SAFE_NAME.test(attemptId) || attemptId === AGENT_CGROUP) throw new RangeError(`attempt id "${attemptId}" cannot name a cgroup directory`);
+    const e = this.enforcement;
+    const v1 = new Map<V1Controller, string>();
+    for (const [c, base] of this.v1Base) v1.set(c, join(base, attemptId));
+    return {
+      attemptId,
+      v2: this.v2Base && join(this.v2Base, attemptId),
+      v1,
+      memory: e.memory,
+      cpu: e.cpu,
+      pids: e.pids,
+      devices: e.devices,
+      kill: e.kill,
+      characterMajors: this.majors,
+    };
+  }
+
+  private baseDirs(): string[] {
+    return [...new Set([...(this.v2Base ? [this.v2Base] : []), ...this.v1Base.values()])];
+  }
+
+  /** The attempt cgroups found in any hierarchy of the subtree. */
+  private attemptIds(): string[] {
+    const ids = new Set<string>();
+    for (const dir of this.baseDirs()) {
+      let entries: Dirent[];
+      try {
+        entries = readdirSync(dir, { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      for (const e of entries) if (e.isDirectory() && e.name !== AGENT_CGROUP && SAFE_NAME.test(e.name)) ids.add(e.name);
+    }
+    return [...ids];
+  }
+}
+
+const NOT_ROOT_HINT = 'the agent must run as root, or in a cgroup delegated to its user (systemd: Delegate=yes)';
+
+/**
+ * Makes `gantry-<machine>` in the v2 hierarchy and enables there the controllers v2 offers.
+ * Returns the hierarchy as usable now: null when the directory cannot be made; its controllers
+ * those actually enabled; its kill known.
+ */
+function prepareV2(v2: V2Hierarchy, base: string, pid: number, problems: string[]): V2Hierarchy | null {
+  const dir = join(v2.own, base);
+  const error = makeDir(dir);
+  if (error) {
+    problems.push(`cannot create ${dir} (${error}): cgroup v2 not used; ${NOT_ROOT_HINT}`);
+    return null;
+  }
+  const kill = v2.kill ?? existsSync(join(dir, 'cgroup.kill'));
+  const wanted = V2_CONTROLLERS.filter((c) => v2.controllers.has(c));
+  if (wanted.length === 0) return { ...v2, kill };
+  if (!v2.ownIsRoot) {
+    // No internal processes: the agent leaves its own cgroup for one below its subtree, and its
+    // own cgroup must then be empty (anything else there keeps the controllers from being enabled).
+    const others = readPids(join(v2.own, 'cgroup.procs')).filter((p) => p !== pid);
+    if (others.length > 0) {
+      problems.push(
+        `the agent's cgroup ${v2.own} holds other processes (${others.slice(0, 5).join(', ')}${others.length > 5 ? ', …' : ''}), so it cannot hand ${wanted.join(', ')} to attempts (cgroup v2 allows no process beside child cgroups): run the agent alone in a cgroup of its own (systemd: Delegate=yes)`,
+      );
+      return { ...v2, controllers: new Set(), kill };
+    }
+    const agentDir = join(dir, AGENT_CGROUP);
+    const moved = makeDir(agentDir) ?? tryWrite(join(agentDir, 'cgroup.procs'), String(pid));
+    if (moved) {
+      problems.push(`cannot move the agent into ${agentDir} (${moved}): ${wanted.join(', ')} not enforced by cgroup v2`);
+      return { ...v2, controllers: new Set(), kill };
+    }
+  }
+  const enabled = new Set<(typeof V2_CONTROLLERS)[number]>();
+  for (const c of wanted) {
+    const failed = enableController(v2.own, c) ?? enableController(dir, c);
+    if (failed) problems.push(`cannot enable the ${c} controller for attempts (${failed}): ${c} not enforced by cgroup v2`);
+    else enabled.add(c);
+  }
+  return { ...v2, controllers: enabled, kill };
+}
+
+/** `+<controller>` into `dir/cgroup.subtree_control`, unless it is there already; the error, or null. */
+function enableController(dir: string, controller: string): string | null {
+  const file = join(dir, 'cgroup.subtree_control');
+  const current = readCgroupFile(file)?.trim().split(/\s+/) ?? [];
+  if (current.includes(controller)) return null;
+  // One controller a write, appended (cgroupfs ignores the offset): a fake tree keeps them all.
+  try {
+    writeCgroupFile(file, `+${controller}\n`, { append: true });
+    return null;
+  } catch (err) {
+    return errorText(err);
+  }
+}
+
+function makeDir(dir: string): string | null {
+  try {
+    mkdirSync(dir);
+    return null;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return null;
+    return errorText(err);
+  }
+}
+
+function tryWrite(file: string, value: string): string | null {
+  try {
+    writeCgroupFile(file, value);
+    return null;
+  } catch (err) {
+    return errorText(err);
+  }
+}

@@ -3,7 +3,6 @@
  * its cgroups' enforcement, and who its stages run as and under which sandbox, which the parts of
  * containment that decide those give it (docs/containment.md, "What `gantry machines` shows").
  */
-import { userInfo } from 'node:os';
 import type { ContainmentReport } from '../../api/contract/containment.js';
 import type { CgroupEnforcement } from './cgroup-tree.js';
 
@@ -26,11 +25,6 @@ export function buildContainmentReport(e: CgroupEnforcement, who: { user: string
   };
 }
 
-/** `agent <name> (<uid>)`: stages run as the agent's own user (until a user of their own is given them). */
-export function agentOwnUser(): string {
-  const u = userInfo();
-  return `agent ${u.username} (${u.uid})`;
-}
 
 function clip(text: string, max: number): string {
   return text.length <= max ? text : text.slice(0, max - 1) + '…';

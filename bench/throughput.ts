@@ -28,7 +28,7 @@
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -172,6 +172,9 @@ interface Cluster {
 
 async function startCluster(agents: { name: string; cpu: string; extra?: string[] }[]): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
+  // Passable, as `gantry up` makes its own: the agent's stages then run contained as users of their
+  // own (docs/containment.md), what a root agent does; GANTRY_CONTAINMENT=off measures without.
+  chmodSync(dataDir, 0o711);
   const schema = `bench_${process.pid}_${Date.now()}`;
   const storeEnv: Record<string, string> =
     STORE === 'postgres'

@@ -25,7 +25,6 @@ export function buildContainmentReport(e: CgroupEnforcement, who: { user: string
   };
 }
 
-
 function clip(text: string, max: number): string {
   return text.length <= max ? text : text.slice(0, max - 1) + '…';
 }

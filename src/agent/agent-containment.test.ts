@@ -340,7 +340,12 @@ describe('an agent on a host that offers no cgroups', () => {
   it('contains nothing when containment is off', async () => {
     await startAgent({ mode: 'off' });
     const reg = await srv.waitFor((e) => e.type === 'register');
-    expect(reg.body.agent.containment).toMatchObject({ mechanism: 'none', problems: [expect.stringMatching(/^containment is off/)] });
+    // Both halves say so: no cgroups, and the agent's own user for every stage.
+    expect(reg.body.agent.containment).toMatchObject({
+      mechanism: 'none',
+      user: expect.stringMatching(/^agent /),
+      problems: [expect.stringMatching(/^containment is off .*no cgroups/), expect.stringMatching(/^containment is off: stages run as the agent's user/)],
+    });
     const a = assignment({ limits: limits() });
     srv.push({ assignments: [a] });
     expect((await completed(a)).body).toMatchObject({ exitCode: 0 });

@@ -174,6 +174,19 @@ describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => 
     expect(p.stderr()).not.toMatch(/zero/);
   });
 
+  it.skipIf(host.v1 !== null || host.v2 !== null)(
+    'a CPU attempt on a host without NVIDIA devices gets no devices cgroup (nothing to keep from it); its CPU time comes from v2',
+    async () => {
+      const nvidia = /^\s*195 /m.test(readFileSync('/proc/devices', 'utf8'));
+      const cg = hostTree().create('att_nodev', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+      expect(cg.dirs.some((d) => d.startsWith('/sys/fs/cgroup/devices/'))).toBe(nvidia);
+      const p = startIn(cg, 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done');
+      expect((await p.exit).code).toBe(0);
+      expect(await cg.waitEmpty(5000)).toBe(true);
+      expect(cg.usage().cpuSeconds).toBeGreaterThan(0);
+    },
+  );
+
   it.skipIf(host.v1 !== null)('killAll with the freezer kills a setsid child and a double-forked daemon', async () => {
     const t = hostTree({ withoutV2: true });
     expect(t.enforcement).toMatchObject({ mechanism: 'cgroup-v1', kill: 'freezer' });

@@ -81,7 +81,7 @@ export class AttemptCgroup {
    */
   static create(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): AttemptCgroup {
     checkSpec(layout.attemptId, spec);
-    const cg = new AttemptCgroup(layout);
+    const cg = new AttemptCgroup(devicesNeeded(layout, spec) ? layout : withoutDevices(layout));
     const made: string[] = [];
     try {
       for (const dir of cg.dirs) {
@@ -313,4 +313,21 @@ function sendSignal(pid: number, signal: NodeJS.Signals): boolean {
     // ESRCH: it exited since the list was read.
     return false;
   }
+}
+
+/**
+ * Whether the attempt needs the devices rules: it has GPUs, or the host has NVIDIA device files it
+ * must be kept from (their major in /proc/devices). A CPU attempt on a host without them has no
+ * device to be kept from, and is spared a cgroup and two dozen writes (measured: 0.4 ms of the
+ * agent's CPU a stage, bench/results/2026-12-03-containment-cost.md).
+ */
+function devicesNeeded(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): boolean {
+  return layout.devices && (spec.gpuIndices.length > 0 || layout.characterMajors.includes(NVIDIA_MAJOR));
+}
+
+/** The layout without the devices hierarchy (its directory kept where another controller shares it). */
+function withoutDevices(layout: AttemptCgroupLayout): AttemptCgroupLayout {
+  const v1 = new Map(layout.v1);
+  v1.delete('devices');
+  return { ...layout, devices: false, v1 };
 }

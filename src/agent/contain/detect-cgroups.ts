@@ -158,7 +158,9 @@ export function chooseCgroups(h: CgroupHierarchies): CgroupChoice {
   if (memory === 'v1') v1.add('memory');
   if (cpu === 'v1') {
     v1.add('cpu');
-    if (h.v1.has('cpuacct')) v1.add('cpuacct');
+    // CPU time: v2's cpu.stat counts it in every cgroup, controller or not; cpuacct only without v2
+    // (one cgroup fewer to make and remove a stage on a hybrid host).
+    if (h.v1.has('cpuacct') && !usesV2) v1.add('cpuacct');
   }
   if (pids === 'v1') v1.add('pids');
   if (devices) v1.add('devices');

@@ -13,7 +13,7 @@
  * transfers get none of ours, since a large file legitimately takes long; a connection silent for
  * 300 s (STREAM_IDLE_MS) is dropped, as a dead one.
  */
-import { createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, read, readdirSync } from 'node:fs';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { mkdir, rename, rm, type FileHandle } from 'node:fs/promises';
@@ -235,8 +235,12 @@ export class AgentClient {
         method: 'PUT',
         path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/outputs/${encoded}`,
         headers: { 'x-gantry-token': String(token), 'content-type': 'application/octet-stream' },
+        // A stream per try over the one descriptor opened (and checked) above, from its start. Its
+        // destroy must not close that descriptor (a stream's destroy closes its fd whatever
+        // autoClose says), or the retry after a failed try (a replica killed mid-upload) reads a
+        // closed handle: closed once, in the finally below.
         body: () => {
-          const s = fh.createReadStream({ start: 0, autoClose: false });
+          const s = createReadStream('', { fd: fh.fd, start: 0, autoClose: false, fs: { read, close: (_fd: number, cb: (err: null) => void) => cb(null) } });
           return { body: s, close: () => s.destroy() };
         },
         timeoutMs: null,

@@ -121,8 +121,6 @@ export class Agent {
   private containmentReport: ContainmentReport | null = null;
   /** What every command is wrapped in (--sandbox; set at start; null: none). */
   private sandbox: SandboxTool | null = null;
-  /** Who attempts run as, as decided at start (openToUsers). */
-  private usersPolicy: AttemptUserPolicy | null = null;
   private lastHeartbeatSentOk = 0;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
@@ -268,7 +266,6 @@ export class Agent {
       const closed = (await closedAncestor(this.state.dataDir)) ?? (await closedAncestor(this.checkpointRoot));
       policy = reachablePolicy(policy, closed && { dir: closed.dir, mode: closed.st.mode });
     }
-    this.usersPolicy = policy;
     this.users = new AttemptUsers(policy, this.state.dataDir, this.containment.uidLockDir);
     this.state.closeSettled = this.users.switching;
     const problem = userProblem(policy);
@@ -345,7 +342,8 @@ export class Agent {
   private startContainment(): void {
     const { tree, enforcement } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
     this.cgroups = tree;
-    const policy = this.usersPolicy!;
+    // Who attempts run as, as decided at start (openToUsers).
+    const policy = this.users!.policy;
     // The sandbox is probed as the attempts' user (the first of the range), as the launcher will run it.
     const probeUser = policy.kind === 'dynamic' ? { uid: policy.first, gid: policy.first } : policy.kind === 'run-as' ? policy.user : null;
     const sandbox = chooseSandbox(this.containment, () => findSandbox({ user: probeUser }));

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AssignmentWire } from '../api/contract/agent-protocol.js';
 import type { AttemptLimitsWire } from '../api/contract/containment.js';
-import { FakeServer, TEST_JOIN_TOKEN } from '../../test/support/fake-agent-server.js';
+import { FakeServer, TEST_JOIN_TOKEN, fakeAssignment } from '../../test/support/fake-agent-server.js';
 import { attemptLimits, MiB, processGone } from '../../test/support/containment-fixtures.js';
 import { Agent } from './agent.js';
 import { removeAgentCgroups, setUpCgroups } from './contain/agent-cgroups.js';
@@ -47,23 +47,7 @@ function hostCannotContain(): string | null {
 }
 const cannot = hostCannotContain();
 
-let n = 0;
-function assignment(over: Partial<AssignmentWire> = {}): AssignmentWire {
-  n++;
-  return {
-    attemptId: `att_c${process.pid}_${n}`,
-    token: 7,
-    jobId: 'job_1',
-    stageName: 'train',
-    attemptNumber: 1,
-    command: ['true'],
-    env: {},
-    gpuIndices: [],
-    timeoutSeconds: null,
-    inputs: [],
-    ...over,
-  };
-}
+const assignment = (over: Partial<AssignmentWire> = {}): AssignmentWire => fakeAssignment('att_c', over);
 
 const limits = (over: Partial<AttemptLimitsWire> = {}) => attemptLimits({ requestCpuMillis: 500, ...over });
 
@@ -122,8 +106,9 @@ const completed = (a: AssignmentWire) => srv.waitFor((e) => e.type === 'complete
  * A command that leaves a `setsid` child (out of its process group) and a double-forked daemon
  * (out of its process tree) behind, each writing its pid to a file of its own, then does `rest`.
  */
+let pidFileCount = 0;
 function escaping(rest: string): { command: string[]; env: Record<string, string>; pids: string } {
-  const pids = join(dir, `pids-${++n}`);
+  const pids = join(dir, `pids-${++pidFileCount}`);
   pidFiles.push(pids);
   return {
     command: ['sh', '-c', `setsid sleep 313 & echo $! >> "$PIDS"; (sleep 314 & echo $! >> "$PIDS"); ${rest}`],

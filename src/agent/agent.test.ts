@@ -12,27 +12,11 @@ import { AgentState, KEEP_REPORTED, type ReportedRecord } from './disk/agent-sta
 import { readAttemptRecords } from './disk/attempt-journal.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 import { processGroupAlive } from './attempt/process-group.js';
-import { FakeServer, TEST_JOIN_TOKEN } from '../../test/support/fake-agent-server.js';
+import { FakeServer, TEST_JOIN_TOKEN, fakeAssignment } from '../../test/support/fake-agent-server.js';
 
 const machine: DetectedMachine = { name: 'cpu-1', cpuMillis: 2000, memoryBytes: 2 ** 30, gpus: [], gpusDeclared: false, region: null, labels: {} };
 
-let n = 0;
-function assignment(over: Partial<AssignmentWire> = {}): AssignmentWire {
-  n++;
-  return {
-    attemptId: `att_${process.pid}_${n}`,
-    token: 7,
-    jobId: 'job_1',
-    stageName: 'train',
-    attemptNumber: 1,
-    command: ['true'],
-    env: {},
-    gpuIndices: [],
-    timeoutSeconds: null,
-    inputs: [],
-    ...over,
-  };
-}
+const assignment = (over: Partial<AssignmentWire> = {}): AssignmentWire => fakeAssignment('att_', over);
 
 async function until(cond: () => boolean | Promise<boolean>, ms = 4000): Promise<void> {
   const deadline = Date.now() + ms;

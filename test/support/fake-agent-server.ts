@@ -209,3 +209,22 @@ export class FakeServer {
     json(404, { error: 'not_found', message: `${req.method} ${url.pathname}` });
   }
 }
+
+let assigned = 0;
+/** An assignment as the fake server hands one out: `true` on no GPU, ids unique in this process under `prefix`. */
+export function fakeAssignment(prefix: string, over: Partial<AssignmentWire> = {}): AssignmentWire {
+  assigned++;
+  return {
+    attemptId: `${prefix}${process.pid}_${assigned}`,
+    token: 7,
+    jobId: 'job_1',
+    stageName: 'train',
+    attemptNumber: 1,
+    command: ['true'],
+    env: {},
+    gpuIndices: [],
+    timeoutSeconds: null,
+    inputs: [],
+    ...over,
+  };
+}

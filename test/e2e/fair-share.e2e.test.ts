@@ -118,6 +118,6 @@ describe('fair share between teams', () => {
     );
     const waiting = (await Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`)))).find((j) => j.body.stages[0].state === 'ready')!;
     const ex = await api(gantry_().url, `/v1/jobs/${waiting.body.id}/stages/train/explain`);
-    expect(ex.body.reason).toBe('team vision at quota 2/2 h100 GPUs, needs 1 more');
+    expect(ex.body.reason).toBe('team vision at quota: uses 2 of 2 h100 GPUs, the stage needs 1');
   }, 60_000);
 });

@@ -10,6 +10,7 @@ import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
+import { TeamLedger } from '../scheduler/team-ledger.js';
 import type { ApiApp } from './api-app.js';
 import type { ApiContext } from './api-context.js';
 import { JobBatchResult } from './contract/job-batch.js';
@@ -25,10 +26,15 @@ const errors = { 400: ErrorBody, 404: ErrorBody };
  * sake): a value other than `true` or `1`, a repeated one included, reads as not strict.
  */
 const SubmitQuery = Type.Object({
-  strict: Type.Optional(Type.String({ description: 'true or 1: a stage no registered machine could ever run refuses the submit (400) instead of a warning' })),
+  strict: Type.Optional(
+    Type.String({
+      description:
+        "true or 1: a stage no registered machine could ever run, or more than its team's whole quota, refuses the submit (400) instead of a warning",
+    }),
+  ),
 });
 
-/** `?strict=true` (or 1): a stage no registered machine could ever run refuses the submit instead of a warning. */
+/** `?strict=true` (or 1): a stage no registered machine could ever run, or more than its team's whole quota, refuses the submit instead of a warning. */
 function strictOf(query: { strict?: string }): boolean {
   return query.strict === 'true' || query.strict === '1';
 }
@@ -45,7 +51,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         description:
           'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written. ' +
           'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. ' +
-          'A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine) is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
+          "A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine), or one not preemptible that asks for more than its team's whole quota of a resource, " +
+          'is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
         tags: ['jobs'],
         querystring: SubmitQuery,
         body: JobSpecSchema,
@@ -143,8 +150,9 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
 }
 
 /**
- * The stages of these jobs that no registered machine could ever run, per job (docs/scheduling.md,
- * "Never placeable"). Strict: refused, as a bad spec is, naming each such stage.
+ * The stages of these jobs that no registered machine could ever run, or that ask for more than
+ * their team's whole quota, per job (docs/scheduling.md, "Never placeable"). Strict: refused, as a
+ * bad spec is, naming each such stage.
  */
 async function placementWarnings(
   store: Store,
@@ -152,11 +160,17 @@ async function placementWarnings(
   strict: boolean,
   prefix: (i: number) => string,
 ): Promise<SubmitWarning[][]> {
-  // Static checks only: what machines are, not what they hold.
+  // Static checks only: what machines are, not what they hold; a team's quota, not its usage.
   const { machines } = await store.clusterFacts();
+  // A stage that is not preemptible never runs past its team's quota (docs/scheduling.md), so
+  // one asking for more than the whole quota would wait for good, as Slurm's QOSMaxGRESPerJob.
+  const quotas = definitions.some((d) => d.stages.some((st) => !st.preemptible))
+    ? new TeamLedger(await store.schedulerTeams({ usage: false }), machines)
+    : null;
   const warnings = definitions.map((d) =>
     d.stages.flatMap((st) => {
-      const why = neverPlaceable(stageNeed(st), machines);
+      const need = stageNeed(st);
+      const why = neverPlaceable(need, machines) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines));
       return why ? [{ stage: st.name, message: why }] : [];
     }),
   );

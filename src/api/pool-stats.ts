@@ -96,9 +96,10 @@ async function addReasons(
     let message = 'its shape left the queue while this was read';
     if (shape) {
       const need = stageNeed(shape);
-      const quota = shape.preemptible ? null : ledger.withinQuota(teamOf(shape), need, machines).blocked;
-      kind = quota ? 'quota' : waitReasonKind(need, machines);
-      message = quota ?? pendingReasonNow(need, machines) ?? 'a machine has room now: the next scheduler pass places it';
+      const quota = shape.preemptible ? null : ledger.withinQuota(teamOf(shape), need, machines);
+      // More than the team's whole quota is a wait of its own: no work of the team ending frees it.
+      kind = quota?.blocked ? (quota.never ? 'quota-never' : 'quota') : waitReasonKind(need, machines);
+      message = quota?.blocked ?? pendingReasonNow(need, machines) ?? 'a machine has room now: the next scheduler pass places it';
     }
     const byKind = groups.get(q.pool) ?? new Map();
     groups.set(q.pool, byKind);

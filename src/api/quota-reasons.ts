@@ -6,7 +6,7 @@ import type { Store } from '../store/store.js';
 
 /**
  * Why stages of a team wait on its quota, as the scheduler's pass decides it (TeamLedger): the
- * quota line ("team vision at quota 16/16 h100 GPUs, needs 2 more") for each stage that is not
+ * quota line ("team vision at quota: uses 15 of 16 h100 GPUs, the stage needs 2") for each stage that is not
  * preemptible and would take its team past its quota, else nothing. One read of teams and usage.
  */
 export async function quotaReasons(

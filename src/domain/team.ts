@@ -39,9 +39,21 @@ export function formatTeamQuota(q: TeamQuota): string {
 }
 
 /**
- * Where a request would take the team past its quota, in words ("team vision at quota 16/16
- * h100 GPUs, needs 2 more"), or null when it stays within. `gpuType` is the type the stage
- * would get (null: a CPU stage).
+ * Why the quota stops a request: the quota line, and whether the request alone is more than the
+ * team's whole quota of a resource (`never`: no amount of waiting places it; only a larger quota,
+ * or making the stage preemptible so it may borrow, does: Slurm's QOSMaxGRESPerJob, Kueue's
+ * inadmissible workload).
+ */
+export interface QuotaBlock {
+  message: string;
+  never: boolean;
+}
+
+/**
+ * Where a request would take the team past its quota, in words ("team vision at quota: uses 15
+ * of 16 h100 GPUs, the stage needs 2"; "team vision's quota is 2 h100 GPUs, the stage needs 4:
+ * …never…"), or null when it stays within. `gpuType` is the type the stage would get (null: a
+ * CPU stage).
  */
 export function quotaExceeded(
   team: string,
@@ -49,17 +61,46 @@ export function quotaExceeded(
   usage: TeamUsage,
   need: { cpuMillis: number; memoryBytes: number; gpuCount: number },
   gpuType: string | null,
-): string | null {
+): QuotaBlock | null {
+  const never = quotaNeverFits(team, quota, need, gpuType);
+  if (never) return { message: never, never: true };
+  const busy = (used: string, limit: string, what: string, needs: string): QuotaBlock => ({
+    message: `team ${team} at quota: uses ${used} of ${limit} ${what}, the stage needs ${needs}`,
+    never: false,
+  });
   if (quota.cpuMillis !== undefined && usage.cpuMillis + need.cpuMillis > quota.cpuMillis) {
-    return `team ${team} at quota ${formatCpu(usage.cpuMillis)}/${formatCpu(quota.cpuMillis)} CPU, needs ${formatCpu(need.cpuMillis)} more`;
+    return busy(formatCpu(usage.cpuMillis), formatCpu(quota.cpuMillis), 'CPU', formatCpu(need.cpuMillis));
   }
   if (quota.memoryBytes !== undefined && usage.memoryBytes + need.memoryBytes > quota.memoryBytes) {
-    return `team ${team} at quota ${formatMemory(usage.memoryBytes)}/${formatMemory(quota.memoryBytes)} memory, needs ${formatMemory(need.memoryBytes)} more`;
+    return busy(formatMemory(usage.memoryBytes), formatMemory(quota.memoryBytes), 'memory', formatMemory(need.memoryBytes));
   }
   if (gpuType !== null && need.gpuCount > 0) {
     const limit = quota.gpus?.[gpuType];
     const used = usage.gpus[gpuType] ?? 0;
-    if (limit !== undefined && used + need.gpuCount > limit) return `team ${team} at quota ${used}/${limit} ${gpuType} GPUs, needs ${need.gpuCount} more`;
+    if (limit !== undefined && used + need.gpuCount > limit) return busy(String(used), String(limit), `${gpuType} GPUs`, String(need.gpuCount));
+  }
+  return null;
+}
+
+/**
+ * Where a request alone is more than the team's whole quota of a resource, in words naming the
+ * resource, the quota and the request, or null. Usage does not matter: the team could hold
+ * nothing and the request would still not fit.
+ */
+export function quotaNeverFits(
+  team: string,
+  quota: TeamQuota,
+  need: { cpuMillis: number; memoryBytes: number; gpuCount: number },
+  gpuType: string | null,
+): string | null {
+  const never = (limit: string, what: string, needs: string) =>
+    `team ${team}'s quota is ${limit} ${what}, the stage needs ${needs}: it can never run within the quota (raise the quota, or make the stage preemptible so it may borrow)`;
+  if (quota.cpuMillis !== undefined && need.cpuMillis > quota.cpuMillis) return never(formatCpu(quota.cpuMillis), 'CPU', formatCpu(need.cpuMillis));
+  if (quota.memoryBytes !== undefined && need.memoryBytes > quota.memoryBytes)
+    return never(formatMemory(quota.memoryBytes), 'memory', formatMemory(need.memoryBytes));
+  if (gpuType !== null && need.gpuCount > 0) {
+    const limit = quota.gpus?.[gpuType];
+    if (limit !== undefined && need.gpuCount > limit) return never(String(limit), `${gpuType} GPUs`, String(need.gpuCount));
   }
   return null;
 }

@@ -169,11 +169,11 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const team = teamOf(stage);
     // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
-    const quota = stage.preemptible ? { need: stageNeed(stage), blocked: null } : ledger.withinQuota(team, stageNeed(stage), machines);
+    const quota = stage.preemptible ? { need: stageNeed(stage), blocked: null, never: false } : ledger.withinQuota(team, stageNeed(stage), machines);
     const need = quota.need;
     looked.push({ stage, need, quotaBlocked: quota.blocked !== null });
     if (quota.blocked !== null) {
-      pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: false });
+      pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
       continue;
     }
     const key = ledger.hasQuota(team) && !stage.preemptible ? `${shapeKey(need)}|${team}` : shapeKey(need);

@@ -1,6 +1,16 @@
 import { DEFAULT_TEAM } from '../domain/job-definition.js';
 import { normalizeGpuType } from '../domain/resources.js';
-import { addUsage, dominantShare, emptyTeamUsage, isBorrowing, quotaExceeded, type TeamQuota, type TeamUsage } from '../domain/team.js';
+import {
+  addUsage,
+  dominantShare,
+  emptyTeamUsage,
+  isBorrowing,
+  quotaExceeded,
+  quotaNeverFits,
+  type QuotaBlock,
+  type TeamQuota,
+  type TeamUsage,
+} from '../domain/team.js';
 import { acceptsGpuType, type StageNeed } from './checks.js';
 import type { MachineView, QueuedStage, TeamView } from './snapshot.js';
 
@@ -67,7 +77,7 @@ export class TeamLedger {
   }
 
   /** Why placing this request would take the team past its quota, or null. */
-  exceeded(team: string, need: { cpuMillis: number; memoryBytes: number; gpuCount: number }, gpuType: string | null): string | null {
+  exceeded(team: string, need: { cpuMillis: number; memoryBytes: number; gpuCount: number }, gpuType: string | null): QuotaBlock | null {
     const e = this.entry(team);
     return quotaExceeded(team, e.quota, e.usage, need, gpuType);
   }
@@ -84,25 +94,51 @@ export class TeamLedger {
   /**
    * The stage's need narrowed to what its team's quota leaves room for: GPU types whose quota the
    * stage would exceed are taken out of its acceptable types. `blocked` (the quota line) when
-   * nothing is left: CPU or memory over quota, or every acceptable GPU type.
+   * nothing is left: CPU or memory over quota, or every acceptable GPU type; `never` when each of
+   * those blocks is the stage alone being more than the whole quota (the line then says so, and
+   * waiting will not help).
    */
-  withinQuota(team: string, need: StageNeed, machines: readonly MachineView[]): { need: StageNeed; blocked: string | null } {
-    if (!this.hasQuota(team)) return { need, blocked: null };
+  withinQuota(team: string, need: StageNeed, machines: readonly MachineView[]): { need: StageNeed; blocked: string | null; never: boolean } {
+    if (!this.hasQuota(team)) return { need, blocked: null, never: false };
     const base = this.exceeded(team, { ...need, gpuCount: 0 }, null);
-    if (base) return { need, blocked: base };
-    if (need.gpuCount === 0) return { need, blocked: null };
+    if (base) return { need, blocked: base.message, never: base.never };
+    if (need.gpuCount === 0) return { need, blocked: null, never: false };
     const types = new Set<string>();
     for (const m of machines) for (const g of m.gpus) if (acceptsGpuType(need, g.type)) types.add(normalizeGpuType(g.type));
     const allowed: string[] = [];
-    let first: string | null = null;
+    // The line shown is that of a type the stage could get by waiting, if there is one.
+    let first: QuotaBlock | null = null;
     for (const t of [...types].sort()) {
       const why = this.exceeded(team, need, t);
       if (why === null) allowed.push(t);
-      else first ??= why;
+      else if (first === null || (first.never && !why.never)) first = why;
     }
-    if (allowed.length === types.size) return { need, blocked: null };
-    if (allowed.length === 0) return { need, blocked: first };
-    return { need: { ...need, gpuTypes: allowed }, blocked: null };
+    if (allowed.length === types.size) return { need, blocked: null, never: false };
+    if (allowed.length === 0) return { need, blocked: first!.message, never: first!.never };
+    return { need: { ...need, gpuTypes: allowed }, blocked: null, never: false };
+  }
+
+  /**
+   * Why the stage, if not preemptible, could never run within its team's whole quota (usage
+   * aside), or null: CPU or memory over the quota, or more GPUs than the quota of every type it
+   * accepts (the types it names, else those of these machines; with neither, nothing is judged).
+   * What a submit is warned with (`?strict=true`: refused), as for machines (never-placeable.ts).
+   */
+  neverWithinQuota(team: string, need: StageNeed, machines: readonly MachineView[]): string | null {
+    if (!this.hasQuota(team)) return null;
+    const q = this.quota(team);
+    const base = quotaNeverFits(team, q, { ...need, gpuCount: 0 }, null);
+    if (base) return base;
+    if (need.gpuCount === 0) return null;
+    const types = new Set(need.gpuTypes.map(normalizeGpuType));
+    if (types.size === 0) for (const m of machines) for (const g of m.gpus) types.add(normalizeGpuType(g.type));
+    let first: string | null = null;
+    for (const t of [...types].sort()) {
+      const why = quotaNeverFits(team, q, need, t);
+      if (why === null) return null;
+      first ??= why;
+    }
+    return first;
   }
 }
 

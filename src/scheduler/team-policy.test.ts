@@ -124,7 +124,35 @@ describe('quotas', () => {
       teams: [team('vision', { quota: { gpus: { h100: 4 } }, gpus: 0 })],
     });
     expect(plan.placements).toHaveLength(4);
-    expect(plan.pending.find((p) => p.stageId === 'v5')?.reason).toBe('team vision at quota 4/4 h100 GPUs, needs 1 more');
+    expect(plan.pending.find((p) => p.stageId === 'v5')?.reason).toBe('team vision at quota: uses 4 of 4 h100 GPUs, the stage needs 1');
+  });
+
+  it('says what is used, the quota and what the stage needs (1 of 2 used, needs 2: not "needs 2 more")', () => {
+    const plan = planPlacements({
+      machines: [gpuMachine('g1', 8, [0])],
+      queue: [gpuStage('v0', { team: 'vision', gpus: 2 })],
+      teams: [team('vision', { quota: { gpus: { h100: 2 } }, gpus: 1 })],
+    });
+    expect(plan.placements).toEqual([]);
+    expect(plan.pending).toEqual([{ stageId: 'v0', reason: 'team vision at quota: uses 1 of 2 h100 GPUs, the stage needs 2', unplaceable: false }]);
+  });
+
+  it("a stage over the whole quota (a quota lowered after submit) waits as never fitting, not for its team's work to end", () => {
+    const plan = planPlacements({
+      machines: [gpuMachine('g1', 8)],
+      queue: [gpuStage('v0', { team: 'vision', gpus: 4 }), gpuStage('v1', { team: 'vision', gpus: 4, preemptible: true })],
+      teams: [team('vision', { quota: { gpus: { h100: 2 } }, gpus: 0 })],
+    });
+    expect(plan.pending).toEqual([
+      {
+        stageId: 'v0',
+        reason:
+          "team vision's quota is 2 h100 GPUs, the stage needs 4: it can never run within the quota (raise the quota, or make the stage preemptible so it may borrow)",
+        unplaceable: true,
+      },
+    ]);
+    // The preemptible one borrows idle capacity beyond the quota.
+    expect(plan.placements.map((p) => p.stageId)).toEqual(['v1']);
   });
 
   it('lets preemptible work borrow idle capacity beyond the quota', () => {

@@ -1,5 +1,8 @@
-import { firstReject, isBusyReason, type StageNeed } from './checks.js';
+import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
+
+/** Every code waitReasonKind may answer: a metric's series exist for each, at 0 when none waits so. */
+export const WAIT_REASON_KINDS: readonly string[] = ['placeable', ...Object.values(RejectReason), 'no-machines'];
 
 /**
  * Why the stages of a shape wait, as one code (a metric's label, the pools page's group):

@@ -3,7 +3,7 @@ import { attemptEndKinds, type AttemptEndKind } from '../domain/attempt-end.js';
 import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
 import { normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
-import { waitReasonKind } from '../scheduler/wait-reason-kind.js';
+import { WAIT_REASON_KINDS, waitReasonKind } from '../scheduler/wait-reason-kind.js';
 import { machinePool } from '../domain/machine-pool.js';
 import type { MachineView } from '../scheduler/snapshot.js';
 import type { Store } from '../store/store.js';
@@ -38,7 +38,10 @@ export class Metrics {
     private readonly now: () => number,
   ) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'gantry_process_' });
+    // prom-client's own names (process_cpu_seconds_total, nodejs_eventloop_lag_seconds, …), as
+    // every client library exports them and the Node.js dashboards query them: a prefix here
+    // doubled theirs (gantry_process_process_cpu_seconds_total). The scrape's job label says whose.
+    collectDefaultMetrics({ register: this.registry });
     this.passSeconds = new Histogram({
       name: 'gantry_scheduler_pass_seconds',
       help: 'Scheduler pass duration',
@@ -76,40 +79,46 @@ export class Metrics {
     // collect() runs with the gauge as `this`; the metrics object is reached through `self`.
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
+    // The queue's gauges have a series for every known pool (and reason) at 0 when nothing waits
+    // there: an absent series is not 0 to Prometheus (an alert on depth > N would never resolve).
     new Gauge({
       name: 'gantry_queue_depth',
-      help: 'Ready stages waiting for a machine, by pool',
+      help: 'Ready stages waiting for a machine, by pool (0 for a known pool with none)',
       labelNames: ['pool'],
       registers,
       async collect() {
         this.reset();
-        for (const [pool, n] of self.byPool((await self.snapshot()).queues, (q) => q.ready)) this.set({ pool }, n);
+        const snap = await self.snapshot();
+        for (const pool of knownPools(snap)) this.set({ pool }, 0);
+        for (const [pool, n] of self.byPool(snap.queues, (q) => q.ready)) this.set({ pool }, n);
       },
     });
     new Gauge({
       name: 'gantry_queue_oldest_wait_seconds',
-      help: 'Age of the oldest ready stage, by pool',
+      help: 'Age of the oldest ready stage, by pool (0 for a known pool with none waiting)',
       labelNames: ['pool'],
       registers,
       async collect() {
         this.reset();
-        const { queues, at } = await self.snapshot();
+        const snap = await self.snapshot();
         const oldest = new Map<string, number>();
-        for (const q of queues) oldest.set(q.pool, Math.min(oldest.get(q.pool) ?? Infinity, q.oldestReadySince));
-        for (const [pool, t] of oldest) this.set({ pool }, Math.max(0, (at - t) / 1000));
+        for (const q of snap.queues) oldest.set(q.pool, Math.min(oldest.get(q.pool) ?? Infinity, q.oldestReadySince));
+        for (const pool of knownPools(snap)) this.set({ pool }, 0);
+        for (const [pool, t] of oldest) this.set({ pool }, Math.max(0, (snap.at - t) / 1000));
       },
     });
     new Gauge({
       name: 'gantry_stages_pending',
-      help: 'Ready stages by pool and why they wait (placeable, gpu-busy, gpu-type, …: the reject code most machines give)',
+      help: 'Ready stages by pool and why they wait (placeable, gpu-busy, gpu-type, …: the reject code most machines give; 0 for every known pool and reason)',
       labelNames: ['pool', 'reason'],
       registers,
       async collect() {
         this.reset();
-        const { queues, shapes, machines } = await self.snapshot();
-        for (const q of queues) {
-          const shape = shapes.get(q.shape);
-          const reason = shape ? waitReasonKind(stageNeed(shape), machines) : 'unknown';
+        const snap = await self.snapshot();
+        for (const pool of knownPools(snap)) for (const reason of WAIT_REASON_KINDS) this.set({ pool, reason }, 0);
+        for (const q of snap.queues) {
+          const shape = snap.shapes.get(q.shape);
+          const reason = shape ? waitReasonKind(stageNeed(shape), snap.machines) : 'unknown';
           this.inc({ pool: q.pool, reason }, q.ready);
         }
       },
@@ -124,22 +133,32 @@ export class Metrics {
         for (const m of (await self.snapshot()).machines) this.inc({ pool: machinePool(m), health: m.health, scheduling: m.scheduling });
       },
     });
-    for (const [what, help] of [
-      ['total', 'Capacity of machines not removed'],
-      ['allocated', 'Capacity held by attempts'],
-    ] as const) {
+    // One quantity and one unit a metric (Prometheus naming), capacity and allocation apart, so
+    // sum() over any label means something and utilisation is one division.
+    const resources: { name: string; help: string; gpu?: true; value: (m: MachineView, add: (n: number, gpuType?: string) => void) => void }[] = [
+      { name: 'gantry_pool_cpu_cores', help: 'CPU cores of the machines not removed', value: (m, add) => add(m.cpuMillisTotal / 1000) },
+      { name: 'gantry_pool_cpu_allocated_cores', help: 'CPU cores held by attempts', value: (m, add) => add((m.cpuMillisTotal - m.cpuMillisFree) / 1000) },
+      { name: 'gantry_pool_memory_bytes', help: 'Memory of the machines not removed, in bytes', value: (m, add) => add(m.memoryBytesTotal) },
+      { name: 'gantry_pool_memory_allocated_bytes', help: 'Memory held by attempts, in bytes', value: (m, add) => add(m.memoryBytesTotal - m.memoryBytesFree) },
+      { name: 'gantry_pool_gpus', help: 'GPUs of the machines not removed, by type', gpu: true, value: (m, add) => m.gpus.forEach((g) => add(1, g.type)) },
+      {
+        name: 'gantry_pool_gpus_allocated',
+        help: 'GPUs held by attempts, by type',
+        gpu: true,
+        value: (m, add) => m.gpus.forEach((g) => add(g.free ? 0 : 1, g.type)),
+      },
+    ];
+    for (const r of resources) {
       new Gauge({
-        name: `gantry_resources_${what}`,
-        help: `${help}, by pool, resource (cpu in cores, memory in bytes, gpu) and GPU type`,
-        labelNames: ['pool', 'resource', 'gpu_type'],
+        name: r.name,
+        help: `${r.help}, by pool`,
+        labelNames: r.gpu ? ['pool', 'gpu_type'] : ['pool'],
         registers,
         async collect() {
           this.reset();
           for (const m of (await self.snapshot()).machines) {
             const pool = machinePool(m);
-            this.inc({ pool, resource: 'cpu', gpu_type: '' }, (what === 'total' ? m.cpuMillisTotal : m.cpuMillisTotal - m.cpuMillisFree) / 1000);
-            this.inc({ pool, resource: 'memory', gpu_type: '' }, what === 'total' ? m.memoryBytesTotal : m.memoryBytesTotal - m.memoryBytesFree);
-            for (const g of m.gpus) this.inc({ pool, resource: 'gpu', gpu_type: normalizeGpuType(g.type) }, what === 'total' || !g.free ? 1 : 0);
+            r.value(m, (n, gpuType) => this.inc(gpuType === undefined ? { pool } : { pool, gpu_type: normalizeGpuType(gpuType) }, n));
           }
         },
       });
@@ -215,6 +234,11 @@ export class Metrics {
     await this.snapshot();
     return this.registry.metrics();
   }
+}
+
+/** The pools the cluster knows now: those of its machines (not removed) and of its queues. */
+function knownPools(s: Pick<Snapshot, 'machines' | 'queues'>): Set<string> {
+  return new Set([...s.machines.map(machinePool), ...s.queues.map((q) => q.pool)]);
 }
 
 interface Snapshot {

@@ -75,3 +75,83 @@ describe('submit: never-placeable stages', () => {
     expect(await jobs()).toBe(before);
   });
 });
+
+/**
+ * A stage that is not preemptible and asks for more than its team's whole quota would wait for
+ * good (issue 28): said at submit like a stage no machine could run, refused with ?strict=true,
+ * and a quota lowered after submit makes its reason say it can never fit (API, explain, pools).
+ */
+describe("submit: a stage over its team's whole quota", () => {
+  let cp: ControlPlane;
+  let auth: Record<string, string>;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'gantry-quota-'));
+    cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0, rateLimitPerSecond: 0 }));
+    auth = bearer(await makeToken(cp.store, 'admin'));
+    await registerMachine(cp.store, cpuMachine('cpu-1', { cpuMillis: 8000 }));
+    await registerMachine(cp.store, gpuMachine('gpu-1', 8, 'h100'));
+    const made = await send('POST', '/v1/teams', { name: 'vision', quota: { gpus: { h100: 2 } } });
+    expect(made.statusCode).toBe(201);
+  });
+  afterAll(async () => {
+    await cp.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const send = (method: 'POST' | 'PATCH' | 'GET', url: string, body?: unknown) =>
+    cp.app.inject({ method, url, headers: { ...auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { payload: JSON.stringify(body) }) });
+  const job = (name: string, stage: object) => ({ name, team: 'vision', stages: [{ name: 'train', command: ['true'], ...stage }] });
+  const jobs = async () => (await cp.store.jobList({ limit: 1000 })).length;
+  const never =
+    "team vision's quota is 2 h100 GPUs, the stage needs 4: it can never run within the quota (raise the quota, or make the stage preemptible so it may borrow)";
+
+  it('warns naming the stage, the resource, the quota and the request; --strict refuses it (400) and writes nothing', async () => {
+    const warned = await send('POST', '/v1/jobs', job('big', { resources: { gpu: { count: 4, type: 'h100' } } }));
+    expect(warned.statusCode).toBe(201);
+    expect(warned.json().warnings).toEqual([{ stage: 'train', message: never }]);
+
+    const before = await jobs();
+    const strict = await send('POST', '/v1/jobs?strict=true', job('big', { resources: { gpu: { count: 4, type: 'h100' } } }));
+    expect(strict.statusCode).toBe(400);
+    expect(strict.json().issues).toEqual([{ path: '/stages/0', message: `stage train: ${never} (strict: refused)` }]);
+    const batch = await send('POST', '/v1/jobs/batch?strict=1', {
+      jobs: [job('ok', {}), job('big', { resources: { cpu: 1, gpu: { count: 3, type: 'h100' } } })],
+    });
+    expect(batch.statusCode).toBe(400);
+    expect(batch.json().issues.map((i: { path: string }) => i.path)).toEqual(['/jobs/1/stages/0']);
+    expect(await jobs()).toBe(before);
+  });
+
+  it('judges neither a preemptible stage (it may borrow) nor one within the quota, nor a team without a quota', async () => {
+    for (const [name, spec] of [
+      ['borrows', job('borrows', { preemptible: true, resources: { gpu: { count: 4, type: 'h100' } } })],
+      ['fits', job('fits', { resources: { gpu: { count: 2, type: 'h100' } } })],
+      ['free', { ...job('free', { resources: { gpu: { count: 4, type: 'h100' } } }), team: 'nlp' }],
+    ] as const) {
+      const r = await send('POST', '/v1/jobs?strict=true', spec);
+      expect(r.statusCode, name).toBe(201);
+      expect(r.json().warnings, name).toBeUndefined();
+    }
+  });
+
+  it('a quota lowered after submit: the waiting stage says it can never fit, in the job, explain and the pools', async () => {
+    const made = await send('POST', '/v1/jobs', job('later', { resources: { gpu: { count: 2, type: 'h100' } } }));
+    expect(made.statusCode).toBe(201);
+    const id = made.json().id as string;
+    expect((await send('PATCH', '/v1/teams/vision', { quota: { gpus: { h100: 1 } } })).statusCode).toBe(200);
+    const lowered =
+      "team vision's quota is 1 h100 GPUs, the stage needs 2: it can never run within the quota (raise the quota, or make the stage preemptible so it may borrow)";
+    const view = (await send('GET', `/v1/jobs/${id}`)).json();
+    expect(view.stages[0]).toMatchObject({ state: 'ready', pendingReason: lowered });
+    const ex = (await send('GET', `/v1/jobs/${id}/stages/train/explain`)).json();
+    expect(ex.quota).toBe(lowered);
+    const pool = (await send('GET', '/v1/pools')).json().pools.find((p: { pool: string }) => p.pool === 'gpu:h100');
+    expect(pool.reasons).toContainEqual({
+      kind: 'quota-never',
+      stages: expect.any(Number),
+      message: expect.stringContaining('it can never run within the quota'),
+    });
+    expect(pool.reasons.map((r: { kind: string }) => r.kind)).not.toContain('quota');
+  });
+});

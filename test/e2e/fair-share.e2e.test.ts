@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { api, gantry, gantryUpForSuite, until } from '../support/gantry-process.js';
 
@@ -118,6 +121,29 @@ describe('fair share between teams', () => {
     );
     const waiting = (await Promise.all(ids.map((id) => api(gantry_().url, `/v1/jobs/${id}`)))).find((j) => j.body.stages[0].state === 'ready')!;
     const ex = await api(gantry_().url, `/v1/jobs/${waiting.body.id}/stages/train/explain`);
-    expect(ex.body.reason).toBe('team vision at quota 2/2 h100 GPUs, needs 1 more');
+    expect(ex.body.reason).toBe('team vision at quota: uses 2 of 2 h100 GPUs, the stage needs 1');
+  }, 60_000);
+
+  it('a stage over the whole quota: gantry submit warns, --strict refuses (exit 2), status and explain say it can never fit', async () => {
+    const cli = (...args: string[]) => gantry([...args, '--server', gantry_().url]);
+    const dir = mkdtempSync(join(tmpdir(), 'gantry-quota-'));
+    const file = join(dir, 'big.yaml');
+    writeFileSync(
+      file,
+      'name: big\nteam: vision\nstages:\n  - name: train\n    resources: { cpu: 1, memory: 256Mi, gpu: { count: 4, type: h100 } }\n    command: ["true"]\n',
+    );
+    const never =
+      "team vision's quota is 2 h100 GPUs, the stage needs 4: it can never run within the quota (raise the quota, or make the stage preemptible so it may borrow)";
+    const refused = await cli('submit', file, '--strict');
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain(`stage train: ${never} (strict: refused)`);
+    const warned = await cli('submit', file);
+    expect(warned.code, warned.stderr).toBe(0);
+    expect(warned.stderr).toContain(`stage train: ${never}; it waits until that changes (--strict refuses instead)`);
+    const id = warned.stdout.trim();
+    expect((await cli('explain', id, 'train')).stdout).toContain(never);
+    expect((await cli('status', id)).stdout).toContain("team vision's quota is 2 h100 GPUs, the stage needs 4");
+    expect((await cli('cancel', id)).code).toBe(0);
+    rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 });

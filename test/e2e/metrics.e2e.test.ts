@@ -4,7 +4,8 @@ import { api, gantryUpForSuite, until } from '../support/gantry-process.js';
 /**
  * Prometheus metrics (issue 11): after a scripted workload, what /metrics says matches what the
  * database holds: attempts by outcome, queue depth and why stages wait, machines, resources, the
- * wait histogram's count.
+ * wait histogram's count; and Prometheus's conventions (issue 28): 0 for an empty queue, one unit
+ * a name, Node's metrics without a doubled prefix.
  */
 const CLUSTER = `
 machines:
@@ -64,9 +65,19 @@ describe('/metrics', () => {
     expect(m.get('gantry_queue_oldest_wait_seconds{pool="gpu:tpu9"}')).toBeGreaterThan(0);
     expect(m.get('gantry_machines{pool="cpu",health="ready",scheduling="eligible"}')).toBe(1);
     expect(m.get('gantry_machines{pool="gpu:h100",health="ready",scheduling="eligible"}')).toBe(1);
-    expect(m.get('gantry_resources_total{pool="gpu:h100",resource="gpu",gpu_type="h100"}')).toBe(2);
-    expect(m.get('gantry_resources_allocated{pool="gpu:h100",resource="gpu",gpu_type="h100"}')).toBe(1);
-    expect(m.get('gantry_resources_allocated{pool="gpu:h100",resource="cpu",gpu_type=""}')).toBe(1);
+    // The cpu queue is empty: its series say 0, not nothing (an alert on depth > N resolves).
+    expect(m.get('gantry_queue_depth{pool="cpu"}')).toBe(0);
+    expect(m.get('gantry_queue_oldest_wait_seconds{pool="cpu"}')).toBe(0);
+    expect(m.get('gantry_stages_pending{pool="cpu",reason="placeable"}')).toBe(0);
+    expect(m.get('gantry_pool_gpus{pool="gpu:h100",gpu_type="h100"}')).toBe(2);
+    expect(m.get('gantry_pool_gpus_allocated{pool="gpu:h100",gpu_type="h100"}')).toBe(1);
+    expect(m.get('gantry_pool_cpu_cores{pool="gpu:h100"}')).toBe(4);
+    expect(m.get('gantry_pool_cpu_allocated_cores{pool="gpu:h100"}')).toBe(1);
+    expect(m.get('gantry_pool_memory_allocated_bytes{pool="gpu:h100"}')).toBe(256 * 2 ** 20);
+    expect(m.get('gantry_pool_memory_bytes{pool="cpu"}')).toBe(4 * 2 ** 30);
+    // Node's process metrics under prom-client's own names, the prefix not doubled.
+    expect(m.get('process_cpu_seconds_total')).toBeGreaterThan(0);
+    expect([...m.keys()].filter((k) => k.startsWith('gantry_process_') || k.startsWith('gantry_resources_'))).toEqual([]);
     // Every placement was seen by the wait histogram, by its pool.
     expect(m.get('gantry_stage_wait_seconds_count{pool="cpu"}')).toBe(7);
     expect(m.get('gantry_stage_wait_seconds_count{pool="gpu:h100"}')).toBe(1);

@@ -114,6 +114,25 @@ describe('gantry up, end to end', () => {
     expect(logs.body).toContain('attempt 2 failing');
   });
 
+  it("a failed job's reason names the stage whose failure failed it, not one that failed after it", async () => {
+    // `slow` is first by position and fails last (its timeout, while the job is already failing).
+    const r = await submit(g.url, {
+      name: 'first-failure',
+      retry: { maxAttempts: 3, onExitCodes: [75] },
+      stages: [
+        { name: 'slow', resources: { cpu: 1, memory: '64Mi' }, timeoutSeconds: 3, command: sh('sleep 30') },
+        { name: 'exit5', resources: { cpu: 1, memory: '64Mi' }, command: sh('sleep 0.5; exit 5') },
+      ],
+    });
+    expect(r.status).toBe(201);
+    const job = await until('job ends', () => jobOf(g.url, r.body.id), isTerminal, 60_000);
+    expect(job.state).toBe('failed');
+    const reasons = Object.fromEntries(job.stages.map((s: any) => [s.name, s.endReason]));
+    expect(reasons.exit5).toBe('exit code 5; not retryable');
+    expect(reasons.slow).toMatch(/not retried because the job is failing$/);
+    expect(job.failureReason).toBe('stage exit5 failed: exit code 5; not retryable');
+  });
+
   it('cancel kills the whole process group of a sleeping stage within the grace period', async () => {
     const r = await submit(g.url, {
       name: 'sleeper',

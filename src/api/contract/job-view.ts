@@ -94,6 +94,7 @@ const jobFields = {
   priority: Type.Integer(),
   labels: StringMap,
   state: wireEnum(JOB_STATES),
+  /** A failed job: the stage that failed first (whose failure failed the job) and its end reason. */
   failureReason: Nullable(Type.String()),
   createdAt: Type.Number(),
   updatedAt: Type.Number(),

@@ -4,7 +4,7 @@ import { Type, type Static } from 'typebox';
 export const PoolWaitReason = Type.Object({
   kind: Type.String({
     description:
-      'quota (their team is at its quota), placeable (the next pass places them), a busy code (gpu-busy, cpu-busy, memory-busy, gpu-share: no room now), ' +
+      "quota (their team is at its quota), quota-never (a stage asks for more than its team's whole quota), placeable (the next pass places them), a busy code (gpu-busy, cpu-busy, memory-busy, gpu-share: no room now), " +
       'a static one (gpu-type, gpu-total, cpu-total, labels, region, …: no machine will ever take them as the cluster is), or no-machines: as gantry_stages_pending',
   }),
   stages: Type.Integer(),

@@ -17,16 +17,14 @@ export interface SubmitOptions extends ClientOptions {
   watch?: boolean;
   /** Poll interval in ms while waiting (default 500). */
   interval?: number;
-  /** Refuse a job with a stage no registered machine could ever run, rather than warn. */
+  /** Refuse a job with a stage no registered machine could ever run, or more than its team's whole quota, rather than warn. */
   strict?: boolean;
 }
 
 /** Each warning of a submit's answer, on stderr: the job is accepted, but that stage would wait for good. */
 export function printWarnings(io: CliIo, job: { id: string; name: string; warnings?: { stage: string; message: string }[] }): void {
   for (const w of job.warnings ?? [])
-    io.stderr.write(
-      `gantry: warning: job ${job.name} (${job.id}) stage ${w.stage}: ${w.message}; it waits until such a machine joins (--strict refuses instead)\n`,
-    );
+    io.stderr.write(`gantry: warning: job ${job.name} (${job.id}) stage ${w.stage}: ${w.message}; it waits until that changes (--strict refuses instead)\n`);
 }
 
 export function submitCommand(program: CommandUnknownOpts): void {
@@ -38,7 +36,10 @@ export function submitCommand(program: CommandUnknownOpts): void {
   )
     .option('--wait', 'wait for the job (every job) to end; the exit code reports how it ended')
     .option('--watch', 'show the stages live until the job ends (several jobs: counts by state) (implies --wait)')
-    .option('--strict', 'refuse a job with a stage that no registered machine could ever run (default: accept it with a warning)')
+    .option(
+      '--strict',
+      "refuse a job with a stage that no registered machine could ever run, or that asks for more than its team's whole quota (default: accept it with a warning)",
+    )
     .addHelpText(
       'after',
       `
@@ -55,8 +56,9 @@ succeeded, 1 if any failed, 3 if any was canceled; --watch shows the counts by s
 counts, then the final list).
 
 A stage that no registered machine could ever run (a GPU type nobody has, more GPUs than any
-machine) is accepted with a warning on stderr naming it and why; --strict refuses the submit instead
-(exit 2), and nothing is written.
+machine), or that is not preemptible and asks for more than its team's whole quota of a resource
+(4 h100 GPUs against a quota of 2), is accepted with a warning on stderr naming it and why; --strict
+refuses the submit instead (exit 2), and nothing is written.
 
 Exit codes: 0 submitted (or, when waiting, succeeded), 1 failed, 2 invalid spec, unreadable file or refused by --strict,
 3 canceled, 5 server unreachable, 130 stopped watching.

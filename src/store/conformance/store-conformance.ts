@@ -406,6 +406,35 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(j.id, 'a')).endReason).toMatch(/not retryable/);
     });
 
+    it("the job's failure reason names the stage whose failure failed it, not one that failed after", async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1', { cpuMillis: 8000 }), now });
+      const once = { maxAttempts: 3, backoff: { initialSeconds: 1, maxSeconds: 1 }, onExitCodes: [75], maxLost: 5 };
+      // `slow` comes first by position, so a reason read in position order would name it.
+      const j = await store.jobSubmit({ definition: job([stage('slow', { retry: once }), stage('exit5', { retry: once })]), source: null, now });
+      const slow = (await place(j.id, 'slow', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: slow.id, token: slow.token, pid: 7, now, leaseMs: LEASE });
+      const first = await runToEnd(j.id, 'exit5', m.id, 5);
+      expect(first.jobState).toBe('running');
+      expect((await stageOf(j.id, 'exit5')).endReason).toBe('exit code 5; not retryable');
+      now += 2000;
+      const last = await store.attemptComplete({
+        attemptId: slow.id,
+        token: slow.token,
+        exitCode: null,
+        signal: 'SIGKILL',
+        end: { kind: 'timeout', detail: 'timeout after 2 s' },
+        outputs: [],
+        now,
+        jitter: 0.5,
+      });
+      expect(last.jobState).toBe('failed');
+      expect((await stageOf(j.id, 'slow')).endReason).toBe('timeout after 2 s; not retried because the job is failing');
+      const after = await store.jobGet({ jobId: j.id });
+      expect(after!.failureReason).toBe('stage exit5 failed: exit code 5; not retryable');
+      const ended = (await store.eventsList({ jobId: j.id, limit: 100 })).find((e) => e.type === 'job:failed');
+      expect(ended?.message).toBe('job failed: stage exit5 failed: exit code 5; not retryable');
+    });
+
     it('cancel wins: stages and active attempts canceled, the machine is told, nothing can start', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });

@@ -7,7 +7,7 @@ import type { TxContext } from './tx-context.js';
 
 const jobState = prepared<[jobId: string]>()((db, [id]) => db.selectFrom('jobs').select(['state', 'cancel_requested_at']).where('id', '=', id));
 const stageStates = prepared<[jobId: string]>()((db, [id]) =>
-  db.selectFrom('stages').select(['name', 'state', 'end_reason']).where('job_id', '=', id).orderBy('position'),
+  db.selectFrom('stages').select(['name', 'state', 'end_reason', 'finished_at']).where('job_id', '=', id).orderBy('position'),
 );
 const moveJob = prepared<[to: JobState, at: number, id: string, from: JobState]>()((db, [to, at, id, from]) =>
   db.updateTable('jobs').set({ state: to, updated_at: at }).where('id', '=', id).where('state', '=', from),
@@ -25,7 +25,7 @@ export async function syncJobState(
   tx: TxContext,
   jobId: string,
   /** The job's stages as the caller just wrote them, in position order, to save reading them again. */
-  known?: readonly { name: string; state: string; end_reason: string | null }[],
+  known?: readonly { name: string; state: string; end_reason: string | null; finished_at: number | null }[],
   /** The job's row as the caller read it in this transaction, when nothing has written it since. */
   knownJob?: { state: string; cancel_requested_at: number | null },
 ): Promise<JobState> {
@@ -38,7 +38,7 @@ export async function syncJobState(
     job.cancel_requested_at !== null,
   );
   if (from === to) return to;
-  const failed = stages.find((s) => s.state === 'failed');
+  const failed = firstFailed(stages);
   const failureReason = to === 'failed' && failed ? `stage ${failed.name} failed: ${failed.end_reason ?? 'unknown'}` : null;
   await moveJobTo(tx, jobId, from, to, failureReason);
   return to;
@@ -64,6 +64,20 @@ export async function syncJobStateOnActivation(
   if (from === to) return to;
   await moveJobTo(tx, jobId, from, to, null);
   return to;
+}
+
+/**
+ * The stage whose failure failed the job: the first to fail (earliest `finished_at`; on a tie,
+ * the first by position). Stages failing later, while the job was already failing ("not retried
+ * because the job is failing"), only followed it.
+ */
+function firstFailed<S extends { state: string; finished_at: number | null }>(stages: readonly S[]): S | undefined {
+  let first: S | undefined;
+  for (const s of stages) {
+    if (s.state !== 'failed') continue;
+    if (first === undefined || Number(s.finished_at ?? Infinity) < Number(first.finished_at ?? Infinity)) first = s;
+  }
+  return first;
 }
 
 async function moveJobTo(tx: TxContext, jobId: string, from: JobState, to: JobState, failureReason: string | null): Promise<void> {

@@ -12,6 +12,7 @@ import { formatDuration } from '../format/format-time';
 const REASONS: Record<string, { tone: 'ok' | 'busy' | 'never' | 'quota'; means: string }> = {
   placeable: { tone: 'ok', means: 'a machine has room now: the next scheduler pass places them' },
   quota: { tone: 'quota', means: 'their team is at its quota: they wait for its own work to end (gantry team show)' },
+  'quota-never': { tone: 'never', means: "they ask for more than their team's whole quota: they never run until the quota is raised (gantry team set)" },
   'gpu-busy': { tone: 'busy', means: 'every GPU that fits is in use: they wait for one to free, for preemption, or for more machines' },
   'cpu-busy': { tone: 'busy', means: 'the machines that fit have no CPU free' },
   'memory-busy': { tone: 'busy', means: 'the machines that fit have no memory free' },

@@ -179,18 +179,43 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     });
 
     it('an Idempotency-Key makes a repeated submit answer its jobs and a different one conflict', async () => {
-      const idem = { key: 'k', requestHash: 'h1' };
+      const idem = { scope: 'team:a', key: 'k', requestHash: 'h1' };
       const first = await store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem });
       await expect(store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem })).rejects.toMatchObject({
         name: 'AlreadySubmitted',
         jobIds: [first.id],
       });
-      await expect(store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { key: 'k', requestHash: 'h2' } })).rejects.toMatchObject({
+      await expect(
+        store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { scope: 'team:a', key: 'k', requestHash: 'h2' } }),
+      ).rejects.toMatchObject({
         name: 'ConflictError',
       });
       expect(await store.jobList({ limit: 10 })).toHaveLength(1);
       expect(await store.idempotencyPrune({ before: now })).toBe(0);
       expect(await store.idempotencyPrune({ before: now + 1 })).toBe(1);
+    });
+
+    it("an Idempotency-Key is its scope's: the same key and request in another scope is a fresh key", async () => {
+      const a = { scope: 'team:a', key: 'shared', requestHash: 'h' };
+      const b = { ...a, scope: 'team:b' };
+      const jobA = await store.jobSubmit({ definition: job([stage('a')], { team: 'a' }), source: null, now, idempotency: a });
+      // Another scope with the same key and request: a job of its own, not the first scope's.
+      const jobB = await store.jobSubmit({ definition: job([stage('a')], { team: 'b' }), source: null, now, idempotency: b });
+      expect(jobB.id).not.toBe(jobA.id);
+      // A different request with that key in a third scope is no conflict either (a batch's too).
+      const [jobC] = await store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { ...a, scope: 'token:t1', requestHash: 'other' } });
+      expect([jobA.id, jobB.id]).not.toContain(jobC);
+      // Each scope's repeat answers its own job.
+      await expect(store.jobSubmit({ definition: job([stage('a')], { team: 'a' }), source: null, now, idempotency: a })).rejects.toMatchObject({
+        name: 'AlreadySubmitted',
+        jobIds: [jobA.id],
+      });
+      await expect(store.jobSubmit({ definition: job([stage('a')], { team: 'b' }), source: null, now, idempotency: b })).rejects.toMatchObject({
+        name: 'AlreadySubmitted',
+        jobIds: [jobB.id],
+      });
+      expect(await store.jobList({ limit: 10 })).toHaveLength(3);
+      expect(await store.idempotencyPrune({ before: now + 1 })).toBe(3);
     });
 
     it('lists jobs newest first with stage counts, filtered by state', async () => {

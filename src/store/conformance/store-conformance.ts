@@ -446,6 +446,19 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(again.changed).toBe(false);
     });
 
+    it("a heartbeat's progress message is kept with the stage's secretEnv values masked, as its log is", async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const secret = 'sk-live-5f2e9c1a7b';
+      const j = await store.jobSubmit({ definition: job([stage('a', { secretEnv: { API_KEY: secret, SHORT: 'on' } })]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: LEASE });
+      const running = [{ attemptId: a.id, token: a.token, progress: { fraction: 0.5, message: `key=${secret} mode=on` } }];
+      await store.machineHeartbeat({ machineId: m.id, running, now, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0 });
+      // Under 4 characters a value is left, as in the log (maskSecrets).
+      expect((await stageOf(j.id, 'a')).attempts[0]!.progress).toMatchObject({ fraction: 0.5, message: 'key=*** mode=on' });
+      expect((await store.attemptsHeld()).find((h) => h.id === a.id)?.progress?.message).toBe('key=*** mode=on');
+    });
+
     it('heartbeats renew leases; an expired lease loses the attempt and re-queues the stage without using a retry', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });

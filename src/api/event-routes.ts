@@ -6,6 +6,7 @@ import type { EventRecord } from '../store/records.js';
 import type { ApiContext } from './api-context.js';
 import { teamScope } from './auth/principal.js';
 import type { EventType } from './contract/event-types.js';
+import { eventVisible } from './event-visibility.js';
 import { ErrorBody, type EventView } from './contract/job-view.js';
 
 /** Events read per query while catching up; a stream sends them as it reads them. */
@@ -44,7 +45,8 @@ export function eventView(e: EventRecord): EventView {
  * client that reconnects with `Last-Event-ID` (the last `seq` it got) loses nothing. It catches up
  * in pages, then reads on whenever a transaction that wrote events commits (the `events:written`
  * wake-up, over the bus between replicas) and at least every 2 s. A team token sees its own
- * team's jobs' events and the machines'; other teams' are never sent.
+ * team's jobs' events and the machines' and teams'; other teams' jobs' events and admin-only ones
+ * (tokens, leadership) are never sent (eventVisible, by type).
  */
 export function eventRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, bus } = ctx;
@@ -94,7 +96,8 @@ export function eventRoutes(app: ApiApp, ctx: ApiContext): void {
           });
           for (const e of page) {
             if (!open) break;
-            await reply.sse.send({ id: String(e.seq), event: e.type, data: eventView(e) });
+            // Read past, sent or not: the page's length, not what was sent, says whether more wait.
+            if (eventVisible(e, req.principal)) await reply.sse.send({ id: String(e.seq), event: e.type, data: eventView(e) });
             after = e.seq;
           }
           if (page.length === PAGE) continue;

@@ -8,6 +8,7 @@ import { ErrorBody, EventView, JobSummaryView, JobView } from './contract/job-vi
 import { jobSummaryView, jobView } from './views.js';
 import { withLivePendingReasons } from './live-pending-reasons.js';
 import { eventView } from './event-routes.js';
+import { eventVisible } from './event-visibility.js';
 import { teamScope, who, type Principal } from './auth/principal.js';
 import { ownJob as ownJobOf, visible } from './auth/job-visibility.js';
 import { auditBy } from './auth/audit-entry.js';
@@ -121,7 +122,8 @@ export function jobRoutes(app: ApiApp, ctx: ApiContext): void {
       const { id } = req.params;
       const q = req.query;
       await ownJob(req.principal, id);
-      return { events: (await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 })).map(eventView) };
+      const events = await store.eventsList({ jobId: id, afterSeq: q.after, limit: q.limit ?? 1000 });
+      return { events: events.filter((e) => eventVisible(e, req.principal)).map(eventView) };
     },
   );
 

@@ -50,7 +50,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         summary: 'Submit a job',
         description:
           'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written. ' +
-          'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. ' +
+          "With an `Idempotency-Key` header (kept 24 h; a key is its team's, or an admin token's own), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. " +
           "A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine), or one not preemptible that asks for more than its team's whole quota of a resource, " +
           'is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
         tags: ['jobs'],

@@ -118,7 +118,7 @@ describe('the reconciler duties, each alone', () => {
   });
 
   it('pruning: published outbox rows go after outboxKeepMs, Idempotency-Keys after idempotencyKeepMs', async () => {
-    await store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: { key: 'k', requestHash: 'h' } });
+    await store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: { scope: 'team:ml', key: 'k', requestHash: 'h' } });
     const ids = (await store.outboxPending({ limit: 100 })).map((p) => p.id);
     expect(ids.length).toBeGreaterThan(0);
     await store.outboxMarkPublished({ ids, now });

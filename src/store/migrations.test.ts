@@ -155,6 +155,38 @@ async function expectEarlyRowsKept(db: Kysely<any>): Promise<void> {
 }
 
 /**
+ * Idempotency-Keys as a 0019-era database held them, one key for any caller: one for the early job
+ * (team default), a batch's over two teams, and one whose job is gone.
+ */
+async function insertUnscopedKeys(db: Kysely<any>): Promise<void> {
+  const t = 1_700_000_000_000;
+  await db.insertInto('teams').values({ name: 'other', weight: 1, created_at: t }).execute();
+  const job = { name: 'x', priority: 50, labels: '{}', state: 'succeeded', definition: '{}', source: null, created_at: t, updated_at: t };
+  await db
+    .insertInto('jobs')
+    .values({ id: 'job_2', team: 'other', ...job })
+    .execute();
+  const key = { request_hash: 'h', created_at: t };
+  await db
+    .insertInto('idempotency_keys')
+    .values([
+      { key: 'one', job_ids: '["job_1"]', ...key },
+      { key: 'mixed', job_ids: '["job_1","job_2"]', ...key },
+      { key: 'gone', job_ids: '["job_gone"]', ...key },
+    ])
+    .execute();
+}
+
+/** 0020: a key made by one team's jobs is that team's; one of several teams' or of gone jobs is nobody's. */
+async function expectKeysScoped(db: Kysely<any>): Promise<void> {
+  expect(await db.selectFrom('idempotency_keys').select(['scope', 'key']).orderBy('key').execute()).toEqual([
+    { scope: 'legacy:', key: 'gone' },
+    { scope: 'legacy:', key: 'mixed' },
+    { scope: 'team:default', key: 'one' },
+  ]);
+}
+
+/**
  * Indexes 0003 made in the builds before it was edited (see 0003-stage-shapes.ts): a database
  * upgraded by one of them carries its index, not today's, and must still end with one schema.
  */
@@ -182,6 +214,7 @@ async function upgradeStepByStep(db: Kysely<any>, caps: StoreCapabilities, as000
       throw new Error(`${name}: ${String(err)}`, { cause: err });
     }
     if (name === EARLY_STEP) await insertEarlyRows(db);
+    if (name === '0019_containment') await insertUnscopedKeys(db);
     if (name === '0003_stage_shapes' && as0003At) {
       await sql`drop index stages_state_shape`.execute(db);
       await sql.raw(HISTORICAL_0003[as0003At]!).execute(db);
@@ -342,6 +375,7 @@ for (const [dialect, caps, open] of [
         await migrateFresh(fresh.db, caps, fresh.schema);
         await upgradeStepByStep(upgraded.db, caps);
         await expectEarlyRowsKept(upgraded.db);
+        await expectKeysScoped(upgraded.db);
         const schema = await fresh.dump();
         expect(await upgraded.dump()).toBe(schema);
         checkSnapshot(dialect, schema);

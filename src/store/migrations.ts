@@ -19,6 +19,7 @@ import { migration0016ReadyQueueIndex } from './migrations/0016-ready-queue-inde
 import { migration0017AttemptEnd } from './migrations/0017-attempt-end.js';
 import { migration0018ConvergeSchema } from './migrations/0018-converge-schema.js';
 import { migration0019Containment } from './migrations/0019-containment.js';
+import { migration0020IdempotencyScope } from './migrations/0020-idempotency-scope.js';
 
 /**
  * Every migration, in order, one file each under migrations/. Each file is frozen: it imports
@@ -26,7 +27,7 @@ import { migration0019Containment } from './migrations/0019-containment.js';
  * changes after it shipped (docs/store-contract.md, "Migrations"; a test checks the imports and
  * the resulting schema). The names are what databases recorded in kysely_migration: never rename
  * one. The only dialect difference, how an auto-incrementing key is spelled (and how 0018 moves a
- * check constraint), comes from the adapter's capabilities.
+ * check constraint, and whether 0020 opens its own transaction), comes from the adapter's capabilities.
  */
 export function migrations(caps: StoreCapabilities): Record<string, Migration> {
   return {
@@ -49,6 +50,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0017_attempt_end': migration0017AttemptEnd,
     '0018_converge_schema': migration0018ConvergeSchema(caps.dialect),
     '0019_containment': migration0019Containment,
+    '0020_idempotency_scope': migration0020IdempotencyScope(caps.dialect),
   };
 }
 

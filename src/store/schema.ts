@@ -51,8 +51,10 @@ export interface JobsTable {
   rerun_from: string | null;
 }
 
-/** A submit's Idempotency-Key: the request it was used for and the jobs that request made. */
+/** A submit's Idempotency-Key: the request it was used for and the jobs that request made.
+ *  Unique per (scope, key): `scope` is whose key it is (0020; `team:<name>`, `token:<id>`). */
 export interface IdempotencyKeysTable {
+  scope: string;
   key: string;
   request_hash: string;
   job_ids: string;

@@ -87,7 +87,7 @@ export interface Store {
   asLeader(term: () => { holder: string; term: number } | null): Store;
 
   // --- jobs (user side) ---
-  /** With `idempotency`: a key seen before with the same request throws AlreadySubmitted (with
+  /** With `idempotency`: a key seen before in its scope with the same request throws AlreadySubmitted (with
    *  its jobs), with another request ConflictError; otherwise the key is recorded with the jobs. */
   // `audit` on a verb: who asked for this change (docs/security.md); its audit row is written in the change's transaction.
   jobSubmit(p: { definition: JobDefinition; source: string | null; now: number; idempotency?: Idempotency; audit?: AuditEntry }): Promise<JobDetail>;
@@ -333,8 +333,14 @@ export type { MachineRegistration } from './records.js';
 
 export type { CollectionPlan, DeletedFiles, RerunParams, RerunResult } from './rerun-records.js';
 
-/** A client's Idempotency-Key and a digest of the request it came with. */
+/**
+ * A client's Idempotency-Key, whose it is, and a digest of the request it came with. `scope`: the
+ * caller the key belongs to (the API's idempotencyScope: a team token's team, an admin token's
+ * id); a key is looked up and recorded in its scope only, so the same key from another caller is
+ * a fresh key and never answers with that caller's jobs.
+ */
 export interface Idempotency {
+  scope: string;
   key: string;
   requestHash: string;
 }

@@ -68,4 +68,38 @@ describe('secretEnv, end to end', () => {
     expect(readdirSync(agentDir)).toContain('credential');
     expect(statSync(join(agentDir, 'credential')).mode & 0o777).toBe(0o600);
   });
+
+  it('a secret written to the progress file is masked in the job view, /v1/attempts and the events, as in the log', async () => {
+    const r = await submit(g.url, {
+      name: 'progress-secret',
+      stages: [
+        {
+          name: 'train',
+          secretEnv: { API_KEY: SECRET },
+          command: ['sh', '-c', 'printf \'{"progress": 0.5, "message": "key=%s"}\\n\' "$API_KEY" >> "$GANTRY_PROGRESS_FILE"; sleep 30'],
+        },
+      ],
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    const id = r.body.id as string;
+    const seen = await until(
+      'progress reported',
+      () => jobOf(g.url, id),
+      (j) => j.stages[0]?.attempts[0]?.progress?.fraction === 0.5,
+      20_000,
+    );
+    expect(seen.stages[0]!.attempts[0]!.progress!.message).toBe('key=***');
+    const held = (await api(g.url, '/v1/attempts')).body.attempts as { jobId: string; progress?: { message: string | null } | null }[];
+    expect(held.find((a) => a.jobId === id)?.progress?.message).toBe('key=***');
+    for (const path of [`/v1/jobs/${id}`, `/v1/jobs/${id}/events`, '/v1/attempts']) {
+      expect(JSON.stringify((await api(g.url, path)).body), path).not.toContain(SECRET);
+    }
+    const db = new SQLite(join(g.dataDir, 'gantry.db'), { readonly: true });
+    try {
+      expect(db.prepare('select count(*) as n from attempts where progress_message like ?').get(`%${SECRET}%`)).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+    await api(g.url, `/v1/jobs/${id}/cancel`, { method: 'POST' });
+  }, 40_000);
 });

@@ -4,12 +4,16 @@ import { ATTEMPT_STATES, isJobState, JOB_STATES, MACHINE_HEALTHS, STAGE_STATES, 
  * Every `type` an event has (`noun:verb`; GET /v1/events and GET /v1/jobs/{id}/events). A job's,
  * stage's and attempt's state changes are `job:<state>`, `stage:<state>`, `attempt:<state>`, so a
  * client can follow states from the events alone (jobStateOfEvent); a machine's health changes are
- * `machine:<health>`. test/api/event-types.test.ts holds the server to this list.
+ * `machine:<health>`. test/api/event-types.test.ts holds the server to this list; who may see each
+ * type is src/api/event-visibility.ts's.
  */
 export const EVENT_TYPES = [
   ...JOB_STATES.map((s) => `job:${s}` as const),
   'job:cancel-requested',
+  'job:rerun',
   ...STAGE_STATES.map((s) => `stage:${s}` as const),
+  'stage:reused',
+  'stage:outputs-released',
   ...ATTEMPT_STATES.map((s) => `attempt:${s}` as const),
   ...MACHINE_HEALTHS.map((s) => `machine:${s}` as const),
   'machine:registered',

@@ -292,11 +292,15 @@ export function rerunConformance(storeOf: () => Store): void {
 
     it('an Idempotency-Key makes one rerun; another request with it is refused', async () => {
       const { job: orig } = await failedChain();
-      const idempotency = { key: 'rerun-1', requestHash: 'h1' };
+      const idempotency = { scope: 'team:ml', key: 'rerun-1', requestHash: 'h1' };
       const r = (await store.jobRerun({ jobId: orig.id, idempotency, now }))!;
       await expect(store.jobRerun({ jobId: orig.id, idempotency, now })).rejects.toMatchObject({ name: 'AlreadySubmitted', jobIds: [r.job!.id] });
-      await expect(store.jobRerun({ jobId: orig.id, idempotency: { key: 'rerun-1', requestHash: 'h2' }, now })).rejects.toBeInstanceOf(ConflictError);
+      await expect(store.jobRerun({ jobId: orig.id, idempotency: { ...idempotency, requestHash: 'h2' }, now })).rejects.toBeInstanceOf(ConflictError);
       expect((await store.jobGet({ jobId: orig.id }))!.reruns).toEqual([r.job!.id]);
+      // The same key and request from another caller (scope) is a fresh key: a rerun of its own.
+      const other = (await store.jobRerun({ jobId: orig.id, idempotency: { ...idempotency, scope: 'token:tok_1' }, now }))!;
+      expect(other.job!.id).not.toBe(r.job!.id);
+      expect((await store.jobGet({ jobId: orig.id }))!.reruns).toEqual([r.job!.id, other.job!.id]);
     });
 
     it('deleting the original keeps what its rerun reuses; collection takes what no job names, oldest unreferenced first', async () => {

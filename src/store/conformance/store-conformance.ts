@@ -179,18 +179,43 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     });
 
     it('an Idempotency-Key makes a repeated submit answer its jobs and a different one conflict', async () => {
-      const idem = { key: 'k', requestHash: 'h1' };
+      const idem = { scope: 'team:a', key: 'k', requestHash: 'h1' };
       const first = await store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem });
       await expect(store.jobSubmit({ definition: job([stage('a')]), source: null, now, idempotency: idem })).rejects.toMatchObject({
         name: 'AlreadySubmitted',
         jobIds: [first.id],
       });
-      await expect(store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { key: 'k', requestHash: 'h2' } })).rejects.toMatchObject({
+      await expect(
+        store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { scope: 'team:a', key: 'k', requestHash: 'h2' } }),
+      ).rejects.toMatchObject({
         name: 'ConflictError',
       });
       expect(await store.jobList({ limit: 10 })).toHaveLength(1);
       expect(await store.idempotencyPrune({ before: now })).toBe(0);
       expect(await store.idempotencyPrune({ before: now + 1 })).toBe(1);
+    });
+
+    it("an Idempotency-Key is its scope's: the same key and request in another scope is a fresh key", async () => {
+      const a = { scope: 'team:a', key: 'shared', requestHash: 'h' };
+      const b = { ...a, scope: 'team:b' };
+      const jobA = await store.jobSubmit({ definition: job([stage('a')], { team: 'a' }), source: null, now, idempotency: a });
+      // Another scope with the same key and request: a job of its own, not the first scope's.
+      const jobB = await store.jobSubmit({ definition: job([stage('a')], { team: 'b' }), source: null, now, idempotency: b });
+      expect(jobB.id).not.toBe(jobA.id);
+      // A different request with that key in a third scope is no conflict either (a batch's too).
+      const [jobC] = await store.jobSubmitBatch({ definitions: [job([stage('a')])], now, idempotency: { ...a, scope: 'token:t1', requestHash: 'other' } });
+      expect([jobA.id, jobB.id]).not.toContain(jobC);
+      // Each scope's repeat answers its own job.
+      await expect(store.jobSubmit({ definition: job([stage('a')], { team: 'a' }), source: null, now, idempotency: a })).rejects.toMatchObject({
+        name: 'AlreadySubmitted',
+        jobIds: [jobA.id],
+      });
+      await expect(store.jobSubmit({ definition: job([stage('a')], { team: 'b' }), source: null, now, idempotency: b })).rejects.toMatchObject({
+        name: 'AlreadySubmitted',
+        jobIds: [jobB.id],
+      });
+      expect(await store.jobList({ limit: 10 })).toHaveLength(3);
+      expect(await store.idempotencyPrune({ before: now + 1 })).toBe(3);
     });
 
     it('lists jobs newest first with stage counts, filtered by state', async () => {
@@ -448,6 +473,19 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await store.schedulerSnapshot({ now, limitPerShape: 10 })).queue).toEqual([]);
       const again = await store.jobCancel({ jobId: j.id, now, reason: 'again' });
       expect(again.changed).toBe(false);
+    });
+
+    it("a heartbeat's progress message is kept with the stage's secretEnv values masked, as its log is", async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const secret = 'sk-live-5f2e9c1a7b';
+      const j = await store.jobSubmit({ definition: job([stage('a', { secretEnv: { API_KEY: secret, SHORT: 'on' } })]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: LEASE });
+      const running = [{ attemptId: a.id, token: a.token, progress: { fraction: 0.5, message: `key=${secret} mode=on` } }];
+      await store.machineHeartbeat({ machineId: m.id, running, now, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0 });
+      // Under 4 characters a value is left, as in the log (maskSecrets).
+      expect((await stageOf(j.id, 'a')).attempts[0]!.progress).toMatchObject({ fraction: 0.5, message: 'key=*** mode=on' });
+      expect((await store.attemptsHeld()).find((h) => h.id === a.id)?.progress?.message).toBe('key=*** mode=on');
     });
 
     it('heartbeats renew leases; an expired lease loses the attempt and re-queues the stage without using a retry', async () => {

@@ -376,9 +376,10 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
 }
 
 const stageDefinition = prepared<[id: string]>()((db, [id]) => db.selectFrom('stages').select('definition').where('id', '=', id));
-/** Each stage's secretEnv values, once read (a definition never changes); bounded, as the statement cache is. */
+/** Each stage's secretEnv values, once read (a definition never changes); bounded, as the statement cache is.
+ *  What masks a stage's log here and its progress messages (machine-verbs.ts). */
 const secretsByStage = new Map<string, string[]>();
-async function secretsOf(db: Db | Trx, stageId: string): Promise<string[]> {
+export async function secretsOf(db: Db | Trx, stageId: string): Promise<string[]> {
   let s = secretsByStage.get(stageId);
   if (s) return s;
   const row = await stageDefinition.first(db, stageId);

@@ -5,7 +5,8 @@ import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { Assignment, AttemptLimits, MachineContainment, MachineRecord, OutputFile } from '../records.js';
 import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.js';
-import { loseAttempt } from './attempt-verbs.js';
+import { maskSecrets } from '../../domain/secret-env.js';
+import { loseAttempt, secretsOf } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
 import { prepared, preparedList } from './prepared-query.js';
@@ -134,10 +135,15 @@ export async function machineHeartbeat(
   const held = await heldOn.rows(tx.db, m.id);
   const kill = await killList(tx.db, m.id, p.running, held);
   // Progress is news only the agent has: written whatever else the heartbeat skips, for the
-  // attempt it names with its current token, while it runs.
+  // attempt it names with its current token, while it runs (so one this machine holds).
+  const stageOf = new Map(held.map((h) => [h.id, h.stage_id]));
   for (const r of p.running) {
-    if (!r.progress) continue;
-    await setProgress.run(tx.db, r.progress.fraction, r.progress.message ?? null, tx.now, r.attemptId, r.token, m.id);
+    const stageId = stageOf.get(r.attemptId);
+    if (!r.progress || stageId === undefined) continue;
+    // Masked as its log is, where it enters: the job's view, /v1/attempts and the dashboard all
+    // read this column, so none of them can show a secretEnv value the stage wrote there.
+    const message = r.progress.message === undefined ? null : maskSecrets(r.progress.message, await secretsOf(tx.db, stageId));
+    await setProgress.run(tx.db, r.progress.fraction, message, tx.now, r.attemptId, r.token, m.id);
   }
   const unreported = unreportedHeld(tx.now, held, p);
   // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
@@ -177,7 +183,7 @@ const markHeartbeat = prepared<[at: number, id: string]>()((db, [at, id]) => db.
 const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
   db
     .selectFrom('attempts')
-    .select(['id', 'token', 'state', 'machine_id', 'reason', 'started_at', 'lease_expires_at'])
+    .select(['id', 'stage_id', 'token', 'state', 'machine_id', 'reason', 'started_at', 'lease_expires_at'])
     .where('machine_id', '=', machineId)
     .where('released_at', 'is', null),
 );

@@ -9,6 +9,7 @@ import { stageShape } from '../../domain/stage-shape.js';
 import type { StageState } from '../../domain/stage-state.js';
 import { canTransition } from '../../domain/transition-table.js';
 import type { Database, JobsTable, StagesTable } from '../schema.js';
+import type { Idempotency } from '../store.js';
 import { recordJobStateChange } from './sync-job-state.js';
 import type { TxContext } from './tx-context.js';
 
@@ -147,7 +148,13 @@ export async function jobSubmitBatch(
  * it. Seen with the same request: AlreadySubmitted (with the jobs it made); with another: ConflictError.
  */
 export async function idempotencyCheck(tx: TxContext, idempotency: Idempotency): Promise<void> {
-  const seen = await tx.db.selectFrom('idempotency_keys').selectAll().where('key', '=', idempotency.key).executeTakeFirst();
+  // Only the caller's own scope: the same key from another team (or admin token) is another key.
+  const seen = await tx.db
+    .selectFrom('idempotency_keys')
+    .selectAll()
+    .where('scope', '=', idempotency.scope)
+    .where('key', '=', idempotency.key)
+    .executeTakeFirst();
   if (!seen) return;
   if (seen.request_hash !== idempotency.requestHash) {
     throw new ConflictError(`Idempotency-Key "${idempotency.key}" was already used for a different request; use a new key for a new request`);
@@ -159,14 +166,8 @@ export async function idempotencyCheck(tx: TxContext, idempotency: Idempotency):
 export async function idempotencyRecord(tx: TxContext, idempotency: Idempotency, jobIds: readonly string[]): Promise<void> {
   await tx.db
     .insertInto('idempotency_keys')
-    .values({ key: idempotency.key, request_hash: idempotency.requestHash, job_ids: JSON.stringify(jobIds), created_at: tx.now })
+    .values({ scope: idempotency.scope, key: idempotency.key, request_hash: idempotency.requestHash, job_ids: JSON.stringify(jobIds), created_at: tx.now })
     .execute();
-}
-
-/** A client's Idempotency-Key and a digest of the request it came with. */
-export interface Idempotency {
-  key: string;
-  requestHash: string;
 }
 
 /** One job: a batch of one, so that both write exactly the same rows, events and messages. */

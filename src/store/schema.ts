@@ -136,6 +136,8 @@ export interface AttemptsTable {
   /** What it used, from its cgroup, as its agent reported with its outcome (0019): its memory's peak in bytes, its CPU seconds; null when unknown. */
   memory_peak_bytes: number | null;
   cpu_seconds: number | null;
+  /** Its log past the head cap (0023): null, the head never filled it; else the bytes dropped between the head and the tail (0 until the tail comes). */
+  log_cut_bytes: number | null;
 }
 
 export interface MachinesTable {

@@ -186,7 +186,7 @@ export function serverCommand(program: Command): void {
     .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText(
       'after',
-      "\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler's loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n",
+      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).

@@ -48,6 +48,19 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       });
       return r;
     };
+    /** The agent's outcome, exited with `exitCode`, with the sizes its log files had. */
+    const exited = (a: { id: string; token: number }, exitCode: number, logBytes: { stdout: number; stderr: number }) =>
+      store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        logBytes,
+        now,
+        jitter: 0,
+      });
     const heartbeat = (machineId: string, running: { attemptId: string; token: number }[]) =>
       store.machineHeartbeat({ machineId, running, now, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0 });
     const runToEnd = async (jobId: string, name: string, machineId: string, exitCode = 0) => {
@@ -545,17 +558,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'one\n')], now });
-      await store.attemptComplete({
-        attemptId: a.id,
-        token: a.token,
-        exitCode: 0,
-        signal: null,
-        end: { kind: 'exited' as const, detail: null },
-        outputs: [],
-        logBytes: { stdout: 104, stderr: 0 },
-        now,
-        jitter: 0,
-      });
+      await exited(a, 0, { stdout: 104, stderr: 0 });
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe("one\n\n[gantry: the last 100 bytes of stdout were not shipped; the machine's log file has them]\n");
     });
@@ -595,17 +598,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(cuts.map((e) => e.data)).toEqual([{ stream: 'stdout', fromByte: 120, toByte: 300, bytes: 180 }]);
       expect(cuts[0]!.message).toMatch(/^stage a attempt 1 log cut: 180 B of stdout dropped/);
       // The outcome comes after the whole log: nothing is missing, and its event says the log was cut.
-      await store.attemptComplete({
-        attemptId: a.id,
-        token: a.token,
-        exitCode: 1,
-        signal: null,
-        end: { kind: 'exited' as const, detail: null },
-        outputs: [],
-        logBytes: { stdout: 330, stderr: 10 },
-        now,
-        jitter: 0,
-      });
+      await exited(a, 1, { stdout: 330, stderr: 10 });
       const failed = (await store.eventsList({ jobId: j.id, limit: 100 })).find((e) => e.type === 'attempt:failed');
       expect(failed!.data).toMatchObject({ logCutBytes: 180 });
       expect((await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 }))!.length).toBe(logs!.length);
@@ -619,17 +612,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'x'.repeat(12))], now, caps })).toMatchObject({
         capped: true,
       });
-      await store.attemptComplete({
-        attemptId: a.id,
-        token: a.token,
-        exitCode: 0,
-        signal: null,
-        end: { kind: 'exited' as const, detail: null },
-        outputs: [],
-        logBytes: { stdout: 1012, stderr: 0 },
-        now,
-        jitter: 0,
-      });
+      await exited(a, 0, { stdout: 1012, stderr: 0 });
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
       expect(logs!.map((l) => l.data).join('')).toBe(
         `${'x'.repeat(12)}\n[gantry: 1000 B of stdout cut here (its bytes 12 to 1012); the head above is kept, its end was not shipped]\n`,

@@ -109,6 +109,11 @@ export class LogTail {
     await this.closeFiles();
   }
 
+  /** The server said its head is full (docs/agent.md, "Logs"): past it only the tail is shipped. */
+  get capped(): boolean {
+    return this.headFull;
+  }
+
   /** How long each file is now. */
   sizes(): { stdout: number; stderr: number } {
     return { stdout: size(this.files.stdout), stderr: size(this.files.stderr) };

@@ -623,6 +623,33 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(events.find((e) => e.type === 'attempt:succeeded')!.data).toMatchObject({ logCutBytes: 1000 });
     });
 
+    it('past the head, an outcome without the sizes of its files (an agent from before tails) ends the log saying it stops there', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptLogAppend({
+        attemptId: a.id,
+        token: a.token,
+        chunks: [piece('stdout', 0, 'x'.repeat(12))],
+        now,
+        caps: { headBytes: 10, tailBytes: 10 },
+      });
+      await store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
+      expect(logs!.map((l) => l.data).join('')).toBe(
+        `${'x'.repeat(12)}\n[gantry: log truncated past its head (12 B); its agent ships no tail, and did not say how much it wrote]\n`,
+      );
+    });
+
     it('stores nothing past the head, the tail and the slack, whatever an agent ships, and says where it stopped', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });

@@ -221,7 +221,7 @@ export async function completeLoaded(
   const outcome: AttemptOutcome = succeeded ? { kind: 'succeeded' } : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
   const what = succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`;
   // The log is whole by now (the agent ships it, its tail included, before the outcome): its end's event says whether it was cut.
-  const logCut = p.logBytes ? await markMissingLog(tx, a, p.logBytes) : a.log_cut_bytes === null ? null : Number(a.log_cut_bytes);
+  const logCut = p.logBytes ? await markMissingLog(tx, a, p.logBytes) : await markNoTail(tx, a);
   await tx.event({
     type: `attempt:${state}`,
     jobId: a.job_id,
@@ -280,6 +280,19 @@ async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout
   }
   await tx.db.updateTable('attempts').set({ log_cut_bytes: cut, stdout_bytes: wrote.stdout, stderr_bytes: wrote.stderr }).where('id', '=', a.id).execute();
   return cut;
+}
+
+/**
+ * The head filled and the outcome came without the files' sizes: an agent from before tails (one
+ * of today sends them whenever its head is full), which stopped shipping at the cap and ships no
+ * tail. How much it dropped is unknown; the log says where it stops, never silently.
+ */
+async function markNoTail(tx: TxContext, a: ReportedAttempt): Promise<number | null> {
+  if (a.log_cut_bytes === null) return null;
+  const stream = Number(a.stdout_bytes) >= Number(a.stderr_bytes) ? 'stdout' : 'stderr';
+  const data = `\n[gantry: log truncated past its head (${sizeText(Number(a.log_bytes))}); its agent ships no tail, and did not say how much it wrote]\n`;
+  await tx.db.insertInto('log_chunks').values({ attempt_id: a.id, stream, at: tx.now, data, byte_offset: null }).execute();
+  return Number(a.log_cut_bytes);
 }
 
 /**

@@ -124,9 +124,9 @@ export interface AttemptsTable {
   started_at: number | null;
   finished_at: number | null;
   released_at: number | null;
-  /** Bytes of log stored so far; past the cap the rest is dropped. */
+  /** Bytes of log stored so far: past the head's cap only the tail is stored (store/log-caps.ts). */
   log_bytes: number;
-  /** Bytes of the stream's log file taken so far (stored or dropped past the cap): the next piece's offset. */
+  /** Bytes of the stream's log file taken so far (stored, or cut between the head and the tail): the next piece's offset. */
   stdout_bytes: number;
   stderr_bytes: number;
   /** What the stage last said of its progress (GANTRY_PROGRESS_FILE), 0..1, its message and when (0013). */

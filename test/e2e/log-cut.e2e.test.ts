@@ -18,7 +18,7 @@ describe('a log past its cap', () => {
   });
 
   it('keeps the head, the cut marked, and the last lines; status, events and the view say so; the agent keeps no copy', async () => {
-    // "line 1\n" … "line 60000\n": 408,895 bytes of stdout, then the error, on stderr, and a failure.
+    // "line 1\n" … "line 60000\n": 648,894 bytes of stdout, then the error, on stderr, and a failure.
     const lines = 60_000;
     const stdoutBytes = Array.from({ length: lines }, (_, i) => `line ${i + 1}\n`).reduce((n, l) => n + l.length, 0);
     const r = await api(up().url, '/v1/jobs', {

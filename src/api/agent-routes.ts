@@ -238,6 +238,7 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         chunks: body.chunks,
         now: clock.now(),
         machineId: req.principal!.machineId!,
+        caps: ctx.config.logCaps,
       });
       // Streams following this log read on (log-stream.ts): a hint from memory, not awaited, never stored.
       if (body.chunks.length) logsWritten(id);

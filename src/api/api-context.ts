@@ -2,6 +2,7 @@ import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
+import type { LogCaps } from '../store/log-caps.js';
 import type { TokenCache } from './auth/token-cache.js';
 import type { PoolHistory } from './pool-history.js';
 import type { Dashboard } from './dashboard-routes.js';
@@ -45,4 +46,6 @@ export interface ApiSettings {
   /** The artifact store's size budget in bytes (null: none) and how long a fresh file is spared (docs/rerun.md). */
   artifactsMaxBytes: number | null;
   artifactsGraceMs: number;
+  /** How much of an attempt's log is kept: its head and its tail (src/store/log-caps.ts). */
+  logCaps: LogCaps;
 }

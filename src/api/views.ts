@@ -29,6 +29,7 @@ export function attemptView(a: AttemptRecord): AttemptView {
     progress: a.progress,
     memoryPeakBytes: a.memoryPeakBytes,
     cpuSeconds: a.cpuSeconds,
+    logCutBytes: a.logCutBytes,
   };
 }
 

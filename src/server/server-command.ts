@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from './data-dir-lock.js';
 import { makeServerFilesPrivate } from './server-private-files.js';
-import { artifactsBudgetFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
+import { artifactsBudgetFrom, logCapsFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
 import { errorText } from '../lib/error-text.js';
 import { PRIVATE_UMASK, privateMode } from '../lib/private-mode.js';
 import { makeDirectories } from '../agent/disk/mode-tightener.js';
@@ -70,6 +70,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   over.artifactsMaxBytes = artifactsBudgetFrom(process.env.GANTRY_ARTIFACTS_MAX_BYTES);
+  over.logCaps = logCapsFrom(process.env.GANTRY_LOG_HEAD_BYTES, process.env.GANTRY_LOG_TAIL_BYTES);
   const grace = env('GANTRY_ARTIFACTS_GRACE_SECONDS');
   if (grace !== undefined) set('artifactsGraceMs', grace * 1000);
   const gcEvery = env('GANTRY_ARTIFACTS_GC_SECONDS');
@@ -185,7 +186,7 @@ export function serverCommand(program: Command): void {
     .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText(
       'after',
-      "\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler's loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n",
+      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).

@@ -60,3 +60,28 @@ describe("the reconciler's settings", () => {
     expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(/repairBatch/);
   });
 });
+
+describe("a log's caps", () => {
+  afterEach(() => {
+    delete process.env.GANTRY_LOG_HEAD_BYTES;
+    delete process.env.GANTRY_LOG_TAIL_BYTES;
+  });
+
+  it('keep 56 MiB of head and 8 MiB of tail by default, and read sizes or bytes from the environment', () => {
+    expect(serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' }).logCaps).toEqual({ headBytes: 56 * 2 ** 20, tailBytes: 8 * 2 ** 20 });
+    process.env.GANTRY_LOG_HEAD_BYTES = '64Ki';
+    process.env.GANTRY_LOG_TAIL_BYTES = '16384';
+    expect(serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' }).logCaps).toEqual({ headBytes: 65536, tailBytes: 16384 });
+  });
+
+  it('refuse a size that is not one, or one under 1 KiB, naming the setting', () => {
+    process.env.GANTRY_LOG_TAIL_BYTES = 'lots';
+    expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(
+      /^GANTRY_LOG_TAIL_BYTES=lots: .*give bytes, or a size such as 56Mi/,
+    );
+    process.env.GANTRY_LOG_TAIL_BYTES = '100';
+    expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(
+      /the log's tail \(GANTRY_LOG_TAIL_BYTES, 100 bytes\) must be at least 1 KiB/,
+    );
+  });
+});

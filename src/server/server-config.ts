@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseMemoryBytes } from '../spec/quantity.js';
 import { errorText } from '../lib/error-text.js';
+import { DEFAULT_LOG_CAPS, type LogCaps } from '../store/log-caps.js';
 
 /**
  * Every timing the control plane uses, in one place. The failure-detection formula in
@@ -89,6 +90,8 @@ export interface ServerConfig {
   tls: { cert: string; key: string } | null;
   /** The built dashboard served at `/` (Vite's output; default dist/web of this package, GANTRY_DASHBOARD_DIR). */
   dashboardDir: string;
+  /** How much of an attempt's log is kept: its first headBytes and last tailBytes (GANTRY_LOG_HEAD_BYTES, GANTRY_LOG_TAIL_BYTES; docs/agent.md, "Logs"). */
+  logCaps: LogCaps;
   /** The pools page's history: a sample of every pool this often, kept in memory for a day (GANTRY_POOL_SAMPLE_MS). 0: none. */
   poolSampleMs: number;
 }
@@ -129,6 +132,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     outboxKeepMs: 3_600_000,
     idempotencyKeepMs: 24 * 3_600_000,
     artifactsMaxBytes: null,
+    logCaps: DEFAULT_LOG_CAPS,
     artifactsGraceMs: 60_000,
     artifactsGcIntervalMs: 60_000,
     straySweepIntervalMs: 24 * 3_600_000,
@@ -165,6 +169,8 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (!(c.artifactsGraceMs >= 0)) problems.push('the artifacts grace must not be negative');
   if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
+  if (!(c.logCaps.headBytes >= 1024)) problems.push(`the log's head (GANTRY_LOG_HEAD_BYTES, ${c.logCaps.headBytes} bytes) must be at least 1 KiB`);
+  if (!(c.logCaps.tailBytes >= 1024)) problems.push(`the log's tail (GANTRY_LOG_TAIL_BYTES, ${c.logCaps.tailBytes} bytes) must be at least 1 KiB`);
   problems.push(...reconcilerProblems(c));
   if (problems.length) throw new Error(`inconsistent settings: ${problems.join('; ')}`);
 }
@@ -239,6 +245,25 @@ export function artifactsBudgetFrom(text: string | undefined): number | null {
   } catch (err) {
     throw new Error(`GANTRY_ARTIFACTS_MAX_BYTES=${text}: ${errorText(err)} (give bytes, or a size such as 500Gi)`);
   }
+}
+
+/**
+ * GANTRY_LOG_HEAD_BYTES and GANTRY_LOG_TAIL_BYTES: how much of an attempt's log is kept, in bytes or
+ * a size ("56Mi"); unset, the default (56 MiB and 8 MiB).
+ */
+export function logCapsFrom(head: string | undefined, tail: string | undefined): LogCaps {
+  const size = (name: string, text: string | undefined, dflt: number) => {
+    if (text === undefined || text.trim() === '') return dflt;
+    try {
+      return parseMemoryBytes(/^\d+$/.test(text.trim()) ? Number(text.trim()) : text.trim());
+    } catch (err) {
+      throw new Error(`${name}=${text}: ${errorText(err)} (give bytes, or a size such as 56Mi)`);
+    }
+  };
+  return {
+    headBytes: size('GANTRY_LOG_HEAD_BYTES', head, DEFAULT_LOG_CAPS.headBytes),
+    tailBytes: size('GANTRY_LOG_TAIL_BYTES', tail, DEFAULT_LOG_CAPS.tailBytes),
+  };
 }
 
 /** Stage outputs: GANTRY_ARTIFACTS_DIR (replicas share one, docs/replicas.md), else `artifacts/` in the data directory. */

@@ -76,6 +76,8 @@ export interface AttemptRecord {
   /** What it used, from its cgroup, as its outcome said (0019): its memory's peak and its CPU seconds; null when unknown. */
   memoryPeakBytes: number | null;
   cpuSeconds: number | null;
+  /** Its log past the head cap (0023): null, the head never filled it; else the bytes dropped between its head and its tail. */
+  logCutBytes: number | null;
 }
 
 /** What an attempt used, measured by its agent from its cgroup when it ended; null where it could not say. */
@@ -247,6 +249,8 @@ export interface LogPiece {
   /** Bytes of the stream the piece covers; `data` is their decoding. */
   bytes: number;
   data: string;
+  /** Part of the log's tail, shipped once the process has ended: it may start past the mark (the bytes between are cut). */
+  tail?: boolean;
 }
 
 /** How many bytes of each stream the server has taken; `capped`: nothing more will be stored. */
@@ -254,6 +258,8 @@ export interface LogMarks {
   stdout: number;
   stderr: number;
   capped: boolean;
+  /** With `capped`: how many bytes of its end the server keeps, shipped as tail pieces once the process has ended. */
+  tailBytes?: number;
 }
 
 /** Who asked for a change, and what it was: written with the change (TxContext.audit). */

@@ -126,9 +126,9 @@ export interface AttemptsTable {
   started_at: number | null;
   finished_at: number | null;
   released_at: number | null;
-  /** Bytes of log stored so far; past the cap the rest is dropped. */
+  /** Bytes of log stored so far: past the head's cap only the tail is stored (store/log-caps.ts). */
   log_bytes: number;
-  /** Bytes of the stream's log file taken so far (stored or dropped past the cap): the next piece's offset. */
+  /** Bytes of the stream's log file taken so far (stored, or cut between the head and the tail): the next piece's offset. */
   stdout_bytes: number;
   stderr_bytes: number;
   /** What the stage last said of its progress (GANTRY_PROGRESS_FILE), 0..1, its message and when (0013). */
@@ -138,6 +138,8 @@ export interface AttemptsTable {
   /** What it used, from its cgroup, as its agent reported with its outcome (0019): its memory's peak in bytes, its CPU seconds; null when unknown. */
   memory_peak_bytes: number | null;
   cpu_seconds: number | null;
+  /** Its log past the head cap (0023): null, the head never filled it; else the bytes dropped between the head and the tail (0 until the tail comes). */
+  log_cut_bytes: number | null;
 }
 
 export interface MachinesTable {

@@ -1,3 +1,4 @@
+import type { LogCaps } from './log-caps.js';
 import type { AttemptEnd } from '../domain/attempt-end.js';
 import type { JobDefinition, StageDefinition } from '../domain/job-definition.js';
 import type { JobState } from '../domain/job-state.js';
@@ -277,7 +278,8 @@ export interface Store {
   attemptStart(p: { attemptId: string; token: number; pid: number | null; now: number; leaseMs: number; machineId?: string }): Promise<AttemptRecord>;
   attemptComplete(p: AttemptCompletion & { now: number; jitter: number; machineId?: string }): Promise<CompletionResult>;
   /** Stores each byte of each stream once (pieces already taken are ignored); says how far each stream has come. */
-  attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number; machineId?: string }): Promise<LogMarks>;
+  /** `caps`: how much of the log is kept, its head and its tail (log-caps.ts; default DEFAULT_LOG_CAPS). */
+  attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number; machineId?: string; caps?: LogCaps }): Promise<LogMarks>;
   /** The attempt if it may still write outputs (active, token current). */
   attemptForUpload(p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord>;
   /** A committed output's owner: the attempt whose outputs a stage committed. */

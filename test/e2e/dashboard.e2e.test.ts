@@ -20,7 +20,8 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
   const up = gantryUpForSuite({
     cluster: 'machines:\n  - { name: cpu-1, cpu: 4, memory: 4Gi }\n  - { name: gpu-1, cpu: 4, memory: 4Gi, gpus: { count: 2, type: h100 } }\n',
     machines: 2,
-    env: { GANTRY_POOL_SAMPLE_MS: '500' },
+    // Small log caps: only the stage that prints past them (log cut) is cut.
+    env: { GANTRY_POOL_SAMPLE_MS: '500', GANTRY_LOG_HEAD_BYTES: '64Ki', GANTRY_LOG_TAIL_BYTES: '16Ki' },
   });
   let browser: RunningBrowser;
   let page: Page;
@@ -354,6 +355,30 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
       await post('/v1/machines/fake-1/cordon', {});
       await api(url(), '/v1/machines/fake-1', { method: 'DELETE' });
     }
+  });
+
+  it("a log cut past its head's cap says so above the log, whose end (the error) is there", async () => {
+    const job = (
+      await submit(url(), {
+        name: 'loud',
+        stages: [
+          { name: 'spam', retry: { maxAttempts: 1 }, command: ['sh', '-c', "seq 1 60000 | sed 's/^/line /'; echo 'error: the real cause' >&2; exit 3"] },
+        ],
+      })
+    ).body;
+    await until(
+      'the job fails',
+      () => jobOf(url(), job.id),
+      (j) => j.state === 'failed',
+      SLOW,
+    );
+    await page.goto(`${url()}/jobs/${job.id}?stage=spam`);
+    const note = page.getByTestId('log-cut');
+    await note.waitFor({ timeout: SLOW });
+    expect(await note.textContent()).toMatch(/^Log cut: [\d.]+ KiB dropped between its head and its end/);
+    const log = page.getByTestId('stage-log');
+    await log.getByText('cut here').waitFor();
+    await log.locator('.log-stderr', { hasText: 'error: the real cause' }).waitFor();
   });
 
   it('says when the event stream cannot be opened, tries again by itself, and is live once it can', async () => {

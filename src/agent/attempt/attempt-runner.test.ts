@@ -3,7 +3,7 @@
  * server's client and the launch are stand-ins the test drives by hand (no process runs, nothing
  * sleeps); only the attempt's directory and journal are real files.
  */
-import { existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -400,14 +400,21 @@ class FakeLogs {
   private readonly at = { stdout: 0, stderr: 0 };
   /** Thrown instead of an answer: an outage (retryable), or a refusal for good. */
   fail: Error | null = null;
+  /** Past this many bytes the head is full: only tail pieces are taken, one past the mark cutting what lies between. */
+  headBytes = Infinity;
+  readonly tailBytes = 8;
   readonly logs = async (_attemptId: string, _token: number, pieces: LogPiece[]) => {
     if (this.fail) throw this.fail;
     for (const p of pieces) {
-      if (p.offset !== this.at[p.stream]) continue;
-      this.at[p.stream] += p.bytes;
+      const full = this.at.stdout + this.at.stderr >= this.headBytes;
+      if (full && !p.tail) continue;
+      if (p.offset !== this.at[p.stream] && !(full && p.offset > this.at[p.stream])) continue;
+      if (p.offset > this.at[p.stream]) this.taken[p.stream] += `[cut ${p.offset - this.at[p.stream]}]`;
+      this.at[p.stream] = p.offset + p.bytes;
       this.taken[p.stream] += p.data;
     }
-    return { ...this.at, capped: false };
+    const capped = this.at.stdout + this.at.stderr >= this.headBytes;
+    return { ...this.at, capped, ...(capped ? { tailBytes: this.tailBytes } : {}) };
   };
 }
 
@@ -461,6 +468,29 @@ describe("AttemptRunner and its log's files", () => {
     expect(await r.done).toEqual({ phase: 'delivered' });
     expect(server.taken.stdout).toBe('a'.repeat(1000));
     expect(existsSync(files[0]!)).toBe(false);
+  });
+
+  it("past the head: ships the tail at the end, sends the files' sizes with the outcome, and removes them (the cut is never shipped)", async () => {
+    const server = new FakeLogs();
+    server.headBytes = 10;
+    const d = deps();
+    d.client.logs = server.logs;
+    const r = AttemptRunner.accept(assignment(), d);
+    await waitFor(() => procs.length === 1);
+    procs[0]!.start(21);
+    await waitFor(() => r.phase === 'running');
+    const paths = state.paths(r.a.attemptId);
+    // The head goes while it runs (a follow round); what it prints after goes only as the tail.
+    writeFileSync(paths.stdout, 'head......\n');
+    await waitFor(() => server.taken.stdout !== '');
+    appendFileSync(paths.stdout, 'x'.repeat(100) + 'the end\n');
+    writeFileSync(paths.stderr, 'err\n');
+    procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
+    expect(await r.done).toEqual({ phase: 'delivered' });
+    // Each stream's share of the 8-byte tail: stderr's 4 (all of it), stdout's 4; the 104 bytes between are cut.
+    expect(server.taken).toEqual({ stdout: 'head......\n[cut 104]end\n', stderr: 'err\n' });
+    expect(reporter.completes[0]).toMatchObject({ logBytes: { stdout: 119, stderr: 4 } });
+    expect([paths.stdout, paths.stderr].map((f) => existsSync(f))).toEqual([false, false]);
   });
 
   it('keeps them when the server refused part of the log for good: the machine has the only copy', async () => {

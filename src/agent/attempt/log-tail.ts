@@ -10,6 +10,12 @@
  * next round, backing off to 5 s while they keep failing); once it has ended, `drain` ships everything up to the files' ends and throws if it
  * cannot, and the agent reports the outcome only after it succeeds. A command that prints nothing
  * costs two `stat`s and no request.
+ *
+ * Logs keep both ends: once the server answers `capped` (the log filled its head), nothing more is
+ * shipped while the process runs; `drain` then ships each stream's last bytes, `tailBytes` in all
+ * (tailStarts), as `tail` pieces, the first of which starts past the server's mark where bytes are
+ * cut. The plan is made once a tail, from the server's marks, so a resend after a lost answer, or
+ * a restart (which asks the marks first), goes on where the server is and cuts nothing twice.
  */
 import { statSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
@@ -42,7 +48,12 @@ export class LogTail {
   private readonly requestChars: number;
   private readonly onError: (err: unknown) => void;
   private marks: { stdout: number; stderr: number } | null;
-  private capped = false;
+  /** The server said `capped`: the log filled its head, and only its tail is taken, once the process has ended. */
+  private headFull = false;
+  /** With `headFull`: how many bytes of its end the server keeps; null from a server that keeps no tail (it takes nothing more). */
+  private tailBytes: number | null = null;
+  /** Where each stream's tail starts, planned once the process has ended (tailStarts). */
+  private tailFrom: { stdout: number; stderr: number } | null = null;
   private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   private round: Promise<void> | null = null;
@@ -98,14 +109,20 @@ export class LogTail {
     await this.closeFiles();
   }
 
+  /** The server said its head is full (docs/agent.md, "Logs"): past it only the tail is shipped. */
+  get capped(): boolean {
+    return this.headFull;
+  }
+
   /** How long each file is now. */
   sizes(): { stdout: number; stderr: number } {
     return { stdout: size(this.files.stdout), stderr: size(this.files.stderr) };
   }
 
   /**
-   * The server has confirmed every byte the files hold now (or counts the rest as taken: its cap
-   * is reached): nothing of the log is on this machine alone, and the files may go (agent-state.ts, removeLogs).
+   * The server has confirmed every byte the files hold now that it will take (past the head's cap:
+   * the tail; what lies between is cut): nothing of the log it keeps is on this machine alone, and
+   * the files may go (agent-state.ts, removeLogs).
    */
   shippedAll(): boolean {
     return this.unshipped() === 0;
@@ -113,9 +130,12 @@ export class LogTail {
 
   /** Bytes the files hold beyond what the server has confirmed (all of them while unknown). */
   unshipped(): number {
-    if (this.capped) return 0;
+    // A server from before tails takes nothing more once capped.
+    if (this.headFull && this.tailBytes === null) return 0;
     const ends = this.sizes();
-    return STREAMS.reduce((n, s) => n + Math.max(0, ends[s] - (this.marks?.[s] ?? 0)), 0);
+    const marks = this.marks ?? { stdout: 0, stderr: 0 };
+    const from = this.headFull ? (this.tailFrom ?? tailStarts(marks, ends, this.tailBytes!)) : marks;
+    return STREAMS.reduce((n, s) => n + Math.max(0, ends[s] - Math.max(marks[s], from[s])), 0);
   }
 
   /** The server no longer wants this attempt's log, or the agent stops: nothing more is sent. */
@@ -135,47 +155,70 @@ export class LogTail {
 
   private async shipNow(final: boolean): Promise<void> {
     for (;;) {
-      if (this.stopped || this.capped) return;
+      if (this.stopped || this.waitsForEnd(final)) return;
       const ends = this.sizes();
       if (ends.stdout === 0 && ends.stderr === 0) return;
       // After a restart: where does the server's copy end? (An empty request only asks.)
       this.marks ??= this.accept(await this.send([]));
+      if (this.waitsForEnd(final)) return;
       const marks = this.marks;
+      // Past the head: the process has ended, and its tail goes (planned once, from the server's marks).
+      const tail = this.headFull;
+      if (tail) this.tailFrom ??= tailStarts(marks, ends, this.tailBytes!);
       const pieces: LogChunk[] = [];
       let chars = 0;
       fill: for (const stream of STREAMS) {
-        for (let at = marks[stream]; at < ends[stream];) {
-          const piece = await this.read(stream, at, Math.min(this.pieceBytes, ends[stream] - at), final && at + this.pieceBytes >= ends[stream]);
+        const from = tail ? Math.max(marks[stream], this.tailFrom![stream]) : marks[stream];
+        for (let at = from; at < ends[stream];) {
+          // The tail's first piece past the mark may start inside a character: it starts at the next whole one.
+          const piece = await this.read(
+            stream,
+            at,
+            Math.min(this.pieceBytes, ends[stream] - at),
+            final && at + this.pieceBytes >= ends[stream],
+            at === from && from > marks[stream],
+          );
           if (!piece) break;
           const cost = JSON.stringify(piece.data).length + 100;
           if (pieces.length > 0 && chars + cost > this.requestChars) break fill;
-          pieces.push(piece);
+          pieces.push(tail ? { ...piece, tail: true } : piece);
           chars += cost;
-          at += piece.bytes;
+          at = piece.offset + piece.bytes;
         }
       }
       if (pieces.length === 0) return;
       const before = marks.stdout + marks.stderr;
       this.marks = this.accept(await this.send(pieces));
-      // The server took none of it (it holds another cut of these bytes): its marks say where to go on from; a
-      // second round without progress would loop forever.
-      if (this.marks.stdout + this.marks.stderr === before && !this.capped) {
+      if (this.marks.stdout + this.marks.stderr === before) {
+        // The head filled with this request's first pieces: what follows waits for the end, as the tail.
+        if (this.headFull && !tail) continue;
+        // The server took none of it (it holds another cut of these bytes): its marks say where to go on from; a
+        // second round without progress would loop forever.
         throw new Error(`the server took none of ${pieces.length} log piece(s) at offsets it asked for`);
       }
     }
   }
 
+  /** Past the head, nothing goes while the process runs; to a server that keeps no tail, nothing goes at all. */
+  private waitsForEnd(final: boolean): boolean {
+    return this.headFull && (!final || this.tailBytes === null);
+  }
+
   private accept(m: LogsResponse): { stdout: number; stderr: number } {
-    if (m.capped) this.capped = true;
+    if (m.capped) {
+      this.headFull = true;
+      this.tailBytes = m.tailBytes ?? null;
+    }
     return { stdout: m.stdout, stderr: m.stderr };
   }
 
   /**
    * Up to `max` bytes of the stream from `at`, decoded, ending on a whole UTF-8 character unless
    * `toEnd` (the process is over and this is the file's last piece: a broken character there is
-   * what it wrote). Null when only part of a character is there yet.
+   * what it wrote). Null when only part of a character is there yet. `fromWhole`: it may start inside a
+   * character (a tail's start): the bytes before the next whole one are left out.
    */
-  private async read(stream: LogStream, at: number, max: number, toEnd: boolean): Promise<LogChunk | null> {
+  private async read(stream: LogStream, at: number, max: number, toEnd: boolean, fromWhole = false): Promise<LogChunk | null> {
     let h = this.handles.get(stream);
     if (!h) {
       h = await open(this.files[stream], 'r');
@@ -185,8 +228,11 @@ export class LogTail {
     const { bytesRead } = await h.read(buf, 0, max, at);
     if (bytesRead === 0) return null;
     const cut = toEnd && bytesRead === max ? bytesRead : wholeCharacters(buf, bytesRead);
-    if (cut === 0) return null;
-    return { stream, offset: at, bytes: cut, data: buf.toString('utf8', 0, cut) };
+    let lead = 0;
+    // At most 3 continuation bytes (10xxxxxx) end a character begun before `at`.
+    if (fromWhole) while (lead < 3 && lead < cut && (buf[lead]! & 0xc0) === 0x80) lead++;
+    if (cut - lead <= 0) return null;
+    return { stream, offset: at + lead, bytes: cut - lead, data: buf.toString('utf8', lead, cut) };
   }
 
   private async closeFiles(): Promise<void> {
@@ -199,6 +245,24 @@ export class LogTail {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
   }
+}
+
+/**
+ * Where each stream's tail starts: the last `budget` bytes of what the server lacks, shared between
+ * the streams (each gets up to half, and what one does not need goes to the other); never before
+ * the server's mark.
+ */
+export function tailStarts(
+  marks: { stdout: number; stderr: number },
+  ends: { stdout: number; stderr: number },
+  budget: number,
+): { stdout: number; stderr: number } {
+  const left = { stdout: Math.max(0, ends.stdout - marks.stdout), stderr: Math.max(0, ends.stderr - marks.stderr) };
+  const half = Math.floor(budget / 2);
+  const err = Math.min(left.stderr, half);
+  const out = Math.min(left.stdout, budget - err);
+  const errAll = Math.min(left.stderr, budget - out);
+  return { stdout: ends.stdout - out, stderr: ends.stderr - errAll };
 }
 
 /** A file's size; 0 when it does not exist (the command never started, or the directory was cleaned). */

@@ -33,7 +33,11 @@ export interface DeliveryDeps {
 export interface DeliveryProgress {
   /** The server has the whole log (or refused the rest for good): the outcome may go. */
   logShipped: boolean;
-  /** Set when the server refused part of the log: the files' sizes, sent with the outcome so the log says what is missing. */
+  /**
+   * Set when the server refused part of the log, or when its head filled the cap: the files' sizes,
+   * sent with the outcome so the log says what is missing (and the server knows that this agent
+   * shipped the tail, where there was one: attempt-verbs.ts, markMissingLog).
+   */
   logBytes?: { stdout: number; stderr: number };
   uploaded: Map<string, number>;
   /** When a try first failed; past `giveUpMs` from it the delivery is given up. */
@@ -80,6 +84,7 @@ async function shipLog(d: DeliveryDeps, owed: Owed): Promise<Delivery | null> {
   try {
     await tail.drain();
     progress.logShipped = true;
+    if (tail.capped) progress.logBytes = tail.sizes();
     return null;
   } catch (err) {
     if (err instanceof StaleAttempt) return { kind: 'stale', detail: 'stale: ' + err.message };

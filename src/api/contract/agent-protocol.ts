@@ -183,6 +183,11 @@ export const LogPiece = Type.Object(
     offset: Type.Integer({ minimum: 0 }),
     bytes: Type.Integer({ minimum: 0, maximum: 1024 * 1024 }),
     data: Type.String(),
+    /**
+     * Part of the log's tail, shipped once the process has ended and the server said `capped`: it
+     * may start past the stream's mark, and the bytes between are then cut (docs/agent.md, "Logs").
+     */
+    tail: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -199,11 +204,17 @@ export const LogsRequest = Type.Object(
 export type LogsRequest = Static<typeof LogsRequest>;
 
 /**
- * How many bytes of each stream the server has taken (stored, or dropped past the cap): the
- * agent ships on from there. `capped`: the attempt's log reached its cap, and the server stores
- * nothing more of it (the agent may stop reading).
+ * How many bytes of each stream the server has taken (stored, or cut between the head and the tail):
+ * the agent ships on from there. `capped`: the attempt's log filled its head, and the server takes
+ * no more of it while it runs; once its process has ended it takes the last `tailBytes` of its
+ * output as `tail` pieces (an agent that ships no tail may stop reading).
  */
-export const LogsResponse = Type.Object({ stdout: Type.Integer(), stderr: Type.Integer(), capped: Type.Boolean() });
+export const LogsResponse = Type.Object({
+  stdout: Type.Integer(),
+  stderr: Type.Integer(),
+  capped: Type.Boolean(),
+  tailBytes: Type.Optional(Type.Integer({ minimum: 0 })),
+});
 export type LogsResponse = Static<typeof LogsResponse>;
 
 export const StartedItem = Type.Object({ attemptId: Type.String({ maxLength: 100 }), ...StartRequest.properties }, { additionalProperties: false });

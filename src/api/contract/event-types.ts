@@ -15,6 +15,8 @@ export const EVENT_TYPES = [
   'stage:reused',
   'stage:outputs-released',
   ...ATTEMPT_STATES.map((s) => `attempt:${s}` as const),
+  // Its log passed the head's cap and bytes between the head and the tail were dropped (docs/agent.md, "Logs").
+  'attempt:log-cut',
   ...MACHINE_HEALTHS.map((s) => `machine:${s}` as const),
   'machine:registered',
   'machine:cordoned',

@@ -36,6 +36,12 @@ export const AttemptView = Type.Object({
   /** What it used, measured from its cgroup when it ended (docs/containment.md): its memory's peak in bytes and its CPU seconds. Null when unknown (running, no cgroup, an older agent); absent from older servers. */
   memoryPeakBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
   cpuSeconds: Type.Optional(Nullable(Type.Number({ minimum: 0 }))),
+  /**
+   * Its log passed the head's cap (docs/agent.md, "Logs"): the bytes dropped between the head and the
+   * tail kept, where a line in the log marks them (0: the head is full, nothing dropped yet, or the
+   * rest fitted in the tail). Null: the whole log is kept. Absent from older servers.
+   */
+  logCutBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
 });
 export type AttemptView = Static<typeof AttemptView>;
 

@@ -34,6 +34,9 @@ export function logsCommand(program: CommandUnknownOpts): void {
 the last chunk printed) and waits for a stage that has not started. With no --attempt, a retry's
 output follows on after a "--- attempt N ---" line (on stderr). With --json, --follow prints one
 chunk ({id, attemptNumber, stream, at, data}) per line.
+A log longer than the server keeps (64 MiB by default) has its head and its last part (where a
+failing run's error is), with a "[gantry: … cut here …]" line where the rest was dropped; while
+the stage runs, past the head nothing more comes until it ends ("gantry status" says "log cut").
 Exit codes: 0 printed, 4 no such job, stage or attempt (or a stage that has not run, without
 --follow), 5 server unreachable, 130 stopped following.
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AttemptView, JobView, StageView } from '../../api/contract/job-view.js';
 import { MAX_ATTEMPT_ROWS, renderAttemptTable } from './attempt-table.js';
-import { usageText } from './attempt-text.js';
+import { logCutText, usageText } from './attempt-text.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -79,7 +79,31 @@ describe('usageText', () => {
   });
 });
 
+describe('logCutText', () => {
+  it('says how much of a log was dropped between its head and its tail, and nothing for a whole log', () => {
+    expect(logCutText({ logCutBytes: 36 * 2 ** 20 })).toBe('log cut: 36.0 MiB dropped');
+    expect(logCutText({ logCutBytes: 0 })).toBe('');
+    expect(logCutText({ logCutBytes: null })).toBe('');
+    // An older server sends no such field.
+    expect(logCutText({})).toBe('');
+  });
+});
+
 describe('renderAttemptTable', () => {
+  it("says in an attempt's detail that its log was cut, after how it ended", () => {
+    const text = renderAttemptTable(
+      job([
+        stage('train', [attempt({ state: 'failed', exitCode: 1, reason: 'exit code 1', logCutBytes: 36 * 2 ** 20 })], { state: 'failed' }),
+        stage('eval', [attempt({ id: 'a3', logCutBytes: 2048 })]),
+      ]),
+      T0 + 30_000,
+      { color: false },
+    );
+    const lines = text.split('\n');
+    expect(lines[1]).toMatch(/^train\s+1\s+failed\s+.*exit code 1; log cut: 36\.0 MiB dropped$/);
+    expect(lines[2]).toMatch(/^eval\s+1\s+succeeded\s+.*\s+log cut: 2\.0 KiB dropped$/);
+  });
+
   it("lists every attempt in stage order: how it ended, how long it ran, what it used, and an oom-killed end's detail in full", () => {
     const text = renderAttemptTable(
       job([

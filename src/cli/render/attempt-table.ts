@@ -1,5 +1,5 @@
 import type { AttemptView, JobView } from '../../api/contract/job-view.js';
-import { usageText } from './attempt-text.js';
+import { logCutText, usageText } from './attempt-text.js';
 import { formatDuration } from './format-duration.js';
 import { palette } from './palette.js';
 import { plainTable } from './plain-table.js';
@@ -12,7 +12,8 @@ export const MAX_ATTEMPT_ROWS = 50;
 /**
  * Every attempt of a job, in stage order, as `gantry status` shows them below the stages: how
  * each ended, what it used (its memory's peak and CPU seconds, where its agent measured them), and
- * the detail of an end in full, an `oom-killed` one's included (which request to raise). A long
+ * the detail of an end in full, an `oom-killed` one's included (which request to raise), and
+ * whether its log was cut past the head's cap (how much was dropped). A long
  * job's succeeded attempts are left out first; past MAX_ATTEMPT_ROWS the rest is counted. "" when
  * nothing ran.
  */
@@ -32,7 +33,7 @@ export function renderAttemptTable(job: JobView, now: number, opts: RenderOption
     endText(a),
     a.startedAt === null ? '-' : formatDuration((a.finishedAt ?? now) - a.startedAt),
     usageText(a),
-    a.reason === null ? '' : a.state === 'succeeded' ? c.dim(a.reason) : c.red(a.reason),
+    [a.reason === null ? '' : a.state === 'succeeded' ? c.dim(a.reason) : c.red(a.reason), c.yellow(logCutText(a))].filter((t) => t !== '').join('; '),
   ]);
   const table = plainTable(
     ['STAGE', '#', 'STATE', 'MACHINE', 'END', 'RAN', 'USAGE', 'DETAIL'].map((h) => c.bold(h)),

@@ -28,6 +28,14 @@ export function gpuText(attempt: AttemptView | undefined): string {
 }
 
 /**
+ * "log cut: 36.0 MiB dropped": its log passed the head's cap and that much between its head and its
+ * tail was dropped (a line in the log marks where; docs/agent.md, "Logs"); "" when its log is whole.
+ */
+export function logCutText(attempt: Pick<AttemptView, 'logCutBytes'>): string {
+  return attempt.logCutBytes ? `log cut: ${formatBytes(attempt.logCutBytes)} dropped` : '';
+}
+
+/**
  * "peak 212 MiB, 3.1 CPU s": what an attempt used, measured from its cgroup when it ended
  * (docs/containment.md); the part its agent could not measure is left out, "-" when neither.
  */

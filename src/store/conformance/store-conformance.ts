@@ -48,6 +48,19 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       });
       return r;
     };
+    /** The agent's outcome, exited with `exitCode`, with the sizes its log files had. */
+    const exited = (a: { id: string; token: number }, exitCode: number, logBytes: { stdout: number; stderr: number }) =>
+      store.attemptComplete({
+        attemptId: a.id,
+        token: a.token,
+        exitCode,
+        signal: null,
+        end: { kind: 'exited' as const, detail: null },
+        outputs: [],
+        logBytes,
+        now,
+        jitter: 0,
+      });
     const heartbeat = (machineId: string, running: { attemptId: string; token: number }[]) =>
       store.machineHeartbeat({ machineId, running, now, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0 });
     const runToEnd = async (jobId: string, name: string, machineId: string, exitCode = 0) => {
@@ -612,6 +625,82 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
       await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'one\n')], now });
+      await exited(a, 0, { stdout: 104, stderr: 0 });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
+      expect(logs!.map((l) => l.data).join('')).toBe("one\n\n[gantry: the last 100 bytes of stdout were not shipped; the machine's log file has them]\n");
+    });
+
+    it('past the head keeps the tail shipped at the end, marks the cut where it was, once, and counts it', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      const caps = { headBytes: 100, tailBytes: 40 };
+      const send = (...chunks: LogPiece[]) => store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks, now, caps });
+      const line = (i: number) => `line ${String(i).padStart(3, '0')} of the run`.padEnd(29, '.') + '\n'; // 30 bytes
+      expect(await send(piece('stdout', 0, line(0)), piece('stdout', 30, line(1)))).toEqual({ stdout: 60, stderr: 0, capped: false });
+      // A tail piece past the mark before the head is full is a gap, not a cut.
+      expect(await send({ ...piece('stdout', 90, line(3)), tail: true })).toEqual({ stdout: 60, stderr: 0, capped: false });
+      // The piece that fills the head is taken whole; what follows it while the process runs is not.
+      expect(await send(piece('stdout', 60, line(2)), piece('stdout', 90, line(3)), piece('stdout', 120, line(4)))).toEqual({
+        stdout: 120,
+        stderr: 0,
+        capped: true,
+        tailBytes: 40,
+      });
+      expect(await send(piece('stdout', 120, line(4)))).toEqual({ stdout: 120, stderr: 0, capped: true, tailBytes: 40 });
+      expect((await store.attemptGet({ attemptId: a.id }))!.logCutBytes).toBe(0);
+      // The process ended at 330 bytes: its last 30 come as the tail, twice (the first answer lost), and stderr's whole 10.
+      const tail = [
+        { ...piece('stdout', 300, line(10)), tail: true },
+        { ...piece('stderr', 0, 'fatal: no\n'), tail: true },
+      ];
+      expect(await send(...tail)).toEqual({ stdout: 330, stderr: 10, capped: true, tailBytes: 40 });
+      expect(await send(...tail)).toEqual({ stdout: 330, stderr: 10, capped: true, tailBytes: 40 });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
+      expect(logs!.map((l) => l.data).join('')).toBe(
+        `${line(0)}${line(1)}${line(2)}${line(3)}\n[gantry: 180 B of stdout cut here (its bytes 120 to 300); the head above and the tail below are kept]\n${line(10)}fatal: no\n`,
+      );
+      expect((await store.attemptGet({ attemptId: a.id }))!.logCutBytes).toBe(180);
+      const cuts = (await store.eventsList({ jobId: j.id, limit: 100 })).filter((e) => e.type === 'attempt:log-cut');
+      expect(cuts.map((e) => e.data)).toEqual([{ stream: 'stdout', fromByte: 120, toByte: 300, bytes: 180 }]);
+      expect(cuts[0]!.message).toMatch(/^stage a attempt 1 log cut: 180 B of stdout dropped/);
+      // The outcome comes after the whole log: nothing is missing, and its event says the log was cut.
+      await exited(a, 1, { stdout: 330, stderr: 10 });
+      const failed = (await store.eventsList({ jobId: j.id, limit: 100 })).find((e) => e.type === 'attempt:failed');
+      expect(failed!.data).toMatchObject({ logCutBytes: 180 });
+      expect((await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 }))!.length).toBe(logs!.length);
+    });
+
+    it('past the head, an end never shipped (an agent from before tails) is counted as cut at the end', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      const caps = { headBytes: 10, tailBytes: 10 };
+      expect(await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, 'x'.repeat(12))], now, caps })).toMatchObject({
+        capped: true,
+      });
+      await exited(a, 0, { stdout: 1012, stderr: 0 });
+      const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
+      expect(logs!.map((l) => l.data).join('')).toBe(
+        `${'x'.repeat(12)}\n[gantry: 1000 B of stdout cut here (its bytes 12 to 1012); the head above is kept, its end was not shipped]\n`,
+      );
+      expect((await store.attemptGet({ attemptId: a.id }))!.logCutBytes).toBe(1000);
+      const events = await store.eventsList({ jobId: j.id, limit: 100 });
+      expect(events.filter((e) => e.type === 'attempt:log-cut').map((e) => e.data.bytes)).toEqual([1000]);
+      expect(events.find((e) => e.type === 'attempt:succeeded')!.data).toMatchObject({ logCutBytes: 1000 });
+    });
+
+    it('past the head, an outcome without the sizes of its files (an agent from before tails) ends the log saying it stops there', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptLogAppend({
+        attemptId: a.id,
+        token: a.token,
+        chunks: [piece('stdout', 0, 'x'.repeat(12))],
+        now,
+        caps: { headBytes: 10, tailBytes: 10 },
+      });
       await store.attemptComplete({
         attemptId: a.id,
         token: a.token,
@@ -619,35 +708,39 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
         signal: null,
         end: { kind: 'exited' as const, detail: null },
         outputs: [],
-        logBytes: { stdout: 104, stderr: 0 },
         now,
         jitter: 0,
       });
       const logs = await store.stageLogs({ jobId: j.id, stage: 'a', limit: 100 });
-      expect(logs!.map((l) => l.data).join('')).toBe("one\n\n[gantry: the last 100 bytes of stdout were not shipped; the machine's log file has them]\n");
+      expect(logs!.map((l) => l.data).join('')).toBe(
+        `${'x'.repeat(12)}\n[gantry: log truncated past its head (12 B); its agent ships no tail, and did not say how much it wrote]\n`,
+      );
     });
 
-    it('keeps at most the log cap per attempt, and says where it cut', async () => {
+    it('stores nothing past the head, the tail and the slack, whatever an agent ships, and says where it stopped', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      const caps = { headBytes: 1024, tailBytes: 1024 };
       const mib = 'x'.repeat(2 ** 20);
-      let marks = { stdout: 0, stderr: 0, capped: false };
-      for (let i = 0; i < 70; i++) marks = await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', i * 2 ** 20, mib)], now });
-      // Past the cap the bytes are still taken (the agent moves on), only not stored.
-      expect(marks).toEqual({ stdout: 70 * 2 ** 20, stderr: 0, capped: true });
+      let marks = await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [piece('stdout', 0, mib)], now, caps });
+      // A rogue agent ships its whole file as the tail: its bytes are taken (it moves on), only not stored past the hard cap.
+      for (let i = 1; i < 5; i++)
+        marks = await store.attemptLogAppend({ attemptId: a.id, token: a.token, chunks: [{ ...piece('stdout', i * 2 ** 20, mib), tail: true }], now, caps });
+      expect(marks).toEqual({ stdout: 5 * 2 ** 20, stderr: 0, capped: true, tailBytes: 1024 });
       let total = 0;
       let last = '';
       for (let after: number | undefined; ;) {
         const page = (await store.stageLogs({ jobId: j.id, stage: 'a', limit: 10, afterId: after }))!;
         if (page.length === 0) break;
-        for (const c of page) total += c.data.length;
+        for (const c of page) total += Buffer.byteLength(c.data);
         last = page.at(-1)!.data;
         after = page.at(-1)!.id;
       }
-      expect(total).toBeLessThan(64 * 2 ** 20 + 100);
-      expect(total).toBeGreaterThanOrEqual(64 * 2 ** 20);
-      expect(last).toMatch(/log truncated at 64 MiB/);
+      const hard = 2048 + 2 * 2 ** 20;
+      expect(total).toBeLessThan(hard + 100);
+      expect(total).toBeGreaterThanOrEqual(hard);
+      expect(last).toMatch(/log truncated at 2\.0 MiB\]\n$/);
     });
 
     it('re-registering by name keeps the machine id', async () => {

@@ -8,6 +8,7 @@ import type { StageDefinition } from '../../domain/job-definition.js';
 import { maskSecrets } from '../../domain/secret-env.js';
 import type { AttemptRecord, AttemptUsage, LogMarks, LogPiece } from '../records.js';
 import type { AttemptsTable, LogChunksTable } from '../schema.js';
+import { DEFAULT_LOG_CAPS, hardLogBytes, logCutLine, sizeText, type LogCaps } from '../log-caps.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
 import { recordUpload, uploadedOutputs } from './output-verbs.js';
@@ -15,9 +16,6 @@ import { attemptsWithNames } from './job-verbs.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
 import { prepared } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
-
-/** Log kept per attempt, in bytes of UTF-8. */
-export const LOG_CAP_BYTES = 64 * 2 ** 20;
 
 const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
 
@@ -115,6 +113,7 @@ export const REPORTED_ATTEMPT_COLUMNS = [
   'log_bytes',
   'stdout_bytes',
   'stderr_bytes',
+  'log_cut_bytes',
 ] as const satisfies readonly (keyof AttemptsTable)[];
 export type ReportedAttempt = Pick<AttemptsTable, (typeof REPORTED_ATTEMPT_COLUMNS)[number]>;
 
@@ -221,6 +220,8 @@ export async function completeLoaded(
   if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
   const outcome: AttemptOutcome = succeeded ? { kind: 'succeeded' } : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
   const what = succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`;
+  // The log is whole by now (the agent ships it, its tail included, before the outcome): its end's event says whether it was cut.
+  const logCut = p.logBytes ? await markMissingLog(tx, a, p.logBytes) : await markNoTail(tx, a);
   await tx.event({
     type: `attempt:${state}`,
     jobId: a.job_id,
@@ -234,12 +235,12 @@ export async function completeLoaded(
       reason: detail,
       end: p.end.kind,
       outputs: succeeded ? p.outputs.length : 0,
+      ...(logCut ? { logCutBytes: logCut } : {}),
       // What it used, where its agent could measure it: a reader of the stream sees an OOM's peak without a second read.
       ...(usageKnown(p.usage) ? { usage: { memoryPeakBytes: p.usage.memoryPeakBytes, cpuSeconds: p.usage.cpuSeconds } } : {}),
     },
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
-  if (p.logBytes) await markMissingLog(tx, a, p.logBytes);
   const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter, outputs: files });
   return { accepted: true, jobState };
 }
@@ -250,22 +251,48 @@ function usageKnown(u: AttemptUsage | undefined): u is AttemptUsage {
 
 /**
  * The outcome came with less of the log than the process wrote (the agent could not ship the rest:
- * the server refused it for good): the log says so where it ends, never silently. Not past the cap,
- * where missing bytes are the cap's doing and already marked.
+ * the server refused it for good): the log says so where it ends, never silently. Past the head's
+ * cap the missing end is a cut (an agent from before tails ships none, and deletes its files once
+ * the server says capped): counted, marked and told as one. Answers the bytes cut, as the attempt
+ * now holds them (null: its head never filled the cap).
  */
-async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout: number; stderr: number }): Promise<void> {
-  if (Number(a.log_bytes) > LOG_CAP_BYTES) return;
-  const rows = (['stdout', 'stderr'] as const)
-    .map((stream) => ({ stream, missing: wrote[stream] - Number(stream === 'stdout' ? a.stdout_bytes : a.stderr_bytes) }))
-    .filter((m) => m.missing > 0)
-    .map((m) => ({
-      attempt_id: a.id,
-      stream: m.stream,
-      at: tx.now,
-      data: `\n[gantry: the last ${m.missing} bytes of ${m.stream} were not shipped; the machine's log file has them]\n`,
-      byte_offset: null,
-    }));
-  if (rows.length) await tx.db.insertInto('log_chunks').values(rows).execute();
+async function markMissingLog(tx: TxContext, a: ReportedAttempt, wrote: { stdout: number; stderr: number }): Promise<number | null> {
+  let cut = a.log_cut_bytes === null ? null : Number(a.log_cut_bytes);
+  const missing = (['stdout', 'stderr'] as const)
+    .map((stream) => ({ stream, from: Number(stream === 'stdout' ? a.stdout_bytes : a.stderr_bytes), to: wrote[stream] }))
+    .filter((m) => m.to > m.from);
+  if (missing.length === 0) return cut;
+  const rows = missing.map((m) => ({
+    attempt_id: a.id,
+    stream: m.stream,
+    at: tx.now,
+    data:
+      cut === null
+        ? `\n[gantry: the last ${m.to - m.from} bytes of ${m.stream} were not shipped; the machine's log file has them]\n`
+        : logCutLine(m.stream, m.from, m.to, false),
+    byte_offset: null,
+  }));
+  await tx.db.insertInto('log_chunks').values(rows).execute();
+  if (cut === null) return null;
+  for (const m of missing) {
+    cut += m.to - m.from;
+    await logCutEvent(tx, a, m, 'its end was not shipped');
+  }
+  await tx.db.updateTable('attempts').set({ log_cut_bytes: cut, stdout_bytes: wrote.stdout, stderr_bytes: wrote.stderr }).where('id', '=', a.id).execute();
+  return cut;
+}
+
+/**
+ * The head filled and the outcome came without the files' sizes: an agent from before tails (one
+ * of today sends them whenever its head is full), which stopped shipping at the cap and ships no
+ * tail. How much it dropped is unknown; the log says where it stops, never silently.
+ */
+async function markNoTail(tx: TxContext, a: ReportedAttempt): Promise<number | null> {
+  if (a.log_cut_bytes === null) return null;
+  const stream = Number(a.stdout_bytes) >= Number(a.stderr_bytes) ? 'stdout' : 'stderr';
+  const data = `\n[gantry: log truncated past its head (${sizeText(Number(a.log_bytes))}); its agent ships no tail, and did not say how much it wrote]\n`;
+  await tx.db.insertInto('log_chunks').values({ attempt_id: a.id, stream, at: tx.now, data, byte_offset: null }).execute();
+  return Number(a.log_cut_bytes);
 }
 
 /**
@@ -337,8 +364,19 @@ export async function attemptsReap(tx: TxContext, p: { ackTimeoutMs: number; jit
  * resends whatever it is not sure of, and nothing is stored twice. A piece that does not start at
  * the mark (a gap, or a different cut of bytes already taken) is not taken either, nor is anything
  * after it in that stream: the answer says where the stream ends, and the agent ships on from there.
+ *
+ * Logs keep both ends: once the attempt's log has filled its head (`caps.headBytes`), pieces shipped
+ * as it runs are no longer taken (the answer says `capped`, with the tail's size, and the agent
+ * stops shipping); once its process has ended, the agent ships each stream's last bytes as `tail`
+ * pieces. A tail piece may start past the mark: the bytes between are the cut, counted in the
+ * attempt's `log_cut_bytes`, marked by a line where they were (logCutLine) and told by an
+ * `attempt:log-cut` event, all in this transaction, so a resend finds the mark moved and cuts nothing twice.
  */
-export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; token: number; chunks: LogPiece[]; machineId?: string }): Promise<LogMarks> {
+export async function attemptLogAppend(
+  tx: TxContext,
+  p: { attemptId: string; token: number; chunks: LogPiece[]; machineId?: string; caps?: LogCaps },
+): Promise<LogMarks> {
+  const caps = p.caps ?? DEFAULT_LOG_CAPS;
   const a = await load(tx.db, p.attemptId);
   ownedBy(a, p.machineId);
   // Logs are accepted after the attempt ends (an agent restarted after the outcome was recorded
@@ -346,33 +384,75 @@ export async function attemptLogAppend(tx: TxContext, p: { attemptId: string; to
   if (Number(a.token) !== p.token) throw new StaleAttemptError(a.id, `token ${p.token} is stale (current ${a.token})`);
   const ends = { stdout: Number(a.stdout_bytes), stderr: Number(a.stderr_bytes) };
   const blocked = { stdout: false, stderr: false };
-  // A stage that prints without end must not fill the database: what passes the cap is dropped
-  // (its bytes still count as taken, so the agent moves on), and the log says so once.
+  // Null until the head is full; then the bytes dropped between the head and the tail.
+  const cutBefore = a.log_cut_bytes === null ? null : Number(a.log_cut_bytes);
+  let cut = cutBefore;
   let stored = Number(a.log_bytes);
+  const hard = hardLogBytes(caps);
   const rows: Omit<LogChunksTable, 'id'>[] = [];
+  const cuts: { stream: LogPiece['stream']; from: number; to: number }[] = [];
   const secrets = await secretsOf(tx.db, a.stage_id);
   for (const c of p.chunks) {
     if (blocked[c.stream] || c.offset + c.bytes <= ends[c.stream]) continue;
-    if (c.offset !== ends[c.stream]) {
+    // Past the mark: only a tail piece, once the head is full (an earlier piece is missing otherwise).
+    const skips = c.offset > ends[c.stream] && c.tail === true && cut !== null;
+    // A piece shipped as the process runs, once the head is full: not taken (the agent ships the tail at the end).
+    const late = c.tail !== true && cut !== null;
+    if ((c.offset !== ends[c.stream] && !skips) || late) {
       blocked[c.stream] = true;
       continue;
     }
+    if (skips) {
+      const line = logCutLine(c.stream, ends[c.stream], c.offset);
+      rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data: line, byte_offset: null });
+      stored += Buffer.byteLength(line);
+      cuts.push({ stream: c.stream, from: ends[c.stream], to: c.offset });
+      cut! += c.offset - ends[c.stream];
+      ends[c.stream] = c.offset;
+    }
     ends[c.stream] += c.bytes;
-    if (stored > LOG_CAP_BYTES) continue;
+    // Only an agent that ships past the head and the tail gets here: its bytes count as taken (so it
+    // moves on) but are not stored, and the log says so once.
+    if (stored > hard) continue;
     // What the command printed of its secrets is kept masked (the offsets still count its bytes).
     const text = secrets.length ? maskSecrets(c.data, secrets) : c.data;
     const size = Buffer.byteLength(text);
-    const room = LOG_CAP_BYTES - stored;
-    const data = size <= room ? text : `${Buffer.from(text).subarray(0, room).toString()}\n[gantry: log truncated at ${LOG_CAP_BYTES / 2 ** 20} MiB]\n`;
-    // Past the cap by the marker's length: later pieces are only counted.
+    const room = hard - stored;
+    const data = size <= room ? text : `${Buffer.from(text).subarray(0, room).toString()}\n[gantry: log truncated at ${sizeText(hard)}]\n`;
+    // Past the hard cap by the marker's length: later pieces are only counted.
     stored += size <= room ? size : room + 1;
     rows.push({ attempt_id: a.id, stream: c.stream, at: tx.now, data, byte_offset: c.offset });
+    // The head is full: from now on only the tail is taken.
+    if (stored >= caps.headBytes) cut ??= 0;
   }
   if (rows.length) await tx.db.insertInto('log_chunks').values(rows).execute();
-  if (ends.stdout !== Number(a.stdout_bytes) || ends.stderr !== Number(a.stderr_bytes)) {
-    await tx.db.updateTable('attempts').set({ log_bytes: stored, stdout_bytes: ends.stdout, stderr_bytes: ends.stderr }).where('id', '=', a.id).execute();
+  if (ends.stdout !== Number(a.stdout_bytes) || ends.stderr !== Number(a.stderr_bytes) || cut !== cutBefore) {
+    await tx.db
+      .updateTable('attempts')
+      .set({ log_bytes: stored, stdout_bytes: ends.stdout, stderr_bytes: ends.stderr, log_cut_bytes: cut })
+      .where('id', '=', a.id)
+      .execute();
   }
-  return { ...ends, capped: stored > LOG_CAP_BYTES };
+  for (const k of cuts) await logCutEvent(tx, a, k, 'the tail follows');
+  return { ...ends, capped: cut !== null, ...(cut !== null ? { tailBytes: caps.tailBytes } : {}) };
+}
+
+/** A cut of an attempt's log, as an event: a follower of the events learns its log is not whole. */
+async function logCutEvent(
+  tx: TxContext,
+  a: Pick<AttemptsTable, 'id' | 'job_id' | 'stage_name' | 'machine_id' | 'number'>,
+  k: { stream: LogPiece['stream']; from: number; to: number },
+  then: string,
+): Promise<void> {
+  await tx.event({
+    type: 'attempt:log-cut',
+    jobId: a.job_id,
+    stageName: a.stage_name,
+    attemptId: a.id,
+    machineId: a.machine_id,
+    message: `stage ${a.stage_name} attempt ${a.number} log cut: ${sizeText(k.to - k.from)} of ${k.stream} dropped between its head and its end; ${then}`,
+    data: { stream: k.stream, fromByte: k.from, toByte: k.to, bytes: k.to - k.from },
+  });
 }
 
 const stageDefinition = prepared<[id: string]>()((db, [id]) => db.selectFrom('stages').select('definition').where('id', '=', id));

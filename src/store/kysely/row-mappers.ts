@@ -84,6 +84,7 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
         : { fraction: Number(r.progress), message: r.progress_message ?? null, at: num(r.progress_at ?? 0) },
     memoryPeakBytes: numOrNull(r.memory_peak_bytes),
     cpuSeconds: numOrNull(r.cpu_seconds),
+    logCutBytes: numOrNull(r.log_cut_bytes),
   };
 }
 

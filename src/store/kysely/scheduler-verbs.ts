@@ -288,6 +288,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       progress_at: null,
       memory_peak_bytes: null,
       cpu_seconds: null,
+      log_cut_bytes: null,
     };
     await insertAttempt.run(tx.db, ...attemptValues(row));
     applied.push(toAttempt(row, m.name));

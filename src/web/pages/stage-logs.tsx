@@ -2,6 +2,7 @@ import { useLayoutEffect, useRef } from 'react';
 import type { AttemptView } from '../../api/contract/job-view';
 import { isActiveAttemptState } from '../../api/contract/states';
 import { useNow } from '../components/use-now';
+import { formatBytes } from '../format/format-quantity';
 import { useStageLog } from './use-stage-log';
 
 /** An ended attempt whose process is not reported gone after this long is not followed any more (its machine was lost). */
@@ -10,6 +11,7 @@ const GIVE_UP_MS = 2 * 60_000;
 /**
  * A stage's output, one attempt at a time (the latest unless another is picked), stderr marked;
  * followed while the attempt's process may still write, keeping to the bottom if the reader is there.
+ * A log cut past the head's cap says so above it (a line in the log marks where; docs/agent.md, "Logs").
  */
 export function StageLogs({
   jobId,
@@ -53,6 +55,12 @@ export function StageLogs({
         ) : null}
         <span className={`logs-state${follow ? ' following' : ''}`}>{follow ? 'following…' : log.loading ? 'loading…' : 'complete'}</span>
       </div>
+      {a?.logCutBytes ? (
+        <p className="log-cut-note" data-testid="log-cut">
+          Log cut: {formatBytes(a.logCutBytes)} dropped between its head and its end, where the <code>[gantry: … cut here …]</code> line stands; the first and
+          the last part of what it wrote are kept.
+        </p>
+      ) : null}
       <pre
         ref={box}
         className="log"

@@ -34,8 +34,9 @@ export function eventsCommand(program: CommandUnknownOpts): void {
       `
 One line an event: its time, its type (stage:running, attempt:preempted, machine:lost, …), without
 JOB its job's id ("-" for a machine's), and what it says. A --team or --pool the server does not
-know is refused (exit 2) with the names it knows. --json prints one JSON object a line. With --follow a dropped connection is opened again
-from the last event printed, so nothing is missed or printed twice.
+know is refused (exit 2) with the names it knows. --json prints one JSON object a line. With
+--follow a dropped connection is opened again from the last event printed, so nothing is missed or
+printed twice.
 Exit codes: 0 done (or interrupted), 2 unknown team or pool, 4 no such job, 5 server unreachable,
 6 token refused, 141 the reader went away (gantry events JOB | head).
 

@@ -4,6 +4,14 @@ import { API_VERSION } from '../api/contract/api-version.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { errorText } from '../lib/error-text.js';
 import { agentCommand } from '../agent/agent-command.js';
+import { ExitCode } from './commands/exit-codes.js';
+
+// `gantry events | head`: once the reader is gone every write fails with EPIPE; a Unix tool dies
+// quietly of SIGPIPE there (status 141), not with a stack trace. Once, here, for every command.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(ExitCode.brokenPipe);
+  throw err;
+});
 
 const program = new Command().name('gantry').description('Gantry: multi-stage jobs on GPU and CPU clusters.\nEvery command takes --help.').version(API_VERSION);
 // An agent forks a process for every stage it starts, and a fork costs in proportion to the

@@ -1,6 +1,6 @@
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, RejectReason, type StageNeed } from './checks.js';
-import { describeGpus, pendingReason } from './pending-reason.js';
+import { describeGpus, machineReject, pendingReason } from './pending-reason.js';
 import type { MachineView } from './snapshot.js';
 
 /** One step of the funnel: how many machines are left after this constraint. */
@@ -82,7 +82,7 @@ export function explainPlacement(need: StageNeed, machines: readonly MachineView
     ? null
     : pendingReason(
         need,
-        machines.map((m, i) => ({ health: m.health, scheduling: m.scheduling, reason: outAt[i]! })),
+        machines.map((m, i) => machineReject(m, outAt[i]!)),
       );
   return { reason, registered: machines.length, funnel, suggestions: reason === null ? [] : suggestions(need, machines) };
 }

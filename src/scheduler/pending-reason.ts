@@ -1,5 +1,5 @@
 import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
-import { machineSchedulings, type MachineScheduling } from '../domain/machine-scheduling.js';
+import { machineSchedulings, shownScheduling, type MachineScheduling } from '../domain/machine-scheduling.js';
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
@@ -9,13 +9,24 @@ export interface MachineReject {
   health: MachineHealth;
   scheduling: MachineScheduling;
   reason: RejectReason;
+  /** Attempts holding resources there (MachineView.heldAttempts); unknown: taken as some. */
+  heldAttempts?: number;
+}
+
+/** A machine's reject as the reasons read it. */
+export function machineReject(m: MachineView, reason: RejectReason): MachineReject {
+  return { health: m.health, scheduling: m.scheduling, reason, ...(m.heldAttempts !== undefined ? { heldAttempts: m.heldAttempts } : {}) };
 }
 
 /** For the reasons that are the machine's state, not the stage's fit: that state (its phrase, and
  *  its rank among equal counts). */
 function machineState(r: MachineReject): { phrase: string; rank: number } | null {
   if (r.reason === RejectReason.notReady) return { phrase: r.health, rank: machineHealths.indexOf(r.health) };
-  if (r.reason === RejectReason.notEligible) return { phrase: r.scheduling, rank: machineSchedulings.indexOf(r.scheduling) };
+  if (r.reason === RejectReason.notEligible) {
+    // The words `gantry machines` uses: a draining machine with nothing left on it is "drained".
+    const shown = shownScheduling(r.scheduling, r.heldAttempts ?? 1);
+    return { phrase: shown, rank: machineSchedulings.indexOf(r.scheduling) + (shown === r.scheduling ? 0 : 0.5) };
+  }
   return null;
 }
 
@@ -116,7 +127,7 @@ export function pendingReasonNow(need: StageNeed, machines: readonly MachineView
   for (const m of machines) {
     const reason = firstReject(need, m);
     if (reason === null) return null;
-    rejects.push({ health: m.health, scheduling: m.scheduling, reason });
+    rejects.push(machineReject(m, reason));
   }
   return pendingReason(need, rejects);
 }

@@ -1,6 +1,6 @@
 import { normalizeGpuType } from '../domain/resources.js';
 import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
-import { pendingReason, type MachineReject } from './pending-reason.js';
+import { machineReject, pendingReason, type MachineReject } from './pending-reason.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS } from './plan-preemptions.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
@@ -93,7 +93,7 @@ function scan(
       found += 1;
       into.candidates.push(...candidatesOn(need, m));
     } else {
-      into.rejects.push({ health: m.health, scheduling: m.scheduling, reason });
+      into.rejects.push(machineReject(m, reason));
     }
   }
 }

@@ -28,6 +28,9 @@ export interface MachineView {
   cpuMillisFree: number;
   memoryBytesFree: number;
   gpus: GpuView[];
+  /** Attempts holding resources there, where the reader counted them: a draining machine with none
+   *  is shown `drained` (shownScheduling), in the reasons as in `gantry machines`. */
+  heldAttempts?: number;
 }
 
 export interface QueuedStage {

@@ -6,6 +6,7 @@ import { discoverGpus } from '../agent/machine/gpu-discovery.js';
 import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
 import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
 import { PRIVATE_UMASK } from '../lib/private-mode.js';
+import { tryHint } from './try-hint.js';
 
 // The CLI entry beside this file, compiled (.js) or run from source under tsx (.ts); the
 // children get the same Node flags, so they run the same way this process does.
@@ -90,7 +91,7 @@ export function upCommand(program: Command): void {
             `  machines: ${cluster.machines.map(describe).join(', ')}`,
             `  API docs: ${cp.url}/openapi.json`,
             `  tokens:   admin ${resolve(adminTokenFile(config.dataDir))} (the CLI reads it from here), join ${resolve(joinTokenFile(config.dataDir))}`,
-            `Try: npx gantry submit examples/pipeline.yaml --watch    (Ctrl-C stops everything)`,
+            ...tryHint({ url: cp.url, dataDir: config.dataDir, ...(ca ? { ca } : {}), cwd: process.cwd(), env: process.env }),
           ];
       process.stdout.write(banner.join('\n') + '\n');
       const stop = async () => {

@@ -45,7 +45,7 @@ function SignedIn() {
         <div className="topbar-end">
           <LiveIndicator />
           {who ? (
-            <span className="who" title={`token ${who.tokenId}`}>
+            <span className="who" title={`${who.kind === 'team' ? `team ${who.team}` : 'admin'} · ${who.name} (token ${who.tokenId})`}>
               {who.kind === 'team' ? `team ${who.team}` : 'admin'} · {who.name}
             </span>
           ) : null}

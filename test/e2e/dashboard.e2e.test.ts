@@ -185,7 +185,7 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     expect(await page.locator(`tr[data-job="${job.id}"] .rerun-of`).count()).toBe(0);
   });
 
-  it('a running job\'s rerun is refused with the server\'s reason until "cancel it first" is chosen; closing the dialog changes nothing', async () => {
+  it('a running job offers no plain rerun (the server refuses one), but "Cancel and rerun from here", its box ticked; unticked, the refusal; closing changes nothing', async () => {
     const job = (
       await submit(url(), {
         name: 'browser-rerun-running',
@@ -197,17 +197,22 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     ).body;
     await page.goto(`${url()}/jobs/${job.id}?stage=slow`);
     await page.locator('g.dag-node[data-stage="slow"][data-state="running"]').waitFor({ timeout: SLOW });
-    await page.locator('[data-stage-panel="slow"]').getByRole('button', { name: 'Rerun from here' }).click();
+    const panel = page.locator('[data-stage-panel="slow"]');
+    await panel.getByRole('button', { name: 'Cancel and rerun from here' }).click();
+    expect(await panel.getByRole('button', { name: 'Rerun from here', exact: true }).count()).toBe(0);
     // Named by its own title, though the page holds the cancel dialog too.
     const dialog = page.getByRole('dialog', { name: 'Rerun browser-rerun-running from slow?' });
-    const refused = dialog.getByTestId('rerun-refused');
-    await refused.getByText(`The server refuses: job ${job.id} is running: a rerun starts from an ended job`).waitFor({ timeout: SLOW });
-    expect(await dialog.getByRole('button', { name: 'Rerun from slow' }).isDisabled()).toBe(true);
-    await dialog.getByLabel('Cancel this job first').check();
+    const cancelFirst = dialog.getByLabel('Cancel this job first');
+    expect(await cancelFirst.isChecked()).toBe(true);
     const plan = dialog.getByTestId('rerun-plan');
     await plan.locator('tr[data-plan-stage="quick"][data-plan="reused"]').waitFor({ timeout: SLOW });
     await plan.locator('tr[data-plan-stage="slow"][data-plan="runs"]').waitFor();
     expect(await dialog.getByRole('button', { name: 'Cancel it and rerun from slow' }).isEnabled()).toBe(true);
+    // Unticked, it is the plain rerun the button no longer offers: the server's refusal, in its words.
+    await cancelFirst.uncheck();
+    const refused = dialog.getByTestId('rerun-refused');
+    await refused.getByText(`The server refuses: job ${job.id} is running: a rerun starts from an ended job`).waitFor({ timeout: SLOW });
+    expect(await dialog.getByRole('button', { name: 'Rerun from slow' }).isDisabled()).toBe(true);
     await dialog.getByRole('button', { name: 'Not now' }).click();
     await dialog.waitFor({ state: 'hidden' });
     const still = await jobOf(url(), job.id);
@@ -257,6 +262,8 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     // It leaves the queue when canceled: the page follows.
     await api(url(), `/v1/jobs/${job.id}/cancel`, { method: 'POST' });
     await page.locator('article[data-pool="gpu:tpu9"]').waitFor({ state: 'detached', timeout: SLOW });
+    // Gone from the pools, gone from the charts' legends (no line of a pool that is not there).
+    await page.locator('.chart-legend li', { hasText: 'gpu:tpu9' }).first().waitFor({ state: 'detached', timeout: SLOW });
   });
 
   it('the machines page: health, scheduling, capacity, and what runs where', async () => {
@@ -436,6 +443,77 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
     // The redirect to sign-in can cut short a request the first page had begun (its icon, on a
     // loaded machine): left behind, not a problem.
     expect(fresh.problems.filter((q) => !leftBehind(q))).toEqual(['401 GET /v1/whoami']);
+  });
+
+  it('at 420 px wide: no page scrolls sideways, the header stays two rows, the graph and tables scroll in their boxes, a cut box says all in its title, and no rerun is offered that the server would refuse', async () => {
+    const job = (
+      await submit(url(), {
+        name: 'narrow-window-llm-eval-suite',
+        stages: [
+          { name: 'prepare-data', command: ['true'] },
+          { name: 'eval-mmlu', needs: ['prepare-data'], command: ['sleep', '300'] },
+          { name: 'eval-hellaswag', needs: ['prepare-data'], command: ['sleep', '300'] },
+          { name: 'eval-truthfulqa-long-name', needs: ['prepare-data'], command: ['sleep', '300'] },
+          { name: 'report', needs: ['eval-mmlu', 'eval-hellaswag', 'eval-truthfulqa-long-name'], command: ['true'] },
+        ],
+      })
+    ).body;
+    await page.setViewportSize({ width: 420, height: 800 });
+    try {
+      /** What a phone's reader would see go wrong: the page wider than the window, a header of many rows. */
+      const layout = () =>
+        page.evaluate(() => ({
+          overflow: document.documentElement.scrollWidth - window.innerWidth,
+          header: document.querySelector('.topbar')!.getBoundingClientRect().height,
+          boxes: [...document.querySelectorAll('.dag-scroll, .table-wrap')].map((e) => Math.round(e.getBoundingClientRect().right)),
+        }));
+      await page.goto(`${url()}/jobs/${job.id}?stage=eval-mmlu`);
+      await page.locator('g.dag-node[data-stage="eval-mmlu"][data-state="running"]').waitFor({ timeout: SLOW });
+      const onJob = await layout();
+      expect(onJob.overflow).toBe(0);
+      expect(onJob.header).toBeGreaterThan(40);
+      expect(onJob.header).toBeLessThanOrEqual(100);
+      expect(onJob.boxes.length).toBeGreaterThan(0);
+      for (const right of onJob.boxes) expect(right).toBeLessThanOrEqual(420);
+      // The graph is wider than the window: it scrolls inside its box, not the page.
+      expect(await page.locator('.dag-scroll').evaluate((e) => e.scrollWidth > e.clientWidth)).toBe(true);
+      // The box of a stage that needs three is cut; its title has every one.
+      expect(await page.locator('g.dag-node[data-stage="report"] > title').textContent()).toContain(
+        'needs eval-mmlu, eval-hellaswag, eval-truthfulqa-long-name',
+      );
+      // A running job: no plain rerun anywhere (the server refuses one); from eval-mmlu not even a
+      // cancel and rerun, which would reuse eval-hellaswag, canceled by it.
+      const panel = page.locator('[data-stage-panel="eval-mmlu"]');
+      await panel.waitFor();
+      expect(await page.getByRole('button', { name: 'Rerun from here', exact: true }).count()).toBe(0);
+      expect(await panel.getByRole('button', { name: /rerun/i }).count()).toBe(0);
+      for (const path of ['/jobs', '/pools', '/machines']) {
+        await page.goto(`${url()}${path}`);
+        await page.locator('main.page h1').first().waitFor();
+        const l = await layout();
+        expect({ path, overflow: l.overflow }).toEqual({ path, overflow: 0 });
+        expect(l.header).toBeLessThanOrEqual(100);
+      }
+      // The sign-in page (a fresh browser, no token): its example commands wrap inside the card.
+      const fresh = await browser.page();
+      try {
+        await fresh.page.setViewportSize({ width: 420, height: 800 });
+        await fresh.page.goto(`${url()}/signin`);
+        await fresh.page.getByRole('button', { name: 'Sign in' }).waitFor();
+        const signin = await fresh.page.evaluate(() => ({
+          overflow: document.documentElement.scrollWidth - window.innerWidth,
+          card: document.querySelector('.signin-card')!.getBoundingClientRect().right,
+          cut: [...document.querySelectorAll('.signin-help code.block')].filter((c) => c.scrollWidth > c.clientWidth).length,
+        }));
+        expect(signin).toEqual({ overflow: 0, card: expect.any(Number) as number, cut: 0 });
+        expect(signin.card).toBeLessThanOrEqual(420);
+      } finally {
+        await fresh.context.close();
+      }
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 850 });
+      await api(url(), `/v1/jobs/${job.id}/cancel`, { method: 'POST' });
+    }
   });
 
   it('ran without an error in the page (no script or style blocked by its policy)', () => {

@@ -72,7 +72,8 @@ describe('gantry machine cordon | uncordon | drain | remove, end to end', () => 
     await sleep(1500);
     j = await job(pipeline);
     expect([stageOf(j, 'second').state, stageOf(j, 'second').attempts.length], describeJob(j)).toEqual(['ready', 0]);
-    expect(stageOf(j, 'second').pendingReason).toBe('no ready machine can run it: 1 draining');
+    // In the words `gantry machines` uses for it (issue 28: the reason said "draining" of a drained machine).
+    expect(stageOf(j, 'second').pendingReason).toBe('no ready machine can run it: 1 drained');
     const listed = await cli('machines', '--json');
     expect((JSON.parse(listed.stdout) as { machines: MachineView[] }).machines.map((m) => [m.name, m.health, m.scheduling])).toEqual([
       ['m1', 'ready', 'drained'],

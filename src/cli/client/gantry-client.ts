@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
 import type { AuditView } from '../../api/contract/audit-view.js';
+import type { PoolsView } from '../../api/contract/pool-view.js';
 import type { CollectionView } from '../../api/contract/artifacts-view.js';
 import type { RerunRequest, RerunResult } from '../../api/contract/rerun.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
@@ -222,6 +223,11 @@ export class GantryClient {
 
   changeTeam(name: string, req: TeamChangeRequest): Promise<TeamView> {
     return this.json('PATCH', `/v1/teams/${enc(name)}`, req);
+  }
+
+  /** Every pool now (`cpu`, `gpu:h100`, …): those machines serve and those stages queue in. */
+  pools(): Promise<PoolsView> {
+    return this.json('GET', '/v1/pools');
   }
 
   async teams(): Promise<TeamView[]> {

@@ -7,6 +7,7 @@ import { clientFor, withClientOptions, type ClientOptions } from './client-optio
 import { ExitCode } from './exit-codes.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
+import { unknownFilter } from './unknown-filter.js';
 
 export interface EventsOptions extends ClientOptions {
   follow?: boolean;
@@ -31,10 +32,13 @@ export function eventsCommand(program: CommandUnknownOpts): void {
     .addHelpText(
       'after',
       `
-One line an event: its time, its type (stage:running, attempt:preempted, machine:lost, …) and what
-it says. --json prints one JSON object a line. With --follow a dropped connection is opened again
-from the last event printed, so nothing is missed or printed twice.
-Exit codes: 0 done (or interrupted), 4 no such job, 5 server unreachable, 6 token refused.
+One line an event: its time, its type (stage:running, attempt:preempted, machine:lost, …), without
+JOB its job's id ("-" for a machine's), and what it says. A --team or --pool the server does not
+know is refused (exit 2) with the names it knows. --json prints one JSON object a line. With
+--follow a dropped connection is opened again from the last event printed, so nothing is missed or
+printed twice.
+Exit codes: 0 done (or interrupted), 2 unknown team or pool, 4 no such job, 5 server unreachable,
+6 token refused, 141 the reader went away (gantry events JOB | head).
 
 Examples:
   $ gantry events JOB
@@ -60,8 +64,11 @@ async function allEvents(client: { events(id: string, after?: number): Promise<E
 export async function runEvents(job: string | undefined, opts: EventsOptions, io: CliIo): Promise<number> {
   return reportingErrors(io, async () => {
     const client = clientFor(opts);
+    // Over every job a stage's or an attempt's line ("stage train running") needs its job's id to
+    // mean anything; a machine's event has none ("-"). Ids are "job_" and 20 characters: one width.
+    const jobColumn = (e: EventView) => (job === undefined ? `${(e.jobId ?? '-').padEnd(24)} ` : '');
     const print = (e: EventView) =>
-      io.stdout.write(opts.json ? `${JSON.stringify(e)}\n` : `${new Date(e.at).toISOString()}  ${e.type.padEnd(22)} ${e.message}\n`);
+      io.stdout.write(opts.json ? `${JSON.stringify(e)}\n` : `${new Date(e.at).toISOString()}  ${e.type.padEnd(22)} ${jobColumn(e)}${e.message}\n`);
     if (!opts.follow) {
       if (job === undefined) {
         io.stderr.write('gantry: events without a JOB needs --follow (the whole log is long; gantry events JOB for one job)\n');
@@ -69,6 +76,14 @@ export async function runEvents(job: string | undefined, opts: EventsOptions, io
       }
       for (const e of await allEvents(client, job)) print(e);
       return ExitCode.ok;
+    }
+    const unknown = await unknownFilter(client, {
+      ...(opts.team !== undefined ? { team: opts.team } : {}),
+      ...(opts.pool !== undefined ? { pool: opts.pool } : {}),
+    });
+    if (unknown) {
+      io.stderr.write(`gantry: ${unknown}\n`);
+      return ExitCode.usage;
     }
     // The job's past first (and a 404 for a job that does not exist), then live from its last.
     let after: number | undefined;

@@ -19,6 +19,8 @@ export const ExitCode = {
   denied: 6,
   /** Ctrl-C while watching or following; the job itself was left alone. 128 + SIGINT, as shells expect. */
   interrupted: 130,
+  /** Whoever read stdout stopped reading (`gantry events | head`): 128 + SIGPIPE, what a Unix tool killed by it reports. */
+  brokenPipe: 141,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 

@@ -49,9 +49,18 @@ export function renderExplanation(e: StageExplanation): string {
   if (e.queue) lines.push(`  queue: ${e.queue.ahead} ahead of it, ${e.queue.waiting} waiting in all`);
   if (e.quota) lines.push(`  quota: ${e.quota} (preemptible stages may borrow beyond it; \`gantry team show\`)`);
   if (e.funnel.length) {
-    lines.push(`  machines: ${e.registered} registered`);
-    const width = String(e.registered).length;
-    for (const f of e.funnel) lines.push(`    ${String(f.machines).padStart(width)}  ${f.step}`);
+    // The counts are what is left after each check and every one before it, not how many machines
+    // pass that check alone: "0  with 1 CPU in all" read as if no machine had 1 CPU when the GPU
+    // check before had dropped them all. Each line says what it counts, and where machines went.
+    lines.push(`  machines: ${e.registered} registered; left after each check, in the order the scheduler runs them:`);
+    const width = `${e.registered} of ${e.registered} left`.length;
+    let before = e.registered;
+    for (const f of e.funnel) {
+      const out = before - f.machines;
+      const note = before === 0 ? ' (not checked: no machine left)' : out > 0 ? ` (${out} of ${before} ${before === 1 ? 'fails' : 'fail'} it)` : '';
+      lines.push(`    ${`${f.machines} of ${e.registered} left`.padEnd(width)}  ${f.step}${note}`);
+      before = f.machines;
+    }
   }
   if (e.suggestions.length) {
     lines.push('  it could run now if it would:');

@@ -7,6 +7,7 @@ import { ExitCode } from './exit-codes.js';
 import { positiveInt } from './positive-int.js';
 import { reportingErrors } from './report-error.js';
 import { runAction } from './run-action.js';
+import { unknownFilter } from './unknown-filter.js';
 
 export interface ListOptions extends ClientOptions {
   state?: string;
@@ -54,6 +55,12 @@ export async function runList(opts: ListOptions, io: CliIo): Promise<number> {
     if (opts.json) {
       io.stdout.write(`${JSON.stringify({ jobs }, null, 2)}\n`);
     } else if (jobs.length === 0) {
+      // No jobs of a team the server does not know is a typo: say so (asked only then: it costs a request).
+      const unknown = opts.team !== undefined ? await unknownFilter(client, { team: opts.team }) : null;
+      if (unknown) {
+        io.stderr.write(`gantry: ${unknown}\n`);
+        return ExitCode.usage;
+      }
       io.stderr.write('no jobs\n');
     } else {
       io.stdout.write(`${renderJobList(jobs, (io.now ?? Date.now)(), { color: io.color })}\n`);

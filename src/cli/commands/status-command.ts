@@ -18,6 +18,10 @@ export function statusCommand(program: CommandUnknownOpts): void {
     .addHelpText(
       'after',
       `
+ATTEMPT counts the attempts charged to the retry budget, of its maximum; lost and preempted ones
+are not charged and show apart ("0/3 +1 preempted"). A stage waiting for a machine again (requeued)
+shows no MACHINE or GPUS: those of its last attempt are in the attempts below.
+
 Below the stages, every attempt: how it ended (exit code, signal, or a kind such as oom-killed,
 timeout, lost), how long it ran, what it used where its agent measured it from its cgroup (its
 memory's peak and CPU seconds, docs/containment.md), and the detail of its end in full. A job of

@@ -73,9 +73,11 @@ capacity beyond it, which is taken back (preempted) when a team within its quota
       const [name, opts] = args as [string, TeamSetOptions];
       await runAction((io) => runTeamSet(name, opts, io, false));
     });
-  withClientOptions(group.command('list').description('Teams with their weights, quotas, usage and shares')).action(async (opts) => {
-    await runAction((io) => runTeamList(opts, io));
-  });
+  withClientOptions(group.command('list').description('Teams with their weights, quotas, usage and shares'))
+    .addHelpText('after', '\nBORROWING: yes when the team holds more than its quota (preemptible work on idle capacity, which\nother teams may reclaim).')
+    .action(async (opts) => {
+      await runAction((io) => runTeamList(opts, io));
+    });
   withClientOptions(group.command('show').description('One team').argument('<name>', 'team name')).action(async (name, opts) => {
     await runAction((io) => runTeamShow(name, opts, io));
   });
@@ -119,8 +121,9 @@ export async function runTeamList(opts: ClientOptions, io: CliIo): Promise<numbe
       io.stdout.write(`${JSON.stringify({ teams }, null, 2)}\n`);
       return ExitCode.ok;
     }
-    const table = new Table({ head: ['TEAM', 'WEIGHT', 'QUOTA', 'HOLDS', 'SHARE', ''], style: { head: [], border: [] } });
-    for (const t of teams) table.push([t.name, String(t.weight), t.quotaText, usageText(t), `${(t.share * 100).toFixed(1)}%`, t.borrowing ? 'borrowing' : '']);
+    // BORROWING: holds more than its quota (preemptible work on idle capacity, reclaimable).
+    const table = new Table({ head: ['TEAM', 'WEIGHT', 'QUOTA', 'HOLDS', 'SHARE', 'BORROWING'], style: { head: [], border: [] } });
+    for (const t of teams) table.push([t.name, String(t.weight), t.quotaText, usageText(t), `${(t.share * 100).toFixed(1)}%`, t.borrowing ? 'yes' : 'no']);
     io.stdout.write(`${table.toString()}\n`);
     return ExitCode.ok;
   });

@@ -13,7 +13,9 @@ export function stageReason(job: JobView, stage: StageView, now: number): string
     if (stage.notBefore !== null && stage.notBefore > now) {
       // The server's reason ends with an absolute UTC deadline; a countdown reads better here.
       const why = stage.pendingReason?.replace(/: backing off until \S+$/, '');
-      const countdown = `next try in ${formatDuration(stage.notBefore - now)}`;
+      // Under a second reads "00:00" as a stopwatch, which says "now" and is not quite: say so.
+      const left = stage.notBefore - now;
+      const countdown = `next try in ${left < 1000 ? '<1 s' : formatDuration(left)}`;
       return why ? `${why}; ${countdown}` : countdown;
     }
     return stage.pendingReason ?? '';

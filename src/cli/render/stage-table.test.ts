@@ -113,6 +113,40 @@ describe('renderStageTable', () => {
     });
     const out = renderStageTable({ ...job, stages: [backingOff] }, T0 + 5_000, { color: false });
     expect(out).toContain('attempt 1 failed (exit code 7); retrying; next try in 01:00');
-    expect(out).toMatch(/retry\s+ready\s+gpu-1\s+-\s+1\/3/);
+    // Waiting again: no machine (the failed attempt's is where it ran, not where it runs).
+    expect(out).toMatch(/retry\s+ready\s+-\s+-\s+1\/3\s+-\s/);
+  });
+
+  it('says "<1 s" for a backoff ending within the second, not the stopwatch "00:00"', () => {
+    const backingOff = stage({
+      name: 'retry',
+      state: 'ready',
+      attemptsUsed: 1,
+      notBefore: T0 + 400,
+      attempts: [attempt({ state: 'failed', exitCode: 7, finishedAt: T0 })],
+    });
+    const out = renderStageTable({ ...job, stages: [backingOff] }, T0, { color: false });
+    expect(out).toContain('next try in <1 s');
+    expect(out).not.toContain('00:00');
+  });
+
+  it('shows a stage requeued after a preemption as waiting: no machine or GPUs, its preempted attempt apart from the budget', () => {
+    const requeued = stage({
+      name: 'train',
+      state: 'ready',
+      pendingReason: 'attempt 1 preempted; requeued',
+      attempts: [attempt({ state: 'preempted', gpus: [0, 1], gpuType: 'h100', finishedAt: T0 + 60_000 })],
+    });
+    const out = renderStageTable({ ...job, stages: [requeued] }, T0 + 90_000, { color: false });
+    expect(out).toMatch(/train\s+ready\s+-\s+-\s+0\/3 \+1 preempted\s+-\s+attempt 1 preempted; requeued/);
+    expect(out).not.toContain('gpu-1');
+    expect(out).not.toContain('h100:0,1');
+    // Running again: its new attempt's machine, and the preempted one still apart.
+    const again = {
+      ...requeued,
+      state: 'running' as const,
+      attempts: [...requeued.attempts, attempt({ id: 'b', number: 2, machine: 'gpu-2', gpus: [2, 3], gpuType: 'h100' })],
+    };
+    expect(renderStageTable({ ...job, stages: [again] }, T0 + 90_000, { color: false })).toMatch(/train\s+running\s+gpu-2\s+h100:2,3\s+1\/3 \+1 preempted/);
   });
 });

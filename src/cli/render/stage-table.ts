@@ -1,5 +1,5 @@
 import type { JobView } from '../../api/contract/job-view.js';
-import { attemptText, gpuText, latestAttempt } from './attempt-text.js';
+import { attemptText, gpuText, placedAttempt } from './attempt-text.js';
 import { formatDuration } from './format-duration.js';
 import { palette } from './palette.js';
 import { plainTable } from './plain-table.js';
@@ -15,7 +15,7 @@ export interface RenderOptions {
 export function renderStageTable(job: JobView, now: number, opts: RenderOptions = {}): string {
   const c = palette(opts.color);
   const rows = job.stages.map((stage) => {
-    const attempt = latestAttempt(stage);
+    const attempt = placedAttempt(stage);
     const started = attempt?.startedAt ?? null;
     const elapsed = started === null ? '-' : formatDuration((attempt?.finishedAt ?? now) - started);
     const reason = stageReason(job, stage, now);

@@ -88,10 +88,10 @@ export async function clusterView(db: Db, withUsage = true): Promise<ClusterView
   const version = rows.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
   const machines = rows.filter((m) => m.scheduling !== MachineScheduling.removed);
   const usage = withUsage ? await machineUsage(db) : new Map<string, Usage>();
-  return { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage())) };
+  return { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage(), withUsage)) };
 }
 
-function machineView(m: MachinesTable, u: Usage): MachineView {
+function machineView(m: MachinesTable, u: Usage, counted: boolean): MachineView {
   const gpus = JSON.parse(m.gpus) as MachineGpu[];
   const held = new Set(u.gpuIndices);
   return {
@@ -106,6 +106,7 @@ function machineView(m: MachinesTable, u: Usage): MachineView {
     cpuMillisFree: Number(m.cpu_millis) - u.cpuMillis,
     memoryBytesFree: Number(m.memory_bytes) - u.memoryBytes,
     gpus: gpus.map((g) => ({ index: g.index, type: g.type, free: !held.has(g.index) })),
+    ...(counted ? { heldAttempts: u.attempts } : {}),
   };
 }
 
@@ -224,7 +225,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
   const usage = await machineUsage(tx.db, machineIds);
   const machines = await machinesById.rows(tx.db, machineIds);
-  const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage())]));
+  const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
 

@@ -1,39 +1,18 @@
 import { useMemo, type KeyboardEvent } from 'react';
-import { attemptsCounted } from '../../api/contract/attempts-counted';
 import type { StageView } from '../../api/contract/job-view';
-import { formatDuration } from '../format/format-time';
-import { formatBytes, formatCpu } from '../format/format-quantity';
 import { DEFAULT_SIZES, layoutDag } from './dag-layout';
+import { boxChars, boxText, boxTitle, boxWidth, clip } from './dag-text';
 
-const { nodeWidth: W, nodeHeight: H } = DEFAULT_SIZES;
-
-const clip = (text: string, n: number) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
-
-/** What a stage that has not run asks for: "2× h100 · 8 CPU", "1 CPU · 512 MiB". */
-function asks(s: StageView): string {
-  const r = s.resources;
-  return r.gpu
-    ? `${r.gpu.count}× ${r.gpu.types.join('|') || 'GPU'} · ${formatCpu(r.cpuMillis)} CPU`
-    : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
-}
-
-/** The line under a stage's name: where it runs, or why it waits. */
-function detail(s: StageView): string {
-  const a = s.attempts.at(-1);
-  if (s.reused) return `ran ${formatDuration(s.reused.runSeconds * 1000)}`;
-  if ((s.state === 'running' || s.state === 'scheduled') && a) return `${a.machine}${a.gpus.length ? ` · GPU ${a.gpus.join(',')}` : ''}`;
-  if (s.state === 'ready') return s.pendingReason ?? `waiting in ${s.pool}`;
-  if (s.state === 'pending') return `needs ${s.needs.join(', ')}`;
-  if (a?.finishedAt && a.startedAt) return `${a.machine} · ${formatDuration(a.finishedAt - a.startedAt)}`;
-  return s.endReason ?? s.pool;
-}
+const H = DEFAULT_SIZES.nodeHeight;
 
 /**
  * A job's stages as a graph: each box coloured by its state, edges for `needs`, left to right by
  * depth (dag-layout.ts). A box is a button: click it, or focus it and press Enter, to select the stage.
  */
 export function DagView({ stages, selected, onSelect }: { stages: StageView[]; selected: string | null; onSelect: (name: string) => void }) {
-  const layout = useMemo(() => layoutDag(stages), [stages]);
+  // Boxes as wide as their texts need (up to a limit; what is cut still is whole in the box's title).
+  const W = useMemo(() => boxWidth(stages), [stages]);
+  const layout = useMemo(() => layoutDag(stages, { ...DEFAULT_SIZES, nodeWidth: W }), [stages, W]);
   const byName = new Map(stages.map((s) => [s.name, s]));
   const key = (name: string) => (e: KeyboardEvent) => {
     if (e.key === 'Enter' || e.key === ' ') {
@@ -62,6 +41,8 @@ export function DagView({ stages, selected, onSelect }: { stages: StageView[]; s
           const s = byName.get(b.name)!;
           const a = s.attempts.at(-1);
           const progress = s.state === 'running' ? a?.progress?.fraction : undefined;
+          const t = boxText(s);
+          const fits = boxChars(W, s.reused !== undefined);
           return (
             <g
               key={b.name}
@@ -77,11 +58,11 @@ export function DagView({ stages, selected, onSelect }: { stages: StageView[]; s
               onClick={() => onSelect(b.name)}
               onKeyDown={key(b.name)}
             >
-              <title>{`${s.name}: ${s.state}${s.reused ? ` (reused: did not run in this job; outputs from job ${s.reused.jobId})` : s.pendingReason ? ` (${s.pendingReason})` : s.endReason ? ` (${s.endReason})` : ''}`}</title>
+              <title>{boxTitle(s)}</title>
               <rect className="dag-box" width={W} height={H} rx={7} />
               <rect className="dag-band" width={6} height={H} rx={3} />
               <text className="dag-name" x={14} y={20}>
-                {clip(s.name, s.reused ? 14 : 21)}
+                {clip(t.name, fits.name)}
               </text>
               {s.reused ? (
                 // The ReusedBadge pill, drawn in SVG: the stage's outputs are another job's (its id on the third line, and a link in the panel).
@@ -94,10 +75,10 @@ export function DagView({ stages, selected, onSelect }: { stages: StageView[]; s
               ) : null}
               <text x={14} y={37}>
                 <tspan className="dag-state">{s.state}</tspan>
-                <tspan className="dag-detail"> · {clip(detail(s), 24 - s.state.length)}</tspan>
+                <tspan className="dag-detail"> · {clip(t.detail, fits.line - s.state.length - 3)}</tspan>
               </text>
               <text className="dag-detail" x={14} y={52}>
-                {s.reused ? clip(`from ${s.reused.jobId}`, 27) : s.attempts.length > 0 ? `attempt ${attemptsCounted(s)}/${s.maxAttempts}` : clip(asks(s), 27)}
+                {clip(t.third, fits.line)}
               </text>
               {progress !== undefined ? (
                 <>

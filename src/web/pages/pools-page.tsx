@@ -1,12 +1,13 @@
 import { useSearchParams } from 'react-router';
-import type { PoolSample, PoolView, PoolWaitReason } from '../../api/contract/pool-view';
+import type { PoolView, PoolWaitReason } from '../../api/contract/pool-view';
 import { useHeldAttempts, usePoolHistory, usePools } from '../api/queries';
 import { EmptyState, ErrorNote } from '../components/empty-state';
-import { LineChart, type Series } from '../components/line-chart';
+import { LineChart } from '../components/line-chart';
 import { Meter } from '../components/meter';
 import { useNow } from '../components/use-now';
 import { formatBytes, formatCpu, formatShare } from '../format/format-quantity';
 import { formatDuration } from '../format/format-time';
+import { poolNames, seriesOf } from './pool-series';
 
 /** What each wait reason means and what usually helps (docs/scheduling.md, "Checks"). */
 const REASONS: Record<string, { tone: 'ok' | 'busy' | 'never' | 'quota'; means: string }> = {
@@ -157,25 +158,6 @@ function Usage({ name, used, total, text }: { name: string; used: number; total:
       </dd>
     </div>
   );
-}
-
-/** Every pool in the samples, cpu first: their order gives each its colour, the same in every chart. */
-function poolNames(samples: PoolSample[]): string[] {
-  return [...new Set(samples.flatMap((s) => s.pools.map((p) => p.pool)))].sort((a, b) => (a === 'cpu' ? -1 : b === 'cpu' ? 1 : a < b ? -1 : 1));
-}
-
-/** A series per pool, of one figure of each sample; null where the pool has none of it. */
-function seriesOf(samples: PoolSample[], names: string[], value: (p: PoolSample['pools'][number]) => number | null): Series[] {
-  return names
-    .map((name, colour) => ({
-      name,
-      colour,
-      points: samples.map((s) => {
-        const p = s.pools.find((x) => x.pool === name);
-        return { t: s.at, v: p ? value(p) : null };
-      }),
-    }))
-    .filter((s) => s.points.some((x) => x.v !== null));
 }
 
 function PoolCharts({ windowMs }: { windowMs: number }) {

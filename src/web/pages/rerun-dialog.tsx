@@ -13,14 +13,15 @@ import { rerunPlanRows, rerunSavings } from '../format/rerun-plan-rows';
 import { jobPath } from './job-path';
 
 /**
- * "Rerun from here" (docs/rerun.md): the server's plan for a rerun from `stage` first (a dry run:
+ * "Rerun from here", or "Cancel and rerun from here" on a job not ended (docs/rerun.md): the server's plan for a rerun from `stage` first (a dry run:
  * what is reused, what runs again and why, what it saves), or its refusal in its own words; then,
  * confirmed, the rerun, and the new job's page. Mounted while open: each opening is one request
  * to the user, with its own Idempotency-Key.
  */
-export function RerunDialog({ job, stage, onClose }: { job: JobView; stage: string; onClose: () => void }) {
+export function RerunDialog({ job, stage, cancelFirst: asked = false, onClose }: { job: JobView; stage: string; cancelFirst?: boolean; onClose: () => void }) {
   const ended = isTerminalJobState(job.state);
-  const [cancelFirst, setCancelFirst] = useState(false);
+  // Opened as "Cancel and rerun from here": ticked from the start (the box still shows what it does).
+  const [cancelFirst, setCancelFirst] = useState(asked);
   // One key per opened dialog and body: a double click, or "try again" after an answer that never
   // came, makes one job. Ticking "cancel first" is another request, so it has its own key.
   const [keys] = useState(() => ({ plain: newIdempotencyKey(), cancel: newIdempotencyKey() }));

@@ -10,6 +10,7 @@ import { Elapsed, RelativeTime } from '../components/time-text';
 import { formatBytes, formatCpu, formatGpus } from '../format/format-quantity';
 import { formatDuration } from '../format/format-time';
 import { RerunDialog } from './rerun-dialog';
+import { rerunOffer } from './rerun-offer';
 import { StageLogs } from './stage-logs';
 import { TableHead } from '../components/table-head';
 import { jobPath } from './job-path';
@@ -30,6 +31,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
   const [picked, setPicked] = useState<{ stage: string; attempt: number } | null>(null);
   const attempt = picked?.stage === stage.name ? picked.attempt : latest;
   const [rerunning, setRerunning] = useState(false);
+  const offer = rerunOffer(job, stage.name);
   return (
     <section className="panel" aria-labelledby="stage-title" data-stage-panel={stage.name}>
       <div className="panel-head">
@@ -43,10 +45,12 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
               </>
             ) : null}
           </h2>
-          {/* On every stage, ended job or not: the dialog says when the job must be canceled first, and the server decides. */}
-          <button type="button" className="button button-small" onClick={() => setRerunning(true)}>
-            Rerun from here
-          </button>
+          {/* Only where the server would take it (rerun-offer.ts): a running job's is a cancel and a rerun in one. */}
+          {offer ? (
+            <button type="button" className="button button-small" onClick={() => setRerunning(true)}>
+              {offer === 'rerun' ? 'Rerun from here' : 'Cancel and rerun from here'}
+            </button>
+          ) : null}
         </div>
         <div className="panel-meta">
           <span>
@@ -60,7 +64,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
           </span>
         </div>
       </div>
-      {rerunning ? <RerunDialog job={job} stage={stage.name} onClose={() => setRerunning(false)} /> : null}
+      {rerunning ? <RerunDialog job={job} stage={stage.name} cancelFirst={offer === 'cancel-and-rerun'} onClose={() => setRerunning(false)} /> : null}
       {stage.reused ? <ReusedNote stage={stage} reused={stage.reused} /> : null}
       {stage.endReason ? <p className="reason">{stage.endReason}</p> : null}
       {waiting ? <Explanation stage={stage} explain={explain.data} /> : null}

@@ -3,6 +3,7 @@ import type { Clock } from '../domain/clock.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
 import type { TokenCache } from './auth/token-cache.js';
+import type { StreamSlots } from './stream-slots.js';
 import type { PoolHistory } from './pool-history.js';
 import type { Dashboard } from './dashboard-routes.js';
 
@@ -18,6 +19,8 @@ export interface ApiContext {
   shutdown: AbortSignal;
   /** Tokens by hash, shared by the authentication hook and the routes that revoke. */
   tokens: TokenCache;
+  /** The streams each token holds open (events, followed logs), capped (stream-slots.ts). */
+  streams: StreamSlots;
   /** This replica: its id, and whether it runs the scheduler and reconciler now (docs/replicas.md). */
   replica: { id: string; leader(): boolean };
   /** The Prometheus metrics (/metrics); absent in tests that build the API alone. */

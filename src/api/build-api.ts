@@ -59,6 +59,12 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   // wrapped so that its decorations reach every route; its named export is the unwrapped one.)
   await app.register(sseModule as unknown as typeof fastifySSE, { heartbeatInterval: 15_000 });
   installErrorHandler(app);
+  // No API answer is to be kept by a browser or a proxy: they carry jobs, logs, tokens' metadata.
+  // The dashboard's files set their own caching (dashboard-routes.ts), which this leaves alone.
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
+    return payload;
+  });
   const { rateLimitPerSecond: people, agentRateLimitPerSecond: agents } = ctx.config;
   const limiter = new RateLimiter((kind) => (kind === 'machine' ? { perSecond: agents, burst: 5 * agents } : { perSecond: people, burst: 5 * people }));
   installAuthentication(app, { cache: ctx.tokens, now: () => ctx.clock.now(), limiter });

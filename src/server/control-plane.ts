@@ -25,6 +25,7 @@ import { artifactsDir, type ServerConfig } from './server-config.js';
 import { loadDashboard } from './dashboard-files.js';
 import type { Dashboard } from '../api/dashboard-routes.js';
 import { PoolHistory } from '../api/pool-history.js';
+import { StreamSlots } from '../api/stream-slots.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
 import { errorText } from '../lib/error-text.js';
 
@@ -91,6 +92,7 @@ export async function createControlPlane(
       random,
       shutdown: shutdown.signal,
       tokens,
+      streams: new StreamSlots(config.streamsPerToken),
       replica: { id: replicaId, leader: isLeader },
       metrics,
       poolHistory,

@@ -61,6 +61,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
   set('rateLimitPerSecond', env('GANTRY_RATE_LIMIT'));
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
+  set('streamsPerToken', env('GANTRY_STREAMS_PER_TOKEN'));
   set('leaderTtlMs', env('GANTRY_LEADER_TTL_MS'));
   set('poolSampleMs', env('GANTRY_POOL_SAMPLE_MS'));
   for (const [key, name] of Object.entries(reconcilerEnv) as [keyof typeof reconcilerEnv, string][]) set(key, env(name));

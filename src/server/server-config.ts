@@ -83,6 +83,8 @@ export interface ServerConfig {
   rateLimitPerSecond: number;
   /** The same for a machine's credential: an agent under load sends hundreds a second. */
   agentRateLimitPerSecond: number;
+  /** Streams (events, followed logs) a token may hold open at once on this server (GANTRY_STREAMS_PER_TOKEN); 0: no cap. */
+  streamsPerToken: number;
   /** The health check answers without a token (a load balancer's probe carries none); false: it needs one too. */
   openHealth: boolean;
   /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
@@ -141,6 +143,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     openHealth: true,
     rateLimitPerSecond: 50,
     agentRateLimitPerSecond: 2000,
+    streamsPerToken: 32,
     dashboardDir: defaultDashboardDir(),
     poolSampleMs: 15_000,
     ...over,
@@ -163,6 +166,8 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.poolSampleMs === 0 || c.poolSampleMs >= 100)) problems.push(`the pool sample interval (${c.poolSampleMs} ms) must be 0 (none) or at least 100 ms`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
+  if (!(Number.isInteger(c.streamsPerToken) && c.streamsPerToken >= 0))
+    problems.push(`streams per token (${c.streamsPerToken}) must be a whole number, 0 for no cap`);
   if (!(c.artifactsGraceMs >= 0)) problems.push('the artifacts grace must not be negative');
   if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
   problems.push(...reconcilerProblems(c));

@@ -68,6 +68,8 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   if (process.env.GANTRY_DASHBOARD_DIR) over.dashboardDir = resolve(process.env.GANTRY_DASHBOARD_DIR);
   if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
   if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
+  const auditDays = env('GANTRY_AUDIT_RETENTION_DAYS');
+  if (auditDays !== undefined) set('auditKeepMs', auditDays * 86_400_000);
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   over.artifactsMaxBytes = artifactsBudgetFrom(process.env.GANTRY_ARTIFACTS_MAX_BYTES);

@@ -55,6 +55,8 @@ export interface ServerConfig {
   pruneIntervalMs: number;
   outboxKeepMs: number;
   idempotencyKeepMs: number;
+  /** Audit rows are deleted this long after they began (docs/security.md, "The audit log"): GANTRY_AUDIT_RETENTION_DAYS, default 90. */
+  auditKeepMs: number;
   /** The artifact store's size budget in bytes: past it, ended jobs' outputs no other job names are released, oldest first (docs/rerun.md). Null: none. */
   artifactsMaxBytes: number | null;
   /** Collection spares a blob written this recently (an upload of the same content under way). */
@@ -130,6 +132,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     pruneIntervalMs: 1000,
     outboxKeepMs: 3_600_000,
     idempotencyKeepMs: 24 * 3_600_000,
+    auditKeepMs: 90 * 24 * 3_600_000,
     artifactsMaxBytes: null,
     artifactsGraceMs: 60_000,
     artifactsGcIntervalMs: 60_000,
@@ -218,6 +221,7 @@ function reconcilerProblems(c: ServerConfig): string[] {
   positive('repairAfterMs', 'how long a job is unchanged before repair looks at it');
   positive('retentionMs', 'how long ended jobs are kept');
   positive('idempotencyKeepMs', 'how long an Idempotency-Key answers retries');
+  positive('auditKeepMs', 'how long audit rows are kept (GANTRY_AUDIT_RETENTION_DAYS)');
   positive('uploadTempKeepMs', "how long an upload's temporary file is kept");
   if (!(c.outboxKeepMs >= 0)) problems.push(`outboxKeepMs (how long published outbox rows are kept) must not be negative, not ${c.outboxKeepMs}`);
   count('queueTimeoutBatch', 'overdue stages failed a pass');

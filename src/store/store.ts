@@ -160,10 +160,17 @@ export interface Store {
   }): Promise<{ team: Team; created: boolean; changed: boolean }>;
 
   // --- audit (docs/security.md) ---
-  /** A request that changed nothing (refused): its row on its own. */
-  auditRecord(p: AuditEntry & { result: string; now: number }): Promise<void>;
-  /** Oldest first, after `afterSeq`; from `since` (ms) on. */
+  /**
+   * A request that changed nothing (refused): its row on its own. `foldWithinMs`: if a row of the
+   * same refusal (token, actor, action, target and result alike) began within that long before
+   * `now`, that row counts one more (count, lastAt) instead of a new row being written (two writers
+   * at once may each write one: a row more, never one lost).
+   */
+  auditRecord(p: AuditEntry & { result: string; now: number; foldWithinMs?: number }): Promise<void>;
+  /** Oldest first, after `afterSeq`; from `since` (ms) on. A folded row keeps its seq while its count grows. */
   auditList(p: { afterSeq?: number; since?: number; limit: number }): Promise<AuditRecord[]>;
+  /** Deletes up to `limit` audit rows that began before `before`, oldest first (the audit's retention); returns how many. */
+  auditPrune(p: { before: number; limit: number }): Promise<number>;
 
   // --- scheduler ---
   /** Every machine with what is free on it now (held by attempts not yet released). */

@@ -297,6 +297,12 @@ export interface Store {
   outputUploads(p: { attemptIds: readonly string[] }): Promise<{ attemptId: string; path: string; blob: string; size: number }[]>;
   /** A committed file by the attempt that produced it, through any manifest that still names it (a rerun's reused stage's included); null when none does. */
   committedBlob(p: { attemptId: string; path: string }): Promise<{ blob: string; size: number } | null>;
+  /**
+   * Whether machine `machineId` may download attempt `attemptId`'s committed outputs: an attempt
+   * placed on it and active (scheduled, running) has a stage that needs the stage they are
+   * committed for, in its job (docs/security.md: a machine reads only the inputs of its stages).
+   */
+  machineReadsOutput(p: { machineId: string; attemptId: string }): Promise<boolean>;
   /** Collection's decision (see artifact-verbs.ts): blobs to delete, stages to release under `maxBytes`; their rows go in
    *  this transaction (not with `dryRun`), their files are the caller's to delete. At most `limit` unreferenced blobs a call. */
   artifactsCollect(p: { now: number; maxBytes: number | null; dryRun: boolean; limit?: number; audit?: AuditEntry }): Promise<CollectionPlan>;

@@ -496,6 +496,9 @@ export class KyselyStore implements Store {
   committedBlob(p: { attemptId: string; path: string }) {
     return outputs.committedBlob(this.db, p.attemptId, p.path);
   }
+  machineReadsOutput(p: { machineId: string; attemptId: string }) {
+    return outputs.machineReadsOutput(this.db, p.machineId, p.attemptId);
+  }
   artifactsCollect(p: Parameters<Store['artifactsCollect']>[0]) {
     return this.tx(p.now, async (tx) => {
       const plan = await artifacts.artifactsCollect(tx, { maxBytes: p.maxBytes, dryRun: p.dryRun, limit: p.limit ?? 1000 });

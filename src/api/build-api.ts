@@ -11,6 +11,7 @@ import { rerunRoutes } from './rerun-routes.js';
 import { artifactRoutes } from './artifact-routes.js';
 import { machineRoutes } from './machine-routes.js';
 import { auditRoutes, tokenRoutes } from './token-routes.js';
+import { signInRoute } from './sign-in-route.js';
 import { teamRoutes } from './team-routes.js';
 import { eventRoutes } from './event-routes.js';
 import { poolRoutes } from './pool-routes.js';
@@ -98,6 +99,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   machineRoutes(app, ctx);
   agentRoutes(app, ctx);
   tokenRoutes(app, ctx);
+  signInRoute(app, ctx);
   teamRoutes(app, ctx);
   eventRoutes(app, ctx);
   poolRoutes(app, ctx);

@@ -33,9 +33,4 @@ export class StreamSlots {
       else this.open.delete(tokenId);
     });
   }
-
-  /** The streams a token holds open now. */
-  count(tokenId: string): number {
-    return this.open.get(tokenId) ?? 0;
-  }
 }

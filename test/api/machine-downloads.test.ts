@@ -1,13 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 import { cpuMachine } from '../../src/store/conformance/fixtures.js';
 import type { MachineRecord } from '../../src/store/records.js';
 import { bearer, makeToken, registerMachine } from '../support/tokens.js';
+import { logLines } from '../support/log-lines.js';
 
 /**
  * Issue 28: any machine credential downloaded any committed output by attempt id. Now a machine
@@ -20,16 +20,10 @@ describe('GET /v1/agent/artifacts: a machine downloads only the inputs of its st
   let m1: MachineRecord & { credential: string };
   let m2: MachineRecord & { credential: string };
   let admin = '';
-  const lines: { msg: string; machineId?: string; attemptId?: string }[] = [];
+  const { logger, lines } = logLines('warn');
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-machine-downloads-'));
-    const log = new Writable({
-      write(chunk, _enc, done) {
-        for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
-        done();
-      },
-    });
-    cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }), { logger: { level: 'warn', stream: log } });
+    cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0 }), { logger });
     admin = await makeToken(cp.store, 'admin');
     m1 = await registerMachine(cp.store, cpuMachine('m1'));
     m2 = await registerMachine(cp.store, cpuMachine('m2'));

@@ -1,12 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 import { runAudit } from '../../src/cli/commands/audit-command.js';
 import { bearer, makeToken } from '../support/tokens.js';
+import { logLines } from '../support/log-lines.js';
 
 /**
  * Issue 28: 600 × 403 in half a second were all answered and wrote 606 audit rows; 401s were not
@@ -17,7 +17,7 @@ describe('refused requests: rate-limited, folded in the audit, 401s logged', () 
   let cp: ControlPlane;
   let dir: string;
   let now = 1_800_000_000_000;
-  const lines: { msg: string; ip?: string; route?: string; tokenId?: string | null; level: number }[] = [];
+  const { logger, lines } = logLines();
   const t = { admin: '', ml: '', revoked: '' };
   const post = (url: string, token: string | null, body: unknown = {}, ip = '127.0.0.1') =>
     cp.app.inject({
@@ -46,16 +46,10 @@ describe('refused requests: rate-limited, folded in the audit, 401s logged', () 
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-refusals-'));
-    const log = new Writable({
-      write(chunk, _enc, done) {
-        for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
-        done();
-      },
-    });
     // Time stands still unless the test moves it: no bucket refills behind its back. 50 a second, 250 at once.
     cp = await createControlPlane(defaultServerConfig({ dataDir: dir, port: 0, rateLimitPerSecond: 50 }), {
       clock: { now: () => now },
-      logger: { level: 'info', stream: log },
+      logger,
     });
     t.admin = await makeToken(cp.store, 'admin', { now });
     t.ml = await makeToken(cp.store, 'team', { team: 'ml', now });
@@ -109,8 +103,8 @@ describe('refused requests: rate-limited, folded in the audit, 401s logged', () 
     const out: string[] = [];
     const io = { stdout: { write: (x: string) => out.push(x) }, stderr: { write: (x: string) => out.push(x) }, color: false };
     expect(await runAudit({ server: url, token: t.admin }, io)).toBe(0);
-    const lines = out.join('').split('\n');
-    const folded = lines.filter((l) => l.includes('machine.cordon') && l.includes('refused: 403'));
+    const printed = out.join('').split('\n');
+    const folded = printed.filter((l) => l.includes('machine.cordon') && l.includes('refused: 403'));
     expect(folded[0]).toMatch(/ refused: 403 forbidden: this needs an admin token; .* \(250 times, last \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)  by team ml token /);
     expect(folded.at(-1)).not.toMatch(/times, last/);
   });

@@ -132,4 +132,25 @@ describe('refused requests: rate-limited, folded in the audit, 401s logged', () 
     // Nobody to name: no audit row for a 401.
     expect((await audit()).filter((r) => r.tokenId === null)).toEqual([]);
   });
+
+  it("audit rows past GANTRY_AUDIT_RETENTION_DAYS (90 by default) are deleted by the leader's pruning loop, on the server's clock", async () => {
+    const rows = await audit();
+    expect(rows.length).toBeGreaterThan(0);
+    const oldest = Math.min(...rows.map((r) => Date.parse(r.at)));
+    const newest = Math.max(...rows.map((r) => Date.parse(r.at)));
+    // One more, a day after the newest: it outlives the others by a day.
+    now = newest + 86_400_000;
+    await post('/v1/machines/gpu-2/cordon', t.ml);
+    await expect.poll(async () => (await audit()).length).toBe(rows.length + 1);
+    // 90 days after the oldest began: kept, to the millisecond.
+    now = oldest + 90 * 86_400_000;
+    await cp.loops.reconciler.pruning.runOnce();
+    expect((await audit()).length).toBe(rows.length + 1);
+    now = newest + 90 * 86_400_000 + 1;
+    await cp.loops.reconciler.pruning.runOnce();
+    expect((await audit()).map((r) => r.target)).toEqual(['gpu-2']);
+    now += 86_400_000;
+    await cp.loops.reconciler.pruning.runOnce();
+    expect(await audit()).toEqual([]);
+  });
 });

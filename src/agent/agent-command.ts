@@ -12,9 +12,9 @@ export function agentCommand(program: Command): void {
     )
     .option(
       '--token <token>',
-      "a join token (gantry token create --kind join); default $GANTRY_JOIN_TOKEN. Needed once: the machine's own credential, kept in --data-dir, is used from then on",
+      "a join token (gantry token create --kind join). Every user of the machine can read a command line (ps): prefer --token-file or $GANTRY_JOIN_TOKEN. Needed once: the machine's own credential, kept in --data-dir, is used from then on",
     )
-    .option('--token-file <file>', 'read the join token from this file')
+    .option('--token-file <file>', 'read the join token from this file (the way to give it: unlike --token, it is not in the command line)')
     .option('--ca <file>', "the CA that signed the server's certificate, for a private one (PEM); default $GANTRY_CA")
     .option('--name <name>', 'machine name (default: host name); the same name after a restart is the same machine')
     .option('--data-dir <dir>', "the agent's own state: attempts' directories, exit statuses not yet reported")
@@ -51,7 +51,7 @@ export function agentCommand(program: Command): void {
         '\nJoining: the first start needs a join token (an admin makes one: gantry token create --kind join); the machine\n' +
         'then gets its own credential, kept in --data-dir, and later starts need no token. Off this host, the server\n' +
         'must speak HTTPS (--ca for a private CA).\n' +
-        '\nExample:\n  gantry agent --server https://10.0.0.5:7070 --ca ca.pem --token gantry_join_… --name gpu-7 --region us-east --label nvlink=true\n',
+        '\nExample:\n  gantry agent --server https://10.0.0.5:7070 --ca ca.pem --token-file /etc/gantry/join.token --name gpu-7 --region us-east --label nvlink=true\n',
     )
     .action(async (flags) => {
       await runAgentCommand(flags);

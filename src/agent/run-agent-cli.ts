@@ -84,7 +84,7 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
     ? (line: string) => write(JSON.stringify({ t: new Date().toISOString(), agent: machine.name, msg: line.replace(/^agent [^:]+: /, '') }))
     : write;
   const verbose = opts.verbose ?? process.env.GANTRY_LOG_LEVEL === 'debug';
-  const joinToken = opts.token ?? process.env.GANTRY_JOIN_TOKEN ?? (opts.tokenFile ? readTokenFile(opts.tokenFile) : null);
+  const joinToken = opts.token ?? (process.env.GANTRY_JOIN_TOKEN || undefined) ?? (opts.tokenFile ? readTokenFile(opts.tokenFile) : null);
   checkTransport(opts.server);
   const caFile = opts.ca ?? process.env.GANTRY_CA;
   const ca = caFile ? readFileSync(caFile, 'utf8') : undefined;
@@ -105,6 +105,12 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);
   say(`${machine.cpuMillis / 1000} CPU, ${Math.round(machine.memoryBytes / 1024 ** 2)} MiB, ${gpus}; data in ${dataDir}; server ${opts.server}`);
+  // A process's arguments are world-readable (ps, /proc/PID/cmdline) for as long as it runs: a
+  // join token given there can be read by every user of the machine, and it lets a machine join.
+  if (opts.token !== undefined)
+    say(
+      'warning: the join token is on the command line (--token), where every user of this machine can read it (ps, /proc/PID/cmdline) for as long as the agent runs; give it with --token-file FILE or $GANTRY_JOIN_TOKEN instead (docs/security.md)',
+    );
 
   // Assigned in the signal handler: typed by a cast so that the await below is not narrowed to null.
   let stopping = null as Promise<void> | null;

@@ -58,10 +58,28 @@ export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
 
   app.get(
     '/v1/agent/artifacts/:id/*',
-    { config: { access: 'machine' }, schema: { summary: 'Download a committed output file of an upstream attempt', tags, params: AttemptFileParams } },
+    {
+      config: { access: 'machine' },
+      schema: {
+        summary: 'Download a committed output file of an upstream attempt: only an input of a stage placed on this machine and active (else 404)',
+        tags,
+        params: AttemptFileParams,
+      },
+    },
     async (req, reply) => {
       const params = req.params;
       const rel = ArtifactStore.checkPath(params['*']);
+      // A machine reads only the inputs of the stages placed on it now (issue 28: any machine
+      // credential read any output by attempt id). Anything else is not found, as if it did not
+      // exist: a machine learns nothing of other jobs' attempts; the refusal is logged.
+      const p = req.principal!;
+      if (!(await store.machineReadsOutput({ machineId: p.machineId!, attemptId: params.id }))) {
+        req.log.warn(
+          { machineId: p.machineId, tokenId: p.tokenId, attemptId: params.id, path: rel },
+          'machine download refused: not an input of a stage placed on that machine',
+        );
+        throw new NotFoundError('artifact', `${params.id}/${rel}`);
+      }
       // Only outputs a stage committed are readable, never a failed or superseded attempt's
       // uploads; found through any manifest that names them, a rerun's reused stage's included,
       // so an upstream that was reused reads the same as one that ran (docs/rerun.md).

@@ -4,6 +4,8 @@ import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
 import type { LogCaps } from '../store/log-caps.js';
 import type { TokenCache } from './auth/token-cache.js';
+import type { StreamSlots } from './stream-slots.js';
+import type { SignInCodes } from './auth/sign-in-codes.js';
 import type { PoolHistory } from './pool-history.js';
 import type { Dashboard } from './dashboard-routes.js';
 
@@ -19,6 +21,10 @@ export interface ApiContext {
   shutdown: AbortSignal;
   /** Tokens by hash, shared by the authentication hook and the routes that revoke. */
   tokens: TokenCache;
+  /** The streams each token holds open (events, followed logs), capped (stream-slots.ts). */
+  streams: StreamSlots;
+  /** One-time sign-in codes for the dashboard (`gantry up`'s link): sign-in-codes.ts. */
+  signInCodes: SignInCodes;
   /** This replica: its id, and whether it runs the scheduler and reconciler now (docs/replicas.md). */
   replica: { id: string; leader(): boolean };
   /** The Prometheus metrics (/metrics); absent in tests that build the API alone. */

@@ -11,6 +11,7 @@ import { rerunRoutes } from './rerun-routes.js';
 import { artifactRoutes } from './artifact-routes.js';
 import { machineRoutes } from './machine-routes.js';
 import { auditRoutes, tokenRoutes } from './token-routes.js';
+import { signInRoute } from './sign-in-route.js';
 import { teamRoutes } from './team-routes.js';
 import { eventRoutes } from './event-routes.js';
 import { poolRoutes } from './pool-routes.js';
@@ -59,6 +60,12 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   // wrapped so that its decorations reach every route; its named export is the unwrapped one.)
   await app.register(sseModule as unknown as typeof fastifySSE, { heartbeatInterval: 15_000 });
   installErrorHandler(app);
+  // No API answer is to be kept by a browser or a proxy: they carry jobs, logs, tokens' metadata.
+  // The dashboard's files set their own caching (dashboard-routes.ts), which this leaves alone.
+  app.addHook('onSend', async (_req, reply, payload) => {
+    if (!reply.hasHeader('cache-control')) void reply.header('cache-control', 'no-store');
+    return payload;
+  });
   const { rateLimitPerSecond: people, agentRateLimitPerSecond: agents } = ctx.config;
   const limiter = new RateLimiter((kind) => (kind === 'machine' ? { perSecond: agents, burst: 5 * agents } : { perSecond: people, burst: 5 * people }));
   installAuthentication(app, { cache: ctx.tokens, now: () => ctx.clock.now(), limiter });
@@ -92,6 +99,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   machineRoutes(app, ctx);
   agentRoutes(app, ctx);
   tokenRoutes(app, ctx);
+  signInRoute(app, ctx);
   teamRoutes(app, ctx);
   eventRoutes(app, ctx);
   poolRoutes(app, ctx);

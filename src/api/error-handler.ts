@@ -1,5 +1,14 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, StaleAttemptError, UnauthenticatedError, StoreBusyError } from '../domain/errors.js';
+import {
+  ConflictError,
+  ForbiddenError,
+  NotFoundError,
+  RateLimitedError,
+  StaleAttemptError,
+  UnauthenticatedError,
+  StoreBusyError,
+  TooManyStreamsError,
+} from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { isErrorCode } from './contract/error-codes.js';
 import type { ErrorBody } from './contract/job-view.js';
@@ -27,6 +36,7 @@ export function installErrorHandler(app: FastifyInstance): void {
       void reply.header('retry-after', String(err.retryAfterSeconds));
       return send(429, { error: 'rate_limited', message: err.message });
     }
+    if (err instanceof TooManyStreamsError) return send(429, { error: 'too_many_streams', message: err.message });
     if (err instanceof StaleAttemptError) {
       // Every refused report, whatever its route (start, logs, outputs, complete), says so in the log.
       req.log.warn({ attemptId: err.attemptId, route: req.routeOptions.url, reason: err.reason }, 'stale report refused');

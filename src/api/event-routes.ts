@@ -69,6 +69,7 @@ export function eventRoutes(app: ApiApp, ctx: ApiContext): void {
       const scope = teamScope(req.principal);
       if (scope !== null && q.team !== undefined && q.team !== scope) throw new ForbiddenError(`a team ${scope} token sees team ${scope}'s events only`);
       const team = scope ?? q.team;
+      ctx.streams.hold(req.principal!.tokenId, reply);
       const resume = reply.sse.lastEventId !== null && /^\d+$/.test(reply.sse.lastEventId) ? Number(reply.sse.lastEventId) : undefined;
       let after = resume ?? q.after ?? (q.job ? 0 : await store.eventsHead());
       reply.sse.keepAlive();

@@ -49,6 +49,8 @@ export function stageLogRoute(app: ApiApp, ctx: ApiContext): void {
       // A stage that has not run, or an attempt it never had, has no log to show: said, not an empty answer.
       const detail = (await store.jobGet({ jobId: id }))?.stages.find((s) => s.name === stage);
       if (!detail) throw new NotFoundError('stage', `${id}/${stage}`);
+      // A followed log is a stream held open: it takes one of the token's slots (stream-slots.ts).
+      if (follow) ctx.streams.hold(req.principal!.tokenId, reply);
       // Following the stage waits for it to start; an attempt named must be one it has had.
       if (follow && q.attempt === undefined) return streamLog(ctx, reply, { jobId: id, stage, ...(q.after !== undefined ? { after: q.after } : {}) });
       if (detail.attempts.length === 0)

@@ -146,7 +146,7 @@ export function auditRoutes(app: ApiApp, ctx: ApiContext): void {
         ...(since !== undefined ? { since } : {}),
         limit: q.limit ?? 1000,
       });
-      return { entries: rows.map((r) => ({ ...r, at: new Date(r.at).toISOString() })) };
+      return { entries: rows.map((r) => ({ ...r, at: new Date(r.at).toISOString(), lastAt: new Date(r.lastAt).toISOString() })) };
     },
   );
 }

@@ -77,6 +77,14 @@ export class RateLimitedError extends Error {
   }
 }
 
+/** A token holding as many streams open as it may (api/stream-slots.ts): the next is refused until one closes. */
+export class TooManyStreamsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TooManyStreamsError';
+  }
+}
+
 /**
  * The database kept refusing a transaction because concurrent ones touched the same rows
  * (PostgreSQL's serialization failures and deadlocks), and the store stopped retrying it.

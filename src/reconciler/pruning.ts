@@ -8,17 +8,23 @@ export interface PruningSettings {
   outboxKeepMs: number;
   /** Idempotency-Keys answer retries this long (IETF's draft and Stripe keep them 24 h). */
   idempotencyKeepMs: number;
+  /** Audit rows are kept this long from their first time, then deleted (GANTRY_AUDIT_RETENTION_DAYS). */
+  auditKeepMs: number;
 }
 
-/** Deletes what has been kept long enough: published outbox rows and old Idempotency-Keys. */
-export function pruning(store: Store, clock: Clock, s: PruningSettings): ReconcilerDuty<{ outbox: number; idempotencyKeys: number }> {
+/** At most this many audit rows deleted a pass: a first pass over years of rows stays short, the next ones go on. */
+const AUDIT_BATCH = 1000;
+
+/** Deletes what has been kept long enough: published outbox rows, old Idempotency-Keys, and audit rows past their retention. */
+export function pruning(store: Store, clock: Clock, s: PruningSettings): ReconcilerDuty<{ outbox: number; idempotencyKeys: number; audit: number }> {
   return {
     name: 'pruning',
     intervalMs: s.pruneIntervalMs,
     async runOnce() {
       const outbox = await store.outboxPrune({ before: clock.now() - s.outboxKeepMs });
       const idempotencyKeys = await store.idempotencyPrune({ before: clock.now() - s.idempotencyKeepMs });
-      return { outbox, idempotencyKeys };
+      const audit = await store.auditPrune({ before: clock.now() - s.auditKeepMs, limit: AUDIT_BATCH });
+      return { outbox, idempotencyKeys, audit };
     },
   };
 }

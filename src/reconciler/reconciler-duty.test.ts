@@ -122,13 +122,32 @@ describe('the reconciler duties, each alone', () => {
     const ids = (await store.outboxPending({ limit: 100 })).map((p) => p.id);
     expect(ids.length).toBeGreaterThan(0);
     await store.outboxMarkPublished({ ids, now });
-    const duty = pruning(store, clock, { pruneIntervalMs: 1200, outboxKeepMs: 1000, idempotencyKeepMs: 5000 });
+    const duty = pruning(store, clock, { pruneIntervalMs: 1200, outboxKeepMs: 1000, idempotencyKeepMs: 5000, auditKeepMs: 86_400_000 });
     expect([duty.name, duty.intervalMs]).toEqual(['pruning', 1200]);
     now += 1000;
-    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 0 });
+    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 0, audit: 0 });
     now += 1;
-    expect(await duty.runOnce()).toEqual({ outbox: ids.length, idempotencyKeys: 0 });
+    expect(await duty.runOnce()).toEqual({ outbox: ids.length, idempotencyKeys: 0, audit: 0 });
     now += 4000;
-    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 1 });
+    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 1, audit: 0 });
+  });
+
+  it('pruning: audit rows go auditKeepMs after they began (a folded row by its first time), a bounded number a pass', async () => {
+    const day = 86_400_000;
+    const who = { tokenId: 'tok_1', actor: 'team ml token tok_1 (ci)', action: 'job.cancel' };
+    for (let i = 0; i < 1001; i++) await store.auditRecord({ ...who, target: `job_${i}`, result: 'refused: 404 not_found: no', now });
+    now += day;
+    await store.auditRecord({ ...who, target: 'later', result: 'refused: 404 not_found: no', now, foldWithinMs: 60_000 });
+    await store.auditRecord({ ...who, target: 'later', result: 'refused: 404 not_found: no', now: now + 30_000, foldWithinMs: 60_000 });
+    const duty = pruning(store, clock, { pruneIntervalMs: 1000, outboxKeepMs: 0, idempotencyKeepMs: day, auditKeepMs: 90 * day });
+    now = t0 + 90 * day;
+    expect((await duty.runOnce()).audit).toBe(0);
+    now += 1;
+    expect((await duty.runOnce()).audit).toBe(1000);
+    expect((await duty.runOnce()).audit).toBe(1);
+    expect((await store.auditList({ limit: 10 })).map((r) => [r.target, r.count])).toEqual([['later', 2]]);
+    now = t0 + 91 * day + 1;
+    expect((await duty.runOnce()).audit).toBe(1);
+    expect(await store.auditList({ limit: 10 })).toEqual([]);
   });
 });

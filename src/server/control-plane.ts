@@ -25,6 +25,8 @@ import { artifactsDir, type ServerConfig } from './server-config.js';
 import { loadDashboard } from './dashboard-files.js';
 import type { Dashboard } from '../api/dashboard-routes.js';
 import { PoolHistory } from '../api/pool-history.js';
+import { StreamSlots } from '../api/stream-slots.js';
+import { SignInCodes } from '../api/auth/sign-in-codes.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
 import { errorText } from '../lib/error-text.js';
 
@@ -37,6 +39,8 @@ export interface ControlPlane {
   loops: { scheduler: Loop; reconciler: ReconcilerLoops; relay: Loop; pools: Loop; artifacts: Loop };
   /** The dashboard served at `/`, or why there is none (docs/dashboard.md). */
   dashboard: Dashboard;
+  /** One-time codes that sign the dashboard in (`gantry up`'s link; docs/security.md). */
+  signInCodes: SignInCodes;
   /** The address the API listens on, once started. */
   url: string;
   start(): Promise<void>;
@@ -81,6 +85,7 @@ export async function createControlPlane(
   await metrics.start();
   const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);
   const dashboard = loadDashboard(config.dashboardDir);
+  const signInCodes = new SignInCodes(() => clock.now());
   const app = await buildApi(
     {
       store,
@@ -91,6 +96,8 @@ export async function createControlPlane(
       random,
       shutdown: shutdown.signal,
       tokens,
+      streams: new StreamSlots(config.streamsPerToken),
+      signInCodes,
       replica: { id: replicaId, leader: isLeader },
       metrics,
       poolHistory,
@@ -214,6 +221,7 @@ export async function createControlPlane(
     config,
     loops: { scheduler, reconciler, relay, pools, artifacts: collector },
     dashboard,
+    signInCodes,
     url: '',
     async start() {
       const address = await app.listen({ host: config.host, port: config.port });

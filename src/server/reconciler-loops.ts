@@ -67,7 +67,13 @@ export function reconcilerLoops(d: {
       },
       p,
     ),
-    pruning: dutyLoop(pruning(store, clock, config), () => {}, p),
+    pruning: dutyLoop(
+      pruning(store, clock, config),
+      (r) => {
+        if (r.audit) log.info({ rows: r.audit }, 'audit rows past their retention deleted');
+      },
+      p,
+    ),
     retention: dutyLoop(
       retention(store, clock, config, d.removeLegacyDirs),
       (jobs) => {

@@ -61,12 +61,15 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('disconnectGraceMs', env('GANTRY_DISCONNECT_GRACE_MS'));
   set('rateLimitPerSecond', env('GANTRY_RATE_LIMIT'));
   set('agentRateLimitPerSecond', env('GANTRY_AGENT_RATE_LIMIT'));
+  set('streamsPerToken', env('GANTRY_STREAMS_PER_TOKEN'));
   set('leaderTtlMs', env('GANTRY_LEADER_TTL_MS'));
   set('poolSampleMs', env('GANTRY_POOL_SAMPLE_MS'));
   for (const [key, name] of Object.entries(reconcilerEnv) as [keyof typeof reconcilerEnv, string][]) set(key, env(name));
   if (process.env.GANTRY_DASHBOARD_DIR) over.dashboardDir = resolve(process.env.GANTRY_DASHBOARD_DIR);
   if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
   if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
+  const auditDays = env('GANTRY_AUDIT_RETENTION_DAYS');
+  if (auditDays !== undefined) set('auditKeepMs', auditDays * 86_400_000);
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   over.artifactsMaxBytes = artifactsBudgetFrom(process.env.GANTRY_ARTIFACTS_MAX_BYTES);

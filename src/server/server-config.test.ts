@@ -24,6 +24,7 @@ describe("the reconciler's settings", () => {
       pruneIntervalMs: 1000,
       outboxKeepMs: 3_600_000,
       idempotencyKeepMs: 24 * 3_600_000,
+      auditKeepMs: 90 * 24 * 3_600_000,
       straySweepIntervalMs: 24 * 3_600_000,
       uploadTempKeepMs: 24 * 3_600_000,
     });
@@ -58,6 +59,24 @@ describe("the reconciler's settings", () => {
     expect([c.repairAfterMs, c.retentionBatch, c.pruneIntervalMs, c.repairBatch]).toEqual([60_000, 500, 30_000, 100]);
     process.env.GANTRY_REPAIR_BATCH = '0';
     expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(/repairBatch/);
+  });
+
+  it('GANTRY_AUDIT_RETENTION_DAYS: how long audit rows are kept (default 90 days); GANTRY_STREAMS_PER_TOKEN: open streams a token may hold (default 32)', () => {
+    const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
+    try {
+      expect([serverConfigFrom(flags).auditKeepMs, serverConfigFrom(flags).streamsPerToken]).toEqual([90 * 86_400_000, 32]);
+      process.env.GANTRY_AUDIT_RETENTION_DAYS = '7';
+      process.env.GANTRY_STREAMS_PER_TOKEN = '4';
+      expect([serverConfigFrom(flags).auditKeepMs, serverConfigFrom(flags).streamsPerToken]).toEqual([7 * 86_400_000, 4]);
+      process.env.GANTRY_AUDIT_RETENTION_DAYS = '0';
+      expect(() => serverConfigFrom(flags)).toThrow(/auditKeepMs \(how long audit rows are kept \(GANTRY_AUDIT_RETENTION_DAYS\)\) must be positive, not 0/);
+      process.env.GANTRY_AUDIT_RETENTION_DAYS = '7';
+      process.env.GANTRY_STREAMS_PER_TOKEN = '2.5';
+      expect(() => serverConfigFrom(flags)).toThrow(/streams per token \(2.5\) must be a whole number/);
+    } finally {
+      delete process.env.GANTRY_AUDIT_RETENTION_DAYS;
+      delete process.env.GANTRY_STREAMS_PER_TOKEN;
+    }
   });
 });
 

@@ -56,6 +56,8 @@ export interface ServerConfig {
   pruneIntervalMs: number;
   outboxKeepMs: number;
   idempotencyKeepMs: number;
+  /** Audit rows are deleted this long after they began (docs/security.md, "The audit log"): GANTRY_AUDIT_RETENTION_DAYS, default 90. */
+  auditKeepMs: number;
   /** The artifact store's size budget in bytes: past it, ended jobs' outputs no other job names are released, oldest first (docs/rerun.md). Null: none. */
   artifactsMaxBytes: number | null;
   /** Collection spares a blob written this recently (an upload of the same content under way). */
@@ -84,6 +86,8 @@ export interface ServerConfig {
   rateLimitPerSecond: number;
   /** The same for a machine's credential: an agent under load sends hundreds a second. */
   agentRateLimitPerSecond: number;
+  /** Streams (events, followed logs) a token may hold open at once on this server (GANTRY_STREAMS_PER_TOKEN); 0: no cap. */
+  streamsPerToken: number;
   /** The health check answers without a token (a load balancer's probe carries none); false: it needs one too. */
   openHealth: boolean;
   /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
@@ -131,6 +135,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     pruneIntervalMs: 1000,
     outboxKeepMs: 3_600_000,
     idempotencyKeepMs: 24 * 3_600_000,
+    auditKeepMs: 90 * 24 * 3_600_000,
     artifactsMaxBytes: null,
     logCaps: DEFAULT_LOG_CAPS,
     artifactsGraceMs: 60_000,
@@ -145,6 +150,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     openHealth: true,
     rateLimitPerSecond: 50,
     agentRateLimitPerSecond: 2000,
+    streamsPerToken: 32,
     dashboardDir: defaultDashboardDir(),
     poolSampleMs: 15_000,
     ...over,
@@ -167,6 +173,8 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.poolSampleMs === 0 || c.poolSampleMs >= 100)) problems.push(`the pool sample interval (${c.poolSampleMs} ms) must be 0 (none) or at least 100 ms`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
+  if (!(Number.isInteger(c.streamsPerToken) && c.streamsPerToken >= 0))
+    problems.push(`streams per token (${c.streamsPerToken}) must be a whole number, 0 for no cap`);
   if (!(c.artifactsGraceMs >= 0)) problems.push('the artifacts grace must not be negative');
   if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
   if (!(c.logCaps.headBytes >= 1024)) problems.push(`the log's head (GANTRY_LOG_HEAD_BYTES, ${c.logCaps.headBytes} bytes) must be at least 1 KiB`);
@@ -219,6 +227,7 @@ function reconcilerProblems(c: ServerConfig): string[] {
   positive('repairAfterMs', 'how long a job is unchanged before repair looks at it');
   positive('retentionMs', 'how long ended jobs are kept');
   positive('idempotencyKeepMs', 'how long an Idempotency-Key answers retries');
+  positive('auditKeepMs', 'how long audit rows are kept (GANTRY_AUDIT_RETENTION_DAYS)');
   positive('uploadTempKeepMs', "how long an upload's temporary file is kept");
   if (!(c.outboxKeepMs >= 0)) problems.push(`outboxKeepMs (how long published outbox rows are kept) must not be negative, not ${c.outboxKeepMs}`);
   count('queueTimeoutBatch', 'overdue stages failed a pass');

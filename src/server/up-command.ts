@@ -36,7 +36,7 @@ export function upCommand(program: Command): void {
     .option('--json', 'print the address, the dashboard link, data directory and machines as one JSON line once up')
     .addHelpText(
       'after',
-      '\nThe web dashboard is served at the same address (/); the link printed once up signs you in as\nthe admin (its token rides in the #fragment, which no request carries). docs/dashboard.md\n\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
+      '\nThe web dashboard is served at the same address (/); the link printed once up signs you in as\nthe admin: it carries a one-time code (in the #fragment, which no request carries) that signs in\nonce, within 15 minutes, for a session of 12 hours; afterwards sign in with a token. docs/dashboard.md\n\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what it and its agents make is their user's only.
@@ -68,12 +68,12 @@ export function upCommand(program: Command): void {
         });
       };
       for (const m of cluster.machines) startAgent(m);
-      // The dashboard, signed in as this server's admin: the token rides in the fragment, which the
-      // browser keeps to itself (no request, no log carries it); the page moves it into the tab's
-      // storage and wipes it from the address (docs/dashboard.md). Whoever sees this terminal could
-      // read the token file as well.
-      const admin = await ensureTokenFile(cp.store, adminTokenFile(config.dataDir), 'admin', 'admin (made by the server at its first start)', Date.now());
-      const dashboard = cp.dashboard.problem ? null : `${cp.url}/#token=${admin.token}`;
+      // The dashboard's sign-in link carries a one-time code, not a token: it signs in once, within
+      // 15 minutes, for a session that expires (docs/security.md), so a link left in a terminal's
+      // scrollback or a CI log is worth nothing later. It rides in the fragment, which the browser
+      // keeps to itself (no request, no log carries it); the page wipes it from the address.
+      await ensureTokenFile(cp.store, adminTokenFile(config.dataDir), 'admin', 'admin (made by the server at its first start)', Date.now());
+      const dashboard = cp.dashboard.problem ? null : `${cp.url}/#signin=${cp.signInCodes.issue()}`;
       const banner = flags.json
         ? [
             JSON.stringify({
@@ -86,7 +86,7 @@ export function upCommand(program: Command): void {
           ]
         : [
             `Gantry is up at ${cp.url}`,
-            dashboard ? `  dashboard: ${dashboard}  (signs you in as admin)` : `  dashboard: not available: ${cp.dashboard.problem}`,
+            dashboard ? `  dashboard: ${dashboard}  (signs you in as admin, once, within 15 minutes)` : `  dashboard: not available: ${cp.dashboard.problem}`,
             `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
             `  machines: ${cluster.machines.map(describe).join(', ')}`,
             `  API docs: ${cp.url}/openapi.json`,

@@ -272,8 +272,13 @@ export interface AuditEntry {
 
 export interface AuditRecord extends AuditEntry {
   seq: number;
+  /** When it happened (first, if more than once). */
   at: number;
   result: string;
+  /** How many times: a refusal repeated within the fold window is one row (Store.auditRecord). */
+  count: number;
+  /** When it last happened (`at` when once). */
+  lastAt: number;
 }
 
 /** An API token as the store knows it: never the token itself. */

@@ -217,6 +217,12 @@ export interface AuditTable {
   target: string | null;
   /** "ok" (with what changed, when it says) or "refused: 403 forbidden: …". */
   result: string;
+  /** How many times it happened: a refusal repeated within the fold window adds to its row (0022). */
+  count: Generated<number>;
+  /** The last time it happened, when more than once; null: once, at `at`. */
+  last_at: number | null;
+  /** What makes a refusal the same as another (a hash), for folding; null: a change made, never folded. */
+  fold_key: string | null;
 }
 
 /** A stored output file's bytes, once whatever names it (docs/rerun.md): `sha256:<hex>`, or

@@ -161,10 +161,17 @@ export interface Store {
   }): Promise<{ team: Team; created: boolean; changed: boolean }>;
 
   // --- audit (docs/security.md) ---
-  /** A request that changed nothing (refused): its row on its own. */
-  auditRecord(p: AuditEntry & { result: string; now: number }): Promise<void>;
-  /** Oldest first, after `afterSeq`; from `since` (ms) on. */
+  /**
+   * A request that changed nothing (refused): its row on its own. `foldWithinMs`: if a row of the
+   * same refusal (token, actor, action, target and result alike) began within that long before
+   * `now`, that row counts one more (count, lastAt) instead of a new row being written (two writers
+   * at once may each write one: a row more, never one lost).
+   */
+  auditRecord(p: AuditEntry & { result: string; now: number; foldWithinMs?: number }): Promise<void>;
+  /** Oldest first, after `afterSeq`; from `since` (ms) on. A folded row keeps its seq while its count grows. */
   auditList(p: { afterSeq?: number; since?: number; limit: number }): Promise<AuditRecord[]>;
+  /** Deletes up to `limit` audit rows that began before `before`, oldest first (the audit's retention); returns how many. */
+  auditPrune(p: { before: number; limit: number }): Promise<number>;
 
   // --- scheduler ---
   /** Every machine with what is free on it now (held by attempts not yet released). */
@@ -292,6 +299,12 @@ export interface Store {
   outputUploads(p: { attemptIds: readonly string[] }): Promise<{ attemptId: string; path: string; blob: string; size: number }[]>;
   /** A committed file by the attempt that produced it, through any manifest that still names it (a rerun's reused stage's included); null when none does. */
   committedBlob(p: { attemptId: string; path: string }): Promise<{ blob: string; size: number } | null>;
+  /**
+   * Whether machine `machineId` may download attempt `attemptId`'s committed outputs: an attempt
+   * placed on it and active (scheduled, running) has a stage that needs the stage they are
+   * committed for, in its job (docs/security.md: a machine reads only the inputs of its stages).
+   */
+  machineReadsOutput(p: { machineId: string; attemptId: string }): Promise<boolean>;
   /** Collection's decision (see artifact-verbs.ts): blobs to delete, stages to release under `maxBytes`; their rows go in
    *  this transaction (not with `dryRun`), their files are the caller's to delete. At most `limit` unreferenced blobs a call. */
   artifactsCollect(p: { now: number; maxBytes: number | null; dryRun: boolean; limit?: number; audit?: AuditEntry }): Promise<CollectionPlan>;

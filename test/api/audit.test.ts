@@ -69,6 +69,8 @@ describe('audit log', () => {
       action: 'job.submit',
       target: job.id,
       result: 'ok',
+      count: 1,
+      lastAt: expect.any(String),
     });
     expect(rows[1]!.result).toBe('refused: 403 forbidden: /team: a token of team ml submits for team ml only, not vision');
     expect(rows[2]!.result).toMatch(/^refused: 400 invalid_request: /);

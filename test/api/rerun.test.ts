@@ -127,7 +127,14 @@ describe('rerun and collection routes', () => {
       target: id,
       result: expect.stringMatching(new RegExp(`^ok: rerun as ${r.job.id}; reused prep, train; runs eval$`)),
     });
-    // The reused upstream reads as if it had run: an agent downloads it by the attempt that made it.
+    // The reused upstream reads as if it had run: an agent downloads it by the attempt that made it,
+    // once the stage that needs it is placed on its machine (a machine reads only its stages' inputs).
+    const evalStage = (await cp.store.jobGet({ jobId: r.job.id }))!.stages.find((x) => x.name === 'eval')!;
+    await cp.store.planApply({
+      plan: { placements: [{ stageId: evalStage.id, machineId: machine.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+      now: Date.now(),
+      leaseMs: 60_000,
+    });
     const read = await cp.app.inject({ method: 'GET', url: `/v1/agent/artifacts/${train.id}/model.bin`, headers: bearer(machine.credential) });
     expect(read.body).toBe(`weights of ${id}`);
     expect((await call('GET', `/v1/jobs/${r.job.id}/stages/train/outputs/model.bin`, t.admin)).body).toBe(`weights of ${id}`);

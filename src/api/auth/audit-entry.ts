@@ -17,9 +17,16 @@ export function auditBy(req: FastifyRequest, action: string, target: string | nu
 }
 
 /**
+ * The same refusal repeated within this long is one audit row with a count (issue 28: 600 × 403
+ * in half a second wrote 606 rows); the rate limiter bounds how fast it can repeat at all.
+ */
+export const AUDIT_FOLD_MS = 60_000;
+
+/**
  * A request to a route that changes something (`config.audit`, its action) that was refused or
- * failed changed nothing: its audit row is written on its own, with the answer's status and error.
- * (A change that was made wrote its row in its own transaction: auditBy.)
+ * failed changed nothing: its audit row is written on its own, with the answer's status and error,
+ * folded into the row of the same refusal within AUDIT_FOLD_MS. (A change that was made wrote its
+ * row in its own transaction: auditBy.)
  */
 export function installAuditOfRefusals(app: FastifyInstance, store: Store, now: () => number): void {
   // Every change a person can ask for is audited: a route for people that changes something and
@@ -34,13 +41,21 @@ export function installAuditOfRefusals(app: FastifyInstance, store: Store, now: 
   });
   app.addHook('onResponse', async (req, reply) => {
     const action = req.routeOptions.config?.audit;
-    // Nobody to name without a valid token (401): those go to the log, not to the audit.
+    // Nobody to name without a valid token (401): those go to the log (authenticate.ts), not to the audit.
     if (!action || reply.statusCode < 400 || !req.principal) return;
     const target = routeParam(req.params, 'id') ?? routeParam(req.params, 'machine') ?? null;
     const f = req.failure;
     const result = `refused: ${reply.statusCode}${f ? ` ${f.error}: ${f.message}` : ''}`.slice(0, 2000);
     try {
-      await store.auditRecord({ tokenId: req.principal?.tokenId ?? null, actor: actorOf(req.principal), action, target, result, now: now() });
+      await store.auditRecord({
+        tokenId: req.principal.tokenId,
+        actor: actorOf(req.principal),
+        action,
+        target,
+        result,
+        now: now(),
+        foldWithinMs: AUDIT_FOLD_MS,
+      });
     } catch (err) {
       req.log.error({ err, action }, 'cannot write the audit row of a refused request');
     }

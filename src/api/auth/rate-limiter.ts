@@ -1,5 +1,5 @@
 /**
- * Requests per token, as token buckets: each token may make `perSecond` requests a second on
+ * Requests per token (refused ones too; a request with no valid token by its address: authenticate.ts), as token buckets: each token may make `perSecond` requests a second on
  * average and `burst` at once; past that it is answered 429 with the seconds to wait
  * (`Retry-After`). In memory, per server: a replica counts its own share.
  */

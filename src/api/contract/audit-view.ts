@@ -9,5 +9,8 @@ export const AuditView = Type.Object({
   action: Type.String(),
   target: Type.Union([Type.String(), Type.Null()]),
   result: Type.String(),
+  /** How many times: the same refusal repeated within a minute is one row (its first time `at`, its last `lastAt`). */
+  count: Type.Integer({ minimum: 1 }),
+  lastAt: Type.String({ format: 'date-time' }),
 });
 export type AuditView = Static<typeof AuditView>;

@@ -25,6 +25,8 @@ export const ERROR_CODES = [
   'unsupported_media_type',
   /** 429: too many requests from one token; Retry-After says when to come back. */
   'rate_limited',
+  /** 429: a token holding as many streams open (events, followed logs) as the server allows it; close one. */
+  'too_many_streams',
   /** 503: the database kept refusing the transaction (concurrent writers); nothing was written, try again. */
   'busy',
   /** 500: a fault of the server's own; the details are in its log. */

@@ -26,7 +26,9 @@ export function auditCommand(program: CommandUnknownOpts): void {
       `
 Each row: when, who (the token, its kind and team), the action (job.submit, job.cancel,
 machine.cordon, token.create, …), its target, and its result: "ok" (the change was made, its row
-written with it) or "refused: <status> <why>". Agents' heartbeats and reports are not here: they
+written with it) or "refused: <status> <why>"; the same refusal repeated within a minute is one row,
+"(N times, last TIME)". Rows older than the server's GANTRY_AUDIT_RETENTION_DAYS (default 90) are
+deleted. Agents' heartbeats and reports are not here: they
 are the jobs' events (gantry status).
 Exit codes: 0 shown, 2 bad --since, 5 server unreachable, 6 not an admin token.
 
@@ -58,7 +60,9 @@ export async function runAudit(opts: AuditOptions, io: CliIo): Promise<number> {
 }
 
 function line(e: AuditView): string {
-  return `${e.at.slice(0, 19).replace('T', ' ')}  ${e.action.padEnd(18)} ${(e.target ?? '-').padEnd(26)} ${e.result}  by ${e.actor}`;
+  // A refusal repeated within a minute is one row: how many times, and until when.
+  const times = e.count > 1 ? `  (${e.count} times, last ${e.lastAt.slice(0, 19).replace('T', ' ')})` : '';
+  return `${e.at.slice(0, 19).replace('T', ' ')}  ${e.action.padEnd(18)} ${(e.target ?? '-').padEnd(26)} ${e.result}${times}  by ${e.actor}`;
 }
 
 /** An ISO time, or a duration back from `now`; null when it is neither. */

@@ -25,7 +25,7 @@ export function tokenCommand(program: CommandUnknownOpts): void {
       'after',
       `
 Kinds: team (one team's jobs: submit, see, cancel, logs; reads the cluster), admin (everything),
-join (lets an agent join: \`gantry agent --token\`; the machine then gets its own credential).
+join (lets an agent join: \`gantry agent --token-file\`; the machine then gets its own credential).
 Only a hash of each token is kept: the token is printed once, when it is made.`,
     );
   withClientOptions(

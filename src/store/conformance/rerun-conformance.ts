@@ -119,6 +119,52 @@ export function rerunConformance(storeOf: () => Store): void {
       );
     });
 
+    it("a machine reads an attempt's committed outputs only while a stage that needs them is placed on it and active", async () => {
+      const m1 = await store.machineRegister({ ...cpuMachine('m1'), now });
+      const m2 = await store.machineRegister({ ...cpuMachine('m2'), now });
+      const m3 = await store.machineRegister({ ...cpuMachine('m3'), now });
+      const j = await store.jobSubmit({
+        definition: job([stage('prep'), stage('train', { needs: ['prep'] }), stage('side'), stage('late', { needs: ['train'] })]),
+        source: null,
+        now,
+      });
+      await run(j.id, 'prep', m1.id, { files: { 'data.txt': 'data' } });
+      const prep = (await stageOf(j.id, 'prep')).outputAttemptId!;
+      const reads = (m: { id: string }, attemptId = prep) => store.machineReadsOutput({ machineId: m.id, attemptId });
+      // Nothing that needs it is placed anywhere yet: not even the machine that made it reads it.
+      expect([await reads(m1), await reads(m2), await reads(m3)]).toEqual([false, false, false]);
+      const place = async (name: string, m: { id: string }) =>
+        (
+          await store.planApply({
+            plan: {
+              placements: [{ stageId: (await stageOf(j.id, name)).id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }],
+              pending: [],
+            },
+            now,
+            leaseMs: LEASE,
+          })
+        ).applied[0]!;
+      const train = await place('train', m2);
+      await place('side', m3);
+      // Placed (scheduled): its machine reads its inputs; a machine running a stage of the same job that does not need them does not.
+      expect([await reads(m1), await reads(m2), await reads(m3)]).toEqual([false, true, false]);
+      expect(await reads(m2, 'att_unknown')).toBe(false);
+      await store.attemptStart({ attemptId: train.id, token: train.token, pid: 1, now, leaseMs: LEASE });
+      expect(await reads(m2)).toBe(true);
+      await store.attemptComplete({
+        attemptId: train.id,
+        token: train.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited', detail: null },
+        outputs: [],
+        now,
+        jitter: 0,
+      });
+      // Its stage ended: the machine reads it no longer.
+      expect(await reads(m2)).toBe(false);
+    });
+
     it('reruns from the failed stage: the stages before it reused (outputs by reference), it runs; linked both ways', async () => {
       const { job: orig, cpu } = await failedChain();
       const before = await store.jobGet({ jobId: orig.id });
@@ -170,6 +216,8 @@ export function rerunConformance(storeOf: () => Store): void {
         },
       ]);
       expect(await store.committedBlob({ attemptId: origTrain.outputAttemptId!, path: 'model.bin' })).toEqual({ blob: blobKey('weights'), size: 7 });
+      // A reused stage's outputs are read by the attempt that made them, in the other job, as inputs of this one's stage.
+      expect(await store.machineReadsOutput({ machineId: cpu.id, attemptId: origTrain.outputAttemptId! })).toBe(true);
       await store.attemptStart({ attemptId: assignment!.attemptId, token: assignment!.token, pid: 2, now, leaseMs: LEASE });
       const done = await store.attemptComplete({
         attemptId: assignment!.attemptId,

@@ -6,6 +6,7 @@ import { blobKey, cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 import { machineSchedulingConformance } from './machine-scheduling-conformance.js';
 import { rerunConformance } from './rerun-conformance.js';
 import { tokenConformance } from './token-conformance.js';
+import { auditConformance } from './audit-conformance.js';
 import { dashboardConformance } from './dashboard-conformance.js';
 import { attemptEndConformance } from './attempt-end-conformance.js';
 import { containmentConformance } from './containment-conformance.js';
@@ -988,6 +989,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     machineSchedulingConformance(() => store);
     rerunConformance(() => store);
     tokenConformance(() => store);
+    auditConformance(() => store);
     dashboardConformance(() => store);
     attemptEndConformance(() => store);
     containmentConformance(() => store);

@@ -5,7 +5,7 @@ import { backoffDelay, EQUAL_JITTER } from '../../lib/backoff-delay.js';
 import { sleep } from '../../lib/sleep.js';
 import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
-import type { AuditEntry, AuditRecord, OutboxMessage } from '../records.js';
+import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
@@ -20,6 +20,7 @@ import * as scheduler from './scheduler-verbs.js';
 import { machineReport } from './report-verbs.js';
 import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
+import * as audit from './audit-verbs.js';
 import * as teams from './team-verbs.js';
 import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
@@ -403,22 +404,14 @@ export class KyselyStore implements Store {
       return r;
     });
   }
-  auditRecord(p: AuditEntry & { result: string; now: number }) {
-    return this.tx(p.now, async (tx) => tx.audit(p, { result: p.result }));
+  auditRecord(p: AuditEntry & { result: string; now: number; foldWithinMs?: number }) {
+    return this.tx(p.now, (tx) => audit.auditRecord(tx, p));
   }
-  async auditList(p: { afterSeq?: number; since?: number; limit: number }): Promise<AuditRecord[]> {
-    let q = this.db.selectFrom('audit').selectAll().orderBy('seq').limit(p.limit);
-    if (p.afterSeq !== undefined) q = q.where('seq', '>', p.afterSeq);
-    if (p.since !== undefined) q = q.where('at', '>=', p.since);
-    return (await q.execute()).map((r) => ({
-      seq: Number(r.seq),
-      at: Number(r.at),
-      tokenId: r.token_id,
-      actor: r.actor,
-      action: r.action,
-      target: r.target,
-      result: r.result,
-    }));
+  auditList(p: { afterSeq?: number; since?: number; limit: number }) {
+    return audit.auditList(this.db, p);
+  }
+  auditPrune(p: { before: number; limit: number }) {
+    return audit.auditPrune(this.db, p);
   }
   async machineHeartbeat(p: Parameters<Store['machineHeartbeat']>[0]) {
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));
@@ -502,6 +495,9 @@ export class KyselyStore implements Store {
   }
   committedBlob(p: { attemptId: string; path: string }) {
     return outputs.committedBlob(this.db, p.attemptId, p.path);
+  }
+  machineReadsOutput(p: { machineId: string; attemptId: string }) {
+    return outputs.machineReadsOutput(this.db, p.machineId, p.attemptId);
   }
   artifactsCollect(p: Parameters<Store['artifactsCollect']>[0]) {
     return this.tx(p.now, async (tx) => {

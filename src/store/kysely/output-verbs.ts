@@ -1,3 +1,4 @@
+import type { StageDefinition } from '../../domain/job-definition.js';
 import { ValidationError } from '../../spec/validation-error.js';
 import type { CommittedOutput, OutputFile } from '../records.js';
 import { prepared, preparedList } from './prepared-query.js';
@@ -75,4 +76,32 @@ export async function commitManifest(
 export async function committedBlob(db: Db, attemptId: string, path: string): Promise<{ blob: string; size: number } | null> {
   const r = await blobOfAttemptFile.first(db, attemptId, path);
   return r ? { blob: r.blob, size: Number(r.size) } : null;
+}
+
+/** Upstream stages, in the jobs of the attempts active on a machine, whose committed outputs are the named attempt's; with the stage that would read them. */
+const upstreamOfActiveOn = prepared<[machineId: string, attemptId: string]>()((db, [machineId, attemptId]) =>
+  db
+    .selectFrom('attempts as a')
+    .innerJoin('stages as s', 's.id', 'a.stage_id')
+    .innerJoin('stages as u', 'u.job_id', 'a.job_id')
+    .select(['s.definition as definition', 'u.name as upstream'])
+    .where('a.machine_id', '=', machineId)
+    // Active attempts hold their machine's resources (released_at null): the partial index attempts_held.
+    .where('a.released_at', 'is', null)
+    .where('a.state', 'in', ['scheduled', 'running'])
+    .where('u.output_attempt_id', '=', attemptId),
+);
+
+/**
+ * Whether a machine may read an attempt's committed outputs: only as the inputs of a stage it runs
+ * now, that is, an attempt placed on it and active (scheduled or running) whose stage needs the
+ * stage those outputs are committed for (its output_attempt_id; a reused stage's names the attempt
+ * of the job that made them). Bounded by the machine's active attempts (docs/security.md).
+ */
+export async function machineReadsOutput(db: Db, machineId: string, attemptId: string): Promise<boolean> {
+  for (const r of await upstreamOfActiveOn.rows(db, machineId, attemptId)) {
+    const { needs } = JSON.parse(r.definition) as StageDefinition;
+    if (needs.includes(r.upstream)) return true;
+  }
+  return false;
 }

@@ -56,7 +56,7 @@ export class SavepointsNeeded extends TransactionAborted {
  */
 export class TxContext {
   private events: EventInput[] = [];
-  private audits: (AuditEntry & { result: string })[] = [];
+  private audits: (AuditEntry & { result: string; foldKey: string | null })[] = [];
   private messages: { message: TopicMessage; key: string }[] = [];
   /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
   private depth = 0;
@@ -87,9 +87,9 @@ export class TxContext {
    * The audit row of the change this transaction makes for a person (docs/security.md), written
    * with it or not at all. `undefined`: the change was not asked for through the API (a test, a loop).
    */
-  audit(entry: AuditEntry | undefined, over: { target?: string | null; result?: string } = {}): void {
+  audit(entry: AuditEntry | undefined, over: { target?: string | null; result?: string; foldKey?: string } = {}): void {
     if (!entry) return;
-    this.audits.push({ ...entry, ...(over.target !== undefined ? { target: over.target } : {}), result: over.result ?? 'ok' });
+    this.audits.push({ ...entry, ...(over.target !== undefined ? { target: over.target } : {}), result: over.result ?? 'ok', foldKey: over.foldKey ?? null });
   }
 
   /** Messages are hints (see bus.ts): the same topic and payload twice in one transaction is sent once. */
@@ -204,7 +204,17 @@ export class TxContext {
     if (this.audits.length) {
       await this.db
         .insertInto('audit')
-        .values(this.audits.map((a) => ({ at: this.now, token_id: a.tokenId, actor: a.actor, action: a.action, target: a.target, result: a.result })))
+        .values(
+          this.audits.map((a) => ({
+            at: this.now,
+            token_id: a.tokenId,
+            actor: a.actor,
+            action: a.action,
+            target: a.target,
+            result: a.result,
+            fold_key: a.foldKey,
+          })),
+        )
         .execute();
       this.audits = [];
     }

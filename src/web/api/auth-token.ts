@@ -21,14 +21,15 @@ export function forgetToken(): void {
 }
 
 /**
- * A sign-in link (`gantry up` prints one) carries the token in the URL's fragment, `#token=…`,
- * which browsers never send to a server, so it reaches no log. Taken from there into this tab's
- * storage, and wiped from the address bar and the history at once.
+ * A sign-in link (`gantry up` prints one) carries a one-time sign-in code in the URL's fragment,
+ * `#signin=…`, which browsers never send to a server, so it reaches no log. It is not a token: it
+ * is exchanged once, within 15 minutes, for a session (POST /v1/sign-in; docs/security.md). Taken
+ * from the address and wiped from the address bar and the history at once.
  */
-export function takeTokenFromFragment(): string | null {
-  const m = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
+export function takeSignInCodeFromFragment(): string | null {
+  const m = /(?:^#|&)signin=([^&]+)/.exec(window.location.hash);
   if (!m) return null;
-  const token = decodeURIComponent(m[1]!);
+  const code = decodeURIComponent(m[1]!);
   window.history.replaceState(window.history.state, '', window.location.pathname + window.location.search);
-  return token;
+  return code;
 }

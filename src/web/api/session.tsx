@@ -1,8 +1,9 @@
-import { createContext, useCallback, useContext, useMemo, useState, type ReactNode } from 'react';
+import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import type { WhoAmIView } from '../../api/contract/whoami-view';
+import type { SignInView } from '../../api/contract/sign-in-view';
 import { api, setRequestToken } from './api-client';
-import { forgetToken, readToken, saveToken, takeTokenFromFragment } from './auth-token';
+import { forgetToken, readToken, saveToken, takeSignInCodeFromFragment } from './auth-token';
 import { queryKeys } from './query-keys';
 
 export interface Session {
@@ -20,11 +21,9 @@ const SessionContext = createContext<Session | null>(null);
 /** The token requests and the event stream use, from a sign-in link, this tab's storage, or the sign-in page. */
 export function SessionProvider({ children }: { children: ReactNode }) {
   const client = useQueryClient();
-  const [token, setToken] = useState<string | null>(() => {
-    const fromLink = takeTokenFromFragment();
-    if (fromLink) saveToken(fromLink, false);
-    return fromLink ?? readToken();
-  });
+  const [token, setToken] = useState<string | null>(() => readToken());
+  // A sign-in link's one-time code, taken from the address once; exchanged below for a session.
+  const [code] = useState<string | null>(() => takeSignInCodeFromFragment());
   const [endedBecause, setEndedBecause] = useState<string | null>(null);
   const signOut = useCallback(
     (why?: string) => {
@@ -53,6 +52,16 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     },
     [client],
   );
+  // A code signs in once: the exchange is sent once, even where React runs an effect twice.
+  const exchanged = useRef(false);
+  useEffect(() => {
+    if (!code || exchanged.current) return;
+    exchanged.current = true;
+    void api<SignInView>('/v1/sign-in', { method: 'POST', json: { code }, token: '' }).then(
+      (r) => signIn(r.token, false, r.who),
+      (err: unknown) => setEndedBecause(`the sign-in link did not sign you in: ${err instanceof Error ? err.message : String(err)}`),
+    );
+  }, [code, signIn]);
   const value = useMemo<Session>(
     () => ({ token, who: whoami.data ?? null, endedBecause, signIn, signOut }),
     [token, whoami.data, endedBecause, signIn, signOut],

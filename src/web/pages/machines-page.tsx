@@ -30,8 +30,8 @@ export function MachinesPage() {
       {held.error ? <ErrorNote error={held.error} retry={() => void held.refetch()} /> : null}
       {machines.data && machines.data.length === 0 ? (
         <EmptyState title="No machine has joined.">
-          Start an agent on each machine: <code>gantry agent --server URL --token JOIN_TOKEN</code> (<code>gantry token create --kind join</code> makes one);{' '}
-          <code>gantry up</code> starts local ones.
+          Start an agent on each machine: <code>gantry agent --server URL --token-file JOIN_TOKEN_FILE</code> (<code>gantry token create --kind join</code>{' '}
+          makes one); <code>gantry up</code> starts local ones.
         </EmptyState>
       ) : null}
       {machines.data && machines.data.length > 0 ? (

@@ -46,6 +46,7 @@ function eventAudience(type: EventType): EventAudience {
     case 'attempt:lost':
     case 'attempt:preempted':
     case 'attempt:canceled':
+    case 'attempt:log-cut':
       return 'job';
     case 'machine:ready':
     case 'machine:suspect':

@@ -1,4 +1,5 @@
 import type { Bus } from '../bus/bus.js';
+import type { OutputPolicy } from '../domain/output-limits.js';
 import type { Clock } from '../domain/clock.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
@@ -45,4 +46,6 @@ export interface ApiSettings {
   /** The artifact store's size budget in bytes (null: none) and how long a fresh file is spared (docs/rerun.md). */
   artifactsMaxBytes: number | null;
   artifactsGraceMs: number;
+  /** What stages and teams may leave as outputs (docs/security.md, "Output limits"). */
+  outputs: OutputPolicy;
 }

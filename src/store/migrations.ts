@@ -19,6 +19,7 @@ import { migration0016ReadyQueueIndex } from './migrations/0016-ready-queue-inde
 import { migration0017AttemptEnd } from './migrations/0017-attempt-end.js';
 import { migration0018ConvergeSchema } from './migrations/0018-converge-schema.js';
 import { migration0019Containment } from './migrations/0019-containment.js';
+import { migration0021OutputLimits } from './migrations/0021-output-limits.js';
 
 /**
  * Every migration, in order, one file each under migrations/. Each file is frozen: it imports
@@ -49,6 +50,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0017_attempt_end': migration0017AttemptEnd,
     '0018_converge_schema': migration0018ConvergeSchema(caps.dialect),
     '0019_containment': migration0019Containment,
+    '0021_output_limits': migration0021OutputLimits,
   };
 }
 

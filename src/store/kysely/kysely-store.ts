@@ -469,8 +469,8 @@ export class KyselyStore implements Store {
     if (!out) throw new NotFoundError('machine', p.machine);
     return out;
   }
-  machineAssignments(p: { machineId: string; exclude?: readonly string[] }) {
-    return machines.machineAssignments(this.db, p.machineId, p.exclude);
+  machineAssignments(p: Parameters<Store['machineAssignments']>[0]) {
+    return machines.machineAssignments(this.db, p.machineId, p.exclude, p.outputs);
   }
 
   async machineReport(p: Parameters<Store['machineReport']>[0]) {
@@ -490,6 +490,10 @@ export class KyselyStore implements Store {
   }
   attemptForUpload(p: { attemptId: string; token: number; machineId?: string }) {
     return attempts.attemptForUpload(this.db, p);
+  }
+
+  outputUploadRoom(p: Parameters<Store['outputUploadRoom']>[0]) {
+    return attempts.outputUploadRoom(this.db, p);
   }
   attemptGet(p: { attemptId: string }) {
     return attempts.attemptGet(this.db, p.attemptId);

@@ -1,3 +1,6 @@
+import { sql } from 'kysely';
+import { effectiveOutputLimits, type OutputPolicy, type OutputUsage } from '../../domain/output-limits.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
 import { ValidationError } from '../../spec/validation-error.js';
 import type { CommittedOutput, OutputFile } from '../records.js';
 import { prepared, preparedList } from './prepared-query.js';
@@ -75,4 +78,39 @@ export async function commitManifest(
 export async function committedBlob(db: Db, attemptId: string, path: string): Promise<{ blob: string; size: number } | null> {
   const r = await blobOfAttemptFile.first(db, attemptId, path);
   return r ? { blob: r.blob, size: Number(r.size) } : null;
+}
+
+const stageAndTeam = prepared<[stageId: string]>()((db, [stageId]) =>
+  db.selectFrom('stages').innerJoin('jobs', 'jobs.id', 'stages.job_id').select(['stages.definition', 'jobs.team']).where('stages.id', '=', stageId),
+);
+/** Each blob a manifest of the team's jobs names, once: what the team keeps on the server's disk (jobs_team, 0021, finds its jobs). */
+const teamCommittedBytes = prepared<[team: string]>()((db, [team]) =>
+  db
+    .selectFrom('artifact_blobs')
+    .select(sql<number | string>`coalesce(sum(artifact_blobs.size), 0)`.as('bytes'))
+    .where(
+      'artifact_blobs.key',
+      'in',
+      db.selectFrom('output_files').innerJoin('jobs', 'jobs.id', 'output_files.job_id').select('output_files.blob').where('jobs.team', '=', team),
+    ),
+);
+
+/**
+ * What an attempt has used of its output limits when it uploads `path` (domain/output-limits.ts):
+ * its stage's limits under the server's policy, its uploads under other paths, and, where the
+ * policy bounds teams, its team's committed bytes. Costs the attempt's uploads and, with a team
+ * bound, the team's manifests (read only by uploads, never by a stage that leaves no file).
+ */
+export async function outputUsage(db: Db | Trx, a: { id: string; stage_id: string }, path: string, policy: OutputPolicy): Promise<OutputUsage> {
+  const st = await stageAndTeam.first(db, a.stage_id);
+  const def = st ? (JSON.parse(st.definition) as StageDefinition) : null;
+  let otherBytes = 0;
+  let otherFiles = 0;
+  for (const u of await uploadsOfAttempt.rows(db, a.id)) {
+    if (u.path === path) continue;
+    otherBytes += Number(u.size);
+    otherFiles++;
+  }
+  const teamBytes = policy.teamMaxBytes === null || !st ? null : Number((await teamCommittedBytes.first(db, st.team))?.bytes ?? 0);
+  return { limits: effectiveOutputLimits(def?.outputLimits, policy), otherBytes, otherFiles, team: st?.team ?? '', teamBytes };
 }

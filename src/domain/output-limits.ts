@@ -52,7 +52,7 @@ export function effectiveOutputLimits(asked: StageOutputLimits | null | undefine
 /** Bytes for people, in the spec's binary units: "1.0Gi" reads as "1.0 GiB". */
 export function formatBytes(n: number): string {
   const s = formatMemory(n);
-  return /[KMGT]i$/.test(s) ? `${s.slice(0, -2)} ${s.slice(-2, -1)}iB` : `${s} bytes`;
+  return /[KMGT]i$/.test(s) ? `${s.slice(0, -2)} ${s.slice(-2, -1)}iB` : `${s} byte${n === 1 ? '' : 's'}`;
 }
 
 /** What an attempt has used of its limits, as its upload of `path` finds it (the store's outputUploadUsage). */

@@ -280,19 +280,17 @@ export interface Store {
   attemptComplete(p: AttemptCompletion & { now: number; jitter: number; machineId?: string }): Promise<CompletionResult>;
   /** Stores each byte of each stream once (pieces already taken are ignored); says how far each stream has come. */
   attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number; machineId?: string }): Promise<LogMarks>;
-  /** The attempt if it may still write outputs (active, token current). */
-  attemptForUpload(p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord>;
   /** A committed output's owner: the attempt whose outputs a stage committed. */
   attemptGet(p: { attemptId: string }): Promise<AttemptRecord | null>;
 
   // --- outputs (docs/rerun.md) ---
   /**
    * The most bytes the attempt's upload of `path` may have under its stage's and its team's output
-   * limits (domain/output-limits.ts), fenced as attemptForUpload; OutputLimitExceeded when the
+   * limits (domain/output-limits.ts), fenced as every agent write is (active, token current, its own machine); OutputLimitExceeded when the
    * attempt's file count leaves no room for another file.
    */
   outputUploadRoom(p: { attemptId: string; token: number; machineId?: string; path: string; policy: OutputPolicy }): Promise<UploadRoom>;
-  /** Records an uploaded file (already in the artifact store as `blob`) as the attempt's, fenced as attemptForUpload;
+  /** Records an uploaded file (already in the artifact store as `blob`) as the attempt's, fenced as every agent write is (active, token current, its own machine);
    *  with `policy`, refused (OutputLimitExceeded, nothing recorded) when the output limits no longer leave it room. */
   outputUploaded(p: {
     attemptId: string;

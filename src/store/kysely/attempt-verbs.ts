@@ -390,14 +390,7 @@ async function secretsOf(db: Db | Trx, stageId: string): Promise<string[]> {
   return s;
 }
 
-export async function attemptForUpload(db: Db, p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord> {
-  const a = await load(db, p.attemptId);
-  ownedBy(a, p.machineId);
-  fence(a, p.token);
-  return one(db, a);
-}
-
-/** The most bytes an upload of `path` may have under the output limits (OutputLimitExceeded when no file fits), fenced as attemptForUpload. */
+/** The most bytes an upload of `path` may have under the output limits (OutputLimitExceeded when no file fits), fenced as every agent write is. */
 export async function outputUploadRoom(
   db: Db,
   p: { attemptId: string; token: number; machineId?: string; path: string; policy: OutputPolicy },

@@ -488,10 +488,6 @@ export class KyselyStore implements Store {
   attemptLogAppend(p: Parameters<Store['attemptLogAppend']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptLogAppend(tx, p));
   }
-  attemptForUpload(p: { attemptId: string; token: number; machineId?: string }) {
-    return attempts.attemptForUpload(this.db, p);
-  }
-
   outputUploadRoom(p: Parameters<Store['outputUploadRoom']>[0]) {
     return attempts.outputUploadRoom(this.db, p);
   }

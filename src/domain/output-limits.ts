@@ -62,6 +62,8 @@ export interface OutputUsage {
   otherBytes: number;
   otherFiles: number;
   team: string;
+  /** The team's bound: its quota's `outputs`, else the policy's teamMaxBytes; null: none. */
+  teamMaxBytes: number | null;
   /** The bytes of the team's committed outputs, each stored file once; null where no team bound is set. */
   teamBytes: number | null;
 }
@@ -79,7 +81,7 @@ export interface UploadRoom {
  * other paths, and the team's bound less its committed outputs and those same uploads. A file
  * count already at the limit refuses the upload at once (OutputLimitExceeded).
  */
-export function uploadRoom(u: OutputUsage, policy: OutputPolicy, path: string): UploadRoom {
+export function uploadRoom(u: OutputUsage, path: string): UploadRoom {
   if (u.otherFiles + 1 > u.limits.files)
     throw new OutputLimitExceeded(
       'stage-files',
@@ -90,11 +92,11 @@ export function uploadRoom(u: OutputUsage, policy: OutputPolicy, path: string): 
     limit: 'stage-bytes',
     says: `the stage's limit of ${formatBytes(u.limits.bytes)}${u.otherBytes ? ` (${formatBytes(u.otherBytes)} of other outputs uploaded already)` : ''}`,
   };
-  if (policy.teamMaxBytes === null || u.teamBytes === null) return stage;
+  if (u.teamMaxBytes === null || u.teamBytes === null) return stage;
   const team: UploadRoom = {
-    bytes: policy.teamMaxBytes - u.teamBytes - u.otherBytes,
+    bytes: u.teamMaxBytes - u.teamBytes - u.otherBytes,
     limit: 'team-bytes',
-    says: `team ${u.team}'s limit of ${formatBytes(policy.teamMaxBytes)} of stored outputs (${formatBytes(u.teamBytes)} committed${u.otherBytes ? `, ${formatBytes(u.otherBytes)} of this attempt's uploaded` : ''})`,
+    says: `team ${u.team}'s limit of ${formatBytes(u.teamMaxBytes)} of stored outputs (${formatBytes(u.teamBytes)} committed${u.otherBytes ? `, ${formatBytes(u.otherBytes)} of this attempt's uploaded` : ''})`,
   };
   return team.bytes < stage.bytes ? team : stage;
 }

@@ -244,4 +244,26 @@ describe('output limits at the upload route', () => {
     const other = await running('nlp', { bytes: '128Ki' });
     expect((await put(other, 'y', Buffer.alloc(50 * KiB, 5))).statusCode).toBe(204);
   });
+
+  it("a team's quota may set its own bound (gantry team set --quota outputs=Q), over the server's", async () => {
+    const team = await fetch(`${cp.url}/v1/teams`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'small', quota: { outputs: '8Ki' } }),
+    });
+    expect(team.status).toBe(201);
+    expect(await team.json()).toMatchObject({ quotaText: 'outputs=8Ki' });
+    const bad = await fetch(`${cp.url}/v1/teams/small`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ quota: { outputs: 'plenty' } }),
+    });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ issues: [{ path: '/quota/outputs', message: expect.stringContaining('"plenty" is not a memory quantity') }] });
+    const a = await running('small');
+    const r = await put(a, 'x', Buffer.alloc(9 * KiB));
+    expect(r.statusCode).toBe(413);
+    expect(r.json().message).toBe("output x (9 KiB) is over team small's limit of 8 KiB of stored outputs (0 bytes committed): nothing of it was kept");
+    expect((await put(a, 'x', Buffer.alloc(8 * KiB))).statusCode).toBe(204);
+  });
 });

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { api, gantryUpForSuite, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, until } from '../support/gantry-process.js';
 
 /**
  * Output limits as a stage meets them (issue 28, attack item 3; docs/security.md, "Output
@@ -79,5 +79,24 @@ describe('output limits', () => {
       stages: [{ name: 'make', limits: { outputs: { bytes: '1Ki', files: 2 } }, command: ['sh', '-c', 'printf hello > "$GANTRY_OUTPUT_DIR/a.txt"'] }],
     });
     expect((await ended(ok)).body.state).toBe('succeeded');
+  }, 60_000);
+
+  it("a team's own bound (gantry team set --quota outputs=Q), which the agent does not know: the server refuses the upload, the attempt ends outputs-failed", async () => {
+    const made = await gantry(['team', 'create', 'tiny', '--quota', 'outputs=1Ki', '--server', up().url]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(made.stdout).toBe('team tiny created: weight 1, quota outputs=1Ki\n');
+    const before = blobs();
+    const id = await submit({
+      name: 'over-team',
+      team: 'tiny',
+      retry: once,
+      stages: [{ name: 'make', command: ['sh', '-c', 'head -c 2048 /dev/zero > "$GANTRY_OUTPUT_DIR/two.bin"'] }],
+    });
+    const attempt = (await ended(id)).body.stages[0].attempts[0];
+    expect(attempt.endKind).toBe('outputs-failed');
+    expect(attempt.reason).toMatch(
+      /^output upload failed: PUT \/v1\/agent\/attempts\/\S+\/outputs\/two\.bin: 413 outputs_too_large: output two\.bin \(2 KiB\) is over team tiny's limit of 1 KiB of stored outputs \(0 bytes committed\): nothing of it was kept \(the process exited 0\)$/,
+    );
+    expect(blobs()).toEqual(before);
   }, 60_000);
 });

@@ -135,6 +135,26 @@ export function outputLimitsConformance(storeOf: () => Store): void {
       expect(await room(other.a, 'x')).toMatchObject({ bytes: 10 * KiB, limit: 'stage-bytes' });
     });
 
+    it("a team's own bound (its quota's outputs) stands before the server's, with or without one", async () => {
+      await store.teamPut({ name: 'own', quota: { outputBytes: 5 * KiB }, create: true, now });
+      const done = await running({}, 'own');
+      await upload(done.a, 'w', 2 * KiB);
+      await store.attemptComplete({
+        attemptId: done.a.id,
+        token: done.a.token,
+        exitCode: 0,
+        signal: null,
+        end: { kind: 'exited', detail: null },
+        outputs: [{ path: 'w', size: 2 * KiB }],
+        now,
+        jitter: 0,
+      });
+      const { a } = await running({}, 'own');
+      expect(await room(a, 'x')).toMatchObject({ bytes: 3 * KiB, limit: 'team-bytes', says: expect.stringContaining("team own's limit of 5 KiB") });
+      expect((await room(a, 'x', { ...policy, teamMaxBytes: 100 * KiB })).bytes).toBe(3 * KiB);
+      await expect(upload(a, 'x', 4 * KiB)).rejects.toMatchObject({ limit: 'team-bytes' });
+    });
+
     it('the room is fenced as any upload: a stale token or another machine is refused', async () => {
       const { a } = await running();
       await expect(store.outputUploadRoom({ attemptId: a.id, token: a.token + 1, path: 'x', policy })).rejects.toBeInstanceOf(StaleAttemptError);

@@ -398,7 +398,7 @@ export async function outputUploadRoom(
   const a = await load(db, p.attemptId);
   ownedBy(a, p.machineId);
   fence(a, p.token);
-  return uploadRoom(await outputUsage(db, a, p.path, p.policy), p.policy, p.path);
+  return uploadRoom(await outputUsage(db, a, p.path, p.policy), p.path);
 }
 
 /**
@@ -415,7 +415,7 @@ export async function outputUploaded(
   ownedBy(a, p.machineId);
   fence(a, p.token);
   if (p.policy) {
-    const room = uploadRoom(await outputUsage(tx.db, a, p.path, p.policy), p.policy, p.path);
+    const room = uploadRoom(await outputUsage(tx.db, a, p.path, p.policy), p.path);
     if (p.size > room.bytes) throw overRoom(room, p.path, p.size);
   }
   await recordUpload(tx, p);

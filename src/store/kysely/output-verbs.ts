@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { effectiveOutputLimits, type OutputPolicy, type OutputUsage } from '../../domain/output-limits.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
+import type { TeamQuota } from '../../domain/team.js';
 import { ValidationError } from '../../spec/validation-error.js';
 import type { CommittedOutput, OutputFile } from '../records.js';
 import { prepared, preparedList } from './prepared-query.js';
@@ -83,6 +84,7 @@ export async function committedBlob(db: Db, attemptId: string, path: string): Pr
 const stageAndTeam = prepared<[stageId: string]>()((db, [stageId]) =>
   db.selectFrom('stages').innerJoin('jobs', 'jobs.id', 'stages.job_id').select(['stages.definition', 'jobs.team']).where('stages.id', '=', stageId),
 );
+const teamQuota = prepared<[team: string]>()((db, [team]) => db.selectFrom('teams').select('quota').where('name', '=', team));
 /** Each blob a manifest of the team's jobs names, once: what the team keeps on the server's disk (jobs_team, 0021, finds its jobs). */
 const teamCommittedBytes = prepared<[team: string]>()((db, [team]) =>
   db
@@ -97,8 +99,8 @@ const teamCommittedBytes = prepared<[team: string]>()((db, [team]) =>
 
 /**
  * What an attempt has used of its output limits when it uploads `path` (domain/output-limits.ts):
- * its stage's limits under the server's policy, its uploads under other paths, and, where the
- * policy bounds teams, its team's committed bytes. Costs the attempt's uploads and, with a team
+ * its stage's limits under the server's policy, its uploads under other paths, and, where its
+ * team is bounded (its quota's `outputs`, else the policy's), its team's committed bytes. Costs the attempt's uploads and, with a team
  * bound, the team's manifests (read only by uploads, never by a stage that leaves no file).
  */
 export async function outputUsage(db: Db | Trx, a: { id: string; stage_id: string }, path: string, policy: OutputPolicy): Promise<OutputUsage> {
@@ -111,6 +113,9 @@ export async function outputUsage(db: Db | Trx, a: { id: string; stage_id: strin
     otherBytes += Number(u.size);
     otherFiles++;
   }
-  const teamBytes = policy.teamMaxBytes === null || !st ? null : Number((await teamCommittedBytes.first(db, st.team))?.bytes ?? 0);
-  return { limits: effectiveOutputLimits(def?.outputLimits, policy), otherBytes, otherFiles, team: st?.team ?? '', teamBytes };
+  // The team's own bound (its quota's `outputs`), else the server's.
+  const quota = st ? (await teamQuota.first(db, st.team))?.quota : null;
+  const teamMaxBytes = (quota ? (JSON.parse(quota) as TeamQuota).outputBytes : undefined) ?? policy.teamMaxBytes;
+  const teamBytes = teamMaxBytes === null || !st ? null : Number((await teamCommittedBytes.first(db, st.team))?.bytes ?? 0);
+  return { limits: effectiveOutputLimits(def?.outputLimits, policy), otherBytes, otherFiles, team: st?.team ?? '', teamMaxBytes, teamBytes };
 }

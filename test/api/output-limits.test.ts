@@ -166,24 +166,27 @@ describe('output limits at the upload route', () => {
     expect(await cp.store.outputUploads({ attemptIds: [a.attemptId] })).toEqual([]);
   });
 
-  it('a rogue agent declaring 300 MB over a real connection gets its 413 at once and sends almost none of it', async () => {
-    const a = await running('delta', { bytes: '16Ki' });
+  /** A rogue agent's PUT of up to 300 MB over a real connection, declared or chunked; resolves with the answer and what was written before it. */
+  const rogue = (a: AssignmentWire, declared: boolean) => {
     const u = new URL(`${cp.url}/v1/agent/attempts/${a.attemptId}/outputs/big.bin`);
     let sent = 0;
-    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    return new Promise<{ status: number; body: string; sent: number }>((resolve, reject) => {
       const req = http.request(u, {
         method: 'PUT',
         headers: {
           authorization: `Bearer ${machine.credential}`,
           'x-gantry-token': String(a.token),
           'content-type': 'application/octet-stream',
-          'content-length': String(300_000_000),
+          ...(declared ? { 'content-length': String(300_000_000) } : {}),
         },
       });
       req.on('response', (res) => {
         let text = '';
         res.on('data', (d: Buffer) => (text += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.on('end', () => {
+          req.destroy();
+          resolve({ status: res.statusCode ?? 0, body: text, sent });
+        });
       });
       // The socket closing under the rest of the body is expected once the answer came.
       req.on('error', (err) => (sent > 0 ? undefined : reject(err)));
@@ -193,12 +196,32 @@ describe('output limits at the upload route', () => {
           sent += block.length;
           if (!req.write(block)) return void req.once('drain', pump);
         }
+        if (!req.destroyed) req.end();
       };
       pump();
     });
+  };
+
+  it('a rogue agent declaring 300 MB over a real connection gets its 413 at once and sends almost none of it', async () => {
+    const a = await running('delta', { bytes: '16Ki' });
+    const answer = await rogue(a, true);
     expect(answer.status).toBe(413);
     expect(JSON.parse(answer.body)).toMatchObject({ error: 'outputs_too_large', message: expect.stringContaining('output big.bin (286.1 MiB)') });
-    expect(sent).toBeLessThan(300_000_000);
+    expect(answer.sent).toBeLessThan(300_000_000);
+    expect(await cp.store.outputUploads({ attemptIds: [a.attemptId] })).toEqual([]);
+  });
+
+  it('a rogue agent streaming 300 MB chunked over a real connection gets its 413 once past the limit, the connection closed', async () => {
+    const a = await running('zeta', { bytes: '16Ki' });
+    const before = disk();
+    const answer = await rogue(a, false);
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toEqual({
+      error: 'outputs_too_large',
+      message: "output big.bin (more than 16 KiB) is over the stage's limit of 16 KiB: nothing of it was kept",
+    });
+    expect(answer.sent).toBeLessThan(300_000_000);
+    expect(disk()).toEqual(before);
     expect(await cp.store.outputUploads({ attemptIds: [a.attemptId] })).toEqual([]);
   });
 

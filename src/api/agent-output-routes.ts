@@ -52,8 +52,9 @@ export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
       const policy = ctx.config.outputs;
       // What the output limits leave this file (docs/security.md, "Output limits"): a length
       // declared over it is refused before a byte is read; a body without one is counted as it
-      // streams and cut off at the first byte past it. The agent checks the same limits before it
-      // sends anything: only a rogue agent, or a team's bound reached meanwhile, gets this far.
+      // streams and cut off at the first byte past it. The agent checks the stage's limits before it
+      // sends anything: what is refused here is a rogue agent's, or over the team's bound (which
+      // the agent does not know).
       const room = await store.outputUploadRoom({ attemptId: params.id, token, machineId, path: rel, policy });
       const declared = req.headers['content-length'] === undefined ? null : Number(req.headers['content-length']);
       if (declared !== null && declared > room.bytes) throw overRoom(room, rel, declared);

@@ -55,7 +55,7 @@ export function formatBytes(n: number): string {
   return /[KMGT]i$/.test(s) ? `${s.slice(0, -2)} ${s.slice(-2, -1)}iB` : `${s} byte${n === 1 ? '' : 's'}`;
 }
 
-/** What an attempt has used of its limits, as its upload of `path` finds it (the store's outputUploadUsage). */
+/** What an attempt has used of its limits, as its upload of `path` finds it (the store's outputUploadRoom reads it). */
 export interface OutputUsage {
   limits: OutputLimits;
   /** What the attempt uploaded under its other paths (a path sent again replaces its file). */
@@ -72,7 +72,7 @@ export interface OutputUsage {
 export interface UploadRoom {
   bytes: number;
   limit: 'stage-bytes' | 'team-bytes';
-  /** The limit in words: "the stage's limit of 256 MiB (1.0 KiB uploaded already)". */
+  /** The limit in words: "the stage's limit of 256 MiB (1 KiB of other outputs uploaded already)". */
   says: string;
 }
 

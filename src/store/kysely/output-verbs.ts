@@ -99,9 +99,10 @@ const teamCommittedBytes = prepared<[team: string]>()((db, [team]) =>
 
 /**
  * What an attempt has used of its output limits when it uploads `path` (domain/output-limits.ts):
- * its stage's limits under the server's policy, its uploads under other paths, and, where its
- * team is bounded (its quota's `outputs`, else the policy's), its team's committed bytes. Costs the attempt's uploads and, with a team
- * bound, the team's manifests (read only by uploads, never by a stage that leaves no file).
+ * its stage's limits under the server's policy, its uploads under other paths, and, where its team
+ * is bounded (its quota's `outputs`, else the policy's), its team's committed bytes. Costs the
+ * attempt's uploads and, with a team bound, the team's manifests: read only by uploads, never by a
+ * stage that leaves no file, but a team with many stored files pays for them on each upload.
  */
 export async function outputUsage(db: Db | Trx, a: { id: string; stage_id: string }, path: string, policy: OutputPolicy): Promise<OutputUsage> {
   const st = await stageAndTeam.first(db, a.stage_id);

@@ -61,7 +61,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
         let kill = hb.kill.filter(news);
         for (;;) {
           const since = reported.offeredSince(id, arrived);
-          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known });
+          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known, outputs: config.outputs });
           const left = deadline - clock.now();
           if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
             // Answered as the server stops: its connection is closed after the answer, not kept

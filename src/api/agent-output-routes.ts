@@ -1,6 +1,7 @@
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { Type } from 'typebox';
 import { NotFoundError } from '../domain/errors.js';
+import { overRoom } from '../domain/output-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { ApiApp } from './api-app.js';
@@ -29,8 +30,9 @@ export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
         tags,
         params: AttemptFileParams,
       },
-      // Files are streamed to disk, never buffered, so no size limit; that is only safe for the
-      // raw stream, so any other content type is refused before its parser could buffer it.
+      // Files are streamed to disk, never buffered, so no body limit here: the output limits bound
+      // them as they stream (below). That is only safe for the raw stream, so any other content
+      // type is refused before its parser could buffer it.
       bodyLimit: Number.MAX_SAFE_INTEGER,
       onRequest: async (req) => {
         if (!String(req.headers['content-type'] ?? '').startsWith('application/octet-stream')) {
@@ -47,11 +49,20 @@ export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
       if (!Number.isInteger(token)) throw new ValidationError([{ path: 'header x-gantry-token', message: 'required, an integer' }]);
       const rel = ArtifactStore.checkPath(params['*']);
       const machineId = req.principal!.machineId!;
-      await store.attemptForUpload({ attemptId: params.id, token, machineId });
-      // Into the content-addressed store, then recorded as this attempt's (fenced again: the
-      // attempt may have been superseded while the file streamed); docs/rerun.md.
-      const { blob, size } = await ctx.artifacts.putBlob(uploadStream(req.body));
-      await store.outputUploaded({ attemptId: params.id, token, machineId, path: rel, blob, size, now: clock.now() });
+      const policy = ctx.config.outputs;
+      // What the output limits leave this file (docs/security.md, "Output limits"): a length
+      // declared over it is refused before a byte is read; a body without one is counted as it
+      // streams and cut off at the first byte past it. The agent checks the stage's limits before it
+      // sends anything: what is refused here is a rogue agent's, or over the team's bound (which
+      // the agent does not know).
+      const room = await store.outputUploadRoom({ attemptId: params.id, token, machineId, path: rel, policy });
+      const declared = req.headers['content-length'] === undefined ? null : Number(req.headers['content-length']);
+      if (declared !== null && declared > room.bytes) throw overRoom(room, rel, declared);
+      // Into the content-addressed store, then recorded as this attempt's (fenced again, and the
+      // limits checked again: the attempt may have been superseded, or another upload recorded,
+      // while the file streamed); docs/rerun.md.
+      const { blob, size } = await ctx.artifacts.putBlob(detached(uploadStream(req.body)), Math.max(room.bytes, 0), () => overRoom(room, rel, null));
+      await store.outputUploaded({ attemptId: params.id, token, machineId, path: rel, blob, size, now: clock.now(), policy });
       return reply.status(204).send();
     },
   );
@@ -99,4 +110,18 @@ export function agentOutputRoutes(app: ApiApp, ctx: ApiContext): void {
 function uploadStream(body: unknown): Readable {
   if (!(body instanceof Readable)) throw new Error('an output upload arrived without its stream (the octet-stream parser passes the request on)');
   return body;
+}
+
+/**
+ * The body as a stream of its own, so that an upload refused part-way (over its output limits)
+ * destroys this one and not the request's: the connection stays up for the 413, then closes
+ * (error-handler.ts) rather than taking the rest in. The request's failure still reaches it.
+ */
+function detached(req: Readable): Readable {
+  const body = new PassThrough();
+  req.on('error', (err) => body.destroy(err));
+  req.on('close', () => {
+    if (!req.readableEnded) body.destroy(new Error('the upload was cut short'));
+  });
+  return req.pipe(body);
 }

@@ -178,7 +178,7 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       // Outcomes free room, and the transaction placed what it could there: the agent asked to
       // have that now rather than on a heartbeat's answer (docs/agent.md).
       if (body.assignments && body.completed.length) {
-        const assignments = await store.machineAssignments({ machineId: id, exclude: body.started.map((s) => s.attemptId) });
+        const assignments = await store.machineAssignments({ machineId: id, exclude: body.started.map((s) => s.attemptId), outputs: ctx.config.outputs });
         reported.offered(
           id,
           assignments.map((a) => a.attemptId),

@@ -1,4 +1,5 @@
 import type { Bus } from '../bus/bus.js';
+import type { OutputPolicy } from '../domain/output-limits.js';
 import type { Clock } from '../domain/clock.js';
 import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
@@ -54,4 +55,6 @@ export interface ApiSettings {
   artifactsGraceMs: number;
   /** How much of an attempt's log is kept: its head and its tail (src/store/log-caps.ts). */
   logCaps: LogCaps;
+  /** What stages and teams may leave as outputs (docs/security.md, "Output limits"). */
+  outputs: OutputPolicy;
 }

@@ -3,6 +3,7 @@ import {
   ConflictError,
   ForbiddenError,
   NotFoundError,
+  OutputLimitExceeded,
   RateLimitedError,
   StaleAttemptError,
   UnauthenticatedError,
@@ -43,6 +44,11 @@ export function installErrorHandler(app: FastifyInstance): void {
       return send(409, { error: 'stale_attempt', message: err.message });
     }
     if (err instanceof ConflictError) return send(409, { error: 'conflict', message: err.message });
+    if (err instanceof OutputLimitExceeded) {
+      // The rest of the body is not read: the connection closes after the answer instead of taking it in.
+      void reply.header('connection', 'close');
+      return send(413, { error: 'outputs_too_large', message: err.message });
+    }
     if (err instanceof StoreBusyError) {
       void reply.header('retry-after', '1');
       return send(503, { error: 'busy', message: err.message });

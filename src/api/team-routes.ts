@@ -37,6 +37,10 @@ function quotaFrom(w: QuotaWire, path: string): TeamQuota {
     const v = take('memory', () => parseMemoryBytes(w.memory!));
     if (v !== undefined) q.memoryBytes = v;
   }
+  if (w.outputs !== undefined) {
+    const v = take('outputs', () => parseMemoryBytes(w.outputs!));
+    if (v !== undefined) q.outputBytes = v;
+  }
   if (w.gpus && Object.keys(w.gpus).length) q.gpus = Object.fromEntries(Object.entries(w.gpus).map(([t, n]) => [normalizeGpuType(t), n]));
   if (issues.length) throw new ValidationError(issues);
   return q;

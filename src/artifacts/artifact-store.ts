@@ -59,9 +59,14 @@ export class ArtifactStore {
   /**
    * Stores an uploaded file: streamed into a temporary file while its sha256 is computed, then
    * moved to its blob's place, or, when that blob exists already, dropped and the blob's time
-   * refreshed (so that collection, which spares what was written lately, leaves it alone).
+   * refreshed (so that collection, which spares what was written lately, leaves it alone). More than
+   * `maxBytes` fails with `over()` as soon as they arrive, and leaves nothing.
    */
-  async putBlob(body: Readable): Promise<{ blob: string; size: number }> {
+  async putBlob(
+    body: Readable,
+    maxBytes = Infinity,
+    over: () => Error = () => new Error(`upload over ${maxBytes} bytes`),
+  ): Promise<{ blob: string; size: number }> {
     const tmpDir = join(this.root, 'tmp');
     await mkdir(tmpDir, { recursive: true });
     const tmp = join(tmpDir, `${process.pid}-${Date.now()}-${randomBytes(6).toString('hex')}`);
@@ -69,8 +74,11 @@ export class ArtifactStore {
     let size = 0;
     const digest = new Transform({
       transform(chunk: Buffer, _enc, done) {
-        hash.update(chunk);
         size += chunk.length;
+        // Counted as the bytes arrive: the chunk that passes `maxBytes` fails the upload before it
+        // is written, and the temporary file (never more than `maxBytes`) is removed below.
+        if (size > maxBytes) return done(over());
+        hash.update(chunk);
         done(null, chunk);
       },
     });

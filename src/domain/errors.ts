@@ -110,3 +110,14 @@ export class NotLeaderError extends Error {
     this.name = 'NotLeaderError';
   }
 }
+
+/** An output upload over what the stage's or the team's output limits leave (domain/output-limits.ts): a 413, nothing of it kept. */
+export class OutputLimitExceeded extends Error {
+  constructor(
+    readonly limit: 'stage-bytes' | 'stage-files' | 'team-bytes',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'OutputLimitExceeded';
+  }
+}

@@ -1,4 +1,5 @@
 import type { Placement, Resources } from './resources.js';
+import type { StageOutputLimits } from './output-limits.js';
 
 /**
  * A job spec after validation and normalisation: every default filled in, every quantity in
@@ -40,6 +41,8 @@ export interface StageDefinition {
   queueTimeoutSeconds?: number | null;
   /** What the agent's containment enforces beyond the request (docs/containment.md). Absent in definitions stored before it existed: read it through stageLimits. */
   limits?: StageLimits;
+  /** What the stage may leave as outputs (spec `limits.outputs`; null parts: the server's default). Absent: the server's defaults (docs/security.md, "Output limits"). */
+  outputLimits?: StageOutputLimits;
   /** The stage asked for the network: only an agent's `--sandbox` takes it away from stages that do not. Absent in definitions stored before it existed: false. */
   network?: boolean;
 }

@@ -428,4 +428,15 @@ describe('parseJobSpec: containment (docs/containment.md)', () => {
     expectIssue(issues(job([stage('a', { limit: { memory: '1Gi' } })])), '/stages/0/limit', 'did you mean "limits"');
     expectIssue(issues(job([stage('a', { network: 'yes' })])), '/stages/0/network', 'true or false');
   });
+
+  it("keeps limits.outputs in bytes and files (absent: the server's defaults), and names what is wrong in it", () => {
+    expect(limitsOf({ limits: { outputs: { bytes: '256Mi', files: 10 } } }).outputLimits).toEqual({ bytes: 256 * 1024 ** 2, files: 10 });
+    expect(limitsOf({ limits: { outputs: { files: 3 } } }).outputLimits).toEqual({ bytes: null, files: 3 });
+    expect(limitsOf({ limits: { outputs: { bytes: 4096 } } }).outputLimits).toEqual({ bytes: 4096, files: null });
+    expect(limitsOf({ limits: { memory: '1Gi' } })).not.toHaveProperty('outputLimits');
+    expectIssue(issues(job([stage('a', { limits: { outputs: { bytes: 'huge' } } })])), '/stages/0/limits/outputs/bytes', 'is not a memory quantity');
+    expectIssue(issues(job([stage('a', { limits: { outputs: { bytes: 0 } } })])), '/stages/0/limits/outputs/bytes', 'must be a positive number');
+    expectIssue(issues(job([stage('a', { limits: { outputs: { files: 0 } } })])), '/stages/0/limits/outputs/files', /1/);
+    expectIssue(issues(job([stage('a', { limits: { outputs: { byte: 10 } } })])), '/stages/0/limits/outputs/byte', 'did you mean "bytes"');
+  });
 });

@@ -118,6 +118,21 @@ export const StageSpecSchema = Type.Object(
               description: "The most processes and threads at once (default: the agent's --pids-max, 4096).",
             }),
           ),
+          outputs: Type.Optional(
+            Type.Object(
+              {
+                bytes: Type.Optional(
+                  Quantity(
+                    'The most bytes the stage\'s outputs may hold together, each file counted by its length (a sparse file by its length too). Bytes or with a suffix ("256Mi", "20Gi"). Default: the server\'s (10Gi unless set), never above its maximum.',
+                  ),
+                ),
+                files: Type.Optional(
+                  Type.Integer({ minimum: 1, description: "The most output files. Default: the server's (10,000 unless set), never above its maximum." }),
+                ),
+              },
+              { ...strict, description: 'What the stage may leave in GANTRY_OUTPUT_DIR: over it the attempt ends outputs-failed and nothing is uploaded.' },
+            ),
+          ),
         },
         { ...strict, description: 'What the agent enforces on the stage beyond its request, where it can (docs/containment.md).' },
       ),
@@ -240,6 +255,8 @@ const LIMITED = [
 function checkLimits(issues: ValidationIssue[], p: string, stage: Obj): void {
   const limits = own(stage, 'limits');
   if (!isObj(limits)) return;
+  const outputs = own(limits, 'outputs');
+  if (isObj(outputs)) checkQuantity(issues, `${p}/limits/outputs/bytes`, own(outputs, 'bytes'), parseMemoryBytes, 'byte');
   const res = own(stage, 'resources');
   for (const q of LIMITED) {
     const path = `${p}/limits/${q.field}`;
@@ -453,6 +470,14 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
       cpuMillis: s.limits?.cpu !== undefined ? parseCpuMillis(s.limits.cpu) : null,
       pids: s.limits?.pids ?? null,
     },
+    ...(s.limits?.outputs
+      ? {
+          outputLimits: {
+            bytes: s.limits.outputs.bytes !== undefined ? parseMemoryBytes(s.limits.outputs.bytes) : null,
+            files: s.limits.outputs.files ?? null,
+          },
+        }
+      : {}),
     network: s.network ?? false,
   };
 }

@@ -10,6 +10,8 @@ export interface TeamQuota {
   memoryBytes?: number;
   /** GPUs of each type, e.g. { h100: 16 }. A type not named is not limited. */
   gpus?: Record<string, number>;
+  /** The bytes its committed outputs may hold together (docs/security.md, "Output limits"); absent: the server's GANTRY_TEAM_OUTPUTS_MAX_BYTES. Not a scheduling quota. */
+  outputBytes?: number;
 }
 
 export interface Team {
@@ -29,12 +31,13 @@ export interface TeamUsage {
 
 export const emptyTeamUsage = (): TeamUsage => ({ cpuMillis: 0, memoryBytes: 0, gpus: {} });
 
-/** The quota as `gantry team --quota` spells it (cpu=64,memory=256Gi,gpu:h100=16); "none" when nothing is limited. */
+/** The quota as `gantry team --quota` spells it (cpu=64,memory=256Gi,gpu:h100=16,outputs=2Ti); "none" when nothing is limited. */
 export function formatTeamQuota(q: TeamQuota): string {
   const parts: string[] = [];
   if (q.cpuMillis !== undefined) parts.push(`cpu=${formatCpu(q.cpuMillis)}`);
   if (q.memoryBytes !== undefined) parts.push(`memory=${formatMemory(q.memoryBytes)}`);
   for (const [t, n] of Object.entries(q.gpus ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) parts.push(`gpu:${t}=${n}`);
+  if (q.outputBytes !== undefined) parts.push(`outputs=${formatMemory(q.outputBytes)}`);
   return parts.length ? parts.join(',') : 'none';
 }
 

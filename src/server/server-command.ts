@@ -4,7 +4,16 @@ import { join, resolve } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { lockDataDir } from './data-dir-lock.js';
 import { makeServerFilesPrivate } from './server-private-files.js';
-import { artifactsBudgetFrom, logCapsFrom, checkServerConfig, databaseLabel, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
+import {
+  artifactsBudgetFrom,
+  checkServerConfig,
+  logCapsFrom,
+  outputPolicyFrom,
+  databaseLabel,
+  defaultServerConfig,
+  reconcilerEnv,
+  type ServerConfig,
+} from './server-config.js';
 import { errorText } from '../lib/error-text.js';
 import { PRIVATE_UMASK, privateMode } from '../lib/private-mode.js';
 import { makeDirectories } from '../agent/disk/mode-tightener.js';
@@ -74,6 +83,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   over.artifactsMaxBytes = artifactsBudgetFrom(process.env.GANTRY_ARTIFACTS_MAX_BYTES);
   over.logCaps = logCapsFrom(process.env.GANTRY_LOG_HEAD_BYTES, process.env.GANTRY_LOG_TAIL_BYTES);
+  over.outputs = outputPolicyFrom(process.env);
   const grace = env('GANTRY_ARTIFACTS_GRACE_SECONDS');
   if (grace !== undefined) set('artifactsGraceMs', grace * 1000);
   const gcEvery = env('GANTRY_ARTIFACTS_GC_SECONDS');

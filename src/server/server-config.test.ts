@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { serverConfigFrom } from './server-command.js';
-import { checkServerConfig, defaultServerConfig, reconcilerEnv, type ServerConfig } from './server-config.js';
+import { checkServerConfig, defaultServerConfig, outputPolicyFrom, reconcilerEnv, type ServerConfig } from './server-config.js';
 
 describe("the reconciler's settings", () => {
   afterEach(() => {
@@ -102,5 +102,35 @@ describe("a log's caps", () => {
     expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(
       /the log's tail \(GANTRY_LOG_TAIL_BYTES, 100 bytes\) must be at least 1 KiB/,
     );
+  });
+});
+
+describe('the output limits (docs/security.md, "Output limits")', () => {
+  it('default to 10 GiB and 10,000 files a stage, at most 1 TiB and 1,000,000, no bound per team; the environment sets each', () => {
+    expect(outputPolicyFrom({})).toEqual({
+      stageDefault: { bytes: 10 * 2 ** 30, files: 10_000 },
+      stageMax: { bytes: 2 ** 40, files: 1_000_000 },
+      teamMaxBytes: null,
+    });
+    expect(
+      outputPolicyFrom({
+        GANTRY_OUTPUTS_DEFAULT_BYTES: '256Mi',
+        GANTRY_OUTPUTS_DEFAULT_FILES: '100',
+        GANTRY_OUTPUTS_MAX_BYTES: '20000000000',
+        GANTRY_OUTPUTS_MAX_FILES: '5000',
+        GANTRY_TEAM_OUTPUTS_MAX_BYTES: '2Ti',
+      }),
+    ).toEqual({ stageDefault: { bytes: 256 * 2 ** 20, files: 100 }, stageMax: { bytes: 20e9, files: 5000 }, teamMaxBytes: 2 * 2 ** 40 });
+    expect(outputPolicyFrom({ GANTRY_TEAM_OUTPUTS_MAX_BYTES: '0' }).teamMaxBytes).toBeNull();
+  });
+
+  it('refuses a value that is no size or count, and a default above the most', () => {
+    expect(() => outputPolicyFrom({ GANTRY_OUTPUTS_DEFAULT_BYTES: 'lots' })).toThrow(
+      /^GANTRY_OUTPUTS_DEFAULT_BYTES=lots: .*give bytes, or a size such as 20Gi/,
+    );
+    expect(() => outputPolicyFrom({ GANTRY_OUTPUTS_MAX_BYTES: '0' })).toThrow(/^GANTRY_OUTPUTS_MAX_BYTES=0: must be a positive number of bytes/);
+    expect(() => outputPolicyFrom({ GANTRY_OUTPUTS_MAX_FILES: '1.5' })).toThrow('GANTRY_OUTPUTS_MAX_FILES=1.5: give a whole number of files, at least 1');
+    const c = defaultServerConfig({ outputs: outputPolicyFrom({ GANTRY_OUTPUTS_DEFAULT_BYTES: '2Ti' }) });
+    expect(() => checkServerConfig(c)).toThrow(/the default output bytes of a stage \(GANTRY_OUTPUTS_DEFAULT_BYTES, 2199023255552\) must not exceed the most/);
   });
 });

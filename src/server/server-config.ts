@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseMemoryBytes } from '../spec/quantity.js';
+import { DEFAULT_OUTPUT_POLICY, type OutputPolicy } from '../domain/output-limits.js';
 import { errorText } from '../lib/error-text.js';
 import { DEFAULT_LOG_CAPS, type LogCaps } from '../store/log-caps.js';
 
@@ -62,6 +63,8 @@ export interface ServerConfig {
   artifactsMaxBytes: number | null;
   /** Collection spares a blob written this recently (an upload of the same content under way). */
   artifactsGraceMs: number;
+  /** What a stage may leave as outputs unless it asks, the most it may ask, and the bound on a team's stored outputs (docs/security.md, "Output limits"). */
+  outputs: OutputPolicy;
   /** How often collection runs (on the leader). */
   artifactsGcIntervalMs: number;
   /** How often (and once after start) collection reads the whole blob tree for files a crash left behind. */
@@ -139,6 +142,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     artifactsMaxBytes: null,
     logCaps: DEFAULT_LOG_CAPS,
     artifactsGraceMs: 60_000,
+    outputs: DEFAULT_OUTPUT_POLICY,
     artifactsGcIntervalMs: 60_000,
     straySweepIntervalMs: 24 * 3_600_000,
     uploadTempKeepMs: 24 * 3_600_000,
@@ -179,6 +183,14 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.artifactsGcIntervalMs > 0)) problems.push('the artifact collection interval must be positive');
   if (!(c.logCaps.headBytes >= 1024)) problems.push(`the log's head (GANTRY_LOG_HEAD_BYTES, ${c.logCaps.headBytes} bytes) must be at least 1 KiB`);
   if (!(c.logCaps.tailBytes >= 1024)) problems.push(`the log's tail (GANTRY_LOG_TAIL_BYTES, ${c.logCaps.tailBytes} bytes) must be at least 1 KiB`);
+  if (c.outputs.stageDefault.bytes > c.outputs.stageMax.bytes)
+    problems.push(
+      `the default output bytes of a stage (GANTRY_OUTPUTS_DEFAULT_BYTES, ${c.outputs.stageDefault.bytes}) must not exceed the most (GANTRY_OUTPUTS_MAX_BYTES, ${c.outputs.stageMax.bytes})`,
+    );
+  if (c.outputs.stageDefault.files > c.outputs.stageMax.files)
+    problems.push(
+      `the default output files of a stage (GANTRY_OUTPUTS_DEFAULT_FILES, ${c.outputs.stageDefault.files}) must not exceed the most (GANTRY_OUTPUTS_MAX_FILES, ${c.outputs.stageMax.files})`,
+    );
   problems.push(...reconcilerProblems(c));
   if (problems.length) throw new Error(`inconsistent settings: ${problems.join('; ')}`);
 }
@@ -277,3 +289,38 @@ export function logCapsFrom(head: string | undefined, tail: string | undefined):
 
 /** Stage outputs: GANTRY_ARTIFACTS_DIR (replicas share one, docs/replicas.md), else `artifacts/` in the data directory. */
 export const artifactsDir = (c: ServerConfig) => c.artifactsDir ?? join(c.dataDir, 'artifacts');
+
+/**
+ * The output limits from the environment (docs/security.md, "Output limits"): a stage's default
+ * and most, in bytes (a size such as 20Gi) and files, and a team's bound in bytes (empty or 0:
+ * none). Anything unset keeps DEFAULT_OUTPUT_POLICY's.
+ */
+export function outputPolicyFrom(env: Record<string, string | undefined>): OutputPolicy {
+  const bytes = (name: string, positive: boolean): number | null | undefined => {
+    const text = env[name]?.trim();
+    if (text === undefined || text === '') return undefined;
+    if (text === '0' && !positive) return null;
+    try {
+      return parseMemoryBytes(/^\d+$/.test(text) ? Number(text) : text);
+    } catch (err) {
+      throw new Error(`${name}=${text}: ${errorText(err).replace(/^memory /, '')} (give bytes, or a size such as 20Gi)`);
+    }
+  };
+  const files = (name: string): number | undefined => {
+    const text = env[name]?.trim();
+    if (text === undefined || text === '') return undefined;
+    const n = Number(text);
+    if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name}=${text}: give a whole number of files, at least 1`);
+    return n;
+  };
+  const d = DEFAULT_OUTPUT_POLICY;
+  const team = bytes('GANTRY_TEAM_OUTPUTS_MAX_BYTES', false);
+  return {
+    stageDefault: {
+      bytes: bytes('GANTRY_OUTPUTS_DEFAULT_BYTES', true) ?? d.stageDefault.bytes,
+      files: files('GANTRY_OUTPUTS_DEFAULT_FILES') ?? d.stageDefault.files,
+    },
+    stageMax: { bytes: bytes('GANTRY_OUTPUTS_MAX_BYTES', true) ?? d.stageMax.bytes, files: files('GANTRY_OUTPUTS_MAX_FILES') ?? d.stageMax.files },
+    teamMaxBytes: team === undefined ? d.teamMaxBytes : team,
+  };
+}

@@ -20,6 +20,7 @@ import { migration0017AttemptEnd } from './migrations/0017-attempt-end.js';
 import { migration0018ConvergeSchema } from './migrations/0018-converge-schema.js';
 import { migration0019Containment } from './migrations/0019-containment.js';
 import { migration0020IdempotencyScope } from './migrations/0020-idempotency-scope.js';
+import { migration0021OutputLimits } from './migrations/0021-output-limits.js';
 import { migration0022AuditFolding } from './migrations/0022-audit-folding.js';
 import { migration0023LogCut } from './migrations/0023-log-cut.js';
 
@@ -53,6 +54,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0018_converge_schema': migration0018ConvergeSchema(caps.dialect),
     '0019_containment': migration0019Containment,
     '0020_idempotency_scope': migration0020IdempotencyScope(caps.dialect),
+    '0021_output_limits': migration0021OutputLimits,
     '0022_audit_folding': migration0022AuditFolding,
     '0023_log_cut': migration0023LogCut,
   };

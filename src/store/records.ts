@@ -3,6 +3,7 @@ import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
 import type { StageDefinition, StageLimits } from '../domain/job-definition.js';
 import type { MachineHealth } from '../domain/machine-health.js';
+import type { OutputLimits } from '../domain/output-limits.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import type { StageState } from '../domain/stage-state.js';
 import type { TokenKind } from '../domain/token-kind.js';
@@ -212,6 +213,8 @@ export interface AttemptLimits extends StageLimits {
   requestCpuMillis: number;
   requestMemoryBytes: number;
   network: boolean;
+  /** What it may leave as outputs (domain/output-limits.ts), when the caller gave the server's OutputPolicy. */
+  outputs?: OutputLimits;
 }
 
 export interface EventRecord {

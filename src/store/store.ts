@@ -1,5 +1,6 @@
 import type { LogCaps } from './log-caps.js';
 import type { AttemptEnd } from '../domain/attempt-end.js';
+import type { OutputPolicy, UploadRoom } from '../domain/output-limits.js';
 import type { JobDefinition, StageDefinition } from '../domain/job-definition.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
@@ -262,7 +263,8 @@ export interface Store {
   machineRemove(p: { machine: string; now: number; audit?: AuditEntry }): Promise<MachineSchedulingChange>;
   /** Attempts placed on this machine that its agent has not started yet, less those in `exclude`
    *  (the ones the agent already has). */
-  machineAssignments(p: { machineId: string; exclude?: readonly string[] }): Promise<Assignment[]>;
+  /** `outputs`: the server's output policy, which each assignment's `limits.outputs` is resolved under (absent: none sent). */
+  machineAssignments(p: { machineId: string; exclude?: readonly string[]; outputs?: OutputPolicy }): Promise<Assignment[]>;
 
   /** An agent's batched report (acknowledgements, pids, outcomes) in one transaction; each item
    *  is fenced as its single-attempt verb and answered on its own. Throws NotFoundError for an
@@ -287,14 +289,28 @@ export interface Store {
   /** Stores each byte of each stream once (pieces already taken are ignored); says how far each stream has come. */
   /** `caps`: how much of the log is kept, its head and its tail (log-caps.ts; default DEFAULT_LOG_CAPS). */
   attemptLogAppend(p: { attemptId: string; token: number; chunks: LogPiece[]; now: number; machineId?: string; caps?: LogCaps }): Promise<LogMarks>;
-  /** The attempt if it may still write outputs (active, token current). */
-  attemptForUpload(p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord>;
   /** A committed output's owner: the attempt whose outputs a stage committed. */
   attemptGet(p: { attemptId: string }): Promise<AttemptRecord | null>;
 
   // --- outputs (docs/rerun.md) ---
-  /** Records an uploaded file (already in the artifact store as `blob`) as the attempt's, fenced as attemptForUpload. */
-  outputUploaded(p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number; now: number }): Promise<void>;
+  /**
+   * The most bytes the attempt's upload of `path` may have under its stage's and its team's output
+   * limits (domain/output-limits.ts), fenced as every agent write is (active, token current, its own machine); OutputLimitExceeded when the
+   * attempt's file count leaves no room for another file.
+   */
+  outputUploadRoom(p: { attemptId: string; token: number; machineId?: string; path: string; policy: OutputPolicy }): Promise<UploadRoom>;
+  /** Records an uploaded file (already in the artifact store as `blob`) as the attempt's, fenced as every agent write is (active, token current, its own machine);
+   *  with `policy`, refused (OutputLimitExceeded, nothing recorded) when the output limits no longer leave it room. */
+  outputUploaded(p: {
+    attemptId: string;
+    token: number;
+    machineId?: string;
+    path: string;
+    blob: string;
+    size: number;
+    now: number;
+    policy?: OutputPolicy;
+  }): Promise<void>;
   /** What these attempts have uploaded. */
   outputUploads(p: { attemptIds: readonly string[] }): Promise<{ attemptId: string; path: string; blob: string; size: number }[]>;
   /** A committed file by the attempt that produced it, through any manifest that still names it (a rerun's reused stage's included); null when none does. */

@@ -95,14 +95,34 @@ describe('containment: machines, assignments, usage', () => {
     expect((await machines()).map((m) => m.name)).not.toContain('bad-1');
   });
 
-  it("an assignment carries the stage's request, limits and network", async () => {
+  it("an assignment carries the stage's request, limits (its outputs' too: its own, else the server's default) and network", async () => {
     const m = await register('limits-1', report);
-    await placed(m.id, { resources: { cpu: 2, memory: '1Gi' }, limits: { memory: '1536Mi', cpu: 3, pids: 128 }, network: true });
+    await placed(m.id, {
+      resources: { cpu: 2, memory: '1Gi' },
+      limits: { memory: '1536Mi', cpu: 3, pids: 128, outputs: { bytes: '2Gi', files: 7 } },
+      network: true,
+    });
     await placed(m.id, { resources: { cpu: '500m', memory: '64Mi' } });
     const got = await assignments(m);
     expect(got.map((a) => a.limits)).toEqual([
-      { requestCpuMillis: 2000, requestMemoryBytes: 2 ** 30, memoryBytes: 1536 * 2 ** 20, cpuMillis: 3000, pids: 128, network: true },
-      { requestCpuMillis: 500, requestMemoryBytes: 64 * 2 ** 20, memoryBytes: null, cpuMillis: null, pids: null, network: false },
+      {
+        requestCpuMillis: 2000,
+        requestMemoryBytes: 2 ** 30,
+        memoryBytes: 1536 * 2 ** 20,
+        cpuMillis: 3000,
+        pids: 128,
+        network: true,
+        outputs: { bytes: 2 * 2 ** 30, files: 7 },
+      },
+      {
+        requestCpuMillis: 500,
+        requestMemoryBytes: 64 * 2 ** 20,
+        memoryBytes: null,
+        cpuMillis: null,
+        pids: null,
+        network: false,
+        outputs: { bytes: 10 * 2 ** 30, files: 10_000 },
+      },
     ]);
   });
 

@@ -8,7 +8,7 @@
  */
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import { isCleanExit } from '../../domain/attempt-state.js';
-import { isRetryable, StaleAttempt, type AgentClient, type OutputFile } from '../link/agent-client.js';
+import { isRetryable, OutputsOverLimit, StaleAttempt, type AgentClient, type OutputFile } from '../link/agent-client.js';
 import type { ExitRecord, ReportedRecord } from '../disk/agent-state.js';
 import { exitEnd, MAX_DETAIL } from './exit-end.js';
 import type { LogTail } from './log-tail.js';
@@ -104,11 +104,12 @@ async function report(d: DeliveryDeps, owed: Owed): Promise<Delivery> {
     let outputs: OutputFile[] = [];
     if (isCleanExit(exit)) {
       try {
-        outputs = await d.client.uploadOutputs(a.attemptId, a.token, owed.outputDir, owed.progress.uploaded);
+        outputs = await d.client.uploadOutputs(a.attemptId, a.token, owed.outputDir, owed.progress.uploaded, a.limits?.outputs);
       } catch (err) {
         if (err instanceof StaleAttempt || isRetryable(err)) throw err;
+        if (err instanceof OutputsOverLimit) exit = { ...exit, kind: 'outputs-failed', exitCode: null, reason: `${err.message} (the process exited 0)` };
         // The server refuses a file for good; reporting success without it would be a lie.
-        exit = { ...exit, kind: 'outputs-failed', exitCode: null, reason: `output upload failed: ${errorText(err)} (the process exited 0)` };
+        else exit = { ...exit, kind: 'outputs-failed', exitCode: null, reason: `output upload failed: ${errorText(err)} (the process exited 0)` };
       }
     }
     const end = exitEnd(exit);

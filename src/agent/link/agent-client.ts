@@ -38,6 +38,8 @@ import { serverList } from '../../lib/server-list.js';
 import { sleep } from '../../lib/sleep.js';
 import { checkPathSegment, checkRelativePath } from '../disk/check-relative-path.js';
 import { listStageFiles, openStageFile, StageFileRefused } from '../disk/stage-tree.js';
+import type { OutputLimits } from '../../domain/output-limits.js';
+import { outputsOverLimit } from '../disk/outputs-over-limit.js';
 
 export type OutputFile = { path: string; size: number };
 export type LogChunk = LogsRequest['chunks'][number];
@@ -231,10 +233,12 @@ export class AgentClient {
       throw new Error(`cannot read output ${relPath}: ${errorText(err)}`);
     }
     try {
+      // Its length goes first: a server whose output limits leave less refuses it before a byte is sent.
+      const length = (await fh.stat()).size;
       const res = await this.call({
         method: 'PUT',
         path: `/v1/agent/attempts/${encodeURIComponent(attemptId)}/outputs/${encoded}`,
-        headers: { 'x-gantry-token': String(token), 'content-type': 'application/octet-stream' },
+        headers: { 'x-gantry-token': String(token), 'content-type': 'application/octet-stream', 'content-length': String(length) },
         // A stream per try over the one descriptor opened (and checked) above, from its start. Its
         // destroy must not close that descriptor (a stream's destroy closes its fd whatever
         // autoClose says), or the retry after a failed try (a replica killed mid-upload) reads a
@@ -259,10 +263,15 @@ export class AgentClient {
    * may be root) is refused before any upload, with OutputRefused naming it: the attempt then ends
    * `outputs-failed` saying which output and why, rather than succeeding without a file its next
    * stage expects. Paths in `uploaded` with the same size are not sent again, so a delivery
-   * retried after a network failure resumes rather than restarts.
+   * retried after a network failure resumes rather than restarts. Over `limits` (the assignment's
+   * `limits.outputs`), OutputsOverLimit before anything is sent.
    */
-  async uploadOutputs(attemptId: string, token: number, dir: string, uploaded: Map<string, number> = new Map()): Promise<OutputFile[]> {
+  async uploadOutputs(attemptId: string, token: number, dir: string, uploaded: Map<string, number> = new Map(), limits?: OutputLimits): Promise<OutputFile[]> {
     const files = await listOutputFiles(dir);
+    // Over the limits, nothing is sent: the server would refuse the file that passes them, and
+    // the ones before it would only fill its disk until collection.
+    const over = limits ? outputsOverLimit(files, limits) : null;
+    if (over !== null) throw new OutputsOverLimit(over);
     for (const f of files) {
       if (uploaded.get(f.path) === f.size) continue;
       await this.uploadFile(attemptId, token, dir, f.path);
@@ -549,6 +558,14 @@ export async function listOutputFiles(dir: string): Promise<OutputFile[]> {
     return await listStageFiles(dir);
   } catch (err) {
     throw err instanceof StageFileRefused ? new OutputRefused(err) : err;
+  }
+}
+
+/** Outputs over the attempt's limits (outputs-over-limit.ts says how): a fault of the stage, never retried. */
+export class OutputsOverLimit extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OutputsOverLimit';
   }
 }
 

@@ -53,6 +53,10 @@ export const AttemptLimitsWire = Type.Object(
     pids: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
     /** The stage asked for the network (`network: true`); only the sandbox takes it away otherwise. */
     network: Type.Boolean(),
+    /** What the attempt may leave as outputs, in bytes (each file by its length) and files: the stage's
+     *  `limits.outputs` or the server's default, capped by its maximum (docs/security.md, "Output limits").
+     *  Absent from older servers: the agent checks nothing, and the server's upload route still does. */
+    outputs: Type.Optional(Type.Object({ bytes: Type.Integer({ minimum: 1 }), files: Type.Integer({ minimum: 1 }) }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );

@@ -21,6 +21,8 @@ export const ERROR_CODES = [
   'stale_attempt',
   /** 413: a body over the route's limit. */
   'body_too_large',
+  /** 413: an output upload over what the stage's or the team's output limits leave (docs/security.md); nothing of it was kept. */
+  'outputs_too_large',
   /** 415: a content type the route does not take. */
   'unsupported_media_type',
   /** 429: too many requests from one token; Retry-After says when to come back. */

@@ -13,6 +13,11 @@ export const QuotaWire = Type.Object(
         description: 'GPUs per type, e.g. {"h100": 16}',
       }),
     ),
+    outputs: Type.Optional(
+      Quantity(
+        'the bytes its committed outputs may hold together, e.g. "2Ti": past it its new uploads are refused (default: the server\'s GANTRY_TEAM_OUTPUTS_MAX_BYTES)',
+      ),
+    ),
   },
   { additionalProperties: false },
 );

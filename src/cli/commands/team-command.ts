@@ -17,7 +17,7 @@ export interface TeamSetOptions extends ClientOptions {
 export class QuotaSyntaxError extends Error {}
 
 /**
- * `--quota cpu=64,memory=256Gi,gpu:h100=16` as the API takes it ("none": no limits). The CLI
+ * `--quota cpu=64,memory=256Gi,gpu:h100=16,outputs=2Ti` as the API takes it ("none": no limits). The CLI
  * checks the form; the server parses the amounts, as it does for a job spec.
  */
 export function quotaWireFrom(text: string): QuotaWire {
@@ -32,8 +32,9 @@ export function quotaWireFrom(text: string): QuotaWire {
     const value = eq > 0 ? part.slice(eq + 1).trim() : '';
     if (key === 'cpu' && value) q.cpu = value;
     else if (key === 'memory' && value) q.memory = value;
+    else if (key === 'outputs' && value) q.outputs = value;
     else if (key.startsWith('gpu:') && key.length > 4 && /^\d+$/.test(value)) q.gpus = { ...q.gpus, [key.slice(4)]: Number(value) };
-    else throw new QuotaSyntaxError(`--quota "${part}": write cpu=N, memory=Q or gpu:TYPE=N, comma-separated (or none)`);
+    else throw new QuotaSyntaxError(`--quota "${part}": write cpu=N, memory=Q, gpu:TYPE=N or outputs=Q, comma-separated (or none)`);
   }
   return q;
 }
@@ -54,7 +55,10 @@ capacity beyond it, which is taken back (preempted) when a team within its quota
   const withSet = (c: CommandUnknownOpts) =>
     c
       .option('--weight <w>', 'fair-share weight (default 1): a team of weight 2 is served as if it held half')
-      .option('--quota <list>', 'cpu=N,memory=Q,gpu:TYPE=N (any of them; none: no limits), e.g. cpu=64,memory=256Gi,gpu:h100=16');
+      .option(
+        '--quota <list>',
+        "cpu=N,memory=Q,gpu:TYPE=N,outputs=Q (any of them; none: no limits), e.g. cpu=64,memory=256Gi,gpu:h100=16; outputs: the bytes its committed outputs may hold (default: the server's GANTRY_TEAM_OUTPUTS_MAX_BYTES)",
+      );
   withClientOptions(withSet(group.command('create').description('Make a team').argument('<name>', 'team name')))
     .addHelpText(
       'after',

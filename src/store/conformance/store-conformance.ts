@@ -10,6 +10,7 @@ import { auditConformance } from './audit-conformance.js';
 import { dashboardConformance } from './dashboard-conformance.js';
 import { attemptEndConformance } from './attempt-end-conformance.js';
 import { containmentConformance } from './containment-conformance.js';
+import { outputLimitsConformance } from './output-limits-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -993,5 +994,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     dashboardConformance(() => store);
     attemptEndConformance(() => store);
     containmentConformance(() => store);
+    outputLimitsConformance(() => store);
   });
 }

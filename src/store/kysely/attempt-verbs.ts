@@ -11,7 +11,8 @@ import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import { DEFAULT_LOG_CAPS, hardLogBytes, logCutLine, sizeText, type LogCaps } from '../log-caps.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
-import { recordUpload, uploadedOutputs } from './output-verbs.js';
+import { outputUsage, recordUpload, uploadedOutputs } from './output-verbs.js';
+import { overRoom, uploadRoom, type OutputPolicy, type UploadRoom } from '../../domain/output-limits.js';
 import { attemptsWithNames } from './job-verbs.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
 import { prepared } from './prepared-query.js';
@@ -470,21 +471,34 @@ export async function secretsOf(db: Db | Trx, stageId: string): Promise<string[]
   return s;
 }
 
-export async function attemptForUpload(db: Db, p: { attemptId: string; token: number; machineId?: string }): Promise<AttemptRecord> {
+/** The most bytes an upload of `path` may have under the output limits (OutputLimitExceeded when no file fits), fenced as every agent write is. */
+export async function outputUploadRoom(
+  db: Db,
+  p: { attemptId: string; token: number; machineId?: string; path: string; policy: OutputPolicy },
+): Promise<UploadRoom> {
   const a = await load(db, p.attemptId);
   ownedBy(a, p.machineId);
   fence(a, p.token);
-  return one(db, a);
+  return uploadRoom(await outputUsage(db, a, p.path, p.policy), p.path);
 }
 
-/** An output file in the artifact store as `blob`, recorded as this attempt's upload of `path`: fenced as every agent write is. */
+/**
+ * An output file in the artifact store as `blob`, recorded as this attempt's upload of `path`:
+ * fenced as every agent write is. With `policy`, checked again against the output limits in the
+ * transaction (two uploads of one attempt, or two attempts of one team, each found room before
+ * either was recorded): over them, OutputLimitExceeded and nothing recorded.
+ */
 export async function outputUploaded(
   tx: TxContext,
-  p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number },
+  p: { attemptId: string; token: number; machineId?: string; path: string; blob: string; size: number; policy?: OutputPolicy },
 ): Promise<void> {
   const a = await load(tx.db, p.attemptId);
   ownedBy(a, p.machineId);
   fence(a, p.token);
+  if (p.policy) {
+    const room = uploadRoom(await outputUsage(tx.db, a, p.path, p.policy), p.path);
+    if (p.size > room.bytes) throw overRoom(room, p.path, p.size);
+  }
   await recordUpload(tx, p);
 }
 

@@ -462,8 +462,8 @@ export class KyselyStore implements Store {
     if (!out) throw new NotFoundError('machine', p.machine);
     return out;
   }
-  machineAssignments(p: { machineId: string; exclude?: readonly string[] }) {
-    return machines.machineAssignments(this.db, p.machineId, p.exclude);
+  machineAssignments(p: Parameters<Store['machineAssignments']>[0]) {
+    return machines.machineAssignments(this.db, p.machineId, p.exclude, p.outputs);
   }
 
   async machineReport(p: Parameters<Store['machineReport']>[0]) {
@@ -481,8 +481,8 @@ export class KyselyStore implements Store {
   attemptLogAppend(p: Parameters<Store['attemptLogAppend']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptLogAppend(tx, p));
   }
-  attemptForUpload(p: { attemptId: string; token: number; machineId?: string }) {
-    return attempts.attemptForUpload(this.db, p);
+  outputUploadRoom(p: Parameters<Store['outputUploadRoom']>[0]) {
+    return attempts.outputUploadRoom(this.db, p);
   }
   attemptGet(p: { attemptId: string }) {
     return attempts.attemptGet(this.db, p.attemptId);

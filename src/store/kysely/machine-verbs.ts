@@ -1,4 +1,5 @@
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
+import { effectiveOutputLimits, type OutputPolicy } from '../../domain/output-limits.js';
 import { preemptionGraceMs, stageLimits, type StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
 import { MachineHealth } from '../../domain/machine-health.js';
@@ -324,7 +325,7 @@ const manifestsOfStages = preparedList((db, ids) =>
  * Attempts placed on this machine and not started, with everything to run them; `exclude` names
  * the ones the agent already has (it lists them while it starts them), which are not rebuilt.
  */
-export async function machineAssignments(db: Db, machineId: string, exclude: readonly string[] = []): Promise<Assignment[]> {
+export async function machineAssignments(db: Db, machineId: string, exclude: readonly string[] = [], outputs?: OutputPolicy): Promise<Assignment[]> {
   // What the agent already has is left out here rather than in the query: the placed and not
   // started are few (a machine's slots), and one fixed query text is prepared once.
   const excluded = new Set(exclude);
@@ -363,18 +364,23 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       disconnectGraceSeconds: def.disconnectGraceSeconds ?? null,
       ...(def.preemptible ? { checkpoint: true } : {}),
       inputs,
-      limits: attemptLimits(def),
+      limits: attemptLimits(def, outputs),
     };
   });
 }
 
-/** What the agent's containment applies to an attempt of this stage: its request, its limits above it (none for a definition stored before limits existed), its network. */
-function attemptLimits(def: StageDefinition): AttemptLimits {
+/**
+ * What the agent's containment applies to an attempt of this stage: its request, its limits above
+ * it (none for a definition stored before limits existed), its network; and, given the server's
+ * policy, what it may leave as outputs.
+ */
+function attemptLimits(def: StageDefinition, outputs: OutputPolicy | undefined): AttemptLimits {
   return {
     requestCpuMillis: def.resources.cpuMillis,
     requestMemoryBytes: def.resources.memoryBytes,
     ...stageLimits(def),
     network: def.network ?? false,
+    ...(outputs ? { outputs: effectiveOutputLimits(def.outputLimits, outputs) } : {}),
   };
 }
 

@@ -1,4 +1,7 @@
+import { sql } from 'kysely';
+import { effectiveOutputLimits, type OutputPolicy, type OutputUsage } from '../../domain/output-limits.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
+import type { TeamQuota } from '../../domain/team.js';
 import { ValidationError } from '../../spec/validation-error.js';
 import type { CommittedOutput, OutputFile } from '../records.js';
 import { prepared, preparedList } from './prepared-query.js';
@@ -104,4 +107,44 @@ export async function machineReadsOutput(db: Db, machineId: string, attemptId: s
     if (needs.includes(r.upstream)) return true;
   }
   return false;
+}
+
+const stageAndTeam = prepared<[stageId: string]>()((db, [stageId]) =>
+  db.selectFrom('stages').innerJoin('jobs', 'jobs.id', 'stages.job_id').select(['stages.definition', 'jobs.team']).where('stages.id', '=', stageId),
+);
+const teamQuota = prepared<[team: string]>()((db, [team]) => db.selectFrom('teams').select('quota').where('name', '=', team));
+/** Each blob a manifest of the team's jobs names, once: what the team keeps on the server's disk (jobs_team, 0021, finds its jobs). */
+const teamCommittedBytes = prepared<[team: string]>()((db, [team]) =>
+  db
+    .selectFrom('artifact_blobs')
+    .select(sql<number | string>`coalesce(sum(artifact_blobs.size), 0)`.as('bytes'))
+    .where(
+      'artifact_blobs.key',
+      'in',
+      db.selectFrom('output_files').innerJoin('jobs', 'jobs.id', 'output_files.job_id').select('output_files.blob').where('jobs.team', '=', team),
+    ),
+);
+
+/**
+ * What an attempt has used of its output limits when it uploads `path` (domain/output-limits.ts):
+ * its stage's limits under the server's policy, its uploads under other paths, and, where its team
+ * is bounded (its quota's `outputs`, else the policy's), its team's committed bytes. Costs the
+ * attempt's uploads and, with a team bound, the team's manifests: read only by uploads, never by a
+ * stage that leaves no file, but a team with many stored files pays for them on each upload.
+ */
+export async function outputUsage(db: Db | Trx, a: { id: string; stage_id: string }, path: string, policy: OutputPolicy): Promise<OutputUsage> {
+  const st = await stageAndTeam.first(db, a.stage_id);
+  const def = st ? (JSON.parse(st.definition) as StageDefinition) : null;
+  let otherBytes = 0;
+  let otherFiles = 0;
+  for (const u of await uploadsOfAttempt.rows(db, a.id)) {
+    if (u.path === path) continue;
+    otherBytes += Number(u.size);
+    otherFiles++;
+  }
+  // The team's own bound (its quota's `outputs`), else the server's.
+  const quota = st ? (await teamQuota.first(db, st.team))?.quota : null;
+  const teamMaxBytes = (quota ? (JSON.parse(quota) as TeamQuota).outputBytes : undefined) ?? policy.teamMaxBytes;
+  const teamBytes = teamMaxBytes === null || !st ? null : Number((await teamCommittedBytes.first(db, st.team))?.bytes ?? 0);
+  return { limits: effectiveOutputLimits(def?.outputLimits, policy), otherBytes, otherFiles, team: st?.team ?? '', teamMaxBytes, teamBytes };
 }

@@ -70,7 +70,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   }
   let checkpoint: string | null = null;
   try {
-    if (user) await openAttemptTo(paths, user);
+    if (user) openAttemptTo(paths, user);
     // A preemptible stage's checkpoint directory: one per job and stage, kept across its attempts,
     // so that an attempt preempted (TERM, its grace to write there) is resumed by the next.
     if (a.checkpoint) checkpoint = await checkpointDirFor(ctx.checkpointRoot, a.jobId, a.stageName, user);

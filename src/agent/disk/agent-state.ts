@@ -275,7 +275,7 @@ export class AgentState {
   async markReported(attemptId: string, rec: ReportedRecord): Promise<void> {
     this.journal.append(attemptId, 'reported', rec);
     this.settled.add(attemptId);
-    if (this.closeSettled) await closeAttemptDir(this.paths(attemptId).dir);
+    if (this.closeSettled) closeAttemptDir(this.paths(attemptId).dir);
   }
 
   async readReported(attemptId: string): Promise<ReportedRecord | null> {

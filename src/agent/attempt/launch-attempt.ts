@@ -82,7 +82,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins them
   // itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed, saying which
   // file), as a command that cannot be contained is.
-  let cgroup: AttemptCgroup | null;
+  let cgroup: AttemptCgroup | null = null;
   let wrap: string[] = [];
   try {
     cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: a.gpuIndices }) ?? null;
@@ -90,6 +90,8 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     const ref = cgroup?.ref;
     if (ref) ctx.recordCgroup(a.attemptId, ref);
   } catch (err) {
+    // Made, but not recorded: given back (nothing ran in it).
+    if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});
     return { handle: notStarted(new Error(`cannot contain the command: ${errorText(err)}`)), progress: null, cgroup: null };
   }
   try {

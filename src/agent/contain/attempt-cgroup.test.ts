@@ -302,6 +302,23 @@ describe(`a recycled cgroup on this host's real hierarchies${skipped(host.v1)}`,
     },
   );
 
+  it.skipIf(host.v1 !== null)("keeps the next attempt from the last one's GPU: its devices rules are its own", async () => {
+    const dev = mkdtempSync(join(tmpdir(), 'gantry-dev-'));
+    tempDirs.push(dev);
+    execFileSync('mknod', [`${dev}/nvidia0`, 'c', '195', '0']);
+    execFileSync('mknod', [`${dev}/nvidia1`, 'c', '195', '1']);
+    const t = hostTree();
+    const a = t.create('att_gpu0', { limits: null, pidsMax: 64, gpuIndices: [0] })!;
+    a.usage();
+    await t.release(a);
+    const b = t.create('att_gpu1', { limits: null, pidsMax: 64, gpuIndices: [1] })!;
+    expect(b.dirs).toEqual(a.dirs);
+    const p = startIn(b, `(head -c1 ${dev}/nvidia0; head -c1 ${dev}/nvidia1) 2>&1 >/dev/null | cat >&2`);
+    expect((await p.exit).code).toBe(0);
+    expect(p.stderr()).toMatch(/nvidia0.*Operation not permitted/);
+    expect(p.stderr()).toMatch(/nvidia1.*No such device or address/);
+  });
+
   it.skipIf(host.v1 !== null)('kills what is still in it at its release, and is handed out only once empty', async () => {
     const t = hostTree();
     const a = t.create('att_rl1', { limits: null, pidsMax: 64, gpuIndices: [] })!;

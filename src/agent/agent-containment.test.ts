@@ -19,6 +19,7 @@ import { removeAgentCgroups, setUpCgroups } from './contain/agent-cgroups.js';
 import type { ContainmentOptions } from './contain/containment-options.js';
 import { detectCgroups } from './contain/detect-cgroups.js';
 import { AgentState } from './disk/agent-state.js';
+import { readAttemptRecords } from './disk/attempt-journal.js';
 import { processGroupAlive } from './attempt/process-group.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 
@@ -135,6 +136,15 @@ function cgroupDirsOf(attemptId: string): string[] {
   return found;
 }
 
+/**
+ * The attempt's cgroup directories that still hold a process. An ended attempt's cgroup may stay,
+ * empty, as a spare for the next attempt (docs/containment.md, "Recycled cgroups"); it goes when
+ * the agent stops.
+ */
+function occupiedCgroupsOf(attemptId: string): string[] {
+  return cgroupDirsOf(attemptId).filter((dir) => readPids(join(dir, 'cgroup.procs')).length > 0);
+}
+
 describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (skipped: ${cannot})` : ''}`, () => {
   it.skipIf(cannot !== null)('registers what it enforces, and says it in one line of its log', async () => {
     await startAgent();
@@ -164,7 +174,7 @@ describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (s
     expect(nb.body).toMatchObject({ exitCode: 0, signal: null, end: { kind: 'exited', detail: null } });
     expect(nb.body.usage.memoryPeakBytes).toBeGreaterThan(100 * MiB);
     await until('both settled', async () => (await reported(hog.attemptId)) !== null && (await reported(neighbour.attemptId)) !== null);
-    expect([...cgroupDirsOf(hog.attemptId), ...cgroupDirsOf(neighbour.attemptId)]).toEqual([]);
+    expect([...occupiedCgroupsOf(hog.attemptId), ...occupiedCgroupsOf(neighbour.attemptId)]).toEqual([]);
   });
 
   it.skipIf(cannot !== null)('leaves no process of an attempt after it exits, times out, is canceled or is preempted', async () => {
@@ -199,7 +209,7 @@ describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (s
       expect(pids).toHaveLength(2);
       for (const pid of pids) expect(processGone(pid), `pid ${pid} of ${x.pids}`).toBe(true);
     }
-    for (const x of Object.values(a)) expect(cgroupDirsOf(x.attemptId)).toEqual([]);
+    for (const x of Object.values(a)) expect(occupiedCgroupsOf(x.attemptId)).toEqual([]);
   });
 
   it.skipIf(cannot !== null)('reports an oom-killed end and its usage from its journal after a restart, its cgroups gone already', async () => {
@@ -240,6 +250,31 @@ describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (s
     await until('settled', async () => (await reported(a.attemptId)) !== null);
     expect(cgroupDirsOf(a.attemptId)).toEqual([]);
   });
+
+  it.skipIf(cannot !== null)(
+    "gives an ended attempt's cgroup to the next, journaled, so that a restart re-attaches to it and counts none of the last one's OOM kills",
+    async () => {
+      const first = await startAgent();
+      const hog = assignment({ command: ['python3', '-c', 'b = bytearray(b"x") * (300 * 1024 * 1024)'], limits: limits() });
+      srv.push({ assignments: [hog] });
+      expect((await completed(hog)).body.end.kind).toBe('oom-killed');
+      await until('settled', async () => (await reported(hog.attemptId)) !== null);
+      const x = escaping('sleep 1; exit 5');
+      const next = assignment({ ...x, limits: limits({ memoryBytes: 96 * MiB }) });
+      srv.push({ assignments: [next] });
+      await srv.waitFor((e) => e.type === 'start' && e.attemptId === next.attemptId && e.body.pid !== null);
+      // It runs in the hog's cgroup (named after it), and the journal says so, with the OOM kill to subtract.
+      expect(readAttemptRecords(join(dir, 'data'), next.attemptId)?.cgroup).toMatchObject({ name: hog.attemptId, baseline: { oomKills: 1 } });
+      expect(occupiedCgroupsOf(hog.attemptId)).not.toEqual([]);
+      await first.stop({ killRunning: false });
+      await startAgent();
+      // Re-attached by its ref (not swept: its processes lived on until it ended), and not oom-killed.
+      expect((await completed(next)).body).toMatchObject({ exitCode: 5, end: { kind: 'exited' }, usage: { cpuSeconds: expect.any(Number) } });
+      for (const pid of readPids(x.pids)) expect(processGone(pid)).toBe(true);
+      await until('settled', async () => (await reported(next.attemptId)) !== null);
+      expect(occupiedCgroupsOf(hog.attemptId)).toEqual([]);
+    },
+  );
 
   it.skipIf(cannot !== null)('at start, kills and removes the cgroup of an attempt that ended while no agent watched, and what it left', async () => {
     const first = await startAgent();

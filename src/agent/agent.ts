@@ -191,6 +191,7 @@ export class Agent {
             killGraceMs: this.settings!.killGraceMs,
             users: this.users!,
             cgroups: this.cgroups,
+            recordCgroup: (attemptId, ref) => this.state.recordCgroup(attemptId, ref),
             pidsMax: this.containment.pidsMax,
             sandbox: this.sandbox,
           },
@@ -198,7 +199,8 @@ export class Agent {
           paths,
         ),
       attach: (pid, paths, timeout, cgroup) => attachProcess({ pid, statusFile: paths.status, killGraceMs: this.settings!.killGraceMs, timeout, cgroup }),
-      openCgroup: (attemptId) => this.cgroups?.open(attemptId) ?? null,
+      openCgroup: (attemptId) => this.cgroups?.open(attemptId, this.state.cgroupOf(attemptId)) ?? null,
+      releaseCgroup: (cg) => (this.cgroups ? this.cgroups.release(cg) : cg.remove()),
       groupAlive: processGroupAlive,
       now: () => this.clock.now(),
       settings: () => this.settings!,
@@ -297,7 +299,7 @@ export class Agent {
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
-    // Its subtree, where nothing is left in it (attempts left running keep theirs for the next start).
+    // Its spare cgroups, then its subtree where nothing is left in it (attempts left running keep theirs for the next start).
     this.cgroups?.removeEmpty();
     this.log('stopped');
   }
@@ -422,7 +424,8 @@ export class Agent {
    */
   private async sweepCgroups(): Promise<void> {
     if (!this.cgroups) return;
-    const keep = new Set([...this.runners.values()].filter((r) => r.live).map((r) => r.a.attemptId));
+    // By the name of the cgroup each runs in: a recycled one is named after the attempt that made it.
+    const keep = new Set([...this.runners.values()].filter((r) => r.live).map((r) => this.state.cgroupOf(r.a.attemptId)?.name ?? r.a.attemptId));
     const { removed, failed } = await this.cgroups.sweep(keep);
     if (removed.length)
       this.log(`removed the cgroups of ${removed.length} attempt(s) no longer running (${removed.join(', ')}), killing what was left in them`);

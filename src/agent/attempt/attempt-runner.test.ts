@@ -134,6 +134,7 @@ function deps(): RunnerDeps {
       return p;
     },
     openCgroup: () => null,
+    releaseCgroup: async () => {},
     groupAlive: () => true,
     now: () => clock,
     settings: () => settings,

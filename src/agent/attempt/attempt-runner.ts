@@ -38,6 +38,8 @@ export interface RunnerDeps {
   attach: (pid: number, paths: AttemptPaths, timeout: { seconds: number; remainingMs: number } | null, cgroup: AttemptCgroup | null) => ProcessHandle;
   /** The cgroups a previous run of the agent made for an attempt (CgroupTree.open); null: none. */
   openCgroup: (attemptId: string) => AttemptCgroup | null;
+  /** An ended attempt's cgroups, once its exit is durable: kept for the next attempt, or removed (CgroupTree.release). */
+  releaseCgroup: (cg: AttemptCgroup) => Promise<void>;
   /** Whether a process group still has a member (process-group.ts). */
   groupAlive: (pgid: number) => boolean;
   now: () => number;
@@ -417,13 +419,13 @@ export class AttemptRunner {
     }
   }
 
-  /** Its cgroups, once its exit is durable; one that cannot be removed is left to the next start's sweep. */
+  /** Its cgroups, once its exit is durable (recycled or removed); one that cannot be removed is left to the next start's sweep. */
   private async removeCgroup(): Promise<void> {
     const cg = this.cgroup;
     if (!cg) return;
     this.cgroup = null;
-    await cg
-      .remove()
+    await this.d
+      .releaseCgroup(cg)
       .catch((err: unknown) => this.d.log(`attempt ${describe(this.a)}: cannot remove its cgroups (${errorText(err)}); the next start sweeps them`));
   }
 

@@ -15,6 +15,7 @@ import type { Launcher } from './launcher.js';
 import { notStarted, runProcess, type ProcessHandle } from './process-runner.js';
 import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
 import type { CgroupTree } from '../contain/cgroup-tree.js';
+import type { CgroupRef } from '../contain/attempt-cgroup.js';
 import type { LaunchContainment } from '../contain/launch-containment.js';
 import { sandboxArgv, type SandboxTool } from '../contain/sandbox-argv.js';
 import { ProgressFile } from './stage-progress.js';
@@ -33,6 +34,8 @@ export interface LaunchContext {
   users: Pick<AttemptUsers, 'acquire'>;
   /** Where attempts' cgroups are made (cgroup-tree.ts); null: none (containment off, or nothing usable). */
   cgroups: CgroupTree | null;
+  /** Journals the recycled cgroup an attempt is given, before its command starts (AgentState.recordCgroup). */
+  recordCgroup: (attemptId: string, ref: CgroupRef) => void;
   /** An attempt's pids limit when its assignment says none (--pids-max). */
   pidsMax: number;
   /** What every command is wrapped in (--sandbox, sandbox-argv.ts); null: no sandbox. */
@@ -67,7 +70,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   }
   let checkpoint: string | null = null;
   try {
-    if (user) await openAttemptTo(paths, user);
+    if (user) openAttemptTo(paths, user);
     // A preemptible stage's checkpoint directory: one per job and stage, kept across its attempts,
     // so that an attempt preempted (TERM, its grace to write there) is resumed by the next.
     if (a.checkpoint) checkpoint = await checkpointDirFor(ctx.checkpointRoot, a.jobId, a.stageName, user);
@@ -79,11 +82,16 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins them
   // itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed, saying which
   // file), as a command that cannot be contained is.
-  let cgroup: AttemptCgroup | null;
+  let cgroup: AttemptCgroup | null = null;
   let wrap: string[] = [];
   try {
     cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: a.gpuIndices }) ?? null;
+    // A recycled one is named after another attempt: a restart must find it by this record.
+    const ref = cgroup?.ref;
+    if (ref) ctx.recordCgroup(a.attemptId, ref);
   } catch (err) {
+    // Made, but not recorded: given back (nothing ran in it).
+    if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});
     return { handle: notStarted(new Error(`cannot contain the command: ${errorText(err)}`)), progress: null, cgroup: null };
   }
   try {
@@ -92,7 +100,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
       wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: a.gpuIndices, dirs, network: a.limits?.network ?? false });
     }
   } catch (err) {
-    await cgroup?.remove().catch(() => {});
+    if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});
     return { handle: notStarted(new Error(`cannot sandbox the command: ${errorText(err)}`)), progress: null, cgroup: null };
   }
   const contain: LaunchContainment | undefined =

@@ -6,7 +6,7 @@
  * process made here is killed and removed after each test, whatever its result.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -243,5 +243,110 @@ describe(`an attempt's cgroup on the real v2 hierarchy${skipped(host.v2)}`, () =
     expect(t.open('att_left')).toBeNull();
     expect(kept.pids()).toHaveLength(1);
     expect(t.open('att_kept')?.pids()).toEqual(kept.pids());
+  });
+});
+
+describe(`a recycled cgroup on this host's real hierarchies${skipped(host.v1)}`, () => {
+  const v1File = (cg: AttemptCgroup, controller: 'memory' | 'cpu' | 'pids', file: string) =>
+    readFileSync(join(cg.layout.v1.get(controller)!, file), 'utf8').trim();
+
+  it.skipIf(host.v1 !== null)(
+    "goes to the next attempt empty, with that attempt's limits (raised, then none), and counts none of the last one's OOM kills, peak or CPU",
+    async () => {
+      const t = hostTree();
+      const a = t.create('att_rc1', { limits: limits(), pidsMax: 256, gpuIndices: [] })!;
+      const p = startIn(a, `i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; exec python3 -c 'b = bytearray(b"x") * (300 * 1024 * 1024)'`);
+      expect(await p.exit).toEqual({ code: null, signal: 'SIGKILL' });
+      expect(await a.waitEmpty(5000)).toBe(true);
+      const ua = a.usage();
+      expect(ua.oomKills).toBe(1);
+      await t.release(a);
+
+      // Raised: on v1 the memsw limit must go up first, or the kernel refuses the memory limit.
+      const b = t.create('att_rc2', {
+        limits: limits({ memoryBytes: 128 * MiB, requestCpuMillis: 500, cpuMillis: 500, pids: 32 }),
+        pidsMax: 256,
+        gpuIndices: [],
+      })!;
+      expect(b.dirs).toEqual(a.dirs);
+      expect(b.ref).toMatchObject({ name: 'att_rc1', baseline: { oomKills: 1 } });
+      expect(b.populated()).toBe(false);
+      expect(v1File(b, 'memory', 'memory.limit_in_bytes')).toBe(String(128 * MiB));
+      expect(v1File(b, 'cpu', 'cpu.cfs_quota_us')).toBe('50000');
+      expect(v1File(b, 'cpu', 'cpu.shares')).toBe('512');
+      expect(v1File(b, 'pids', 'pids.max')).toBe('32');
+      const q = startIn(b, 'exit 0');
+      expect((await q.exit).code).toBe(0);
+      expect(await b.waitEmpty(5000)).toBe(true);
+      const ub = b.usage();
+      expect(ub.oomKills).toBe(0);
+      // The peak was reset (v1): a shell's, far below the last attempt's 64 MiB.
+      expect(ub.memoryPeakBytes).toBeLessThan(32 * MiB);
+      expect(ub.cpuSeconds).toBeLessThan(ua.cpuSeconds!);
+      expect(ub.memoryLimitBytes).toBe(128 * MiB);
+      await t.release(b);
+
+      const c = t.create('att_rc3', { limits: null, pidsMax: 100, gpuIndices: [] })!;
+      expect(c.dirs).toEqual(a.dirs);
+      expect(Number(v1File(c, 'memory', 'memory.limit_in_bytes'))).toBeGreaterThan(2 ** 62);
+      expect(v1File(c, 'cpu', 'cpu.cfs_quota_us')).toBe('-1');
+      expect(v1File(c, 'cpu', 'cpu.shares')).toBe('1024');
+      expect(v1File(c, 'pids', 'pids.max')).toBe('100');
+      // After a restart it is found by its journaled ref, with the same baseline.
+      expect(t.open('att_rc3', c.ref)?.usage().oomKills).toBe(0);
+      expect(t.open('att_rc3')).toBeNull();
+      await t.release(c);
+      // The spares go when the agent stops.
+      t.removeEmpty();
+      for (const d of a.dirs) expect(existsSync(d), d).toBe(false);
+    },
+  );
+
+  it.skipIf(host.v1 !== null)("keeps the next attempt from the last one's GPU: its devices rules are its own", async () => {
+    const dev = mkdtempSync(join(tmpdir(), 'gantry-dev-'));
+    tempDirs.push(dev);
+    execFileSync('mknod', [`${dev}/nvidia0`, 'c', '195', '0']);
+    execFileSync('mknod', [`${dev}/nvidia1`, 'c', '195', '1']);
+    const t = hostTree();
+    const a = t.create('att_gpu0', { limits: null, pidsMax: 64, gpuIndices: [0] })!;
+    a.usage();
+    await t.release(a);
+    const b = t.create('att_gpu1', { limits: null, pidsMax: 64, gpuIndices: [1] })!;
+    expect(b.dirs).toEqual(a.dirs);
+    const p = startIn(b, `(head -c1 ${dev}/nvidia0; head -c1 ${dev}/nvidia1) 2>&1 >/dev/null | cat >&2`);
+    expect((await p.exit).code).toBe(0);
+    expect(p.stderr()).toMatch(/nvidia0.*Operation not permitted/);
+    expect(p.stderr()).toMatch(/nvidia1.*No such device or address/);
+  });
+
+  it.skipIf(host.v1 !== null)('kills what is still in it at its release, and is handed out only once empty', async () => {
+    const t = hostTree();
+    const a = t.create('att_rl1', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    startIn(a, ESCAPERS);
+    await until('three sleeps', () => a.pids().length === 3);
+    const pids = a.pids();
+    a.usage();
+    await t.release(a);
+    for (const pid of pids) expect(processGone(pid), `pid ${pid}`).toBe(true);
+    const b = t.create('att_rl2', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    expect(b.dirs).toEqual(a.dirs);
+    expect(b.pids()).toEqual([]);
+  });
+
+  it.skipIf(host.v1 !== null)('the sweep at start keeps a recycled cgroup an attempt still runs in, by its name, and removes the spares', async () => {
+    const t = hostTree();
+    const first = t.create('att_sw1', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    const spare = t.create('att_sw2', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    await t.release(first);
+    await t.release(spare);
+    const running = t.create('att_sw3', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    expect(running.name).not.toBe('att_sw3');
+    startIn(running, 'exec sleep 300');
+    await until('it to run', () => running.pids().length === 1);
+    const other = running.name === 'att_sw1' ? 'att_sw2' : 'att_sw1';
+    expect(await t.sweep(new Set([running.name]))).toEqual({ removed: [other], failed: [] });
+    expect(running.pids()).toHaveLength(1);
+    // No spare is left to hand out: the next attempt gets a cgroup of its own.
+    expect(t.create('att_sw4', { limits: null, pidsMax: 64, gpuIndices: [] })!.name).toBe('att_sw4');
   });
 });

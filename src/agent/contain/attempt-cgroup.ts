@@ -2,24 +2,28 @@
  * One attempt's cgroups, one directory per hierarchy the agent uses (cgroup-tree.ts decides which):
  * made and limited before the command starts (the command writes its own pid into each of
  * `procsFiles` before it execs, so nothing it forks was ever outside), then signaled, killed as a
- * whole, watched until empty, read for what it used, and removed. docs/containment.md has the
- * table of what is written where.
+ * whole, watched until empty, read for what it used, and removed, or emptied, reset and kept for
+ * the next attempt (recycled: cgroup-tree.ts). docs/containment.md has the table of what is
+ * written where, and "Recycled cgroups" why a recycled one is as good as a new one.
  *
  * Synchronous file calls: cgroupfs lives in memory, and an attempt's start costs a handful of
  * writes on the agent's hot path (about ten on v1 with the devices rules).
  */
-import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
+import { mkdirSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AttemptLimitsWire } from '../../api/contract/containment.js';
 import type { ContainmentKill } from '../../api/contract/containment.js';
 import { sleep } from '../../lib/sleep.js';
 import { CgroupFileError, readCgroupFile, readKeyedValue, readNumber, readPids, writeCgroupFile } from './cgroup-file.js';
 import type { CgroupSource, V1Controller } from './detect-cgroups.js';
-import { deviceAllowRules, NVIDIA_MAJOR } from './v1-device-rules.js';
+import { writeCgroupLimits } from './cgroup-limits.js';
+import { NVIDIA_MAJOR } from './v1-device-rules.js';
 
 /** Where an attempt's cgroups are and what each is for (CgroupTree.layout). */
 export interface AttemptCgroupLayout {
   attemptId: string;
+  /** The directories' name under the agent's subtree: the attempt id of the attempt that made them (a recycled one keeps its first name). */
+  name: string;
   /** Its v2 directory: the kill, emptiness (`cgroup.events`), and the controllers taken from v2. */
   v2: string | null;
   /** Its v1 directories by controller; co-mounted controllers share one. */
@@ -50,9 +54,27 @@ export interface CgroupUsage {
   memoryLimitBytes: number | null;
 }
 
-const CPU_PERIOD_US = 100_000;
-/** The kernel's smallest CFS quota. */
-const MIN_QUOTA_US = 1000;
+/**
+ * What a recycled cgroup's counters held when this attempt got it, subtracted from what usage()
+ * reads: counters the kernel cannot reset (the OOM count; v2's `cpu.stat`, `memory.peak`). All
+ * zero (`memoryPeakBytes` null) for a new cgroup, and wherever the kernel resets the counter (v1's
+ * `memory.max_usage_in_bytes`, `cpuacct.usage`: written 0 when the cgroup is recycled).
+ */
+export interface CgroupBaseline {
+  oomKills: number;
+  cpuSeconds: number;
+  /** v2's `memory.peak` when it was recycled: a peak no higher is some earlier attempt's, and this one's is not known. */
+  memoryPeakBytes: number | null;
+}
+
+/** Which cgroup an attempt runs in when it is not the one named after it (a recycled one), and its baseline: journaled, so that a restart reads usage right. */
+export interface CgroupRef {
+  name: string;
+  baseline: CgroupBaseline;
+}
+
+export const NEW_BASELINE: CgroupBaseline = { oomKills: 0, cpuSeconds: 0, memoryPeakBytes: null };
+
 /** v1 says "no limit" with the largest page-aligned 64-bit number; anything this large is none. */
 const UNLIMITED_V1 = 2 ** 62;
 const POLL_MS = 10;
@@ -69,7 +91,22 @@ export class AttemptCgroup {
   /** The files the command writes its pid into before it execs (LaunchContainment.procsFiles). */
   readonly procsFiles: readonly string[];
 
-  private constructor(readonly layout: AttemptCgroupLayout) {
+  /**
+   * The limit files written, with their values (the devices rules as one entry, by the devices
+   * directory): a recycled cgroup's next attempt writes only what differs, and resets what it does
+   * not set. Empty for a cgroup reopened after a restart (never recycled: the sweep removes those).
+   */
+  private readonly written = new Map<string, string>();
+  /** The counters as the last usage() read them (the cgroup empty by then): the next attempt's baseline, if it is recycled. */
+  private lastRaw: CgroupBaseline | null = null;
+  /** Made or recycled by this run of the agent, so every limit in it is in `written`: only such a cgroup may be recycled (one reopened after a restart holds limits nobody recorded). */
+  private known = false;
+
+  private constructor(
+    readonly layout: AttemptCgroupLayout,
+    /** What its counters held when this attempt got it (recycled), subtracted by usage(). */
+    readonly baseline: CgroupBaseline = NEW_BASELINE,
+  ) {
     this.dirs = [...new Set([...(layout.v2 ? [layout.v2] : []), ...layout.v1.values()])];
     this.procsFiles = this.dirs.map((d) => join(d, 'cgroup.procs'));
   }
@@ -81,7 +118,7 @@ export class AttemptCgroup {
    */
   static create(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): AttemptCgroup {
     checkSpec(layout.attemptId, spec);
-    const cg = new AttemptCgroup(devicesNeeded(layout, spec) ? layout : withoutDevices(layout));
+    const cg = new AttemptCgroup(AttemptCgroup.devicesNeeded(layout, spec) ? layout : withoutDevices(layout));
     const made: string[] = [];
     try {
       for (const dir of cg.dirs) {
@@ -94,7 +131,8 @@ export class AttemptCgroup {
             throw new CgroupFileError(dir, (err as NodeJS.ErrnoException).code, `cannot create ${dir}: ${(err as Error).message}`);
         }
       }
-      cg.writeLimits(spec);
+      writeCgroupLimits(cg.layout, spec, null, cg.written);
+      cg.known = true;
     } catch (err) {
       for (const dir of made.reverse()) {
         try {
@@ -108,13 +146,52 @@ export class AttemptCgroup {
     return cg;
   }
 
-  /** An attempt's cgroups as a previous run of the agent made them (a restart re-attaches; the sweep kills). */
-  static open(layout: AttemptCgroupLayout): AttemptCgroup {
-    return new AttemptCgroup(layout);
+  /**
+   * An attempt's cgroups as a previous run of the agent made them (a restart re-attaches; the
+   * sweep kills). `baseline`: the one journaled with it when it was recycled.
+   */
+  static open(layout: AttemptCgroupLayout, baseline: CgroupBaseline = NEW_BASELINE): AttemptCgroup {
+    return new AttemptCgroup(layout, baseline);
+  }
+
+  /**
+   * Whether the attempt needs the devices rules: it has GPUs, or the host has NVIDIA device files
+   * it must be kept from (their major in /proc/devices). A CPU attempt on a host without them has
+   * no device to be kept from, and is spared a cgroup and two dozen writes (measured: 0.4 ms of
+   * the agent's CPU a stage, bench/results/2026-12-03-containment-cost.md).
+   */
+  static devicesNeeded(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): boolean {
+    return layout.devices && (spec.gpuIndices.length > 0 || layout.characterMajors.includes(NVIDIA_MAJOR));
+  }
+
+  /**
+   * The cgroups of `previous` (an ended attempt's, empty and reset by recycled()) for the attempt
+   * of `layout` (the same directories): only the limits that differ from the last attempt's are
+   * written, and those it does not set go back to the kernel's default. Throws as create() does;
+   * the cgroup is then the caller's to remove.
+   */
+  static reuse(previous: AttemptCgroup, layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): AttemptCgroup {
+    checkSpec(layout.attemptId, spec);
+    const baseline = previous.lastRaw;
+    if (!baseline || layout.name !== previous.layout.name) throw new Error(`cgroup ${previous.layout.name} was not made ready for reuse`);
+    const cg = new AttemptCgroup(layout, baseline);
+    writeCgroupLimits(layout, spec, previous.written, cg.written);
+    cg.known = true;
+    return cg;
   }
 
   get attemptId(): string {
     return this.layout.attemptId;
+  }
+
+  /** Its directories' name (a recycled cgroup's is the attempt's that made it). */
+  get name(): string {
+    return this.layout.name;
+  }
+
+  /** Journaled when it is not the attempt's own new cgroup, so that a restart finds it and reads its usage right. */
+  get ref(): CgroupRef | null {
+    return this.layout.name === this.layout.attemptId && this.baseline === NEW_BASELINE ? null : { name: this.layout.name, baseline: this.baseline };
   }
 
   /** Every process in it (any hierarchy: one that joined some before it failed counts too). */
@@ -124,7 +201,12 @@ export class AttemptCgroup {
     return [...all];
   }
 
-  /** Whether any process is still in it: v2's `cgroup.events`, else every v1 `cgroup.procs`. */
+  /**
+   * Whether any process is still in it: v2's `cgroup.events`, else every v1 `cgroup.procs`. v2's
+   * alone is enough where there is one: a process joins the v2 cgroup first (`procsFiles` starts
+   * with it) and only the agent, as root, could move it out, so one in any of the v1 cgroups is in
+   * the v2 one too (a child as well: it is born where its parent is).
+   */
   populated(): boolean {
     const { v2 } = this.layout;
     if (v2) return readKeyedValue(join(v2, 'cgroup.events'), 'populated') === 1;
@@ -172,35 +254,71 @@ export class AttemptCgroup {
     }
   }
 
-  /** What it used (read after it is empty, for the final figures). */
+  /**
+   * What it used (read after it is empty, for the final figures): of a recycled cgroup, what its
+   * counters moved by since it got it (`baseline`). v2's `memory.peak` cannot be reset: a peak
+   * above the baseline's is this attempt's; one no higher may be an earlier attempt's, and is
+   * reported unknown (null) rather than wrong.
+   */
   usage(): CgroupUsage {
-    const { layout } = this;
+    const { layout, baseline } = this;
     let oomKills = 0;
     let memoryPeakBytes: number | null = null;
     let memoryLimitBytes: number | null = null;
     let cpuSeconds: number | null = null;
+    let rawPeak: number | null = null;
     if (layout.memory === 'v2') {
       const dir = layout.v2!;
       oomKills = readKeyedValue(join(dir, 'memory.events'), 'oom_kill') ?? 0;
-      memoryPeakBytes = readNumber(join(dir, 'memory.peak'));
-      memoryLimitBytes = readNumber(join(dir, 'memory.max'));
+      rawPeak = readNumber(join(dir, 'memory.peak'));
+      memoryPeakBytes = rawPeak !== null && (baseline.memoryPeakBytes === null || rawPeak > baseline.memoryPeakBytes) ? rawPeak : null;
+      const written = this.writtenLimit(join(dir, 'memory.max'));
+      memoryLimitBytes = written !== undefined ? written : readNumber(join(dir, 'memory.max'));
     } else if (layout.memory === 'v1') {
       const dir = layout.v1.get('memory')!;
       oomKills = readKeyedValue(join(dir, 'memory.oom_control'), 'oom_kill') ?? 0;
       memoryPeakBytes = readNumber(join(dir, 'memory.max_usage_in_bytes'));
-      const limit = readNumber(join(dir, 'memory.limit_in_bytes'));
+      const written = this.writtenLimit(join(dir, 'memory.limit_in_bytes'));
+      const limit = written !== undefined ? written : readNumber(join(dir, 'memory.limit_in_bytes'));
       memoryLimitBytes = limit !== null && limit < UNLIMITED_V1 ? limit : null;
     }
     const cpuacct = layout.cpu === 'v1' ? layout.v1.get('cpuacct') : undefined;
+    let rawCpu = 0;
     if (cpuacct) {
       const ns = readNumber(join(cpuacct, 'cpuacct.usage'));
       cpuSeconds = ns === null ? null : ns / 1e9;
     } else if (layout.v2) {
       // v2 counts CPU time in every cgroup, with or without its cpu controller.
       const us = readKeyedValue(join(layout.v2, 'cpu.stat'), 'usage_usec');
-      cpuSeconds = us === null ? null : us / 1e6;
+      rawCpu = us === null ? 0 : us / 1e6;
+      cpuSeconds = us === null ? null : Math.max(0, rawCpu - baseline.cpuSeconds);
     }
-    return { oomKills, memoryPeakBytes, cpuSeconds, memoryLimitBytes };
+    this.lastRaw = { oomKills, cpuSeconds: rawCpu, memoryPeakBytes: rawPeak };
+    return { oomKills: Math.max(0, oomKills - baseline.oomKills), memoryPeakBytes, cpuSeconds, memoryLimitBytes };
+  }
+
+  /**
+   * Made ready for another attempt, once its attempt's end is recorded and it was found empty
+   * (CgroupTree.release): true when its counters are reset or baselined; false when they cannot
+   * be (a reset refused, a cgroup reopened after a restart, whose limits nobody recorded), and it
+   * must be removed instead. The counters v1 can reset are written 0
+   * (`memory.max_usage_in_bytes`, `cpuacct.usage`); the others are read as they stand (by
+   * usage(), or here), for the next attempt to subtract. Nothing joins a cgroup but by the
+   * agent's own launches, and none is started into it until it is handed out: empty now is empty
+   * then.
+   */
+  recycled(): boolean {
+    if (!this.known) return false;
+    const { layout } = this;
+    if (this.lastRaw === null) this.usage();
+    try {
+      if (layout.memory === 'v1') writeCgroupFile(join(layout.v1.get('memory')!, 'memory.max_usage_in_bytes'), '0');
+      const cpuacct = layout.cpu === 'v1' ? layout.v1.get('cpuacct') : undefined;
+      if (cpuacct) writeCgroupFile(join(cpuacct, 'cpuacct.usage'), '0');
+    } catch {
+      return false;
+    }
+    return true;
   }
 
   /** Removes its directories (it must be empty); one already gone is fine. */
@@ -221,49 +339,15 @@ export class AttemptCgroup {
     }
   }
 
-  private writeLimits(spec: AttemptCgroupSpec): void {
-    const { layout } = this;
-    const { limits } = spec;
-    const memory = limits ? (limits.memoryBytes ?? limits.requestMemoryBytes) : null;
-    if (memory !== null && layout.memory === 'v2') {
-      const dir = layout.v2!;
-      writeCgroupFile(join(dir, 'memory.max'), String(memory));
-      writeOptional(join(dir, 'memory.swap.max'), '0');
-      // One process over the limit ends the attempt, not a random one of its processes.
-      writeCgroupFile(join(dir, 'memory.oom.group'), '1');
-    } else if (memory !== null && layout.memory === 'v1') {
-      const dir = layout.v1.get('memory')!;
-      // The memory limit first: memsw may never be below it.
-      writeCgroupFile(join(dir, 'memory.limit_in_bytes'), String(memory));
-      // Absent without swap accounting (then swap is not limited; a host without swap has none to use).
-      writeOptional(join(dir, 'memory.memsw.limit_in_bytes'), String(memory));
-    }
-    if (limits && layout.cpu) {
-      const cpus = limits.requestCpuMillis / 1000;
-      const cap = limits.cpuMillis === null ? null : Math.max(MIN_QUOTA_US, Math.round((limits.cpuMillis / 1000) * CPU_PERIOD_US));
-      if (layout.cpu === 'v2') {
-        const dir = layout.v2!;
-        writeCgroupFile(join(dir, 'cpu.weight'), String(Math.min(10_000, Math.max(1, Math.round(100 * cpus)))));
-        if (cap !== null) writeCgroupFile(join(dir, 'cpu.max'), `${cap} ${CPU_PERIOD_US}`);
-      } else {
-        const dir = layout.v1.get('cpu')!;
-        writeCgroupFile(join(dir, 'cpu.shares'), String(Math.max(2, Math.round(1024 * cpus))));
-        if (cap !== null) {
-          writeCgroupFile(join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
-          writeCgroupFile(join(dir, 'cpu.cfs_quota_us'), String(cap));
-        }
-      }
-    }
-    if (layout.pids) {
-      const dir = layout.pids === 'v2' ? layout.v2! : layout.v1.get('pids')!;
-      writeCgroupFile(join(dir, 'pids.max'), String(limits?.pids ?? spec.pidsMax));
-    }
-    if (layout.devices) {
-      const dir = layout.v1.get('devices')!;
-      writeCgroupFile(join(dir, 'devices.deny'), 'a');
-      const allow = join(dir, 'devices.allow');
-      for (const rule of deviceAllowRules(layout.characterMajors, spec.gpuIndices)) writeCgroupFile(allow, rule, { append: true });
-    }
+  /**
+   * The memory limit this run of the agent wrote into `file` (null: none; `max`, -1 or never
+   * written), without reading it back; undefined when it cannot know (a cgroup reopened after a
+   * restart, whose limits another run wrote: read then).
+   */
+  private writtenLimit(file: string): number | null | undefined {
+    if (!this.known) return undefined;
+    const v = this.written.get(file);
+    return v !== undefined && /^\d+$/.test(v) ? Number(v) : null;
   }
 
   private async freezeKillThaw(freezer: string): Promise<void> {
@@ -292,17 +376,6 @@ function checkSpec(attemptId: string, spec: AttemptCgroupSpec): void {
     throw new RangeError(`attempt ${attemptId}: pids limit ${spec.pidsMax} is not a positive whole number`);
 }
 
-/** A limit file that older kernels or hosts without swap accounting lack: skipped there. */
-function writeOptional(file: string, value: string): void {
-  try {
-    writeCgroupFile(file, value);
-  } catch (err) {
-    // cgroupfs answers a write to a file it does not have with EACCES (it cannot create one).
-    if (!existsSync(file)) return;
-    throw err;
-  }
-}
-
 function sendSignal(pid: number, signal: NodeJS.Signals): boolean {
   // Never the agent itself, whatever a cgroup lists (a wrong directory must not make it kill itself).
   if (pid === process.pid) return false;
@@ -313,16 +386,6 @@ function sendSignal(pid: number, signal: NodeJS.Signals): boolean {
     // ESRCH: it exited since the list was read.
     return false;
   }
-}
-
-/**
- * Whether the attempt needs the devices rules: it has GPUs, or the host has NVIDIA device files it
- * must be kept from (their major in /proc/devices). A CPU attempt on a host without them has no
- * device to be kept from, and is spared a cgroup and two dozen writes (measured: 0.4 ms of the
- * agent's CPU a stage, bench/results/2026-12-03-containment-cost.md).
- */
-function devicesNeeded(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): boolean {
-  return layout.devices && (spec.gpuIndices.length > 0 || layout.characterMajors.includes(NVIDIA_MAJOR));
 }
 
 /** The layout without the devices hierarchy (its directory kept where another controller shares it). */

@@ -3,7 +3,7 @@
  * calls cost microseconds). An error names the file and what was written, so that a refused limit
  * says which one (a cgroupfs write fails with EINVAL, EBUSY or EACCES and nothing else).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { errorText } from '../../lib/error-text.js';
 
 export class CgroupFileError extends Error {
@@ -30,15 +30,36 @@ export function writeCgroupFile(file: string, value: string, opts: { append?: bo
   }
 }
 
-/** A cgroup file's text; null when it does not exist (an older kernel, a cgroup already removed). */
+/**
+ * A cgroup file's text; null when it does not exist (an older kernel, a cgroup already removed).
+ * Read into a buffer kept for it, without the fstat readFileSync makes first (cgroupfs says size 0
+ * anyway): one call fewer on every read of an attempt's end.
+ */
 export function readCgroupFile(file: string): string | null {
+  let fd: number;
   try {
-    return readFileSync(file, 'utf8');
+    fd = openSync(file, 'r');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw new CgroupFileError(file, (err as NodeJS.ErrnoException).code, `cannot read ${file}: ${errorText(err)}`);
   }
+  try {
+    let len = 0;
+    for (;;) {
+      if (len === buffer.length) buffer = Buffer.concat([buffer, Buffer.alloc(buffer.length)]);
+      const n = readSync(fd, buffer, len, buffer.length - len, null);
+      if (n === 0) return buffer.toString('utf8', 0, len);
+      len += n;
+    }
+  } catch (err) {
+    throw new CgroupFileError(file, (err as NodeJS.ErrnoException).code, `cannot read ${file}: ${errorText(err)}`);
+  } finally {
+    closeSync(fd);
+  }
 }
+
+/** Reused by every read (synchronous: nothing else uses it meanwhile); grown for a long `cgroup.procs`. */
+let buffer = Buffer.alloc(16 * 1024);
 
 /** One value of a flat-keyed file (`memory.events`, `cpu.stat`, `memory.oom_control`: "key value" lines); null when absent. */
 export function readKeyedValue(file: string, key: string): number | null {

@@ -90,6 +90,65 @@ describe('CgroupTree on pure v2', () => {
     expect(t.open('att_none')).toBeNull();
   });
 
+  it("recycles an ended attempt's cgroup: the next gets its directory with only what differs written, counts from its baseline, and is found again by its ref", async () => {
+    host = fakeCgroupHost('v2');
+    const t = tree(host);
+    const a = t.create('att_a', { limits: limits({ memoryBytes: 96 * MiB, cpuMillis: 500, pids: 64 }), pidsMax: 4096, gpuIndices: [] })!;
+    const dir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_a`);
+    expect(a.ref).toBeNull();
+    writeFileSync(`${dir}/memory.events`, 'oom 2\noom_kill 2\n');
+    writeFileSync(`${dir}/memory.peak`, `${80 * MiB}\n`);
+    writeFileSync(`${dir}/cpu.stat`, 'usage_usec 3000000\n');
+    expect(a.usage()).toEqual({ oomKills: 2, memoryPeakBytes: 80 * MiB, cpuSeconds: 3, memoryLimitBytes: 96 * MiB });
+    await t.release(a);
+    // A file whose value the next attempt keeps is not written again.
+    writeFileSync(`${dir}/memory.swap.max`, 'untouched');
+
+    const b = t.create('att_b', { limits: limits(), pidsMax: 512, gpuIndices: [] })!;
+    expect(b.dirs).toEqual([dir]);
+    expect(b.ref).toEqual({ name: 'att_a', baseline: { oomKills: 2, cpuSeconds: 3, memoryPeakBytes: 80 * MiB } });
+    expect(read(`${dir}/memory.max`)).toBe(String(64 * MiB));
+    expect(read(`${dir}/memory.swap.max`)).toBe('untouched');
+    expect(read(`${dir}/cpu.weight`)).toBe('150');
+    // No cap for this one: back to the kernel's default.
+    expect(read(`${dir}/cpu.max`)).toBe('max 100000');
+    expect(read(`${dir}/pids.max`)).toBe('512');
+    // Nothing moved: none of the last attempt's OOM kills or CPU, and its peak (not reset on v2) is not this one's.
+    expect(b.usage()).toEqual({ oomKills: 0, memoryPeakBytes: null, cpuSeconds: 0, memoryLimitBytes: 64 * MiB });
+    writeFileSync(`${dir}/memory.events`, 'oom 3\noom_kill 3\n');
+    writeFileSync(`${dir}/memory.peak`, `${90 * MiB}\n`);
+    writeFileSync(`${dir}/cpu.stat`, 'usage_usec 4500000\n');
+    const used = { oomKills: 1, memoryPeakBytes: 90 * MiB, cpuSeconds: 1.5, memoryLimitBytes: 64 * MiB };
+    expect(b.usage()).toEqual(used);
+    // A restart finds it by the ref journaled with the attempt, and subtracts the same baseline; by the attempt's id alone, there is none.
+    expect(t.open('att_b', b.ref)?.usage()).toEqual(used);
+    expect(t.open('att_b')).toBeNull();
+
+    await t.release(b);
+    const c = t.create('att_c', { limits: null, pidsMax: 4096, gpuIndices: [] })!;
+    expect(c.dirs).toEqual([dir]);
+    for (const [f, v] of Object.entries({ 'memory.max': 'max', 'memory.swap.max': 'max', 'memory.oom.group': '0', 'cpu.weight': '100', 'pids.max': '4096' }))
+      expect(read(`${dir}/${f}`), f).toBe(v);
+    await t.release(c);
+    // The spares go when the agent stops (a fake directory holds files, and stays: the real hierarchies' test sees it go).
+    t.removeEmpty();
+    expect(t.create('att_d', { limits: null, pidsMax: 64, gpuIndices: [] })!.ref).toBeNull();
+  });
+
+  it('hands out a recycled cgroup only empty: one found populated is removed and another made', async () => {
+    host = fakeCgroupHost('v2');
+    const t = tree(host);
+    const a = t.create('att_a', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    a.usage();
+    await t.release(a);
+    const dir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_a`);
+    // (On a real host nothing joins it meanwhile; the fake's file says otherwise, and the spare is not used.)
+    writeFileSync(`${dir}/cgroup.events`, 'populated 1\n');
+    const b = t.create('att_b', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    expect(b.name).toBe('att_b');
+    expect(b.ref).toBeNull();
+  });
+
   it('a cgroup that holds other processes cannot hand controllers down: it says how to fix it, and still kills with cgroup.kill', () => {
     host = fakeCgroupHost('v2', { pid: 4242 });
     host.write(`sys/fs/cgroup${FAKE_V2_OWN}/cgroup.procs`, '4242\n17\n18\n');

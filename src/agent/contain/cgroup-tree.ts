@@ -5,6 +5,14 @@
  * subtree); a hierarchy where it cannot is left out, and the choice of what comes from where is
  * made again without it, so that what the agent reports is what it enforces.
  *
+ * An attempt's cgroups are recycled, as its directory is (agent-state.ts): once its end is
+ * recorded, an empty one is reset and kept (up to MAX_SPARES), and the next attempt gets it with
+ * only the limits that differ written, instead of a mkdir in every hierarchy now and an rmdir
+ * later (most of what cgroups cost the agent, and the kernel's costliest part: a memory cgroup
+ * made and torn down). It keeps its first attempt's name; the attempt that gets it journals the
+ * name and the counters' baseline (CgroupRef), so that a restart finds it. Spares do not outlive
+ * the agent: the sweep at start removes every cgroup no re-attached attempt runs in.
+ *
  * Pure v2 has the no-internal-processes rule: a cgroup that hands controllers to its children may
  * hold no process itself (the root excepted). So the agent moves itself into
  * `gantry-<machine>/agent/` and enables the controllers in its own cgroup's and in
@@ -13,7 +21,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import { errorText } from '../../lib/error-text.js';
-import { AttemptCgroup, type AttemptCgroupLayout, type AttemptCgroupSpec } from './attempt-cgroup.js';
+import { AttemptCgroup, type AttemptCgroupLayout, type AttemptCgroupSpec, type CgroupRef } from './attempt-cgroup.js';
 import { readCgroupFile, readPids, writeCgroupFile } from './cgroup-file.js';
 import {
   chooseCgroups,
@@ -32,6 +40,10 @@ const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 const AGENT_CGROUP = 'agent';
 /** How long the sweep waits for a killed attempt's cgroup to empty. */
 const SWEEP_EMPTY_MS = 5000;
+/** Emptied cgroups kept for reuse: about one per slot is enough to never make one anew (as agent-state.ts's spare directories). */
+const MAX_SPARES = 64;
+/** How long release() waits for what a kill left to go before it removes the cgroup instead. */
+const RELEASE_EMPTY_MS = 1000;
 
 /** What the agent enforces, after making its subtree: the final choice, every problem included. */
 export type CgroupEnforcement = CgroupChoice;
@@ -44,6 +56,9 @@ export interface SweepResult {
 }
 
 export class CgroupTree {
+  /** Ended attempts' cgroups, empty and reset, by whether they have a devices cgroup (a CPU attempt on a host without NVIDIA devices has none). */
+  private readonly spares = new Map<boolean, AttemptCgroup[]>();
+
   private constructor(
     /** What is enforced, and why not the rest. */
     readonly enforcement: CgroupEnforcement,
@@ -126,30 +141,78 @@ export class CgroupTree {
     return this.v2Base !== null || this.v1Base.size > 0;
   }
 
-  /** Makes an attempt's cgroups with its limits; null when the agent uses none. Throws when they cannot be made (attempt-cgroup.ts). */
+  /**
+   * An attempt's cgroups with its limits: a spare's (recycled) where one is kept, else made; null
+   * when the agent uses none. Throws when they cannot be made (attempt-cgroup.ts). A spare found
+   * not empty, or that takes the limits badly, is removed and the next tried: a recycled cgroup
+   * is only ever handed out empty.
+   */
   create(attemptId: string, spec: AttemptCgroupSpec): AttemptCgroup | null {
-    const layout = this.layout(attemptId);
-    return layout && AttemptCgroup.create(layout, spec);
+    const layout = this.layout(attemptId, attemptId);
+    if (!layout) return null;
+    const needed = AttemptCgroup.devicesNeeded(layout, spec);
+    const list = this.spares.get(needed);
+    while (list?.length) {
+      const spare = list.pop()!;
+      try {
+        // Found empty twice when it was kept (release); nothing joins a cgroup but by the agent's
+        // own launches, so this one read (v2's `populated`, or every v1 `cgroup.procs`) is a check.
+        if (spare.populated()) throw new Error(`cgroup ${spare.name} is not empty`);
+        return AttemptCgroup.reuse(spare, { ...spare.layout, attemptId }, spec);
+      } catch {
+        // Not fit to be reused (checked empty when it was kept: nothing should be in it): removed, the next one tried.
+        removeSpare(spare);
+      }
+    }
+    return AttemptCgroup.create(layout, spec);
   }
 
-  /** An attempt's cgroups that a previous run of the agent made; null when it has none here. */
-  open(attemptId: string): AttemptCgroup | null {
-    const layout = this.layout(attemptId);
+  /**
+   * An ended attempt's cgroups, once its end is recorded: kept for the next attempt when empty
+   * and reset, else removed (a process still in them is killed first, and waited for). Throws
+   * (CgroupFileError) when they cannot be removed: the next start's sweep tries again.
+   */
+  async release(cg: AttemptCgroup): Promise<void> {
+    // Its handle settled once it was empty; checked again (the kill may have given up on a process
+    // in an uninterruptible sleep), and killed and waited for if anything is left.
+    let empty = !cg.populated();
+    if (!empty) {
+      await cg.killAll().catch(() => cg.signal('SIGKILL'));
+      empty = await cg.waitEmpty(RELEASE_EMPTY_MS);
+    }
+    const needed = cg.layout.devices;
+    if (empty && this.spareCount() < MAX_SPARES && cg.recycled()) {
+      const list = this.spares.get(needed);
+      if (list) list.push(cg);
+      else this.spares.set(needed, [cg]);
+      return;
+    }
+    await cg.remove();
+  }
+
+  /**
+   * An attempt's cgroups that a previous run of the agent made; null when it has none here.
+   * `ref`: journaled with the attempt when it got a recycled cgroup (named after another attempt).
+   */
+  open(attemptId: string, ref: CgroupRef | null = null): AttemptCgroup | null {
+    const layout = this.layout(ref?.name ?? attemptId, attemptId);
     if (!layout) return null;
-    const cg = AttemptCgroup.open(layout);
+    const cg = AttemptCgroup.open(layout, ref?.baseline);
     return cg.dirs.some((d) => existsSync(d)) ? cg : null;
   }
 
   /**
-   * Kills and removes every attempt cgroup under the subtree that is not in `keep` (what the
-   * journal says still runs): left by an agent that crashed, or by one whose attempt ended while
-   * it was down and that cannot be reported as running.
+   * Kills and removes every attempt cgroup under the subtree that is not in `keep` (the names of
+   * the cgroups the journal says attempts still run in): left by an agent that crashed, by one
+   * whose attempt ended while it was down and that cannot be reported as running, or kept as a
+   * spare by the previous run.
    */
   async sweep(keep: ReadonlySet<string>): Promise<SweepResult> {
     const result: SweepResult = { removed: [], failed: [] };
+    this.spares.clear();
     for (const attemptId of this.attemptIds()) {
       if (keep.has(attemptId)) continue;
-      const cg = AttemptCgroup.open(this.layout(attemptId)!);
+      const cg = AttemptCgroup.open(this.layout(attemptId, attemptId)!);
       try {
         await cg.killAll();
         if (!(await cg.waitEmpty(SWEEP_EMPTY_MS))) throw new Error(`still holds pids ${cg.pids().join(' ')} after a kill`);
@@ -163,11 +226,14 @@ export class CgroupTree {
   }
 
   /**
-   * Removes the subtree itself where it is empty (an agent that stopped with nothing left
-   * running); a directory that still holds something (an attempt left running, the agent's own
-   * cgroup on pure v2) stays.
+   * Removes the spares, then the subtree itself where it is empty (an agent that stopped with
+   * nothing left running); a directory that still holds something (an attempt left running, the
+   * agent's own cgroup on pure v2) stays.
    */
   removeEmpty(): void {
+    const spares = [...this.spares.values()].flat();
+    this.spares.clear();
+    for (const cg of spares) removeSpare(cg);
     for (const dir of this.baseDirs()) {
       try {
         rmdirSync(dir);
@@ -177,15 +243,24 @@ export class CgroupTree {
     }
   }
 
-  private layout(attemptId: string): AttemptCgroupLayout | null {
+  private spareCount(): number {
+    let n = 0;
+    for (const list of this.spares.values()) n += list.length;
+    return n;
+  }
+
+  /** The cgroups `name` (an attempt id: the attempt that made them) for the attempt `attemptId`. */
+  private layout(name: string, attemptId: string): AttemptCgroupLayout | null {
     if (!this.active) return null;
-    if (!SAFE_NAME.test(attemptId) || attemptId === AGENT_CGROUP) throw new RangeError(`attempt id "${attemptId}" cannot name a cgroup directory`);
+    for (const id of [name, attemptId])
+      if (!SAFE_NAME.test(id) || id === AGENT_CGROUP) throw new RangeError(`attempt id "${id}" cannot name a cgroup directory`);
     const e = this.enforcement;
     const v1 = new Map<V1Controller, string>();
-    for (const [c, base] of this.v1Base) v1.set(c, join(base, attemptId));
+    for (const [c, base] of this.v1Base) v1.set(c, join(base, name));
     return {
       attemptId,
-      v2: this.v2Base && join(this.v2Base, attemptId),
+      name,
+      v2: this.v2Base && join(this.v2Base, name),
       v1,
       memory: e.memory,
       cpu: e.cpu,
@@ -213,6 +288,17 @@ export class CgroupTree {
       for (const e of entries) if (e.isDirectory() && e.name !== AGENT_CGROUP && SAFE_NAME.test(e.name)) ids.add(e.name);
     }
     return [...ids];
+  }
+}
+
+/** A spare removed (found empty when it was kept: nothing to wait for); what cannot be is left to the next start's sweep. */
+function removeSpare(cg: AttemptCgroup): void {
+  for (const dir of [...cg.dirs].reverse()) {
+    try {
+      rmdirSync(dir);
+    } catch {
+      // Not empty after all, or gone: the sweep at the next start kills and removes it.
+    }
   }
 }
 

@@ -54,6 +54,7 @@ import { writeFileAtomic } from './write-file-atomic.js';
 import { closeAttemptDir } from './attempt-owner.js';
 import { removeStageTree } from './stage-tree.js';
 import { errorText } from '../../lib/error-text.js';
+import type { CgroupRef } from '../contain/attempt-cgroup.js';
 import { privateMode } from '../../lib/private-mode.js';
 
 export type { ExitRecord, PidRecord, ReportedRecord } from './attempt-journal.js';
@@ -227,6 +228,20 @@ export class AgentState {
     await this.dispose(attemptId);
   }
 
+  /**
+   * The recycled cgroup an attempt is about to run in (cgroup-tree.ts): appended before its
+   * command starts, so that a restart re-attaches to the right one and subtracts its baseline.
+   * Not synced, as the assignment is not: after a crash of the host nothing of it runs.
+   */
+  recordCgroup(attemptId: string, ref: CgroupRef): void {
+    this.journal.append(attemptId, 'cgroup', ref);
+  }
+
+  /** The recycled cgroup recorded for an attempt; null: its own (named after it), or none. */
+  cgroupOf(attemptId: string): CgroupRef | null {
+    return this.journal.get(attemptId)?.cgroup ?? null;
+  }
+
   async readAssignment(attemptId: string): Promise<AssignmentWire | null> {
     return this.journal.get(attemptId)?.assignment ?? null;
   }
@@ -260,7 +275,7 @@ export class AgentState {
   async markReported(attemptId: string, rec: ReportedRecord): Promise<void> {
     this.journal.append(attemptId, 'reported', rec);
     this.settled.add(attemptId);
-    if (this.closeSettled) await closeAttemptDir(this.paths(attemptId).dir);
+    if (this.closeSettled) closeAttemptDir(this.paths(attemptId).dir);
   }
 
   async readReported(attemptId: string): Promise<ReportedRecord | null> {

@@ -3,6 +3,7 @@
  * directory), one JSON line per record:
  *
  *   {"id":"att_…","assignment":{…}}   the assignment as received, token included
+ *   {"id":"att_…","cgroup":{…}}       { name, baseline }: a recycled cgroup it runs in, before the spawn
  *   {"id":"att_…","pid":{…}}          { pid, bootId, recordedAtUptime }, right after the spawn
  *   {"id":"att_…","exit":{…}}         how the command ended; durable before the outcome is reported
  *   {"id":"att_…","reported":{…}}     nothing more is owed to the server
@@ -31,6 +32,7 @@ import { dirname, join } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import type { AttemptUsageWire } from '../../api/contract/containment.js';
 import type { ProcessEndKind } from '../attempt/process-runner.js';
+import type { CgroupRef } from '../contain/attempt-cgroup.js';
 import { errorText } from '../../lib/error-text.js';
 
 /** Enough to tell, after a restart, whether a live process group with this id is still ours. */
@@ -93,13 +95,15 @@ export interface ReportedRecord {
 /** Everything recorded about one attempt. */
 export interface AttemptRecords {
   assignment?: AssignmentWire;
+  /** The recycled cgroup it was given (cgroup-tree.ts); absent: its own, named after it, or none. */
+  cgroup?: CgroupRef;
   pid?: PidRecord;
   exit?: ExitRecord;
   reported?: ReportedRecord;
 }
 
 type Kind = keyof AttemptRecords;
-const KINDS: readonly Kind[] = ['assignment', 'pid', 'exit', 'reported'];
+const KINDS: readonly Kind[] = ['assignment', 'cgroup', 'pid', 'exit', 'reported'];
 
 export const JOURNAL_FILE = 'attempts.journal';
 /** Compaction waits for at least this many lines, and for this many times more lines than records. */
@@ -273,7 +277,9 @@ export function readAttemptRecords(dataDir: string, attemptId: string): AttemptR
   return j.get(attemptId);
 }
 
-type Entry = { id: string } & ({ assignment: AssignmentWire } | { pid: PidRecord } | { exit: ExitRecord } | { reported: ReportedRecord } | { removed: true });
+type Entry = { id: string } & (
+  { assignment: AssignmentWire } | { cgroup: CgroupRef } | { pid: PidRecord } | { exit: ExitRecord } | { reported: ReportedRecord } | { removed: true }
+);
 
 function isEntry(v: unknown): v is Entry {
   if (typeof v !== 'object' || v === null || typeof (v as { id?: unknown }).id !== 'string') return false;

@@ -15,8 +15,8 @@
  * and the attempt being settled: a settled attempt's uid goes to the next attempt, which must not
  * reach what the last one left (a directory kept for people to look at, or a spare being reused).
  */
-import { constants, type Stats } from 'node:fs';
-import { chmod, chown, lchown, lstat, mkdir, open, stat, unlink } from 'node:fs/promises';
+import { chmodSync, closeSync, constants, fchownSync, lchownSync, openSync, unlinkSync, type Stats } from 'node:fs';
+import { chmod, chown, lstat, mkdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { AttemptUser } from '../contain/attempt-users.js';
 import type { AttemptPaths } from './agent-state.js';
@@ -27,40 +27,54 @@ import { reownStageTree } from './stage-tree.js';
 export const PASSABLE = 0o711;
 export const PRIVATE_DIR = 0o700;
 
-/** Gives an attempt's directories to its user and opens its own directory for it to pass; before its command starts. */
-export async function openAttemptTo(p: AttemptPaths, user: AttemptUser): Promise<void> {
+/**
+ * Gives an attempt's directories to its user and opens its own directory for it to pass; before
+ * its command starts. Synchronous: about a dozen calls on names in the agent's own directory,
+ * each a few microseconds, where each through the thread pool cost ten times more (measured:
+ * bench/attempt-setup-cost.ts).
+ */
+export function openAttemptTo(p: AttemptPaths, user: AttemptUser): void {
   // Nothing of the user runs yet, and the directory is root's and closed (0700): what is in it is
   // as the agent left it. Still walked without following links (a spare's input/, reused).
   for (const d of [p.work, p.output]) {
-    await lchown(d, user.uid, user.gid);
-    await chmod(d, PRIVATE_DIR);
+    lchownSync(d, user.uid, user.gid);
+    chmodSync(d, PRIVATE_DIR);
   }
-  await reownStageTree(p.input, user.uid, user.gid);
-  await chmod(p.input, PRIVATE_DIR);
-  await giveProgressFile(p.progress, user);
-  await chmod(p.dir, PASSABLE);
+  reownStageTree(p.input, user.uid, user.gid);
+  chmodSync(p.input, PRIVATE_DIR);
+  giveProgressFile(p.progress, user);
+  chmodSync(p.dir, PASSABLE);
 }
 
 /** Settled: nobody but the agent reaches what the attempt left (its uid may go to another attempt now). */
-export async function closeAttemptDir(dir: string): Promise<void> {
-  await chmod(dir, PRIVATE_DIR).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'ENOENT') throw err;
-  });
+export function closeAttemptDir(dir: string): void {
+  try {
+    chmodSync(dir, PRIVATE_DIR);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
 }
 
 /**
  * The file a stage writes its progress to: made by the agent, its user's, in the agent's
- * directory, so that the stage can write it but not replace it (with a link to a secret).
+ * directory, so that the stage can write it but not replace it (with a link to a secret). A new
+ * directory has none, and a spare's was removed when it was emptied: made at once, and one left
+ * there (by a crash) removed only when the exclusive create finds it.
  */
-async function giveProgressFile(path: string, user: AttemptUser): Promise<void> {
-  await unlink(path).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'ENOENT') throw err;
-  });
-  const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+function giveProgressFile(path: string, user: AttemptUser): void {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+  let fd: number;
   try {
-    await fh.chown(user.uid, user.gid);
+    fd = openSync(path, flags, 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    unlinkSync(path);
+    fd = openSync(path, flags, 0o600);
+  }
+  try {
+    fchownSync(fd, user.uid, user.gid);
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
@@ -85,7 +99,7 @@ export async function checkpointDirFor(root: string, jobId: string, stageName: s
     throw new Error(`checkpoint directory ${dir} is not a directory`);
   } else if (st.uid !== user.uid || st.gid !== user.gid) {
     // Left by an attempt that ran as another uid: everything in it becomes this one's.
-    await reownStageTree(dir, user.uid, user.gid);
+    reownStageTree(dir, user.uid, user.gid);
   }
   await chmod(dir, PRIVATE_DIR);
   return dir;

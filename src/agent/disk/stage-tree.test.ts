@@ -109,7 +109,7 @@ describe.skipIf(!root)('reownStageTree', () => {
     writeFileSync(join(tree, 'ckpt', 'step-1.pt'), 'weights', { mode: 0o600 });
     symlinkSync(join(outside, 'credential'), join(tree, 'ckpt', 'cred'));
     symlinkSync(outside, join(tree, 'dirlink'));
-    await reownStageTree(tree, UID, UID);
+    reownStageTree(tree, UID, UID);
     for (const p of [tree, join(tree, 'ckpt'), join(tree, 'ckpt', 'step-1.pt')]) expect([statSync(p).uid, statSync(p).gid]).toEqual([UID, UID]);
     expect(statSync(join(outside, 'credential')).uid).toBe(0);
     expect(statSync(outside).uid).toBe(0);

@@ -18,8 +18,8 @@
  * root (the attempt's user, who made it) is refused too: a hard link to someone else's file (where
  * fs.protected_hardlinks is off) is a file the stage did not write.
  */
-import { constants, type Stats } from 'node:fs';
-import { chown, lchown, lstat, open, readdir, readlink, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import { chownSync, closeSync, constants, fstatSync, lchownSync, lstatSync, openSync, readdirSync, type Stats } from 'node:fs';
+import { lstat, open, readdir, readlink, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
 const LINUX = process.platform === 'linux';
@@ -199,25 +199,40 @@ export async function openRegularFile(path: string): Promise<FileHandle | null> 
  * Gives `root` and every directory and regular file under it to uid:gid (a reused directory, a
  * checkpoint kept from an attempt that ran as another uid, the inputs the agent downloaded), never
  * through a link: links, FIFOs and the like are left as they are, their targets untouched.
+ *
+ * Synchronous, each step through a handle as the other walks are: a call through the thread pool
+ * cost about twenty times the call itself (measured: 1.1 ms for an input/ of one directory, against
+ * 0.06 ms so), and an attempt's start walks its input/ every time. A large tree holds the agent's
+ * event loop for about 10 µs an entry.
  */
-export async function reownStageTree(root: string, uid: number, gid: number): Promise<void> {
-  await withPin(root, async (top) => {
-    const give = (p: Pinned, path: string) =>
-      p.st.uid === uid && p.st.gid === gid ? Promise.resolve() : LINUX ? chown(p.here, uid, gid) : lchown(path, uid, gid);
-    const walk = async (dir: Pinned, path: string, depth: number): Promise<void> => {
-      await give(dir, path);
-      if (!dir.st.isDirectory()) return;
-      if (depth > MAX_STAGE_TREE_DEPTH) throw new StageFileRefused(path, `is nested deeper than ${MAX_STAGE_TREE_DEPTH} directories`);
-      for (const name of await readdir(dir.here)) {
-        await withPin(dir.child(name), async (e) => {
-          if (e.st.isDirectory()) return walk(e, join(path, name), depth + 1);
-          if (e.st.isFile()) return give(e, join(path, name));
-        });
-      }
-    };
-    if (!top.st.isDirectory() && !top.st.isFile()) throw new StageFileRefused('', 'is neither a directory nor a regular file');
-    await walk(top, root, 0);
-  });
+export function reownStageTree(root: string, uid: number, gid: number): void {
+  const walk = (at: string, path: string, depth: number): void => {
+    if (!LINUX) {
+      const st = lstatSync(at);
+      if (depth === 0 && !st.isDirectory() && !st.isFile()) throw new StageFileRefused('', 'is neither a directory nor a regular file');
+      if (!st.isDirectory() && !st.isFile()) return;
+      if (st.uid !== uid || st.gid !== gid) lchownSync(at, uid, gid);
+      if (st.isDirectory()) walkChildren(at, (name) => join(at, name), path, depth);
+      return;
+    }
+    const fd = openSync(at, O_PATH | constants.O_NOFOLLOW);
+    try {
+      const st = fstatSync(fd);
+      if (depth === 0 && !st.isDirectory() && !st.isFile()) throw new StageFileRefused('', 'is neither a directory nor a regular file');
+      if (!st.isDirectory() && !st.isFile()) return;
+      // The handle's magic link, followed to exactly the inode that was checked.
+      const here = `/proc/self/fd/${fd}`;
+      if (st.uid !== uid || st.gid !== gid) chownSync(here, uid, gid);
+      if (st.isDirectory()) walkChildren(here, (name) => `${here}/${name}`, path, depth);
+    } finally {
+      closeSync(fd);
+    }
+  };
+  const walkChildren = (dir: string, child: (name: string) => string, path: string, depth: number): void => {
+    if (depth > MAX_STAGE_TREE_DEPTH) throw new StageFileRefused(path, `is nested deeper than ${MAX_STAGE_TREE_DEPTH} directories`);
+    for (const name of readdirSync(dir)) walk(child(name), join(path, name), depth + 1);
+  };
+  walk(root, root, 0);
 }
 
 /** Removes `path` and everything under it, never through a link (a link is removed, not what it names). Absent: nothing to do. */

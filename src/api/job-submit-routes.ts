@@ -6,7 +6,7 @@ import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { hasSecrets, redactSpec } from '../domain/secret-env.js';
 import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
-import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from '../spec/spec-limits.js';
+import { BATCH_BOUNDS, MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_SPEC_BYTES, SPEC_BOUNDS } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
@@ -18,6 +18,7 @@ import { jobView } from './views.js';
 import { idempotencyOf } from './idempotency.js';
 import { teamScope, type Principal } from './auth/principal.js';
 import { auditBy } from './auth/audit-entry.js';
+import { specBodyParsers } from './spec-body-parsers.js';
 
 const errors = { 400: ErrorBody, 404: ErrorBody };
 /**
@@ -40,6 +41,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
   app.post(
     '/v1/jobs',
     {
+      // The spec's own size limit, whatever the server's default for other bodies: over it, 413.
+      bodyLimit: MAX_SPEC_BYTES,
       schema: {
         summary: 'Submit a job',
         description:
@@ -54,7 +57,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       // The spec is validated by parseJobSpec, which reports every issue with friendly paths;
       // the schema above is for the OpenAPI document, and YAML bodies arrive as text.
       validatorCompiler: () => () => true,
-      config: { access: 'user', audit: 'job.submit' },
+      config: { access: 'user', audit: 'job.submit', specBounds: SPEC_BOUNDS },
     },
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
@@ -102,7 +105,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       },
       // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
       validatorCompiler: () => () => true,
-      config: { access: 'user', audit: 'job.submit-batch' },
+      config: { access: 'user', audit: 'job.submit-batch', specBounds: BATCH_BOUNDS },
     },
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
@@ -136,10 +139,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
     },
   );
 
-  // YAML job specs arrive as text; JSON ones are parsed by Fastify.
-  app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'string' }, (_req, body, done) => {
-    done(null, body);
-  });
+  // YAML job specs arrive as text; JSON ones are scanned against the route's bounds, then parsed.
+  specBodyParsers(app);
 }
 
 /**

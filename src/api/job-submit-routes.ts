@@ -5,7 +5,6 @@ import { JobSpecSchema, parseJobSpec } from '../domain/job-spec.js';
 import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { hasSecrets, redactSpec } from '../domain/secret-env.js';
-import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
 import { BATCH_BOUNDS, MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_SPEC_BYTES, SPEC_BOUNDS } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
@@ -19,6 +18,7 @@ import { idempotencyOf } from './idempotency.js';
 import { teamScope, type Principal } from './auth/principal.js';
 import { auditBy } from './auth/audit-entry.js';
 import { specBodyParsers } from './spec-body-parsers.js';
+import { OffLoopSpecText } from './off-loop-spec-text.js';
 
 const errors = { 400: ErrorBody, 404: ErrorBody };
 /**
@@ -37,6 +37,9 @@ function strictOf(query: { strict?: string }): boolean {
 /** `POST /v1/jobs` and `POST /v1/jobs/batch`: one spec or many, as JSON or YAML text. */
 export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
+  // Large YAML texts are read on a thread of their own: the parser takes seconds a megabyte.
+  const texts = new OffLoopSpecText();
+  app.addHook('onClose', () => texts.close());
 
   app.post(
     '/v1/jobs',
@@ -62,7 +65,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
       const raw: unknown = req.body;
-      const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
+      const input = typeof raw === 'string' ? await texts.read('spec', raw) : raw;
       const definition = ownTeam(req.principal, input, parseJobSpec(input));
       const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
       // The source kept with the job never holds a secret's value (docs/security.md).
@@ -110,7 +113,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
       const raw: unknown = req.body;
-      const input = typeof raw === 'string' ? parseJobBatchText(raw) : raw;
+      const input = typeof raw === 'string' ? await texts.read('batch', raw) : raw;
       const parsed = parseJobBatch(input);
       // Valid, so a list of specs: each names its team or not.
       const specs = (input as { jobs: unknown[] }).jobs;

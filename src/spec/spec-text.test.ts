@@ -24,6 +24,9 @@ describe('parseSpecDocuments: bounds', () => {
     expect(issuesOf(() => read(`{${[...keys, 'k7: again'].join(', ')}}`, { maxNodes: 200_000 }))).toEqual([
       { path: '', message: expect.stringMatching(/^f\.yaml: line 1, column \d+: Map keys must be unique$/) },
     ]);
+    // Each repeated key once, and at most 100 in all.
+    expect(issuesOf(() => read(`a: 0\n${'a: 1\n'.repeat(5000)}`))).toEqual([{ path: '', message: 'f.yaml: line 2, column 1: Map keys must be unique' }]);
+    expect(issuesOf(() => read(Array.from({ length: 300 }, (_, i) => `k${i}: 1\nk${i}: 2\n`).join('')))).toHaveLength(100);
     // A number and a string are different keys to the parser, as before (the object then holds the later).
     expect(read('1: a\n"1": b\n')).toEqual([{ 1: 'b' }]);
   });

@@ -21,6 +21,23 @@ export function failText(filename: string | undefined, messages: string[]): neve
 }
 
 const MiB = 1024 * 1024;
+/** Duplicate keys reported at most. */
+const MAX_DUPLICATES = 100;
+
+/**
+ * Throws the ValidationError (path "") of text over the bounds' size or shape: what
+ * parseSpecDocuments checks before its parser runs, in a few milliseconds a megabyte.
+ */
+export function checkSpecText(text: string, opts: SpecTextOptions): void {
+  const { bounds } = opts;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > bounds.maxBytes) {
+    const size = bounds.maxBytes % MiB === 0 ? ` (${bounds.maxBytes / MiB} MiB)` : '';
+    failText(opts.filename, [`${opts.what} is ${bytes} bytes; the limit is ${bounds.maxBytes} bytes${size}`]);
+  }
+  const over = yamlTextBounds(text, bounds, opts.what);
+  if (over) failText(opts.filename, [over]);
+}
 
 /**
  * Parses YAML text (JSON is YAML too) into plain values, one per document. Throws ValidationError
@@ -31,13 +48,7 @@ const MiB = 1024 * 1024;
 export function parseSpecDocuments(text: string, opts: SpecTextOptions): unknown[] {
   const fail = (messages: string[]) => failText(opts.filename, messages);
   const { bounds } = opts;
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > bounds.maxBytes) {
-    const size = bounds.maxBytes % MiB === 0 ? ` (${bounds.maxBytes / MiB} MiB)` : '';
-    fail([`${opts.what} is ${bytes} bytes; the limit is ${bounds.maxBytes} bytes${size}`]);
-  }
-  const over = yamlTextBounds(text, bounds, opts.what);
-  if (over) fail([over]);
+  checkSpecText(text, opts);
   const lineCounter = new LineCounter();
   const at = (offset: number) => {
     const { line, col } = lineCounter.linePos(offset);
@@ -92,12 +103,18 @@ function shapeProblems(root: Node | null, bounds: SpecBounds, what: string, at: 
       if (depth + 1 > bounds.maxDepth) return [`${where()}: the ${what} nests deeper than ${bounds.maxDepth} levels (lists and mappings inside each other)`];
     }
     if (isMap(node)) {
+      // Each repeated key once (its first repeat), and at most MAX_DUPLICATES in all: a mapping of
+      // 20,000 equal keys is one problem, not a 2 MB answer.
       const seen = new Set<string>();
+      const told = new Set<string>();
       for (const pair of node.items) {
         const key = pair.key as Node | null;
         if (isScalar(key)) {
           const id = `${typeof key.value}:${String(key.value)}`;
-          if (seen.has(id)) problems.push(`${at(key.range?.[0] ?? 0)}: Map keys must be unique`);
+          if (seen.has(id) && !told.has(id) && problems.length < MAX_DUPLICATES) {
+            problems.push(`${at(key.range?.[0] ?? 0)}: Map keys must be unique`);
+            told.add(id);
+          }
           seen.add(id);
         }
         if (key) stack.push({ node: key, depth: depth + 1 });

@@ -5,7 +5,16 @@ import { JobSpecSchema, parseJobSpec } from '../domain/job-spec.js';
 import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { hasSecrets, redactSpec } from '../domain/secret-env.js';
-import { BATCH_BOUNDS, MAX_BATCH_BYTES, MAX_BATCH_JOBS, MAX_SPEC_BYTES, SPEC_BOUNDS } from '../spec/spec-limits.js';
+import {
+  BATCH_BOUNDS,
+  MAX_BATCH_BYTES,
+  MAX_BATCH_JOBS,
+  MAX_BATCH_NODES,
+  MAX_SPEC_ALIASES,
+  MAX_SPEC_BYTES,
+  MAX_SPEC_DEPTH,
+  SPEC_BOUNDS,
+} from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
@@ -49,7 +58,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       schema: {
         summary: 'Submit a job',
         description:
-          'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written. ' +
+          'Body: a job spec as JSON (application/json) or YAML text (application/yaml), at most 1 MiB (413 beyond), nested at most 32 levels, with at most 100,000 values and 100 YAML anchors and aliases (400 naming the bound and its line). ' +
+          'Invalid specs get 400 with every issue and its path; nothing is written. ' +
           'With an `Idempotency-Key` header (kept 24 h), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. ' +
           'A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine) is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
         tags: ['jobs'],
@@ -98,7 +108,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         summary: 'Submit many jobs at once',
         description:
           `Body: \`{ jobs: [spec, …] }\` as JSON, or the same as YAML text; at most ${MAX_BATCH_JOBS} jobs, ${MAX_BATCH_STAGES} stages ` +
-          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413). Each spec is validated as \`POST /v1/jobs\` validates one. ` +
+          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413), nested at most ${MAX_SPEC_DEPTH} levels, with at most ${MAX_BATCH_NODES} values and ${MAX_SPEC_ALIASES} YAML anchors and aliases (400). ` +
+          'Each spec is validated as `POST /v1/jobs` validates one. ' +
           'All or nothing, in one transaction: an invalid spec gets 400 listing every problem, each path naming its job ' +
           '(`/jobs/3/stages/1/command`), and nothing is written. Answers the new ids and names, in the order given.',
         tags: ['jobs'],

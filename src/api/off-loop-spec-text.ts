@@ -34,6 +34,9 @@ export class OffLoopSpecText {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; kind: SpecTextKind }>();
 
+  /** `heapMb`: the thread's heap (tests make it fail with a small one). */
+  constructor(private readonly heapMb = THREAD_HEAP_MB) {}
+
   /** The text's plain value, or a ValidationError as parseJobSpecText / parseJobBatchText throw it. */
   async read(kind: SpecTextKind, text: string): Promise<unknown> {
     if (text.length <= INLINE_SPEC_CHARS) return kind === 'spec' ? parseJobSpecText(text) : parseJobBatchText(text);
@@ -61,7 +64,7 @@ export class OffLoopSpecText {
     // From the sources (tests, `tsx`), the thread loads TypeScript through tsx; built, plain JavaScript.
     const ts = import.meta.url.endsWith('.ts');
     const file = new URL(`./spec-text-thread.${ts ? 'ts' : 'js'}`, import.meta.url);
-    const options = { resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } };
+    const options = { resourceLimits: { maxOldGenerationSizeMb: this.heapMb } };
     const w = ts
       ? new Worker(`import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(file.href)}); })`, { ...options, eval: true })
       : new Worker(file, options);

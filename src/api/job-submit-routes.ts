@@ -5,8 +5,16 @@ import { JobSpecSchema, parseJobSpec } from '../domain/job-spec.js';
 import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { hasSecrets, redactSpec } from '../domain/secret-env.js';
-import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
-import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from '../spec/spec-limits.js';
+import {
+  BATCH_BOUNDS,
+  MAX_BATCH_BYTES,
+  MAX_BATCH_JOBS,
+  MAX_BATCH_NODES,
+  MAX_SPEC_ALIASES,
+  MAX_SPEC_BYTES,
+  MAX_SPEC_DEPTH,
+  SPEC_BOUNDS,
+} from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
@@ -19,6 +27,8 @@ import { jobView } from './views.js';
 import { idempotencyOf } from './idempotency.js';
 import { teamScope, type Principal } from './auth/principal.js';
 import { auditBy } from './auth/audit-entry.js';
+import { specBodyParsers } from './spec-body-parsers.js';
+import { OffLoopSpecText } from './off-loop-spec-text.js';
 
 const errors = { 400: ErrorBody, 404: ErrorBody };
 /**
@@ -42,14 +52,20 @@ function strictOf(query: { strict?: string }): boolean {
 /** `POST /v1/jobs` and `POST /v1/jobs/batch`: one spec or many, as JSON or YAML text. */
 export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
   const { store, clock } = ctx;
+  // Large YAML texts are read on a thread of their own: the parser takes seconds a megabyte.
+  const texts = new OffLoopSpecText();
+  app.addHook('onClose', () => texts.close());
 
   app.post(
     '/v1/jobs',
     {
+      // The spec's own size limit, whatever the server's default for other bodies: over it, 413.
+      bodyLimit: MAX_SPEC_BYTES,
       schema: {
         summary: 'Submit a job',
         description:
-          'Body: a job spec as JSON (application/json) or YAML text (application/yaml). Invalid specs get 400 with every issue and its path; nothing is written. ' +
+          'Body: a job spec as JSON (application/json) or YAML text (application/yaml), at most 1 MiB (413 beyond), nested at most 32 levels, with at most 100,000 values and 100 YAML anchors and aliases (400 naming the bound and its line). ' +
+          'Invalid specs get 400 with every issue and its path; nothing is written. ' +
           "With an `Idempotency-Key` header (kept 24 h; a key is its team's, or an admin token's own), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. " +
           "A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine), or one not preemptible that asks for more than its team's whole quota of a resource, " +
           'is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
@@ -61,12 +77,12 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       // The spec is validated by parseJobSpec, which reports every issue with friendly paths;
       // the schema above is for the OpenAPI document, and YAML bodies arrive as text.
       validatorCompiler: () => () => true,
-      config: { access: 'user', audit: 'job.submit' },
+      config: { access: 'user', audit: 'job.submit', specBounds: SPEC_BOUNDS },
     },
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
       const raw: unknown = req.body;
-      const input = typeof raw === 'string' ? parseJobSpecText(raw) : raw;
+      const input = typeof raw === 'string' ? await texts.read('spec', raw) : raw;
       const definition = ownTeam(req.principal, input, parseJobSpec(input));
       const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
       // The source kept with the job never holds a secret's value (docs/security.md).
@@ -99,7 +115,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         summary: 'Submit many jobs at once',
         description:
           `Body: \`{ jobs: [spec, …] }\` as JSON, or the same as YAML text; at most ${MAX_BATCH_JOBS} jobs, ${MAX_BATCH_STAGES} stages ` +
-          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413). Each spec is validated as \`POST /v1/jobs\` validates one. ` +
+          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413), nested at most ${MAX_SPEC_DEPTH} levels, with at most ${MAX_BATCH_NODES} values and ${MAX_SPEC_ALIASES} YAML anchors and aliases (400). ` +
+          'Each spec is validated as `POST /v1/jobs` validates one. ' +
           'All or nothing, in one transaction: an invalid spec gets 400 listing every problem, each path naming its job ' +
           '(`/jobs/3/stages/1/command`), and nothing is written. Answers the new ids and names, in the order given.',
         tags: ['jobs'],
@@ -109,12 +126,12 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       },
       // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
       validatorCompiler: () => () => true,
-      config: { access: 'user', audit: 'job.submit-batch' },
+      config: { access: 'user', audit: 'job.submit-batch', specBounds: BATCH_BOUNDS },
     },
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.
       const raw: unknown = req.body;
-      const input = typeof raw === 'string' ? parseJobBatchText(raw) : raw;
+      const input = typeof raw === 'string' ? await texts.read('batch', raw) : raw;
       const parsed = parseJobBatch(input);
       // Valid, so a list of specs: each names its team or not.
       const specs = (input as { jobs: unknown[] }).jobs;
@@ -143,10 +160,8 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
     },
   );
 
-  // YAML job specs arrive as text; JSON ones are parsed by Fastify.
-  app.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml', 'text/plain'], { parseAs: 'string' }, (_req, body, done) => {
-    done(null, body);
-  });
+  // YAML job specs arrive as text; JSON ones are scanned against the route's bounds, then parsed.
+  specBodyParsers(app);
 }
 
 /**

@@ -4,6 +4,7 @@ import { Value } from 'typebox/value';
 import type { RerunPlan } from '../advancer/rerun-plan.js';
 import { AlreadySubmitted, ConflictError, NotFoundError } from '../domain/errors.js';
 import { ValidationError } from '../spec/validation-error.js';
+import { SPEC_BOUNDS } from '../spec/spec-limits.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { JobSpecSchema, parseJobSpec } from '../domain/job-spec.js';
 import { schemaIssues } from '../spec/schema-issues.js';
@@ -38,7 +39,7 @@ export function rerunRoutes(app: ApiApp, ctx: ApiContext): void {
   app.post(
     '/v1/jobs/:id/rerun',
     {
-      config: { access: 'user', audit: 'job.rerun' },
+      config: { access: 'user', audit: 'job.rerun', specBounds: SPEC_BOUNDS },
       schema: {
         summary: 'Rerun a job from a stage: a new job that reuses the committed outputs of every stage it does not run again',
         description:

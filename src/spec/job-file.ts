@@ -7,7 +7,7 @@ import { batchJobsList } from './job-batch-list.js';
 import { parseJobSpecText } from './job-spec-text.js';
 import { expandSweep } from './job-sweep.js';
 import { describeValue } from './schema-issues.js';
-import { MAX_BATCH_BYTES, MAX_BATCH_JOBS } from './spec-limits.js';
+import { BATCH_BOUNDS, MAX_BATCH_JOBS } from './spec-limits.js';
 import { failText, parseSpecDocuments } from './spec-text.js';
 import { ValidationError, type ValidationIssue } from './validation-error.js';
 
@@ -28,7 +28,7 @@ const has = (o: Record<string, unknown>, k: string) => Object.prototype.hasOwnPr
  * The specs themselves are checked by the server, as a single spec always was.
  */
 export function parseJobFile(text: string, filename?: string): JobFile {
-  const docs = parseSpecDocuments(text, { filename, maxBytes: MAX_BATCH_BYTES, what: 'file', multi: true });
+  const docs = parseSpecDocuments(text, { filename, bounds: BATCH_BOUNDS, what: 'file', multi: true });
   let entries: { spec: unknown; where: string }[];
   if (docs.length > 1) {
     entries = docs.map((spec, i) => ({ spec, where: `document ${i + 1}` }));

@@ -78,6 +78,20 @@ describe('runSubmit', () => {
     expect(stdout()).toBe('');
   });
 
+  it('exits 2 on a file past the bounds the server reads within, with its message, without calling the server', async () => {
+    const deep = file('deep.yaml', `name: demo\nstages:\n  - name: a\n    command: ${'['.repeat(1 << 20)}\n`);
+    const laughs = file('laughs.yaml', `jobs:\n${Array.from({ length: 101 }, (_, i) => `  - &j${i} { name: j${i}, stages: [] }`).join('\n')}\n`);
+    for (const [f, message] of [
+      [deep, 'line 4, column 43: the file nests deeper than 32 levels'],
+      [laughs, 'line 102, column 5: the file has more than 100 YAML anchors (&name)'],
+    ] as const) {
+      const { io, stderr, stdout } = captureIo();
+      expect(await runSubmit(f, { server: 'http://127.0.0.1:9' }, io)).toBe(ExitCode.usage);
+      expect(stderr()).toContain(`gantry: ${f}: ${message}`);
+      expect(stdout()).toBe('');
+    }
+  });
+
   it('exits 2 when the file cannot be read', async () => {
     const { io, stderr } = captureIo();
     expect(await runSubmit(join(dir, 'missing.yaml'), { server: 'http://127.0.0.1:9' }, io)).toBe(ExitCode.usage);

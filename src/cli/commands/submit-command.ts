@@ -43,8 +43,9 @@ export function submitCommand(program: CommandUnknownOpts): void {
     .addHelpText(
       'after',
       `
-The spec is checked locally first (syntax errors show file, line and column), then by the server
-(every problem, with its path). Ctrl-C while waiting stops watching; the job keeps running.
+The spec is checked locally first (syntax errors show file, line and column; so do the server's
+bounds: nesting past 32 levels, more than 100,000 values, 500,000 in a file of several jobs, more
+than 100 YAML anchors or aliases), then by the server (every problem, with its path). Ctrl-C while waiting stops watching; the job keeps running.
 --json prints the new JobView; with --wait the final one; with --watch one JobView per change (NDJSON).
 
 Several jobs: a file with a \`jobs:\` list of specs, or several specs separated by \`---\`, is sent as

@@ -6,9 +6,10 @@ import { MAX_BATCH_STAGES, parseJobBatch } from '../domain/job-batch.js';
 import type { JobDefinition } from '../domain/job-definition.js';
 import { hasSecrets, redactSpec } from '../domain/secret-env.js';
 import {
-  BATCH_BOUNDS,
+  BATCH_JSON_BOUNDS,
   MAX_BATCH_BYTES,
   MAX_BATCH_JOBS,
+  MAX_BATCH_JSON_NODES,
   MAX_BATCH_NODES,
   MAX_SPEC_ALIASES,
   MAX_SPEC_BYTES,
@@ -115,7 +116,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
         summary: 'Submit many jobs at once',
         description:
           `Body: \`{ jobs: [spec, …] }\` as JSON, or the same as YAML text; at most ${MAX_BATCH_JOBS} jobs, ${MAX_BATCH_STAGES} stages ` +
-          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413), nested at most ${MAX_SPEC_DEPTH} levels, with at most ${MAX_BATCH_NODES} values and ${MAX_SPEC_ALIASES} YAML anchors and aliases (400). ` +
+          `in all and ${MAX_BATCH_BYTES / 2 ** 20} MiB (larger bodies get 413), nested at most ${MAX_SPEC_DEPTH} levels, with at most ${MAX_BATCH_JSON_NODES} values as JSON, ${MAX_BATCH_NODES} as YAML, and ${MAX_SPEC_ALIASES} YAML anchors and aliases (400). ` +
           'Each spec is validated as `POST /v1/jobs` validates one. ' +
           'All or nothing, in one transaction: an invalid spec gets 400 listing every problem, each path naming its job ' +
           '(`/jobs/3/stages/1/command`), and nothing is written. Answers the new ids and names, in the order given.',
@@ -126,7 +127,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       },
       // Validated by parseJobBatch (every spec by parseJobSpec), as the single route does.
       validatorCompiler: () => () => true,
-      config: { access: 'user', audit: 'job.submit-batch', specBounds: BATCH_BOUNDS },
+      config: { access: 'user', audit: 'job.submit-batch', specBounds: BATCH_JSON_BOUNDS },
     },
     async (req, reply) => {
       // Not validated (see validatorCompiler above): a JSON value of any shape, or YAML text.

@@ -18,8 +18,17 @@ export const MAX_BATCH_BYTES = 32 * 1024 * 1024;
 export const MAX_SPEC_DEPTH = 32;
 /** Values in one spec at most (every scalar, key, list and mapping): a spec of 1,000 stages of 60 values each fits. */
 export const MAX_SPEC_NODES = 100_000;
-/** Values in one batch or job file at most: 10,000 jobs of 50 values each. */
+/**
+ * Values in one YAML batch or job file at most: 10,000 jobs of 50 values each. YAML's document
+ * model costs about 1 KB a value (a batch at this bound takes the parser about 500 MB).
+ */
 export const MAX_BATCH_NODES = 500_000;
+/**
+ * Values in one JSON batch body at most: 10,000 jobs of 400 values each (a three-stage job with its
+ * commands, resources and environment is 100 to 200). JSON.parse builds a value in tens of bytes, so
+ * a body at this bound costs about what its 32 MiB of text does; programs send batches as JSON.
+ */
+export const MAX_BATCH_JSON_NODES = 4_000_000;
 /** YAML anchors (`&name`), and aliases (`*name`), at most each in one text; a spec needs few or none. */
 export const MAX_SPEC_ALIASES = 100;
 
@@ -39,3 +48,5 @@ export interface SpecBounds {
 export const SPEC_BOUNDS: SpecBounds = { maxBytes: MAX_SPEC_BYTES, maxDepth: MAX_SPEC_DEPTH, maxNodes: MAX_SPEC_NODES, maxAliases: MAX_SPEC_ALIASES };
 /** A batch (`POST /v1/jobs/batch`) and a job file of several specs. */
 export const BATCH_BOUNDS: SpecBounds = { maxBytes: MAX_BATCH_BYTES, maxDepth: MAX_SPEC_DEPTH, maxNodes: MAX_BATCH_NODES, maxAliases: MAX_SPEC_ALIASES };
+/** A batch sent as JSON (`POST /v1/jobs/batch`, application/json): more values, as JSON's are cheap (MAX_BATCH_JSON_NODES). */
+export const BATCH_JSON_BOUNDS: SpecBounds = { ...BATCH_BOUNDS, maxNodes: MAX_BATCH_JSON_NODES };

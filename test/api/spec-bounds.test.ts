@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
-import { MAX_BATCH_BYTES, MAX_SPEC_BYTES } from '../../src/spec/spec-limits.js';
+import { MAX_BATCH_BYTES, MAX_BATCH_JSON_NODES, MAX_BATCH_NODES, MAX_SPEC_BYTES } from '../../src/spec/spec-limits.js';
 import { bearer, makeToken } from '../support/tokens.js';
 
 /**
@@ -69,7 +69,7 @@ describe('spec routes refuse bodies past the bounds', () => {
       });
 
       it('a JSON body of too many values is 400', async () => {
-        const res = await post(r.url(), 'json', r.json(`[${'0,'.repeat(r.route.includes('batch') ? 500_001 : 100_001)}0]`));
+        const res = await post(r.url(), 'json', r.json(`[${'0,'.repeat(r.route.includes('batch') ? MAX_BATCH_JSON_NODES + 1 : 100_001)}0]`));
         expect(res.statusCode, res.body).toBe(400);
         expect(res.json().message).toMatch(/has more than \d+ values/);
       });
@@ -119,4 +119,18 @@ describe('spec routes refuse bodies past the bounds', () => {
       });
     });
   }
+
+  it('a JSON batch may hold more values than a YAML one: 10,000 jobs of 60 values each are read (the YAML bound, 500,000, is past)', async () => {
+    const job = (i: number) => ({
+      name: `j${i}`,
+      stages: [{ name: 'a', command: ['sh', '-c', 'true'], env: Object.fromEntries(Array.from({ length: 25 }, (_, k) => [`K${k}`, `${k}`])) }],
+    });
+    const body = JSON.stringify({ jobs: Array.from({ length: 10_000 }, (_, i) => job(i)) });
+    const before = await jobCount();
+    const res = await post('/v1/jobs/batch', 'json', body);
+    expect(res.statusCode, res.body.slice(0, 300)).toBe(201);
+    expect(res.json().jobs).toHaveLength(10_000);
+    expect(MAX_BATCH_NODES).toBeLessThan(10_000 * 60);
+    expect(await cp.store.jobList({ limit: 20_000 })).toHaveLength(before + 10_000);
+  });
 });

@@ -1,35 +1,12 @@
 import type { AttemptView, StageView } from '../../api/contract/job-view.js';
-import { attemptsCounted } from '../../api/contract/attempts-counted.js';
+import { attemptCountText } from '../../api/contract/attempts-counted.js';
 import { formatBytes } from './format-bytes.js';
 
-export function latestAttempt(stage: StageView): AttemptView | undefined {
-  let latest: AttemptView | undefined;
-  for (const a of stage.attempts) if (!latest || a.number > latest.number) latest = a;
-  return latest;
-}
-
-/**
- * "2/3": attempts counted against the retry budget, including the one under way, out of the
- * maximum. Lost and preempted attempts are the infrastructure's fault and do not count, so they
- * are shown apart ("0/3 +1 preempted": requeued after a preemption, nothing used of its budget),
- * or "0/3" alone would read as if the stage had never run.
- */
+/** "2/3" (attemptCountText), or "reused" for a stage a rerun reused, "-" before any attempt. */
 export function attemptText(stage: StageView): string {
   // A stage a rerun reused ran no attempt in this job (docs/rerun.md).
   if (stage.reused) return 'reused';
-  if (!latestAttempt(stage)) return '-';
-  const preempted = stage.attempts.filter((a) => a.state === 'preempted').length;
-  const apart = [stage.lostUsed > 0 ? `+${stage.lostUsed} lost` : '', preempted > 0 ? `+${preempted} preempted` : ''].filter(Boolean);
-  return [`${attemptsCounted(stage)}/${stage.maxAttempts}`, ...apart].join(' ');
-}
-
-/**
- * The attempt whose machine, GPUs and time a stage's row shows: its latest, unless the stage waits
- * for a machine again (requeued after a preemption, a loss or a failure): then it has none, and
- * the old attempt's machine and GPUs would read as where it runs.
- */
-export function placedAttempt(stage: StageView): AttemptView | undefined {
-  return stage.state === 'pending' || stage.state === 'ready' ? undefined : latestAttempt(stage);
+  return attemptCountText(stage) || '-';
 }
 
 /** "h100:0,1" (type and device indices), or "0,1" when the type is unknown. */

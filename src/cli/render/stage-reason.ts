@@ -1,6 +1,6 @@
 import type { JobView, StageView } from '../../api/contract/job-view.js';
 import { formatDuration } from './format-duration.js';
-import { latestAttempt } from './attempt-text.js';
+import { latestAttempt } from '../../api/contract/attempts-counted.js';
 
 /** The one line that answers "why is this stage where it is?", or "" when nothing needs saying. */
 export function stageReason(job: JobView, stage: StageView, now: number): string {

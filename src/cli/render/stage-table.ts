@@ -1,5 +1,6 @@
 import type { JobView } from '../../api/contract/job-view.js';
-import { attemptText, gpuText, placedAttempt } from './attempt-text.js';
+import { placedAttempt } from '../../api/contract/attempts-counted.js';
+import { attemptText, gpuText } from './attempt-text.js';
 import { formatDuration } from './format-duration.js';
 import { palette } from './palette.js';
 import { plainTable } from './plain-table.js';

@@ -1,6 +1,6 @@
 import { useState } from 'react';
 import { Link, useParams, useSearchParams } from 'react-router';
-import { attemptsCounted } from '../../api/contract/attempts-counted';
+import { attemptCountText, placedAttempt } from '../../api/contract/attempts-counted';
 import type { JobView, StageView } from '../../api/contract/job-view';
 import { ApiError } from '../api/api-client';
 import { useCancelJob, useJob } from '../api/queries';
@@ -168,7 +168,8 @@ function StagesTable({ stages, selected, onSelect }: { stages: StageView[]; sele
         <TableHead columns={['Stage', 'State', 'Pool', 'Attempt', 'Machine', 'GPUs', 'Progress', 'Ran', 'Why']} />
         <tbody>
           {stages.map((s) => {
-            const a = s.attempts.at(-1);
+            // Its machine, GPUs and time: none while it waits again (requeued after a preemption or a loss).
+            const a = placedAttempt(s);
             return (
               <tr key={s.name} className={s.name === selected ? 'current' : undefined} data-stage-row={s.name}>
                 <td>
@@ -182,7 +183,7 @@ function StagesTable({ stages, selected, onSelect }: { stages: StageView[]; sele
                 <td>
                   <code>{s.pool}</code>
                 </td>
-                <td>{s.attempts.length ? `${attemptsCounted(s)}/${s.maxAttempts}${s.lostUsed ? ` +${s.lostUsed} lost` : ''}` : '–'}</td>
+                <td>{attemptCountText(s) || '–'}</td>
                 <td className="id">{a?.machine ?? '–'}</td>
                 <td>{formatGpus(a)}</td>
                 <td>{s.state === 'running' ? <ProgressBar progress={a?.progress} /> : <span className="muted">–</span>}</td>

@@ -1,6 +1,6 @@
 import { useState } from 'react';
 import { Link } from 'react-router';
-import { attemptsCounted } from '../../api/contract/attempts-counted';
+import { attemptCountText } from '../../api/contract/attempts-counted';
 import type { AttemptView, JobView, StageExplanation, StageView } from '../../api/contract/job-view';
 import { useExplain } from '../api/queries';
 import { ProgressBar } from '../components/meter';
@@ -58,10 +58,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
           </span>
           <span>{describeResources(stage)}</span>
           {stage.needs.length ? <span>needs {stage.needs.join(', ')}</span> : null}
-          <span>
-            attempt {attemptsCounted(stage)}/{stage.maxAttempts}
-            {stage.lostUsed ? ` (+${stage.lostUsed} lost to machines)` : ''}
-          </span>
+          <span>attempt {attemptCountText(stage) || `0/${stage.maxAttempts}`}</span>
         </div>
       </div>
       {rerunning ? <RerunDialog job={job} stage={stage.name} cancelFirst={offer === 'cancel-and-rerun'} onClose={() => setRerunning(false)} /> : null}

@@ -26,6 +26,12 @@ describe('parseNvidiaSmiQuery', () => {
     expect(parseNvidiaSmiQuery(readFileSync(fixture, 'utf8'))).toEqual([{ ...H200, migEnabled: false }]);
   });
 
+  it("parses the agent's own query with mig.mode.current (real H200 output, MIG disabled)", () => {
+    expect(parseNvidiaSmiQuery(gpuFixture('nvidia-smi-query-mig-mode-h200.csv'))).toEqual([
+      { ...H200, uuid: 'GPU-c62500a8-6aec-5719-f84a-d4fd0be328aa', memoryMiB: 143771, migEnabled: false },
+    ]);
+  });
+
   it('parses several GPUs, tolerating blank lines and CRLF', () => {
     const csv = '0, GPU-a, NVIDIA A100-SXM4-80GB, 81920\r\n\r\n1, GPU-b, NVIDIA A100-SXM4-80GB, 81920\r\n';
     expect(parseNvidiaSmiQuery(csv)).toEqual([

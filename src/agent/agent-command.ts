@@ -39,6 +39,10 @@ export function agentCommand(program: Command): void {
       '--sandbox',
       'also run each command under bubblewrap: read-only root, private /tmp, /dev with only its GPUs, no network unless the stage says network: true',
     )
+    .option(
+      '--gpu-sharing <mode>',
+      'how stages given a share of a GPU are bounded: mps (the NVIDIA MPS daemon runs here: each gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its share) or time-slicing (nothing bounds them; reported as such); default $GANTRY_GPU_SHARING or time-slicing (docs/machines.md)',
+    )
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())

@@ -31,7 +31,7 @@ import { chooseSandbox } from './contain/choose-sandbox.js';
 import { findSandbox } from './contain/find-sandbox.js';
 import type { SandboxTool } from './contain/sandbox-argv.js';
 import type { CgroupTree } from './contain/cgroup-tree.js';
-import type { ContainmentReport } from '../api/contract/containment.js';
+import type { ContainmentReport, GpuSharingMode } from '../api/contract/containment.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
@@ -73,6 +73,8 @@ export interface AgentOptions {
   checkpointRoot?: string;
   /** Cgroups, users, sandbox (docs/containment.md); default DEFAULT_CONTAINMENT: what the host offers. */
   containment?: Partial<ContainmentOptions>;
+  /** How a share of a GPU is bounded (`--gpu-sharing`, docs/machines.md): `mps` sets the variables MPS reads; default `time-slicing`, nothing. */
+  gpuSharing?: GpuSharingMode;
 }
 
 const MAX_WAIT_MS = 30_000;
@@ -98,6 +100,7 @@ export class Agent {
   private readonly client: AgentClient;
   private readonly reporter: Reporter;
   private readonly machine: DetectedMachine;
+  private readonly gpuSharing: GpuSharingMode;
   private readonly logLine: (line: string) => void;
   private readonly clock: AgentClock;
   private readonly stopDeliverMs: number;
@@ -129,6 +132,7 @@ export class Agent {
 
   constructor(opts: AgentOptions) {
     this.machine = opts.machine;
+    this.gpuSharing = opts.gpuSharing ?? 'time-slicing';
     this.state = new AgentState(opts.dataDir);
     this.client = new AgentClient({
       serverUrl: opts.serverUrl,
@@ -194,6 +198,8 @@ export class Agent {
             recordCgroup: (attemptId, ref) => this.state.recordCgroup(attemptId, ref),
             pidsMax: this.containment.pidsMax,
             sandbox: this.sandbox,
+            gpus: this.machine.gpus,
+            gpuSharing: this.gpuSharing,
           },
           a,
           paths,
@@ -355,6 +361,7 @@ export class Agent {
       user: userReport(policy),
       sandbox: sandbox.report,
       problems: [...userProblems, ...sandbox.problems],
+      gpuSharing: this.gpuSharing,
     });
     this.log(describeCgroups(enforcement));
     for (const p of sandbox.problems) this.log(p);

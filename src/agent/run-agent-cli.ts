@@ -17,6 +17,7 @@ import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine/machine-detect.js';
 import { errorText } from '../lib/error-text.js';
 import { PRIVATE_UMASK } from '../lib/private-mode.js';
+import { GPU_SHARING_MODES, type GpuSharingMode } from '../api/contract/containment.js';
 import { DEFAULT_CONTAINMENT, parseContainmentMode, parsePidsMax, parseUidRange, type ContainmentOptions } from './contain/containment-options.js';
 
 export interface AgentCommandOptions {
@@ -47,6 +48,16 @@ export interface AgentCommandOptions {
   runAs?: string;
   pidsMax?: string;
   sandbox?: boolean;
+  /** docs/machines.md, "A share of a GPU": mps or time-slicing (else $GANTRY_GPU_SHARING). */
+  gpuSharing?: string;
+}
+
+/** `--gpu-sharing`, or $GANTRY_GPU_SHARING: `mps` or `time-slicing` (the default); anything else throws, naming it. */
+export function gpuSharingFromFlags(opts: Pick<AgentCommandOptions, 'gpuSharing'>, env: NodeJS.ProcessEnv): GpuSharingMode {
+  const text = opts.gpuSharing ?? (env.GANTRY_GPU_SHARING || undefined) ?? 'time-slicing';
+  const mode = GPU_SHARING_MODES.find((m) => m === text.trim().toLowerCase());
+  if (!mode) throw new Error(`--gpu-sharing "${text}" is not one of ${GPU_SHARING_MODES.join(', ')}`);
+  return mode;
 }
 
 /** The containment flags, or their environment variables, as options; a bad one throws, naming it. */
@@ -90,8 +101,10 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const ca = caFile ? readFileSync(caFile, 'utf8') : undefined;
   const checkpointRoot = opts.checkpointDir ?? process.env.GANTRY_CHECKPOINT_ROOT;
   const containment = containmentFromFlags(opts, process.env);
+  const gpuSharing = gpuSharingFromFlags(opts, process.env);
   const agent = new Agent({
     containment,
+    gpuSharing,
     serverUrl: opts.server,
     dataDir,
     machine,
@@ -104,7 +117,8 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const types = [...new Set(machine.gpus.map((g) => g.type))].join(', ');
   const gpus = machine.gpus.length === 0 ? 'no GPUs' : `${machine.gpus.length}${machine.gpusDeclared ? ' declared' : ''} GPU(s) (${types})`;
   const say = (line: string) => emit(`agent ${machine.name}: ${line}`);
-  say(`${machine.cpuMillis / 1000} CPU, ${Math.round(machine.memoryBytes / 1024 ** 2)} MiB, ${gpus}; data in ${dataDir}; server ${opts.server}`);
+  const sharing = machine.gpus.length === 0 ? '' : gpuSharing === 'mps' ? ', shares bounded by MPS' : ', shares time-sliced (not bounded)';
+  say(`${machine.cpuMillis / 1000} CPU, ${Math.round(machine.memoryBytes / 1024 ** 2)} MiB, ${gpus}${sharing}; data in ${dataDir}; server ${opts.server}`);
   // A process's arguments are world-readable (ps, /proc/PID/cmdline) for as long as it runs: a
   // join token given there can be read by every user of the machine, and it lets a machine join.
   if (opts.token !== undefined)

@@ -175,6 +175,8 @@ export interface MachineContainment {
   user: string;
   sandbox: 'bwrap' | null;
   problems: string[];
+  /** How stages sharing a GPU are bounded (`--gpu-sharing`); absent from agents before shares. */
+  gpuSharing?: 'mps' | 'time-slicing';
 }
 
 export interface MachineRecord extends MachineRegistration {

@@ -3,8 +3,8 @@
  * proxies...: `inheritedEnv`, computed once per agent), then the stage's, then Gantry's variables
  * (`attemptOwnEnv`),
  * which nothing can override. Variables the agent itself was given by an outer Gantry (GANTRY_*) or
- * a GPU mask (CUDA_VISIBLE_DEVICES) are not inherited, so a stage never sees another attempt's
- * identity or GPUs.
+ * a GPU mask (CUDA_VISIBLE_DEVICES, and the MPS bounds of a share) are not inherited, so a stage
+ * never sees another attempt's identity, GPUs or share.
  */
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import type { AttemptUser } from '../contain/attempt-users.js';
@@ -12,13 +12,15 @@ import type { AttemptUser } from '../contain/attempt-users.js';
 /**
  * What an attempt's environment adds to the inherited one: for a user of its own, who it is (its
  * HOME is its work/: the agent's HOME is not its to write), then the stage's variables, then
- * Gantry's. A launcher, which starts from the inherited environment already, is given only these.
+ * Gantry's, its GPUs' last (`gpuEnv`, attempt-gpus.ts). A launcher, which starts from the
+ * inherited environment already, is given only these.
  */
 export function attemptOwnEnv(
   a: AssignmentWire,
   dirs: { work?: string; output: string; input: string; checkpoint?: string | null; progress?: string },
   machineName: string,
-  user: AttemptUser | null = null,
+  user: AttemptUser | null,
+  gpuEnv: Readonly<Record<string, string>>,
 ): Record<string, string> {
   return {
     ...(user ? userEnv(user, dirs.work) : {}),
@@ -32,19 +34,18 @@ export function attemptOwnEnv(
     GANTRY_INPUT_DIR: dirs.input,
     ...(dirs.checkpoint ? { GANTRY_CHECKPOINT_DIR: dirs.checkpoint } : {}),
     ...(dirs.progress ? { GANTRY_PROGRESS_FILE: dirs.progress } : {}),
-    // Empty for a CPU stage: CUDA then sees no device, rather than every device on the machine.
-    CUDA_VISIBLE_DEVICES: a.gpuIndices.join(','),
-    // The indices come from nvidia-smi, which numbers GPUs by PCI bus; CUDA's default order
-    // (fastest first) can differ on a machine with mixed GPUs, and would hand out the wrong ones.
-    CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
+    ...gpuEnv,
   };
 }
+
+/** Set per attempt (attempt-gpus.ts) or not at all: never the agent's own. CUDA_MPS_PIPE_DIRECTORY, where the MPS daemon listens, is inherited. */
+const ATTEMPT_GPU_VARIABLES = new Set(['CUDA_VISIBLE_DEVICES', 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', 'CUDA_MPS_PINNED_DEVICE_MEM_LIMIT']);
 
 /** What every attempt's environment starts from: the agent's own, without what identifies an attempt or masks GPUs. */
 export function inheritedEnv(base: NodeJS.ProcessEnv): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(base)) {
-    if (v === undefined || k.startsWith('GANTRY_') || k === 'CUDA_VISIBLE_DEVICES') continue;
+    if (v === undefined || k.startsWith('GANTRY_') || ATTEMPT_GPU_VARIABLES.has(k)) continue;
     env[k] = v;
   }
   return env;

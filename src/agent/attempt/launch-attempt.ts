@@ -20,6 +20,9 @@ import type { LaunchContainment } from '../contain/launch-containment.js';
 import { sandboxArgv, type SandboxTool } from '../contain/sandbox-argv.js';
 import { ProgressFile } from './stage-progress.js';
 import { errorText } from '../../lib/error-text.js';
+import type { GpuSharingMode } from '../../api/contract/containment.js';
+import type { DetectedGpu } from '../machine/machine-detect.js';
+import { attemptGpus, type AttemptGpus } from './attempt-gpus.js';
 
 export interface LaunchContext {
   machineName: string;
@@ -40,6 +43,10 @@ export interface LaunchContext {
   pidsMax: number;
   /** What every command is wrapped in (--sandbox, sandbox-argv.ts); null: no sandbox. */
   sandbox: SandboxTool | null;
+  /** The machine's GPUs as registered: what an assignment's indices name (attempt-gpus.ts). */
+  gpus: readonly DetectedGpu[];
+  /** How a share of a GPU is bounded (--gpu-sharing). */
+  gpuSharing: GpuSharingMode;
 }
 
 export interface Launched {
@@ -61,6 +68,12 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     killGraceMs: ctx.killGraceMs,
   };
   const failed = (why: string): Launched => ({ handle: notStarted(new Error(why)), progress: null, cgroup: null });
+  let gpus: AttemptGpus;
+  try {
+    gpus = attemptGpus(a, ctx.gpus, ctx.gpuSharing);
+  } catch (err) {
+    return failed(`its GPUs: ${errorText(err)}`);
+  }
   // Not run rather than run as root, or without its directories: it ends `spawn-failed`, saying why.
   let user: AttemptUser | null;
   try {
@@ -78,14 +91,14 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     return failed(`cannot prepare its directories${user ? ` for uid ${user.uid}` : ''}: ${errorText(err)}`);
   }
   // Where the stage may say how far it has come (a JSON line a step); the agent reads it when it heartbeats.
-  const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName, user);
+  const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName, user, gpus.env);
   // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins them
   // itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed, saying which
   // file), as a command that cannot be contained is.
   let cgroup: AttemptCgroup | null = null;
   let wrap: string[] = [];
   try {
-    cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: a.gpuIndices }) ?? null;
+    cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: gpus.deviceMinors }) ?? null;
     // A recycled one is named after another attempt: a restart must find it by this record.
     const ref = cgroup?.ref;
     if (ref) ctx.recordCgroup(a.attemptId, ref);
@@ -97,7 +110,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   try {
     if (ctx.sandbox) {
       const dirs = { work: paths.work, output: paths.output, input: paths.input, checkpoint, progressFile: paths.progress };
-      wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: a.gpuIndices, dirs, network: a.limits?.network ?? false });
+      wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: gpus.deviceMinors, dirs, network: a.limits?.network ?? false });
     }
   } catch (err) {
     if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});

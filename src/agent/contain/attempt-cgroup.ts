@@ -41,6 +41,7 @@ export interface AttemptCgroupLayout {
 export interface AttemptCgroupSpec {
   limits: AttemptLimitsWire | null;
   pidsMax: number;
+  /** The minors of its GPUs' `/dev/nvidia<N>` (attempt-gpus.ts: a whole GPU's index, a MIG instance's parent's). */
   gpuIndices: readonly number[];
 }
 

@@ -18,7 +18,7 @@ export interface SandboxTool {
 
 export interface SandboxAttempt {
   readonly tool: SandboxTool;
-  /** The attempt's GPUs (AssignmentWire.gpuIndices): each one's `/dev/nvidia<index>` is in its /dev. */
+  /** The device minors of the attempt's GPUs (attempt-gpus.ts: a whole GPU's index, a MIG instance's parent's): each one's `/dev/nvidia<N>` is in its /dev, with all of `/dev/nvidia-caps`. */
   readonly gpuIndices: readonly number[];
   /** Its own directories, the only places it may write (besides its private /tmp and /dev/shm). */
   readonly dirs: {

@@ -12,7 +12,8 @@ export function registerRequest(m: DetectedMachine, containment?: ContainmentRep
     name: m.name,
     cpuMillis: m.cpuMillis,
     memoryBytes: m.memoryBytes,
-    gpus: m.gpus,
+    // The wire's fields only: which device file a GPU is the agent's own business.
+    gpus: m.gpus.map(({ index, uuid, name, type, memoryMiB }) => ({ index, uuid, name, type, memoryMiB })),
     gpusDeclared: m.gpusDeclared,
     region: m.region,
     labels: m.labels,

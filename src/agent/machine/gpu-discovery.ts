@@ -1,8 +1,10 @@
 /**
  * What GPUs this machine has, from nvidia-smi. The agent reports them when it registers; a
- * machine without nvidia-smi (or where it fails, e.g. no driver loaded) has no GPUs.
+ * machine without nvidia-smi (or where it fails, e.g. no driver loaded) has no GPUs. A GPU in MIG
+ * mode is offered as its MIG instances, each a GPU of its own type, never whole (docs/machines.md, "MIG").
  */
 import { execFile } from 'node:child_process';
+import { migMemoryMiB, parseMigProfiles, parseNvidiaSmiList, type ListedGpu, type MigProfileMemory } from './mig-instances.js';
 
 export interface GpuInfo {
   index: number;
@@ -12,9 +14,25 @@ export interface GpuInfo {
   /** The model as a GPU type for scheduling, e.g. "h100". */
   type: string;
   memoryMiB: number;
+  /**
+   * The N of the `/dev/nvidia<N>` it runs on, which the devices cgroup and the sandbox let an
+   * attempt open: a whole GPU's index (nvidia-smi numbers GPUs as their device files), a MIG
+   * instance's parent's.
+   */
+  deviceMinor: number;
 }
 
-export const NVIDIA_SMI_ARGS = ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'] as const;
+/** A row of the query: a GPU as the driver sees it, MIG or not. */
+export interface QueriedGpu extends GpuInfo {
+  /** `mig.mode.current` is Enabled: CUDA can use it only through its MIG instances. */
+  migEnabled: boolean;
+}
+
+export const NVIDIA_SMI_ARGS = ['--query-gpu=index,uuid,name,memory.total,mig.mode.current', '--format=csv,noheader,nounits'] as const;
+/** For drivers before MIG (R450), which refuse a query that names `mig.mode.current`. */
+export const NVIDIA_SMI_ARGS_BEFORE_MIG = ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'] as const;
+/** A MIG instance's index on the wire: 100 × (its GPU's index + 1) + its MIG device number, so 100 is GPU 0's device 0. */
+const MIG_INDEX_BASE = 100;
 
 const BRANDS = new Set(['nvidia', 'tesla', 'geforce', 'quadro']);
 /** Series words that are not a model on their own: "RTX 4090", "GTX 1080 Ti", "RTX A6000", "TITAN V". */
@@ -46,11 +64,12 @@ export function gpuTypeFromName(name: string): string {
 }
 
 /**
- * Parses `nvidia-smi --query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits`.
- * Extra trailing columns are ignored; blank lines are skipped; anything else malformed throws.
+ * Parses `nvidia-smi --query-gpu=index,uuid,name,memory.total[,mig.mode.current] --format=csv,noheader,nounits`.
+ * A fifth column of `Enabled` marks a GPU in MIG mode; further columns are ignored; blank lines
+ * are skipped; anything else malformed throws.
  */
-export function parseNvidiaSmiQuery(csv: string): GpuInfo[] {
-  const gpus: GpuInfo[] = [];
+export function parseNvidiaSmiQuery(csv: string): QueriedGpu[] {
+  const gpus: QueriedGpu[] = [];
   csv.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
     if (line === '') return;
@@ -64,22 +83,65 @@ export function parseNvidiaSmiQuery(csv: string): GpuInfo[] {
     if (uuid === '') bad('uuid is empty');
     if (name === '') bad('name is empty');
     if (!/^\d+(\.\d+)?$/.test(memory)) bad(`memory.total "${memory}" is not a number of MiB`);
-    gpus.push({ index: Number(index), uuid, name, type: gpuTypeFromName(name), memoryMiB: Math.round(Number(memory)) });
+    gpus.push({
+      index: Number(index),
+      uuid,
+      name,
+      type: gpuTypeFromName(name),
+      memoryMiB: Math.round(Number(memory)),
+      deviceMinor: Number(index),
+      migEnabled: cols[4] === 'Enabled',
+    });
   });
   return gpus;
 }
 
 /**
+ * The GPUs the agent offers: a GPU not in MIG mode whole, a GPU in MIG mode as its MIG devices
+ * (from `nvidia-smi -L`, matched by UUID), none when it has none yet. Each instance is a GPU of
+ * the type "<parent type>-<profile>" (h100-3g.40gb), addressed by its MIG UUID, its memory from
+ * `nvidia-smi mig -lgip` where known, and its device file its parent's.
+ */
+export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly ListedGpu[], profiles: MigProfileMemory = new Map()): GpuInfo[] {
+  return queried.flatMap(({ migEnabled, ...g }): GpuInfo[] => {
+    if (!migEnabled) return [g];
+    const mig = (listed.find((l) => l.uuid === g.uuid) ?? listed.find((l) => l.index === g.index))?.mig ?? [];
+    return mig.map((d) => {
+      if (d.device >= MIG_INDEX_BASE) throw new Error(`nvidia-smi -L: GPU ${g.index} lists MIG device ${d.device}; at most ${MIG_INDEX_BASE} are expected`);
+      return {
+        index: MIG_INDEX_BASE * (g.index + 1) + d.device,
+        uuid: d.uuid,
+        name: `${g.name} MIG ${d.profile}`,
+        type: `${g.type}-${d.profile}`,
+        memoryMiB: migMemoryMiB(d.profile, profiles.get(g.index)) ?? g.memoryMiB,
+        deviceMinor: g.deviceMinor,
+      };
+    });
+  });
+}
+
+/**
  * Runs nvidia-smi and returns this machine's GPUs; null when nvidia-smi is not installed or fails
  * (non-zero exit, e.g. no driver or no devices; timeout). Output that cannot be parsed throws,
- * since it means the machine's GPUs cannot be trusted rather than that there are none.
+ * since it means the machine's GPUs cannot be trusted rather than that there are none. Only a
+ * machine with a GPU in MIG mode is asked for its MIG devices (`-L`) and profiles (`mig -lgip`).
  */
 export async function discoverGpus(opts: { command?: string; timeoutMs?: number } = {}): Promise<GpuInfo[] | null> {
-  const command = opts.command ?? 'nvidia-smi';
-  const stdout = await new Promise<string | null>((resolve) => {
-    execFile(command, [...NVIDIA_SMI_ARGS], { timeout: opts.timeoutMs ?? 5000, encoding: 'utf8', windowsHide: true, maxBuffer: 1024 * 1024 }, (err, out) =>
-      resolve(err ? null : out),
-    );
+  const run = (args: readonly string[]) => runCommand(opts.command ?? 'nvidia-smi', args, opts.timeoutMs ?? 5000);
+  const csv = (await run(NVIDIA_SMI_ARGS)) ?? (await run(NVIDIA_SMI_ARGS_BEFORE_MIG));
+  if (csv === null) return null;
+  const queried = parseNvidiaSmiQuery(csv);
+  if (!queried.some((g) => g.migEnabled)) return offeredGpus(queried, []);
+  const list = await run(['-L']);
+  // Its MIG instances unknown, a MIG GPU cannot be offered at all (whole, CUDA could not use it).
+  if (list === null) throw new Error('nvidia-smi -L failed on a machine with a GPU in MIG mode: its MIG instances cannot be listed');
+  // The profiles' exact memory is a refinement: without it the names' figures stand in.
+  const profiles = parseMigProfiles((await run(['mig', '-lgip'])) ?? '');
+  return offeredGpus(queried, parseNvidiaSmiList(list), profiles);
+}
+
+function runCommand(command: string, args: readonly string[], timeoutMs: number): Promise<string | null> {
+  return new Promise<string | null>((resolve) => {
+    execFile(command, [...args], { timeout: timeoutMs, encoding: 'utf8', windowsHide: true, maxBuffer: 1024 * 1024 }, (err, out) => resolve(err ? null : out));
   });
-  return stdout === null ? null : parseNvidiaSmiQuery(stdout);
 }

@@ -15,18 +15,18 @@ describe('detectMachine', () => {
     });
     expect(m.gpusDeclared).toBe(true);
     expect(m.gpus).toEqual([
-      { index: 0, uuid: null, name: 'declared h100', type: 'h100', memoryMiB: null },
-      { index: 1, uuid: null, name: 'declared h100', type: 'h100', memoryMiB: null },
+      { index: 0, uuid: null, name: 'declared h100', type: 'h100', memoryMiB: null, deviceMinor: 0 },
+      { index: 1, uuid: null, name: 'declared h100', type: 'h100', memoryMiB: null, deviceMinor: 1 },
     ]);
     expect((await detectMachine({ gpus: 'none' })).gpus).toEqual([]);
   });
 
   it('takes discovered GPUs as real, and none as none', async () => {
     const real = await detectMachine({
-      discover: async () => [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA A100-SXM4-80GB', type: 'a100', memoryMiB: 81920 }],
+      discover: async () => [{ index: 0, uuid: 'GPU-1', name: 'NVIDIA A100-SXM4-80GB', type: 'a100', memoryMiB: 81920, deviceMinor: 0 }],
     });
     expect(real.gpusDeclared).toBe(false);
-    expect(real.gpus).toEqual([{ index: 0, uuid: 'GPU-1', name: 'NVIDIA A100-SXM4-80GB', type: 'a100', memoryMiB: 81920 }]);
+    expect(real.gpus).toEqual([{ index: 0, uuid: 'GPU-1', name: 'NVIDIA A100-SXM4-80GB', type: 'a100', memoryMiB: 81920, deviceMinor: 0 }]);
     const none = await detectMachine({ discover: noGpus });
     expect(none).toMatchObject({ gpus: [], gpusDeclared: false });
   });

@@ -14,6 +14,8 @@ export interface DetectedGpu {
   name: string;
   type: string;
   memoryMiB: number | null;
+  /** Its `/dev/nvidia<N>` (GpuInfo.deviceMinor); a declared GPU's is its index, whose file the host may not have. */
+  deviceMinor: number;
 }
 
 export interface DetectedMachine {
@@ -60,7 +62,7 @@ export async function detectMachine(opts: DetectMachineOptions = {}): Promise<De
 
   if (opts.gpus !== undefined) {
     const { type, count } = parseGpuDeclaration(opts.gpus);
-    const gpus = Array.from({ length: count }, (_, index) => ({ index, uuid: null, name: `declared ${type}`, type, memoryMiB: null }));
+    const gpus = Array.from({ length: count }, (_, index) => ({ index, uuid: null, name: `declared ${type}`, type, memoryMiB: null, deviceMinor: index }));
     return { name, cpuMillis, memoryBytes, gpus, gpusDeclared: true, region, labels };
   }
   const found = (await (opts.discover ?? discoverGpus)()) ?? [];

@@ -116,6 +116,13 @@ export type HeartbeatRequest = Static<typeof HeartbeatRequest>;
 
 export const OutputFileWire = Type.Object({ path: Type.String(), size: Type.Integer({ minimum: 0 }) }, { additionalProperties: false });
 
+/** A share of one GPU: `milli` thousandths of it (the trace's gpu_milli), `memoryBytes` of its memory where asked. */
+export const GpuShareWire = Type.Object(
+  { milli: Type.Integer({ minimum: 1, maximum: 1000 }), memoryBytes: Type.Optional(Type.Integer({ minimum: 1 })) },
+  { additionalProperties: false },
+);
+export type GpuShareWire = Static<typeof GpuShareWire>;
+
 export const AssignmentWire = Type.Object({
   attemptId: Type.String(),
   token: Type.Integer(),
@@ -134,6 +141,10 @@ export const AssignmentWire = Type.Object({
   /** What the agent's containment enforces (docs/containment.md). Absent from older servers: the
    *  agent then limits nothing but the pids (its --pids-max). */
   limits: Type.Optional(AttemptLimitsWire),
+  /** A share of its one GPU (`gpuIndices` holds exactly one): thousandths of it, and its memory
+   *  where the stage asked. The agent bounds it with MPS where it runs (`--gpu-sharing mps`), and
+   *  only says so otherwise (docs/machines.md, "A share of a GPU"). Absent: whole GPUs. */
+  gpuShare: Type.Optional(GpuShareWire),
 });
 export type AssignmentWire = Static<typeof AssignmentWire>;
 

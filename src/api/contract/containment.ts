@@ -15,11 +15,16 @@ import { wireEnum } from './wire-enum.js';
  *   agent's files).
  * - `sandbox`: `bwrap` when `--sandbox` is on and bubblewrap works on the host, else null (`problems` says why).
  * - `problems`: why something is not enforced, one sentence each, for the operator.
+ * - `gpuSharing`: how stages that share a GPU are kept apart (`--gpu-sharing`): `mps` (NVIDIA's
+ *   MPS bounds each one's threads and memory), `time-slicing` (nothing bounds them). Absent from
+ *   agents before shares.
  */
 export const CONTAINMENT_MECHANISMS = ['cgroup-v2', 'cgroup-v1', 'cgroup-hybrid', 'none'] as const;
 export type ContainmentMechanism = (typeof CONTAINMENT_MECHANISMS)[number];
 export const CONTAINMENT_KILLS = ['cgroup.kill', 'freezer', 'process-group'] as const;
 export type ContainmentKill = (typeof CONTAINMENT_KILLS)[number];
+export const GPU_SHARING_MODES = ['mps', 'time-slicing'] as const;
+export type GpuSharingMode = (typeof GPU_SHARING_MODES)[number];
 
 export const ContainmentReport = Type.Object(
   {
@@ -32,6 +37,7 @@ export const ContainmentReport = Type.Object(
     user: Type.String({ maxLength: 200 }),
     sandbox: Type.Union([Type.Literal('bwrap'), Type.Null()]),
     problems: Type.Array(Type.String({ maxLength: 500 }), { maxItems: 20 }),
+    gpuSharing: Type.Optional(wireEnum(GPU_SHARING_MODES, { description: 'how stages sharing a GPU are bounded' })),
   },
   // Later agents may report more: a server keeps what it knows.
   { additionalProperties: true },

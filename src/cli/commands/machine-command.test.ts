@@ -109,6 +109,7 @@ describe('gantry machine', () => {
       ...hybridReport,
       sandbox: 'bwrap' as const,
       problems: ['devices: the v1 devices hierarchy is not mounted', 'cpu: no cpu.max on v2, capped through v1'],
+      gpuSharing: 'mps' as const,
     };
     const shown = machine('eligible', 1, { region: 'eu-west', labels: { rack: 'a' }, containment, lastHeartbeatAt: 1_000, registeredAt: 0 });
     const g = await fakeGantry({ status: 500, body: {} }, [shown]);
@@ -131,6 +132,7 @@ describe('gantry machine', () => {
       /^ {2}kill: +cgroup\.kill$/m,
       /^ {2}user: +dynamic 61184-65519$/m,
       /^ {2}sandbox: +bwrap$/m,
+      /^ {2}gpu sharing: +mps \(each share's threads and memory bounded by NVIDIA MPS\)$/m,
       /^ {2}problems: +devices: the v1 devices hierarchy is not mounted\n {2} +cpu: no cpu\.max on v2, capped through v1$/m,
     ])
       expect(out).toMatch(line);
@@ -154,6 +156,7 @@ describe('gantry machine', () => {
       user: 'agent root (0)',
       sandbox: null,
       problems: [],
+      gpuSharing: 'time-slicing' as const,
     };
     const none = await fakeGantry({ status: 500, body: {} }, [machine('eligible', 0, { containment: bare })]);
     const n = io();
@@ -161,6 +164,12 @@ describe('gantry machine', () => {
     expect(n.out.join('')).toMatch(/^ {2}kill: +process-group \(a child that leaves the group escapes\)$/m);
     expect(n.out.join('')).toMatch(/^ {2}user: +agent root \(0\) \(stages can read the agent's files\)$/m);
     expect(n.out.join('')).toMatch(/^ {2}problems: +none$/m);
+    expect(n.out.join('')).toMatch(/^ {2}gpu sharing: +time-slicing \(shares of a GPU are not bounded: each can use all of it\)$/m);
+    // An agent before shares does not say.
+    const unsaid = await fakeGantry({ status: 500, body: {} }, [machine('eligible', 0, { containment: hybridReport })]);
+    const u = io();
+    await runMachineShow('gpu-1', { server: unsaid.url }, u.io);
+    expect(u.out.join('')).toMatch(/^ {2}gpu sharing: +not reported \(its agent predates shares\)$/m);
 
     const missing = createServer((_req, res) =>
       res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not_found', message: 'machine nope not found' })),

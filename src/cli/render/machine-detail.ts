@@ -42,10 +42,22 @@ function containmentLines(r: ContainmentReport | null | undefined, c: Colors): [
     ['kill', r.kill === 'process-group' ? c.yellow(`${r.kill} (a child that leaves the group escapes)`) : r.kill],
     ['user', r.user.startsWith('agent ') ? c.yellow(`${r.user} (stages can read the agent's files)`) : r.user],
     ['sandbox', r.sandbox ?? 'off'],
+    ['gpu sharing', gpuSharingText(r.gpuSharing, c)],
   ];
   if (r.problems.length === 0) lines.push(['problems', 'none']);
   else r.problems.forEach((p, i) => lines.push([i === 0 ? 'problems' : '', c.yellow(p)]));
   return lines;
+}
+
+/** How stages given a share of one GPU are kept apart (docs/machines.md, "A share of a GPU"). */
+function gpuSharingText(mode: ContainmentReport['gpuSharing'], c: Colors): string {
+  if (mode === undefined) return c.dim('not reported (its agent predates shares)');
+  switch (mode) {
+    case 'mps':
+      return "mps (each share's threads and memory bounded by NVIDIA MPS)";
+    case 'time-slicing':
+      return c.yellow('time-slicing (shares of a GPU are not bounded: each can use all of it)');
+  }
 }
 
 function table(lines: [string, string][], c: Colors, indent = ''): string {

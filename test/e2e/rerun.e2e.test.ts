@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync, unlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -11,7 +11,14 @@ machines:
 `;
 
 /** The lines a marker file holds: one per time the stage's process ran. */
-const runs = (dir: string, stage: string) => (existsSync(join(dir, stage)) ? readFileSync(join(dir, stage), 'utf8').trim().split('\n').length : 0);
+/**
+ * How many times a stage's process ran: each run leaves a file of its own (`mark`), since runs of
+ * one stage in two jobs are two attempts with users of their own, and one could not append to a
+ * file the other made (0644: the second run's line was lost while it succeeded anyway).
+ */
+const runs = (dir: string, stage: string) => readdirSync(dir).filter((f) => f.startsWith(`${stage}.run.`)).length;
+/** The shell that records a run of `stage` in $MARKERS, failing the stage if it cannot. */
+const mark = (stage: string) => `mktemp "$MARKERS/${stage}.run.XXXXXX" > /dev/null || exit 9`;
 
 /** `gantry rerun` end to end (issue 12): the built CLI, `gantry up`, real agents and processes. */
 describe('gantry rerun', () => {
@@ -40,7 +47,7 @@ describe('gantry rerun', () => {
         {
           name: 'prep',
           resources: { cpu: 1, memory: '256Mi' },
-          command: ['sh', '-c', 'echo ran >> "$MARKERS/prep"; echo rows=42 > "$GANTRY_OUTPUT_DIR/data.txt"'],
+          command: ['sh', '-c', `${mark('prep')}; echo rows=42 > "$GANTRY_OUTPUT_DIR/data.txt"`],
         },
         {
           name: 'train',
@@ -49,7 +56,7 @@ describe('gantry rerun', () => {
           command: [
             'sh',
             '-c',
-            'echo ran >> "$MARKERS/train"; sleep 1; { cat "$GANTRY_INPUT_DIR/prep/data.txt"; echo "trained-by=$GANTRY_JOB_ID"; } > "$GANTRY_OUTPUT_DIR/model.bin"',
+            `${mark('train')}; sleep 1; { cat "$GANTRY_INPUT_DIR/prep/data.txt"; echo "trained-by=$GANTRY_JOB_ID"; } > "$GANTRY_OUTPUT_DIR/model.bin"`,
           ],
         },
         {
@@ -60,7 +67,7 @@ describe('gantry rerun', () => {
           command: [
             'sh',
             '-c',
-            'echo ran >> "$MARKERS/eval"; test -f "$CONFIG" || { echo "missing $CONFIG" >&2; exit 3; }; cat "$GANTRY_INPUT_DIR/train/model.bin" > "$GANTRY_OUTPUT_DIR/report.txt"',
+            `${mark('eval')}; test -f "$CONFIG" || { echo "missing $CONFIG" >&2; exit 3; }; cat "$GANTRY_INPUT_DIR/train/model.bin" > "$GANTRY_OUTPUT_DIR/report.txt"`,
           ],
         },
       ],
@@ -127,7 +134,7 @@ describe('gantry rerun', () => {
       command: [
         'sh',
         '-c',
-        `echo ran >> "$MARKERS/${name}"; { echo "${name}@$GANTRY_JOB_ID"; for n in ${needs.join(' ')}; do cat "$GANTRY_INPUT_DIR/$n/out.txt"; done; } > "$GANTRY_OUTPUT_DIR/out.txt"`,
+        `${mark(name)}; { echo "${name}@$GANTRY_JOB_ID"; for n in ${needs.join(' ')}; do cat "$GANTRY_INPUT_DIR/$n/out.txt"; done; } > "$GANTRY_OUTPUT_DIR/out.txt"`,
       ],
     });
     const file = specFile(dir, 'dag.yaml', {

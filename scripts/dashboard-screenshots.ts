@@ -9,7 +9,7 @@
  * failed evaluation, and the rerun it makes. Needs /usr/bin/chromium (GANTRY_CHROMIUM); takes about
  * two minutes.
  */
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { browserMissing, launchBrowser, leftBehind } from '../test/support/browser.js';
@@ -75,7 +75,10 @@ async function main(): Promise<void> {
       stages: [{ name: 'export', command: sh('echo "exporting to s3://bucket/out"; echo "error: bucket not found" >&2; exit 3') }],
     });
     // Its evaluation fails until the metrics config is "fixed" (the marker file, made before its rerun).
-    const fixed = join(mkdtempSync(join(tmpdir(), 'gantry-shots-')), 'metrics-config');
+    // Passable (0711): the stages run as users of their own under a root agent, and mkdtemp's 0700 would hide the file.
+    const fixedDir = mkdtempSync(join(tmpdir(), 'gantry-shots-'));
+    chmodSync(fixedDir, 0o711);
+    const fixed = join(fixedDir, 'metrics-config');
     const detector = await post({
       name: 'detector-eval',
       team: 'vision',

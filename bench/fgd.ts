@@ -5,9 +5,9 @@
  * beside the paper's own figures.
  *
  * Usage: npm run bench:fgd [-- --trace DIR --pods default,gpuspec33 --seeds 42-51
- *          --policies fgd,best-fit,packing --json --out bench/results/FILE.md]
+ *          --policies fgd,best-fit,packing --jobs 2 --json --out bench/results/FILE.md]
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { resolve } from 'node:path';
@@ -17,7 +17,8 @@ import { allocatedPercentAt, clusterGpuMilli, gpuShareMachines, replayShares, sh
 import { DEFAULT_SHARE_POLICY, isSharePolicy, SHARE_POLICIES, type SharePolicyName } from '../src/scheduler/share-policies.js';
 import { targetWorkload } from '../src/scheduler/target-workload.js';
 
-const REPO = resolve(fileURLToPath(import.meta.url), '../..');
+const SCRIPT = fileURLToPath(import.meta.url);
+const REPO = resolve(SCRIPT, '../..');
 const ARRIVED = [90, 95, 100, 110, 130] as const;
 
 /**
@@ -66,6 +67,7 @@ const SEEDS = parseSeeds(arg('seeds', '42-51'));
 const POLICIES = arg('policies', SHARE_POLICIES.join(',')).split(',');
 const JSON_OUT = process.argv.includes('--json');
 const OUT = arg('out', '');
+const JOBS = Math.max(1, Number(arg('jobs', String(Math.min(2, cpus().length)))));
 
 for (const l of LISTS) if (!Object.hasOwn(POD_LIST_FILES, l)) throw new Error(`unknown pod list ${l} (${Object.keys(POD_LIST_FILES).join(', ')})`);
 for (const p of POLICIES) if (!isSharePolicy(p)) throw new Error(`unknown policy ${p} (${SHARE_POLICIES.join(', ')})`);
@@ -81,25 +83,69 @@ interface Row {
   wallSeconds: number;
 }
 
-const t0 = performance.now();
-const machines = gpuShareMachines(readNodeList(DIR));
-const rows: Row[] = [];
-const workloads: Record<string, number> = {};
-for (const list of LISTS) {
+/** One list × policy × seeds: what a child process computes and prints as JSON. */
+function runTask(list: PodListName, policy: SharePolicyName, seeds: readonly number[]): Row {
+  const machines = gpuShareMachines(readNodeList(DIR));
   const pods = readPodList(list, DIR);
   const workload = targetWorkload(pods.map(shareRequestOf));
-  workloads[list] = workload.shapes.length;
-  for (const policy of POLICIES as SharePolicyName[]) {
-    const t = performance.now();
-    const perSeed = SEEDS.map((seed) => {
-      const r = replayShares(machines, pods, { policy, seed, workload });
-      return { seed, unallocated: ARRIVED.map((a) => 100 - allocatedPercentAt(r, a)), pods: r.pods, dropped: r.dropped };
-    });
-    const unallocated = ARRIVED.map((_, i) => perSeed.reduce((s, x) => s + x.unallocated[i]!, 0) / perSeed.length);
-    rows.push({ list, policy, unallocated, perSeed, wallSeconds: (performance.now() - t) / 1000 });
-    if (!JSON_OUT) console.error(`${list} ${policy}: ${unallocated.map((u) => u.toFixed(2)).join(' ')} (${((performance.now() - t) / 1000).toFixed(1)} s)`);
-  }
+  const t = performance.now();
+  const perSeed = seeds.map((seed) => {
+    const r = replayShares(machines, pods, { policy, seed, workload });
+    return { seed, unallocated: ARRIVED.map((a) => 100 - allocatedPercentAt(r, a)), pods: r.pods, dropped: r.dropped };
+  });
+  return { list, policy, unallocated: [], perSeed, wallSeconds: (performance.now() - t) / 1000 };
 }
+
+function runChild(list: PodListName, policy: SharePolicyName, seeds: readonly number[]): Promise<Row> {
+  const args = [...process.execArgv, SCRIPT, '--task', `${list}:${policy}`, '--seeds', seeds.join(','), '--trace', DIR];
+  return new Promise((ok, fail) =>
+    execFile(process.execPath, args, { cwd: REPO, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) =>
+      err ? fail(new Error(`${list} ${policy}: ${err.message}\n${stderr}`)) : ok(JSON.parse(stdout) as Row),
+    ),
+  );
+}
+
+const TASK = arg('task', '');
+if (TASK !== '') {
+  const [list, policy] = TASK.split(':') as [PodListName, SharePolicyName];
+  process.stdout.write(JSON.stringify(runTask(list, policy, SEEDS)));
+  process.exit(0);
+}
+
+const t0 = performance.now();
+const machines = gpuShareMachines(readNodeList(DIR));
+const workloads: Record<string, number> = {};
+for (const list of LISTS) workloads[list] = targetWorkload(readPodList(list, DIR).map(shareRequestOf)).shapes.length;
+// Each list × policy in child processes, --jobs at a time, the seeds split in halves so that the
+// slow ones (FGD, gpuspec33) do not leave a core idle at the end: the replays are deterministic,
+// so only the wall time depends on it.
+const half = Math.ceil(SEEDS.length / 2);
+const parts = [SEEDS.slice(0, half), SEEDS.slice(half)].filter((p) => p.length > 0);
+// Longest first (FGD, then the list with GPU types, measured about 3× and 1.5× the others).
+const cost = (t: { list: PodListName; policy: SharePolicyName }) => (t.policy === 'fgd' ? 3 : 1) * (t.list === 'gpuspec33' ? 1.5 : 1);
+const tasks = LISTS.flatMap((list) => (POLICIES as SharePolicyName[]).flatMap((policy) => parts.map((seeds) => ({ list, policy, seeds })))).sort(
+  (a, b) => cost(b) - cost(a),
+);
+const done: Row[] = new Array(tasks.length);
+let next = 0;
+await Promise.all(
+  Array.from({ length: Math.min(JOBS, tasks.length) }, async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      const t = tasks[i]!;
+      done[i] = await runChild(t.list, t.policy, t.seeds);
+      if (!JSON_OUT) console.error(`${t.list} ${t.policy} seeds ${t.seeds.join(',')}: ${done[i].wallSeconds.toFixed(1)} s`);
+    }
+  }),
+);
+const rows: Row[] = LISTS.flatMap((list) =>
+  (POLICIES as SharePolicyName[]).map((policy) => {
+    const mine = done.filter((r) => r.list === list && r.policy === policy);
+    const perSeed = mine.flatMap((r) => r.perSeed);
+    const unallocated = ARRIVED.map((_, i) => perSeed.reduce((s, x) => s + x.unallocated[i]!, 0) / perSeed.length);
+    return { list, policy, unallocated, perSeed, wallSeconds: mine.reduce((s, r) => s + r.wallSeconds, 0) };
+  }),
+);
 const totalSeconds = (performance.now() - t0) / 1000;
 
 if (JSON_OUT) {
@@ -138,7 +184,7 @@ arrived workload of ${ARRIVED.join(', ')} % of the cluster's GPUs, mean of seeds
 - **Machine:** ${process.platform} ${process.arch}, ${cpu.length} cores (${cpu[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}; shared, so wall times are noisy (the figures are deterministic).
 - **Commit:** \`${git('rev-parse', '--short', 'HEAD')}\`${dirty ? ' (with uncommitted changes in src/ or bench/)' : ''}.
 - **Cluster:** the ${machines.length} GPU machines of \`openb_node_list_all_node.csv\`, ${clusterGpuMilli(machines) / 1000} GPUs.
-- **Run:** ${rows.length} policy × list runs of ${SEEDS.length} seeds, ${totalSeconds.toFixed(1)} s in all, one process.
+- **Run:** ${rows.length} policy × list runs of ${SEEDS.length} seeds in ${tasks.length} child processes, ${JOBS} at a time: ${totalSeconds.toFixed(1)} s in all (wall column: the replays' own time, summed over its children).
 
 ${tables.join('\n\n')}
 `;

@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fragmentationIncrease, machineFragmentation, shapeFragmentation } from './fgd-score.js';
+import { fgdPoints, fragmentationIncrease, machineFragmentation, machineFragmentationUnits, shapeFragmentation } from './fgd-score.js';
 import type { ShareMachine, ShareRequest } from './gpu-share.js';
 import { SharePlanner } from './share-planner.js';
 import { chooseShare, shareContext } from './share-policies.js';
@@ -74,6 +75,11 @@ describe('FGD on a two-machine example computed by hand', () => {
     expect(fragmentationIncrease(m1, req(1, 1000, 8000), [0], workload)).toBe(0);
   });
 
+  it("scores them in the paper's points: 100 × sigmoid(−increase / 1000), truncated", () => {
+    expect([-300, 0, 350].map(fgdPoints)).toEqual([57, 50, 41]);
+    expect(fgdPoints(-20)).toBe(fgdPoints(0)); // within the same point: best fit decides
+  });
+
   it('fgd takes m1 GPU 1, best fit m2, packing the fullest shared GPU (m1 GPU 1); the planner agrees', () => {
     const expected = { fgd: ['m1', [1]], 'best-fit': ['m2', [0]], packing: ['m1', [1]] } as const;
     for (const [policy, [machineId, gpuIndices]] of Object.entries(expected)) {
@@ -82,5 +88,34 @@ describe('FGD on a two-machine example computed by hand', () => {
       expect([c?.machine.id, c?.gpuIndices], policy).toEqual([machineId, gpuIndices]);
       expect(new SharePlanner([m1, m2], policy as keyof typeof expected, ctx).place(r), policy).toEqual({ machineId, gpuIndices });
     }
+  });
+});
+
+describe('machineFragmentationUnits', () => {
+  it('is Σ count × shapeFragmentation, on machines of one or several GPU types', () => {
+    const types = ['t4', 'a10'];
+    const arbShape = fc.record({
+      cpuMillis: fc.integer({ min: 0, max: 16 }).map((c) => c * 1000),
+      gpuCount: fc.integer({ min: 0, max: 3 }),
+      gpuMilli: fc.constantFrom(100, 300, 500, 1000),
+      gpuTypes: fc.subarray(types),
+      count: fc.integer({ min: 1, max: 50 }),
+    });
+    const arbMachine = fc.record({
+      cpu: fc.integer({ min: 0, max: 16 }).map((c) => c * 1000),
+      gpus: fc.array(fc.record({ type: fc.constantFrom(...types), freeMilli: fc.constantFrom(0, 100, 200, 500, 700, 1000) }), { maxLength: 8 }),
+    });
+    fc.assert(
+      fc.property(fc.array(arbShape, { minLength: 1, maxLength: 6 }), arbMachine, (raw, mm) => {
+        const shapes = raw.map((s) => ({ ...s, gpuMilli: s.gpuCount === 0 ? 0 : s.gpuMilli, weight: 0 }));
+        const w = { shapes, requests: shapes.reduce((n, s) => n + s.count, 0) };
+        const machine: ShareMachine = { ...m('x', mm.cpu, 16_000, []), gpus: mm.gpus.map((g, index) => ({ index, ...g })) };
+        const free = machine.gpus.map((g) => g.freeMilli);
+        const gpuTypes = machine.gpus.map((g) => g.type);
+        const expected = shapes.reduce((f, s) => f + s.count * shapeFragmentation(mm.cpu, free, gpuTypes, s), 0);
+        expect(machineFragmentationUnits(machine, w)).toBe(expected);
+      }),
+      { numRuns: 300 },
+    );
   });
 });

@@ -32,13 +32,63 @@ export function shapeFragmentation(
   return s.gpuCount > 0 && cpuFree >= s.cpuMillis && fitting >= s.gpuCount ? total - usable : total;
 }
 
+/** The workload's shapes as a machine with these GPU types sees them. */
+interface ShapesFor {
+  /** Count of the shapes that can use none of its GPUs (CPU-only ones, other types): all free thousandths count for them. */
+  always: number;
+  /** The others. */
+  shapes: readonly WorkloadShape[];
+  /** GPUs of more than one type: acceptance is checked per GPU. */
+  mixed: boolean;
+}
+
+/** Per workload, per GPU type list (a machine's types do not change): the shapes that matter there. */
+const shapesCache = new WeakMap<TargetWorkload, Map<string, ShapesFor>>();
+
+function shapesFor(w: TargetWorkload, gpuTypes: readonly string[]): ShapesFor {
+  let byTypes = shapesCache.get(w);
+  if (byTypes === undefined) shapesCache.set(w, (byTypes = new Map()));
+  const key = gpuTypes.join(',');
+  let out = byTypes.get(key);
+  if (out === undefined) {
+    let always = 0;
+    const shapes: WorkloadShape[] = [];
+    for (const s of w.shapes) {
+      if (s.gpuCount > 0 && gpuTypes.some((t) => acceptsShareType(s, t))) shapes.push(s);
+      else always += s.count;
+    }
+    out = { always, shapes, mixed: new Set(gpuTypes).size > 1 };
+    byTypes.set(key, out);
+  }
+  return out;
+}
+
 /**
- * F in whole units: Σ count(s) × fragmentation(s), an integer (counts × thousandths stay far below
- * 2^53), so equal increases compare equal and ties go to the tie-break, not to rounding noise.
+ * F in whole units: Σ count(s) × `shapeFragmentation`(s), an integer (counts × thousandths stay far
+ * below 2^53), so equal increases compare equal and ties go to the tie-break, not to rounding
+ * noise. The hot loop of FGD: shapes that can use none of the GPUs are summed once.
  */
 function fragmentationUnits(cpuFree: number, gpuFree: ArrayLike<number>, gpuTypes: readonly string[], w: TargetWorkload): number {
-  let f = 0;
-  for (const s of w.shapes) f += s.count * shapeFragmentation(cpuFree, gpuFree, gpuTypes, s);
+  const sf = shapesFor(w, gpuTypes);
+  let total = 0;
+  for (let i = 0; i < gpuFree.length; i++) total += gpuFree[i]!;
+  let f = sf.always * total;
+  for (const s of sf.shapes) {
+    if (cpuFree < s.cpuMillis) {
+      f += s.count * total;
+      continue;
+    }
+    let usable = 0;
+    let fitting = 0;
+    for (let i = 0; i < gpuFree.length; i++) {
+      const free = gpuFree[i]!;
+      if (free >= s.gpuMilli && (!sf.mixed || acceptsShareType(s, gpuTypes[i]!))) {
+        fitting += 1;
+        usable += free;
+      }
+    }
+    f += s.count * (fitting >= s.gpuCount ? total - usable : total);
+  }
   return f;
 }
 
@@ -72,4 +122,14 @@ export function fragmentationIncrease(m: ShareMachine, r: ShareRequest, gpuIndic
     free[at] = free[at]! - r.gpuMilli;
   }
   return (fragmentationUnits(m.cpuMillisFree - r.cpuMillis, free, types, w) - f0) / w.requests;
+}
+
+/**
+ * FGD's points for an increase, as the paper scores a node: 100 × sigmoid(−increase / 1000),
+ * truncated to an integer (higher is better). Increases within about 40 thousandths of each other
+ * near zero get the same points, and the tie-break (best fit) decides among them: on the trace that
+ * strands fewer GPUs than ranking by the exact increase (docs/scheduling.md, "FGD").
+ */
+export function fgdPoints(increase: number): number {
+  return Math.trunc(100 / (1 + Math.exp(increase / 1000)));
 }

@@ -1,4 +1,4 @@
-import { fragmentationIncrease } from './fgd-score.js';
+import { fgdPoints, fragmentationIncrease } from './fgd-score.js';
 import { freeGpuMilli, gpuChoices, requestGpuMilli, WHOLE_GPU_MILLI, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import type { TargetWorkload } from './target-workload.js';
 
@@ -80,8 +80,8 @@ export function scoreChoice(
 ): ShareScore {
   switch (policy) {
     case 'fgd':
-      // Ties (the same increase) go to best fit.
-      return [fragmentationIncrease(m, r, gpuIndices, ctx.workload, before), bestFitLeft(m, r, ctx)];
+      // The paper's points (more is better, so negated); ties go to best fit.
+      return [-fgdPoints(fragmentationIncrease(m, r, gpuIndices, ctx.workload, before)), bestFitLeft(m, r, ctx)];
     case 'best-fit':
       // Within a machine every choice leaves the same total; the fullest GPU that fits wins.
       return [bestFitLeft(m, r, ctx), roomTaken(m, gpuIndices)];

@@ -1,4 +1,4 @@
-import { acceptsShareType, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { acceptsShareType, type ShareGpu, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import type { TargetWorkload, WorkloadShape } from './target-workload.js';
 
 /**
@@ -42,8 +42,10 @@ interface ShapesFor {
   mixed: boolean;
 }
 
-/** Per workload, per GPU type list (a machine's types do not change): the shapes that matter there. */
+/** Per workload, per GPU type list: the shapes that matter there. */
 const shapesCache = new WeakMap<TargetWorkload, Map<string, ShapesFor>>();
+/** The same by a machine's GPU list (a machine's GPU types do not change), to skip building the key. */
+const byGpuList = new WeakMap<TargetWorkload, WeakMap<readonly ShareGpu[], ShapesFor>>();
 
 function shapesFor(w: TargetWorkload, gpuTypes: readonly string[]): ShapesFor {
   let byTypes = shapesCache.get(w);
@@ -63,13 +65,26 @@ function shapesFor(w: TargetWorkload, gpuTypes: readonly string[]): ShapesFor {
   return out;
 }
 
+function shapesOn(w: TargetWorkload, gpus: readonly ShareGpu[]): ShapesFor {
+  let byList = byGpuList.get(w);
+  if (byList === undefined) byGpuList.set(w, (byList = new WeakMap()));
+  let out = byList.get(gpus);
+  if (out === undefined) {
+    out = shapesFor(
+      w,
+      gpus.map((g) => g.type),
+    );
+    byList.set(gpus, out);
+  }
+  return out;
+}
+
 /**
  * F in whole units: Σ count(s) × `shapeFragmentation`(s), an integer (counts × thousandths stay far
  * below 2^53), so equal increases compare equal and ties go to the tie-break, not to rounding
  * noise. The hot loop of FGD: shapes that can use none of the GPUs are summed once.
  */
-function fragmentationUnits(cpuFree: number, gpuFree: ArrayLike<number>, gpuTypes: readonly string[], w: TargetWorkload): number {
-  const sf = shapesFor(w, gpuTypes);
+function fragmentationUnits(cpuFree: number, gpuFree: ArrayLike<number>, gpus: readonly ShareGpu[], sf: ShapesFor): number {
   let total = 0;
   for (let i = 0; i < gpuFree.length; i++) total += gpuFree[i]!;
   let f = sf.always * total;
@@ -82,7 +97,7 @@ function fragmentationUnits(cpuFree: number, gpuFree: ArrayLike<number>, gpuType
     let fitting = 0;
     for (let i = 0; i < gpuFree.length; i++) {
       const free = gpuFree[i]!;
-      if (free >= s.gpuMilli && (!sf.mixed || acceptsShareType(s, gpuTypes[i]!))) {
+      if (free >= s.gpuMilli && (!sf.mixed || acceptsShareType(s, gpus[i]!.type))) {
         fitting += 1;
         usable += free;
       }
@@ -97,8 +112,8 @@ export function machineFragmentationUnits(m: ShareMachine, w: TargetWorkload): n
   return fragmentationUnits(
     m.cpuMillisFree,
     m.gpus.map((g) => g.freeMilli),
-    m.gpus.map((g) => g.type),
-    w,
+    m.gpus,
+    shapesOn(w, m.gpus),
   );
 }
 
@@ -114,14 +129,14 @@ export function machineFragmentation(m: ShareMachine, w: TargetWorkload): number
  * known, to save its computation.
  */
 export function fragmentationIncrease(m: ShareMachine, r: ShareRequest, gpuIndices: readonly number[], w: TargetWorkload, beforeUnits?: number): number {
+  const sf = shapesOn(w, m.gpus);
   const free = m.gpus.map((g) => g.freeMilli);
-  const types = m.gpus.map((g) => g.type);
-  const f0 = beforeUnits ?? fragmentationUnits(m.cpuMillisFree, free, types, w);
+  const f0 = beforeUnits ?? fragmentationUnits(m.cpuMillisFree, free, m.gpus, sf);
   for (const i of gpuIndices) {
     const at = m.gpus.findIndex((g) => g.index === i);
     free[at] = free[at]! - r.gpuMilli;
   }
-  return (fragmentationUnits(m.cpuMillisFree - r.cpuMillis, free, types, w) - f0) / w.requests;
+  return (fragmentationUnits(m.cpuMillisFree - r.cpuMillis, free, m.gpus, sf) - f0) / w.requests;
 }
 
 /**

@@ -84,7 +84,9 @@ export function gpuChoices(m: ShareMachine, r: ShareRequest): number[][] {
     return out;
   }
   const idleByType = new Map<string, number[]>();
-  for (const g of [...m.gpus].sort((a, b) => a.index - b.index)) {
+  // Lowest indices first; machines list their GPUs in index order, so the copy is rarely needed.
+  const inOrder = m.gpus.every((g, i) => i === 0 || m.gpus[i - 1]!.index < g.index);
+  for (const g of inOrder ? m.gpus : [...m.gpus].sort((a, b) => a.index - b.index)) {
     if (g.freeMilli !== WHOLE_GPU_MILLI || !acceptsShareType(r, g.type)) continue;
     const list = idleByType.get(g.type) ?? [];
     list.push(g.index);

@@ -13,16 +13,29 @@ export interface SharePlacement {
  * scores depend on that machine alone, and a placement changes one machine, so the planner keeps,
  * per machine, its best choice for each request shape it was asked about (and, for FGD, F(m) now)
  * and forgets them when that machine changes. Same answers as `chooseShare`, at the cost of the
- * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no randomness.
+ * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no randomness. It keeps
+ * every machine state it scored: one planner serves one pass or one replay, not a server's life.
  */
 export class SharePlanner {
   private readonly machines: ShareMachine[];
   private readonly byId = new Map<string, number>();
   /** F(m) now in whole units, per machine (FGD only). */
   private readonly before: (number | undefined)[];
-  /** Per machine, by request shape id: its best choice (null: does not fit), or undefined when not known. */
-  private readonly best: (ShareChoice | null | undefined)[][];
+  /**
+   * By request shape id, per machine: its best choice (null: does not fit), or undefined when not
+   * known. Shape-major and dense (filled when a shape is first seen), so the scan over machines
+   * reads one packed array; a placement clears its machine's column.
+   */
+  private readonly best: (ShareChoice | null | undefined)[][] = [];
   private readonly shapeIds = new Map<string, number>();
+  /**
+   * Best choices by machine state, by request shape: machines in the same state (idle ones of a
+   * model, at first most of them) get the same choice and score, so each is computed once. A
+   * machine's name is not in its score, only in ties, which `choose` breaks by the scan's order.
+   */
+  private readonly byState = new Map<string, Map<number, ShareChoice | null>>();
+  /** Per machine, its state's entry of `byState`, or undefined after a change. */
+  private readonly stateRows: (Map<number, ShareChoice | null> | undefined)[];
 
   constructor(
     machines: readonly ShareMachine[],
@@ -32,7 +45,7 @@ export class SharePlanner {
     this.machines = machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })).sort(compareShareMachines);
     this.machines.forEach((m, i) => this.byId.set(m.id, i));
     this.before = this.machines.map(() => undefined);
-    this.best = this.machines.map(() => []);
+    this.stateRows = this.machines.map(() => undefined);
   }
 
   private shapeId(r: ShareRequest): number {
@@ -41,29 +54,42 @@ export class SharePlanner {
     if (id === undefined) {
       id = this.shapeIds.size;
       this.shapeIds.set(key, id);
+      this.best.push(new Array<ShareChoice | null | undefined>(this.machines.length).fill(undefined));
     }
     return id;
   }
 
-  private bestOn(i: number, shape: number, r: ShareRequest): ShareChoice | null {
-    const known = this.best[i]![shape];
+  private bestOn(i: number, shape: number, byMachine: (ShareChoice | null | undefined)[], r: ShareRequest): ShareChoice | null {
+    const known = byMachine[i];
     if (known !== undefined) return known;
     const m = this.machines[i]!;
-    let before: number | undefined;
-    if (this.policy === 'fgd') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
-    const choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
-    this.best[i]![shape] = choice;
+    let row = this.stateRows[i];
+    if (row === undefined) {
+      const key = stateKey(m);
+      row = this.byState.get(key);
+      if (row === undefined) this.byState.set(key, (row = new Map()));
+      this.stateRows[i] = row;
+    }
+    let choice = row.get(shape);
+    if (choice === undefined) {
+      let before: number | undefined;
+      if (this.policy === 'fgd') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
+      choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
+      row.set(shape, choice);
+    }
+    byMachine[i] = choice;
     return choice;
   }
 
   /** Where the request would go now (not taken); null when it fits nowhere. */
   choose(r: ShareRequest): SharePlacement | null {
     const shape = this.shapeId(r);
+    const byMachine = this.best[shape]!;
     let at = -1;
     let choice: ShareChoice | null = null;
     // Machines are in name order, so the first of equal scores is the tie-break's winner.
     for (let i = 0; i < this.machines.length; i++) {
-      const c = this.bestOn(i, shape, r);
+      const c = this.bestOn(i, shape, byMachine, r);
       if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
         choice = c;
         at = i;
@@ -89,11 +115,19 @@ export class SharePlanner {
     if (problem !== null) throw new Error(`cannot place on ${m.id}: ${problem}`);
     takeShare(m, r, p.gpuIndices);
     this.before[i] = undefined;
-    this.best[i] = [];
+    this.stateRows[i] = undefined;
+    for (const byMachine of this.best) byMachine[i] = undefined;
   }
 
   /** The planner's machines now (read-only use: for checks and figures). */
   view(): readonly ShareMachine[] {
     return this.machines;
   }
+}
+
+/** What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals are fixed per state too). */
+function stateKey(m: ShareMachine): string {
+  let key = `${m.cpuMillisTotal}/${m.cpuMillisFree}/${m.memoryBytesFree}/${m.gpus.length}`;
+  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}`;
+  return key;
 }

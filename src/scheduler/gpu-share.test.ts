@@ -68,6 +68,16 @@ describe('gpuChoices', () => {
   });
 });
 
+describe('best fit and packing pack shares', () => {
+  it('onto a GPU already shared before an idle one is broken', () => {
+    const m = machine('m', [1000, 600, 1000]);
+    const ctx = shareContext([m], targetWorkload([share(300)]));
+    for (const policy of ['best-fit', 'packing'] as const) expect(chooseShare([m], share(300), policy, ctx)?.gpuIndices, policy).toEqual([1]);
+    // No shared GPU has room: the lowest idle one.
+    for (const policy of ['best-fit', 'packing'] as const) expect(chooseShare([m], share(700), policy, ctx)?.gpuIndices, policy).toEqual([0]);
+  });
+});
+
 // ---------------------------------------------------------------- properties
 
 const arbMachines = fc.array(

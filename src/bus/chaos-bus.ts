@@ -1,5 +1,5 @@
 import type { Bus, BusHandler, BusMessage } from './bus.js';
-import { seededRandom } from './seeded-random.js';
+import { seededRandom } from '../lib/seeded-random.js';
 import type { Topic } from '../domain/topic.js';
 
 export interface ChaosSettings {

@@ -74,4 +74,4 @@ export function pipeline(history: string, name: string, o: { trainBody?: string;
 }
 
 /** The same seed, the same scenario: the PRNG the chaos bus uses. */
-export { seededRandom as seeded } from '../../src/bus/seeded-random.js';
+export { seededRandom as seeded } from '../../src/lib/seeded-random.js';

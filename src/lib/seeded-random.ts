@@ -1,4 +1,4 @@
-/** A small seeded PRNG (mulberry32): fault-injection runs that can be replayed from their seed. */
+/** A small seeded PRNG (mulberry32): runs that can be replayed from their seed (fault injection, trace replays). */
 export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;
   return () => {

@@ -1,0 +1,142 @@
+import { normalizeGpuType } from '../domain/resources.js';
+import type { MachineView } from './snapshot.js';
+
+/**
+ * Shares of a GPU (issue 29, docs/scheduling.md, "Shares of a GPU and fragmentation"): each GPU
+ * has a free amount in thousandths, a request asks for whole GPUs or for a share of one. Pure; the
+ * planner's policies (`share-policies.ts`) and the simulator use the same fit rule.
+ */
+
+/** A whole GPU, in thousandths (the trace's `gpu_milli`). */
+export const WHOLE_GPU_MILLI = 1000;
+
+export interface ShareGpu {
+  index: number;
+  /** Normalised (lower case) type. */
+  type: string;
+  /** Free thousandths: 1000 idle, 0 full. */
+  freeMilli: number;
+}
+
+export interface ShareMachine {
+  id: string;
+  name: string;
+  cpuMillisTotal: number;
+  cpuMillisFree: number;
+  memoryBytesTotal: number;
+  memoryBytesFree: number;
+  gpus: ShareGpu[];
+}
+
+export interface ShareRequest {
+  cpuMillis: number;
+  memoryBytes: number;
+  /** 0 for CPU-only work; 1 for a share. */
+  gpuCount: number;
+  /** Thousandths on each of its GPUs: 1000 for whole GPUs, 1–999 for a share of one; 0 without GPUs. */
+  gpuMilli: number;
+  /** Acceptable types, normalised; empty: any. */
+  gpuTypes: readonly string[];
+}
+
+/** Null when the request is well formed, else why not (a share is of one GPU only). */
+export function shareRequestProblem(r: ShareRequest): string | null {
+  if (!Number.isInteger(r.gpuCount) || r.gpuCount < 0) return `GPU count ${r.gpuCount} is not a whole number`;
+  if (!Number.isInteger(r.gpuMilli) || r.gpuMilli < 0 || r.gpuMilli > WHOLE_GPU_MILLI) return `GPU share ${r.gpuMilli} is not 0–1000 thousandths`;
+  if ((r.gpuCount === 0) !== (r.gpuMilli === 0)) return `${r.gpuCount} GPUs of ${r.gpuMilli} thousandths`;
+  if (r.gpuMilli < WHOLE_GPU_MILLI && r.gpuCount > 1) return `a share is of one GPU only, not ${r.gpuCount} × ${r.gpuMilli / WHOLE_GPU_MILLI}`;
+  return null;
+}
+
+/** A share of one GPU (not a whole one, not CPU-only). */
+export function isShare(r: ShareRequest): boolean {
+  return r.gpuCount === 1 && r.gpuMilli < WHOLE_GPU_MILLI;
+}
+
+/** What the request takes from the cluster's GPUs, in thousandths. */
+export function requestGpuMilli(r: ShareRequest): number {
+  return r.gpuCount * r.gpuMilli;
+}
+
+export function acceptsShareType(r: Pick<ShareRequest, 'gpuTypes'>, type: string): boolean {
+  return r.gpuTypes.length === 0 || r.gpuTypes.includes(type);
+}
+
+/** The machine's free GPU thousandths, all GPUs together. */
+export function freeGpuMilli(m: ShareMachine): number {
+  let total = 0;
+  for (const g of m.gpus) total += g.freeMilli;
+  return total;
+}
+
+/**
+ * Every GPU choice the request may take on the machine now (empty: it does not fit). CPU-only:
+ * one empty choice. Whole GPUs: per acceptable type, its lowest-indexed idle GPUs (1000 free), so a
+ * whole GPU never shares a GPU with a share. A share: each acceptable GPU with room for it, one
+ * choice each; which one is the policy's decision.
+ */
+export function gpuChoices(m: ShareMachine, r: ShareRequest): number[][] {
+  if (r.cpuMillis > m.cpuMillisFree || r.memoryBytes > m.memoryBytesFree) return [];
+  if (r.gpuCount === 0) return [[]];
+  const out: number[][] = [];
+  if (isShare(r)) {
+    for (const g of m.gpus) if (acceptsShareType(r, g.type) && g.freeMilli >= r.gpuMilli) out.push([g.index]);
+    return out;
+  }
+  const idleByType = new Map<string, number[]>();
+  // Lowest indices first; machines list their GPUs in index order, so the copy is rarely needed.
+  const inOrder = m.gpus.every((g, i) => i === 0 || m.gpus[i - 1]!.index < g.index);
+  for (const g of inOrder ? m.gpus : [...m.gpus].sort((a, b) => a.index - b.index)) {
+    if (g.freeMilli !== WHOLE_GPU_MILLI || !acceptsShareType(r, g.type)) continue;
+    const list = idleByType.get(g.type) ?? [];
+    list.push(g.index);
+    idleByType.set(g.type, list);
+  }
+  for (const type of [...idleByType.keys()].sort()) {
+    const idle = idleByType.get(type)!;
+    if (idle.length >= r.gpuCount) out.push(idle.slice(0, r.gpuCount));
+  }
+  return out;
+}
+
+/** Null when taking `gpuIndices` for the request fits the machine now, else why not: the re-check on apply. */
+export function shareAllocationProblem(m: ShareMachine, r: ShareRequest, gpuIndices: readonly number[]): string | null {
+  const bad = shareRequestProblem(r);
+  if (bad !== null) return bad;
+  if (r.cpuMillis > m.cpuMillisFree) return `needs ${r.cpuMillis} CPU millis, ${m.cpuMillisFree} free`;
+  if (r.memoryBytes > m.memoryBytesFree) return `needs ${r.memoryBytes} memory bytes, ${m.memoryBytesFree} free`;
+  if (gpuIndices.length !== r.gpuCount) return `${gpuIndices.length} GPUs for a request of ${r.gpuCount}`;
+  if (new Set(gpuIndices).size !== gpuIndices.length) return 'a GPU index twice';
+  const types = new Set<string>();
+  for (const i of gpuIndices) {
+    const g = m.gpus.find((x) => x.index === i);
+    if (g === undefined) return `no GPU ${i}`;
+    if (!acceptsShareType(r, g.type)) return `GPU ${i} is ${g.type}, wants ${r.gpuTypes.join('|')}`;
+    // A whole GPU only where nothing is shared; a share only where it fits.
+    if (r.gpuMilli === WHOLE_GPU_MILLI && g.freeMilli !== WHOLE_GPU_MILLI) return `GPU ${i} holds shares (${g.freeMilli} of 1000 free)`;
+    if (g.freeMilli < r.gpuMilli) return `GPU ${i} has ${g.freeMilli} thousandths free, needs ${r.gpuMilli}`;
+    types.add(g.type);
+  }
+  if (types.size > 1) return `mixed GPU types ${[...types].join(', ')}`;
+  return null;
+}
+
+/** Takes a fitting allocation (check `shareAllocationProblem` first) from the machine. */
+export function takeShare(m: ShareMachine, r: ShareRequest, gpuIndices: readonly number[]): void {
+  for (const i of gpuIndices) m.gpus.find((x) => x.index === i)!.freeMilli -= r.gpuMilli;
+  m.cpuMillisFree -= r.cpuMillis;
+  m.memoryBytesFree -= r.memoryBytes;
+}
+
+/** A scheduler machine view as a share machine: free GPUs idle (1000), busy ones full (0). */
+export function shareMachineOf(m: MachineView): ShareMachine {
+  return {
+    id: m.id,
+    name: m.name,
+    cpuMillisTotal: m.cpuMillisTotal,
+    cpuMillisFree: m.cpuMillisFree,
+    memoryBytesTotal: m.memoryBytesTotal,
+    memoryBytesFree: m.memoryBytesFree,
+    gpus: m.gpus.map((g) => ({ index: g.index, type: normalizeGpuType(g.type), freeMilli: g.free ? WHOLE_GPU_MILLI : 0 })),
+  };
+}

@@ -1,0 +1,133 @@
+import { machineFragmentationUnits } from './fgd-score.js';
+import { shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { bestChoiceOn, compareScores, compareShareMachines, type ShareChoice, type ShareContext, type SharePolicyName } from './share-policies.js';
+
+/** Where a request went: a machine and, for GPU requests, the GPU indices it took. */
+export interface SharePlacement {
+  machineId: string;
+  gpuIndices: number[];
+}
+
+/**
+ * `chooseShare`, incrementally, over a working copy of the machines it places on. A machine's
+ * scores depend on that machine alone, and a placement changes one machine, so the planner keeps,
+ * per machine, its best choice for each request shape it was asked about (and, for FGD, F(m) now)
+ * and forgets them when that machine changes. Same answers as `chooseShare`, at the cost of the
+ * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no randomness. It keeps
+ * every machine state it scored: one planner serves one pass or one replay, not a server's life.
+ */
+export class SharePlanner {
+  private readonly machines: ShareMachine[];
+  private readonly byId = new Map<string, number>();
+  /** F(m) now in whole units, per machine (FGD only). */
+  private readonly before: (number | undefined)[];
+  /**
+   * By request shape id, per machine: its best choice (null: does not fit), or undefined when not
+   * known. Shape-major and dense (filled when a shape is first seen), so the scan over machines
+   * reads one packed array; a placement clears its machine's column.
+   */
+  private readonly best: (ShareChoice | null | undefined)[][] = [];
+  private readonly shapeIds = new Map<string, number>();
+  /**
+   * Best choices by machine state, by request shape: machines in the same state (idle ones of a
+   * model, at first most of them) get the same choice and score, so each is computed once. A
+   * machine's name is not in its score, only in ties, which `choose` breaks by the scan's order.
+   */
+  private readonly byState = new Map<string, Map<number, ShareChoice | null>>();
+  /** Per machine, its state's entry of `byState`, or undefined after a change. */
+  private readonly stateRows: (Map<number, ShareChoice | null> | undefined)[];
+
+  constructor(
+    machines: readonly ShareMachine[],
+    private readonly policy: SharePolicyName,
+    private readonly ctx: ShareContext,
+  ) {
+    this.machines = machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })).sort(compareShareMachines);
+    this.machines.forEach((m, i) => this.byId.set(m.id, i));
+    this.before = this.machines.map(() => undefined);
+    this.stateRows = this.machines.map(() => undefined);
+  }
+
+  private shapeId(r: ShareRequest): number {
+    const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}`;
+    let id = this.shapeIds.get(key);
+    if (id === undefined) {
+      id = this.shapeIds.size;
+      this.shapeIds.set(key, id);
+      this.best.push(new Array<ShareChoice | null | undefined>(this.machines.length).fill(undefined));
+    }
+    return id;
+  }
+
+  private bestOn(i: number, shape: number, byMachine: (ShareChoice | null | undefined)[], r: ShareRequest): ShareChoice | null {
+    const known = byMachine[i];
+    if (known !== undefined) return known;
+    const m = this.machines[i]!;
+    let row = this.stateRows[i];
+    if (row === undefined) {
+      const key = stateKey(m);
+      row = this.byState.get(key);
+      if (row === undefined) this.byState.set(key, (row = new Map()));
+      this.stateRows[i] = row;
+    }
+    let choice = row.get(shape);
+    if (choice === undefined) {
+      let before: number | undefined;
+      if (this.policy === 'fgd') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
+      choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
+      row.set(shape, choice);
+    }
+    byMachine[i] = choice;
+    return choice;
+  }
+
+  /** Where the request would go now (not taken); null when it fits nowhere. */
+  choose(r: ShareRequest): SharePlacement | null {
+    const shape = this.shapeId(r);
+    const byMachine = this.best[shape]!;
+    let at = -1;
+    let choice: ShareChoice | null = null;
+    // Machines are in name order, so the first of equal scores is the tie-break's winner.
+    for (let i = 0; i < this.machines.length; i++) {
+      const c = this.bestOn(i, shape, byMachine, r);
+      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
+        choice = c;
+        at = i;
+      }
+    }
+    return choice === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...choice.gpuIndices] };
+  }
+
+  /** Chooses and takes; null when it fits nowhere. */
+  place(r: ShareRequest): SharePlacement | null {
+    const p = this.choose(r);
+    if (p === null) return null;
+    this.take(r, p);
+    return p;
+  }
+
+  /** Takes a placement (from `choose`, or decided elsewhere), re-checked first: throws when it does not fit. */
+  take(r: ShareRequest, p: SharePlacement): void {
+    const i = this.byId.get(p.machineId);
+    if (i === undefined) throw new Error(`no machine ${p.machineId}`);
+    const m = this.machines[i]!;
+    const problem = shareAllocationProblem(m, r, p.gpuIndices);
+    if (problem !== null) throw new Error(`cannot place on ${m.id}: ${problem}`);
+    takeShare(m, r, p.gpuIndices);
+    this.before[i] = undefined;
+    this.stateRows[i] = undefined;
+    for (const byMachine of this.best) byMachine[i] = undefined;
+  }
+
+  /** The planner's machines now (read-only use: for checks and figures). */
+  view(): readonly ShareMachine[] {
+    return this.machines;
+  }
+}
+
+/** What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals are fixed per state too). */
+function stateKey(m: ShareMachine): string {
+  let key = `${m.cpuMillisTotal}/${m.cpuMillisFree}/${m.memoryBytesFree}/${m.gpus.length}`;
+  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}`;
+  return key;
+}

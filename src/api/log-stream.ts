@@ -62,7 +62,10 @@ export async function streamLog(
   ctx.shutdown.addEventListener('abort', stop, { once: true });
   let lastRead = 0;
   // Committed to a stream from here (a client that asked to follow gets one, even if it ends at once).
+  // The headers go at once, not with the first chunk: a log that is quiet for a while still tells
+  // its client it is connected (as GET /v1/events does).
   sse.sendHeaders();
+  reply.raw.flushHeaders();
   try {
     while (open && sse.isConnected) {
       lastRead = Date.now();

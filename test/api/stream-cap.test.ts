@@ -68,4 +68,26 @@ describe('open streams per token', () => {
     expect((await stream('/v1/events', t.ml)).status).toBe(429);
     expect((await fetch(`${url}${logUrl}`, { headers: bearer(t.ml) })).status).toBe(429);
   });
+
+  it('a followed log of a stage not yet started answers its headers at once, not with its first chunk', async () => {
+    const job = await cp.app.inject({
+      method: 'POST',
+      url: '/v1/jobs',
+      headers: { ...bearer(t.other), 'content-type': 'application/json' },
+      payload: JSON.stringify({ name: 'quiet', stages: [{ name: 'a', command: ['true'] }] }),
+    });
+    const c = new AbortController();
+    open.push(c);
+    const started = Date.now();
+    // No machine serves the job: the log has no chunk to send, ever, in this test.
+    const r = await fetch(`${url}/v1/jobs/${job.json<{ id: string }>().id}/stages/a/logs?follow=1`, {
+      headers: { ...bearer(t.other), accept: 'text/event-stream' },
+      signal: c.signal,
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
+    // Before the fix the headers waited for the first keep-alive (about 15 s).
+    expect(Date.now() - started).toBeLessThan(5_000);
+    c.abort();
+  });
 });

@@ -115,6 +115,23 @@ async function until(what: string, check: () => boolean, ms = 5000): Promise<voi
 /** A stage that leaves things behind: a `setsid` child (out of the group) and a double-forked daemon (out of the tree). */
 const ESCAPERS = 'setsid sleep 313 & (sleep 314 &) ; exec sleep 315';
 
+/**
+ * ESCAPERS settled: its three sleeps and nothing else. Three pids alone can be a moment of its
+ * start (the shell before its exec, the subshell before it forks its sleep), and a signal sent then
+ * reaches four processes.
+ */
+function threeSleeps(cg: Pick<AttemptCgroup, 'pids'>): boolean {
+  const pids = cg.pids();
+  if (pids.length !== 3) return false;
+  return pids.every((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep';
+    } catch {
+      return false;
+    }
+  });
+}
+
 describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => {
   it.skipIf(host.v1 !== null)('is OOM-killed at its 64 MiB limit, and its usage says so with its peak', async () => {
     const t = hostTree();
@@ -192,7 +209,7 @@ describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => 
     expect(t.enforcement).toMatchObject({ mechanism: 'cgroup-v1', kill: 'freezer' });
     const cg = t.create('att_frz', { limits: null, pidsMax: 64, gpuIndices: [] })!;
     startIn(cg, ESCAPERS);
-    await until('three sleeps', () => cg.pids().length === 3);
+    await until('three sleeps', () => threeSleeps(cg));
     const pids = cg.pids();
     await cg.killAll();
     expect(await cg.waitEmpty(5000)).toBe(true);
@@ -209,7 +226,7 @@ describe(`an attempt's cgroup on the real v2 hierarchy${skipped(host.v2)}`, () =
     const cg = t.create('att_kill', { limits: null, pidsMax: 64, gpuIndices: [] })!;
     expect(cg.populated()).toBe(false);
     const p = startIn(cg, ESCAPERS);
-    await until('three sleeps', () => cg.pids().length === 3);
+    await until('three sleeps', () => threeSleeps(cg));
     expect(cg.populated()).toBe(true);
     const pids = cg.pids();
     // The leader's exit leaves the other two: still populated.
@@ -225,7 +242,7 @@ describe(`an attempt's cgroup on the real v2 hierarchy${skipped(host.v2)}`, () =
   it.skipIf(host.v2 !== null)('signal() reaches every process of it, in whatever group or session', async () => {
     const cg = hostTree().create('att_term', { limits: null, pidsMax: 64, gpuIndices: [] })!;
     startIn(cg, ESCAPERS);
-    await until('three sleeps', () => cg.pids().length === 3);
+    await until('three sleeps', () => threeSleeps(cg));
     expect(cg.signal('SIGTERM')).toBe(3);
     expect(await cg.waitEmpty(5000)).toBe(true);
   });
@@ -323,7 +340,7 @@ describe(`a recycled cgroup on this host's real hierarchies${skipped(host.v1)}`,
     const t = hostTree();
     const a = t.create('att_rl1', { limits: null, pidsMax: 64, gpuIndices: [] })!;
     startIn(a, ESCAPERS);
-    await until('three sleeps', () => a.pids().length === 3);
+    await until('three sleeps', () => threeSleeps(a));
     const pids = a.pids();
     a.usage();
     await t.release(a);

@@ -37,7 +37,9 @@ function fakeReply(lastEventId: string | null = null) {
       this.closed = true;
     },
   };
-  return { reply: { sse } as unknown as FastifyReply, sse, sent };
+  // The headers are flushed at once (a quiet log still tells its client it is connected).
+  const raw = { flushed: 0, flushHeaders: () => void raw.flushed++ };
+  return { reply: { sse, raw } as unknown as FastifyReply, sse, sent, raw };
 }
 
 const chunk = (id: number, data: string): LogChunk => ({ id, attemptNumber: 1, stream: 'stdout', at: 0, data });

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { MachineContainment } from '../records.js';
 import type { Store } from '../store.js';
-import { cpuMachine, job, stage } from './fixtures.js';
+import { cpuMachine, job, stage, startedOneStage } from './fixtures.js';
 
 /** A report as an agent on a hybrid host sends it (docs/containment.md), with a field a later agent might add. */
 const hybrid: MachineContainment & { later?: string } = {
@@ -33,17 +33,7 @@ export function containmentConformance(storeOf: () => Store): void {
     });
 
     /** A one-stage job placed on the machine and acknowledged. */
-    const running = async (machineId: string, over: Parameters<typeof stage>[1] = {}) => {
-      const j = await store.jobSubmit({ definition: job([stage('a', over)]), source: null, now });
-      const r = await store.planApply({
-        plan: { placements: [{ stageId: j.stages[0]!.id, machineId, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
-        now,
-        leaseMs: LEASE,
-      });
-      const a = r.applied[0]!;
-      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now, leaseMs: LEASE });
-      return { jobId: j.id, a };
-    };
+    const running = (machineId: string, over: Parameters<typeof stage>[1] = {}) => startedOneStage(store, { machineId, now, leaseMs: LEASE, stage: over });
     const attemptOf = async (jobId: string) => (await store.jobGet({ jobId }))!.stages[0]!.attempts[0]!;
     const eventOf = async (jobId: string, type: string) => (await store.eventsList({ jobId, limit: 100 })).find((e) => e.type === type)!;
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_RETRY, type JobDefinition, type StageDefinition } from '../../domain/job-definition.js';
-import type { MachineRegistration } from '../store.js';
+import type { MachineRegistration, Store } from '../store.js';
 
 /** Normalised definitions for store tests, without going through the spec parser. */
 export function stage(name: string, over: Partial<StageDefinition> = {}): StageDefinition {
@@ -49,4 +49,23 @@ export function gpuMachine(name: string, count: number, type = 'h100', over: Par
 /** A blob key as the artifact store makes them, for content `text` (store tests make no files). */
 export function blobKey(text: string): string {
   return `sha256:${createHash('sha256').update(text).digest('hex')}`;
+}
+
+/**
+ * A one-stage job of `team` placed on `machineId` (1 CPU, 256 MiB, no GPU) and started: its id and
+ * its attempt (id and fencing token). For suites that need an attempt running and nothing more.
+ */
+export async function startedOneStage(
+  store: Store,
+  p: { machineId: string; now: number; leaseMs: number; stage?: Partial<StageDefinition>; team?: string },
+): Promise<{ jobId: string; a: { id: string; token: number } }> {
+  const j = await store.jobSubmit({ definition: job([stage('a', p.stage)], p.team ? { team: p.team } : {}), source: null, now: p.now });
+  const r = await store.planApply({
+    plan: { placements: [{ stageId: j.stages[0]!.id, machineId: p.machineId, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+    now: p.now,
+    leaseMs: p.leaseMs,
+  });
+  const a = r.applied[0]!;
+  await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now: p.now, leaseMs: p.leaseMs });
+  return { jobId: j.id, a };
 }

@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { OutputLimitExceeded, StaleAttemptError } from '../../domain/errors.js';
 import type { OutputPolicy } from '../../domain/output-limits.js';
 import type { Store } from '../store.js';
-import { blobKey, cpuMachine, job, stage } from './fixtures.js';
+import { blobKey, cpuMachine, job, stage, startedOneStage } from './fixtures.js';
 
 const KiB = 1024;
 /** Small numbers, so that a few uploads reach each limit. */
@@ -26,15 +26,7 @@ export function outputLimitsConformance(storeOf: () => Store): void {
     /** A one-stage job of `team` placed on a machine of its own and started. */
     const running = async (over: Parameters<typeof stage>[1] = {}, team = 'default') => {
       const m = await store.machineRegister({ ...cpuMachine(`m-${Math.random().toString(36).slice(2, 8)}`), now });
-      const j = await store.jobSubmit({ definition: job([stage('a', over)], { team }), source: null, now });
-      const r = await store.planApply({
-        plan: { placements: [{ stageId: j.stages[0]!.id, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
-        now,
-        leaseMs: LEASE,
-      });
-      const a = r.applied[0]!;
-      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now, leaseMs: LEASE });
-      return { jobId: j.id, a, machineId: m.id };
+      return { ...(await startedOneStage(store, { machineId: m.id, now, leaseMs: LEASE, stage: over, team })), machineId: m.id };
     };
     const upload = (a: { id: string; token: number }, path: string, size: number, p: OutputPolicy | null = policy) =>
       store.outputUploaded({ attemptId: a.id, token: a.token, path, blob: blobKey(`${a.id}/${path}/${size}`), size, now, ...(p ? { policy: p } : {}) });

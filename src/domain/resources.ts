@@ -2,8 +2,44 @@
 export interface Resources {
   cpuMillis: number;
   memoryBytes: number;
-  /** GPUs on one machine; `types` empty means any type, several means any one of them. */
-  gpu: { count: number; types: string[] } | null;
+  /**
+   * GPUs on one machine; `types` empty means any type, several means any one of them. A share of
+   * one GPU (issue 29, `gpu: {count: 0.25}`) is `count: 1` with `milli` below 1000.
+   */
+  gpu: {
+    count: number;
+    types: string[];
+    /** Thousandths of each of its GPUs: absent or 1000 a whole GPU, 1–999 a share (then `count` is 1). */
+    milli?: number;
+    /** GPU memory it needs on each of its GPUs, bytes (`gpu: {memory: 10Gi}`); absent: no bound. */
+    memoryBytes?: number;
+  } | null;
+}
+
+/** Thousandths of a whole GPU (the Alibaba trace's `gpu_milli`). */
+export const GPU_MILLI_WHOLE = 1000;
+
+/** Thousandths of each GPU the request takes: 1000 for whole GPUs, below for a share, 0 without GPUs. */
+export function gpuMilliOf(resources: Resources): number {
+  const gpu = resources.gpu;
+  if (!gpu || gpu.count === 0) return 0;
+  return gpu.milli ?? GPU_MILLI_WHOLE;
+}
+
+/**
+ * GPUs the request takes as a number for accounting (quotas, fair share, metrics, the dashboard):
+ * 2 for two whole GPUs, 0.25 for a quarter of one. Counted in thousandths underneath, so sums of
+ * shares are exact: add `gpuMilliTotal`s, divide by 1000 to show.
+ */
+export function gpuAmountOf(resources: Resources): number {
+  return gpuMilliTotalOf(resources) / GPU_MILLI_WHOLE;
+}
+
+/** The request's GPUs in thousandths, all together: count × milli. */
+export function gpuMilliTotalOf(resources: Resources): number {
+  const gpu = resources.gpu;
+  if (!gpu || gpu.count === 0) return 0;
+  return gpu.count * gpuMilliOf(resources);
 }
 
 /** Where a stage may run. */

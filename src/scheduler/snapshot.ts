@@ -11,8 +11,17 @@ export interface GpuView {
   index: number;
   /** Normalised (lower case) type, e.g. "h100". */
   type: string;
-  /** False while an active attempt holds this device. */
+  /** False while an active attempt holds this device (any part of it). */
   free: boolean;
+  /**
+   * Thousandths of it no active attempt holds (issue 29): 1000 idle, 0 held whole or shared to
+   * the full. Absent: `free ? 1000 : 0`. A whole-GPU stage takes only a GPU at 1000.
+   */
+  freeMilli?: number;
+  /** Its memory, bytes, where the machine reports it (null/absent: unknown, a share's memory bound cannot be checked there). */
+  memoryBytesTotal?: number | null;
+  /** Its memory no active share holds, bytes (absent: memoryBytesTotal). */
+  memoryBytesFree?: number;
 }
 
 export interface MachineView {
@@ -58,6 +67,8 @@ export interface QueuedStage {
 export interface HeldUntil {
   machineId: string;
   gpuIndices: number[];
+  /** Thousandths of each GPU it holds (absent: 1000, whole GPUs). */
+  gpuMilli?: number;
   cpuMillis: number;
   memoryBytes: number;
   endsBy: number | null;
@@ -90,6 +101,10 @@ export interface RunningAttempt {
   memoryBytes: number;
   gpuIndices: number[];
   gpuType: string | null;
+  /** Thousandths of each GPU it holds (absent: 1000, whole GPUs); a share frees only that much. */
+  gpuMilli?: number;
+  /** GPU memory it holds on each GPU, bytes (absent: none bounded). */
+  gpuMemoryBytes?: number;
   /** When it started (or was placed, if not started yet), ms: work since then is what preempting it loses. */
   startedAt: number;
   /** When its stage was last preempted, ms, or null: a stage is not preempted twice within the cool-down. */
@@ -148,6 +163,10 @@ export interface PlannedPlacement {
   machineId: string;
   /** Device indices on that machine, ascending; empty for CPU stages. */
   gpuIndices: number[];
+  /** Thousandths of each GPU it takes: absent or 1000 whole GPUs, below 1000 a share (one index). */
+  gpuMilli?: number;
+  /** GPU memory it takes on each GPU, bytes (a share with `gpu.memory`); absent: none bounded. */
+  gpuMemoryBytes?: number;
   cpuMillis: number;
   memoryBytes: number;
 }

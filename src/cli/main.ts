@@ -23,6 +23,7 @@ if (process.argv[2] === 'agent') {
   (await import('../server/server-command.js')).serverCommand(program);
   (await import('../server/migrate-command.js')).migrateCommand(program);
   agentCommand(program);
+  (await import('../sim/sim-command.js')).simCommand(program);
   (await import('./commands/register-client-commands.js')).registerClientCommands(program);
 }
 

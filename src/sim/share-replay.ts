@@ -127,12 +127,27 @@ const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 *
  * none is. Rounded to 2 decimals.
  */
 export function allocatedPercentAt(r: ShareReplayResult, percent: number): number {
-  const points = r.series.map((p) => ({
-    arrived: Math.round((100 * p.arrivedMilli) / r.clusterGpuMilli),
-    allocated: round((100 * p.allocatedMilli) / r.clusterGpuMilli, 2),
-  }));
-  let near = points.filter((p) => p.arrived === percent);
-  if (near.length === 0) near = points.filter((p) => p.arrived >= percent - 1 && p.arrived <= percent + 1);
-  if (near.length === 0) return NaN;
-  return round(near.reduce((s, p) => s + p.allocated, 0) / near.length, 2);
+  return allocatedPercentCurve(r, [percent])[0]!;
+}
+
+/**
+ * `allocatedPercentAt` at each of `percents`, reading the run once: what a chart of the run
+ * needs (one figure per arrived %). Arrived only grows along the series, so each rounded arrived %
+ * holds a run of consecutive points, and the ±1 fallback sums them in series order, as a filter
+ * over the whole series would.
+ */
+export function allocatedPercentCurve(r: ShareReplayResult, percents: readonly number[]): number[] {
+  const byArrived = new Map<number, number[]>();
+  for (const p of r.series) {
+    const arrived = Math.round((100 * p.arrivedMilli) / r.clusterGpuMilli);
+    let bucket = byArrived.get(arrived);
+    if (bucket === undefined) byArrived.set(arrived, (bucket = []));
+    bucket.push(round((100 * p.allocatedMilli) / r.clusterGpuMilli, 2));
+  }
+  return percents.map((percent) => {
+    let near = byArrived.get(percent) ?? [];
+    if (near.length === 0) near = [percent - 1, percent, percent + 1].flatMap((a) => byArrived.get(a) ?? []);
+    if (near.length === 0) return NaN;
+    return round(near.reduce((s, x) => s + x, 0) / near.length, 2);
+  });
 }

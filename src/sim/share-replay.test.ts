@@ -3,8 +3,10 @@ import { requestGpuMilli, takeShare, type ShareRequest } from '../scheduler/gpu-
 import { chooseShare, SHARE_POLICIES, shareContext } from '../scheduler/share-policies.js';
 import { targetWorkload } from '../scheduler/target-workload.js';
 import { defaultAlibabaTraceDir, hasAlibabaTrace, readNodeList, readPodList, type TracePod } from './alibaba-trace.js';
+import { seededRandom } from '../lib/seeded-random.js';
 import {
   allocatedPercentAt,
+  allocatedPercentCurve,
   clusterGpuMilli,
   gpuShareMachines,
   inflatedArrivals,
@@ -65,6 +67,35 @@ describe('allocatedPercentAt', () => {
     expect(allocatedPercentAt(run, 97)).toBe(92); // none at 97: of 96–98, only 96 has a point
     expect(allocatedPercentAt(run, 102)).toBe(93);
     expect(allocatedPercentAt(run, 130)).toBeNaN();
+  });
+
+  it('allocatedPercentCurve reads every percent in one pass as a filter over the whole series would', () => {
+    // The reading as merge_alloc_discrete.py words it, one percent at a time: the reference.
+    const reference = (run: ShareReplayResult, percent: number) => {
+      const pts = run.series.map((p) => ({
+        arrived: Math.round((100 * p.arrivedMilli) / run.clusterGpuMilli),
+        allocated: Math.round(((100 * p.allocatedMilli) / run.clusterGpuMilli) * 100) / 100,
+      }));
+      let near = pts.filter((p) => p.arrived === percent);
+      if (near.length === 0) near = pts.filter((p) => Math.abs(p.arrived - percent) <= 1);
+      return near.length === 0 ? NaN : Math.round((near.reduce((s, p) => s + p.allocated, 0) / near.length) * 100) / 100;
+    };
+    // Uneven steps (some jump two percent, leaving gaps), allocation falling behind as pods are dropped.
+    const random = seededRandom(7);
+    const points: [number, number][] = [];
+    let arrived = 0;
+    let allocated = 0;
+    while (arrived < 13_500) {
+      const step = Math.floor(random() * 260);
+      arrived += step;
+      if (random() < 0.8) allocated += step;
+      points.push([arrived, allocated]);
+    }
+    const run = r(points);
+    const percents = Array.from({ length: 141 }, (_, i) => i);
+    const curve = allocatedPercentCurve(run, percents);
+    expect(curve.filter(Number.isNaN).length).toBeGreaterThan(0); // past the end
+    expect(curve).toEqual(percents.map((p) => reference(run, p)));
   });
 });
 

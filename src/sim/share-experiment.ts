@@ -173,7 +173,11 @@ function childEntry(): { file: string; execArgv: string[] } {
   return { file, execArgv };
 }
 
-/** A task in a child process: one JSON line per seed on its stdout. */
+/**
+ * A task in a child process: one JSON line per seed on its stdout. Should this process die (Ctrl-C
+ * reaches the children too), a child's next line fails on the closed pipe and ends it: it outlives
+ * this process by one seed's replay at the most.
+ */
 function runChild(traceDir: string, t: Task, onSeed: (s: SeedFigures) => void): Promise<SeedFigures[]> {
   const { file, execArgv } = childEntry();
   const repo = fileURLToPath(new URL('../..', import.meta.url));

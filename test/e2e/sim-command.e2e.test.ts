@@ -1,8 +1,9 @@
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { gantry, REPO } from '../support/gantry-process.js';
+import { CLI, gantry, REPO } from '../support/gantry-process.js';
 import { syntheticTraceDir } from '../support/synthetic-trace.js';
 import { allElements, parseXml } from '../support/xml-tree.js';
 
@@ -49,6 +50,23 @@ describe('gantry sim', () => {
     // The table's figures are the JSON's.
     const fgd = json.runs[0].unallocated.map((u: number) => u.toFixed(2)).join(' +');
     expect(r.stdout).toMatch(new RegExp(`fgd \\(default\\) ~ paper FGD +${fgd}\\n`));
+  });
+
+  it('on a terminal, redraws one progress line and clears it before the table', async () => {
+    // `script` gives the CLI a terminal (stderr included); its output is the terminal's.
+    const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const cmd = `${process.execPath} ${CLI} sim --trace ${trace} --lists default --policy best-fit --seeds 1-4 --jobs 1`;
+      const p = spawn('script', ['-qec', cmd, '/dev/null'], { cwd: REPO, env: { ...process.env, NO_COLOR: '1' } });
+      let out = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.on('close', (code) => resolve({ code, out }));
+    });
+    expect(r.code).toBe(0);
+    const clear = '\r\u001b[2K';
+    expect(r.out).toContain(`${clear}gantry sim [########################] 4/4 replays · default best-fit seed 4`);
+    // The last redraw is cleared, and the table starts on the cleared line; no plain progress lines.
+    expect(r.out).toContain(`${clear}openb_pod_list_default.csv: unallocated GPU %`);
+    expect(r.out).not.toContain('seeds done');
   });
 
   it('--json prints the figures alone on stdout, the same as in-process (--jobs 1)', async () => {

@@ -174,9 +174,9 @@ function childEntry(): { file: string; execArgv: string[] } {
 }
 
 /**
- * A task in a child process: one JSON line per seed on its stdout. Should this process die (Ctrl-C
- * reaches the children too), a child's next line fails on the closed pipe and ends it: it outlives
- * this process by one seed's replay at the most.
+ * A task in a child process: one JSON line per seed on its stdout. Should this process die, the
+ * child sees its parent gone after its seed and ends (share-experiment-child.ts): it outlives this
+ * process by one seed's replay at the most.
  */
 function runChild(traceDir: string, t: Task, onSeed: (s: SeedFigures) => void): Promise<SeedFigures[]> {
   const { file, execArgv } = childEntry();

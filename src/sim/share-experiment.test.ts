@@ -124,9 +124,12 @@ describe('runShareExperiment on a small synthetic trace', () => {
 
 const REAL = defaultAlibabaTraceDir();
 const HAVE_TRACE = hasAlibabaTrace(REAL);
-if (!HAVE_TRACE) console.warn(`[share-experiment.test] real trace SKIPPED: trace not found at ${REAL}`);
+const REAL_TITLE = HAVE_TRACE
+  ? 'the real trace: best-fit, seed 42, default pod list'
+  : `the real trace: SKIPPED, trace not found at ${REAL} (expected ../shared/traces/alibaba-gpu-2023 beside the repo)`;
+if (!HAVE_TRACE) console.warn(`[share-experiment.test] ${REAL_TITLE}`);
 
-describe.skipIf(!HAVE_TRACE)('the real trace: best-fit, seed 42, default pod list', () => {
+describe.skipIf(!HAVE_TRACE)(REAL_TITLE, () => {
   it("reads out the replay's figures, near the paper's BestFit", async () => {
     const e = await runShareExperiment({ traceDir: REAL, lists: ['default'], policies: ['best-fit'], seeds: [42], jobs: 1 });
     expect(e).toMatchObject({ machines: 1213, gpus: 6212 });

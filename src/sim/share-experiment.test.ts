@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SHARE_POLICIES } from '../scheduler/share-policies.js';
+import { SHARE_POLICIES, type SharePolicyName } from '../scheduler/share-policies.js';
 import { targetWorkload } from '../scheduler/target-workload.js';
 import { syntheticTraceDir } from '../../test/support/synthetic-trace.js';
 import { defaultAlibabaTraceDir, hasAlibabaTrace, readNodeList, readPodList, type PodListName } from './alibaba-trace.js';
@@ -99,6 +99,12 @@ describe('runShareExperiment on a small synthetic trace', () => {
     expect(children.processes).toBe(8); // 2 lists × 2 policies × the seeds in halves
     expect(children.jobs).toBe(2);
     expect(figures(children)).toEqual(figures(await inProcess));
+  });
+
+  it("rejects, naming the list and policy with the child's stderr, when a replay process fails", async () => {
+    // A policy the planner does not know fails inside the child (the command's flags never let one through).
+    const run = runShareExperiment({ traceDir: TRACE, lists: ['default'], policies: ['no-such-policy' as SharePolicyName], seeds: [1], jobs: 2 });
+    await expect(run).rejects.toThrow(/^default no-such-policy: the replay's process ended with 1:\n[^]*share-policies/);
   });
 
   it("prints a table per list: a row per policy, a column per arrived %, the paper's rows", async () => {

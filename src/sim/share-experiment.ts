@@ -185,22 +185,31 @@ function runChild(traceDir: string, t: Task, onSeed: (s: SeedFigures) => void): 
   const out: SeedFigures[] = [];
   let pending = '';
   let stderr = '';
+  let garbled: string | null = null;
   proc.stdout.setEncoding('utf8');
   proc.stdout.on('data', (d: string) => {
     pending += d;
-    for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
-      const s = JSON.parse(pending.slice(0, nl)) as SeedFigures;
+    for (let nl = pending.indexOf('\n'); nl >= 0 && garbled === null; nl = pending.indexOf('\n')) {
+      const line = pending.slice(0, nl);
       pending = pending.slice(nl + 1);
-      out.push(s);
-      onSeed(s);
+      try {
+        const s = JSON.parse(line) as SeedFigures;
+        out.push(s);
+        onSeed(s);
+      } catch {
+        // Not a figure (something else wrote to its stdout): its figures cannot be trusted.
+        garbled = line.slice(0, 200);
+        proc.kill();
+      }
     }
   });
   proc.stderr.on('data', (d) => (stderr += d));
   return new Promise((ok, fail) => {
     proc.on('error', fail);
     proc.on('close', (code, signal) => {
-      if (code === 0 && out.length === t.seeds.length) ok(out);
-      else fail(new Error(`${t.list} ${t.policy}: the replay's process ended with ${signal ?? code}${stderr ? `:\n${stderr.trim()}` : ''}`));
+      if (code === 0 && garbled === null && out.length === t.seeds.length) return ok(out);
+      const why = garbled !== null ? `printed "${garbled}", not a seed's figures` : `ended with ${signal ?? code}`;
+      fail(new Error(`${t.list} ${t.policy}: the replay's process ${why}${stderr ? `:\n${stderr.trim()}` : ''}`));
     });
   });
 }

@@ -4,7 +4,9 @@ import { COUNTED_STATES, machineLifecycles, machineLifecycleTransitions, STARTIN
 
 // The allowed moves, written out apart from the table: a change to the table is made here too, on purpose.
 const allowed = new Set(
-  'provisioning>joining provisioning>ready provisioning>failed joining>ready joining>failed ready>draining draining>ready draining>released failed>released'.split(' '),
+  'provisioning>joining provisioning>ready provisioning>failed joining>ready joining>failed ready>draining draining>ready draining>released failed>released'.split(
+    ' ',
+  ),
 );
 
 describe('machine lifecycle transitions', () => {
@@ -22,7 +24,14 @@ describe('machine lifecycle transitions', () => {
     for (const s of machineLifecycles) {
       const seen = new Set([s]);
       const todo = [s];
-      while (todo.length) for (const n of machineLifecycleTransitions[todo.pop()!]) if (!seen.has(n)) seen.add(n), todo.push(n);
+      while (todo.length) {
+        for (const n of machineLifecycleTransitions[todo.pop()!]) {
+          if (!seen.has(n)) {
+            seen.add(n);
+            todo.push(n);
+          }
+        }
+      }
       expect(seen.has('released'), s).toBe(true);
     }
   });

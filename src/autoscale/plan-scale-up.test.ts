@@ -9,7 +9,10 @@ import { planScaleUp, type PoolState, type ScaleUpPlan } from './plan-scale-up.j
 const Gi = 1024 ** 3;
 const NOW = 1_000_000;
 
-function pool(name: string, p: { gpus?: number; type?: string; cpu?: number; memGi?: number; min?: number; max?: number; perInterval?: number; region?: string }): PoolTemplate {
+function pool(
+  name: string,
+  p: { gpus?: number; type?: string; cpu?: number; memGi?: number; min?: number; max?: number; perInterval?: number; region?: string },
+): PoolTemplate {
   return {
     name,
     template: {
@@ -19,7 +22,15 @@ function pool(name: string, p: { gpus?: number; type?: string; cpu?: number; mem
       region: p.region ?? null,
       labels: {},
     },
-    autoscale: { provider: 'local', command: null, min: p.min ?? 0, max: p.max ?? 100, idleSeconds: 300, bootTimeoutSeconds: 600, maxStartsPerInterval: p.perInterval ?? null },
+    autoscale: {
+      provider: 'local',
+      command: null,
+      min: p.min ?? 0,
+      max: p.max ?? 100,
+      idleSeconds: 300,
+      bootTimeoutSeconds: 600,
+      maxStartsPerInterval: p.perInterval ?? null,
+    },
   };
 }
 
@@ -79,7 +90,11 @@ describe('planScaleUp', () => {
 
   it('never above max: machines up count, the rest wait at max', () => {
     const small = pool('h100', { gpus: 8, max: 4 });
-    const plan = scaleUp({ machines: [busyMachine(small, 'up-1')], queue: many(10, 's', { gpus: 8 }) }, [small], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }]);
+    const plan = scaleUp(
+      { machines: [busyMachine(small, 'up-1')], queue: many(10, 's', { gpus: 8 }) },
+      [small],
+      [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }],
+    );
     expect(count(plan)).toEqual({ h100: 3 });
     const atMax = plan.waiting.filter((w) => w.kind === 'at-max');
     expect(atMax).toHaveLength(7);
@@ -155,7 +170,9 @@ describe('planScaleUp', () => {
   it('starts up to min with no demand, and those count as supply', () => {
     const warm = pool('h100', { gpus: 8, min: 2 });
     const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [warm]);
-    expect(plan.starts).toEqual([{ pool: 'h100', count: 2, stageIds: [], reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100' }]);
+    expect(plan.starts).toEqual([
+      { pool: 'h100', count: 2, stageIds: [], reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100' },
+    ]);
     expect(plan.waiting.map((w) => w.kind)).toEqual(['starting', 'starting']);
   });
 
@@ -190,6 +207,8 @@ describe('planScaleUp', () => {
   it('only the waiting stages count: what the pass placed starts nothing', () => {
     const m = templateMachine(h100.template, 'up-1');
     const plan = scaleUp({ machines: [m], queue: many(2, 's', { gpus: 8 }) }, [h100], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }]);
-    expect(plan.starts).toEqual([{ pool: 'h100', count: 1, stageIds: ['s1'], reason: '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100' }]);
+    expect(plan.starts).toEqual([
+      { pool: 'h100', count: 1, stageIds: ['s1'], reason: '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100' },
+    ]);
   });
 });

@@ -192,7 +192,9 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       const better =
         best === null ||
         gain > best.gain ||
-        (gain === best.gain && (used.length < best.used.length || (used.length === best.used.length && (waste < best.waste || (waste === best.waste && pool.name < best.pool.name)))));
+        (gain === best.gain &&
+          (used.length < best.used.length ||
+            (used.length === best.used.length && (waste < best.waste || (waste === best.waste && pool.name < best.pool.name)))));
       if (better) best = { pool, sim, used, gain, waste };
     }
     if (best === null) break;
@@ -208,7 +210,12 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
 
   const final = chosen.length > 0 ? simulate([...supply, ...chosen]) : baseline;
   for (const [pool, { count, stageIds }] of [...added].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    starts.push({ pool, count, stageIds, reason: `${describeWaiting(stageIds.map((id) => stages.get(id)!))}: starting ${machines(count)} of template ${pool}` });
+    starts.push({
+      pool,
+      count,
+      stageIds,
+      reason: `${describeWaiting(stageIds.map((id) => stages.get(id)!))}: starting ${machines(count)} of template ${pool}`,
+    });
   }
 
   // Why the rest start nothing: a probe with every pool's remaining room, with and without quotas.
@@ -219,7 +226,12 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   if (unplaced.length > 0) {
     const rest = pools.flatMap((p) => addMachines(p, `${NEW_PREFIX}probe:`, Math.min(room.get(p.name) ?? 0, unplaced.length), 0));
     probe = simulate([...supply, ...chosen, ...rest]);
-    probeFree = snapshot.teams ? simulate([...supply, ...chosen, ...rest], snapshot.teams.map((t) => ({ ...t, quota: {} }))) : probe;
+    probeFree = snapshot.teams
+      ? simulate(
+          [...supply, ...chosen, ...rest],
+          snapshot.teams.map((t) => ({ ...t, quota: {} })),
+        )
+      : probe;
   }
   const waiting: WaitingStage[] = [];
   for (const id of waitingIds) {
@@ -241,7 +253,8 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
     }
     waiting.push(whyNoStart(id, stages.get(id)!, pools, room, roomWhy, final, probe, probeFree, stateOf));
   }
-  for (const id of preempting) if (stages.has(id)) waiting.push({ stageId: id, kind: WaitKind.preempting, reason: 'the scheduler is preempting to make room for it' });
+  for (const id of preempting)
+    if (stages.has(id)) waiting.push({ stageId: id, kind: WaitKind.preempting, reason: 'the scheduler is preempting to make room for it' });
   return { starts, waiting };
 }
 

@@ -77,9 +77,11 @@ describe('parsePools', () => {
   });
 
   it('refuses a local pool given a command, and a section that is not a list', () => {
-    expect(issues([{ name: 'x', template: { cpu: 1, memory: 1 }, autoscale: { provider: 'local', command: 'x', min: 0, max: 1, idleSeconds: 0, bootTimeoutSeconds: 1 } }])).toEqual([
-      { path: '/pools/0/autoscale/command', message: 'provider "local" runs gantry agent itself and takes no command' },
-    ]);
+    expect(
+      issues([
+        { name: 'x', template: { cpu: 1, memory: 1 }, autoscale: { provider: 'local', command: 'x', min: 0, max: 1, idleSeconds: 0, bootTimeoutSeconds: 1 } },
+      ]),
+    ).toEqual([{ path: '/pools/0/autoscale/command', message: 'provider "local" runs gantry agent itself and takes no command' }]);
     expect(issues({ name: 'x' })[0]!.path).toBe('/pools');
   });
 
@@ -87,6 +89,15 @@ describe('parsePools', () => {
     const [p] = parsePools((parse(ISSUE_EXAMPLE) as { pools: unknown }).pools);
     const m = templateMachine(p!.template, 'h100:1');
     expect(m).toMatchObject({ id: 'h100:1', name: 'h100:1', health: 'ready', scheduling: 'eligible', region: 'us-east', cpuMillisFree: 32000 });
-    expect(m.gpus.map((g) => `${g.index}:${g.type}:${g.free}`)).toEqual(['0:h100:true', '1:h100:true', '2:h100:true', '3:h100:true', '4:h100:true', '5:h100:true', '6:h100:true', '7:h100:true']);
+    expect(m.gpus.map((g) => `${g.index}:${g.type}:${g.free}`)).toEqual([
+      '0:h100:true',
+      '1:h100:true',
+      '2:h100:true',
+      '3:h100:true',
+      '4:h100:true',
+      '5:h100:true',
+      '6:h100:true',
+      '7:h100:true',
+    ]);
   });
 });

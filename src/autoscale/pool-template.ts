@@ -58,7 +58,9 @@ const PoolEntry = Type.Object(
       {
         cpu: Quantity,
         memory: Quantity,
-        gpus: Type.Optional(Type.Object({ type: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 1, maximum: 64 }) }, { additionalProperties: false })),
+        gpus: Type.Optional(
+          Type.Object({ type: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 1, maximum: 64 }) }, { additionalProperties: false }),
+        ),
         region: Type.Optional(Type.String({ minLength: 1 })),
         labels: Type.Optional(StringMap),
       },

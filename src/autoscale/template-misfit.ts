@@ -1,4 +1,14 @@
-import { checkGpuMachine, checkGpuTotal, checkGpuType, checkLabels, checkRegion, checkCpuTotal, checkMemoryTotal, type Check, type StageNeed } from '../scheduler/checks.js';
+import {
+  checkGpuMachine,
+  checkGpuTotal,
+  checkGpuType,
+  checkLabels,
+  checkRegion,
+  checkCpuTotal,
+  checkMemoryTotal,
+  type Check,
+  type StageNeed,
+} from '../scheduler/checks.js';
 import { describeGpus } from '../scheduler/pending-reason.js';
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { describeTemplate, templateMachine, type PoolTemplate } from './pool-template.js';

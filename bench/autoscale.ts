@@ -6,14 +6,23 @@
  * a few seconds.
  *
  * Usage: npm run bench:autoscale [-- --trace DIR --pods default|gpuspec33 --day N (default: the
- *          busiest) --speedup 1 --boot 120 --idle 300 --interval 10 --json --out bench/results/FILE.md]
+ *          busiest) --speedups 1,10 --boot 120 --idle 300 --interval 10 --json --out bench/results/FILE.md]
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultAlibabaTraceDir, hasAlibabaTrace, POD_LIST_FILES, readNodeList, readPodList, type PodListName } from '../src/sim/alibaba-trace.js';
+import type { PoolTemplate } from '../src/autoscale/pool-template.js';
+import {
+  defaultAlibabaTraceDir,
+  hasAlibabaTrace,
+  POD_LIST_FILES,
+  readNodeList,
+  readPodList,
+  type PodListName,
+  type TracePod,
+} from '../src/sim/alibaba-trace.js';
 import { busiestDay, podsOfDay, replayAutoscale, type AutoscaleReplayResult } from '../src/sim/autoscale-replay.js';
 import { withArrivalSpeedup } from '../src/sim/trace-replay.js';
 import { fixedCluster, templatesFromNodes } from '../src/sim/trace-templates.js';
@@ -32,7 +41,7 @@ function num(name: string, def: number): number {
 
 const DIR = arg('trace', defaultAlibabaTraceDir());
 const LIST = arg('pods', 'default') as PodListName;
-const SPEEDUP = num('speedup', 1);
+const SPEEDUPS = arg('speedups', '1,10').split(',').map(Number);
 const BOOT = num('boot', 120);
 const IDLE = num('idle', 300);
 const INTERVAL = num('interval', 10);
@@ -40,23 +49,17 @@ const JSON_OUT = process.argv.includes('--json');
 const OUT = arg('out', '');
 if (!Object.hasOwn(POD_LIST_FILES, LIST)) throw new Error(`unknown pod list ${LIST} (${Object.keys(POD_LIST_FILES).join(', ')})`);
 if (!hasAlibabaTrace(DIR)) throw new Error(`trace not found at ${DIR}`);
-if (!(SPEEDUP > 0) || !(INTERVAL > 0)) throw new Error('--speedup and --interval must be above 0');
+if (SPEEDUPS.some((s) => !(s > 0) || !Number.isFinite(s))) throw new Error(`--speedups must be numbers above 0, got ${arg('speedups', '')}`);
+if (!(INTERVAL > 0)) throw new Error('--interval must be above 0');
 
 const t0 = performance.now();
 const nodes = readNodeList(DIR);
 const allPods = readPodList(LIST, DIR);
 const DAY = arg('day', '') === '' ? busiestDay(allPods) : num('day', 0);
 const dayPods = podsOfDay(allPods, DAY);
-const pods = SPEEDUP === 1 ? dayPods : withArrivalSpeedup(dayPods, SPEEDUP);
-if (pods.length === 0) throw new Error(`no pods on day ${DAY}`);
+if (dayPods.length === 0) throw new Error(`no pods on day ${DAY}`);
 const bounds = { idleSeconds: IDLE, bootTimeoutSeconds: Math.max(600, BOOT * 5) };
 const pools = templatesFromNodes(nodes, bounds);
-
-// Sizing: the day on the whole trace cluster as template machines (every template at its max):
-// nothing waits, and what each pool holds at once is the demand.
-const unlimited = replayAutoscale(pods, { fixed: fixedCluster(pools, Object.fromEntries(pools.map((p) => [p.name, p.autoscale.max]))) });
-const peak = Object.fromEntries(Object.entries(unlimited.pools).map(([k, f]) => [k, f.peakBusy]));
-const mean = Object.fromEntries(Object.entries(unlimited.pools).map(([k, f]) => [k, Math.ceil(f.meanBusyWhileArriving)]));
 
 interface Row {
   name: string;
@@ -64,70 +67,105 @@ interface Row {
   result: AutoscaleReplayResult;
   seconds: number;
 }
-const rows: Row[] = [];
-const run = (name: string, detail: string, f: () => AutoscaleReplayResult) => {
-  const t = performance.now();
-  const result = f();
-  rows.push({ name, detail, result, seconds: (performance.now() - t) / 1000 });
-};
+interface Section {
+  speedup: number;
+  pods: TracePod[];
+  peak: Record<string, number>;
+  mean: Record<string, number>;
+  rows: Row[];
+}
+
 const shape = (count: Record<string, number>) =>
   Object.entries(count)
     .filter(([, n]) => n > 0)
     .map(([p, n]) => `${n} × ${p}`)
     .join(', ');
-run('fixed, sized for the peak', shape(peak), () => replayAutoscale(pods, { fixed: fixedCluster(pools, peak) }));
-run('fixed, sized for the mean', shape(mean), () => replayAutoscale(pods, { fixed: fixedCluster(pools, mean) }));
-run('autoscaler, min 0', `boot ${BOOT} s, idle ${IDLE} s, every ${INTERVAL} s`, () =>
-  replayAutoscale(pods, { pools, bootSeconds: BOOT, intervalSeconds: INTERVAL }),
-);
-const warm = templatesFromNodes(nodes, { ...bounds, min: mean });
-run('autoscaler, min = the mean-sized cluster', `min ${shape(mean)}`, () =>
-  replayAutoscale(pods, { pools: warm, bootSeconds: BOOT, intervalSeconds: INTERVAL }),
-);
+
+function section(speedup: number): Section {
+  const pods = speedup === 1 ? dayPods : withArrivalSpeedup(dayPods, speedup);
+  // Sizing: the day on the whole trace cluster as template machines (every template at its max):
+  // nothing waits, and what each pool holds at once is the demand.
+  const unlimited = replayAutoscale(pods, { fixed: fixedCluster(pools, Object.fromEntries(pools.map((p) => [p.name, p.autoscale.max]))) });
+  const peak = Object.fromEntries(Object.entries(unlimited.pools).map(([k, f]) => [k, f.peakBusy]));
+  const mean = Object.fromEntries(Object.entries(unlimited.pools).map(([k, f]) => [k, Math.ceil(f.meanBusyWhileArriving)]));
+  const rows: Row[] = [];
+  const run = (name: string, detail: string, f: () => AutoscaleReplayResult) => {
+    const t = performance.now();
+    const result = f();
+    rows.push({ name, detail, result, seconds: (performance.now() - t) / 1000 });
+  };
+  const warm: PoolTemplate[] = templatesFromNodes(nodes, { ...bounds, min: mean });
+  run('fixed, sized for the peak', shape(peak), () => replayAutoscale(pods, { fixed: fixedCluster(pools, peak) }));
+  run('fixed, sized for the mean', shape(mean), () => replayAutoscale(pods, { fixed: fixedCluster(pools, mean) }));
+  run('autoscaler, min 0', `boot ${BOOT} s, idle ${IDLE} s, every ${INTERVAL} s`, () =>
+    replayAutoscale(pods, { pools, bootSeconds: BOOT, intervalSeconds: INTERVAL }),
+  );
+  run('autoscaler, min = the mean-sized cluster', `min ${shape(mean)}`, () =>
+    replayAutoscale(pods, { pools: warm, bootSeconds: BOOT, intervalSeconds: INTERVAL }),
+  );
+  return { speedup, pods, peak, mean, rows };
+}
+
+const sections = SPEEDUPS.map(section);
 const totalSeconds = (performance.now() - t0) / 1000;
 
 const h = (gpuSeconds: number) => gpuSeconds / 3600;
-const base = rows[0]!.result;
-const verdict = (r: AutoscaleReplayResult) => {
-  const p99 = r.gpuWaitSeconds?.p99 ?? 0;
-  const baseP99 = base.gpuWaitSeconds?.p99 ?? 0;
-  const fewer = 1 - r.gpuSecondsProvisioned / base.gpuSecondsProvisioned;
-  return { p99Ok: p99 <= 1.2 * baseP99, fewer, fewerOk: fewer >= 0.3 };
-};
+const f1 = (x: number) => x.toFixed(1);
+const gpus = (count: Record<string, number>) => pools.reduce((s, p) => s + (p.template.gpus?.count ?? 0) * (count[p.name] ?? 0), 0);
 
-if (JSON_OUT) {
-  process.stdout.write(
-    `${JSON.stringify({ day: DAY, speedup: SPEEDUP, pods: pods.length, pools, peak, mean, rows: rows.map((r) => ({ ...r, result: { ...r.result, decisions: r.result.decisions.length } })), totalSeconds }, null, 2)}\n`,
-  );
-} else {
-  const f1 = (x: number) => x.toFixed(1);
+function markdown(s: Section): string {
+  const base = s.rows[0]!.result;
   const head = ['cluster', 'machines', 'GPU-h provisioned', 'GPU-h idle', 'vs peak', 'mean wait', 'p99 wait', 'max wait', 'placed', 'wall'];
   const lines = [head, head.map(() => '---')];
-  for (const r of rows) {
+  for (const [i, r] of s.rows.entries()) {
     const x = r.result;
     const w = x.gpuWaitSeconds;
     lines.push([
       `${r.name} (${r.detail})`,
-      x.machinesStarted > 0 ? `${x.machinesStarted} started` : String(Object.values(r.name.includes('peak') ? peak : mean).reduce((a, b) => a + b, 0)),
+      i < 2 ? String(Object.values(i === 0 ? s.peak : s.mean).reduce((a, b) => a + b, 0)) : `${x.machinesStarted} started`,
       f1(h(x.gpuSecondsProvisioned)),
       `${f1(h(x.gpuSecondsProvisioned - x.gpuSecondsAllocated))} (${((1 - x.gpuSecondsAllocated / x.gpuSecondsProvisioned) * 100).toFixed(0)} %)`,
       `${((x.gpuSecondsProvisioned / base.gpuSecondsProvisioned - 1) * 100).toFixed(0)} %`,
       w ? `${f1(w.mean)} s` : '–',
-      w ? `${w.p99} s` : '–',
-      w ? `${w.max} s` : '–',
+      w ? `${f1(w.p99)} s` : '–',
+      w ? `${f1(w.max)} s` : '–',
       `${x.placed}/${x.pods}`,
       `${r.seconds.toFixed(1)} s`,
     ]);
   }
-  const goals = rows.slice(2).map((r) => {
-    const v = verdict(r.result);
-    return `- **${r.name}:** p99 wait ${r.result.gpuWaitSeconds?.p99 ?? 0} s against 1.2 × ${base.gpuWaitSeconds?.p99 ?? 0} s: **${v.p99Ok ? 'met' : 'missed'}**; GPU-hours ${(v.fewer * 100).toFixed(0)} % fewer than the peak-sized cluster (goal ≥ 30 %): **${v.fewerOk ? 'met' : 'missed'}**.`;
+  const goals = s.rows.slice(2).map((r) => {
+    const p99 = r.result.gpuWaitSeconds?.p99 ?? 0;
+    const baseP99 = base.gpuWaitSeconds?.p99 ?? 0;
+    const fewer = 1 - r.result.gpuSecondsProvisioned / base.gpuSecondsProvisioned;
+    return `- **${r.name}:** p99 wait ${f1(p99)} s against 1.2 × ${f1(baseP99)} s: **${p99 <= 1.2 * baseP99 ? 'met' : 'missed'}**; GPU-hours ${(fewer * 100).toFixed(0)} % fewer than the peak-sized cluster (goal ≥ 30 %): **${fewer >= 0.3 ? 'met' : 'missed'}**.`;
   });
-  const started = rows
-    .slice(2)
-    .map((r) => `- ${r.name}: ${shape(Object.fromEntries(Object.entries(r.result.pools).map(([k, f]) => [k, f.started])))}`)
-    .join('\n');
-  const sample = rows[2]!.result.decisions.slice(0, 4).map((d) => `  - t+${d.time - rows[2]!.result.startTime} s: ${d.reason}`);
+  const started = s.rows.slice(2).map((r) => `- ${r.name}: ${shape(Object.fromEntries(Object.entries(r.result.pools).map(([k, f]) => [k, f.started])))}`);
+  const a = s.rows[2]!.result;
+  const sample = a.decisions.slice(0, 4).map((d) => `  - t+${f1(d.time - a.startTime)} s: ${d.reason}`);
+  return `## ${s.speedup === 1 ? 'The day as it came' : `Arrivals ${s.speedup}× faster`}
+
+${s.pods.length} pods (${s.pods.filter((p) => p.stage.resources.gpu).length} with GPUs) arriving over ${f1(h(a.lastArrival - a.startTime))} h; peak-sized cluster ${gpus(s.peak)} GPUs, mean-sized ${gpus(s.mean)} GPUs.
+
+| ${lines.map((l) => l.join(' | ')).join(' |\n| ')} |
+
+${goals.join('\n')}
+
+Machines started per template:
+${started.join('\n')}
+
+The autoscaler's first decisions:
+${sample.join('\n')}
+`;
+}
+
+if (JSON_OUT) {
+  const out = sections.map((s) => ({
+    ...s,
+    pods: s.pods.length,
+    rows: s.rows.map((r) => ({ ...r, result: { ...r.result, decisions: r.result.decisions.length } })),
+  }));
+  process.stdout.write(`${JSON.stringify({ day: DAY, pools, sections: out, totalSeconds }, null, 2)}\n`);
+} else {
   const git = (...a: string[]) => {
     try {
       return execFileSync('git', a, { cwd: REPO, encoding: 'utf8' }).trim();
@@ -137,29 +175,19 @@ if (JSON_OUT) {
   };
   const dirty = git('status', '--porcelain', '--', 'src', 'bench', ':!bench/results') !== '';
   const cpu = cpus();
-  const gpus = (count: Record<string, number>) => pools.reduce((s, p) => s + (p.template.gpus?.count ?? 0) * (count[p.name] ?? 0), 0);
   const md = `# Autoscaling on a day of the Alibaba trace
 
 Generated by \`npm run bench:autoscale\` (\`bench/autoscale.ts\`, \`src/sim/autoscale-replay.ts\`).
 
 - **Machine:** ${process.platform} ${process.arch}, ${cpu.length} cores (${cpu[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}; the figures are deterministic, the wall times noisy.
 - **Commit:** \`${git('rev-parse', '--short', 'HEAD')}\`${dirty ? ' (with uncommitted changes in src/ or bench/)' : ''}.
-- **Workload:** day ${DAY} of \`${POD_LIST_FILES[LIST]}\`${SPEEDUP !== 1 ? `, arrivals ${SPEEDUP}× faster (same hold times)` : ''}: ${pods.length} pods (${pods.filter((p) => p.stage.resources.gpu).length} with GPUs), each holding what it got for as long as it ran in production; GPU shares counted as whole GPUs (as \`trace-replay.ts\` does).
-- **Templates** (from \`openb_node_list_all_node.csv\`, one per GPU model at its largest shape, max = the trace's nodes of that model): ${pools.map((p) => `${p.name} ${p.template.gpus ? `${p.template.gpus.count} GPUs` : 'no GPU'} (max ${p.autoscale.max})`).join(', ')}.
-- **Sizing:** the day replayed with every template at its max (nothing waits): the most machines of each pool holding work at once is the peak-sized cluster (${gpus(peak)} GPUs), the time-weighted mean while pods arrive, rounded up, the mean-sized one (${gpus(mean)} GPUs).
-- **Autoscaler:** \`planScaleUp\` and \`planScaleDown\` every ${INTERVAL} s, machines join ${BOOT} s after their start (provisioned, and counted in GPU-hours, from the start), idle ${IDLE} s before draining. GPU-hours provisioned run from the first arrival to the last departure for a fixed cluster, from start to release for a started machine.
+- **Workload:** day ${DAY} (the busiest in GPU pods) of \`${POD_LIST_FILES[LIST]}\`, each pod holding what it got for as long as it ran in production; GPU shares counted as whole GPUs (as \`trace-replay.ts\` does); GPUs of every model counted alike.
+- **Templates** (from \`openb_node_list_all_node.csv\`, one per GPU model at its largest shape, max = the trace's nodes of that model): ${pools.map((p) => `${p.name} ${p.template.gpus ? `${p.template.gpus.count} GPU${p.template.gpus.count === 1 ? '' : 's'}` : 'no GPU'} (max ${p.autoscale.max})`).join(', ')}.
+- **Sizing:** the day replayed with every template at its max (nothing waits): the most machines of each pool holding work at once is the peak-sized cluster, the time-weighted mean while pods arrive, rounded up, the mean-sized one.
+- **Autoscaler:** \`planScaleUp\` and \`planScaleDown\` every ${INTERVAL} s, machines join ${BOOT} s after their start, idle ${IDLE} s before draining. GPU-hours provisioned run from the first arrival to the last departure for a fixed cluster, from the start (boot included) to the release for a started machine.
 - **Run:** ${totalSeconds.toFixed(1)} s in all.
 
-| ${lines.map((l) => l.join(' | ')).join(' |\n| ')} |
-
-${goals.join('\n')}
-
-Machines started per template:
-${started}
-
-The autoscaler's first decisions:
-${sample.join('\n')}
-`;
+${sections.map(markdown).join('\n')}`;
   console.log(md);
   if (OUT !== '') {
     writeFileSync(resolve(REPO, OUT), md);

@@ -99,6 +99,20 @@ describe('planScaleDown', () => {
     ]);
   });
 
+  it('a pool above its max drains idle machines at once, down to max; busy ones stay', () => {
+    const lowered = { ...pool('h100'), autoscale: { ...pool('h100').autoscale, max: 1 } };
+    const machines = [
+      machine('busy', { attempts: 1, idleSince: null }),
+      machine('fresh', { idleSince: NOW - 1000 }),
+      machine('fresher', { idleSince: NOW - 10 }),
+    ];
+    const steps = planScaleDown({ machines, pools: [lowered], now: NOW });
+    expect(steps.map((s) => [s.name, s.action, s.reason])).toEqual([
+      ['fresh', 'drain', 'pool h100 has 3 machines, above its max 1: draining idle fresh'],
+      ['fresher', 'drain', 'pool h100 has 2 machines, above its max 1: draining idle fresher'],
+    ]);
+  });
+
   it('leaves alone machines of a pool no longer declared', () => {
     expect(planScaleDown({ machines: [machine('orphan', { pool: 'old' })], pools: [pool('h100')], now: NOW })).toEqual([]);
   });

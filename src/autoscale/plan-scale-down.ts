@@ -67,7 +67,8 @@ const TARGET: Record<ScaleDownAction, MachineLifecycle> = {
  * a preemption, a placement of the latest pass, a gang) and it has been idle for its pool's
  * idleSeconds; it is released only once drained and still empty; one found with work goes back to
  * ready. A pool never drains below its min (counting machines up and starting); the longest idle
- * go first. A machine that has not joined within its boot timeout is failed, then released.
+ * go first. A pool above its max (lowered by the operator) drains idle machines at once, down
+ * to max. A machine that has not joined within its boot timeout is failed, then released.
  * Machines of a pool no longer in the file are left alone (an operator's call, not this one's).
  */
 export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
@@ -102,7 +103,7 @@ export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
         break;
       }
       case MachineLifecycle.ready:
-        if (!hasWork(m) && m.idleSince !== null && now - m.idleSince >= pool.autoscale.idleSeconds * 1000) idle.push(m);
+        if (!hasWork(m) && m.idleSince !== null) idle.push(m);
         break;
       case MachineLifecycle.draining:
         if (hasWork(m)) step(m, ScaleDownAction.keep, `${m.name} has work again: back in service`);
@@ -119,12 +120,23 @@ export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
   for (const s of steps) if (s.action === ScaleDownAction.fail) counted.set(s.pool, (counted.get(s.pool) ?? 0) - 1);
 
   idle.sort((a, b) => a.idleSince! - b.idleSince! || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const drained = new Set<string>();
   for (const m of idle) {
     const pool = pools.get(m.pool)!;
     const n = counted.get(m.pool) ?? 0;
-    if (n <= pool.autoscale.min) continue;
+    if (n <= pool.autoscale.min || now - m.idleSince! < pool.autoscale.idleSeconds * 1000) continue;
     counted.set(m.pool, n - 1);
+    drained.add(m.id);
     step(m, ScaleDownAction.drain, `${m.name} idle ${Math.floor((now - m.idleSince!) / 1000)} s: draining to release it`);
+  }
+  // A pool above its max (the operator lowered it) sheds idle machines without waiting out their
+  // idle time; busy ones stay until they are idle: never a kill.
+  for (const m of idle) {
+    const pool = pools.get(m.pool)!;
+    const n = counted.get(m.pool) ?? 0;
+    if (drained.has(m.id) || n <= pool.autoscale.max) continue;
+    counted.set(m.pool, n - 1);
+    step(m, ScaleDownAction.drain, `pool ${pool.name} has ${n} machines, above its max ${pool.autoscale.max}: draining idle ${m.name}`);
   }
   return steps;
 }

@@ -167,6 +167,14 @@ describe('planScaleUp', () => {
     expect(plan.starts.find((s) => s.pool === 'cpu')!.reason).toBe('6 stages of team default wait for 8 CPU, 8Gi: starting 3 machines of template cpu');
   });
 
+  it('names each team and ask it starts for, most stages first', () => {
+    const plan = scaleUp({ machines: [], queue: [...many(2, 'v', { gpus: 8, team: 'vision' }), stage('n', { gpus: 4, team: 'nlp' })] }, [h100]);
+    expect(plan.starts).toHaveLength(1);
+    expect(plan.starts[0]!.reason).toBe(
+      '2 stages of team vision wait for 8 h100 GPUs; 1 stage of team nlp waits for 4 h100 GPUs: starting 3 machines of template h100',
+    );
+  });
+
   it('starts up to min with no demand, and those count as supply', () => {
     const warm = pool('h100', { gpus: 8, min: 2 });
     const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [warm]);

@@ -219,8 +219,7 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   }
 
   // Why the rest start nothing: a probe with every pool's remaining room, with and without quotas.
-  const left = waitingIds.filter((id) => !final.placed.has(id) || !final.placed.get(id)!.startsWith(NEW_PREFIX));
-  const unplaced = left.filter((id) => !final.placed.has(id));
+  const unplaced = waitingIds.filter((id) => !final.placed.has(id));
   let probe: Sim | null = null;
   let probeFree: Sim | null = null;
   if (unplaced.length > 0) {

@@ -6,7 +6,7 @@
  * a few seconds.
  *
  * Usage: npm run bench:autoscale [-- --trace DIR --pods default|gpuspec33 --day N (default: the
- *          busiest) --speedups 1,10 --boot 120 --idle 300 --interval 10 --json --out bench/results/FILE.md]
+ *          busiest) --speedups 1,10 --boot 120 --idle 300 --interval 10 --spare g2:1 --json --out bench/results/FILE.md]
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -47,6 +47,17 @@ const IDLE = num('idle', 300);
 const INTERVAL = num('interval', 10);
 const JSON_OUT = process.argv.includes('--json');
 const OUT = arg('out', '');
+/** Spare machines per pool for the last row ("g2:1": one idle 8-GPU g2 machine kept ahead of demand). */
+const SPARE = Object.fromEntries(
+  arg('spare', 'g2:1')
+    .split(',')
+    .filter((x) => x !== '')
+    .map((x) => {
+      const [pool, n] = x.split(':');
+      if (!pool || !/^\d+$/.test(n ?? '')) throw new Error(`--spare wants POOL:N[,POOL:N], got ${x}`);
+      return [pool, Number(n)];
+    }),
+);
 if (!Object.hasOwn(POD_LIST_FILES, LIST)) throw new Error(`unknown pod list ${LIST} (${Object.keys(POD_LIST_FILES).join(', ')})`);
 if (!hasAlibabaTrace(DIR)) throw new Error(`trace not found at ${DIR}`);
 if (SPEEDUPS.some((s) => !(s > 0) || !Number.isFinite(s))) throw new Error(`--speedups must be numbers above 0, got ${arg('speedups', '')}`);
@@ -60,6 +71,7 @@ const dayPods = podsOfDay(allPods, DAY);
 if (dayPods.length === 0) throw new Error(`no pods on day ${DAY}`);
 const bounds = { idleSeconds: IDLE, bootTimeoutSeconds: Math.max(600, BOOT * 5) };
 const pools = templatesFromNodes(nodes, bounds);
+for (const p of Object.keys(SPARE)) if (!pools.some((t) => t.name === p)) throw new Error(`--spare: no template ${p} (${pools.map((t) => t.name).join(', ')})`);
 
 interface Row {
   name: string;
@@ -103,6 +115,12 @@ function section(speedup: number): Section {
   run('autoscaler, min = the mean-sized cluster', `min ${shape(mean)}`, () =>
     replayAutoscale(pods, { pools: warm, bootSeconds: BOOT, intervalSeconds: INTERVAL }),
   );
+  if (Object.keys(SPARE).length > 0) {
+    const spare = templatesFromNodes(nodes, { ...bounds, spare: SPARE });
+    run('autoscaler, spare machines', `spareMachines ${shape(SPARE)}`, () =>
+      replayAutoscale(pods, { pools: spare, bootSeconds: BOOT, intervalSeconds: INTERVAL }),
+    );
+  }
   return { speedup, pods, peak, mean, rows };
 }
 

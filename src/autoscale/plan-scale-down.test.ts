@@ -8,7 +8,7 @@ function pool(name: string, min = 0): PoolTemplate {
   return {
     name,
     template: { cpuMillis: 32000, memoryBytes: 1, gpus: { type: 'h100', count: 8 }, region: null, labels: {} },
-    autoscale: { provider: 'local', command: null, min, max: 10, idleSeconds: 300, bootTimeoutSeconds: 600, maxStartsPerInterval: null },
+    autoscale: { provider: 'local', command: null, min, max: 10, idleSeconds: 300, bootTimeoutSeconds: 600, maxStartsPerInterval: null, spareMachines: 0 },
   };
 }
 
@@ -111,6 +111,16 @@ describe('planScaleDown', () => {
       ['fresh', 'drain', 'pool h100 has 3 machines, above its max 1: draining idle fresh'],
       ['fresher', 'drain', 'pool h100 has 2 machines, above its max 1: draining idle fresher'],
     ]);
+  });
+
+  it("keeps the pool's spare machines idle", () => {
+    const spare = { ...pool('h100'), autoscale: { ...pool('h100').autoscale, spareMachines: 1 } };
+    const machines = [
+      machine('a', { idleSince: NOW - 900_000 }),
+      machine('b', { idleSince: NOW - 500_000 }),
+      machine('busy', { attempts: 1, idleSince: null }),
+    ];
+    expect(actions(planScaleDown({ machines, pools: [spare], now: NOW }))).toEqual({ a: 'drain' });
   });
 
   it('leaves alone machines of a pool no longer declared', () => {

@@ -67,7 +67,7 @@ const TARGET: Record<ScaleDownAction, MachineLifecycle> = {
  * a preemption, a placement of the latest pass, a gang) and it has been idle for its pool's
  * idleSeconds; it is released only once drained and still empty; one found with work goes back to
  * ready. A pool never drains below its min (counting machines up and starting); the longest idle
- * go first. A pool above its max (lowered by the operator) drains idle machines at once, down
+ * go first, and a pool keeps its spareMachines idle. A pool above its max (lowered by the operator) drains idle machines at once, down
  * to max. A machine that has not joined within its boot timeout is failed, then released.
  * Machines of a pool no longer in the file are left alone (an operator's call, not this one's).
  */
@@ -121,10 +121,15 @@ export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
 
   idle.sort((a, b) => a.idleSince! - b.idleSince! || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const drained = new Set<string>();
+  const idleLeft = new Map<string, number>();
+  for (const m of idle) idleLeft.set(m.pool, (idleLeft.get(m.pool) ?? 0) + 1);
   for (const m of idle) {
     const pool = pools.get(m.pool)!;
     const n = counted.get(m.pool) ?? 0;
     if (n <= pool.autoscale.min || now - m.idleSince! < pool.autoscale.idleSeconds * 1000) continue;
+    // The pool's spare machines are idle on purpose.
+    if ((idleLeft.get(m.pool) ?? 0) <= pool.autoscale.spareMachines) continue;
+    idleLeft.set(m.pool, (idleLeft.get(m.pool) ?? 0) - 1);
     counted.set(m.pool, n - 1);
     drained.add(m.id);
     step(m, ScaleDownAction.drain, `${m.name} idle ${Math.floor((now - m.idleSince!) / 1000)} s: draining to release it`);

@@ -11,7 +11,7 @@ const NOW = 1_000_000;
 
 function pool(
   name: string,
-  p: { gpus?: number; type?: string; cpu?: number; memGi?: number; min?: number; max?: number; perInterval?: number; region?: string },
+  p: { gpus?: number; type?: string; cpu?: number; memGi?: number; min?: number; max?: number; perInterval?: number; region?: string; spare?: number },
 ): PoolTemplate {
   return {
     name,
@@ -30,6 +30,7 @@ function pool(
       idleSeconds: 300,
       bootTimeoutSeconds: 600,
       maxStartsPerInterval: p.perInterval ?? null,
+      spareMachines: p.spare ?? 0,
     },
   };
 }
@@ -165,6 +166,21 @@ describe('planScaleUp', () => {
     const plan = scaleUp({ machines: [], queue: [...many(6, 'c', { cpu: 8, memGi: 8 }), ...many(2, 'g', { gpus: 4 })] }, [cpu, h100]);
     expect(count(plan)).toEqual({ cpu: 3, h100: 1 });
     expect(plan.starts.find((s) => s.pool === 'cpu')!.reason).toBe('6 stages of team default wait for 8 CPU, 8Gi: starting 3 machines of template cpu');
+  });
+
+  it('keeps spare machines ahead of demand: idle ones and starting ones no stage takes count, never above max', () => {
+    const spare = pool('h100', { gpus: 8, spare: 2, max: 3 });
+    // Nothing waits, one idle machine up: one more starts.
+    const idle = templateMachine(spare.template, 'up-1');
+    expect(scaleUp({ machines: [idle], queue: [] }, [spare], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0, idle: 1 }]).starts).toEqual([
+      { pool: 'h100', count: 1, stageIds: [], reason: 'pool h100 keeps 2 machines spare, has 1: starting 1 machine of template h100' },
+    ]);
+    // One starting, taken by a waiting stage: it is not spare; demand first, then the spares, within max 3.
+    const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [spare], [{ pool: 'h100', counted: 1, starting: 1, startedThisInterval: 0 }]);
+    expect(plan.starts.map((s) => [s.count, s.reason])).toEqual([
+      [1, '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100'],
+      [1, 'pool h100 keeps 2 machines spare, has 0: starting 1 machine of template h100'],
+    ]);
   });
 
   it('names each team and ask it starts for, most stages first', () => {

@@ -18,6 +18,8 @@ export interface PoolState {
   startedThisInterval: number;
   /** No start before this time (ms): a boot failed and the pool backs off. Absent or null: none. */
   backoffUntil?: number | null;
+  /** Of the counted machines, the ready ones on which nothing holds room (for spareMachines; absent: 0). */
+  idle?: number;
 }
 
 export interface ScaleUpInput {
@@ -109,7 +111,8 @@ interface Sim {
  *    waiting stages wins, then the one that needs the fewest machines for them, then the one that
  *    leaves the least idle on them (GPUs, else CPU), then the name. Only its machines that received
  *    work are kept. Rounds repeat until no pool places anything more.
- * 5. Every stage still waiting gets why: no template could run it (region, labels, GPU type, too
+ * 5. Pools with spareMachines start what their idle and unclaimed starting machines fall short of.
+ * 6. Every stage still waiting gets why: no template could run it (region, labels, GPU type, too
  *    big), its team's quota (a probe pass without quotas places it), or its pools are at max, at the
  *    start limit or backing off.
  */
@@ -215,6 +218,23 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       count,
       stageIds,
       reason: `${describeWaiting(stageIds.map((id) => stages.get(id)!))}: starting ${machines(count)} of template ${pool}`,
+    });
+  }
+  // Spare machines, after demand: idle ready ones and starting ones no waiting stage takes count.
+  const claimed = new Set(final.placed.values());
+  for (const pool of pools) {
+    const spare = pool.autoscale.spareMachines;
+    if (spare <= 0) continue;
+    const unclaimed = supply.filter((m) => m.id.startsWith(STARTING_PREFIX) && poolOfMachine.get(m.id) === pool.name && !claimed.has(m.id)).length;
+    const have = (stateOf(pool.name).idle ?? 0) + unclaimed;
+    const n = Math.min(room.get(pool.name) ?? 0, spare - have);
+    if (n <= 0) continue;
+    room.set(pool.name, (room.get(pool.name) ?? 0) - n);
+    starts.push({
+      pool: pool.name,
+      count: n,
+      stageIds: [],
+      reason: `pool ${pool.name} keeps ${machines(spare)} spare, has ${have}: starting ${machines(n)} of template ${pool.name}`,
     });
   }
 

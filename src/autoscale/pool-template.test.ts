@@ -30,12 +30,30 @@ describe('parsePools', () => {
       {
         name: 'h100',
         template: { cpuMillis: 32000, memoryBytes: 256 * 1024 ** 3, gpus: { type: 'h100', count: 8 }, region: 'us-east', labels: {} },
-        autoscale: { provider: 'local', command: null, min: 0, max: 4, idleSeconds: 300, bootTimeoutSeconds: 600, maxStartsPerInterval: null },
+        autoscale: {
+          provider: 'local',
+          command: null,
+          min: 0,
+          max: 4,
+          idleSeconds: 300,
+          bootTimeoutSeconds: 600,
+          maxStartsPerInterval: null,
+          spareMachines: 0,
+        },
       },
       {
         name: 'cpu',
         template: { cpuMillis: 500, memoryBytes: 1e9, gpus: null, region: null, labels: { disk: 'ssd' } },
-        autoscale: { provider: 'command', command: './start.sh', min: 1, max: 10, idleSeconds: 60, bootTimeoutSeconds: 120, maxStartsPerInterval: 2 },
+        autoscale: {
+          provider: 'command',
+          command: './start.sh',
+          min: 1,
+          max: 10,
+          idleSeconds: 60,
+          bootTimeoutSeconds: 120,
+          maxStartsPerInterval: 2,
+          spareMachines: 0,
+        },
       },
     ]);
     expect(describeTemplate(pools[0]!.template)).toBe('8 × h100, 32 CPU, 256Gi');
@@ -83,6 +101,15 @@ describe('parsePools', () => {
       ]),
     ).toEqual([{ path: '/pools/0/autoscale/command', message: 'provider "local" runs gantry agent itself and takes no command' }]);
     expect(issues({ name: 'x' })[0]!.path).toBe('/pools');
+    expect(
+      issues([
+        {
+          name: 'x',
+          template: { cpu: 1, memory: 1 },
+          autoscale: { provider: 'local', min: 0, max: 1, spareMachines: 2, idleSeconds: 0, bootTimeoutSeconds: 1 },
+        },
+      ]),
+    ).toEqual([{ path: '/pools/0/autoscale/spareMachines', message: 'spareMachines (2) is above max (1)' }]);
   });
 
   it('the template as an idle machine the scheduler can place on', () => {

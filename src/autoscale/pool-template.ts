@@ -40,6 +40,11 @@ export interface PoolAutoscale {
   bootTimeoutSeconds: number;
   /** At most this many starts in one autoscaler interval (absent in the file: no limit beyond max). */
   maxStartsPerInterval: number | null;
+  /**
+   * Idle machines kept ready ahead of demand (over-provisioning; absent in the file: 0): a stage
+   * that comes finds room at once instead of waiting a boot. Never above max.
+   */
+  spareMachines: number;
 }
 
 export interface PoolTemplate {
@@ -75,6 +80,7 @@ const PoolEntry = Type.Object(
         idleSeconds: Type.Integer({ minimum: 0 }),
         bootTimeoutSeconds: Type.Integer({ minimum: 1 }),
         maxStartsPerInterval: Type.Optional(Type.Integer({ minimum: 1 })),
+        spareMachines: Type.Optional(Type.Integer({ minimum: 0, maximum: 10000 })),
       },
       { additionalProperties: false },
     ),
@@ -111,6 +117,8 @@ export function parsePools(value: unknown, path = '/pools'): PoolTemplate[] {
     const memoryBytes = quantity('memory', parseMemoryBytes);
     const a = e.autoscale;
     if (a.min > a.max) issues.push({ path: `${at}/autoscale/min`, message: `min (${a.min}) is above max (${a.max})` });
+    if ((a.spareMachines ?? 0) > a.max)
+      issues.push({ path: `${at}/autoscale/spareMachines`, message: `spareMachines (${a.spareMachines}) is above max (${a.max})` });
     if (a.provider === ScaleProvider.command && a.command === undefined) {
       issues.push({ path: `${at}/autoscale/command`, message: 'provider "command" needs the executable to run (command: /path/to/script)' });
     }
@@ -136,6 +144,7 @@ export function parsePools(value: unknown, path = '/pools'): PoolTemplate[] {
         idleSeconds: a.idleSeconds,
         bootTimeoutSeconds: a.bootTimeoutSeconds,
         maxStartsPerInterval: a.maxStartsPerInterval ?? null,
+        spareMachines: a.spareMachines ?? 0,
       },
     });
   });

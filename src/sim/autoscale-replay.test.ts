@@ -35,7 +35,7 @@ function pod(name: string, at: number, hold: number, gpus: number): TracePod {
 const h100: PoolTemplate = {
   name: 'h100',
   template: { cpuMillis: 32000, memoryBytes: 256 * Gi, gpus: { type: 'h100', count: 8 }, region: null, labels: {} },
-  autoscale: { provider: 'local', command: null, min: 0, max: 2, idleSeconds: 300, bootTimeoutSeconds: 600, maxStartsPerInterval: null },
+  autoscale: { provider: 'local', command: null, min: 0, max: 2, idleSeconds: 300, bootTimeoutSeconds: 600, maxStartsPerInterval: null, spareMachines: 0 },
 };
 
 describe('replayAutoscale', () => {
@@ -64,6 +64,21 @@ describe('replayAutoscale', () => {
     expect(r.gpuSecondsProvisioned).toBe(8 * 300);
     expect(r.machinesStarted).toBe(0);
     expect(r.pools.h100).toMatchObject({ peakBusy: 1, started: 0 });
+  });
+
+  it('a spare machine starts with the first demand and stays idle after it (hand-computed)', () => {
+    const pool = { ...h100, autoscale: { ...h100.autoscale, spareMachines: 1 } };
+    const r = replayAutoscale([pod('a', 0, 100, 8)], { pools: [pool], bootSeconds: 120, intervalSeconds: 10 });
+    expect(r.decisions.map((d) => `${d.time} ${d.reason}`)).toEqual([
+      '0 1 stage of team default waits for 8 GPUs: starting 1 machine of template h100',
+      '0 pool h100 keeps 1 machine spare, has 0: starting 1 machine of template h100',
+      // h100-as-2 (the spare) idle from its join at 120; h100-as-1 ran a until 220 and is the spare after.
+      '420 h100-as-2 idle 300 s: draining to release it',
+      '430 h100-as-2 drained: releasing it',
+    ]);
+    // The replay stops at the first quiet scan once h100-as-1 is past its idle time (220 + 300 < 530).
+    expect(r.endTime).toBe(530);
+    expect(r.gpuSecondsProvisioned).toBe(8 * 430 + 8 * 530);
   });
 
   it('a stage no template fits stays queued and starts nothing', () => {

@@ -195,7 +195,8 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
       decisions.push({ time: now, reason: s.reason });
     }
     let startedNow = 0;
-    if (plan.pending.length > 0) {
+    // Demand, or a pool that keeps spare machines (which may start with nothing waiting).
+    if (plan.pending.length > 0 || pools.some((p) => p.autoscale.spareMachines > 0)) {
       const state: PoolState[] = pools.map((p) => {
         const mine = all.filter((m) => m.pool === p.name);
         return {
@@ -203,6 +204,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
           counted: mine.filter((m) => m.lifecycle === 'provisioning' || m.lifecycle === 'joining' || m.lifecycle === 'ready').length,
           starting: mine.filter((m) => STARTING_STATES.has(m.lifecycle)).length,
           startedThisInterval: 0,
+          idle: mine.filter((m) => m.lifecycle === 'ready' && m.attempts === 0).length,
         };
       });
       const up = planScaleUp({ snapshot, plan, pools, state, now: now * 1000 });

@@ -11,6 +11,8 @@ export interface TemplateBounds {
   /** Per pool; absent: 0. */
   min?: Record<string, number>;
   maxStartsPerInterval?: number | null;
+  /** Spare machines per pool; absent: 0. */
+  spare?: Record<string, number>;
 }
 
 /**
@@ -54,6 +56,7 @@ export function templatesFromNodes(nodes: readonly MachineView[], bounds: Templa
         idleSeconds: bounds.idleSeconds,
         bootTimeoutSeconds: bounds.bootTimeoutSeconds,
         maxStartsPerInterval: bounds.maxStartsPerInterval ?? null,
+        spareMachines: bounds.spare?.[model] ?? 0,
       },
     });
   }

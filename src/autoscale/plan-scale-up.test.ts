@@ -118,6 +118,14 @@ describe('planScaleUp', () => {
     expect(plan.waiting[0]!.reason).toBe('template h100 has started its 2 machines for this interval');
   });
 
+  it('at most maxStartsPerDecision new machines in one decision; the rest is looked at next time', () => {
+    const snapshot: SchedulerSnapshot = { machines: [], queue: many(5, 's', { gpus: 8 }) };
+    const plan = planScaleUp({ snapshot, plan: planPlacements(snapshot), pools: [h100], state: [], now: NOW, maxStartsPerDecision: 2 });
+    expect(count(plan)).toEqual({ h100: 2 });
+    expect(plan.waiting.map((w) => w.kind)).toEqual(['decision-limit', 'decision-limit', 'decision-limit']);
+    expect(plan.waiting[0]!.reason).toBe('this decision started its most (2 machines): the next interval looks at it again');
+  });
+
   it('a pool backing off after a failed boot starts nothing', () => {
     const plan = planScaleUp({
       snapshot: { machines: [], queue: many(1, 's', { gpus: 8 }) },

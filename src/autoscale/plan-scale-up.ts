@@ -34,7 +34,16 @@ export interface ScaleUpInput {
   now: number;
   /** As the scheduler passes them (candidate limit); placements are not capped in the simulation. */
   planOptions?: PlanOptions;
+  /**
+   * At most this many new machines in one decision, over all pools (default
+   * DEFAULT_MAX_STARTS_PER_DECISION). It bounds the work of a call (each simulated pass costs about
+   * its placements × machines) and the burst asked of providers at once; what it leaves is looked
+   * at again at the next interval, when the machines started now count as supply.
+   */
+  maxStartsPerDecision?: number;
 }
+
+export const DEFAULT_MAX_STARTS_PER_DECISION = 100;
 
 /** Start `count` machines of `pool`, and why, in words. */
 export interface ScaleUpStart {
@@ -62,6 +71,8 @@ export const WaitKind = {
   startLimit: 'start-limit',
   /** Every template that could run it is backing off after a failed boot. */
   backoff: 'backoff',
+  /** This decision started its most machines (maxStartsPerDecision); the next one looks at it again. */
+  decisionLimit: 'decision-limit',
   /** A template could run it, and room was left, but the simulated pass still did not place it (its reason says why). */
   notPlaced: 'not-placed',
 } as const;
@@ -111,6 +122,7 @@ interface Sim {
  *    waiting stages wins, then the one that needs the fewest machines for them, then the one that
  *    leaves the least idle on them (GPUs, else CPU), then the name. Only its machines that received
  *    work are kept. Rounds repeat until no pool places anything more.
+ *    At most maxStartsPerDecision new machines in all (default 100): the rest waits for the next call.
  * 5. Pools with spareMachines start what their idle and unclaimed starting machines fall short of.
  * 6. Every stage still waiting gets why: no template could run it (region, labels, GPU type, too
  *    big), its team's quota (a probe pass without quotas places it), or its pools are at max, at the
@@ -177,14 +189,17 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   let placed = baseline.placed;
   const chosen: MachineView[] = [];
   const added = new Map<string, { count: number; stageIds: string[] }>();
+  const cap = Math.max(0, Math.floor(input.maxStartsPerDecision ?? DEFAULT_MAX_STARTS_PER_DECISION));
   for (;;) {
+    const capLeft = cap - chosen.length;
+    if (capLeft <= 0) break;
     let best: { pool: PoolTemplate; sim: Sim; used: MachineView[]; gain: number; waste: number } | null = null;
     for (const pool of pools) {
       const left = room.get(pool.name) ?? 0;
       if (left <= 0) continue;
       const from = added.get(pool.name)?.count ?? 0;
       // No stage takes two machines: more than the stages left to place is never needed.
-      const trial = addMachines(pool, NEW_PREFIX, Math.min(left, waitingIds.length - placed.size), from);
+      const trial = addMachines(pool, NEW_PREFIX, Math.min(left, waitingIds.length - placed.size, capLeft), from);
       const sim = simulate([...supply, ...chosen, ...trial]);
       const gain = sim.placed.size - placed.size;
       if (gain <= 0) continue;
@@ -243,7 +258,8 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   let probe: Sim | null = null;
   let probeFree: Sim | null = null;
   if (unplaced.length > 0) {
-    const rest = pools.flatMap((p) => addMachines(p, `${NEW_PREFIX}probe:`, Math.min(room.get(p.name) ?? 0, unplaced.length), 0));
+    // Bounded like a round (the cap): enough to tell a stage held by its quota from one that needs a machine.
+    const rest = pools.flatMap((p) => addMachines(p, `${NEW_PREFIX}probe:`, Math.min(room.get(p.name) ?? 0, unplaced.length, Math.max(1, cap)), 0));
     probe = simulate([...supply, ...chosen, ...rest]);
     probeFree = snapshot.teams
       ? simulate(
@@ -270,7 +286,7 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       }
       continue;
     }
-    waiting.push(whyNoStart(id, stages.get(id)!, pools, room, roomWhy, final, probe, probeFree, stateOf));
+    waiting.push(whyNoStart(id, stages.get(id)!, pools, room, roomWhy, final, probe, probeFree, stateOf, chosen.length >= cap ? cap : null));
   }
   for (const id of preempting)
     if (stages.has(id)) waiting.push({ stageId: id, kind: WaitKind.preempting, reason: 'the scheduler is preempting to make room for it' });
@@ -287,6 +303,8 @@ function whyNoStart(
   probe: Sim | null,
   probeFree: Sim | null,
   stateOf: (pool: string) => PoolState,
+  /** The per-decision cap, when this decision reached it. */
+  capReached: number | null,
 ): WaitingStage {
   const need = stageNeed(stage);
   const misfit = templateMisfit(need, pools);
@@ -307,6 +325,13 @@ function whyNoStart(
           ? `template ${p.name} has started its ${p.autoscale.maxStartsPerInterval} machines for this interval`
           : `template ${p.name} is at its max of ${p.autoscale.max} ${p.autoscale.max === 1 ? 'machine' : 'machines'} (${s.counted} up or starting)`;
     return { stageId: id, kind, pool: p.name, reason: fitting.length > 1 ? `${reason} (as are the other ${fitting.length - 1} that could run it)` : reason };
+  }
+  if (capReached !== null) {
+    return {
+      stageId: id,
+      kind: WaitKind.decisionLimit,
+      reason: `this decision started its most (${machines(capReached)}): the next interval looks at it again`,
+    };
   }
   return {
     stageId: id,

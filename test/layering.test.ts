@@ -29,10 +29,12 @@ const LAYERS: Record<string, readonly string[]> = {
   artifacts: ['store', 'domain', 'spec', 'lib'],
   api: ['contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'bus', 'lib'],
   agent: ['contract', 'spec', 'domain', 'lib'],
-  sim: ['domain', 'spec', 'scheduler', 'lib'],
+  // Autoscaling decisions (issue 30): pure, over the scheduler's snapshot and its planPlacements.
+  autoscale: ['domain', 'spec', 'scheduler', 'lib'],
+  sim: ['domain', 'spec', 'scheduler', 'autoscale', 'lib'],
   // The composition root (config → store, bus, loops, API; `gantry server`, `up`, `migrate`) may use
   // every layer but the CLI's.
-  server: ['api', 'contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'reconciler', 'bus', 'agent', 'lib'],
+  server: ['api', 'contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'reconciler', 'bus', 'agent', 'autoscale', 'lib'],
   cli: ['contract', 'spec', 'lib'],
 };
 

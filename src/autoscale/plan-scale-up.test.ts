@@ -1,0 +1,246 @@
+import { describe, expect, it } from 'vitest';
+import { emptyTeamUsage } from '../domain/team.js';
+import { poolOf, type Resources } from '../domain/resources.js';
+import { planPlacements } from '../scheduler/plan-placements.js';
+import type { MachineView, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
+import { templateMachine, type PoolTemplate } from './pool-template.js';
+import { planScaleUp, type PoolState, type ScaleUpPlan } from './plan-scale-up.js';
+
+const Gi = 1024 ** 3;
+const NOW = 1_000_000;
+
+function pool(
+  name: string,
+  p: { gpus?: number; type?: string; cpu?: number; memGi?: number; min?: number; max?: number; perInterval?: number; region?: string; spare?: number },
+): PoolTemplate {
+  return {
+    name,
+    template: {
+      cpuMillis: (p.cpu ?? 32) * 1000,
+      memoryBytes: (p.memGi ?? 256) * Gi,
+      gpus: p.gpus ? { type: p.type ?? 'h100', count: p.gpus } : null,
+      region: p.region ?? null,
+      labels: {},
+    },
+    autoscale: {
+      provider: 'local',
+      command: null,
+      min: p.min ?? 0,
+      max: p.max ?? 100,
+      idleSeconds: 300,
+      bootTimeoutSeconds: 600,
+      maxStartsPerInterval: p.perInterval ?? null,
+      spareMachines: p.spare ?? 0,
+    },
+  };
+}
+
+function stage(id: string, p: { gpus?: number; types?: string[]; team?: string; cpu?: number; memGi?: number; region?: string }): QueuedStage {
+  const resources: Resources = {
+    cpuMillis: (p.cpu ?? 4) * 1000,
+    memoryBytes: (p.memGi ?? 16) * Gi,
+    gpu: p.gpus ? { count: p.gpus, types: p.types ?? ['h100'] } : null,
+  };
+  return {
+    stageId: id,
+    jobId: `job-${id}`,
+    stageName: id,
+    pool: poolOf(resources),
+    priority: 50,
+    readySince: 0,
+    resources,
+    placement: { region: p.region ?? null, labels: {} },
+    ...(p.team ? { team: p.team } : {}),
+  };
+}
+
+function many(n: number, prefix: string, p: Parameters<typeof stage>[1]): QueuedStage[] {
+  return Array.from({ length: n }, (_, i) => stage(`${prefix}${i}`, p));
+}
+
+/** A machine of the pool that joined, with every GPU busy. */
+function busyMachine(p: PoolTemplate, id: string): MachineView {
+  const m = templateMachine(p.template, id);
+  for (const g of m.gpus) g.free = false;
+  return m;
+}
+
+function scaleUp(snapshot: SchedulerSnapshot, pools: PoolTemplate[], state: PoolState[] = []): ScaleUpPlan {
+  return planScaleUp({ snapshot, plan: planPlacements(snapshot), pools, state, now: NOW });
+}
+
+const count = (plan: ScaleUpPlan) => Object.fromEntries(plan.starts.map((s) => [s.pool, s.count]));
+const kinds = (plan: ScaleUpPlan) => Object.fromEntries(plan.waiting.map((w) => [w.stageId, w.kind]));
+
+describe('planScaleUp', () => {
+  const h100 = pool('h100', { gpus: 8 });
+
+  it('a burst of 8-GPU stages asks one machine each, in words', () => {
+    const plan = scaleUp({ machines: [], queue: many(3, 's', { gpus: 8, team: 'vision' }) }, [h100]);
+    expect(plan.starts).toEqual([
+      { pool: 'h100', count: 3, stageIds: ['s0', 's1', 's2'], reason: '3 stages of team vision wait for 8 h100 GPUs: starting 3 machines of template h100' },
+    ]);
+    expect(plan.waiting).toEqual([]);
+  });
+
+  it('bin-packs: five 4-GPU stages need ceil(5 × 4 / 8) = 3 machines of 8 GPUs', () => {
+    const plan = scaleUp({ machines: [], queue: many(5, 's', { gpus: 4 }) }, [h100]);
+    expect(count(plan)).toEqual({ h100: 3 });
+    expect(plan.starts[0]!.stageIds.sort()).toEqual(['s0', 's1', 's2', 's3', 's4']);
+  });
+
+  it('never above max: machines up count, the rest wait at max', () => {
+    const small = pool('h100', { gpus: 8, max: 4 });
+    const plan = scaleUp(
+      { machines: [busyMachine(small, 'up-1')], queue: many(10, 's', { gpus: 8 }) },
+      [small],
+      [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }],
+    );
+    expect(count(plan)).toEqual({ h100: 3 });
+    const atMax = plan.waiting.filter((w) => w.kind === 'at-max');
+    expect(atMax).toHaveLength(7);
+    expect(atMax[0]!.reason).toBe('template h100 is at its max of 4 machines (1 up or starting)');
+  });
+
+  it('machines already starting count as supply', () => {
+    const plan = scaleUp({ machines: [], queue: many(3, 's', { gpus: 8 }) }, [h100], [{ pool: 'h100', counted: 2, starting: 2, startedThisInterval: 2 }]);
+    expect(count(plan)).toEqual({ h100: 1 });
+    const starting = plan.waiting.filter((w) => w.kind === 'starting');
+    expect(starting).toHaveLength(2);
+    expect(starting[0]).toMatchObject({ pool: 'h100', reason: 'a machine of template h100 is starting for it, up to 600 s' });
+  });
+
+  it('at most N starts per interval', () => {
+    const limited = pool('h100', { gpus: 8, perInterval: 2 });
+    const plan = scaleUp({ machines: [], queue: many(4, 's', { gpus: 8 }) }, [limited], [{ pool: 'h100', counted: 0, starting: 0, startedThisInterval: 1 }]);
+    expect(count(plan)).toEqual({ h100: 1 });
+    expect(plan.waiting.map((w) => w.kind)).toEqual(['start-limit', 'start-limit', 'start-limit']);
+    expect(plan.waiting[0]!.reason).toBe('template h100 has started its 2 machines for this interval');
+  });
+
+  it('at most maxStartsPerDecision new machines in one decision; the rest is looked at next time', () => {
+    const snapshot: SchedulerSnapshot = { machines: [], queue: many(5, 's', { gpus: 8 }) };
+    const plan = planScaleUp({ snapshot, plan: planPlacements(snapshot), pools: [h100], state: [], now: NOW, maxStartsPerDecision: 2 });
+    expect(count(plan)).toEqual({ h100: 2 });
+    expect(plan.waiting.map((w) => w.kind)).toEqual(['decision-limit', 'decision-limit', 'decision-limit']);
+    expect(plan.waiting[0]!.reason).toBe('this decision started its most (2 machines): the next interval looks at it again');
+  });
+
+  it('a pool backing off after a failed boot starts nothing', () => {
+    const plan = planScaleUp({
+      snapshot: { machines: [], queue: many(1, 's', { gpus: 8 }) },
+      plan: planPlacements({ machines: [], queue: many(1, 's', { gpus: 8 }) }),
+      pools: [h100],
+      state: [{ pool: 'h100', counted: 0, starting: 0, startedThisInterval: 0, backoffUntil: NOW + 1 }],
+      now: NOW,
+    });
+    expect(plan.starts).toEqual([]);
+    expect(kinds(plan)).toEqual({ s0: 'backoff' });
+  });
+
+  it('a stage blocked by its team quota starts nothing, and says so', () => {
+    const snapshot: SchedulerSnapshot = {
+      machines: [busyMachine(h100, 'up-1')],
+      queue: [stage('q', { gpus: 8, team: 'vision' })],
+      teams: [{ name: 'vision', weight: 1, quota: { gpus: { h100: 8 } }, usage: { ...emptyTeamUsage(), gpus: { h100: 8 } } }],
+    };
+    const plan = scaleUp(snapshot, [h100], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }]);
+    expect(plan.starts).toEqual([]);
+    expect(plan.waiting).toHaveLength(1);
+    expect(plan.waiting[0]!.kind).toBe('quota');
+    expect(plan.waiting[0]!.reason).toMatch(/^its team's quota stops it, whatever machines start: team vision/);
+  });
+
+  it('a template that cannot fit a stage starts nothing, with the reason', () => {
+    const queue = [stage('big', { gpus: 16 }), stage('a100', { gpus: 1, types: ['a100'] }), stage('eu', { gpus: 1, region: 'eu' })];
+    const plan = scaleUp({ machines: [], queue }, [h100]);
+    expect(plan.starts).toEqual([]);
+    expect(kinds(plan)).toEqual({ big: 'too-big', a100: 'gpu-type', eu: 'region' });
+    const why = Object.fromEntries(plan.waiting.map((w) => [w.stageId, w.reason]));
+    expect(why.big).toBe('too big for any template: it needs 16 h100 GPUs, 4 CPU, 16Gi; the nearest, h100, is 8 × h100, 32 CPU, 256Gi');
+    expect(why.a100).toBe('no template has a100 GPUs');
+    expect(why.eu).toBe('no template serves region eu');
+  });
+
+  it('keeps the fewest machines, then the least idle: one 1-GPU stage takes the 1-GPU template, eight take one 8-GPU machine', () => {
+    const big = pool('big', { gpus: 8, type: 'g2' });
+    const small = pool('small', { gpus: 1, type: 'a10', cpu: 8, memGi: 64 });
+    expect(count(scaleUp({ machines: [], queue: many(1, 's', { gpus: 1, types: [] }) }, [big, small]))).toEqual({ small: 1 });
+    expect(count(scaleUp({ machines: [], queue: many(8, 's', { gpus: 1, types: [] }) }, [big, small]))).toEqual({ big: 1 });
+  });
+
+  it('CPU stages start CPU machines, GPU stages GPU machines, in one decision each', () => {
+    const cpu = pool('cpu', { cpu: 16, memGi: 64 });
+    const plan = scaleUp({ machines: [], queue: [...many(6, 'c', { cpu: 8, memGi: 8 }), ...many(2, 'g', { gpus: 4 })] }, [cpu, h100]);
+    expect(count(plan)).toEqual({ cpu: 3, h100: 1 });
+    expect(plan.starts.find((s) => s.pool === 'cpu')!.reason).toBe('6 stages of team default wait for 8 CPU, 8Gi: starting 3 machines of template cpu');
+  });
+
+  it('keeps spare machines ahead of demand: idle ones and starting ones no stage takes count, never above max', () => {
+    const spare = pool('h100', { gpus: 8, spare: 2, max: 3 });
+    // Nothing waits, one idle machine up: one more starts.
+    const idle = templateMachine(spare.template, 'up-1');
+    expect(scaleUp({ machines: [idle], queue: [] }, [spare], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0, idle: 1 }]).starts).toEqual([
+      { pool: 'h100', count: 1, stageIds: [], reason: 'pool h100 keeps 2 machines spare, has 1: starting 1 machine of template h100' },
+    ]);
+    // One starting, taken by a waiting stage: it is not spare; demand first, then the spares, within max 3.
+    const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [spare], [{ pool: 'h100', counted: 1, starting: 1, startedThisInterval: 0 }]);
+    expect(plan.starts.map((s) => [s.count, s.reason])).toEqual([
+      [1, '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100'],
+      [1, 'pool h100 keeps 2 machines spare, has 0: starting 1 machine of template h100'],
+    ]);
+  });
+
+  it('names each team and ask it starts for, most stages first', () => {
+    const plan = scaleUp({ machines: [], queue: [...many(2, 'v', { gpus: 8, team: 'vision' }), stage('n', { gpus: 4, team: 'nlp' })] }, [h100]);
+    expect(plan.starts).toHaveLength(1);
+    expect(plan.starts[0]!.reason).toBe(
+      '2 stages of team vision wait for 8 h100 GPUs; 1 stage of team nlp waits for 4 h100 GPUs: starting 3 machines of template h100',
+    );
+  });
+
+  it('starts up to min with no demand, and those count as supply', () => {
+    const warm = pool('h100', { gpus: 8, min: 2 });
+    const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [warm]);
+    expect(plan.starts).toEqual([
+      { pool: 'h100', count: 2, stageIds: [], reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100' },
+    ]);
+    expect(plan.waiting.map((w) => w.kind)).toEqual(['starting', 'starting']);
+  });
+
+  it('a stage that fits a machine there now, and one preempted for, start nothing', () => {
+    const m = templateMachine(h100.template, 'up-1');
+    const snapshot: SchedulerSnapshot = { machines: [m], queue: [stage('a', { gpus: 8 })] };
+    // A plan from before the machine was there: the stage waited.
+    const plan = planScaleUp({
+      snapshot,
+      plan: { placements: [], pending: [{ stageId: 'a', reason: 'no machines registered', unplaceable: true }], preemptions: [] },
+      pools: [h100],
+      state: [],
+      now: NOW,
+    });
+    expect(plan.starts).toEqual([]);
+    expect(kinds(plan)).toEqual({ a: 'fits-now' });
+    const preempted = planScaleUp({
+      snapshot: { machines: [busyMachine(h100, 'up-1')], queue: [stage('a', { gpus: 8 })] },
+      plan: {
+        placements: [],
+        pending: [{ stageId: 'a', reason: 'busy', unplaceable: false }],
+        preemptions: [{ stageId: 'a', machineId: 'up-1', victims: [], reason: 'x' }],
+      },
+      pools: [h100],
+      state: [],
+      now: NOW,
+    });
+    expect(preempted.starts).toEqual([]);
+    expect(kinds(preempted)).toEqual({ a: 'preempting' });
+  });
+
+  it('only the waiting stages count: what the pass placed starts nothing', () => {
+    const m = templateMachine(h100.template, 'up-1');
+    const plan = scaleUp({ machines: [m], queue: many(2, 's', { gpus: 8 }) }, [h100], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }]);
+    expect(plan.starts).toEqual([
+      { pool: 'h100', count: 1, stageIds: ['s1'], reason: '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100' },
+    ]);
+  });
+});

@@ -5,7 +5,7 @@
  * beside the paper's own figures.
  *
  * Usage: npm run bench:fgd [-- --trace DIR --pods default,gpuspec33 --seeds 42-51
- *          --policies fgd,best-fit,packing --jobs 2 --json --out bench/results/FILE.md]
+ *          --policies fgd,best-fit,packing,random,dotprod,clustering --jobs 2 --json --out bench/results/FILE.md]
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -44,7 +44,14 @@ const PAPER: Record<PodListName, Record<string, readonly number[]>> = {
   },
 };
 /** The paper's policy each of Gantry's reproduces. */
-const PAPER_NAME: Record<SharePolicyName, string> = { fgd: 'FGD', 'best-fit': 'BestFit', packing: 'Packing' };
+const PAPER_NAME: Record<SharePolicyName, string> = {
+  fgd: 'FGD',
+  'best-fit': 'BestFit',
+  packing: 'Packing',
+  random: 'Random',
+  dotprod: 'DotProd',
+  clustering: 'Clustering',
+};
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);

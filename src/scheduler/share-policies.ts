@@ -1,5 +1,8 @@
+import { clusteringPoints } from './clustering-score.js';
+import { dotProductPoints } from './dot-product-score.js';
 import { fgdPoints, fragmentationIncrease } from './fgd-score.js';
 import { freeGpuMilli, gpuChoices, requestGpuMilli, WHOLE_GPU_MILLI, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { idHash, randomGpuKey, randomMachineKey } from './random-score.js';
 import type { TargetWorkload } from './target-workload.js';
 
 /**
@@ -7,7 +10,7 @@ import type { TargetWorkload } from './target-workload.js';
  * fragmentation"). Each scores a (machine, GPU choice) pair, lower is better, as a pair of numbers
  * compared in order; equal scores go to the machine first by name, then id. Pure and deterministic.
  */
-export const SHARE_POLICIES = ['fgd', 'best-fit', 'packing'] as const;
+export const SHARE_POLICIES = ['fgd', 'best-fit', 'packing', 'random', 'dotprod', 'clustering'] as const;
 export type SharePolicyName = (typeof SHARE_POLICIES)[number];
 
 /** Gantry's default for shares: the one that strands the fewest GPUs (bench/results/2026-12-04-fgd.md). */
@@ -24,6 +27,10 @@ export interface ShareContext {
   /** Best fit's scales: the largest machine's CPU and GPU thousandths (128 cores and 8 GPUs on the trace, the paper's constants). */
   maxCpuMillis: number;
   maxGpuMilli: number;
+  /** Random's seed (default 0). */
+  seed?: number;
+  /** Random's draw: which choice with this seed this is (default 0; `SharePlanner` counts its choices). */
+  draw?: number;
 }
 
 export function shareContext(machines: readonly ShareMachine[], workload: TargetWorkload): ShareContext {
@@ -87,8 +94,25 @@ export function scoreChoice(
       return [bestFitLeft(m, r, ctx), roomTaken(m, gpuIndices)];
     case 'packing':
       return packingScore(m, r, gpuIndices, ctx);
+    case 'random': {
+      const h = idHash(m.id);
+      return [randomMachineKey(ctx.seed ?? 0, ctx.draw ?? 0, h), gpuIndices.length === 0 ? 0 : randomGpuKey(ctx.seed ?? 0, ctx.draw ?? 0, h, gpuIndices[0]!)];
+    }
+    // Machine-level points, as the simulator scores a node; ties between machines go to the name,
+    // between GPUs of one machine to the fullest (`FULLEST_GPU_WITHIN`).
+    case 'dotprod':
+      return [-dotProductPoints(m, r, ctx.maxCpuMillis, ctx.maxGpuMilli), 0];
+    case 'clustering':
+      return [-clusteringPoints(m, r, ctx.maxGpuMilli), 0];
   }
 }
+
+/**
+ * Policies whose score is the machine's alone and that take, on the machine, the fullest GPU with
+ * room (lowest index among equals): the simulator's `-gpusel best`, which DotProd and Clustering
+ * run with.
+ */
+const FULLEST_GPU_WITHIN: ReadonlySet<SharePolicyName> = new Set(['dotprod', 'clustering']);
 
 export function compareScores(a: ShareScore, b: ShareScore): number {
   return a[0] - b[0] || a[1] - b[1];
@@ -97,18 +121,25 @@ export function compareScores(a: ShareScore, b: ShareScore): number {
 /** The best choice on one machine, or null when the request does not fit there. Ties: the first choice (lowest GPU index). */
 export function bestChoiceOn(policy: SharePolicyName, m: ShareMachine, r: ShareRequest, ctx: ShareContext, before?: number): ShareChoice | null {
   let best: ShareChoice | null = null;
+  let bestRoom = 0;
+  const fullestWithin = FULLEST_GPU_WITHIN.has(policy);
   // Scores depend on a GPU's type and room, not its index: of a share's GPUs alike, only the first
   // (which would win the tie anyway) is scored. An idle 8-GPU machine costs one score, not eight.
+  // Not for random, which draws among the GPUs themselves, as the simulator does.
   const seen = new Set<string>();
   for (const gpuIndices of gpuChoices(m, r)) {
-    if (gpuIndices.length === 1) {
+    if (gpuIndices.length === 1 && policy !== 'random') {
       const g = m.gpus.find((x) => x.index === gpuIndices[0])!;
       const key = `${g.type}|${g.freeMilli}`;
       if (seen.has(key)) continue;
       seen.add(key);
     }
     const score = scoreChoice(policy, m, r, gpuIndices, ctx, before);
-    if (best === null || compareScores(score, best.score) < 0) best = { gpuIndices, score };
+    const room = fullestWithin ? roomTaken(m, gpuIndices) : 0;
+    if (best === null || (compareScores(score, best.score) || room - bestRoom) < 0) {
+      best = { gpuIndices, score };
+      bestRoom = room;
+    }
   }
   return best;
 }

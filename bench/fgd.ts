@@ -5,7 +5,7 @@
  * beside the paper's own figures.
  *
  * Usage: npm run bench:fgd [-- --trace DIR --pods default,gpuspec33 --seeds 42-51
- *          --policies fgd,best-fit,packing,random,dotprod,clustering --jobs 2 --json --out bench/results/FILE.md]
+ *          --policies fgd,fgd-paper,best-fit,packing,random,dotprod,clustering --jobs 2 --json --out bench/results/FILE.md]
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -46,6 +46,7 @@ const PAPER: Record<PodListName, Record<string, readonly number[]>> = {
 /** The paper's policy each of Gantry's reproduces. */
 const PAPER_NAME: Record<SharePolicyName, string> = {
   fgd: 'FGD',
+  'fgd-paper': 'FGD',
   'best-fit': 'BestFit',
   packing: 'Packing',
   random: 'Random',
@@ -129,7 +130,8 @@ for (const list of LISTS) workloads[list] = targetWorkload(readPodList(list, DIR
 const half = Math.ceil(SEEDS.length / 2);
 const parts = [SEEDS.slice(0, half), SEEDS.slice(half)].filter((p) => p.length > 0);
 // Longest first (FGD, then the list with GPU types, measured about 3× and 1.5× the others).
-const cost = (t: { list: PodListName; policy: SharePolicyName }) => (t.policy === 'fgd' ? 3 : 1) * (t.list === 'gpuspec33' ? 1.5 : 1);
+const cost = (t: { list: PodListName; policy: SharePolicyName }) =>
+  (t.policy.startsWith('fgd') ? 3 : t.policy === 'random' ? 2 : 1) * (t.list === 'gpuspec33' ? 1.5 : 1);
 const tasks = LISTS.flatMap((list) => (POLICIES as SharePolicyName[]).flatMap((policy) => parts.map((seeds) => ({ list, policy, seeds })))).sort(
   (a, b) => cost(b) - cost(a),
 );

@@ -86,7 +86,7 @@ export class SharePlanner {
         choice = fits === undefined ? null : { gpuIndices: fits, score: [0, 0] };
       } else {
         let before: number | undefined;
-        if (this.policy === 'fgd') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
+        if (this.policy === 'fgd' || this.policy === 'fgd-paper') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
         choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
       }
       row.set(shape, choice);

@@ -27,12 +27,25 @@ function unit(hi: number): number {
   return (hi * 2 ** 21 + (lo >>> 11)) / 2 ** 53;
 }
 
+/** What every key of one draw starts from: computed once per draw. */
+export function randomDrawBase(seed: number, draw: number): number {
+  return mix32((draw + mix32(seed >>> 0)) >>> 0);
+}
+
+/**
+ * The high 32 bits of a machine's key for a draw: keys order as their words do (a higher word, a
+ * higher key), so a scan compares words and builds a key only for a machine that may win.
+ */
+export function randomMachineWord(base: number, machineIdHash: number): number {
+  return mix32(machineIdHash ^ base);
+}
+
 /** The key of a machine (by `idHash`) for one draw, in [0, 1): lowest wins. */
 export function randomMachineKey(seed: number, draw: number, machineIdHash: number): number {
-  return unit(mix32(machineIdHash ^ mix32((draw + mix32(seed >>> 0)) >>> 0)));
+  return unit(randomMachineWord(randomDrawBase(seed, draw), machineIdHash));
 }
 
 /** The key of one GPU choice on that machine (by its first GPU's index), in [0, 1): lowest wins. */
 export function randomGpuKey(seed: number, draw: number, machineIdHash: number, gpuIndex: number): number {
-  return unit(mix32(mix32(machineIdHash ^ mix32((draw + mix32(seed >>> 0)) >>> 0)) ^ mix32((gpuIndex + 0x632be5ab) >>> 0)));
+  return unit(mix32(randomMachineWord(randomDrawBase(seed, draw), machineIdHash) ^ mix32((gpuIndex + 0x632be5ab) >>> 0)));
 }

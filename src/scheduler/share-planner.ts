@@ -1,6 +1,6 @@
 import { machineFragmentationUnits } from './fgd-score.js';
 import { gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
-import { idHash, randomMachineKey } from './random-score.js';
+import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
 import { bestChoiceOn, compareScores, compareShareMachines, type ShareChoice, type ShareContext, type SharePolicyName } from './share-policies.js';
 
 /** Where a request went: a machine and, for GPU requests, the GPU indices it took. */
@@ -121,17 +121,20 @@ export class SharePlanner {
     const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     const ctx = { ...this.ctx, draw: this.draw++ };
-    const seed = ctx.seed ?? 0;
+    const base = randomDrawBase(ctx.seed ?? 0, ctx.draw);
     let at = -1;
     let choice: ShareChoice | null = null;
+    let bestWord = 0;
     for (let i = 0; i < this.machines.length; i++) {
       if (this.bestOn(i, shape, byMachine, r) === null) continue;
       // Only a machine whose key is as low as the best so far can win: score it in full (rare).
-      if (choice !== null && randomMachineKey(seed, ctx.draw, this.idHashes[i]!) > choice.score[0]) continue;
+      const word = randomMachineWord(base, this.idHashes[i]!);
+      if (choice !== null && word > bestWord) continue;
       const c = bestChoiceOn('random', this.machines[i]!, r, ctx);
       if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
         choice = c;
         at = i;
+        bestWord = word;
       }
     }
     return choice === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...choice.gpuIndices] };

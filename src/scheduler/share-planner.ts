@@ -14,7 +14,7 @@ export interface SharePlacement {
  * scores depend on that machine alone, and a placement changes one machine, so the planner keeps,
  * per machine, its best choice for each request shape it was asked about (and, for FGD, F(m) now)
  * and forgets them when that machine changes. Same answers as `chooseShare`, at the cost of the
- * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no randomness. It keeps
+ * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no Math.random. It keeps
  * every machine state it scored: one planner serves one pass or one replay, not a server's life.
  * Random's scores change with every draw: for it the planner keeps only which machines fit, and
  * the n-th choice it makes is `chooseShare`'s with `draw` n (from the context's `draw`, default 0).

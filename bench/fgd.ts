@@ -6,7 +6,7 @@
  * file words it as a results file. `--json` prints what `gantry sim --json` prints.
  *
  * Usage: npm run bench:fgd [-- --trace DIR --pods default,gpuspec33 --seeds 42-51
- *          --policies fgd,best-fit,packing --jobs 2 --json --out bench/results/FILE.md]
+ *          --policies fgd,fgd-paper,best-fit,packing,random,dotprod,clustering --jobs 2 --json --out bench/results/FILE.md]
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { gpuChoices, shareAllocationProblem, shareRequestProblem, WHOLE_GPU_MILLI, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { gpuChoices, shareAllocationProblem, shareRequestProblem, takeShare, WHOLE_GPU_MILLI, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { SharePlanner } from './share-planner.js';
 import { chooseShare, SHARE_POLICIES, shareContext } from './share-policies.js';
 import { targetWorkload } from './target-workload.js';
@@ -111,22 +111,19 @@ describe('shares, for every policy', () => {
         // The reference: the same decisions from scratch on a copy, and what each GPU holds.
         const copy = machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) }));
         const held = new Map<string, { whole: number; shares: number; milli: number }>();
-        for (const r of requests) {
-          const expected = chooseShare(copy, r, policy, ctx);
+        for (const [draw, r] of requests.entries()) {
+          const expected = chooseShare(copy, r, policy, { ...ctx, draw });
           const got = planner.place(r);
           expect(got).toEqual(expected === null ? null : { machineId: expected.machine.id, gpuIndices: expected.gpuIndices });
           if (expected === null) continue;
           for (const i of expected.gpuIndices) {
-            const g = expected.machine.gpus.find((x) => x.index === i)!;
-            g.freeMilli -= r.gpuMilli;
             const h = held.get(`${expected.machine.id}/${i}`) ?? { whole: 0, shares: 0, milli: 0 };
             if (r.gpuMilli === WHOLE_GPU_MILLI) h.whole += 1;
             else h.shares += 1;
             h.milli += r.gpuMilli;
             held.set(`${expected.machine.id}/${i}`, h);
           }
-          expected.machine.cpuMillisFree -= r.cpuMillis;
-          expected.machine.memoryBytesFree -= r.memoryBytes;
+          takeShare(expected.machine, r, expected.gpuIndices);
         }
         for (const h of held.values()) {
           expect(h.milli).toBeLessThanOrEqual(WHOLE_GPU_MILLI);

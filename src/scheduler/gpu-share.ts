@@ -26,6 +26,12 @@ export interface ShareMachine {
   memoryBytesTotal: number;
   memoryBytesFree: number;
   gpus: ShareGpu[];
+  /**
+   * The GPU requests placed on it, counted by `gpuClassOf` ("share", "1-gpu", …): what the
+   * clustering policy scores. Kept by `takeShare`, replaced (never changed in place), so copies of
+   * a machine may share it. Absent: none known.
+   */
+  gpuClasses?: Readonly<Record<string, number>>;
 }
 
 export interface ShareRequest {
@@ -51,6 +57,12 @@ export function shareRequestProblem(r: ShareRequest): string | null {
 /** A share of one GPU (not a whole one, not CPU-only). */
 export function isShare(r: ShareRequest): boolean {
   return r.gpuCount === 1 && r.gpuMilli < WHOLE_GPU_MILLI;
+}
+
+/** The kind of GPU request, as the FGD paper's simulator names its GPU affinity: "share", "N-gpu", or null without GPUs. */
+export function gpuClassOf(r: Pick<ShareRequest, 'gpuCount' | 'gpuMilli'>): string | null {
+  if (r.gpuCount === 0) return null;
+  return r.gpuMilli < WHOLE_GPU_MILLI ? 'share' : `${r.gpuCount}-gpu`;
 }
 
 /** What the request takes from the cluster's GPUs, in thousandths. */
@@ -126,6 +138,8 @@ export function takeShare(m: ShareMachine, r: ShareRequest, gpuIndices: readonly
   for (const i of gpuIndices) m.gpus.find((x) => x.index === i)!.freeMilli -= r.gpuMilli;
   m.cpuMillisFree -= r.cpuMillis;
   m.memoryBytesFree -= r.memoryBytes;
+  const kind = gpuClassOf(r);
+  if (kind !== null) m.gpuClasses = { ...m.gpuClasses, [kind]: (m.gpuClasses?.[kind] ?? 0) + 1 };
 }
 
 /** A scheduler machine view as a share machine: free GPUs idle (1000), busy ones full (0). */

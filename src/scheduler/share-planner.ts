@@ -1,5 +1,6 @@
 import { machineFragmentationUnits } from './fgd-score.js';
-import { shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
 import { bestChoiceOn, compareScores, compareShareMachines, type ShareChoice, type ShareContext, type SharePolicyName } from './share-policies.js';
 
 /** Where a request went: a machine and, for GPU requests, the GPU indices it took. */
@@ -13,8 +14,10 @@ export interface SharePlacement {
  * scores depend on that machine alone, and a placement changes one machine, so the planner keeps,
  * per machine, its best choice for each request shape it was asked about (and, for FGD, F(m) now)
  * and forgets them when that machine changes. Same answers as `chooseShare`, at the cost of the
- * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no randomness. It keeps
+ * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no Math.random. It keeps
  * every machine state it scored: one planner serves one pass or one replay, not a server's life.
+ * Random's scores change with every draw: for it the planner keeps only which machines fit, and
+ * the n-th choice it makes is `chooseShare`'s with `draw` n (from the context's `draw`, default 0).
  */
 export class SharePlanner {
   private readonly machines: ShareMachine[];
@@ -36,6 +39,9 @@ export class SharePlanner {
   private readonly byState = new Map<string, Map<number, ShareChoice | null>>();
   /** Per machine, its state's entry of `byState`, or undefined after a change. */
   private readonly stateRows: (Map<number, ShareChoice | null> | undefined)[];
+  /** Random: the next draw, and each machine's `idHash`. */
+  private draw: number;
+  private readonly idHashes: number[];
 
   constructor(
     machines: readonly ShareMachine[],
@@ -46,6 +52,8 @@ export class SharePlanner {
     this.machines.forEach((m, i) => this.byId.set(m.id, i));
     this.before = this.machines.map(() => undefined);
     this.stateRows = this.machines.map(() => undefined);
+    this.draw = ctx.draw ?? 0;
+    this.idHashes = policy === 'random' ? this.machines.map((m) => idHash(m.id)) : [];
   }
 
   private shapeId(r: ShareRequest): number {
@@ -65,16 +73,22 @@ export class SharePlanner {
     const m = this.machines[i]!;
     let row = this.stateRows[i];
     if (row === undefined) {
-      const key = stateKey(m);
+      const key = stateKey(m, this.policy === 'clustering');
       row = this.byState.get(key);
       if (row === undefined) this.byState.set(key, (row = new Map()));
       this.stateRows[i] = row;
     }
     let choice = row.get(shape);
     if (choice === undefined) {
-      let before: number | undefined;
-      if (this.policy === 'fgd') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
-      choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
+      if (this.policy === 'random') {
+        // Only whether it fits is kept (a choice scored 0): random's scores are drawn in `chooseRandom`.
+        const fits = gpuChoices(m, r)[0];
+        choice = fits === undefined ? null : { gpuIndices: fits, score: [0, 0] };
+      } else {
+        let before: number | undefined;
+        if (this.policy === 'fgd' || this.policy === 'fgd-paper') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
+        choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
+      }
       row.set(shape, choice);
     }
     byMachine[i] = choice;
@@ -83,6 +97,7 @@ export class SharePlanner {
 
   /** Where the request would go now (not taken); null when it fits nowhere. */
   choose(r: ShareRequest): SharePlacement | null {
+    if (this.policy === 'random') return this.chooseRandom(r);
     const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     let at = -1;
@@ -93,6 +108,33 @@ export class SharePlanner {
       if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
         choice = c;
         at = i;
+      }
+    }
+    return choice === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...choice.gpuIndices] };
+  }
+
+  /**
+   * Random: the fitting machine with the lowest key for this draw (name order for equal keys), then
+   * its GPU by `bestChoiceOn` with the draw: as `chooseShare` with the context's `draw` set to it.
+   */
+  private chooseRandom(r: ShareRequest): SharePlacement | null {
+    const shape = this.shapeId(r);
+    const byMachine = this.best[shape]!;
+    const ctx = { ...this.ctx, draw: this.draw++ };
+    const base = randomDrawBase(ctx.seed ?? 0, ctx.draw);
+    let at = -1;
+    let choice: ShareChoice | null = null;
+    let bestWord = 0;
+    for (let i = 0; i < this.machines.length; i++) {
+      if (this.bestOn(i, shape, byMachine, r) === null) continue;
+      // Only a machine whose key is as low as the best so far can win: score it in full (rare).
+      const word = randomMachineWord(base, this.idHashes[i]!);
+      if (choice !== null && word > bestWord) continue;
+      const c = bestChoiceOn('random', this.machines[i]!, r, ctx);
+      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
+        choice = c;
+        at = i;
+        bestWord = word;
       }
     }
     return choice === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...choice.gpuIndices] };
@@ -125,9 +167,15 @@ export class SharePlanner {
   }
 }
 
-/** What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals are fixed per state too). */
-function stateKey(m: ShareMachine): string {
+/**
+ * What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals
+ * are fixed per state too); for clustering, the kinds of GPU request on it too.
+ */
+function stateKey(m: ShareMachine, classes: boolean): string {
   let key = `${m.cpuMillisTotal}/${m.cpuMillisFree}/${m.memoryBytesFree}/${m.gpus.length}`;
   for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}`;
+  if (classes && m.gpuClasses !== undefined) {
+    for (const k of Object.keys(m.gpuClasses).sort()) if (m.gpuClasses[k]! > 0) key += `|${k}`;
+  }
   return key;
 }

@@ -45,10 +45,10 @@ export const PAPER_UNALLOCATED: Record<PodListName, Record<string, readonly numb
 /**
  * The paper's name for the policy a Gantry policy reproduces (`best-fit` → `BestFit`), or null.
  * By spelling, not by a table of Gantry's names, so a policy added to share-policies.ts under the
- * paper's name (`dotprod`, `random`) finds its figures without an edit here.
+ * paper's name (`dotprod`, `random`), or as `<paper name>-paper` (`fgd-paper`), finds its figures without an edit here.
  */
 export function paperPolicyOf(policy: string): string | null {
-  const key = policy.replace(/-/g, '').toLowerCase();
+  const key = policy.replace(/-paper$/, '').replace(/-/g, '').toLowerCase();
   return Object.keys(PAPER_UNALLOCATED.default).find((name) => name.toLowerCase() === key) ?? null;
 }
 

@@ -100,7 +100,8 @@ export function clusterGpuMilli(machines: readonly ShareMachine[]): number {
 export function replayShares(machines: readonly ShareMachine[], pods: readonly TracePod[], opts: ShareReplayOptions): ShareReplayResult {
   const total = clusterGpuMilli(machines);
   const workload = opts.workload ?? targetWorkload(pods.map(shareRequestOf));
-  const planner = new SharePlanner(machines, opts.policy, shareContext(machines, workload));
+  // Random draws from the run's seed, as the simulator's Random draws from its Go seed.
+  const planner = new SharePlanner(machines, opts.policy, { ...shareContext(machines, workload), seed: opts.seed });
   const arrivals = inflatedArrivals(pods, total, opts.ratio ?? 1.3, opts.seed);
   const series: ShareReplayPoint[] = [];
   const placements: (SharePlacement | null)[] = [];

@@ -111,6 +111,10 @@ export interface AttemptsTable {
   machine_id: string;
   gpu_indices: string;
   gpu_type: string | null;
+  /** Thousandths of each of its GPUs it holds (0024): 1000 whole GPUs (and CPU-only attempts), 1–999 a share of one. */
+  gpu_milli: number;
+  /** GPU memory a share holds on its GPU, bytes (0024); null: none bounded. */
+  gpu_memory_bytes: number | null;
   cpu_millis: number;
   memory_bytes: number;
   state: AttemptState;

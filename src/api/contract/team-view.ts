@@ -46,7 +46,8 @@ export type TeamChangeRequest = Static<typeof TeamChangeRequest>;
 const Amounts = Type.Object({
   cpu: Type.Union([Type.String(), Type.Null()]),
   memory: Type.Union([Type.String(), Type.Null()]),
-  gpus: Type.Record(Type.String(), Type.Integer()),
+  /** GPUs of each type as amounts: a share of a GPU counts its part (0.25), not 1 (issue 29). */
+  gpus: Type.Record(Type.String(), Type.Number()),
 });
 
 export const TeamView = Type.Object({

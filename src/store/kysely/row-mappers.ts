@@ -64,6 +64,9 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     machineName,
     gpuIndices: JSON.parse(r.gpu_indices),
     gpuType: r.gpu_type,
+    // Rows read before 0024 through a narrow select have no gpu_milli: they held whole GPUs.
+    gpuMilli: r.gpu_milli === undefined || r.gpu_milli === null ? 1000 : num(r.gpu_milli),
+    gpuMemoryBytes: numOrNull(r.gpu_memory_bytes ?? null),
     cpuMillis: num(r.cpu_millis),
     memoryBytes: num(r.memory_bytes),
     state: r.state,

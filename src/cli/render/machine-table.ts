@@ -40,7 +40,8 @@ export function machineStatus(m: Pick<MachineView, 'health' | 'scheduling'>, c: 
 }
 
 /**
- * "4x h100 (declared) 2 busy". Declared GPUs were asserted by an operator rather than found by
+ * "4x h100 (declared) 2 busy", or with shares of a GPU "4x h100 1.5 used (1 shared)": a share
+ * counts its part (issue 29). Declared GPUs were asserted by an operator rather than found by
  * nvidia-smi, which matters when a job fails to see its devices, so it is always spelled out.
  */
 export function gpuSummary(m: MachineView): string {
@@ -49,9 +50,28 @@ export function gpuSummary(m: MachineView): string {
   for (const g of m.gpus) byType.set(g.type, (byType.get(g.type) ?? 0) + 1);
   let text = [...byType].map(([type, n]) => `${n}x ${type}`).join(', ');
   if (m.gpusDeclared) text += ' (declared)';
-  const busy = m.gpus.filter((g) => g.busy).length;
-  if (busy > 0) text += ` ${busy} busy`;
+  const busy = m.gpus.filter((g) => g.busy);
+  const shared = busy.filter((g) => usedMilli(g) < 1000).length;
+  if (shared > 0) {
+    const used = busy.reduce((sum, g) => sum + usedMilli(g), 0) / 1000;
+    text += ` ${used} used (${shared} shared)`;
+  } else if (busy.length > 0) text += ` ${busy.length} busy`;
   return text;
+}
+
+/** Thousandths of a GPU held; a server before shares says only busy or not. */
+export function usedMilli(g: MachineView['gpus'][number]): number {
+  return g.usedMilli ?? (g.busy ? 1000 : 0);
+}
+
+/**
+ * "free", "busy", or for a GPU shares hold part of "0.75 used by shares". A GPU shared to the full
+ * shows as busy, like one held whole: for placing a stage they are the same.
+ */
+export function gpuUseText(g: MachineView['gpus'][number]): string {
+  const used = usedMilli(g);
+  if (used === 0) return 'free';
+  return used < 1000 ? `${used / 1000} used by shares` : 'busy';
 }
 
 /** The CONTAIN cell: yellow where something is not enforced, so a machine that limits less stands out. */

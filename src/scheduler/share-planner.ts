@@ -49,7 +49,7 @@ export class SharePlanner {
   }
 
   private shapeId(r: ShareRequest): number {
-    const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}`;
+    const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}|${r.gpuMemoryBytes ?? ''}`;
     let id = this.shapeIds.get(key);
     if (id === undefined) {
       id = this.shapeIds.size;
@@ -81,14 +81,19 @@ export class SharePlanner {
     return choice;
   }
 
-  /** Where the request would go now (not taken); null when it fits nowhere. */
-  choose(r: ShareRequest): SharePlacement | null {
+  /**
+   * Where the request would go now (not taken); null when it fits nowhere. `eligible`, by the
+   * planner's machine index (`indexOf`), narrows the machines looked at: the server's pass leaves
+   * out machines another rule rejects (region, labels, health, a hold), with the same scores.
+   */
+  choose(r: ShareRequest, eligible?: (i: number) => boolean): SharePlacement | null {
     const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     let at = -1;
     let choice: ShareChoice | null = null;
     // Machines are in name order, so the first of equal scores is the tie-break's winner.
     for (let i = 0; i < this.machines.length; i++) {
+      if (eligible !== undefined && !eligible(i)) continue;
       const c = this.bestOn(i, shape, byMachine, r);
       if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
         choice = c;
@@ -119,6 +124,11 @@ export class SharePlanner {
     for (const byMachine of this.best) byMachine[i] = undefined;
   }
 
+  /** The machine's index in the planner's order (name, then id), or undefined when it has none by that id. */
+  indexOf(machineId: string): number | undefined {
+    return this.byId.get(machineId);
+  }
+
   /** The planner's machines now (read-only use: for checks and figures). */
   view(): readonly ShareMachine[] {
     return this.machines;
@@ -128,6 +138,6 @@ export class SharePlanner {
 /** What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals are fixed per state too). */
 function stateKey(m: ShareMachine): string {
   let key = `${m.cpuMillisTotal}/${m.cpuMillisFree}/${m.memoryBytesFree}/${m.gpus.length}`;
-  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}`;
+  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}:${g.memoryBytesTotal ?? ''}:${g.memoryBytesFree ?? ''}`;
   return key;
 }

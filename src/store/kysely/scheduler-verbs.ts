@@ -8,7 +8,7 @@ import { machineRefusal } from '../../scheduler/checks.js';
 import type { ClusterView, GpuView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
 import type { AttemptRecord, GpuHeld, MachineGpu } from '../records.js';
 import { GPU_MILLI_WHOLE } from '../../domain/resources.js';
-import { placementProblem, takePlacement } from './placement-recheck.js';
+import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
 import type { AttemptsTable, MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
@@ -260,7 +260,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       continue;
     }
     // The same fit rule the planner used (shares of a GPU included), against what the machine holds now.
-    if (placementProblem(m, pl) !== null) {
+    if (allocationProblem(m, pl) !== null) {
       skipped.push({ stageId: pl.stageId, why: 'machine no longer has room' });
       continue;
     }
@@ -315,7 +315,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     };
     await insertAttempt.run(tx.db, ...attemptValues(row));
     applied.push(toAttempt(row, m.name));
-    takePlacement(m, pl);
+    takeAllocation(m, pl);
     jobsTouched.add(stage.job_id);
     wake.add(m.id);
     const share = pl.gpuIndices.length === 1 && pl.gpuMilli !== undefined && pl.gpuMilli < GPU_MILLI_WHOLE;

@@ -60,26 +60,21 @@ const heldByTeam = prepared<[]>()((db) =>
     .where('attempts.released_at', 'is', null),
 );
 
-/**
- * GPUs count as amounts (issue 29): a quarter of a GPU is 0.25 of its type, not 1. Summed in
- * thousandths, so four quarters are exactly one GPU, and shown as the amount.
- */
+/** GPUs count as amounts (issue 29): a quarter of a GPU is 0.25 of its type, not 1; addUsage sums them in thousandths. */
 export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
   const rows = await heldByTeam.rows(db);
   const out = new Map<string, TeamUsage>();
-  const gpuMilli = new Map<string, Map<string, number>>();
   for (const r of rows) {
     const u = out.get(r.team) ?? emptyTeamUsage();
-    addUsage(u, { cpuMillis: Number(r.cpu_millis), memoryBytes: Number(r.memory_bytes), gpuCount: 0, gpuType: null });
+    addUsage(u, {
+      cpuMillis: Number(r.cpu_millis),
+      memoryBytes: Number(r.memory_bytes),
+      gpuCount: (JSON.parse(r.gpu_indices) as number[]).length,
+      gpuMilli: Number(r.gpu_milli),
+      gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type),
+    });
     out.set(r.team, u);
-    const gpus = (JSON.parse(r.gpu_indices) as number[]).length;
-    if (gpus === 0 || r.gpu_type === null) continue;
-    const byType = gpuMilli.get(r.team) ?? new Map<string, number>();
-    const type = normalizeGpuType(r.gpu_type);
-    byType.set(type, (byType.get(type) ?? 0) + gpus * Number(r.gpu_milli));
-    gpuMilli.set(r.team, byType);
   }
-  for (const [team, byType] of gpuMilli) for (const [type, milli] of byType) out.get(team)!.gpus[type] = milli / GPU_MILLI_WHOLE;
   return out;
 }
 

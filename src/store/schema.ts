@@ -93,6 +93,8 @@ export interface StagesTable {
   reused_from: string | null;
   reused_run_ms: number | null;
   reused_gpus: number | null;
+  /** The reused attempt's GPUs in thousandths, all together (0024): 250 for a quarter share; null before 0024 (reused_gpus whole GPUs). */
+  reused_gpu_milli: number | null;
   /** When the artifact store's size budget released its committed outputs (0014). */
   outputs_released_at: number | null;
   end_reason: string | null;

@@ -87,7 +87,7 @@ export const StageView = Type.Object({
         jobId: Type.String({ description: 'the job whose attempt ran it' }),
         attemptId: Nullable(Type.String()),
         runSeconds: Type.Number({ description: "that attempt's run time" }),
-        gpus: Type.Integer(),
+        gpus: Type.Number({ description: 'GPUs that attempt held; a share counts its part (0.25)' }),
       }),
     ),
   ),

@@ -193,5 +193,48 @@ export function gpuShareConformance(storeOf: () => Store): void {
       // What runs where shows the share too.
       expect((await store.attemptsHeld()).find((x) => x.id === a.id)).toMatchObject({ gpuMilli: 250, gpuMemoryBytes: 4 * GiB });
     });
+
+    it("a rerun that reuses a share's output counts its part of a GPU in the GPU-hours saved", async () => {
+      const m = await store.machineRegister({ ...gpuMachine('g1', 1), now });
+      const once = { retry: { maxAttempts: 1, backoff: { initialSeconds: 1, maxSeconds: 10 }, onExitCodes: null, maxLost: 5 } };
+      const j = await store.jobSubmit({
+        definition: job([stage('infer', { resources: share(250) }), stage('report', { needs: ['infer'], ...once })]),
+        source: null,
+        now,
+      });
+      const end = async (jobId: string, stageName: string, gpus: number[], exitCode: number, runMs: number) => {
+        const s = (await store.jobGet({ jobId }))!.stages.find((x) => x.name === stageName)!;
+        const gpu = s.definition.resources.gpu;
+        const plan = {
+          placements: [
+            { stageId: s.id, machineId: m.id, gpuIndices: gpus, ...(gpu?.milli ? { gpuMilli: gpu.milli } : {}), cpuMillis: 1000, memoryBytes: 2 ** 28 },
+          ],
+          pending: [],
+        };
+        const a = (await store.planApply({ plan, now, leaseMs: LEASE })).applied[0]!;
+        await store.attemptStart({ attemptId: a.id, token: a.token, pid: 1, now, leaseMs: LEASE });
+        await store.attemptComplete({
+          attemptId: a.id,
+          token: a.token,
+          exitCode,
+          signal: null,
+          end: { kind: 'exited', detail: null },
+          outputs: [],
+          now: now + runMs,
+          jitter: 0,
+        });
+      };
+      await end(j.id, 'infer', [0], 0, 3_600_000);
+      await end(j.id, 'report', [], 1, 1000);
+      now += 10_000;
+      const r = (await store.jobRerun({ jobId: j.id, now }))!;
+      expect(r.plan.reused.map((x) => [x.stage, x.gpus])).toEqual([['infer', 0.25]]);
+      expect(r.plan.gpuMsSaved).toBe(0.25 * 3_600_000);
+      expect(r.job!.stages.find((x) => x.name === 'infer')!.reused).toMatchObject({ runMs: 3_600_000, gpus: 0.25 });
+      // A rerun of the rerun reuses it again, from what the first rerun recorded.
+      await end(r.job!.id, 'report', [], 1, 0);
+      const again = (await store.jobRerun({ jobId: r.job!.id, now }))!;
+      expect(again.plan.reused.map((x) => [x.stage, x.gpus])).toEqual([['infer', 0.25]]);
+    });
   });
 }

@@ -3,7 +3,7 @@ import { sql, type Kysely, type Migration } from 'kysely';
 /**
  * Shares of a GPU (issue 29): what each attempt holds of each of its GPUs, in thousandths (1000: the
  * whole GPU; every attempt before this migration held whole GPUs, or none), and the GPU memory a
- * share holds there, bytes (null: none bounded). What is free on a GPU is 1000 less the thousandths
+ * share holds there, bytes (null: none bounded); and a reused stage's GPUs in thousandths. What is free on a GPU is 1000 less the thousandths
  * of the attempts that hold it, computed from these rows like every other allocation.
  */
 export const migration0024GpuShares: Migration = {
@@ -21,5 +21,8 @@ export const migration0024GpuShares: Migration = {
       .alterTable('attempts')
       .addColumn('gpu_memory_bytes', 'bigint', (c) => c.check(sql`gpu_memory_bytes is null or gpu_memory_bytes >= 1`))
       .execute();
+    // A reused stage's GPUs in thousandths (its source attempt's GPUs × what it held of each), so
+    // that a rerun's GPU-hours saved count a share as its part; null on rows before: reused_gpus whole GPUs.
+    await db.schema.alterTable('stages').addColumn('reused_gpu_milli', 'bigint').execute();
   },
 };

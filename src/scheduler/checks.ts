@@ -125,7 +125,8 @@ export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>,
   const free = gpuFreeMilli(g);
   if (need.gpuMilli >= GPU_MILLI_WHOLE || need.gpuMilli <= 0) return free === GPU_MILLI_WHOLE ? 1 : 0;
   let n = Math.floor(free / need.gpuMilli);
-  if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0) n = Math.min(n, Math.floor((g.memoryBytesFree ?? g.memoryBytesTotal ?? 0) / need.gpuMemoryBytes));
+  if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0)
+    n = Math.min(n, Math.floor((g.memoryBytesFree ?? g.memoryBytesTotal ?? 0) / need.gpuMemoryBytes));
   return n;
 }
 
@@ -220,7 +221,16 @@ export const checkGpuShare: Check = (need, m) => {
 };
 
 /** Whether the stage could run on this machine at all, were it idle and in service: what a submit is warned by. */
-export const fitChecks: readonly Check[] = [checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkGpuMemory, checkCpuTotal, checkMemoryTotal, checkGpuMachine];
+export const fitChecks: readonly Check[] = [
+  checkRegion,
+  checkLabels,
+  checkGpuType,
+  checkGpuTotal,
+  checkGpuMemory,
+  checkCpuTotal,
+  checkMemoryTotal,
+  checkGpuMachine,
+];
 
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
 export const checks: readonly Check[] = [

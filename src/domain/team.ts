@@ -129,7 +129,8 @@ export function quotaNeverFits(
   if (gpuType !== null && need.gpuCount > 0) {
     const limit = quota.gpus?.[gpuType];
     const wants = requestGpuMilli(need);
-    if (limit !== undefined && wants > gpuMilliOfAmount(limit)) return never(formatGpuAmount(gpuMilliOfAmount(limit)), `${gpuType} GPUs`, formatGpuAmount(wants));
+    if (limit !== undefined && wants > gpuMilliOfAmount(limit))
+      return never(formatGpuAmount(gpuMilliOfAmount(limit)), `${gpuType} GPUs`, formatGpuAmount(wants));
   }
   return null;
 }

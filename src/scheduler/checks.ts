@@ -3,6 +3,9 @@ import { MachineScheduling } from '../domain/machine-scheduling.js';
 import { GPU_MILLI_WHOLE, gpuMilliOf, normalizeGpuType } from '../domain/resources.js';
 import type { GpuView, MachineView, QueuedStage } from './snapshot.js';
 
+/** A module constant, read in the checks' inner loops (an imported binding is read through a getter under tsx). */
+const WHOLE = GPU_MILLI_WHOLE;
+
 /**
  * Why a machine cannot take a stage. Static reasons hold until the cluster or the stage changes;
  * busy reasons clear as running work finishes. Declared in the order the checks below run
@@ -93,7 +96,7 @@ export function roomFor(need: StageNeed, m: MachineView): { cpuMillis: number; m
   // Free GPUs in thousandths: a GPU with a quarter held keeps three quarters of its share.
   let free = 0;
   for (const g of m.gpus) free += gpuFreeMilli(g);
-  const whole = m.gpus.length * GPU_MILLI_WHOLE;
+  const whole = m.gpus.length * WHOLE;
   return {
     cpuMillis: m.cpuMillisFree - Math.ceil((m.cpuMillisTotal * free) / whole),
     memoryBytes: m.memoryBytesFree - Math.ceil((m.memoryBytesTotal * free) / whole),
@@ -106,7 +109,7 @@ export function acceptsGpuType(need: StageNeed, type: string): boolean {
 
 /** The GPU's free thousandths (issue 29): `freeMilli`, or from `free` where the reader gave none. */
 export function gpuFreeMilli(g: Pick<GpuView, 'free' | 'freeMilli'>): number {
-  return g.freeMilli ?? (g.free ? GPU_MILLI_WHOLE : 0);
+  return g.freeMilli ?? (g.free ? WHOLE : 0);
 }
 
 /** Whether the GPU's memory, in all, could hold the stage's bound: none asked, or known and large enough. Unknown memory takes no bounded stage. */
@@ -121,11 +124,12 @@ export function gpuMemoryAllows(need: Pick<StageNeed, 'gpuMemoryBytes'>, g: Pick
  * memory bound, its free memory hold.
  */
 export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>, g: GpuView): number {
-  if (!gpuMemoryAllows(need, g)) return 0;
-  const free = gpuFreeMilli(g);
-  if (need.gpuMilli >= GPU_MILLI_WHOLE || need.gpuMilli <= 0) return free === GPU_MILLI_WHOLE ? 1 : 0;
+  if (need.gpuMemoryBytes !== null && !gpuMemoryAllows(need, g)) return 0;
+  const free = g.freeMilli ?? (g.free ? WHOLE : 0);
+  if (need.gpuMilli >= WHOLE || need.gpuMilli <= 0) return free === WHOLE ? 1 : 0;
   let n = Math.floor(free / need.gpuMilli);
-  if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0) n = Math.min(n, Math.floor((g.memoryBytesFree ?? g.memoryBytesTotal ?? 0) / need.gpuMemoryBytes));
+  if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0)
+    n = Math.min(n, Math.floor((g.memoryBytesFree ?? g.memoryBytesTotal ?? 0) / need.gpuMemoryBytes));
   return n;
 }
 
@@ -137,13 +141,13 @@ export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>,
 export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<string, { all: number; total: number; free: number }> {
   const out = new Map<string, { all: number; total: number; free: number }>();
   for (const g of machine.gpus) {
-    if (!acceptsGpuType(need, g.type)) continue;
     const t = normalizeGpuType(g.type);
-    const c = out.get(t) ?? { all: 0, total: 0, free: 0 };
+    if (need.gpuTypes.length > 0 && !need.gpuTypes.includes(t)) continue;
+    let c = out.get(t);
+    if (c === undefined) out.set(t, (c = { all: 0, total: 0, free: 0 }));
     c.all += 1;
-    if (gpuMemoryAllows(need, g)) c.total += 1;
+    if (need.gpuMemoryBytes === null || gpuMemoryAllows(need, g)) c.total += 1;
     if (gpuRoomFor(need, g) > 0) c.free += 1;
-    out.set(t, c);
   }
   return out;
 }
@@ -220,7 +224,16 @@ export const checkGpuShare: Check = (need, m) => {
 };
 
 /** Whether the stage could run on this machine at all, were it idle and in service: what a submit is warned by. */
-export const fitChecks: readonly Check[] = [checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkGpuMemory, checkCpuTotal, checkMemoryTotal, checkGpuMachine];
+export const fitChecks: readonly Check[] = [
+  checkRegion,
+  checkLabels,
+  checkGpuType,
+  checkGpuTotal,
+  checkGpuMemory,
+  checkCpuTotal,
+  checkMemoryTotal,
+  checkGpuMachine,
+];
 
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
 export const checks: readonly Check[] = [

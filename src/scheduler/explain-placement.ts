@@ -128,7 +128,8 @@ function suggestions(need: StageNeed, machines: readonly MachineView[]): string[
       }
     }
   }
-  if (need.gpuCount > 0 && need.gpuMemoryBytes !== null) tryChange(`drop the GPU memory bound (${formatMemory(need.gpuMemoryBytes)})`, { ...need, gpuMemoryBytes: null });
+  if (need.gpuCount > 0 && need.gpuMemoryBytes !== null)
+    tryChange(`drop the GPU memory bound (${formatMemory(need.gpuMemoryBytes)})`, { ...need, gpuMemoryBytes: null });
   if (need.gpuCount > 0 && need.gpuTypes.length > 0) tryChange(`accept any GPU type (not only ${need.gpuTypes.join(' or ')})`, { ...need, gpuTypes: [] });
   for (const [k, v] of Object.entries(need.labels)) {
     const labels = { ...need.labels };

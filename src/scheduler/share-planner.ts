@@ -1,5 +1,5 @@
 import { machineFragmentationUnits } from './fgd-score.js';
-import { shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { acceptsShareType, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { bestChoiceOn, compareScores, compareShareMachines, type ShareChoice, type ShareContext, type SharePolicyName } from './share-policies.js';
 
 /** Where a request went: a machine and, for GPU requests, the GPU indices it took. */
@@ -63,6 +63,8 @@ export class SharePlanner {
     const known = byMachine[i];
     if (known !== undefined) return known;
     const m = this.machines[i]!;
+    // A machine with no room for it at all needs no state key nor score (on a busy cluster, most).
+    if (!mayFit(m, r)) return (byMachine[i] = null);
     let row = this.stateRows[i];
     if (row === undefined) {
       const key = stateKey(m);
@@ -93,9 +95,10 @@ export class SharePlanner {
     let choice: ShareChoice | null = null;
     // Machines are in name order, so the first of equal scores is the tie-break's winner.
     for (let i = 0; i < this.machines.length; i++) {
-      if (eligible !== undefined && !eligible(i)) continue;
       const c = this.bestOn(i, shape, byMachine, r);
-      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
+      // Eligibility is asked only of a machine that would win so far: the same answer, and on a
+      // large cluster few machines are asked (most have no room, or a score no better).
+      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0) && (eligible === undefined || eligible(i))) {
         choice = c;
         at = i;
       }
@@ -133,6 +136,15 @@ export class SharePlanner {
   view(): readonly ShareMachine[] {
     return this.machines;
   }
+}
+
+/** A quick necessary condition of `gpuChoices` being non-empty: CPU, memory, and enough GPUs of acceptable types with its thousandths free. */
+function mayFit(m: ShareMachine, r: ShareRequest): boolean {
+  if (r.cpuMillis > m.cpuMillisFree || r.memoryBytes > m.memoryBytesFree) return false;
+  if (r.gpuCount === 0) return true;
+  let n = 0;
+  for (const g of m.gpus) if (g.freeMilli >= r.gpuMilli && acceptsShareType(r, g.type)) n += 1;
+  return n >= r.gpuCount;
 }
 
 /** What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals are fixed per state too). */

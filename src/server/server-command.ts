@@ -115,7 +115,8 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
 export function gpuPolicyFrom(value: string | undefined): SharePolicyName | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const name = value.trim();
-  if (!isSharePolicy(name)) throw new Error(`GANTRY_GPU_POLICY=${name}: no such GPU placement policy; give one of ${SHARE_POLICIES.join(', ')} (default ${DEFAULT_SHARE_POLICY})`);
+  if (!isSharePolicy(name))
+    throw new Error(`GANTRY_GPU_POLICY=${name}: no such GPU placement policy; give one of ${SHARE_POLICIES.join(', ')} (default ${DEFAULT_SHARE_POLICY})`);
   return name;
 }
 

@@ -70,7 +70,9 @@ describe("the reconciler's settings", () => {
       process.env.GANTRY_GPU_POLICY = 'packing';
       expect(serverConfigFrom(flags).gpuPolicy).toBe('packing');
       process.env.GANTRY_GPU_POLICY = 'bestfit';
-      expect(() => serverConfigFrom(flags)).toThrow('GANTRY_GPU_POLICY=bestfit: no such GPU placement policy; give one of fgd, best-fit, packing (default fgd)');
+      expect(() => serverConfigFrom(flags)).toThrow(
+        'GANTRY_GPU_POLICY=bestfit: no such GPU placement policy; give one of fgd, best-fit, packing (default fgd)',
+      );
     } finally {
       delete process.env.GANTRY_GPU_POLICY;
     }

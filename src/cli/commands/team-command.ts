@@ -35,7 +35,10 @@ export function quotaWireFrom(text: string): QuotaWire {
     else if (key === 'outputs' && value) q.outputs = value;
     // GPUs may be fractional (shares of a GPU, issue 29): at most 3 decimals, thousandths of a GPU.
     else if (key.startsWith('gpu:') && key.length > 4 && /^\d+(\.\d{1,3})?$/.test(value)) q.gpus = { ...q.gpus, [key.slice(4)]: Number(value) };
-    else throw new QuotaSyntaxError(`--quota "${part}": write cpu=N, memory=Q, gpu:TYPE=N (GPUs, at most 3 decimals: gpu:t4=2.5) or outputs=Q, comma-separated (or none)`);
+    else
+      throw new QuotaSyntaxError(
+        `--quota "${part}": write cpu=N, memory=Q, gpu:TYPE=N (GPUs, at most 3 decimals: gpu:t4=2.5) or outputs=Q, comma-separated (or none)`,
+      );
   }
   return q;
 }

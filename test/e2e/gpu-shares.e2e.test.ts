@@ -6,7 +6,8 @@ import { api, gantryUpForSuite, sharedDir, until } from '../support/gantry-proce
 /**
  * Shares of a GPU end to end (issue 29), with real agents as `gantry up` starts them: on a machine
  * with one GPU, two stages asking for half a GPU each run at the same time on that GPU and see the
- * same CUDA_VISIBLE_DEVICES; a stage asking for the whole GPU waits until both have ended.
+ * same CUDA_VISIBLE_DEVICES (and, the agent running with --gpu-sharing mps, their share's MPS bound);
+ * a stage asking for the whole GPU waits until both have ended.
  *
  * "At the same time" is proven, not timed: each half writes its environment to a file of its own
  * and then waits for the other's file, so neither can end unless both ran at once (placed one
@@ -14,7 +15,13 @@ import { api, gantryUpForSuite, sharedDir, until } from '../support/gantry-proce
  * for a `go` file the test writes only once the whole-GPU stage has been seen waiting.
  */
 describe('two halves of one GPU run at once; a whole GPU waits for both', () => {
-  const g = gantryUpForSuite({ cluster: 'machines:\n  - { name: gpu-1, cpu: 4, memory: 8Gi, gpus: { type: h100, count: 1 } }\n', machines: 1 });
+  // The agent told MPS runs there (its stages need no daemon here: they do not use CUDA), so what
+  // it gives a share's stage shows the assignment's share arrived: 50 % of the GPU's threads.
+  const g = gantryUpForSuite({
+    cluster: 'machines:\n  - { name: gpu-1, cpu: 4, memory: 8Gi, gpus: { type: h100, count: 1 } }\n',
+    machines: 1,
+    env: { GANTRY_GPU_SHARING: 'mps' },
+  });
   const dir = sharedDir('gantry-shares-');
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -44,7 +51,8 @@ describe('two halves of one GPU run at once; a whole GPU waits for both', () => 
       },
     ],
   });
-  const cudaOf = (name: string) => /^CUDA_VISIBLE_DEVICES=(.*)$/m.exec(readFileSync(join(dir, `${name}.env`), 'utf8'))?.[1];
+  const envOf = (name: string, variable: string) => new RegExp(`^${variable}=(.*)$`, 'm').exec(readFileSync(join(dir, `${name}.env`), 'utf8'))?.[1];
+  const cudaOf = (name: string) => envOf(name, 'CUDA_VISIBLE_DEVICES');
 
   it('two 0.5 stages share GPU 0 at once with one CUDA_VISIBLE_DEVICES; the whole-GPU stage starts after both end', async () => {
     const a = await post(half('a', 'b'));
@@ -60,6 +68,7 @@ describe('two halves of one GPU run at once; a whole GPU waits for both', () => 
     for (const s of [sa, sb]) expect(s.attempts[0]).toMatchObject({ machine: 'gpu-1', gpus: [0], gpuShare: { milli: 500 } });
     expect(cudaOf('a')).toBeTruthy();
     expect(cudaOf('a')).toBe(cudaOf('b'));
+    for (const half of ['a', 'b']) expect(envOf(half, 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE')).toBe('50');
 
     // The machine shows its one GPU held to the full by two shares.
     const machine = (await api(g().url, '/v1/machines/gpu-1')).body;
@@ -68,7 +77,7 @@ describe('two halves of one GPU run at once; a whole GPU waits for both', () => 
 
     const whole = await post({
       name: 'train',
-      stages: [{ name: 'train', resources: { cpu: 0.5, memory: '128Mi', gpu: { count: 1, type: 'h100' } }, command: ['true'] }],
+      stages: [{ name: 'train', resources: { cpu: 0.5, memory: '128Mi', gpu: { count: 1, type: 'h100' } }, command: ['sh', '-c', `env > "${dir}/whole.env"`] }],
     });
     // The scheduler has looked at it and said why it waits; it has not started.
     const waiting = await until(
@@ -91,5 +100,8 @@ describe('two halves of one GPU run at once; a whole GPU waits for both', () => 
     expect(wa).toMatchObject({ machine: 'gpu-1', gpus: [0] });
     expect(wa!.gpuShare).toBeUndefined();
     expect(wa!.startedAt!).toBeGreaterThanOrEqual(Math.max(...ends));
+    // The same GPU, whole: no share to bound.
+    expect(cudaOf('whole')).toBe(cudaOf('a'));
+    expect(envOf('whole', 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE')).toBeUndefined();
   }, 120_000);
 });

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { api, gantryUpForSuite, sharedDir, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, sharedDir, until } from '../support/gantry-process.js';
 
 /**
  * Shares of a GPU end to end (issue 29), with real agents as `gantry up` starts them: on a machine
@@ -69,6 +69,10 @@ describe('two halves of one GPU run at once; a whole GPU waits for both', () => 
     expect(cudaOf('a')).toBeTruthy();
     expect(cudaOf('a')).toBe(cudaOf('b'));
     for (const half of ['a', 'b']) expect(envOf(half, 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE')).toBe('50');
+    // What `gantry status` says of where it runs.
+    const status = await gantry(['status', a, '--server', g().url]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain('0.5 of h100:0');
 
     // The machine shows its one GPU held to the full by two shares.
     const machine = (await api(g().url, '/v1/machines/gpu-1')).body;
@@ -104,4 +108,12 @@ describe('two halves of one GPU run at once; a whole GPU waits for both', () => 
     expect(cudaOf('whole')).toBe(cudaOf('a'));
     expect(envOf('whole', 'CUDA_MPS_ACTIVE_THREAD_PERCENTAGE')).toBeUndefined();
   }, 120_000);
+
+  it('gantry submit refuses 1.5 GPUs with exit 2, naming the field and why', async () => {
+    const file = join(dir, 'one-and-a-half.yaml');
+    writeFileSync(file, 'name: too-much\nstages:\n  - name: a\n    resources: { gpu: { count: 1.5 } }\n    command: ["true"]\n');
+    const r = await gantry(['submit', file, '--server', g().url]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('/stages/0/resources/gpu/count: 1.5 GPUs: a share is of one GPU only; use a whole number of GPUs, or a share below 1');
+  });
 });

@@ -2,7 +2,8 @@ import type { ContainmentReport } from '../../api/contract/containment.js';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { formatAge } from './format-age.js';
-import { gpuSummary, gpuUseText, machineStatus } from './machine-table.js';
+import { gpuUseText } from '../../api/contract/gpu-use.js';
+import { gpuSummary, machineStatus } from './machine-table.js';
 import { palette, type Colors } from './palette.js';
 import type { RenderOptions } from './stage-table.js';
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { hybridReport } from '../../../test/support/containment-report.js';
-import { gpuUseText, renderMachineTable } from './machine-table.js';
+import { gpuUseText } from '../../api/contract/gpu-use.js';
+import { renderMachineTable } from './machine-table.js';
 
 const T0 = 1_700_000_000_000;
 const gpu = (index: number, busy: boolean) => ({ index, type: 'h100', name: 'NVIDIA H100', uuid: null, busy });

@@ -1,3 +1,4 @@
+import { gpusUsed, gpuUsedMilli } from '../../api/contract/gpu-use.js';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { containmentSummary } from './containment-text.js';
@@ -51,27 +52,11 @@ export function gpuSummary(m: MachineView): string {
   let text = [...byType].map(([type, n]) => `${n}x ${type}`).join(', ');
   if (m.gpusDeclared) text += ' (declared)';
   const busy = m.gpus.filter((g) => g.busy);
-  const shared = busy.filter((g) => usedMilli(g) < 1000).length;
+  const shared = busy.filter((g) => gpuUsedMilli(g) < 1000).length;
   if (shared > 0) {
-    const used = busy.reduce((sum, g) => sum + usedMilli(g), 0) / 1000;
-    text += ` ${used} used (${shared} shared)`;
+    text += ` ${gpusUsed(m)} used (${shared} shared)`;
   } else if (busy.length > 0) text += ` ${busy.length} busy`;
   return text;
-}
-
-/** Thousandths of a GPU held; a server before shares says only busy or not. */
-export function usedMilli(g: MachineView['gpus'][number]): number {
-  return g.usedMilli ?? (g.busy ? 1000 : 0);
-}
-
-/**
- * "free", "busy", or for a GPU shares hold part of "0.75 used by shares". A GPU shared to the full
- * shows as busy, like one held whole: for placing a stage they are the same.
- */
-export function gpuUseText(g: MachineView['gpus'][number]): string {
-  const used = usedMilli(g);
-  if (used === 0) return 'free';
-  return used < 1000 ? `${used / 1000} used by shares` : 'busy';
 }
 
 /** The CONTAIN cell: yellow where something is not enforced, so a machine that limits less stands out. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatBytes, formatCpu, formatGpuPlace, formatGpuRequest, formatGpus, formatShare } from './format-quantity';
-import { gpuClass, gpusUsed, gpuUse } from './gpu-use';
+import { gpuClass } from './gpu-use';
+import { gpusUsed, gpuUseText } from '../../api/contract/gpu-use';
 
 describe('format-quantity', () => {
   it('CPUs as the spec writes them', () => {
@@ -35,7 +36,7 @@ describe('GPUs and shares of a GPU (issue 29)', () => {
   });
   it("a machine's GPUs used, a share counting its part", () => {
     expect(gpusUsed({ gpus: [gpu(0, 1000), gpu(1, 250), gpu(2, 250), gpu(3, 0)] })).toBe(1.5);
-    expect([gpu(0, 1000), gpu(1, 250), gpu(2, 0)].map((g) => [gpuClass(g), gpuUse(g)])).toEqual([
+    expect([gpu(0, 1000), gpu(1, 250), gpu(2, 0)].map((g) => [gpuClass(g), gpuUseText(g)])).toEqual([
       [' busy', 'busy'],
       [' shared', '0.25 used by shares'],
       ['', 'free'],

@@ -8,7 +8,8 @@ import { Meter, ProgressBar } from '../components/meter';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
 import { formatBytes, formatCpu, formatGpuPlace } from '../format/format-quantity';
-import { gpuClass, gpusUsed, gpuUse } from '../format/gpu-use';
+import { gpuClass } from '../format/gpu-use';
+import { gpusUsed, gpuUseText } from '../../api/contract/gpu-use';
 import { TableHead } from '../components/table-head';
 
 /** Every machine: alive or not, taking work or not, what it has and holds, what its agent enforces, and what runs on it. Live. */
@@ -84,7 +85,7 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
           <>
             <span className="gpus" aria-label={`${gpusUsed(m)} of ${m.gpus.length} GPUs used`}>
               {m.gpus.map((g) => (
-                <span key={g.index} className={`gpu${gpuClass(g)}`} title={`GPU ${g.index}: ${g.name}, ${gpuUse(g)}`}>
+                <span key={g.index} className={`gpu${gpuClass(g)}`} title={`GPU ${g.index}: ${g.name}, ${gpuUseText(g)}`}>
                   {g.index}
                 </span>
               ))}

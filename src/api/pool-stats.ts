@@ -1,5 +1,5 @@
 import { machinePool } from '../domain/machine-pool.js';
-import { normalizeGpuType } from '../domain/resources.js';
+import { GPU_MILLI_WHOLE, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { pendingReasonNow } from '../scheduler/pending-reason.js';
 import { TeamLedger, teamOf } from '../scheduler/team-ledger.js';
@@ -38,6 +38,8 @@ export async function poolsNow(store: PoolReads, now: number, opts: { reasons: b
     return p;
   };
   for (const m of machines) addMachine(pool(machinePool(m)), m);
+  // Summed in thousandths (exact), shown as GPUs.
+  for (const p of pools.values()) for (const g of p.gpus) g.allocated /= GPU_MILLI_WHOLE;
   for (const q of queues) {
     const p = pool(q.pool);
     p.queued += q.ready;
@@ -51,6 +53,8 @@ export async function poolsNow(store: PoolReads, now: number, opts: { reasons: b
 /** What the history keeps of a pool: its queue and allocation, without the reasons. */
 export function poolPoint(p: PoolView): PoolPoint {
   const gpus = p.gpus.reduce((s, g) => ({ allocated: s.allocated + g.allocated, total: s.total + g.total }), { allocated: 0, total: 0 });
+  // Rows of several types are thousandths each: rounded there, a float sum's dust goes.
+  gpus.allocated = Math.round(gpus.allocated * GPU_MILLI_WHOLE) / GPU_MILLI_WHOLE;
   return {
     pool: p.pool,
     queued: p.queued,
@@ -75,7 +79,8 @@ function addMachine(p: PoolView, m: MachineView): void {
     let row = p.gpus.find((x) => x.type === type);
     if (!row) p.gpus.push((row = { type, allocated: 0, total: 0 }));
     row.total += 1;
-    if (!g.free) row.allocated += 1;
+    // A share counts its part of a GPU (issue 29), in thousandths until poolsNow divides.
+    row.allocated += gpuMilliUsed(g);
   }
 }
 

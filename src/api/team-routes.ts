@@ -4,7 +4,7 @@ import { ConflictError, NotFoundError } from '../domain/errors.js';
 import { formatCpu, formatMemory, parseCpuMillis, parseMemoryBytes, QuantityError } from '../spec/quantity.js';
 import { ValidationError, type ValidationIssue } from '../spec/validation-error.js';
 import { normalizeGpuType } from '../domain/resources.js';
-import { dominantShare, emptyTeamUsage, formatTeamQuota, isBorrowing, type Team, type TeamQuota, type TeamUsage } from '../domain/team.js';
+import { dominantShare, emptyTeamUsage, formatTeamQuota, isBorrowing, isGpuAmount, type Team, type TeamQuota, type TeamUsage } from '../domain/team.js';
 import { machineRefusal } from '../scheduler/checks.js';
 import { TeamLedger } from '../scheduler/team-ledger.js';
 import type { ApiContext } from './api-context.js';
@@ -41,7 +41,13 @@ function quotaFrom(w: QuotaWire, path: string): TeamQuota {
     const v = take('outputs', () => parseMemoryBytes(w.outputs!));
     if (v !== undefined) q.outputBytes = v;
   }
-  if (w.gpus && Object.keys(w.gpus).length) q.gpus = Object.fromEntries(Object.entries(w.gpus).map(([t, n]) => [normalizeGpuType(t), n]));
+  if (w.gpus && Object.keys(w.gpus).length) {
+    // Shares of a GPU are counted in thousandths: a quota finer than that could not be kept.
+    for (const [t, n] of Object.entries(w.gpus)) {
+      if (!isGpuAmount(n)) issues.push({ path: `${path}/gpus/${t}`, message: `${n} GPUs: at most 3 decimals (thousandths of a GPU), e.g. 2.5` });
+    }
+    q.gpus = Object.fromEntries(Object.entries(w.gpus).map(([t, n]) => [normalizeGpuType(t), n]));
+  }
   if (issues.length) throw new ValidationError(issues);
   return q;
 }

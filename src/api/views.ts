@@ -1,10 +1,17 @@
 import { shownScheduling } from '../domain/machine-scheduling.js';
 import type { AttemptRecord, HeldAttempt, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
 import type { HeldAttemptView } from './contract/held-attempt-view.js';
-import type { AttemptView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
+import type { AttemptView, GpuShareView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
+import { GPU_MILLI_WHOLE } from '../domain/resources.js';
 import type { RerunPlanView } from './contract/rerun.js';
 import type { RerunPlan } from '../advancer/rerun-plan.js';
 import { ArtifactStore } from '../artifacts/artifact-store.js';
+
+/** An attempt's share of its one GPU, as views show it; nothing for whole GPUs. */
+function gpuShareOf(a: AttemptRecord): { gpuShare?: GpuShareView } {
+  if (a.gpuIndices.length !== 1 || a.gpuMilli >= GPU_MILLI_WHOLE) return {};
+  return { gpuShare: { milli: a.gpuMilli, memoryBytes: a.gpuMemoryBytes } };
+}
 
 /** Store records to wire views: the one place that decides what a client sees. */
 export function attemptView(a: AttemptRecord): AttemptView {
@@ -16,6 +23,7 @@ export function attemptView(a: AttemptRecord): AttemptView {
     machineId: a.machineId,
     gpus: a.gpuIndices,
     gpuType: a.gpuType,
+    ...gpuShareOf(a),
     exitCode: a.exitCode,
     signal: a.signal,
     reason: a.reason,
@@ -139,11 +147,22 @@ export function machineView(m: MachineRecord): MachineView {
     scheduling: shownScheduling(m.scheduling, m.allocated.attempts),
     cpuMillis: m.cpuMillis,
     memoryBytes: m.memoryBytes,
-    gpus: m.gpus.map((g) => ({ index: g.index, type: g.type, name: g.name, uuid: g.uuid, busy: m.allocated.gpuIndices.includes(g.index) })),
+    gpus: m.gpus.map((g) => {
+      const usedMilli = m.allocated.gpuHeld.find((h) => h.index === g.index)?.milli ?? 0;
+      return {
+        index: g.index,
+        type: g.type,
+        name: g.name,
+        uuid: g.uuid,
+        busy: usedMilli > 0,
+        usedMilli: Math.min(usedMilli, GPU_MILLI_WHOLE),
+        memoryBytes: g.memoryMiB === null ? null : g.memoryMiB * 2 ** 20,
+      };
+    }),
     gpusDeclared: m.gpusDeclared,
     region: m.region,
     labels: m.labels,
-    allocated: m.allocated,
+    allocated: { ...m.allocated, gpus: m.allocated.gpuHeld.reduce((sum, h) => sum + Math.min(h.milli, GPU_MILLI_WHOLE), 0) / GPU_MILLI_WHOLE },
     lastHeartbeatAt: m.lastHeartbeatAt,
     registeredAt: m.registeredAt,
     containment: m.containment,
@@ -166,6 +185,7 @@ export function heldAttemptView(a: HeldAttempt, visible: boolean): HeldAttemptVi
     memoryBytes: a.memoryBytes,
     gpus: a.gpuIndices,
     gpuType: a.gpuType,
+    ...gpuShareOf(a),
     scheduledAt: a.scheduledAt,
     startedAt: a.startedAt,
     progress: visible ? a.progress : null,

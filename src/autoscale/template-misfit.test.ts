@@ -14,7 +14,19 @@ function pool(name: string, t: Partial<PoolTemplate['template']>): PoolTemplate 
 }
 
 function need(n: Partial<StageNeed>): StageNeed {
-  return { cpuMillis: 1000, memoryBytes: Gi, gpuCount: 0, gpuTypes: [], region: null, labels: {}, allowGpuMachines: false, ...n };
+  const gpuCount = n.gpuCount ?? 0;
+  return {
+    cpuMillis: 1000,
+    memoryBytes: Gi,
+    gpuCount,
+    gpuTypes: [],
+    gpuMilli: gpuCount > 0 ? 1000 : 0,
+    gpuMemoryBytes: null,
+    region: null,
+    labels: {},
+    allowGpuMachines: false,
+    ...n,
+  };
 }
 
 const cpu = pool('cpu', {});

@@ -131,6 +131,33 @@ describe('parseJobSpec: a valid spec', () => {
     expect(gpu({ count: 1, type: [] })).toEqual({ count: 1, types: [] });
   });
 
+  it('reads a share of one GPU in thousandths, and GPU memory in bytes', () => {
+    const gpu = (g: unknown) => parseJobSpec(job([stage('a', { resources: { gpu: g } })])).stages[0]!.resources.gpu;
+    expect(gpu({ count: 0.25, type: 't4' })).toEqual({ count: 1, milli: 250, types: ['t4'] });
+    expect(gpu({ count: 0.1 })).toEqual({ count: 1, milli: 100, types: [] });
+    expect(gpu({ count: 0.001 })).toEqual({ count: 1, milli: 1, types: [] });
+    expect(gpu({ count: 0.999 })).toEqual({ count: 1, milli: 999, types: [] });
+    expect(gpu({ count: 0.5, memory: '10Gi' })).toEqual({ count: 1, milli: 500, memoryBytes: 10 * 1024 ** 3, types: [] });
+    // Memory alone: one GPU with at least that much memory.
+    expect(gpu({ memory: '10Gi' })).toEqual({ count: 1, memoryBytes: 10 * 1024 ** 3, types: [] });
+    expect(gpu({ count: 2, memory: '80Gi' })).toEqual({ count: 2, memoryBytes: 80 * 1024 ** 3, types: [] });
+  });
+
+  it('refuses a share of more than one GPU, or finer than a thousandth, naming the path', () => {
+    for (const count of [1.5, 2.5, 63.9]) {
+      expectIssue(
+        issues(job([stage('a', { resources: { gpu: { count } } })])),
+        '/stages/0/resources/gpu/count',
+        'a share is of one GPU only; use a whole number of GPUs, or a share below 1',
+      );
+    }
+    expectIssue(issues(job([stage('a', { resources: { gpu: { count: 0.0001 } } })])), '/stages/0/resources/gpu/count', 'at most 3 decimal places');
+    expectIssue(issues(job([stage('a', { resources: { gpu: { count: 0.2505 } } })])), '/stages/0/resources/gpu/count', 'at most 3 decimal places');
+    expectIssue(issues(job([stage('a', { resources: { gpu: {} } })])), '/stages/0/resources/gpu/count', 'needs a count');
+    expectIssue(issues(job([stage('a', { resources: { gpu: { count: 0.5, memory: '10 parsecs' } } })])), '/stages/0/resources/gpu/memory', 'memory');
+    expectIssue(issues(job([stage('a', { resources: { gpu: { count: 0.5, memory: 0 } } })])), '/stages/0/resources/gpu/memory', 'positive number of bytes');
+  });
+
   it('keeps a "__proto__" label as a plain key', () => {
     const spec = JSON.parse('{"name":"j","labels":{"__proto__":"x"},"stages":[{"name":"a","command":["x"]}]}');
     const def = parseJobSpec(spec);
@@ -216,8 +243,8 @@ describe('parseJobSpec: rejections', () => {
 
   it('rejects a bad GPU request', () => {
     const list = issues(job([stage('a', { resources: { gpu: { count: 0 } } }), stage('b', { resources: { gpu: { count: 65, type: 3 } } })]));
-    expectIssue(list, '/stages/0/resources/gpu/count', 'between 1 and 64');
-    expectIssue(list, '/stages/1/resources/gpu/count', 'between 1 and 64');
+    expectIssue(list, '/stages/0/resources/gpu/count', 'positive and at most 64');
+    expectIssue(list, '/stages/1/resources/gpu/count', 'positive and at most 64');
     expectIssue(list, '/stages/1/resources/gpu/type', 'must be a string or a list of strings');
     expectIssue(issues(job([stage('a', { resources: { gpu: 2 } })])), '/stages/0/resources/gpu', 'must be a mapping');
     expectIssue(issues(job([stage('a', { resources: { gpu: { count: 1, type: ['h100', ' '] } } })])), '/stages/0/resources/gpu/type/1', 'must not be empty');

@@ -86,7 +86,19 @@ export const StageSpecSchema = Type.Object(
           gpu: Type.Optional(
             Type.Object(
               {
-                count: Type.Integer({ minimum: 1, maximum: MAX_GPUS_PER_STAGE }),
+                count: Type.Optional(
+                  Type.Number({
+                    exclusiveMinimum: 0,
+                    maximum: MAX_GPUS_PER_STAGE,
+                    description:
+                      'Whole GPUs on one machine (1–64), or a share of one GPU below 1 with at most 3 decimal places (0.25: a quarter of one GPU). Default 1 when memory is given.',
+                  }),
+                ),
+                memory: Type.Optional(
+                  Quantity(
+                    'GPU memory ("10Gi"): for a share, that much of its GPU\'s memory is held for it; for whole GPUs, each GPU must have at least that much. Only machines that report their GPUs\' memory take it.',
+                  ),
+                ),
                 type: Type.Optional(
                   Type.Union([Type.String(), Type.Array(Type.String())], {
                     description: 'GPU type, or a list of acceptable types; absent means any.',
@@ -240,6 +252,37 @@ function checkQuantity(issues: ValidationIssue[], path: string, v: unknown, pars
   return undefined;
 }
 
+/**
+ * A GPU request is whole GPUs or a share of one GPU in thousandths (issue 29): 1.5 GPUs would be a
+ * whole GPU and half of another, which no machine hands out as one device set, so it is refused
+ * rather than rounded either way. The schema bounds the number; here its form.
+ */
+function checkGpu(issues: ValidationIssue[], path: string, gpu: Obj): void {
+  const count = num(own(gpu, 'count'));
+  if (count !== undefined && count > 0 && count <= MAX_GPUS_PER_STAGE && !Number.isInteger(count)) {
+    if (count > 1) {
+      issues.push({
+        path: `${path}/count`,
+        message: `${count} GPUs: a share is of one GPU only; use a whole number of GPUs, or a share below 1`,
+      });
+    } else if (gpuShareMilli(count) === undefined) {
+      issues.push({ path: `${path}/count`, message: `${count}: a share of a GPU has at most 3 decimal places (thousandths of a GPU, 0.001 to 0.999)` });
+    }
+  }
+  if (own(gpu, 'count') === undefined && own(gpu, 'memory') === undefined) {
+    issues.push({ path: `${path}/count`, message: 'a GPU request needs a count (whole GPUs, or a share below 1) or a memory' });
+  }
+  checkQuantity(issues, `${path}/memory`, own(gpu, 'memory'), parseMemoryBytes, 'byte');
+}
+
+/** Thousandths of one GPU for a share 0 < x < 1 with at most 3 decimal places, else undefined. */
+export function gpuShareMilli(count: number): number | undefined {
+  const milli = Math.round(count * 1000);
+  // 0.1 × 1000 is 100.00000000000001 in binary: compare with a tolerance far below a thousandth.
+  if (milli < 1 || milli > 999 || Math.abs(count * 1000 - milli) > 1e-6) return undefined;
+  return milli;
+}
+
 /** The quantities a stage may limit above its request: how each is read, its default request, how it is written back. */
 const LIMITED = [
   { field: 'memory', parse: parseMemoryBytes, unit: 'byte', fallback: DEFAULT_MEMORY, format: formatMemory, what: 'the limit' },
@@ -379,6 +422,7 @@ function semanticIssues(input: unknown): ValidationIssue[] {
       checkQuantity(issues, `${p}/resources/cpu`, own(res, 'cpu'), parseCpuMillis, 'millicore (1m)');
       checkQuantity(issues, `${p}/resources/memory`, own(res, 'memory'), parseMemoryBytes, 'byte');
       const gpu = own(res, 'gpu');
+      if (isObj(gpu)) checkGpu(issues, `${p}/resources/gpu`, gpu);
       const types = isObj(gpu) ? own(gpu, 'type') : undefined;
       if (Array.isArray(types)) {
         types.forEach((t, j) => {
@@ -441,6 +485,18 @@ function gpuTypes(type: string | string[] | undefined): string[] {
   return [...new Set(list.map(normalizeGpuType).filter((t) => t !== ''))];
 }
 
+/** `count: 0.25` → one GPU at 250 thousandths; `memory` in bytes; no count with a memory → one GPU. */
+function normaliseGpu(gpu: NonNullable<NonNullable<StageSpec['resources']>['gpu']>): NonNullable<StageDefinition['resources']['gpu']> {
+  const count = gpu.count ?? 1;
+  const milli = Number.isInteger(count) ? undefined : gpuShareMilli(count);
+  return {
+    count: milli === undefined ? count : 1,
+    types: gpuTypes(gpu.type),
+    ...(milli !== undefined ? { milli } : {}),
+    ...(gpu.memory !== undefined ? { memoryBytes: parseMemoryBytes(gpu.memory) } : {}),
+  };
+}
+
 function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
   const gpu = s.resources?.gpu;
   return {
@@ -449,7 +505,7 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
     resources: {
       cpuMillis: parseCpuMillis(s.resources?.cpu ?? DEFAULT_CPU),
       memoryBytes: parseMemoryBytes(s.resources?.memory ?? DEFAULT_MEMORY),
-      gpu: gpu ? { count: gpu.count, types: gpuTypes(gpu.type) } : null,
+      gpu: gpu ? normaliseGpu(gpu) : null,
     },
     placement: {
       region: s.placement?.region ?? null,

@@ -42,6 +42,15 @@ export function gpuMilliTotalOf(resources: Resources): number {
   return gpu.count * gpuMilliOf(resources);
 }
 
+/**
+ * Thousandths of one GPU that attempts hold, from the planner's view of it (free, and freeMilli
+ * where shares are counted): 1000 held whole or shared to the full, 250 for a quarter, 0 idle.
+ * What metrics, pools and the dashboard add up, so that a share counts as its part of a GPU.
+ */
+export function gpuMilliUsed(g: { free: boolean; freeMilli?: number }): number {
+  return GPU_MILLI_WHOLE - (g.freeMilli ?? (g.free ? GPU_MILLI_WHOLE : 0));
+}
+
 /** Where a stage may run. */
 export interface Placement {
   region: string | null;

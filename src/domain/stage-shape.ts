@@ -11,7 +11,7 @@ export interface ShapeOwner {
 }
 
 /**
- * A stage's shape: everything placement looks at (pool, CPU, memory, GPU count and types, region,
+ * A stage's shape: everything placement looks at (pool, CPU, memory, GPU count, share, memory and types, region,
  * labels, and for quotas and fair share its team and whether it is preemptible), as one short key. Two ready stages of one shape get the same answer from every machine,
  * so the scheduler reads each shape's queue only as deep as the cluster's free room could take
  * stages of that shape, whatever the backlog (docs/scheduling.md). Stored with the stage at submit.
@@ -24,6 +24,10 @@ export function stageShape(resources: Resources, placement: Placement, owner: Sh
   // shapes stored before the setting existed stay what they were.
   const parts: unknown[] = [poolOf(resources), resources.cpuMillis, resources.memoryBytes, gpu?.count ?? 0, types, placement.region, labels];
   if (placement.allowGpuMachines && !gpu) parts.push('gpu-machines');
+  // A share (0.25 is count 1 at 250 thousandths) or a GPU memory bound is another queue than whole
+  // GPUs; stages without either keep the shapes they had.
+  if (gpu && gpu.milli !== undefined && gpu.milli < 1000) parts.push({ gpuMilli: gpu.milli });
+  if (gpu?.memoryBytes !== undefined) parts.push({ gpuMemoryBytes: gpu.memoryBytes });
   // Likewise the owner: the default team's non-preemptible stages keep the shapes they had.
   if (owner.team !== DEFAULT_TEAM || owner.preemptible) parts.push({ team: owner.team, preemptible: owner.preemptible });
   if (owner.timeoutSeconds) parts.push({ timeoutSeconds: owner.timeoutSeconds });

@@ -1,4 +1,5 @@
 import { formatCpu, formatMemory } from '../spec/quantity.js';
+import { GPU_MILLI_WHOLE } from './resources.js';
 
 /**
  * A team: the owner of jobs, of a quota and of a fair-share weight (docs/scheduling.md, "Teams,
@@ -8,7 +9,7 @@ import { formatCpu, formatMemory } from '../spec/quantity.js';
 export interface TeamQuota {
   cpuMillis?: number;
   memoryBytes?: number;
-  /** GPUs of each type, e.g. { h100: 16 }. A type not named is not limited. */
+  /** GPUs of each type, e.g. { h100: 16 } or { t4: 2.5 } (at most 3 decimals: thousandths). A type not named is not limited. */
   gpus?: Record<string, number>;
   /** The bytes its committed outputs may hold together (docs/security.md, "Output limits"); absent: the server's GANTRY_TEAM_OUTPUTS_MAX_BYTES. Not a scheduling quota. */
   outputBytes?: number;
@@ -26,8 +27,30 @@ export interface Team {
 export interface TeamUsage {
   cpuMillis: number;
   memoryBytes: number;
+  /** GPUs held per type as amounts: a quarter share is 0.25 (kept to exact thousandths by addUsage). */
   gpus: Record<string, number>;
 }
+
+/**
+ * A GPU amount (2, 0.25) in thousandths, the unit GPU quotas and usage are compared and summed in
+ * (issue 29): 0.1 + 0.2 in floating point is not 0.3, 100 + 200 thousandths are 300.
+ */
+export function gpuMilliOfAmount(amount: number): number {
+  return Math.round(amount * GPU_MILLI_WHOLE);
+}
+
+/** Thousandths shown as GPUs: 250 → "0.25", 2000 → "2". */
+export function formatGpuAmount(milli: number): string {
+  return String(milli / GPU_MILLI_WHOLE);
+}
+
+/** Whether a GPU amount has at most three decimals (a whole number of thousandths): what a quota may say. */
+export function isGpuAmount(amount: number): boolean {
+  return Number.isFinite(amount) && amount >= 0 && Math.abs(amount * GPU_MILLI_WHOLE - gpuMilliOfAmount(amount)) < 1e-6;
+}
+
+/** A request's GPUs in thousandths: count × thousandths of each (absent: whole GPUs). */
+const requestGpuMilli = (need: { gpuCount: number; gpuMilli?: number }) => need.gpuCount * (need.gpuMilli ?? GPU_MILLI_WHOLE);
 
 export const emptyTeamUsage = (): TeamUsage => ({ cpuMillis: 0, memoryBytes: 0, gpus: {} });
 
@@ -62,7 +85,7 @@ export function quotaExceeded(
   team: string,
   quota: TeamQuota,
   usage: TeamUsage,
-  need: { cpuMillis: number; memoryBytes: number; gpuCount: number },
+  need: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number },
   gpuType: string | null,
 ): QuotaBlock | null {
   const never = quotaNeverFits(team, quota, need, gpuType);
@@ -79,8 +102,10 @@ export function quotaExceeded(
   }
   if (gpuType !== null && need.gpuCount > 0) {
     const limit = quota.gpus?.[gpuType];
-    const used = usage.gpus[gpuType] ?? 0;
-    if (limit !== undefined && used + need.gpuCount > limit) return busy(String(used), String(limit), `${gpuType} GPUs`, String(need.gpuCount));
+    const used = gpuMilliOfAmount(usage.gpus[gpuType] ?? 0);
+    const wants = requestGpuMilli(need);
+    if (limit !== undefined && used + wants > gpuMilliOfAmount(limit))
+      return busy(formatGpuAmount(used), formatGpuAmount(gpuMilliOfAmount(limit)), `${gpuType} GPUs`, formatGpuAmount(wants));
   }
   return null;
 }
@@ -93,7 +118,7 @@ export function quotaExceeded(
 export function quotaNeverFits(
   team: string,
   quota: TeamQuota,
-  need: { cpuMillis: number; memoryBytes: number; gpuCount: number },
+  need: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number },
   gpuType: string | null,
 ): string | null {
   const never = (limit: string, what: string, needs: string) =>
@@ -103,23 +128,35 @@ export function quotaNeverFits(
     return never(formatMemory(quota.memoryBytes), 'memory', formatMemory(need.memoryBytes));
   if (gpuType !== null && need.gpuCount > 0) {
     const limit = quota.gpus?.[gpuType];
-    if (limit !== undefined && need.gpuCount > limit) return never(String(limit), `${gpuType} GPUs`, String(need.gpuCount));
+    const wants = requestGpuMilli(need);
+    if (limit !== undefined && wants > gpuMilliOfAmount(limit))
+      return never(formatGpuAmount(gpuMilliOfAmount(limit)), `${gpuType} GPUs`, formatGpuAmount(wants));
   }
   return null;
 }
 
-/** Adds (sign 1) or removes (sign -1) one allocation from a usage, in place. */
-export function addUsage(u: TeamUsage, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
+/**
+ * Adds (sign 1) or removes (sign -1) one allocation from a usage, in place. GPUs are summed in
+ * thousandths (`gpuMilli` of each of `gpuCount` GPUs; absent: whole), so four quarter shares are 1.
+ */
+export function addUsage(
+  u: TeamUsage,
+  a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number; gpuType: string | null },
+  sign: 1 | -1 = 1,
+): void {
   u.cpuMillis += sign * a.cpuMillis;
   u.memoryBytes += sign * a.memoryBytes;
-  if (a.gpuType !== null && a.gpuCount > 0) u.gpus[a.gpuType] = (u.gpus[a.gpuType] ?? 0) + sign * a.gpuCount;
+  if (a.gpuType !== null && a.gpuCount > 0) u.gpus[a.gpuType] = amountOfMilli(gpuMilliOfAmount(u.gpus[a.gpuType] ?? 0) + sign * requestGpuMilli(a));
 }
+
+/** Thousandths back to an amount: the nearest double to n/1000, so sums stay exact in thousandths. */
+const amountOfMilli = (milli: number) => milli / GPU_MILLI_WHOLE;
 
 /** Whether the usage is beyond the quota in any resource: the team is borrowing. */
 export function isBorrowing(quota: TeamQuota, u: TeamUsage): boolean {
   if (quota.cpuMillis !== undefined && u.cpuMillis > quota.cpuMillis) return true;
   if (quota.memoryBytes !== undefined && u.memoryBytes > quota.memoryBytes) return true;
-  return Object.entries(quota.gpus ?? {}).some(([t, n]) => (u.gpus[t] ?? 0) > n);
+  return Object.entries(quota.gpus ?? {}).some(([t, n]) => gpuMilliOfAmount(u.gpus[t] ?? 0) > gpuMilliOfAmount(n));
 }
 
 /**

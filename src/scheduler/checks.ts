@@ -1,7 +1,10 @@
 import { MachineHealth } from '../domain/machine-health.js';
 import { MachineScheduling } from '../domain/machine-scheduling.js';
-import { normalizeGpuType } from '../domain/resources.js';
-import type { MachineView, QueuedStage } from './snapshot.js';
+import { GPU_MILLI_WHOLE, gpuMilliOf, normalizeGpuType } from '../domain/resources.js';
+import type { GpuView, MachineView, QueuedStage } from './snapshot.js';
+
+/** A module constant, read in the checks' inner loops (an imported binding is read through a getter under tsx). */
+const WHOLE = GPU_MILLI_WHOLE;
 
 /**
  * Why a machine cannot take a stage. Static reasons hold until the cluster or the stage changes;
@@ -21,13 +24,15 @@ export const RejectReason = {
   gpuType: 'gpu-type',
   /** It has acceptable GPUs, but no one type with `count` of them in total. */
   gpuTotal: 'gpu-total',
+  /** Enough acceptable GPUs, but not `count` of one type whose memory is known and holds the stage's `gpu.memory`. */
+  gpuMemory: 'gpu-memory',
   /** Its total CPU is below the request. */
   cpuTotal: 'cpu-total',
   /** Its total memory is below the request. */
   memoryTotal: 'memory-total',
   /** A CPU stage, and the machine has GPUs: it keeps its CPUs for GPU work (placement.allowGpuMachines). */
   gpuMachine: 'gpu-machine',
-  /** Enough GPUs of an acceptable type in total, not enough free now. */
+  /** Enough GPUs of an acceptable type in total, not enough free now (a share: no GPU with its thousandths, and its memory, free). */
   gpuBusy: 'gpu-busy',
   /** Enough CPU in total, not enough free now. */
   cpuBusy: 'cpu-busy',
@@ -53,6 +58,10 @@ export interface StageNeed {
   gpuCount: number;
   /** Empty means any type. */
   gpuTypes: readonly string[];
+  /** Thousandths of each of its GPUs: 1000 whole GPUs, 1–999 a share of one (gpuCount 1), 0 for a CPU stage. */
+  gpuMilli: number;
+  /** GPU memory it needs on each GPU, bytes (a share holds that much; a whole GPU must have that much); null: no bound. */
+  gpuMemoryBytes: number | null;
   region: string | null;
   labels: Readonly<Record<string, string>>;
   /** A CPU stage that may run on machines with GPUs (outside their free GPUs' share). */
@@ -68,6 +77,8 @@ export function stageNeed(stage: Pick<QueuedStage, 'resources' | 'placement'>): 
     memoryBytes: stage.resources.memoryBytes,
     gpuCount,
     gpuTypes,
+    gpuMilli: gpuCount > 0 ? gpuMilliOf(stage.resources) : 0,
+    gpuMemoryBytes: gpuCount > 0 && gpu?.memoryBytes ? gpu.memoryBytes : null,
     region: stage.placement.region,
     labels: stage.placement.labels,
     allowGpuMachines: gpuCount === 0 && stage.placement.allowGpuMachines === true,
@@ -82,10 +93,13 @@ export function stageNeed(stage: Pick<QueuedStage, 'resources' | 'placement'>): 
  */
 export function roomFor(need: StageNeed, m: MachineView): { cpuMillis: number; memoryBytes: number } {
   if (need.gpuCount > 0 || m.gpus.length === 0) return { cpuMillis: m.cpuMillisFree, memoryBytes: m.memoryBytesFree };
-  const free = m.gpus.filter((g) => g.free).length;
+  // Free GPUs in thousandths: a GPU with a quarter held keeps three quarters of its share.
+  let free = 0;
+  for (const g of m.gpus) free += gpuFreeMilli(g);
+  const whole = m.gpus.length * WHOLE;
   return {
-    cpuMillis: m.cpuMillisFree - Math.ceil((m.cpuMillisTotal * free) / m.gpus.length),
-    memoryBytes: m.memoryBytesFree - Math.ceil((m.memoryBytesTotal * free) / m.gpus.length),
+    cpuMillis: m.cpuMillisFree - Math.ceil((m.cpuMillisTotal * free) / whole),
+    memoryBytes: m.memoryBytesFree - Math.ceil((m.memoryBytesTotal * free) / whole),
   };
 }
 
@@ -93,16 +107,47 @@ export function acceptsGpuType(need: StageNeed, type: string): boolean {
   return need.gpuTypes.length === 0 || need.gpuTypes.includes(normalizeGpuType(type));
 }
 
-/** Per acceptable type on this machine: how many devices in total and how many free. */
-export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<string, { total: number; free: number }> {
-  const out = new Map<string, { total: number; free: number }>();
+/** The GPU's free thousandths (issue 29): `freeMilli`, or from `free` where the reader gave none. */
+export function gpuFreeMilli(g: Pick<GpuView, 'free' | 'freeMilli'>): number {
+  return g.freeMilli ?? (g.free ? WHOLE : 0);
+}
+
+/** Whether the GPU's memory, in all, could hold the stage's bound: none asked, or known and large enough. Unknown memory takes no bounded stage. */
+export function gpuMemoryAllows(need: Pick<StageNeed, 'gpuMemoryBytes'>, g: Pick<GpuView, 'memoryBytesTotal'>): boolean {
+  if (need.gpuMemoryBytes === null) return true;
+  return g.memoryBytesTotal !== undefined && g.memoryBytesTotal !== null && g.memoryBytesTotal >= need.gpuMemoryBytes;
+}
+
+/**
+ * How many stages of this need the GPU could take now: whole GPUs, 1 when idle (1000 free) and 0
+ * otherwise, since a whole GPU never shares; a share, as many as its free thousandths and, with a
+ * memory bound, its free memory hold.
+ */
+export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>, g: GpuView): number {
+  if (need.gpuMemoryBytes !== null && !gpuMemoryAllows(need, g)) return 0;
+  const free = g.freeMilli ?? (g.free ? WHOLE : 0);
+  if (need.gpuMilli >= WHOLE || need.gpuMilli <= 0) return free === WHOLE ? 1 : 0;
+  let n = Math.floor(free / need.gpuMilli);
+  if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0)
+    n = Math.min(n, Math.floor((g.memoryBytesFree ?? g.memoryBytesTotal ?? 0) / need.gpuMemoryBytes));
+  return n;
+}
+
+/**
+ * Per acceptable type on this machine: how many devices (`all`), how many of them could hold the
+ * stage's GPU memory bound (`total`: what "fits when idle" counts), and how many have room for it
+ * now (`free`: idle for whole GPUs, room for its thousandths and memory for a share).
+ */
+export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<string, { all: number; total: number; free: number }> {
+  const out = new Map<string, { all: number; total: number; free: number }>();
   for (const g of machine.gpus) {
-    if (!acceptsGpuType(need, g.type)) continue;
     const t = normalizeGpuType(g.type);
-    const c = out.get(t) ?? { total: 0, free: 0 };
-    c.total += 1;
-    if (g.free) c.free += 1;
-    out.set(t, c);
+    if (need.gpuTypes.length > 0 && !need.gpuTypes.includes(t)) continue;
+    let c = out.get(t);
+    if (c === undefined) out.set(t, (c = { all: 0, total: 0, free: 0 }));
+    c.all += 1;
+    if (need.gpuMemoryBytes === null || gpuMemoryAllows(need, g)) c.total += 1;
+    if (gpuRoomFor(need, g) > 0) c.free += 1;
   }
   return out;
 }
@@ -145,8 +190,15 @@ export const checkGpuType: Check = (need, m) => {
 
 export const checkGpuTotal: Check = (need, m) => {
   if (need.gpuCount === 0) return null;
-  for (const c of gpuCountsByType(need, m).values()) if (c.total >= need.gpuCount) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.all >= need.gpuCount) return null;
   return RejectReason.gpuTotal;
+};
+
+/** A stage that bounds GPU memory: some type with `count` GPUs whose memory is known and large enough. */
+export const checkGpuMemory: Check = (need, m) => {
+  if (need.gpuCount === 0 || need.gpuMemoryBytes === null) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.total >= need.gpuCount) return null;
+  return RejectReason.gpuMemory;
 };
 
 export const checkCpuTotal: Check = (need, m) => (m.cpuMillisTotal >= need.cpuMillis ? null : RejectReason.cpuTotal);
@@ -172,7 +224,16 @@ export const checkGpuShare: Check = (need, m) => {
 };
 
 /** Whether the stage could run on this machine at all, were it idle and in service: what a submit is warned by. */
-export const fitChecks: readonly Check[] = [checkRegion, checkLabels, checkGpuType, checkGpuTotal, checkCpuTotal, checkMemoryTotal, checkGpuMachine];
+export const fitChecks: readonly Check[] = [
+  checkRegion,
+  checkLabels,
+  checkGpuType,
+  checkGpuTotal,
+  checkGpuMemory,
+  checkCpuTotal,
+  checkMemoryTotal,
+  checkGpuMachine,
+];
 
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
 export const checks: readonly Check[] = [
@@ -181,6 +242,7 @@ export const checks: readonly Check[] = [
   checkLabels,
   checkGpuType,
   checkGpuTotal,
+  checkGpuMemory,
   checkCpuTotal,
   checkMemoryTotal,
   checkGpuMachine,

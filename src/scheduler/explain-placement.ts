@@ -1,6 +1,6 @@
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, RejectReason, type StageNeed } from './checks.js';
-import { describeGpus, machineReject, pendingReason } from './pending-reason.js';
+import { describeGpus, describeNeedGpus, machineReject, pendingReason } from './pending-reason.js';
 import type { MachineView } from './snapshot.js';
 
 /** One step of the funnel: how many machines are left after this constraint. */
@@ -39,6 +39,8 @@ function stepName(need: StageNeed, reason: RejectReason): string {
       return need.gpuTypes.length ? `with ${need.gpuTypes.join(' or ')} GPUs` : 'with GPUs';
     case RejectReason.gpuTotal:
       return `with ${describeGpus(need.gpuCount, need.gpuTypes)} in all`;
+    case RejectReason.gpuMemory:
+      return `with ${describeGpus(need.gpuCount, need.gpuTypes)} of ${formatMemory(need.gpuMemoryBytes ?? 0)} memory or more (known)`;
     case RejectReason.cpuTotal:
       return `with ${formatCpu(need.cpuMillis)} CPU in all`;
     case RejectReason.memoryTotal:
@@ -46,7 +48,7 @@ function stepName(need: StageNeed, reason: RejectReason): string {
     case RejectReason.gpuMachine:
       return 'without GPUs (a CPU stage; placement.allowGpuMachines not set)';
     case RejectReason.gpuBusy:
-      return `with ${describeGpus(need.gpuCount, need.gpuTypes, true)} now`;
+      return need.gpuMilli > 0 && need.gpuMilli < 1000 ? `with a ${describeNeedGpus(need, true)} now` : `with ${describeNeedGpus(need, true)} now`;
     case RejectReason.cpuBusy:
       return `with ${formatCpu(need.cpuMillis)} CPU free now`;
     case RejectReason.memoryBusy:
@@ -98,6 +100,8 @@ function asks(need: StageNeed, reason: RejectReason): boolean {
     case RejectReason.gpuTotal:
     case RejectReason.gpuBusy:
       return need.gpuCount > 0;
+    case RejectReason.gpuMemory:
+      return need.gpuCount > 0 && need.gpuMemoryBytes !== null;
     case RejectReason.gpuMachine:
     case RejectReason.gpuShare:
       return false;
@@ -124,6 +128,8 @@ function suggestions(need: StageNeed, machines: readonly MachineView[]): string[
       }
     }
   }
+  if (need.gpuCount > 0 && need.gpuMemoryBytes !== null)
+    tryChange(`drop the GPU memory bound (${formatMemory(need.gpuMemoryBytes)})`, { ...need, gpuMemoryBytes: null });
   if (need.gpuCount > 0 && need.gpuTypes.length > 0) tryChange(`accept any GPU type (not only ${need.gpuTypes.join(' or ')})`, { ...need, gpuTypes: [] });
   for (const [k, v] of Object.entries(need.labels)) {
     const labels = { ...need.labels };

@@ -16,6 +16,10 @@ export interface ShareGpu {
   type: string;
   /** Free thousandths: 1000 idle, 0 full. */
   freeMilli: number;
+  /** Its memory, bytes; null or absent: unknown (it takes no request that bounds GPU memory). */
+  memoryBytesTotal?: number | null;
+  /** Its memory no share holds, bytes (absent: memoryBytesTotal). */
+  memoryBytesFree?: number;
 }
 
 export interface ShareMachine {
@@ -43,6 +47,11 @@ export interface ShareRequest {
   gpuMilli: number;
   /** Acceptable types, normalised; empty: any. */
   gpuTypes: readonly string[];
+  /**
+   * GPU memory it needs on each of its GPUs, bytes (`gpu: {memory: 10Gi}`); absent: no bound. A
+   * share holds that much of its GPU's memory; a whole GPU needs a GPU with that much in all.
+   */
+  gpuMemoryBytes?: number;
 }
 
 /** Null when the request is well formed, else why not (a share is of one GPU only). */
@@ -74,6 +83,19 @@ export function acceptsShareType(r: Pick<ShareRequest, 'gpuTypes'>, type: string
   return r.gpuTypes.length === 0 || r.gpuTypes.includes(type);
 }
 
+/**
+ * Whether the GPU's memory can hold the request: no bound asked, or a known memory with that much
+ * in all (whole GPUs) or free (a share). A GPU whose memory is unknown takes no bounded request:
+ * the bound could not be kept.
+ */
+export function gpuMemoryFits(g: ShareGpu, r: Pick<ShareRequest, 'gpuMemoryBytes' | 'gpuMilli'>): boolean {
+  const need = r.gpuMemoryBytes;
+  if (need === undefined || need === 0) return true;
+  const total = g.memoryBytesTotal;
+  if (total === undefined || total === null) return false;
+  return r.gpuMilli < WHOLE_GPU_MILLI ? (g.memoryBytesFree ?? total) >= need : total >= need;
+}
+
 /** The machine's free GPU thousandths, all GPUs together. */
 export function freeGpuMilli(m: ShareMachine): number {
   let total = 0;
@@ -92,14 +114,14 @@ export function gpuChoices(m: ShareMachine, r: ShareRequest): number[][] {
   if (r.gpuCount === 0) return [[]];
   const out: number[][] = [];
   if (isShare(r)) {
-    for (const g of m.gpus) if (acceptsShareType(r, g.type) && g.freeMilli >= r.gpuMilli) out.push([g.index]);
+    for (const g of m.gpus) if (acceptsShareType(r, g.type) && g.freeMilli >= r.gpuMilli && gpuMemoryFits(g, r)) out.push([g.index]);
     return out;
   }
   const idleByType = new Map<string, number[]>();
   // Lowest indices first; machines list their GPUs in index order, so the copy is rarely needed.
   const inOrder = m.gpus.every((g, i) => i === 0 || m.gpus[i - 1]!.index < g.index);
   for (const g of inOrder ? m.gpus : [...m.gpus].sort((a, b) => a.index - b.index)) {
-    if (g.freeMilli !== WHOLE_GPU_MILLI || !acceptsShareType(r, g.type)) continue;
+    if (g.freeMilli !== WHOLE_GPU_MILLI || !acceptsShareType(r, g.type) || !gpuMemoryFits(g, r)) continue;
     const list = idleByType.get(g.type) ?? [];
     list.push(g.index);
     idleByType.set(g.type, list);
@@ -127,6 +149,10 @@ export function shareAllocationProblem(m: ShareMachine, r: ShareRequest, gpuIndi
     // A whole GPU only where nothing is shared; a share only where it fits.
     if (r.gpuMilli === WHOLE_GPU_MILLI && g.freeMilli !== WHOLE_GPU_MILLI) return `GPU ${i} holds shares (${g.freeMilli} of 1000 free)`;
     if (g.freeMilli < r.gpuMilli) return `GPU ${i} has ${g.freeMilli} thousandths free, needs ${r.gpuMilli}`;
+    if (!gpuMemoryFits(g, r)) {
+      const have = g.memoryBytesTotal === undefined || g.memoryBytesTotal === null ? 'unknown' : `${g.memoryBytesFree ?? g.memoryBytesTotal} bytes free`;
+      return `GPU ${i} memory ${have}, needs ${r.gpuMemoryBytes} bytes`;
+    }
     types.add(g.type);
   }
   if (types.size > 1) return `mixed GPU types ${[...types].join(', ')}`;
@@ -135,14 +161,21 @@ export function shareAllocationProblem(m: ShareMachine, r: ShareRequest, gpuIndi
 
 /** Takes a fitting allocation (check `shareAllocationProblem` first) from the machine. */
 export function takeShare(m: ShareMachine, r: ShareRequest, gpuIndices: readonly number[]): void {
-  for (const i of gpuIndices) m.gpus.find((x) => x.index === i)!.freeMilli -= r.gpuMilli;
+  for (const i of gpuIndices) {
+    const g = m.gpus.find((x) => x.index === i)!;
+    g.freeMilli -= r.gpuMilli;
+    // A share holds its memory bound; a whole GPU holds all of it (nothing else fits there anyway).
+    if (r.gpuMilli < WHOLE_GPU_MILLI && r.gpuMemoryBytes !== undefined && g.memoryBytesTotal !== undefined && g.memoryBytesTotal !== null) {
+      g.memoryBytesFree = (g.memoryBytesFree ?? g.memoryBytesTotal) - r.gpuMemoryBytes;
+    }
+  }
   m.cpuMillisFree -= r.cpuMillis;
   m.memoryBytesFree -= r.memoryBytes;
   const kind = gpuClassOf(r);
   if (kind !== null) m.gpuClasses = { ...m.gpuClasses, [kind]: (m.gpuClasses?.[kind] ?? 0) + 1 };
 }
 
-/** A scheduler machine view as a share machine: free GPUs idle (1000), busy ones full (0). */
+/** A scheduler machine view as a share machine: each GPU's free thousandths (absent: free ones idle, 1000, busy ones full, 0) and memory. */
 export function shareMachineOf(m: MachineView): ShareMachine {
   return {
     id: m.id,
@@ -151,6 +184,12 @@ export function shareMachineOf(m: MachineView): ShareMachine {
     cpuMillisFree: m.cpuMillisFree,
     memoryBytesTotal: m.memoryBytesTotal,
     memoryBytesFree: m.memoryBytesFree,
-    gpus: m.gpus.map((g) => ({ index: g.index, type: normalizeGpuType(g.type), freeMilli: g.free ? WHOLE_GPU_MILLI : 0 })),
+    gpus: m.gpus.map((g) => ({
+      index: g.index,
+      type: normalizeGpuType(g.type),
+      freeMilli: g.freeMilli ?? (g.free ? WHOLE_GPU_MILLI : 0),
+      ...(g.memoryBytesTotal !== undefined ? { memoryBytesTotal: g.memoryBytesTotal } : {}),
+      ...(g.memoryBytesFree !== undefined ? { memoryBytesFree: g.memoryBytesFree } : {}),
+    })),
   };
 }

@@ -4,7 +4,17 @@ import { explainPlacement } from './explain-placement.js';
 import { pendingReasonNow } from './pending-reason.js';
 import type { MachineView } from './snapshot.js';
 
-const need: StageNeed = { cpuMillis: 1000, memoryBytes: 2 ** 30, gpuCount: 0, gpuTypes: [], region: null, labels: {}, allowGpuMachines: false };
+const need: StageNeed = {
+  cpuMillis: 1000,
+  memoryBytes: 2 ** 30,
+  gpuCount: 0,
+  gpuTypes: [],
+  gpuMilli: 0,
+  gpuMemoryBytes: null,
+  region: null,
+  labels: {},
+  allowGpuMachines: false,
+};
 const machine = (name: string, scheduling: MachineView['scheduling'], heldAttempts?: number): MachineView => ({
   id: name,
   name,

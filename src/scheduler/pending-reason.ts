@@ -1,5 +1,6 @@
 import { machineHealths, type MachineHealth } from '../domain/machine-health.js';
 import { machineSchedulings, shownScheduling, type MachineScheduling } from '../domain/machine-scheduling.js';
+import { formatGpuAmount } from '../domain/team.js';
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
@@ -39,6 +40,21 @@ export function describeGpus(count: number, types: readonly string[], free = fal
   return parts.join(' ');
 }
 
+/**
+ * The stage's GPUs in words: whole ones as `describeGpus`; a share as "0.25 of an h100 GPU"
+ * ("… and 10 GiB of its memory" with a memory bound). `free`: "an h100 GPU with 0.25 free".
+ */
+export function describeNeedGpus(need: StageNeed, free = false): string {
+  if (need.gpuMilli >= 1000 || need.gpuMilli <= 0) {
+    const whole = describeGpus(need.gpuCount, need.gpuTypes, free);
+    return need.gpuMemoryBytes === null ? whole : `${whole} of ${formatMemory(need.gpuMemoryBytes)} memory or more`;
+  }
+  const amount = formatGpuAmount(need.gpuMilli);
+  const gpu = need.gpuTypes.length > 0 ? `${need.gpuTypes.join(' or ')} GPU` : 'GPU';
+  const memory = need.gpuMemoryBytes === null ? '' : ` and ${formatMemory(need.gpuMemoryBytes)} of its memory`;
+  return free ? `${gpu} with ${amount}${memory} free` : `${amount} of ${/^[aeiou]/.test(gpu) ? 'an' : 'a'} ${gpu}${memory}`;
+}
+
 function describeCpuMemory(need: StageNeed): string {
   return `${formatCpu(need.cpuMillis)} CPU, ${formatMemory(need.memoryBytes)}`;
 }
@@ -47,6 +63,7 @@ function describeCpuMemory(need: StageNeed): string {
 const STATIC_ORDER: readonly RejectReason[] = [
   RejectReason.gpuType,
   RejectReason.gpuTotal,
+  RejectReason.gpuMemory,
   RejectReason.cpuTotal,
   RejectReason.memoryTotal,
   RejectReason.gpuMachine,
@@ -62,6 +79,8 @@ function staticPhrase(need: StageNeed, r: MachineReject, n: number): string {
     case RejectReason.gpuType:
     case RejectReason.gpuTotal:
       return `${lack} ${describeGpus(need.gpuCount, need.gpuTypes)}`;
+    case RejectReason.gpuMemory:
+      return `${lack} ${describeGpus(need.gpuCount, need.gpuTypes)} known to have ${formatMemory(need.gpuMemoryBytes ?? 0)} of memory (a GPU whose memory is unknown takes no stage that bounds GPU memory)`;
     case RejectReason.cpuTotal:
       return `too small for ${formatCpu(need.cpuMillis)} CPU`;
     case RejectReason.memoryTotal:
@@ -98,7 +117,12 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
     }
     if (need.gpuCount === 0) return `not enough free CPU/memory (needs ${describeCpuMemory(need)}): ${tail}`;
     const gpuOnly = busy.every((r) => r.reason === RejectReason.gpuBusy);
-    const what = describeGpus(need.gpuCount, need.gpuTypes, true) + (gpuOnly ? '' : ` and ${describeCpuMemory(need)} free`);
+    if (need.gpuMilli > 0 && need.gpuMilli < 1000) {
+      // A share: "no h100 GPU with 0.25 free: …", the room it waits for on one GPU.
+      const what = describeNeedGpus(need, true);
+      return gpuOnly ? `no ${what}: ${tail}` : `no machine with an ${what} and ${describeCpuMemory(need)} free: ${tail}`;
+    }
+    const what = describeNeedGpus(need, true) + (gpuOnly ? '' : ` and ${describeCpuMemory(need)} free`);
     return `no machine with ${what}: ${tail}`;
   }
 

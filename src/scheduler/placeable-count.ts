@@ -1,4 +1,5 @@
-import { checkTakesWork, fitChecks, gpuCountsByType, roomFor, type StageNeed } from './checks.js';
+import { GPU_MILLI_WHOLE } from '../domain/resources.js';
+import { acceptsGpuType, checkTakesWork, fitChecks, gpuCountsByType, gpuRoomFor, roomFor, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 
 const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
@@ -6,7 +7,8 @@ const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
 /**
  * At most how many stages of this need the cluster's free room could take now (counted up to
  * `cap`): per machine that could ever run it, the fewest of CPU, memory and GPUs of one type it has
- * room for (GPUs: summed over the acceptable types, each a whole number of stages). An upper bound, since stages of other shapes compete for the same room, and exactly
+ * room for (GPUs: summed over the acceptable types, each a whole number of stages; shares: as many
+ * as each acceptable GPU's free thousandths hold, `gpuRoomFor`). An upper bound, since stages of other shapes compete for the same room, and exactly
  * the depth to which a pass reads this shape's queue: identical stages get identical answers, so
  * the ones past that depth could not be placed in this pass whatever the backlog behind them.
  */
@@ -17,7 +19,12 @@ export function placeableCount(need: StageNeed, machines: readonly MachineView[]
     if (STATIC_CHECKS.some((check) => check(need, m) !== null)) continue;
     const room = roomFor(need, m);
     let n = Math.min(fits(room.cpuMillis, need.cpuMillis), fits(room.memoryBytes, need.memoryBytes));
-    if (need.gpuCount > 0) {
+    if (need.gpuCount > 0 && need.gpuMilli < GPU_MILLI_WHOLE) {
+      // Shares: as many as each acceptable GPU's free thousandths (and GPU memory) hold.
+      let shares = 0;
+      for (const g of m.gpus) if (acceptsGpuType(need, g.type)) shares += gpuRoomFor(need, g);
+      n = Math.min(n, shares);
+    } else if (need.gpuCount > 0) {
       // Stages that accept several types may each take a different one on the same machine.
       let gpus = 0;
       for (const c of gpuCountsByType(need, m).values()) gpus += Math.floor(c.free / need.gpuCount);

@@ -162,16 +162,18 @@ describe('planPlacements examples', () => {
     expect(plan.placements).toEqual([{ stageId: 's1', machineId: 'id-g', gpuIndices: [1, 3], cpuMillis: 1000, memoryBytes: Gi }]);
   });
 
-  it('best fit for GPUs: the machine left with the fewest free GPUs of that type', () => {
-    const plan = planPlacements({
+  it('best fit for GPUs (gpuPolicy best-fit): the machine left with the fewest free GPUs; FGD keeps room for the 2-GPU work that waits', () => {
+    const snapshot = {
       machines: [
         machine({ name: 'a', gpus: gpus('h100', 8) }),
         machine({ name: 'b', gpus: gpus('h100', 8, [0, 1, 2, 3, 4]) }),
         machine({ name: 'c', gpus: gpus('h100', 4, [0]) }),
       ],
       queue: [stage('s1', { gpu: { count: 2, types: ['h100'] } })],
-    });
-    expect(placementOf(plan, 's1')).toMatchObject({ machineId: 'id-b', gpuIndices: [5, 6] });
+    };
+    expect(placementOf(planPlacements(snapshot, { gpuPolicy: 'best-fit' }), 's1')).toMatchObject({ machineId: 'id-b', gpuIndices: [5, 6] });
+    // The target workload is that stage's shape: on b or c it would leave one GPU no 2-GPU stage can use; on a, none.
+    expect(placementOf(planPlacements(snapshot), 's1')).toMatchObject({ machineId: 'id-a', gpuIndices: [0, 1] });
   });
 
   it('a type list ["a100","h100"] takes whichever type fits', () => {

@@ -1,10 +1,14 @@
-import { normalizeGpuType } from '../domain/resources.js';
-import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
+import { GPU_MILLI_WHOLE, normalizeGpuType } from '../domain/resources.js';
+import { firstReject, gpuCountsByType, gpuFreeMilli, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
+import { GpuPlacer } from './gpu-placer.js';
 import { machineReject, pendingReason, type MachineReject } from './pending-reason.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS } from './plan-preemptions.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
+import { DEFAULT_SHARE_POLICY, type SharePolicyName } from './share-policies.js';
 import type { HeldUntil, MachineView, PendingStage, Plan, PlannedPlacement, PlannedPreemption, QueuedStage, SchedulerSnapshot } from './snapshot.js';
+import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import type { TargetWorkload } from './target-workload.js';
 import { fairOrder, TeamLedger, teamOf } from './team-ledger.js';
 
 export const DEFAULT_CANDIDATE_LIMIT = 64;
@@ -13,8 +17,16 @@ export const DEFAULT_MAX_PLACEMENTS = 1000;
 export interface PlanOptions {
   /** At most this many placements per pass; stages after the one that reaches it are not reported. */
   maxPlacements?: number;
-  /** Stop scanning for a stage once this many feasible machines were found (bounded work per stage). */
+  /**
+   * CPU stages: stop scanning once this many feasible machines were found (bounded work per
+   * stage). GPU stages are scored on every eligible machine, from the share planner's cache
+   * (gpu-placer.ts): the policy compares them all, as the simulator does.
+   */
   candidateLimit?: number;
+  /** How GPU stages choose a machine and GPUs (docs/scheduling.md, "Placement of shares"); default FGD. */
+  gpuPolicy?: SharePolicyName;
+  /** FGD's target workload; default: the snapshot's (snapshotWorkload: queued stages and active attempts). */
+  targetWorkload?: TargetWorkload;
 }
 
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -46,7 +58,17 @@ function workingCopy(m: MachineView): MachineView {
 /** Identical needs get identical outcomes within a pass (capacity only shrinks), so a failed shape is remembered. */
 function shapeKey(need: StageNeed): string {
   const labels = Object.entries(need.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return JSON.stringify([need.cpuMillis, need.memoryBytes, need.gpuCount, need.gpuTypes, need.region, labels, need.allowGpuMachines]);
+  return JSON.stringify([
+    need.cpuMillis,
+    need.memoryBytes,
+    need.gpuCount,
+    need.gpuMilli,
+    need.gpuMemoryBytes,
+    need.gpuTypes,
+    need.region,
+    labels,
+    need.allowGpuMachines,
+  ]);
 }
 
 const NONE: ReadonlySet<string> = new Set();
@@ -108,7 +130,14 @@ function expectedStart(need: StageNeed, m: MachineView, held: readonly HeldUntil
   const onIt = held.filter((h) => h.machineId === m.id).sort((a, b) => (a.endsBy ?? Infinity) - (b.endsBy ?? Infinity));
   for (const h of onIt) {
     // Room this pass placed is in the copy but not in `held`: it never frees here (conservative).
-    if (h.gpuIndices.some((i) => copy.gpus.find((g) => g.index === i)?.free !== false)) return null;
+    const milli = h.gpuMilli ?? GPU_MILLI_WHOLE;
+    if (
+      h.gpuIndices.some((i) => {
+        const g = copy.gpus.find((x) => x.index === i);
+        return g === undefined || GPU_MILLI_WHOLE - gpuFreeMilli(g) < milli;
+      })
+    )
+      return null;
     releaseAllocation(copy, h);
     if (firstReject(need, copy) === null) return h.endsBy;
   }
@@ -131,6 +160,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
   );
+
+  const gpuPlacer = new GpuPlacer(withGpus, opts.gpuPolicy ?? DEFAULT_SHARE_POLICY, () => opts.targetWorkload ?? snapshotWorkload(snapshot));
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];
@@ -155,6 +186,32 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       const start = heldStart.get(m.id);
       return start !== undefined && start !== null && ends <= start;
     };
+  };
+
+  const placeGpuStage = (stage: QueuedStage, need: StageNeed, m: MachineView, gpuIndices: number[]) => {
+    const share = need.gpuMilli < GPU_MILLI_WHOLE;
+    const placement: PlannedPlacement = {
+      stageId: stage.stageId,
+      machineId: m.id,
+      gpuIndices,
+      ...(share ? { gpuMilli: need.gpuMilli } : {}),
+      ...(share && need.gpuMemoryBytes !== null ? { gpuMemoryBytes: need.gpuMemoryBytes } : {}),
+      cpuMillis: need.cpuMillis,
+      memoryBytes: need.memoryBytes,
+    };
+    const gpuType = normalizeGpuType(m.gpus.find((g) => g.index === gpuIndices[0])!.type);
+    takeAllocation(m, placement);
+    gpuPlacer.took(m.id, shareRequestOfNeed(need), gpuIndices);
+    placements.push(placement);
+    ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: gpuIndices.length, gpuMilli: need.gpuMilli, gpuType });
+    gpusTaken.add(m.id);
+  };
+  const placeCpuStage = (stage: QueuedStage, need: StageNeed, m: MachineView) => {
+    const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
+    takeAllocation(m, placement);
+    if (m.gpus.length > 0) gpuPlacer.took(m.id, shareRequestOfNeed(need), []);
+    placements.push(placement);
+    ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: 0, gpuType: null });
   };
 
   /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
@@ -188,14 +245,22 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const found: Scan = { candidates: [], rejects: [] };
     const backfills = backfillFor(stage);
     if (need.gpuCount > 0) {
-      scan(need, machines, limit, found, held, backfills);
+      // The share planner's policy picks the machine and GPUs; the scan below only says why not.
+      const barred = (m: MachineView) => held.has(m.id) && !(backfills?.(m) ?? false);
+      const chosen = gpuPlacer.choose(key, need, barred);
+      if (chosen !== null) {
+        placeGpuStage(stage, need, chosen.machine, chosen.gpuIndices);
+        continue;
+      }
+      scan(need, machines, Infinity, found, held, backfills);
     } else {
       // CPU work looks at GPU machines only when no GPU-less machine can take it.
       scan(need, cpuOnly, limit, found, held, backfills);
       if (found.candidates.length === 0) scan(need, withGpus, limit, found, held, backfills);
     }
 
-    const best = bestCandidate(need, found.candidates);
+    // GPU stages the placer found no room for: the scan gave only the reasons.
+    const best = need.gpuCount > 0 ? undefined : bestCandidate(need, found.candidates);
     if (best === undefined) {
       const verdict = { reason: pendingReason(need, found.rejects), unplaceable: !found.rejects.some((r) => isBusyReason(r.reason)) };
       // A large GPU stage that must wait for busy GPUs is held a machine, so that smaller work
@@ -216,20 +281,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       continue;
     }
 
-    const m = best.machine;
-    const gpuIndices: number[] = [];
-    if (best.gpuType !== null) {
-      const free = m.gpus
-        .filter((g) => g.free && normalizeGpuType(g.type) === best.gpuType)
-        .sort((a, b) => a.index - b.index)
-        .slice(0, need.gpuCount);
-      for (const g of free) gpuIndices.push(g.index);
-    }
-    const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices, cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
-    takeAllocation(m, placement);
-    placements.push(placement);
-    ledger.add(team, { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: gpuIndices.length, gpuType: best.gpuType });
-    if (gpuIndices.length > 0) gpusTaken.add(m.id);
+    // A CPU stage (GPU stages went through the placer above).
+    placeCpuStage(stage, need, best.machine);
   }
 
   // A GPU placement takes its GPU's share of the machine's CPU and memory out of the reserve that
@@ -245,10 +298,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     scan(need, freed, limit, found, new Set([...heldAt].filter(([, h]) => h < at).map(([id]) => id)));
     const best = bestCandidate(need, found.candidates);
     if (best === undefined) continue;
-    const placement = { stageId: stage.stageId, machineId: best.machine.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
-    takeAllocation(best.machine, placement);
-    placements.push(placement);
-    ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: 0, gpuType: null });
+    placeCpuStage(stage, need, best.machine);
     pending.splice(
       pending.findIndex((p) => p.stageId === stage.stageId),
       1,
@@ -305,7 +355,11 @@ function planPreemptions(
     if (choice.kind === 'wait') continue;
     for (const v of choice.victims) {
       inputs.taken.add(v.attemptId);
-      ledger.add(v.team, { cpuMillis: v.cpuMillis, memoryBytes: v.memoryBytes, gpuCount: v.gpuIndices.length, gpuType: v.gpuType }, -1);
+      ledger.add(
+        v.team,
+        { cpuMillis: v.cpuMillis, memoryBytes: v.memoryBytes, gpuCount: v.gpuIndices.length, gpuMilli: v.gpuMilli ?? GPU_MILLI_WHOLE, gpuType: v.gpuType },
+        -1,
+      );
     }
     out.push({
       stageId: stage.stageId,

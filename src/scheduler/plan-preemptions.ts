@@ -1,5 +1,6 @@
 import { firstReject, isBusyReason, type StageNeed } from './checks.js';
-import { releaseAllocation } from './placement-fit.js';
+import { GPU_MILLI_WHOLE } from '../domain/resources.js';
+import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { compareMachines } from './rank.js';
 import type { MachineView, QueuedStage, RunningAttempt } from './snapshot.js';
 import { teamOf, type TeamLedger } from './team-ledger.js';
@@ -21,10 +22,10 @@ export type PreemptionChoice =
   /** Attempts already leaving this machine will free enough: wait for them, preempt nothing more. */
   { kind: 'wait'; machine: MachineView } | { kind: 'preempt'; machine: MachineView; victims: RunningAttempt[]; why: string };
 
-/** Work lost by stopping it now, as [GPU-seconds, CPU-seconds]: GPU time first, it is what costs. */
+/** Work lost by stopping it now, as [GPU-seconds, CPU-seconds]: GPU time first, it is what costs; a quarter share's is a quarter. */
 function lostWork(a: RunningAttempt, now: number): [number, number] {
   const s = Math.max(0, now - a.startedAt) / 1000;
-  return [a.gpuIndices.length * s, (a.cpuMillis / 1000) * s];
+  return [(a.gpuIndices.length * (a.gpuMilli ?? GPU_MILLI_WHOLE) * s) / GPU_MILLI_WHOLE, (a.cpuMillis / 1000) * s];
 }
 
 function compareLoss(x: [number, number], y: [number, number]): number {
@@ -60,7 +61,10 @@ export function victimReason(stage: QueuedStage, victim: RunningAttempt, inputs:
  * that frees enough. The set on a machine is found greedily, cheapest first, then pruned of any
  * victim not needed; among machines, the least work lost, then the fewest victims, then the
  * machine's name. Null when nothing allowed would free enough. Pure: `machines` are the pass's
- * working copies and are not changed.
+ * working copies and are not changed. Shares of a GPU: a victim frees only what it holds
+ * (`gpuMilli` of its GPU), so a waiting share may stop share holders or a whole-GPU holder until
+ * one GPU has its thousandths free, and a whole-GPU stage must free every share on a GPU;
+ * `firstReject` judges the freed copy either way.
  */
 export function choosePreemption(stage: QueuedStage, need: StageNeed, machines: readonly MachineView[], inputs: PreemptionInputs): PreemptionChoice | null {
   const byMachine = new Map<string, RunningAttempt[]>();
@@ -102,9 +106,8 @@ export function choosePreemption(stage: QueuedStage, need: StageNeed, machines: 
     for (let i = chosen.length - 1; i >= 0; i--) {
       const v = chosen[i]!;
       const trial = copyOf(copy);
-      trial.cpuMillisFree -= v.a.cpuMillis;
-      trial.memoryBytesFree -= v.a.memoryBytes;
-      for (const gi of v.a.gpuIndices) trial.gpus.find((g) => g.index === gi)!.free = false;
+      // Put it back (only what it holds: a share its thousandths): is the stage still placed?
+      takeAllocation(trial, v.a);
       if (firstReject(need, trial) === null) {
         chosen.splice(i, 1);
         Object.assign(copy, { cpuMillisFree: trial.cpuMillisFree, memoryBytesFree: trial.memoryBytesFree, gpus: trial.gpus });

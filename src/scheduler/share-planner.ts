@@ -1,5 +1,5 @@
 import { machineFragmentationUnits } from './fgd-score.js';
-import { gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
+import { acceptsShareType, gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
 import { bestChoiceOn, compareScores, compareShareMachines, type ShareChoice, type ShareContext, type SharePolicyName } from './share-policies.js';
 
@@ -57,7 +57,7 @@ export class SharePlanner {
   }
 
   private shapeId(r: ShareRequest): number {
-    const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}`;
+    const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}|${r.gpuMemoryBytes ?? ''}`;
     let id = this.shapeIds.get(key);
     if (id === undefined) {
       id = this.shapeIds.size;
@@ -71,6 +71,8 @@ export class SharePlanner {
     const known = byMachine[i];
     if (known !== undefined) return known;
     const m = this.machines[i]!;
+    // A machine with no room for it at all needs no state key nor score (on a busy cluster, most).
+    if (!mayFit(m, r)) return (byMachine[i] = null);
     let row = this.stateRows[i];
     if (row === undefined) {
       const key = stateKey(m, this.policy === 'clustering');
@@ -95,9 +97,13 @@ export class SharePlanner {
     return choice;
   }
 
-  /** Where the request would go now (not taken); null when it fits nowhere. */
-  choose(r: ShareRequest): SharePlacement | null {
-    if (this.policy === 'random') return this.chooseRandom(r);
+  /**
+   * Where the request would go now (not taken); null when it fits nowhere. `eligible`, by the
+   * planner's machine index (`indexOf`), narrows the machines looked at: the server's pass leaves
+   * out machines another rule rejects (region, labels, health, a hold), with the same scores.
+   */
+  choose(r: ShareRequest, eligible?: (i: number) => boolean): SharePlacement | null {
+    if (this.policy === 'random') return this.chooseRandom(r, eligible);
     const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     let at = -1;
@@ -105,7 +111,9 @@ export class SharePlanner {
     // Machines are in name order, so the first of equal scores is the tie-break's winner.
     for (let i = 0; i < this.machines.length; i++) {
       const c = this.bestOn(i, shape, byMachine, r);
-      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
+      // Eligibility is asked only of a machine that would win so far: the same answer, and on a
+      // large cluster few machines are asked (most have no room, or a score no better).
+      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0) && (eligible === undefined || eligible(i))) {
         choice = c;
         at = i;
       }
@@ -117,7 +125,7 @@ export class SharePlanner {
    * Random: the fitting machine with the lowest key for this draw (name order for equal keys), then
    * its GPU by `bestChoiceOn` with the draw: as `chooseShare` with the context's `draw` set to it.
    */
-  private chooseRandom(r: ShareRequest): SharePlacement | null {
+  private chooseRandom(r: ShareRequest, eligible?: (i: number) => boolean): SharePlacement | null {
     const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     const ctx = { ...this.ctx, draw: this.draw++ };
@@ -130,6 +138,7 @@ export class SharePlanner {
       // Only a machine whose key is as low as the best so far can win: score it in full (rare).
       const word = randomMachineWord(base, this.idHashes[i]!);
       if (choice !== null && word > bestWord) continue;
+      if (eligible !== undefined && !eligible(i)) continue;
       const c = bestChoiceOn('random', this.machines[i]!, r, ctx);
       if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
         choice = c;
@@ -161,19 +170,33 @@ export class SharePlanner {
     for (const byMachine of this.best) byMachine[i] = undefined;
   }
 
+  /** The machine's index in the planner's order (name, then id), or undefined when it has none by that id. */
+  indexOf(machineId: string): number | undefined {
+    return this.byId.get(machineId);
+  }
+
   /** The planner's machines now (read-only use: for checks and figures). */
   view(): readonly ShareMachine[] {
     return this.machines;
   }
 }
 
+/** A quick necessary condition of `gpuChoices` being non-empty: CPU, memory, and enough GPUs of acceptable types with its thousandths free. */
+function mayFit(m: ShareMachine, r: ShareRequest): boolean {
+  if (r.cpuMillis > m.cpuMillisFree || r.memoryBytes > m.memoryBytesFree) return false;
+  if (r.gpuCount === 0) return true;
+  let n = 0;
+  for (const g of m.gpus) if (g.freeMilli >= r.gpuMilli && acceptsShareType(r, g.type)) n += 1;
+  return n >= r.gpuCount;
+}
+
 /**
- * What a machine's scores depend on: free CPU and memory, each GPU's index, type and room (totals
- * are fixed per state too); for clustering, the kinds of GPU request on it too.
+ * What a machine's scores depend on: free CPU and memory, each GPU's index, type, room and memory
+ * (totals are fixed per state too); for clustering, the kinds of GPU request on it too.
  */
 function stateKey(m: ShareMachine, classes: boolean): string {
   let key = `${m.cpuMillisTotal}/${m.cpuMillisFree}/${m.memoryBytesFree}/${m.gpus.length}`;
-  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}`;
+  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}:${g.memoryBytesTotal ?? ''}:${g.memoryBytesFree ?? ''}`;
   if (classes && m.gpuClasses !== undefined) {
     for (const k of Object.keys(m.gpuClasses).sort()) if (m.gpuClasses[k]! > 0) key += `|${k}`;
   }

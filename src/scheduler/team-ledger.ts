@@ -77,7 +77,7 @@ export class TeamLedger {
   }
 
   /** Why placing this request would take the team past its quota, or null. */
-  exceeded(team: string, need: { cpuMillis: number; memoryBytes: number; gpuCount: number }, gpuType: string | null): QuotaBlock | null {
+  exceeded(team: string, need: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number }, gpuType: string | null): QuotaBlock | null {
     const e = this.entry(team);
     return quotaExceeded(team, e.quota, e.usage, need, gpuType);
   }
@@ -87,7 +87,8 @@ export class TeamLedger {
     return isBorrowing(e.quota, e.usage);
   }
 
-  add(team: string, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
+  /** A placement (sign 1) or a victim's release (-1); GPUs in thousandths (`gpuMilli` each, absent: whole). */
+  add(team: string, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
     addUsage(this.entry(team).usage, a, sign);
   }
 

@@ -117,7 +117,11 @@ export async function createControlPlane(
     'scheduler',
     async () => {
       const end = metrics.passSeconds.startTimer({ where: 'loop' });
-      const r = await schedulerPass(leaderStore, clock, { leaseMs: config.leaseMs, preemptionCooldownMs: config.preemptionCooldownMs });
+      const r = await schedulerPass(leaderStore, clock, {
+        leaseMs: config.leaseMs,
+        preemptionCooldownMs: config.preemptionCooldownMs,
+        gpuPolicy: config.gpuPolicy,
+      });
       end();
       metrics.placements.inc(r.placed);
       if (r.preempted) metrics.preemptions.inc(r.preempted);
@@ -201,7 +205,11 @@ export async function createControlPlane(
     store.placeBeforeCommit(
       async (source) => {
         const end = metrics.passSeconds.startTimer({ where: 'transaction' });
-        const r = await schedulerPass(source, clock, { leaseMs: config.leaseMs, preemptionCooldownMs: config.preemptionCooldownMs });
+        const r = await schedulerPass(source, clock, {
+          leaseMs: config.leaseMs,
+          preemptionCooldownMs: config.preemptionCooldownMs,
+          gpuPolicy: config.gpuPolicy,
+        });
         end();
         metrics.placements.inc(r.placed);
         if (r.preempted) metrics.preemptions.inc(r.preempted);

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { attemptEndKinds, type AttemptEndKind } from '../domain/attempt-end.js';
 import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
-import { normalizeGpuType } from '../domain/resources.js';
+import { GPU_MILLI_WHOLE, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { WAIT_REASON_KINDS, waitReasonKind } from '../scheduler/wait-reason-kind.js';
 import { machinePool } from '../domain/machine-pool.js';
@@ -145,7 +145,8 @@ export class Metrics {
         name: 'gantry_pool_gpus_allocated',
         help: 'GPUs held by attempts, by type',
         gpu: true,
-        value: (m, add) => m.gpus.forEach((g) => add(g.free ? 0 : 1, g.type)),
+        // A share counts as its part of a GPU (issue 29): two halves of one GPU are 1, one is 0.5.
+        value: (m, add) => m.gpus.forEach((g) => add(gpuMilliUsed(g) / GPU_MILLI_WHOLE, g.type)),
       },
     ];
     for (const r of resources) {

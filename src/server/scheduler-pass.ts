@@ -2,6 +2,7 @@ import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import type { SharePolicyName } from '../scheduler/share-policies.js';
 import type { SchedulerSnapshot } from '../scheduler/snapshot.js';
 import { teamOf } from '../scheduler/team-ledger.js';
 import type { PlacementSource } from '../store/store.js';
@@ -31,7 +32,7 @@ export interface SchedulerPassResult {
 export async function schedulerPass(
   store: PlacementSource,
   clock: Clock,
-  opts: { leaseMs: number; maxPlacements?: number; preemptionCooldownMs?: number },
+  opts: { leaseMs: number; maxPlacements?: number; preemptionCooldownMs?: number; gpuPolicy?: SharePolicyName },
 ): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
@@ -64,13 +65,14 @@ export async function schedulerPass(
     now,
     ...(running.length ? { running, ...(opts.preemptionCooldownMs !== undefined ? { preemptionCooldownMs: opts.preemptionCooldownMs } : {}) } : {}),
   };
-  let plan = planPlacements(snapshot, { maxPlacements });
+  const planOptions = { maxPlacements, ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}) };
+  let plan = planPlacements(snapshot, planOptions);
   // Machines held for large stages may take smaller work that ends before those could start
   // (backfill): planned again with the time limits of what runs there, only when it could matter.
   const holds = plan.reservations ?? [];
   if (holds.length && queue.some((q) => q.timeoutSeconds)) {
     const heldUntil = await store.heldUntil({ machineIds: [...new Set(holds.map((h) => h.machineId))], now });
-    plan = planPlacements({ ...snapshot, heldUntil }, { maxPlacements });
+    plan = planPlacements({ ...snapshot, heldUntil }, planOptions);
   }
   if (plan.placements.length === 0 && !plan.preemptions?.length) return { placed: 0, skipped: 0, read: queue.length, more: false };
   const res = await store.planApply({ plan, now: clock.now(), leaseMs: opts.leaseMs });

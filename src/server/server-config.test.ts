@@ -61,6 +61,23 @@ describe("the reconciler's settings", () => {
     expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(/repairBatch/);
   });
 
+  it('GANTRY_GPU_POLICY: FGD by default, best-fit or packing by name, and a clear error naming the choices otherwise', () => {
+    const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
+    try {
+      expect(serverConfigFrom(flags).gpuPolicy).toBe('fgd');
+      process.env.GANTRY_GPU_POLICY = 'best-fit';
+      expect(serverConfigFrom(flags).gpuPolicy).toBe('best-fit');
+      process.env.GANTRY_GPU_POLICY = 'packing';
+      expect(serverConfigFrom(flags).gpuPolicy).toBe('packing');
+      process.env.GANTRY_GPU_POLICY = 'bestfit';
+      expect(() => serverConfigFrom(flags)).toThrow(
+        'GANTRY_GPU_POLICY=bestfit: no such GPU placement policy; give one of fgd, best-fit, packing (default fgd)',
+      );
+    } finally {
+      delete process.env.GANTRY_GPU_POLICY;
+    }
+  });
+
   it('GANTRY_AUDIT_RETENTION_DAYS: how long audit rows are kept (default 90 days); GANTRY_STREAMS_PER_TOKEN: open streams a token may hold (default 32)', () => {
     const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
     try {

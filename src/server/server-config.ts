@@ -1,3 +1,4 @@
+import { DEFAULT_SHARE_POLICY, type SharePolicyName } from '../scheduler/share-policies.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseMemoryBytes } from '../spec/quantity.js';
@@ -75,6 +76,8 @@ export interface ServerConfig {
   killGraceMs: number;
   /** A stage preempted less than this long ago is not preempted again (no thrashing). */
   preemptionCooldownMs: number;
+  /** How GPU stages choose a machine and GPUs (GANTRY_GPU_POLICY; docs/scheduling.md, "Placement of shares"): FGD by default. */
+  gpuPolicy: SharePolicyName;
   /** An agent that cannot reach the server keeps its stages running this long before killing
    *  them: a server restart or upgrade costs no work. In a partition where the server is up, its
    *  work is placed elsewhere after `lostAfterMs`, and the stale copy runs until the agent is back
@@ -123,6 +126,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     ackTimeoutMs: 15_000,
     killGraceMs: 5000,
     preemptionCooldownMs: 300_000,
+    gpuPolicy: DEFAULT_SHARE_POLICY,
     disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,

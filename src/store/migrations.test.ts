@@ -139,7 +139,7 @@ async function insertEarlyRows(db: Kysely<any>): Promise<void> {
     .execute();
 }
 
-/** What the upgrade must have kept of the early rows (0005's move, 0014's manifest, 0018's rebuild of machines). */
+/** What the upgrade must have kept of the early rows (0005's move, 0014's manifest, 0018's rebuild of machines, 0024's whole GPUs). */
 async function expectEarlyRowsKept(db: Kysely<any>): Promise<void> {
   const machines = await db.selectFrom('machines').select(['id', 'health', 'scheduling']).orderBy('id').execute();
   expect(machines).toEqual([
@@ -147,6 +147,9 @@ async function expectEarlyRowsKept(db: Kysely<any>): Promise<void> {
     { id: 'm_2', health: 'ready', scheduling: 'eligible' },
   ]);
   expect(await db.selectFrom('attempts').select(['id', 'machine_id']).execute()).toEqual([{ id: 'att_a', machine_id: 'm_1' }]);
+  // 0024: an attempt from before shares of a GPU held its GPUs whole, and no GPU memory apart.
+  const held = await db.selectFrom('attempts').select(['gpu_milli', 'gpu_memory_bytes']).executeTakeFirstOrThrow();
+  expect([Number(held.gpu_milli), held.gpu_memory_bytes]).toEqual([1000, null]);
   expect(await db.selectFrom('output_files').select(['stage_id', 'path', 'blob']).execute()).toEqual([
     { stage_id: 'stg_a', path: 'model.bin', blob: 'legacy:att_a/model.bin' },
   ]);

@@ -56,6 +56,10 @@ export interface AttemptRecord {
   machineName: string;
   gpuIndices: number[];
   gpuType: string | null;
+  /** Thousandths of each of its GPUs it holds: 1000 whole GPUs (and CPU-only attempts), 1–999 a share of its one GPU (0024). */
+  gpuMilli: number;
+  /** GPU memory a share holds on its GPU, bytes; null: none bounded. */
+  gpuMemoryBytes: number | null;
   cpuMillis: number;
   memoryBytes: number;
   state: AttemptState;
@@ -186,7 +190,19 @@ export interface MachineRecord extends MachineRegistration {
   scheduling: MachineScheduling;
   lastHeartbeatAt: number;
   registeredAt: number;
-  allocated: { cpuMillis: number; memoryBytes: number; gpuIndices: number[]; attempts: number };
+  /**
+   * What active attempts hold there. `gpuIndices`: each GPU anything holds, once, ascending;
+   * `gpuHeld`: for each of them, the thousandths held (1000: whole, or shared to the full) and the
+   * GPU memory its shares hold, bytes (issue 29).
+   */
+  allocated: { cpuMillis: number; memoryBytes: number; gpuIndices: number[]; attempts: number; gpuHeld: GpuHeld[] };
+}
+
+/** What active attempts hold of one GPU: thousandths (1000 whole) and, for shares that bound it, memory bytes. */
+export interface GpuHeld {
+  index: number;
+  milli: number;
+  memoryBytes: number;
 }
 
 /** Everything an agent needs to run one attempt. */
@@ -199,6 +215,8 @@ export interface Assignment {
   command: string[];
   env: Record<string, string>;
   gpuIndices: number[];
+  /** A share of its one GPU (issue 29): thousandths of it and the GPU memory it holds; absent: whole GPUs. */
+  gpuShare?: { milli: number; memoryBytes?: number };
   timeoutSeconds: number | null;
   /** null: the cluster's disconnect grace. */
   disconnectGraceSeconds: number | null;

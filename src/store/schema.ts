@@ -93,6 +93,8 @@ export interface StagesTable {
   reused_from: string | null;
   reused_run_ms: number | null;
   reused_gpus: number | null;
+  /** The reused attempt's GPUs in thousandths, all together (0024): 250 for a quarter share; null before 0024 (reused_gpus whole GPUs). */
+  reused_gpu_milli: number | null;
   /** When the artifact store's size budget released its committed outputs (0014). */
   outputs_released_at: number | null;
   end_reason: string | null;
@@ -111,6 +113,10 @@ export interface AttemptsTable {
   machine_id: string;
   gpu_indices: string;
   gpu_type: string | null;
+  /** Thousandths of each of its GPUs it holds (0024): 1000 whole GPUs (and CPU-only attempts), 1–999 a share of one. */
+  gpu_milli: number;
+  /** GPU memory a share holds on its GPU, bytes (0024); null: none bounded. */
+  gpu_memory_bytes: number | null;
   cpu_millis: number;
   memory_bytes: number;
   state: AttemptState;

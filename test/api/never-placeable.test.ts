@@ -154,4 +154,14 @@ describe("submit: a stage over its team's whole quota", () => {
     });
     expect(pool.reasons.map((r: { kind: string }) => r.kind)).not.toContain('quota');
   });
+
+  it('a GPU quota may be a share (2.5 h100 GPUs, at most 3 decimals); a finer one is refused naming it, and changes nothing', async () => {
+    const set = await send('PATCH', '/v1/teams/vision', { quota: { gpus: { h100: 2.5 } } });
+    expect(set.statusCode).toBe(200);
+    expect(set.json()).toMatchObject({ quotaText: 'gpu:h100=2.5', quota: { gpus: { h100: 2.5 } } });
+    const fine = await send('PATCH', '/v1/teams/vision', { quota: { gpus: { h100: 0.0001 } } });
+    expect(fine.statusCode).toBe(400);
+    expect(fine.json().issues).toEqual([{ path: '/quota/gpus/h100', message: '0.0001 GPUs: at most 3 decimals (thousandths of a GPU), e.g. 2.5' }]);
+    expect((await send('GET', '/v1/teams/vision')).json()).toMatchObject({ quotaText: 'gpu:h100=2.5' });
+  });
 });

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { GpuShareView } from './job-view.js';
 
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
 
@@ -21,6 +22,8 @@ export const HeldAttemptView = Type.Object({
   memoryBytes: Type.Integer(),
   gpus: Type.Array(Type.Integer()),
   gpuType: Nullable(Type.String()),
+  /** A share of its one GPU (issue 29): thousandths and GPU memory held. Absent: whole GPUs. */
+  gpuShare: Type.Optional(GpuShareView),
   scheduledAt: Type.Number(),
   startedAt: Nullable(Type.Number()),
   progress: Nullable(Type.Object({ fraction: Type.Number(), message: Nullable(Type.String()), at: Type.Number() })),

@@ -10,6 +10,10 @@ import { wireEnum } from './wire-enum.js';
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
 const StringMap = Type.Unsafe<Record<string, string>>(Type.Object({}, { additionalProperties: Type.String() }));
 
+/** A share of one GPU: thousandths of it, and the bytes of its memory held (null: none bounded). */
+export const GpuShareView = Type.Object({ milli: Type.Integer({ minimum: 1, maximum: 999 }), memoryBytes: Nullable(Type.Integer({ minimum: 1 })) });
+export type GpuShareView = Static<typeof GpuShareView>;
+
 export const AttemptView = Type.Object({
   id: Type.String(),
   number: Type.Integer(),
@@ -18,6 +22,8 @@ export const AttemptView = Type.Object({
   machineId: Type.String(),
   gpus: Type.Array(Type.Integer(), { description: 'device indices (CUDA_VISIBLE_DEVICES)' }),
   gpuType: Nullable(Type.String()),
+  /** A share of its one GPU (issue 29): thousandths of it (250 = 0.25 GPU) and the GPU memory it holds. Absent: whole GPUs (and from older servers). */
+  gpuShare: Type.Optional(GpuShareView),
   exitCode: Nullable(Type.Integer()),
   signal: Nullable(Type.String()),
   /** The detail of how it ended, for people (the kind is `endKind`). */
@@ -55,7 +61,16 @@ export const StageView = Type.Object({
   resources: Type.Object({
     cpuMillis: Type.Integer(),
     memoryBytes: Type.Integer(),
-    gpu: Nullable(Type.Object({ count: Type.Integer(), types: Type.Array(Type.String()) })),
+    gpu: Nullable(
+      Type.Object({
+        count: Type.Integer({ description: 'GPUs; 1 for a share of one' }),
+        types: Type.Array(Type.String()),
+        milli: Type.Optional(
+          Type.Integer({ minimum: 1, maximum: 1000, description: 'thousandths of its GPU for a share (250 = gpu.count 0.25); absent: whole GPUs' }),
+        ),
+        memoryBytes: Type.Optional(Type.Integer({ minimum: 1, description: 'GPU memory it asks for (gpu.memory)' })),
+      }),
+    ),
   }),
   attemptsUsed: Type.Integer(),
   maxAttempts: Type.Integer(),
@@ -72,7 +87,7 @@ export const StageView = Type.Object({
         jobId: Type.String({ description: 'the job whose attempt ran it' }),
         attemptId: Nullable(Type.String()),
         runSeconds: Type.Number({ description: "that attempt's run time" }),
-        gpus: Type.Integer(),
+        gpus: Type.Number({ description: 'GPUs that attempt held; a share counts its part (0.25)' }),
       }),
     ),
   ),
@@ -146,11 +161,32 @@ export const MachineView = Type.Object({
   }),
   cpuMillis: Type.Integer(),
   memoryBytes: Type.Integer(),
-  gpus: Type.Array(Type.Object({ index: Type.Integer(), type: Type.String(), name: Type.String(), uuid: Nullable(Type.String()), busy: Type.Boolean() })),
+  gpus: Type.Array(
+    Type.Object({
+      index: Type.Integer(),
+      type: Type.String(),
+      name: Type.String(),
+      uuid: Nullable(Type.String()),
+      busy: Type.Boolean({ description: 'an attempt holds it, whole or a share of it' }),
+      /** Thousandths of it attempts hold: 1000 whole (or shared to the full), less for shares (issue 29). Absent from older servers. */
+      usedMilli: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+      /** Its memory, bytes, where its agent reports it. */
+      memoryBytes: Type.Optional(Nullable(Type.Integer())),
+    }),
+  ),
   gpusDeclared: Type.Boolean({ description: 'GPUs were declared by flag or cluster file, not found by nvidia-smi' }),
   region: Nullable(Type.String()),
   labels: StringMap,
-  allocated: Type.Object({ cpuMillis: Type.Integer(), memoryBytes: Type.Integer(), gpuIndices: Type.Array(Type.Integer()), attempts: Type.Integer() }),
+  allocated: Type.Object({
+    cpuMillis: Type.Integer(),
+    memoryBytes: Type.Integer(),
+    gpuIndices: Type.Array(Type.Integer(), { description: 'each GPU an attempt holds, whole or a share of it' }),
+    attempts: Type.Integer(),
+    /** GPUs as an amount: 2.5 for two whole GPUs and two quarters (issue 29). Absent from older servers. */
+    gpus: Type.Optional(Type.Number()),
+    /** Each GPU held: the thousandths held and the GPU memory its shares hold, bytes. Absent from older servers. */
+    gpuHeld: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), milli: Type.Integer(), memoryBytes: Type.Integer() }))),
+  }),
   lastHeartbeatAt: Type.Number(),
   registeredAt: Type.Number(),
   /** What its agent enforces on the attempts it runs, as it reported at registration (docs/containment.md). Null: its agent did not say (an agent before containment); absent from older servers. */

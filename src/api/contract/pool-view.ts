@@ -28,7 +28,9 @@ export const PoolView = Type.Object({
   }),
   cpu: Used('millicores'),
   memory: Used('bytes'),
-  gpus: Type.Array(Type.Object({ type: Type.String(), allocated: Type.Integer(), total: Type.Integer() })),
+  gpus: Type.Array(
+    Type.Object({ type: Type.String(), allocated: Type.Number({ description: 'GPUs held; a share counts its part (0.25)' }), total: Type.Integer() }),
+  ),
 });
 export type PoolView = Static<typeof PoolView>;
 
@@ -42,7 +44,7 @@ export const PoolPoint = Type.Object({
   oldestWaitSeconds: Type.Union([Type.Number(), Type.Null()]),
   cpuAllocated: Type.Number({ description: 'millicores' }),
   cpuTotal: Type.Number({ description: 'millicores' }),
-  gpusAllocated: Type.Integer(),
+  gpusAllocated: Type.Number({ description: 'a share counts its part of a GPU' }),
   gpusTotal: Type.Integer(),
 });
 export type PoolPoint = Static<typeof PoolPoint>;

@@ -34,7 +34,7 @@ export const RerunPlanView = Type.Object({
       fromJob: Type.String({ description: 'the job whose attempt ran it' }),
       attemptId: Type.Union([Type.String(), Type.Null()]),
       runSeconds: Type.Number(),
-      gpus: Type.Integer(),
+      gpus: Type.Number({ description: 'GPUs its attempt held; a share counts its part (0.25)' }),
       gpuHours: Type.Number(),
       files: Type.Integer(),
       bytes: Type.Integer(),

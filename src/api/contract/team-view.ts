@@ -9,8 +9,8 @@ export const QuotaWire = Type.Object(
     cpu: Type.Optional(Quantity('CPUs, e.g. 64 or "500m"')),
     memory: Type.Optional(Quantity('memory, e.g. "256Gi"')),
     gpus: Type.Optional(
-      Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.Integer({ minimum: 0, maximum: 1_000_000 }), {
-        description: 'GPUs per type, e.g. {"h100": 16}',
+      Type.Record(Type.String({ minLength: 1, maxLength: 100 }), Type.Number({ minimum: 0, maximum: 1_000_000 }), {
+        description: 'GPUs per type, e.g. {"h100": 16} or {"t4": 2.5}: shares of a GPU count, at most 3 decimals (thousandths)',
       }),
     ),
     outputs: Type.Optional(
@@ -46,7 +46,8 @@ export type TeamChangeRequest = Static<typeof TeamChangeRequest>;
 const Amounts = Type.Object({
   cpu: Type.Union([Type.String(), Type.Null()]),
   memory: Type.Union([Type.String(), Type.Null()]),
-  gpus: Type.Record(Type.String(), Type.Integer()),
+  /** GPUs per type; a share counts its part (0.25), so these may be fractional (thousandths). */
+  gpus: Type.Record(Type.String(), Type.Number()),
 });
 
 export const TeamView = Type.Object({

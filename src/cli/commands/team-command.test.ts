@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TeamView } from '../../api/contract/team-view.js';
 import type { CliIo } from '../render/cli-io.js';
 import { ExitCode } from './exit-codes.js';
-import { runTeamList } from './team-command.js';
+import { QuotaSyntaxError, quotaWireFrom, runTeamList } from './team-command.js';
 
 const team = (name: string, borrowing: boolean): TeamView => ({
   name,
@@ -39,5 +39,16 @@ describe('gantry team list', () => {
     expect(cells(head)).toEqual(['TEAM', 'WEIGHT', 'QUOTA', 'HOLDS', 'SHARE', 'BORROWING']);
     expect(cells(lines.find((l) => l.includes('vision'))!)).toEqual(['vision', '1', 'gpu:h100=2', 'gpu:h100=4', '50.0%', 'yes']);
     expect(cells(lines.find((l) => l.includes(' ml '))!)).toEqual(['ml', '1', 'none', '-', '0.0%', 'no']);
+  });
+});
+
+describe('quotaWireFrom', () => {
+  it('takes GPU quotas with up to 3 decimals (shares of a GPU) and refuses a finer or malformed one', () => {
+    expect(quotaWireFrom('gpu:h100=2.5,gpu:t4=0.125,cpu=8')).toEqual({ gpus: { h100: 2.5, t4: 0.125 }, cpu: '8' });
+    expect(quotaWireFrom('gpu:h100=16')).toEqual({ gpus: { h100: 16 } });
+    for (const bad of ['gpu:h100=0.0001', 'gpu:h100=.5', 'gpu:h100=1.', 'gpu:h100=-1']) {
+      expect(() => quotaWireFrom(bad)).toThrow(QuotaSyntaxError);
+      expect(() => quotaWireFrom(bad)).toThrow(/at most 3 decimals/);
+    }
   });
 });

@@ -33,8 +33,12 @@ export function quotaWireFrom(text: string): QuotaWire {
     if (key === 'cpu' && value) q.cpu = value;
     else if (key === 'memory' && value) q.memory = value;
     else if (key === 'outputs' && value) q.outputs = value;
-    else if (key.startsWith('gpu:') && key.length > 4 && /^\d+$/.test(value)) q.gpus = { ...q.gpus, [key.slice(4)]: Number(value) };
-    else throw new QuotaSyntaxError(`--quota "${part}": write cpu=N, memory=Q, gpu:TYPE=N or outputs=Q, comma-separated (or none)`);
+    // GPUs may be fractional (shares of a GPU, issue 29): at most 3 decimals, thousandths of a GPU.
+    else if (key.startsWith('gpu:') && key.length > 4 && /^\d+(\.\d{1,3})?$/.test(value)) q.gpus = { ...q.gpus, [key.slice(4)]: Number(value) };
+    else
+      throw new QuotaSyntaxError(
+        `--quota "${part}": write cpu=N, memory=Q, gpu:TYPE=N (GPUs, at most 3 decimals: gpu:t4=2.5) or outputs=Q, comma-separated (or none)`,
+      );
   }
   return q;
 }
@@ -57,7 +61,7 @@ capacity beyond it, which is taken back (preempted) when a team within its quota
       .option('--weight <w>', 'fair-share weight (default 1): a team of weight 2 is served as if it held half')
       .option(
         '--quota <list>',
-        "cpu=N,memory=Q,gpu:TYPE=N,outputs=Q (any of them; none: no limits), e.g. cpu=64,memory=256Gi,gpu:h100=16; outputs: the bytes its committed outputs may hold (default: the server's GANTRY_TEAM_OUTPUTS_MAX_BYTES)",
+        "cpu=N,memory=Q,gpu:TYPE=N,outputs=Q (any of them; none: no limits), e.g. cpu=64,memory=256Gi,gpu:h100=16; GPUs may be shares, at most 3 decimals (gpu:t4=2.5); outputs: the bytes its committed outputs may hold (default: the server's GANTRY_TEAM_OUTPUTS_MAX_BYTES)",
       );
   withClientOptions(withSet(group.command('create').description('Make a team').argument('<name>', 'team name')))
     .addHelpText(

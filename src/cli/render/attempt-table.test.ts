@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AttemptView, JobView, StageView } from '../../api/contract/job-view.js';
 import { MAX_ATTEMPT_ROWS, renderAttemptTable } from './attempt-table.js';
-import { logCutText, usageText } from './attempt-text.js';
+import { gpuText, logCutText, usageText } from './attempt-text.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -67,6 +67,14 @@ const job = (stages: StageView[]): JobView => ({
 
 const OOM =
   'killed by its memory limit: peak 64.0 MiB of a 64.0 MiB limit (resources.memory 64Mi); raise resources.memory, or set limits.memory above it, to let it use more';
+
+describe('gpuText', () => {
+  it('names the type and devices, and a share as its part of its GPU', () => {
+    expect(gpuText(attempt({}))).toBe('-');
+    expect(gpuText(attempt({ gpus: [0, 1], gpuType: 'h100' }))).toBe('h100:0,1');
+    expect(gpuText(attempt({ gpus: [2], gpuType: 'h100', gpuShare: { milli: 250, memoryBytes: null } }))).toBe('0.25 of h100:2');
+  });
+});
 
 describe('usageText', () => {
   it('says what is known of the peak and the CPU time, and "-" when nothing is', () => {

@@ -9,11 +9,12 @@ export function attemptText(stage: StageView): string {
   return attemptCountText(stage) || '-';
 }
 
-/** "h100:0,1" (type and device indices), or "0,1" when the type is unknown. */
+/** "h100:0,1" (type and device indices), or "0,1" when the type is unknown; a share "0.25 of h100:0". */
 export function gpuText(attempt: AttemptView | undefined): string {
   if (!attempt || attempt.gpus.length === 0) return '-';
   const indices = attempt.gpus.join(',');
-  return attempt.gpuType ? `${attempt.gpuType}:${indices}` : indices;
+  const gpus = attempt.gpuType ? `${attempt.gpuType}:${indices}` : indices;
+  return attempt.gpuShare ? `${attempt.gpuShare.milli / 1000} of ${gpus}` : gpus;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { ContainmentReport } from '../../api/contract/containment.js';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { formatAge } from './format-age.js';
+import { gpuUseText } from '../../api/contract/gpu-use.js';
 import { gpuSummary, machineStatus } from './machine-table.js';
 import { palette, type Colors } from './palette.js';
 import type { RenderOptions } from './stage-table.js';
@@ -20,7 +21,7 @@ export function renderMachineDetail(m: MachineView, now: number, opts: RenderOpt
     ['cpu', `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)} allocated`],
     ['memory', `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)} allocated`],
     ['gpus', gpuSummary(m)],
-    ...m.gpus.map((g): [string, string] => ['', c.dim(`GPU ${g.index}: ${g.name}${g.uuid ? ` ${g.uuid}` : ''}${g.busy ? ', busy' : ', free'}`)]),
+    ...m.gpus.map((g): [string, string] => ['', c.dim(`GPU ${g.index}: ${g.name}${g.uuid ? ` ${g.uuid}` : ''}, ${gpuUseText(g)}`)]),
     ['attempts', String(m.allocated.attempts)],
     ['region', m.region ?? '-'],
     ['labels', labels.length ? labels.map(([k, v]) => `${k}=${v}`).join(',') : '-'],

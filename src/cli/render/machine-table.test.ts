@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { hybridReport } from '../../../test/support/containment-report.js';
+import { gpuUseText } from '../../api/contract/gpu-use.js';
 import { renderMachineTable } from './machine-table.js';
 
 const T0 = 1_700_000_000_000;
@@ -67,5 +68,38 @@ describe('renderMachineTable', () => {
       'e ?',
       'f ?',
     ]);
+  });
+});
+
+describe('shares of a GPU on the machines table', () => {
+  it('counts a share as its part of a GPU and says how many GPUs are shared', () => {
+    const shared: MachineView = {
+      ...machine,
+      gpus: [
+        { ...gpu(0, true), usedMilli: 500 },
+        { ...gpu(1, true), usedMilli: 1000 },
+        { ...gpu(2, false), usedMilli: 0 },
+        { ...gpu(3, true), usedMilli: 250 },
+      ],
+    };
+    const row = renderMachineTable([shared], T0, { color: false }).split('\n')[1] ?? '';
+    expect(row).toMatch(/4x h100 \(declared\) 1\.75 used \(2 shared\)/);
+    // Whole GPUs only, from a server that reports usedMilli: as before.
+    const whole: MachineView = {
+      ...machine,
+      gpus: [
+        { ...gpu(0, true), usedMilli: 1000 },
+        { ...gpu(1, false), usedMilli: 0 },
+      ],
+    };
+    expect(renderMachineTable([whole], T0, { color: false }).split('\n')[1]).toMatch(/2x h100 \(declared\) 1 busy/);
+  });
+
+  it("words one GPU's use: free, busy, or the part shares hold", () => {
+    expect(gpuUseText({ ...gpu(0, false), usedMilli: 0 })).toBe('free');
+    expect(gpuUseText({ ...gpu(0, true), usedMilli: 1000 })).toBe('busy');
+    expect(gpuUseText({ ...gpu(0, true), usedMilli: 750 })).toBe('0.75 used by shares');
+    // A server before shares: busy or free only.
+    expect(gpuUseText(gpu(0, true))).toBe('busy');
   });
 });

@@ -1,3 +1,4 @@
+import { gpusUsed, gpuUsedMilli } from '../../api/contract/gpu-use.js';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { containmentSummary } from './containment-text.js';
@@ -40,7 +41,8 @@ export function machineStatus(m: Pick<MachineView, 'health' | 'scheduling'>, c: 
 }
 
 /**
- * "4x h100 (declared) 2 busy". Declared GPUs were asserted by an operator rather than found by
+ * "4x h100 (declared) 2 busy", or with shares of a GPU "4x h100 1.5 used (1 shared)": a share
+ * counts its part (issue 29). Declared GPUs were asserted by an operator rather than found by
  * nvidia-smi, which matters when a job fails to see its devices, so it is always spelled out.
  */
 export function gpuSummary(m: MachineView): string {
@@ -49,8 +51,11 @@ export function gpuSummary(m: MachineView): string {
   for (const g of m.gpus) byType.set(g.type, (byType.get(g.type) ?? 0) + 1);
   let text = [...byType].map(([type, n]) => `${n}x ${type}`).join(', ');
   if (m.gpusDeclared) text += ' (declared)';
-  const busy = m.gpus.filter((g) => g.busy).length;
-  if (busy > 0) text += ` ${busy} busy`;
+  const busy = m.gpus.filter((g) => g.busy);
+  const shared = busy.filter((g) => gpuUsedMilli(g) < 1000).length;
+  if (shared > 0) {
+    text += ` ${gpusUsed(m)} used (${shared} shared)`;
+  } else if (busy.length > 0) text += ` ${busy.length} busy`;
   return text;
 }
 

@@ -11,6 +11,7 @@ import { dashboardConformance } from './dashboard-conformance.js';
 import { attemptEndConformance } from './attempt-end-conformance.js';
 import { containmentConformance } from './containment-conformance.js';
 import { outputLimitsConformance } from './output-limits-conformance.js';
+import { gpuShareConformance } from './gpu-share-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -995,5 +996,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     attemptEndConformance(() => store);
     containmentConformance(() => store);
     outputLimitsConformance(() => store);
+    gpuShareConformance(() => store);
   });
 }

@@ -307,6 +307,8 @@ const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
       'attempts.stage_name as stage_name',
       'attempts.number as number',
       'attempts.gpu_indices as gpu_indices',
+      'attempts.gpu_milli as gpu_milli',
+      'attempts.gpu_memory_bytes as gpu_memory_bytes',
       'stages.definition as definition',
     ])
     .where('attempts.machine_id', '=', machineId)
@@ -360,6 +362,11 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       // Secrets travel to the agent that runs the stage, and nowhere else (docs/security.md).
       env: { ...def.env, ...(def.secretEnv ?? {}) },
       gpuIndices: JSON.parse(r.gpu_indices),
+      // A share of its one GPU, as the attempt holds it (the agent bounds it under MPS): from the
+      // attempt's row, not the definition, so it is what was placed.
+      ...(Number(r.gpu_milli) < 1000
+        ? { gpuShare: { milli: Number(r.gpu_milli), ...(r.gpu_memory_bytes !== null ? { memoryBytes: Number(r.gpu_memory_bytes) } : {}) } }
+        : {}),
       timeoutSeconds: def.timeoutSeconds,
       disconnectGraceSeconds: def.disconnectGraceSeconds ?? null,
       ...(def.preemptible ? { checkpoint: true } : {}),

@@ -1,5 +1,6 @@
 import { planRerun, rerunStageState, type RerunSource, type StageProvenance } from '../../advancer/rerun-plan.js';
 import { newId } from '../../domain/ids.js';
+import { GPU_MILLI_WHOLE } from '../../domain/resources.js';
 import type { JobDefinition } from '../../domain/job-definition.js';
 import { isJobTerminal, type JobState } from '../../domain/job-state.js';
 import type { RerunParams, RerunResult } from '../store.js';
@@ -7,13 +8,18 @@ import type { Db, Trx, TxContext } from './tx-context.js';
 import { jobCancel, jobGet } from './job-verbs.js';
 import { idempotencyCheck, idempotencyRecord, insertRows, jobRow, stageRows } from './submit-verbs.js';
 import { syncJobState } from './sync-job-state.js';
+import { reusedGpus } from './row-mappers.js';
 
 /** The job to rerun as the planner sees it: its stages, and where each succeeded one's outputs come from. */
 async function rerunSource(db: Db | Trx, job: { id: string; state: string; definition: string }): Promise<RerunSource> {
   const stages = await db.selectFrom('stages').selectAll().where('job_id', '=', job.id).orderBy('position').execute();
   const committed = stages.flatMap((s) => (s.output_attempt_id && !s.reused_from ? [s.output_attempt_id] : []));
   const attempts = committed.length
-    ? await db.selectFrom('attempts').select(['id', 'started_at', 'finished_at', 'scheduled_at', 'gpu_indices']).where('id', 'in', committed).execute()
+    ? await db
+        .selectFrom('attempts')
+        .select(['id', 'started_at', 'finished_at', 'scheduled_at', 'gpu_indices', 'gpu_milli'])
+        .where('id', 'in', committed)
+        .execute()
     : [];
   const byId = new Map(attempts.map((a) => [a.id, a]));
   const files = stages.some((s) => s.output_attempt_id !== null)
@@ -23,11 +29,12 @@ async function rerunSource(db: Db | Trx, job: { id: string; state: string; defin
     if (s.state !== 'succeeded' || s.outputs_released_at !== null) return null;
     const mine = files.filter((f) => f.stage_id === s.id).map((f) => ({ path: f.path, blob: f.blob, size: Number(f.size) }));
     // Reused here already: its source's run travels with it.
-    if (s.reused_from)
-      return { fromJob: s.reused_from, attemptId: s.output_attempt_id, runMs: Number(s.reused_run_ms ?? 0), gpus: Number(s.reused_gpus ?? 0), files: mine };
+    if (s.reused_from) return { fromJob: s.reused_from, attemptId: s.output_attempt_id, runMs: Number(s.reused_run_ms ?? 0), gpus: reusedGpus(s), files: mine };
     const a = s.output_attempt_id ? byId.get(s.output_attempt_id) : undefined;
     const runMs = a ? Math.max(0, Number(a.finished_at ?? 0) - Number(a.started_at ?? a.scheduled_at)) : 0;
-    return { fromJob: job.id, attemptId: s.output_attempt_id, runMs, gpus: a ? (JSON.parse(a.gpu_indices) as number[]).length : 0, files: mine };
+    // GPUs as an amount: a share counts its part (issue 29), so GPU-hours saved do too.
+    const gpus = a ? ((JSON.parse(a.gpu_indices) as number[]).length * Number(a.gpu_milli)) / GPU_MILLI_WHOLE : 0;
+    return { fromJob: job.id, attemptId: s.output_attempt_id, runMs, gpus, files: mine };
   };
   return {
     jobId: job.id,
@@ -74,7 +81,7 @@ export async function jobRerun(tx: TxContext, p: RerunParams): Promise<RerunResu
     const use = reused.get(r.name);
     if (!use) {
       const state = rerunStageState(def.stages[r.position]!.needs, reusedNames);
-      return { ...r, state, ready_since: state === 'ready' ? tx.now : null, reused_from: null, reused_run_ms: null, reused_gpus: null };
+      return { ...r, state, ready_since: state === 'ready' ? tx.now : null, reused_from: null, reused_run_ms: null, reused_gpus: null, reused_gpu_milli: null };
     }
     return {
       ...r,
@@ -84,7 +91,9 @@ export async function jobRerun(tx: TxContext, p: RerunParams): Promise<RerunResu
       finished_at: tx.now,
       reused_from: use.fromJob,
       reused_run_ms: use.runMs,
-      reused_gpus: use.gpus,
+      // The devices (a share is one) and the exact amount in thousandths.
+      reused_gpus: Math.ceil(use.gpus),
+      reused_gpu_milli: Math.round(use.gpus * GPU_MILLI_WHOLE),
     };
   });
   await insertRows(tx, 'jobs', [

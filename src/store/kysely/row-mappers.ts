@@ -47,7 +47,7 @@ export function toStage(r: StagesTable): StageRecord {
     createdAt: num(r.created_at),
     updatedAt: num(r.updated_at),
     finishedAt: numOrNull(r.finished_at),
-    reused: r.reused_from ? { fromJob: r.reused_from, attemptId: r.output_attempt_id, runMs: num(r.reused_run_ms ?? 0), gpus: num(r.reused_gpus ?? 0) } : null,
+    reused: r.reused_from ? { fromJob: r.reused_from, attemptId: r.output_attempt_id, runMs: num(r.reused_run_ms ?? 0), gpus: reusedGpus(r) } : null,
     outputsReleasedAt: numOrNull(r.outputs_released_at),
   };
 }
@@ -64,6 +64,9 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     machineName,
     gpuIndices: JSON.parse(r.gpu_indices),
     gpuType: r.gpu_type,
+    // Rows read before 0024 through a narrow select have no gpu_milli: they held whole GPUs.
+    gpuMilli: r.gpu_milli === undefined || r.gpu_milli === null ? 1000 : num(r.gpu_milli),
+    gpuMemoryBytes: numOrNull(r.gpu_memory_bytes ?? null),
     cpuMillis: num(r.cpu_millis),
     memoryBytes: num(r.memory_bytes),
     state: r.state,
@@ -120,4 +123,9 @@ export function toEvent(r: Selectable<EventsTable>): EventRecord {
     message: r.message,
     data: JSON.parse(r.data),
   };
+}
+
+/** A reused stage's GPUs as an amount: its thousandths where recorded (0024: a share counts its part), else its whole GPUs. */
+export function reusedGpus(s: { reused_gpus: number | null; reused_gpu_milli?: number | null }): number {
+  return s.reused_gpu_milli != null ? Number(s.reused_gpu_milli) / 1000 : Number(s.reused_gpus ?? 0);
 }

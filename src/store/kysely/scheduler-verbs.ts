@@ -5,9 +5,10 @@ import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { newId } from '../../domain/ids.js';
 import { machineRefusal } from '../../scheduler/checks.js';
+import type { ClusterView, GpuView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
+import type { AttemptRecord, GpuHeld, MachineGpu } from '../records.js';
+import { GPU_MILLI_WHOLE } from '../../domain/resources.js';
 import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
-import type { ClusterView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
-import type { AttemptRecord, MachineGpu } from '../records.js';
 import type { AttemptsTable, MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
@@ -46,6 +47,8 @@ const ATTEMPT_COLUMNS = [
   'machine_id',
   'gpu_indices',
   'gpu_type',
+  'gpu_milli',
+  'gpu_memory_bytes',
   'cpu_millis',
   'memory_bytes',
   'state',
@@ -93,7 +96,7 @@ export async function clusterView(db: Db, withUsage = true): Promise<ClusterView
 
 function machineView(m: MachinesTable, u: Usage, counted: boolean): MachineView {
   const gpus = JSON.parse(m.gpus) as MachineGpu[];
-  const held = new Set(u.gpuIndices);
+  const held = new Map(u.gpuHeld.map((g) => [g.index, g]));
   return {
     id: m.id,
     name: m.name,
@@ -105,8 +108,25 @@ function machineView(m: MachinesTable, u: Usage, counted: boolean): MachineView 
     memoryBytesTotal: Number(m.memory_bytes),
     cpuMillisFree: Number(m.cpu_millis) - u.cpuMillis,
     memoryBytesFree: Number(m.memory_bytes) - u.memoryBytes,
-    gpus: gpus.map((g) => ({ index: g.index, type: g.type, free: !held.has(g.index) })),
+    gpus: gpus.map((g) => gpuView(g, held.get(g.index))),
     ...(counted ? { heldAttempts: u.attempts } : {}),
+  };
+}
+
+/**
+ * One GPU as the planner sees it (issue 29): the thousandths no active attempt holds, free only when
+ * nothing holds any of it, and its memory where the machine reports it, less what shares hold.
+ */
+function gpuView(g: MachineGpu, held: GpuHeld | undefined): GpuView {
+  const freeMilli = Math.max(0, GPU_MILLI_WHOLE - (held?.milli ?? 0));
+  const total = g.memoryMiB === null || g.memoryMiB === undefined ? null : g.memoryMiB * 1024 * 1024;
+  return {
+    index: g.index,
+    type: g.type,
+    free: freeMilli === GPU_MILLI_WHOLE,
+    freeMilli,
+    memoryBytesTotal: total,
+    ...(total !== null ? { memoryBytesFree: Math.max(0, total - (held?.memoryBytes ?? 0)) } : {}),
   };
 }
 
@@ -239,7 +259,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       skipped.push({ stageId: pl.stageId, why: 'machine no longer takes work' });
       continue;
     }
-    // The same fit rule the planner used, against what the machine holds now.
+    // The same fit rule the planner used (shares of a GPU included), against what the machine holds now.
     if (allocationProblem(m, pl) !== null) {
       skipped.push({ stageId: pl.stageId, why: 'machine no longer has room' });
       continue;
@@ -266,6 +286,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       machine_id: m.id,
       gpu_indices: JSON.stringify(pl.gpuIndices),
       gpu_type: gpuType,
+      gpu_milli: pl.gpuIndices.length ? (pl.gpuMilli ?? GPU_MILLI_WHOLE) : GPU_MILLI_WHOLE,
+      gpu_memory_bytes: pl.gpuIndices.length ? (pl.gpuMemoryBytes ?? null) : null,
       cpu_millis: pl.cpuMillis,
       memory_bytes: pl.memoryBytes,
       state: 'scheduled',
@@ -296,7 +318,12 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     takeAllocation(m, pl);
     jobsTouched.add(stage.job_id);
     wake.add(m.id);
-    const gpuText = pl.gpuIndices.length ? ` with ${gpuType} GPU(s) ${pl.gpuIndices.join(',')}` : '';
+    const share = pl.gpuIndices.length === 1 && pl.gpuMilli !== undefined && pl.gpuMilli < GPU_MILLI_WHOLE;
+    const gpuText = share
+      ? ` with ${pl.gpuMilli! / GPU_MILLI_WHOLE} of ${gpuType} GPU ${pl.gpuIndices[0]}`
+      : pl.gpuIndices.length
+        ? ` with ${gpuType} GPU(s) ${pl.gpuIndices.join(',')}`
+        : '';
     await tx.event({
       type: 'attempt:scheduled',
       jobId: stage.job_id,
@@ -304,7 +331,13 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       attemptId,
       machineId: m.id,
       message: `stage ${stage.name} attempt ${token} placed on ${m.name}${gpuText}`,
-      data: { machine: m.name, gpus: pl.gpuIndices, waitedMs: tx.now - Number(stage.ready_since ?? tx.now), pool: stage.pool },
+      data: {
+        machine: m.name,
+        gpus: pl.gpuIndices,
+        ...(share ? { gpuMilli: pl.gpuMilli } : {}),
+        waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
+        pool: stage.pool,
+      },
     });
   }
   // The jobs' states as read with their stages: placing writes stages and attempts, never a job's row.

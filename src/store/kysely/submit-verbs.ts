@@ -68,7 +68,7 @@ export function stageRows(jobId: string, def: JobDefinition, now: number) {
       created_at: now,
       updated_at: now,
       finished_at: null,
-    } satisfies Omit<StagesTable, 'parked_at' | 'reused_from' | 'reused_run_ms' | 'reused_gpus' | 'outputs_released_at'>;
+    } satisfies Omit<StagesTable, 'parked_at' | 'reused_from' | 'reused_run_ms' | 'reused_gpus' | 'reused_gpu_milli' | 'outputs_released_at'>;
   });
 }
 

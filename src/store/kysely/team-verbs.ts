@@ -1,6 +1,6 @@
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import { NotFoundError } from '../../domain/errors.js';
-import { normalizeGpuType } from '../../domain/resources.js';
+import { GPU_MILLI_WHOLE, normalizeGpuType } from '../../domain/resources.js';
 import { addUsage, emptyTeamUsage, formatTeamQuota, type Team, type TeamQuota, type TeamUsage } from '../../domain/team.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
 import type { HeldUntil, RunningAttempt, TeamView } from '../../scheduler/snapshot.js';
@@ -56,20 +56,21 @@ const heldByTeam = prepared<[]>()((db) =>
   db
     .selectFrom('attempts')
     .innerJoin('jobs', 'jobs.id', 'attempts.job_id')
-    .select(['jobs.team', 'attempts.cpu_millis', 'attempts.memory_bytes', 'attempts.gpu_indices', 'attempts.gpu_type'])
+    .select(['jobs.team', 'attempts.cpu_millis', 'attempts.memory_bytes', 'attempts.gpu_indices', 'attempts.gpu_type', 'attempts.gpu_milli'])
     .where('attempts.released_at', 'is', null),
 );
 
+/** GPUs count as amounts (issue 29): a quarter of a GPU is 0.25 of its type, not 1; addUsage sums them in thousandths. */
 export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
   const rows = await heldByTeam.rows(db);
   const out = new Map<string, TeamUsage>();
   for (const r of rows) {
     const u = out.get(r.team) ?? emptyTeamUsage();
-    const gpus = (JSON.parse(r.gpu_indices) as number[]).length;
     addUsage(u, {
       cpuMillis: Number(r.cpu_millis),
       memoryBytes: Number(r.memory_bytes),
-      gpuCount: gpus,
+      gpuCount: (JSON.parse(r.gpu_indices) as number[]).length,
+      gpuMilli: Number(r.gpu_milli),
       gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type),
     });
     out.set(r.team, u);
@@ -103,6 +104,8 @@ const preemptable = prepared<[]>()((db) =>
       'attempts.memory_bytes',
       'attempts.gpu_indices',
       'attempts.gpu_type',
+      'attempts.gpu_milli',
+      'attempts.gpu_memory_bytes',
       'attempts.started_at',
       'attempts.scheduled_at',
       'stages.priority',
@@ -135,6 +138,7 @@ export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
     memoryBytes: Number(r.memory_bytes),
     gpuIndices: JSON.parse(r.gpu_indices) as number[],
     gpuType: r.gpu_type === null ? null : normalizeGpuType(r.gpu_type),
+    ...sharedGpu(r),
     startedAt: Number(r.started_at ?? r.scheduled_at),
     stagePreemptedAt: r.preempted_at === null ? null : Number(r.preempted_at),
     leaving: !isAttemptActive(r.state),
@@ -155,6 +159,7 @@ export async function heldUntil(db: Db | Trx, p: { machineIds: readonly string[]
     .select([
       'attempts.machine_id',
       'attempts.gpu_indices',
+      'attempts.gpu_milli',
       'attempts.cpu_millis',
       'attempts.memory_bytes',
       'attempts.state',
@@ -170,9 +175,17 @@ export async function heldUntil(db: Db | Trx, p: { machineIds: readonly string[]
     return {
       machineId: r.machine_id,
       gpuIndices: JSON.parse(r.gpu_indices) as number[],
+      ...(Number(r.gpu_milli) < GPU_MILLI_WHOLE ? { gpuMilli: Number(r.gpu_milli) } : {}),
       cpuMillis: Number(r.cpu_millis),
       memoryBytes: Number(r.memory_bytes),
       endsBy: !active ? p.now : timeout ? Number(r.started_at ?? p.now) + timeout * 1000 : null,
     };
   });
+}
+
+/** A running share's thousandths and GPU memory for the planner (absent on whole-GPU attempts: the snapshot's default). */
+function sharedGpu(r: { gpu_milli: number; gpu_memory_bytes: number | null }): { gpuMilli?: number; gpuMemoryBytes?: number } {
+  const milli = Number(r.gpu_milli);
+  if (milli >= GPU_MILLI_WHOLE) return {};
+  return { gpuMilli: milli, ...(r.gpu_memory_bytes !== null ? { gpuMemoryBytes: Number(r.gpu_memory_bytes) } : {}) };
 }

@@ -1,22 +1,20 @@
 import { attemptsCounted } from '../../api/contract/attempts-counted';
 import type { StageView } from '../../api/contract/job-view';
 import { formatDuration } from '../format/format-time';
-import { formatBytes, formatCpu } from '../format/format-quantity';
+import { formatBytes, formatCpu, formatGpuPlace, formatGpuRequest } from '../format/format-quantity';
 import { DEFAULT_SIZES } from './dag-layout';
 
-/** What a stage that has not run asks for: "2× h100 · 8 CPU", "1 CPU · 512 MiB". */
+/** What a stage that has not run asks for: "2× h100 · 8 CPU", "0.25× t4 · 1 CPU", "1 CPU · 512 MiB". */
 function asks(s: StageView): string {
   const r = s.resources;
-  return r.gpu
-    ? `${r.gpu.count}× ${r.gpu.types.join('|') || 'GPU'} · ${formatCpu(r.cpuMillis)} CPU`
-    : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
+  return r.gpu ? `${formatGpuRequest(r.gpu)} · ${formatCpu(r.cpuMillis)} CPU` : `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}`;
 }
 
 /** The line under a stage's name: where it runs, or why it waits. */
 function detail(s: StageView): string {
   const a = s.attempts.at(-1);
   if (s.reused) return `ran ${formatDuration(s.reused.runSeconds * 1000)}`;
-  if ((s.state === 'running' || s.state === 'scheduled') && a) return `${a.machine}${a.gpus.length ? ` · GPU ${a.gpus.join(',')}` : ''}`;
+  if ((s.state === 'running' || s.state === 'scheduled') && a) return `${a.machine}${a.gpus.length ? ` · ${formatGpuPlace(a)}` : ''}`;
   if (s.state === 'ready') return s.pendingReason ?? `waiting in ${s.pool}`;
   if (s.state === 'pending') return `needs ${s.needs.join(', ')}`;
   if (a?.finishedAt && a.startedAt) return `${a.machine} · ${formatDuration(a.finishedAt - a.startedAt)}`;

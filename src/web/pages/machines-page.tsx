@@ -7,7 +7,9 @@ import { EmptyState, ErrorNote } from '../components/empty-state';
 import { Meter, ProgressBar } from '../components/meter';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
-import { formatBytes, formatCpu } from '../format/format-quantity';
+import { formatBytes, formatCpu, formatGpuPlace } from '../format/format-quantity';
+import { gpuClass } from '../format/gpu-use';
+import { gpusUsed, gpuUseText } from '../../api/contract/gpu-use';
 import { TableHead } from '../components/table-head';
 
 /** Every machine: alive or not, taking work or not, what it has and holds, what its agent enforces, and what runs on it. Live. */
@@ -81,9 +83,9 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
       <td>
         {m.gpus.length ? (
           <>
-            <span className="gpus" aria-label={`${m.gpus.filter((g) => g.busy).length} of ${m.gpus.length} GPUs busy`}>
+            <span className="gpus" aria-label={`${gpusUsed(m)} of ${m.gpus.length} GPUs used`}>
               {m.gpus.map((g) => (
-                <span key={g.index} className={`gpu${g.busy ? ' busy' : ''}`} title={`GPU ${g.index}: ${g.name}${g.busy ? ', busy' : ', free'}`}>
+                <span key={g.index} className={`gpu${gpuClass(g)}`} title={`GPU ${g.index}: ${g.name}, ${gpuUseText(g)}`}>
                   {g.index}
                 </span>
               ))}
@@ -116,7 +118,7 @@ function MachineRow({ m, attempts }: { m: MachineView; attempts: HeldAttemptView
                 <span className="muted small">
                   {' '}
                   #{a.number}
-                  {a.gpus.length ? ` · GPU ${a.gpus.join(',')}` : ''} · {formatCpu(a.cpuMillis)} CPU · <Elapsed from={a.startedAt ?? a.scheduledAt} />
+                  {a.gpus.length ? ` · ${formatGpuPlace(a)}` : ''} · {formatCpu(a.cpuMillis)} CPU · <Elapsed from={a.startedAt ?? a.scheduledAt} />
                 </span>
                 {a.progress ? <ProgressBar progress={a.progress} /> : null}
               </li>

@@ -20,6 +20,10 @@ const REASONS: Record<string, { tone: 'ok' | 'busy' | 'never' | 'quota'; means: 
   'gpu-share': { tone: 'busy', means: "CPU stages allowed on GPU machines keep out of the free GPUs' share of CPU and memory" },
   'gpu-type': { tone: 'never', means: 'no machine has this GPU type: nothing will run them until one joins' },
   'gpu-total': { tone: 'never', means: 'no machine has that many GPUs of the type' },
+  'gpu-memory': {
+    tone: 'never',
+    means: 'no machine has GPUs known to have the GPU memory they ask for (a GPU of unknown memory takes no stage that bounds it)',
+  },
   'cpu-total': { tone: 'never', means: 'no machine has that many CPUs' },
   'memory-total': { tone: 'never', means: 'no machine has that much memory' },
   'gpu-machine': { tone: 'never', means: 'CPU stages keep off GPU machines (unless placement.allowGpuMachines)' },

@@ -7,7 +7,7 @@ import { ProgressBar } from '../components/meter';
 import { ReusedBadge } from '../components/reused-badge';
 import { StateBadge } from '../components/state-badge';
 import { Elapsed, RelativeTime } from '../components/time-text';
-import { formatBytes, formatCpu, formatGpus } from '../format/format-quantity';
+import { formatBytes, formatCpu, formatGpuRequest, formatGpus } from '../format/format-quantity';
 import { formatDuration } from '../format/format-time';
 import { RerunDialog } from './rerun-dialog';
 import { rerunOffer } from './rerun-offer';
@@ -18,7 +18,7 @@ import { jobPath } from './job-path';
 /** What a stage asks for, as the spec says it: "4 CPU · 16 GiB · 2× h100". */
 export function describeResources(s: StageView): string {
   const r = s.resources;
-  const gpu = r.gpu ? ` · ${r.gpu.count}× ${r.gpu.types.join(' or ') || 'any GPU'}` : '';
+  const gpu = r.gpu ? ` · ${formatGpuRequest(r.gpu, 'any GPU', ' or ')}` : '';
   return `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}${gpu}`;
 }
 

@@ -61,7 +61,7 @@ function many(n: number, prefix: string, p: Parameters<typeof stage>[1]): Queued
 /** A machine of the pool that joined, with every GPU busy. */
 function busyMachine(p: PoolTemplate, id: string): MachineView {
   const m = templateMachine(p.template, id);
-  for (const g of m.gpus) g.free = false;
+  for (const g of m.gpus) Object.assign(g, { free: false, freeMilli: 0 });
   return m;
 }
 

@@ -9,7 +9,7 @@ import { pendingReasonNow } from './pending-reason.js';
 import { placeableCount } from './placeable-count.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from './placement-fit.js';
 import { planPlacements } from './plan-placements.js';
-import { SHARE_POLICIES } from './share-policies.js';
+import { SERVER_SHARE_POLICIES } from './share-policies.js';
 import type { GpuView, MachineView, Plan, QueuedStage, RunningAttempt, SchedulerSnapshot, TeamView } from './snapshot.js';
 import { snapshotWorkload } from './snapshot-workload.js';
 
@@ -99,7 +99,7 @@ describe('placement of shares', () => {
     expect(placed(three, 'w')).toBeUndefined();
   });
 
-  it.each(SHARE_POLICIES)('%s packs a share onto a GPU already shared before breaking an idle one', (gpuPolicy) => {
+  it.each(SERVER_SHARE_POLICIES)('%s packs a share onto a GPU already shared before breaking an idle one', (gpuPolicy) => {
     const machines = [machine('a', gpus('t4', [1000, 1000])), machine('b', gpus('t4', [1000, 500])), machine('c', gpus('t4', [1000, 1000]))];
     // Whole GPUs are wanted too (the target workload has a 1-GPU shape), so breaking one fragments for FGD.
     const plan = planPlacements({ machines, queue: [stage('s', share(500), { priority: 9 }), stage('w', whole(1))] }, { gpuPolicy });
@@ -360,7 +360,7 @@ describe('properties of a plan with shares', () => {
       fc.property(
         fc.integer({ min: 1, max: 4 }).chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => arbMachine(i)))),
         fc.array(arbGpu, { minLength: 1, maxLength: 12 }),
-        fc.constantFrom(...SHARE_POLICIES),
+        fc.constantFrom(...SERVER_SHARE_POLICIES),
         (machines, asks, gpuPolicy) => {
           const queue = asks.map((g, i) => stage(`s${i}`, g, { readySince: i }));
           const plan = planPlacements({ machines, queue }, { gpuPolicy });

@@ -17,6 +17,19 @@ export type SharePolicyName = (typeof SHARE_POLICIES)[number];
 /** Gantry's default for shares: the one that strands the fewest GPUs (bench/results/2026-12-04-fgd-policies.md). */
 export const DEFAULT_SHARE_POLICY: SharePolicyName = 'fgd';
 
+/**
+ * The policies a server's pass may run (GANTRY_GPU_POLICY): those whose choice depends only on the
+ * machines' state now. `random` needs a seed and a count of its draws, `clustering` the kinds of
+ * request on each machine (which the store does not keep): the paper's peers, for `gantry sim` and
+ * `npm run bench:fgd` only.
+ */
+export const SERVER_SHARE_POLICIES = ['fgd', 'fgd-paper', 'best-fit', 'packing', 'dotprod'] as const satisfies readonly SharePolicyName[];
+export type ServerSharePolicyName = (typeof SERVER_SHARE_POLICIES)[number];
+
+export function isServerSharePolicy(name: string): name is ServerSharePolicyName {
+  return (SERVER_SHARE_POLICIES as readonly string[]).includes(name);
+}
+
 export function isSharePolicy(name: string): name is SharePolicyName {
   return (SHARE_POLICIES as readonly string[]).includes(name);
 }

@@ -15,7 +15,7 @@ import {
   type ServerConfig,
 } from './server-config.js';
 import { errorText } from '../lib/error-text.js';
-import { DEFAULT_SHARE_POLICY, isSharePolicy, SHARE_POLICIES, type SharePolicyName } from '../scheduler/share-policies.js';
+import { DEFAULT_SHARE_POLICY, isServerSharePolicy, isSharePolicy, SERVER_SHARE_POLICIES, type SharePolicyName } from '../scheduler/share-policies.js';
 import { PRIVATE_UMASK, privateMode } from '../lib/private-mode.js';
 import { makeDirectories } from '../agent/disk/mode-tightener.js';
 
@@ -115,8 +115,14 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
 export function gpuPolicyFrom(value: string | undefined): SharePolicyName | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   const name = value.trim();
-  if (!isSharePolicy(name))
-    throw new Error(`GANTRY_GPU_POLICY=${name}: no such GPU placement policy; give one of ${SHARE_POLICIES.join(', ')} (default ${DEFAULT_SHARE_POLICY})`);
+  if (isSharePolicy(name) && !isServerSharePolicy(name))
+    throw new Error(
+      `GANTRY_GPU_POLICY=${name}: ${name} is one of the FGD paper's peers, for gantry sim only (it needs state the server does not keep); give one of ${SERVER_SHARE_POLICIES.join(', ')} (default ${DEFAULT_SHARE_POLICY})`,
+    );
+  if (!isServerSharePolicy(name))
+    throw new Error(
+      `GANTRY_GPU_POLICY=${name}: no such GPU placement policy; give one of ${SERVER_SHARE_POLICIES.join(', ')} (default ${DEFAULT_SHARE_POLICY})`,
+    );
   return name;
 }
 
@@ -211,7 +217,7 @@ export function serverCommand(program: Command): void {
     .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText(
       'after',
-      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nGPU placement policy: GANTRY_GPU_POLICY=fgd (default), best-fit or packing; docs/scheduling.md, "Placement of shares".\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
+      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nGPU placement policy: GANTRY_GPU_POLICY=fgd (default), fgd-paper, best-fit, packing or dotprod; docs/scheduling.md, "Placement of shares".\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).

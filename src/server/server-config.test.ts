@@ -61,7 +61,7 @@ describe("the reconciler's settings", () => {
     expect(() => serverConfigFrom({ dataDir: '/tmp/x', port: '0', host: '127.0.0.1' })).toThrow(/repairBatch/);
   });
 
-  it('GANTRY_GPU_POLICY: FGD by default, best-fit or packing by name, and a clear error naming the choices otherwise', () => {
+  it('GANTRY_GPU_POLICY: FGD by default, another server policy by name, and a clear error naming the choices otherwise', () => {
     const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
     try {
       expect(serverConfigFrom(flags).gpuPolicy).toBe('fgd');
@@ -71,8 +71,13 @@ describe("the reconciler's settings", () => {
       expect(serverConfigFrom(flags).gpuPolicy).toBe('packing');
       process.env.GANTRY_GPU_POLICY = 'bestfit';
       expect(() => serverConfigFrom(flags)).toThrow(
-        'GANTRY_GPU_POLICY=bestfit: no such GPU placement policy; give one of fgd, best-fit, packing (default fgd)',
+        'GANTRY_GPU_POLICY=bestfit: no such GPU placement policy; give one of fgd, fgd-paper, best-fit, packing, dotprod (default fgd)',
       );
+      // The paper's peers that need state the server does not keep run in gantry sim only.
+      for (const simOnly of ['random', 'clustering']) {
+        process.env.GANTRY_GPU_POLICY = simOnly;
+        expect(() => serverConfigFrom(flags)).toThrow(`GANTRY_GPU_POLICY=${simOnly}: ${simOnly} is one of the FGD paper's peers, for gantry sim only`);
+      }
     } finally {
       delete process.env.GANTRY_GPU_POLICY;
     }

@@ -5,7 +5,7 @@ import type { ShareRequest } from '../scheduler/gpu-share.js';
 import { takeAllocation } from '../scheduler/placement-fit.js';
 import { planPlacements } from '../scheduler/plan-placements.js';
 import { SharePlanner, type SharePlacement } from '../scheduler/share-planner.js';
-import { SHARE_POLICIES, shareContext, type SharePolicyName } from '../scheduler/share-policies.js';
+import { SERVER_SHARE_POLICIES, shareContext, type SharePolicyName } from '../scheduler/share-policies.js';
 import type { MachineView, QueuedStage } from '../scheduler/snapshot.js';
 import { targetWorkload, type TargetWorkload } from '../scheduler/target-workload.js';
 import { defaultAlibabaTraceDir, hasAlibabaTrace, readNodeList, readPodList } from './alibaba-trace.js';
@@ -111,7 +111,7 @@ function syntheticRequests(seed: number, n: number): ShareRequest[] {
 }
 
 describe('the same placements through the simulator and the server planner', () => {
-  it.each(SHARE_POLICIES)('%s, on a synthetic cluster of six machines and 240 pods (shares and whole GPUs, several types)', (policy) => {
+  it.each(SERVER_SHARE_POLICIES)('%s, on a synthetic cluster of six machines and 240 pods (shares and whole GPUs, several types)', (policy) => {
     const views = syntheticCluster();
     const requests = syntheticRequests(7, 240);
     const workload = targetWorkload(requests);
@@ -129,7 +129,7 @@ const HAVE_TRACE = hasAlibabaTrace(TRACE_DIR);
 if (!HAVE_TRACE) console.warn(`[share-replay-planner.test] trace slice SKIPPED: trace not found at ${TRACE_DIR}`);
 
 describe.skipIf(!HAVE_TRACE)('the same placements on a slice of the trace: 50 GPU machines, 300 pods grown to 1.3 × their GPUs, seed 42', () => {
-  it.each(SHARE_POLICIES)('%s', (policy) => {
+  it.each(SERVER_SHARE_POLICIES)('%s', (policy) => {
     const views = readNodeList(TRACE_DIR)
       .filter((m) => m.gpus.length > 0)
       .slice(0, 50);

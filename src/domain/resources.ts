@@ -27,22 +27,6 @@ export function gpuMilliOf(resources: Resources): number {
 }
 
 /**
- * GPUs the request takes as a number for accounting (quotas, fair share, metrics, the dashboard):
- * 2 for two whole GPUs, 0.25 for a quarter of one. Counted in thousandths underneath, so sums of
- * shares are exact: add `gpuMilliTotal`s, divide by 1000 to show.
- */
-export function gpuAmountOf(resources: Resources): number {
-  return gpuMilliTotalOf(resources) / GPU_MILLI_WHOLE;
-}
-
-/** The request's GPUs in thousandths, all together: count × milli. */
-export function gpuMilliTotalOf(resources: Resources): number {
-  const gpu = resources.gpu;
-  if (!gpu || gpu.count === 0) return 0;
-  return gpu.count * gpuMilliOf(resources);
-}
-
-/**
  * Thousandths of one GPU that attempts hold, from the planner's view of it (free, and freeMilli
  * where shares are counted): 1000 held whole or shared to the full, 250 for a quarter, 0 idle.
  * What metrics, pools and the dashboard add up, so that a share counts as its part of a GPU.

@@ -12,6 +12,7 @@ import { templateMachine, type PoolTemplate } from '../autoscale/pool-template.j
 import { stageNeed } from '../scheduler/checks.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import { gpuMilliTotalOf } from '../domain/resources.js';
 import type { MachineView, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type { TracePod } from './alibaba-trace.js';
 import { summarise, type SummaryStats } from './trace-replay.js';
@@ -25,6 +26,11 @@ export interface AutoscaleReplayOptions {
   bootSeconds?: number;
   /** The autoscaler runs every this many seconds (cluster-autoscaler's scan interval is 10 s). */
   intervalSeconds?: number;
+  /**
+   * Count a pod's `gpu_milli` below 1000 as the whole GPU it asks for, as before issue 29 (default
+   * false: such a pod asks for that share of one GPU, `gpu.milli`, as share-replay.ts reads it).
+   */
+  wholeGpus?: boolean;
 }
 
 export interface PoolFigures {
@@ -44,7 +50,7 @@ export interface AutoscaleReplayResult {
   gpuWaitSeconds: SummaryStats | null;
   /** GPU-seconds machines were up (fixed: the whole span; started: from the start, boot included, to release). */
   gpuSecondsProvisioned: number;
-  /** GPU-seconds held by pods. */
+  /** GPU-seconds held by pods (a share counts its part of the GPU unless `wholeGpus`). */
   gpuSecondsAllocated: number;
   machinesStarted: number;
   /** Autoscaler decisions, with their reasons, in order (starts and scale-down steps). */
@@ -66,6 +72,8 @@ interface SimMachine {
   releasedAt: number | null;
   idleSince: number | null;
   attempts: number;
+  /** The stages it was started for (ScaleUpStart.machineStages): placed there first when it joins. */
+  heldFor: string[];
 }
 
 interface Departure {
@@ -85,6 +93,16 @@ function insertDeparture(list: Departure[], d: Departure): void {
     else hi = mid;
   }
   list.splice(lo, 0, d);
+}
+
+/**
+ * The stage a trace pod queues as: one GPU with `gpu_milli` below 1000 is a share of it
+ * (`resources.gpu.milli`); anything else as the trace loader built it.
+ */
+export function replayStageOf(pod: TracePod, wholeGpus = false): QueuedStage {
+  const gpu = pod.stage.resources.gpu;
+  if (wholeGpus || !gpu || gpu.count !== 1 || !(pod.gpuMilli > 0 && pod.gpuMilli < 1000)) return pod.stage;
+  return { ...pod.stage, resources: { ...pod.stage.resources, gpu: { ...gpu, milli: pod.gpuMilli } } };
 }
 
 export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplayOptions): AutoscaleReplayResult {
@@ -110,6 +128,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
       releasedAt: null,
       idleSince: startTime,
       attempts: 0,
+      heldFor: [],
     });
   }
   const figures: Record<string, PoolFigures & { busy: number; area: number }> = {};
@@ -144,9 +163,11 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
     m.idleSince = after ? null : now;
   };
 
-  const pass = (now: number) => {
+  /** A pass of the real planner over `on` (default every live machine) for `stages` (default the queue). */
+  const pass = (now: number, on?: MachineView[], stages?: () => QueuedStage[]) => {
     while (queue.size > 0) {
-      const plan = planPlacements({ machines: live(), queue: [...queue.values()] });
+      const plan = planPlacements({ machines: on ?? live(), queue: stages ? stages() : [...queue.values()] });
+      if (plan.placements.length === 0) break;
       for (const p of plan.placements) {
         const m = machines.get(p.machineId)!;
         const stage = queue.get(p.stageId)!;
@@ -157,7 +178,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
         queue.delete(p.stageId);
         const pod = podById.get(p.stageId)!;
         placed += 1;
-        allocated += p.gpuIndices.length * pod.holdSeconds;
+        allocated += (gpuMilliTotalOf(stage.resources) / 1000) * pod.holdSeconds;
         if (pod.stage.resources.gpu) waits.push(now - pod.creationTime);
         insertDeparture(departures, { time: now + pod.holdSeconds, seq: seq++, placement: p });
       }
@@ -203,6 +224,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
           pool: p.name,
           counted: mine.filter((m) => m.lifecycle === 'provisioning' || m.lifecycle === 'joining' || m.lifecycle === 'ready').length,
           starting: mine.filter((m) => STARTING_STATES.has(m.lifecycle)).length,
+          startingFor: mine.filter((m) => STARTING_STATES.has(m.lifecycle)).map((m) => m.heldFor),
           startedThisInterval: 0,
           idle: mine.filter((m) => m.lifecycle === 'ready' && m.attempts === 0).length,
         };
@@ -224,6 +246,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
             releasedAt: null,
             idleSince: null,
             attempts: 0,
+            heldFor: s.machineStages?.[i] ?? [],
           };
           machines.set(id, m);
           joins.push(m);
@@ -257,10 +280,16 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
       const m = joins.shift()!;
       m.lifecycle = 'ready';
       m.idleSince = now;
+      // Held for the stages it was started for: they go there before the pass gives it to any other
+      // (a stage that came later, of a higher priority, would otherwise take it, and the one it was
+      // started for wait for another boot). Those placed elsewhere meanwhile hold nothing.
+      const held = m.heldFor.filter((id) => queue.has(id));
+      m.heldFor = [];
+      if (held.length > 0) pass(now, [m.view], () => held.filter((id) => queue.has(id)).map((id) => queue.get(id)!));
     }
     while (ai < arrivals.length && arrivals[ai]!.creationTime <= now) {
       const pod = arrivals[ai++]!;
-      queue.set(pod.stage.stageId, pod.stage);
+      queue.set(pod.stage.stageId, replayStageOf(pod, opts.wholeGpus));
     }
     pass(now);
     if (now === nextTick) {

@@ -122,6 +122,18 @@ describe('planScaleUp', () => {
     expect(kinds(free)).toEqual({ hi: 'starting' });
   });
 
+  it("a stage counted onto a starting machine's spare room is told which, to be held there too", () => {
+    // Machine 0 starts for s0 (4 GPUs); s1 (4 GPUs) fits its other half; machine 1 holds s2.
+    const queue = [stage('s0', { gpus: 4 }), stage('s1', { gpus: 4 }), stage('s2', { gpus: 8 })];
+    const plan = scaleUp({ machines: [], queue }, [h100], [{ pool: 'h100', counted: 2, starting: 2, startedThisInterval: 2, startingFor: [['s0'], ['s2']] }]);
+    expect(plan.starts).toEqual([]);
+    expect(plan.waiting.map((w) => [w.stageId, w.kind, w.startingIndex])).toEqual([
+      ['s0', 'starting', 0],
+      ['s1', 'starting', 0],
+      ['s2', 'starting', 1],
+    ]);
+  });
+
   it('a stage held on a starting machine that is no longer waiting holds nothing there', () => {
     const plan = scaleUp(
       { machines: [], queue: [stage('s1', { gpus: 8 })] },
@@ -243,9 +255,19 @@ describe('planScaleUp', () => {
     const warm = pool('h100', { gpus: 8, min: 2 });
     const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [warm]);
     expect(plan.starts).toEqual([
-      { pool: 'h100', count: 2, stageIds: [], reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100' },
+      {
+        pool: 'h100',
+        count: 2,
+        stageIds: [],
+        // The waiting stages the pass put on them: held there when they join.
+        machineStages: [['s0'], ['s1']],
+        reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100',
+      },
     ]);
-    expect(plan.waiting.map((w) => w.kind)).toEqual(['starting', 'starting']);
+    expect(plan.waiting.map((w) => [w.kind, w.startingIndex])).toEqual([
+      ['starting', undefined],
+      ['starting', undefined],
+    ]);
   });
 
   it('a stage that fits a machine there now, and one preempted for, start nothing', () => {

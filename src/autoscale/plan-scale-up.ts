@@ -65,7 +65,8 @@ export interface ScaleUpStart {
    * For a start for waiting stages: per machine (`count` of them), the stages the simulated pass
    * put there. The machine is held for them when it joins (PoolState.startingFor): a stage that
    * came later, even of a higher priority, does not take it, or the stage it was started for would
-   * wait for another boot. Absent for starts to reach min or keep machines spare.
+   * wait for another boot. Absent for starts to keep machines spare, and for starts to reach min on
+   * which no waiting stage goes.
    */
   machineStages?: string[][];
 }
@@ -100,6 +101,13 @@ export interface WaitingStage {
   reason: string;
   /** The pool that serves it (starting) or stops it (at max, start limit, backoff), where one does. */
   pool?: string;
+  /**
+   * Starting: which of the pool's starting machines takes it (an index into PoolState.startingFor).
+   * The caller adds the stage to that machine's hold, so that it keeps the room counted for it when
+   * the machine joins, as the stages the machine was started for do. Absent for one a start of this
+   * decision takes (ScaleUpStart.machineStages says which).
+   */
+  startingIndex?: number;
 }
 
 export interface ScaleUpPlan {
@@ -183,6 +191,7 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   const room = new Map<string, number>();
   const roomWhy = new Map<string, WaitKind>();
   const starts: ScaleUpStart[] = [];
+  const minStarts: ScaleUpStart[] = [];
   const supply: MachineView[] = [...snapshot.machines];
   const addMachines = (pool: PoolTemplate, prefix: string, count: number, from: number): MachineView[] => {
     const out: MachineView[] = [];
@@ -204,12 +213,13 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
     supply.push(...addMachines(pool, STARTING_PREFIX, s.starting, 0).map((m, i) => holdOn(m, s.startingFor?.[i])));
     const belowMin = Math.min(left, Math.max(0, a.min - s.counted));
     if (belowMin > 0) {
-      starts.push({
+      minStarts.push({
         pool: pool.name,
         count: belowMin,
         reason: `pool ${pool.name} has ${s.counted} ${s.counted === 1 ? 'machine' : 'machines'}, below its min ${a.min}: starting ${machines(belowMin)} of template ${pool.name}`,
         stageIds: [],
       });
+      starts.push(minStarts[minStarts.length - 1]!);
       supply.push(...addMachines(pool, STARTING_PREFIX, belowMin, s.starting));
       left -= belowMin;
     }
@@ -273,6 +283,14 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       reason: `${describeWaiting(stageIds.map((id) => stages.get(id)!))}: starting ${machines(count)} of template ${pool}`,
     });
   }
+  // A start to reach min is held, too, for the waiting stages the simulated pass put on it.
+  for (const start of minStarts) {
+    const first = stateOf(start.pool).starting;
+    const perMachine = Array.from({ length: start.count }, (_, j) =>
+      [...final.placed].filter(([, m]) => m === `${STARTING_PREFIX}${start.pool}:${first + j}`).map(([stageId]) => stageId),
+    );
+    if (perMachine.some((ids) => ids.length > 0)) start.machineStages = perMachine;
+  }
   // Spare machines, after demand: idle ready ones and starting ones no waiting stage takes count.
   const claimed = new Set(final.placed.values());
   for (const pool of pools) {
@@ -313,11 +331,13 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       if (at.startsWith(NEW_PREFIX)) continue;
       if (at.startsWith(STARTING_PREFIX)) {
         const pool = poolOfMachine.get(at)!;
+        const index = Number(at.slice(at.lastIndexOf(':') + 1));
         waiting.push({
           stageId: id,
           kind: WaitKind.starting,
           pool,
           reason: `a machine of template ${pool} is starting for it, up to ${byName.get(pool)!.autoscale.bootTimeoutSeconds} s`,
+          ...(index < stateOf(pool).starting ? { startingIndex: index } : {}),
         });
       } else {
         waiting.push({ stageId: id, kind: WaitKind.fitsNow, reason: 'a machine has room for it now: the next pass places it' });

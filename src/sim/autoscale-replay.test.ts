@@ -97,6 +97,20 @@ describe('replayAutoscale', () => {
     ]);
   });
 
+  it("a stage counted onto a starting machine's spare room keeps it when a stage of a higher priority comes (hand-computed)", () => {
+    const urgent = pod('c', 50, 100, 4);
+    const r = replayAutoscale([pod('a', 0, 100, 4), pod('b', 5, 100, 4), { ...urgent, stage: { ...urgent.stage, priority: 3 } }], {
+      pools: [h100],
+      bootSeconds: 120,
+      intervalSeconds: 10,
+    });
+    // a's machine starts at 0, and b (at the scan at 10) is counted onto its other half; c gets a
+    // machine of its own at 50 (joins 170). Without b's hold c would take that half at 120 and b
+    // wait for a machine started at 50: 165 s.
+    expect(r.machinesStarted).toBe(2);
+    expect(r.gpuWaitSeconds).toMatchObject({ max: 120, median: 120, mean: (120 + 115 + 120) / 3 });
+  });
+
   it('a share counts its part of a GPU: four quarter-GPU pods share one machine of 1 GPU (hand-computed)', () => {
     const t4: PoolTemplate = { name: 't4', template: { ...h100.template, gpus: { type: 't4', count: 1 } }, autoscale: { ...h100.autoscale, max: 4 } };
     const quarter = (name: string): TracePod => ({ ...pod(name, 0, 100, 1), gpuMilli: 250, fractionalGpu: true });

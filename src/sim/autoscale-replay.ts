@@ -218,18 +218,28 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
     let startedNow = 0;
     // Demand, or a pool that keeps spare machines (which may start with nothing waiting).
     if (plan.pending.length > 0 || pools.some((p) => p.autoscale.spareMachines > 0)) {
+      const startingOf = new Map<string, SimMachine[]>();
       const state: PoolState[] = pools.map((p) => {
         const mine = all.filter((m) => m.pool === p.name);
+        startingOf.set(
+          p.name,
+          mine.filter((m) => STARTING_STATES.has(m.lifecycle)),
+        );
         return {
           pool: p.name,
           counted: mine.filter((m) => m.lifecycle === 'provisioning' || m.lifecycle === 'joining' || m.lifecycle === 'ready').length,
           starting: mine.filter((m) => STARTING_STATES.has(m.lifecycle)).length,
-          startingFor: mine.filter((m) => STARTING_STATES.has(m.lifecycle)).map((m) => m.heldFor),
+          startingFor: startingOf.get(p.name)!.map((m) => m.heldFor),
           startedThisInterval: 0,
           idle: mine.filter((m) => m.lifecycle === 'ready' && m.attempts === 0).length,
         };
       });
       const up = planScaleUp({ snapshot, plan, pools, state, now: now * 1000 });
+      // A stage the simulation counted onto a starting machine's room keeps it: held there too.
+      for (const w of up.waiting) {
+        const m = w.startingIndex === undefined ? undefined : startingOf.get(w.pool!)?.[w.startingIndex];
+        if (m && !m.heldFor.includes(w.stageId)) m.heldFor.push(w.stageId);
+      }
       for (const s of up.starts) {
         const pool = pools.find((p) => p.name === s.pool)!;
         for (let i = 0; i < s.count; i++) {

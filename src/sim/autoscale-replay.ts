@@ -2,7 +2,9 @@
  * Issue 30's benchmark as a discrete-event replay: trace pods arrive, the real `planPlacements`
  * places them, they hold what they got for as long as they ran in production, and, with pools,
  * the autoscaler (`planScaleUp`, `planScaleDown`) starts machines of their templates that join
- * after a boot delay, and drains and releases idle ones. Without pools it is a fixed cluster.
+ * after a boot delay, held for the stages they were started for (docs/autoscaling.md, "Held for
+ * the stages it was started for"), and drains and releases idle ones. Without pools it is a fixed
+ * cluster. A pod's `gpu_milli` below 1000 is a share of one GPU unless `wholeGpus`.
  * Pure: trace time (seconds) drives it, never the clock.
  */
 import { MachineLifecycle, STARTING_STATES } from '../autoscale/machine-lifecycle.js';

@@ -78,7 +78,13 @@ describe('planScaleUp', () => {
   it('a burst of 8-GPU stages asks one machine each, in words', () => {
     const plan = scaleUp({ machines: [], queue: many(3, 's', { gpus: 8, team: 'vision' }) }, [h100]);
     expect(plan.starts).toEqual([
-      { pool: 'h100', count: 3, stageIds: ['s0', 's1', 's2'], reason: '3 stages of team vision wait for 8 h100 GPUs: starting 3 machines of template h100' },
+      {
+        pool: 'h100',
+        count: 3,
+        stageIds: ['s0', 's1', 's2'],
+        machineStages: [['s0'], ['s1'], ['s2']],
+        reason: '3 stages of team vision wait for 8 h100 GPUs: starting 3 machines of template h100',
+      },
     ]);
     expect(plan.waiting).toEqual([]);
   });
@@ -100,6 +106,52 @@ describe('planScaleUp', () => {
     const atMax = plan.waiting.filter((w) => w.kind === 'at-max');
     expect(atMax).toHaveLength(7);
     expect(atMax[0]!.reason).toBe('template h100 is at its max of 4 machines (1 up or starting)');
+  });
+
+  it('a machine starting for a stage is held for it: a later stage of a higher priority needs its own', () => {
+    // s0 (priority 50) waits for the machine started for it; hi (priority 90) came after. The pass
+    // would give hi the first machine to join; held, it goes to s0 and hi gets a start of its own.
+    const hi = { ...stage('hi', { gpus: 8 }), priority: 90, readySince: 5000 };
+    const queue = [stage('s0', { gpus: 8 }), hi];
+    const held = scaleUp({ machines: [], queue }, [h100], [{ pool: 'h100', counted: 1, starting: 1, startedThisInterval: 1, startingFor: [['s0']] }]);
+    expect(held.starts).toMatchObject([{ pool: 'h100', count: 1, stageIds: ['hi'], machineStages: [['hi']] }]);
+    expect(kinds(held)).toEqual({ s0: 'starting' });
+    // Not held (no startingFor), the simulated pass gives the starting machine to hi, by priority.
+    const free = scaleUp({ machines: [], queue }, [h100], [{ pool: 'h100', counted: 1, starting: 1, startedThisInterval: 1 }]);
+    expect(free.starts).toMatchObject([{ pool: 'h100', count: 1, stageIds: ['s0'] }]);
+    expect(kinds(free)).toEqual({ hi: 'starting' });
+  });
+
+  it("a stage counted onto a starting machine's spare room is told which, to be held there too", () => {
+    // Machine 0 starts for s0 (4 GPUs); s1 (4 GPUs) fits its other half; machine 1 holds s2.
+    const queue = [stage('s0', { gpus: 4 }), stage('s1', { gpus: 4 }), stage('s2', { gpus: 8 })];
+    const plan = scaleUp({ machines: [], queue }, [h100], [{ pool: 'h100', counted: 2, starting: 2, startedThisInterval: 2, startingFor: [['s0'], ['s2']] }]);
+    expect(plan.starts).toEqual([]);
+    expect(plan.waiting.map((w) => [w.stageId, w.kind, w.startingIndex])).toEqual([
+      ['s0', 'starting', 0],
+      ['s1', 'starting', 0],
+      ['s2', 'starting', 1],
+    ]);
+  });
+
+  it('a stage held on a starting machine that is no longer waiting holds nothing there', () => {
+    const plan = scaleUp(
+      { machines: [], queue: [stage('s1', { gpus: 8 })] },
+      [h100],
+      [{ pool: 'h100', counted: 1, starting: 1, startedThisInterval: 1, startingFor: [['gone']] }],
+    );
+    expect(plan.starts).toEqual([]);
+    expect(kinds(plan)).toEqual({ s1: 'starting' });
+  });
+
+  it('shares: four quarter-GPU stages start one machine of 1 GPU, not four', () => {
+    const one = pool('t4', { gpus: 1, type: 't4' });
+    const quarter = (id: string): QueuedStage => {
+      const s = stage(id, { gpus: 1, types: ['t4'], cpu: 1, memGi: 2 });
+      return { ...s, resources: { ...s.resources, gpu: { count: 1, types: ['t4'], milli: 250 } } };
+    };
+    const plan = scaleUp({ machines: [], queue: ['q0', 'q1', 'q2', 'q3'].map(quarter) }, [one]);
+    expect(plan.starts).toMatchObject([{ pool: 't4', count: 1, machineStages: [['q0', 'q1', 'q2', 'q3']] }]);
   });
 
   it('machines already starting count as supply', () => {
@@ -203,9 +255,19 @@ describe('planScaleUp', () => {
     const warm = pool('h100', { gpus: 8, min: 2 });
     const plan = scaleUp({ machines: [], queue: many(2, 's', { gpus: 8 }) }, [warm]);
     expect(plan.starts).toEqual([
-      { pool: 'h100', count: 2, stageIds: [], reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100' },
+      {
+        pool: 'h100',
+        count: 2,
+        stageIds: [],
+        // The waiting stages the pass put on them: held there when they join.
+        machineStages: [['s0'], ['s1']],
+        reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100',
+      },
     ]);
-    expect(plan.waiting.map((w) => w.kind)).toEqual(['starting', 'starting']);
+    expect(plan.waiting.map((w) => [w.kind, w.startingIndex])).toEqual([
+      ['starting', undefined],
+      ['starting', undefined],
+    ]);
   });
 
   it('a stage that fits a machine there now, and one preempted for, start nothing', () => {
@@ -240,7 +302,13 @@ describe('planScaleUp', () => {
     const m = templateMachine(h100.template, 'up-1');
     const plan = scaleUp({ machines: [m], queue: many(2, 's', { gpus: 8 }) }, [h100], [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }]);
     expect(plan.starts).toEqual([
-      { pool: 'h100', count: 1, stageIds: ['s1'], reason: '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100' },
+      {
+        pool: 'h100',
+        count: 1,
+        stageIds: ['s1'],
+        machineStages: [['s1']],
+        reason: '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100',
+      },
     ]);
   });
 });

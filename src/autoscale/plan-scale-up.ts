@@ -1,6 +1,7 @@
 import { stageNeed } from '../scheduler/checks.js';
 import { describeGpus } from '../scheduler/pending-reason.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
+import { takeAllocation } from '../scheduler/placement-fit.js';
 import type { MachineView, Plan, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import { teamOf } from '../scheduler/team-ledger.js';
 import { formatCpu, formatMemory } from '../spec/quantity.js';
@@ -20,6 +21,13 @@ export interface PoolState {
   backoffUntil?: number | null;
   /** Of the counted machines, the ready ones on which nothing holds room (for spareMachines; absent: 0). */
   idle?: number;
+  /**
+   * Per starting machine (at most `starting` of them), the stages it was started for
+   * (ScaleUpStart.machineStages): when it joins they go there first ("Held for the stages it was
+   * started for" in docs/autoscaling.md), so the simulation puts them there before anything else.
+   * Stages no longer waiting are ignored. Absent, or shorter than `starting`: the rest hold nothing.
+   */
+  startingFor?: readonly (readonly string[])[];
 }
 
 export interface ScaleUpInput {
@@ -53,6 +61,14 @@ export interface ScaleUpStart {
   reason: string;
   /** The waiting stages the simulated pass placed on these machines (empty for a start to reach min). */
   stageIds: string[];
+  /**
+   * For a start for waiting stages: per machine (`count` of them), the stages the simulated pass
+   * put there. The machine is held for them when it joins (PoolState.startingFor): a stage that
+   * came later, even of a higher priority, does not take it, or the stage it was started for would
+   * wait for another boot. Absent for starts to keep machines spare, and for starts to reach min on
+   * which no waiting stage goes.
+   */
+  machineStages?: string[][];
 }
 
 /** Why a waiting stage starts no machine. */
@@ -85,6 +101,13 @@ export interface WaitingStage {
   reason: string;
   /** The pool that serves it (starting) or stops it (at max, start limit, backoff), where one does. */
   pool?: string;
+  /**
+   * Starting: which of the pool's starting machines takes it (an index into PoolState.startingFor).
+   * The caller adds the stage to that machine's hold, so that it keeps the room counted for it when
+   * the machine joins, as the stages the machine was started for do. Absent for one a start of this
+   * decision takes (ScaleUpStart.machineStages says which).
+   */
+  startingIndex?: number;
 }
 
 export interface ScaleUpPlan {
@@ -115,13 +138,14 @@ interface Sim {
  * 1. The stages that wait are the plan's pending ones; a stage the pass preempts for is served.
  * 2. Pools below their min start up to it first (within the interval's start limit).
  * 3. The real `planPlacements` is run on the snapshot's machines plus the machines already starting
- *    (as idle machines of their template): what it places there starts nothing.
+ *    (as idle machines of their template, each with the stages it was started for placed there
+ *    first, as they will be when it joins: PoolState.startingFor): what it places there starts nothing.
  * 4. Greedy rounds, as cluster-autoscaler's expander and Karpenter's provisioner do: in each round
  *    every pool with room left (max, start limit, backoff) is tried by adding as many idle machines of
  *    its template as its room allows and running the pass again; the pool that places the most
  *    waiting stages wins, then the one that needs the fewest machines for them, then the one that
- *    leaves the least idle on them (GPUs, else CPU), then the name. Only its machines that received
- *    work are kept. Rounds repeat until no pool places anything more.
+ *    leaves the least idle on them (GPU thousandths, else CPU), then the name. Only its machines that
+ *    received work are kept, each with the stages it is started for (ScaleUpStart.machineStages). Rounds repeat until no pool places anything more.
  *    At most maxStartsPerDecision new machines in all (default 100): the rest waits for the next call.
  * 5. Pools with spareMachines start what their idle and unclaimed starting machines fall short of.
  * 6. Every stage still waiting gets why: no template could run it (region, labels, GPU type, too
@@ -141,17 +165,33 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   const base: SchedulerSnapshot = { ...snapshot, running: undefined, machines: snapshot.machines };
   const poolOfMachine = new Map<string, string>();
 
+  // Stages held on starting machines, placed there before any pass (filled below, per pool).
+  const heldPlaced = new Map<string, string>();
+  let queueLeft = base.queue;
   const simulate = (machines: readonly MachineView[], teams = snapshot.teams): Sim => {
-    const p = planPlacements({ ...base, teams, machines: [...machines] }, opts);
-    const placed = new Map<string, string>();
+    const p = planPlacements({ ...base, teams, queue: queueLeft, machines: [...machines] }, opts);
+    const placed = new Map(heldPlaced);
     for (const x of p.placements) if (waitingSet.has(x.stageId)) placed.set(x.stageId, x.machineId);
     return { placed, pendingReason: new Map(p.pending.map((x) => [x.stageId, x.reason])) };
+  };
+  /** A starting machine with the stages held for it placed there, as the pass at its join does. */
+  const holdOn = (m: MachineView, held: readonly string[] | undefined): MachineView => {
+    const mine = (held ?? []).filter((id) => waitingSet.has(id) && !heldPlaced.has(id)).map((id) => stages.get(id)!);
+    if (mine.length === 0) return m;
+    const copy: MachineView = { ...m, gpus: m.gpus.map((g) => ({ ...g })) };
+    const p = planPlacements({ ...base, queue: mine, machines: [copy] }, opts);
+    for (const x of p.placements) {
+      takeAllocation(copy, x);
+      heldPlaced.set(x.stageId, copy.id);
+    }
+    return copy;
   };
 
   // Room per pool: what max, the interval's start limit and a backoff leave.
   const room = new Map<string, number>();
   const roomWhy = new Map<string, WaitKind>();
   const starts: ScaleUpStart[] = [];
+  const minStarts: ScaleUpStart[] = [];
   const supply: MachineView[] = [...snapshot.machines];
   const addMachines = (pool: PoolTemplate, prefix: string, count: number, from: number): MachineView[] => {
     const out: MachineView[] = [];
@@ -170,25 +210,27 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
     const backingOff = s.backoffUntil != null && now < s.backoffUntil;
     let left = backingOff ? 0 : Math.min(byMax, byInterval);
     roomWhy.set(pool.name, backingOff ? WaitKind.backoff : byMax <= byInterval ? WaitKind.atMax : WaitKind.startLimit);
-    supply.push(...addMachines(pool, STARTING_PREFIX, s.starting, 0));
+    supply.push(...addMachines(pool, STARTING_PREFIX, s.starting, 0).map((m, i) => holdOn(m, s.startingFor?.[i])));
     const belowMin = Math.min(left, Math.max(0, a.min - s.counted));
     if (belowMin > 0) {
-      starts.push({
+      minStarts.push({
         pool: pool.name,
         count: belowMin,
         reason: `pool ${pool.name} has ${s.counted} ${s.counted === 1 ? 'machine' : 'machines'}, below its min ${a.min}: starting ${machines(belowMin)} of template ${pool.name}`,
         stageIds: [],
       });
+      starts.push(minStarts[minStarts.length - 1]!);
       supply.push(...addMachines(pool, STARTING_PREFIX, belowMin, s.starting));
       left -= belowMin;
     }
     room.set(pool.name, left);
   }
 
+  queueLeft = base.queue.filter((q) => !heldPlaced.has(q.stageId));
   const baseline = simulate(supply);
   let placed = baseline.placed;
   const chosen: MachineView[] = [];
-  const added = new Map<string, { count: number; stageIds: string[] }>();
+  const added = new Map<string, { count: number; stageIds: string[]; machineStages: string[][] }>();
   const cap = Math.max(0, Math.floor(input.maxStartsPerDecision ?? DEFAULT_MAX_STARTS_PER_DECISION));
   for (;;) {
     const capLeft = cap - chosen.length;
@@ -219,21 +261,35 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
     chosen.push(...best.used);
     room.set(best.pool.name, (room.get(best.pool.name) ?? 0) - best.used.length);
     const usedIds = new Set(best.used.map((m) => m.id));
-    const entry = added.get(best.pool.name) ?? { count: 0, stageIds: [] };
+    const entry = added.get(best.pool.name) ?? { count: 0, stageIds: [], machineStages: [] };
     entry.count += best.used.length;
-    for (const [stageId, machineId] of best.sim.placed) if (usedIds.has(machineId)) entry.stageIds.push(stageId);
+    const slot = new Map(best.used.map((m) => [m.id, entry.machineStages.push([]) - 1]));
+    for (const [stageId, machineId] of best.sim.placed)
+      if (usedIds.has(machineId)) {
+        entry.stageIds.push(stageId);
+        entry.machineStages[slot.get(machineId)!]!.push(stageId);
+      }
     added.set(best.pool.name, entry);
     placed = best.sim.placed;
   }
 
   const final = chosen.length > 0 ? simulate([...supply, ...chosen]) : baseline;
-  for (const [pool, { count, stageIds }] of [...added].sort(([a], [b]) => (a < b ? -1 : 1))) {
+  for (const [pool, { count, stageIds, machineStages }] of [...added].sort(([a], [b]) => (a < b ? -1 : 1))) {
     starts.push({
       pool,
       count,
       stageIds,
+      machineStages,
       reason: `${describeWaiting(stageIds.map((id) => stages.get(id)!))}: starting ${machines(count)} of template ${pool}`,
     });
+  }
+  // A start to reach min is held, too, for the waiting stages the simulated pass put on it.
+  for (const start of minStarts) {
+    const first = stateOf(start.pool).starting;
+    const perMachine = Array.from({ length: start.count }, (_, j) =>
+      [...final.placed].filter(([, m]) => m === `${STARTING_PREFIX}${start.pool}:${first + j}`).map(([stageId]) => stageId),
+    );
+    if (perMachine.some((ids) => ids.length > 0)) start.machineStages = perMachine;
   }
   // Spare machines, after demand: idle ready ones and starting ones no waiting stage takes count.
   const claimed = new Set(final.placed.values());
@@ -275,11 +331,13 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       if (at.startsWith(NEW_PREFIX)) continue;
       if (at.startsWith(STARTING_PREFIX)) {
         const pool = poolOfMachine.get(at)!;
+        const index = Number(at.slice(at.lastIndexOf(':') + 1));
         waiting.push({
           stageId: id,
           kind: WaitKind.starting,
           pool,
           reason: `a machine of template ${pool} is starting for it, up to ${byName.get(pool)!.autoscale.bootTimeoutSeconds} s`,
+          ...(index < stateOf(pool).starting ? { startingIndex: index } : {}),
         });
       } else {
         waiting.push({ stageId: id, kind: WaitKind.fitsNow, reason: 'a machine has room for it now: the next pass places it' });
@@ -376,11 +434,12 @@ function idleShare(used: readonly MachineView[], sim: Sim, stages: ReadonlyMap<s
   let taken = 0;
   const ids = new Set(used.map((m) => m.id));
   const gpus = used[0]!.gpus.length > 0;
-  for (const m of used) total += gpus ? m.gpus.length : m.cpuMillisTotal;
+  // GPUs in thousandths: a share leaves the rest of its GPU idle.
+  for (const m of used) total += gpus ? m.gpus.length * 1000 : m.cpuMillisTotal;
   for (const [stageId, machineId] of sim.placed) {
     if (!ids.has(machineId)) continue;
     const need = stageNeed(stages.get(stageId)!);
-    taken += gpus ? need.gpuCount : need.cpuMillis;
+    taken += gpus ? need.gpuCount * need.gpuMilli : need.cpuMillis;
   }
   return total > 0 ? (total - taken) / total : 0;
 }

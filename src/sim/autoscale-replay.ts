@@ -2,7 +2,9 @@
  * Issue 30's benchmark as a discrete-event replay: trace pods arrive, the real `planPlacements`
  * places them, they hold what they got for as long as they ran in production, and, with pools,
  * the autoscaler (`planScaleUp`, `planScaleDown`) starts machines of their templates that join
- * after a boot delay, and drains and releases idle ones. Without pools it is a fixed cluster.
+ * after a boot delay, held for the stages they were started for (docs/autoscaling.md, "Held for
+ * the stages it was started for"), and drains and releases idle ones. Without pools it is a fixed
+ * cluster. A pod's `gpu_milli` below 1000 is a share of one GPU unless `wholeGpus`.
  * Pure: trace time (seconds) drives it, never the clock.
  */
 import { MachineLifecycle, STARTING_STATES } from '../autoscale/machine-lifecycle.js';
@@ -12,6 +14,7 @@ import { templateMachine, type PoolTemplate } from '../autoscale/pool-template.j
 import { stageNeed } from '../scheduler/checks.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import { gpuMilliTotalOf } from '../domain/resources.js';
 import type { MachineView, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type { TracePod } from './alibaba-trace.js';
 import { summarise, type SummaryStats } from './trace-replay.js';
@@ -25,6 +28,11 @@ export interface AutoscaleReplayOptions {
   bootSeconds?: number;
   /** The autoscaler runs every this many seconds (cluster-autoscaler's scan interval is 10 s). */
   intervalSeconds?: number;
+  /**
+   * Count a pod's `gpu_milli` below 1000 as the whole GPU it asks for, as before issue 29 (default
+   * false: such a pod asks for that share of one GPU, `gpu.milli`, as share-replay.ts reads it).
+   */
+  wholeGpus?: boolean;
 }
 
 export interface PoolFigures {
@@ -44,7 +52,7 @@ export interface AutoscaleReplayResult {
   gpuWaitSeconds: SummaryStats | null;
   /** GPU-seconds machines were up (fixed: the whole span; started: from the start, boot included, to release). */
   gpuSecondsProvisioned: number;
-  /** GPU-seconds held by pods. */
+  /** GPU-seconds held by pods (a share counts its part of the GPU unless `wholeGpus`). */
   gpuSecondsAllocated: number;
   machinesStarted: number;
   /** Autoscaler decisions, with their reasons, in order (starts and scale-down steps). */
@@ -66,6 +74,8 @@ interface SimMachine {
   releasedAt: number | null;
   idleSince: number | null;
   attempts: number;
+  /** The stages it was started for (ScaleUpStart.machineStages): placed there first when it joins. */
+  heldFor: string[];
 }
 
 interface Departure {
@@ -85,6 +95,16 @@ function insertDeparture(list: Departure[], d: Departure): void {
     else hi = mid;
   }
   list.splice(lo, 0, d);
+}
+
+/**
+ * The stage a trace pod queues as: one GPU with `gpu_milli` below 1000 is a share of it
+ * (`resources.gpu.milli`); anything else as the trace loader built it.
+ */
+export function replayStageOf(pod: TracePod, wholeGpus = false): QueuedStage {
+  const gpu = pod.stage.resources.gpu;
+  if (wholeGpus || !gpu || gpu.count !== 1 || !(pod.gpuMilli > 0 && pod.gpuMilli < 1000)) return pod.stage;
+  return { ...pod.stage, resources: { ...pod.stage.resources, gpu: { ...gpu, milli: pod.gpuMilli } } };
 }
 
 export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplayOptions): AutoscaleReplayResult {
@@ -110,6 +130,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
       releasedAt: null,
       idleSince: startTime,
       attempts: 0,
+      heldFor: [],
     });
   }
   const figures: Record<string, PoolFigures & { busy: number; area: number }> = {};
@@ -144,9 +165,11 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
     m.idleSince = after ? null : now;
   };
 
-  const pass = (now: number) => {
+  /** A pass of the real planner over `on` (default every live machine) for `stages` (default the queue). */
+  const pass = (now: number, on?: MachineView[], stages?: () => QueuedStage[]) => {
     while (queue.size > 0) {
-      const plan = planPlacements({ machines: live(), queue: [...queue.values()] });
+      const plan = planPlacements({ machines: on ?? live(), queue: stages ? stages() : [...queue.values()] });
+      if (plan.placements.length === 0) break;
       for (const p of plan.placements) {
         const m = machines.get(p.machineId)!;
         const stage = queue.get(p.stageId)!;
@@ -157,7 +180,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
         queue.delete(p.stageId);
         const pod = podById.get(p.stageId)!;
         placed += 1;
-        allocated += p.gpuIndices.length * pod.holdSeconds;
+        allocated += (gpuMilliTotalOf(stage.resources) / 1000) * pod.holdSeconds;
         if (pod.stage.resources.gpu) waits.push(now - pod.creationTime);
         insertDeparture(departures, { time: now + pod.holdSeconds, seq: seq++, placement: p });
       }
@@ -197,17 +220,28 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
     let startedNow = 0;
     // Demand, or a pool that keeps spare machines (which may start with nothing waiting).
     if (plan.pending.length > 0 || pools.some((p) => p.autoscale.spareMachines > 0)) {
+      const startingOf = new Map<string, SimMachine[]>();
       const state: PoolState[] = pools.map((p) => {
         const mine = all.filter((m) => m.pool === p.name);
+        startingOf.set(
+          p.name,
+          mine.filter((m) => STARTING_STATES.has(m.lifecycle)),
+        );
         return {
           pool: p.name,
           counted: mine.filter((m) => m.lifecycle === 'provisioning' || m.lifecycle === 'joining' || m.lifecycle === 'ready').length,
           starting: mine.filter((m) => STARTING_STATES.has(m.lifecycle)).length,
+          startingFor: startingOf.get(p.name)!.map((m) => m.heldFor),
           startedThisInterval: 0,
           idle: mine.filter((m) => m.lifecycle === 'ready' && m.attempts === 0).length,
         };
       });
       const up = planScaleUp({ snapshot, plan, pools, state, now: now * 1000 });
+      // A stage the simulation counted onto a starting machine's room keeps it: held there too.
+      for (const w of up.waiting) {
+        const m = w.startingIndex === undefined ? undefined : startingOf.get(w.pool!)?.[w.startingIndex];
+        if (m && !m.heldFor.includes(w.stageId)) m.heldFor.push(w.stageId);
+      }
       for (const s of up.starts) {
         const pool = pools.find((p) => p.name === s.pool)!;
         for (let i = 0; i < s.count; i++) {
@@ -224,6 +258,7 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
             releasedAt: null,
             idleSince: null,
             attempts: 0,
+            heldFor: s.machineStages?.[i] ?? [],
           };
           machines.set(id, m);
           joins.push(m);
@@ -257,10 +292,16 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
       const m = joins.shift()!;
       m.lifecycle = 'ready';
       m.idleSince = now;
+      // Held for the stages it was started for: they go there before the pass gives it to any other
+      // (a stage that came later, of a higher priority, would otherwise take it, and the one it was
+      // started for wait for another boot). Those placed elsewhere meanwhile hold nothing.
+      const held = m.heldFor.filter((id) => queue.has(id));
+      m.heldFor = [];
+      if (held.length > 0) pass(now, [m.view], () => held.filter((id) => queue.has(id)).map((id) => queue.get(id)!));
     }
     while (ai < arrivals.length && arrivals[ai]!.creationTime <= now) {
       const pod = arrivals[ai++]!;
-      queue.set(pod.stage.stageId, pod.stage);
+      queue.set(pod.stage.stageId, replayStageOf(pod, opts.wholeGpus));
     }
     pass(now);
     if (now === nextTick) {

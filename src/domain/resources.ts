@@ -26,6 +26,13 @@ export function gpuMilliOf(resources: Resources): number {
   return gpu.milli ?? GPU_MILLI_WHOLE;
 }
 
+/** The request's GPUs in thousandths, all together: count × milli (a quarter share 250, two whole GPUs 2000). */
+export function gpuMilliTotalOf(resources: Resources): number {
+  const gpu = resources.gpu;
+  if (!gpu || gpu.count === 0) return 0;
+  return gpu.count * gpuMilliOf(resources);
+}
+
 /**
  * Thousandths of one GPU that attempts hold, from the planner's view of it (free, and freeMilli
  * where shares are counted): 1000 held whole or shared to the full, 250 for a quarter, 0 idle.

@@ -101,7 +101,11 @@ describe('parseSimArgs', () => {
   });
 
   it('without --trace and no trace beside the cwd: says to pass --trace', () => {
-    const p = problemOf(() => parseSimArgs({}, tmp(), 2));
+    // A cwd one level inside a fresh directory: its ../shared is that directory's, which has none
+    // (tmp() itself would look at <tmpdir>/shared, which a machine may have).
+    const cwd = join(tmp(), 'cwd');
+    mkdirSync(cwd);
+    const p = problemOf(() => parseSimArgs({}, cwd, 2));
     expect(p.path).toBe('--trace');
     expect(p.message).toContain(`no trace directory at ${ALIBABA_TRACE_RELATIVE_DIR}`);
     expect(p.message).toContain('pass --trace DIR');

@@ -35,6 +35,8 @@ export interface AttemptCgroupLayout {
   kill: ContainmentKill;
   /** The host's character majors (`/proc/devices`), for the v1 devices rules. */
   characterMajors: readonly number[];
+  /** The host's `nvidia-caps` major (MIG's capability files), null where it has none; absent: none. */
+  nvidiaCapsMajor?: number | null;
 }
 
 /** What an attempt is limited to: its assignment's limits (null from a server before containment), the agent's default pids limit, its GPUs. */
@@ -43,6 +45,8 @@ export interface AttemptCgroupSpec {
   pidsMax: number;
   /** The minors of its GPUs' `/dev/nvidia<N>` (attempt-gpus.ts: a whole GPU's index, a MIG instance's parent's). */
   gpuIndices: readonly number[];
+  /** The minors of its MIG devices' capability files, `all` where unknown (attempt-gpus.ts); absent: none (no MIG device). */
+  nvidiaCaps?: readonly number[] | 'all';
 }
 
 /** What an attempt used, read from its cgroups; null where no hierarchy measures it. */

@@ -4,7 +4,12 @@
  * mode is offered as its MIG instances, each a GPU of its own type, never whole (docs/machines.md, "MIG").
  */
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { errorText } from '../../lib/error-text.js';
+import { migCapabilities, type MigCapabilities, type MigCapabilitySource } from './mig-capabilities.js';
+import { parseMigDeviceIds } from './mig-device-ids.js';
 import { migMemoryMiB, parseMigProfiles, parseNvidiaSmiList, type ListedGpu, type MigProfileMemory } from './mig-instances.js';
+import { MIG_MINORS_PATH, parseMigMinors } from './mig-minors.js';
 
 export interface GpuInfo {
   index: number;
@@ -20,6 +25,8 @@ export interface GpuInfo {
    * instance's parent's.
    */
   deviceMinor: number;
+  /** A MIG device's capability files (mig-capabilities.ts); absent on a whole GPU. */
+  migCaps?: MigCapabilities;
 }
 
 /** A row of the query: a GPU as the driver sees it, MIG or not. */
@@ -100,9 +107,15 @@ export function parseNvidiaSmiQuery(csv: string): QueriedGpu[] {
  * The GPUs the agent offers: a GPU not in MIG mode whole, a GPU in MIG mode as its MIG devices
  * (from `nvidia-smi -L`, matched by UUID), none when it has none yet. Each instance is a GPU of
  * the type "<parent type>-<profile>" (h100-3g.40gb), addressed by its MIG UUID, its memory from
- * `nvidia-smi mig -lgip` where known, and its device file its parent's.
+ * `nvidia-smi mig -lgip` where known, its device file its parent's, and its capability files
+ * from `caps` (or why they are unknown).
  */
-export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly ListedGpu[], profiles: MigProfileMemory = new Map()): GpuInfo[] {
+export function offeredGpus(
+  queried: readonly QueriedGpu[],
+  listed: readonly ListedGpu[],
+  profiles: MigProfileMemory = new Map(),
+  caps: MigCapabilitySource = { ids: 'nvidia-smi -q was not asked', minors: 'mig-minors was not read' },
+): GpuInfo[] {
   return queried.flatMap(({ migEnabled, ...g }): GpuInfo[] => {
     if (!migEnabled) return [g];
     const mig = (listed.find((l) => l.uuid === g.uuid) ?? listed.find((l) => l.index === g.index))?.mig ?? [];
@@ -115,6 +128,7 @@ export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly Lis
         type: `${g.type}-${d.profile}`,
         memoryMiB: migMemoryMiB(d.profile, profiles.get(g.index)) ?? g.memoryMiB,
         deviceMinor: g.deviceMinor,
+        migCaps: migCapabilities(caps, g, d.device),
       };
     });
   });
@@ -124,9 +138,11 @@ export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly Lis
  * Runs nvidia-smi and returns this machine's GPUs; null when nvidia-smi is not installed or fails
  * (non-zero exit, e.g. no driver or no devices; timeout). Output that cannot be parsed throws,
  * since it means the machine's GPUs cannot be trusted rather than that there are none. Only a
- * machine with a GPU in MIG mode is asked for its MIG devices (`-L`) and profiles (`mig -lgip`).
+ * machine with a GPU in MIG mode is asked for its MIG devices (`-L`), profiles (`mig -lgip`), the
+ * devices' instance ids (`-q`) and the driver's capability minors (`migMinorsPath`); the last two
+ * only refine containment, so their failure is recorded on each device (`migCaps`), never thrown.
  */
-export async function discoverGpus(opts: { command?: string; timeoutMs?: number } = {}): Promise<GpuInfo[] | null> {
+export async function discoverGpus(opts: { command?: string; timeoutMs?: number; migMinorsPath?: string } = {}): Promise<GpuInfo[] | null> {
   const run = (args: readonly string[]) => runCommand(opts.command ?? 'nvidia-smi', args, opts.timeoutMs ?? 5000);
   const csv = (await run(NVIDIA_SMI_ARGS)) ?? (await run(NVIDIA_SMI_ARGS_BEFORE_MIG));
   if (csv === null) return null;
@@ -137,7 +153,20 @@ export async function discoverGpus(opts: { command?: string; timeoutMs?: number 
   if (list === null) throw new Error('nvidia-smi -L failed on a machine with a GPU in MIG mode: its MIG instances cannot be listed');
   // The profiles' exact memory is a refinement: without it the names' figures stand in.
   const profiles = parseMigProfiles((await run(['mig', '-lgip'])) ?? '');
-  return offeredGpus(queried, parseNvidiaSmiList(list), profiles);
+  return offeredGpus(queried, parseNvidiaSmiList(list), profiles, await migCapabilitySource(run, opts.migMinorsPath ?? MIG_MINORS_PATH));
+}
+
+/** `nvidia-smi -q`'s instance ids and the mig-minors table, each or why it is missing. */
+async function migCapabilitySource(run: (args: readonly string[]) => Promise<string | null>, migMinorsPath: string): Promise<MigCapabilitySource> {
+  const report = await run(['-q']);
+  const ids = report === null ? 'nvidia-smi -q failed' : parseMigDeviceIds(report);
+  let minors: MigCapabilitySource['minors'];
+  try {
+    minors = parseMigMinors(await readFile(migMinorsPath, 'utf8'));
+  } catch (err) {
+    minors = `cannot read ${migMinorsPath}: ${errorText(err)}`;
+  }
+  return { ids, minors };
 }
 
 function runCommand(command: string, args: readonly string[], timeoutMs: number): Promise<string | null> {

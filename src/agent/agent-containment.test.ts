@@ -386,7 +386,7 @@ describe('an agent on a host that offers no cgroups', () => {
     await startAgent({ mode: 'off' }, { ...machine, gpus: [mig({ unknown: 'nvidia-smi -q failed' })] });
     const reg = await srv.waitFor((e) => e.type === 'register');
     expect(reg.body.agent.containment.migIsolated).toBe(false);
-    const why = 'MIG devices of one GPU are not isolated from each other: nvidia-smi -q failed; every attempt on one may open all capability files';
+    const why = 'MIG devices of one GPU are not isolated from each other: nvidia-smi -q failed; an attempt on such a device may open every capability file';
     expect(reg.body.agent.containment.problems).toContain(why);
     expect(lines).toContain(`agent ${machine.name}: ${why}`);
   });

@@ -27,7 +27,7 @@ describe('migIsolationReport', () => {
   it('not isolated, saying why, where a device is unknown or nothing restricts the files', () => {
     expect(migIsolationReport({ isolated: false, why: 'nvidia-smi -q failed' }, true, true)).toEqual({
       isolated: false,
-      problem: 'MIG devices of one GPU are not isolated from each other: nvidia-smi -q failed; every attempt on one may open all capability files',
+      problem: 'MIG devices of one GPU are not isolated from each other: nvidia-smi -q failed; an attempt on such a device may open every capability file',
     });
     expect(migIsolationReport({ isolated: true }, false, false)).toMatchObject({
       isolated: false,

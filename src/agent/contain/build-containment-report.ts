@@ -48,7 +48,7 @@ export function migIsolationReport(mig: MigIsolation, devices: boolean, sandbox:
   if (!mig.isolated)
     return {
       isolated: false,
-      problem: `MIG devices of one GPU are not isolated from each other: ${mig.why}; every attempt on one may open all capability files`,
+      problem: `MIG devices of one GPU are not isolated from each other: ${mig.why}; an attempt on such a device may open every capability file`,
     };
   if (!devices && !sandbox)
     return {

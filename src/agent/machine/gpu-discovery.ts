@@ -36,6 +36,8 @@ export interface QueriedGpu extends GpuInfo {
 }
 
 export const NVIDIA_SMI_ARGS = ['--query-gpu=index,uuid,name,memory.total,mig.mode.current', '--format=csv,noheader,nounits'] as const;
+/** How many times the usual timeout `nvidia-smi -q`, which reads everything, is given. */
+const SLOW_QUERY_FACTOR = 4;
 /** For drivers before MIG (R450), which refuse a query that names `mig.mode.current`. */
 export const NVIDIA_SMI_ARGS_BEFORE_MIG = ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'] as const;
 /** A MIG instance's index on the wire: 100 × (its GPU's index + 1) + its MIG device number, so 100 is GPU 0's device 0. */
@@ -143,7 +145,8 @@ export function offeredGpus(
  * only refine containment, so their failure is recorded on each device (`migCaps`), never thrown.
  */
 export async function discoverGpus(opts: { command?: string; timeoutMs?: number; migMinorsPath?: string } = {}): Promise<GpuInfo[] | null> {
-  const run = (args: readonly string[]) => runCommand(opts.command ?? 'nvidia-smi', args, opts.timeoutMs ?? 5000);
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  const run = (args: readonly string[], slow = false) => runCommand(opts.command ?? 'nvidia-smi', args, slow ? SLOW_QUERY_FACTOR * timeoutMs : timeoutMs);
   const csv = (await run(NVIDIA_SMI_ARGS)) ?? (await run(NVIDIA_SMI_ARGS_BEFORE_MIG));
   if (csv === null) return null;
   const queried = parseNvidiaSmiQuery(csv);
@@ -157,8 +160,12 @@ export async function discoverGpus(opts: { command?: string; timeoutMs?: number;
 }
 
 /** `nvidia-smi -q`'s instance ids and the mig-minors table, each or why it is missing. */
-async function migCapabilitySource(run: (args: readonly string[]) => Promise<string | null>, migMinorsPath: string): Promise<MigCapabilitySource> {
-  const report = await run(['-q']);
+async function migCapabilitySource(
+  run: (args: readonly string[], slow: boolean) => Promise<string | null>,
+  migMinorsPath: string,
+): Promise<MigCapabilitySource> {
+  // The full report reads every counter of every GPU: seconds on a machine of eight.
+  const report = await run(['-q'], true);
   const ids = report === null ? 'nvidia-smi -q failed' : parseMigDeviceIds(report);
   let minors: MigCapabilitySource['minors'];
   try {

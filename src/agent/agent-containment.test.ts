@@ -21,7 +21,7 @@ import { detectCgroups } from './contain/detect-cgroups.js';
 import { AgentState } from './disk/agent-state.js';
 import { readAttemptRecords } from './disk/attempt-journal.js';
 import { processGroupAlive } from './attempt/process-group.js';
-import type { DetectedMachine } from './machine/machine-detect.js';
+import type { DetectedGpu, DetectedMachine } from './machine/machine-detect.js';
 
 const machine: DetectedMachine = {
   name: `contain-${process.pid}`,
@@ -67,12 +67,12 @@ let lines: string[];
 /** Pids the tests' commands wrote: whatever is still alive of them is killed after each test. */
 let pidFiles: string[];
 
-async function startAgent(containment: Partial<ContainmentOptions> = {}): Promise<Agent> {
+async function startAgent(containment: Partial<ContainmentOptions> = {}, on: DetectedMachine = machine): Promise<Agent> {
   const agent = new Agent({
     joinToken: TEST_JOIN_TOKEN,
     serverUrl: srv.url,
     dataDir: join(dir, 'data'),
-    machine,
+    machine: on,
     log: (l) => lines.push(l),
     retry: { tries: 2, baseMs: 20 },
     stopDeliverMs: 300,
@@ -369,5 +369,36 @@ describe('an agent on a host that offers no cgroups', () => {
     const a = assignment({ limits: limits() });
     srv.push({ assignments: [a] });
     expect((await completed(a)).body).toMatchObject({ exitCode: 0 });
+    expect(reg.body.agent.containment).not.toHaveProperty('migIsolated');
+  });
+
+  const mig = (migCaps: DetectedGpu['migCaps']): DetectedGpu => ({
+    index: 100,
+    uuid: 'MIG-a',
+    name: 'NVIDIA H100 80GB HBM3 MIG 1g.10gb',
+    type: 'h100-1g.10gb',
+    memoryMiB: 10240,
+    deviceMinor: 0,
+    migCaps,
+  });
+
+  it("says a machine's MIG devices are not isolated, and why, where their capability files are unknown; and starts all the same", async () => {
+    await startAgent({ mode: 'off' }, { ...machine, gpus: [mig({ unknown: 'nvidia-smi -q failed' })] });
+    const reg = await srv.waitFor((e) => e.type === 'register');
+    expect(reg.body.agent.containment.migIsolated).toBe(false);
+    const why = 'MIG devices of one GPU are not isolated from each other: nvidia-smi -q failed; an attempt on such a device may open every capability file';
+    expect(reg.body.agent.containment.problems).toContain(why);
+    expect(lines).toContain(`agent ${machine.name}: ${why}`);
+  });
+
+  it('says MIG devices whose capability files are known are still not isolated where neither a devices cgroup nor the sandbox holds an attempt to them', async () => {
+    await startAgent({ mode: 'off' }, { ...machine, gpus: [mig({ minors: [12, 13] })] });
+    const reg = await srv.waitFor((e) => e.type === 'register');
+    expect(reg.body.agent.containment).toMatchObject({
+      migIsolated: false,
+      problems: expect.arrayContaining([
+        expect.stringMatching(/^MIG devices of one GPU are not isolated from each other: neither the v1 devices cgroup nor the sandbox/),
+      ]),
+    });
   });
 });

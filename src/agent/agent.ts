@@ -26,7 +26,8 @@ import { DEFAULT_CONTAINMENT, type ContainmentOptions } from './contain/containm
 import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, userReport, type AttemptUserPolicy } from './contain/attempt-users.js';
 import { closedAncestor, makePassableDir } from './disk/attempt-owner.js';
 import { describeCgroups, setUpCgroups } from './contain/agent-cgroups.js';
-import { buildContainmentReport } from './contain/build-containment-report.js';
+import { buildContainmentReport, migIsolationReport } from './contain/build-containment-report.js';
+import { migIsolation } from './machine/mig-capabilities.js';
 import { chooseSandbox } from './contain/choose-sandbox.js';
 import { findSandbox } from './contain/find-sandbox.js';
 import type { SandboxTool } from './contain/sandbox-argv.js';
@@ -357,13 +358,17 @@ export class Agent {
     const sandbox = chooseSandbox(this.containment, () => findSandbox({ user: probeUser }));
     this.sandbox = sandbox.tool;
     const userProblems = [userProblem(policy)].filter((p): p is string => p !== null);
+    const mig = migIsolationReport(migIsolation(this.machine.gpus), enforcement.devices, sandbox.tool !== null);
     this.containmentReport = buildContainmentReport(enforcement, {
       user: userReport(policy),
       sandbox: sandbox.report,
       problems: [...userProblems, ...sandbox.problems],
       gpuSharing: this.gpuSharing,
+      mig,
     });
     this.log(describeCgroups(enforcement));
+    if (mig.problem) this.log(mig.problem);
+    else if (mig.isolated) this.log("MIG devices isolated: each attempt may open only its own MIG devices' capability files");
     for (const p of sandbox.problems) this.log(p);
     if (sandbox.tool) this.log(`commands run in a sandbox (${sandbox.tool.bwrap})`);
   }

@@ -181,6 +181,8 @@ export interface MachineContainment {
   problems: string[];
   /** How stages sharing a GPU are bounded (`--gpu-sharing`); absent from agents before shares. */
   gpuSharing?: 'mps' | 'time-slicing';
+  /** On a machine with MIG devices: whether each attempt can open only its own MIG devices' capability files; absent otherwise. */
+  migIsolated?: boolean;
 }
 
 export interface MachineRecord extends MachineRegistration {

@@ -4,8 +4,33 @@ import { attemptGpus, GpuShareError, mpsShareEnv } from './attempt-gpus.js';
 
 const gpus: DetectedGpu[] = [
   { index: 0, uuid: 'GPU-aaaa', name: 'NVIDIA H100 80GB HBM3', type: 'h100', memoryMiB: 81559, deviceMinor: 0 },
-  { index: 200, uuid: 'MIG-bbbb', name: 'NVIDIA H100 80GB HBM3 MIG 3g.40gb', type: 'h100-3g.40gb', memoryMiB: 40960, deviceMinor: 1 },
-  { index: 201, uuid: 'MIG-cccc', name: 'NVIDIA H100 80GB HBM3 MIG 1g.10gb', type: 'h100-1g.10gb', memoryMiB: 10240, deviceMinor: 1 },
+  {
+    index: 200,
+    uuid: 'MIG-bbbb',
+    name: 'NVIDIA H100 80GB HBM3 MIG 3g.40gb',
+    type: 'h100-3g.40gb',
+    memoryMiB: 40960,
+    deviceMinor: 1,
+    migCaps: { minors: [147, 148] },
+  },
+  {
+    index: 201,
+    uuid: 'MIG-cccc',
+    name: 'NVIDIA H100 80GB HBM3 MIG 1g.10gb',
+    type: 'h100-1g.10gb',
+    memoryMiB: 10240,
+    deviceMinor: 1,
+    migCaps: { minors: [228, 229] },
+  },
+  {
+    index: 202,
+    uuid: 'MIG-dddd',
+    name: 'NVIDIA H100 80GB HBM3 MIG 1g.10gb',
+    type: 'h100-1g.10gb',
+    memoryMiB: 10240,
+    deviceMinor: 1,
+    migCaps: { unknown: 'nvidia-smi -q failed' },
+  },
 ];
 const declared: DetectedGpu[] = [0, 1, 2].map((index) => ({ index, uuid: null, name: 'declared h100', type: 'h100', memoryMiB: null, deviceMinor: index }));
 
@@ -14,18 +39,31 @@ describe('attemptGpus', () => {
     const g = attemptGpus({ gpuIndices: [0, 200, 201] }, gpus, 'mps');
     expect(g.env).toEqual({ CUDA_VISIBLE_DEVICES: 'GPU-aaaa,MIG-bbbb,MIG-cccc', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' });
     expect(g.deviceMinors).toEqual([0, 1]);
+    expect(g.nvidiaCaps).toEqual([147, 148, 228, 229]);
+  });
+
+  it("opens only its own MIG device's capability files, none for a whole GPU, and all where its device's are unknown", () => {
+    expect(attemptGpus({ gpuIndices: [201] }, gpus, 'time-slicing').nvidiaCaps).toEqual([228, 229]);
+    expect(attemptGpus({ gpuIndices: [0] }, gpus, 'time-slicing').nvidiaCaps).toEqual([]);
+    expect(attemptGpus({ gpuIndices: [202] }, gpus, 'time-slicing').nvidiaCaps).toBe('all');
+    expect(attemptGpus({ gpuIndices: [201, 202] }, gpus, 'time-slicing').nvidiaCaps).toBe('all');
   });
 
   it('keeps indices for declared GPUs and for an index the agent did not register', () => {
     expect(attemptGpus({ gpuIndices: [0, 2] }, declared, 'time-slicing')).toEqual({
       env: { CUDA_VISIBLE_DEVICES: '0,2', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' },
       deviceMinors: [0, 2],
+      nvidiaCaps: [],
     });
     expect(attemptGpus({ gpuIndices: [7] }, gpus, 'mps').env.CUDA_VISIBLE_DEVICES).toBe('7');
   });
 
   it('gives a CPU stage no device at all', () => {
-    expect(attemptGpus({ gpuIndices: [] }, gpus, 'mps')).toEqual({ env: { CUDA_VISIBLE_DEVICES: '', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' }, deviceMinors: [] });
+    expect(attemptGpus({ gpuIndices: [] }, gpus, 'mps')).toEqual({
+      env: { CUDA_VISIBLE_DEVICES: '', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' },
+      deviceMinors: [],
+      nvidiaCaps: [],
+    });
   });
 
   it('bounds a share with MPS variables under mps, and with nothing under time-slicing', () => {

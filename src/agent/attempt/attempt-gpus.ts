@@ -12,6 +12,12 @@ export interface AttemptGpus {
   env: Record<string, string>;
   /** The N of each `/dev/nvidia<N>` it may open, once each: a MIG instance's is its parent's. */
   deviceMinors: number[];
+  /**
+   * The minors of the `/dev/nvidia-caps/nvidia-cap<M>` it may open: its MIG devices' (none for
+   * whole GPUs), or `all` where one of its MIG devices' is unknown (docs/machines.md, "What
+   * isolates MIG devices from each other").
+   */
+  nvidiaCaps: readonly number[] | 'all';
 }
 
 export class GpuShareError extends Error {}
@@ -30,7 +36,7 @@ export function attemptGpus(a: Pick<AssignmentWire, 'gpuIndices' | 'gpuShare'>, 
   if (share && a.gpuIndices.length !== 1) {
     throw new GpuShareError(`a share of a GPU (${share.milli}/1000) must come with exactly one GPU, got ${a.gpuIndices.length}`);
   }
-  const chosen = a.gpuIndices.map((i) => gpus.find((g) => g.index === i) ?? { index: i, uuid: null, deviceMinor: i });
+  const chosen = a.gpuIndices.map((i) => gpus.find((g) => g.index === i) ?? { index: i, uuid: null, deviceMinor: i, migCaps: undefined });
   const env: Record<string, string> = {
     // Empty for a CPU stage: CUDA then sees no device, rather than every device on the machine.
     CUDA_VISIBLE_DEVICES: chosen.map((g) => g.uuid ?? String(g.index)).join(','),
@@ -39,7 +45,17 @@ export function attemptGpus(a: Pick<AssignmentWire, 'gpuIndices' | 'gpuShare'>, 
     CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
   };
   if (share && sharing === 'mps') Object.assign(env, mpsShareEnv(share));
-  return { env, deviceMinors: [...new Set(chosen.map((g) => g.deviceMinor))] };
+  return { env, deviceMinors: [...new Set(chosen.map((g) => g.deviceMinor))], nvidiaCaps: capabilityMinors(chosen) };
+}
+
+function capabilityMinors(chosen: readonly Pick<DetectedGpu, 'migCaps'>[]): readonly number[] | 'all' {
+  const minors = new Set<number>();
+  for (const { migCaps } of chosen) {
+    if (!migCaps) continue;
+    if ('unknown' in migCaps) return 'all';
+    for (const m of migCaps.minors) minors.add(m);
+  }
+  return [...minors].sort((x, y) => x - y);
 }
 
 /**

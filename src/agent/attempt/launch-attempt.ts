@@ -98,7 +98,8 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   let cgroup: AttemptCgroup | null = null;
   let wrap: string[] = [];
   try {
-    cgroup = ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: gpus.deviceMinors }) ?? null;
+    cgroup =
+      ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: gpus.deviceMinors, nvidiaCaps: gpus.nvidiaCaps }) ?? null;
     // A recycled one is named after another attempt: a restart must find it by this record.
     const ref = cgroup?.ref;
     if (ref) ctx.recordCgroup(a.attemptId, ref);
@@ -110,7 +111,7 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   try {
     if (ctx.sandbox) {
       const dirs = { work: paths.work, output: paths.output, input: paths.input, checkpoint, progressFile: paths.progress };
-      wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: gpus.deviceMinors, dirs, network: a.limits?.network ?? false });
+      wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: gpus.deviceMinors, nvidiaCaps: gpus.nvidiaCaps, dirs, network: a.limits?.network ?? false });
     }
   } catch (err) {
     if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});

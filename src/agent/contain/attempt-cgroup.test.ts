@@ -6,7 +6,7 @@
  * process made here is killed and removed after each test, whatever its result.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -72,10 +72,13 @@ afterEach(async () => {
   for (const d of tempDirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-/** A tree of this host's hierarchies, under a machine name of its own; `withoutV2`: as a v1-only host (the freezer kills). */
-function hostTree(opts: { withoutV2?: boolean } = {}): CgroupTree {
+/**
+ * A tree of this host's hierarchies, under a machine name of its own; `withoutV2`: as a v1-only
+ * host (the freezer kills); `hostRoot`: where it reads `proc/devices` (the real one by default).
+ */
+function hostTree(opts: { withoutV2?: boolean; hostRoot?: string } = {}): CgroupTree {
   const d = host.detection!;
-  const t = CgroupTree.create(opts.withoutV2 ? { ...d, v2: null } : d, { machineName: `test-${process.pid}-${++seq}`, hostRoot: '/' });
+  const t = CgroupTree.create(opts.withoutV2 ? { ...d, v2: null } : d, { machineName: `test-${process.pid}-${++seq}`, hostRoot: opts.hostRoot ?? '/' });
   trees.push(t);
   return t;
 }
@@ -203,6 +206,45 @@ describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => 
       expect(cg.usage().cpuSeconds).toBeGreaterThan(0);
     },
   );
+
+  it.skipIf(host.v1 !== null)("lets a MIG attempt open its own MIG device's capability files only, and a whole-GPU attempt none", async () => {
+    const dev = mkdtempSync(join(tmpdir(), 'gantry-caps-'));
+    tempDirs.push(dev);
+    // This host has no NVIDIA driver: its /proc/devices is given a free major named nvidia-caps,
+    // read from a root of the test's own, and the nodes are made with it. Opening one the rules
+    // allow reaches no driver (ENXIO); one they do not is refused first (EPERM).
+    const real = readFileSync('/proc/devices', 'utf8');
+    const used = new Set(real.split('\n').flatMap((l) => (/^\s*(\d+)\s/.exec(l) ? [Number(/^\s*(\d+)/.exec(l)![1])] : [])));
+    const major = [...Array(200).keys()].map((i) => 511 - i).find((m) => !used.has(m))!;
+    mkdirSync(join(dev, 'proc'));
+    writeFileSync(join(dev, 'proc/devices'), real.replace(/^Block devices:/m, `${major} nvidia-caps\n\nBlock devices:`));
+    for (const minor of [21, 22, 30]) execFileSync('mknod', [`${dev}/nvidia-cap${minor}`, 'c', String(major), String(minor)]);
+    const t = hostTree({ hostRoot: dev });
+    const tryAll = `for m in 21 22 30; do head -c1 ${dev}/nvidia-cap$m; done 2>&1 >/dev/null | cat >&2`;
+
+    const mig = t.create('att_mig', { limits: null, pidsMax: 64, gpuIndices: [0], nvidiaCaps: [21, 22] })!;
+    const p = startIn(mig, tryAll);
+    expect((await p.exit).code).toBe(0);
+    expect(p.stderr()).toMatch(/nvidia-cap21.*No such device or address/);
+    expect(p.stderr()).toMatch(/nvidia-cap22.*No such device or address/);
+    expect(p.stderr()).toMatch(/nvidia-cap30.*Operation not permitted/);
+
+    // A whole-GPU attempt, and a CPU attempt (kept from them on a host with nvidia-caps even without NVIDIA's 195).
+    for (const [id, gpuIndices] of [
+      ['att_whole', [0]],
+      ['att_cpu', []],
+    ] as const) {
+      const w = startIn(t.create(id, { limits: null, pidsMax: 64, gpuIndices })!, tryAll);
+      expect((await w.exit).code).toBe(0);
+      expect(w.stderr().match(/Operation not permitted/g)).toHaveLength(3);
+    }
+
+    // Its device's files unknown: the whole major, as before.
+    const open = t.create('att_open', { limits: null, pidsMax: 64, gpuIndices: [0], nvidiaCaps: 'all' })!;
+    const o = startIn(open, tryAll);
+    expect((await o.exit).code).toBe(0);
+    expect(o.stderr().match(/No such device or address/g)).toHaveLength(3);
+  });
 
   it.skipIf(host.v1 !== null)('killAll with the freezer kills a setsid child and a double-forked daemon', async () => {
     const t = hostTree({ withoutV2: true });

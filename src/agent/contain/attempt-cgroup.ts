@@ -35,6 +35,8 @@ export interface AttemptCgroupLayout {
   kill: ContainmentKill;
   /** The host's character majors (`/proc/devices`), for the v1 devices rules. */
   characterMajors: readonly number[];
+  /** The host's `nvidia-caps` major (MIG's capability files), null where it has none; absent: none. */
+  nvidiaCapsMajor?: number | null;
 }
 
 /** What an attempt is limited to: its assignment's limits (null from a server before containment), the agent's default pids limit, its GPUs. */
@@ -43,6 +45,8 @@ export interface AttemptCgroupSpec {
   pidsMax: number;
   /** The minors of its GPUs' `/dev/nvidia<N>` (attempt-gpus.ts: a whole GPU's index, a MIG instance's parent's). */
   gpuIndices: readonly number[];
+  /** The minors of its MIG devices' capability files, `all` where unknown (attempt-gpus.ts); absent: none (no MIG device). */
+  nvidiaCaps?: readonly number[] | 'all';
 }
 
 /** What an attempt used, read from its cgroups; null where no hierarchy measures it. */
@@ -157,12 +161,12 @@ export class AttemptCgroup {
 
   /**
    * Whether the attempt needs the devices rules: it has GPUs, or the host has NVIDIA device files
-   * it must be kept from (their major in /proc/devices). A CPU attempt on a host without them has
+   * it must be kept from (their major, or MIG's `nvidia-caps`, in /proc/devices). A CPU attempt on a host without them has
    * no device to be kept from, and is spared a cgroup and two dozen writes (measured: 0.4 ms of
    * the agent's CPU a stage, bench/results/2026-12-03-containment-cost.md).
    */
   static devicesNeeded(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): boolean {
-    return layout.devices && (spec.gpuIndices.length > 0 || layout.characterMajors.includes(NVIDIA_MAJOR));
+    return layout.devices && (spec.gpuIndices.length > 0 || layout.characterMajors.includes(NVIDIA_MAJOR) || (layout.nvidiaCapsMajor ?? null) !== null);
   }
 
   /**

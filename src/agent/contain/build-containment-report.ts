@@ -4,7 +4,14 @@
  * containment that decide those give it (docs/containment.md, "What `gantry machines` shows").
  */
 import type { ContainmentReport, GpuSharingMode } from '../../api/contract/containment.js';
+import type { MigIsolation } from '../machine/mig-capabilities.js';
 import type { CgroupEnforcement } from './cgroup-tree.js';
+
+/** Whether MIG devices are kept apart, and if not why (migIsolationReport); isolated null: the machine has none. */
+export interface MigIsolationReport {
+  isolated: boolean | null;
+  problem: string | null;
+}
 
 /** The contract's bounds: a server refuses a registration past them. */
 const MAX_PROBLEMS = 20;
@@ -13,8 +20,9 @@ const MAX_USER = 200;
 
 export function buildContainmentReport(
   e: CgroupEnforcement,
-  who: { user: string; sandbox: 'bwrap' | null; problems?: readonly string[]; gpuSharing?: GpuSharingMode },
+  who: { user: string; sandbox: 'bwrap' | null; problems?: readonly string[]; gpuSharing?: GpuSharingMode; mig?: MigIsolationReport },
 ): ContainmentReport {
+  const mig = who.mig ?? { isolated: null, problem: null };
   return {
     mechanism: e.mechanism,
     memory: e.memory !== null,
@@ -24,9 +32,30 @@ export function buildContainmentReport(
     kill: e.kill,
     user: clip(who.user, MAX_USER),
     sandbox: who.sandbox,
-    problems: [...e.problems, ...(who.problems ?? [])].slice(0, MAX_PROBLEMS).map((p) => clip(p, MAX_PROBLEM)),
+    problems: [...e.problems, ...(who.problems ?? []), ...(mig.problem ? [mig.problem] : [])].slice(0, MAX_PROBLEMS).map((p) => clip(p, MAX_PROBLEM)),
     ...(who.gpuSharing ? { gpuSharing: who.gpuSharing } : {}),
+    ...(mig.isolated !== null ? { migIsolated: mig.isolated } : {}),
   };
+}
+
+/**
+ * Whether MIG devices are kept apart (docs/machines.md, "What isolates MIG devices from each
+ * other"): only where their capability minors are all known and something restricts the files an
+ * attempt opens, the v1 devices cgroup or the sandbox. Null isolated: no MIG devices.
+ */
+export function migIsolationReport(mig: MigIsolation, devices: boolean, sandbox: boolean): MigIsolationReport {
+  if (mig === null) return { isolated: null, problem: null };
+  if (!mig.isolated)
+    return {
+      isolated: false,
+      problem: `MIG devices of one GPU are not isolated from each other: ${mig.why}; an attempt on such a device may open every capability file`,
+    };
+  if (!devices && !sandbox)
+    return {
+      isolated: false,
+      problem: 'MIG devices of one GPU are not isolated from each other: neither the v1 devices cgroup nor the sandbox restricts /dev/nvidia-caps',
+    };
+  return { isolated: true, problem: null };
 }
 
 function clip(text: string, max: number): string {

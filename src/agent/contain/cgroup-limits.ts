@@ -81,7 +81,7 @@ export function writeCgroupLimits(
   }
   if (layout.devices) {
     const dir = layout.v1.get('devices')!;
-    const rules = deviceAllowRules(layout.characterMajors, spec.gpuIndices);
+    const rules = deviceAllowRules(layout.characterMajors, spec.gpuIndices, layout.nvidiaCapsMajor ?? null, spec.nvidiaCaps ?? []);
     const key = rules.join('\n');
     if (previous?.get(DEVICES_KEY) !== key) {
       writeCgroupFile(join(dir, 'devices.deny'), 'a');

@@ -202,6 +202,20 @@ describe('CgroupTree on v1', () => {
     expect(cg.populated()).toBe(false);
   });
 
+  it("devices on a host with MIG's nvidia-caps major: a MIG attempt only its own capability minors, a whole-GPU attempt none, an unknown device's attempt the whole major", () => {
+    host = fakeCgroupHost('v1');
+    host.write('proc/devices', 'Character devices:\n  1 mem\n195 nvidia-frontend\n508 nvidia-uvm\n511 nvidia-caps\n\nBlock devices:\n  7 loop\n');
+    const t = tree(host);
+    const allow = (id: string) => read(host!.at(`sys/fs/cgroup/devices${FAKE_V1_OWN}/gantry-m1/${id}/devices.allow`));
+    const nvidia = (gpu: number) => `c 195:${gpu} rwm` + 'c 195:254 rwmc 195:255 rwm';
+    t.create('att_mig', { limits: null, pidsMax: 64, gpuIndices: [0], nvidiaCaps: [21, 22] });
+    expect(allow('att_mig')).toBe('b *:* rwmc 1:* rwmc 508:* rwm' + nvidia(0) + 'c 511:21 rwmc 511:22 rwm');
+    t.create('att_whole', { limits: null, pidsMax: 64, gpuIndices: [1] });
+    expect(allow('att_whole')).toBe('b *:* rwmc 1:* rwmc 508:* rwm' + nvidia(1));
+    t.create('att_unknown', { limits: null, pidsMax: 64, gpuIndices: [0], nvidiaCaps: 'all' });
+    expect(allow('att_unknown')).toBe('b *:* rwmc 1:* rwmc 508:* rwm' + nvidia(0) + 'c 511:* rwm');
+  });
+
   it('a GPU index that is no /dev/nvidia minor is refused, naming the attempt', () => {
     host = fakeCgroupHost('v1');
     expect(() => tree(host!).create('att_g', { limits: null, pidsMax: 64, gpuIndices: [254] })).toThrow(/attempt att_g: GPU index 254 is not a minor/);

@@ -67,6 +67,8 @@ export class CgroupTree {
     /** `gantry-<machine>` in each v1 hierarchy used, by controller. */
     private readonly v1Base: ReadonlyMap<V1Controller, string>,
     private readonly majors: readonly number[],
+    /** The `nvidia-caps` major (MIG's capability files), null where the host has none. */
+    private readonly nvidiaCapsMajor: number | null = null,
   ) {}
 
   /**
@@ -105,9 +107,10 @@ export class CgroupTree {
       }
     }
     let majors: number[] = [];
+    let nvidiaCapsMajor: number | null = null;
     if (choice.devices) {
       try {
-        majors = characterMajors(readFileSync(join(opts.hostRoot, 'proc/devices'), 'utf8'));
+        ({ majors, nvidiaCaps: nvidiaCapsMajor } = characterMajors(readFileSync(join(opts.hostRoot, 'proc/devices'), 'utf8')));
       } catch (err) {
         problems.push(`cannot read /proc/devices (${errorText(err)}): devices not restricted`);
         v1.delete('devices');
@@ -117,7 +120,7 @@ export class CgroupTree {
     const v1Base = new Map<V1Controller, string>();
     for (const c of choice.v1) v1Base.set(c, join(v1.get(c)!.own, base));
     const enforcement: CgroupEnforcement = { ...choice, problems: [...problems, ...choice.problems] };
-    return new CgroupTree(enforcement, choice.v2 && v2 ? join(v2.own, base) : null, v1Base, majors);
+    return new CgroupTree(enforcement, choice.v2 && v2 ? join(v2.own, base) : null, v1Base, majors, nvidiaCapsMajor);
   }
 
   /**
@@ -268,6 +271,7 @@ export class CgroupTree {
       devices: e.devices,
       kill: e.kill,
       characterMajors: this.majors,
+      nvidiaCapsMajor: this.nvidiaCapsMajor,
     };
   }
 

@@ -19,7 +19,17 @@ describe('sandboxArgv', () => {
     mkdirSync(devDir);
     mkdirSync(join(devDir, 'nvidia-caps'));
     mkdirSync(join(devDir, 'infiniband'));
-    for (const f of ['nvidia0', 'nvidia1', 'nvidia3', 'nvidiactl', 'nvidia-uvm', 'nvidia-caps/nvidia-cap2', 'nvidia-caps/nvidia-cap1'])
+    for (const f of [
+      'nvidia0',
+      'nvidia1',
+      'nvidia3',
+      'nvidiactl',
+      'nvidia-uvm',
+      'nvidia-caps/nvidia-cap2',
+      'nvidia-caps/nvidia-cap1',
+      'nvidia-caps/nvidia-cap12',
+      'nvidia-caps/nvidia-cap13',
+    ])
       writeFileSync(join(devDir, f), '');
   });
   afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -27,6 +37,8 @@ describe('sandboxArgv', () => {
   const attempt = (over: Partial<SandboxAttempt> = {}): SandboxAttempt => ({
     tool: { bwrap: '/usr/bin/bwrap', disableUserns: true },
     gpuIndices: [1],
+    // A MIG device of GPU 1 whose capability files are cap12 and cap13 (mig-minors: gpu1/gi…).
+    nvidiaCaps: [13, 12],
     dirs: {
       work: at('d/a1/work'),
       output: at('d/a1/output'),
@@ -47,8 +59,8 @@ describe('sandboxArgv', () => {
       ...['--dev-bind', join(devDir, 'nvidia1'), '/dev/nvidia1'],
       ...['--dev-bind', join(devDir, 'nvidiactl'), '/dev/nvidiactl'],
       ...['--dev-bind', join(devDir, 'nvidia-uvm'), '/dev/nvidia-uvm'],
-      ...['--dev-bind', join(devDir, 'nvidia-caps/nvidia-cap1'), '/dev/nvidia-caps/nvidia-cap1'],
-      ...['--dev-bind', join(devDir, 'nvidia-caps/nvidia-cap2'), '/dev/nvidia-caps/nvidia-cap2'],
+      ...['--dev-bind', join(devDir, 'nvidia-caps/nvidia-cap12'), '/dev/nvidia-caps/nvidia-cap12'],
+      ...['--dev-bind', join(devDir, 'nvidia-caps/nvidia-cap13'), '/dev/nvidia-caps/nvidia-cap13'],
       // The progress file's directory is the attempt's: work, output and input are bound with it.
       ...['--bind', at('ckpt/job/train'), at('ckpt/job/train'), '--bind', at('d/a1'), at('d/a1')],
       ...['--chdir', at('d/a1/work'), '--'],
@@ -68,6 +80,17 @@ describe('sandboxArgv', () => {
     expect(gpus(sandboxArgv(attempt({ gpuIndices: [] })))).toEqual([]);
     // A host without NVIDIA's files at all: only bwrap's own /dev.
     expect(sandboxArgv(attempt({ devDir: join(devDir, 'none') }))).not.toContain('--dev-bind');
+  });
+
+  it("binds a MIG attempt's capability files only, a whole-GPU attempt's none, and every one where its device's are unknown", () => {
+    const caps = (a: string[]) => a.filter((x) => x.startsWith('/dev/nvidia-caps/'));
+    expect(caps(sandboxArgv(attempt()))).toEqual(['/dev/nvidia-caps/nvidia-cap12', '/dev/nvidia-caps/nvidia-cap13']);
+    expect(caps(sandboxArgv(attempt({ nvidiaCaps: [] })))).toEqual([]);
+    expect(caps(sandboxArgv(attempt({ nvidiaCaps: undefined })))).toEqual([]);
+    // One the host has no file for (not made by nvidia-modprobe yet) is not bound.
+    expect(caps(sandboxArgv(attempt({ nvidiaCaps: [12, 99] })))).toEqual(['/dev/nvidia-caps/nvidia-cap12']);
+    expect(caps(sandboxArgv(attempt({ nvidiaCaps: 'all' })))).toEqual(['1', '12', '13', '2'].map((m) => `/dev/nvidia-caps/nvidia-cap${m}`));
+    expect(() => sandboxArgv(attempt({ nvidiaCaps: [-1] }))).toThrow(/nvidiaCaps holds -1/);
   });
 
   it('binds a parent before what is inside it, and what is inside it not at all; a progress file elsewhere by its directory', () => {

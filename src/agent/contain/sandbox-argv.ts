@@ -18,8 +18,14 @@ export interface SandboxTool {
 
 export interface SandboxAttempt {
   readonly tool: SandboxTool;
-  /** The device minors of the attempt's GPUs (attempt-gpus.ts: a whole GPU's index, a MIG instance's parent's): each one's `/dev/nvidia<N>` is in its /dev, with all of `/dev/nvidia-caps`. */
+  /** The device minors of the attempt's GPUs (attempt-gpus.ts: a whole GPU's index, a MIG instance's parent's): each one's `/dev/nvidia<N>` is in its /dev. */
   readonly gpuIndices: readonly number[];
+  /**
+   * The minors of its MIG devices' capability files (attempt-gpus.ts): each one's
+   * `/dev/nvidia-caps/nvidia-cap<M>` is in its /dev; `all`, where one is unknown, binds every file
+   * of `/dev/nvidia-caps`. Absent: none (no MIG device).
+   */
+  readonly nvidiaCaps?: readonly number[] | 'all';
   /** Its own directories, the only places it may write (besides its private /tmp and /dev/shm). */
   readonly dirs: {
     readonly work: string;
@@ -48,6 +54,11 @@ export function sandboxArgv(a: SandboxAttempt): string[] {
   for (const i of a.gpuIndices) {
     if (!Number.isInteger(i) || i < 0) throw new SandboxArgvError(`sandbox: gpuIndices holds ${String(i)}, not a GPU index (a whole number from 0)`);
   }
+  const caps = a.nvidiaCaps ?? [];
+  if (caps !== 'all') {
+    for (const m of caps)
+      if (!Number.isInteger(m) || m < 0) throw new SandboxArgvError(`sandbox: nvidiaCaps holds ${String(m)}, not a device minor (a whole number from 0)`);
+  }
   const devDir = a.devDir ?? '/dev';
   const { work, output, input, checkpoint, progressFile } = a.dirs;
   const own = ownDirectories(
@@ -59,7 +70,7 @@ export function sandboxArgv(a: SandboxAttempt): string[] {
   );
   return [
     ...sandboxBase(a.tool, a.network),
-    ...deviceBinds(devDir, a.gpuIndices, a.network),
+    ...deviceBinds(devDir, a.gpuIndices, caps, a.network),
     ...own.flatMap((d) => ['--bind', d, d]),
     '--chdir',
     resolve(work),
@@ -108,16 +119,17 @@ export function sandboxBase(tool: SandboxTool, network: boolean): string[] {
 }
 
 /**
- * The attempt's own GPUs' device files, the NVIDIA files every CUDA process needs, and with the
+ * The attempt's own GPUs' device files, its MIG devices' capability files, the NVIDIA files every CUDA process needs, and with the
  * network the RDMA devices (`/dev/infiniband`, what NCCL uses between machines): bound from
  * `devDir` where they exist, in a /dev that otherwise holds only null, zero, full, random, urandom,
  * tty, pts and shm.
  */
-function deviceBinds(devDir: string, gpuIndices: readonly number[], network: boolean): string[] {
+function deviceBinds(devDir: string, gpuIndices: readonly number[], caps: readonly number[] | 'all', network: boolean): string[] {
+  const capFiles = caps === 'all' ? listed(devDir, 'nvidia-caps') : [...new Set(caps)].sort((x, y) => x - y).map((m) => `nvidia-cap${m}`);
   const names = [
     ...[...new Set(gpuIndices)].sort((x, y) => x - y).map((i) => `nvidia${i}`),
     ...NVIDIA_CONTROL_FILES,
-    ...listed(devDir, 'nvidia-caps').map((f) => join('nvidia-caps', f)),
+    ...capFiles.map((f) => join('nvidia-caps', f)),
     ...(network ? ['infiniband'] : []),
   ];
   return names.filter((n) => existsSync(join(devDir, n))).flatMap((n) => ['--dev-bind', join(devDir, n), join('/dev', n)]);

@@ -63,6 +63,7 @@ describe.skipIf(!!why)(title('the sandbox, run as uid 61184'), () => {
       ['nvidiactl', 195, 255],
       ['nvidia-uvm', 508, 0],
       ['nvidia-caps/nvidia-cap1', 511, 1],
+      ['nvidia-caps/nvidia-cap2', 511, 2],
       ['infiniband/uverbs0', 231, 192],
     ] as const) {
       const r = spawnSync('mknod', [join(dev, name), 'c', String(major), String(minor)], { encoding: 'utf8' });
@@ -74,6 +75,8 @@ describe.skipIf(!!why)(title('the sandbox, run as uid 61184'), () => {
     attempt = {
       tool,
       gpuIndices: [1],
+      // As for a MIG device of GPU 1 whose capability files are cap1 (and another's, cap2, is not its).
+      nvidiaCaps: [1],
       dirs: {
         work: join(dir, 'work'),
         output: join(dir, 'output'),
@@ -178,13 +181,15 @@ describe.skipIf(!!why)(title('the sandbox, run as uid 61184'), () => {
     expect(on.stdout).toBe(`${host.join(' ')} \nsocket reached\n`);
   });
 
-  it('has in /dev its own GPU and the NVIDIA control files, not the other GPUs; RDMA devices only with the network', () => {
-    const list = 'ls -A /dev | tr "\\n" " "; echo; stat -c "%n %F %t:%T" /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-caps/nvidia-cap1';
+  it("has in /dev its own GPU, its own MIG capability file and the NVIDIA control files, not the other GPUs' nor other capability files; RDMA devices only with the network", () => {
+    const list =
+      'ls -A /dev | tr "\\n" " "; echo; ls /dev/nvidia-caps; stat -c "%n %F %t:%T" /dev/nvidia1 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-caps/nvidia-cap1';
     const r = sandboxed(list);
     expect(r.stderr).toBe('');
     const [entries, ...stats] = r.stdout.trim().split('\n');
     expect(entries!.trim().split(' ').sort()).toEqual([...BWRAP_DEV, 'nvidia-caps', 'nvidia-uvm', 'nvidia1', 'nvidiactl'].sort());
     expect(stats).toEqual([
+      'nvidia-cap1',
       '/dev/nvidia1 character special file c3:1',
       '/dev/nvidiactl character special file c3:ff',
       '/dev/nvidia-uvm character special file 1fc:0',

@@ -4,12 +4,20 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { discoverGpus, gpuTypeFromName, NVIDIA_SMI_ARGS, NVIDIA_SMI_ARGS_BEFORE_MIG, offeredGpus, parseNvidiaSmiQuery } from './gpu-discovery.js';
+import { parseMigDeviceIds } from './mig-device-ids.js';
 import { parseMigProfiles, parseNvidiaSmiList } from './mig-instances.js';
+import { parseMigMinors } from './mig-minors.js';
 
 // Real nvidia-smi output from an H200 machine, kept in the repository (test/fixtures/gpu/README.md).
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const fixture = path.resolve(repoRoot, 'test/fixtures/gpu/nvidia-smi-query.csv');
 const gpuFixture = (name: string) => readFileSync(path.resolve(repoRoot, 'test/fixtures/gpu', name), 'utf8');
+/** A fixture written from a documented format, without its `#` header (the real output has none). */
+const writtenFixture = (name: string) =>
+  gpuFixture(name)
+    .split('\n')
+    .filter((l) => !l.startsWith('#'))
+    .join('\n');
 
 const H200 = {
   index: 0,
@@ -118,8 +126,17 @@ describe('offeredGpus (MIG)', () => {
   const offered = (query: string, list: string, lgip = '') =>
     offeredGpus(parseNvidiaSmiQuery(gpuFixture(query)), parseNvidiaSmiList(gpuFixture(list)), parseMigProfiles(lgip));
 
-  it('offers an H100 in MIG mode as its four instances, each a type of its own, never whole', () => {
-    expect(offered('nvidia-smi-query-h100-mig.csv', 'nvidia-smi-L-h100-mig.txt')).toEqual([
+  it('offers an H100 in MIG mode as its four instances, each a type of its own, never whole, with its capability files', () => {
+    const caps = { ids: parseMigDeviceIds(writtenFixture('nvidia-smi-q-h100-mig.txt')), minors: parseMigMinors(writtenFixture('mig-minors.txt')) };
+    const gpus = offeredGpus(
+      parseNvidiaSmiQuery(gpuFixture('nvidia-smi-query-h100-mig.csv')),
+      parseNvidiaSmiList(gpuFixture('nvidia-smi-L-h100-mig.txt')),
+      new Map(),
+      caps,
+    );
+    // gpu0/gi2 (3g.40gb), gi3 (2g.20gb), gi9 and gi10 (1g.10gb), each with its compute instance 0.
+    expect(gpus.map((g) => g.migCaps)).toEqual([{ minors: [21, 22] }, { minors: [30, 31] }, { minors: [84, 85] }, { minors: [93, 94] }]);
+    expect(gpus.map(({ migCaps: _, ...g }) => g)).toEqual([
       {
         index: 100,
         uuid: 'MIG-a1f3e0b2-6c4d-5e8f-9a0b-1c2d3e4f5a6b',
@@ -153,6 +170,11 @@ describe('offeredGpus (MIG)', () => {
         deviceMinor: 0,
       },
     ]);
+  });
+
+  it("says each MIG device's capability files are unknown where nothing was asked for them, and gives a whole GPU none", () => {
+    const gpus = offered('nvidia-smi-query-mixed.csv', 'nvidia-smi-L-mixed.txt');
+    expect(gpus.map((g) => g.migCaps)).toEqual([{ unknown: 'nvidia-smi -q was not asked' }, { unknown: 'nvidia-smi -q was not asked' }, undefined]);
   });
 
   it('offers seven a100-1g.5gb GPUs from one A100', () => {
@@ -191,9 +213,10 @@ describe('discoverGpus with MIG', () => {
   const quoted = (name: string) => `'${path.resolve(repoRoot, 'test/fixtures/gpu', name).replace(/'/g, `'\\''`)}'`;
 
   /** A fake nvidia-smi answering each of the agent's questions from a fixture, and failing any other. */
-  function fakeSmi(name: string, answers: { query: string; list?: string; lgip?: string; beforeMig?: boolean }): string {
+  function fakeSmi(name: string, answers: { query: string; list?: string; lgip?: string; beforeMig?: boolean; q?: string }): string {
     const file = path.join(dir, name);
     const cases = [
+      answers.q ? `  "-q") cat ${quoted(answers.q)} ;;` : '',
       answers.beforeMig ? '' : `  "${NVIDIA_SMI_ARGS.join(' ')}") cat ${quoted(answers.query)} ;;`,
       answers.beforeMig ? `  "${NVIDIA_SMI_ARGS_BEFORE_MIG.join(' ')}") cat ${quoted(answers.query)} ;;` : '',
       answers.list ? `  "-L") cat ${quoted(answers.list)} ;;` : '',
@@ -207,6 +230,37 @@ describe('discoverGpus with MIG', () => {
   it('asks for the MIG devices of a machine with a GPU in MIG mode, and offers them', async () => {
     const smi = fakeSmi('smi-mixed', { query: 'nvidia-smi-query-mixed.csv', list: 'nvidia-smi-L-mixed.txt' });
     expect((await discoverGpus({ command: smi }))!.map((g) => g.type)).toEqual(['a100-4g.40gb', 'a100-3g.40gb', 'a100']);
+  });
+
+  it("reads each MIG device's capability minors from -q and mig-minors", async () => {
+    const smi = fakeSmi('smi-mixed-q', { query: 'nvidia-smi-query-mixed.csv', list: 'nvidia-smi-L-mixed.txt', q: 'nvidia-smi-q-mixed.txt' });
+    const migMinorsPath = path.join(dir, 'mig-minors');
+    writeFileSync(migMinorsPath, writtenFixture('mig-minors.txt'));
+    const gpus = (await discoverGpus({ command: smi, migMinorsPath }))!;
+    expect(gpus.map((g) => [g.index, g.migCaps])).toEqual([
+      [100, { minors: [12, 13] }],
+      [101, { minors: [21, 22] }],
+      [1, undefined],
+    ]);
+  });
+
+  it('still offers the MIG devices, their capability files unknown and why, where -q fails or mig-minors cannot be read', async () => {
+    const noQ = fakeSmi('smi-mixed-noq', { query: 'nvidia-smi-query-mixed.csv', list: 'nvidia-smi-L-mixed.txt' });
+    const migMinorsPath = path.join(dir, 'mig-minors-2');
+    writeFileSync(migMinorsPath, writtenFixture('mig-minors.txt'));
+    expect((await discoverGpus({ command: noQ, migMinorsPath }))!.map((g) => g.migCaps)).toEqual([
+      { unknown: 'nvidia-smi -q failed' },
+      { unknown: 'nvidia-smi -q failed' },
+      undefined,
+    ]);
+    const withQ = fakeSmi('smi-mixed-q2', { query: 'nvidia-smi-query-mixed.csv', list: 'nvidia-smi-L-mixed.txt', q: 'nvidia-smi-q-mixed.txt' });
+    const missing = path.join(dir, 'no-such-mig-minors');
+    const gpus = (await discoverGpus({ command: withQ, migMinorsPath: missing }))!;
+    expect(gpus.map((g) => g.type)).toEqual(['a100-4g.40gb', 'a100-3g.40gb', 'a100']);
+    expect(gpus[0]!.migCaps).toEqual({ unknown: expect.stringMatching(new RegExp(`^cannot read ${missing}: .*ENOENT`)) });
+    // A table it cannot read is no table: the same fallback, never a refusal to start.
+    writeFileSync(migMinorsPath, 'config one\n');
+    expect((await discoverGpus({ command: withQ, migMinorsPath }))![0]!.migCaps).toEqual({ unknown: expect.stringContaining('mig-minors line 1') });
   });
 
   it('does not ask for MIG devices where no GPU is in MIG mode, and asks a driver before MIG the old query', async () => {

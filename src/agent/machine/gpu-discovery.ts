@@ -4,7 +4,12 @@
  * mode is offered as its MIG instances, each a GPU of its own type, never whole (docs/machines.md, "MIG").
  */
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { errorText } from '../../lib/error-text.js';
+import { migCapabilities, type MigCapabilities, type MigCapabilitySource } from './mig-capabilities.js';
+import { parseMigDeviceIds } from './mig-device-ids.js';
 import { migMemoryMiB, parseMigProfiles, parseNvidiaSmiList, type ListedGpu, type MigProfileMemory } from './mig-instances.js';
+import { MIG_MINORS_PATH, parseMigMinors } from './mig-minors.js';
 
 export interface GpuInfo {
   index: number;
@@ -20,6 +25,8 @@ export interface GpuInfo {
    * instance's parent's.
    */
   deviceMinor: number;
+  /** A MIG device's capability files (mig-capabilities.ts); absent on a whole GPU. */
+  migCaps?: MigCapabilities;
 }
 
 /** A row of the query: a GPU as the driver sees it, MIG or not. */
@@ -29,6 +36,8 @@ export interface QueriedGpu extends GpuInfo {
 }
 
 export const NVIDIA_SMI_ARGS = ['--query-gpu=index,uuid,name,memory.total,mig.mode.current', '--format=csv,noheader,nounits'] as const;
+/** How many times the usual timeout `nvidia-smi -q`, which reads everything, is given. */
+const SLOW_QUERY_FACTOR = 4;
 /** For drivers before MIG (R450), which refuse a query that names `mig.mode.current`. */
 export const NVIDIA_SMI_ARGS_BEFORE_MIG = ['--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader,nounits'] as const;
 /** A MIG instance's index on the wire: 100 × (its GPU's index + 1) + its MIG device number, so 100 is GPU 0's device 0. */
@@ -100,9 +109,15 @@ export function parseNvidiaSmiQuery(csv: string): QueriedGpu[] {
  * The GPUs the agent offers: a GPU not in MIG mode whole, a GPU in MIG mode as its MIG devices
  * (from `nvidia-smi -L`, matched by UUID), none when it has none yet. Each instance is a GPU of
  * the type "<parent type>-<profile>" (h100-3g.40gb), addressed by its MIG UUID, its memory from
- * `nvidia-smi mig -lgip` where known, and its device file its parent's.
+ * `nvidia-smi mig -lgip` where known, its device file its parent's, and its capability files
+ * from `caps` (or why they are unknown).
  */
-export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly ListedGpu[], profiles: MigProfileMemory = new Map()): GpuInfo[] {
+export function offeredGpus(
+  queried: readonly QueriedGpu[],
+  listed: readonly ListedGpu[],
+  profiles: MigProfileMemory = new Map(),
+  caps: MigCapabilitySource = { ids: 'nvidia-smi -q was not asked', minors: 'mig-minors was not read' },
+): GpuInfo[] {
   return queried.flatMap(({ migEnabled, ...g }): GpuInfo[] => {
     if (!migEnabled) return [g];
     const mig = (listed.find((l) => l.uuid === g.uuid) ?? listed.find((l) => l.index === g.index))?.mig ?? [];
@@ -115,6 +130,7 @@ export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly Lis
         type: `${g.type}-${d.profile}`,
         memoryMiB: migMemoryMiB(d.profile, profiles.get(g.index)) ?? g.memoryMiB,
         deviceMinor: g.deviceMinor,
+        migCaps: migCapabilities(caps, g, d.device),
       };
     });
   });
@@ -124,10 +140,13 @@ export function offeredGpus(queried: readonly QueriedGpu[], listed: readonly Lis
  * Runs nvidia-smi and returns this machine's GPUs; null when nvidia-smi is not installed or fails
  * (non-zero exit, e.g. no driver or no devices; timeout). Output that cannot be parsed throws,
  * since it means the machine's GPUs cannot be trusted rather than that there are none. Only a
- * machine with a GPU in MIG mode is asked for its MIG devices (`-L`) and profiles (`mig -lgip`).
+ * machine with a GPU in MIG mode is asked for its MIG devices (`-L`), profiles (`mig -lgip`), the
+ * devices' instance ids (`-q`) and the driver's capability minors (`migMinorsPath`); the last two
+ * only refine containment, so their failure is recorded on each device (`migCaps`), never thrown.
  */
-export async function discoverGpus(opts: { command?: string; timeoutMs?: number } = {}): Promise<GpuInfo[] | null> {
-  const run = (args: readonly string[]) => runCommand(opts.command ?? 'nvidia-smi', args, opts.timeoutMs ?? 5000);
+export async function discoverGpus(opts: { command?: string; timeoutMs?: number; migMinorsPath?: string } = {}): Promise<GpuInfo[] | null> {
+  const timeoutMs = opts.timeoutMs ?? 5000;
+  const run = (args: readonly string[], slow = false) => runCommand(opts.command ?? 'nvidia-smi', args, slow ? SLOW_QUERY_FACTOR * timeoutMs : timeoutMs);
   const csv = (await run(NVIDIA_SMI_ARGS)) ?? (await run(NVIDIA_SMI_ARGS_BEFORE_MIG));
   if (csv === null) return null;
   const queried = parseNvidiaSmiQuery(csv);
@@ -137,7 +156,24 @@ export async function discoverGpus(opts: { command?: string; timeoutMs?: number 
   if (list === null) throw new Error('nvidia-smi -L failed on a machine with a GPU in MIG mode: its MIG instances cannot be listed');
   // The profiles' exact memory is a refinement: without it the names' figures stand in.
   const profiles = parseMigProfiles((await run(['mig', '-lgip'])) ?? '');
-  return offeredGpus(queried, parseNvidiaSmiList(list), profiles);
+  return offeredGpus(queried, parseNvidiaSmiList(list), profiles, await migCapabilitySource(run, opts.migMinorsPath ?? MIG_MINORS_PATH));
+}
+
+/** `nvidia-smi -q`'s instance ids and the mig-minors table, each or why it is missing. */
+async function migCapabilitySource(
+  run: (args: readonly string[], slow: boolean) => Promise<string | null>,
+  migMinorsPath: string,
+): Promise<MigCapabilitySource> {
+  // The full report reads every counter of every GPU: seconds on a machine of eight.
+  const report = await run(['-q'], true);
+  const ids = report === null ? 'nvidia-smi -q failed' : parseMigDeviceIds(report);
+  let minors: MigCapabilitySource['minors'];
+  try {
+    minors = parseMigMinors(await readFile(migMinorsPath, 'utf8'));
+  } catch (err) {
+    minors = `cannot read ${migMinorsPath}: ${errorText(err)}`;
+  }
+  return { ids, minors };
 }
 
 function runCommand(command: string, args: readonly string[], timeoutMs: number): Promise<string | null> {

@@ -7,6 +7,7 @@ import os from 'node:os';
 import { parseCpuMillis, parseMemoryBytes } from '../../spec/quantity.js';
 import { normalizeGpuType } from '../../domain/resources.js';
 import { discoverGpus, type GpuInfo } from './gpu-discovery.js';
+import type { MigCapabilities } from './mig-capabilities.js';
 
 export interface DetectedGpu {
   index: number;
@@ -16,6 +17,8 @@ export interface DetectedGpu {
   memoryMiB: number | null;
   /** Its `/dev/nvidia<N>` (GpuInfo.deviceMinor); a declared GPU's is its index, whose file the host may not have. */
   deviceMinor: number;
+  /** A MIG device's capability files, or why they are unknown (GpuInfo.migCaps); absent on a whole or declared GPU. */
+  migCaps?: MigCapabilities;
 }
 
 export interface DetectedMachine {

@@ -18,6 +18,9 @@ import { wireEnum } from './wire-enum.js';
  * - `gpuSharing`: how stages that share a GPU are kept apart (`--gpu-sharing`): `mps` (NVIDIA's
  *   MPS bounds each one's threads and memory), `time-slicing` (nothing bounds them). Absent from
  *   agents before shares.
+ * - `migIsolated`: on a machine with MIG devices, whether an attempt can open only its own MIG
+ *   devices' capability files (the devices cgroup or the sandbox, and every device's minors known;
+ *   `problems` says why not). Absent on a machine without MIG devices, and from older agents.
  */
 export const CONTAINMENT_MECHANISMS = ['cgroup-v2', 'cgroup-v1', 'cgroup-hybrid', 'none'] as const;
 export type ContainmentMechanism = (typeof CONTAINMENT_MECHANISMS)[number];
@@ -38,6 +41,7 @@ export const ContainmentReport = Type.Object(
     sandbox: Type.Union([Type.Literal('bwrap'), Type.Null()]),
     problems: Type.Array(Type.String({ maxLength: 500 }), { maxItems: 20 }),
     gpuSharing: Type.Optional(wireEnum(GPU_SHARING_MODES, { description: 'how stages sharing a GPU are bounded' })),
+    migIsolated: Type.Optional(Type.Boolean({ description: "whether an attempt can open only its own MIG devices' capability files" })),
   },
   // Later agents may report more: a server keeps what it knows.
   { additionalProperties: true },

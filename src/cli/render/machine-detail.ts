@@ -45,6 +45,9 @@ function containmentLines(r: ContainmentReport | null | undefined, c: Colors): [
     ['sandbox', r.sandbox ?? 'off'],
     ['gpu sharing', gpuSharingText(r.gpuSharing, c)],
   ];
+  // Only a machine with MIG devices says (docs/machines.md, "What isolates MIG devices from each other").
+  if (r.migIsolated !== undefined)
+    lines.push(['MIG devices', r.migIsolated ? c.green('isolated') : c.yellow('not isolated (each can open the others of its GPU: see problems)')]);
   if (r.problems.length === 0) lines.push(['problems', 'none']);
   else r.problems.forEach((p, i) => lines.push([i === 0 ? 'problems' : '', c.yellow(p)]));
   return lines;

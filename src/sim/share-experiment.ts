@@ -48,7 +48,10 @@ export const PAPER_UNALLOCATED: Record<PodListName, Record<string, readonly numb
  * paper's name (`dotprod`, `random`), or as `<paper name>-paper` (`fgd-paper`), finds its figures without an edit here.
  */
 export function paperPolicyOf(policy: string): string | null {
-  const key = policy.replace(/-paper$/, '').replace(/-/g, '').toLowerCase();
+  const key = policy
+    .replace(/-paper$/, '')
+    .replace(/-/g, '')
+    .toLowerCase();
   return Object.keys(PAPER_UNALLOCATED.default).find((name) => name.toLowerCase() === key) ?? null;
 }
 

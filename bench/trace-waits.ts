@@ -2,10 +2,11 @@
  * Which GPU pods wait, for which GPU type, under each GPU placement of the pass, on a slice of an
  * Alibaba pod list replayed through `replayTrace` (docs/scheduling.md, "Cost and limits": why
  * gpuspec33's pods waited longer once FGD placed them). Variants, each in its own run:
- *  - `fgd`: the pass as it is (FGD, target workload from the snapshot: the queued stages);
+ *  - `fgd`: FGD with the target workload of one pass's snapshot alone (the queued stages);
  *  - `fgd-paper`, `best-fit`: the same pass with that share policy;
  *  - `fgd-list`: FGD with the whole pod list's workload (as `bench:fgd` measures it);
- *  - `fgd-recent`: FGD with the workload of the last `--recent` pods the passes saw (a remembered workload);
+ *  - `fgd-recent`: FGD with the workload of the last `--recent` GPU pods the passes saw, as the
+ *    server plans (`serverPlanner`, `RecentWorkload`; the default of `replayTrace`);
  *  - `old`: `planPlacements` of another checkout's src (`--old DIR`, e.g. commit 47c9aaa's, the
  *    best-fit ranking over 64 machines in name order: `git archive 47c9aaa src | tar -x -C DIR/..`).
  * Prints one JSON line per variant, then the mean wait per GPU spec asked.
@@ -14,12 +15,11 @@
  *   --variants fgd,fgd-paper,best-fit,fgd-list,fgd-recent --recent 1000 --old DIR]
  */
 import { resolve } from 'node:path';
-import { planPlacements, type PlanOptions } from '../src/scheduler/plan-placements.js';
-import type { QueuedStage, SchedulerSnapshot } from '../src/scheduler/snapshot.js';
+import { planPlacements } from '../src/scheduler/plan-placements.js';
 import { snapshotWorkload } from '../src/scheduler/snapshot-workload.js';
 import type { TargetWorkload } from '../src/scheduler/target-workload.js';
 import { loadAlibabaTrace, POD_LIST_FILES, type PodListName } from '../src/sim/alibaba-trace.js';
-import { replayTrace, summarise, withArrivalSpeedup, type Planner } from '../src/sim/trace-replay.js';
+import { replayTrace, serverPlanner, summarise, withArrivalSpeedup, type Planner } from '../src/sim/trace-replay.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -34,21 +34,6 @@ const RECENT = Number(arg('recent', '1000'));
 const VARIANTS = arg('variants', 'fgd,fgd-paper,best-fit,fgd-list,fgd-recent').split(',');
 const OLD = arg('old', '');
 
-/** FGD with the workload of the last `n` stages the passes saw: what a pass would know if it remembered. */
-function recentWorkloadPlanner(n: number): Planner {
-  const seen = new Map<string, QueuedStage>();
-  let size = -1;
-  let w: TargetWorkload | null = null;
-  return (s: SchedulerSnapshot, o: PlanOptions) => {
-    for (const q of s.queue) if (!seen.has(q.stageId)) seen.set(q.stageId, q);
-    if (seen.size !== size || w === null) {
-      size = seen.size;
-      w = snapshotWorkload({ queue: [...seen.values()].slice(-n) });
-    }
-    return planPlacements(s, { ...o, targetWorkload: w });
-  };
-}
-
 async function plannerOf(variant: string, listWorkload: TargetWorkload): Promise<Planner> {
   switch (variant) {
     case 'fgd':
@@ -59,7 +44,7 @@ async function plannerOf(variant: string, listWorkload: TargetWorkload): Promise
     case 'fgd-list':
       return (s, o) => planPlacements(s, { ...o, targetWorkload: listWorkload });
     case 'fgd-recent':
-      return recentWorkloadPlanner(RECENT);
+      return serverPlanner(RECENT);
     case 'old': {
       if (OLD === '') throw new Error('variant old needs --old DIR (a src/ directory of another commit)');
       const mod = (await import(resolve(OLD, 'scheduler/plan-placements.ts'))) as { planPlacements: Planner };

@@ -10,6 +10,7 @@ import { Topic } from '../domain/topic.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { type Clock, systemClock } from '../domain/clock.js';
 import { OutboxRelay } from '../reconciler/outbox-relay.js';
+import { RecentWorkload } from '../scheduler/recent-workload.js';
 import { schedulerPass } from './scheduler-pass.js';
 import { openStore } from './open-store.js';
 import type { Store } from '../store/store.js';
@@ -113,6 +114,8 @@ export async function createControlPlane(
     else app.log.error({ err, loop }, 'background pass failed');
   };
 
+  // FGD's target workload: the GPU stages this replica's passes have seen (docs/scheduling.md).
+  const recentWorkload = new RecentWorkload();
   const scheduler = new Loop(
     'scheduler',
     async () => {
@@ -121,6 +124,7 @@ export async function createControlPlane(
         leaseMs: config.leaseMs,
         preemptionCooldownMs: config.preemptionCooldownMs,
         gpuPolicy: config.gpuPolicy,
+        recentWorkload,
       });
       end();
       metrics.placements.inc(r.placed);
@@ -209,6 +213,7 @@ export async function createControlPlane(
           leaseMs: config.leaseMs,
           preemptionCooldownMs: config.preemptionCooldownMs,
           gpuPolicy: config.gpuPolicy,
+          recentWorkload,
         });
         end();
         metrics.placements.inc(r.placed);

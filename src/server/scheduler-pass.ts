@@ -2,6 +2,7 @@ import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import type { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { SharePolicyName } from '../scheduler/share-policies.js';
 import type { SchedulerSnapshot } from '../scheduler/snapshot.js';
 import { teamOf } from '../scheduler/team-ledger.js';
@@ -32,7 +33,14 @@ export interface SchedulerPassResult {
 export async function schedulerPass(
   store: PlacementSource,
   clock: Clock,
-  opts: { leaseMs: number; maxPlacements?: number; preemptionCooldownMs?: number; gpuPolicy?: SharePolicyName },
+  opts: {
+    leaseMs: number;
+    maxPlacements?: number;
+    preemptionCooldownMs?: number;
+    gpuPolicy?: SharePolicyName;
+    /** The GPU stages earlier passes saw: FGD's target workload (absent: this pass's snapshot alone). */
+    recentWorkload?: RecentWorkload;
+  },
 ): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
@@ -65,7 +73,11 @@ export async function schedulerPass(
     now,
     ...(running.length ? { running, ...(opts.preemptionCooldownMs !== undefined ? { preemptionCooldownMs: opts.preemptionCooldownMs } : {}) } : {}),
   };
-  const planOptions = { maxPlacements, ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}) };
+  const planOptions = {
+    maxPlacements,
+    ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
+    ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
+  };
   let plan = planPlacements(snapshot, planOptions);
   // Machines held for large stages may take smaller work that ends before those could start
   // (backfill): planned again with the time limits of what runs there, only when it could matter.

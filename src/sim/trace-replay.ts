@@ -7,6 +7,7 @@
 import { stageNeed } from '../scheduler/checks.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
+import { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type { TracePod } from './alibaba-trace.js';
 import { errorText } from '../lib/error-text.js';
@@ -46,8 +47,18 @@ export interface ReplayPass {
 /** One scheduling pass, pure: `planPlacements`, or a baseline policy (`baseline-policies.ts`) to compare it with. */
 export type Planner = (snapshot: SchedulerSnapshot, opts: PlanOptions) => Plan;
 
+/**
+ * `planPlacements` as the server runs it: FGD's target workload from the GPU stages earlier passes
+ * saw (`RecentWorkload`, server/scheduler-pass.ts), unless the options give one. One per replay:
+ * it remembers.
+ */
+export function serverPlanner(limit?: number): Planner {
+  const recent = new RecentWorkload(limit);
+  return (s, o) => planPlacements(s, o.targetWorkload !== undefined ? o : { ...o, targetWorkload: recent.observe(s) });
+}
+
 export interface ReplayOptions {
-  /** The policy under test; default Gantry's `planPlacements`. */
+  /** The policy under test; default Gantry's `planPlacements` as the server runs it (`serverPlanner`). */
   planner?: Planner;
   /** Passed to every planner call. A pass that hits `maxPlacements` is followed by another at the same time. */
   planOptions?: PlanOptions;
@@ -238,7 +249,7 @@ export function utilisationBuckets(
 /**
  * Replays pods in arrival order as a discrete-event loop. At each distinct event time: departures
  * due then release their resources, pods created then join the queue, and, if anything is queued,
- * the planner (`opts.planner`, default `planPlacements`) runs on the current state; its placements hold their resources from now until
+ * the planner (`opts.planner`, default `serverPlanner()`) runs on the current state; its placements hold their resources from now until
  * now + `holdSeconds`. Pending pods stay queued until a later pass places them. Placements are
  * re-checked on apply; an over-allocation throws.
  *
@@ -246,7 +257,7 @@ export function utilisationBuckets(
  * replay). Pure and deterministic: time comes from the trace only.
  */
 export function replayTrace(machines: readonly MachineView[], pods: readonly TracePod[], opts: ReplayOptions = {}): ReplayResult {
-  const planner = opts.planner ?? planPlacements;
+  const planner = opts.planner ?? serverPlanner();
   const planOptions = opts.planOptions ?? {};
   const maxPlacements = Math.floor(planOptions.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
   const state = machines.map(cloneMachine);

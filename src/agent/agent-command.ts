@@ -24,7 +24,7 @@ export function agentCommand(program: Command): void {
     )
     .option('--cpu <n>', 'CPUs to offer (default: detected)')
     .option('--memory <q>', 'memory to offer, e.g. 16Gi (default: detected)')
-    .option('--gpus <type:n>', 'declare GPUs, e.g. h100:4 (shown as declared); default: found by nvidia-smi')
+    .option('--gpus <type:n[:memory]>', "declare GPUs, e.g. h100:4, or h100:4:80Gi with each one's memory (shown as declared); default: found by nvidia-smi")
     .option('--region <r>', 'region of this machine')
     .option('--label <k=v>', 'a label (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option(

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Resources } from '../domain/resources.js';
 import { RecentWorkload } from './recent-workload.js';
 import type { QueuedStage, RunningAttempt } from './snapshot.js';
+import type { TargetWorkload } from './target-workload.js';
 
 function stage(id: string, gpu: Resources['gpu']): QueuedStage {
   return {
@@ -16,7 +17,7 @@ function stage(id: string, gpu: Resources['gpu']): QueuedStage {
   };
 }
 
-const shapes = (w: { shapes: { gpuCount: number; gpuMilli: number; gpuTypes: string[]; count: number }[] }) =>
+const shapes = (w: TargetWorkload) =>
   w.shapes.map((s) => `${s.gpuCount}×${s.gpuMilli}${s.gpuTypes.length ? `:${s.gpuTypes.join('|')}` : ''}=${s.count}`).sort();
 
 describe('RecentWorkload', () => {

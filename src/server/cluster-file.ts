@@ -21,7 +21,15 @@ const MachineEntry = Type.Object(
     gpus: Type.Optional(
       Type.Union([
         Type.Literal('detect'),
-        Type.Object({ type: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 1, maximum: 64 }) }, { additionalProperties: false }),
+        Type.Object(
+          {
+            type: Type.String({ minLength: 1 }),
+            count: Type.Integer({ minimum: 1, maximum: 64 }),
+            /** Each declared GPU's memory ("80Gi"): stages that bound GPU memory go only where it is known. */
+            memory: Type.Optional(Type.Union([Type.Number(), Type.String()])),
+          },
+          { additionalProperties: false },
+        ),
       ]),
     ),
     region: Type.Optional(Type.String()),
@@ -53,6 +61,13 @@ export function parseClusterFile(file: string): ClusterFile {
     } catch (err) {
       throw new ValidationError([{ path: `${file}#/machines/${i}`, message: errorText(err) }]);
     }
+    if (m.gpus && m.gpus !== 'detect' && m.gpus.memory !== undefined) {
+      try {
+        if (parseMemoryBytes(m.gpus.memory) < 1024 ** 2) throw new Error(`GPU memory must be at least 1Mi, got ${m.gpus.memory}`);
+      } catch (err) {
+        throw new ValidationError([{ path: `${file}#/machines/${i}/gpus/memory`, message: errorText(err) }]);
+      }
+    }
   });
   return cluster;
 }
@@ -62,7 +77,9 @@ export function defaultCluster(hasRealGpus: boolean): ClusterFile {
   return {
     machines: [
       { name: 'cpu-1', cpu: 4, memory: '8Gi' },
-      hasRealGpus ? { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: 'detect' } : { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: { type: 'h100', count: 4 } },
+      hasRealGpus
+        ? { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: 'detect' }
+        : { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: { type: 'h100', count: 4, memory: '80Gi' } },
     ],
   };
 }
@@ -72,7 +89,7 @@ export function agentArgs(m: ClusterMachine, serverUrl: string, dataDir: string)
   const args = ['agent', '--server', serverUrl, '--name', m.name, '--data-dir', dataDir, '--exit-with-parent'];
   if (m.cpu !== undefined) args.push('--cpu', String(m.cpu));
   if (m.memory !== undefined) args.push('--memory', String(m.memory));
-  if (m.gpus && m.gpus !== 'detect') args.push('--gpus', `${m.gpus.type}:${m.gpus.count}`);
+  if (m.gpus && m.gpus !== 'detect') args.push('--gpus', `${m.gpus.type}:${m.gpus.count}${m.gpus.memory !== undefined ? `:${m.gpus.memory}` : ''}`);
   if (m.region) args.push('--region', m.region);
   for (const [k, v] of Object.entries(m.labels ?? {})) args.push('--label', `${k}=${v}`);
   return args;

@@ -47,7 +47,11 @@ describe('detectMachine', () => {
 
 describe('parseGpuDeclaration', () => {
   it('rejects what is not TYPE:N', () => {
-    expect(parseGpuDeclaration(' a100:8 ')).toEqual({ type: 'a100', count: 8 });
+    expect(parseGpuDeclaration(' a100:8 ')).toEqual({ type: 'a100', count: 8, memoryMiB: null });
+    expect(parseGpuDeclaration('h100:4:80Gi')).toEqual({ type: 'h100', count: 4, memoryMiB: 80 * 1024 });
+    expect(() => parseGpuDeclaration('h100:4:lots')).toThrow('--gpus: GPU memory "lots" is not a quantity (for example 80Gi)');
+    expect(() => parseGpuDeclaration('h100:4:1k')).toThrow(/at least 1Mi/);
+    expect(() => parseGpuDeclaration('h100:4:80Gi:x')).toThrow(/TYPE:COUNT:MEMORY/);
     expect(() => parseGpuDeclaration('h100')).toThrow(/TYPE:COUNT/);
     expect(() => parseGpuDeclaration('h100:0')).toThrow(/count must be 1 to 64/);
     expect(() => parseGpuDeclaration('h100:65')).toThrow(/count must be 1 to 64/);

@@ -64,8 +64,8 @@ export async function detectMachine(opts: DetectMachineOptions = {}): Promise<De
   const labels = checkLabels(opts.labels ?? {});
 
   if (opts.gpus !== undefined) {
-    const { type, count } = parseGpuDeclaration(opts.gpus);
-    const gpus = Array.from({ length: count }, (_, index) => ({ index, uuid: null, name: `declared ${type}`, type, memoryMiB: null, deviceMinor: index }));
+    const { type, count, memoryMiB } = parseGpuDeclaration(opts.gpus);
+    const gpus = Array.from({ length: count }, (_, index) => ({ index, uuid: null, name: `declared ${type}`, type, memoryMiB, deviceMinor: index }));
     return { name, cpuMillis, memoryBytes, gpus, gpusDeclared: true, region, labels };
   }
   const found = (await (opts.discover ?? discoverGpus)()) ?? [];
@@ -73,16 +73,33 @@ export async function detectMachine(opts: DetectMachineOptions = {}): Promise<De
   return { name, cpuMillis, memoryBytes, gpus, gpusDeclared: false, region, labels };
 }
 
-export function parseGpuDeclaration(spec: string): { type: string; count: number } {
+/**
+ * `--gpus TYPE:COUNT[:MEMORY]`: declared GPUs, each with MEMORY (`80Gi`) where given, so that
+ * stages bounding GPU memory (`gpu: {memory: 10Gi}`) can be tried on a machine without GPUs;
+ * without it their memory is unknown and such stages never go there.
+ */
+export function parseGpuDeclaration(spec: string): { type: string; count: number; memoryMiB: number | null } {
   const s = spec.trim();
-  if (s.toLowerCase() === 'none') return { type: 'none', count: 0 };
-  const m = /^([^:\s]+):(\d+)$/.exec(s);
-  if (!m) throw new MachineConfigError(`--gpus "${spec}" is not TYPE:COUNT (for example h100:4), or "none"`);
+  if (s.toLowerCase() === 'none') return { type: 'none', count: 0, memoryMiB: null };
+  const m = /^([^:\s]+):(\d+)(?::([^:\s]+))?$/.exec(s);
+  if (!m) throw new MachineConfigError(`--gpus "${spec}" is not TYPE:COUNT or TYPE:COUNT:MEMORY (for example h100:4 or h100:4:80Gi), or "none"`);
   const type = normalizeGpuType(m[1]!);
   const count = Number(m[2]);
   if (!GPU_TYPE.test(type)) throw new MachineConfigError(`--gpus: GPU type "${m[1]}" may only hold letters, digits, ".", "_" and "-"`);
   if (count < 1 || count > MAX_GPUS) throw new MachineConfigError(`--gpus: count must be 1 to ${MAX_GPUS}, got ${count}`);
-  return { type, count };
+  let memoryMiB: number | null = null;
+  if (m[3] !== undefined) {
+    let bytes: number;
+    try {
+      bytes = parseMemoryBytes(m[3]);
+    } catch {
+      throw new MachineConfigError(`--gpus: GPU memory "${m[3]}" is not a quantity (for example 80Gi)`);
+    }
+    // nvidia-smi reports MiB; a declared GPU reports the same unit.
+    memoryMiB = Math.floor(bytes / 1024 ** 2);
+    if (memoryMiB < 1) throw new MachineConfigError(`--gpus: GPU memory must be at least 1Mi, got ${m[3]}`);
+  }
+  return { type, count, memoryMiB };
 }
 
 /** `--label k=v` flags; a key given twice is an error rather than a silent last-wins. */

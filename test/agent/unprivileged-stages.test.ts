@@ -225,7 +225,10 @@ describe.skipIf(why !== '')('stages of a root agent', () => {
     const script = ['id -u > "$SHARED/restart-uid"', 'while [ ! -e "$SHARED/restart-go" ]; do sleep 0.05; done', 'id -u'].join('\n');
     const jobId = await submit({ name: 'restart', stages: [stage('users-d', 'long', script, { SHARED: shared })] });
     const uidFile = join(shared, 'restart-uid');
-    for (let i = 0; i < 300 && !existsSync(uidFile); i++) await new Promise((r) => setTimeout(r, 50));
+    // The shell creates the file (`>`) before `id -u` writes to it: wait for the whole line, not
+    // the file (an empty read is Number('') = 0; fresh-clone CI, once).
+    const written = () => existsSync(uidFile) && readFileSync(uidFile, 'utf8').endsWith('\n');
+    for (let i = 0; i < 300 && !written(); i++) await new Promise((r) => setTimeout(r, 50));
     const uid = Number(readFileSync(uidFile, 'utf8'));
     const locks = join(lockDir, readdirSync(lockDir)[0]!);
     expect(readdirSync(locks)).toContain(String(uid));

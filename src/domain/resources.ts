@@ -39,7 +39,12 @@ export function gpuMilliTotalOf(resources: Resources): number {
  * What metrics, pools and the dashboard add up, so that a share counts as its part of a GPU.
  */
 export function gpuMilliUsed(g: { free: boolean; freeMilli?: number }): number {
-  return GPU_MILLI_WHOLE - (g.freeMilli ?? (g.free ? GPU_MILLI_WHOLE : 0));
+  return GPU_MILLI_WHOLE - gpuFreeMilli(g);
+}
+
+/** The GPU's free thousandths: `freeMilli`, or from `free` where the reader gave none (whole GPUs only). */
+export function gpuFreeMilli(g: { free: boolean; freeMilli?: number }): number {
+  return g.freeMilli ?? (g.free ? GPU_MILLI_WHOLE : 0);
 }
 
 /** Where a stage may run. */

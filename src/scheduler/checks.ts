@@ -1,6 +1,6 @@
 import { MachineHealth } from '../domain/machine-health.js';
 import { MachineScheduling } from '../domain/machine-scheduling.js';
-import { GPU_MILLI_WHOLE, gpuMilliOf, normalizeGpuType } from '../domain/resources.js';
+import { GPU_MILLI_WHOLE, gpuFreeMilli, gpuMilliOf, normalizeGpuType } from '../domain/resources.js';
 import type { GpuView, MachineView, QueuedStage } from './snapshot.js';
 
 /** A module constant, read in the checks' inner loops (an imported binding is read through a getter under tsx). */
@@ -107,11 +107,6 @@ export function acceptsGpuType(need: StageNeed, type: string): boolean {
   return need.gpuTypes.length === 0 || need.gpuTypes.includes(normalizeGpuType(type));
 }
 
-/** The GPU's free thousandths (issue 29): `freeMilli`, or from `free` where the reader gave none. */
-export function gpuFreeMilli(g: Pick<GpuView, 'free' | 'freeMilli'>): number {
-  return g.freeMilli ?? (g.free ? WHOLE : 0);
-}
-
 /** Whether the GPU's memory, in all, could hold the stage's bound: none asked, or known and large enough. Unknown memory takes no bounded stage. */
 export function gpuMemoryAllows(need: Pick<StageNeed, 'gpuMemoryBytes'>, g: Pick<GpuView, 'memoryBytesTotal'>): boolean {
   if (need.gpuMemoryBytes === null) return true;
@@ -125,7 +120,7 @@ export function gpuMemoryAllows(need: Pick<StageNeed, 'gpuMemoryBytes'>, g: Pick
  */
 export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>, g: GpuView): number {
   if (need.gpuMemoryBytes !== null && !gpuMemoryAllows(need, g)) return 0;
-  const free = g.freeMilli ?? (g.free ? WHOLE : 0);
+  const free = gpuFreeMilli(g);
   if (need.gpuMilli >= WHOLE || need.gpuMilli <= 0) return free === WHOLE ? 1 : 0;
   let n = Math.floor(free / need.gpuMilli);
   if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0)
@@ -236,21 +231,7 @@ export const fitChecks: readonly Check[] = [
 ];
 
 /** Static checks first, so a busy reason always means "would fit on this machine when idle". */
-export const checks: readonly Check[] = [
-  checkTakesWork,
-  checkRegion,
-  checkLabels,
-  checkGpuType,
-  checkGpuTotal,
-  checkGpuMemory,
-  checkCpuTotal,
-  checkMemoryTotal,
-  checkGpuMachine,
-  checkGpuBusy,
-  checkCpuBusy,
-  checkMemoryBusy,
-  checkGpuShare,
-];
+export const checks: readonly Check[] = [checkTakesWork, ...fitChecks, checkGpuBusy, checkCpuBusy, checkMemoryBusy, checkGpuShare];
 
 /** The first rule the machine fails for this stage, or null when the stage fits there now. */
 export function firstReject(need: StageNeed, machine: MachineView): RejectReason | null {

@@ -1,4 +1,4 @@
-import { normalizeGpuType } from '../domain/resources.js';
+import { gpuFreeMilli, normalizeGpuType } from '../domain/resources.js';
 import type { MachineView } from './snapshot.js';
 
 /**
@@ -187,7 +187,7 @@ export function shareMachineOf(m: MachineView): ShareMachine {
     gpus: m.gpus.map((g) => ({
       index: g.index,
       type: normalizeGpuType(g.type),
-      freeMilli: g.freeMilli ?? (g.free ? WHOLE_GPU_MILLI : 0),
+      freeMilli: gpuFreeMilli(g),
       ...(g.memoryBytesTotal !== undefined ? { memoryBytesTotal: g.memoryBytesTotal } : {}),
       ...(g.memoryBytesFree !== undefined ? { memoryBytesFree: g.memoryBytesFree } : {}),
     })),

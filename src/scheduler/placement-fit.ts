@@ -1,5 +1,5 @@
-import { GPU_MILLI_WHOLE, normalizeGpuType } from '../domain/resources.js';
-import { acceptsGpuType, gpuFreeMilli, type StageNeed } from './checks.js';
+import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from '../domain/resources.js';
+import { acceptsGpuType, type StageNeed } from './checks.js';
 import type { GpuView, MachineView } from './snapshot.js';
 
 /** What one placement takes from a machine: CPU, memory and exact GPU devices, or a share of one. */

@@ -1,5 +1,5 @@
-import { GPU_MILLI_WHOLE, normalizeGpuType } from '../domain/resources.js';
-import { firstReject, gpuCountsByType, gpuFreeMilli, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
+import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from '../domain/resources.js';
+import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { GpuPlacer } from './gpu-placer.js';
 import { machineReject, pendingReason, type MachineReject } from './pending-reason.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';

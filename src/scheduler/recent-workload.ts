@@ -38,8 +38,7 @@ export class RecentWorkload {
     const running = snapshot.running ?? [];
     // Attempts change from pass to pass; without any in view the workload changes only with what was seen.
     if (this.cached !== null && !changed && running.length === 0 && !this.cachedWithAttempts) return this.cached;
-    const queue = [...this.seen.values()] as QueuedStage[];
-    this.cached = snapshotWorkload({ queue, running });
+    this.cached = snapshotWorkload({ queue: [...this.seen.values()], running });
     this.cachedWithAttempts = running.length > 0;
     return this.cached;
   }

@@ -1,7 +1,7 @@
 import { GPU_MILLI_WHOLE, gpuMilliOf, normalizeGpuType } from '../domain/resources.js';
 import type { StageNeed } from './checks.js';
 import type { ShareRequest } from './gpu-share.js';
-import type { SchedulerSnapshot } from './snapshot.js';
+import type { QueuedStage, SchedulerSnapshot } from './snapshot.js';
 import { targetWorkload, type TargetWorkload } from './target-workload.js';
 
 /** A stage's need as the share model reads it (GPU memory only where the stage bounds it). */
@@ -28,7 +28,7 @@ const FALLBACK: ShareRequest = { cpuMillis: 0, memoryBytes: 0, gpuCount: 1, gpuM
  * snapshot, one whole GPU (then no GPU stage is placed by it anyway). Pure; the paper's
  * popularity cut (95 %) applies.
  */
-export function snapshotWorkload(snapshot: Pick<SchedulerSnapshot, 'queue' | 'running'>): TargetWorkload {
+export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, 'resources'>[]; running?: SchedulerSnapshot['running'] }): TargetWorkload {
   const requests: ShareRequest[] = [];
   for (const q of snapshot.queue) {
     const gpu = q.resources.gpu;

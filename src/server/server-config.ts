@@ -1,3 +1,4 @@
+import type { PoolTemplate } from '../autoscale/pool-template.js';
 import { DEFAULT_SHARE_POLICY, type SharePolicyName } from '../scheduler/share-policies.js';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +105,13 @@ export interface ServerConfig {
   logCaps: LogCaps;
   /** The pools page's history: a sample of every pool this often, kept in memory for a day (GANTRY_POOL_SAMPLE_MS). 0: none. */
   poolSampleMs: number;
+  /**
+   * The autoscaled pools (issue 30, docs/autoscaling.md): a cluster file's `pools:` (`gantry server
+   * --pools FILE`, GANTRY_POOLS; `gantry up` reads its --cluster file's). Empty: no autoscaler runs.
+   */
+  pools: PoolTemplate[];
+  /** How often the autoscaler decides, on the leader (GANTRY_AUTOSCALE_INTERVAL_MS, default 10 s). */
+  autoscaleIntervalMs: number;
 }
 
 /** The dashboard this package built: dist/web beside dist/server (from the sources, under tsx or vitest: the same dist/web). */
@@ -127,6 +135,8 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     killGraceMs: 5000,
     preemptionCooldownMs: 300_000,
     gpuPolicy: DEFAULT_SHARE_POLICY,
+    pools: [],
+    autoscaleIntervalMs: 10_000,
     disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,

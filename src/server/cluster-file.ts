@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { Type, type Static } from 'typebox';
 import { parse } from 'yaml';
+import { parsePools, type PoolTemplate } from '../autoscale/pool-template.js';
 import { parseCpuMillis, parseMemoryBytes } from '../spec/quantity.js';
 import { schemaIssues } from '../spec/schema-issues.js';
 import { ValidationError } from '../spec/validation-error.js';
@@ -37,10 +39,22 @@ const MachineEntry = Type.Object(
   },
   { additionalProperties: false },
 );
-export const ClusterFileSchema = Type.Object({ machines: Type.Array(MachineEntry, { minItems: 1, maxItems: 64 }) }, { additionalProperties: false });
-export type ClusterFile = Static<typeof ClusterFileSchema>;
+// `pools:` is checked whole by parsePools (src/autoscale/pool-template.ts), with its own paths.
+const ClusterFileSchema = Type.Object(
+  { machines: Type.Optional(Type.Array(MachineEntry, { minItems: 1, maxItems: 64 })), pools: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+);
 export type ClusterMachine = Static<typeof MachineEntry>;
+/** A cluster file read: the machines `gantry up` stands in for, and the pools the autoscaler grows and shrinks (docs/autoscaling.md). */
+export interface ClusterFile {
+  machines: ClusterMachine[];
+  pools: PoolTemplate[];
+}
 
+/**
+ * Reads a cluster file: `machines:` (at least one), `pools:` (autoscaled, issue 30), or both.
+ * Every problem is a ValidationError at `file#/path`.
+ */
 export function parseClusterFile(file: string): ClusterFile {
   let doc: unknown;
   try {
@@ -50,7 +64,14 @@ export function parseClusterFile(file: string): ClusterFile {
   }
   const issues = schemaIssues(ClusterFileSchema, doc);
   if (issues.length) throw new ValidationError(issues.map((i) => ({ path: `${file}#${i.path || '/'}`, message: i.message })));
-  const cluster = doc as ClusterFile;
+  const read = doc as Static<typeof ClusterFileSchema>;
+  if (read.machines === undefined && read.pools === undefined)
+    throw new ValidationError([{ path: `${file}#/`, message: 'a cluster file lists machines: (at least one), pools: (autoscaled), or both' }]);
+  const pools = read.pools === undefined ? [] : parsePools(read.pools, `${file}#/pools`);
+  // A command provider's executable, when relative, is the cluster file's neighbour (as an include
+  // is), not the server's working directory's, which changes with how it was started.
+  for (const p of pools) if (p.autoscale.command !== null) p.autoscale.command = resolve(dirname(file), p.autoscale.command);
+  const cluster: ClusterFile = { machines: read.machines ?? [], pools };
   const names = new Set<string>();
   cluster.machines.forEach((m, i) => {
     if (names.has(m.name)) throw new ValidationError([{ path: `${file}#/machines/${i}/name`, message: `duplicate machine name "${m.name}"` }]);
@@ -69,12 +90,27 @@ export function parseClusterFile(file: string): ClusterFile {
       }
     }
   });
+  // The autoscaler names a pool's machines `<pool>-<n>` (autoscaleStart); a listed machine of such
+  // a name would be taken for the pool's, or the pool's for it.
+  cluster.pools.forEach((p, i) => {
+    const clash = cluster.machines.find((m) => poolMachineName(p.name, m.name));
+    if (clash)
+      throw new ValidationError([
+        { path: `${file}#/pools/${i}/name`, message: `pool "${p.name}" names its machines ${p.name}-1, ${p.name}-2, …: machine "${clash.name}" would clash` },
+      ]);
+  });
   return cluster;
+}
+
+/** Whether `name` is of the form the autoscaler gives a machine of `pool`: `<pool>-<n>`. */
+function poolMachineName(pool: string, name: string): boolean {
+  return name.startsWith(`${pool}-`) && /^[0-9]+$/.test(name.slice(pool.length + 1));
 }
 
 /** One CPU machine and one GPU machine: real GPUs where nvidia-smi finds them, declared ones otherwise. */
 export function defaultCluster(hasRealGpus: boolean): ClusterFile {
   return {
+    pools: [],
     machines: [
       { name: 'cpu-1', cpu: 4, memory: '8Gi' },
       hasRealGpus
@@ -82,6 +118,31 @@ export function defaultCluster(hasRealGpus: boolean): ClusterFile {
         : { name: 'gpu-1', cpu: 8, memory: '32Gi', gpus: { type: 'h100', count: 4, memory: '80Gi' } },
     ],
   };
+}
+
+/**
+ * `gantry up --autoscale` with no pool declared: one pool of GPU machines like gpu-1, started on
+ * this host by the local provider when GPU stages wait and stopped when idle (docs/autoscaling.md).
+ */
+export const DEFAULT_POOL = {
+  name: 'h100',
+  template: { cpu: 8, memory: '32Gi', gpus: { type: 'h100', count: 4, memory: '80Gi' } },
+  autoscale: { provider: 'local', min: 0, max: 2, idleSeconds: 300, bootTimeoutSeconds: 120 },
+} as const;
+
+/**
+ * What `gantry up --autoscale` runs: the cluster's pools, or, with none declared, DEFAULT_POOL,
+ * which takes the place of the default cluster's gpu-1 (a cluster file's machines all stay).
+ */
+export function withDefaultPool(cluster: ClusterFile, fromFile: boolean): ClusterFile {
+  if (cluster.pools.length > 0) return cluster;
+  const machines = fromFile ? cluster.machines : cluster.machines.filter((m) => !m.gpus);
+  const clash = machines.find((m) => poolMachineName(DEFAULT_POOL.name, m.name));
+  if (clash)
+    throw new ValidationError([
+      { path: '--autoscale', message: `the default pool "h100" names its machines h100-1, h100-2, …: machine "${clash.name}" would clash` },
+    ]);
+  return { machines, pools: parsePools([DEFAULT_POOL], '--autoscale#/pools') };
 }
 
 /** The `gantry agent` arguments that make a local agent stand in for this machine. */

@@ -15,6 +15,8 @@ import {
   type ServerConfig,
 } from './server-config.js';
 import { errorText } from '../lib/error-text.js';
+import { ValidationError } from '../spec/validation-error.js';
+import { parseClusterFile } from './cluster-file.js';
 import { DEFAULT_SHARE_POLICY, isServerSharePolicy, isSharePolicy, SERVER_SHARE_POLICIES, type SharePolicyName } from '../scheduler/share-policies.js';
 import { PRIVATE_UMASK, privateMode } from '../lib/private-mode.js';
 import { makeDirectories } from '../agent/disk/mode-tightener.js';
@@ -27,6 +29,8 @@ export interface ServerFlags {
   tlsKey?: string;
   database?: string;
   bus?: string;
+  /** A cluster file whose `pools:` the autoscaler grows and shrinks (`gantry server --pools`); default $GANTRY_POOLS. */
+  pools?: string;
 }
 
 /** `--database` or GANTRY_DATABASE_URL: a postgres:// URL, checked here so that a typo is said before anything starts. */
@@ -74,6 +78,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   set('streamsPerToken', env('GANTRY_STREAMS_PER_TOKEN'));
   set('leaderTtlMs', env('GANTRY_LEADER_TTL_MS'));
   set('poolSampleMs', env('GANTRY_POOL_SAMPLE_MS'));
+  set('autoscaleIntervalMs', env('GANTRY_AUTOSCALE_INTERVAL_MS'));
   for (const [key, name] of Object.entries(reconcilerEnv) as [keyof typeof reconcilerEnv, string][]) set(key, env(name));
   if (process.env.GANTRY_DASHBOARD_DIR) over.dashboardDir = resolve(process.env.GANTRY_DASHBOARD_DIR);
   if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
@@ -92,6 +97,8 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   if (process.env.GANTRY_HEALTH_OPEN === '0') over.openHealth = false;
   const gpuPolicy = gpuPolicyFrom(process.env.GANTRY_GPU_POLICY);
   if (gpuPolicy !== undefined) over.gpuPolicy = gpuPolicy;
+  const poolsFile = flags.pools ?? process.env.GANTRY_POOLS;
+  if (poolsFile) over.pools = poolsFrom(poolsFile);
   const config = defaultServerConfig({
     dataDir: flags.dataDir,
     databaseUrl: databaseUrlFrom(flags.database),
@@ -109,6 +116,14 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
     );
   }
   return config;
+}
+
+/** `--pools FILE` (GANTRY_POOLS): the `pools:` of a cluster file (its machines, if any, are `gantry up`'s business). */
+function poolsFrom(file: string): ServerConfig['pools'] {
+  const { pools } = parseClusterFile(file);
+  if (pools.length === 0)
+    throw new ValidationError([{ path: `${file}#/pools`, message: '--pools names a cluster file with no pools: section (docs/autoscaling.md)' }]);
+  return pools;
 }
 
 /** GANTRY_GPU_POLICY: a named GPU placement policy, refused before anything starts when it names none. */
@@ -214,10 +229,14 @@ export function serverCommand(program: Command): void {
       'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory',
     )
     .option('--bus <url>', 'nats://… to carry wake-ups over NATS JetStream between replicas; default $GANTRY_BUS_URL, else in this process')
+    .option(
+      '--pools <file>',
+      'a cluster file whose pools: the leader autoscales (starts machines when stages wait, stops idle ones); default $GANTRY_POOLS; docs/autoscaling.md',
+    )
     .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText(
       'after',
-      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nGPU placement policy: GANTRY_GPU_POLICY=fgd (default), fgd-paper, best-fit, packing or dotprod; docs/scheduling.md, "Placement of shares".\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
+      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nGPU placement policy: GANTRY_GPU_POLICY=fgd (default), fgd-paper, best-fit, packing or dotprod; docs/scheduling.md, "Placement of shares".\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\nAutoscaling: --pools FILE (a cluster file\'s pools:, e.g. examples/autoscale-cluster.yaml); the leader decides every GANTRY_AUTOSCALE_INTERVAL_MS (10000); docs/autoscaling.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).

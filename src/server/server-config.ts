@@ -190,6 +190,8 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.preemptionCooldownMs >= 0)) problems.push('the preemption cool-down must not be negative');
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);
   if (!(c.poolSampleMs === 0 || c.poolSampleMs >= 100)) problems.push(`the pool sample interval (${c.poolSampleMs} ms) must be 0 (none) or at least 100 ms`);
+  if (!(c.autoscaleIntervalMs >= 100))
+    problems.push(`the autoscaler's interval (GANTRY_AUTOSCALE_INTERVAL_MS, ${c.autoscaleIntervalMs} ms) must be at least 100 ms`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (!(Number.isInteger(c.streamsPerToken) && c.streamsPerToken >= 0))
     problems.push(`streams per token (${c.streamsPerToken}) must be a whole number, 0 for no cap`);

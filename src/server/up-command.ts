@@ -3,10 +3,11 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
 import { discoverGpus } from '../agent/machine/gpu-discovery.js';
-import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
+import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile, withDefaultPool } from './cluster-file.js';
 import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
 import { PRIVATE_UMASK } from '../lib/private-mode.js';
 import { tryHint } from './try-hint.js';
+import { describeTemplate } from '../autoscale/pool-template.js';
 
 // The CLI entry beside this file, compiled (.js) or run from source under tsx (.ts); the
 // children get the same Node flags, so they run the same way this process does.
@@ -29,14 +30,15 @@ export function upCommand(program: Command): void {
     .option('--data-dir <dir>', 'database, artifacts, agent state and logs', './.gantry')
     .option('--port <n>', 'API port', '7070')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
-    .option('--cluster <file>', 'YAML file listing the machines to stand in for (default: cpu-1 and gpu-1)')
+    .option('--cluster <file>', 'YAML file listing the machines to stand in for (default: cpu-1 and gpu-1), and pools: to autoscale')
+    .option('--autoscale', 'with no pools: in the cluster, autoscale a pool h100 of local GPU machines (0 to 2, in place of gpu-1)')
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; its names must include 127.0.0.1 for the local agents); default $GANTRY_TLS_CERT')
     .option('--tls-key <file>', 'its private key (PEM); default $GANTRY_TLS_KEY')
     .option('--ca <file>', 'the CA the local agents trust for it (default: the certificate itself, if self-signed); default $GANTRY_CA')
     .option('--json', 'print the address, the dashboard link, data directory and machines as one JSON line once up')
     .addHelpText(
       'after',
-      '\nThe web dashboard is served at the same address (/); the link printed once up signs you in as\nthe admin: it carries a one-time code (in the #fragment, which no request carries) that signs in\nonce, within 15 minutes, for a session of 12 hours; afterwards sign in with a token. docs/dashboard.md\n\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n\nThen: gantry submit examples/pipeline.yaml --watch\n',
+      "\nThe web dashboard is served at the same address (/); the link printed once up signs you in as\nthe admin: it carries a one-time code (in the #fragment, which no request carries) that signs in\nonce, within 15 minutes, for a session of 12 hours; afterwards sign in with a token. docs/dashboard.md\n\nAutoscaling: a cluster file's pools: are grown when stages wait and shrunk when idle (local agents\nstarted and stopped on this host, or your command); docs/autoscaling.md.\n\nExamples:\n  gantry up\n  gantry up --cluster examples/cluster.yaml --port 7171\n  gantry up --autoscale\n  gantry up --cluster examples/autoscale-cluster.yaml\n\nThen: gantry submit examples/pipeline.yaml --watch\n",
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what it and its agents make is their user's only.
@@ -45,6 +47,9 @@ export function upCommand(program: Command): void {
       let cluster: ClusterFile;
       if (flags.cluster) cluster = parseClusterFile(flags.cluster);
       else cluster = defaultCluster(((await discoverGpus()) ?? []).length > 0);
+      if (flags.autoscale) cluster = withDefaultPool(cluster, flags.cluster !== undefined);
+      // The cluster file's pools are what this server autoscales (over GANTRY_POOLS, which names another file).
+      if (cluster.pools.length > 0) config.pools = cluster.pools;
       const cp = await startServer(config, { logFile: serverLogFile(config.dataDir), holdsAgents: true });
       // The local agents join as remote ones do, with a join token; each then speaks with its machine's own credential.
       const { ensureTokenFile, joinTokenFile, adminTokenFile } = await import('./token-file.js');
@@ -82,13 +87,19 @@ export function upCommand(program: Command): void {
               dataDir: resolve(config.dataDir),
               adminTokenFile: resolve(adminTokenFile(config.dataDir)),
               machines: cluster.machines,
+              pools: cluster.pools.map((p) => p.name),
             }),
           ]
         : [
             `Gantry is up at ${cp.url}`,
             dashboard ? `  dashboard: ${dashboard}  (signs you in as admin, once, within 15 minutes)` : `  dashboard: not available: ${cp.dashboard.problem}`,
             `  data:     ${resolve(config.dataDir)} (server log: ${serverLogFile(config.dataDir)})`,
-            `  machines: ${cluster.machines.map(describe).join(', ')}`,
+            `  machines: ${cluster.machines.length ? cluster.machines.map(describe).join(', ') : 'none listed'}`,
+            ...(cluster.pools.length
+              ? [
+                  `  pools:    ${cluster.pools.map((p) => `${p.name} (${p.autoscale.provider}, ${p.autoscale.min}–${p.autoscale.max} × ${describeTemplate(p.template)})`).join(', ')}: autoscaled (gantry autoscale)`,
+                ]
+              : []),
             `  API docs: ${cp.url}/openapi.json`,
             `  tokens:   admin ${resolve(adminTokenFile(config.dataDir))} (the CLI reads it from here), join ${resolve(joinTokenFile(config.dataDir))}`,
             ...tryHint({ url: cp.url, dataDir: config.dataDir, ...(ca ? { ca } : {}), cwd: process.cwd(), env: process.env }),

@@ -113,6 +113,25 @@ describe('schedulerPass', () => {
       expect(await heldFor(name)).toEqual([]);
     });
 
+    it('in the transaction of the join itself (one writer): the registering machine takes its held stage in that commit', async () => {
+      const low = await store.jobSubmit({ definition: job([stage('low', { resources: gpu })], { name: 'low', priority: 10 }), source: null, now });
+      const [row] = await store.autoscaleStart({ pool: 'h100', heldFor: [[low.stages[0]!.id]], reason: '1 stage waits', now });
+      const errors: unknown[] = [];
+      expect(
+        store.placeBeforeCommit(
+          (source) => schedulerPass(source, clock, { leaseMs: 10_000, holds: true }).then(() => {}),
+          (err) => errors.push(err),
+        ),
+      ).toBe(true);
+      now += 60_000;
+      const high = await store.jobSubmit({ definition: job([stage('high', { resources: gpu })], { name: 'high', priority: 90 }), source: null, now });
+      await store.machineRegister({ ...gpuMachine(row!.name, 1), now });
+      expect(errors).toEqual([]);
+      expect(await stateOf(low.id)).toBe('scheduled');
+      expect(await stateOf(high.id)).toBe('ready');
+      expect(await heldFor(row!.name)).toEqual([]);
+    });
+
     it('without holds the pass reads none, and priority decides (what holds are for)', async () => {
       const { low, high, name } = await setUp();
       const source: PlacementSource = {

@@ -23,7 +23,8 @@ const LAYERS: Record<string, readonly string[]> = {
   bus: ['domain', 'lib'],
   scheduler: ['domain', 'spec', 'lib'],
   advancer: ['domain', 'spec', 'lib'],
-  store: ['domain', 'spec', 'scheduler', 'advancer', 'lib'],
+  // The autoscaler's rows and verbs are its contract (autoscale/autoscale-row.ts), which Store extends.
+  store: ['domain', 'spec', 'scheduler', 'advancer', 'autoscale', 'lib'],
   reconciler: ['store', 'domain', 'spec', 'scheduler', 'advancer', 'bus', 'lib'],
   // Stage outputs on disk, and their collection against the store's references (docs/rerun.md).
   artifacts: ['store', 'domain', 'spec', 'lib'],

@@ -11,6 +11,7 @@ import { postgresSchema, sqliteSchema } from '../../test/support/schema-dump.js'
 import { attemptStates } from '../domain/attempt-state.js';
 import { jobStates } from '../domain/job-state.js';
 import { machineHealths } from '../domain/machine-health.js';
+import { machineLifecycles } from '../autoscale/machine-lifecycle.js';
 import { machineSchedulings } from '../domain/machine-scheduling.js';
 import { stageStates } from '../domain/stage-state.js';
 import { tokenKinds } from '../domain/token-kind.js';
@@ -269,6 +270,7 @@ describe('the latest schema holds the domain to its lists', () => {
     ['machines', 'health', machineHealths],
     ['machines', 'scheduling', machineSchedulings],
     ['tokens', 'kind', tokenKinds],
+    ['autoscaled_machines', 'lifecycle', machineLifecycles],
   ] as const)("%s.%s admits exactly the domain's values", (table, column, values) => {
     const create = snapshot.split('\n').find((l) => l.startsWith(`table ${table} on ${table}: `));
     const check = create?.match(new RegExp(`check\\("${column}" in\\(([^)]*)\\)\\)`));

@@ -24,6 +24,7 @@ import { migration0021OutputLimits } from './migrations/0021-output-limits.js';
 import { migration0022AuditFolding } from './migrations/0022-audit-folding.js';
 import { migration0023LogCut } from './migrations/0023-log-cut.js';
 import { migration0024GpuShares } from './migrations/0024-gpu-shares.js';
+import { migration0025Autoscale } from './migrations/0025-autoscale.js';
 
 /**
  * Every migration, in order, one file each under migrations/. Each file is frozen: it imports
@@ -59,6 +60,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0022_audit_folding': migration0022AuditFolding,
     '0023_log_cut': migration0023LogCut,
     '0024_gpu_shares': migration0024GpuShares,
+    '0025_autoscale': migration0025Autoscale,
   };
 }
 

@@ -4,6 +4,7 @@ import type { AttemptState } from '../domain/attempt-state.js';
 import type { JobState } from '../domain/job-state.js';
 import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
+import type { MachineLifecycle } from '../autoscale/machine-lifecycle.js';
 import type { StageState } from '../domain/stage-state.js';
 import type { TokenKind } from '../domain/token-kind.js';
 
@@ -261,6 +262,35 @@ export interface OutputUploadsTable {
   created_at: number;
 }
 
+/** A machine the autoscaler started (0025; src/autoscale/autoscale-row.ts says what each column means). */
+export interface AutoscaledMachinesTable {
+  name: string;
+  pool: string;
+  lifecycle: MachineLifecycle;
+  reason: string;
+  started_at: number;
+  requested_at: number | null;
+  provider_id: string | null;
+  joined_at: number | null;
+  machine_id: string | null;
+  draining_at: number | null;
+  released_at: number | null;
+  stopped_at: number | null;
+  fail_reason: string | null;
+  /** JSON list of stage ids. */
+  held_for: string;
+  updated_at: number;
+}
+
+/** The autoscaler's latest word on a waiting stage it starts nothing for (0025). */
+export interface AutoscaleWaitsTable {
+  stage_id: string;
+  kind: string;
+  reason: string;
+  pool: string | null;
+  at: number;
+}
+
 export interface Database {
   teams: TeamsTable;
   jobs: JobsTable;
@@ -278,4 +308,6 @@ export interface Database {
   artifact_blobs: ArtifactBlobsTable;
   output_files: OutputFilesTable;
   output_uploads: OutputUploadsTable;
+  autoscaled_machines: AutoscaledMachinesTable;
+  autoscale_waits: AutoscaleWaitsTable;
 }

@@ -1,3 +1,4 @@
+import type { AutoscaleStore } from '../autoscale/autoscale-row.js';
 import type { LogCaps } from './log-caps.js';
 import type { AttemptEnd } from '../domain/attempt-end.js';
 import type { OutputPolicy, UploadRoom } from '../domain/output-limits.js';
@@ -47,7 +48,7 @@ export interface LeaderLease {
   leader: boolean;
 }
 
-export interface Store {
+export interface Store extends AutoscaleStore {
   readonly capabilities: StoreCapabilities;
   /** Brings the schema to the latest version; returns the names of the migrations it ran (none: it was current). */
   migrate(): Promise<string[]>;
@@ -428,7 +429,10 @@ export interface MachineReportResult {
 }
 
 /** What a scheduling pass reads and writes: the store itself, or the store within one transaction. */
-export type PlacementSource = Pick<Store, 'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply' | 'schedulerTeams' | 'preemptionView' | 'heldUntil'>;
+export type PlacementSource = Pick<
+  Store,
+  'clusterView' | 'readyShapes' | 'queueHeads' | 'planApply' | 'schedulerTeams' | 'preemptionView' | 'heldUntil' | 'autoscaleHeldStages' | 'autoscaleHoldClear'
+>;
 
 export interface PlanApplyResult {
   applied: AttemptRecord[];

@@ -12,6 +12,7 @@ import { attemptEndConformance } from './attempt-end-conformance.js';
 import { containmentConformance } from './containment-conformance.js';
 import { outputLimitsConformance } from './output-limits-conformance.js';
 import { gpuShareConformance } from './gpu-share-conformance.js';
+import { autoscaleConformance } from './autoscale-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -997,5 +998,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     containmentConformance(() => store);
     outputLimitsConformance(() => store);
     gpuShareConformance(() => store);
+    autoscaleConformance(() => store);
   });
 }

@@ -22,6 +22,8 @@ import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
 import * as audit from './audit-verbs.js';
 import * as teams from './team-verbs.js';
+import * as autoscale from './autoscale-verbs.js';
+import * as autoscaleRead from './autoscale-rows.js';
 import { toEvent } from './row-mappers.js';
 import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { GroupCommit } from './group-commit.js';
@@ -359,6 +361,14 @@ export class KyselyStore implements Store {
           written.push(...apply.written);
           return r;
         },
+        autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
+        autoscaleHoldClear: async (p) => {
+          const clear = this.context(trx, p.now, optimistic);
+          const r = await autoscale.autoscaleHoldClear(clear, p);
+          await clear.flush();
+          written.push(...clear.written);
+          return r;
+        },
       };
       try {
         await ctx.savepoint(() => pass(source));
@@ -371,6 +381,47 @@ export class KyselyStore implements Store {
       }
     };
     return true;
+  }
+
+  // --- the autoscaler's (issue 30): writes through tx(), so asLeader() fences them like every other ---
+  autoscaleRows(p: { active?: boolean; pool?: string }) {
+    return autoscaleRead.autoscaleRows(this.db, p);
+  }
+  autoscaleStart(p: Parameters<Store['autoscaleStart']>[0]) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleStart(tx, p));
+  }
+  autoscaleRequested(p: Parameters<Store['autoscaleRequested']>[0]) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleRequested(tx, p));
+  }
+  autoscaleHold(p: Parameters<Store['autoscaleHold']>[0]) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleHold(tx, p));
+  }
+  autoscaleHeldStages(p: { now: number }) {
+    return autoscaleRead.autoscaleHeldStages(this.db, p);
+  }
+  autoscaleHoldClear(p: { name: string; now: number }) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleHoldClear(tx, p));
+  }
+  autoscaleDrain(p: { name: string; reason: string; now: number }) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleDrain(tx, p));
+  }
+  autoscaleKeep(p: { name: string; reason: string; now: number }) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleKeep(tx, p));
+  }
+  autoscaleRelease(p: { name: string; reason: string; now: number }) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleRelease(tx, p));
+  }
+  autoscaleFail(p: { name: string; reason: string; now: number }) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleFail(tx, p));
+  }
+  autoscaleStopped(p: { name: string; now: number }) {
+    return this.tx(p.now, (tx) => autoscale.autoscaleStopped(tx, p));
+  }
+  async autoscaleWaitsPut(p: Parameters<Store['autoscaleWaitsPut']>[0]) {
+    await this.tx(p.now, (tx) => autoscale.autoscaleWaitsPut(tx, p));
+  }
+  autoscaleWaitOf(p: { stageId: string }) {
+    return autoscaleRead.autoscaleWaitOf(this.db, p);
   }
 
   machineRegister(p: MachineRegistration & { now: number; credential?: { id: string; hash: string }; audit?: AuditEntry }) {

@@ -10,6 +10,7 @@ import { maskSecrets } from '../../domain/secret-env.js';
 import { loseAttempt, secretsOf } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
+import { autoscaleJoined } from './autoscale-joined.js';
 import { prepared, preparedList } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
@@ -59,6 +60,7 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
     message: `machine ${p.name} registered${revived ? ' again after it was removed, back in service' : ''}: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}${containmentText(p.containment)}`,
     data: { name: p.name, returning: Boolean(existing), revived, containment: p.containment?.mechanism ?? null },
   });
+  await autoscaleJoined(tx, { name: p.name, machineId: id });
   await tx.publish('capacity:freed', { machineId: id });
   return (await machineGet(tx.db, id))!;
 }

@@ -30,6 +30,11 @@ import { StreamSlots } from '../api/stream-slots.js';
 import { SignInCodes } from '../api/auth/sign-in-codes.js';
 import { poolPoint, poolsNow } from '../api/pool-stats.js';
 import { errorText } from '../lib/error-text.js';
+import { resolve } from 'node:path';
+import { Autoscaler } from '../autoscale/autoscale-loop.js';
+import type { MachineProvider } from '../autoscale/provider.js';
+import { poolProviders } from './pool-providers.js';
+import { ensureTokenFile, joinTokenFile } from './token-file.js';
 
 export interface ControlPlane {
   app: FastifyInstance;
@@ -37,7 +42,7 @@ export interface ControlPlane {
   bus: Bus;
   config: ServerConfig;
   /** The reconciler is one loop per duty (docs/failure-detection.md, "The reconciler's loops"). */
-  loops: { scheduler: Loop; reconciler: ReconcilerLoops; relay: Loop; pools: Loop; artifacts: Loop };
+  loops: { scheduler: Loop; reconciler: ReconcilerLoops; relay: Loop; pools: Loop; artifacts: Loop; autoscaler: Loop | null };
   /** The dashboard served at `/`, or why there is none (docs/dashboard.md). */
   dashboard: Dashboard;
   /** One-time codes that sign the dashboard in (`gantry up`'s link; docs/security.md). */
@@ -54,7 +59,15 @@ export interface ControlPlane {
  */
 export async function createControlPlane(
   config: ServerConfig,
-  deps: { store?: Store; bus?: Bus; clock?: Clock; random?: () => number; logger?: boolean | object } = {},
+  deps: {
+    store?: Store;
+    bus?: Bus;
+    clock?: Clock;
+    random?: () => number;
+    logger?: boolean | object;
+    /** The machine provider of each autoscaled pool (default: poolProviders, from the pools' declared providers). */
+    providers?: ReadonlyMap<string, MachineProvider>;
+  } = {},
 ): Promise<ControlPlane> {
   mkdirSync(config.dataDir, { recursive: true });
   const random = deps.random ?? Math.random;
@@ -82,7 +95,11 @@ export async function createControlPlane(
     (hash) => store.tokenByHash({ hash }),
     () => clock.now(),
   );
-  const metrics = new Metrics(store, () => clock.now());
+  const metrics = new Metrics(
+    store,
+    () => clock.now(),
+    config.pools.map((p) => p.name),
+  );
   await metrics.start();
   const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);
   const dashboard = loadDashboard(config.dashboardDir);
@@ -189,6 +206,34 @@ export async function createControlPlane(
     },
     { onError: logError, random },
   );
+  // The autoscaler (issue 30, docs/autoscaling.md "The loop"): on the leader, beside the scheduler,
+  // only when pools are declared; each pass re-reads the database, so a new leader carries on.
+  let autoscaler: Loop | null = null;
+  let providers: ReadonlyMap<string, MachineProvider> = new Map();
+  if (config.pools.length > 0) {
+    const log = app.log;
+    providers = deps.providers ?? poolProviders(config, log);
+    const decide = new Autoscaler({
+      store: leaderStore,
+      pools: config.pools,
+      providers,
+      clock,
+      intervalMs: config.autoscaleIntervalMs,
+      gpuPolicy: config.gpuPolicy,
+      recentWorkload,
+      preemptionCooldownMs: config.preemptionCooldownMs,
+      log,
+      // The machines it starts join as `gantry up`'s local agents do: with the join token kept in
+      // the data directory (made once, again if revoked), at this server's address.
+      join: async () => ({
+        server: cp.url,
+        joinToken: (await ensureTokenFile(store, joinTokenFile(config.dataDir), 'join', 'join (autoscaled machines and local agents)', clock.now())).token,
+        ...(process.env.GANTRY_CA ? { ca: resolve(process.env.GANTRY_CA) } : {}),
+      }),
+    });
+    autoscaler = new Loop('autoscaler', async () => metrics.autoscalePass(await decide.pass()), config.autoscaleIntervalMs, logError('autoscaler'), random);
+  }
+  const leaderLoops = [scheduler, ...reconcilerEach, collector, ...(autoscaler ? [autoscaler] : [])];
   const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
   const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
 
@@ -234,7 +279,7 @@ export async function createControlPlane(
     store,
     bus,
     config,
-    loops: { scheduler, reconciler, relay, pools, artifacts: collector },
+    loops: { scheduler, reconciler, relay, pools, artifacts: collector, autoscaler },
     dashboard,
     signInCodes,
     url: '',
@@ -246,9 +291,7 @@ export async function createControlPlane(
       if (config.poolSampleMs > 0) pools.start();
       if (!replicated) {
         placesInTransactions = placeWithin();
-        scheduler.start();
-        for (const loop of reconcilerEach) loop.start();
-        collector.start();
+        for (const loop of leaderLoops) loop.start();
         return;
       }
       await synced?.start();
@@ -261,15 +304,11 @@ export async function createControlPlane(
         {
           gained: (t) => {
             app.log.info({ replica: replicaId, term: t.term }, 'this replica is the leader: scheduler and reconciler running');
-            scheduler.start();
-            for (const loop of reconcilerEach) loop.start();
-            collector.start();
+            for (const loop of leaderLoops) loop.start();
           },
           lost: (why) => {
             app.log.warn({ replica: replicaId, why }, 'this replica is no longer the leader: scheduler and reconciler stopped');
-            void scheduler.stop();
-            for (const loop of reconcilerEach) void loop.stop();
-            void collector.stop();
+            for (const loop of leaderLoops) void loop.stop();
           },
         },
         logError('leader'),
@@ -281,7 +320,9 @@ export async function createControlPlane(
       shutdown.abort();
       await election?.stop();
       synced?.stop();
-      await Promise.all([scheduler.stop(), ...reconcilerEach.map((loop) => loop.stop()), relay.stop(), pools.stop(), collector.stop()]);
+      await Promise.all([...leaderLoops.map((loop) => loop.stop()), relay.stop(), pools.stop()]);
+      // The local provider's agents stop with the server (they would with --exit-with-parent anyway).
+      await Promise.all([...new Set(providers.values())].map((p) => p.close()));
       await app.close();
       await bus.close();
       await store.close();

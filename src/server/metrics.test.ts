@@ -144,3 +144,41 @@ describe('Metrics: names and zeros', () => {
     expect([...m.keys()].filter((k) => /^gantry_process_|process_process/.test(k))).toEqual([]);
   });
 });
+
+/** The autoscaler's series (docs/autoscaling.md, "Metrics"): machines from the rows, decisions and GPU time from its passes. */
+describe('Metrics: autoscaled pools', () => {
+  let store: Store;
+  const now = 1_700_000_000_000;
+  beforeEach(async () => {
+    store = await openSqliteStore(':memory:');
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+  const values = async (metrics: Metrics, name: string) =>
+    Object.fromEntries((await metrics.registry.getSingleMetric(name)!.get()).values.map((v) => [Object.values(v.labels).join(','), v.value]));
+
+  it('has every declared pool at 0, counts machines by lifecycle from the database and decisions and GPU-seconds from passes', async () => {
+    const metrics = new Metrics(store, () => now, ['g', 'idle']);
+    await store.autoscaleStart({ pool: 'g', heldFor: [[], []], reason: 'test', now });
+    await store.machineRegister({ ...gpuMachine('g-1', 4), now });
+    expect(await values(metrics, 'gantry_autoscale_desired_machines')).toEqual({ g: 2, idle: 0 });
+    expect(await values(metrics, 'gantry_autoscale_ready_machines')).toEqual({ g: 1, idle: 0 });
+    expect(await values(metrics, 'gantry_autoscale_starting_machines')).toEqual({ g: 1, idle: 0 });
+    expect(await values(metrics, 'gantry_autoscale_decisions_total')).toMatchObject({ 'g,start': 0, 'idle,fail': 0 });
+    metrics.autoscalePass({
+      decisions: [{ pool: 'g', action: 'start', names: ['g-1', 'g-2'], reason: 'test' }],
+      pools: [],
+      gpuSeconds: [{ pool: 'g', provisioned: 40, idle: 30 }],
+    });
+    metrics.autoscalePass({ decisions: [], pools: [], gpuSeconds: [{ pool: 'g', provisioned: 40, idle: 10 }] });
+    expect(await values(metrics, 'gantry_autoscale_decisions_total')).toMatchObject({ 'g,start': 1, 'g,drain': 0 });
+    expect(await values(metrics, 'gantry_autoscale_gpu_seconds_total')).toEqual({ g: 80, idle: 0 });
+    expect(await values(metrics, 'gantry_autoscale_idle_gpu_seconds_total')).toEqual({ g: 40, idle: 0 });
+  });
+
+  it('with no pool declared, no autoscaler series', async () => {
+    const metrics = new Metrics(store, () => now);
+    expect(await values(metrics, 'gantry_autoscale_desired_machines')).toEqual({});
+  });
+});

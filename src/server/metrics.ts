@@ -7,9 +7,12 @@ import { WAIT_REASON_KINDS, waitReasonKind } from '../scheduler/wait-reason-kind
 import { machinePool } from '../domain/machine-pool.js';
 import type { MachineView } from '../scheduler/snapshot.js';
 import type { Store } from '../store/store.js';
+import type { AutoscaleDecision, AutoscalePassReport } from '../autoscale/autoscale-loop.js';
 
 /** Stage waits (ready → running), seconds: from a placement within a pass to a day-long queue. */
 const WAIT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86_400];
+/** The autoscaler's decision kinds (AutoscaleDecision's action). */
+const AUTOSCALE_ACTIONS: readonly AutoscaleDecision['action'][] = ['start', 'drain', 'keep', 'release', 'fail', 'stop'];
 /** Events read per page when catching up at a scrape. */
 const EVENT_PAGE = 5000;
 
@@ -29,6 +32,9 @@ export class Metrics {
   private readonly attempts: Counter<'outcome'>;
   private readonly attemptEnds: Counter<'end'>;
   private readonly waits: Histogram<'pool'>;
+  private readonly autoscaleDecisions: Counter<'pool' | 'action'>;
+  private readonly autoscaleGpuSeconds: Counter<'pool'>;
+  private readonly autoscaleIdleGpuSeconds: Counter<'pool'>;
   /** The last event counted; null until start() (or the first scrape) reads the head. */
   private seq: number | null = null;
   private catchingUp: Promise<void> | null = null;
@@ -36,6 +42,8 @@ export class Metrics {
   constructor(
     private readonly store: Store,
     private readonly now: () => number,
+    /** The autoscaled pools (ServerConfig.pools): each has its gauges, at 0 with no machine. */
+    private readonly autoscaled: readonly string[] = [],
   ) {
     const registers = [this.registry];
     // prom-client's own names (process_cpu_seconds_total, nodejs_eventloop_lag_seconds, …), as
@@ -164,6 +172,59 @@ export class Metrics {
         },
       });
     }
+    // The autoscaler (docs/autoscaling.md): its machines from the database at each scrape, as the
+    // other gauges (every replica reports the same); its decisions and GPU-seconds where it runs, on
+    // the leader, from each pass's report.
+    const lifecycleGauge = (name: string, help: string, states: readonly string[]) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['pool'],
+        registers,
+        async collect() {
+          this.reset();
+          if (self.autoscaled.length === 0) return;
+          for (const pool of self.autoscaled) this.set({ pool }, 0);
+          for (const r of await self.store.autoscaleRows({ active: true })) if (states.includes(r.lifecycle)) this.inc({ pool: r.pool });
+        },
+      });
+    lifecycleGauge('gantry_autoscale_desired_machines', 'Machines an autoscaled pool wants: provisioning, joining and ready, by pool', [
+      'provisioning',
+      'joining',
+      'ready',
+    ]);
+    lifecycleGauge('gantry_autoscale_ready_machines', 'Machines of an autoscaled pool that joined and take work (current), by pool', ['ready']);
+    lifecycleGauge('gantry_autoscale_starting_machines', 'Machines of an autoscaled pool on their way in (provisioning, joining), by pool', [
+      'provisioning',
+      'joining',
+    ]);
+    this.autoscaleDecisions = new Counter({
+      name: 'gantry_autoscale_decisions_total',
+      help: "The autoscaler's decisions in this process, by pool and action (start, drain, keep, release, fail, stop)",
+      labelNames: ['pool', 'action'],
+      registers,
+    });
+    this.autoscaleGpuSeconds = new Counter({
+      name: 'gantry_autoscale_gpu_seconds_total',
+      help: 'GPU-seconds of the autoscaled machines that joined (ready or draining), by pool, counted by this process (÷ 3600: GPU-hours provisioned)',
+      labelNames: ['pool'],
+      registers,
+    });
+    this.autoscaleIdleGpuSeconds = new Counter({
+      name: 'gantry_autoscale_idle_gpu_seconds_total',
+      help: 'Of those, the GPU-seconds no attempt held (a share counts its free part), by pool',
+      labelNames: ['pool'],
+      registers,
+    });
+    // A series at 0 for every pool and action from the start: an absent series is not 0 to Prometheus.
+    for (const pool of autoscaled)
+      for (const action of AUTOSCALE_ACTIONS) {
+        this.autoscaleDecisions.inc({ pool, action }, 0);
+      }
+    for (const pool of autoscaled) {
+      this.autoscaleGpuSeconds.inc({ pool }, 0);
+      this.autoscaleIdleGpuSeconds.inc({ pool }, 0);
+    }
     new Gauge({
       name: 'gantry_outbox_lag_seconds',
       help: 'Age of the oldest outbox message not yet published (0: none)',
@@ -195,6 +256,15 @@ export class Metrics {
     const out = new Map<string, number>();
     for (const r of rows) out.set(r.pool, (out.get(r.pool) ?? 0) + value(r));
     return out;
+  }
+
+  /** What one pass of the autoscaler decided and the GPU time it saw (Autoscaler.pass). */
+  autoscalePass(report: AutoscalePassReport): void {
+    for (const d of report.decisions) this.autoscaleDecisions.inc({ pool: d.pool, action: d.action });
+    for (const g of report.gpuSeconds) {
+      this.autoscaleGpuSeconds.inc({ pool: g.pool }, g.provisioned);
+      this.autoscaleIdleGpuSeconds.inc({ pool: g.pool }, g.idle);
+    }
   }
 
   /** Counters count from here: the event log's head when the control plane starts. */

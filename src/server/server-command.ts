@@ -17,6 +17,7 @@ import {
 import { errorText } from '../lib/error-text.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { parseClusterFile } from './cluster-file.js';
+import { ScaleProvider } from '../autoscale/pool-template.js';
 import { DEFAULT_SHARE_POLICY, isServerSharePolicy, isSharePolicy, SERVER_SHARE_POLICIES, type SharePolicyName } from '../scheduler/share-policies.js';
 import { PRIVATE_UMASK, privateMode } from '../lib/private-mode.js';
 import { makeDirectories } from '../agent/disk/mode-tightener.js';
@@ -242,7 +243,8 @@ export function serverCommand(program: Command): void {
       // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).
       process.umask(PRIVATE_UMASK);
       const config = serverConfigFrom(flags);
-      const cp = await startServer(config);
+      // A local pool's agents keep their directories in the data directory, as `gantry up`'s do.
+      const cp = await startServer(config, { holdsAgents: config.pools.some((p) => p.autoscale.provider === ScaleProvider.local) });
       const { adminTokenFile } = await import('./token-file.js');
       const tokenFile = resolve(adminTokenFile(config.dataDir));
       if (flags.json) process.stdout.write(JSON.stringify({ url: cp.url, dataDir: resolve(config.dataDir), adminTokenFile: tokenFile }) + '\n');

@@ -6,6 +6,10 @@ import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
 import type { Store } from '../store/store.js';
 import { Metrics } from './metrics.js';
 
+/** A metric's values by their labels joined ("g,start"). */
+const values = async (metrics: Metrics, name: string) =>
+  Object.fromEntries((await metrics.registry.getSingleMetric(name)!.get()).values.map((v) => [Object.values(v.labels).join(','), v.value]));
+
 /** The counters that follow the event log: attempts ended, by outcome and by how they ended. */
 describe('Metrics: attempts ended', () => {
   let store: Store;
@@ -34,8 +38,6 @@ describe('Metrics: attempts ended', () => {
     await store.attemptComplete({ attemptId: a.id, token: a.token, exitCode, signal: exitCode === null ? 'SIGKILL' : null, end, outputs: [], now, jitter: 0 });
     return j.id;
   };
-  const values = async (metrics: Metrics, name: string) =>
-    Object.fromEntries((await metrics.registry.getSingleMetric(name)!.get()).values.map((v) => [Object.values(v.labels).join(','), v.value]));
 
   it('counts each end by its outcome and by its kind, so oom-killed is visible apart from the other failures', async () => {
     const m = await store.machineRegister({ ...cpuMachine('c1'), now });
@@ -155,8 +157,6 @@ describe('Metrics: autoscaled pools', () => {
   afterEach(async () => {
     await store.close();
   });
-  const values = async (metrics: Metrics, name: string) =>
-    Object.fromEntries((await metrics.registry.getSingleMetric(name)!.get()).values.map((v) => [Object.values(v.labels).join(','), v.value]));
 
   it('has every declared pool at 0, counts machines by lifecycle from the database and decisions and GPU-seconds from passes', async () => {
     const metrics = new Metrics(store, () => now, ['g', 'idle']);

@@ -1,4 +1,8 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ValidationError } from '../spec/validation-error.js';
 import { serverConfigFrom } from './server-command.js';
 import { checkServerConfig, defaultServerConfig, outputPolicyFrom, reconcilerEnv, type ServerConfig } from './server-config.js';
 
@@ -154,5 +158,45 @@ describe('the output limits (docs/security.md, "Output limits")', () => {
     expect(() => outputPolicyFrom({ GANTRY_OUTPUTS_MAX_FILES: '1.5' })).toThrow('GANTRY_OUTPUTS_MAX_FILES=1.5: give a whole number of files, at least 1');
     const c = defaultServerConfig({ outputs: outputPolicyFrom({ GANTRY_OUTPUTS_DEFAULT_BYTES: '2Ti' }) });
     expect(() => checkServerConfig(c)).toThrow(/the default output bytes of a stage \(GANTRY_OUTPUTS_DEFAULT_BYTES, 2199023255552\) must not exceed the most/);
+  });
+});
+
+describe('autoscaling settings: gantry server --pools, GANTRY_POOLS, GANTRY_AUTOSCALE_INTERVAL_MS', () => {
+  const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
+  afterEach(() => {
+    delete process.env.GANTRY_POOLS;
+    delete process.env.GANTRY_AUTOSCALE_INTERVAL_MS;
+  });
+  const file = (name: string, text: string) => {
+    const dir = mkdtempSync(join(tmpdir(), 'gantry-pools-'));
+    writeFileSync(join(dir, name), text);
+    return join(dir, name);
+  };
+
+  it('reads the pools of a cluster file from --pools or GANTRY_POOLS, and the interval', () => {
+    expect(serverConfigFrom(flags)).toMatchObject({ pools: [], autoscaleIntervalMs: 10_000 });
+    const pools = join(import.meta.dirname, '../../examples/autoscale-cluster.yaml');
+    expect(serverConfigFrom({ ...flags, pools }).pools.map((p) => p.name)).toEqual(['h100']);
+    process.env.GANTRY_POOLS = pools;
+    process.env.GANTRY_AUTOSCALE_INTERVAL_MS = '2000';
+    expect(serverConfigFrom(flags)).toMatchObject({ pools: [{ name: 'h100' }], autoscaleIntervalMs: 2000 });
+  });
+
+  it('refuses a file with no pools, a pool that is wrong (naming where), and an interval under 100 ms', () => {
+    const machinesOnly = file('machines.yaml', 'machines:\n  - { name: a, cpu: 2 }\n');
+    expect(() => serverConfigFrom({ ...flags, pools: machinesOnly })).toThrow(ValidationError);
+    expect(() => serverConfigFrom({ ...flags, pools: machinesOnly })).toThrow(/no pools: section/);
+    const bad = file(
+      'bad.yaml',
+      'pools:\n  - { name: g, template: { cpu: 2, memory: 1Gi }, autoscale: { provider: command, min: 0, max: 1, idleSeconds: 1, bootTimeoutSeconds: 1 } }\n',
+    );
+    try {
+      serverConfigFrom({ ...flags, pools: bad });
+      expect.unreachable();
+    } catch (err) {
+      expect((err as ValidationError).issues.map((i) => i.path)).toEqual([`${bad}#/pools/0/autoscale/command`]);
+    }
+    process.env.GANTRY_AUTOSCALE_INTERVAL_MS = '50';
+    expect(() => serverConfigFrom(flags)).toThrow(/GANTRY_AUTOSCALE_INTERVAL_MS, 50 ms\) must be at least 100 ms/);
   });
 });

@@ -92,6 +92,37 @@ describe('Autoscaler: one pass, resumed from the database', () => {
     ]);
   });
 
+  it("the local provider's machines, gone with the old process, are started again on a new process's first pass only", async () => {
+    const local = parsePools([
+      {
+        name: 'g',
+        template: { cpu: 32, memory: '128Gi', gpus: { type: 'h100', count: 4 } },
+        autoscale: { provider: 'local', min: 0, max: 2, idleSeconds: 600, bootTimeoutSeconds: 30 },
+      },
+    ]);
+    const make = () =>
+      new Autoscaler({ store, pools: local, providers: new Map([['g', provider]]), clock, intervalMs: 10_000, join: async () => JOIN, log: quiet });
+    await store.jobSubmit({ definition: job([gpuStage('a'), gpuStage('b')]), source: null, now });
+    await make().pass();
+    await store.machineRegister({ ...gpuMachine('g-1', 4), now });
+    expect(provider.starts.map((s) => s.names)).toEqual([['g-1', 'g-2']]);
+    // A new process: g-1 (ready) and g-2 (joining) are asked for again, by name; nothing new is decided.
+    now += 1000;
+    const restarted = make();
+    expect((await restarted.pass()).decisions).toEqual([]);
+    expect(provider.starts.map((s) => s.names)).toEqual([
+      ['g-1', 'g-2'],
+      ['g-1', 'g-2'],
+    ]);
+    now += 1000;
+    await restarted.pass();
+    expect(provider.starts).toHaveLength(2);
+    expect((await store.autoscaleRows({})).map((r) => [r.name, r.lifecycle])).toEqual([
+      ['g-1', 'ready'],
+      ['g-2', 'joining'],
+    ]);
+  });
+
   it('fails a machine that does not join within its boot timeout, releases and stops it, and backs off', async () => {
     const waiting = await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });
     const a = autoscaler();

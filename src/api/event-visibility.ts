@@ -56,6 +56,16 @@ function eventAudience(type: EventType): EventAudience {
     case 'machine:uncordoned':
     case 'machine:draining':
     case 'machine:removed':
+    // Machines and counts, as GET /v1/autoscale shows any signed-in token.
+    case 'autoscale:start':
+    case 'autoscale:requested':
+    case 'autoscale:joined':
+    case 'autoscale:hold':
+    case 'autoscale:drain':
+    case 'autoscale:keep':
+    case 'autoscale:release':
+    case 'autoscale:fail':
+    case 'autoscale:stopped':
     case 'team:created':
     case 'team:changed':
       return 'users';

@@ -14,6 +14,7 @@ export const queryKeys = {
   machines: ['machines'] as const,
   attempts: ['attempts'] as const,
   pools: ['pools'] as const,
+  autoscale: ['autoscale'] as const,
   poolHistory: (windowMs: number) => ['pool-history', windowMs] as const,
   teams: ['teams'] as const,
 };

@@ -12,7 +12,12 @@ export function autoscaleCommand(program: CommandUnknownOpts): void {
     program
       .command('autoscale')
       .description('The autoscaled pools: provider, min/max, desired/current/starting machines; the machines started; the latest decisions and why')
-      .option('--decisions <n>', 'how many of the latest decisions to print (the server keeps 50 here; gantry events has them all)', positiveInt, 10),
+      .option(
+        '--decisions <n>',
+        'how many of the latest decisions to print (the server sends the latest 50; gantry events --follow shows them as they come)',
+        positiveInt,
+        10,
+      ),
   )
     .addHelpText(
       'after',

@@ -87,10 +87,10 @@ function Figure({ name, value, title }: { name: string; value: number; title: st
   );
 }
 
-/** Failures stand out (red); scale-downs read as good news (green); starts as waiting (amber). */
+/** Failures stand out (red); joins and scale-downs read as good news (green); starts and the rest as waiting (amber). */
 function Decision({ d }: { d: AutoscaleDecisionView }) {
   const verb = d.type.replace(/^autoscale:/, '');
-  const tone = verb === 'fail' ? 'reason-never' : verb === 'release' || verb === 'stopped' || verb === 'drain' ? 'reason-ok' : '';
+  const tone = verb === 'fail' ? 'reason-never' : verb === 'joined' || verb === 'release' || verb === 'stopped' || verb === 'drain' ? 'reason-ok' : '';
   return (
     <li className={tone || undefined} data-decision={d.type}>
       <span className="reason-kind">{verb}</span> <RelativeTime at={d.at} />: {d.message}

@@ -56,7 +56,7 @@ function eventAudience(type: EventType): EventAudience {
     case 'machine:uncordoned':
     case 'machine:draining':
     case 'machine:removed':
-    // Machines and counts, as GET /v1/autoscale shows any signed-in token.
+    // Machines coming and going, as `gantry machines` shows every person.
     case 'autoscale:start':
     case 'autoscale:requested':
     case 'autoscale:joined':

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ValidationError } from '../spec/validation-error.js';
-import { describeTemplate, parsePools, templateMachine } from './pool-template.js';
+import { describeTemplate, parsePools, templateEntry, templateMachine } from './pool-template.js';
 
 function issues(value: unknown): { path: string; message: string }[] {
   try {
@@ -110,6 +110,54 @@ describe('parsePools', () => {
         },
       ]),
     ).toEqual([{ path: '/pools/0/autoscale/spareMachines', message: 'spareMachines (2) is above max (1)' }]);
+  });
+
+  it('reads gpus.memory into bytes, carries it to the GPUs of the idle machine and says it in words', () => {
+    const [p] = parsePools([
+      {
+        name: 'h100',
+        template: { cpu: 32, memory: '256Gi', gpus: { type: 'H100', count: 2, memory: '80Gi' } },
+        autoscale: { provider: 'local', min: 0, max: 1, idleSeconds: 0, bootTimeoutSeconds: 1 },
+      },
+    ]);
+    expect(p!.template.gpus).toEqual({ type: 'h100', count: 2, memoryBytes: 80 * 1024 ** 3 });
+    const m = templateMachine(p!.template, 'h100:1');
+    expect(m.gpus.map((g) => [g.memoryBytesTotal, g.memoryBytesFree])).toEqual([
+      [80 * 1024 ** 3, 80 * 1024 ** 3],
+      [80 * 1024 ** 3, 80 * 1024 ** 3],
+    ]);
+    expect(describeTemplate(p!.template)).toBe('2 × h100 (80Gi), 32 CPU, 256Gi');
+    // Without it the GPUs' memory is unknown, as on a declared machine that does not say.
+    const [q] = parsePools((parse(ISSUE_EXAMPLE) as { pools: unknown }).pools);
+    expect(q!.template.gpus).not.toHaveProperty('memoryBytes');
+    expect(templateMachine(q!.template, 'x').gpus[0]).not.toHaveProperty('memoryBytesTotal');
+  });
+
+  it('writes a template back as the cluster file spells it, exactly (bytes where a suffix would round)', () => {
+    const [h100, cpu] = parsePools((parse(ISSUE_EXAMPLE) as { pools: unknown }).pools);
+    expect(templateEntry(h100!.template)).toEqual({ cpu: '32', memory: '256Gi', gpus: { type: 'h100', count: 8 }, region: 'us-east', labels: {} });
+    // 1G is 953.67Mi: formatMemory's "953.7Mi" would offer 52 KB less than the simulation counted.
+    expect(templateEntry(cpu!.template)).toEqual({ cpu: '500m', memory: '1000000000', labels: { disk: 'ssd' } });
+    const [g] = parsePools([
+      {
+        name: 'g',
+        template: { cpu: 1.5, memory: '1.5Gi', gpus: { type: 'a100', count: 1, memory: '40Gi' } },
+        autoscale: { provider: 'local', min: 0, max: 1, idleSeconds: 0, bootTimeoutSeconds: 1 },
+      },
+    ]);
+    expect(templateEntry(g!.template)).toEqual({ cpu: '1500m', memory: '1.5Gi', gpus: { type: 'a100', count: 1, memory: '40Gi' }, labels: {} });
+  });
+
+  it('refuses a GPU memory below 1Mi or not a quantity, at its path', () => {
+    const pool = (memory: unknown) => ({
+      name: 'g',
+      template: { cpu: 1, memory: '1Gi', gpus: { type: 'h100', count: 1, memory } },
+      autoscale: { provider: 'local', min: 0, max: 1, idleSeconds: 0, bootTimeoutSeconds: 1 },
+    });
+    expect(issues([pool('512Ki')])).toEqual([{ path: '/pools/0/template/gpus/memory', message: 'GPU memory must be at least 1Mi, got 512Ki' }]);
+    const [bad] = issues([pool('lots')]);
+    expect(bad!.path).toBe('/pools/0/template/gpus/memory');
+    expect(bad!.message).toMatch(/lots/);
   });
 
   it('the template as an idle machine the scheduler can place on', () => {

@@ -22,8 +22,11 @@ export type ScaleProvider = (typeof ScaleProvider)[keyof typeof ScaleProvider];
 export interface MachineTemplate {
   cpuMillis: number;
   memoryBytes: number;
-  /** Null: a CPU machine. */
-  gpus: { type: string; count: number } | null;
+  /**
+   * Null: a CPU machine. `memoryBytes`: each GPU's memory, where the file declares it (absent:
+   * unknown, so a stage bounding GPU memory is not placed there, as on a declared machine without it).
+   */
+  gpus: { type: string; count: number; memoryBytes?: number } | null;
   region: string | null;
   labels: Record<string, string>;
 }
@@ -64,7 +67,15 @@ const PoolEntry = Type.Object(
         cpu: Quantity,
         memory: Quantity,
         gpus: Type.Optional(
-          Type.Object({ type: Type.String({ minLength: 1 }), count: Type.Integer({ minimum: 1, maximum: 64 }) }, { additionalProperties: false }),
+          Type.Object(
+            {
+              type: Type.String({ minLength: 1 }),
+              count: Type.Integer({ minimum: 1, maximum: 64 }),
+              /** Each GPU's memory ("80Gi"), as a cluster file's machines declare it. */
+              memory: Type.Optional(Quantity),
+            },
+            { additionalProperties: false },
+          ),
         ),
         region: Type.Optional(Type.String({ minLength: 1 })),
         labels: Type.Optional(StringMap),
@@ -127,12 +138,25 @@ export function parsePools(value: unknown, path = '/pools'): PoolTemplate[] {
     }
     const gpuType = e.template.gpus ? normalizeGpuType(e.template.gpus.type) : '';
     if (e.template.gpus && gpuType === '') issues.push({ path: `${at}/template/gpus/type`, message: 'GPU type is blank' });
+    let gpuMemoryBytes: number | undefined;
+    const gpuMemory = e.template.gpus?.memory;
+    if (gpuMemory !== undefined) {
+      // The cluster file's rule for a machine's gpus.memory (server/cluster-file.ts): below 1Mi is a typo, not a GPU.
+      try {
+        gpuMemoryBytes = parseMemoryBytes(gpuMemory);
+        if (gpuMemoryBytes < 1024 ** 2) throw new Error(`GPU memory must be at least 1Mi, got ${gpuMemory}`);
+      } catch (err) {
+        issues.push({ path: `${at}/template/gpus/memory`, message: errorText(err) });
+      }
+    }
     out.push({
       name: e.name,
       template: {
         cpuMillis,
         memoryBytes,
-        gpus: e.template.gpus ? { type: gpuType, count: e.template.gpus.count } : null,
+        gpus: e.template.gpus
+          ? { type: gpuType, count: e.template.gpus.count, ...(gpuMemoryBytes !== undefined ? { memoryBytes: gpuMemoryBytes } : {}) }
+          : null,
         region: e.template.region ?? null,
         labels: { ...(e.template.labels ?? {}) },
       },
@@ -169,13 +193,52 @@ export function templateMachine(t: MachineTemplate, id: string, name = id): Mach
     memoryBytesTotal: t.memoryBytes,
     cpuMillisFree: t.cpuMillis,
     memoryBytesFree: t.memoryBytes,
-    gpus: Array.from({ length: t.gpus?.count ?? 0 }, (_, index) => ({ index, type: t.gpus!.type, free: true, freeMilli: 1000 })),
+    gpus: Array.from({ length: t.gpus?.count ?? 0 }, (_, index) => ({
+      index,
+      type: t.gpus!.type,
+      free: true,
+      freeMilli: 1000,
+      // As a joined machine reports a declared GPU's memory: known where the template says, else unknown.
+      ...(t.gpus?.memoryBytes !== undefined ? { memoryBytesTotal: t.gpus.memoryBytes, memoryBytesFree: t.gpus.memoryBytes } : {}),
+    })),
     heldAttempts: 0,
   };
 }
 
-/** "8 × h100, 32 CPU, 256Gi": a template in words, for reasons. */
+/** "8 × h100 (80Gi), 32 CPU, 256Gi": a template in words, for reasons. */
 export function describeTemplate(t: MachineTemplate): string {
-  const gpus = t.gpus ? `${t.gpus.count} × ${t.gpus.type}, ` : '';
+  const gpuMemory = t.gpus?.memoryBytes !== undefined ? ` (${formatMemory(t.gpus.memoryBytes)})` : '';
+  const gpus = t.gpus ? `${t.gpus.count} × ${t.gpus.type}${gpuMemory}, ` : '';
   return `${gpus}${formatCpu(t.cpuMillis)} CPU, ${formatMemory(t.memoryBytes)}`;
+}
+
+/** A template as the cluster file writes one (quantities as people write them): what a provider passes on. */
+export interface TemplateEntry {
+  cpu: string;
+  memory: string;
+  gpus?: { type: string; count: number; memory?: string };
+  region?: string;
+  labels: Record<string, string>;
+}
+
+/**
+ * The template in the cluster file's spelling ("32", "256Gi", gpus.memory "80Gi"): the `command`
+ * provider's request carries it and the `local` provider's agent flags are made from it. A size
+ * that formatMemory would round ("953.7Mi" for 1G) is written in bytes instead, so a machine
+ * started from it offers exactly what the autoscaler simulated.
+ */
+export function templateEntry(t: MachineTemplate): TemplateEntry {
+  const memory = (bytes: number): string => {
+    const text = formatMemory(bytes);
+    return parseMemoryBytes(text) === bytes ? text : String(bytes);
+  };
+  return {
+    cpu: formatCpu(t.cpuMillis),
+    memory: memory(t.memoryBytes),
+    ...(t.gpus
+      ? { gpus: { type: t.gpus.type, count: t.gpus.count, ...(t.gpus.memoryBytes !== undefined ? { memory: memory(t.gpus.memoryBytes) } : {}) } }
+      : {}),
+    ...(t.region !== null ? { region: t.region } : {}),
+    labels: { ...t.labels },
+  };
 }

@@ -125,6 +125,7 @@ export async function createControlPlane(
         preemptionCooldownMs: config.preemptionCooldownMs,
         gpuPolicy: config.gpuPolicy,
         recentWorkload,
+        holds: config.pools.length > 0,
       });
       end();
       metrics.placements.inc(r.placed);
@@ -214,6 +215,7 @@ export async function createControlPlane(
           preemptionCooldownMs: config.preemptionCooldownMs,
           gpuPolicy: config.gpuPolicy,
           recentWorkload,
+          holds: config.pools.length > 0,
         });
         end();
         metrics.placements.inc(r.placed);

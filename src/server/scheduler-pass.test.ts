@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { cpuMachine, gpuMachine, job, stage } from '../store/conformance/fixtures.js';
 import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
-import type { Store } from '../store/store.js';
+import type { PlacementSource, Store } from '../store/store.js';
 import { schedulerPass } from './scheduler-pass.js';
 
 describe('schedulerPass', () => {
@@ -88,6 +88,77 @@ describe('schedulerPass', () => {
     expect(await state(short.id)).toBe('scheduled');
     expect(await state(endless.id)).toBe('ready');
     expect(await state(big.id)).toBe('ready');
+  });
+
+  describe('holds (the autoscaler started a machine for these stages)', () => {
+    const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 20, gpu: { count: 1, types: ['h100'] } };
+    /** A low-priority GPU stage, a 1-GPU machine started for it and joined, then a higher-priority GPU stage. */
+    const setUp = async () => {
+      const low = await store.jobSubmit({ definition: job([stage('low', { resources: gpu })], { name: 'low', priority: 10 }), source: null, now });
+      const [row] = await store.autoscaleStart({ pool: 'h100', heldFor: [[low.stages[0]!.id]], reason: '1 stage waits', now });
+      now += 60_000;
+      const high = await store.jobSubmit({ definition: job([stage('high', { resources: gpu })], { name: 'high', priority: 90 }), source: null, now });
+      const m = await store.machineRegister({ ...gpuMachine(row!.name, 1), now });
+      return { low, high, name: row!.name, machineId: m.id };
+    };
+    const stateOf = async (jobId: string) => (await store.jobGet({ jobId }))!.stages[0]!.state;
+    const heldFor = async (name: string) => (await store.autoscaleRows({})).find((r) => r.name === name)!.heldFor;
+
+    it('a joined machine takes the stage it was started for, not a higher-priority one that came later; the hold is cleared', async () => {
+      const { low, high, name, machineId } = await setUp();
+      expect(await schedulerPass(store, clock, { leaseMs: 10_000, holds: true })).toMatchObject({ placed: 1, skipped: 0 });
+      expect(await stateOf(low.id)).toBe('scheduled');
+      expect(await stateOf(high.id)).toBe('ready');
+      expect((await store.jobGet({ jobId: low.id }))!.stages[0]!.attempts[0]!.machineId).toBe(machineId);
+      expect(await heldFor(name)).toEqual([]);
+    });
+
+    it('in the transaction of the join itself (one writer): the registering machine takes its held stage in that commit', async () => {
+      const low = await store.jobSubmit({ definition: job([stage('low', { resources: gpu })], { name: 'low', priority: 10 }), source: null, now });
+      const [row] = await store.autoscaleStart({ pool: 'h100', heldFor: [[low.stages[0]!.id]], reason: '1 stage waits', now });
+      const errors: unknown[] = [];
+      expect(
+        store.placeBeforeCommit(
+          (source) => schedulerPass(source, clock, { leaseMs: 10_000, holds: true }).then(() => {}),
+          (err) => errors.push(err),
+        ),
+      ).toBe(true);
+      now += 60_000;
+      const high = await store.jobSubmit({ definition: job([stage('high', { resources: gpu })], { name: 'high', priority: 90 }), source: null, now });
+      await store.machineRegister({ ...gpuMachine(row!.name, 1), now });
+      expect(errors).toEqual([]);
+      expect(await stateOf(low.id)).toBe('scheduled');
+      expect(await stateOf(high.id)).toBe('ready');
+      expect(await heldFor(row!.name)).toEqual([]);
+    });
+
+    it('without holds the pass reads none, and priority decides (what holds are for)', async () => {
+      const { low, high, name } = await setUp();
+      const source: PlacementSource = {
+        clusterView: () => store.clusterView(),
+        readyShapes: (p) => store.readyShapes(p),
+        queueHeads: (p) => store.queueHeads(p),
+        planApply: (p) => store.planApply(p),
+        schedulerTeams: (p) => store.schedulerTeams(p),
+        preemptionView: () => store.preemptionView(),
+        heldUntil: (p) => store.heldUntil(p),
+        autoscaleHeldStages: () => Promise.reject(new Error('read without holds')),
+        autoscaleHoldClear: () => Promise.reject(new Error('written without holds')),
+      };
+      expect(await schedulerPass(source, clock, { leaseMs: 10_000 })).toMatchObject({ placed: 1 });
+      expect(await stateOf(high.id)).toBe('scheduled');
+      expect(await stateOf(low.id)).toBe('ready');
+      expect(await heldFor(name)).toHaveLength(1);
+    });
+
+    it('a held stage no longer ready is dropped: the hold is cleared and the machine goes to the queue', async () => {
+      const { low, high, name } = await setUp();
+      await store.jobCancel({ jobId: low.id, reason: 'not needed', now });
+      expect(await store.autoscaleHeldStages({ now })).toEqual([{ name, machineId: expect.any(String), stages: [] }]);
+      expect(await schedulerPass(store, clock, { leaseMs: 10_000, holds: true })).toMatchObject({ placed: 1 });
+      expect(await stateOf(high.id)).toBe('scheduled');
+      expect(await heldFor(name)).toEqual([]);
+    });
   });
 
   it('stops at maxPlacements and says there is more', async () => {

@@ -30,18 +30,69 @@ export interface SchedulerPassResult {
  * (server/loop.ts) when a pool gets ready stages or capacity frees up; and from the loop on an
  * interval, for backoffs that ended.
  */
-export async function schedulerPass(
-  store: PlacementSource,
-  clock: Clock,
-  opts: {
-    leaseMs: number;
-    maxPlacements?: number;
-    preemptionCooldownMs?: number;
-    gpuPolicy?: SharePolicyName;
-    /** The GPU stages earlier passes saw: FGD's target workload (absent: this pass's snapshot alone). */
-    recentWorkload?: RecentWorkload;
-  },
-): Promise<SchedulerPassResult> {
+export interface SchedulerPassOptions {
+  leaseMs: number;
+  maxPlacements?: number;
+  preemptionCooldownMs?: number;
+  gpuPolicy?: SharePolicyName;
+  /** The GPU stages earlier passes saw: FGD's target workload (absent: this pass's snapshot alone). */
+  recentWorkload?: RecentWorkload;
+  /**
+   * Place the autoscaler's holds first (docs/autoscaling.md, "Holds in the pass"): set where pools
+   * are declared; without it nothing of the autoscaler's is read, and the pass costs what it did.
+   */
+  holds?: boolean;
+}
+
+export async function schedulerPass(store: PlacementSource, clock: Clock, opts: SchedulerPassOptions): Promise<SchedulerPassResult> {
+  if (!opts.holds) return fullPass(store, clock, opts);
+  const held = await placeHolds(store, clock, opts);
+  const r = await fullPass(store, clock, opts);
+  return held.placed || held.skipped ? { ...r, placed: r.placed + held.placed, skipped: r.skipped + held.skipped } : r;
+}
+
+/**
+ * Each machine the autoscaler started and that has joined takes the stages it was started for
+ * before anything else may have its room: a pass of the same planner over that one machine and
+ * those stages (in their queue order, with the same options), applied with the usual re-checks.
+ * The hold is then cleared, whatever was placed: a held stage gets one chance there, and one that
+ * did not fit (its machine lost meanwhile, the team's quota reached) waits in the queue as any
+ * other. No preemption: a hold takes only free room.
+ */
+async function placeHolds(store: PlacementSource, clock: Clock, opts: SchedulerPassOptions): Promise<{ placed: number; skipped: number }> {
+  const out = { placed: 0, skipped: 0 };
+  const holds = await store.autoscaleHeldStages({ now: clock.now() });
+  for (const h of holds) {
+    const now = clock.now();
+    // Read for each hold: the one before may have placed on the teams' quotas (holds are rare: a
+    // machine joining), and each machine's room is its own.
+    const cluster = h.stages.length ? await store.clusterView() : null;
+    const machine = cluster?.machines.find((m) => m.id === h.machineId);
+    if (cluster && machine) {
+      const snapshot: SchedulerSnapshot = {
+        clusterVersion: cluster.version,
+        machines: [machine],
+        queue: h.stages,
+        teams: await store.schedulerTeams({ usage: true }),
+        now,
+      };
+      const plan = planPlacements(snapshot, {
+        maxPlacements: opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS,
+        ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
+        ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
+      });
+      if (plan.placements.length) {
+        const res = await store.planApply({ plan, now, leaseMs: opts.leaseMs });
+        out.placed += res.applied.length;
+        out.skipped += res.skipped.length;
+      }
+    }
+    await store.autoscaleHoldClear({ name: h.name, now });
+  }
+  return out;
+}
+
+async function fullPass(store: PlacementSource, clock: Clock, opts: SchedulerPassOptions): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
   const cluster = await store.clusterView();

@@ -1,16 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Command } from '@commander-js/extra-typings';
 import { discoverGpus } from '../agent/machine/gpu-discovery.js';
-import { agentArgs, type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
+import { type ClusterFile, type ClusterMachine, defaultCluster, parseClusterFile } from './cluster-file.js';
 import { serverConfigFrom, serverLogFile, startServer } from './server-command.js';
 import { PRIVATE_UMASK } from '../lib/private-mode.js';
 import { tryHint } from './try-hint.js';
-
-// The CLI entry beside this file, compiled (.js) or run from source under tsx (.ts); the
-// children get the same Node flags, so they run the same way this process does.
-const MAIN = fileURLToPath(new URL(`../cli/main${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+import { agentCommandLine } from './agent-command-line.js';
 
 function describe(m: ClusterMachine): string {
   const gpus = m.gpus === 'detect' ? ', real GPUs' : m.gpus ? `, ${m.gpus.count}x ${m.gpus.type} (declared)` : '';
@@ -55,7 +51,8 @@ export function upCommand(program: Command): void {
       let stopping = false;
       const startAgent = (m: ClusterMachine) => {
         const dir = resolve(join(config.dataDir, 'agents', m.name));
-        const child = spawn(process.execPath, [...process.execArgv, MAIN, ...agentArgs(m, cp.url, dir)], {
+        const agent = agentCommandLine(m, cp.url, dir);
+        const child = spawn(agent.command, agent.args, {
           stdio: ['pipe', 'inherit', 'inherit'],
           env: agentEnv,
         });

@@ -23,7 +23,7 @@ export const EVENT_TYPES = [
   'machine:uncordoned',
   'machine:draining',
   'machine:removed',
-  // The autoscaler's decisions and what its machines did (issue 30, docs/autoscaling.md): the message is the reason.
+  // The autoscaler's decisions on the machines it starts (issue 30, docs/autoscaling.md "The store").
   'autoscale:start',
   'autoscale:requested',
   'autoscale:joined',

@@ -15,7 +15,7 @@ import type { TxContext } from './tx-context.js';
  * in the state the caller's decision saw changes nothing and answers `changed: false`.
  */
 
-type Set = Partial<Omit<AutoscaledMachinesTable, 'name' | 'pool' | 'lifecycle'>>;
+type Columns = Partial<Omit<AutoscaledMachinesTable, 'name' | 'pool' | 'lifecycle'>>;
 
 async function rowOrThrow(tx: TxContext, name: string): Promise<AutoscaledMachinesTable> {
   const row = await tx.db.selectFrom('autoscaled_machines').selectAll().where('name', '=', name).executeTakeFirst();
@@ -44,7 +44,7 @@ async function machineIdOf(tx: TxContext, row: AutoscaledMachinesTable): Promise
 async function move(
   tx: TxContext,
   name: string,
-  v: { from: readonly MachineLifecycle[]; to: MachineLifecycle; type: string; reason: string; set?: Set; data?: Record<string, unknown> },
+  v: { from: readonly MachineLifecycle[]; to: MachineLifecycle; type: string; reason: string; set?: Columns; data?: Record<string, unknown> },
   then?: (row: AutoscaledMachinesTable) => Promise<void>,
 ): Promise<AutoscaleChange> {
   const row = await rowOrThrow(tx, name);

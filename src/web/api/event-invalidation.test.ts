@@ -16,9 +16,9 @@ describe('event invalidation', () => {
     expect(staleQueries({ type: 'token:created', jobId: null })).toEqual([]);
   });
 
-  it("an autoscaler's decision makes the autoscaler, the machines and the pools stale", () => {
-    expect(staleQueries({ type: 'autoscale:start', jobId: null })).toEqual([['autoscale'], ['machines'], ['pools']]);
-    expect(staleQueries({ type: 'autoscale:drain', jobId: null })).toEqual([['autoscale'], ['machines'], ['pools']]);
+  it("an autoscaler's decision makes the autoscaler, the machines, the pools and the jobs' explanations stale", () => {
+    expect(staleQueries({ type: 'autoscale:start', jobId: null })).toEqual([['autoscale'], ['machines'], ['pools'], ['job']]);
+    expect(staleQueries({ type: 'autoscale:drain', jobId: null })).toEqual([['autoscale'], ['machines'], ['pools'], ['job']]);
   });
 
   it('a burst of events is one refetch of each query', () => {

@@ -10,7 +10,7 @@ import { queryKeys, type QueryKey } from './query-keys';
  * - a machine's: machines, what runs where, pools, the autoscaler (its machines' attempts);
  * - a team's: teams and pools (quotas);
  * - the autoscaler's (`autoscale:*`, its decisions): the autoscaler, machines (pool, lifecycle, a
- *   drain's cordon) and pools.
+ *   drain's cordon), pools, and the job on screen (explain's word on its held stages).
  */
 export function staleQueries(e: Pick<EventView, 'type' | 'jobId'>): QueryKey[] {
   const noun = e.type.split(':')[0];
@@ -33,7 +33,9 @@ export function staleQueries(e: Pick<EventView, 'type' | 'jobId'>): QueryKey[] {
       keys.push(queryKeys.machines, queryKeys.attempts, queryKeys.pools, queryKeys.autoscale);
       break;
     case 'autoscale':
-      keys.push(queryKeys.autoscale, queryKeys.machines, queryKeys.pools);
+      // Every job's: a start or a join changes what explain says of the stages held for the
+      // machine, and the event names no job. Only the job on screen is read again.
+      keys.push(queryKeys.autoscale, queryKeys.machines, queryKeys.pools, queryKeys.anyJob);
       break;
     case 'team':
       keys.push(queryKeys.teams, queryKeys.pools);

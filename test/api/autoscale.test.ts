@@ -67,8 +67,10 @@ describe('autoscale API, no pool configured', () => {
     expect(v.note).toMatch(/^no pool is autoscaled: declare one in the cluster file’s pools: section/);
   });
 
-  it('needs a token', async () => {
+  it("needs a person's token: any team's reads it (machines and counts, as GET /v1/pools), a join token is refused", async () => {
     expect((await s.get('/v1/autoscale', {})).statusCode).toBe(401);
+    expect((await s.get('/v1/autoscale', bearer(await makeToken(s.cp.store, 'team', { team: 'vision' })))).statusCode).toBe(200);
+    expect((await s.get('/v1/autoscale', bearer(await makeToken(s.cp.store, 'join')))).statusCode).toBe(403);
   });
 
   it('machine views and explain carry nothing of the autoscaler', async () => {

@@ -43,7 +43,8 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
       const fit = explainPlacement(stageNeed(s.definition), machines);
       const quota = s.state === 'ready' ? ((await quotaReasons(store, job.team, [s], machines)).get(s.id) ?? null) : null;
       const current = s.attempts.find((a) => a.id === s.currentAttemptId);
-      const backingOff = s.notBefore !== null && s.notBefore > now;
+      const notBefore = s.notBefore;
+      const backingOff = notBefore !== null && notBefore > now;
       const autoscale = s.state === 'ready' && !backingOff ? await stageAutoscale(store, ctx.config.pools, s.id, now) : null;
       // A machine started for it is what it waits for: that binds, not the cluster as it is now
       // (the funnel still shows that). The autoscaler's reason for starting none is said beside.
@@ -51,7 +52,7 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
       const reason =
         s.state === 'ready'
           ? backingOff
-            ? (s.pendingReason ?? `backing off until ${new Date(s.notBefore!).toISOString()}`)
+            ? (s.pendingReason ?? `backing off until ${new Date(notBefore).toISOString()}`)
             : (held ?? quota ?? fit.reason)
           : s.state === 'pending'
             ? `waits for ${waitsFor.map((u) => `${u.stage} (${u.state})`).join(', ') || 'its upstream stages'}`

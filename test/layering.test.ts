@@ -28,7 +28,8 @@ const LAYERS: Record<string, readonly string[]> = {
   reconciler: ['store', 'domain', 'spec', 'scheduler', 'advancer', 'bus', 'lib'],
   // Stage outputs on disk, and their collection against the store's references (docs/rerun.md).
   artifacts: ['store', 'domain', 'spec', 'lib'],
-  api: ['contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'bus', 'lib'],
+  // The autoscaler's rows, pools and words (issue 30): what GET /v1/autoscale, machines and explain show.
+  api: ['contract', 'spec', 'domain', 'store', 'artifacts', 'scheduler', 'advancer', 'bus', 'autoscale', 'lib'],
   agent: ['contract', 'spec', 'domain', 'lib'],
   // Autoscaling decisions (issue 30): pure, over the scheduler's snapshot and its planPlacements.
   autoscale: ['domain', 'spec', 'scheduler', 'lib'],

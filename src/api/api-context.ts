@@ -9,6 +9,7 @@ import type { StreamSlots } from './stream-slots.js';
 import type { SignInCodes } from './auth/sign-in-codes.js';
 import type { PoolHistory } from './pool-history.js';
 import type { Dashboard } from './dashboard-routes.js';
+import type { PoolTemplate } from '../autoscale/pool-template.js';
 
 /** What the HTTP layer needs from the rest of the control plane. */
 export interface ApiContext {
@@ -57,4 +58,6 @@ export interface ApiSettings {
   logCaps: LogCaps;
   /** What stages and teams may leave as outputs (docs/security.md, "Output limits"). */
   outputs: OutputPolicy;
+  /** The autoscaled pools (docs/autoscaling.md): what GET /v1/autoscale and explain show of them. Empty: none. */
+  pools: readonly PoolTemplate[];
 }

@@ -15,6 +15,7 @@ import { signInRoute } from './sign-in-route.js';
 import { teamRoutes } from './team-routes.js';
 import { eventRoutes } from './event-routes.js';
 import { poolRoutes } from './pool-routes.js';
+import { autoscaleRoutes } from './autoscale-routes.js';
 import { dashboardRoutes } from './dashboard-routes.js';
 import { installAuthentication } from './auth/authenticate.js';
 import { RateLimiter } from './auth/rate-limiter.js';
@@ -103,6 +104,7 @@ export async function buildApi(ctx: ApiContext, opts: { logger?: boolean | objec
   teamRoutes(app, ctx);
   eventRoutes(app, ctx);
   poolRoutes(app, ctx);
+  autoscaleRoutes(app, ctx);
   if (ctx.dashboard) dashboardRoutes(app, ctx.dashboard);
   auditRoutes(app, ctx);
   return app;

@@ -19,6 +19,10 @@ import type { StageState } from '../domain/stage-state.js';
 import type { TokenKind } from '../domain/token-kind.js';
 import type { AttemptLimitsWire, AttemptUsageWire, ContainmentReport } from './contract/containment.js';
 import type { AttemptLimits, AttemptUsage, LogPiece, MachineContainment } from '../store/records.js';
+import type * as autoscaleWire from './contract/autoscale-view.js';
+import type { AutoscaleRow } from '../autoscale/autoscale-row.js';
+import type { MachineLifecycle } from '../autoscale/machine-lifecycle.js';
+import type { ScaleProvider } from '../autoscale/pool-template.js';
 
 /** True only when A and B are the same type (neither a wider nor a narrower one). */
 export type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -38,4 +42,8 @@ export type Agreement = [
   Assert<Same<ContainmentReport, MachineContainment>>,
   Assert<Same<AttemptLimitsWire, AttemptLimits>>,
   Assert<Same<AttemptUsageWire, AttemptUsage>>,
+  // Autoscaling (issue 30): the lifecycle, the providers and the machine rows as GET /v1/autoscale shows them.
+  Assert<Same<autoscaleWire.MachineLifecycle, MachineLifecycle>>,
+  Assert<Same<autoscaleWire.ScaleProvider, ScaleProvider>>,
+  Assert<Same<autoscaleWire.AutoscaleMachineView, AutoscaleRow>>,
 ];

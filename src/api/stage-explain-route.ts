@@ -8,6 +8,7 @@ import { ownJob as ownJobOf } from './auth/job-visibility.js';
 import { ErrorBody, StageExplanation } from './contract/job-view.js';
 import { StageParams } from './job-params.js';
 import { quotaReasons } from './quota-reasons.js';
+import { stageAutoscale } from './stage-autoscale.js';
 
 const errors = { 400: ErrorBody, 404: ErrorBody };
 
@@ -42,11 +43,17 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
       const fit = explainPlacement(stageNeed(s.definition), machines);
       const quota = s.state === 'ready' ? ((await quotaReasons(store, job.team, [s], machines)).get(s.id) ?? null) : null;
       const current = s.attempts.find((a) => a.id === s.currentAttemptId);
+      const notBefore = s.notBefore;
+      const backingOff = notBefore !== null && notBefore > now;
+      const autoscale = s.state === 'ready' && !backingOff ? await stageAutoscale(store, ctx.config.pools, s.id, now) : null;
+      // A machine started for it is what it waits for: that binds, not the cluster as it is now
+      // (the funnel still shows that). The autoscaler's reason for starting none is said beside.
+      const held = autoscale?.kind === 'held' ? autoscale.message : null;
       const reason =
         s.state === 'ready'
-          ? s.notBefore !== null && s.notBefore > now
-            ? (s.pendingReason ?? `backing off until ${new Date(s.notBefore).toISOString()}`)
-            : (quota ?? fit.reason)
+          ? backingOff
+            ? (s.pendingReason ?? `backing off until ${new Date(notBefore).toISOString()}`)
+            : (held ?? quota ?? fit.reason)
           : s.state === 'pending'
             ? `waits for ${waitsFor.map((u) => `${u.stage} (${u.state})`).join(', ') || 'its upstream stages'}`
             : s.state === 'scheduled' || s.state === 'running'
@@ -65,6 +72,7 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
         registered: fit.registered,
         funnel: open ? fit.funnel : [],
         suggestions: s.state === 'ready' ? fit.suggestions : [],
+        ...(s.state === 'ready' ? { autoscale } : {}),
       };
     },
   );

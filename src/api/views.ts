@@ -139,7 +139,8 @@ export function jobSummaryView(j: JobSummary): JobSummaryView {
   };
 }
 
-export function machineView(m: MachineRecord): MachineView {
+/** `autoscaled`: the pool and lifecycle of the autoscaler's row of this name, when it started the machine (machine-routes.ts reads the rows). */
+export function machineView(m: MachineRecord, autoscaled?: { pool: string; lifecycle: NonNullable<MachineView['lifecycle']> }): MachineView {
   return {
     id: m.id,
     name: m.name,
@@ -166,6 +167,7 @@ export function machineView(m: MachineRecord): MachineView {
     lastHeartbeatAt: m.lastHeartbeatAt,
     registeredAt: m.registeredAt,
     containment: m.containment,
+    ...(autoscaled ? { pool: autoscaled.pool, lifecycle: autoscaled.lifecycle } : {}),
   };
 }
 

@@ -125,9 +125,18 @@ export interface Store extends AutoscaleStore {
   jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }): Promise<{ job: JobDetail; changed: boolean }>;
   /** A stage's log chunks after `afterId`, at most `limit` of them (a page; `id` is the cursor). */
   stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
-  /** Events after `afterSeq`, oldest first; `team`: only its jobs' events (and, with `withMachines`, those of no job: machines');
-   *  `pool`: only events of stages in that pool. */
-  eventsList(p: { jobId?: string; team?: string; pool?: string; withMachines?: boolean; afterSeq?: number; limit: number }): Promise<EventRecord[]>;
+  /** Events after `afterSeq`, oldest first (`newestFirst`: the latest `limit`); `team`: only its jobs' events (and, with `withMachines`, those of no job: machines');
+   *  `pool`: only events of stages in that pool; `jobId: null`: only events of no job; `noun`: only `<noun>:*` events (`autoscale`: its decisions). */
+  eventsList(p: {
+    jobId?: string | null;
+    team?: string;
+    pool?: string;
+    withMachines?: boolean;
+    afterSeq?: number;
+    noun?: string;
+    newestFirst?: boolean;
+    limit: number;
+  }): Promise<EventRecord[]>;
   /** The latest event's seq (0 when none): where a live stream with nothing to resume starts. */
   eventsHead(): Promise<number>;
 

@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { AttemptEndKindWire } from './attempt-end.js';
 import { ContainmentReport } from './containment.js';
+import { MACHINE_LIFECYCLES, StageAutoscaleView } from './autoscale-view.js';
 import { ERROR_CODES } from './error-codes.js';
 import type { EventType } from './event-types.js';
 import { ATTEMPT_STATES, JOB_STATES, LOG_STREAMS, MACHINE_HEALTHS, MACHINE_SCHEDULINGS, STAGE_STATES, type StageState } from './states.js';
@@ -191,6 +192,10 @@ export const MachineView = Type.Object({
   registeredAt: Type.Number(),
   /** What its agent enforces on the attempts it runs, as it reported at registration (docs/containment.md). Null: its agent did not say (an agent before containment); absent from older servers. */
   containment: Type.Optional(Nullable(ContainmentReport)),
+  /** The autoscaled pool that started it (issue 30); absent for a machine the autoscaler did not start (and from older servers). */
+  pool: Type.Optional(Type.String({ description: 'the autoscaled pool that started it (the cluster file’s pools:), not the queue (cpu, gpu:TYPE)' })),
+  /** Where it is in the autoscaler's lifecycle; absent with `pool`. */
+  lifecycle: Type.Optional(wireEnum(MACHINE_LIFECYCLES, { description: 'provisioning | joining | ready | draining | failed | released' })),
 });
 export type MachineView = Static<typeof MachineView>;
 
@@ -252,5 +257,7 @@ export const StageExplanation = Type.Object({
   funnel: Type.Array(Type.Object({ step: Type.String(), reason: Type.String(), machines: Type.Number() })),
   /** Single changes to the stage that would each let some machine run it now. */
   suggestions: Type.Array(Type.String()),
+  /** A ready stage on a server that autoscales: a machine starting (or joined) for it, or the autoscaler's reason for starting none; null when it said nothing. Absent from older servers. */
+  autoscale: Type.Optional(Nullable(StageAutoscaleView)),
 });
 export type StageExplanation = Static<typeof StageExplanation>;

@@ -7,6 +7,7 @@ import type { JobBatchResult } from '../../api/contract/job-batch.js';
 import type { EventView, JobSummaryView, JobView, LogChunkView, MachineChange, MachineView, StageExplanation } from '../../api/contract/job-view.js';
 import type { AuditView } from '../../api/contract/audit-view.js';
 import type { PoolsView } from '../../api/contract/pool-view.js';
+import type { AutoscaleView } from '../../api/contract/autoscale-view.js';
 import type { CollectionView } from '../../api/contract/artifacts-view.js';
 import type { RerunRequest, RerunResult } from '../../api/contract/rerun.js';
 import type { TokenCreated, TokenCreateRequest, TokenView } from '../../api/contract/token-view.js';
@@ -228,6 +229,11 @@ export class GantryClient {
   /** Every pool now (`cpu`, `gpu:h100`, …): those machines serve and those stages queue in. */
   pools(): Promise<PoolsView> {
     return this.json('GET', '/v1/pools');
+  }
+
+  /** The autoscaled pools, the machines the autoscaler started and its latest decisions (docs/autoscaling.md). */
+  autoscale(): Promise<AutoscaleView> {
+    return this.json('GET', '/v1/autoscale');
   }
 
   async teams(): Promise<TeamView[]> {

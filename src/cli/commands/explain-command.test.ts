@@ -52,4 +52,31 @@ describe('gantry explain', () => {
     expect(lines).toContain('    12 of 12 left  ready and in service');
     expect(lines).toContain('    0 of 12 left   with 1 CPU free now (12 of 12 fail it)');
   });
+
+  it('says what the autoscaler does for it: the reason it starts nothing beside the scheduler’s', () => {
+    const lines = renderExplanation({
+      ...explanation,
+      funnel: [],
+      suggestions: [],
+      autoscale: { kind: 'gpu-type', message: 'no template has a100 GPUs', pool: null, machine: null },
+    }).split('\n');
+    expect(lines.slice(0, 3)).toEqual([
+      'stage train (ready, pool gpu:h100): no ready machine can run it: 2 lack 4 h100 GPUs, 1 cordoned',
+      '  queue: 0 ahead of it, 1 waiting in all',
+      '  autoscaler: no template has a100 GPUs (`gantry autoscale`)',
+    ]);
+  });
+
+  it('a machine held for it is its reason, said once', () => {
+    const message = 'a machine of pool h100 (h100-3) is starting for it, up to 600 s (started 42 s ago)';
+    const text = renderExplanation({
+      ...explanation,
+      reason: message,
+      funnel: [],
+      suggestions: [],
+      autoscale: { kind: 'held', message, pool: 'h100', machine: 'h100-3' },
+    });
+    expect(text.split('\n')[0]).toBe(`stage train (ready, pool gpu:h100): ${message}`);
+    expect(text.split(message).length).toBe(2);
+  });
 });

@@ -20,6 +20,10 @@ export function explainCommand(program: CommandUnknownOpts): void {
     .addHelpText(
       'after',
       `
+On a server that autoscales (docs/autoscaling.md), a waiting stage also says what the
+autoscaler does for it: a machine starting for it ("a machine of pool h100 (h100-3) is starting
+for it, up to 600 s"), or why it starts none ("autoscaler: no template has a100 GPUs").
+
 Exit codes: 0 shown, 4 no such job or stage, 5 server unreachable.
 
 Examples:
@@ -48,6 +52,8 @@ export function renderExplanation(e: StageExplanation): string {
   const lines = [`stage ${e.stage} (${e.state}, pool ${e.pool}): ${e.reason ?? 'a machine has room now: the next scheduler pass places it'}`];
   if (e.queue) lines.push(`  queue: ${e.queue.ahead} ahead of it, ${e.queue.waiting} waiting in all`);
   if (e.quota) lines.push(`  quota: ${e.quota} (preemptible stages may borrow beyond it; \`gantry team show\`)`);
+  // A machine held for it is already the reason line; the autoscaler's reason for starting none is said beside the scheduler's.
+  if (e.autoscale && e.autoscale.kind !== 'held') lines.push(`  autoscaler: ${e.autoscale.message} (\`gantry autoscale\`)`);
   if (e.funnel.length) {
     // The counts are what is left after each check and every one before it, not how many machines
     // pass that check alone: "0  with 1 CPU in all" read as if no machine had 1 CPU when the GPU

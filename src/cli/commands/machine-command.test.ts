@@ -119,6 +119,8 @@ describe('gantry machine', () => {
     const out = t.out.join('');
     expect(out).toMatch(/^machine: +gpu-1 +m_1$/m);
     expect(out).toMatch(/^status: +ready$/m);
+    // Not autoscaled: no line for it.
+    expect(out).not.toMatch(/^autoscaled:/m);
     expect(out).toMatch(/^cpu: +1\/8 allocated$/m);
     expect(out).toMatch(/^labels: +rack=a$/m);
     expect(out).toMatch(/^heartbeat: +2s ago$/m);
@@ -140,6 +142,12 @@ describe('gantry machine', () => {
     const j = io();
     expect(await runMachineShow('gpu-1', { server: g.url, json: true }, j.io)).toBe(ExitCode.ok);
     expect(JSON.parse(j.out.join(''))).toEqual(shown);
+
+    // A machine the autoscaler started: its pool and lifecycle.
+    const scaled = await fakeGantry({ status: 500, body: {} }, [machine('draining', 0, { pool: 'h100', lifecycle: 'draining' })]);
+    const sc = io();
+    await runMachineShow('gpu-1', { server: scaled.url }, sc.io);
+    expect(sc.out.join('')).toMatch(/^autoscaled: +pool h100, draining$/m);
 
     // An agent before containment, and one that contains nothing, said plainly.
     const older = await fakeGantry({ status: 500, body: {} }, [machine('eligible', 0, { containment: null })]);

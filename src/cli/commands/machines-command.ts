@@ -19,6 +19,9 @@ CONTAIN is what the machine's agent enforces on every stage (docs/containment.md
 with only those it limits, "none" when it limits nothing, "?" when its agent did not say (one
 before containment). \`gantry machine show NAME\` shows how, and why something is not enforced;
 --json has the whole report in each machine's "containment".
+POOL and LIFECYCLE appear when the autoscaler started some machine (docs/autoscaling.md): the
+pool that started it and where it is in its life (joining, ready, draining, …); \`gantry
+autoscale\` shows the pools, the machines still on their way in and the decisions.
 
 Examples:
   $ gantry machines

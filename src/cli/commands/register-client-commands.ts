@@ -15,6 +15,7 @@ import { auditCommand } from './audit-command.js';
 import { explainCommand } from './explain-command.js';
 import { rerunCommand } from './rerun-command.js';
 import { gcCommand } from './gc-command.js';
+import { autoscaleCommand } from './autoscale-command.js';
 
 const registrations = [
   submitCommand,
@@ -29,6 +30,7 @@ const registrations = [
   gcCommand,
   machinesCommand,
   machineCommand,
+  autoscaleCommand,
   teamCommand,
   tokenCommand,
   auditCommand,
@@ -36,7 +38,7 @@ const registrations = [
 
 /**
  * Adds the commands that talk to a running server: submit, rerun, status, list, cancel, logs, gc, machines,
- * machine (cordon, uncordon, drain, remove). Commander exits 1 on a usage error; these commands
+ * machine (cordon, uncordon, drain, remove), autoscale. Commander exits 1 on a usage error; these commands
  * promise 2 for that (exit-codes.ts), so each, and each of its subcommands, gets an exit override.
  * It replaces any override the program set before this call.
  */

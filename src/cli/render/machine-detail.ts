@@ -4,6 +4,7 @@ import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { formatAge } from './format-age.js';
 import { gpuUseText } from '../../api/contract/gpu-use.js';
 import { gpuSummary, machineStatus } from './machine-table.js';
+import { colorLifecycle } from './autoscale-text.js';
 import { palette, type Colors } from './palette.js';
 import type { RenderOptions } from './stage-table.js';
 
@@ -18,6 +19,8 @@ export function renderMachineDetail(m: MachineView, now: number, opts: RenderOpt
   const lines: [string, string][] = [
     ['machine', `${m.name}  ${c.dim(m.id)}`],
     ['status', machineStatus(m, c)],
+    // The autoscaler's machines only (issue 30): the pool that started it, where it is in its life.
+    ...(m.lifecycle ? [['autoscaled', `pool ${m.pool ?? '?'}, ${colorLifecycle(m.lifecycle, c)}`] as [string, string]] : []),
     ['cpu', `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)} allocated`],
     ['memory', `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)} allocated`],
     ['gpus', gpuSummary(m)],

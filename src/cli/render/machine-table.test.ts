@@ -102,4 +102,13 @@ describe('shares of a GPU on the machines table', () => {
     // A server before shares: busy or free only.
     expect(gpuUseText(gpu(0, true))).toBe('busy');
   });
+
+  it('POOL and LIFECYCLE only when the autoscaler started some machine; "-" for the others', () => {
+    expect(renderMachineTable([machine], T0, { color: false })).not.toContain('LIFECYCLE');
+    const rows = renderMachineTable([machine, { ...machine, name: 'h100-1', pool: 'h100', lifecycle: 'draining', scheduling: 'draining' }], T0, {
+      color: false,
+    }).split('\n');
+    expect(rows[0]).toMatch(/^NAME\s+STATUS\s+POOL\s+LIFECYCLE\s+CPU/);
+    expect(rows.slice(1).map((r) => r.split(/\s+/).slice(0, 4).join(' '))).toEqual(['gpu-1 ready - -', 'h100-1 ready,draining h100 draining']);
+  });
 });

@@ -1,6 +1,7 @@
 import { gpusUsed, gpuUsedMilli } from '../../api/contract/gpu-use.js';
 import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
+import { colorLifecycle } from './autoscale-text.js';
 import { containmentSummary } from './containment-text.js';
 import { formatAge } from './format-age.js';
 import { colorHealth } from './health-color.js';
@@ -8,12 +9,18 @@ import { palette, type Colors } from './palette.js';
 import { plainTable } from './plain-table.js';
 import type { RenderOptions } from './stage-table.js';
 
-/** `gantry machines`: status, capacity and what is allocated, what its agent enforces, one row per machine. */
+/**
+ * `gantry machines`: status, capacity and what is allocated, what its agent enforces, one row per
+ * machine. POOL and LIFECYCLE (the autoscaler's: issue 30) only when some machine was autoscaled,
+ * so a cluster without an autoscaler reads as before.
+ */
 export function renderMachineTable(machines: MachineView[], now: number, opts: RenderOptions = {}): string {
   const c = palette(opts.color);
+  const autoscaled = machines.some((m) => m.lifecycle !== undefined);
   const rows = machines.map((m) => [
     m.name,
     machineStatus(m, c),
+    ...(autoscaled ? [m.pool ?? '-', m.lifecycle ? colorLifecycle(m.lifecycle, c) : '-'] : []),
     `${formatCpu(m.allocated.cpuMillis)}/${formatCpu(m.cpuMillis)}`,
     `${formatMemory(m.allocated.memoryBytes)}/${formatMemory(m.memoryBytes)}`,
     gpuSummary(m),
@@ -25,7 +32,7 @@ export function renderMachineTable(machines: MachineView[], now: number, opts: R
     `${formatAge(m.lastHeartbeatAt, now)} ago`,
   ]);
   return plainTable(
-    ['NAME', 'STATUS', 'CPU', 'MEMORY', 'GPUS', 'CONTAIN', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)),
+    ['NAME', 'STATUS', ...(autoscaled ? ['POOL', 'LIFECYCLE'] : []), 'CPU', 'MEMORY', 'GPUS', 'CONTAIN', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)),
     rows,
   );
 }

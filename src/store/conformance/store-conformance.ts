@@ -154,6 +154,29 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(outbox.some((m) => m.topic === 'pool:ready' && m.payload.pool === 'cpu')).toBe(true);
     });
 
+    it('lists events newest first, of no job only, of one noun only (what GET /v1/autoscale reads its decisions with)', async () => {
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      await store.machineRegister({ ...cpuMachine('c1'), now });
+      await store.machineRegister({ ...cpuMachine('c2'), now });
+      const all = await store.eventsList({ limit: 100 });
+      const newest = await store.eventsList({ limit: 2, newestFirst: true });
+      expect(newest.map((e) => e.seq)).toEqual(
+        all
+          .slice(-2)
+          .map((e) => e.seq)
+          .reverse(),
+      );
+      const jobless = await store.eventsList({ jobId: null, limit: 100 });
+      expect(jobless.length).toBeGreaterThan(0);
+      expect(jobless.every((e) => e.jobId === null)).toBe(true);
+      expect(jobless.map((e) => e.seq)).toEqual(all.filter((e) => e.jobId === null).map((e) => e.seq));
+      const registered = await store.eventsList({ jobId: null, noun: 'machine', newestFirst: true, limit: 100 });
+      expect(registered.map((e) => e.type)).toEqual(['machine:registered', 'machine:registered']);
+      expect(registered[0]!.seq).toBeGreaterThan(registered[1]!.seq);
+      expect((await store.eventsList({ noun: 'job', limit: 100 })).every((e) => e.type.startsWith('job:') && e.jobId === j.id)).toBe(true);
+      expect(await store.eventsList({ noun: 'nothing', limit: 100 })).toEqual([]);
+    });
+
     it('submits a batch in one go: every job as a single submit writes it, ids in order, each pool told once', async () => {
       const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 1, types: [] } };
       const definitions = [

@@ -256,9 +256,16 @@ export class KyselyStore implements Store {
   stageLogs(p: Parameters<Store['stageLogs']>[0]) {
     return jobs.stageLogs(this.db, p);
   }
-  async eventsList(p: { jobId?: string; team?: string; pool?: string; withMachines?: boolean; afterSeq?: number; limit: number }) {
-    let q = this.db.selectFrom('events').selectAll('events').orderBy('events.seq').limit(p.limit);
-    if (p.jobId) q = q.where('events.job_id', '=', p.jobId);
+  async eventsList(p: Parameters<Store['eventsList']>[0]) {
+    let q = this.db
+      .selectFrom('events')
+      .selectAll('events')
+      .orderBy('events.seq', p.newestFirst ? 'desc' : 'asc')
+      .limit(p.limit);
+    // `jobId: null` reads the (job_id, seq) index's NULL range: the machines' and the autoscaler's events, not every job's.
+    if (p.jobId === null) q = q.where('events.job_id', 'is', null);
+    else if (p.jobId) q = q.where('events.job_id', '=', p.jobId);
+    if (p.noun !== undefined) q = q.where('events.type', 'like', `${p.noun}:%`);
     if (p.afterSeq !== undefined) q = q.where('events.seq', '>', p.afterSeq);
     if (p.team !== undefined) {
       const team = p.team;

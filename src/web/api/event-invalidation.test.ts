@@ -11,9 +11,14 @@ describe('event invalidation', () => {
   });
 
   it('a machine event touches no job; a token event nothing shown', () => {
-    expect(staleQueries({ type: 'machine:lost', jobId: null })).toEqual([['machines'], ['attempts'], ['pools']]);
+    expect(staleQueries({ type: 'machine:lost', jobId: null })).toEqual([['machines'], ['attempts'], ['pools'], ['autoscale']]);
     expect(staleQueries({ type: 'team:changed', jobId: null })).toEqual([['teams'], ['pools']]);
     expect(staleQueries({ type: 'token:created', jobId: null })).toEqual([]);
+  });
+
+  it("an autoscaler's decision makes the autoscaler, the machines, the pools and the jobs' explanations stale", () => {
+    expect(staleQueries({ type: 'autoscale:start', jobId: null })).toEqual([['autoscale'], ['machines'], ['pools'], ['job']]);
+    expect(staleQueries({ type: 'autoscale:drain', jobId: null })).toEqual([['autoscale'], ['machines'], ['pools'], ['job']]);
   });
 
   it('a burst of events is one refetch of each query', () => {

@@ -7,7 +7,10 @@ import { queryKeys, type QueryKey } from './query-keys';
  * - a job's, stage's or attempt's event: that job, and the job lists (states, stage counts);
  * - a stage's or a job's: the pools too (queues change when stages become ready or leave);
  * - an attempt's: also machines, what runs where, and the pools (allocation);
- * - a machine's: machines, what runs where, pools; a team's: teams and pools (quotas).
+ * - a machine's: machines, what runs where, pools, the autoscaler (its machines' attempts);
+ * - a team's: teams and pools (quotas);
+ * - the autoscaler's (`autoscale:*`, its decisions): the autoscaler, machines (pool, lifecycle, a
+ *   drain's cordon), pools, and the job on screen (explain's word on its held stages).
  */
 export function staleQueries(e: Pick<EventView, 'type' | 'jobId'>): QueryKey[] {
   const noun = e.type.split(':')[0];
@@ -27,7 +30,12 @@ export function staleQueries(e: Pick<EventView, 'type' | 'jobId'>): QueryKey[] {
       keys.push(queryKeys.machines, queryKeys.attempts, queryKeys.pools);
       break;
     case 'machine':
-      keys.push(queryKeys.machines, queryKeys.attempts, queryKeys.pools);
+      keys.push(queryKeys.machines, queryKeys.attempts, queryKeys.pools, queryKeys.autoscale);
+      break;
+    case 'autoscale':
+      // Every job's: a start or a join changes what explain says of the stages held for the
+      // machine, and the event names no job. Only the job on screen is read again.
+      keys.push(queryKeys.autoscale, queryKeys.machines, queryKeys.pools, queryKeys.anyJob);
       break;
     case 'team':
       keys.push(queryKeys.teams, queryKeys.pools);

@@ -2,6 +2,7 @@ import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tansta
 import type { HeldAttemptView } from '../../api/contract/held-attempt-view';
 import type { JobSummaryView, JobView, MachineView, StageExplanation } from '../../api/contract/job-view';
 import type { PoolHistoryView, PoolsView } from '../../api/contract/pool-view';
+import type { AutoscaleView } from '../../api/contract/autoscale-view';
 import type { RerunRequest, RerunResult } from '../../api/contract/rerun';
 import { api, ApiError, enc, query } from './api-client';
 import { queryKeys } from './query-keys';
@@ -110,6 +111,11 @@ function stillLeaving(held: readonly HeldAttemptView[], now: number): boolean {
 
 export function usePools() {
   return useQuery({ queryKey: queryKeys.pools, queryFn: () => api<PoolsView>('/v1/pools') });
+}
+
+/** The autoscaler: pools, the machines it started, its decisions (GET /v1/autoscale); its `autoscale:*` events mark it stale. */
+export function useAutoscale() {
+  return useQuery({ queryKey: queryKeys.autoscale, queryFn: () => api<AutoscaleView>('/v1/autoscale') });
 }
 
 /** The pools over the last `windowMs`: read again at the server's sample interval (at least 5 s), the one loop the charts need. */

@@ -7,6 +7,8 @@ export const queryKeys = {
   jobs: ['jobs'] as const,
   jobList: (filters: { state?: string; team?: string; name?: string }, pages: number) => ['jobs', filters, pages] as const,
   job: (id: string) => ['job', id] as const,
+  /** Every job's queries (each job, its explanations): what an event that names no job but changes explain makes stale. */
+  anyJob: ['job'] as const,
   explain: (id: string, stage: string) => ['job', id, 'explain', stage] as const,
   // Under the job: a change to the job (an event) re-reads the plan of an open rerun dialog.
   rerunPlan: (id: string, stage: string, cancelRunning: boolean) => ['job', id, 'rerun-plan', stage, cancelRunning] as const,
@@ -14,6 +16,7 @@ export const queryKeys = {
   machines: ['machines'] as const,
   attempts: ['attempts'] as const,
   pools: ['pools'] as const,
+  autoscale: ['autoscale'] as const,
   poolHistory: (windowMs: number) => ['pool-history', windowMs] as const,
   teams: ['teams'] as const,
 };

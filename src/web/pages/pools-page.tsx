@@ -8,6 +8,7 @@ import { useNow } from '../components/use-now';
 import { formatBytes, formatCpu, formatShare } from '../format/format-quantity';
 import { formatDuration } from '../format/format-time';
 import { poolNames, seriesOf } from './pool-series';
+import { AutoscaleSection } from './autoscale-section';
 
 /** What each wait reason means and what usually helps (docs/scheduling.md, "Checks"). */
 const REASONS: Record<string, { tone: 'ok' | 'busy' | 'never' | 'quota'; means: string }> = {
@@ -71,6 +72,7 @@ export function PoolsPage() {
           <PoolCard key={p.pool} pool={p} at={pools.data.at} />
         ))}
       </div>
+      <AutoscaleSection />
       <div className="page-head charts-head">
         <h2>Over time</h2>
         <div className="segmented" role="group" aria-label="time window">

@@ -164,6 +164,12 @@ function Explanation({ stage, explain }: { stage: StageView; explain: StageExpla
       <p className="reason">
         <strong>Why it waits:</strong> {explain?.reason ?? stage.pendingReason ?? '…'}
       </p>
+      {/* A machine held for it is the reason above already; the autoscaler's reason for starting none is said beside the scheduler's. */}
+      {explain?.autoscale && explain.autoscale.kind !== 'held' ? (
+        <p className="autoscale-word">
+          <strong>Autoscaler:</strong> {explain.autoscale.message}
+        </p>
+      ) : null}
       {explain?.queue ? (
         <p>
           In the <code>{explain.pool}</code> queue: {explain.queue.ahead} ahead of it, {explain.queue.waiting} waiting in all; ready since{' '}

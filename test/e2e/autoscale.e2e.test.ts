@@ -141,9 +141,13 @@ describe('autoscaling, end to end', () => {
     );
     expect(rowsOf(g)).toEqual([]);
     expect(eventsOf(g, 'autoscale:start')).toEqual([]);
+    // What `gantry explain` tells the user: the autoscaler's word beside the scheduler's.
     const explain = await gantry(['explain', misfit.body.id, '--server', g.url]);
     expect(explain.code).toBe(0);
-    expect(explain.stdout).toContain('a100');
+    expect(explain.stdout).toContain('no template has a100 GPUs');
+    const quota = await gantry(['explain', capped.body.id, '--server', g.url]);
+    expect(quota.code).toBe(0);
+    expect(quota.stdout).toContain("its team's quota stops it, whatever machines start");
   }, 60_000);
 
   it('killed with SIGKILL right after deciding a start, the restarted server starts no duplicate', async () => {

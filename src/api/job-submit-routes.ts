@@ -17,6 +17,7 @@ import {
   SPEC_BOUNDS,
 } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
+import { templateMachine, type PoolTemplate } from '../autoscale/pool-template.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { TeamLedger } from '../scheduler/team-ledger.js';
@@ -68,7 +69,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
           'Body: a job spec as JSON (application/json) or YAML text (application/yaml), at most 1 MiB (413 beyond), nested at most 32 levels, with at most 100,000 values and 100 YAML anchors and aliases (400 naming the bound and its line). ' +
           'Invalid specs get 400 with every issue and its path; nothing is written. ' +
           "With an `Idempotency-Key` header (kept 24 h; a key is its team's, or an admin token's own), a repeat of the same request answers 200 with the job the first one made, and a different request with that key 409. " +
-          "A stage no registered machine could ever run (a GPU type nobody has, more GPUs or CPUs than any machine), or one not preemptible that asks for more than its team's whole quota of a resource, " +
+          "A stage no registered machine (nor an autoscaled pool's template) could ever run (a GPU type nobody has, more GPUs or CPUs than any machine), or one not preemptible that asks for more than its team's whole quota of a resource, " +
           'is accepted with a `warnings` entry naming it and why; with `?strict=true` the submit is refused instead (400), and nothing is written.',
         tags: ['jobs'],
         querystring: SubmitQuery,
@@ -88,7 +89,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       const text = typeof raw === 'string' ? raw : JSON.stringify(raw);
       // The source kept with the job never holds a secret's value (docs/security.md).
       const source = hasSecrets(definition) ? JSON.stringify(redactSpec(input)) : text;
-      const [warnings] = await placementWarnings(store, [definition], strictOf(req.query), () => '');
+      const [warnings] = await placementWarnings(store, ctx.config.pools, [definition], strictOf(req.query), () => '');
       let job;
       try {
         job = await store.jobSubmit({ definition, source, now: clock.now(), idempotency: idempotencyOf(req, text), audit: auditBy(req, 'job.submit') });
@@ -139,7 +140,7 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
       const definitions = parsed.map((d, i) => ownTeam(req.principal, specs[i], d, `/jobs/${i}`));
       // Each job keeps its own spec as JSON (a YAML batch's text is one text for all of them).
       const sources = specs.map((spec, i) => JSON.stringify(hasSecrets(definitions[i]!) ? redactSpec(spec) : spec));
-      const warnings = await placementWarnings(store, definitions, strictOf(req.query), (i) => `/jobs/${i}`);
+      const warnings = await placementWarnings(store, ctx.config.pools, definitions, strictOf(req.query), (i) => `/jobs/${i}`);
       let ids: readonly string[];
       try {
         ids = await store.jobSubmitBatch({
@@ -172,12 +173,16 @@ export function jobSubmitRoutes(app: ApiApp, ctx: ApiContext): void {
  */
 async function placementWarnings(
   store: Store,
+  pools: readonly PoolTemplate[],
   definitions: readonly JobDefinition[],
   strict: boolean,
   prefix: (i: number) => string,
 ): Promise<SubmitWarning[][]> {
   // Static checks only: what machines are, not what they hold; a team's quota, not its usage.
-  const { machines } = await store.clusterFacts();
+  // An autoscaled pool's template is a machine that may come (docs/autoscaling.md): a stage only
+  // it fits waits for the autoscaler, not for good. A pool of max 0 starts nothing.
+  const facts = await store.clusterFacts();
+  const machines = [...facts.machines, ...pools.filter((p) => p.autoscale.max > 0).map((p) => templateMachine(p.template, `pool:${p.name}`, `pool ${p.name}`))];
   // A stage that is not preemptible never runs past its team's quota (docs/scheduling.md), so
   // one asking for more than the whole quota would wait for good, as Slurm's QOSMaxGRESPerJob.
   const quotas = definitions.some((d) => d.stages.some((st) => !st.preemptible))
@@ -186,7 +191,7 @@ async function placementWarnings(
   const warnings = definitions.map((d) =>
     d.stages.flatMap((st) => {
       const need = stageNeed(st);
-      const why = neverPlaceable(need, machines) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines));
+      const why = neverPlaceable(need, machines, pools.length > 0) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines));
       return why ? [{ stage: st.name, message: why }] : [];
     }),
   );

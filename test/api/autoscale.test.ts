@@ -215,4 +215,23 @@ describe('autoscale API, pools configured', () => {
     const other = await s.submit([gpuStage('train')]);
     expect((await s.get(`/v1/jobs/${other.id}/stages/train/explain`)).json().autoscale).toBeNull();
   });
+
+  it("a submit's never-placeable warning counts the pools' templates: a stage only a pool fits is not warned of, one no template fits is", async () => {
+    const post = (stages: object[]) =>
+      s.cp.app.inject({
+        method: 'POST',
+        url: '/v1/jobs',
+        headers: { ...s.auth, 'content-type': 'application/json' },
+        payload: JSON.stringify({ name: 'w', stages }),
+      });
+    // Only static-1 (a CPU machine) is registered: the h100 pool's template fits 8 h100 GPUs.
+    const fits = await post([gpuStage('train')]);
+    expect(fits.statusCode).toBe(201);
+    expect(fits.json().warnings ?? []).toEqual([]);
+    const misfit = await post([gpuStage('train', 'a100')]);
+    expect(misfit.statusCode).toBe(201);
+    expect(misfit.json().warnings).toEqual([
+      { stage: 'train', message: expect.stringMatching(/^no registered machine nor autoscaled pool could ever run it: .*a100/) },
+    ]);
+  });
 });

@@ -151,6 +151,20 @@ describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => 
     expect(u.cpuSeconds).toBeGreaterThan(0);
   });
 
+  it.skipIf(host.v1 !== null)("is made when the agent's own subtree was removed (an empty cgroup anyone may rmdir), and its limits hold", async () => {
+    const t = hostTree();
+    // Another cleaner (a test run's teardown, a script) removed the agent's empty gantry-<machine> directories.
+    const probe = t.create('att_probe', { limits: limits(), pidsMax: 64, gpuIndices: [] })!;
+    const bases = [...new Set(probe.layout.v1.values())].map((d) => join(d, '..'));
+    await probe.remove();
+    for (const b of bases) rmdirSync(b);
+    expect(bases.some((b) => existsSync(b))).toBe(false);
+    const cg = t.create('att_again', { limits: limits({ pids: 16 }), pidsMax: 64, gpuIndices: [] })!;
+    expect(cg.layout.v1.size).toBeGreaterThan(0);
+    for (const d of cg.layout.v1.values()) expect(existsSync(d)).toBe(true);
+    expect(readFileSync(join(cg.layout.v1.get('pids')!, 'pids.max'), 'utf8').trim()).toBe('16');
+  });
+
   it.skipIf(host.v1 !== null)('stops a fork loop at its pids limit', async () => {
     const cg = hostTree().create('att_pids', { limits: limits({ pids: 16 }), pidsMax: 4096, gpuIndices: [] })!;
     const p = startIn(cg, 'i=0; while [ $i -lt 100 ]; do sleep 60 & i=$((i+1)); done; wait');

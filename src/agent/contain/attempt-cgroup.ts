@@ -131,9 +131,18 @@ export class AttemptCgroup {
           mkdirSync(dir);
           made.push(dir);
         } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
           // Left by an agent that crashed between making it and recording the attempt: reused.
-          if ((err as NodeJS.ErrnoException).code !== 'EEXIST')
-            throw new CgroupFileError(dir, (err as NodeJS.ErrnoException).code, `cannot create ${dir}: ${(err as Error).message}`);
+          if (code === 'EEXIST') continue;
+          // The agent's own subtree is gone: an empty cgroup is removable by anyone who cleans
+          // them up (a test run's teardown, an operator's script). Made again, plain: where it
+          // carried settings of its own (controllers handed down on pure v2), the limits written
+          // next fail and say which file, as before.
+          if (code === 'ENOENT' && remake(dir)) {
+            made.push(dir);
+            continue;
+          }
+          throw new CgroupFileError(dir, code, `cannot create ${dir}: ${(err as Error).message}`);
         }
       }
       writeCgroupLimits(cg.layout, spec, null, cg.written);
@@ -398,4 +407,14 @@ function withoutDevices(layout: AttemptCgroupLayout): AttemptCgroupLayout {
   const v1 = new Map(layout.v1);
   v1.delete('devices');
   return { ...layout, devices: false, v1 };
+}
+
+/** Makes `dir` with its parents (the agent's subtree, gone); false when it still cannot be made. */
+function remake(dir: string): boolean {
+  try {
+    mkdirSync(dir, { recursive: true });
+    return true;
+  } catch {
+    return false;
+  }
 }

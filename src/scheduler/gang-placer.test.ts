@@ -264,6 +264,17 @@ describe('chooseGang', () => {
     expect(out).toEqual({ members: null, reason: "a gang's members take whole GPUs, not a share of one", unplaceable: true, hold: [] });
   });
 
+  it('asked now: null when the members fit, else the line; a CPU gang is worded by its CPU and memory', () => {
+    const gpuGang = gangNeedOf(stage('g', { machines: 2 }))!;
+    expect(gangPendingReasonNow(gpuGang, rack('m', 2))).toBeNull();
+    const cpuGang = gangNeedOf(stage('c', { machines: 3, gpu: null, cpu: 32_000 }))!;
+    const cpus = [machine('c-1'), machine('c-2', { cpuMillisFree: 8000 }), machine('c-3', { cpuMillisFree: 8000 })];
+    expect(gangPendingReasonNow(cpuGang, cpus)).toBe('needs 3 machines with 32 CPU, 1Gi free: 1 has them');
+    // Waiting for CPU as well as GPUs: the line says so.
+    const both = [machine('a', { gpus: gpus('h100', 8, [0]) }), machine('b', { gpus: gpus('h100', 8), cpuMillisFree: 0 })];
+    expect(gangPendingReasonNow(gpuGang, both)).toBe('needs 2 machines with 8 free h100 GPUs and 1 CPU, 1Gi free: none has them');
+  });
+
   it('an ordinary stage has no gang', () => {
     expect(gangNeedOf(stage('s'))).toBeNull();
     expect(gangNeedOf(stage('s', { machines: 1 }))).toBeNull();

@@ -22,7 +22,7 @@ const machineArb = (i: number) =>
       type: fc.constantFrom(...TYPES),
       gpuCount: fc.integer({ min: 0, max: 8 }),
       busy: fc.array(fc.integer({ min: 0, max: 7 }), { maxLength: 4 }),
-      rack: fc.constantFrom(undefined, 'r1', 'r2', 'r3'),
+      rack: fc.constantFrom(undefined, 'r1', 'r1', 'r2'),
       cpuTotal: fc.integer({ min: 8, max: 64 }),
       cpuUsed: fc.integer({ min: 0, max: 16 }),
       health: fc.constantFrom('ready', 'ready', 'ready', 'ready', 'suspect' as const),
@@ -135,7 +135,7 @@ function checkPlan(snapshot: SchedulerSnapshot, plan: Plan): void {
 
 describe('gang placement properties', () => {
   it('never places a gang in part, members never share a machine or a GPU, sameLabel holds, nothing over capacity', () => {
-    // What the runs covered: a property that never saw a gang placed or held proves nothing.
+    // What the runs covered (the seed is random): a property that never saw a gang placed or held proves nothing.
     const seen = { placed: 0, sameLabel: 0, held: 0 };
     fc.assert(
       fc.property(clusterArb, queueArb, (machines, queue) => {
@@ -152,9 +152,10 @@ describe('gang placement properties', () => {
       }),
       { numRuns: 400 },
     );
-    expect(seen.placed).toBeGreaterThan(20);
-    expect(seen.sameLabel).toBeGreaterThan(5);
-    expect(seen.held).toBeGreaterThan(5);
+    // Bounds far below what a run sees (about 60, 17 and 60 of 400), so that no seed fails them.
+    expect(seen.placed).toBeGreaterThan(15);
+    expect(seen.sameLabel).toBeGreaterThan(2);
+    expect(seen.held).toBeGreaterThan(15);
   });
 
   it('two gangs of 3 on 4 machines: exactly one is placed now, the first by priority then age, and the other holds none of its machines', () => {

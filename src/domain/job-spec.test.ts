@@ -467,3 +467,56 @@ describe('parseJobSpec: containment (docs/containment.md)', () => {
     expectIssue(issues(job([stage('a', { limits: { outputs: { byte: 10 } } })])), '/stages/0/limits/outputs/byte', 'did you mean "bytes"');
   });
 });
+
+describe('parseJobSpec: gangs (issue 31, docs/gangs.md)', () => {
+  const gpu = { count: 8, type: 'h100' };
+
+  it('keeps machines and sameLabel on a gang', () => {
+    const def = parseJobSpec(job([stage('train', { resources: { machines: 4, gpu, cpu: 32, memory: '256Gi' }, placement: { sameLabel: 'rack' } })]));
+    const s = def.stages[0]!;
+    expect(s.resources).toEqual({ cpuMillis: 32_000, memoryBytes: 256 * 1024 ** 3, gpu: { count: 8, types: ['h100'] }, machines: 4 });
+    expect(s.placement).toEqual({ region: null, labels: {}, sameLabel: 'rack' });
+  });
+
+  it('writes machines: 1 exactly as a stage without it (an ordinary stage keeps its definition)', () => {
+    const plain = parseJobSpec(job([stage('a', { resources: { gpu } })]));
+    const one = parseJobSpec(job([stage('a', { resources: { gpu, machines: 1 } })]));
+    expect(one).toEqual(plain);
+    expect(JSON.stringify(one)).toBe(JSON.stringify(plain));
+    expect('machines' in one.stages[0]!.resources).toBe(false);
+  });
+
+  it('refuses a machines count outside 1–64 or not whole', () => {
+    expectIssue(issues(job([stage('a', { resources: { machines: 0 } })])), '/stages/0/resources/machines', 'must be between 1 and 64, got 0');
+    expectIssue(issues(job([stage('a', { resources: { machines: 65 } })])), '/stages/0/resources/machines', 'must be between 1 and 64, got 65');
+    expectIssue(issues(job([stage('a', { resources: { machines: 2.5 } })])), '/stages/0/resources/machines', 'integer');
+  });
+
+  it('refuses sameLabel on a stage of one machine, at its path', () => {
+    const none = issues(job([stage('a', { placement: { sameLabel: 'rack' } })]));
+    expectIssue(none, '/stages/0/placement/sameLabel', 'needs resources.machines of 2 or more (this stage runs on 1)');
+    const one = issues(job([stage('a', { resources: { machines: 1 }, placement: { sameLabel: 'rack' } })]));
+    expectIssue(one, '/stages/0/placement/sameLabel', 'needs resources.machines of 2 or more');
+    expectIssue(issues(job([stage('a', { resources: { machines: 2 }, placement: { sameLabel: '' } })])), '/stages/0/placement/sameLabel', 'must not be empty');
+  });
+
+  it('says nothing of sameLabel when machines itself is wrong (reported once, where it is wrong)', () => {
+    const list = issues(job([stage('a', { resources: { machines: 0 }, placement: { sameLabel: 'rack' } })]));
+    expect(list.map((i) => i.path)).toEqual(['/stages/0/resources/machines']);
+  });
+
+  it("refuses a gang with a share of a GPU: a gang's members take whole GPUs", () => {
+    const list = issues(job([stage('a', { resources: { machines: 2, gpu: { count: 0.5 } } })]));
+    expectIssue(list, '/stages/0/resources/gpu/count', "a gang's members take whole GPUs");
+    // One machine with a share is an ordinary share (issue 29).
+    expect(parseJobSpec(job([stage('a', { resources: { machines: 1, gpu: { count: 0.5 } } })])).stages[0]!.resources.gpu).toEqual({
+      count: 1,
+      milli: 500,
+      types: [],
+    });
+  });
+
+  it('accepts a gang without GPUs (CPU ranks, as an MPI run)', () => {
+    expect(parseJobSpec(job([stage('a', { resources: { machines: 3, cpu: 8 } })])).stages[0]!.resources.machines).toBe(3);
+  });
+});

@@ -34,6 +34,8 @@ const NAME_RULE = "must start with a letter or digit and contain only letters, d
 export const DEFAULT_CPU = '1';
 export const DEFAULT_MEMORY = '512Mi';
 export const MAX_GPUS_PER_STAGE = 64;
+/** The most machines one gang stage runs on (issue 31): a large training run, well beyond what one pass should weigh. */
+export const MAX_GANG_MACHINES = 64;
 /** What the kernel takes for one exec (argv and environment share about 2 MiB): well under it. */
 export const MAX_COMMAND_BYTES = 128 * 1024;
 export const MAX_ENV_VARS = 1000;
@@ -108,6 +110,14 @@ export const StageSpecSchema = Type.Object(
               strict,
             ),
           ),
+          machines: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: MAX_GANG_MACHINES,
+              description:
+                'A gang (distributed training): run on this many machines at once (2–64), each member taking the cpu, memory and gpu above, placed all or nothing. Default 1: one machine (docs/gangs.md).',
+            }),
+          ),
         },
         strict,
       ),
@@ -164,6 +174,14 @@ export const StageSpecSchema = Type.Object(
             Type.Boolean({
               description:
                 "A CPU stage may run on machines with GPUs (default false: GPU machines keep their CPUs and memory for GPU work). Even then it never takes the share of CPU and memory that goes with the machine's free GPUs.",
+            }),
+          ),
+          sameLabel: Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: MAX_LABEL_CHARS,
+              description:
+                'A gang only (resources.machines 2 or more): a machine label key; all members run on machines with one value of it (one rack, one NVLink or InfiniBand domain).',
             }),
           ),
         },
@@ -273,6 +291,33 @@ function checkGpu(issues: ValidationIssue[], path: string, gpu: Obj): void {
     issues.push({ path: `${path}/count`, message: 'a GPU request needs a count (whole GPUs, or a share below 1) or a memory' });
   }
   checkQuantity(issues, `${path}/memory`, own(gpu, 'memory'), parseMemoryBytes, 'byte');
+}
+
+/**
+ * A gang (resources.machines ≥ 2) is N members of whole GPUs on N machines; `sameLabel` groups a
+ * gang's members and means nothing for one machine, so it is refused there rather than ignored.
+ * A share of a GPU is refused in a gang: a distributed run's ranks each drive whole devices, and
+ * a share per member would spread one training run over N machines' leftovers.
+ */
+function checkGang(issues: ValidationIssue[], p: string, stage: Obj): void {
+  const res = own(stage, 'resources');
+  const machines = isObj(res) ? num(own(res, 'machines')) : undefined;
+  const gang = machines !== undefined && Number.isInteger(machines) && machines >= 2;
+  const placement = own(stage, 'placement');
+  const sameLabel = isObj(placement) ? own(placement, 'sameLabel') : undefined;
+  // A `machines` the schema refused is reported there; sameLabel is judged against a valid one only.
+  const valid = machines === undefined || (Number.isInteger(machines) && machines >= 1 && machines <= MAX_GANG_MACHINES);
+  if (typeof sameLabel === 'string' && valid && !gang) {
+    issues.push({
+      path: `${p}/placement/sameLabel`,
+      message: `sameLabel keeps a gang's members on machines with one value of a label: it needs resources.machines of 2 or more (this stage runs on ${machines ?? 1})`,
+    });
+  }
+  const gpu = isObj(res) ? own(res, 'gpu') : undefined;
+  const count = isObj(gpu) ? num(own(gpu, 'count')) : undefined;
+  if (gang && count !== undefined && count > 0 && count < 1) {
+    issues.push({ path: `${p}/resources/gpu/count`, message: `${count}: a gang's members take whole GPUs (1 or more each), not a share of one` });
+  }
 }
 
 /** Thousandths of one GPU for a share 0 < x < 1 with at most 3 decimal places, else undefined. */
@@ -433,6 +478,7 @@ function semanticIssues(input: unknown): ValidationIssue[] {
       }
     }
     checkLimits(issues, p, stage);
+    checkGang(issues, p, stage);
     checkEnv(issues, `${p}/env`, own(stage, 'env'));
     checkEnv(issues, `${p}/secretEnv`, own(stage, 'secretEnv'));
     checkExecSize(issues, p, stage);
@@ -506,11 +552,14 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
       cpuMillis: parseCpuMillis(s.resources?.cpu ?? DEFAULT_CPU),
       memoryBytes: parseMemoryBytes(s.resources?.memory ?? DEFAULT_MEMORY),
       gpu: gpu ? normaliseGpu(gpu) : null,
+      // An ordinary stage carries no `machines`, so its definition is the one it always was.
+      ...(s.resources?.machines !== undefined && s.resources.machines > 1 ? { machines: s.resources.machines } : {}),
     },
     placement: {
       region: s.placement?.region ?? null,
       labels: copyMap(s.placement?.labels),
       ...(s.placement?.allowGpuMachines ? { allowGpuMachines: true } : {}),
+      ...(s.placement?.sameLabel !== undefined ? { sameLabel: s.placement.sameLabel } : {}),
     },
     command: [...s.command],
     env: copyMap(s.env),

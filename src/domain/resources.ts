@@ -14,6 +14,17 @@ export interface Resources {
     /** GPU memory it needs on each of its GPUs, bytes (`gpu: {memory: 10Gi}`); absent: no bound. */
     memoryBytes?: number;
   } | null;
+  /**
+   * A gang (issue 31, docs/gangs.md): the stage runs as this many members at once, each on its own
+   * machine with the request above, placed all or nothing. Absent: 1, an ordinary stage (never
+   * written as 1, so ordinary definitions and shapes stay what they were).
+   */
+  machines?: number;
+}
+
+/** How many machines the stage runs on at once: its gang's size, 1 for an ordinary stage. */
+export function gangSizeOf(resources: Pick<Resources, 'machines'>): number {
+  return resources.machines ?? 1;
 }
 
 /** Thousandths of a whole GPU (the Alibaba trace's `gpu_milli`). */
@@ -53,6 +64,8 @@ export interface Placement {
   labels: Record<string, string>;
   /** A CPU stage may run on a machine with GPUs (never in the share kept for its free GPUs). Absent: false. */
   allowGpuMachines?: boolean;
+  /** A gang's members all on machines with one value of this label key (one rack, one NVLink or IB domain). Absent: anywhere. Only on gangs. */
+  sameLabel?: string;
 }
 
 /**

@@ -20,3 +20,24 @@ describe('stageShape with shares of a GPU', () => {
     expect(stageShape(res({ count: 2, milli: 1000, types: ['a100'] }), placement)).toBe(stageShape(res({ count: 2, types: ['a100'] }), placement));
   });
 });
+
+/** The shape of 8 h100 GPUs, 1 CPU, 512 MiB, computed before gangs existed. */
+const STORED_BEFORE_GANGS = 'sh_34KnRMrTHMVGN9f2ZGxjdA';
+
+describe('stageShape of gangs (issue 31)', () => {
+  const gpu = { count: 8, types: ['h100'] };
+  it('tells a gang from the same request on one machine, sizes apart and sameLabel apart', () => {
+    const one = stageShape(res(gpu), placement);
+    const four = stageShape({ ...res(gpu), machines: 4 }, placement);
+    const two = stageShape({ ...res(gpu), machines: 2 }, placement);
+    const fourRack = stageShape({ ...res(gpu), machines: 4 }, { ...placement, sameLabel: 'rack' });
+    const fourZone = stageShape({ ...res(gpu), machines: 4 }, { ...placement, sameLabel: 'zone' });
+    expect(new Set([one, four, two, fourRack, fourZone]).size).toBe(5);
+  });
+
+  it('keeps the shape of an ordinary stage (machines 1 or absent is one shape, the one stored before gangs)', () => {
+    expect(stageShape({ ...res(gpu), machines: 1 }, placement)).toBe(stageShape(res(gpu), placement));
+    // The key of before gangs, pinned: a stored shape must not move.
+    expect(stageShape(res(gpu), placement)).toBe(STORED_BEFORE_GANGS);
+  });
+});

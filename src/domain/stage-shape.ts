@@ -12,7 +12,7 @@ export interface ShapeOwner {
 
 /**
  * A stage's shape: everything placement looks at (pool, CPU, memory, GPU count, share, memory and types, region,
- * labels, and for quotas and fair share its team and whether it is preemptible), as one short key. Two ready stages of one shape get the same answer from every machine,
+ * labels, a gang's size and sameLabel, and for quotas and fair share its team and whether it is preemptible), as one short key. Two ready stages of one shape get the same answer from every machine,
  * so the scheduler reads each shape's queue only as deep as the cluster's free room could take
  * stages of that shape, whatever the backlog (docs/scheduling.md). Stored with the stage at submit.
  */
@@ -31,6 +31,9 @@ export function stageShape(resources: Resources, placement: Placement, owner: Sh
   // Likewise the owner: the default team's non-preemptible stages keep the shapes they had.
   if (owner.team !== DEFAULT_TEAM || owner.preemptible) parts.push({ team: owner.team, preemptible: owner.preemptible });
   if (owner.timeoutSeconds) parts.push({ timeoutSeconds: owner.timeoutSeconds });
+  // A gang is its own queue (N machines at once is not one machine's answer); ordinary stages,
+  // which never carry `machines`, keep their shapes.
+  if (resources.machines !== undefined && resources.machines > 1) parts.push({ machines: resources.machines, sameLabel: placement.sameLabel ?? null });
   const key = JSON.stringify(parts);
   return 'sh_' + createHash('sha256').update(key).digest('base64url').slice(0, 22);
 }

@@ -3,6 +3,7 @@ import { machineSchedulings, shownScheduling, type MachineScheduling } from '../
 import { formatGpuAmount } from '../domain/team.js';
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { firstReject, isBusyReason, RejectReason, type StageNeed } from './checks.js';
+import type { GangNeed } from './gang-placer.js';
 import type { MachineView } from './snapshot.js';
 
 /** Why one machine was rejected for a stage (the input to the one-line reason). */
@@ -126,6 +127,11 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
     return `no machine with ${what}: ${tail}`;
   }
 
+  return `no ready machine can run it: ${staticReasons(need, rejects)}`;
+}
+
+/** "5 lack 2 h100 GPUs, 1 suspect": machines that can never take the stage, counted per reason, most common first. */
+function staticReasons(need: StageNeed, rejects: readonly MachineReject[]): string {
   // Group by phrase key; gpuType and gpuTotal share one phrase ("lack 2 h100 GPUs").
   const groups = new Map<string, { sample: MachineReject; order: number; count: number }>();
   for (const r of rejects) {
@@ -137,8 +143,10 @@ export function pendingReason(need: StageNeed, rejects: readonly MachineReject[]
     g.count += 1;
     groups.set(key, g);
   }
-  const parts = [...groups.values()].sort((a, b) => b.count - a.count || a.order - b.order).map((g) => `${g.count} ${staticPhrase(need, g.sample, g.count)}`);
-  return `no ready machine can run it: ${parts.join(', ')}`;
+  return [...groups.values()]
+    .sort((a, b) => b.count - a.count || a.order - b.order)
+    .map((g) => `${g.count} ${staticPhrase(need, g.sample, g.count)}`)
+    .join(', ');
 }
 
 /**
@@ -154,4 +162,68 @@ export function pendingReasonNow(need: StageNeed, machines: readonly MachineView
     rejects.push(machineReject(m, reason));
   }
   return pendingReason(need, rejects);
+}
+
+/**
+ * What a gang that waits lacks, per group of machines (docs/gangs.md): without sameLabel one group
+ * of every machine (value ''); with it, one per value of the label, machines without it apart.
+ */
+export interface GangShortfall {
+  size: number;
+  sameLabel: string | null;
+  /** Per group: machines that could take a member now, and were they idle (the best of its GPU types). */
+  groups: { value: string; now: number; idle: number }[];
+  /** Machines that can never take a member (health, scheduling, region, labels, too small). */
+  rejects: MachineReject[];
+  /** Machines that could take a member but have no value of the sameLabel key. */
+  lackingLabel: number;
+  /** Every busy machine waits for GPUs only (not CPU or memory). */
+  gpuOnly: boolean;
+  machines: number;
+}
+
+/** "rack" → "racks", "2 racks"; a key that is not one plain word is named as its groups ("2 topology.io/zone groups"). */
+function groupWord(key: string, n: number): string {
+  if (!/^[a-z][a-z-]*$/i.test(key)) return n === 1 ? `${key} group` : `${key} groups`;
+  return n === 1 ? key : /(s|x|sh|ch)$/.test(key) ? `${key}es` : `${key}s`;
+}
+
+/** "2 racks have 3, 1 rack has 1" for per-group counts (groups with none left out), or "no rack has one". */
+function groupCounts(key: string, counts: readonly number[]): string {
+  const byCount = new Map<number, number>();
+  for (const c of counts) if (c > 0) byCount.set(c, (byCount.get(c) ?? 0) + 1);
+  if (byCount.size === 0) return `no ${groupWord(key, 1)} has one`;
+  return [...byCount]
+    .sort(([a], [b]) => b - a)
+    .map(([count, groups]) => `${groups} ${groupWord(key, groups)} ${groups === 1 ? 'has' : 'have'} ${count}`)
+    .join(', ');
+}
+
+/**
+ * One line for a gang that waits, naming what it lacks (issue 31): "needs 4 machines with 8 free
+ * h100 GPUs in one rack: 2 racks have 3"; when no set of machines could take it even idle, "needs
+ * 4 machines with 8 h100 GPUs in one rack: even idle, 1 rack has 3; 5 lack 8 h100 GPUs".
+ */
+export function gangPendingReason(gang: GangNeed, s: GangShortfall): string {
+  if (s.machines === 0) return 'no machines registered';
+  const need = gang.member;
+  const inOne = s.sameLabel === null ? '' : ` in one ${s.sameLabel}`;
+  const idleSets = s.groups.some((g) => g.idle >= s.size);
+  if (idleSets) {
+    const what =
+      need.gpuCount === 0 ? `${describeCpuMemory(need)} free` : describeNeedGpus(need, true) + (s.gpuOnly ? '' : ` and ${describeCpuMemory(need)} free`);
+    const now = s.groups.map((g) => g.now);
+    const n = Math.max(0, ...now);
+    const counts = s.sameLabel !== null ? groupCounts(s.sameLabel, now) : n === 0 ? 'none has them' : `${n} ${n === 1 ? 'has' : 'have'} them`;
+    return `needs ${s.size} machines with ${what}${inOne}: ${counts}`;
+  }
+  // Machines too small in CPU or memory are named among the reasons below; the head names the GPUs.
+  const what = need.gpuCount === 0 ? describeCpuMemory(need) : describeNeedGpus(need);
+  const idle = s.groups.map((g) => g.idle);
+  const n = Math.max(0, ...idle);
+  const counts = s.sameLabel !== null ? `even idle, ${groupCounts(s.sameLabel, idle)}` : `${n === 0 ? 'none' : `only ${n}`} could run a member even idle`;
+  const rest = [s.rejects.length ? staticReasons(need, s.rejects) : '', s.lackingLabel ? `${s.lackingLabel} without a ${s.sameLabel} label` : '']
+    .filter((x) => x !== '')
+    .join(', ');
+  return `needs ${s.size} machines with ${what}${inOne}: ${counts}${rest ? `; ${rest}` : ''}`;
 }

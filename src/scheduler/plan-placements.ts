@@ -1,5 +1,6 @@
 import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from '../domain/resources.js';
 import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
+import { chooseGang, gangNeedOf, gangTotal, type GangNeed } from './gang-placer.js';
 import { GpuPlacer } from './gpu-placer.js';
 import { machineReject, pendingReason, type MachineReject } from './pending-reason.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';
@@ -27,7 +28,16 @@ export interface PlanOptions {
   gpuPolicy?: SharePolicyName;
   /** FGD's target workload; default: the snapshot's (snapshotWorkload: queued stages and active attempts). */
   targetWorkload?: TargetWorkload;
+  /**
+   * The caller applies a gang's placement whole, every member (docs/gangs.md). Until the store and
+   * the agents do, a gang is not planned at all: applied as rank 0 alone it would run one member of
+   * a distributed run. Without it a gang waits, with that as its reason, and holds nothing.
+   */
+  gangs?: boolean;
 }
+
+/** Why a gang waits where the caller cannot apply gangs (PlanOptions.gangs). */
+export const GANGS_NOT_APPLIED = 'gang stages (resources.machines 2 or more) are not run by this server yet';
 
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
@@ -188,7 +198,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     };
   };
 
-  const placeGpuStage = (stage: QueuedStage, need: StageNeed, m: MachineView, gpuIndices: number[]) => {
+  /** Takes a GPU stage's (or gang member's) room on the machine, for the rest of the pass. */
+  const takeGpus = (stage: QueuedStage, need: StageNeed, m: MachineView, gpuIndices: number[]): PlannedPlacement => {
     const share = need.gpuMilli < GPU_MILLI_WHOLE;
     const placement: PlannedPlacement = {
       stageId: stage.stageId,
@@ -202,16 +213,63 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const gpuType = normalizeGpuType(m.gpus.find((g) => g.index === gpuIndices[0])!.type);
     takeAllocation(m, placement);
     gpuPlacer.took(m.id, shareRequestOfNeed(need), gpuIndices);
-    placements.push(placement);
     ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: gpuIndices.length, gpuMilli: need.gpuMilli, gpuType });
     gpusTaken.add(m.id);
+    return placement;
   };
-  const placeCpuStage = (stage: QueuedStage, need: StageNeed, m: MachineView) => {
+  const takeCpu = (stage: QueuedStage, need: StageNeed, m: MachineView): PlannedPlacement => {
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
     if (m.gpus.length > 0) gpuPlacer.took(m.id, shareRequestOfNeed(need), []);
-    placements.push(placement);
     ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: 0, gpuType: null });
+    return placement;
+  };
+  const placeGpuStage = (stage: QueuedStage, need: StageNeed, m: MachineView, gpuIndices: number[]) =>
+    void placements.push(takeGpus(stage, need, m, gpuIndices));
+  const placeCpuStage = (stage: QueuedStage, need: StageNeed, m: MachineView) => void placements.push(takeCpu(stage, need, m));
+  /** Machines where a gang was placed in this pass: no later gang holds them (docs/gangs.md, "No deadlock"). */
+  const gangTaken = new Set<string>();
+  /** Holds machines for a waiting stage (a gang: its whole set) for the rest of the pass; `start` is when it could start there (backfill). */
+  const hold = (stage: QueuedStage, at: number, ms: readonly MachineView[], start: (m: MachineView) => number | null) => {
+    for (const m of ms) {
+      held.add(m.id);
+      heldAt.set(m.id, at);
+      if (snapshot.heldUntil) heldStart.set(m.id, start(m));
+      reservations.push({ stageId: stage.stageId, machineId: m.id });
+    }
+  };
+
+  /**
+   * A gang (docs/gangs.md): all members placed in this pass, or none; one that waits is held its
+   * whole machine set when no earlier stage holds any of it. Charged to its team's quota whole.
+   */
+  const placeGang = (stage: QueuedStage, gang: GangNeed, at: number) => {
+    if (!opts.gangs) return void pending.push({ stageId: stage.stageId, reason: GANGS_NOT_APPLIED, unplaceable: true });
+    const team = teamOf(stage);
+    const quota = stage.preemptible ? { need: gangTotal(gang), blocked: null, never: false } : ledger.withinQuota(team, gangTotal(gang), machines);
+    if (quota.blocked !== null) return void pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
+    const member = { ...gang.member, gpuTypes: quota.need.gpuTypes };
+    const key = `gang|${gang.size}|${gang.sameLabel ?? ''}|${shapeKey(member)}|${ledger.hasQuota(team) && !stage.preemptible ? team : ''}`;
+    const known = failedShapes.get(key);
+    if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) return void pending.push({ stageId: stage.stageId, ...known });
+    const backfills = backfillFor(stage);
+    const out = chooseGang({ ...gang, member }, machines, {
+      barred: (m) => held.has(m.id) && !(backfills?.(m) ?? false),
+      unavailable: (m) => held.has(m.id) || gangTaken.has(m.id),
+    });
+    if (out.members !== null) {
+      const taken = out.members.map((c) => (member.gpuCount > 0 ? takeGpus(stage, member, c.machine, c.gpuIndices) : takeCpu(stage, member, c.machine)));
+      for (const c of out.members) gangTaken.add(c.machine.id);
+      placements.push({ ...taken[0]!, members: taken.map((p, rank) => ({ rank, machineId: p.machineId, gpuIndices: p.gpuIndices })) });
+      return;
+    }
+    const verdict = { reason: out.reason, unplaceable: out.unplaceable };
+    failedShapes.set(key, verdict);
+    pending.push({ stageId: stage.stageId, ...verdict });
+    // The gang starts when its last machine has room: every machine of its set waits for that.
+    const starts = out.hold.map((m) => (firstReject(member, m) === null ? now : expectedStart(member, m, snapshot.heldUntil ?? [])));
+    const start = starts.some((t) => t === null) ? null : Math.max(now, ...(starts as number[]));
+    hold(stage, at, out.hold, () => start);
   };
 
   /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
@@ -223,6 +281,11 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   for (const stage of fairOrder(queue, ledger, compareQueued)) {
     at += 1;
     if (placements.length >= maxPlacements) break;
+    const gang = gangNeedOf(stage);
+    if (gang !== null) {
+      placeGang(stage, gang, at);
+      continue;
+    }
     const team = teamOf(stage);
     // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
@@ -269,10 +332,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       // One stage of a shape is held a machine per pass; the others of that shape wait behind it.
       failedShapes.set(key, verdict);
       if (r) {
-        held.add(r.id);
-        heldAt.set(r.id, at);
-        if (snapshot.heldUntil) heldStart.set(r.id, expectedStart(need, r, snapshot.heldUntil));
-        reservations.push({ stageId: stage.stageId, machineId: r.id });
+        hold(stage, at, [r], (m) => expectedStart(need, m, snapshot.heldUntil ?? []));
         pending.push({ stageId: stage.stageId, ...verdict });
         continue;
       }

@@ -169,6 +169,21 @@ export interface PlannedPlacement {
   gpuMemoryBytes?: number;
   cpuMillis: number;
   memoryBytes: number;
+  /**
+   * A gang stage (issue 31, docs/gangs.md): every member's place, rank 0 first, on distinct
+   * machines; `machineId` and `gpuIndices` above are rank 0's, and `cpuMillis`/`memoryBytes` each
+   * member's. One placement per stage, as for any stage, so consumers keyed by stage are unchanged;
+   * whoever applies or counts machines reads every member (placementMembers). Absent: not a gang.
+   */
+  members?: GangMember[];
+}
+
+/** One member of a gang's placement: its rank (0 is the rendezvous master), machine and devices. */
+export interface GangMember {
+  rank: number;
+  machineId: string;
+  /** Device indices on that machine, ascending; whole GPUs only. */
+  gpuIndices: number[];
 }
 
 export interface PendingStage {
@@ -183,7 +198,7 @@ export interface PendingStage {
 export interface Plan {
   placements: PlannedPlacement[];
   pending: PendingStage[];
-  /** Machines held in this pass for a waiting multi-GPU stage: nothing after it in the order was placed there (docs/scheduling.md, "Reservations"). */
+  /** Machines held in this pass for a waiting multi-GPU stage, or a gang (one entry per machine, all of its set): nothing after it in the order was placed there (docs/scheduling.md, "Reservations"; docs/gangs.md). */
   reservations?: { stageId: string; machineId: string }[];
   /** Attempts to preempt (docs/scheduling.md, "Preemption"). */
   preemptions?: PlannedPreemption[];

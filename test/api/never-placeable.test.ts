@@ -33,6 +33,14 @@ describe('submit: never-placeable stages', () => {
     expect(r.json().warnings).toBeUndefined();
   });
 
+  it('a gang stage (resources.machines 2 or more) is said not run by this server yet, even before machines join; --strict refuses it', async () => {
+    const gang = { resources: { machines: 2, gpu: { count: 1, type: 'h100' } } };
+    const r = await post('/v1/jobs', job('gang', [gang]));
+    expect(r.statusCode).toBe(201);
+    expect(r.json().warnings).toEqual([{ stage: 's0', message: 'gang stages (resources.machines 2 or more) are not run by this server yet' }]);
+    expect((await post('/v1/jobs?strict=true', job('gang-strict', [gang]))).statusCode).toBe(400);
+  });
+
   it('warns, naming the stage and why; accepts the job; --strict refuses it and writes nothing', async () => {
     await registerMachine(cp.store, cpuMachine('cpu-1', { cpuMillis: 8000 }));
     await registerMachine(cp.store, gpuMachine('gpu-1', 2, 'h100'));

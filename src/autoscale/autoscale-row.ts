@@ -100,7 +100,7 @@ export interface AutoscaleStore {
   autoscaleRelease(p: { name: string; reason: string; now: number }): Promise<AutoscaleChange>;
   /** provisioning/joining → failed, with `reason` as failReason (did not join within its boot timeout, the provider refused). */
   autoscaleFail(p: { name: string; reason: string; now: number }): Promise<AutoscaleChange>;
-  /** The provider confirmed it stopped a released machine: `stoppedAt`. */
+  /** The provider confirmed it stopped a released machine: `stoppedAt`; its machine row, if its agent registered after the release, removed. */
   autoscaleStopped(p: { name: string; now: number }): Promise<AutoscaleChange>;
   /** Replaces the autoscaler's latest word on waiting stages (at most the first 1,000 kept). */
   autoscaleWaitsPut(p: { waits: readonly Omit<AutoscaleWait, 'at'>[]; now: number }): Promise<void>;

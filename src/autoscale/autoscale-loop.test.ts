@@ -4,7 +4,7 @@ import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
 import type { Store } from '../store/store.js';
 import { Autoscaler, type AutoscaleLog, type JoinInfo } from './autoscale-loop.js';
 import { parsePools } from './pool-template.js';
-import type { MachineProvider, StartRequest } from './provider.js';
+import { ProviderClosedError, type MachineProvider, type StartRequest } from './provider.js';
 
 /** A provider that starts nothing real: it records what it was asked and answers as told. */
 class RecordingProvider implements MachineProvider {
@@ -145,6 +145,28 @@ describe('Autoscaler: one pass, resumed from the database', () => {
     now += 21_000;
     const retried = await a.pass();
     expect(retried.decisions).toEqual([{ pool: 'g', action: 'start', names: ['g-2'], reason: expect.any(String) }]);
+  });
+
+  it('a start ended by the server stopping (the provider closed) fails nothing: the next process asks for the same names', async () => {
+    await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });
+    const closing = new RecordingProvider();
+    closing.start = async () => {
+      throw new ProviderClosedError('./cloud.sh start was ended: the server is stopping (its process group was killed)');
+    };
+    const r = await new Autoscaler({
+      store,
+      pools,
+      providers: new Map([['g', closing]]),
+      clock,
+      intervalMs: 10_000,
+      join: async () => JOIN,
+      log: quiet,
+    }).pass();
+    expect(r.decisions.map((d) => d.action)).toEqual(['start']);
+    expect((await store.autoscaleRows({})).map((x) => [x.name, x.lifecycle, x.requestedAt, x.failReason])).toEqual([['g-1', 'provisioning', null, null]]);
+    now += 1000;
+    await autoscaler().pass();
+    expect(provider.starts.map((s) => s.names)).toEqual([['g-1']]);
   });
 
   it('a machine the provider leaves out of its answer is failed with why', async () => {

@@ -11,7 +11,7 @@ import { planScaleDown, ScaleDownAction, type ScaleDownStep } from './plan-scale
 import { planScaleUp } from './plan-scale-up.js';
 import { poolStates, scaledMachines } from './pool-states.js';
 import { ScaleProvider, type PoolTemplate } from './pool-template.js';
-import type { MachineProvider } from './provider.js';
+import { ProviderClosedError, type MachineProvider } from './provider.js';
 
 /**
  * What a pass reads and writes: the scheduler's reads (the Store has them, and PlacementSource is
@@ -257,6 +257,11 @@ export class Autoscaler {
         for (const m of answer) ids.set(m.name, m.providerId ?? null);
         started = new Set(answer.map((m) => m.name));
       } catch (err) {
+        // Not a refusal: the server is stopping. The rows stay unanswered, asked again by the next process.
+        if (err instanceof ProviderClosedError) {
+          this.o.log.warn({ pool: poolName, machines: names }, `autoscaler: ${err.message}; the next start of the server asks again`);
+          return;
+        }
         // The provider said why it started nothing: every machine asked fails with its words.
         for (const r of asked)
           if (r.lifecycle === MachineLifecycle.provisioning) await this.fail(r, `the provider refused the start: ${errorText(err)}`, now, note);

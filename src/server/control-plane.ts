@@ -320,9 +320,15 @@ export async function createControlPlane(
       shutdown.abort();
       await election?.stop();
       synced?.stop();
-      await Promise.all([...leaderLoops.map((loop) => loop.stop()), relay.stop(), pools.stop()]);
-      // The local provider's agents stop with the server (they would with --exit-with-parent anyway).
-      await Promise.all([...new Set(providers.values())].map((p) => p.close()));
+      const loopsStopped = Promise.all([...leaderLoops.map((loop) => loop.stop()), relay.stop(), pools.stop()]);
+      // The local provider's agents stop with the server (they would with --exit-with-parent
+      // anyway), and a command provider's script in flight is ended: the autoscaler's pass waits on
+      // it, and would hold the shutdown for the script's timeout (300 s). Closed again once the
+      // loops have stopped, for an agent a pass started meanwhile.
+      const closeProviders = () => Promise.all([...new Set(providers.values())].map((p) => p.close()));
+      await closeProviders();
+      await loopsStopped;
+      await closeProviders();
       await app.close();
       await bus.close();
       await store.close();

@@ -169,6 +169,31 @@ describe('Autoscaler: one pass, resumed from the database', () => {
     expect(provider.starts.map((s) => s.names)).toEqual([['g-1']]);
   });
 
+  it('reads the whole history of rows (released ones pile up) once a pass, the rows not at their end otherwise', async () => {
+    await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });
+    const full: string[] = [];
+    const counting = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'autoscaleRows')
+          return (p: { active?: boolean }) => {
+            if (!p.active) full.push('all');
+            return target.autoscaleRows(p);
+          };
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const a = new Autoscaler({ store: counting, pools, providers: new Map([['g', provider]]), clock, intervalMs: 10_000, join: async () => JOIN, log: quiet });
+    // A start (scale-up, the provider), then a failure, a release and a stop: every path of a pass.
+    for (const step of [0, 30_000, 10_000]) {
+      now += step;
+      full.length = 0;
+      await a.pass();
+      expect(full).toEqual(['all']);
+    }
+    expect(provider.stops).toEqual([['g-1']]);
+  });
+
   it('a machine the provider leaves out of its answer is failed with why', async () => {
     provider.refuse.add('g-1');
     await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });

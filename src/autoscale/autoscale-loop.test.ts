@@ -202,6 +202,30 @@ describe('Autoscaler: one pass, resumed from the database', () => {
     expect((await store.autoscaleRows({}))[0]).toMatchObject({ lifecycle: 'failed', failReason: expect.stringContaining('did not start it') });
   });
 
+  it('a lost machine is drained at once, and in its place one that answers is started for min', async () => {
+    const minOne = parsePools([
+      {
+        name: 'g',
+        template: { cpu: 32, memory: '128Gi', gpus: { type: 'h100', count: 4 } },
+        autoscale: { provider: 'command', command: '/bin/true', min: 1, max: 1, idleSeconds: 60, bootTimeoutSeconds: 30 },
+      },
+    ]);
+    const a = new Autoscaler({ store, pools: minOne, providers: new Map([['g', provider]]), clock, intervalMs: 10_000, join: async () => JOIN, log: quiet });
+    await a.pass();
+    await store.machineRegister({ ...gpuMachine('g-1', 4), now });
+    now += 5000;
+    expect((await a.pass()).decisions).toEqual([]);
+    // Its heartbeats stop (a spot instance taken back): the reconciler finds it lost.
+    now += 60_000;
+    await store.machinesReap({ now, suspectAfterMs: 5000, lostAfterMs: 10_000, jitter: 0 });
+    const r = await a.pass();
+    expect(r.decisions.map((d) => [d.action, d.names])).toEqual([
+      ['drain', ['g-1']],
+      ['start', ['g-2']],
+    ]);
+    expect(r.decisions[0]!.reason).toContain('g-1 is lost');
+  });
+
   it('drains and releases only machines idle for idleSeconds; a busy one stays', async () => {
     const busy = await store.jobSubmit({ definition: job([gpuStage('a')], { name: 'busy' }), source: null, now });
     const gone = await store.jobSubmit({ definition: job([gpuStage('b')], { name: 'gone' }), source: null, now });

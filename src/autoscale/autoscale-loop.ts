@@ -1,4 +1,5 @@
 import type { Clock } from '../domain/clock.js';
+import { MachineHealth } from '../domain/machine-health.js';
 import { GPU_MILLI_WHOLE, gpuFreeMilli } from '../domain/resources.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
@@ -115,7 +116,8 @@ export class Autoscaler {
     // the pools' states need the rows at their end (a run of failures), which pile up (one per
     // machine a pool ever started, ~11 ms a thousand to read): read once a pass, the others not.
     let rows = await store.autoscaleRows({ active: true });
-    const down = planScaleDown({ machines: scaledMachines(rows), pools: this.o.pools, plan, now });
+    const lost = new Set(snapshot.machines.filter((m) => m.health === MachineHealth.lost).map((m) => m.id));
+    const down = planScaleDown({ machines: scaledMachines(rows, lost), pools: this.o.pools, plan, now });
     for (const step of down) await this.applyDown(step, now, note);
 
     rows = await store.autoscaleRows({});

@@ -4,7 +4,7 @@ import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
 import type { Store } from '../store/store.js';
 import { Autoscaler, type AutoscaleLog, type JoinInfo } from './autoscale-loop.js';
 import { parsePools } from './pool-template.js';
-import type { MachineProvider, StartRequest } from './provider.js';
+import { ProviderClosedError, type MachineProvider, type StartRequest } from './provider.js';
 
 /** A provider that starts nothing real: it records what it was asked and answers as told. */
 class RecordingProvider implements MachineProvider {
@@ -147,12 +147,83 @@ describe('Autoscaler: one pass, resumed from the database', () => {
     expect(retried.decisions).toEqual([{ pool: 'g', action: 'start', names: ['g-2'], reason: expect.any(String) }]);
   });
 
+  it('a start ended by the server stopping (the provider closed) fails nothing: the next process asks for the same names', async () => {
+    await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });
+    const closing = new RecordingProvider();
+    closing.start = async () => {
+      throw new ProviderClosedError('./cloud.sh start was ended: the server is stopping (its process group was killed)');
+    };
+    const r = await new Autoscaler({
+      store,
+      pools,
+      providers: new Map([['g', closing]]),
+      clock,
+      intervalMs: 10_000,
+      join: async () => JOIN,
+      log: quiet,
+    }).pass();
+    expect(r.decisions.map((d) => d.action)).toEqual(['start']);
+    expect((await store.autoscaleRows({})).map((x) => [x.name, x.lifecycle, x.requestedAt, x.failReason])).toEqual([['g-1', 'provisioning', null, null]]);
+    now += 1000;
+    await autoscaler().pass();
+    expect(provider.starts.map((s) => s.names)).toEqual([['g-1']]);
+  });
+
+  it('reads the whole history of rows (released ones pile up) once a pass, the rows not at their end otherwise', async () => {
+    await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });
+    const full: string[] = [];
+    const counting = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'autoscaleRows')
+          return (p: { active?: boolean }) => {
+            if (!p.active) full.push('all');
+            return target.autoscaleRows(p);
+          };
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const a = new Autoscaler({ store: counting, pools, providers: new Map([['g', provider]]), clock, intervalMs: 10_000, join: async () => JOIN, log: quiet });
+    // A start (scale-up, the provider), then a failure, a release and a stop: every path of a pass.
+    for (const step of [0, 30_000, 10_000]) {
+      now += step;
+      full.length = 0;
+      await a.pass();
+      expect(full).toEqual(['all']);
+    }
+    expect(provider.stops).toEqual([['g-1']]);
+  });
+
   it('a machine the provider leaves out of its answer is failed with why', async () => {
     provider.refuse.add('g-1');
     await store.jobSubmit({ definition: job([gpuStage('a')]), source: null, now });
     const r = await autoscaler().pass();
     expect(r.decisions.map((d) => d.action)).toEqual(['start', 'fail']);
     expect((await store.autoscaleRows({}))[0]).toMatchObject({ lifecycle: 'failed', failReason: expect.stringContaining('did not start it') });
+  });
+
+  it('a lost machine is drained at once, and in its place one that answers is started for min', async () => {
+    const minOne = parsePools([
+      {
+        name: 'g',
+        template: { cpu: 32, memory: '128Gi', gpus: { type: 'h100', count: 4 } },
+        autoscale: { provider: 'command', command: '/bin/true', min: 1, max: 1, idleSeconds: 60, bootTimeoutSeconds: 30 },
+      },
+    ]);
+    const a = new Autoscaler({ store, pools: minOne, providers: new Map([['g', provider]]), clock, intervalMs: 10_000, join: async () => JOIN, log: quiet });
+    await a.pass();
+    await store.machineRegister({ ...gpuMachine('g-1', 4), now });
+    now += 5000;
+    expect((await a.pass()).decisions).toEqual([]);
+    // Its heartbeats stop (a spot instance taken back): the reconciler finds it lost.
+    now += 60_000;
+    await store.machinesReap({ now, suspectAfterMs: 5000, lostAfterMs: 10_000, jitter: 0 });
+    const r = await a.pass();
+    expect(r.decisions.map((d) => [d.action, d.names])).toEqual([
+      ['drain', ['g-1']],
+      ['start', ['g-2']],
+    ]);
+    expect(r.decisions[0]!.reason).toContain('g-1 is lost');
   });
 
   it('drains and releases only machines idle for idleSeconds; a busy one stays', async () => {

@@ -1,4 +1,5 @@
 import type { Clock } from '../domain/clock.js';
+import { MachineHealth } from '../domain/machine-health.js';
 import { GPU_MILLI_WHOLE, gpuFreeMilli } from '../domain/resources.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
@@ -11,7 +12,7 @@ import { planScaleDown, ScaleDownAction, type ScaleDownStep } from './plan-scale
 import { planScaleUp } from './plan-scale-up.js';
 import { poolStates, scaledMachines } from './pool-states.js';
 import { ScaleProvider, type PoolTemplate } from './pool-template.js';
-import type { MachineProvider } from './provider.js';
+import { ProviderClosedError, type MachineProvider } from './provider.js';
 
 /**
  * What a pass reads and writes: the scheduler's reads (the Store has them, and PlacementSource is
@@ -111,12 +112,15 @@ export class Autoscaler {
     };
     const { snapshot, plan } = await this.plan(now);
 
-    // Scale down first: a machine drained or failed now no longer counts toward what starts.
-    let rows = await store.autoscaleRows({});
-    const down = planScaleDown({ machines: scaledMachines(rows), pools: this.o.pools, plan, now });
+    // Scale down first: a machine drained or failed now no longer counts toward what starts. Only
+    // the pools' states need the rows at their end (a run of failures), which pile up (one per
+    // machine a pool ever started, ~11 ms a thousand to read): read once a pass, the others not.
+    let rows = await store.autoscaleRows({ active: true });
+    const lost = new Set(snapshot.machines.filter((m) => m.health === MachineHealth.lost).map((m) => m.id));
+    const down = planScaleDown({ machines: scaledMachines(rows, lost), pools: this.o.pools, plan, now });
     for (const step of down) await this.applyDown(step, now, note);
 
-    rows = down.length > 0 ? await store.autoscaleRows({}) : rows;
+    rows = await store.autoscaleRows({});
     const states = poolStates(rows, this.o.pools, now, this.o.intervalMs);
     const up = planScaleUp({
       snapshot,
@@ -146,7 +150,7 @@ export class Autoscaler {
     for (const [name, stageIds] of holds) await store.autoscaleHold({ name, stageIds, now });
     await store.autoscaleWaitsPut({ waits: up.waiting.map((w) => ({ stageId: w.stageId, kind: w.kind, reason: w.reason, pool: w.pool ?? null })), now });
 
-    rows = await store.autoscaleRows({});
+    rows = await store.autoscaleRows({ active: true });
     await this.askProviders(rows, now, note);
     this.firstPass = false;
 
@@ -257,6 +261,11 @@ export class Autoscaler {
         for (const m of answer) ids.set(m.name, m.providerId ?? null);
         started = new Set(answer.map((m) => m.name));
       } catch (err) {
+        // Not a refusal: the server is stopping. The rows stay unanswered, asked again by the next process.
+        if (err instanceof ProviderClosedError) {
+          this.o.log.warn({ pool: poolName, machines: names }, `autoscaler: ${err.message}; the next start of the server asks again`);
+          return;
+        }
         // The provider said why it started nothing: every machine asked fails with its words.
         for (const r of asked)
           if (r.lifecycle === MachineLifecycle.provisioning) await this.fail(r, `the provider refused the start: ${errorText(err)}`, now, note);

@@ -33,11 +33,11 @@ export interface AutoscaleRow {
   stoppedAt: number | null;
   /**
    * Since when no attempt has held room on its machine (ms): the latest release of an attempt
-   * there, or its join when none ran; null while one holds room, or before it joined. Computed
-   * when read, from the attempts, so scale-down's idle clock survives a restart.
+   * there, or its join when none ran; null while one holds room, before it joined, or once stopped
+   * (gone). Computed when read, from the attempts, so scale-down's idle clock survives a restart.
    */
   idleSince: number | null;
-  /** Attempts holding room on its machine now. */
+  /** Attempts holding room on its machine now (0 once stopped: only rows not at their end are looked up). */
   attempts: number;
   /** Why it failed (did not join within its boot timeout, the provider refused): null unless failed. */
   failReason: string | null;
@@ -100,7 +100,7 @@ export interface AutoscaleStore {
   autoscaleRelease(p: { name: string; reason: string; now: number }): Promise<AutoscaleChange>;
   /** provisioning/joining → failed, with `reason` as failReason (did not join within its boot timeout, the provider refused). */
   autoscaleFail(p: { name: string; reason: string; now: number }): Promise<AutoscaleChange>;
-  /** The provider confirmed it stopped a released machine: `stoppedAt`. */
+  /** The provider confirmed it stopped a released machine: `stoppedAt`; its machine row, if its agent registered after the release, removed. */
   autoscaleStopped(p: { name: string; now: number }): Promise<AutoscaleChange>;
   /** Replaces the autoscaler's latest word on waiting stages (at most the first 1,000 kept). */
   autoscaleWaitsPut(p: { waits: readonly Omit<AutoscaleWait, 'at'>[]; now: number }): Promise<void>;

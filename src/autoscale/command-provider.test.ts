@@ -1,8 +1,9 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandProvider } from './command-provider.js';
+import { ProviderClosedError } from './provider.js';
 import { parsePools, type PoolTemplate } from './pool-template.js';
 
 /**
@@ -168,6 +169,22 @@ describe('CommandProvider', () => {
     const sleeper = Number(readFileSync(join(dir, 'sleeper.pid'), 'utf8'));
     // The script's own child (sleep 30) went with it.
     expect(alive(sleeper)).toBe(false);
+  });
+
+  it('close() ends a run in flight, its whole process group, and refuses runs after it: a hung script does not hold the server’s shutdown', async () => {
+    const { p } = provider('hang');
+    const t0 = Date.now();
+    const started = p.start(startReq());
+    // The script has started once its sleeper's pid is written.
+    const pidFile = join(dir, 'sleeper.pid');
+    rmSync(pidFile, { force: true });
+    while (!existsSync(pidFile) || readFileSync(pidFile, 'utf8').trim() === '') await new Promise((r) => setTimeout(r, 20));
+    await p.close();
+    await expect(started).rejects.toBeInstanceOf(ProviderClosedError);
+    await expect(started).rejects.toThrow('./cloud.sh start was ended: the server is stopping (its process group was killed)');
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(alive(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
+    await expect(p.stop({ pool: 'h100', machines: [{ name: 'h100-1', providerId: null }] })).rejects.toBeInstanceOf(ProviderClosedError);
   });
 
   it('an executable that is not there says so', async () => {

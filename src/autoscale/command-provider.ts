@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { Type, type Static, type TSchema } from 'typebox';
 import { schemaIssues } from '../spec/schema-issues.js';
 import { templateEntry, type TemplateEntry } from './pool-template.js';
-import type { MachineProvider, StartedMachine, StartRequest } from './provider.js';
+import { ProviderClosedError, type MachineProvider, type StartedMachine, type StartRequest } from './provider.js';
 
 /**
  * The `command` provider (issue 30, docs/autoscaling.md "Providers"): the operator's executable
@@ -60,6 +60,9 @@ export class CommandProvider implements MachineProvider {
   private readonly path: string;
   private readonly timeoutMs: number;
   private readonly log: (line: string) => void;
+  /** The runs in flight, each ended by close(): a script that hangs must not hold the server's shutdown for its timeout. */
+  private readonly running = new Set<() => void>();
+  private closed = false;
 
   constructor(private readonly opts: CommandProviderOptions) {
     this.path = isAbsolute(opts.command) ? opts.command : resolve(opts.baseDir, opts.command);
@@ -102,8 +105,15 @@ export class CommandProvider implements MachineProvider {
     return this.checkNames(answer.stopped, asked, 'stop');
   }
 
-  /** Nothing runs between requests: each is a process that has ended when its answer is read. */
-  async close(): Promise<void> {}
+  /**
+   * Ends the runs in flight (their process groups killed; each request rejects with
+   * ProviderClosedError, so the loop fails no machine for it) and refuses any after: the server is
+   * stopping. A start ended so is asked again, by name, by the next process.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const end of [...this.running]) end();
+  }
 
   /** The answer's names, refused whole if one was not asked for or comes twice: the autoscaler must not adopt a machine it did not decide. */
   private checkNames(names: string[], asked: readonly string[], action: 'start' | 'stop'): string[] {
@@ -123,6 +133,7 @@ export class CommandProvider implements MachineProvider {
   private run<S extends TSchema>(request: CommandStartRequest | CommandStopRequest, schema: S, secret: string | null): Promise<Static<S>> {
     const name = this.opts.command;
     const scrub = (text: string): string => (secret ? text.split(secret).join('<join token>') : text);
+    if (this.closed) return Promise.reject(new ProviderClosedError(`${name} ${request.action} was not run: the server is stopping`));
     return new Promise<Static<S>>((resolvePromise, reject) => {
       const child = spawn(this.path, [], { cwd: this.opts.baseDir, env: this.opts.env ?? process.env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
       let stdout = '';
@@ -130,6 +141,7 @@ export class CommandProvider implements MachineProvider {
       let stderr = '';
       let timedOut = false;
       let tooMuch = false;
+      let ended = false;
       const killGroup = () => {
         try {
           if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
@@ -147,12 +159,18 @@ export class CommandProvider implements MachineProvider {
       };
       // 'error' (could not spawn) may be followed by 'close': the first word is the one that counts.
       let settled = false;
-      const fail = (message: string) => {
+      const end = () => {
+        ended = true;
+        killGroup();
+      };
+      this.running.add(end);
+      const fail = (message: string, closed = false) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        this.running.delete(end);
         this.log(`command provider: ${message}`);
-        reject(new Error(message));
+        reject(closed ? new ProviderClosedError(message) : new Error(message));
       };
       child.stdout.setEncoding('utf8');
       child.stderr.setEncoding('utf8');
@@ -170,6 +188,7 @@ export class CommandProvider implements MachineProvider {
       child.stdin.on('error', () => {});
       child.once('error', (err) => fail(`${name} could not be run: ${err.message}`));
       child.once('close', (code, signal) => {
+        if (ended) return fail(`${name} ${request.action} was ended: the server is stopping (its process group was killed)`, true);
         if (timedOut)
           return fail(
             `${name} timed out after ${this.timeoutMs % 1000 === 0 ? `${this.timeoutMs / 1000} s` : `${this.timeoutMs} ms`} (its process group was killed)${tail()}`,
@@ -191,6 +210,7 @@ export class CommandProvider implements MachineProvider {
         }
         settled = true;
         clearTimeout(timer);
+        this.running.delete(end);
         resolvePromise(answer as Static<S>);
       });
       child.stdin.end(JSON.stringify(request) + '\n');

@@ -34,6 +34,34 @@ describe('planScaleDown', () => {
     ]);
   });
 
+  it('drains a lost machine at once, work or not, below min too: a dead machine counted toward min and max held the pool stuck', () => {
+    const lost = machine('h100-1', { lost: true, idleSince: NOW - 1000, attempts: 1 });
+    const steps = planScaleDown({
+      machines: [lost, machine('h100-2', { idleSince: NOW - 1000 })],
+      pools: [{ ...pool('h100', 1), autoscale: { ...pool('h100', 1).autoscale, max: 1 } }],
+      now: NOW,
+    });
+    expect(steps).toEqual([
+      {
+        machineId: 'id-h100-1',
+        name: 'h100-1',
+        pool: 'h100',
+        action: 'drain',
+        from: 'ready',
+        to: 'draining',
+        reason: 'h100-1 is lost (its heartbeats stopped): draining to release it, in its place a machine that answers',
+      },
+    ]);
+  });
+
+  it('a lost draining machine is not kept for the room its lost attempts still hold (no drain, keep, drain… each pass); released once empty', () => {
+    const held = machine('h100-1', { lifecycle: 'draining', lost: true, idleSince: null, attempts: 1 });
+    expect(planScaleDown({ machines: [held], pools: [pool('h100', 1)], now: NOW })).toEqual([]);
+    expect(actions(planScaleDown({ machines: [{ ...held, attempts: 0, idleSince: NOW }], pools: [pool('h100', 1)], now: NOW }))).toEqual({
+      'h100-1': 'release',
+    });
+  });
+
   it('never picks a machine with work: an attempt, a placement, a reservation, a preemption, a gang waiting', () => {
     const machines = [
       machine('attempt', { attempts: 1, idleSince: null }),

@@ -17,6 +17,8 @@ export interface AutoscaledMachine {
   attempts: number;
   /** Other work that waits on it: gang members to join, attempts leaving it for a preemption (0 when none). */
   waitsOnIt?: number;
+  /** Its heartbeats stopped (health lost): its work was given up already; it is drained at once. */
+  lost?: boolean;
 }
 
 export interface ScaleDownInput {
@@ -68,7 +70,8 @@ const TARGET: Record<ScaleDownAction, MachineLifecycle> = {
  * idleSeconds; it is released only once drained and still empty; one found with work goes back to
  * ready. A pool never drains below its min (counting machines up and starting); the longest idle
  * go first, and a pool keeps its spareMachines idle. A pool above its max (lowered by the operator) drains idle machines at once, down
- * to max. A machine that has not joined within its boot timeout is failed, then released.
+ * to max. A lost machine (its heartbeats stopped) is drained at once, its work already given up.
+ * A machine that has not joined within its boot timeout is failed, then released.
  * Machines of a pool no longer in the file are left alone (an operator's call, not this one's).
  */
 export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
@@ -103,9 +106,16 @@ export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
         break;
       }
       case MachineLifecycle.ready:
-        if (!hasWork(m) && m.idleSince !== null) idle.push(m);
+        // A dead machine counted toward min and max would hold its pool there for good (a min it
+        // keeps, a max it fills, never idle long if its attempts stay held): out, whatever it held,
+        // which the reconciler has given up already. Its release still waits until nothing holds room.
+        if (m.lost) step(m, ScaleDownAction.drain, `${m.name} is lost (its heartbeats stopped): draining to release it, in its place a machine that answers`);
+        else if (!hasWork(m) && m.idleSince !== null) idle.push(m);
         break;
       case MachineLifecycle.draining:
+        // A lost one's attempts hold their room until the reconciler lets go of it: not work to keep
+        // it for (kept, it would be drained again, each pass); it is released once empty.
+        if (m.lost && hasWork(m)) break;
         if (hasWork(m)) step(m, ScaleDownAction.keep, `${m.name} has work again: back in service`);
         else step(m, ScaleDownAction.release, `${m.name} drained: releasing it`);
         break;
@@ -116,8 +126,8 @@ export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
         break;
     }
   }
-  // A machine failed this round no longer counts toward min.
-  for (const s of steps) if (s.action === ScaleDownAction.fail) counted.set(s.pool, (counted.get(s.pool) ?? 0) - 1);
+  // A machine failed or drained (lost) this round no longer counts toward min or max.
+  for (const s of steps) if (s.action === ScaleDownAction.fail || s.action === ScaleDownAction.drain) counted.set(s.pool, (counted.get(s.pool) ?? 0) - 1);
 
   idle.sort((a, b) => a.idleSince! - b.idleSince! || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const drained = new Set<string>();

@@ -59,8 +59,11 @@ export function poolStates(rows: readonly AutoscaleRow[], pools: readonly PoolTe
   return out;
 }
 
-/** The rows scale-down looks at (not released), as planScaleDown takes them: a joined machine by its id in the cluster, else by its name. */
-export function scaledMachines(rows: readonly AutoscaleRow[]): AutoscaledMachine[] {
+/**
+ * The rows scale-down looks at (not released), as planScaleDown takes them: a joined machine by its
+ * id in the cluster, else by its name; `lost`: the ids of the cluster's machines whose health is lost.
+ */
+export function scaledMachines(rows: readonly AutoscaleRow[], lost: ReadonlySet<string> = new Set()): AutoscaledMachine[] {
   return rows
     .filter((r) => r.lifecycle !== MachineLifecycle.released)
     .map((r) => ({
@@ -71,5 +74,6 @@ export function scaledMachines(rows: readonly AutoscaleRow[]): AutoscaledMachine
       startedAt: r.startedAt,
       idleSince: r.idleSince,
       attempts: r.attempts,
+      ...(r.machineId !== null && lost.has(r.machineId) ? { lost: true } : {}),
     }));
 }

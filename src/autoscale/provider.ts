@@ -31,6 +31,18 @@ export interface MachineProvider {
   start(req: StartRequest): Promise<StartedMachine[]>;
   /** Stops these machines (gone ones count as stopped); returns the names it has stopped. */
   stop(req: { pool: string; machines: { name: string; providerId: string | null }[] }): Promise<string[]>;
-  /** Stops what it owns in this process (local: its agent children) when the server stops. */
+  /**
+   * Stops what it owns in this process when the server stops (local: its agent children; command:
+   * a request in flight, whose promise rejects with ProviderClosedError).
+   */
   close(): Promise<void>;
+}
+
+/**
+ * A request ended because the provider was closed (the server is stopping), not refused: the loop
+ * fails no machine for it, and leaves the rows to be asked again by the next process (providers are
+ * idempotent by name).
+ */
+export class ProviderClosedError extends Error {
+  override readonly name = 'ProviderClosedError';
 }

@@ -34,6 +34,8 @@ import { resolve } from 'node:path';
 import { Autoscaler } from '../autoscale/autoscale-loop.js';
 import type { MachineProvider } from '../autoscale/provider.js';
 import { poolProviders } from './pool-providers.js';
+import { ScaleProvider } from '../autoscale/pool-template.js';
+import { isLoopback } from '../api/contract/transport.js';
 import { ensureTokenFile, joinTokenFile } from './token-file.js';
 
 export interface ControlPlane {
@@ -224,9 +226,10 @@ export async function createControlPlane(
       preemptionCooldownMs: config.preemptionCooldownMs,
       log,
       // The machines it starts join as `gantry up`'s local agents do: with the join token kept in
-      // the data directory (made once, again if revoked), at this server's address.
+      // the data directory (made once, again if revoked), at this server's address (the operator's,
+      // GANTRY_AUTOSCALE_SERVER_URL, for machines on other hosts: the listening one is 127.0.0.1).
       join: async () => ({
-        server: cp.url,
+        server: config.autoscaleServerUrl ?? cp.url,
         joinToken: (await ensureTokenFile(store, joinTokenFile(config.dataDir), 'join', 'join (autoscaled machines and local agents)', clock.now())).token,
         ...(process.env.GANTRY_CA ? { ca: resolve(process.env.GANTRY_CA) } : {}),
       }),
@@ -287,6 +290,15 @@ export async function createControlPlane(
       const address = await app.listen({ host: config.host, port: config.port });
       cp.url = address.replace('[::1]', '127.0.0.1');
       judgeFrom = clock.now() + config.lostAfterMs;
+      if (
+        config.autoscaleServerUrl === null &&
+        config.pools.some((p) => p.autoscale.provider === ScaleProvider.command) &&
+        isLoopback(new URL(cp.url).hostname)
+      )
+        app.log.warn(
+          { url: cp.url },
+          'autoscaler: machines a command provider starts are told to join at this loopback address, which only this host reaches: set GANTRY_AUTOSCALE_SERVER_URL to the address they reach the server at',
+        );
       relay.start();
       if (config.poolSampleMs > 0) pools.start();
       if (!replicated) {
@@ -320,9 +332,15 @@ export async function createControlPlane(
       shutdown.abort();
       await election?.stop();
       synced?.stop();
-      await Promise.all([...leaderLoops.map((loop) => loop.stop()), relay.stop(), pools.stop()]);
-      // The local provider's agents stop with the server (they would with --exit-with-parent anyway).
-      await Promise.all([...new Set(providers.values())].map((p) => p.close()));
+      const loopsStopped = Promise.all([...leaderLoops.map((loop) => loop.stop()), relay.stop(), pools.stop()]);
+      // The local provider's agents stop with the server (they would with --exit-with-parent
+      // anyway), and a command provider's script in flight is ended: the autoscaler's pass waits on
+      // it, and would hold the shutdown for the script's timeout (300 s). Closed again once the
+      // loops have stopped, for an agent a pass started meanwhile.
+      const closeProviders = () => Promise.all([...new Set(providers.values())].map((p) => p.close()));
+      await closeProviders();
+      await loopsStopped;
+      await closeProviders();
       await app.close();
       await bus.close();
       await store.close();

@@ -84,6 +84,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   if (process.env.GANTRY_DASHBOARD_DIR) over.dashboardDir = resolve(process.env.GANTRY_DASHBOARD_DIR);
   if (process.env.GANTRY_REPLICA_ID) over.replicaId = process.env.GANTRY_REPLICA_ID;
   if (process.env.GANTRY_ARTIFACTS_DIR) over.artifactsDir = process.env.GANTRY_ARTIFACTS_DIR;
+  if (process.env.GANTRY_AUTOSCALE_SERVER_URL) over.autoscaleServerUrl = process.env.GANTRY_AUTOSCALE_SERVER_URL;
   const auditDays = env('GANTRY_AUDIT_RETENTION_DAYS');
   if (auditDays !== undefined) set('auditKeepMs', auditDays * 86_400_000);
   const hours = env('GANTRY_RETENTION_HOURS');
@@ -237,7 +238,7 @@ export function serverCommand(program: Command): void {
     .option('--json', 'print the address and data directory as one JSON line once listening')
     .addHelpText(
       'after',
-      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nGPU placement policy: GANTRY_GPU_POLICY=fgd (default), fgd-paper, best-fit, packing or dotprod; docs/scheduling.md, "Placement of shares".\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\nAutoscaling: --pools FILE (a cluster file\'s pools:, e.g. examples/autoscale-cluster.yaml); the leader decides every GANTRY_AUTOSCALE_INTERVAL_MS (10000); docs/autoscaling.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
+      '\nThe web dashboard is served at / (sign in with a team or admin token; docs/dashboard.md).\nTimings and the reconciler\'s loops (intervals, ages, batch sizes) come from GANTRY_* environment variables: docs/failure-detection.md.\nGPU placement policy: GANTRY_GPU_POLICY=fgd (default), fgd-paper, best-fit, packing or dotprod; docs/scheduling.md, "Placement of shares".\nHow much of a stage\'s log is kept: its first GANTRY_LOG_HEAD_BYTES (56Mi) and last GANTRY_LOG_TAIL_BYTES (8Mi); docs/agent.md, "Logs".\nAutoscaling: --pools FILE (a cluster file\'s pools:, e.g. examples/autoscale-cluster.yaml); the leader decides every GANTRY_AUTOSCALE_INTERVAL_MS (10000); machines started elsewhere join at GANTRY_AUTOSCALE_SERVER_URL (default: the address it listens on); docs/autoscaling.md.\n\nExample:\n  gantry server --data-dir /var/lib/gantry --host 0.0.0.0 --tls-cert /etc/gantry/cert.pem --tls-key /etc/gantry/key.pem\n',
     )
     .action(async (flags) => {
       // Whatever the umask it was started with, what the server makes is its user's only (the database, tokens, artifacts).

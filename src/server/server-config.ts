@@ -112,6 +112,12 @@ export interface ServerConfig {
   pools: PoolTemplate[];
   /** How often the autoscaler decides, on the leader (GANTRY_AUTOSCALE_INTERVAL_MS, default 10 s). */
   autoscaleIntervalMs: number;
+  /**
+   * The address the machines the autoscaler starts join at, as they reach this server
+   * (GANTRY_AUTOSCALE_SERVER_URL). Null: the address it listens on, which is 127.0.0.1 for a
+   * loopback host and for 0.0.0.0 alike: enough for the local provider, not for machines elsewhere.
+   */
+  autoscaleServerUrl: string | null;
 }
 
 /** The dashboard this package built: dist/web beside dist/server (from the sources, under tsx or vitest: the same dist/web). */
@@ -137,6 +143,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     gpuPolicy: DEFAULT_SHARE_POLICY,
     pools: [],
     autoscaleIntervalMs: 10_000,
+    autoscaleServerUrl: null,
     disconnectGraceMs: 5 * 60_000,
     repairAfterMs: 30_000,
     retentionMs: 7 * 24 * 3_600_000,
@@ -192,6 +199,8 @@ export function checkServerConfig(c: ServerConfig): void {
   if (!(c.poolSampleMs === 0 || c.poolSampleMs >= 100)) problems.push(`the pool sample interval (${c.poolSampleMs} ms) must be 0 (none) or at least 100 ms`);
   if (!(c.autoscaleIntervalMs >= 100))
     problems.push(`the autoscaler's interval (GANTRY_AUTOSCALE_INTERVAL_MS, ${c.autoscaleIntervalMs} ms) must be at least 100 ms`);
+  if (c.autoscaleServerUrl !== null && !/^https?:\/\/[^/\s]+/.test(c.autoscaleServerUrl))
+    problems.push(`the address autoscaled machines join at (GANTRY_AUTOSCALE_SERVER_URL, ${c.autoscaleServerUrl}) must be an http:// or https:// URL`);
   if (!(c.leaderTtlMs >= 300)) problems.push(`the leader lease (${c.leaderTtlMs} ms) must be at least 300 ms`);
   if (!(Number.isInteger(c.streamsPerToken) && c.streamsPerToken >= 0))
     problems.push(`streams per token (${c.streamsPerToken}) must be a whole number, 0 for no cap`);

@@ -165,6 +165,29 @@ export function autoscaleConformance(storeOf: () => Store): void {
         expect((await store[verb]({ name, reason: 'x', now })).changed).toBe(false);
     });
 
+    it('an agent registering after its release takes no work: draining until its stop removes it', async () => {
+      const { name, machineId } = await joined();
+      await store.autoscaleDrain({ name, reason: 'idle', now });
+      await store.autoscaleRelease({ name, reason: `${name} drained: releasing it`, now });
+      // The provider is stopping it (a cloud's terminate takes a while); its agent, told by a
+      // heartbeat that the removed machine is unknown, registers again meanwhile.
+      now += 1000;
+      const again = await store.machineRegister({ ...gpuMachine(name, 1), now });
+      expect(again).toMatchObject({ id: machineId, scheduling: 'draining' });
+      expect((await eventsOf('machine:draining')).at(-1)).toMatchObject({ machineId, message: expect.stringContaining('released by the autoscaler') });
+      // So does the agent of a failed boot that came up after its release, registering for the first time.
+      const late = await startOne();
+      await store.autoscaleFail({ name: late.name, reason: 'did not join within 600 s', now });
+      await store.autoscaleRelease({ name: late.name, reason: 'failed to join: releasing it', now });
+      expect(await store.machineRegister({ ...gpuMachine(late.name, 1), now })).toMatchObject({ scheduling: 'draining' });
+      expect(await lifecycleOf(late.name)).toBe('released');
+      // Once the provider confirms the stops, the machines leave service again.
+      await store.autoscaleStopped({ name, now });
+      await store.autoscaleStopped({ name: late.name, now });
+      expect(await store.machineList()).toEqual([]);
+      expect((await eventsOf('machine:removed')).map((e) => e.message)).toContainEqual(expect.stringContaining('stopped by its provider'));
+    });
+
     it('release is refused while an attempt holds room on the machine; the idle clock runs from its release', async () => {
       const { name, machineId } = await joined();
       const joinedAt = now;

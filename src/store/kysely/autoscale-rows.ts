@@ -30,18 +30,25 @@ async function attemptsOn(db: Db, machineIds: readonly string[]): Promise<Map<st
   return out;
 }
 
-/** Rows with their computed fields, in the order given. */
+/**
+ * Rows with their computed fields, in the order given. Only rows not at their end (released and
+ * stopped) are looked up in the attempts: a stopped machine is gone and holds nothing, and the
+ * ended rows are one per machine a pool ever started, so binding all their machine ids grew without
+ * bound and failed past the database's limit on bound values (SQLite's 32,766).
+ */
 export async function withAttempts(db: Db, rows: readonly AutoscaledMachinesTable[]): Promise<AutoscaleRow[]> {
+  const live = (r: AutoscaledMachinesTable) => r.machine_id !== null && r.stopped_at === null;
   const on = await attemptsOn(
     db,
-    rows.flatMap((r) => (r.machine_id ? [r.machine_id] : [])),
+    rows.flatMap((r) => (live(r) ? [r.machine_id!] : [])),
   );
   return rows.map((r) => {
-    const a = r.machine_id ? on.get(r.machine_id) : undefined;
+    const a = live(r) ? on.get(r.machine_id!) : undefined;
     const held = a?.held ?? 0;
     const joinedAt = r.joined_at === null ? null : Number(r.joined_at);
-    // Idle since the later of its join and the last release there; not idle while anything holds room.
-    const idleSince = joinedAt === null || held > 0 ? null : Math.max(joinedAt, a?.lastRelease ?? 0);
+    // Idle since the later of its join and the last release there; not idle while anything holds
+    // room; at its end, not idle: gone.
+    const idleSince = joinedAt === null || held > 0 || r.stopped_at !== null ? null : Math.max(joinedAt, a?.lastRelease ?? 0);
     return {
       name: r.name,
       pool: r.pool,

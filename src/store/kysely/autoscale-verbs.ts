@@ -291,6 +291,7 @@ export async function autoscaleStopped(tx: TxContext, p: { name: string; now: nu
     .where('stopped_at', 'is', null)
     .executeTakeFirst();
   if (Number(res.numUpdatedRows) !== 1) return unchanged(tx, p.name);
+  await removeStopped(tx, row);
   await tx.event({
     type: 'autoscale:stopped',
     machineId: row.machine_id,
@@ -298,6 +299,40 @@ export async function autoscaleStopped(tx: TxContext, p: { name: string; now: nu
     data: { pool: row.pool, name: p.name, from: row.lifecycle, to: row.lifecycle },
   });
   return { row: (await autoscaleRowOf(tx.db, p.name))!, changed: true };
+}
+
+/**
+ * The machine row of a stopped machine leaves service again: its agent registered after the
+ * release (autoscale-joined.ts kept it draining meanwhile). Left as it is while an attempt holds
+ * room there (none can be placed on a draining machine; a lost one's is the reaper's).
+ */
+async function removeStopped(tx: TxContext, row: AutoscaledMachinesTable): Promise<void> {
+  const machine = await tx.db
+    .selectFrom('machines')
+    .select(['id', 'name', 'scheduling', 'health'])
+    .where((eb) => (row.machine_id ? eb('id', '=', row.machine_id) : eb('name', '=', row.name)))
+    .executeTakeFirst();
+  if (!machine || machine.scheduling === MachineScheduling.removed) return;
+  const held = await tx.db
+    .selectFrom('attempts')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('machine_id', '=', machine.id)
+    .where('released_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  if (Number(held.n) > 0) return;
+  const res = await tx.db
+    .updateTable('machines')
+    .set({ scheduling: MachineScheduling.removed, updated_at: tx.now })
+    .where('id', '=', machine.id)
+    .where('scheduling', '=', machine.scheduling)
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) !== 1) return;
+  await tx.event({
+    type: 'machine:removed',
+    machineId: machine.id,
+    message: `machine ${machine.name} removed (was ${machine.health}, ${machine.scheduling}): stopped by its provider after the autoscaler released it`,
+    data: { from: machine.scheduling, health: machine.health },
+  });
 }
 
 /** At most this many waits are kept: what `explain` needs for the head of the queue, not a copy of it. */

@@ -21,6 +21,7 @@ case "$MODE" in
   quota) echo "asking the cloud" >&2; echo "quota exceeded" >&2; exit 3 ;;
   garbage) echo "Starting instances..." ;;
   unknown) echo '{"machines":[{"name":"h100-1"},{"name":"db-7"}]}' ;;
+  echo-name) token=$(printf '%s' "$request" | sed 's/.*"joinToken":"\\([^"]*\\)".*/\\1/'); echo "{\\"machines\\":[{\\"name\\":\\"$token\\"}]}" ;;
   invalid) echo '{"machines":[{"id":"i-1"}]}' ;;
   echo) echo "got $request" >&2; exit 1 ;;
   hang) sleep 30 & echo $! > sleeper.pid; wait ;;
@@ -158,6 +159,11 @@ describe('CommandProvider', () => {
     expect((err as Error).message).toMatch(/^\.\/cloud\.sh exited 1: got \{"action":"start"/);
     expect((err as Error).message).toContain('"joinToken":"<join token>"');
     expect((err as Error).message).not.toContain(TOKEN);
+    // Echoed back as a machine's name: refused, and not quoted.
+    const named = await provider('echo-name')
+      .p.start(startReq())
+      .catch((e: unknown) => e as Error);
+    expect((named as Error).message).toBe('./cloud.sh answered start with names it was not asked to start: <join token>');
     expect(logs.join('\n')).not.toContain(TOKEN);
   });
 

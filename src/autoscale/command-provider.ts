@@ -88,6 +88,7 @@ export class CommandProvider implements MachineProvider {
       answer.machines.map((m) => m.name),
       req.names,
       'start',
+      req.joinToken,
     );
     return answer.machines.map((m, i) => ({ name: names[i]!, ...(typeof m.id === 'string' ? { providerId: m.id } : {}) }));
   }
@@ -116,9 +117,11 @@ export class CommandProvider implements MachineProvider {
   }
 
   /** The answer's names, refused whole if one was not asked for or comes twice: the autoscaler must not adopt a machine it did not decide. */
-  private checkNames(names: string[], asked: readonly string[], action: 'start' | 'stop'): string[] {
+  private checkNames(names: string[], asked: readonly string[], action: 'start' | 'stop', secret: string | null = null): string[] {
     const allowed = new Set(asked);
-    const unknown = names.filter((n) => !allowed.has(n));
+    // A script that echoes its input may answer the join token as a name: never quoted.
+    const quoted = (n: string) => (secret ? n.split(secret).join('<join token>') : n);
+    const unknown = names.filter((n) => !allowed.has(n)).map(quoted);
     if (unknown.length) throw new Error(`${this.opts.command} answered ${action} with names it was not asked to ${action}: ${unknown.join(', ')}`);
     const twice = names.filter((n, i) => names.indexOf(n) !== i);
     if (twice.length) throw new Error(`${this.opts.command} answered ${action} with ${twice[0]} more than once`);

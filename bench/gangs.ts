@@ -147,10 +147,10 @@ function reading(): string {
     const pOff = off.otherGpuPods.waitSeconds?.mean ?? 0;
     if (gOn === 0 && gOff === 0 && pOn === 0 && pOff === 0)
       return `- **${s}×:** nothing waits under either policy: no contention, and the two policies place alike.`;
-    const gang =
-      gOn < gOff
-        ? `gangs wait less with reservations (mean ${f0(gOn)} s against ${f0(gOff)} s without)`
-        : `gangs do not wait less with reservations (mean ${f0(gOn)} s against ${f0(gOff)} s without)`;
+    // Within 5 % reads "about as long": a second on a mean of hours is no difference.
+    const verb = Math.abs(gOn - gOff) <= 0.05 * Math.max(gOn, gOff) ? 'about as long' : gOn < gOff ? 'less' : 'longer';
+    const p50 = (x: GangReplayResult) => f0(x.gangs.waitSeconds?.median ?? 0);
+    const gang = `gangs wait ${verb} with reservations (mean ${f0(gOn)} s, p50 ${p50(on)} s, against ${f0(gOff)} s, p50 ${p50(off)} s without)`;
     const small = `the other GPU pods wait a mean ${f0(pOn)} s with them against ${f0(pOff)} s without`;
     return `- **${s}×:** ${gang}; ${small}; the holds kept ${hours(on.gangHeldIdleGpuSeconds)} GPU-hours idle (${hours(off.gangHeldIdleGpuSeconds)} without, as it must be).`;
   }).join('\n');

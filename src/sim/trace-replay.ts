@@ -289,7 +289,8 @@ export function utilisationBuckets(
  * due then release their resources, pods created then join the queue, and, if anything is queued,
  * the planner (`opts.planner`, default `serverPlanner()`) runs on the current state; its placements hold their resources from now until
  * now + `holdSeconds`. Pending pods stay queued until a later pass places them. Placements are
- * re-checked on apply; an over-allocation throws.
+ * re-checked on apply, a gang's every member before any is taken (docs/gangs.md); an
+ * over-allocation throws.
  *
  * Starts from the machines as given (copied; busy devices and used CPU stay busy for the whole
  * replay). Pure and deterministic: time comes from the trace only.

@@ -34,6 +34,12 @@ export interface PlanOptions {
    * a distributed run. Without it a gang waits, with that as its reason, and holds nothing.
    */
   gangs?: boolean;
+  /**
+   * Whether a gang that does not fit is held its machine set (docs/gangs.md, "Its reservation");
+   * default true. False is the policy the simulator compares it with (src/sim/gang-replay.ts): the
+   * gang waits without holding anything, and smaller work behind it may take what frees.
+   */
+  gangReservations?: boolean;
 }
 
 /** Why a gang waits where the caller cannot apply gangs (PlanOptions.gangs). */
@@ -266,6 +272,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const verdict = { reason: out.reason, unplaceable: out.unplaceable };
     failedShapes.set(key, verdict);
     pending.push({ stageId: stage.stageId, ...verdict });
+    // Without gang reservations (the simulator's other policy) it waits holding nothing.
+    if (opts.gangReservations === false) return;
     // The gang starts when its last machine has room: every machine of its set waits for that.
     const starts = out.hold.map((m) => (firstReject(member, m) === null ? now : expectedStart(member, m, snapshot.heldUntil ?? [])));
     const start = starts.some((t) => t === null) ? null : Math.max(now, ...(starts as number[]));

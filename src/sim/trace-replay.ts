@@ -7,6 +7,7 @@
 import { stageNeed } from '../scheduler/checks.js';
 import { allocationProblem, releaseAllocation, takeAllocation } from '../scheduler/placement-fit.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
+import { placementMembers } from '../scheduler/placement-members.js';
 import { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { MachineView, PendingStage, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import type { TracePod } from './alibaba-trace.js';
@@ -57,6 +58,20 @@ export function serverPlanner(limit?: number): Planner {
   return (s, o) => planPlacements(s, o.targetWorkload !== undefined ? o : { ...o, targetWorkload: recent.observe(s) });
 }
 
+/**
+ * The replay after every event time: what the passes at that time left (their placements applied).
+ * Holds (`plan.reservations`) stay as the last pass made them until the next event, when the
+ * next pass remakes them; with nothing queued no pass runs and nothing is held.
+ */
+export interface ReplayStep {
+  /** Trace time, seconds. */
+  time: number;
+  /** The replay's live machines: read them during the call only. */
+  machines: readonly MachineView[];
+  /** The last pass at this time, or null when none ran (nothing was queued). */
+  plan: Plan | null;
+}
+
 export interface ReplayOptions {
   /** The policy under test; default Gantry's `planPlacements` as the server runs it (`serverPlanner`). */
   planner?: Planner;
@@ -64,6 +79,8 @@ export interface ReplayOptions {
   planOptions?: PlanOptions;
   /** Called after each pass, before its plan is applied (to check invariants, record, trace). */
   onPass?: (pass: ReplayPass) => void;
+  /** Called once per event time, after its passes' plans were applied (to integrate what holds cost). */
+  onStep?: (step: ReplayStep) => void;
 }
 
 export interface ReplayPlacement extends PlannedPlacement {
@@ -179,23 +196,44 @@ function cloneMachine(m: MachineView): MachineView {
   return { ...m, labels: { ...m.labels }, gpus: m.gpus.map((g) => ({ ...g })) };
 }
 
+/** One member's part of a placement: its machine and devices, each member's CPU and memory (docs/gangs.md, "The plan"). */
+const memberPart = (p: PlannedPlacement, m: { machineId: string; gpuIndices: number[] }): PlannedPlacement => ({
+  ...p,
+  machineId: m.machineId,
+  gpuIndices: m.gpuIndices,
+  members: undefined,
+});
+
 /**
- * Takes a placement on the replay's state, re-checking it first as the store does on apply.
- * Throws when the plan would over-allocate: that is a scheduler bug, not a simulated outcome.
+ * Takes a placement on the replay's state, every member of a gang, re-checking each first as the
+ * store does on apply; all are checked before any is taken, so a gang is applied whole or not at
+ * all. Throws when the plan would over-allocate: that is a scheduler bug, not a simulated outcome.
  */
-function allocate(m: MachineView, p: PlannedPlacement, stage: QueuedStage): void {
-  const problem = allocationProblem(m, p, stageNeed(stage));
-  if (problem) throw new Error(`replay: ${p.stageId} on ${m.id}: ${problem}`);
-  takeAllocation(m, p);
+function allocate(byId: ReadonlyMap<string, MachineView>, p: PlannedPlacement, stage: QueuedStage): void {
+  const need = stageNeed(stage);
+  const parts = placementMembers(p).map((member) => {
+    const m = byId.get(member.machineId);
+    if (m === undefined) throw new Error(`replay: placed ${p.stageId} on unknown machine ${member.machineId}`);
+    const part = memberPart(p, member);
+    const problem = allocationProblem(m, part, need);
+    if (problem) throw new Error(`replay: ${p.stageId} on ${m.id}: ${problem}`);
+    return { m, part };
+  });
+  for (const { m, part } of parts) takeAllocation(m, part);
 }
 
-function release(m: MachineView, p: PlannedPlacement): void {
-  try {
-    releaseAllocation(m, p);
-  } catch (err) {
-    throw new Error(`replay: ${p.stageId} ${errorText(err)}`);
+function release(byId: ReadonlyMap<string, MachineView>, p: PlannedPlacement): void {
+  for (const member of placementMembers(p)) {
+    try {
+      releaseAllocation(byId.get(member.machineId)!, memberPart(p, member));
+    } catch (err) {
+      throw new Error(`replay: ${p.stageId} ${errorText(err)}`);
+    }
   }
 }
+
+/** GPUs a placement takes, every member's. */
+const gpusOf = (p: PlannedPlacement) => placementMembers(p).reduce((n, m) => n + m.gpuIndices.length, 0);
 
 /** Mean, median, p95 and p99 (nearest rank) and max; null for no values. */
 export function summarise(values: readonly number[]): SummaryStats | null {
@@ -251,7 +289,8 @@ export function utilisationBuckets(
  * due then release their resources, pods created then join the queue, and, if anything is queued,
  * the planner (`opts.planner`, default `serverPlanner()`) runs on the current state; its placements hold their resources from now until
  * now + `holdSeconds`. Pending pods stay queued until a later pass places them. Placements are
- * re-checked on apply; an over-allocation throws.
+ * re-checked on apply, a gang's every member before any is taken (docs/gangs.md); an
+ * over-allocation throws.
  *
  * Starts from the machines as given (copied; busy devices and used CPU stay busy for the whole
  * replay). Pure and deterministic: time comes from the trace only.
@@ -312,8 +351,8 @@ export function replayTrace(machines: readonly MachineView[], pods: readonly Tra
 
     while (departures.size > 0 && departures.peek()!.time <= now) {
       const d = departures.pop()!;
-      release(byId.get(d.placement.machineId)!, d.placement);
-      allocatedGpus -= d.placement.gpuIndices.length;
+      release(byId, d.placement);
+      allocatedGpus -= gpusOf(d.placement);
     }
     const arrivedNow = new Set<string>();
     while (ai < arrivals.length && arrivals[ai]!.creationTime <= now) {
@@ -322,19 +361,19 @@ export function replayTrace(machines: readonly MachineView[], pods: readonly Tra
       arrivedNow.add(pod.stage.stageId);
     }
 
+    let lastPlan: Plan | null = null;
     while (queue.size > 0) {
       const snapshot: SchedulerSnapshot = { machines: state, queue: [...queue.values()] };
       const plan = planner(snapshot, planOptions);
       passes += 1;
       opts.onPass?.({ time: now, snapshot, plan });
+      lastPlan = plan;
       for (const p of plan.placements) {
         const stage = queue.get(p.stageId);
         const pod = podById.get(p.stageId);
-        const m = byId.get(p.machineId);
         if (stage === undefined || pod === undefined) throw new Error(`replay: placed ${p.stageId}, which is not queued`);
-        if (m === undefined) throw new Error(`replay: placed ${p.stageId} on unknown machine ${p.machineId}`);
-        allocate(m, p, stage);
-        allocatedGpus += p.gpuIndices.length;
+        allocate(byId, p, stage);
+        allocatedGpus += gpusOf(p);
         queue.delete(p.stageId);
         lastReason.delete(p.stageId);
         if (arrivedNow.has(p.stageId)) placedOnArrival += 1;
@@ -348,6 +387,7 @@ export function replayTrace(machines: readonly MachineView[], pods: readonly Tra
     }
     peakGpus = Math.max(peakGpus, allocatedGpus);
     record(now);
+    opts.onStep?.({ time: now, machines: state, plan: lastPlan });
   }
 
   const endTime = lastTime;

@@ -83,6 +83,8 @@ export interface AttemptRecord {
   cpuSeconds: number | null;
   /** Its log past the head cap (0023): null, the head never filled it; else the bytes dropped between its head and its tail. */
   logCutBytes: number | null;
+  /** A gang's member (0026, docs/gangs.md): rank 0's attempt id, its rank, the gang's size. Absent on any other attempt. */
+  gang?: { id: string; rank: number; size: number };
 }
 
 /** What an attempt used, measured by its agent from its cgroup when it ended; null where it could not say. */

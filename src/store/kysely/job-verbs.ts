@@ -167,7 +167,12 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
 export async function stageLogs(db: Db, p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null> {
   const stage = await db.selectFrom('stages').select(['id']).where('job_id', '=', p.jobId).where('name', '=', p.stage).executeTakeFirst();
   if (!stage) return null;
-  let aq = db.selectFrom('attempts').select(['id', 'number']).where('stage_id', '=', stage.id);
+  // A gang's log is its rank 0's (docs/gangs.md): its members share the attempt's number.
+  let aq = db
+    .selectFrom('attempts')
+    .select(['id', 'number'])
+    .where('stage_id', '=', stage.id)
+    .where((eb) => eb.or([eb('gang_rank', 'is', null), eb('gang_rank', '=', 0)]));
   if (p.attempt !== undefined) aq = aq.where('number', '=', p.attempt);
   const attempts = await aq.orderBy('number').execute();
   if (attempts.length === 0) return [];

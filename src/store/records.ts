@@ -230,6 +230,16 @@ export interface Assignment {
   inputs: { stage: string; attemptId: string; files: OutputFile[] }[];
   /** What its agent's containment applies (docs/containment.md): the wire's AttemptLimitsWire. */
   limits: AttemptLimits;
+  /** A gang's member (docs/gangs.md, "Rendezvous"): its rank, the gang's size, where rank 0 listens. Absent: not a gang. */
+  gang?: GangRendezvous;
+}
+
+/** Where a gang's members meet: rank 0's machine's address and a port derived from the gang (not reserved). */
+export interface GangRendezvous {
+  rank: number;
+  size: number;
+  masterAddr: string;
+  masterPort: number;
 }
 
 /** An attempt's request and limits as its agent applies them: the stage's resources, its limits (null: none beyond the request) and whether it asked for the network. */

@@ -27,7 +27,11 @@ export function gangConformance(storeOf: () => Store): void {
     /** Three machines of 2 h100 each, and a job whose stage `train` is a gang of 3 × 2 GPUs. */
     const setUp = async () => {
       const ms = [];
-      for (const name of ['g1', 'g2', 'g3']) ms.push(await store.machineRegister({ ...gpuMachine(name, 2), now }));
+      // g1's agent says which host it runs on: the rendezvous's address when g1 holds rank 0.
+      for (const name of ['g1', 'g2', 'g3'])
+        ms.push(
+          await store.machineRegister({ ...gpuMachine(name, 2, 'h100', name === 'g1' ? { agent: { version: 'test', host: 'node-a.cluster' } } : {}), now }),
+        );
       const j = await store.jobSubmit({
         definition: job([stage('train', { resources: { ...MEMBER, gpu: { count: 2, types: ['h100'] }, machines: 3 } })]),
         source: null,
@@ -95,8 +99,15 @@ export function gangConformance(storeOf: () => Store): void {
         'stage train attempt 1 rank 1 of 3 placed on g2 with h100 GPU(s) 0,1',
         'stage train attempt 1 rank 2 of 3 placed on g3 with h100 GPU(s) 0,1',
       ]);
-      // Each member's agent is handed its own assignment.
-      for (const [i, m] of machines.entries()) expect((await store.machineAssignments({ machineId: m })).map((x) => x.attemptId)).toEqual([r.applied[i]!.id]);
+      // Each member's agent is handed its own assignment, with its rank and where rank 0 listens:
+      // rank 0's host, at one port for all (from a fixed range, derived from the gang).
+      const handed = [];
+      for (const m of machines) handed.push(...(await store.machineAssignments({ machineId: m })));
+      expect(handed.map((x) => x.attemptId)).toEqual(r.applied.map((a) => a.id));
+      const port = handed[0]!.gang!.masterPort;
+      expect(port).toBeGreaterThanOrEqual(29500);
+      expect(port).toBeLessThan(30000);
+      expect(handed.map((x) => x.gang)).toEqual([0, 1, 2].map((rank) => ({ rank, size: 3, masterAddr: 'node-a.cluster', masterPort: port })));
       // The stage runs once any member does.
       await store.attemptStart({ attemptId: r.applied[2]!.id, token: r.applied[2]!.token, pid: 9, now, leaseMs: LEASE });
       expect((await stageOf(jobId)).state).toBe('running');
@@ -194,6 +205,15 @@ export function gangConformance(storeOf: () => Store): void {
       }
     });
 
+    it("a gang whose rank 0's agent named no host meets at rank 0's machine name", async () => {
+      const { machines, stageId } = await setUp();
+      const order = [machines[1]!, machines[0]!, machines[2]!];
+      const r = await apply([gangPlacement(stageId, order)]);
+      const handed = (await store.machineAssignments({ machineId: machines[2]! }))[0]!;
+      expect(handed.gang).toMatchObject({ rank: 2, size: 3, masterAddr: 'g2' });
+      expect(r.applied[0]!.machineName).toBe('g2');
+    });
+
     it('a member failing after others succeeded fails the attempt; the successes stay', async () => {
       const { jobId, members } = await running();
       const [r0, r1, r2] = members as [AttemptRecord, AttemptRecord, AttemptRecord];
@@ -274,6 +294,7 @@ export function gangConformance(storeOf: () => Store): void {
       const a = (await apply([{ stageId: j.stages[0]!.id, machineId: machines[0]!, gpuIndices: [], ...MEMBER }])).applied[0]!;
       expect(a.gang).toBeUndefined();
       expect(a.number).toBe(a.token);
+      expect((await store.machineAssignments({ machineId: machines[0]! }))[0]!.gang).toBeUndefined();
       expect((await attemptOf(a.id)).gang).toBeUndefined();
     });
   });

@@ -47,7 +47,8 @@ export async function jobGet(db: Db | Trx, jobId: string, opts: { fresh?: boolea
   const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
   if (!job) return null;
   const stages = await db.selectFrom('stages').selectAll().where('job_id', '=', jobId).orderBy('position').execute();
-  const attemptRows = await db.selectFrom('attempts').selectAll().where('job_id', '=', jobId).orderBy('stage_id').orderBy('number').execute();
+  // A gang's members share a number: by token then, which is by rank.
+  const attemptRows = await db.selectFrom('attempts').selectAll().where('job_id', '=', jobId).orderBy('stage_id').orderBy('number').orderBy('token').execute();
   const attempts = await attemptsWithNames(db, attemptRows);
   // Manifests only where a stage committed: a job that has not got that far costs no read.
   const files = stages.some((s) => s.output_attempt_id !== null)

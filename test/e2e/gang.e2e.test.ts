@@ -8,13 +8,14 @@ import { api, gantryUpForSuite, isTerminal, jobOf, sharedDir, until } from '../s
  * three machines of one declared GPU each: the members meet at the rendezvous (a TCP barrier
  * written for the test: rank 0 listens on MASTER_ADDR:MASTER_PORT, every other rank connects, and
  * rank 0 tells each how many it saw), so the gang succeeds only if every member ran at once and was
- * given the same master; and one member failing ends the others at once (they would sleep a
- * minute), the attempt charged once, and the gang's retry succeeds.
+ * given the same master; one member failing ends the others at once (they would sleep a minute),
+ * the attempt charged once, and the gang's retry succeeds; two gangs that each need 3 of the 4
+ * machines, submitted together, both finish (no deadlock); a cancel kills every member.
  */
-describe('a gang of 3 on 3 machines', () => {
+describe('gangs of 3 on 4 machines', () => {
   const g = gantryUpForSuite({
-    cluster: 'machines:\n' + ['n1', 'n2', 'n3'].map((n) => `  - { name: ${n}, cpu: 2, memory: 2Gi, gpus: { type: h100, count: 1 } }\n`).join(''),
-    machines: 3,
+    cluster: 'machines:\n' + ['n1', 'n2', 'n3', 'n4'].map((n) => `  - { name: ${n}, cpu: 2, memory: 2Gi, gpus: { type: h100, count: 1 } }\n`).join(''),
+    machines: 4,
   });
   const dir = sharedDir('gantry-gang-');
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,7 +62,9 @@ describe('a gang of 3 on 3 machines', () => {
       },
     ],
   });
-  type Attempt = { number: number; machine: string; state: string; reason: string | null };
+  type Attempt = { number: number; machine: string; state: string; reason: string | null; releasedAt?: number | null };
+  /** Each attempt number's machines: three distinct ones per attempt. */
+  const distinctMachines = (attempts: Attempt[], n: number) => new Set(attempts.filter((a) => a.number === n).map((a) => a.machine)).size;
   const envOf = (rank: number) =>
     Object.fromEntries(
       readFileSync(join(dir, `rank-${rank}.env`), 'utf8')
@@ -75,11 +78,12 @@ describe('a gang of 3 on 3 machines', () => {
     const j = await until('the gang to end', () => jobOf(g().url, id), isTerminal, 60_000);
     expect(j.state, JSON.stringify(j.stages[0])).toBe('succeeded');
     const attempts = j.stages[0].attempts as Attempt[];
-    expect(attempts.map((a) => [a.number, a.machine, a.state])).toEqual([
-      [1, 'n1', 'succeeded'],
-      [1, 'n2', 'succeeded'],
-      [1, 'n3', 'succeeded'],
+    expect(attempts.map((a) => [a.number, a.state])).toEqual([
+      [1, 'succeeded'],
+      [1, 'succeeded'],
+      [1, 'succeeded'],
     ]);
+    expect(distinctMachines(attempts, 1)).toBe(3);
     const envs = [0, 1, 2].map(envOf);
     for (const [rank, env] of envs.entries()) {
       expect(env).toMatchObject({
@@ -108,13 +112,43 @@ describe('a gang of 3 on 3 machines', () => {
     expect(j.stages[0].attemptsUsed).toBe(1);
     const attempts = j.stages[0].attempts as Attempt[];
     const ended = 'gang member rank 1 failed (exit code 7): ending ranks 0, 2';
-    expect(attempts.map((a) => [a.number, a.machine, a.state, a.reason])).toEqual([
-      [1, 'n1', 'canceled', ended],
-      [1, 'n2', 'failed', null],
-      [1, 'n3', 'canceled', ended],
-      [2, 'n1', 'succeeded', null],
-      [2, 'n2', 'succeeded', null],
-      [2, 'n3', 'succeeded', null],
+    expect(attempts.map((a) => [a.number, a.state, a.reason])).toEqual([
+      [1, 'canceled', ended],
+      [1, 'failed', null],
+      [1, 'canceled', ended],
+      [2, 'succeeded', null],
+      [2, 'succeeded', null],
+      [2, 'succeeded', null],
     ]);
+    expect([distinctMachines(attempts, 1), distinctMachines(attempts, 2)]).toEqual([3, 3]);
+  });
+
+  it('two gangs that each need 3 of the 4 machines, submitted together, both finish', async () => {
+    const ids = [await post(gang('a', ['sleep', '2'])), await post(gang('b', ['sleep', '2']))];
+    for (const id of ids) {
+      const j = await until('both gangs to end', () => jobOf(g().url, id), isTerminal, 60_000);
+      expect(j.state, JSON.stringify(j.stages[0])).toBe('succeeded');
+      expect(distinctMachines(j.stages[0].attempts as Attempt[], 1)).toBe(3);
+    }
+  });
+
+  it('a cancel kills every member', async () => {
+    const id = await post(gang('long', ['sleep', '60']));
+    await until(
+      'every member running',
+      () => jobOf(g().url, id),
+      (j) => (j.stages[0].attempts as Attempt[]).filter((a) => a.state === 'running').length === 3,
+      30_000,
+    );
+    const r = await api(g().url, `/v1/jobs/${id}/cancel`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    // Released: each member's agent killed its process and stopped listing it (well before its minute).
+    const j = await until(
+      'every member killed',
+      () => jobOf(g().url, id),
+      (j) => (j.stages[0].attempts as Attempt[]).every((a) => a.state === 'canceled' && a.releasedAt),
+      30_000,
+    );
+    expect(j.state).toBe('canceled');
   });
 });

@@ -18,8 +18,6 @@ import {
 } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { templateMachine, type PoolTemplate } from '../autoscale/pool-template.js';
-import { gangSizeOf } from '../domain/resources.js';
-import { GANGS_NOT_APPLIED } from '../scheduler/plan-placements.js';
 import { neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { TeamLedger } from '../scheduler/team-ledger.js';
@@ -193,11 +191,8 @@ async function placementWarnings(
   const warnings = definitions.map((d) =>
     d.stages.flatMap((st) => {
       const need = stageNeed(st);
-      // A gang is planned, not yet run (docs/gangs.md): said at once, not after a wait for good.
-      const why =
-        (gangSizeOf(st.resources) > 1 ? GANGS_NOT_APPLIED : null) ??
-        neverPlaceable(need, machines, pools.length > 0) ??
-        (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines));
+      // A gang is judged by one member's fit here, not yet by the gang's rule (docs/gangs.md, "Left to wire").
+      const why = neverPlaceable(need, machines, pools.length > 0) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines));
       return why ? [{ stage: st.name, message: why }] : [];
     }),
   );

@@ -16,7 +16,7 @@ export const AttemptState = {
   lost: 'lost',
   /** Stopped to make room for higher-priority work. Terminal. */
   preempted: 'preempted',
-  /** Its job was canceled. Terminal. */
+  /** Its job was canceled, or a member of its gang ended (docs/gangs.md). Terminal. */
   canceled: 'canceled',
 } as const;
 export type AttemptState = (typeof AttemptState)[keyof typeof AttemptState];

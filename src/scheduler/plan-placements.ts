@@ -29,9 +29,9 @@ export interface PlanOptions {
   /** FGD's target workload; default: the snapshot's (snapshotWorkload: queued stages and active attempts). */
   targetWorkload?: TargetWorkload;
   /**
-   * The caller applies a gang's placement whole, every member (docs/gangs.md). Until the store and
-   * the agents do, a gang is not planned at all: applied as rank 0 alone it would run one member of
-   * a distributed run. Without it a gang waits, with that as its reason, and holds nothing.
+   * The caller applies a gang's placement whole, every member (docs/gangs.md): the server's
+   * scheduler pass does. A caller that does not plans no gang: applied as rank 0 alone it would run
+   * one member of a distributed run. Without it a gang waits, with that as its reason, and holds nothing.
    */
   gangs?: boolean;
   /**

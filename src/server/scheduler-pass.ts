@@ -78,6 +78,7 @@ async function placeHolds(store: PlacementSource, clock: Clock, opts: SchedulerP
       };
       const plan = planPlacements(snapshot, {
         maxPlacements: opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS,
+        gangs: true,
         ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
         ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
       });
@@ -126,6 +127,9 @@ async function fullPass(store: PlacementSource, clock: Clock, opts: SchedulerPas
   };
   const planOptions = {
     maxPlacements,
+    // The store applies a gang whole and ends it as one, and its members get the rendezvous
+    // (docs/gangs.md, "Gangs in the store").
+    gangs: true,
     ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
     ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
   };

@@ -83,6 +83,8 @@ export interface AttemptRecord {
   cpuSeconds: number | null;
   /** Its log past the head cap (0023): null, the head never filled it; else the bytes dropped between its head and its tail. */
   logCutBytes: number | null;
+  /** A gang's member (0026, docs/gangs.md): rank 0's attempt id, its rank, the gang's size. Absent on any other attempt. */
+  gang?: { id: string; rank: number; size: number };
 }
 
 /** What an attempt used, measured by its agent from its cgroup when it ended; null where it could not say. */
@@ -228,6 +230,16 @@ export interface Assignment {
   inputs: { stage: string; attemptId: string; files: OutputFile[] }[];
   /** What its agent's containment applies (docs/containment.md): the wire's AttemptLimitsWire. */
   limits: AttemptLimits;
+  /** A gang's member (docs/gangs.md, "Rendezvous"): its rank, the gang's size, where rank 0 listens. Absent: not a gang. */
+  gang?: GangRendezvous;
+}
+
+/** Where a gang's members meet: rank 0's machine's address and a port derived from the gang (not reserved). */
+export interface GangRendezvous {
+  rank: number;
+  size: number;
+  masterAddr: string;
+  masterPort: number;
 }
 
 /** An attempt's request and limits as its agent applies them: the stage's resources, its limits (null: none beyond the request) and whether it asked for the network. */

@@ -147,6 +147,10 @@ export interface AttemptsTable {
   cpu_seconds: number | null;
   /** Its log past the head cap (0023): null, the head never filled it; else the bytes dropped between the head and the tail (0 until the tail comes). */
   log_cut_bytes: number | null;
+  /** A gang's member (0026, docs/gangs.md): rank 0's attempt id (the stage's current attempt), its rank and the gang's size; null on any other attempt. */
+  gang_id: string | null;
+  gang_rank: number | null;
+  gang_size: number | null;
 }
 
 export interface MachinesTable {

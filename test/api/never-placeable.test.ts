@@ -33,14 +33,6 @@ describe('submit: never-placeable stages', () => {
     expect(r.json().warnings).toBeUndefined();
   });
 
-  it('a gang stage (resources.machines 2 or more) is said not run by this server yet, even before machines join; --strict refuses it', async () => {
-    const gang = { resources: { machines: 2, gpu: { count: 1, type: 'h100' } } };
-    const r = await post('/v1/jobs', job('gang', [gang]));
-    expect(r.statusCode).toBe(201);
-    expect(r.json().warnings).toEqual([{ stage: 's0', message: 'gang stages (resources.machines 2 or more) are not run by this server yet' }]);
-    expect((await post('/v1/jobs?strict=true', job('gang-strict', [gang]))).statusCode).toBe(400);
-  });
-
   it('warns, naming the stage and why; accepts the job; --strict refuses it and writes nothing', async () => {
     await registerMachine(cp.store, cpuMachine('cpu-1', { cpuMillis: 8000 }));
     await registerMachine(cp.store, gpuMachine('gpu-1', 2, 'h100'));
@@ -81,6 +73,16 @@ describe('submit: never-placeable stages', () => {
     expect(strict.statusCode).toBe(400);
     expect(strict.json().issues.map((i: { path: string }) => i.path)).toEqual(['/jobs/1/stages/1']);
     expect(await jobs()).toBe(before);
+  });
+
+  it('a gang stage (resources.machines 2 or more) is run now: judged by one member, no warning where a member fits', async () => {
+    await registerMachine(cp.store, gpuMachine('gpu-gang', 2, 'h100'));
+    const fits = await post('/v1/jobs?strict=true', job('gang', [{ resources: { machines: 2, gpu: { count: 1, type: 'h100' } } }]));
+    expect(fits.statusCode).toBe(201);
+    expect(fits.json().warnings).toBeUndefined();
+    const never = await post('/v1/jobs', job('gang-big', [{ resources: { machines: 2, gpu: { count: 4, type: 'h100' } } }]));
+    expect(never.statusCode).toBe(201);
+    expect(never.json().warnings).toEqual([{ stage: 's0', message: expect.stringContaining('4') }]);
   });
 });
 

@@ -6,7 +6,7 @@
  * a GPU mask (CUDA_VISIBLE_DEVICES, and the MPS bounds of a share) are not inherited, so a stage
  * never sees another attempt's identity, GPUs or share.
  */
-import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
+import type { AssignmentWire, GangWire } from '../../api/contract/agent-protocol.js';
 import type { AttemptUser } from '../contain/attempt-users.js';
 
 /**
@@ -34,7 +34,29 @@ export function attemptOwnEnv(
     GANTRY_INPUT_DIR: dirs.input,
     ...(dirs.checkpoint ? { GANTRY_CHECKPOINT_DIR: dirs.checkpoint } : {}),
     ...(dirs.progress ? { GANTRY_PROGRESS_FILE: dirs.progress } : {}),
+    ...(a.gang ? gangEnv(a.gang) : {}),
     ...gpuEnv,
+  };
+}
+
+/**
+ * A gang's member (docs/gangs.md, "Rendezvous"): Gantry's names, and those torchrun and
+ * torch.distributed read. A member is one process per machine: WORLD_SIZE counts members, RANK and
+ * NODE_RANK are its rank, LOCAL_WORLD_SIZE is 1 (torchrun, run as the member's command, sets these
+ * anew for the workers it starts, from its own --nproc-per-node).
+ */
+function gangEnv(g: GangWire): Record<string, string> {
+  return {
+    GANTRY_GANG_SIZE: String(g.size),
+    GANTRY_GANG_RANK: String(g.rank),
+    GANTRY_GANG_MASTER_ADDR: g.masterAddr,
+    GANTRY_GANG_MASTER_PORT: String(g.masterPort),
+    MASTER_ADDR: g.masterAddr,
+    MASTER_PORT: String(g.masterPort),
+    WORLD_SIZE: String(g.size),
+    RANK: String(g.rank),
+    NODE_RANK: String(g.rank),
+    LOCAL_WORLD_SIZE: '1',
   };
 }
 

@@ -123,6 +123,18 @@ export const GpuShareWire = Type.Object(
 );
 export type GpuShareWire = Static<typeof GpuShareWire>;
 
+/** A gang's member (docs/gangs.md, "Rendezvous"): its rank, the gang's size, and where rank 0 listens (the port is not reserved). */
+export const GangWire = Type.Object(
+  {
+    rank: Type.Integer({ minimum: 0 }),
+    size: Type.Integer({ minimum: 2 }),
+    masterAddr: Type.String({ minLength: 1 }),
+    masterPort: Type.Integer({ minimum: 1, maximum: 65535 }),
+  },
+  { additionalProperties: false },
+);
+export type GangWire = Static<typeof GangWire>;
+
 export const AssignmentWire = Type.Object({
   attemptId: Type.String(),
   token: Type.Integer(),
@@ -145,6 +157,9 @@ export const AssignmentWire = Type.Object({
    *  where the stage asked. The agent bounds it with MPS where it runs (`--gpu-sharing mps`), and
    *  only says so otherwise (docs/machines.md, "A share of a GPU"). Absent: whole GPUs. */
   gpuShare: Type.Optional(GpuShareWire),
+  /** A gang's member: the agent gives it the rendezvous variables (attempt-env.ts). Absent: not a
+   *  gang; an agent from before gangs ignores it, and its member runs without them. */
+  gang: Type.Optional(GangWire),
 });
 export type AssignmentWire = Static<typeof AssignmentWire>;
 

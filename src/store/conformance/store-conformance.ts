@@ -13,6 +13,7 @@ import { containmentConformance } from './containment-conformance.js';
 import { outputLimitsConformance } from './output-limits-conformance.js';
 import { gpuShareConformance } from './gpu-share-conformance.js';
 import { autoscaleConformance } from './autoscale-conformance.js';
+import { gangConformance } from './gang-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1022,5 +1023,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     outputLimitsConformance(() => store);
     gpuShareConformance(() => store);
     autoscaleConformance(() => store);
+    gangConformance(() => store);
   });
 }

@@ -11,6 +11,7 @@ import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import { DEFAULT_LOG_CAPS, hardLogBytes, logCutLine, sizeText, type LogCaps } from '../log-caps.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
+import { endGang, gangSuccess, rankText, stageAttemptId } from './gang-end.js';
 import { outputUsage, recordUpload, uploadedOutputs } from './output-verbs.js';
 import { overRoom, uploadRoom, type OutputPolicy, type UploadRoom } from '../../domain/output-limits.js';
 import { attemptsWithNames } from './job-verbs.js';
@@ -115,6 +116,9 @@ export const REPORTED_ATTEMPT_COLUMNS = [
   'stdout_bytes',
   'stderr_bytes',
   'log_cut_bytes',
+  'gang_id',
+  'gang_rank',
+  'gang_size',
 ] as const satisfies readonly (keyof AttemptsTable)[];
 export type ReportedAttempt = Pick<AttemptsTable, (typeof REPORTED_ATTEMPT_COLUMNS)[number]>;
 
@@ -158,7 +162,8 @@ export async function startLoaded(
   if ((await startAttempt.affected(tx.db, tx.now, p.pid, tx.now + p.leaseMs, a.id, p.token)) !== 1) {
     throw new StaleAttemptError(a.id, 'attempt changed while starting');
   }
-  await startStage.affected(tx.db, tx.now, a.stage_id, a.id);
+  // A gang's stage runs once any member does: its current attempt is rank 0's.
+  await startStage.affected(tx.db, tx.now, a.stage_id, stageAttemptId(a));
   const name = p.machineName ?? (await machineName.first(tx.db, a.machine_id))?.name;
   await tx.event({
     type: 'attempt:running',
@@ -166,7 +171,7 @@ export async function startLoaded(
     stageName: a.stage_name,
     attemptId: a.id,
     machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number} running on ${name ?? a.machine_id}`,
+    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} running on ${name ?? a.machine_id}`,
     data: { pid: p.pid },
   });
   await syncJobStateOnActivation(tx, a.job_id, 'running', p.jobState);
@@ -199,8 +204,10 @@ export async function completeLoaded(
     return { accepted: false, jobState: job.state };
   }
   fence(a, p.token);
-  // Only files this attempt uploaded, whole, can be committed (read only when it names some).
-  const files = succeeded && p.outputs.length ? await uploadedOutputs(tx, a.id, p.outputs) : [];
+  // Only files this attempt uploaded, whole, can be committed (read only when it names some); of a
+  // gang, only rank 0's are (docs/gangs.md): the other ranks' uploads are kept, not committed.
+  const commits = a.gang_id === null || Number(a.gang_rank) === 0;
+  const files = succeeded && commits && p.outputs.length ? await uploadedOutputs(tx, a.id, p.outputs) : [];
   const outputs = succeeded ? JSON.stringify(p.outputs) : null;
   const detail = p.end.detail;
   const changed = await completeAttempt.affected(
@@ -221,6 +228,9 @@ export async function completeLoaded(
   if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
   const outcome: AttemptOutcome = succeeded ? { kind: 'succeeded' } : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
   const what = succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`;
+  // A gang's member: a success waits for the other ranks; anything else ends them (gang-end.ts).
+  const gang = a.gang_id !== null && succeeded ? await gangSuccess(tx, a) : null;
+  const waiting = gang && !gang.complete ? `; waiting for rank${gang.waiting.length > 1 ? 's' : ''} ${gang.waiting.join(', ')}` : '';
   // The log is whole by now (the agent ships it, its tail included, before the outcome): its end's event says whether it was cut.
   const logCut = p.logBytes ? await markMissingLog(tx, a, p.logBytes) : await markNoTail(tx, a);
   await tx.event({
@@ -229,7 +239,7 @@ export async function completeLoaded(
     stageName: a.stage_name,
     attemptId: a.id,
     machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number} ${what}`,
+    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} ${what}${waiting}`,
     data: {
       exitCode: p.exitCode,
       signal: p.signal,
@@ -242,7 +252,20 @@ export async function completeLoaded(
     },
   });
   await tx.publish('capacity:freed', { machineId: a.machine_id });
-  const jobState = await applyOutcome(tx, { jobId: a.job_id, stageId: a.stage_id, attemptId: a.id, outcome, jitter: p.jitter, outputs: files });
+  if (a.gang_id !== null && !succeeded) await endGang(tx, a, what);
+  if (gang && !gang.complete) {
+    const job = await jobStateOf.first(tx.db, a.job_id);
+    if (!job) throw new NotFoundError('job', a.job_id);
+    return { accepted: true, jobState: job.state };
+  }
+  const jobState = await applyOutcome(tx, {
+    jobId: a.job_id,
+    stageId: a.stage_id,
+    attemptId: stageAttemptId(a),
+    outcome,
+    jitter: p.jitter,
+    outputs: gang?.complete ? gang.outputs : files,
+  });
   return { accepted: true, jobState };
 }
 
@@ -322,17 +345,19 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
     stageName: a.stage_name,
     attemptId: a.id,
     machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number} lost: ${reason}`,
+    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} lost: ${reason}`,
     // The end's kind, as an outcome's event carries it (attempt:failed): what a reader of the stream decides on.
     data: { end: AttemptEndKind.lost },
   });
   // Its resources stay held until the agent stops listing it (machineHeartbeat releases them and
   // says so then); the wake-up tells the agent to kill it.
   await tx.publish('machine:wake', { machineId: a.machine_id });
+  // A gang's member lost ends the gang: the other members stop, and the loss is charged once.
+  await endGang(tx, a, `lost: ${reason}`);
   await applyOutcome(tx, {
     jobId: a.job_id,
     stageId: a.stage_id,
-    attemptId: a.id,
+    attemptId: stageAttemptId(a),
     outcome: { kind: 'lost', reason, ...(charged ? {} : { charged: false }) },
     jitter,
   });

@@ -47,7 +47,8 @@ export async function jobGet(db: Db | Trx, jobId: string, opts: { fresh?: boolea
   const job = await db.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
   if (!job) return null;
   const stages = await db.selectFrom('stages').selectAll().where('job_id', '=', jobId).orderBy('position').execute();
-  const attemptRows = await db.selectFrom('attempts').selectAll().where('job_id', '=', jobId).orderBy('stage_id').orderBy('number').execute();
+  // A gang's members share a number: by token then, which is by rank.
+  const attemptRows = await db.selectFrom('attempts').selectAll().where('job_id', '=', jobId).orderBy('stage_id').orderBy('number').orderBy('token').execute();
   const attempts = await attemptsWithNames(db, attemptRows);
   // Manifests only where a stage committed: a job that has not got that far costs no read.
   const files = stages.some((s) => s.output_attempt_id !== null)
@@ -167,7 +168,12 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
 export async function stageLogs(db: Db, p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null> {
   const stage = await db.selectFrom('stages').select(['id']).where('job_id', '=', p.jobId).where('name', '=', p.stage).executeTakeFirst();
   if (!stage) return null;
-  let aq = db.selectFrom('attempts').select(['id', 'number']).where('stage_id', '=', stage.id);
+  // A gang's log is its rank 0's (docs/gangs.md): its members share the attempt's number.
+  let aq = db
+    .selectFrom('attempts')
+    .select(['id', 'number'])
+    .where('stage_id', '=', stage.id)
+    .where((eb) => eb.or([eb('gang_rank', 'is', null), eb('gang_rank', '=', 0)]));
   if (p.attempt !== undefined) aq = aq.where('number', '=', p.attempt);
   const attempts = await aq.orderBy('number').execute();
   if (attempts.length === 0) return [];

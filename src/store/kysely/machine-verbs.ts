@@ -11,6 +11,7 @@ import { loseAttempt, secretsOf } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
 import { autoscaleJoined } from './autoscale-joined.js';
+import { gangRendezvous } from './gang-rendezvous.js';
 import { prepared, preparedList } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
@@ -311,6 +312,9 @@ const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
       'attempts.gpu_indices as gpu_indices',
       'attempts.gpu_milli as gpu_milli',
       'attempts.gpu_memory_bytes as gpu_memory_bytes',
+      'attempts.gang_id as gang_id',
+      'attempts.gang_rank as gang_rank',
+      'attempts.gang_size as gang_size',
       'stages.definition as definition',
     ])
     .where('attempts.machine_id', '=', machineId)
@@ -348,6 +352,7 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
     if (!list) filesOf.set(f.stage_id, (list = []));
     list.push({ path: f.path, size: Number(f.size) });
   }
+  const gangs = await gangRendezvous(db, rows);
   return rows.map((r, i) => {
     const def = defs[i]!;
     const inputs: Assignment['inputs'] = upstream
@@ -374,6 +379,7 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       ...(def.preemptible ? { checkpoint: true } : {}),
       inputs,
       limits: attemptLimits(def, outputs),
+      ...(gangs.has(r.id) ? { gang: gangs.get(r.id)! } : {}),
     };
   });
 }

@@ -88,6 +88,8 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
     memoryPeakBytes: numOrNull(r.memory_peak_bytes),
     cpuSeconds: numOrNull(r.cpu_seconds),
     logCutBytes: numOrNull(r.log_cut_bytes),
+    // Rows read through a narrow select, or before 0026, have no gang columns: not a gang.
+    ...(r.gang_id !== undefined && r.gang_id !== null ? { gang: { id: r.gang_id, rank: num(r.gang_rank ?? 0), size: num(r.gang_size ?? 0) } } : {}),
   };
 }
 

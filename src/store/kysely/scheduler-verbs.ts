@@ -5,7 +5,8 @@ import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { newId } from '../../domain/ids.js';
 import { machineRefusal } from '../../scheduler/checks.js';
-import type { ClusterView, GpuView, MachineView, Plan, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
+import type { ClusterView, GangMember, GpuView, MachineView, Plan, PlannedPlacement, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
+import { placementMembers } from '../../scheduler/placement-members.js';
 import type { AttemptRecord, GpuHeld, MachineGpu } from '../records.js';
 import { GPU_MILLI_WHOLE } from '../../domain/resources.js';
 import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
@@ -15,6 +16,7 @@ import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
 import { syncJobStateOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
 import { endActiveAttempt } from './attempt-verbs.js';
+import { endGang, rankText, stageAttemptId } from './gang-end.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
 import { execute, prepared, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
@@ -65,6 +67,9 @@ const ATTEMPT_COLUMNS = [
   'log_bytes',
   'stdout_bytes',
   'stderr_bytes',
+  'gang_id',
+  'gang_rank',
+  'gang_size',
 ] as const satisfies readonly (keyof AttemptsTable)[];
 // The row is typed where it is built; its values travel as a list in ATTEMPT_COLUMNS' order.
 const attemptValues = (r: AttemptsTable): unknown[] => ATTEMPT_COLUMNS.map((c) => r[c]);
@@ -233,16 +238,52 @@ export async function queueHeads(
   return queue;
 }
 
+/** A gang's next attempt number: one more than the stage's highest (its members share one; their tokens differ). */
+const highestNumber = prepared<[stageId: string]>()((db, [stageId]) =>
+  db
+    .selectFrom('attempts')
+    .select((eb) => eb.fn.max('number').as('n'))
+    .where('stage_id', '=', stageId),
+);
+
+/** One member's part of a placement: its machine and GPUs, with the request every member makes. */
+function memberPlacement(pl: PlannedPlacement, mem: GangMember): PlannedPlacement {
+  const { members: _members, ...one } = pl;
+  return { ...one, machineId: mem.machineId, gpuIndices: mem.gpuIndices };
+}
+
+/**
+ * Why a placement cannot be applied as it stands (null: it can), for every member of a gang: a
+ * gang is applied whole or not at all, so one member's machine gone or full skips it all.
+ */
+function placementProblem(pl: PlannedPlacement, members: readonly GangMember[], byId: Map<string, MachineView>): string | null {
+  const gang = members.length > 1;
+  const seen = new Set<string>();
+  for (const mem of members) {
+    const m = byId.get(mem.machineId);
+    const who = gang ? `gang member rank ${mem.rank}${m ? ` on ${m.name}` : ''}: ` : '';
+    if (!m || machineRefusal(m) !== null) return `${who}machine no longer takes work`;
+    // Members never share a machine (the planner's rule): a plan that says otherwise is refused, not half-checked.
+    if (seen.has(m.id)) return `${who}another member is placed on the same machine`;
+    seen.add(m.id);
+    // The same fit rule the planner used (shares of a GPU included), against what the machine holds now.
+    if (allocationProblem(m, memberPlacement(pl, mem)) !== null) return `${who}machine no longer has room`;
+  }
+  return null;
+}
+
 /**
  * Applies the scheduler's plan, re-checking every placement against the state as it is now
  * (Nomad's plan applier does the same): the stage must still be ready and the machine ready and
  * eligible, with the room and the very GPU devices the plan named. The stage's fencing token grows by one and
- * becomes the new attempt's token.
+ * becomes the new attempt's token. A gang's placement (docs/gangs.md, "Gangs in the store") is
+ * checked member by member and written whole or skipped whole: one attempt row per member, linked
+ * by rank 0's id; the stage's token grows by the gang's size, each member taking its own.
  */
 export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number; jitter?: number }): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
   const applied: AttemptRecord[] = [];
-  const machineIds = [...new Set(p.plan.placements.map((x) => x.machineId))];
+  const machineIds = [...new Set(p.plan.placements.flatMap((x) => placementMembers(x).map((mem) => mem.machineId)))];
   const usage = await machineUsage(tx.db, machineIds);
   const machines = await machinesById.rows(tx.db, machineIds);
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));
@@ -254,14 +295,10 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const stageIds = p.plan.placements.map((x) => x.stageId);
   const stages = new Map((await stagesToPlace.rows(tx.db, stageIds)).map((r) => [r.id, r]));
   for (const pl of p.plan.placements) {
-    const m = byId.get(pl.machineId);
-    if (!m || machineRefusal(m) !== null) {
-      skipped.push({ stageId: pl.stageId, why: 'machine no longer takes work' });
-      continue;
-    }
-    // The same fit rule the planner used (shares of a GPU included), against what the machine holds now.
-    if (allocationProblem(m, pl) !== null) {
-      skipped.push({ stageId: pl.stageId, why: 'machine no longer has room' });
+    const members = placementMembers(pl);
+    const problem = placementProblem(pl, members, byId);
+    if (problem !== null) {
+      skipped.push({ stageId: pl.stageId, why: problem });
       continue;
     }
     const stage = stages.get(pl.stageId);
@@ -269,76 +306,89 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       skipped.push({ stageId: pl.stageId, why: 'stage no longer ready' });
       continue;
     }
-    const token = Number(stage.token) + 1;
-    const attemptId = newId('att', tx.now);
-    if ((await placeStage.affected(tx.db, token, attemptId, tx.now, stage.id, token - 1)) !== 1) {
+    const size = members.length;
+    const gang = size > 1;
+    const base = Number(stage.token) + 1;
+    const ids = members.map(() => newId('att', tx.now));
+    const gangId = gang ? ids[0]! : null;
+    if ((await placeStage.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
-    const gpuType = m.gpus.find((g) => g.index === pl.gpuIndices[0])?.type ?? null;
-    const row: AttemptsTable = {
-      id: attemptId,
-      stage_id: stage.id,
-      job_id: stage.job_id,
-      stage_name: stage.name,
-      number: token,
-      token,
-      machine_id: m.id,
-      gpu_indices: JSON.stringify(pl.gpuIndices),
-      gpu_type: gpuType,
-      gpu_milli: pl.gpuIndices.length ? (pl.gpuMilli ?? GPU_MILLI_WHOLE) : GPU_MILLI_WHOLE,
-      gpu_memory_bytes: pl.gpuIndices.length ? (pl.gpuMemoryBytes ?? null) : null,
-      cpu_millis: pl.cpuMillis,
-      memory_bytes: pl.memoryBytes,
-      state: 'scheduled',
-      exit_code: null,
-      signal: null,
-      reason: null,
-      end_kind: null,
-      pid: null,
-      outputs: null,
-      // Until the agent acknowledges, the lease is the acknowledgement deadline's business.
-      lease_expires_at: tx.now + p.leaseMs,
-      scheduled_at: tx.now,
-      started_at: null,
-      finished_at: null,
-      released_at: null,
-      log_bytes: 0,
-      stdout_bytes: 0,
-      stderr_bytes: 0,
-      progress: null,
-      progress_message: null,
-      progress_at: null,
-      memory_peak_bytes: null,
-      cpu_seconds: null,
-      log_cut_bytes: null,
-    };
-    await insertAttempt.run(tx.db, ...attemptValues(row));
-    applied.push(toAttempt(row, m.name));
-    takeAllocation(m, pl);
+    const number = gang ? Number((await highestNumber.first(tx.db, stage.id))?.n ?? 0) + 1 : base;
+    for (const [i, mem] of members.entries()) {
+      const m = byId.get(mem.machineId)!;
+      const one = memberPlacement(pl, mem);
+      const token = base + i;
+      const gpuType = m.gpus.find((g) => g.index === one.gpuIndices[0])?.type ?? null;
+      const row: AttemptsTable = {
+        id: ids[i]!,
+        stage_id: stage.id,
+        job_id: stage.job_id,
+        stage_name: stage.name,
+        number,
+        token,
+        machine_id: m.id,
+        gpu_indices: JSON.stringify(one.gpuIndices),
+        gpu_type: gpuType,
+        gpu_milli: one.gpuIndices.length ? (one.gpuMilli ?? GPU_MILLI_WHOLE) : GPU_MILLI_WHOLE,
+        gpu_memory_bytes: one.gpuIndices.length ? (one.gpuMemoryBytes ?? null) : null,
+        cpu_millis: one.cpuMillis,
+        memory_bytes: one.memoryBytes,
+        state: 'scheduled',
+        exit_code: null,
+        signal: null,
+        reason: null,
+        end_kind: null,
+        pid: null,
+        outputs: null,
+        // Until the agent acknowledges, the lease is the acknowledgement deadline's business.
+        lease_expires_at: tx.now + p.leaseMs,
+        scheduled_at: tx.now,
+        started_at: null,
+        finished_at: null,
+        released_at: null,
+        log_bytes: 0,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        progress: null,
+        progress_message: null,
+        progress_at: null,
+        memory_peak_bytes: null,
+        cpu_seconds: null,
+        log_cut_bytes: null,
+        gang_id: gangId,
+        gang_rank: gang ? mem.rank : null,
+        gang_size: gang ? size : null,
+      };
+      await insertAttempt.run(tx.db, ...attemptValues(row));
+      applied.push(toAttempt(row, m.name));
+      takeAllocation(m, one);
+      wake.add(m.id);
+      const share = one.gpuIndices.length === 1 && one.gpuMilli !== undefined && one.gpuMilli < GPU_MILLI_WHOLE;
+      const gpuText = share
+        ? ` with ${one.gpuMilli! / GPU_MILLI_WHOLE} of ${gpuType} GPU ${one.gpuIndices[0]}`
+        : one.gpuIndices.length
+          ? ` with ${gpuType} GPU(s) ${one.gpuIndices.join(',')}`
+          : '';
+      await tx.event({
+        type: 'attempt:scheduled',
+        jobId: stage.job_id,
+        stageName: stage.name,
+        attemptId: row.id,
+        machineId: m.id,
+        message: `stage ${stage.name} attempt ${number}${rankText(row)} placed on ${m.name}${gpuText}`,
+        data: {
+          machine: m.name,
+          gpus: one.gpuIndices,
+          ...(share ? { gpuMilli: one.gpuMilli } : {}),
+          ...(gang ? { gang: { id: gangId, rank: mem.rank, size } } : {}),
+          waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
+          pool: stage.pool,
+        },
+      });
+    }
     jobsTouched.add(stage.job_id);
-    wake.add(m.id);
-    const share = pl.gpuIndices.length === 1 && pl.gpuMilli !== undefined && pl.gpuMilli < GPU_MILLI_WHOLE;
-    const gpuText = share
-      ? ` with ${pl.gpuMilli! / GPU_MILLI_WHOLE} of ${gpuType} GPU ${pl.gpuIndices[0]}`
-      : pl.gpuIndices.length
-        ? ` with ${gpuType} GPU(s) ${pl.gpuIndices.join(',')}`
-        : '';
-    await tx.event({
-      type: 'attempt:scheduled',
-      jobId: stage.job_id,
-      stageName: stage.name,
-      attemptId,
-      machineId: m.id,
-      message: `stage ${stage.name} attempt ${token} placed on ${m.name}${gpuText}`,
-      data: {
-        machine: m.name,
-        gpus: pl.gpuIndices,
-        ...(share ? { gpuMilli: pl.gpuMilli } : {}),
-        waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
-        pool: stage.pool,
-      },
-    });
   }
   // The jobs' states as read with their stages: placing writes stages and attempts, never a job's row.
   const jobStates = new Map([...stages.values()].map((r) => [r.job_id, r.job_state]));
@@ -371,14 +421,16 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     stageName: a.stage_name,
     attemptId: a.id,
     machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number} ${reason}; ${graceMs / 1000} s to checkpoint`,
+    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} ${reason}; ${graceMs / 1000} s to checkpoint`,
     data: { graceMs, end: AttemptEndKind.preempted },
   });
   await tx.publish('machine:wake', { machineId: a.machine_id });
+  // A gang's member preempted ends the gang (none is chosen as a victim yet: docs/gangs.md).
+  await endGang(tx, a, 'preempted');
   await applyOutcome(tx, {
     jobId: a.job_id,
     stageId: a.stage_id,
-    attemptId: a.id,
+    attemptId: stageAttemptId(a),
     outcome: { kind: 'preempted', reason, notBefore: tx.now + graceMs },
     jitter,
   });

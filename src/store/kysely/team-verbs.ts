@@ -114,7 +114,10 @@ const preemptable = prepared<[]>()((db) =>
       'jobs.team',
     ])
     .where('attempts.released_at', 'is', null)
-    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)])),
+    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)]))
+    // A gang's members are no victims (docs/gangs.md, "Preemption": one would end all N for one
+    // machine's room); once ended and still held, they are room that is leaving, as any attempt.
+    .where((eb) => eb.or([eb('attempts.gang_id', 'is', null), eb('attempts.state', 'not in', activeAttemptStates)])),
 );
 
 /**

@@ -1,0 +1,87 @@
+import { AttemptEndKind } from '../../domain/attempt-end.js';
+import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
+import type { CommittedOutput, OutputFile } from '../records.js';
+import type { AttemptsTable } from '../schema.js';
+import { uploadedOutputs } from './output-verbs.js';
+import { prepared } from './prepared-query.js';
+import type { TxContext } from './tx-context.js';
+
+/**
+ * One attempt is the whole gang (issue 31, docs/gangs.md "Gangs in the store"): a gang's attempt is
+ * a row per member, and the stage moves only on its current attempt, rank 0's. Every way a member
+ * ends comes through here, so that the gang ends as one and its stage is charged once.
+ */
+
+/** What of a member these rules read: any attempt row, or a report's narrow read of one. */
+export type GangMemberRow = Pick<AttemptsTable, 'id' | 'job_id' | 'stage_name' | 'number' | 'gang_id' | 'gang_rank' | 'gang_size'>;
+
+/** The attempt whose end moves the stage: a gang's rank 0 (the stage's current attempt), else the attempt itself. */
+export function stageAttemptId(a: Pick<AttemptsTable, 'id' | 'gang_id'>): string {
+  return a.gang_id ?? a.id;
+}
+
+/** " rank 2 of 4" in an event's message about a gang's member; nothing for any other attempt. */
+export function rankText(a: Pick<AttemptsTable, 'gang_rank' | 'gang_size'>): string {
+  return a.gang_rank === null || a.gang_size === null ? '' : ` rank ${a.gang_rank} of ${a.gang_size}`;
+}
+
+/** A gang's members, by rank (the partial index attempts_gang holds gang rows only). */
+const membersOf = prepared<[gangId: string]>()((db, [gangId]) =>
+  db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'gang_rank', 'outputs']).where('gang_id', '=', gangId).orderBy('gang_rank'),
+);
+const cancelMember = prepared<[reason: string, at: number, id: string, token: number]>()((db, [reason, at, id, token]) =>
+  db
+    .updateTable('attempts')
+    // As a cancel ends an attempt: killed by the control plane, which its agent hears as a kill.
+    .set({ state: 'canceled', reason, end_kind: AttemptEndKind.killed, finished_at: at, lease_expires_at: null })
+    .where('id', '=', id)
+    .where('token', '=', token)
+    .where('state', 'in', activeAttemptStates),
+);
+
+/**
+ * A member ended other than by success (`what`: "failed (exit code 1)", "lost: machine m3 lost",
+ * "preempted"): every other member still active is ended in the same transaction, canceled with
+ * the reason "gang member rank 2 failed: ending ranks 0, 1", and its machine woken, so its agent
+ * finds it on the next heartbeat's kill list. Members that already succeeded keep their success.
+ * The caller then applies the stage's outcome once, for `stageAttemptId(a)`. Nothing for an attempt
+ * that is not a gang's.
+ */
+export async function endGang(tx: TxContext, a: GangMemberRow, what: string): Promise<void> {
+  if (a.gang_id === null) return;
+  const peers = (await membersOf.rows(tx.db, a.gang_id)).filter((m) => m.id !== a.id && isAttemptActive(m.state));
+  if (peers.length === 0) return;
+  const ranks = peers.map((m) => Number(m.gang_rank));
+  const reason = `gang member rank ${a.gang_rank} ${what}: ending rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`;
+  for (const m of peers) {
+    if ((await cancelMember.affected(tx.db, reason, tx.now, m.id, Number(m.token))) !== 1) continue;
+    await tx.event({
+      type: 'attempt:canceled',
+      jobId: a.job_id,
+      stageName: a.stage_name,
+      attemptId: m.id,
+      machineId: m.machine_id,
+      message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} canceled: ${reason}`,
+      data: { end: AttemptEndKind.killed, gang: { id: a.gang_id, rank: Number(m.gang_rank), endedBy: Number(a.gang_rank) } },
+    });
+    await tx.publish('machine:wake', { machineId: m.machine_id });
+  }
+}
+
+/**
+ * A member succeeded (its row already written so): whether the gang is complete, every member
+ * succeeded, and then the files to commit, rank 0's (whichever member finished last); otherwise
+ * the ranks still running, and the stage does not move yet.
+ */
+export async function gangSuccess(
+  tx: TxContext,
+  a: GangMemberRow,
+): Promise<{ complete: true; outputs: CommittedOutput[] } | { complete: false; waiting: number[] }> {
+  const members = await membersOf.rows(tx.db, a.gang_id!);
+  const waiting = members.filter((m) => m.state !== 'succeeded').map((m) => Number(m.gang_rank));
+  if (waiting.length) return { complete: false, waiting };
+  const rank0 = members.find((m) => Number(m.gang_rank) === 0);
+  const named = rank0?.outputs ? (JSON.parse(rank0.outputs) as OutputFile[]) : [];
+  // Checked whole when rank 0 reported them (completeLoaded): read again here to commit them.
+  return { complete: true, outputs: named.length ? await uploadedOutputs(tx, rank0!.id, named) : [] };
+}

@@ -42,8 +42,12 @@ export interface PlanOptions {
   gangReservations?: boolean;
 }
 
-/** Why a gang waits where the caller cannot apply gangs (PlanOptions.gangs). */
-export const GANGS_NOT_APPLIED = 'gang stages (resources.machines 2 or more) are not run by this server yet';
+/**
+ * Why a gang waits where the caller does not plan gangs (PlanOptions.gangs): the server's pass
+ * does; the autoscaler's simulation does not yet (it counts one machine per placement), and this
+ * is its word on a gang (docs/gangs.md, "Left to wire").
+ */
+export const GANGS_NOT_APPLIED = 'gang stages (resources.machines 2 or more) start no autoscaled machine yet';
 
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 

@@ -1,5 +1,4 @@
-import { pendingReasonNow } from '../scheduler/pending-reason.js';
-import { stageNeed } from '../scheduler/checks.js';
+import { stageReasonNow } from '../scheduler/stage-reason-now.js';
 import type { JobDetail } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { quotaReasons } from './quota-reasons.js';
@@ -16,6 +15,6 @@ export async function withLivePendingReasons(store: Store, job: JobDetail, now: 
   const { machines } = await store.clusterView();
   // A team at its quota waits on that first, whatever room the machines have.
   const quota = await quotaReasons(store, job.team, waiting, machines);
-  const reasons = new Map(waiting.map((s) => [s.id, quota.get(s.id) ?? pendingReasonNow(stageNeed(s.definition), machines)]));
+  const reasons = new Map(waiting.map((s) => [s.id, quota.get(s.id) ?? stageReasonNow(s.definition, machines)]));
   return { ...job, stages: job.stages.map((s) => (reasons.get(s.id) ? { ...s, pendingReason: reasons.get(s.id)! } : s)) };
 }

@@ -3,7 +3,7 @@ import { Topic } from '../domain/topic.js';
 import type { LogChunk } from '../store/records.js';
 import type { ApiContext } from './api-context.js';
 import type { LogChunkView } from './contract/job-view.js';
-import { logFollowState, type LogFollowEnd } from './contract/log-follow.js';
+import { rankFollowState, type LogFollowEnd } from './contract/log-follow.js';
 
 /** Chunks read per query; a stream sends them as it reads them. */
 const PAGE = 1000;
@@ -13,7 +13,14 @@ const READ_EVERY_MS = 2000;
 const MIN_GAP_MS = 100;
 
 export function logChunkView(c: LogChunk): LogChunkView {
-  return { id: c.id, attemptNumber: c.attemptNumber, stream: c.stream === 'stderr' ? 'stderr' : 'stdout', at: c.at, data: c.data };
+  return {
+    id: c.id,
+    attemptNumber: c.attemptNumber,
+    ...(c.rank !== undefined ? { rank: c.rank } : {}),
+    stream: c.stream === 'stderr' ? 'stderr' : 'stdout',
+    at: c.at,
+    data: c.data,
+  };
 }
 
 /**
@@ -30,13 +37,14 @@ export function logChunkView(c: LogChunk): LogChunkView {
 export async function streamLog(
   ctx: ApiContext,
   reply: FastifyReply,
-  p: { jobId: string; stage: string; attempt?: number; after?: number },
+  p: { jobId: string; stage: string; attempt?: number; rank?: number | 'all'; after?: number },
 ): Promise<FastifyReply> {
   const { store, bus } = ctx;
   const sse = reply.sse;
   const resume = sse.lastEventId !== null && /^\d+$/.test(sse.lastEventId) ? Number(sse.lastEventId) : undefined;
   let after = resume ?? p.after;
-  let attemptId: string | null = null;
+  // The attempts followed: one, or a gang's members with rank=all (any one's log wakes a read).
+  let attemptIds = new Set<string>();
   // Woken since the last read; `urgent`: by the followed attempt's own log (read at once).
   let pending = false;
   let urgent = false;
@@ -48,7 +56,7 @@ export async function streamLog(
   };
   const offs = [
     bus.subscribe(Topic.logsWritten, (m) => {
-      if (m.payload.attemptId === attemptId) woken(true);
+      if (attemptIds.has(m.payload.attemptId)) woken(true);
     }),
     bus.subscribe(Topic.eventsWritten, () => woken(false)),
     bus.subscribe(Topic.capacityFreed, () => woken(false)),
@@ -74,11 +82,11 @@ export async function streamLog(
       const stage = (await store.jobGet({ jobId: p.jobId }))?.stages.find((s) => s.name === p.stage);
       // The job was deleted while followed: its log is gone with it.
       if (!stage) break;
-      const state = logFollowState(stage, p.attempt);
-      attemptId = state.attempt?.id ?? null;
+      const state = rankFollowState(stage, p.attempt, p.rank ?? 0, (a) => a.gang?.rank ?? 0);
+      attemptIds = new Set(state.attempts.map((a) => a.id));
       if (state.attempt) {
         for (;;) {
-          const chunks = (await store.stageLogs({ jobId: p.jobId, stage: p.stage, attempt: p.attempt, afterId: after, limit: PAGE })) ?? [];
+          const chunks = (await store.stageLogs({ jobId: p.jobId, stage: p.stage, attempt: p.attempt, rank: p.rank, afterId: after, limit: PAGE })) ?? [];
           for (const c of chunks) {
             if (!open) break;
             await sse.send({ id: String(c.id), event: 'chunk', data: logChunkView(c) });

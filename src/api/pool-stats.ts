@@ -1,7 +1,7 @@
 import { machinePool } from '../domain/machine-pool.js';
 import { GPU_MILLI_WHOLE, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
-import { pendingReasonNow } from '../scheduler/pending-reason.js';
+import { stageReasonNow } from '../scheduler/stage-reason-now.js';
 import { TeamLedger, teamOf } from '../scheduler/team-ledger.js';
 import { waitReasonKind } from '../scheduler/wait-reason-kind.js';
 import type { MachineView } from '../scheduler/snapshot.js';
@@ -104,7 +104,7 @@ async function addReasons(
       const quota = shape.preemptible ? null : ledger.withinQuota(teamOf(shape), need, machines);
       // More than the team's whole quota is a wait of its own: no work of the team ending frees it.
       kind = quota?.blocked ? (quota.never ? 'quota-never' : 'quota') : waitReasonKind(need, machines);
-      message = quota?.blocked ?? pendingReasonNow(need, machines) ?? 'a machine has room now: the next scheduler pass places it';
+      message = quota?.blocked ?? stageReasonNow(shape, machines) ?? 'a machine has room now: the next scheduler pass places it';
     }
     const byKind = groups.get(q.pool) ?? new Map();
     groups.set(q.pool, byKind);

@@ -1,6 +1,8 @@
 import { NotFoundError } from '../domain/errors.js';
 import { explainPlacement } from '../scheduler/explain-placement.js';
 import { stageNeed } from '../scheduler/checks.js';
+import { gangNeedOf, gangPendingReasonNow } from '../scheduler/gang-placer.js';
+import type { AttemptRecord } from '../store/records.js';
 import type { ApiApp } from './api-app.js';
 import type { ApiContext } from './api-context.js';
 import type { Principal } from './auth/principal.js';
@@ -41,6 +43,9 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
         .map((u) => ({ stage: u.name, state: u.state }));
       const { machines } = await store.clusterView();
       const fit = explainPlacement(stageNeed(s.definition), machines);
+      // A gang's reason is what set of machines it lacks (docs/gangs.md); the funnel stays one member's.
+      const gang = gangNeedOf(s.definition);
+      const fitReason = gang ? gangPendingReasonNow(gang, machines) : fit.reason;
       const quota = s.state === 'ready' ? ((await quotaReasons(store, job.team, [s], machines)).get(s.id) ?? null) : null;
       const current = s.attempts.find((a) => a.id === s.currentAttemptId);
       const notBefore = s.notBefore;
@@ -53,11 +58,11 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
         s.state === 'ready'
           ? backingOff
             ? (s.pendingReason ?? `backing off until ${new Date(notBefore).toISOString()}`)
-            : (held ?? quota ?? fit.reason)
+            : (held ?? quota ?? fitReason)
           : s.state === 'pending'
             ? `waits for ${waitsFor.map((u) => `${u.stage} (${u.state})`).join(', ') || 'its upstream stages'}`
             : s.state === 'scheduled' || s.state === 'running'
-              ? `${s.state} on ${current?.machineName ?? 'a machine'} (attempt ${current?.number ?? '?'})`
+              ? `${s.state} on ${placedOn(s.attempts, current)} (attempt ${current?.number ?? '?'})`
               : `${s.state}${s.endReason ? `: ${s.endReason}` : ''}`;
       const open = s.state === 'ready' || s.state === 'pending';
       return {
@@ -71,9 +76,19 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
         queue: s.state === 'ready' ? await store.stageQueuePosition({ stageId: s.id }) : null,
         registered: fit.registered,
         funnel: open ? fit.funnel : [],
-        suggestions: s.state === 'ready' ? fit.suggestions : [],
+        // One member's changes would say "1 machine could run it": nothing of a gang of N.
+        suggestions: s.state === 'ready' && !gang ? fit.suggestions : [],
         ...(s.state === 'ready' ? { autoscale } : {}),
+        ...(gang ? { gang: { size: gang.size, sameLabel: gang.sameLabel } } : {}),
       };
     },
   );
+}
+
+/** Where a placed stage runs: its machine, or a gang's members' ("g1, g2, g3", rank 0 first). */
+function placedOn(attempts: readonly AttemptRecord[], current: AttemptRecord | undefined): string {
+  if (!current) return 'a machine';
+  if (!current.gang) return current.machineName;
+  const members = attempts.filter((a) => a.gang?.id === current.gang!.id).sort((a, b) => a.gang!.rank - b.gang!.rank);
+  return `${members.map((a) => a.machineName).join(', ')} (gang of ${current.gang.size})`;
 }

@@ -1,7 +1,7 @@
 import { shownScheduling } from '../domain/machine-scheduling.js';
 import type { AttemptRecord, HeldAttempt, JobDetail, JobSummary, MachineRecord } from '../store/records.js';
 import type { HeldAttemptView } from './contract/held-attempt-view.js';
-import type { AttemptView, GpuShareView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
+import type { AttemptView, GangMemberView, GpuShareView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
 import { GPU_MILLI_WHOLE } from '../domain/resources.js';
 import type { RerunPlanView } from './contract/rerun.js';
 import type { RerunPlan } from '../advancer/rerun-plan.js';
@@ -38,7 +38,31 @@ export function attemptView(a: AttemptRecord): AttemptView {
     memoryPeakBytes: a.memoryPeakBytes,
     cpuSeconds: a.cpuSeconds,
     logCutBytes: a.logCutBytes,
+    ...(a.gang ? { gangRank: a.gang.rank, gangSize: a.gang.size } : {}),
   };
+}
+
+/**
+ * A gang stage's members as the stage's view lists them: the latest attempt's, one per rank (its
+ * members share the number). Nothing for a stage that is not a gang or has not run.
+ */
+export function gangMembersOf(attempts: readonly AttemptRecord[]): { members?: GangMemberView[] } {
+  const gang = attempts.filter((a) => a.gang);
+  if (gang.length === 0) return {};
+  const latest = Math.max(...gang.map((a) => a.number));
+  const members = gang
+    .filter((a) => a.number === latest)
+    .sort((a, b) => a.gang!.rank - b.gang!.rank)
+    .map((a) => ({
+      rank: a.gang!.rank,
+      attemptId: a.id,
+      state: a.state,
+      machine: a.machineName,
+      machineId: a.machineId,
+      gpus: a.gpuIndices,
+      gpuType: a.gpuType,
+    }));
+  return { members };
 }
 
 function jobFields(j: JobSummary | JobDetail) {
@@ -79,6 +103,7 @@ export function jobView(j: JobDetail): JobView {
       notBefore: s.notBefore,
       finishedAt: s.finishedAt,
       attempts: s.attempts.map(attemptView),
+      ...gangMembersOf(s.attempts),
       reused: s.reused ? { jobId: s.reused.fromJob, attemptId: s.reused.attemptId, runSeconds: s.reused.runMs / 1000, gpus: s.reused.gpus } : null,
       outputs: s.outputs?.map((o) => ({ path: o.path, size: o.size, sha256: ArtifactStore.digestOf(o.blob) })) ?? null,
       outputsReleasedAt: s.outputsReleasedAt,

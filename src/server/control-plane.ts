@@ -149,6 +149,7 @@ export async function createControlPlane(
       end();
       metrics.placements.inc(r.placed);
       if (r.preempted) metrics.preemptions.inc(r.preempted);
+      metrics.gangReservedGpus.set(r.gangHeldGpus ?? 0);
       if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass');
       if (r.more) scheduler.kick();
     },
@@ -268,6 +269,7 @@ export async function createControlPlane(
         end();
         metrics.placements.inc(r.placed);
         if (r.preempted) metrics.preemptions.inc(r.preempted);
+        metrics.gangReservedGpus.set(r.gangHeldGpus ?? 0);
         if (r.placed || r.skipped) app.log.debug(r, 'scheduler pass (in a transaction)');
         if (r.more) scheduler.kick();
       },

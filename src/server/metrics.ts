@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { attemptEndKinds, type AttemptEndKind } from '../domain/attempt-end.js';
 import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
-import { GPU_MILLI_WHOLE, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
+import { GPU_MILLI_WHOLE, gangSizeOf, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { WAIT_REASON_KINDS, waitReasonKind } from '../scheduler/wait-reason-kind.js';
 import { machinePool } from '../domain/machine-pool.js';
@@ -28,6 +28,8 @@ export class Metrics {
   readonly passSeconds: Histogram<'where'>;
   readonly placements: Counter;
   readonly preemptions: Counter;
+  /** Set by each scheduler pass of this process (the leader's): what its plan held for gangs. */
+  readonly gangReservedGpus: Gauge;
   private readonly events: Counter<'type'>;
   private readonly attempts: Counter<'outcome'>;
   private readonly attemptEnds: Counter<'end'>;
@@ -130,6 +132,28 @@ export class Metrics {
           this.inc({ pool: q.pool, reason }, q.ready);
         }
       },
+    });
+    // Gangs (docs/gangs.md): the waiting ones from the database, as the queue's gauges; what the
+    // passes hold for them is the planner's, known only where passes run (the leader).
+    new Gauge({
+      name: 'gantry_gangs_waiting',
+      help: 'Ready gang stages (resources.machines of 2 or more) waiting for their machines, by pool (0 for a known pool with none)',
+      labelNames: ['pool'],
+      registers,
+      async collect() {
+        this.reset();
+        const snap = await self.snapshot();
+        for (const pool of knownPools(snap)) this.set({ pool }, 0);
+        for (const q of snap.queues) {
+          const shape = snap.shapes.get(q.shape);
+          if (shape && gangSizeOf(shape.resources) > 1) this.inc({ pool: q.pool }, q.ready);
+        }
+      },
+    });
+    this.gangReservedGpus = new Gauge({
+      name: 'gantry_gang_reserved_gpus',
+      help: "GPUs the last scheduler pass of this process held for waiting gangs (a member's GPUs on each machine of a held set); 0 on a replica that runs no pass",
+      registers,
     });
     new Gauge({
       name: 'gantry_machines',

@@ -4,7 +4,8 @@ import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { SharePolicyName } from '../scheduler/share-policies.js';
-import type { SchedulerSnapshot } from '../scheduler/snapshot.js';
+import type { Plan, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
+import { gangSizeOf } from '../domain/resources.js';
 import { teamOf } from '../scheduler/team-ledger.js';
 import type { PlacementSource } from '../store/store.js';
 
@@ -17,6 +18,8 @@ export interface SchedulerPassResult {
   more: boolean;
   /** Attempts it preempted. */
   preempted?: number;
+  /** GPUs its plan held for waiting gangs (docs/gangs.md, "Its reservation"): each held machine counts a member's GPUs. Absent: none. */
+  gangHeldGpus?: number;
 }
 
 /**
@@ -141,13 +144,23 @@ async function fullPass(store: PlacementSource, clock: Clock, opts: SchedulerPas
     const heldUntil = await store.heldUntil({ machineIds: [...new Set(holds.map((h) => h.machineId))], now });
     plan = planPlacements({ ...snapshot, heldUntil }, planOptions);
   }
-  if (plan.placements.length === 0 && !plan.preemptions?.length) return { placed: 0, skipped: 0, read: queue.length, more: false };
+  const gangHeld = gangHeldGpus(plan, queue);
+  const held = gangHeld > 0 ? { gangHeldGpus: gangHeld } : {};
+  if (plan.placements.length === 0 && !plan.preemptions?.length) return { placed: 0, skipped: 0, read: queue.length, more: false, ...held };
   const res = await store.planApply({ plan, now: clock.now(), leaseMs: opts.leaseMs });
   return {
+    ...held,
     placed: res.applied.length,
     skipped: res.skipped.length,
     read: queue.length,
     more: plan.placements.length >= maxPlacements,
     ...(res.preempted?.length ? { preempted: res.preempted.length } : {}),
   };
+}
+
+/** The GPUs a plan holds for gangs that wait: a member's GPU count for each machine of a gang's held set (a metric's figure, gantry_gang_reserved_gpus). */
+function gangHeldGpus(plan: Plan, queue: readonly QueuedStage[]): number {
+  if (!plan.reservations?.length) return 0;
+  const perMember = new Map(queue.filter((q) => gangSizeOf(q.resources) > 1).map((q) => [q.stageId, stageNeed(q).gpuCount]));
+  return plan.reservations.reduce((n, r) => n + (perMember.get(r.stageId) ?? 0), 0);
 }

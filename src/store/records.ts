@@ -274,6 +274,8 @@ export type OutboxMessage = TopicMessage & {
 export interface LogChunk {
   id: number;
   attemptNumber: number;
+  /** A gang member's chunk: its rank. Absent: not a gang. */
+  rank?: number;
   stream: string;
   at: number;
   data: string;

@@ -124,7 +124,8 @@ export interface Store extends AutoscaleStore {
    *  transaction. Returns `changed: false` for a job that had already ended. */
   jobCancel(p: { jobId: string; now: number; reason: string; audit?: AuditEntry }): Promise<{ job: JobDetail; changed: boolean }>;
   /** A stage's log chunks after `afterId`, at most `limit` of them (a page; `id` is the cursor). */
-  stageLogs(p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
+  /** `rank`: a gang's member (default 0, the only one of an ordinary stage), or `'all'`: every member's chunks interleaved in the order stored, each with its rank. */
+  stageLogs(p: { jobId: string; stage: string; attempt?: number; rank?: number | 'all'; afterId?: number; limit: number }): Promise<LogChunk[] | null>;
   /** Events after `afterSeq`, oldest first (`newestFirst`: the latest `limit`); `team`: only its jobs' events (and, with `withMachines`, those of no job: machines');
    *  `pool`: only events of stages in that pool; `jobId: null`: only events of no job; `noun`: only `<noun>:*` events (`autoscale`: its decisions). */
   eventsList(p: {

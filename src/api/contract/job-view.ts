@@ -49,8 +49,23 @@ export const AttemptView = Type.Object({
    * rest fitted in the tail). Null: the whole log is kept. Absent from older servers.
    */
   logCutBytes: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+  /** A gang's member (issue 31, docs/gangs.md): its rank (0 is the rendezvous master) and the gang's size; its members share `number`. Absent on any other attempt (and from older servers). */
+  gangRank: Type.Optional(Type.Integer({ minimum: 0 })),
+  gangSize: Type.Optional(Type.Integer({ minimum: 2 })),
 });
 export type AttemptView = Static<typeof AttemptView>;
+
+/** One member of a gang stage's latest attempt, by rank: where it runs and how it stands. */
+export const GangMemberView = Type.Object({
+  rank: Type.Integer({ minimum: 0 }),
+  attemptId: Type.String(),
+  state: wireEnum(ATTEMPT_STATES),
+  machine: Type.String({ description: 'machine name' }),
+  machineId: Type.String(),
+  gpus: Type.Array(Type.Integer(), { description: 'device indices (CUDA_VISIBLE_DEVICES)' }),
+  gpuType: Nullable(Type.String()),
+});
+export type GangMemberView = Static<typeof GangMemberView>;
 
 export const StageView = Type.Object({
   name: Type.String(),
@@ -72,6 +87,8 @@ export const StageView = Type.Object({
         memoryBytes: Type.Optional(Type.Integer({ minimum: 1, description: 'GPU memory it asks for (gpu.memory)' })),
       }),
     ),
+    /** A gang (issue 31): the machines it runs on at once, each member taking the cpu, memory and gpu above. Absent: one machine. */
+    machines: Type.Optional(Type.Integer({ minimum: 2 })),
   }),
   attemptsUsed: Type.Integer(),
   maxAttempts: Type.Integer(),
@@ -81,6 +98,8 @@ export const StageView = Type.Object({
   notBefore: Nullable(Type.Number()),
   finishedAt: Nullable(Type.Number()),
   attempts: Type.Array(AttemptView),
+  /** A gang stage that has run: the members of its latest attempt, rank 0 first (each is also in `attempts`). Absent: not a gang, or not run yet. */
+  members: Type.Optional(Type.Array(GangMemberView)),
   /** A stage a rerun reused (docs/rerun.md): it did not run in this job; its outputs are those of the job and attempt named. */
   reused: Type.Optional(
     Nullable(
@@ -225,6 +244,8 @@ export type EventView = Static<typeof EventView>;
 export const LogChunkView = Type.Object({
   id: Type.Integer(),
   attemptNumber: Type.Integer(),
+  /** A gang member's chunk: its rank (`rank=all` interleaves every member's). Absent: not a gang. */
+  rank: Type.Optional(Type.Integer({ minimum: 0 })),
   stream: wireEnum(LOG_STREAMS),
   at: Type.Number(),
   data: Type.String(),
@@ -259,5 +280,7 @@ export const StageExplanation = Type.Object({
   suggestions: Type.Array(Type.String()),
   /** A ready stage on a server that autoscales: a machine starting (or joined) for it, or the autoscaler's reason for starting none; null when it said nothing. Absent from older servers. */
   autoscale: Type.Optional(Nullable(StageAutoscaleView)),
+  /** A gang stage (issue 31): its size and sameLabel key. The funnel counts machines for one member; `reason` is the gang's (what set of machines it lacks). Absent: one machine. */
+  gang: Type.Optional(Type.Object({ size: Type.Integer({ minimum: 2 }), sameLabel: Nullable(Type.String()) })),
 });
 export type StageExplanation = Static<typeof StageExplanation>;

@@ -45,3 +45,20 @@ export function logFollowState<A extends FollowedAttempt>(stage: FollowedStage<A
   const over = attempt !== undefined ? !isActiveAttemptState(a.state) : isTerminalStageState(stage.state);
   return { attempt: a, ended: over && a.releasedAt !== null, missing: false };
 }
+
+/**
+ * logFollowState for a gang's rank (docs/gangs.md): the member's own attempts, so its log is
+ * complete when its own process is gone; `all`: complete when every member's is (`attempt` is
+ * rank 0's). `attempts`: those followed, one per rank. An ordinary stage's attempts are rank 0's.
+ */
+export function rankFollowState<A extends FollowedAttempt>(
+  stage: FollowedStage<A>,
+  attempt: number | undefined,
+  rank: number | 'all',
+  rankOf: (a: A) => number,
+): { attempt: A | null; ended: boolean; missing: boolean; attempts: A[] } {
+  const ranks = rank === 'all' ? [...new Set(stage.attempts.map(rankOf))].sort((a, b) => a - b) : [rank];
+  if (ranks.length === 0) ranks.push(0);
+  const states = ranks.map((r) => logFollowState({ state: stage.state, attempts: stage.attempts.filter((a) => rankOf(a) === r) }, attempt));
+  return { ...states[0]!, ended: states.every((x) => x.ended), attempts: states.flatMap((x) => (x.attempt ? [x.attempt] : [])) };
+}

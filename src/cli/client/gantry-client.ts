@@ -38,6 +38,8 @@ export type MachineAction = 'cordon' | 'uncordon' | 'drain' | 'remove';
 
 export interface LogQuery {
   attempt?: number;
+  /** A gang's member (default 0), or every member's interleaved (docs/gangs.md). */
+  rank?: number | 'all';
   after?: number;
 }
 
@@ -147,13 +149,16 @@ export class GantryClient {
 
   /** The stage's log as text (the latest attempt unless `attempt` is given). */
   async logs(id: string, stage: string, q: LogQuery = {}): Promise<string> {
-    const res = await this.request('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after })}`);
+    const res = await this.request('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, rank: q.rank, after: q.after })}`);
     return res.text;
   }
 
   /** The stage's log as chunks with ids, for following with `after`. */
   async logChunks(id: string, stage: string, q: LogQuery = {}): Promise<LogChunk[]> {
-    const r = await this.json<{ chunks: LogChunk[] }>('GET', `${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after, format: 'json' })}`);
+    const r = await this.json<{ chunks: LogChunk[] }>(
+      'GET',
+      `${logPath(id, stage)}${query({ attempt: q.attempt, rank: q.rank, after: q.after, format: 'json' })}`,
+    );
     return r.chunks;
   }
 
@@ -171,7 +176,7 @@ export class GantryClient {
   ): Promise<LogFollowEnd | null | 'not-a-stream'> {
     let end: LogFollowEnd | null = null;
     const outcome = await followSse({
-      url: `${this.baseUrl}${logPath(id, stage)}${query({ attempt: q.attempt, after: q.after, follow: 1 })}`,
+      url: `${this.baseUrl}${logPath(id, stage)}${query({ attempt: q.attempt, rank: q.rank, after: q.after, follow: 1 })}`,
       headers: this.auth,
       ...(this.ca ? { ca: this.ca } : {}),
       signal: opts.signal,

@@ -22,6 +22,26 @@ const explanation: StageExplanation = {
 };
 
 describe('gantry explain', () => {
+  it("says a gang's size and that its funnel counts machines for one member", () => {
+    const gang: StageExplanation = {
+      ...explanation,
+      reason: 'needs 3 machines with 4 free h100 GPUs in one rack: 2 racks have 2',
+      gang: { size: 3, sameLabel: 'rack' },
+      funnel: explanation.funnel.slice(0, 1),
+      suggestions: [],
+    };
+    expect(renderExplanation(gang)).toBe(
+      [
+        'stage train (ready, pool gpu:h100): needs 3 machines with 4 free h100 GPUs in one rack: 2 racks have 2',
+        '  queue: 0 ahead of it, 1 waiting in all',
+        '  gang: 3 machines at once, one member each, all with one value of label rack',
+        '  machines: 4 registered; left for one member after each check, in the order the scheduler runs them:',
+        '    3 of 4 left  ready and in service (not suspect, lost, cordoned or draining) (1 of 4 fail it)',
+        '',
+      ].join('\n'),
+    );
+  });
+
   it('says each count is what is left after the checks so far, how many fail each, and which checks no machine reached', () => {
     expect(renderExplanation(explanation)).toBe(
       [

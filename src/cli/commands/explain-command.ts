@@ -24,6 +24,10 @@ On a server that autoscales (docs/autoscaling.md), a waiting stage also says wha
 autoscaler does for it: a machine starting for it ("a machine of pool h100 (h100-3) is starting
 for it, up to 600 s"), or why it starts none ("autoscaler: no template has a100 GPUs").
 
+A gang stage (resources.machines, docs/gangs.md) says what set of machines it lacks ("needs 3
+machines with 8 free h100 GPUs in one rack: 2 racks have 2"); its funnel counts machines for one
+member, and, placed, the reason names every member's machine, rank 0 first.
+
 Exit codes: 0 shown, 4 no such job or stage, 5 server unreachable.
 
 Examples:
@@ -54,11 +58,15 @@ export function renderExplanation(e: StageExplanation): string {
   if (e.quota) lines.push(`  quota: ${e.quota} (preemptible stages may borrow beyond it; \`gantry team show\`)`);
   // A machine held for it is already the reason line; the autoscaler's reason for starting none is said beside the scheduler's.
   if (e.autoscale && e.autoscale.kind !== 'held') lines.push(`  autoscaler: ${e.autoscale.message} (\`gantry autoscale\`)`);
+  // A gang's reason is the set of machines it lacks; the funnel below counts machines for one member.
+  if (e.gang)
+    lines.push(`  gang: ${e.gang.size} machines at once, one member each${e.gang.sameLabel ? `, all with one value of label ${e.gang.sameLabel}` : ''}`);
   if (e.funnel.length) {
     // The counts are what is left after each check and every one before it, not how many machines
     // pass that check alone: "0  with 1 CPU in all" read as if no machine had 1 CPU when the GPU
     // check before had dropped them all. Each line says what it counts, and where machines went.
-    lines.push(`  machines: ${e.registered} registered; left after each check, in the order the scheduler runs them:`);
+    const whom = e.gang ? ' for one member' : '';
+    lines.push(`  machines: ${e.registered} registered; left${whom} after each check, in the order the scheduler runs them:`);
     const width = `${e.registered} of ${e.registered} left`.length;
     let before = e.registered;
     for (const f of e.funnel) {

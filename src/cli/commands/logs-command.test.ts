@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIo } from '../render/cli-io.js';
 import { ExitCode } from './exit-codes.js';
-import { runLogs } from './logs-command.js';
+import { rankArg, runLogs } from './logs-command.js';
 
 // Chunks appear one per poll; the stage ends once all are out.
 const chunks = [
@@ -86,5 +86,43 @@ describe('runLogs --follow on the log stream', () => {
     } finally {
       await new Promise<void>((r) => stream.close(() => r()));
     }
+  });
+});
+
+describe('runLogs --rank', () => {
+  it("asks for the member's log, and with all prints every member's lines, each prefixed with its rank once per line", async () => {
+    const gang = [
+      { id: 1, attemptNumber: 1, rank: 1, stream: 'stdout', at: 0, data: 'loss ' },
+      { id: 2, attemptNumber: 1, rank: 0, stream: 'stdout', at: 0, data: 'step 1\nstep 2\n' },
+      { id: 3, attemptNumber: 1, rank: 1, stream: 'stdout', at: 0, data: '0.5\n' },
+    ];
+    const urls: string[] = [];
+    const stream = createServer((req, res) => {
+      urls.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const sse = (id: number | null, event: string, data: unknown) => `${id !== null ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+      res.end(gang.map((c) => sse(c.id, 'chunk', c)).join('') + sse(null, 'end', { attempt: 1, state: 'succeeded' }));
+    });
+    await new Promise<void>((r) => stream.listen(0, '127.0.0.1', r));
+    try {
+      const out: string[] = [];
+      const io: CliIo = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: () => true }, color: false };
+      const at = `http://127.0.0.1:${(stream.address() as AddressInfo).port}`;
+      expect(await runLogs('j_1', 'train', { server: at, follow: true, rank: 'all' }, io)).toBe(ExitCode.ok);
+      expect(out.join('')).toBe('[rank 1] loss [rank 0] step 1\n[rank 0] step 2\n0.5\n');
+      expect(urls).toEqual(['/v1/jobs/j_1/stages/train/logs?rank=all&follow=1']);
+      out.length = 0;
+      expect(await runLogs('j_1', 'train', { server: at, follow: true, rank: 2 }, io)).toBe(ExitCode.ok);
+      expect(urls[1]).toBe('/v1/jobs/j_1/stages/train/logs?rank=2&follow=1');
+    } finally {
+      await new Promise<void>((r) => stream.close(() => r()));
+    }
+  });
+
+  it('takes a rank or all, and refuses anything else naming what it wants', () => {
+    expect(rankArg('0')).toBe(0);
+    expect(rankArg('3')).toBe(3);
+    expect(rankArg('all')).toBe('all');
+    for (const bad of ['-1', 'two', '1.5', '']) expect(() => rankArg(bad)).toThrow("must be a gang member's rank (0, 1, ...) or all");
   });
 });

@@ -98,6 +98,13 @@ describe('logCutText', () => {
 });
 
 describe('renderAttemptTable', () => {
+  it("says each gang member's rank beside the attempt's number it shares, on its own machine", () => {
+    const members = [0, 1].map((r) => attempt({ id: `g${r}`, machine: `gpu-${r + 1}`, gangRank: r, gangSize: 2 }));
+    const lines = renderAttemptTable(job([stage('train', members)]), T0 + 30_000, { color: false }).split('\n');
+    expect(lines[1]).toMatch(/^train\s+1 rank 0\s+succeeded\s+gpu-1\s+exit 0/);
+    expect(lines[2]).toMatch(/^train\s+1 rank 1\s+succeeded\s+gpu-2\s+exit 0/);
+  });
+
   it("says in an attempt's detail that its log was cut, after how it ended", () => {
     const text = renderAttemptTable(
       job([

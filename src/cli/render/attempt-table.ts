@@ -27,7 +27,8 @@ export function renderAttemptTable(job: JobView, now: number, opts: RenderOption
   shown = shown.slice(0, MAX_ATTEMPT_ROWS);
   const rows = shown.map(({ stage, a }) => [
     stage,
-    String(a.number),
+    // A gang's members share the number: each row says whose it is.
+    a.gangRank === undefined ? String(a.number) : `${a.number} rank ${a.gangRank}`,
     colorState(a.state, c),
     a.machine,
     endText(a),

@@ -10,7 +10,7 @@ export function attemptText(stage: StageView): string {
 }
 
 /** "h100:0,1" (type and device indices), or "0,1" when the type is unknown; a share "0.25 of h100:0". */
-export function gpuText(attempt: AttemptView | undefined): string {
+export function gpuText(attempt: Pick<AttemptView, 'gpus' | 'gpuType' | 'gpuShare'> | undefined): string {
   if (!attempt || attempt.gpus.length === 0) return '-';
   const indices = attempt.gpus.join(',');
   const gpus = attempt.gpuType ? `${attempt.gpuType}:${indices}` : indices;

@@ -149,4 +149,35 @@ describe('renderStageTable', () => {
     };
     expect(renderStageTable({ ...job, stages: [again] }, T0 + 90_000, { color: false })).toMatch(/train\s+running\s+gpu-2\s+h100:2,3\s+1\/3 \+1 preempted/);
   });
+
+  it('shows a placed gang as its machines, a row per member with its machine, GPUs and state, rank 0 first', () => {
+    const members = [0, 1, 2].map((rank) => ({
+      rank,
+      attemptId: `g${rank}`,
+      state: rank === 1 ? ('scheduled' as const) : ('running' as const),
+      machine: `gpu-${rank + 1}`,
+      machineId: `m${rank + 1}`,
+      gpus: [0, 1],
+      gpuType: 'h100',
+    }));
+    const ddp = stage({
+      name: 'train',
+      state: 'running',
+      resources: { cpuMillis: 1000, memoryBytes: 512 * 1024 ** 2, gpu: { count: 2, types: ['h100'] }, machines: 3 },
+      attempts: members.map((m) =>
+        attempt({ id: m.attemptId, state: m.state, machine: m.machine, gpus: m.gpus, gpuType: 'h100', gangRank: m.rank, gangSize: 3 }),
+      ),
+      members,
+    });
+    const lines = renderStageTable({ ...job, stages: [ddp] }, T0 + 12_000, { color: false }).split('\n');
+    expect(lines[1]).toMatch(/^train\s+running\s+3 machines\s+-\s+1\/3\s+00:12\s*$/);
+    expect(lines.slice(2)).toEqual([
+      expect.stringMatching(/^ {2}rank 0\s+running\s+gpu-1\s+h100:0,1\s*$/),
+      expect.stringMatching(/^ {2}rank 1\s+scheduled\s+gpu-2\s+h100:0,1\s*$/),
+      expect.stringMatching(/^ {2}rank 2\s+running\s+gpu-3\s+h100:0,1\s*$/),
+    ]);
+    // Waiting (not placed): no member rows, whatever an earlier attempt had.
+    const requeued = renderStageTable({ ...job, stages: [{ ...ddp, state: 'ready' }] }, T0, { color: false });
+    expect(requeued).not.toContain('rank 0');
+  });
 });

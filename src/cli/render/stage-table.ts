@@ -15,20 +15,33 @@ export interface RenderOptions {
 /** The stages of a job, one row each, as `gantry status` and `gantry submit --watch` show them. */
 export function renderStageTable(job: JobView, now: number, opts: RenderOptions = {}): string {
   const c = palette(opts.color);
-  const rows = job.stages.map((stage) => {
+  const rows = job.stages.flatMap((stage) => {
     const attempt = placedAttempt(stage);
     const started = attempt?.startedAt ?? null;
     const elapsed = started === null ? '-' : formatDuration((attempt?.finishedAt ?? now) - started);
     const reason = stageReason(job, stage, now);
-    return [
+    // A placed gang (docs/gangs.md): the stage's row says how many machines; a row per member below
+    // says each one's machine, GPUs and state, rank 0 (the rendezvous master) first.
+    const members = attempt && stage.members?.length ? stage.members : null;
+    const row = [
       stage.name,
       colorState(stage.state, c),
-      attempt?.machine ?? '-',
-      gpuText(attempt),
+      members ? `${members.length} machines` : (attempt?.machine ?? '-'),
+      members ? '-' : gpuText(attempt),
       attemptText(stage),
       elapsed,
       stage.state === 'failed' ? c.red(reason) : c.dim(reason),
     ];
+    const memberRows = (members ?? []).map((m) => [
+      c.dim(`  rank ${m.rank}`),
+      colorState(m.state, c),
+      m.machine,
+      gpuText({ gpus: m.gpus, gpuType: m.gpuType }),
+      '',
+      '',
+      '',
+    ]);
+    return [row, ...memberRows];
   });
   return plainTable(
     ['STAGE', 'STATE', 'MACHINE', 'GPUS', 'ATTEMPT', 'ELAPSED', 'REASON'].map((h) => c.bold(h)),

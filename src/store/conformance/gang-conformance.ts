@@ -201,8 +201,15 @@ export function gangConformance(storeOf: () => Store): void {
       }
       for (const attempt of [undefined, 1]) {
         const logs = await store.stageLogs({ jobId, stage: 'train', limit: 10, ...(attempt ? { attempt } : {}) });
-        expect(logs!.map((l) => [l.attemptNumber, l.data])).toEqual([[1, 'rank 0\n']]);
+        expect(logs!.map((l) => [l.attemptNumber, l.rank, l.data])).toEqual([[1, 0, 'rank 0\n']]);
       }
+      // Another member's log by its rank; every member's interleaved in the order stored, each with its rank.
+      expect((await store.stageLogs({ jobId, stage: 'train', rank: 1, limit: 10 }))!.map((l) => [l.rank, l.data])).toEqual([[1, 'rank 1\n']]);
+      expect((await store.stageLogs({ jobId, stage: 'train', rank: 2, limit: 10 }))!).toEqual([]);
+      expect((await store.stageLogs({ jobId, stage: 'train', rank: 'all', attempt: 1, limit: 10 }))!.map((l) => [l.rank, l.data])).toEqual([
+        [0, 'rank 0\n'],
+        [1, 'rank 1\n'],
+      ]);
     });
 
     it("a gang whose rank 0's agent named no host meets at rank 0's machine name", async () => {

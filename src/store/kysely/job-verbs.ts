@@ -165,21 +165,25 @@ export async function jobCancel(tx: TxContext, p: { jobId: string; reason: strin
   return { job: (await jobGet(tx.db, p.jobId))!, changed: true };
 }
 
-export async function stageLogs(db: Db, p: { jobId: string; stage: string; attempt?: number; afterId?: number; limit: number }): Promise<LogChunk[] | null> {
+export async function stageLogs(
+  db: Db,
+  p: { jobId: string; stage: string; attempt?: number; rank?: number | 'all'; afterId?: number; limit: number },
+): Promise<LogChunk[] | null> {
   const stage = await db.selectFrom('stages').select(['id']).where('job_id', '=', p.jobId).where('name', '=', p.stage).executeTakeFirst();
   if (!stage) return null;
-  // A gang's log is its rank 0's (docs/gangs.md): its members share the attempt's number.
-  let aq = db
-    .selectFrom('attempts')
-    .select(['id', 'number'])
-    .where('stage_id', '=', stage.id)
-    .where((eb) => eb.or([eb('gang_rank', 'is', null), eb('gang_rank', '=', 0)]));
+  // A gang's members share the attempt's number, each with its own log (docs/gangs.md): rank 0's
+  // unless another rank (or all) is asked for; an ordinary attempt is rank 0's alone.
+  const rank = p.rank ?? 0;
+  let aq = db.selectFrom('attempts').select(['id', 'number', 'gang_rank']).where('stage_id', '=', stage.id);
+  if (rank === 0) aq = aq.where((eb) => eb.or([eb('gang_rank', 'is', null), eb('gang_rank', '=', 0)]));
+  else if (rank !== 'all') aq = aq.where('gang_rank', '=', rank);
   if (p.attempt !== undefined) aq = aq.where('number', '=', p.attempt);
-  const attempts = await aq.orderBy('number').execute();
+  const attempts = await aq.orderBy('number').orderBy('token').execute();
   if (attempts.length === 0) return [];
-  // Default: the latest attempt's log, which is what a person looking at a stage wants.
-  const chosen = p.attempt !== undefined ? attempts : attempts.slice(-1);
-  const numbers = new Map(chosen.map((a) => [a.id, Number(a.number)]));
+  // Default: the latest attempt's log (every member's, for all ranks), which is what a person looking at a stage wants.
+  const latest = Number(attempts.at(-1)!.number);
+  const chosen = p.attempt !== undefined ? attempts : attempts.filter((a) => Number(a.number) === latest);
+  const byId = new Map(chosen.map((a) => [a.id, { number: Number(a.number), rank: a.gang_rank === null ? undefined : Number(a.gang_rank) }]));
   let q = db
     .selectFrom('log_chunks')
     .selectAll()
@@ -191,13 +195,17 @@ export async function stageLogs(db: Db, p: { jobId: string; stage: string; attem
     .orderBy('id');
   if (p.afterId !== undefined) q = q.where('id', '>', p.afterId);
   const rows = await q.limit(p.limit).execute();
-  return rows.map((r) => ({
-    id: Number(r.id),
-    attemptNumber: numbers.get(r.attempt_id)!,
-    stream: r.stream,
-    at: Number(r.at),
-    data: r.data,
-  }));
+  return rows.map((r) => {
+    const a = byId.get(r.attempt_id)!;
+    return {
+      id: Number(r.id),
+      attemptNumber: a.number,
+      ...(a.rank !== undefined ? { rank: a.rank } : {}),
+      stream: r.stream,
+      at: Number(r.at),
+      data: r.data,
+    };
+  });
 }
 
 /** A stage in these states is moving (queued, placed, running): its job is not stuck. */

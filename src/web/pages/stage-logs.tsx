@@ -19,18 +19,26 @@ export function StageLogs({
   attempts,
   attempt,
   onAttempt,
+  rank = 0,
+  onRank,
 }: {
   jobId: string;
   stage: string;
   attempts: AttemptView[];
   attempt: number;
   onAttempt: (n: number) => void;
+  /** A gang's member whose output is shown (docs/gangs.md); its members share the attempt's number. */
+  rank?: number;
+  onRank?: (rank: number) => void;
 }) {
   const now = useNow();
-  const a = attempts.find((x) => x.number === attempt);
+  const a = attempts.find((x) => x.number === attempt && (x.gangRank ?? 0) === rank);
+  // One entry per attempt number: a gang's members share theirs.
+  const numbers = attempts.filter((x) => (x.gangRank ?? 0) === 0);
+  const ranks = attempts.filter((x) => x.number === attempt && x.gangRank !== undefined).map((x) => x.gangRank!);
   // Followed until the attempt has ended and its process is gone (then its log is whole).
   const follow = a ? !(!isActiveAttemptState(a.state) && (a.releasedAt != null || (a.finishedAt !== null && now - a.finishedAt > GIVE_UP_MS))) : false;
-  const log = useStageLog(jobId, stage, attempt, follow);
+  const log = useStageLog(jobId, stage, attempt, follow, ranks.length ? rank : undefined);
   const box = useRef<HTMLPreElement>(null);
   const atBottom = useRef(true);
   useLayoutEffect(() => {
@@ -41,13 +49,25 @@ export function StageLogs({
     <div className="logs">
       <div className="logs-head">
         <h3>Output</h3>
-        {attempts.length > 1 ? (
+        {numbers.length > 1 ? (
           <label>
             Attempt{' '}
             <select value={attempt} onChange={(e) => onAttempt(Number(e.target.value))}>
-              {attempts.map((x) => (
+              {numbers.map((x) => (
                 <option key={x.number} value={x.number}>
                   {x.number} ({x.state})
+                </option>
+              ))}
+            </select>
+          </label>
+        ) : null}
+        {ranks.length > 1 && onRank ? (
+          <label>
+            Rank{' '}
+            <select value={rank} onChange={(e) => onRank(Number(e.target.value))} data-testid="log-rank">
+              {ranks.map((r) => (
+                <option key={r} value={r}>
+                  {r}
                 </option>
               ))}
             </select>
@@ -65,7 +85,7 @@ export function StageLogs({
         ref={box}
         className="log"
         tabIndex={0}
-        aria-label={`output of ${stage}, attempt ${attempt}`}
+        aria-label={`output of ${stage}, attempt ${attempt}${ranks.length ? `, rank ${rank}` : ''}`}
         data-testid="stage-log"
         onScroll={(e) => {
           const el = e.currentTarget;
@@ -84,6 +104,7 @@ export function StageLogs({
           Longer than shown here; the whole log:{' '}
           <code>
             gantry logs {jobId} {stage} --attempt {attempt}
+            {ranks.length ? ` --rank ${rank}` : ''}
           </code>
         </p>
       ) : null}

@@ -19,7 +19,9 @@ import { jobPath } from './job-path';
 export function describeResources(s: StageView): string {
   const r = s.resources;
   const gpu = r.gpu ? ` · ${formatGpuRequest(r.gpu, 'any GPU', ' or ')}` : '';
-  return `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}${gpu}`;
+  const each = `${formatCpu(r.cpuMillis)} CPU · ${formatBytes(r.memoryBytes)}${gpu}`;
+  // A gang (docs/gangs.md): every member takes the request on its own machine.
+  return r.machines ? `${r.machines} machines × ${each}` : each;
 }
 
 /** One stage in full: why it waits (for a waiting one), where a reused one's outputs come from, its attempts, its output, and "Rerun from here". */
@@ -31,6 +33,10 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
   const [picked, setPicked] = useState<{ stage: string; attempt: number } | null>(null);
   const attempt = picked?.stage === stage.name ? picked.attempt : latest;
   const [rerunning, setRerunning] = useState(false);
+  // A gang's member whose output is shown; rank 0 (the rendezvous master) unless picked.
+  const [pickedRank, setPickedRank] = useState<{ stage: string; rank: number } | null>(null);
+  const rank = pickedRank?.stage === stage.name ? pickedRank.rank : 0;
+  const showRank = (r: number) => setPickedRank({ stage: stage.name, rank: r });
   const offer = rerunOffer(job, stage.name);
   return (
     <section className="panel" aria-labelledby="stage-title" data-stage-panel={stage.name}>
@@ -65,6 +71,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
       {stage.reused ? <ReusedNote stage={stage} reused={stage.reused} /> : null}
       {stage.endReason ? <p className="reason">{stage.endReason}</p> : null}
       {waiting ? <Explanation stage={stage} explain={explain.data} /> : null}
+      {stage.members?.length ? <GangMembers members={stage.members} rank={rank} onRank={showRank} /> : null}
       {stage.attempts.length > 0 ? (
         <div className="table-wrap">
           <table className="table attempts">
@@ -72,7 +79,7 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
             <tbody>
               {stage.attempts.map((a) => (
                 <tr key={a.id} className={a.number === attempt ? 'current' : undefined}>
-                  <td>{a.number}</td>
+                  <td>{a.gangRank === undefined ? a.number : `${a.number} · rank ${a.gangRank}`}</td>
                   <td>
                     <StateBadge state={a.state} title={a.reason ?? undefined} />
                   </td>
@@ -103,6 +110,8 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
           attempts={stage.attempts}
           attempt={attempt}
           onAttempt={(n) => setPicked({ stage: stage.name, attempt: n })}
+          rank={rank}
+          onRank={showRank}
         />
       ) : stage.reused ? (
         <p className="muted">
@@ -112,6 +121,35 @@ export function StagePanel({ job, stage }: { job: JobView; stage: StageView }) {
         <p className="muted">No output: it has not run yet.</p>
       )}
     </section>
+  );
+}
+
+/** A gang's members (docs/gangs.md), rank 0 first: each one's machine, GPUs and state, and a button that shows its output below. */
+function GangMembers({ members, rank, onRank }: { members: NonNullable<StageView['members']>; rank: number; onRank: (rank: number) => void }) {
+  return (
+    <div className="table-wrap">
+      <table className="table members" data-testid="gang-members">
+        <caption>Gang of {members.length}: one member per machine</caption>
+        <TableHead columns={['Rank', 'State', 'Machine', 'GPUs', 'Output']} />
+        <tbody>
+          {members.map((m) => (
+            <tr key={m.attemptId} className={m.rank === rank ? 'current' : undefined} data-rank={m.rank}>
+              <td>{m.rank}</td>
+              <td>
+                <StateBadge state={m.state} />
+              </td>
+              <td className="id">{m.machine}</td>
+              <td>{formatGpus(m)}</td>
+              <td>
+                <button type="button" className="button button-small" disabled={m.rank === rank} onClick={() => onRank(m.rank)}>
+                  {m.rank === rank ? 'shown' : 'show'}
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

@@ -27,14 +27,15 @@ interface Read {
 const fresh = (key: string): Read => ({ key, chunks: [], bytes: 0, cut: false, loading: true, error: null });
 
 /**
- * One attempt's log, read a page at a time from `GET …/logs?format=json` (each chunk's id is the
+ * One attempt's log (a gang member's by its rank), read a page at a time from `GET …/logs?format=json` (each chunk's id is the
  * cursor for the next page). While `follow` holds (the attempt's process may still write), the
  * log is read on from the last chunk every second: log lines are not events, so this is the one
  * place the dashboard polls, as `gantry logs --follow` does. When `follow` ends (the attempt has
  * ended and its process is gone: its log is whole) it reads once more, to the end, and stops.
  */
-export function useStageLog(jobId: string, stage: string, attempt: number, follow: boolean): StageLog {
-  const key = `${jobId}\n${stage}\n${attempt}`;
+export function useStageLog(jobId: string, stage: string, attempt: number, follow: boolean, rank?: number): StageLog {
+  // `rank`: a gang's member (docs/gangs.md); absent, the server reads rank 0's (any other stage's only one).
+  const key = `${jobId}\n${stage}\n${attempt}\n${rank ?? 0}`;
   const read = useRef<Read>(fresh(key));
   if (read.current.key !== key) read.current = fresh(key);
   const [, changed] = useState(0);
@@ -47,7 +48,7 @@ export function useStageLog(jobId: string, stage: string, attempt: number, follo
         for (;;) {
           const after = mine.chunks.at(-1)?.id;
           const page = await api<{ chunks: LogChunkView[] }>(
-            `/v1/jobs/${enc(jobId)}/stages/${enc(stage)}/logs${query({ attempt, after, limit: PAGE, format: 'json' })}`,
+            `/v1/jobs/${enc(jobId)}/stages/${enc(stage)}/logs${query({ attempt, rank, after, limit: PAGE, format: 'json' })}`,
           );
           if (stopped) return;
           const kept: LogChunkView[] = [];
@@ -76,7 +77,7 @@ export function useStageLog(jobId: string, stage: string, attempt: number, follo
       stopped = true;
       if (timer) clearTimeout(timer);
     };
-  }, [key, follow, jobId, stage, attempt]);
+  }, [key, follow, jobId, stage, attempt, rank]);
   const r = read.current;
   return { chunks: r.chunks, cut: r.cut, loading: r.loading, error: r.error };
 }

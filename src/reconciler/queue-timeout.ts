@@ -1,6 +1,5 @@
 import type { Clock } from '../domain/clock.js';
-import { stageNeed } from '../scheduler/checks.js';
-import { pendingReasonNow } from '../scheduler/pending-reason.js';
+import { stageReasonNow } from '../scheduler/stage-reason-now.js';
 import type { Store } from '../store/store.js';
 import type { ReconcilerDuty } from './reconciler-duty.js';
 
@@ -24,7 +23,7 @@ export function queueTimeout(store: Store, clock: Clock, s: QueueTimeoutSettings
       if (!overdue.length) return timedOut;
       const { machines: cluster } = await store.clusterView();
       for (const st of overdue) {
-        const why = pendingReasonNow(stageNeed(st.definition), cluster) ?? 'a machine had room, but no pass placed it in time';
+        const why = stageReasonNow(st.definition, cluster) ?? 'a machine had room, but no pass placed it in time';
         const reason = `waited ${Math.round(st.waitedMs / 1000)} s in the queue, past its queueTimeoutSeconds (${st.definition.queueTimeoutSeconds}): ${why}`;
         if (await store.stageQueueTimeout({ stageId: st.stageId, reason, now: clock.now() })) timedOut.push(`${st.jobId}/${st.name}`);
       }

@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AssignmentWire, RegisterResponse } from '../../src/api/contract/agent-protocol.js';
 import type { LogChunkView, StageExplanation } from '../../src/api/contract/job-view.js';
+import { rankFollowState } from '../../src/api/contract/log-follow.js';
 import { FakeAgent, ProtocolHarness } from '../support/protocol-harness.js';
 
 const gang = (gpus = 0) => ({
@@ -111,6 +112,32 @@ describe('a gang seen as one and as parts', () => {
     const beyond = await logs(id, '?rank=3');
     expect([beyond.statusCode, JSON.parse(beyond.body).message]).toEqual([404, `stage train of job ${id} is a gang of 3: its ranks are 0 to 2`]);
     expect((await logs(id, '?rank=two')).statusCode).toBe(400);
+
+    // Followed: a member's log ends once its own process is gone; all members', once every one's is.
+    for (const [r, a] of agents.entries()) expect((await a.finish(handed[r]!, 0)).result).toBe('ok');
+    const followed = async (q: string) => {
+      const r = await h.cp.app.inject({
+        method: 'GET',
+        url: `/v1/jobs/${id}/stages/train/logs${q}&follow=1`,
+        headers: { authorization: `Bearer ${h.tokens.admin}` },
+      });
+      return r.body
+        .split('\n\n')
+        .filter((m) => m.includes('event: chunk') || m.includes('event: end'))
+        .map((m) =>
+          m
+            .split('\n')
+            .find((l) => l.startsWith('data: '))!
+            .slice(6),
+        );
+    };
+    expect(await followed('?rank=1')).toEqual([
+      expect.stringContaining('"rank":1,"stream":"stdout","at"'),
+      expect.stringContaining('"data":"half\\n"'),
+      '{"attempt":1,"state":"succeeded"}',
+    ]);
+    expect(rankFollowState((await h.job(id)).stages[0]!, undefined, 'all', (a) => a.gangRank ?? 0).ended).toBe(true);
+    expect((await followed('?rank=all')).map((d) => (JSON.parse(d) as { rank?: number }).rank ?? 'end')).toEqual([2, 0, 1, 1, 'end']);
 
     // Not a gang: its only rank is 0.
     const plain = await h.submit({ name: 'one', stages: [{ name: 'a', resources: { cpu: 64 }, command: ['true'] }] });

@@ -53,4 +53,18 @@ describe('a DAG box says what it can, sized to its text, and its title says the 
     const failed = stage({ name: 'x', state: 'failed', endReason: 'exit 3' });
     expect(boxTitle(failed).split('\n')).toEqual(['x: failed · exit 3', '1 CPU · 512 MiB']);
   });
+
+  it("a running gang's line names every member's machine, rank 0 first", () => {
+    const member = (rank: number) => ({
+      rank,
+      attemptId: `a${rank}`,
+      state: 'running' as const,
+      machine: `gpu-${rank + 1}`,
+      machineId: `m${rank}`,
+      gpus: [0],
+      gpuType: 'h100',
+    });
+    const ddp = stage({ name: 'train', state: 'running', members: [0, 1, 2].map(member) });
+    expect(boxText(ddp).detail).toBe('gang of 3 · gpu-1, gpu-2, gpu-3');
+  });
 });

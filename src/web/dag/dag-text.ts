@@ -14,6 +14,9 @@ function asks(s: StageView): string {
 function detail(s: StageView): string {
   const a = s.attempts.at(-1);
   if (s.reused) return `ran ${formatDuration(s.reused.runSeconds * 1000)}`;
+  // A gang runs on its members' machines, not its last member's (docs/gangs.md).
+  if ((s.state === 'running' || s.state === 'scheduled') && s.members?.length)
+    return `gang of ${s.members.length} · ${s.members.map((m) => m.machine).join(', ')}`;
   if ((s.state === 'running' || s.state === 'scheduled') && a) return `${a.machine}${a.gpus.length ? ` · ${formatGpuPlace(a)}` : ''}`;
   if (s.state === 'ready') return s.pendingReason ?? `waiting in ${s.pool}`;
   if (s.state === 'pending') return `needs ${s.needs.join(', ')}`;

@@ -1,7 +1,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { api, gantryUpForSuite, isTerminal, jobOf, sharedDir, until } from '../support/gantry-process.js';
+import { api, gantry, gantryUpForSuite, isTerminal, jobOf, sharedDir, until } from '../support/gantry-process.js';
 
 /**
  * A gang stage end to end (issue 31, docs/gangs.md), with real agents as `gantry up` starts them,
@@ -41,6 +41,7 @@ describe('gangs of 3 on 4 machines', () => {
       '    else: sys.exit(3)',
       '    seen = int(c.recv(16).decode())',
       "out.write('SEEN=%d\\n' % seen); out.close()",
+      "print('rank %d met %d' % (rank, seen), flush=True)",
       'sys.exit(0 if seen == world else 4)',
     ].join('\n'),
   );
@@ -101,6 +102,11 @@ describe('gangs of 3 on 4 machines', () => {
       expect(Number(env.MASTER_PORT)).toBeGreaterThanOrEqual(29500);
       expect(env.CUDA_VISIBLE_DEVICES).toBeTruthy();
     }
+    // Each member's log is its own (docs/gangs.md, "Seen as one and as parts"); followed, each read ends once complete.
+    const logs = (...args: string[]) => gantry(['logs', id, 'train', ...args, '-f', '--server', g().url]);
+    expect((await logs('--rank', '2')).stdout).toBe('rank 2 met 3\n');
+    const all = await logs('--rank', 'all');
+    expect(all.stdout.split('\n').filter(Boolean).sort()).toEqual([0, 1, 2].map((r) => `[rank ${r}] rank ${r} met 3`));
   });
 
   it('a member failing ends the others at once, charged once; the retry runs the whole gang again', async () => {

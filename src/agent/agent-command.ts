@@ -43,6 +43,14 @@ export function agentCommand(program: Command): void {
       '--gpu-sharing <mode>',
       'how stages given a share of a GPU are bounded: mps (the NVIDIA MPS daemon runs here: each gets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its share) or time-slicing (nothing bounds them; reported as such); default $GANTRY_GPU_SHARING or time-slicing (docs/machines.md)',
     )
+    .option(
+      '--advertise-addr <addr>',
+      "where other machines reach this one (a host name or IP of the cluster network): gangs whose rank 0 runs here get it as MASTER_ADDR; default $GANTRY_ADVERTISE_ADDR or the host's name (docs/gangs.md)",
+    )
+    .option(
+      '--gang-ports <first-last>',
+      "ports kept for gangs: the server reserves each gang's MASTER_PORT among them when its rank 0 runs here, one per gang; keep other services off them; default $GANTRY_GANG_PORTS or 29500-29599",
+    )
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())
@@ -55,7 +63,8 @@ export function agentCommand(program: Command): void {
         '\nJoining: the first start needs a join token (an admin makes one: gantry token create --kind join); the machine\n' +
         'then gets its own credential, kept in --data-dir, and later starts need no token. Off this host, the server\n' +
         'must speak HTTPS (--ca for a private CA).\n' +
-        '\nExample:\n  gantry agent --server https://10.0.0.5:7070 --ca ca.pem --token-file /etc/gantry/join.token --name gpu-7 --region us-east --label nvlink=true\n',
+        '\nExample:\n  gantry agent --server https://10.0.0.5:7070 --ca ca.pem --token-file /etc/gantry/join.token --name gpu-7 --region us-east --label nvlink=true \\\n' +
+        '    --advertise-addr 10.1.0.7 --gang-ports 29500-29599\n',
     )
     .action(async (flags) => {
       await runAgentCommand(flags);

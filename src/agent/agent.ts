@@ -12,7 +12,7 @@ import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPoli
 import { AgentState } from './disk/agent-state.js';
 import { makeAgentFilesPrivate } from './disk/agent-private-files.js';
 import { makeDirectories } from './disk/mode-tightener.js';
-import { registerRequest, registerWithToken } from './link/register-machine.js';
+import { registerRequest, registerWithToken, type Rendezvous } from './link/register-machine.js';
 import type { DetectedMachine } from './machine/machine-detect.js';
 import { processGroupAlive } from './attempt/process-group.js';
 import { attachProcess } from './attempt/process-runner.js';
@@ -76,6 +76,8 @@ export interface AgentOptions {
   containment?: Partial<ContainmentOptions>;
   /** How a share of a GPU is bounded (`--gpu-sharing`, docs/machines.md): `mps` sets the variables MPS reads; default `time-slicing`, nothing. */
   gpuSharing?: GpuSharingMode;
+  /** Where gangs whose rank 0 runs here meet (`--advertise-addr`, `--gang-ports`; docs/gangs.md, "Rendezvous"); each absent: the host's name, 29500-29599. */
+  rendezvous?: Rendezvous;
 }
 
 const MAX_WAIT_MS = 30_000;
@@ -102,6 +104,7 @@ export class Agent {
   private readonly reporter: Reporter;
   private readonly machine: DetectedMachine;
   private readonly gpuSharing: GpuSharingMode;
+  private readonly rendezvous: Rendezvous;
   private readonly logLine: (line: string) => void;
   private readonly clock: AgentClock;
   private readonly stopDeliverMs: number;
@@ -134,6 +137,7 @@ export class Agent {
   constructor(opts: AgentOptions) {
     this.machine = opts.machine;
     this.gpuSharing = opts.gpuSharing ?? 'time-slicing';
+    this.rendezvous = opts.rendezvous ?? {};
     this.state = new AgentState(opts.dataDir);
     this.client = new AgentClient({
       serverUrl: opts.serverUrl,
@@ -376,7 +380,7 @@ export class Agent {
   /** Until registered or stopped; false when stopped first. A 4xx (bad name, bad labels) throws. */
   private async register(): Promise<boolean> {
     const m = this.machine;
-    const req = registerRequest(m, this.containmentReport ?? undefined);
+    const req = registerRequest(m, this.containmentReport ?? undefined, this.rendezvous);
     for (let failures = 0; !this.stopping; failures++) {
       try {
         const res = await registerWithToken(

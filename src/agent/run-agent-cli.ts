@@ -15,6 +15,7 @@ import { checkTransport } from './link/check-transport.js';
 import { Agent } from './agent.js';
 import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine/machine-detect.js';
+import { rendezvousFromFlags } from './rendezvous-options.js';
 import { errorText } from '../lib/error-text.js';
 import { PRIVATE_UMASK } from '../lib/private-mode.js';
 import { GPU_SHARING_MODES, type GpuSharingMode } from '../api/contract/containment.js';
@@ -50,6 +51,9 @@ export interface AgentCommandOptions {
   sandbox?: boolean;
   /** docs/machines.md, "A share of a GPU": mps or time-slicing (else $GANTRY_GPU_SHARING). */
   gpuSharing?: string;
+  /** docs/gangs.md, "Rendezvous": where other machines reach this one (else $GANTRY_ADVERTISE_ADDR, else the host's name), and the ports kept for gangs (else $GANTRY_GANG_PORTS, else 29500-29599). */
+  advertiseAddr?: string;
+  gangPorts?: string;
 }
 
 /** `--gpu-sharing`, or $GANTRY_GPU_SHARING: `mps` or `time-slicing` (the default); anything else throws, naming it. */
@@ -102,9 +106,11 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const checkpointRoot = opts.checkpointDir ?? process.env.GANTRY_CHECKPOINT_ROOT;
   const containment = containmentFromFlags(opts, process.env);
   const gpuSharing = gpuSharingFromFlags(opts, process.env);
+  const rendezvous = rendezvousFromFlags(opts, process.env);
   const agent = new Agent({
     containment,
     gpuSharing,
+    rendezvous,
     serverUrl: opts.server,
     dataDir,
     machine,

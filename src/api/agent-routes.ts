@@ -72,6 +72,10 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       // What the agent enforces is a machine's column of its own (docs/containment.md), not part of
       // the agent's free-form description; an agent before containment sends none: null.
       const { containment, ...agent } = req.body.agent;
+      // The schema bounds each end; their order is the one thing it cannot say.
+      const ports = agent.gangPorts;
+      if (ports && ports.first > ports.last)
+        throw new ValidationError([{ path: '/agent/gangPorts', message: `first (${ports.first}) is after last (${ports.last})` }]);
       const body = { ...req.body, agent, containment: containment ?? null };
       const p = req.principal!;
       const now = clock.now();

@@ -18,7 +18,8 @@ import {
 } from '../spec/spec-limits.js';
 import { ValidationError } from '../spec/validation-error.js';
 import { templateMachine, type PoolTemplate } from '../autoscale/pool-template.js';
-import { neverPlaceable } from '../scheduler/never-placeable.js';
+import { gangNeedOf, gangTotal } from '../scheduler/gang-placer.js';
+import { gangNeverPlaceable, neverPlaceable } from '../scheduler/never-placeable.js';
 import { stageNeed } from '../scheduler/checks.js';
 import { TeamLedger } from '../scheduler/team-ledger.js';
 import type { ApiApp } from './api-app.js';
@@ -191,8 +192,13 @@ async function placementWarnings(
   const warnings = definitions.map((d) =>
     d.stages.flatMap((st) => {
       const need = stageNeed(st);
-      // A gang is judged by one member's fit here, not yet by the gang's rule (docs/gangs.md, "Left to wire").
-      const why = neverPlaceable(need, machines, pools.length > 0) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines));
+      // A gang by the gang's rule (docs/gangs.md): all its members at once on the registered
+      // machines as if idle (no pool's template: the autoscaler starts none for a gang), and its
+      // whole size against its team's quota.
+      const gang = gangNeedOf(st);
+      const why = gang
+        ? (gangNeverPlaceable(gang, facts.machines) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, gangTotal(gang), machines)))
+        : (neverPlaceable(need, machines, pools.length > 0) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines)));
       return why ? [{ stage: st.name, message: why }] : [];
     }),
   );

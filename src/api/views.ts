@@ -192,6 +192,8 @@ export function machineView(m: MachineRecord, autoscaled?: { pool: string; lifec
     lastHeartbeatAt: m.lastHeartbeatAt,
     registeredAt: m.registeredAt,
     containment: m.containment,
+    address: m.address,
+    gangPorts: m.gangPorts,
     ...(autoscaled ? { pool: autoscaled.pool, lifecycle: autoscaled.lifecycle } : {}),
   };
 }

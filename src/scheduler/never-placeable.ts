@@ -1,4 +1,5 @@
 import { fitChecks, type StageNeed } from './checks.js';
+import { gangPendingReasonNow, type GangNeed } from './gang-placer.js';
 import { pendingReason, type MachineReject } from './pending-reason.js';
 import type { MachineView } from './snapshot.js';
 
@@ -20,4 +21,22 @@ export function neverPlaceable(need: StageNeed, machines: readonly MachineView[]
   }
   const none = withPools ? 'no registered machine nor autoscaled pool could ever run it: ' : 'no registered machine could ever run it: ';
   return pendingReason(need, rejects).replace(/^no ready machine can run it: /, none);
+}
+
+/**
+ * The same for a gang (docs/gangs.md): why its members could never all be placed at once on the
+ * registered machines, even idle and in service (too few machines with its GPUs, in one value of
+ * its sameLabel), or null when they could. Judges nothing while no machine is registered.
+ */
+export function gangNeverPlaceable(gang: GangNeed, machines: readonly MachineView[]): string | null {
+  const registered = machines.filter((m) => m.scheduling !== 'removed');
+  if (registered.length === 0) return null;
+  const idle = registered.map(asIdle);
+  const why = gangPendingReasonNow(gang, idle);
+  return why === null ? null : `no registered machines could ever run it: ${why}`;
+}
+
+/** A machine as static checks see it: healthy, in service, nothing held (its facts are what it is). */
+function asIdle(m: MachineView): MachineView {
+  return { ...m, health: 'ready', scheduling: 'eligible' };
 }

@@ -190,6 +190,10 @@ export interface MachineContainment {
 export interface MachineRecord extends MachineRegistration {
   containment: MachineContainment | null;
   id: string;
+  /** Where other machines reach it: its agent's `--advertise-addr`, else its host, else its name (docs/gangs.md, "Rendezvous"). */
+  address: string;
+  /** The ports its agent keeps for gangs' master ports (`--gang-ports`; 29500-29599 where it said none). */
+  gangPorts: { first: number; last: number };
   health: MachineHealth;
   scheduling: MachineScheduling;
   lastHeartbeatAt: number;
@@ -234,7 +238,7 @@ export interface Assignment {
   gang?: GangRendezvous;
 }
 
-/** Where a gang's members meet: rank 0's machine's address and a port derived from the gang (not reserved). */
+/** Where a gang's members meet: rank 0's machine's advertised address and the port reserved for the gang there. */
 export interface GangRendezvous {
   rank: number;
   size: number;

@@ -151,6 +151,8 @@ export interface AttemptsTable {
   gang_id: string | null;
   gang_rank: number | null;
   gang_size: number | null;
+  /** A gang's master port on rank 0's machine, reserved when it was placed (0027, docs/gangs.md "Rendezvous"); null on any other attempt and on gang rows from before 0027. */
+  gang_master_port: number | null;
 }
 
 export interface MachinesTable {

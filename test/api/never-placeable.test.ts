@@ -75,7 +75,7 @@ describe('submit: never-placeable stages', () => {
     expect(await jobs()).toBe(before);
   });
 
-  it('a gang stage (resources.machines 2 or more) is run now: judged by one member, no warning where a member fits', async () => {
+  it("a gang stage (resources.machines 2 or more) is judged by the gang's rule: all its members at once on the registered machines", async () => {
     await registerMachine(cp.store, gpuMachine('gpu-gang', 2, 'h100'));
     const fits = await post('/v1/jobs?strict=true', job('gang', [{ resources: { machines: 2, gpu: { count: 1, type: 'h100' } } }]));
     expect(fits.statusCode).toBe(201);
@@ -83,6 +83,11 @@ describe('submit: never-placeable stages', () => {
     const never = await post('/v1/jobs', job('gang-big', [{ resources: { machines: 2, gpu: { count: 4, type: 'h100' } } }]));
     expect(never.statusCode).toBe(201);
     expect(never.json().warnings).toEqual([{ stage: 's0', message: expect.stringContaining('4') }]);
+    // Each member fits a machine, but only two machines have h100 GPUs: three members never fit at once.
+    const three = await post('/v1/jobs', job('gang-3', [{ resources: { machines: 3, gpu: { count: 1, type: 'h100' } } }]));
+    expect(three.statusCode).toBe(201);
+    expect(three.json().warnings).toEqual([{ stage: 's0', message: expect.stringMatching(/^no registered machines could ever run it: needs 3 machines .*2/) }]);
+    expect((await post('/v1/jobs?strict=true', job('gang-3-strict', [{ resources: { machines: 3, gpu: { count: 1, type: 'h100' } } }]))).statusCode).toBe(400);
   });
 });
 

@@ -9,13 +9,18 @@ import { api, gantry, gantryUpForSuite, isTerminal, jobOf, sharedDir, until } fr
  * written for the test: rank 0 listens on MASTER_ADDR:MASTER_PORT, every other rank connects, and
  * rank 0 tells each how many it saw), so the gang succeeds only if every member ran at once and was
  * given the same master; one member failing ends the others at once (they would sleep a minute),
- * the attempt charged once, and the gang's retry succeeds; two gangs that each need 3 of the 4
- * machines, submitted together, both finish (no deadlock); a cancel kills every member.
+ * the attempt charged once, and the gang's retry succeeds; one member's process SIGKILLed mid-run
+ * does the same; two gangs that each need 3 of the 4 machines, submitted together, both finish (no
+ * deadlock); a cancel kills every member. The agents advertise 127.0.0.1 and keep a range of gang
+ * ports drawn per run ($GANTRY_ADVERTISE_ADDR, $GANTRY_GANG_PORTS, read by `gantry agent` as its
+ * --advertise-addr and --gang-ports), so that two runs on one host do not meet at one port.
  */
 describe('gangs of 3 on 4 machines', () => {
+  const firstPort = 30000 + Math.floor(Math.random() * 3000) * 10;
   const g = gantryUpForSuite({
     cluster: 'machines:\n' + ['n1', 'n2', 'n3', 'n4'].map((n) => `  - { name: ${n}, cpu: 2, memory: 2Gi, gpus: { type: h100, count: 1 } }\n`).join(''),
     machines: 4,
+    env: { GANTRY_ADVERTISE_ADDR: '127.0.0.1', GANTRY_GANG_PORTS: `${firstPort}-${firstPort + 9}` },
   });
   const dir = sharedDir('gantry-gang-');
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -85,6 +90,9 @@ describe('gangs of 3 on 4 machines', () => {
       [1, 'succeeded'],
     ]);
     expect(distinctMachines(attempts, 1)).toBe(3);
+    // Rank 0's machine as its agent registered it: the advertised address, the gang ports it keeps.
+    const rank0 = await api(g().url, `/v1/machines/${attempts[0]!.machine}`);
+    expect(rank0.body).toMatchObject({ address: '127.0.0.1', gangPorts: { first: firstPort, last: firstPort + 9 } });
     const envs = [0, 1, 2].map(envOf);
     for (const [rank, env] of envs.entries()) {
       expect(env).toMatchObject({
@@ -98,8 +106,8 @@ describe('gangs of 3 on 4 machines', () => {
       });
       expect(env.MASTER_ADDR).toBe(envs[0]!.MASTER_ADDR);
       expect(env.GANTRY_GANG_MASTER_ADDR).toBe(env.MASTER_ADDR);
-      expect(env.MASTER_PORT).toBe(envs[0]!.MASTER_PORT);
-      expect(Number(env.MASTER_PORT)).toBeGreaterThanOrEqual(29500);
+      // The lowest port of rank 0's range: no other gang holds one there.
+      expect([env.MASTER_ADDR, env.MASTER_PORT]).toEqual(['127.0.0.1', String(firstPort)]);
       expect(env.CUDA_VISIBLE_DEVICES).toBeTruthy();
     }
     // Each member's log is its own (docs/gangs.md, "Seen as one and as parts"); followed, each read ends once complete.
@@ -127,6 +135,46 @@ describe('gangs of 3 on 4 machines', () => {
       [2, 'succeeded', null],
     ]);
     expect([distinctMachines(attempts, 1), distinctMachines(attempts, 2)]).toEqual([3, 3]);
+  });
+
+  it("a member's process SIGKILLed mid-run ends every member, charged once; the retry runs the whole gang again", async () => {
+    // Each member writes its pid (exec: the pid is the member's process itself), then attempt 1 sleeps a minute.
+    const script = `echo $$ > ${dir}/pid-$GANTRY_ATTEMPT-$RANK; if [ "$GANTRY_ATTEMPT" = 1 ]; then exec sleep 60; fi; exit 0`;
+    const id = await post(gang('ddp-kill', ['sh', '-c', script], { maxAttempts: 3, backoff: { initialSeconds: 1, maxSeconds: 2 } }));
+    await until(
+      'every member running',
+      () => jobOf(g().url, id),
+      (j) => (j.stages[0].attempts as Attempt[]).filter((a) => a.state === 'running').length === 3,
+      30_000,
+    );
+    const pid = await until(
+      "rank 1's pid",
+      async () => {
+        try {
+          return Number(readFileSync(join(dir, 'pid-1-1'), 'utf8'));
+        } catch {
+          return 0;
+        }
+      },
+      (p) => p > 0,
+      10_000,
+    );
+    process.kill(pid, 'SIGKILL');
+    const j = await until('the gang to end', () => jobOf(g().url, id), isTerminal, 45_000);
+    expect(j.state, JSON.stringify(j.stages[0])).toBe('succeeded');
+    expect(j.stages[0].attemptsUsed).toBe(1);
+    const attempts = j.stages[0].attempts as Attempt[];
+    expect(attempts.map((a) => [a.number, a.state])).toEqual([
+      [1, 'canceled'],
+      [1, 'failed'],
+      [1, 'canceled'],
+      [2, 'succeeded'],
+      [2, 'succeeded'],
+      [2, 'succeeded'],
+    ]);
+    for (const i of [0, 2]) expect(attempts[i]!.reason).toMatch(/^gang member rank 1 failed \(.*SIGKILL.*\): ending ranks 0, 2$/);
+    // Every member of attempt 1 released: each agent saw its process gone (the two others well before their minute).
+    expect(attempts.filter((a) => a.number === 1).every((a) => a.releasedAt)).toBe(true);
   });
 
   it('two gangs that each need 3 of the 4 machines, submitted together, both finish', async () => {

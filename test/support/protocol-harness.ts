@@ -81,7 +81,8 @@ export class ProtocolHarness {
     if (r.statusCode !== 200) throw new Error(`cancel: ${r.statusCode} ${r.body}`);
   }
 
-  async agent(name: string, cpu = 4): Promise<FakeAgent> {
+  /** `agent`: more of what the agent says of itself (its advertised address, its gang ports). */
+  async agent(name: string, cpu = 4, agent: object = {}): Promise<FakeAgent> {
     const r = await this.call(
       'POST',
       '/v1/agent/register',
@@ -93,7 +94,7 @@ export class ProtocolHarness {
         gpusDeclared: false,
         region: null,
         labels: {},
-        agent: { version: 'harness', host: 'harness', pid: 1 },
+        agent: { version: 'harness', host: 'harness', pid: 1, ...agent },
       },
       this.tokens.join,
     );

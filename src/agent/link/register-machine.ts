@@ -6,8 +6,18 @@ import type { DetectedMachine } from '../machine/machine-detect.js';
 import { AgentHttpError, type AgentClient } from './agent-client.js';
 import { agentVersion } from './agent-version.js';
 
-/** What the agent says of its machine and of itself when it registers; `containment`: what it enforces on attempts (docs/containment.md). */
-export function registerRequest(m: DetectedMachine, containment?: ContainmentReport): RegisterRequest {
+/** Where gangs whose rank 0 runs on this machine meet (docs/gangs.md, "Rendezvous"): `--advertise-addr` (absent: the host's name) and `--gang-ports` (absent: the server's default range). */
+export interface Rendezvous {
+  advertiseAddr?: string;
+  gangPorts?: { first: number; last: number };
+}
+
+/**
+ * What the agent says of its machine and of itself when it registers; `containment`: what it
+ * enforces on attempts (docs/containment.md); `rendezvous`: its address and gang ports, inside
+ * `agent` (which servers from before them accept with any field).
+ */
+export function registerRequest(m: DetectedMachine, containment?: ContainmentReport, rendezvous: Rendezvous = {}): RegisterRequest {
   return {
     name: m.name,
     cpuMillis: m.cpuMillis,
@@ -17,7 +27,14 @@ export function registerRequest(m: DetectedMachine, containment?: ContainmentRep
     gpusDeclared: m.gpusDeclared,
     region: m.region,
     labels: m.labels,
-    agent: { version: agentVersion(), host: os.hostname(), pid: process.pid, ...(containment ? { containment } : {}) },
+    agent: {
+      version: agentVersion(),
+      host: os.hostname(),
+      pid: process.pid,
+      ...(containment ? { containment } : {}),
+      ...(rendezvous.advertiseAddr !== undefined ? { advertiseAddr: rendezvous.advertiseAddr } : {}),
+      ...(rendezvous.gangPorts ? { gangPorts: rendezvous.gangPorts } : {}),
+    },
   };
 }
 

@@ -54,6 +54,17 @@ export const RegisterRequest = Type.Object(
         /** What the agent enforces on its attempts (docs/containment.md). Inside `agent`, which
          *  servers before containment accept with any field, so that a new agent can join them. */
         containment: Type.Optional(ContainmentReport),
+        /** Where other machines reach this one (`--advertise-addr`): a gang whose rank 0 runs here
+         *  meets at it (docs/gangs.md, "Rendezvous"). Absent: `host`. Inside `agent` for the same reason. */
+        advertiseAddr: Type.Optional(Type.String({ minLength: 1, maxLength: 253, pattern: '^[A-Za-z0-9._:-]+$' })),
+        /** The ports this machine keeps for gangs (`--gang-ports`): the server reserves each gang's master
+         *  port among them. Absent: 29500-29599. */
+        gangPorts: Type.Optional(
+          Type.Object(
+            { first: Type.Integer({ minimum: 1, maximum: 65535 }), last: Type.Integer({ minimum: 1, maximum: 65535 }) },
+            { additionalProperties: false },
+          ),
+        ),
       },
       { additionalProperties: true },
     ),
@@ -123,7 +134,7 @@ export const GpuShareWire = Type.Object(
 );
 export type GpuShareWire = Static<typeof GpuShareWire>;
 
-/** A gang's member (docs/gangs.md, "Rendezvous"): its rank, the gang's size, and where rank 0 listens (the port is not reserved). */
+/** A gang's member (docs/gangs.md, "Rendezvous"): its rank, the gang's size, and where rank 0 listens (its machine's advertised address, the port reserved for the gang there). */
 export const GangWire = Type.Object(
   {
     rank: Type.Integer({ minimum: 0 }),

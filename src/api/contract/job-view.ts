@@ -211,6 +211,10 @@ export const MachineView = Type.Object({
   registeredAt: Type.Number(),
   /** What its agent enforces on the attempts it runs, as it reported at registration (docs/containment.md). Null: its agent did not say (an agent before containment); absent from older servers. */
   containment: Type.Optional(Nullable(ContainmentReport)),
+  /** Where other machines reach it, as its agent registered (`--advertise-addr`, else its host's name): a gang whose rank 0 runs there meets at it. Absent from older servers. */
+  address: Type.Optional(Type.String()),
+  /** The ports its agent keeps for gangs' master ports (`--gang-ports`). Absent from older servers. */
+  gangPorts: Type.Optional(Type.Object({ first: Type.Integer(), last: Type.Integer() })),
   /** The autoscaled pool that started it (issue 30); absent for a machine the autoscaler did not start (and from older servers). */
   pool: Type.Optional(Type.String({ description: 'the autoscaled pool that started it (the cluster file’s pools:), not the queue (cpu, gpu:TYPE)' })),
   /** Where it is in the autoscaler's lifecycle; absent with `pool`. */

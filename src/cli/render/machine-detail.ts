@@ -27,6 +27,9 @@ export function renderMachineDetail(m: MachineView, now: number, opts: RenderOpt
     ...m.gpus.map((g): [string, string] => ['', c.dim(`GPU ${g.index}: ${g.name}${g.uuid ? ` ${g.uuid}` : ''}, ${gpuUseText(g)}`)]),
     ['attempts', String(m.allocated.attempts)],
     ['region', m.region ?? '-'],
+    // Where gangs whose rank 0 runs here meet (docs/gangs.md, "Rendezvous"); an older server says neither.
+    ...(m.address !== undefined ? [['address', m.address] as [string, string]] : []),
+    ...(m.gangPorts ? [['gang ports', `${m.gangPorts.first}-${m.gangPorts.last}`] as [string, string]] : []),
     ['labels', labels.length ? labels.map(([k, v]) => `${k}=${v}`).join(',') : '-'],
     ['heartbeat', `${formatAge(m.lastHeartbeatAt, now)} ago`],
     ['registered', `${formatAge(m.registeredAt, now)} ago`],

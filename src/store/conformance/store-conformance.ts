@@ -14,6 +14,7 @@ import { outputLimitsConformance } from './output-limits-conformance.js';
 import { gpuShareConformance } from './gpu-share-conformance.js';
 import { autoscaleConformance } from './autoscale-conformance.js';
 import { gangConformance } from './gang-conformance.js';
+import { gangPortConformance } from './gang-port-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1024,5 +1025,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     gpuShareConformance(() => store);
     autoscaleConformance(() => store);
     gangConformance(() => store);
+    gangPortConformance(() => store);
   });
 }

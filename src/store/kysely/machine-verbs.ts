@@ -315,6 +315,7 @@ const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
       'attempts.gang_id as gang_id',
       'attempts.gang_rank as gang_rank',
       'attempts.gang_size as gang_size',
+      'attempts.gang_master_port as gang_master_port',
       'stages.definition as definition',
     ])
     .where('attempts.machine_id', '=', machineId)

@@ -1,4 +1,5 @@
 import type { Selectable } from 'kysely';
+import { machineAddress, machineGangPorts } from './gang-rendezvous.js';
 import type { AttemptRecord, EventRecord, JobRecord, MachineRecord, StageRecord } from '../records.js';
 import type { AttemptsTable, EventsTable, JobsTable, MachinesTable, StagesTable } from '../schema.js';
 
@@ -106,6 +107,8 @@ export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated'
     health: r.health,
     scheduling: r.scheduling,
     agent: JSON.parse(r.agent),
+    address: machineAddress(r),
+    gangPorts: machineGangPorts(r),
     containment: r.containment ? JSON.parse(r.containment) : null,
     lastHeartbeatAt: num(r.last_heartbeat_at),
     registeredAt: num(r.registered_at),

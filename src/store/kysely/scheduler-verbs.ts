@@ -17,6 +17,7 @@ import { syncJobStateOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
 import { endActiveAttempt } from './attempt-verbs.js';
 import { endGang, rankText, stageAttemptId } from './gang-end.js';
+import { reserveGangPort } from './gang-rendezvous.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
 import { execute, prepared, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
@@ -70,6 +71,7 @@ const ATTEMPT_COLUMNS = [
   'gang_id',
   'gang_rank',
   'gang_size',
+  'gang_master_port',
 ] as const satisfies readonly (keyof AttemptsTable)[];
 // The row is typed where it is built; its values travel as a list in ATTEMPT_COLUMNS' order.
 const attemptValues = (r: AttemptsTable): unknown[] => ATTEMPT_COLUMNS.map((c) => r[c]);
@@ -287,6 +289,9 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const usage = await machineUsage(tx.db, machineIds);
   const machines = await machinesById.rows(tx.db, machineIds);
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));
+  const rows = new Map(machines.map((m) => [m.id, m]));
+  // Gang ports reserved by this plan, by rank 0's machine: two gangs placed in one pass get two.
+  const gangPorts = new Map<string, Set<number>>();
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
 
@@ -308,6 +313,17 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     }
     const size = members.length;
     const gang = size > 1;
+    // A gang's master port, reserved on rank 0's machine before anything is written: a full range skips the gang whole.
+    let masterPort: number | null = null;
+    if (gang) {
+      const rank0 = rows.get(members[0]!.machineId)!;
+      const r = await reserveGangPort(tx.db, rank0, gangPorts);
+      if ('full' in r) {
+        skipped.push({ stageId: pl.stageId, why: `gang rank 0 on ${rank0.name}: no free gang port in ${r.full.first}-${r.full.last}` });
+        continue;
+      }
+      masterPort = r.port;
+    }
     const base = Number(stage.token) + 1;
     const ids = members.map(() => newId('att', tx.now));
     const gangId = gang ? ids[0]! : null;
@@ -360,6 +376,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         gang_id: gangId,
         gang_rank: gang ? mem.rank : null,
         gang_size: gang ? size : null,
+        gang_master_port: masterPort,
       };
       await insertAttempt.run(tx.db, ...attemptValues(row));
       applied.push(toAttempt(row, m.name));
@@ -382,7 +399,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
           machine: m.name,
           gpus: one.gpuIndices,
           ...(share ? { gpuMilli: one.gpuMilli } : {}),
-          ...(gang ? { gang: { id: gangId, rank: mem.rank, size } } : {}),
+          ...(gang ? { gang: { id: gangId, rank: mem.rank, size, masterPort } } : {}),
           waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
           pool: stage.pool,
         },

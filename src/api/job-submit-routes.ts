@@ -193,7 +193,7 @@ async function placementWarnings(
     d.stages.flatMap((st) => {
       const need = stageNeed(st);
       // A gang by the gang's rule (docs/gangs.md): all its members at once on the registered
-      // machines as if idle (no pool's template: the autoscaler starts none for a gang), and its
+      // machines as if idle (no pool's template yet: docs/gangs.md, "Left to wire"), and its
       // whole size against its team's quota.
       const gang = gangNeedOf(st);
       const why = gang

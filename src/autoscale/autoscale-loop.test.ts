@@ -72,6 +72,25 @@ describe('Autoscaler: one pass, resumed from the database', () => {
     expect(again.pools).toEqual([{ pool: 'g', desired: 2, current: 1, starting: 1 }]);
   });
 
+  it('a gang (2 machines × 4 GPUs) starts a machine per member, each held for it', async () => {
+    const gang = stage('g', { resources: { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 4, types: ['h100'] }, machines: 2 } });
+    const submitted = await store.jobSubmit({ definition: job([gang]), source: null, now });
+    const id = submitted.stages[0]!.id;
+    const r = await autoscaler().pass();
+    expect(r.decisions).toEqual([
+      {
+        pool: 'g',
+        action: 'start',
+        names: ['g-1', 'g-2'],
+        reason: '1 stage of team default waits for 2 machines × 4 h100 GPUs: starting 2 machines of template g',
+      },
+    ]);
+    expect((await store.autoscaleRows({ active: true })).map((x) => [x.name, x.heldFor])).toEqual([
+      ['g-1', [id]],
+      ['g-2', [id]],
+    ]);
+  });
+
   it('after a restart between the decision and the provider, asks for the same names: no duplicate', async () => {
     await store.jobSubmit({ definition: job([gpuStage('a'), gpuStage('b')]), source: null, now });
     // The server dies after writing the rows, before the provider is asked.

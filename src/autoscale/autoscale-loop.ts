@@ -139,14 +139,15 @@ export class Autoscaler {
       });
       note({ pool: start.pool, action: 'start', names: made.map((r) => r.name), reason: start.reason });
     }
-    // A stage the simulation counted onto a starting machine's spare room joins that machine's hold.
+    // A stage the simulation counted onto a starting machine's spare room joins that machine's hold
+    // (a gang: each of its members' starting machines).
     const holds = new Map<string, string[]>();
-    for (const w of up.waiting) {
-      if (w.startingIndex === undefined || w.pool === undefined) continue;
-      const row = states.get(w.pool)?.starting[w.startingIndex];
-      if (row === undefined || row.heldFor.includes(w.stageId)) continue;
-      holds.set(row.name, [...(holds.get(row.name) ?? []), w.stageId]);
-    }
+    for (const w of up.waiting)
+      for (const on of w.startingOn ?? []) {
+        const row = states.get(on.pool)?.starting[on.index];
+        if (row === undefined || row.heldFor.includes(w.stageId)) continue;
+        holds.set(row.name, [...(holds.get(row.name) ?? []), w.stageId]);
+      }
     for (const [name, stageIds] of holds) await store.autoscaleHold({ name, stageIds, now });
     await store.autoscaleWaitsPut({ waits: up.waiting.map((w) => ({ stageId: w.stageId, kind: w.kind, reason: w.reason, pool: w.pool ?? null })), now });
 
@@ -197,8 +198,9 @@ export class Autoscaler {
     return { snapshot, plan };
   }
 
+  /** As the server's scheduler pass plans: gangs whole (docs/gangs.md), so a waiting gang is seen as such, not as GANGS_NOT_APPLIED. */
   private planOptions(): PlanOptions {
-    return this.o.gpuPolicy !== undefined ? { gpuPolicy: this.o.gpuPolicy } : {};
+    return { gangs: true, ...(this.o.gpuPolicy !== undefined ? { gpuPolicy: this.o.gpuPolicy } : {}) };
   }
 
   private async applyDown(step: ScaleDownStep, now: number, note: (d: AutoscaleDecision) => void): Promise<void> {

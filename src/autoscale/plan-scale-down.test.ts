@@ -85,6 +85,33 @@ describe('planScaleDown', () => {
     expect(steps).toEqual([]);
   });
 
+  it("never drains a machine a gang member's placement is on: every member's machine is busy, not rank 0's alone", () => {
+    const machines = [machine('rank0'), machine('rank1'), machine('rank2'), machine('free')];
+    const steps = planScaleDown({
+      machines,
+      pools: [pool('h100')],
+      now: NOW,
+      plan: {
+        placements: [
+          {
+            stageId: 'g',
+            machineId: 'id-rank0',
+            gpuIndices: [0],
+            cpuMillis: 1,
+            memoryBytes: 1,
+            members: [
+              { rank: 0, machineId: 'id-rank0', gpuIndices: [0] },
+              { rank: 1, machineId: 'id-rank1', gpuIndices: [0] },
+              { rank: 2, machineId: 'id-rank2', gpuIndices: [0] },
+            ],
+          },
+        ],
+        pending: [],
+      },
+    });
+    expect(actions(steps)).toEqual({ free: 'drain' });
+  });
+
   it('keeps min: of three idle machines with min 2, only the longest idle drains', () => {
     const machines = [machine('a', { idleSince: NOW - 500_000 }), machine('b', { idleSince: NOW - 900_000 }), machine('c', { idleSince: NOW - 600_000 })];
     expect(actions(planScaleDown({ machines, pools: [pool('h100', 2)], now: NOW }))).toEqual({ b: 'drain' });

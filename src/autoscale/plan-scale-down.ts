@@ -1,4 +1,5 @@
 import { canTransition } from '../domain/transition-table.js';
+import { placementMembers } from '../scheduler/placement-members.js';
 import type { Plan } from '../scheduler/snapshot.js';
 import { COUNTED_STATES, MachineLifecycle, machineLifecycleTransitions } from './machine-lifecycle.js';
 import type { PoolTemplate } from './pool-template.js';
@@ -78,7 +79,8 @@ export function planScaleDown(input: ScaleDownInput): ScaleDownStep[] {
   const { now } = input;
   const pools = new Map(input.pools.map((p) => [p.name, p]));
   const busy = new Set<string>();
-  for (const p of input.plan?.placements ?? []) busy.add(p.machineId);
+  // A gang's placement takes every member's machine, not its rank 0's alone.
+  for (const p of input.plan?.placements ?? []) for (const m of placementMembers(p)) busy.add(m.machineId);
   for (const r of input.plan?.reservations ?? []) busy.add(r.machineId);
   for (const p of input.plan?.preemptions ?? []) busy.add(p.machineId);
   const hasWork = (m: AutoscaledMachine) => m.attempts > 0 || (m.waitsOnIt ?? 0) > 0 || busy.has(m.id);

@@ -65,8 +65,16 @@ function busyMachine(p: PoolTemplate, id: string): MachineView {
   return m;
 }
 
-function scaleUp(snapshot: SchedulerSnapshot, pools: PoolTemplate[], state: PoolState[] = []): ScaleUpPlan {
-  return planScaleUp({ snapshot, plan: planPlacements(snapshot), pools, state, now: NOW });
+function scaleUp(snapshot: SchedulerSnapshot, pools: PoolTemplate[], state: PoolState[] = [], maxStartsPerDecision?: number): ScaleUpPlan {
+  // The plan as the server's pass makes it: gangs whole.
+  const plan = planPlacements(snapshot, { gangs: true });
+  return planScaleUp({ snapshot, plan, pools, state, now: NOW, ...(maxStartsPerDecision !== undefined ? { maxStartsPerDecision } : {}) });
+}
+
+/** A gang of `size` members, each on its own machine with `gpus` GPUs (resources.machines, docs/gangs.md). */
+function gang(id: string, size: number, gpus: number, p: { team?: string; priority?: number } = {}): QueuedStage {
+  const s = stage(id, { gpus, ...(p.team ? { team: p.team } : {}) });
+  return { ...s, priority: p.priority ?? s.priority, resources: { ...s.resources, machines: size } };
 }
 
 const count = (plan: ScaleUpPlan) => Object.fromEntries(plan.starts.map((s) => [s.pool, s.count]));
@@ -127,10 +135,10 @@ describe('planScaleUp', () => {
     const queue = [stage('s0', { gpus: 4 }), stage('s1', { gpus: 4 }), stage('s2', { gpus: 8 })];
     const plan = scaleUp({ machines: [], queue }, [h100], [{ pool: 'h100', counted: 2, starting: 2, startedThisInterval: 2, startingFor: [['s0'], ['s2']] }]);
     expect(plan.starts).toEqual([]);
-    expect(plan.waiting.map((w) => [w.stageId, w.kind, w.startingIndex])).toEqual([
-      ['s0', 'starting', 0],
-      ['s1', 'starting', 0],
-      ['s2', 'starting', 1],
+    expect(plan.waiting.map((w) => [w.stageId, w.kind, w.startingOn])).toEqual([
+      ['s0', 'starting', [{ pool: 'h100', index: 0 }]],
+      ['s1', 'starting', [{ pool: 'h100', index: 0 }]],
+      ['s2', 'starting', [{ pool: 'h100', index: 1 }]],
     ]);
   });
 
@@ -264,7 +272,7 @@ describe('planScaleUp', () => {
         reason: 'pool h100 has 0 machines, below its min 2: starting 2 machines of template h100',
       },
     ]);
-    expect(plan.waiting.map((w) => [w.kind, w.startingIndex])).toEqual([
+    expect(plan.waiting.map((w) => [w.kind, w.startingOn])).toEqual([
       ['starting', undefined],
       ['starting', undefined],
     ]);
@@ -310,5 +318,115 @@ describe('planScaleUp', () => {
         reason: '1 stage of team default waits for 8 h100 GPUs: starting 1 machine of template h100',
       },
     ]);
+  });
+
+  describe('gangs (issue 31)', () => {
+    it('a gang of 3 × 8 h100 on an 8-GPU template of max 4 starts 3 machines, each held for it', () => {
+      const plan = scaleUp({ machines: [], queue: [gang('g', 3, 8, { team: 'vision' })] }, [pool('h100', { gpus: 8, max: 4 })]);
+      expect(plan.starts).toEqual([
+        {
+          pool: 'h100',
+          count: 3,
+          stageIds: ['g'],
+          machineStages: [['g'], ['g'], ['g']],
+          reason: '1 stage of team vision waits for 3 machines × 8 h100 GPUs: starting 3 machines of template h100',
+        },
+      ]);
+      expect(plan.waiting).toEqual([]);
+    });
+
+    it('with max 2 it starts none: the pool has room for 2 of its 3 members, and says so', () => {
+      const plan = scaleUp({ machines: [], queue: [gang('g', 3, 8)] }, [pool('h100', { gpus: 8, max: 2 })]);
+      expect(plan.starts).toEqual([]);
+      expect(plan.waiting).toEqual([
+        { stageId: 'g', kind: 'at-max', pool: 'h100', reason: 'template h100 may start 2 machines more before its max of 2: its gang needs 3' },
+      ]);
+      // At max outright (two up, busy): the pool's max is why, as for any stage.
+      const full = pool('h100', { gpus: 8, max: 2 });
+      const atMax = scaleUp(
+        { machines: [busyMachine(full, 'up-1'), busyMachine(full, 'up-2')], queue: [gang('g', 3, 8)] },
+        [full],
+        [{ pool: 'h100', counted: 2, starting: 0, startedThisInterval: 0 }],
+      );
+      expect(atMax.starts).toEqual([]);
+      expect(atMax.waiting.map((w) => [w.kind, w.reason])).toEqual([['at-max', 'template h100 is at its max of 2 machines (2 up or starting)']]);
+    });
+
+    it('a gang takes machines up now first: one idle machine and 2 new for a gang of 3', () => {
+      const h100 = pool('h100', { gpus: 8 });
+      const plan = scaleUp(
+        { machines: [templateMachine(h100.template, 'up-1')], queue: [gang('g', 3, 8)] },
+        [h100],
+        [{ pool: 'h100', counted: 1, starting: 0, startedThisInterval: 0 }],
+      );
+      expect(plan.starts).toMatchObject([{ pool: 'h100', count: 2, stageIds: ['g'], machineStages: [['g'], ['g']] }]);
+    });
+
+    it('two gangs: the cap per decision counts members; the gang it leaves short waits for the next decision', () => {
+      const h100 = pool('h100', { gpus: 8 });
+      const queue = [gang('a', 3, 8, { priority: 90 }), gang('b', 3, 8)];
+      expect(scaleUp({ machines: [], queue }, [h100], [], 6).starts).toMatchObject([{ count: 6, stageIds: ['a', 'b'] }]);
+      const capped = scaleUp({ machines: [], queue }, [h100], [], 4);
+      expect(capped.starts).toMatchObject([{ count: 3, stageIds: ['a'], machineStages: [['a'], ['a'], ['a']] }]);
+      expect(capped.waiting).toEqual([
+        {
+          stageId: 'b',
+          kind: 'decision-limit',
+          reason: 'this decision may start 1 machine more (of 4), its gang needs 3: the next interval looks at it again',
+        },
+      ]);
+    });
+
+    it('a gang held on starting machines waits for them (each named, to be held), and starts nothing more', () => {
+      const plan = scaleUp(
+        { machines: [], queue: [gang('g', 2, 8)] },
+        [pool('h100', { gpus: 8 })],
+        [{ pool: 'h100', counted: 2, starting: 2, startedThisInterval: 2, startingFor: [['g'], ['g']] }],
+      );
+      expect(plan.starts).toEqual([]);
+      expect(plan.waiting).toEqual([
+        {
+          stageId: 'g',
+          kind: 'starting',
+          pool: 'h100',
+          reason: '2 machines of template h100 are starting for its gang, up to 600 s',
+          startingOn: [
+            { pool: 'h100', index: 0 },
+            { pool: 'h100', index: 1 },
+          ],
+        },
+      ]);
+    });
+
+    it('its hold keeps the starting machines from a later stage of a higher priority, which gets a machine of its own', () => {
+      const hi = { ...stage('hi', { gpus: 8 }), priority: 90, readySince: 5000 };
+      const plan = scaleUp(
+        { machines: [], queue: [gang('g', 2, 8), hi] },
+        [pool('h100', { gpus: 8 })],
+        [{ pool: 'h100', counted: 2, starting: 2, startedThisInterval: 2, startingFor: [['g'], ['g']] }],
+      );
+      expect(plan.starts).toMatchObject([{ count: 1, stageIds: ['hi'] }]);
+      expect(plan.waiting.map((w) => [w.stageId, w.kind])).toEqual([['g', 'starting']]);
+    });
+
+    it("a gang its team's quota stops whole starts nothing, though each member would fit it", () => {
+      const snapshot: SchedulerSnapshot = {
+        machines: [],
+        queue: [gang('g', 3, 8, { team: 'vision' })],
+        teams: [{ name: 'vision', weight: 1, quota: { gpus: { h100: 16 } }, usage: emptyTeamUsage() }],
+      };
+      const plan = scaleUp(snapshot, [pool('h100', { gpus: 8 })]);
+      expect(plan.starts).toEqual([]);
+      expect(plan.waiting.map((w) => w.kind)).toEqual(['quota']);
+    });
+
+    it('a gang whose sameLabel no template carries starts nothing, and says so', () => {
+      const g = gang('g', 2, 8);
+      const plan = scaleUp({ machines: [], queue: [{ ...g, placement: { ...g.placement, sameLabel: 'rack' } }] }, [pool('h100', { gpus: 8 })]);
+      expect(plan.starts).toEqual([]);
+      expect(plan.waiting.map((w) => [w.kind, w.reason])).toEqual([
+        ['labels', 'its gang wants machines of one rack (placement.sameLabel): no template carries that label'],
+      ]);
+    });
   });
 });

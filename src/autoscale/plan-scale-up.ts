@@ -1,12 +1,14 @@
 import { stageNeed } from '../scheduler/checks.js';
+import { gangNeedOf } from '../scheduler/gang-placer.js';
 import { describeGpus } from '../scheduler/pending-reason.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../scheduler/plan-placements.js';
+import { placementMembers } from '../scheduler/placement-members.js';
 import { takeAllocation } from '../scheduler/placement-fit.js';
 import type { MachineView, Plan, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
 import { teamOf } from '../scheduler/team-ledger.js';
 import { formatCpu, formatMemory } from '../spec/quantity.js';
 import { templateMachine, type PoolTemplate } from './pool-template.js';
-import { templateMisfit, type MisfitKind } from './template-misfit.js';
+import { MisfitKind, templateMisfit } from './template-misfit.js';
 
 /** A pool's machines as the autoscaler counts them (machine-lifecycle.ts). */
 export interface PoolState {
@@ -102,12 +104,13 @@ export interface WaitingStage {
   /** The pool that serves it (starting) or stops it (at max, start limit, backoff), where one does. */
   pool?: string;
   /**
-   * Starting: which of the pool's starting machines takes it (an index into PoolState.startingFor).
-   * The caller adds the stage to that machine's hold, so that it keeps the room counted for it when
-   * the machine joins, as the stages the machine was started for do. Absent for one a start of this
-   * decision takes (ScaleUpStart.machineStages says which).
+   * Starting: which starting machines take it (each an index into its pool's PoolState.startingFor):
+   * one, or for a gang each of its members' that is starting. The caller adds the stage to each
+   * one's hold, so that it keeps the room counted for it when the machine joins, as the stages the
+   * machine was started for do. Absent for one a start of this decision takes
+   * (ScaleUpStart.machineStages says which).
    */
-  startingIndex?: number;
+  startingOn?: { pool: string; index: number }[];
 }
 
 export interface ScaleUpPlan {
@@ -127,8 +130,8 @@ const NEW_PREFIX = 'autoscale-new:';
 const NAME_AFTER: Record<string, string> = { [STARTING_PREFIX]: '\uFFFE', [NEW_PREFIX]: '\uFFFF' };
 
 interface Sim {
-  /** Waiting stages placed, by the machine id they went to. */
-  placed: Map<string, string>;
+  /** Waiting stages placed, with the machine ids they went to: one, or a gang's members' (rank 0 first). */
+  placed: Map<string, string[]>;
   pendingReason: Map<string, string>;
 }
 
@@ -160,31 +163,66 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   const preempting = new Set((plan.preemptions ?? []).map((p) => p.stageId));
   const waitingIds = plan.pending.map((p) => p.stageId).filter((id) => stages.has(id) && !preempting.has(id));
   const waitingSet = new Set(waitingIds);
-  const opts: PlanOptions = { ...input.planOptions, maxPlacements: Math.max(DEFAULT_MAX_PLACEMENTS, snapshot.queue.length) };
+  // Gangs planned as the server's pass plans them (docs/gangs.md): a gang placed is all its members.
+  const opts: PlanOptions = { ...input.planOptions, gangs: true, maxPlacements: Math.max(DEFAULT_MAX_PLACEMENTS, snapshot.queue.length) };
+  /** Machines a stage takes: a gang's size, else one. */
+  const machinesOf = (id: string) => gangNeedOf(stages.get(id)!)?.size ?? 1;
+  const machinesFor = (ids: readonly string[]) => ids.reduce((a, id) => a + machinesOf(id), 0);
   // Preemption is the pass's business; the simulation asks only where stages would fit.
   const base: SchedulerSnapshot = { ...snapshot, running: undefined, machines: snapshot.machines };
   const poolOfMachine = new Map<string, string>();
 
   // Stages held on starting machines, placed there before any pass (filled below, per pool).
-  const heldPlaced = new Map<string, string>();
+  const heldPlaced = new Map<string, string[]>();
   let queueLeft = base.queue;
+  const placedBy = (p: Plan, into: Map<string, string[]>) => {
+    for (const x of p.placements)
+      if (waitingSet.has(x.stageId))
+        into.set(
+          x.stageId,
+          placementMembers(x).map((m) => m.machineId),
+        );
+    return into;
+  };
   const simulate = (machines: readonly MachineView[], teams = snapshot.teams): Sim => {
     const p = planPlacements({ ...base, teams, queue: queueLeft, machines: [...machines] }, opts);
-    const placed = new Map(heldPlaced);
-    for (const x of p.placements) if (waitingSet.has(x.stageId)) placed.set(x.stageId, x.machineId);
-    return { placed, pendingReason: new Map(p.pending.map((x) => [x.stageId, x.reason])) };
+    return { placed: placedBy(p, new Map(heldPlaced)), pendingReason: new Map(p.pending.map((x) => [x.stageId, x.reason])) };
   };
-  /** A starting machine with the stages held for it placed there, as the pass at its join does. */
-  const holdOn = (m: MachineView, held: readonly string[] | undefined): MachineView => {
-    const mine = (held ?? []).filter((id) => waitingSet.has(id) && !heldPlaced.has(id)).map((id) => stages.get(id)!);
-    if (mine.length === 0) return m;
-    const copy: MachineView = { ...m, gpus: m.gpus.map((g) => ({ ...g })) };
-    const p = planPlacements({ ...base, queue: mine, machines: [copy] }, opts);
-    for (const x of p.placements) {
-      takeAllocation(copy, x);
-      heldPlaced.set(x.stageId, copy.id);
+  /**
+   * The starting machines with the stages held for them placed there, as the pass at their join
+   * does: each machine's own stages on it alone, then each gang held on several over those together
+   * (a gang whose hold spans fewer machines than its size is placed by the pass that follows).
+   */
+  const holdOn = (starting: readonly MachineView[], held: readonly (readonly string[])[]): MachineView[] => {
+    const copies = starting.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) }));
+    const take = (queue: QueuedStage[], on: MachineView[]) => {
+      if (queue.length === 0) return;
+      const p = planPlacements({ ...base, queue, machines: on }, opts);
+      for (const x of p.placements)
+        for (const m of placementMembers(x))
+          takeAllocation(
+            on.find((c) => c.id === m.machineId)!,
+            { ...x, ...m },
+          );
+      placedBy(p, heldPlaced);
+    };
+    const mine = (i: number) => (held[i] ?? []).filter((id) => waitingSet.has(id) && !heldPlaced.has(id));
+    copies.forEach((c, i) =>
+      take(
+        mine(i)
+          .filter((id) => machinesOf(id) === 1)
+          .map((id) => stages.get(id)!),
+        [c],
+      ),
+    );
+    for (const id of new Set(copies.flatMap((_, i) => mine(i).filter((x) => machinesOf(x) > 1)))) {
+      if (!heldPlaced.has(id))
+        take(
+          [stages.get(id)!],
+          copies.filter((_, i) => mine(i).includes(id)),
+        );
     }
-    return copy;
+    return copies;
   };
 
   // Room per pool: what max, the interval's start limit and a backoff leave.
@@ -210,7 +248,7 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
     const backingOff = s.backoffUntil != null && now < s.backoffUntil;
     let left = backingOff ? 0 : Math.min(byMax, byInterval);
     roomWhy.set(pool.name, backingOff ? WaitKind.backoff : byMax <= byInterval ? WaitKind.atMax : WaitKind.startLimit);
-    supply.push(...addMachines(pool, STARTING_PREFIX, s.starting, 0).map((m, i) => holdOn(m, s.startingFor?.[i])));
+    supply.push(...holdOn(addMachines(pool, STARTING_PREFIX, s.starting, 0), s.startingFor ?? []));
     const belowMin = Math.min(left, Math.max(0, a.min - s.counted));
     if (belowMin > 0) {
       minStarts.push({
@@ -240,12 +278,13 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
       const left = room.get(pool.name) ?? 0;
       if (left <= 0) continue;
       const from = added.get(pool.name)?.count ?? 0;
-      // No stage takes two machines: more than the stages left to place is never needed.
-      const trial = addMachines(pool, NEW_PREFIX, Math.min(left, waitingIds.length - placed.size, capLeft), from);
+      // More than the machines the stages left to place take (one each, a gang its size) is never needed.
+      const trial = addMachines(pool, NEW_PREFIX, Math.min(left, machinesFor(waitingIds.filter((id) => !placed.has(id))), capLeft), from);
       const sim = simulate([...supply, ...chosen, ...trial]);
+      // A gang counts once, as a stage placed; the machines it takes count in full (`used`).
       const gain = sim.placed.size - placed.size;
       if (gain <= 0) continue;
-      const usedIds = new Set(sim.placed.values());
+      const usedIds = new Set([...sim.placed.values()].flat());
       const used = trial.filter((m) => usedIds.has(m.id));
       if (used.length === 0) continue;
       const waste = idleShare(used, sim, stages);
@@ -264,11 +303,12 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
     const entry = added.get(best.pool.name) ?? { count: 0, stageIds: [], machineStages: [] };
     entry.count += best.used.length;
     const slot = new Map(best.used.map((m) => [m.id, entry.machineStages.push([]) - 1]));
-    for (const [stageId, machineId] of best.sim.placed)
-      if (usedIds.has(machineId)) {
-        entry.stageIds.push(stageId);
-        entry.machineStages[slot.get(machineId)!]!.push(stageId);
-      }
+    // A gang is held on every machine of this start that it took (each member's), and named once.
+    for (const [stageId, machineIds] of best.sim.placed) {
+      const mine = machineIds.filter((m) => usedIds.has(m));
+      if (mine.length > 0) entry.stageIds.push(stageId);
+      for (const m of mine) entry.machineStages[slot.get(m)!]!.push(stageId);
+    }
     added.set(best.pool.name, entry);
     placed = best.sim.placed;
   }
@@ -287,12 +327,12 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   for (const start of minStarts) {
     const first = stateOf(start.pool).starting;
     const perMachine = Array.from({ length: start.count }, (_, j) =>
-      [...final.placed].filter(([, m]) => m === `${STARTING_PREFIX}${start.pool}:${first + j}`).map(([stageId]) => stageId),
+      [...final.placed].filter(([, ms]) => ms.includes(`${STARTING_PREFIX}${start.pool}:${first + j}`)).map(([stageId]) => stageId),
     );
     if (perMachine.some((ids) => ids.length > 0)) start.machineStages = perMachine;
   }
   // Spare machines, after demand: idle ready ones and starting ones no waiting stage takes count.
-  const claimed = new Set(final.placed.values());
+  const claimed = new Set([...final.placed.values()].flat());
   for (const pool of pools) {
     const spare = pool.autoscale.spareMachines;
     if (spare <= 0) continue;
@@ -313,9 +353,10 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
   const unplaced = waitingIds.filter((id) => !final.placed.has(id));
   let probe: Sim | null = null;
   let probeFree: Sim | null = null;
+  let beyondRoom: Sim | null = null;
   if (unplaced.length > 0) {
     // Bounded like a round (the cap): enough to tell a stage held by its quota from one that needs a machine.
-    const rest = pools.flatMap((p) => addMachines(p, `${NEW_PREFIX}probe:`, Math.min(room.get(p.name) ?? 0, unplaced.length, Math.max(1, cap)), 0));
+    const rest = pools.flatMap((p) => addMachines(p, `${NEW_PREFIX}probe:`, Math.min(room.get(p.name) ?? 0, machinesFor(unplaced), Math.max(1, cap)), 0));
     probe = simulate([...supply, ...chosen, ...rest]);
     probeFree = snapshot.teams
       ? simulate(
@@ -323,28 +364,45 @@ export function planScaleUp(input: ScaleUpInput): ScaleUpPlan {
           snapshot.teams.map((t) => ({ ...t, quota: {} })),
         )
       : probe;
+    // A gang the room left cannot place: would machines beyond it (max, start limit, backoff)? Then
+    // that is why it waits, though each pool has room for some of its members.
+    // Bounded like a round too, but never below the largest such gang's size.
+    const gangSize = Math.max(0, ...unplaced.map(machinesOf).filter((n) => n > 1));
+    if (gangSize > 0) {
+      const beyond = pools.flatMap((p) => addMachines(p, `${NEW_PREFIX}beyond:`, Math.min(machinesFor(unplaced), Math.max(cap, gangSize)), 0));
+      beyondRoom = simulate([...supply, ...chosen, ...beyond]);
+    }
   }
   const waiting: WaitingStage[] = [];
   for (const id of waitingIds) {
     const at = final.placed.get(id);
     if (at !== undefined) {
-      if (at.startsWith(NEW_PREFIX)) continue;
-      if (at.startsWith(STARTING_PREFIX)) {
-        const pool = poolOfMachine.get(at)!;
-        const index = Number(at.slice(at.lastIndexOf(':') + 1));
+      // A gang with a member on a machine this decision starts is that start's (machineStages); its
+      // members on machines already starting are held there at the next decision, when it waits on them.
+      if (at.some((m) => m.startsWith(NEW_PREFIX))) continue;
+      const starting = at.filter((m) => m.startsWith(STARTING_PREFIX));
+      if (starting.length > 0) {
+        const pool = poolOfMachine.get(starting[0]!)!;
+        const on = starting
+          .map((m) => ({ pool: poolOfMachine.get(m)!, index: Number(m.slice(m.lastIndexOf(':') + 1)) }))
+          .filter((o) => o.index < stateOf(o.pool).starting);
+        const boot = byName.get(pool)!.autoscale.bootTimeoutSeconds;
         waiting.push({
           stageId: id,
           kind: WaitKind.starting,
           pool,
-          reason: `a machine of template ${pool} is starting for it, up to ${byName.get(pool)!.autoscale.bootTimeoutSeconds} s`,
-          ...(index < stateOf(pool).starting ? { startingIndex: index } : {}),
+          reason:
+            starting.length > 1
+              ? `${machines(starting.length)} of template ${pool} are starting for its gang, up to ${boot} s`
+              : `a machine of template ${pool} is starting for it, up to ${boot} s`,
+          ...(on.length > 0 ? { startingOn: on } : {}),
         });
       } else {
         waiting.push({ stageId: id, kind: WaitKind.fitsNow, reason: 'a machine has room for it now: the next pass places it' });
       }
       continue;
     }
-    waiting.push(whyNoStart(id, stages.get(id)!, pools, room, roomWhy, final, probe, probeFree, stateOf, chosen.length >= cap ? cap : null));
+    waiting.push(whyNoStart(id, stages.get(id)!, pools, room, roomWhy, final, probe, probeFree, beyondRoom, stateOf, { cap, left: cap - chosen.length }));
   }
   for (const id of preempting)
     if (stages.has(id)) waiting.push({ stageId: id, kind: WaitKind.preempting, reason: 'the scheduler is preempting to make room for it' });
@@ -360,13 +418,23 @@ function whyNoStart(
   final: Sim,
   probe: Sim | null,
   probeFree: Sim | null,
+  /** A probe with machines beyond every pool's room, where a gang waits; null otherwise. */
+  beyondRoom: Sim | null,
   stateOf: (pool: string) => PoolState,
-  /** The per-decision cap, when this decision reached it. */
-  capReached: number | null,
+  /** The per-decision cap, and the new machines it left. */
+  cap: { cap: number; left: number },
 ): WaitingStage {
   const need = stageNeed(stage);
+  const gang = gangNeedOf(stage);
   const misfit = templateMisfit(need, pools);
   if (misfit !== null) return { stageId: id, ...misfit };
+  if (gang?.sameLabel != null && !pools.some((p) => Object.hasOwn(p.template.labels, gang.sameLabel!))) {
+    return {
+      stageId: id,
+      kind: MisfitKind.labels,
+      reason: `its gang wants machines of one ${gang.sameLabel} (placement.sameLabel): no template carries that label`,
+    };
+  }
   const fitting = pools.filter((p) => templateMisfit(need, [p]) === null);
   if (probeFree?.placed.has(id) && !probe?.placed.has(id)) {
     return { stageId: id, kind: WaitKind.quota, reason: `its team's quota stops it, whatever machines start: ${probe?.pendingReason.get(id) ?? 'at quota'}` };
@@ -384,11 +452,28 @@ function whyNoStart(
           : `template ${p.name} is at its max of ${p.autoscale.max} ${p.autoscale.max === 1 ? 'machine' : 'machines'} (${s.counted} up or starting)`;
     return { stageId: id, kind, pool: p.name, reason: fitting.length > 1 ? `${reason} (as are the other ${fitting.length - 1} that could run it)` : reason };
   }
-  if (capReached !== null) {
+  if (gang !== null && !probe?.placed.has(id) && beyondRoom?.placed.has(id)) {
+    // Each open pool has room for some members, not for the gang: the pool's limit is why.
+    const p = open[0]!;
+    const kind = roomWhy.get(p.name) ?? WaitKind.atMax;
+    const left = room.get(p.name) ?? 0;
+    const limit =
+      kind === WaitKind.backoff
+        ? `template ${p.name} is backing off after a machine failed to join`
+        : kind === WaitKind.startLimit
+          ? `template ${p.name} may start ${machines(left)} more this interval (of ${p.autoscale.maxStartsPerInterval})`
+          : `template ${p.name} may start ${machines(left)} more before its max of ${p.autoscale.max}`;
+    return { stageId: id, kind, pool: p.name, reason: `${limit}: its gang needs ${gang.size}` };
+  }
+  // A stage takes one of the new machines the cap left, a gang its size.
+  if (cap.left < (gang?.size ?? 1)) {
     return {
       stageId: id,
       kind: WaitKind.decisionLimit,
-      reason: `this decision started its most (${machines(capReached)}): the next interval looks at it again`,
+      reason:
+        cap.left > 0
+          ? `this decision may start ${machines(cap.left)} more (of ${cap.cap}), its gang needs ${gang!.size}: the next interval looks at it again`
+          : `this decision started its most (${machines(cap.cap)}): the next interval looks at it again`,
     };
   }
   return {
@@ -402,11 +487,12 @@ function machines(n: number): string {
   return `${n} ${n === 1 ? 'machine' : 'machines'}`;
 }
 
-/** "8 h100 GPUs", "any 1 GPU", "4 CPU, 8Gi": what a stage waits for. */
+/** "8 h100 GPUs", "any 1 GPU", "4 CPU, 8Gi", "3 machines × 8 h100 GPUs" (a gang): what a stage waits for. */
 function describeAsk(s: QueuedStage): string {
   const need = stageNeed(s);
-  if (need.gpuCount > 0) return describeGpus(need.gpuCount, need.gpuTypes);
-  return `${formatCpu(need.cpuMillis)} CPU, ${formatMemory(need.memoryBytes)}`;
+  const each = need.gpuCount > 0 ? describeGpus(need.gpuCount, need.gpuTypes) : `${formatCpu(need.cpuMillis)} CPU, ${formatMemory(need.memoryBytes)}`;
+  const gang = gangNeedOf(s);
+  return gang === null ? each : `${gang.size} machines × ${each}`;
 }
 
 /** "3 stages of team vision wait for 8 h100 GPUs; 1 stage of team nlp waits for 2 h100 GPUs", at most three groups named. */
@@ -436,10 +522,10 @@ function idleShare(used: readonly MachineView[], sim: Sim, stages: ReadonlyMap<s
   const gpus = used[0]!.gpus.length > 0;
   // GPUs in thousandths: a share leaves the rest of its GPU idle.
   for (const m of used) total += gpus ? m.gpus.length * 1000 : m.cpuMillisTotal;
-  for (const [stageId, machineId] of sim.placed) {
-    if (!ids.has(machineId)) continue;
+  // A gang takes a member's need on each of its machines.
+  for (const [stageId, machineIds] of sim.placed) {
     const need = stageNeed(stages.get(stageId)!);
-    taken += gpus ? need.gpuCount * need.gpuMilli : need.cpuMillis;
+    for (const m of machineIds) if (ids.has(m)) taken += gpus ? need.gpuCount * need.gpuMilli : need.cpuMillis;
   }
   return total > 0 ? (total - taken) / total : 0;
 }

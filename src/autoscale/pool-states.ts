@@ -5,7 +5,7 @@ import type { AutoscaledMachine } from './plan-scale-down.js';
 import type { PoolState } from './plan-scale-up.js';
 import type { PoolTemplate } from './pool-template.js';
 
-/** A pool's state for planScaleUp, and its starting rows in the order of `startingFor` (a WaitingStage's startingIndex names one of them). */
+/** A pool's state for planScaleUp, and its starting rows in the order of `startingFor` (a WaitingStage's startingOn names them by index). */
 export interface PoolRows {
   state: PoolState;
   starting: AutoscaleRow[];

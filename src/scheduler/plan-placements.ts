@@ -43,11 +43,11 @@ export interface PlanOptions {
 }
 
 /**
- * Why a gang waits where the caller does not plan gangs (PlanOptions.gangs): the server's pass
- * does; the autoscaler's simulation does not yet (it counts one machine per placement), and this
- * is its word on a gang (docs/gangs.md, "Left to wire").
+ * Why a gang waits where the caller does not plan gangs (PlanOptions.gangs false): the server's
+ * pass and the autoscaler do; the simulator's replays, which apply one machine per placement, do
+ * not, and a gang among their stages waits with this word rather than run as rank 0 alone.
  */
-export const GANGS_NOT_APPLIED = 'gang stages (resources.machines 2 or more) start no autoscaled machine yet';
+export const GANGS_NOT_APPLIED = 'a gang stage (resources.machines 2 or more): this planner does not place gangs (PlanOptions.gangs)';
 
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 

@@ -238,10 +238,11 @@ export function replayAutoscale(pods: readonly TracePod[], opts: AutoscaleReplay
       });
       const up = planScaleUp({ snapshot, plan, pools, state, now: now * 1000 });
       // A stage the simulation counted onto a starting machine's room keeps it: held there too.
-      for (const w of up.waiting) {
-        const m = w.startingIndex === undefined ? undefined : startingOf.get(w.pool!)?.[w.startingIndex];
-        if (m && !m.heldFor.includes(w.stageId)) m.heldFor.push(w.stageId);
-      }
+      for (const w of up.waiting)
+        for (const on of w.startingOn ?? []) {
+          const m = startingOf.get(on.pool)?.[on.index];
+          if (m && !m.heldFor.includes(w.stageId)) m.heldFor.push(w.stageId);
+        }
       for (const s of up.starts) {
         const pool = pools.find((p) => p.name === s.pool)!;
         for (let i = 0; i < s.count; i++) {

@@ -193,11 +193,13 @@ async function placementWarnings(
     d.stages.flatMap((st) => {
       const need = stageNeed(st);
       // A gang by the gang's rule (docs/gangs.md): all its members at once on the registered
-      // machines as if idle (no pool's template yet: docs/gangs.md, "Left to wire"), and its
-      // whole size against its team's quota.
+      // machines as if idle, with as many machines of each pool's template as the pool may
+      // start (up to the gang's size: the autoscaler starts machines for a gang), and its whole
+      // size against its team's quota.
       const gang = gangNeedOf(st);
       const why = gang
-        ? (gangNeverPlaceable(gang, facts.machines) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, gangTotal(gang), machines)))
+        ? (gangNeverPlaceable(gang, [...facts.machines, ...poolMachines(pools, gang.size)], pools.length > 0) ??
+          (st.preemptible ? null : quotas!.neverWithinQuota(d.team, gangTotal(gang), machines)))
         : (neverPlaceable(need, machines, pools.length > 0) ?? (st.preemptible ? null : quotas!.neverWithinQuota(d.team, need, machines)));
       return why ? [{ stage: st.name, message: why }] : [];
     }),
@@ -224,4 +226,11 @@ function ownTeam(p: Principal | undefined, input: unknown, d: JobDefinition, at 
   const named = typeof input === 'object' && input !== null && 'team' in input;
   if (named && d.team !== scope) throw new ForbiddenError(`${at}/team: a token of team ${scope} submits for team ${scope} only, not ${d.team}`);
   return { ...d, team: scope };
+}
+
+/** Up to `upTo` machines of each autoscaled pool's template (at most its max): what the autoscaler may start for a gang. */
+function poolMachines(pools: readonly PoolTemplate[], upTo: number) {
+  return pools.flatMap((p) =>
+    Array.from({ length: Math.min(p.autoscale.max, upTo) }, (_, i) => templateMachine(p.template, `pool:${p.name}:${i + 1}`, `pool ${p.name} #${i + 1}`)),
+  );
 }

@@ -27,13 +27,14 @@ export function neverPlaceable(need: StageNeed, machines: readonly MachineView[]
  * The same for a gang (docs/gangs.md): why its members could never all be placed at once on the
  * registered machines, even idle and in service (too few machines with its GPUs, in one value of
  * its sameLabel), or null when they could. Judges nothing while no machine is registered.
+ * `withPools`: `machines` include the machines the autoscaled pools may start, and the reason says so.
  */
-export function gangNeverPlaceable(gang: GangNeed, machines: readonly MachineView[]): string | null {
+export function gangNeverPlaceable(gang: GangNeed, machines: readonly MachineView[], withPools = false): string | null {
   const registered = machines.filter((m) => m.scheduling !== 'removed');
   if (registered.length === 0) return null;
   const idle = registered.map(asIdle);
   const why = gangPendingReasonNow(gang, idle);
-  return why === null ? null : `no registered machines could ever run it: ${why}`;
+  return why === null ? null : `${withPools ? 'no registered machines nor autoscaled pools' : 'no registered machines'} could ever run it: ${why}`;
 }
 
 /** A machine as static checks see it: healthy, in service, nothing held (its facts are what it is). */

@@ -151,6 +151,30 @@ describe('schedulerPass', () => {
       expect(await heldFor(name)).toHaveLength(1);
     });
 
+    it('a gang held on two starting machines: the first to join is kept for it (not given to a later stage), both take it once joined', async () => {
+      const gang = await store.jobSubmit({
+        definition: job([stage('train', { resources: { ...gpu, machines: 2 } })], { name: 'gang', priority: 10 }),
+        source: null,
+        now,
+      });
+      const id = gang.stages[0]!.id;
+      const [a, b] = await store.autoscaleStart({ pool: 'h100', heldFor: [[id], [id]], reason: 'a gang of 2 waits', now });
+      now += 60_000;
+      const high = await store.jobSubmit({ definition: job([stage('high', { resources: gpu })], { name: 'high', priority: 90 }), source: null, now });
+      await store.machineRegister({ ...gpuMachine(a!.name, 1), now });
+      expect(await schedulerPass(store, clock, { leaseMs: 10_000, holds: true })).toMatchObject({ placed: 0 });
+      expect(await stateOf(high.id)).toBe('ready');
+      expect(await heldFor(a!.name)).toEqual([id]);
+      await store.machineRegister({ ...gpuMachine(b!.name, 1), now });
+      // Two attempts: one per member.
+      expect(await schedulerPass(store, clock, { leaseMs: 10_000, holds: true })).toMatchObject({ placed: 2 });
+      expect(await stateOf(gang.id)).toBe('scheduled');
+      expect(new Set((await store.jobGet({ jobId: gang.id }))!.stages[0]!.attempts.map((x) => x.machineName))).toEqual(new Set([a!.name, b!.name]));
+      expect(await heldFor(a!.name)).toEqual([]);
+      expect(await heldFor(b!.name)).toEqual([]);
+      expect(await stateOf(high.id)).toBe('ready');
+    });
+
     it('a held stage no longer ready is dropped: the hold is cleared and the machine goes to the queue', async () => {
       const { low, high, name } = await setUp();
       await store.jobCancel({ jobId: low.id, reason: 'not needed', now });

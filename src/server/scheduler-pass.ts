@@ -50,7 +50,7 @@ export interface SchedulerPassOptions {
 export async function schedulerPass(store: PlacementSource, clock: Clock, opts: SchedulerPassOptions): Promise<SchedulerPassResult> {
   if (!opts.holds) return fullPass(store, clock, opts);
   const held = await placeHolds(store, clock, opts);
-  const r = await fullPass(store, clock, opts);
+  const r = await fullPass(store, clock, opts, held.reserved);
   return held.placed || held.skipped ? { ...r, placed: r.placed + held.placed, skipped: r.skipped + held.skipped } : r;
 }
 
@@ -61,45 +61,78 @@ export async function schedulerPass(store: PlacementSource, clock: Clock, opts: 
  * The hold is then cleared, whatever was placed: a held stage gets one chance there, and one that
  * did not fit (its machine lost meanwhile, the team's quota reached) waits in the queue as any
  * other. No preemption: a hold takes only free room.
+ *
+ * A gang (docs/gangs.md) is held on each of the machines started for it, which join one by one:
+ * it is tried on every joined machine that holds it together, and while fewer of them have joined
+ * than it has members, their holds are kept and those machines are left out of the full pass (a
+ * reservation, as the planner's for a gang: its first machines do not go to other work while the
+ * rest boot). Returns those machines' ids.
  */
-async function placeHolds(store: PlacementSource, clock: Clock, opts: SchedulerPassOptions): Promise<{ placed: number; skipped: number }> {
-  const out = { placed: 0, skipped: 0 };
+async function placeHolds(
+  store: PlacementSource,
+  clock: Clock,
+  opts: SchedulerPassOptions,
+): Promise<{ placed: number; skipped: number; reserved: Set<string> }> {
+  const out = { placed: 0, skipped: 0, reserved: new Set<string>() };
   const holds = await store.autoscaleHeldStages({ now: clock.now() });
-  for (const h of holds) {
+  const apply = async (machineIds: readonly string[], stages: QueuedStage[]) => {
     const now = clock.now();
-    // Read for each hold: the one before may have placed on the teams' quotas (holds are rare: a
+    // Read for each: the one before may have placed on the teams' quotas (holds are rare: a
     // machine joining), and each machine's room is its own.
-    const cluster = h.stages.length ? await store.clusterView() : null;
-    const machine = cluster?.machines.find((m) => m.id === h.machineId);
-    if (cluster && machine) {
-      const snapshot: SchedulerSnapshot = {
-        clusterVersion: cluster.version,
-        machines: [machine],
-        queue: h.stages,
-        teams: await store.schedulerTeams({ usage: true }),
-        now,
-      };
-      const plan = planPlacements(snapshot, {
-        maxPlacements: opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS,
-        gangs: true,
-        ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
-        ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
-      });
-      if (plan.placements.length) {
-        const res = await store.planApply({ plan, now, leaseMs: opts.leaseMs });
-        out.placed += res.applied.length;
-        out.skipped += res.skipped.length;
-      }
+    const cluster = await store.clusterView();
+    const machines = cluster.machines.filter((m) => machineIds.includes(m.id));
+    if (machines.length === 0) return 0;
+    const snapshot: SchedulerSnapshot = { clusterVersion: cluster.version, machines, queue: stages, teams: await store.schedulerTeams({ usage: true }), now };
+    const plan = planPlacements(snapshot, {
+      maxPlacements: opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS,
+      gangs: true,
+      ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
+      ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
+    });
+    if (plan.placements.length === 0) return 0;
+    const res = await store.planApply({ plan, now, leaseMs: opts.leaseMs });
+    out.placed += res.applied.length;
+    out.skipped += res.skipped.length;
+    return res.applied.length;
+  };
+  // Gangs first, each on every joined machine that holds it.
+  const gangs = new Map<string, { stage: QueuedStage; machineIds: string[] }>();
+  for (const h of holds) {
+    for (const st of h.stages) {
+      if (gangSizeOf(st.resources) < 2) continue;
+      const g = gangs.get(st.stageId) ?? { stage: st, machineIds: [] };
+      g.machineIds.push(h.machineId);
+      gangs.set(st.stageId, g);
     }
-    await store.autoscaleHoldClear({ name: h.name, now });
+  }
+  const waiting = new Set<string>();
+  for (const [stageId, g] of gangs) {
+    if ((await apply(g.machineIds, [g.stage])) > 0) continue;
+    if (g.machineIds.length < gangSizeOf(g.stage.resources)) {
+      waiting.add(stageId);
+      for (const id of g.machineIds) out.reserved.add(id);
+    }
+  }
+  for (const h of holds) {
+    const single = h.stages.filter((st) => gangSizeOf(st.resources) < 2);
+    if (single.length) await apply([h.machineId], single);
+    if (h.stages.some((st) => waiting.has(st.stageId))) continue;
+    await store.autoscaleHoldClear({ name: h.name, now: clock.now() });
   }
   return out;
 }
 
-async function fullPass(store: PlacementSource, clock: Clock, opts: SchedulerPassOptions): Promise<SchedulerPassResult> {
+async function fullPass(
+  store: PlacementSource,
+  clock: Clock,
+  opts: SchedulerPassOptions,
+  reserved: ReadonlySet<string> = new Set(),
+): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
-  const cluster = await store.clusterView();
+  const view = await store.clusterView();
+  // Machines joined for a gang whose other machines are still booting: held for it (placeHolds).
+  const cluster = reserved.size ? { ...view, machines: view.machines.filter((m) => !reserved.has(m.id)) } : view;
   const shapes = await store.readyShapes({ now });
   if (shapes.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   // Teams matter when several have ready work (fair share) or one has a quota. Preemption looks at

@@ -228,6 +228,14 @@ describe('autoscale API, pools configured', () => {
     const fits = await post([gpuStage('train')]);
     expect(fits.statusCode).toBe(201);
     expect(fits.json().warnings ?? []).toEqual([]);
+    // A gang of 3 × 8 h100: only the pool's machines (max 6) could run it; the autoscaler starts them.
+    const gang = await post([{ ...gpuStage('train'), resources: { machines: 3, cpu: 4, memory: '8Gi', gpu: { count: 8, type: 'h100' } } }]);
+    expect(gang.statusCode).toBe(201);
+    expect(gang.json().warnings ?? []).toEqual([]);
+    const gangMisfit = await post([{ ...gpuStage('train'), resources: { machines: 3, cpu: 4, memory: '8Gi', gpu: { count: 8, type: 'a100' } } }]);
+    expect(gangMisfit.json().warnings).toEqual([
+      { stage: 'train', message: expect.stringMatching(/^no registered machines nor autoscaled pools could ever run it: needs 3 machines/) },
+    ]);
     const misfit = await post([gpuStage('train', 'a100')]);
     expect(misfit.statusCode).toBe(201);
     expect(misfit.json().warnings).toEqual([

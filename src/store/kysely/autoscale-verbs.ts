@@ -224,20 +224,8 @@ export function autoscaleKeep(tx: TxContext, p: { name: string; reason: string; 
  */
 export async function autoscaleRelease(tx: TxContext, p: { name: string; reason: string; now: number }): Promise<AutoscaleChange> {
   const row = await rowOrThrow(tx, p.name);
-  const machine = await tx.db
-    .selectFrom('machines')
-    .select(['id', 'name', 'scheduling', 'health'])
-    .where((eb) => (row.machine_id ? eb('id', '=', row.machine_id) : eb('name', '=', row.name)))
-    .executeTakeFirst();
-  if (machine) {
-    const held = await tx.db
-      .selectFrom('attempts')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('machine_id', '=', machine.id)
-      .where('released_at', 'is', null)
-      .executeTakeFirstOrThrow();
-    if (Number(held.n) > 0) return unchanged(tx, p.name);
-  }
+  const machine = await machineOfRow(tx, row);
+  if (machine && (await holdsRoom(tx, machine.id))) return unchanged(tx, p.name);
   return move(
     tx,
     p.name,
@@ -248,24 +236,9 @@ export async function autoscaleRelease(tx: TxContext, p: { name: string; reason:
       reason: p.reason,
       set: { released_at: tx.now, held_for: '[]' },
     },
-    async () => {
-      if (!machine || machine.scheduling === MachineScheduling.removed) return;
-      // machineRemove's write and event, without its refusal: the check above (in this
-      // transaction) is the one that matters here, and the machine is the autoscaler's to forget.
-      const res = await tx.db
-        .updateTable('machines')
-        .set({ scheduling: MachineScheduling.removed, updated_at: tx.now })
-        .where('id', '=', machine.id)
-        .where('scheduling', '=', machine.scheduling)
-        .executeTakeFirst();
-      if (Number(res.numUpdatedRows) !== 1) return;
-      await tx.event({
-        type: 'machine:removed',
-        machineId: machine.id,
-        message: `machine ${machine.name} removed (was ${machine.health}, ${machine.scheduling}): released by the autoscaler; the attempts that ran there keep its name`,
-        data: { from: machine.scheduling, health: machine.health },
-      });
-    },
+    // machineRemove's write and event, without its refusal: the check above (in this
+    // transaction) is the one that matters here, and the machine is the autoscaler's to forget.
+    () => removeMachine(tx, machine, 'released by the autoscaler; the attempts that ran there keep its name'),
   );
 }
 
@@ -307,19 +280,34 @@ export async function autoscaleStopped(tx: TxContext, p: { name: string; now: nu
  * room there (none can be placed on a draining machine; a lost one's is the reaper's).
  */
 async function removeStopped(tx: TxContext, row: AutoscaledMachinesTable): Promise<void> {
-  const machine = await tx.db
+  const machine = await machineOfRow(tx, row);
+  if (!machine || machine.scheduling === MachineScheduling.removed || (await holdsRoom(tx, machine.id))) return;
+  await removeMachine(tx, machine, 'stopped by its provider after the autoscaler released it');
+}
+
+/** The machine row a row's agent registered (by id once joined, else by name), if any. */
+function machineOfRow(tx: TxContext, row: AutoscaledMachinesTable) {
+  return tx.db
     .selectFrom('machines')
     .select(['id', 'name', 'scheduling', 'health'])
     .where((eb) => (row.machine_id ? eb('id', '=', row.machine_id) : eb('name', '=', row.name)))
     .executeTakeFirst();
-  if (!machine || machine.scheduling === MachineScheduling.removed) return;
+}
+
+/** Whether any attempt holds room on the machine (not yet released). */
+async function holdsRoom(tx: TxContext, machineId: string): Promise<boolean> {
   const held = await tx.db
     .selectFrom('attempts')
     .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('machine_id', '=', machine.id)
+    .where('machine_id', '=', machineId)
     .where('released_at', 'is', null)
     .executeTakeFirstOrThrow();
-  if (Number(held.n) > 0) return;
+  return Number(held.n) > 0;
+}
+
+/** The machine row out of service (`removed`), guarded on the scheduling read, with its event saying `why`. */
+async function removeMachine(tx: TxContext, machine: Awaited<ReturnType<typeof machineOfRow>>, why: string): Promise<void> {
+  if (!machine || machine.scheduling === MachineScheduling.removed) return;
   const res = await tx.db
     .updateTable('machines')
     .set({ scheduling: MachineScheduling.removed, updated_at: tx.now })
@@ -330,7 +318,7 @@ async function removeStopped(tx: TxContext, row: AutoscaledMachinesTable): Promi
   await tx.event({
     type: 'machine:removed',
     machineId: machine.id,
-    message: `machine ${machine.name} removed (was ${machine.health}, ${machine.scheduling}): stopped by its provider after the autoscaler released it`,
+    message: `machine ${machine.name} removed (was ${machine.health}, ${machine.scheduling}): ${why}`,
     data: { from: machine.scheduling, health: machine.health },
   });
 }

@@ -183,7 +183,7 @@ async function placementWarnings(
   // An autoscaled pool's template is a machine that may come (docs/autoscaling.md): a stage only
   // it fits waits for the autoscaler, not for good. A pool of max 0 starts nothing.
   const facts = await store.clusterFacts();
-  const machines = [...facts.machines, ...pools.filter((p) => p.autoscale.max > 0).map((p) => templateMachine(p.template, `pool:${p.name}`, `pool ${p.name}`))];
+  const machines = [...facts.machines, ...poolMachines(pools, 1)];
   // A stage that is not preemptible never runs past its team's quota (docs/scheduling.md), so
   // one asking for more than the whole quota would wait for good, as Slurm's QOSMaxGRESPerJob.
   const quotas = definitions.some((d) => d.stages.some((st) => !st.preemptible))

@@ -1,0 +1,245 @@
+// Frozen copy of src/scheduler/checks.ts as of ebf6444, before the placement-at-scale work (issue 32):
+// the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
+import { MachineHealth } from '../../../src/domain/machine-health.js';
+import { MachineScheduling } from '../../../src/domain/machine-scheduling.js';
+import { GPU_MILLI_WHOLE, gpuFreeMilli, gpuMilliOf, normalizeGpuType } from '../../../src/domain/resources.js';
+import type { GpuView, MachineView, QueuedStage } from '../../../src/scheduler/snapshot.js';
+
+/** A module constant, read in the checks' inner loops (an imported binding is read through a getter under tsx). */
+const WHOLE = GPU_MILLI_WHOLE;
+
+/**
+ * Why a machine cannot take a stage. Static reasons hold until the cluster or the stage changes;
+ * busy reasons clear as running work finishes. Declared in the order the checks below run
+ * (`checks`): explain's funnel follows this order, so a new reason goes where its check goes.
+ */
+export const RejectReason = {
+  /** Machine health is not `ready` (suspect, lost). */
+  notReady: 'not-ready',
+  /** An operator took the machine out of service (cordoned, draining). */
+  notEligible: 'not-eligible',
+  /** The stage wants another region. */
+  region: 'region',
+  /** The machine lacks one of the stage's k=v labels. */
+  labels: 'labels',
+  /** The machine has no GPU of any acceptable type. */
+  gpuType: 'gpu-type',
+  /** It has acceptable GPUs, but no one type with `count` of them in total. */
+  gpuTotal: 'gpu-total',
+  /** Enough acceptable GPUs, but not `count` of one type whose memory is known and holds the stage's `gpu.memory`. */
+  gpuMemory: 'gpu-memory',
+  /** Its total CPU is below the request. */
+  cpuTotal: 'cpu-total',
+  /** Its total memory is below the request. */
+  memoryTotal: 'memory-total',
+  /** A CPU stage, and the machine has GPUs: it keeps its CPUs for GPU work (placement.allowGpuMachines). */
+  gpuMachine: 'gpu-machine',
+  /** Enough GPUs of an acceptable type in total, not enough free now (a share: no GPU with its thousandths, and its memory, free). */
+  gpuBusy: 'gpu-busy',
+  /** Enough CPU in total, not enough free now. */
+  cpuBusy: 'cpu-busy',
+  /** Enough memory in total, not enough free now. */
+  memoryBusy: 'memory-busy',
+  /** A CPU stage allowed on a GPU machine: enough CPU and memory free, but not beyond the share its free GPUs keep. */
+  gpuShare: 'gpu-share',
+} as const;
+export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
+
+const BUSY: ReadonlySet<RejectReason> = new Set([RejectReason.gpuBusy, RejectReason.cpuBusy, RejectReason.memoryBusy, RejectReason.gpuShare]);
+
+/** True for reasons that clear on their own as work finishes. */
+export function isBusyReason(r: RejectReason): boolean {
+  return BUSY.has(r);
+}
+
+/** A stage's request, normalised once: GPU types lower case, de-duplicated, sorted. */
+export interface StageNeed {
+  cpuMillis: number;
+  memoryBytes: number;
+  /** 0 for a CPU-only stage. */
+  gpuCount: number;
+  /** Empty means any type. */
+  gpuTypes: readonly string[];
+  /** Thousandths of each of its GPUs: 1000 whole GPUs, 1–999 a share of one (gpuCount 1), 0 for a CPU stage. */
+  gpuMilli: number;
+  /** GPU memory it needs on each GPU, bytes (a share holds that much; a whole GPU must have that much); null: no bound. */
+  gpuMemoryBytes: number | null;
+  region: string | null;
+  labels: Readonly<Record<string, string>>;
+  /** A CPU stage that may run on machines with GPUs (outside their free GPUs' share). */
+  allowGpuMachines: boolean;
+}
+
+export function stageNeed(stage: Pick<QueuedStage, 'resources' | 'placement'>): StageNeed {
+  const gpu = stage.resources.gpu;
+  const gpuCount = gpu && gpu.count > 0 ? gpu.count : 0;
+  const gpuTypes = gpuCount > 0 && gpu ? [...new Set(gpu.types.map(normalizeGpuType))].sort() : [];
+  return {
+    cpuMillis: stage.resources.cpuMillis,
+    memoryBytes: stage.resources.memoryBytes,
+    gpuCount,
+    gpuTypes,
+    gpuMilli: gpuCount > 0 ? gpuMilliOf(stage.resources) : 0,
+    gpuMemoryBytes: gpuCount > 0 && gpu?.memoryBytes ? gpu.memoryBytes : null,
+    region: stage.placement.region,
+    labels: stage.placement.labels,
+    allowGpuMachines: gpuCount === 0 && stage.placement.allowGpuMachines === true,
+  };
+}
+
+/**
+ * The CPU and memory a stage may take on a machine now. A GPU stage: all that is free. A CPU
+ * stage on a machine with GPUs: what is free beyond each free GPU's share (the machine's total
+ * divided by its GPUs), so that CPU work never leaves a free GPU without the CPUs and memory to
+ * use it; when every GPU is busy, all that is free.
+ */
+export function roomFor(need: StageNeed, m: MachineView): { cpuMillis: number; memoryBytes: number } {
+  if (need.gpuCount > 0 || m.gpus.length === 0) return { cpuMillis: m.cpuMillisFree, memoryBytes: m.memoryBytesFree };
+  // Free GPUs in thousandths: a GPU with a quarter held keeps three quarters of its share.
+  let free = 0;
+  for (const g of m.gpus) free += gpuFreeMilli(g);
+  const whole = m.gpus.length * WHOLE;
+  return {
+    cpuMillis: m.cpuMillisFree - Math.ceil((m.cpuMillisTotal * free) / whole),
+    memoryBytes: m.memoryBytesFree - Math.ceil((m.memoryBytesTotal * free) / whole),
+  };
+}
+
+export function acceptsGpuType(need: StageNeed, type: string): boolean {
+  return need.gpuTypes.length === 0 || need.gpuTypes.includes(normalizeGpuType(type));
+}
+
+/** Whether the GPU's memory, in all, could hold the stage's bound: none asked, or known and large enough. Unknown memory takes no bounded stage. */
+export function gpuMemoryAllows(need: Pick<StageNeed, 'gpuMemoryBytes'>, g: Pick<GpuView, 'memoryBytesTotal'>): boolean {
+  if (need.gpuMemoryBytes === null) return true;
+  return g.memoryBytesTotal !== undefined && g.memoryBytesTotal !== null && g.memoryBytesTotal >= need.gpuMemoryBytes;
+}
+
+/**
+ * How many stages of this need the GPU could take now: whole GPUs, 1 when idle (1000 free) and 0
+ * otherwise, since a whole GPU never shares; a share, as many as its free thousandths and, with a
+ * memory bound, its free memory hold.
+ */
+export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>, g: GpuView): number {
+  if (need.gpuMemoryBytes !== null && !gpuMemoryAllows(need, g)) return 0;
+  const free = gpuFreeMilli(g);
+  if (need.gpuMilli >= WHOLE || need.gpuMilli <= 0) return free === WHOLE ? 1 : 0;
+  let n = Math.floor(free / need.gpuMilli);
+  if (need.gpuMemoryBytes !== null && need.gpuMemoryBytes > 0)
+    n = Math.min(n, Math.floor((g.memoryBytesFree ?? g.memoryBytesTotal ?? 0) / need.gpuMemoryBytes));
+  return n;
+}
+
+/**
+ * Per acceptable type on this machine: how many devices (`all`), how many of them could hold the
+ * stage's GPU memory bound (`total`: what "fits when idle" counts), and how many have room for it
+ * now (`free`: idle for whole GPUs, room for its thousandths and memory for a share).
+ */
+export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<string, { all: number; total: number; free: number }> {
+  const out = new Map<string, { all: number; total: number; free: number }>();
+  for (const g of machine.gpus) {
+    const t = normalizeGpuType(g.type);
+    if (need.gpuTypes.length > 0 && !need.gpuTypes.includes(t)) continue;
+    let c = out.get(t);
+    if (c === undefined) out.set(t, (c = { all: 0, total: 0, free: 0 }));
+    c.all += 1;
+    if (need.gpuMemoryBytes === null || gpuMemoryAllows(need, g)) c.total += 1;
+    if (gpuRoomFor(need, g) > 0) c.free += 1;
+  }
+  return out;
+}
+
+/** Acceptable GPU types on this machine with at least `gpuCount` free devices, sorted. */
+export function fittingGpuTypes(need: StageNeed, machine: MachineView): string[] {
+  const out: string[] = [];
+  for (const [t, c] of gpuCountsByType(need, machine)) if (c.free >= need.gpuCount) out.push(t);
+  return out.sort();
+}
+
+/** One feasibility rule: null when the machine passes it, else why not. */
+export type Check = (need: StageNeed, machine: MachineView) => RejectReason | null;
+
+/**
+ * Whether the machine takes new work at all, whatever the stage: alive, then in service. The apply
+ * step re-checks a placement with it too.
+ */
+export function machineRefusal(m: Pick<MachineView, 'health' | 'scheduling'>): RejectReason | null {
+  if (m.health !== MachineHealth.ready) return RejectReason.notReady;
+  if (m.scheduling !== MachineScheduling.eligible) return RejectReason.notEligible;
+  return null;
+}
+
+export const checkTakesWork: Check = (_need, m) => machineRefusal(m);
+
+export const checkRegion: Check = (need, m) => (need.region === null || need.region === m.region ? null : RejectReason.region);
+
+export const checkLabels: Check = (need, m) => {
+  for (const [k, v] of Object.entries(need.labels)) {
+    if (!Object.hasOwn(m.labels, k) || m.labels[k] !== v) return RejectReason.labels;
+  }
+  return null;
+};
+
+export const checkGpuType: Check = (need, m) => {
+  if (need.gpuCount === 0) return null;
+  return m.gpus.some((g) => acceptsGpuType(need, g.type)) ? null : RejectReason.gpuType;
+};
+
+export const checkGpuTotal: Check = (need, m) => {
+  if (need.gpuCount === 0) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.all >= need.gpuCount) return null;
+  return RejectReason.gpuTotal;
+};
+
+/** A stage that bounds GPU memory: some type with `count` GPUs whose memory is known and large enough. */
+export const checkGpuMemory: Check = (need, m) => {
+  if (need.gpuCount === 0 || need.gpuMemoryBytes === null) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.total >= need.gpuCount) return null;
+  return RejectReason.gpuMemory;
+};
+
+export const checkCpuTotal: Check = (need, m) => (m.cpuMillisTotal >= need.cpuMillis ? null : RejectReason.cpuTotal);
+
+export const checkMemoryTotal: Check = (need, m) => (m.memoryBytesTotal >= need.memoryBytes ? null : RejectReason.memoryTotal);
+
+export const checkGpuBusy: Check = (need, m) => {
+  if (need.gpuCount === 0) return null;
+  for (const c of gpuCountsByType(need, m).values()) if (c.free >= need.gpuCount) return null;
+  return RejectReason.gpuBusy;
+};
+
+export const checkGpuMachine: Check = (need, m) => (need.gpuCount === 0 && m.gpus.length > 0 && !need.allowGpuMachines ? RejectReason.gpuMachine : null);
+
+export const checkCpuBusy: Check = (need, m) => (m.cpuMillisFree >= need.cpuMillis ? null : RejectReason.cpuBusy);
+
+export const checkMemoryBusy: Check = (need, m) => (m.memoryBytesFree >= need.memoryBytes ? null : RejectReason.memoryBusy);
+
+/** Free enough, but only inside the share the machine's free GPUs keep (roomFor): it waits for GPU work to take them. */
+export const checkGpuShare: Check = (need, m) => {
+  const room = roomFor(need, m);
+  return room.cpuMillis >= need.cpuMillis && room.memoryBytes >= need.memoryBytes ? null : RejectReason.gpuShare;
+};
+
+/** Whether the stage could run on this machine at all, were it idle and in service: what a submit is warned by. */
+export const fitChecks: readonly Check[] = [
+  checkRegion,
+  checkLabels,
+  checkGpuType,
+  checkGpuTotal,
+  checkGpuMemory,
+  checkCpuTotal,
+  checkMemoryTotal,
+  checkGpuMachine,
+];
+
+/** Static checks first, so a busy reason always means "would fit on this machine when idle". */
+export const checks: readonly Check[] = [checkTakesWork, ...fitChecks, checkGpuBusy, checkCpuBusy, checkMemoryBusy, checkGpuShare];
+
+/** The first rule the machine fails for this stage, or null when the stage fits there now. */
+export function firstReject(need: StageNeed, machine: MachineView): RejectReason | null {
+  for (const check of checks) {
+    const r = check(need, machine);
+    if (r !== null) return r;
+  }
+  return null;
+}

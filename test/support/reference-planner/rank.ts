@@ -1,0 +1,55 @@
+// Frozen copy of src/scheduler/rank.ts as of ebf6444, before the placement-at-scale work (issue 32):
+// the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
+import { fittingGpuTypes, gpuCountsByType, type StageNeed } from './checks.js';
+import type { MachineView } from '../../../src/scheduler/snapshot.js';
+
+/** A feasible place for a stage: a machine and, for GPU stages, the one GPU type to use there. */
+export interface Candidate {
+  machine: MachineView;
+  gpuType: string | null;
+}
+
+/** All feasible (machine, type) pairs on a machine that already passed every check. */
+export function candidatesOn(need: StageNeed, machine: MachineView): Candidate[] {
+  if (need.gpuCount === 0) return [{ machine, gpuType: null }];
+  return fittingGpuTypes(need, machine).map((gpuType) => ({ machine, gpuType }));
+}
+
+function fraction(left: number, total: number): number {
+  return total > 0 ? left / total : 0;
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Machine order for scans and ties: name, then id. */
+export function compareMachines(a: MachineView, b: MachineView): number {
+  return compareStrings(a.name, b.name) || compareStrings(a.id, b.id);
+}
+
+/** CPU-only stages: machines without GPUs first (0), so GPU machines keep their CPUs for GPU work. */
+export function cpuStageTier(machine: MachineView): 0 | 1 {
+  return machine.gpus.length === 0 ? 0 : 1;
+}
+
+/**
+ * Best fit, lower is better. GPU stage: fewest free GPUs of the chosen type left, then least free
+ * CPU fraction left, then machine name/id, then type name. CPU stage: machines without GPUs first,
+ * then least free CPU fraction left, then least free memory fraction left, then name/id.
+ */
+export function compareCandidates(need: StageNeed, a: Candidate, b: Candidate): number {
+  const cpuLeft = (c: Candidate) => fraction(c.machine.cpuMillisFree - need.cpuMillis, c.machine.cpuMillisTotal);
+  if (need.gpuCount > 0) {
+    const gpuLeft = (c: Candidate) => (gpuCountsByType(need, c.machine).get(c.gpuType ?? '')?.free ?? 0) - need.gpuCount;
+    return gpuLeft(a) - gpuLeft(b) || cpuLeft(a) - cpuLeft(b) || compareMachines(a.machine, b.machine) || compareStrings(a.gpuType ?? '', b.gpuType ?? '');
+  }
+  const memLeft = (c: Candidate) => fraction(c.machine.memoryBytesFree - need.memoryBytes, c.machine.memoryBytesTotal);
+  return cpuStageTier(a.machine) - cpuStageTier(b.machine) || cpuLeft(a) - cpuLeft(b) || memLeft(a) - memLeft(b) || compareMachines(a.machine, b.machine);
+}
+
+export function bestCandidate(need: StageNeed, candidates: readonly Candidate[]): Candidate | undefined {
+  let best: Candidate | undefined;
+  for (const c of candidates) if (best === undefined || compareCandidates(need, c, best) < 0) best = c;
+  return best;
+}

@@ -1,0 +1,213 @@
+// Frozen copy of src/scheduler/share-planner.ts as of ebf6444, before the placement-at-scale work (issue 32):
+// the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
+import { machineFragmentationUnits } from '../../../src/scheduler/fgd-score.js';
+import { acceptsShareType, gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from '../../../src/scheduler/gpu-share.js';
+import { idHash, randomDrawBase, randomMachineWord } from '../../../src/scheduler/random-score.js';
+import {
+  bestChoiceOn,
+  compareScores,
+  compareShareMachines,
+  type ShareChoice,
+  type ShareContext,
+  type SharePolicyName,
+} from '../../../src/scheduler/share-policies.js';
+
+/** Where a request went: a machine and, for GPU requests, the GPU indices it took. */
+export interface SharePlacement {
+  machineId: string;
+  gpuIndices: number[];
+}
+
+/**
+ * `chooseShare`, incrementally, over a working copy of the machines it places on. A machine's
+ * scores depend on that machine alone, and a placement changes one machine, so the planner keeps,
+ * per machine, its best choice for each request shape it was asked about (and, for FGD, F(m) now)
+ * and forgets them when that machine changes. Same answers as `chooseShare`, at the cost of the
+ * machines that changed (docs/scheduling.md, "Cost"). Pure: no clock, no Math.random. It keeps
+ * every machine state it scored: one planner serves one pass or one replay, not a server's life.
+ * Random's scores change with every draw: for it the planner keeps only which machines fit, and
+ * the n-th choice it makes is `chooseShare`'s with `draw` n (from the context's `draw`, default 0).
+ */
+export class SharePlanner {
+  private readonly machines: ShareMachine[];
+  private readonly byId = new Map<string, number>();
+  /** F(m) now in whole units, per machine (FGD only). */
+  private readonly before: (number | undefined)[];
+  /**
+   * By request shape id, per machine: its best choice (null: does not fit), or undefined when not
+   * known. Shape-major and dense (filled when a shape is first seen), so the scan over machines
+   * reads one packed array; a placement clears its machine's column.
+   */
+  private readonly best: (ShareChoice | null | undefined)[][] = [];
+  private readonly shapeIds = new Map<string, number>();
+  /**
+   * Best choices by machine state, by request shape: machines in the same state (idle ones of a
+   * model, at first most of them) get the same choice and score, so each is computed once. A
+   * machine's name is not in its score, only in ties, which `choose` breaks by the scan's order.
+   */
+  private readonly byState = new Map<string, Map<number, ShareChoice | null>>();
+  /** Per machine, its state's entry of `byState`, or undefined after a change. */
+  private readonly stateRows: (Map<number, ShareChoice | null> | undefined)[];
+  /** Random: the next draw, and each machine's `idHash`. */
+  private draw: number;
+  private readonly idHashes: number[];
+
+  constructor(
+    machines: readonly ShareMachine[],
+    private readonly policy: SharePolicyName,
+    private readonly ctx: ShareContext,
+  ) {
+    this.machines = machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })).sort(compareShareMachines);
+    this.machines.forEach((m, i) => this.byId.set(m.id, i));
+    this.before = this.machines.map(() => undefined);
+    this.stateRows = this.machines.map(() => undefined);
+    this.draw = ctx.draw ?? 0;
+    this.idHashes = policy === 'random' ? this.machines.map((m) => idHash(m.id)) : [];
+  }
+
+  private shapeId(r: ShareRequest): number {
+    const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}|${r.gpuMemoryBytes ?? ''}`;
+    let id = this.shapeIds.get(key);
+    if (id === undefined) {
+      id = this.shapeIds.size;
+      this.shapeIds.set(key, id);
+      this.best.push(new Array<ShareChoice | null | undefined>(this.machines.length).fill(undefined));
+    }
+    return id;
+  }
+
+  private bestOn(i: number, shape: number, byMachine: (ShareChoice | null | undefined)[], r: ShareRequest): ShareChoice | null {
+    const known = byMachine[i];
+    if (known !== undefined) return known;
+    const m = this.machines[i]!;
+    // A machine with no room for it at all needs no state key nor score (on a busy cluster, most).
+    if (!mayFit(m, r)) return (byMachine[i] = null);
+    let row = this.stateRows[i];
+    if (row === undefined) {
+      const key = stateKey(m, this.policy === 'clustering');
+      row = this.byState.get(key);
+      if (row === undefined) this.byState.set(key, (row = new Map()));
+      this.stateRows[i] = row;
+    }
+    let choice = row.get(shape);
+    if (choice === undefined) {
+      if (this.policy === 'random') {
+        // Only whether it fits is kept (a choice scored 0): random's scores are drawn in `chooseRandom`.
+        const fits = gpuChoices(m, r)[0];
+        choice = fits === undefined ? null : { gpuIndices: fits, score: [0, 0] };
+      } else {
+        let before: number | undefined;
+        if (this.policy === 'fgd' || this.policy === 'fgd-paper') before = this.before[i] ??= machineFragmentationUnits(m, this.ctx.workload);
+        choice = bestChoiceOn(this.policy, m, r, this.ctx, before);
+      }
+      row.set(shape, choice);
+    }
+    byMachine[i] = choice;
+    return choice;
+  }
+
+  /**
+   * Where the request would go now (not taken); null when it fits nowhere. `eligible`, by the
+   * planner's machine index (`indexOf`), narrows the machines looked at: the server's pass leaves
+   * out machines another rule rejects (region, labels, health, a hold), with the same scores.
+   */
+  choose(r: ShareRequest, eligible?: (i: number) => boolean): SharePlacement | null {
+    if (this.policy === 'random') return this.chooseRandom(r, eligible);
+    const shape = this.shapeId(r);
+    const byMachine = this.best[shape]!;
+    let at = -1;
+    let choice: ShareChoice | null = null;
+    // Machines are in name order, so the first of equal scores is the tie-break's winner.
+    for (let i = 0; i < this.machines.length; i++) {
+      const c = this.bestOn(i, shape, byMachine, r);
+      // Eligibility is asked only of a machine that would win so far: the same answer, and on a
+      // large cluster few machines are asked (most have no room, or a score no better).
+      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0) && (eligible === undefined || eligible(i))) {
+        choice = c;
+        at = i;
+      }
+    }
+    return choice === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...choice.gpuIndices] };
+  }
+
+  /**
+   * Random: the fitting machine with the lowest key for this draw (name order for equal keys), then
+   * its GPU by `bestChoiceOn` with the draw: as `chooseShare` with the context's `draw` set to it.
+   */
+  private chooseRandom(r: ShareRequest, eligible?: (i: number) => boolean): SharePlacement | null {
+    const shape = this.shapeId(r);
+    const byMachine = this.best[shape]!;
+    const ctx = { ...this.ctx, draw: this.draw++ };
+    const base = randomDrawBase(ctx.seed ?? 0, ctx.draw);
+    let at = -1;
+    let choice: ShareChoice | null = null;
+    let bestWord = 0;
+    for (let i = 0; i < this.machines.length; i++) {
+      if (this.bestOn(i, shape, byMachine, r) === null) continue;
+      // Only a machine whose key is as low as the best so far can win: score it in full (rare).
+      const word = randomMachineWord(base, this.idHashes[i]!);
+      if (choice !== null && word > bestWord) continue;
+      if (eligible !== undefined && !eligible(i)) continue;
+      const c = bestChoiceOn('random', this.machines[i]!, r, ctx);
+      if (c !== null && (choice === null || compareScores(c.score, choice.score) < 0)) {
+        choice = c;
+        at = i;
+        bestWord = word;
+      }
+    }
+    return choice === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...choice.gpuIndices] };
+  }
+
+  /** Chooses and takes; null when it fits nowhere. */
+  place(r: ShareRequest): SharePlacement | null {
+    const p = this.choose(r);
+    if (p === null) return null;
+    this.take(r, p);
+    return p;
+  }
+
+  /** Takes a placement (from `choose`, or decided elsewhere), re-checked first: throws when it does not fit. */
+  take(r: ShareRequest, p: SharePlacement): void {
+    const i = this.byId.get(p.machineId);
+    if (i === undefined) throw new Error(`no machine ${p.machineId}`);
+    const m = this.machines[i]!;
+    const problem = shareAllocationProblem(m, r, p.gpuIndices);
+    if (problem !== null) throw new Error(`cannot place on ${m.id}: ${problem}`);
+    takeShare(m, r, p.gpuIndices);
+    this.before[i] = undefined;
+    this.stateRows[i] = undefined;
+    for (const byMachine of this.best) byMachine[i] = undefined;
+  }
+
+  /** The machine's index in the planner's order (name, then id), or undefined when it has none by that id. */
+  indexOf(machineId: string): number | undefined {
+    return this.byId.get(machineId);
+  }
+
+  /** The planner's machines now (read-only use: for checks and figures). */
+  view(): readonly ShareMachine[] {
+    return this.machines;
+  }
+}
+
+/** A quick necessary condition of `gpuChoices` being non-empty: CPU, memory, and enough GPUs of acceptable types with its thousandths free. */
+function mayFit(m: ShareMachine, r: ShareRequest): boolean {
+  if (r.cpuMillis > m.cpuMillisFree || r.memoryBytes > m.memoryBytesFree) return false;
+  if (r.gpuCount === 0) return true;
+  let n = 0;
+  for (const g of m.gpus) if (g.freeMilli >= r.gpuMilli && acceptsShareType(r, g.type)) n += 1;
+  return n >= r.gpuCount;
+}
+
+/**
+ * What a machine's scores depend on: free CPU and memory, each GPU's index, type, room and memory
+ * (totals are fixed per state too); for clustering, the kinds of GPU request on it too.
+ */
+function stateKey(m: ShareMachine, classes: boolean): string {
+  let key = `${m.cpuMillisTotal}/${m.cpuMillisFree}/${m.memoryBytesFree}/${m.gpus.length}`;
+  for (const g of m.gpus) key += `|${g.index}:${g.type}:${g.freeMilli}:${g.memoryBytesTotal ?? ''}:${g.memoryBytesFree ?? ''}`;
+  if (classes && m.gpuClasses !== undefined) {
+    for (const k of Object.keys(m.gpuClasses).sort()) if (m.gpuClasses[k]! > 0) key += `|${k}`;
+  }
+  return key;
+}

@@ -77,7 +77,17 @@ export function poolOf(resources: Resources): string {
   return resources.gpu.types.length === 1 ? `gpu:${resources.gpu.types[0]}` : 'gpu:any';
 }
 
+/** Names already normalised: a cluster has a handful of GPU models, and the planner asks per GPU per check (issue 32's profile). */
+const normalizedGpuTypes = new Map<string, string>();
+/** Bound on the cache above: names come from agents, and a misbehaving one must not grow it without end. */
+const NORMALIZED_GPU_TYPES_MAX = 1024;
+
 /** GPU type names are compared case-insensitively ("H100" from nvidia-smi matches "h100"). */
 export function normalizeGpuType(t: string): string {
-  return t.trim().toLowerCase();
+  let n = normalizedGpuTypes.get(t);
+  if (n === undefined) {
+    n = t.trim().toLowerCase();
+    if (normalizedGpuTypes.size < NORMALIZED_GPU_TYPES_MAX) normalizedGpuTypes.set(t, n);
+  }
+  return n;
 }

@@ -147,6 +147,64 @@ export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<stri
   return out;
 }
 
+/**
+ * The tally `gpuCountsByType` makes, without its Map and objects: per acceptable type (in the
+ * order first met), in these module arrays, read at once by the caller (the checks below, the
+ * pass's queue depth). The planner asks it per machine per shape, up to millions of times a pass
+ * at 10,000 machines (docs/throughput.md, "Placement at scale"); nothing it calls re-enters it.
+ */
+const tallyTypes: string[] = [];
+const tallyAll: number[] = [];
+const tallyTotal: number[] = [];
+const tallyFree: number[] = [];
+
+/** Fills the tally for the need on the machine; returns how many acceptable types it has. */
+function tally(need: StageNeed, machine: MachineView, withFree: boolean): number {
+  let n = 0;
+  // Most machines have one model: a name equal to the GPU before's is normalised and matched once.
+  let raw: string | null = null;
+  let t = '';
+  let accepted = false;
+  for (const g of machine.gpus) {
+    if (g.type !== raw) {
+      raw = g.type;
+      t = normalizeGpuType(raw);
+      accepted = need.gpuTypes.length === 0 || need.gpuTypes.includes(t);
+    }
+    if (!accepted) continue;
+    let k = n - 1;
+    while (k >= 0 && tallyTypes[k] !== t) k--;
+    if (k < 0) {
+      k = n++;
+      tallyTypes[k] = t;
+      tallyAll[k] = 0;
+      tallyTotal[k] = 0;
+      tallyFree[k] = 0;
+    }
+    tallyAll[k]! += 1;
+    if (need.gpuMemoryBytes === null || gpuMemoryAllows(need, g)) tallyTotal[k]! += 1;
+    if (withFree && gpuRoomFor(need, g) > 0) tallyFree[k]! += 1;
+  }
+  return n;
+}
+
+/** The most GPUs of one acceptable type on the machine: in all, that hold its memory bound, or with room for it now. */
+function mostOfOneType(need: StageNeed, machine: MachineView, of: 'all' | 'total' | 'free'): number {
+  const n = tally(need, machine, of === 'free');
+  const counts = of === 'all' ? tallyAll : of === 'total' ? tallyTotal : tallyFree;
+  let most = 0;
+  for (let k = 0; k < n; k++) if (counts[k]! > most) most = counts[k]!;
+  return most;
+}
+
+/** How many stages of the need the machine's free GPUs could take now: per acceptable type, its free devices over the stage's count, summed. */
+export function wholeGpuStagesRoom(need: StageNeed, machine: MachineView): number {
+  const n = tally(need, machine, true);
+  let stages = 0;
+  for (let k = 0; k < n; k++) stages += Math.floor(tallyFree[k]! / need.gpuCount);
+  return stages;
+}
+
 /** Acceptable GPU types on this machine with at least `gpuCount` free devices, sorted. */
 export function fittingGpuTypes(need: StageNeed, machine: MachineView): string[] {
   const out: string[] = [];
@@ -185,15 +243,13 @@ export const checkGpuType: Check = (need, m) => {
 
 export const checkGpuTotal: Check = (need, m) => {
   if (need.gpuCount === 0) return null;
-  for (const c of gpuCountsByType(need, m).values()) if (c.all >= need.gpuCount) return null;
-  return RejectReason.gpuTotal;
+  return mostOfOneType(need, m, 'all') >= need.gpuCount ? null : RejectReason.gpuTotal;
 };
 
 /** A stage that bounds GPU memory: some type with `count` GPUs whose memory is known and large enough. */
 export const checkGpuMemory: Check = (need, m) => {
   if (need.gpuCount === 0 || need.gpuMemoryBytes === null) return null;
-  for (const c of gpuCountsByType(need, m).values()) if (c.total >= need.gpuCount) return null;
-  return RejectReason.gpuMemory;
+  return mostOfOneType(need, m, 'total') >= need.gpuCount ? null : RejectReason.gpuMemory;
 };
 
 export const checkCpuTotal: Check = (need, m) => (m.cpuMillisTotal >= need.cpuMillis ? null : RejectReason.cpuTotal);
@@ -202,8 +258,7 @@ export const checkMemoryTotal: Check = (need, m) => (m.memoryBytesTotal >= need.
 
 export const checkGpuBusy: Check = (need, m) => {
   if (need.gpuCount === 0) return null;
-  for (const c of gpuCountsByType(need, m).values()) if (c.free >= need.gpuCount) return null;
-  return RejectReason.gpuBusy;
+  return mostOfOneType(need, m, 'free') >= need.gpuCount ? null : RejectReason.gpuBusy;
 };
 
 export const checkGpuMachine: Check = (need, m) => (need.gpuCount === 0 && m.gpus.length > 0 && !need.allowGpuMachines ? RejectReason.gpuMachine : null);

@@ -1,15 +1,11 @@
-import { checkTakesWork, fitChecks, type StageNeed } from './checks.js';
+import type { StageNeed } from './checks.js';
 import { shareMachineOf, type ShareRequest } from './gpu-share.js';
 import { SharePlanner } from './share-planner.js';
 import { shareContext, type SharePolicyName } from './share-policies.js';
 import type { MachineView } from './snapshot.js';
+import { StaticClasses } from './static-classes.js';
 import { shareRequestOfNeed } from './snapshot-workload.js';
 import type { TargetWorkload } from './target-workload.js';
-
-const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
-const UNKNOWN = 0;
-const PASSES = 1;
-const FAILS = 2;
 
 /**
  * Where a GPU stage goes in one pass (docs/scheduling.md, "Placement of shares"): the share
@@ -23,8 +19,8 @@ const FAILS = 2;
  */
 export class GpuPlacer {
   private planner: SharePlanner | null = null;
-  /** Per shape key, per machine (in `machines` order): UNKNOWN, PASSES or FAILS the static rules. */
-  private readonly statics = new Map<string, Uint8Array>();
+  /** The static rules' verdicts, per group of alike machines and per shape key (they do not change within the pass). */
+  private classes: StaticClasses | null = null;
 
   constructor(
     /** The pass's working copies of the machines with GPUs, in name order (what the planner sorts by too). */
@@ -53,15 +49,13 @@ export class GpuPlacer {
    */
   choose(key: string, need: StageNeed, barred: (m: MachineView) => boolean): { machine: MachineView; gpuIndices: number[] } | null {
     const planner = this.plannerNow();
-    let verdicts = this.statics.get(key);
-    if (verdicts === undefined) this.statics.set(key, (verdicts = new Uint8Array(this.machines.length)));
-    const v = verdicts;
-    const eligible = (i: number) => {
-      const m = this.machines[i]!;
-      if (v[i] === UNKNOWN) v[i] = STATIC_CHECKS.every((check) => check(need, m) === null) ? PASSES : FAILS;
-      return v[i] === PASSES && !barred(m);
-    };
-    const p = planner.choose(shareRequestOfNeed(need), eligible);
+    const classes = (this.classes ??= new StaticClasses(this.machines));
+    const p = planner.chooseWhere(
+      shareRequestOfNeed(need),
+      key,
+      (i) => classes.passes(need, i, key),
+      (i) => barred(this.machines[i]!),
+    );
     return p === null ? null : { machine: this.machines[planner.indexOf(p.machineId)!]!, gpuIndices: p.gpuIndices };
   }
 

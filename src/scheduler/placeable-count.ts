@@ -1,5 +1,5 @@
 import { GPU_MILLI_WHOLE } from '../domain/resources.js';
-import { acceptsGpuType, checkTakesWork, fitChecks, gpuCountsByType, gpuRoomFor, roomFor, type StageNeed } from './checks.js';
+import { acceptsGpuType, checkTakesWork, fitChecks, gpuRoomFor, roomFor, wholeGpuStagesRoom, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 
 const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
@@ -26,9 +26,7 @@ export function placeableCount(need: StageNeed, machines: readonly MachineView[]
       n = Math.min(n, shares);
     } else if (need.gpuCount > 0) {
       // Stages that accept several types may each take a different one on the same machine.
-      let gpus = 0;
-      for (const c of gpuCountsByType(need, m).values()) gpus += Math.floor(c.free / need.gpuCount);
-      n = Math.min(n, gpus);
+      n = Math.min(n, wholeGpuStagesRoom(need, m));
     }
     total += n;
   }

@@ -4,10 +4,10 @@ import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import { GPU_MILLI_WHOLE, normalizeGpuType, poolOf, type Resources } from '../domain/resources.js';
 import { planPlacements as referencePlan, type PlanOptions } from '../../test/support/reference-planner/plan-placements.js';
-import { headsToRead as referenceHeads } from '../../test/support/reference-planner/placeable-count.js';
+import { headsToRead as referenceHeads, mayRunSomewhere as referenceMayRun } from '../../test/support/reference-planner/placeable-count.js';
 import { stageNeed } from './checks.js';
-import { headsToRead } from './placeable-count.js';
 import { planPlacements } from './plan-placements.js';
+import { shapeDepths } from './shape-depths.js';
 import { SHARE_POLICIES } from './share-policies.js';
 import type { GpuView, HeldUntil, MachineView, QueuedStage, RunningAttempt, SchedulerSnapshot, TeamView } from './snapshot.js';
 
@@ -20,6 +20,8 @@ import type { GpuView, HeldUntil, MachineView, QueuedStage, RunningAttempt, Sche
  */
 
 const Gi = 1024 ** 3;
+/** The value type of an arbitrary. */
+type Of<A> = A extends fc.Arbitrary<infer T> ? T : never;
 const TYPES = ['a100', 'H100', 'h100', ' l4', 'L4'] as const;
 const TEAMS = ['a', 'b', 'default'] as const;
 
@@ -43,7 +45,7 @@ const machineArb = fc.record({
   gpus: fc.array(gpuArb, { minLength: 1, maxLength: 8 }),
 });
 
-function buildMachine(p: fc.Infer<typeof machineArb>, i: number): MachineView {
+function buildMachine(p: Of<typeof machineArb>, i: number): MachineView {
   const cpu = p.cores * 1000;
   const mem = p.memGi * Gi;
   let gpus: GpuView[] = [];
@@ -109,7 +111,7 @@ const stageArb = fc.record({
   timeout: fc.constantFrom<number | null>(null, null, 10, 600),
 });
 
-function buildStage(p: fc.Infer<typeof stageArb>, i: number): QueuedStage {
+function buildStage(p: Of<typeof stageArb>, i: number): QueuedStage {
   const gpu: Resources['gpu'] =
     p.gpu === null
       ? null
@@ -157,7 +159,7 @@ const runningArb = fc.record({
 });
 
 /** Attempts that hold room: taken from the machines they run on (only where it fits), so the snapshot stays consistent. */
-function buildRunning(ps: readonly fc.Infer<typeof runningArb>[], machines: MachineView[], now: number): { running: RunningAttempt[]; heldUntil: HeldUntil[] } {
+function buildRunning(ps: readonly Of<typeof runningArb>[], machines: MachineView[], now: number): { running: RunningAttempt[]; heldUntil: HeldUntil[] } {
   const running: RunningAttempt[] = [];
   const heldUntil: HeldUntil[] = [];
   ps.forEach((p, i) => {
@@ -217,16 +219,20 @@ const teamArb = fc.record({
   usedH100: fc.constantFrom(0, 0.5, 2),
 });
 
-function buildTeams(ps: readonly fc.Infer<typeof teamArb>[]): TeamView[] {
-  return ps.map((p, i) => ({
-    name: TEAMS[i]!,
-    weight: p.weight,
-    quota: {
-      ...(p.cpuQuota !== undefined ? { cpuMillis: p.cpuQuota } : {}),
-      ...(p.gpuQuota !== undefined ? { gpus: { h100: p.gpuQuota } } : {}),
-    },
-    usage: { cpuMillis: p.usedCpu, memoryBytes: 0, gpus: p.usedH100 > 0 ? { h100: p.usedH100 } : {} },
-  }));
+function buildTeams(ps: readonly Of<typeof teamArb>[]): TeamView[] {
+  return ps.map((p, i) => {
+    const gpus: Record<string, number> = {};
+    if (p.usedH100 > 0) gpus.h100 = p.usedH100;
+    return {
+      name: TEAMS[i]!,
+      weight: p.weight,
+      quota: {
+        ...(p.cpuQuota !== undefined ? { cpuMillis: p.cpuQuota } : {}),
+        ...(p.gpuQuota !== undefined ? { gpus: { h100: p.gpuQuota } } : {}),
+      },
+      usage: { cpuMillis: p.usedCpu, memoryBytes: 0, gpus },
+    };
+  });
 }
 
 const caseFields = {
@@ -253,7 +259,7 @@ const busyCaseArb = fc.record({
 
 const NOW = 100_000;
 
-function buildCase(c: fc.Infer<typeof caseArb>): { snapshot: SchedulerSnapshot; opts: PlanOptions } {
+function buildCase(c: Of<typeof caseArb>): { snapshot: SchedulerSnapshot; opts: PlanOptions } {
   const machines = c.machines.map(buildMachine);
   const { running, heldUntil } = buildRunning(c.running, machines, NOW);
   const snapshot: SchedulerSnapshot = {
@@ -304,13 +310,24 @@ describe('the planner places exactly what the reference (the planner before issu
     );
   });
 
-  it('reads each shape as deep as before (headsToRead)', () => {
+  it('reads each shape as deep as the server did before (shapeDepths against headsToRead per shape)', () => {
     fc.assert(
-      fc.property(fc.array(machineArb, { maxLength: 10 }), stageArb, fc.constantFrom(1, 5, 1000), (ms, s, cap) => {
-        const machines = ms.map(buildMachine);
-        const need = stageNeed(buildStage(s, 0));
-        expect(headsToRead(need, machines, cap)).toBe(referenceHeads(need, machines, cap));
-      }),
+      fc.property(
+        fc.array(machineArb, { maxLength: 14 }),
+        fc.array(stageArb, { minLength: 1, maxLength: 8 }),
+        fc.constantFrom(1, 5, 1000),
+        fc.boolean(),
+        (ms, ss, cap, mayPreempt) => {
+          const machines = ms.map(buildMachine);
+          const needs = ss.map((s, i) => stageNeed(buildStage(s, i)));
+          // The server's pass before: headsToRead over every machine, and one head where it may preempt.
+          const before = needs.map((need) => {
+            const room = referenceHeads(need, machines, cap);
+            return room === 0 && mayPreempt && referenceMayRun(need, machines) ? 1 : room;
+          });
+          expect(shapeDepths(needs, machines, cap, mayPreempt)).toEqual(before);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -1,3 +1,4 @@
+import { ChoiceTree } from './choice-tree.js';
 import { machineFragmentationUnits } from './fgd-score.js';
 import { acceptsShareType, gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
@@ -39,6 +40,8 @@ export class SharePlanner {
   private readonly byState = new Map<string, Map<number, ShareChoice | null>>();
   /** Per machine, its state's entry of `byState`, or undefined after a change. */
   private readonly stateRows: (Map<number, ShareChoice | null> | undefined)[];
+  /** `chooseWhere`'s trees, by request shape and the caller's filter key; each forgets a machine when it changes. */
+  private readonly trees = new Map<string, ChoiceTree>();
   /** Random: the next draw, and each machine's `idHash`. */
   private draw: number;
   private readonly idHashes: number[];
@@ -122,6 +125,37 @@ export class SharePlanner {
   }
 
   /**
+   * `choose` with `eligible` split in two, for a caller that asks many times in a pass (the
+   * server's, docs/throughput.md "Placement at scale"): `allowed`, which must answer the same for
+   * the same `filterKey` for the planner's life (the static rules of a need), and `barred`, asked
+   * anew of each would-be winner (a hold made since). The same answer as `choose` with
+   * `i => allowed(i) && !barred(i)`, from a tree per shape and key (`ChoiceTree`) that recomputes
+   * only the machines changed since, in O(log n) each, rather than a read of every machine.
+   */
+  chooseWhere(r: ShareRequest, filterKey: string, allowed: (i: number) => boolean, barred: (i: number) => boolean): SharePlacement | null {
+    if (this.policy === 'random') return this.chooseRandom(r, (i) => allowed(i) && !barred(i));
+    const shape = this.shapeId(r);
+    const byMachine = this.best[shape]!;
+    const key = `${shape}|${filterKey}`;
+    let tree = this.trees.get(key);
+    if (tree === undefined) {
+      tree = new ChoiceTree(this.machines.length, (i) => (allowed(i) ? (this.bestOn(i, shape, byMachine, r)?.score ?? null) : null));
+      this.trees.set(key, tree);
+    }
+    // A barred winner is left out and the next best asked, then put back: holds are few.
+    let at = tree.best();
+    const left: number[] = [];
+    while (at >= 0 && barred(at)) {
+      tree.exclude(at);
+      left.push(at);
+      at = tree.best();
+    }
+    for (const i of left) tree.include(i);
+    if (at < 0) return null;
+    return { machineId: this.machines[at]!.id, gpuIndices: [...this.bestOn(at, shape, byMachine, r)!.gpuIndices] };
+  }
+
+  /**
    * Random: the fitting machine with the lowest key for this draw (name order for equal keys), then
    * its GPU by `bestChoiceOn` with the draw: as `chooseShare` with the context's `draw` set to it.
    */
@@ -168,6 +202,7 @@ export class SharePlanner {
     this.before[i] = undefined;
     this.stateRows[i] = undefined;
     for (const byMachine of this.best) byMachine[i] = undefined;
+    for (const tree of this.trees.values()) tree.forget(i);
   }
 
   /** The machine's index in the planner's order (name, then id), or undefined when it has none by that id. */

@@ -1,7 +1,7 @@
 import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
-import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
+import { shapeDepths } from '../scheduler/shape-depths.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { SharePolicyName } from '../scheduler/share-policies.js';
 import type { Plan, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
@@ -143,13 +143,8 @@ async function fullPass(
   const quotaBinds = listed.some((t) => named.has(t.name) && Object.keys(t.quota).length > 0);
   const teams = named.size > 1 || quotaBinds ? await store.schedulerTeams({ usage: true }) : listed;
   const running = await store.preemptionView();
-  const wants = shapes
-    .map((s) => {
-      const need = stageNeed(s);
-      const room = headsToRead(need, cluster.machines, maxPlacements);
-      return { shape: s.shape, limit: room === 0 && running.length > 0 && mayRunSomewhere(need, cluster.machines) ? 1 : room };
-    })
-    .filter((w) => w.limit > 0);
+  const depths = shapeDepths(shapes.map(stageNeed), cluster.machines, maxPlacements, running.length > 0);
+  const wants = shapes.map((s, i) => ({ shape: s.shape, limit: depths[i]! })).filter((w) => w.limit > 0);
   if (wants.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   const queue = await store.queueHeads({ now, shapes: wants });
   if (queue.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };

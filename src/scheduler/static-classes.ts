@@ -1,0 +1,82 @@
+import { checkTakesWork, fitChecks, type StageNeed } from './checks.js';
+import type { MachineView } from './snapshot.js';
+
+const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
+
+/**
+ * What the static checks (health, service, region, labels, GPU models, counts and memory, CPU and
+ * memory in all) read of a machine. Machines with equal signatures pass or fail them alike for any
+ * need: a cluster of 10,000 machines has a few dozen (docs/throughput.md, "Placement at scale").
+ */
+function signature(m: MachineView): string {
+  let s = `${m.health}|${m.scheduling}|${m.region ?? ''}|${m.cpuMillisTotal}|${m.memoryBytesTotal}|${m.gpus.length}`;
+  const keys = Object.keys(m.labels);
+  if (keys.length > 1) keys.sort();
+  for (const k of keys) s += `|${JSON.stringify(k)}=${JSON.stringify(m.labels[k])}`;
+  s += '|';
+  for (const g of m.gpus) s += `|${g.type}:${g.memoryBytesTotal ?? ''}`;
+  return s;
+}
+
+/** The fields of a need the static checks read, as one key. */
+export function staticKey(need: StageNeed): string {
+  const labels = Object.entries(need.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return JSON.stringify([
+    need.cpuMillis,
+    need.memoryBytes,
+    need.gpuCount,
+    need.gpuMilli,
+    need.gpuMemoryBytes,
+    need.gpuTypes,
+    need.region,
+    labels,
+    need.allowGpuMachines,
+  ]);
+}
+
+/**
+ * A pass's machines grouped by what the static checks read of them, so that "which machines could
+ * ever run this need" costs one run of the checks per group and a table lookup per machine, not
+ * the checks per machine per shape. Built from the machines as they are: a change of a machine's
+ * health, labels or GPUs needs a new one (the server builds one per pass, from its read).
+ */
+export class StaticClasses {
+  /** Per machine (in the order given), its group. */
+  private readonly classOf: Int32Array;
+  /** One machine of each group: the checks run on it for the whole group. */
+  private readonly representatives: MachineView[] = [];
+  /** Per need key, per group: 1 passes the static checks, 2 fails, 0 not asked yet. */
+  private readonly verdicts = new Map<string, Uint8Array>();
+
+  constructor(private readonly machines: readonly MachineView[]) {
+    this.classOf = new Int32Array(machines.length);
+    const ids = new Map<string, number>();
+    machines.forEach((m, i) => {
+      const sig = signature(m);
+      let id = ids.get(sig);
+      if (id === undefined) {
+        id = this.representatives.length;
+        ids.set(sig, id);
+        this.representatives.push(m);
+      }
+      this.classOf[i] = id;
+    });
+  }
+
+  /** Whether machine `i` (in the order given) passes every static check for the need; `key` names the need (`staticKey` or finer). */
+  passes(need: StageNeed, i: number, key: string = staticKey(need)): boolean {
+    let v = this.verdicts.get(key);
+    if (v === undefined) this.verdicts.set(key, (v = new Uint8Array(this.representatives.length)));
+    const c = this.classOf[i]!;
+    if (v[c] === 0) v[c] = STATIC_CHECKS.every((check) => check(need, this.representatives[c]!) === null) ? 1 : 2;
+    return v[c] === 1;
+  }
+
+  /** The machines that pass every static check for the need, in the order given. */
+  eligible(need: StageNeed): MachineView[] {
+    const key = staticKey(need);
+    const out: MachineView[] = [];
+    for (let i = 0; i < this.machines.length; i++) if (this.passes(need, i, key)) out.push(this.machines[i]!);
+    return out;
+  }
+}

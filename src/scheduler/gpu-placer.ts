@@ -50,12 +50,7 @@ export class GpuPlacer {
   choose(key: string, need: StageNeed, barred: (m: MachineView) => boolean): { machine: MachineView; gpuIndices: number[] } | null {
     const planner = this.plannerNow();
     const classes = (this.classes ??= new StaticClasses(this.machines));
-    const p = planner.chooseWhere(
-      shareRequestOfNeed(need),
-      key,
-      (i) => classes.passes(need, i, key),
-      (i) => barred(this.machines[i]!),
-    );
+    const p = planner.chooseWhere(shareRequestOfNeed(need), key, classes.passesFor(need, key), (i) => barred(this.machines[i]!));
     return p === null ? null : { machine: this.machines[planner.indexOf(p.machineId)!]!, gpuIndices: p.gpuIndices };
   }
 

@@ -37,14 +37,27 @@ export function cpuStageTier(machine: MachineView): 0 | 1 {
  * then least free CPU fraction left, then least free memory fraction left, then name/id.
  */
 export function compareCandidates(need: StageNeed, a: Candidate, b: Candidate): number {
-  const cpuLeft = (c: Candidate) => fraction(c.machine.cpuMillisFree - need.cpuMillis, c.machine.cpuMillisTotal);
+  // Plain functions of (need, candidate), not closures made per comparison: a pass compares
+  // thousands of candidates (docs/throughput.md, "Placement at scale").
   if (need.gpuCount > 0) {
-    const gpuLeft = (c: Candidate) => (gpuCountsByType(need, c.machine).get(c.gpuType ?? '')?.free ?? 0) - need.gpuCount;
-    return gpuLeft(a) - gpuLeft(b) || cpuLeft(a) - cpuLeft(b) || compareMachines(a.machine, b.machine) || compareStrings(a.gpuType ?? '', b.gpuType ?? '');
+    return (
+      gpuLeft(need, a) - gpuLeft(need, b) ||
+      cpuLeft(need, a) - cpuLeft(need, b) ||
+      compareMachines(a.machine, b.machine) ||
+      compareStrings(a.gpuType ?? '', b.gpuType ?? '')
+    );
   }
-  const memLeft = (c: Candidate) => fraction(c.machine.memoryBytesFree - need.memoryBytes, c.machine.memoryBytesTotal);
-  return cpuStageTier(a.machine) - cpuStageTier(b.machine) || cpuLeft(a) - cpuLeft(b) || memLeft(a) - memLeft(b) || compareMachines(a.machine, b.machine);
+  return (
+    cpuStageTier(a.machine) - cpuStageTier(b.machine) ||
+    cpuLeft(need, a) - cpuLeft(need, b) ||
+    memLeft(need, a) - memLeft(need, b) ||
+    compareMachines(a.machine, b.machine)
+  );
 }
+
+const cpuLeft = (need: StageNeed, c: Candidate) => fraction(c.machine.cpuMillisFree - need.cpuMillis, c.machine.cpuMillisTotal);
+const memLeft = (need: StageNeed, c: Candidate) => fraction(c.machine.memoryBytesFree - need.memoryBytes, c.machine.memoryBytesTotal);
+const gpuLeft = (need: StageNeed, c: Candidate) => (gpuCountsByType(need, c.machine).get(c.gpuType ?? '')?.free ?? 0) - need.gpuCount;
 
 export function bestCandidate(need: StageNeed, candidates: readonly Candidate[]): Candidate | undefined {
   let best: Candidate | undefined;

@@ -139,7 +139,10 @@ export class SharePlanner {
     const key = `${shape}|${filterKey}`;
     let tree = this.trees.get(key);
     if (tree === undefined) {
-      tree = new ChoiceTree(this.machines.length, (i) => (allowed(i) ? (this.bestOn(i, shape, byMachine, r)?.score ?? null) : null));
+      // Over the allowed machines only: a need of one GPU model has a tree of that model's machines.
+      const slots: number[] = [];
+      for (let i = 0; i < this.machines.length; i++) if (allowed(i)) slots.push(i);
+      tree = new ChoiceTree(Int32Array.from(slots), (i) => this.bestOn(i, shape, byMachine, r)?.score ?? null);
       this.trees.set(key, tree);
     }
     // A barred winner is left out and the next best asked, then put back: holds are few.

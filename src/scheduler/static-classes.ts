@@ -1,21 +1,23 @@
-import { checkTakesWork, fitChecks, type StageNeed } from './checks.js';
+import { checkLabels, checkTakesWork, fitChecks, type StageNeed } from './checks.js';
 import type { MachineView } from './snapshot.js';
 
-const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
+/** The static checks but the labels': machines are grouped without their labels (racks would make a group of each few machines), which are checked per machine, and only for a need that names some. */
+const GROUP_CHECKS = [checkTakesWork, ...fitChecks.filter((c) => c !== checkLabels)];
 
 /**
- * What the static checks (health, service, region, labels, GPU models, counts and memory, CPU and
- * memory in all) read of a machine. Machines with equal signatures pass or fail them alike for any
- * need: a cluster of 10,000 machines has a few dozen (docs/throughput.md, "Placement at scale").
+ * What the static checks but the labels' (health, service, region, GPU models, counts and memory,
+ * CPU and memory in all) read of a machine. Machines with equal signatures pass or fail them alike
+ * for any need: a cluster of 10,000 machines has a few dozen (docs/throughput.md, "Placement at scale").
  */
 function signature(m: MachineView): string {
-  let s = `${m.health}|${m.scheduling}|${m.region ?? ''}|${m.cpuMillisTotal}|${m.memoryBytesTotal}|${m.gpus.length}`;
-  const keys = Object.keys(m.labels);
-  if (keys.length > 1) keys.sort();
-  for (const k of keys) s += `|${JSON.stringify(k)}=${JSON.stringify(m.labels[k])}`;
-  s += '|';
-  for (const g of m.gpus) s += `|${g.type}:${g.memoryBytesTotal ?? ''}`;
-  return s;
+  const s = `${m.health}|${m.scheduling}|${m.region ?? ''}|${m.cpuMillisTotal}|${m.memoryBytesTotal}|${m.gpus.length}|`;
+  // Most machines have GPUs of one model and size: said once, with the count above.
+  const g0 = m.gpus[0];
+  if (g0 === undefined || m.gpus.every((g) => g.type === g0.type && g.memoryBytesTotal === g0.memoryBytesTotal))
+    return `${s}${g0?.type ?? ''}:${g0?.memoryBytesTotal ?? ''}`;
+  let all = s;
+  for (const g of m.gpus) all += `|${g.type}:${g.memoryBytesTotal ?? ''}`;
+  return all;
 }
 
 /** The fields of a need the static checks read, as one key. */
@@ -63,20 +65,24 @@ export class StaticClasses {
     });
   }
 
-  /** Whether machine `i` (in the order given) passes every static check for the need; `key` names the need (`staticKey` or finer). */
-  passes(need: StageNeed, i: number, key: string = staticKey(need)): boolean {
+  /** Whether machine `i` (in the order given) passes every static check for the need (`key` names it: `staticKey` or finer): the checks run once per group. */
+  passesFor(need: StageNeed, key: string = staticKey(need)): (i: number) => boolean {
     let v = this.verdicts.get(key);
     if (v === undefined) this.verdicts.set(key, (v = new Uint8Array(this.representatives.length)));
-    const c = this.classOf[i]!;
-    if (v[c] === 0) v[c] = STATIC_CHECKS.every((check) => check(need, this.representatives[c]!) === null) ? 1 : 2;
-    return v[c] === 1;
+    const verdicts = v;
+    const labels = Object.keys(need.labels).length > 0;
+    return (i) => {
+      const c = this.classOf[i]!;
+      if (verdicts[c] === 0) verdicts[c] = GROUP_CHECKS.every((check) => check(need, this.representatives[c]!) === null) ? 1 : 2;
+      return verdicts[c] === 1 && (!labels || checkLabels(need, this.machines[i]!) === null);
+    };
   }
 
   /** The machines that pass every static check for the need, in the order given. */
   eligible(need: StageNeed): MachineView[] {
-    const key = staticKey(need);
+    const passes = this.passesFor(need);
     const out: MachineView[] = [];
-    for (let i = 0; i < this.machines.length; i++) if (this.passes(need, i, key)) out.push(this.machines[i]!);
+    for (let i = 0; i < this.machines.length; i++) if (passes(i)) out.push(this.machines[i]!);
     return out;
   }
 }

@@ -60,11 +60,12 @@ export const MAX_PREEMPTIONS_PER_PASS = 16;
  * stageId asc.
  */
 export function compareQueued(a: QueuedStage, b: QueuedStage): number {
-  const byJob = a.submittedAt !== undefined && b.submittedAt !== undefined ? compareText(a.jobId, b.jobId) : 0;
   return (
     b.priority - a.priority ||
     (a.submittedAt ?? a.readySince) - (b.submittedAt ?? b.readySince) ||
-    byJob ||
+    // Job ids only where both have a submission time, and only when the above tie: a pass sorts
+    // tens of thousands of heads (docs/throughput.md, "Placement at scale").
+    (a.submittedAt !== undefined && b.submittedAt !== undefined ? compareText(a.jobId, b.jobId) : 0) ||
     a.readySince - b.readySince ||
     compareText(a.stageId, b.stageId)
   );

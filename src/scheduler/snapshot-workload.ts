@@ -2,7 +2,7 @@ import { GPU_MILLI_WHOLE, gpuMilliOf, normalizeGpuType } from '../domain/resourc
 import type { StageNeed } from './checks.js';
 import type { ShareRequest } from './gpu-share.js';
 import type { QueuedStage, SchedulerSnapshot } from './snapshot.js';
-import { targetWorkload, type TargetWorkload } from './target-workload.js';
+import { targetWorkload, targetWorkloadOfCounts, type TargetWorkload } from './target-workload.js';
 
 /** A stage's need as the share model reads it (GPU memory only where the stage bounds it). */
 export function shareRequestOfNeed(need: StageNeed): ShareRequest {
@@ -29,27 +29,40 @@ const FALLBACK: ShareRequest = { cpuMillis: 0, memoryBytes: 0, gpuCount: 1, gpuM
  * popularity cut (95 %) applies.
  */
 export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, 'resources'>[]; running?: SchedulerSnapshot['running'] }): TargetWorkload {
-  const requests: ShareRequest[] = [];
+  // The queued stages counted by what the workload reads of them first (a pass reads thousands
+  // of heads of a few dozen shapes), each distinct request made once.
+  const queued = new Map<string, { request: ShareRequest; count: number }>();
   for (const q of snapshot.queue) {
     const gpu = q.resources.gpu;
     if (!gpu || gpu.count <= 0) continue;
-    requests.push({
+    const key = `${q.resources.cpuMillis}|${gpu.count}|${gpu.milli ?? ''}|${gpu.types.join('\u0000')}`;
+    const known = queued.get(key);
+    if (known !== undefined) {
+      known.count += 1;
+      continue;
+    }
+    const request = {
       cpuMillis: q.resources.cpuMillis,
       memoryBytes: q.resources.memoryBytes,
       gpuCount: gpu.count,
       gpuMilli: gpuMilliOf(q.resources),
       gpuTypes: [...new Set(gpu.types.map(normalizeGpuType))].sort(),
-    });
+    };
+    queued.set(key, { request, count: 1 });
   }
+  const counted = [...queued.values()];
   for (const a of snapshot.running ?? []) {
     if (a.leaving || a.gpuIndices.length === 0) continue;
-    requests.push({
-      cpuMillis: a.cpuMillis,
-      memoryBytes: a.memoryBytes,
-      gpuCount: a.gpuIndices.length,
-      gpuMilli: a.gpuMilli ?? GPU_MILLI_WHOLE,
-      gpuTypes: a.gpuType === null ? [] : [normalizeGpuType(a.gpuType)],
+    counted.push({
+      count: 1,
+      request: {
+        cpuMillis: a.cpuMillis,
+        memoryBytes: a.memoryBytes,
+        gpuCount: a.gpuIndices.length,
+        gpuMilli: a.gpuMilli ?? GPU_MILLI_WHOLE,
+        gpuTypes: a.gpuType === null ? [] : [normalizeGpuType(a.gpuType)],
+      },
     });
   }
-  return targetWorkload(requests.length ? requests : [FALLBACK]);
+  return counted.length ? targetWorkloadOfCounts(counted) : targetWorkload([FALLBACK]);
 }

@@ -36,14 +36,27 @@ function compareText(a: string, b: string): number {
  * the paper's simulator sorts them, so the cut at the threshold is deterministic.
  */
 export function targetWorkload(requests: readonly ShareRequest[], popularity: number = DEFAULT_WORKLOAD_POPULARITY): TargetWorkload {
+  return targetWorkloadOfCounts(
+    requests.map((r) => ({ request: r, count: 1 })),
+    popularity,
+  );
+}
+
+/** `targetWorkload` of requests given with how many times each came (a pass's heads: one per shape, not one per stage). */
+export function targetWorkloadOfCounts(
+  counted: readonly { request: ShareRequest; count: number }[],
+  popularity: number = DEFAULT_WORKLOAD_POPULARITY,
+): TargetWorkload {
   if (!(popularity > 0 && popularity <= 1)) throw new Error(`popularity must be in (0, 1], got ${popularity}`);
   const counts = new Map<string, { shape: Omit<WorkloadShape, 'weight' | 'count'>; count: number }>();
-  for (const r of requests) {
+  let requests = 0;
+  for (const { request: r, count } of counted) {
+    requests += count;
     const types = [...r.gpuTypes].sort();
     const key = `${r.cpuMillis}|${r.gpuCount}|${r.gpuMilli}|${types.join(',')}`;
     const c = counts.get(key);
-    if (c !== undefined) c.count += 1;
-    else counts.set(key, { shape: { cpuMillis: r.cpuMillis, gpuCount: r.gpuCount, gpuMilli: r.gpuMilli, gpuTypes: types }, count: 1 });
+    if (c !== undefined) c.count += count;
+    else counts.set(key, { shape: { cpuMillis: r.cpuMillis, gpuCount: r.gpuCount, gpuMilli: r.gpuMilli, gpuTypes: types }, count });
   }
   const ranked = [...counts.values()].sort(
     (a, b) =>
@@ -53,7 +66,7 @@ export function targetWorkload(requests: readonly ShareRequest[], popularity: nu
       b.shape.gpuCount - a.shape.gpuCount ||
       compareText(b.shape.gpuTypes.join(','), a.shape.gpuTypes.join(',')),
   );
-  const wanted = popularity * requests.length;
+  const wanted = popularity * requests;
   const kept: typeof ranked = [];
   let cum = 0;
   for (const c of ranked) {

@@ -80,8 +80,34 @@ export class ChoiceTree {
 
   /** The best slot, or -1 when no slot has a score. */
   best(): number {
+    if (!this.built) this.build();
     const p = this.fix(1);
     return p < 0 ? -1 : this.slots[p]!;
+  }
+
+  private built = false;
+
+  /** The first `best`: every slot scored and every node combined, bottom up, in one loop each (no recursion). */
+  private build(): void {
+    this.built = true;
+    for (let p = 0; p < this.size; p++) {
+      const node = this.size + p;
+      if (p < this.n && this.known[p] === 0) {
+        this.scores[p] = this.scoreOf(this.slots[p]!);
+        this.known[p] = 1;
+      }
+      this.winner[node] = p < this.n && this.excluded[p] === 0 && this.scores[p] !== null ? p : -1;
+      this.stale[node] = 0;
+    }
+    for (let node = this.size - 1; node >= 1; node--) {
+      this.winner[node] = this.combine(this.winner[2 * node]!, this.winner[2 * node + 1]!);
+      this.stale[node] = 0;
+    }
+  }
+
+  /** The better of two positions (-1: none); equal scores go to the left, the lower slot, as a scan in slot order keeps its first. */
+  private combine(a: number, b: number): number {
+    return a < 0 ? b : b < 0 ? a : compareScores(this.scores[b]!, this.scores[a]!) < 0 ? b : a;
   }
 
   private fix(node: number): number {
@@ -95,10 +121,7 @@ export class ChoiceTree {
       }
       w = p < this.n && this.excluded[p] === 0 && this.scores[p] !== null ? p : -1;
     } else {
-      const a = this.fix(2 * node);
-      const b = this.fix(2 * node + 1);
-      // Equal scores: the left, the lower slot, as a scan in slot order keeps its first.
-      w = a < 0 ? b : b < 0 ? a : compareScores(this.scores[b]!, this.scores[a]!) < 0 ? b : a;
+      w = this.combine(this.fix(2 * node), this.fix(2 * node + 1));
     }
     this.winner[node] = w;
     this.stale[node] = 0;

@@ -2,7 +2,7 @@
 // the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
 import { MachineHealth } from '../../../src/domain/machine-health.js';
 import { MachineScheduling } from '../../../src/domain/machine-scheduling.js';
-import { GPU_MILLI_WHOLE, gpuFreeMilli, gpuMilliOf, normalizeGpuType } from '../../../src/domain/resources.js';
+import { GPU_MILLI_WHOLE, gpuFreeMilli, gpuMilliOf, normalizeGpuType } from './resources.js';
 import type { GpuView, MachineView, QueuedStage } from '../../../src/scheduler/snapshot.js';
 
 /** A module constant, read in the checks' inner loops (an imported binding is read through a getter under tsx). */

@@ -5,8 +5,8 @@ import { shareMachineOf, type ShareRequest } from '../../../src/scheduler/gpu-sh
 import { SharePlanner } from './share-planner.js';
 import { shareContext, type SharePolicyName } from '../../../src/scheduler/share-policies.js';
 import type { MachineView } from '../../../src/scheduler/snapshot.js';
-import { shareRequestOfNeed } from '../../../src/scheduler/snapshot-workload.js';
-import type { TargetWorkload } from '../../../src/scheduler/target-workload.js';
+import { shareRequestOfNeed } from './snapshot-workload.js';
+import type { TargetWorkload } from './target-workload.js';
 
 const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
 const UNKNOWN = 0;

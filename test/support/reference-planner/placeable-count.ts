@@ -1,6 +1,6 @@
 // Frozen copy of src/scheduler/placeable-count.ts as of ebf6444, before the placement-at-scale work (issue 32):
 // the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
-import { GPU_MILLI_WHOLE } from '../../../src/domain/resources.js';
+import { GPU_MILLI_WHOLE } from './resources.js';
 import { acceptsGpuType, checkTakesWork, fitChecks, gpuCountsByType, gpuRoomFor, roomFor, type StageNeed } from './checks.js';
 import type { MachineView } from '../../../src/scheduler/snapshot.js';
 

@@ -1,6 +1,6 @@
 // Frozen copy of src/scheduler/plan-placements.ts as of ebf6444, before the placement-at-scale work (issue 32):
 // the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
-import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from '../../../src/domain/resources.js';
+import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from './resources.js';
 import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { chooseGang, gangNeedOf, gangTotal, type GangNeed } from '../../../src/scheduler/gang-placer.js';
 import { GpuPlacer } from './gpu-placer.js';
@@ -19,8 +19,8 @@ import type {
   QueuedStage,
   SchedulerSnapshot,
 } from '../../../src/scheduler/snapshot.js';
-import { shareRequestOfNeed, snapshotWorkload } from '../../../src/scheduler/snapshot-workload.js';
-import type { TargetWorkload } from '../../../src/scheduler/target-workload.js';
+import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import type { TargetWorkload } from './target-workload.js';
 import { fairOrder, TeamLedger, teamOf } from '../../../src/scheduler/team-ledger.js';
 
 export const DEFAULT_CANDIDATE_LIMIT = 64;

@@ -152,11 +152,9 @@ interface Shape {
 function queueOf(n: number, rnd: () => number): Shape[] {
   const catalogue = shapeCatalogue();
   const shapes = catalogue.map((spec) => ({ key: JSON.stringify(spec), spec, queue: [] as QueuedStage[] }));
+  const weighted = shapes.map((x) => ({ weight: x.spec.weight, x }));
   for (let i = 0; i < n; i++) {
-    const s = pick(
-      shapes.map((x) => ({ weight: x.spec.weight, x })),
-      rnd,
-    ).x;
+    const s = pick(weighted, rnd).x;
     const id = String(i).padStart(7, '0');
     s.queue.push({
       stageId: `s${id}`,

@@ -12,9 +12,11 @@ import type { TargetWorkload } from './target-workload.js';
  * planner's policy (FGD by default) over every GPU machine that passes the stage's static rules
  * (health, region, labels, GPU type, count and memory, CPU and memory in all) and is not held for
  * an earlier stage. The planner caches each machine's best choice per request shape and forgets a
- * machine's when it changes, so a stage costs one read per machine plus the machines changed since
- * its shape was last asked about; the static verdicts are cached per shape for the pass (they do
- * not change within it). The same `SharePlanner` the simulator replays the trace with: on the
+ * machine's when it changes, and keeps per shape key a tournament tree over the machines that pass
+ * its static rules (`SharePlanner.chooseWhere`, `ChoiceTree`): a shape's first stage in a pass
+ * costs one read per such machine, each later one the machines changed since, O(log n) each; the
+ * static verdicts are per group of alike machines (`StaticClasses`) and shape, for the pass (they
+ * do not change within it). The same `SharePlanner` the simulator replays the trace with: on the
  * same machine states, with the same policy and workload, the same choices.
  */
 export class GpuPlacer {

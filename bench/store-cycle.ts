@@ -28,7 +28,7 @@ import { openSqliteStore } from '../src/store/sqlite/open-sqlite-store.js';
 import { dropPostgresSchema, openPostgresStore } from '../src/store/postgres/open-postgres-store.js';
 import type { Store } from '../src/store/store.js';
 import { freshSchema, POSTGRES_URL } from '../test/support/services.js';
-import { countStatements, type StatementCounts } from './peers/statement-counter.js';
+import { countStatements, type StatementCounts } from '../test/support/statement-counter.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -69,3 +69,16 @@ export async function startedOneStage(
   await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now: p.now, leaseMs: p.leaseMs });
   return { jobId: j.id, a };
 }
+
+/** A machine, a job of independent stages, and each stage placed on the machine (its attempts, in the order named). */
+export async function placeAll(store: Store, names: string[], now: number) {
+  const m = await store.machineRegister({ ...cpuMachine('m1'), now });
+  const j = await store.jobSubmit({ definition: job(names.map((n) => stage(n))), source: null, now });
+  const cluster = await store.schedulerSnapshot({ now, limitPerShape: 10 });
+  const plan = {
+    placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })),
+    pending: [],
+  };
+  const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
+  return { m, j, placed: names.map((n) => applied.find((a) => a.stageName === n)!) };
+}

@@ -19,7 +19,7 @@ import { endActiveAttempt } from './attempt-verbs.js';
 import { endGang, rankText, stageAttemptId } from './gang-end.js';
 import { reserveGangPort } from './gang-rendezvous.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
-import { execute, prepared, preparedList } from './prepared-query.js';
+import { execute, prepared, preparedBySize, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
 
@@ -75,8 +75,22 @@ const ATTEMPT_COLUMNS = [
 ] as const satisfies readonly (keyof AttemptsTable)[];
 // The row is typed where it is built; its values travel as a list in ATTEMPT_COLUMNS' order.
 const attemptValues = (r: AttemptsTable): unknown[] => ATTEMPT_COLUMNS.map((c) => r[c]);
-const insertAttempt = prepared<unknown[]>()((db, v) =>
-  db.insertInto('attempts').values(Object.fromEntries(ATTEMPT_COLUMNS.map((c, i) => [c, v[i]])) as unknown as AttemptsTable),
+/**
+ * Up to this many attempt rows in one statement: a pass's new attempts go in together at the end of
+ * planApply, one round trip on PostgreSQL rather than one each (issue 32; docs/throughput.md).
+ */
+const ATTEMPTS_PER_INSERT = 16;
+const insertAttempts = preparedBySize(ATTEMPTS_PER_INSERT, (n) =>
+  prepared<unknown[]>()((db, v) =>
+    db
+      .insertInto('attempts')
+      .values(
+        Array.from(
+          { length: n },
+          (_, r) => Object.fromEntries(ATTEMPT_COLUMNS.map((c, i) => [c, v[r * ATTEMPT_COLUMNS.length + i]])) as unknown as AttemptsTable,
+        ),
+      ),
+  ),
 );
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
@@ -294,6 +308,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const gangPorts = new Map<string, Set<number>>();
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
+  /** The attempts placed, written together after the loop: nothing in it reads them back (gang ports this plan reserved are kept in gangPorts). */
+  const newAttempts: AttemptsTable[] = [];
 
   // The plan's stages in one read; each is placed at most once, and its write below is still
   // guarded on the state and token read here.
@@ -378,7 +394,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         gang_size: gang ? size : null,
         gang_master_port: masterPort,
       };
-      await insertAttempt.run(tx.db, ...attemptValues(row));
+      newAttempts.push(row);
       applied.push(toAttempt(row, m.name));
       takeAllocation(m, one);
       wake.add(m.id);
@@ -406,6 +422,10 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       });
     }
     jobsTouched.add(stage.job_id);
+  }
+  for (let i = 0; i < newAttempts.length; i += ATTEMPTS_PER_INSERT) {
+    const part = newAttempts.slice(i, i + ATTEMPTS_PER_INSERT);
+    await insertAttempts(part.length).run(tx.db, ...part.flatMap(attemptValues));
   }
   // The jobs' states as read with their stages: placing writes stages and attempts, never a job's row.
   const jobStates = new Map([...stages.values()].map((r) => [r.job_id, r.job_state]));

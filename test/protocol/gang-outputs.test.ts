@@ -18,7 +18,11 @@ const spec = (outputs?: object) => ({
   ],
 });
 /** What each rank leaves in its GANTRY_OUTPUT_DIR. */
-const FILES = [{ 'model.pt': 'weights of rank 0' }, { 'metrics.json': '{"rank":1}', 'ckpt/shard.bin': 'shard one' }, { 'ckpt/shard.bin': 'shard two' }];
+const FILES: Record<string, string>[] = [
+  { 'model.pt': 'weights of rank 0' },
+  { 'metrics.json': '{"rank":1}', 'ckpt/shard.bin': 'shard one' },
+  { 'ckpt/shard.bin': 'shard two' },
+];
 
 describe("a gang's outputs, through the agent protocol", () => {
   let h: ProtocolHarness;
@@ -36,13 +40,11 @@ describe("a gang's outputs, through the agent protocol", () => {
 
   /** Runs the gang to success: each member uploads its files (as its agent does, fenced by its token) and reports them. */
   const runGang = async (agents: FakeAgent[]): Promise<AssignmentWire[]> => {
-    await h.schedule();
     const members: AssignmentWire[] = [];
     for (const m of agents) {
-      const { assignments } = await m.heartbeat();
-      expect(assignments).toHaveLength(1);
-      await m.acknowledge(assignments[0]!);
-      members.push(assignments[0]!);
+      const work = await m.takeWork();
+      expect(work).toHaveLength(1);
+      members.push(work[0]!);
     }
     for (const [rank, a] of members.entries()) {
       const files = Object.entries(FILES[rank]!);
@@ -136,5 +138,5 @@ describe("a gang's outputs, through the agent protocol", () => {
 /** A committed path's content: rank N's file of FILES. */
 function text(path: string): string {
   const [, rank, rest] = /^rank-(\d+)\/(.*)$/.exec(path)!;
-  return (FILES[Number(rank)] as Record<string, string>)[rest!]!;
+  return FILES[Number(rank)]![rest!]!;
 }

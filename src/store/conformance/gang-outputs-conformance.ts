@@ -1,10 +1,9 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../spec/validation-error.js';
 import type { StageDefinition } from '../../domain/job-definition.js';
-import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import type { AttemptRecord } from '../records.js';
 import type { Store } from '../store.js';
-import { blobKey, cpuMachine, gpuMachine, job, stage } from './fixtures.js';
+import { blobKey, cpuMachine, gangPlacement, gpuMachine, job, stage } from './fixtures.js';
 
 /**
  * A gang's outputs (issue 31, docs/gangs.md "Outputs"), as every adapter must commit them: rank
@@ -33,16 +32,9 @@ export function gangOutputsConformance(storeOf: () => Store): void {
       const j = await store.jobSubmit({ definition: job([train, stage('eval', { needs: ['train'] })]), source: null, now });
       return { machines, cpu, jobId: j.id, trainId: j.stages[0]!.id, evalId: j.stages[1]!.id };
     };
-    const gangPlacement = (stageId: string, machines: string[]): PlannedPlacement => ({
-      stageId,
-      machineId: machines[0]!,
-      gpuIndices: [0, 1],
-      ...MEMBER,
-      members: machines.map((machineId, rank) => ({ rank, machineId, gpuIndices: [0, 1] })),
-    });
     /** The gang placed and every member started: its members, by rank. */
     const start = async (stageId: string, machines: string[]) => {
-      const members = (await store.planApply({ plan: { placements: [gangPlacement(stageId, machines)], pending: [] }, now, leaseMs: LEASE })).applied;
+      const members = (await store.planApply({ plan: { placements: [gangPlacement(stageId, machines, MEMBER)], pending: [] }, now, leaseMs: LEASE })).applied;
       expect(members).toHaveLength(3);
       for (const a of members) await store.attemptStart({ attemptId: a.id, token: a.token, pid: 100, now, leaseMs: LEASE });
       return members as [AttemptRecord, AttemptRecord, AttemptRecord];
@@ -127,16 +119,7 @@ export function gangOutputsConformance(storeOf: () => Store): void {
       now += 3_600_000;
       expect((await store.artifactsCollect({ now, maxBytes: null, dryRun: true })).collect).toEqual([]);
       await store.attemptStart({ attemptId: ev.id, token: ev.token, pid: 7, now, leaseMs: LEASE });
-      await store.attemptComplete({
-        attemptId: ev.id,
-        token: ev.token,
-        exitCode: 0,
-        signal: null,
-        end: { kind: 'exited', detail: null },
-        outputs: [],
-        now,
-        jitter: 0,
-      });
+      await exited(ev);
       const r = (await store.jobRerun({ jobId: s.jobId, from: ['eval'], now }))!;
       expect(r.plan.reused.map((x) => x.stage)).toEqual(['train']);
       const reused = r.job!.stages.find((x) => x.name === 'train')!;

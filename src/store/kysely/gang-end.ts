@@ -87,7 +87,7 @@ export async function commitsOwnOutputs(tx: TxContext, a: Pick<AttemptsTable, 's
 }
 
 /** Where rank `rank`'s file `path` is committed when a gang commits every rank's: under `rank-N/`, rank 0's too, so no two ranks' paths can meet. */
-export function rankPath(rank: number, path: string): string {
+function rankPath(rank: number, path: string): string {
   return `rank-${rank}/${path}`;
 }
 

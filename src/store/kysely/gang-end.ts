@@ -113,17 +113,22 @@ export async function gangSuccess(
     return { complete: true, outputs: files.length ? await uploadedOutputs(tx, rank0!.id, files) : [] };
   }
   // Every member's, each checked whole when it reported them: read again, in one query, to commit them.
-  const naming = members.filter((m) => named(m).length);
+  const naming = members.map((m) => ({ id: m.id, rank: Number(m.gang_rank), files: named(m) })).filter((m) => m.files.length);
   const uploads = naming.length
     ? await uploadsOf(
         tx.db,
         naming.map((m) => m.id),
       )
     : [];
-  const outputs = naming.flatMap((m) => {
-    const rank = Number(m.gang_rank);
-    const own = uploads.filter((u) => u.attemptId === m.id);
-    return namedOutputs(own, named(m), `rank ${rank}'s `).map((f) => ({ ...f, path: rankPath(rank, f.path) }));
-  });
+  // Grouped by member first: a gang of 64 with thousands of files each must not scan them all per member.
+  const byMember = new Map<string, typeof uploads>();
+  for (const u of uploads) {
+    const list = byMember.get(u.attemptId);
+    if (list) list.push(u);
+    else byMember.set(u.attemptId, [u]);
+  }
+  const outputs = naming.flatMap((m) =>
+    namedOutputs(byMember.get(m.id) ?? [], m.files, `rank ${m.rank}'s `).map((f) => ({ ...f, path: rankPath(m.rank, f.path) })),
+  );
   return { complete: true, outputs };
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_RETRY, type JobDefinition, type StageDefinition } from '../../domain/job-definition.js';
+import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import type { MachineRegistration, Store } from '../store.js';
 
 /** Normalised definitions for store tests, without going through the spec parser. */
@@ -49,6 +50,17 @@ export function gpuMachine(name: string, count: number, type = 'h100', over: Par
 /** A blob key as the artifact store makes them, for content `text` (store tests make no files). */
 export function blobKey(text: string): string {
   return `sha256:${createHash('sha256').update(text).digest('hex')}`;
+}
+
+/** A planner's placement of a gang: rank r on machine r, GPUs 0 and 1 of each, `member` the CPU and memory of each. */
+export function gangPlacement(stageId: string, machines: readonly string[], member: { cpuMillis: number; memoryBytes: number }): PlannedPlacement {
+  return {
+    stageId,
+    machineId: machines[0]!,
+    gpuIndices: [0, 1],
+    ...member,
+    members: machines.map((machineId, rank) => ({ rank, machineId, gpuIndices: [0, 1] })),
+  };
 }
 
 /**

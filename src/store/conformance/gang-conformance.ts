@@ -3,7 +3,7 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import type { AttemptRecord } from '../records.js';
 import type { Store } from '../store.js';
-import { blobKey, gpuMachine, job, stage } from './fixtures.js';
+import { blobKey, gangPlacement as placeGang, gpuMachine, job, stage } from './fixtures.js';
 
 /**
  * Gangs in the store (issue 31, docs/gangs.md "Gangs in the store"), as every adapter must keep
@@ -40,13 +40,7 @@ export function gangConformance(storeOf: () => Store): void {
       return { machines: ms.map((m) => m.id), jobId: j.id, stageId: j.stages[0]!.id };
     };
     /** The planner's placement of the gang: rank r on machine r, both GPUs. */
-    const gangPlacement = (stageId: string, machines: string[]): PlannedPlacement => ({
-      stageId,
-      machineId: machines[0]!,
-      gpuIndices: [0, 1],
-      ...MEMBER,
-      members: machines.map((machineId, rank) => ({ rank, machineId, gpuIndices: [0, 1] })),
-    });
+    const gangPlacement = (stageId: string, machines: string[]) => placeGang(stageId, machines, MEMBER);
     const apply = (placements: PlannedPlacement[]) => store.planApply({ plan: { placements, pending: [] }, now, leaseMs: LEASE });
     const stageOf = async (jobId: string) => (await store.jobGet({ jobId }))!.stages[0]!;
     const attemptOf = async (id: string) => (await store.attemptGet({ attemptId: id }))!;

@@ -14,6 +14,7 @@ import { outputLimitsConformance } from './output-limits-conformance.js';
 import { gpuShareConformance } from './gpu-share-conformance.js';
 import { autoscaleConformance } from './autoscale-conformance.js';
 import { gangConformance } from './gang-conformance.js';
+import { gangOutputsConformance } from './gang-outputs-conformance.js';
 import { gangPortConformance } from './gang-port-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
@@ -1026,5 +1027,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     autoscaleConformance(() => store);
     gangConformance(() => store);
     gangPortConformance(() => store);
+    gangOutputsConformance(() => store);
   });
 }

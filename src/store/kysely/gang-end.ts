@@ -2,7 +2,8 @@ import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import type { CommittedOutput, OutputFile } from '../records.js';
 import type { AttemptsTable } from '../schema.js';
-import { uploadedOutputs } from './output-verbs.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
+import { namedOutputs, uploadedOutputs, uploadsOf } from './output-verbs.js';
 import { prepared } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
 
@@ -68,20 +69,66 @@ export async function endGang(tx: TxContext, a: GangMemberRow, what: string): Pr
   }
 }
 
+const definitionOf = prepared<[stageId: string]>()((db, [stageId]) => db.selectFrom('stages').select('definition').where('id', '=', stageId));
+
+/** Whether a gang's stage commits every rank's outputs (spec `outputs.ranks: all`); absent in its definition, rank 0's only. */
+async function commitsAllRanks(tx: TxContext, stageId: string): Promise<boolean> {
+  const row = await definitionOf.first(tx.db, stageId);
+  return row !== undefined && (JSON.parse(row.definition) as Pick<StageDefinition, 'outputs'>).outputs?.ranks === 'all';
+}
+
+/**
+ * Whether an attempt's own outputs are committed, so checked whole when it reports them: any
+ * attempt but a gang's; of a gang, rank 0's, and every member's when its stage asks for all ranks.
+ * Reads the stage's definition for a gang's other ranks only, so no other report pays for it.
+ */
+export async function commitsOwnOutputs(tx: TxContext, a: Pick<AttemptsTable, 'stage_id' | 'gang_id' | 'gang_rank'>): Promise<boolean> {
+  return a.gang_id === null || Number(a.gang_rank) === 0 || (await commitsAllRanks(tx, a.stage_id));
+}
+
+/** Where rank `rank`'s file `path` is committed when a gang commits every rank's: under `rank-N/`, rank 0's too, so no two ranks' paths can meet. */
+function rankPath(rank: number, path: string): string {
+  return `rank-${rank}/${path}`;
+}
+
 /**
  * A member succeeded (its row already written so): whether the gang is complete, every member
- * succeeded, and then the files to commit, rank 0's (whichever member finished last); otherwise
- * the ranks still running, and the stage does not move yet.
+ * succeeded, and then the files to commit, whichever member finished last: rank 0's at their own
+ * paths, or, when the stage asks for all ranks, every member's under `rank-N/` (docs/gangs.md,
+ * "Outputs"); otherwise the ranks still running, and the stage does not move yet. The members are
+ * this attempt's (`gang_id`), so an earlier attempt's uploads are never among them.
  */
 export async function gangSuccess(
   tx: TxContext,
-  a: GangMemberRow,
+  a: GangMemberRow & Pick<AttemptsTable, 'stage_id'>,
 ): Promise<{ complete: true; outputs: CommittedOutput[] } | { complete: false; waiting: number[] }> {
   const members = await membersOf.rows(tx.db, a.gang_id!);
   const waiting = members.filter((m) => m.state !== 'succeeded').map((m) => Number(m.gang_rank));
   if (waiting.length) return { complete: false, waiting };
-  const rank0 = members.find((m) => Number(m.gang_rank) === 0);
-  const named = rank0?.outputs ? (JSON.parse(rank0.outputs) as OutputFile[]) : [];
-  // Checked whole when rank 0 reported them (completeLoaded): read again here to commit them.
-  return { complete: true, outputs: named.length ? await uploadedOutputs(tx, rank0!.id, named) : [] };
+  const named = (m: (typeof members)[number]) => (m.outputs ? (JSON.parse(m.outputs) as OutputFile[]) : []);
+  if (!(await commitsAllRanks(tx, a.stage_id))) {
+    const rank0 = members.find((m) => Number(m.gang_rank) === 0);
+    const files = rank0 ? named(rank0) : [];
+    // Checked whole when rank 0 reported them (completeLoaded): read again here to commit them.
+    return { complete: true, outputs: files.length ? await uploadedOutputs(tx, rank0!.id, files) : [] };
+  }
+  // Every member's, each checked whole when it reported them: read again, in one query, to commit them.
+  const naming = members.map((m) => ({ id: m.id, rank: Number(m.gang_rank), files: named(m) })).filter((m) => m.files.length);
+  const uploads = naming.length
+    ? await uploadsOf(
+        tx.db,
+        naming.map((m) => m.id),
+      )
+    : [];
+  // Grouped by member first: a gang of 64 with thousands of files each must not scan them all per member.
+  const byMember = new Map<string, typeof uploads>();
+  for (const u of uploads) {
+    const list = byMember.get(u.attemptId);
+    if (list) list.push(u);
+    else byMember.set(u.attemptId, [u]);
+  }
+  const outputs = naming.flatMap((m) =>
+    namedOutputs(byMember.get(m.id) ?? [], m.files, `rank ${m.rank}'s `).map((f) => ({ ...f, path: rankPath(m.rank, f.path) })),
+  );
+  return { complete: true, outputs };
 }

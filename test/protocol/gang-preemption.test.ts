@@ -100,8 +100,7 @@ describe('gang preemption, through the agent protocol', () => {
     h = await ProtocolHarness.create();
     const agents = [await h.agent('m1'), await h.agent('m2'), await h.agent('m3')];
     const low = { priority: 10, stages: [{ name: 'work', resources: full, preemptible: true, preemptionGraceSeconds: 5, command: ['true'] }] };
-    await h.submit({ name: 'low-a', ...low });
-    await h.submit({ name: 'low-b', ...low });
+    const lowIds = [await h.submit({ name: 'low-a', ...low }), await h.submit({ name: 'low-b', ...low })];
     await h.schedule();
     const lows = await take(agents);
     // The third machine runs work that is not preemptible.
@@ -129,6 +128,13 @@ describe('gang preemption, through the agent protocol', () => {
             graceMs: 5000,
           },
         ]);
+    }
+    // Each victim's event names the gang it was stopped for.
+    for (const id of lowIds) {
+      const { events } = JSON.parse((await h.call('GET', `/v1/jobs/${id}/events`)).body) as { events: { type: string; message: string }[] };
+      expect(events.filter((e) => e.type === 'attempt:preempted').map((e) => e.message)).toEqual([
+        expect.stringMatching(/^stage work attempt 1 preempted on m\d for stage train of job .* \(gang of 2, priority 900 over 10\); 5 s to checkpoint$/),
+      ]);
     }
     for (const i of lowAt) {
       expect((await agents[i]!.finish(lows[i]!, 143)).result).toBe('stale');

@@ -225,22 +225,26 @@ export function chooseGangPreemption(
         if (o === null) return null;
         return o.kind === 'wait' ? { machine: m, victims: [], loss: [0, 0], why: null } : { machine: m, ...o };
       };
+      const less = (x: MachineChoice, y: MachineChoice) => cheaper({ ...x, victims: x.victims.length }, { ...y, victims: y.victims.length });
+      // Each machine's option before any choice; a choice changes only the options of the machines
+      // its victims run on (a victim gang is taken whole, so each of its machines is among them),
+      // so a fill asks again of those alone: a fill costs about one look at each machine.
+      const first = new Map(group.map((m) => [m, option(m, inputs)]));
       /** Cheapest first, one machine at a time, from `seed` when given: each choice's victims are leaving for the next. */
       const fill = (seed: MachineChoice | null): MachineChoice[] | null => {
         const trial = { ...inputs, taken: new Set(inputs.taken) };
+        const options = new Map(first);
         const picks: MachineChoice[] = [];
-        const rest = [...group];
         while (picks.length < gang.size) {
           let next: MachineChoice | null = picks.length === 0 ? seed : null;
-          if (next === null)
-            for (const m of rest) {
-              const p = option(m, trial);
-              if (p !== null && (next === null || cheaper({ ...p, victims: p.victims.length }, { ...next, victims: next.victims.length }))) next = p;
-            }
+          if (next === null) for (const p of options.values()) if (p !== null && (next === null || less(p, next))) next = p;
           if (next === null) return null;
-          rest.splice(rest.indexOf(next.machine), 1);
-          for (const v of next.victims) trial.taken.add(v.attemptId);
+          options.delete(next.machine);
           picks.push(next);
+          if (next.victims.length === 0) continue;
+          for (const v of next.victims) trial.taken.add(v.attemptId);
+          const touched = new Set(next.victims.map((v) => v.machineId));
+          for (const m of options.keys()) if (touched.has(m.id)) options.set(m, option(m, trial));
         }
         return picks;
       };
@@ -248,15 +252,14 @@ export function chooseGangPreemption(
       // whole gang, the others nothing after it. So the fill is tried also from the cheapest
       // machine that stops each such gang (the 8 cheapest gangs: a bounded number of fills).
       const seeds = new Map<string, MachineChoice>();
-      for (const m of group) {
-        const p = option(m, inputs);
+      for (const p of first.values()) {
         for (const v of p?.victims ?? []) {
           if (v.gang === undefined) continue;
           const s = seeds.get(v.gang.id);
-          if (s === undefined || cheaper({ ...p!, victims: p!.victims.length }, { ...s, victims: s.victims.length })) seeds.set(v.gang.id, p!);
+          if (s === undefined || less(p!, s)) seeds.set(v.gang.id, p!);
         }
       }
-      const gangSeeds = [...seeds.values()].sort((x, y) => (cheaper({ ...x, victims: x.victims.length }, { ...y, victims: y.victims.length }) ? -1 : 1));
+      const gangSeeds = [...seeds.values()].sort((x, y) => (less(x, y) ? -1 : 1));
       for (const seed of [null, ...gangSeeds.slice(0, GANG_SEEDS)]) {
         const picks = fill(seed);
         if (picks === null) continue;

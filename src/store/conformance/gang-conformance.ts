@@ -248,7 +248,7 @@ export function gangConformance(storeOf: () => Store): void {
       expect(t.attempts.map((a) => a.state).sort()).toEqual(['canceled', 'canceled', 'failed']);
     });
 
-    it("a preemptible gang's members are no victims while they run; once ended and still held, they are leaving", async () => {
+    it("a preemptible gang's members are victims with their gang while they run (gang-preemption-conformance.ts); once ended and still held, they are leaving", async () => {
       const { machines } = await setUp();
       const j = await store.jobSubmit({
         definition: job([stage('train', { resources: { ...MEMBER, gpu: { count: 2, types: ['h100'] }, machines: 3 }, preemptible: true })]),
@@ -257,7 +257,7 @@ export function gangConformance(storeOf: () => Store): void {
       });
       const members = (await apply([gangPlacement(j.stages[0]!.id, machines)])).applied;
       for (const a of members) await store.attemptStart({ attemptId: a.id, token: a.token, pid: 100, now, leaseMs: LEASE });
-      expect(await store.preemptionView()).toEqual([]);
+      expect((await store.preemptionView()).map((v) => [v.attemptId, v.leaving, v.gang?.rank])).toEqual(members.map((a, rank) => [a.id, false, rank]));
       await store.jobCancel({ jobId: j.id, now, reason: 'canceled by a test' });
       const view = await store.preemptionView();
       expect(view.map((v) => [v.attemptId, v.leaving]).sort()).toEqual(members.map((a) => [a.id, true]).sort());

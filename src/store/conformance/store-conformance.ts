@@ -16,6 +16,7 @@ import { autoscaleConformance } from './autoscale-conformance.js';
 import { gangConformance } from './gang-conformance.js';
 import { gangOutputsConformance } from './gang-outputs-conformance.js';
 import { gangPortConformance } from './gang-port-conformance.js';
+import { gangPreemptionConformance } from './gang-preemption-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1028,5 +1029,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     gangConformance(() => store);
     gangPortConformance(() => store);
     gangOutputsConformance(() => store);
+    gangPreemptionConformance(() => store);
   });
 }

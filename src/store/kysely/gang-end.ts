@@ -30,11 +30,12 @@ export function rankText(a: Pick<AttemptsTable, 'gang_rank' | 'gang_size'>): str
 const membersOf = prepared<[gangId: string]>()((db, [gangId]) =>
   db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'gang_rank', 'outputs']).where('gang_id', '=', gangId).orderBy('gang_rank'),
 );
-const cancelMember = prepared<[reason: string, at: number, id: string, token: number]>()((db, [reason, at, id, token]) =>
+const endMember = prepared<[state: 'canceled' | 'preempted', reason: string, at: number, id: string, token: number]>()((db, [state, reason, at, id, token]) =>
   db
     .updateTable('attempts')
-    // As a cancel ends an attempt: killed by the control plane, which its agent hears as a kill.
-    .set({ state: 'canceled', reason, end_kind: AttemptEndKind.killed, finished_at: at, lease_expires_at: null })
+    // A cancel's end: killed by the control plane, which its agent hears as a kill. A preemption's:
+    // preempted, which its agent hears as a kill with the stage's grace to checkpoint (killList).
+    .set({ state, reason, end_kind: state === 'preempted' ? AttemptEndKind.preempted : AttemptEndKind.killed, finished_at: at, lease_expires_at: null })
     .where('id', '=', id)
     .where('token', '=', token)
     .where('state', 'in', activeAttemptStates),
@@ -42,31 +43,50 @@ const cancelMember = prepared<[reason: string, at: number, id: string, token: nu
 
 /**
  * A member ended other than by success (`what`: "failed (exit code 1)", "lost: machine m3 lost",
- * "preempted"): every other member still active is ended in the same transaction, canceled with
- * the reason "gang member rank 2 failed: ending ranks 0, 1", and its machine woken, so its agent
- * finds it on the next heartbeat's kill list. Members that already succeeded keep their success.
- * The caller then applies the stage's outcome once, for `stageAttemptId(a)`. Nothing for an attempt
- * that is not a gang's.
+ * "preempted on m2 for stage …"): every other member still active is ended in the same
+ * transaction with the reason "gang member rank 2 failed: ending ranks 0, 1", and its machine
+ * woken, so its agent finds it on the next heartbeat's kill list. Canceled, killed at once;
+ * except when the gang is preempted (`preempted` given, with the grace the stage's end gets):
+ * then each member is `preempted` too, and its agent gives it the same grace to checkpoint
+ * (TERM, grace, KILL) as a preempted single attempt gets (docs/gangs.md, "Preemption"). Members
+ * that already succeeded keep their success. The caller then applies the stage's outcome once, for
+ * `stageAttemptId(a)`. Nothing for an attempt that is not a gang's. Returns the members it ended.
  */
-export async function endGang(tx: TxContext, a: GangMemberRow, what: string): Promise<void> {
-  if (a.gang_id === null) return;
+export async function endGang(tx: TxContext, a: GangMemberRow, what: string, preempted?: { graceMs: number }): Promise<string[]> {
+  if (a.gang_id === null) return [];
   const peers = (await membersOf.rows(tx.db, a.gang_id)).filter((m) => m.id !== a.id && isAttemptActive(m.state));
-  if (peers.length === 0) return;
+  if (peers.length === 0) return [];
   const ranks = peers.map((m) => Number(m.gang_rank));
   const reason = `gang member rank ${a.gang_rank} ${what}: ending rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`;
+  const ended: string[] = [];
   for (const m of peers) {
-    if ((await cancelMember.affected(tx.db, reason, tx.now, m.id, Number(m.token))) !== 1) continue;
-    await tx.event({
-      type: 'attempt:canceled',
-      jobId: a.job_id,
-      stageName: a.stage_name,
-      attemptId: m.id,
-      machineId: m.machine_id,
-      message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} canceled: ${reason}`,
-      data: { end: AttemptEndKind.killed, gang: { id: a.gang_id, rank: Number(m.gang_rank), endedBy: Number(a.gang_rank) } },
-    });
+    if ((await endMember.affected(tx.db, preempted ? 'preempted' : 'canceled', reason, tx.now, m.id, Number(m.token))) !== 1) continue;
+    const gang = { id: a.gang_id, rank: Number(m.gang_rank), endedBy: Number(a.gang_rank) };
+    await tx.event(
+      preempted
+        ? {
+            type: 'attempt:preempted',
+            jobId: a.job_id,
+            stageName: a.stage_name,
+            attemptId: m.id,
+            machineId: m.machine_id,
+            message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} preempted: ${reason}; ${preempted.graceMs / 1000} s to checkpoint`,
+            data: { graceMs: preempted.graceMs, end: AttemptEndKind.preempted, gang },
+          }
+        : {
+            type: 'attempt:canceled',
+            jobId: a.job_id,
+            stageName: a.stage_name,
+            attemptId: m.id,
+            machineId: m.machine_id,
+            message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} canceled: ${reason}`,
+            data: { end: AttemptEndKind.killed, gang },
+          },
+    );
     await tx.publish('machine:wake', { machineId: m.machine_id });
+    ended.push(m.id);
   }
+  return ended;
 }
 
 const definitionOf = prepared<[stageId: string]>()((db, [stageId]) => db.selectFrom('stages').select('definition').where('id', '=', stageId));

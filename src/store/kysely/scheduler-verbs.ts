@@ -432,8 +432,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled', jobStates.get(jobId));
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const preempted: string[] = [];
-  for (const pre of p.plan.preemptions ?? [])
-    for (const v of pre.victims) if (await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)) preempted.push(v.attemptId);
+  for (const pre of p.plan.preemptions ?? []) for (const v of pre.victims) preempted.push(...(await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)));
   return { applied, skipped, ...(preempted.length ? { preempted } : {}) };
 }
 
@@ -442,14 +441,17 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
  * it becomes `preempted`, its stage goes back to its queue once its grace has passed (charged to
  * no budget) and remembers when, for the cool-down. Its resources stay held until its agent,
  * told on its next heartbeat, has stopped it (TERM, its preemptionGraceSeconds to checkpoint,
- * then KILL): the stage it was stopped for is placed when they free.
+ * then KILL): the stage it was stopped for is placed when they free. A gang's member ends its
+ * gang (docs/gangs.md, "Preemption"): every other active member preempted with the same grace,
+ * the stage requeued and its cool-down set once; the plan lists the other members as victims too,
+ * and their turn here finds them ended and does nothing. Returns the attempts it ended.
  */
-async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: number; stageId: string }, reason: string, jitter: number): Promise<boolean> {
+async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: number; stageId: string }, reason: string, jitter: number): Promise<string[]> {
   const a = await tx.db.selectFrom('attempts').selectAll().where('id', '=', v.attemptId).executeTakeFirst();
-  if (!a || Number(a.token) !== v.token || !isAttemptActive(a.state)) return false;
+  if (!a || Number(a.token) !== v.token || !isAttemptActive(a.state)) return [];
   const stage = await tx.db.selectFrom('stages').select(['definition', 'preemptible']).where('id', '=', a.stage_id).executeTakeFirst();
-  if (!stage || Number(stage.preemptible) !== 1) return false;
-  if (!(await endActiveAttempt(tx, a, 'preempted', reason))) return false;
+  if (!stage || Number(stage.preemptible) !== 1) return [];
+  if (!(await endActiveAttempt(tx, a, 'preempted', reason))) return [];
   await tx.db.updateTable('stages').set({ preempted_at: tx.now }).where('id', '=', a.stage_id).execute();
   const graceMs = preemptionGraceMs(JSON.parse(stage.definition) as StageDefinition);
   await tx.event({
@@ -462,8 +464,7 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     data: { graceMs, end: AttemptEndKind.preempted },
   });
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  // A gang's member preempted ends the gang (none is chosen as a victim yet: docs/gangs.md).
-  await endGang(tx, a, 'preempted');
+  const peers = await endGang(tx, a, reason, { graceMs });
   await applyOutcome(tx, {
     jobId: a.job_id,
     stageId: a.stage_id,
@@ -471,7 +472,7 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     outcome: { kind: 'preempted', reason, notBefore: tx.now + graceMs },
     jitter,
   });
-  return true;
+  return [a.id, ...peers];
 }
 
 /**

@@ -1,6 +1,7 @@
 import { machinePool } from '../domain/machine-pool.js';
 import { GPU_MILLI_WHOLE, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
 import { stageNeed } from '../scheduler/checks.js';
+import { gangNeedOf, gangTotal } from '../scheduler/gang-placer.js';
 import { stageReasonNow } from '../scheduler/stage-reason-now.js';
 import { TeamLedger, teamOf } from '../scheduler/team-ledger.js';
 import { waitReasonKind } from '../scheduler/wait-reason-kind.js';
@@ -100,10 +101,12 @@ async function addReasons(
     let kind = 'unknown';
     let message = 'its shape left the queue while this was read';
     if (shape) {
-      const need = stageNeed(shape);
+      // A gang is charged to its team whole, as the pass charges it (gangTotal).
+      const gang = gangNeedOf(shape);
+      const need = gang ? gangTotal(gang) : stageNeed(shape);
       const quota = shape.preemptible ? null : ledger.withinQuota(teamOf(shape), need, machines);
       // More than the team's whole quota is a wait of its own: no work of the team ending frees it.
-      kind = quota?.blocked ? (quota.never ? 'quota-never' : 'quota') : waitReasonKind(need, machines);
+      kind = quota?.blocked ? (quota.never ? 'quota-never' : 'quota') : waitReasonKind(shape, machines);
       message = quota?.blocked ?? stageReasonNow(shape, machines) ?? 'a machine has room now: the next scheduler pass places it';
     }
     const byKind = groups.get(q.pool) ?? new Map();

@@ -15,6 +15,7 @@ import { gpuShareConformance } from './gpu-share-conformance.js';
 import { autoscaleConformance } from './autoscale-conformance.js';
 import { gangConformance } from './gang-conformance.js';
 import { gangPortConformance } from './gang-port-conformance.js';
+import { gangHeldUntilConformance } from './gang-held-until-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1026,5 +1027,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     autoscaleConformance(() => store);
     gangConformance(() => store);
     gangPortConformance(() => store);
+    gangHeldUntilConformance(() => store);
   });
 }

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { poolOf, type Resources } from '../domain/resources.js';
 import { stageReasonNow } from './stage-reason-now.js';
@@ -90,5 +91,44 @@ describe('waitReasonKind', () => {
     expect(waitReasonKind(gang, busy)).toBe('cpu-busy');
     expect(waitReasonKind(gang, [busy[0]!, machine('c2')])).toBe('cpu-busy');
     expect(waitReasonKind(gang, [machine('c1'), machine('c2')])).toBe('placeable');
+  });
+
+  it('agrees with the sentence: placeable exactly when stageReasonNow has none, for stages and gangs alike', () => {
+    const arb = fc.record({
+      machines: fc.array(
+        fc.record({
+          gpus: fc.integer({ min: 0, max: 8 }),
+          busy: fc.integer({ min: 0, max: 8 }),
+          cpuFree: fc.integer({ min: 0, max: 64 }),
+          rack: fc.constantFrom('a', 'b'),
+        }),
+        { maxLength: 6 },
+      ),
+      size: fc.integer({ min: 1, max: 4 }),
+      gpuCount: fc.integer({ min: 0, max: 4 }),
+      sameLabel: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(arb, (p) => {
+        const machines = p.machines.map((m, i) =>
+          machine(`m${i}`, {
+            gpus: gpus(
+              m.gpus,
+              Array.from({ length: m.busy }, (_, j) => j),
+            ),
+            cpuMillisFree: m.cpuFree * 1000,
+            labels: { rack: m.rack },
+          }),
+        );
+        const s = stage({
+          gpu: p.gpuCount > 0 ? { count: p.gpuCount, types: ['h100'] } : null,
+          ...(p.size > 1 ? { machines: p.size, ...(p.sameLabel ? { sameLabel: 'rack' } : {}) } : {}),
+        });
+        const kind = waitReasonKind(s, machines);
+        expect(WAIT_REASON_KINDS).toContain(kind);
+        expect(kind === 'placeable').toBe(stageReasonNow(s, machines) === null);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

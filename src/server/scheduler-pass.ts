@@ -1,6 +1,7 @@
 import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
-import { headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
+import { gangNeedOf } from '../scheduler/gang-placer.js';
+import { gangHeadsToRead, headsToRead, mayRunSomewhere } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { SharePolicyName } from '../scheduler/share-policies.js';
@@ -145,6 +146,10 @@ async function fullPass(
   const running = await store.preemptionView();
   const wants = shapes
     .map((s) => {
+      // A gang's shape is read as deep as whole gangs fit, and its head whenever it could run
+      // somewhere idle (it is held its set); gangs do not preempt.
+      const gang = gangNeedOf(s);
+      if (gang) return { shape: s.shape, limit: gangHeadsToRead(gang, cluster.machines, maxPlacements) };
       const need = stageNeed(s);
       const room = headsToRead(need, cluster.machines, maxPlacements);
       return { shape: s.shape, limit: room === 0 && running.length > 0 && mayRunSomewhere(need, cluster.machines) ? 1 : room };

@@ -17,6 +17,7 @@ import { gangConformance } from './gang-conformance.js';
 import { gangOutputsConformance } from './gang-outputs-conformance.js';
 import { gangPortConformance } from './gang-port-conformance.js';
 import { gangPreemptionConformance } from './gang-preemption-conformance.js';
+import { gangHeldUntilConformance } from './gang-held-until-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1030,5 +1031,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     gangPortConformance(() => store);
     gangOutputsConformance(() => store);
     gangPreemptionConformance(() => store);
+    gangHeldUntilConformance(() => store);
   });
 }

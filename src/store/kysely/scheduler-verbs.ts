@@ -335,7 +335,18 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       const rank0 = rows.get(members[0]!.machineId)!;
       const r = await reserveGangPort(tx.db, rank0, gangPorts);
       if ('full' in r) {
-        skipped.push({ stageId: pl.stageId, why: `gang rank 0 on ${rank0.name}: no free gang port in ${r.full.first}-${r.full.last}` });
+        const why = `gang rank 0 on ${rank0.name}: no free gang port in ${r.full.first}-${r.full.last}`;
+        skipped.push({ stageId: pl.stageId, why });
+        // Said where status and explain read it: the planner sees room for the gang now, so
+        // their live reason is none (docs/gangs.md, "Rendezvous"). Written once, not each pass;
+        // the placement that comes clears it.
+        await tx.db
+          .updateTable('stages')
+          .set({ pending_reason: why })
+          .where('id', '=', stage.id)
+          .where('state', '=', 'ready')
+          .where((eb) => eb.or([eb('pending_reason', 'is', null), eb('pending_reason', '!=', why)]))
+          .execute();
         continue;
       }
       masterPort = r.port;

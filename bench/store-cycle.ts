@@ -10,7 +10,14 @@
  *
  * It isolates what the store costs from what HTTP, JSON and the agent cost, with far less noise
  * than the throughput bench on a shared machine, for comparing store changes (pragmas, indexes,
- * statements). Usage: npm run bench:store [-- --chains 2000 --runs 3]
+ * statements). Usage: npm run bench:store [-- --chains 2000 --runs 3 --store sqlite|postgres --top 15]
+ *
+ * `--store postgres`: the same cycle on the local PostgreSQL (a schema of the run's own, dropped
+ * after; GANTRY_TEST_DATABASE_URL), counting what the database is sent, which does not depend on
+ * the machine's hour: statements and transactions per stage, by kind, the statements sent most,
+ * and the transactions the database refused for a conflict (SQLSTATE 40001/40P01, run again by the
+ * store). Issue 32's levers (fewer statements per report item, conflicts by construction) are
+ * judged on these counts first, then on the throughput bench.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -18,6 +25,10 @@ import { join } from 'node:path';
 import { parseJobSpec } from '../src/domain/job-spec.js';
 import { schedulerPass } from '../src/server/scheduler-pass.js';
 import { openSqliteStore } from '../src/store/sqlite/open-sqlite-store.js';
+import { dropPostgresSchema, openPostgresStore } from '../src/store/postgres/open-postgres-store.js';
+import type { Store } from '../src/store/store.js';
+import { freshSchema, POSTGRES_URL } from '../test/support/services.js';
+import { countStatements, type StatementCounts } from '../test/support/statement-counter.js';
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -25,14 +36,35 @@ const arg = (name: string, def: string) => {
 };
 const CHAINS = Number(arg('chains', '2000'));
 const RUNS = Number(arg('runs', '3'));
+const STORE = arg('store', 'sqlite');
+const TOP = Number(arg('top', '15'));
+if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error(`--store ${STORE}: sqlite or postgres`);
 const LEASE_MS = 10_000;
+/** What PostgreSQL was sent in a run (null on SQLite). */
+const counter = STORE === 'postgres' ? countStatements() : null;
 
 const stage = (name: string, needs: string[]) => ({ name, needs, resources: { cpu: '100m', memory: '16Mi' }, command: ['true'] });
 const spec = (i: number) => parseJobSpec({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] });
 
-async function run(): Promise<{ cpuPerStageMs: number; wallMs: number }> {
+async function open(dir: string): Promise<{ store: Store; close: () => Promise<void> }> {
+  if (STORE === 'sqlite') {
+    const store = await openSqliteStore(join(dir, 'gantry.db'));
+    return { store, close: () => store.close() };
+  }
+  const schema = freshSchema('bench_store');
+  const store = await openPostgresStore(POSTGRES_URL, { schema });
+  return {
+    store,
+    close: async () => {
+      await store.close();
+      await dropPostgresSchema(POSTGRES_URL, schema);
+    },
+  };
+}
+
+async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; statements: StatementCounts | null }> {
   const dir = mkdtempSync(join(tmpdir(), 'gantry-store-cycle-'));
-  const store = await openSqliteStore(join(dir, 'gantry.db'));
+  const { store, close } = await open(dir);
   const clock = { now: () => Date.now() };
   try {
     const m = await store.machineRegister({
@@ -47,6 +79,7 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number }> {
       now: clock.now(),
     });
     const definitions = Array.from({ length: CHAINS }, (_, i) => spec(i));
+    counter?.reset();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     for (let i = 0; i < definitions.length; i += 1000) await store.jobSubmitBatch({ definitions: definitions.slice(i, i + 1000), now: clock.now() });
@@ -72,9 +105,9 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number }> {
       acked = started.filter((_, i) => acks.started[i]?.result === 'ok').map(({ attemptId, token }) => ({ attemptId, token }));
     }
     const cpu = process.cpuUsage(cpu0);
-    return { cpuPerStageMs: (cpu.user + cpu.system) / 1000 / (3 * CHAINS), wallMs: performance.now() - t0 };
+    return { cpuPerStageMs: (cpu.user + cpu.system) / 1000 / (3 * CHAINS), wallMs: performance.now() - t0, statements: counter?.snapshot() ?? null };
   } finally {
-    await store.close();
+    await close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -90,5 +123,23 @@ console.log(
     runs: RUNS,
     cpuPerStageMs: { median: Number(per[Math.floor(per.length / 2)]!.toFixed(3)), min: Number(per[0]!.toFixed(3)), max: Number(per.at(-1)!.toFixed(3)) },
     wallMs: results.map((r) => Math.round(r.wallMs)),
+    ...(STORE === 'postgres' ? { store: 'postgres', perStage: perStage(results.at(-1)!.statements!) } : {}),
   }),
 );
+
+/** The last run's counts per stage (3 × chains stages), and the statements sent most. */
+function perStage(c: StatementCounts) {
+  const stages = 3 * CHAINS;
+  const per = (n: number) => Number((n / stages).toFixed(2));
+  return {
+    statements: per(c.total),
+    transactions: per(c.byKind.get('START') ?? 0),
+    byKind: Object.fromEntries([...c.byKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => [k, per(n)])),
+    conflicts: c.conflicts,
+    conflictsPerTransaction: Number((c.conflicts / Math.max(1, c.byKind.get('START') ?? 0)).toFixed(4)),
+    top: [...c.byText]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, TOP)
+      .map(([text, n]) => ({ perStage: per(n), text })),
+  };
+}

@@ -49,7 +49,7 @@ export function agentCommand(program: Command): void {
     )
     .option(
       '--gang-ports <first-last>',
-      "ports kept for gangs: the server reserves each gang's MASTER_PORT among them when its rank 0 runs here, one per gang; keep other services off them; default $GANTRY_GANG_PORTS or 29500-29599",
+      "ports kept for gangs: the server reserves each gang's MASTER_PORT among them when its rank 0 runs here, one per gang; keep other services off them (a rank 0 whose port another process holds is not started: it ends spawn-failed, saying so); default $GANTRY_GANG_PORTS or 29500-29599",
     )
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')

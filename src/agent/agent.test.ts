@@ -345,6 +345,35 @@ describe('Agent', () => {
     expect(failed.end.detail).toBe(failed.reason);
   });
 
+  it("a gang's rank 0 whose master port another process holds ends spawn-failed, saying so, without running; a free port is left for the member", async () => {
+    await startAgent({ protocol: 2 });
+    // The test holds a port, as a service outside Gantry would.
+    const outside = http.createServer();
+    await new Promise<void>((resolve) => outside.listen(0, '127.0.0.1', resolve));
+    const port = (outside.address() as AddressInfo).port;
+    try {
+      const marker = join(dir, 'ran');
+      const gang = { size: 2, masterAddr: '127.0.0.1', masterPort: port };
+      const blocked = assignment({ command: ['sh', '-c', `touch ${marker}`], gang: { rank: 0, ...gang } });
+      // Rank 1 listens on nothing: it is not checked.
+      const other = assignment({ command: ['sh', '-c', 'exit 0'], gang: { rank: 1, ...gang } });
+      srv.push({ assignments: [blocked, other] });
+      const failed = (await srv.waitFor((e) => e.type === 'complete' && e.attemptId === blocked.attemptId)).body;
+      const why = `spawn failed: gang master port ${port} on 127.0.0.1 is in use by another process (--gang-ports)`;
+      expect(failed).toMatchObject({ exitCode: null, reason: why, end: { kind: 'spawn-failed', detail: why } });
+      expect(existsSync(marker)).toBe(false);
+      expect((await srv.waitFor((e) => e.type === 'complete' && e.attemptId === other.attemptId)).body).toMatchObject({ exitCode: 0 });
+    } finally {
+      await new Promise((resolve) => outside.close(resolve));
+    }
+    // Free now: rank 0 runs, and its member listens on MASTER_ADDR:MASTER_PORT (the check closed its own listener).
+    const listen =
+      "require('net').createServer().on('error',()=>process.exit(3)).listen(+process.env.MASTER_PORT,process.env.MASTER_ADDR,function(){this.close();})";
+    const free = assignment({ command: [process.execPath, '-e', listen], gang: { rank: 0, size: 2, masterAddr: '127.0.0.1', masterPort: port } });
+    srv.push({ assignments: [free] });
+    expect((await srv.waitFor((e) => e.type === 'complete' && e.attemptId === free.attemptId)).body).toMatchObject({ exitCode: 0, end: { kind: 'exited' } });
+  });
+
   it('sends no typed end to a server of protocol 1 (no `protocol` in its settings: it refuses fields it does not know)', async () => {
     await startAgent();
     const old = assignment({ command: ['sh', '-c', 'exit 3'] });

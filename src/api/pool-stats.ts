@@ -1,12 +1,12 @@
 import { machinePool } from '../domain/machine-pool.js';
 import { GPU_MILLI_WHOLE, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
-import { stageNeed } from '../scheduler/checks.js';
 import { stageReasonNow } from '../scheduler/stage-reason-now.js';
 import { TeamLedger, teamOf } from '../scheduler/team-ledger.js';
 import { waitReasonKind } from '../scheduler/wait-reason-kind.js';
 import type { MachineView } from '../scheduler/snapshot.js';
 import type { Store } from '../store/store.js';
 import type { PoolPoint, PoolView, PoolWaitReason } from './contract/pool-view.js';
+import { quotaNeedOf } from './quota-reasons.js';
 
 type PoolReads = Pick<Store, 'clusterView' | 'queueStats' | 'readyShapes' | 'schedulerTeams'>;
 
@@ -100,10 +100,9 @@ async function addReasons(
     let kind = 'unknown';
     let message = 'its shape left the queue while this was read';
     if (shape) {
-      const need = stageNeed(shape);
-      const quota = shape.preemptible ? null : ledger.withinQuota(teamOf(shape), need, machines);
+      const quota = shape.preemptible ? null : ledger.withinQuota(teamOf(shape), quotaNeedOf(shape), machines);
       // More than the team's whole quota is a wait of its own: no work of the team ending frees it.
-      kind = quota?.blocked ? (quota.never ? 'quota-never' : 'quota') : waitReasonKind(need, machines);
+      kind = quota?.blocked ? (quota.never ? 'quota-never' : 'quota') : waitReasonKind(shape, machines);
       message = quota?.blocked ?? stageReasonNow(shape, machines) ?? 'a machine has room now: the next scheduler pass places it';
     }
     const byKind = groups.get(q.pool) ?? new Map();

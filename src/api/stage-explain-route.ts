@@ -45,7 +45,9 @@ export function stageExplainRoute(app: ApiApp, ctx: ApiContext): void {
       const fit = explainPlacement(stageNeed(s.definition), machines);
       // A gang's reason is what set of machines it lacks (docs/gangs.md); the funnel stays one member's.
       const gang = gangNeedOf(s.definition);
-      const fitReason = gang ? gangPendingReasonNow(gang, machines) : fit.reason;
+      // A gang the planner has room for now may still be skipped when applied (its rank 0's gang
+      // ports all taken): the store kept that reason on the stage, and it binds until it is placed.
+      const fitReason = gang ? (gangPendingReasonNow(gang, machines) ?? s.pendingReason) : fit.reason;
       const quota = s.state === 'ready' ? ((await quotaReasons(store, job.team, [s], machines)).get(s.id) ?? null) : null;
       const current = s.attempts.find((a) => a.id === s.currentAttemptId);
       const notBefore = s.notBefore;

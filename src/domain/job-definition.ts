@@ -43,8 +43,19 @@ export interface StageDefinition {
   limits?: StageLimits;
   /** What the stage may leave as outputs (spec `limits.outputs`; null parts: the server's default). Absent: the server's defaults (docs/security.md, "Output limits"). */
   outputLimits?: StageOutputLimits;
+  /**
+   * A gang's outputs (spec `outputs.ranks: all`): every member's committed, each rank's under
+   * `rank-N/` (docs/gangs.md, "Outputs"). Absent (every other stage, and definitions stored before
+   * it existed): the stage commits its attempt's outputs, a gang its rank 0's at their own paths.
+   */
+  outputs?: StageOutputs;
   /** The stage asked for the network: only an agent's `--sandbox` takes it away from stages that do not. Absent in definitions stored before it existed: false. */
   network?: boolean;
+}
+
+/** Whose outputs a gang commits: only written when it is every rank's. */
+export interface StageOutputs {
+  ranks: 'all';
 }
 
 /**

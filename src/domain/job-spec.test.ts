@@ -519,4 +519,41 @@ describe('parseJobSpec: gangs (issue 31, docs/gangs.md)', () => {
   it('accepts a gang without GPUs (CPU ranks, as an MPI run)', () => {
     expect(parseJobSpec(job([stage('a', { resources: { machines: 3, cpu: 8 } })])).stages[0]!.resources.machines).toBe(3);
   });
+
+  it('keeps outputs.ranks: all on a gang; ranks: 0, the default, is written as a stage without it', () => {
+    const all = parseJobSpec(job([stage('train', { resources: { machines: 3 }, outputs: { ranks: 'all' } })]));
+    expect(all.stages[0]!.outputs).toEqual({ ranks: 'all' });
+    const plain = parseJobSpec(job([stage('train', { resources: { machines: 3 } })]));
+    const zero = parseJobSpec(job([stage('train', { resources: { machines: 3 }, outputs: { ranks: 0 } })]));
+    const empty = parseJobSpec(job([stage('train', { resources: { machines: 3 }, outputs: {} })]));
+    expect(JSON.stringify(zero)).toBe(JSON.stringify(plain));
+    expect(JSON.stringify(empty)).toBe(JSON.stringify(plain));
+    expect('outputs' in plain.stages[0]!).toBe(false);
+    // From YAML, as users write it: `all` is a plain word.
+    const text = 'name: j\nstages:\n  - name: train\n    resources: { machines: 2 }\n    outputs: { ranks: all }\n    command: [run]\n';
+    expect(parseJobSpec(parseJobSpecText(text)).stages[0]!.outputs).toEqual({ ranks: 'all' });
+  });
+
+  it('refuses outputs.ranks on a stage of one machine, at its path, whatever its value', () => {
+    for (const ranks of ['all', 0]) {
+      const list = issues(job([stage('train', { outputs: { ranks } })]));
+      expectIssue(list, '/stages/0/outputs/ranks', 'only a gang stage (resources.machines 2 or more) has ranks: this stage runs on 1 machine');
+      expect(list).toHaveLength(1);
+    }
+    expectIssue(issues(job([stage('a', { resources: { machines: 1 }, outputs: { ranks: 'all' } })])), '/stages/0/outputs/ranks', 'only a gang stage');
+    // A machines count that is itself wrong is reported once, there.
+    const wrong = issues(job([stage('a', { resources: { machines: 0 }, outputs: { ranks: 'all' } })]));
+    expect(wrong.map((i) => i.path)).toEqual(['/stages/0/resources/machines']);
+  });
+
+  it('refuses a ranks value other than 0 or "all", and an unknown key of outputs', () => {
+    const gang = (outputs: unknown) => issues(job([stage('a', { resources: { machines: 2 }, outputs })]));
+    for (const ranks of [1, 'ALL', 'every', [0, 1], null, true]) {
+      const list = gang({ ranks });
+      expect(list.map((i) => i.path)).toEqual(['/stages/0/outputs/ranks']);
+      expect(list[0]!.message).toMatch(/^must be 0 or "all", got /);
+    }
+    expectIssue(gang({ rank: 'all' }), '/stages/0/outputs/rank', 'did you mean "ranks"');
+    expect(gang('all').map((i) => i.path)).toEqual(['/stages/0/outputs']);
+  });
 });

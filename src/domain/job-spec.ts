@@ -159,6 +159,19 @@ export const StageSpecSchema = Type.Object(
         { ...strict, description: 'What the agent enforces on the stage beyond its request, where it can (docs/containment.md).' },
       ),
     ),
+    outputs: Type.Optional(
+      Type.Object(
+        {
+          ranks: Type.Optional(
+            Type.Union([Type.Literal(0), Type.Literal('all')], {
+              description:
+                "A gang only (resources.machines 2 or more): whose outputs the stage commits. 0 (the default): rank 0's, at their own paths; \"all\": every member's, each rank's under rank-N/ (rank 0's under rank-0/).",
+            }),
+          ),
+        },
+        { ...strict, description: 'What the stage commits of what its attempt leaves in GANTRY_OUTPUT_DIR (docs/gangs.md, "Outputs").' },
+      ),
+    ),
     network: Type.Optional(
       Type.Boolean({
         description:
@@ -295,7 +308,8 @@ function checkGpu(issues: ValidationIssue[], path: string, gpu: Obj): void {
 
 /**
  * A gang (resources.machines ≥ 2) is N members of whole GPUs on N machines; `sameLabel` groups a
- * gang's members and means nothing for one machine, so it is refused there rather than ignored.
+ * gang's members and `outputs.ranks` says whose outputs it commits: both mean nothing for one
+ * machine, so they are refused there rather than ignored.
  * A share of a GPU is refused in a gang: a distributed run's ranks each drive whole devices, and
  * a share per member would spread one training run over N machines' leftovers.
  */
@@ -311,6 +325,14 @@ function checkGang(issues: ValidationIssue[], p: string, stage: Obj): void {
     issues.push({
       path: `${p}/placement/sameLabel`,
       message: `sameLabel keeps a gang's members on machines with one value of a label: it needs resources.machines of 2 or more (this stage runs on ${machines ?? 1})`,
+    });
+  }
+  // A gang's ranks mean nothing on one machine: its only rank is 0, whose outputs it commits anyway.
+  const outputs = own(stage, 'outputs');
+  if (isObj(outputs) && own(outputs, 'ranks') !== undefined && valid && !gang) {
+    issues.push({
+      path: `${p}/outputs/ranks`,
+      message: `only a gang stage (resources.machines 2 or more) has ranks: this stage runs on ${machines ?? 1} machine and commits its own outputs`,
     });
   }
   const gpu = isObj(res) ? own(res, 'gpu') : undefined;
@@ -584,6 +606,8 @@ function normaliseStage(s: StageSpec, jobRetry: RetryPolicy): StageDefinition {
         }
       : {}),
     network: s.network ?? false,
+    // Only a gang asking for every rank's outputs carries it: rank 0's alone is what a definition without it means.
+    ...(s.outputs?.ranks === 'all' ? { outputs: { ranks: 'all' as const } } : {}),
   };
 }
 

@@ -245,6 +245,21 @@ describe('backfill onto a gang held its machines', () => {
     const late = planPlacements({ now: 0, machines, heldUntil, queue: queue(101) });
     expect(placed(late, 'small')).toBeUndefined();
   });
+
+  it('a held machine that fits a member now still waits for the last of the set: backfilled until then; never when one holds without a limit', () => {
+    // m-1 is idle (fits a member now); m-2 runs a member of another gang (4 GPUs) that must end by 100 s.
+    const set = [machine('m-1', { gpus: gpus('h100', 8) }), machine('m-2', { gpus: gpus('h100', 8, [0, 1, 2, 3]) })];
+    const rows = [{ machineId: 'id-m-2', gpuIndices: [0, 1, 2, 3], cpuMillis: 1000, memoryBytes: Gi, endsBy: 100_000 }];
+    const plan = planPlacements({ now: 0, machines: set, heldUntil: rows, queue: queue(90) });
+    expect(heldFor(plan, 'g')).toEqual(['id-m-1', 'id-m-2']);
+    expect(placed(plan, 'small')).toBeDefined();
+    expect(placed(planPlacements({ now: 0, machines: set, heldUntil: rows, queue: queue(110) }), 'small')).toBeUndefined();
+    // The same member without a time limit: the gang's start is unknown, so nothing backfills its set.
+    const endless = [{ ...rows[0]!, endsBy: null }];
+    const none = planPlacements({ now: 0, machines: set, heldUntil: endless, queue: queue(1) });
+    expect(heldFor(none, 'g')).toEqual(['id-m-1', 'id-m-2']);
+    expect(placed(none, 'small')).toBeUndefined();
+  });
 });
 
 describe('chooseGang', () => {

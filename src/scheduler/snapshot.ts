@@ -110,6 +110,11 @@ export interface RunningAttempt {
   /** When its stage was last preempted, ms, or null: a stage is not preempted twice within the cool-down. */
   stagePreemptedAt: number | null;
   leaving: boolean;
+  /**
+   * A gang's member (docs/gangs.md, "Preemption"): its gang (rank 0's attempt id), size and rank.
+   * Stopping one member stops them all, so preemption takes and costs the gang whole.
+   */
+  gang?: { id: string; size: number; rank: number };
 }
 
 /** Every machine with what is free on it now. */

@@ -120,6 +120,23 @@ describe('Metrics: names and zeros', () => {
     expect(m.get('gantry_stages_pending{pool="gpu:h100",reason="gpu-busy"}')).toBe(0);
   });
 
+  it('a gang waits by the gang’s rule: one machine with room for a member is not room for a gang of 2', async () => {
+    await store.machineRegister({ ...gpuMachine('g1', 2), now });
+    await store.jobSubmit({
+      definition: job([stage('train', { resources: { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 1, types: ['h100'] }, machines: 2 } })]),
+      source: null,
+      now,
+    });
+    let m = parse(await new Metrics(store, () => now).text());
+    expect(m.get('gantry_stages_pending{pool="gpu:h100",reason="gang-machines"}')).toBe(1);
+    expect(m.get('gantry_stages_pending{pool="gpu:h100",reason="placeable"}')).toBe(0);
+    // A second machine: the gang fits now.
+    await store.machineRegister({ ...gpuMachine('g2', 2), now });
+    m = parse(await new Metrics(store, () => now).text());
+    expect(m.get('gantry_stages_pending{pool="gpu:h100",reason="placeable"}')).toBe(1);
+    expect(m.get('gantry_stages_pending{pool="gpu:h100",reason="gang-machines"}')).toBe(0);
+  });
+
   it('resources: one quantity and unit a name, capacity and allocation apart', async () => {
     const c = await store.machineRegister({ ...cpuMachine('c1'), now });
     await store.machineRegister({ ...gpuMachine('g1', 2), now });

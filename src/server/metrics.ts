@@ -2,7 +2,6 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { attemptEndKinds, type AttemptEndKind } from '../domain/attempt-end.js';
 import { attemptStates, isAttemptActive, type AttemptState } from '../domain/attempt-state.js';
 import { GPU_MILLI_WHOLE, gangSizeOf, gpuMilliUsed, normalizeGpuType } from '../domain/resources.js';
-import { stageNeed } from '../scheduler/checks.js';
 import { WAIT_REASON_KINDS, waitReasonKind } from '../scheduler/wait-reason-kind.js';
 import { machinePool } from '../domain/machine-pool.js';
 import type { MachineView } from '../scheduler/snapshot.js';
@@ -119,7 +118,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'gantry_stages_pending',
-      help: 'Ready stages by pool and why they wait (placeable, gpu-busy, gpu-type, …: the reject code most machines give; 0 for every known pool and reason)',
+      help: 'Ready stages by pool and why they wait (placeable, gpu-busy, gpu-type, …: the reject code most machines give; gang-machines: a gang too few machines could ever run together; 0 for every known pool and reason)',
       labelNames: ['pool', 'reason'],
       registers,
       async collect() {
@@ -128,7 +127,7 @@ export class Metrics {
         for (const pool of knownPools(snap)) for (const reason of WAIT_REASON_KINDS) this.set({ pool, reason }, 0);
         for (const q of snap.queues) {
           const shape = snap.shapes.get(q.shape);
-          const reason = shape ? waitReasonKind(stageNeed(shape), snap.machines) : 'unknown';
+          const reason = shape ? waitReasonKind(shape, snap.machines) : 'unknown';
           this.inc({ pool: q.pool, reason }, q.ready);
         }
       },

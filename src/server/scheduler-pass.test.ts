@@ -185,6 +185,82 @@ describe('schedulerPass', () => {
     });
   });
 
+  describe('gangs (docs/gangs.md)', () => {
+    const gpu = (count: number, machines?: number) => ({
+      cpuMillis: 1000,
+      memoryBytes: 2 ** 20,
+      gpu: { count, types: ['h100'] },
+      ...(machines ? { machines } : {}),
+    });
+    const stateOf = async (jobId: string) => (await store.jobGet({ jobId }))!.stages[0]!.state;
+    /** Places and starts what the pass places now. */
+    const placeAndStart = async () => {
+      const r = await schedulerPass(store, clock, { leaseMs: 10_000 });
+      for (const m of (await store.clusterView()).machines)
+        for (const a of await store.machineAssignments({ machineId: m.id }))
+          await store.attemptStart({ attemptId: a.attemptId, token: a.token, pid: 1, now, leaseMs: 10_000 });
+      return r;
+    };
+
+    it('a gang of 1-GPU members on a full cluster is read and held its set (before: no member fits, so its queue was not read at all)', async () => {
+      await store.machineRegister({ ...gpuMachine('g1', 1), now });
+      await store.machineRegister({ ...gpuMachine('g2', 1), now });
+      await store.jobSubmit({ definition: job([stage('a', { resources: gpu(1) }), stage('b', { resources: gpu(1) })], { name: 'busy' }), source: null, now });
+      expect((await placeAndStart()).placed).toBe(2);
+      now += 1;
+      const gang = await store.jobSubmit({ definition: job([stage('train', { resources: gpu(1, 2) })], { name: 'gang' }), source: null, now });
+      const r = await schedulerPass(store, clock, { leaseMs: 10_000 });
+      expect(r).toEqual({ placed: 0, skipped: 0, read: 1, more: false, gangHeldGpus: 2 });
+      expect(await stateOf(gang.id)).toBe('ready');
+    });
+
+    it('reads a gang shape as deep as whole gangs fit: 4 free machines take 2 gangs of 2, not 4', async () => {
+      for (const n of ['g1', 'g2', 'g3', 'g4']) await store.machineRegister({ ...gpuMachine(n, 1), now });
+      await store.jobSubmit({
+        definition: job(Array.from({ length: 6 }, (_, i) => stage(`t${i}`, { resources: gpu(1, 2) }))),
+        source: null,
+        now,
+      });
+      expect(await schedulerPass(store, clock, { leaseMs: 10_000 })).toEqual({ placed: 4, skipped: 0, read: 2, more: false });
+    });
+
+    it("backfills a gang's held machines only with work that ends before the gang's start: the latest of its machines' (members of another gang running there, with their time limit)", async () => {
+      await store.machineRegister({ ...gpuMachine('g1', 2), now });
+      await store.machineRegister({ ...gpuMachine('g2', 2), now });
+      // A gang of 2 × 1 GPU that must end within 100 s runs on both machines, one member each.
+      const first = await store.jobSubmit({
+        definition: job([stage('a', { resources: gpu(1, 2), timeoutSeconds: 100 })], { name: 'first' }),
+        source: null,
+        now,
+      });
+      expect((await placeAndStart()).placed).toBe(2);
+      // g2 also runs a stage that must end within 300 s: the gang behind waits for it too.
+      await store.jobSubmit({ definition: job([stage('late', { resources: gpu(1), timeoutSeconds: 300 })], { name: 'late' }), source: null, now });
+      expect((await placeAndStart()).placed).toBe(1);
+      expect(await stateOf(first.id)).toBe('running');
+      now += 1000;
+      // A gang of 2 × 2 GPUs waits for both machines: held, its start the later of the two (300 s after the start, on the machine that runs `late`).
+      const big = await store.jobSubmit({ definition: job([stage('train', { resources: gpu(2, 2) })], { name: 'big', priority: 90 }), source: null, now });
+      now += 1;
+      const fits = await store.jobSubmit({
+        definition: job([stage('s', { resources: gpu(1), timeoutSeconds: 250 })], { name: 'fits', priority: 10 }),
+        source: null,
+        now,
+      });
+      // Of another shape (2 CPUs), so that both are read: the free room is one GPU.
+      const long = await store.jobSubmit({
+        definition: job([stage('s', { resources: { ...gpu(1), cpuMillis: 2000 }, timeoutSeconds: 310 })], { name: 'long', priority: 10 }),
+        source: null,
+        now,
+      });
+      const r = await schedulerPass(store, clock, { leaseMs: 10_000 });
+      expect(r).toMatchObject({ placed: 1, gangHeldGpus: 4 });
+      expect(await stateOf(fits.id)).toBe('scheduled');
+      expect(await stateOf(long.id)).toBe('ready');
+      expect(await stateOf(big.id)).toBe('ready');
+    });
+  });
+
   it('stops at maxPlacements and says there is more', async () => {
     await store.machineRegister({ ...cpuMachine('c1', { cpuMillis: 64_000 }), now });
     await store.jobSubmit({ definition: job(Array.from({ length: 10 }, (_, i) => stage(`s${i}`))), source: null, now });

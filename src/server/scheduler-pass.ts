@@ -1,5 +1,7 @@
 import type { Clock } from '../domain/clock.js';
 import { stageNeed } from '../scheduler/checks.js';
+import { gangNeedOf } from '../scheduler/gang-placer.js';
+import { gangHeadsToRead } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import { shapeDepths } from '../scheduler/shape-depths.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
@@ -143,8 +145,19 @@ async function fullPass(
   const quotaBinds = listed.some((t) => named.has(t.name) && Object.keys(t.quota).length > 0);
   const teams = named.size > 1 || quotaBinds ? await store.schedulerTeams({ usage: true }) : listed;
   const running = await store.preemptionView();
-  const depths = shapeDepths(shapes.map(stageNeed), cluster.machines, maxPlacements, running.length > 0);
-  const wants = shapes.map((s, i) => ({ shape: s.shape, limit: depths[i]! })).filter((w) => w.limit > 0);
+  // A gang's shape is read as deep as whole gangs fit, and its head whenever it could run
+  // somewhere idle (it is held its set); gangs do not preempt. The other shapes all at once
+  // (shapeDepths: the machines grouped once by what the static checks read).
+  const gangs = shapes.map((s) => gangNeedOf(s));
+  const single = shapes.filter((_, i) => gangs[i] === null);
+  const depths = shapeDepths(single.map(stageNeed), cluster.machines, maxPlacements, running.length > 0);
+  let next = 0;
+  const wants = shapes
+    .map((s, i) => {
+      const gang = gangs[i];
+      return { shape: s.shape, limit: gang ? gangHeadsToRead(gang, cluster.machines, maxPlacements) : depths[next++]! };
+    })
+    .filter((w) => w.limit > 0);
   if (wants.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   const queue = await store.queueHeads({ now, shapes: wants });
   if (queue.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };

@@ -72,6 +72,8 @@ export function describeValue(v: unknown): string {
 function describeSchema(s: unknown): string {
   if (!isSchema(s)) return 'a valid value';
   if (Array.isArray(s.anyOf)) return s.anyOf.map(describeSchema).join(' or ');
+  // A literal (one of a union's fixed values): the value itself, as the user would write it.
+  if ('const' in s) return JSON.stringify(s.const);
   if (s.type === 'array' && isSchema(s.items) && typeof s.items.type === 'string') {
     return `a list of ${(TYPE_WORDS[s.items.type] ?? s.items.type).replace(/^an? /, '')}s`;
   }

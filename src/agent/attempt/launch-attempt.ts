@@ -23,6 +23,7 @@ import { errorText } from '../../lib/error-text.js';
 import type { GpuSharingMode } from '../../api/contract/containment.js';
 import type { DetectedGpu } from '../machine/machine-detect.js';
 import { attemptGpus, type AttemptGpus } from './attempt-gpus.js';
+import { gangPortProblem } from './gang-port-check.js';
 
 export interface LaunchContext {
   machineName: string;
@@ -68,6 +69,10 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     killGraceMs: ctx.killGraceMs,
   };
   const failed = (why: string): Launched => ({ handle: notStarted(new Error(why)), progress: null, cgroup: null });
+  // A gang's rank 0: its master port must be free here, or the whole gang would wait on a member
+  // that cannot listen (gang-port-check.ts). Checked before anything is taken for the attempt.
+  const portProblem = await gangPortProblem(a.gang);
+  if (portProblem !== null) return failed(portProblem);
   let gpus: AttemptGpus;
   try {
     gpus = attemptGpus(a, ctx.gpus, ctx.gpuSharing);

@@ -5,7 +5,8 @@ export const PoolWaitReason = Type.Object({
   kind: Type.String({
     description:
       "quota (their team is at its quota), quota-never (a stage asks for more than its team's whole quota), placeable (the next pass places them), a busy code (gpu-busy, cpu-busy, memory-busy, gpu-share: no room now), " +
-      'a static one (gpu-type, gpu-total, cpu-total, labels, region, …: no machine will ever take them as the cluster is), or no-machines: as gantry_stages_pending',
+      'a static one (gpu-type, gpu-total, cpu-total, labels, region, …: no machine will ever take them as the cluster is), gang-machines (a gang too few machines could ever run together), ' +
+      'or no-machines: as gantry_stages_pending; a gang is placeable only when its whole set of machines fits now',
   }),
   stages: Type.Integer(),
   /** The scheduler's sentence for the largest group of stages of this kind: "no ready machine can run it: 2 lack 8 h100 GPUs". */

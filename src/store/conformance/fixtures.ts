@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_RETRY, type JobDefinition, type StageDefinition } from '../../domain/job-definition.js';
+import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import type { MachineRegistration, Store } from '../store.js';
 
 /** Normalised definitions for store tests, without going through the spec parser. */
@@ -51,6 +52,17 @@ export function blobKey(text: string): string {
   return `sha256:${createHash('sha256').update(text).digest('hex')}`;
 }
 
+/** A planner's placement of a gang: rank r on machine r, GPUs 0 and 1 of each, `member` the CPU and memory of each. */
+export function gangPlacement(stageId: string, machines: readonly string[], member: { cpuMillis: number; memoryBytes: number }): PlannedPlacement {
+  return {
+    stageId,
+    machineId: machines[0]!,
+    gpuIndices: [0, 1],
+    ...member,
+    members: machines.map((machineId, rank) => ({ rank, machineId, gpuIndices: [0, 1] })),
+  };
+}
+
 /**
  * A one-stage job of `team` placed on `machineId` (1 CPU, 256 MiB, no GPU) and started: its id and
  * its attempt (id and fencing token). For suites that need an attempt running and nothing more.
@@ -68,4 +80,17 @@ export async function startedOneStage(
   const a = r.applied[0]!;
   await store.attemptStart({ attemptId: a.id, token: a.token, pid: 7, now: p.now, leaseMs: p.leaseMs });
   return { jobId: j.id, a };
+}
+
+/** A machine, a job of independent stages, and each stage placed on the machine (its attempts, in the order named). */
+export async function placeAll(store: Store, names: string[], now: number) {
+  const m = await store.machineRegister({ ...cpuMachine('m1'), now });
+  const j = await store.jobSubmit({ definition: job(names.map((n) => stage(n))), source: null, now });
+  const cluster = await store.schedulerSnapshot({ now, limitPerShape: 10 });
+  const plan = {
+    placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })),
+    pending: [],
+  };
+  const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
+  return { m, j, placed: names.map((n) => applied.find((a) => a.stageName === n)!) };
 }

@@ -3,7 +3,7 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import type { AttemptRecord } from '../records.js';
 import type { Store } from '../store.js';
-import { blobKey, gpuMachine, job, stage } from './fixtures.js';
+import { blobKey, gangPlacement as placeGang, gpuMachine, job, stage } from './fixtures.js';
 
 /**
  * Gangs in the store (issue 31, docs/gangs.md "Gangs in the store"), as every adapter must keep
@@ -40,13 +40,7 @@ export function gangConformance(storeOf: () => Store): void {
       return { machines: ms.map((m) => m.id), jobId: j.id, stageId: j.stages[0]!.id };
     };
     /** The planner's placement of the gang: rank r on machine r, both GPUs. */
-    const gangPlacement = (stageId: string, machines: string[]): PlannedPlacement => ({
-      stageId,
-      machineId: machines[0]!,
-      gpuIndices: [0, 1],
-      ...MEMBER,
-      members: machines.map((machineId, rank) => ({ rank, machineId, gpuIndices: [0, 1] })),
-    });
+    const gangPlacement = (stageId: string, machines: string[]) => placeGang(stageId, machines, MEMBER);
     const apply = (placements: PlannedPlacement[]) => store.planApply({ plan: { placements, pending: [] }, now, leaseMs: LEASE });
     const stageOf = async (jobId: string) => (await store.jobGet({ jobId }))!.stages[0]!;
     const attemptOf = async (id: string) => (await store.attemptGet({ attemptId: id }))!;
@@ -254,7 +248,7 @@ export function gangConformance(storeOf: () => Store): void {
       expect(t.attempts.map((a) => a.state).sort()).toEqual(['canceled', 'canceled', 'failed']);
     });
 
-    it("a preemptible gang's members are no victims while they run; once ended and still held, they are leaving", async () => {
+    it("a preemptible gang's members are victims with their gang while they run (gang-preemption-conformance.ts); once ended and still held, they are leaving", async () => {
       const { machines } = await setUp();
       const j = await store.jobSubmit({
         definition: job([stage('train', { resources: { ...MEMBER, gpu: { count: 2, types: ['h100'] }, machines: 3 }, preemptible: true })]),
@@ -263,7 +257,7 @@ export function gangConformance(storeOf: () => Store): void {
       });
       const members = (await apply([gangPlacement(j.stages[0]!.id, machines)])).applied;
       for (const a of members) await store.attemptStart({ attemptId: a.id, token: a.token, pid: 100, now, leaseMs: LEASE });
-      expect(await store.preemptionView()).toEqual([]);
+      expect((await store.preemptionView()).map((v) => [v.attemptId, v.leaving, v.gang?.rank])).toEqual(members.map((a, rank) => [a.id, false, rank]));
       await store.jobCancel({ jobId: j.id, now, reason: 'canceled by a test' });
       const view = await store.preemptionView();
       expect(view.map((v) => [v.attemptId, v.leaving]).sort()).toEqual(members.map((a) => [a.id, true]).sort());

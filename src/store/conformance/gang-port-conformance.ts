@@ -31,8 +31,10 @@ export function gangPortConformance(storeOf: () => Store): void {
       return { a: a.id, b: b.id };
     };
     /** A job with one CPU gang of 2, placed rank 0 on `rank0`, rank 1 on `rank1`. */
+    const jobOf = new Map<string, string>();
     const gang = async (rank0: string, rank1: string): Promise<PlannedPlacement> => {
       const j = await store.jobSubmit({ definition: job([stage('train', { resources: { ...MEMBER, gpu: null, machines: 2 } })]), source: null, now });
+      jobOf.set(j.stages[0]!.id, j.id);
       const members = [rank0, rank1].map((machineId, rank) => ({ rank, machineId, gpuIndices: [] }));
       return { stageId: j.stages[0]!.id, machineId: rank0, gpuIndices: [], ...MEMBER, members };
     };
@@ -58,6 +60,9 @@ export function gangPortConformance(storeOf: () => Store): void {
       const r = await apply([await gang(m.a, m.b), await gang(m.a, m.b), await gang(m.a, m.b)]);
       expect(r.applied.map((x) => x.gang?.rank)).toEqual([0, 1, 0, 1]);
       expect(r.skipped).toEqual([{ stageId: expect.any(String), why: 'gang rank 0 on a: no free gang port in 40000-40001' }]);
+      // The skipped gang says why where status and explain read it (the planner sees room for it now).
+      const waiting = async () => (await store.jobGet({ jobId: jobOf.get(r.skipped[0]!.stageId)! }))!.stages[0]!;
+      expect(await waiting()).toMatchObject({ state: 'ready', pendingReason: 'gang rank 0 on a: no free gang port in 40000-40001' });
       expect((await handedOn(m.a)).map((g) => g?.masterPort)).toEqual([40000, 40001]);
       // A gang with rank 0 on b takes from b's own range, whatever a holds.
       const onB = await apply([await gang(m.b, m.a)]);
@@ -79,6 +84,10 @@ export function gangPortConformance(storeOf: () => Store): void {
       });
       const again = await apply([await gang(m.a, m.b)]);
       expect(again.skipped).toEqual([]);
+      // The gang skipped at first is placed now (rank 0 on b: a's range is full again), its reason cleared.
+      const placedLater = await apply([{ ...(await gang(m.b, m.a)), stageId: r.skipped[0]!.stageId }]);
+      expect(placedLater.skipped).toEqual([]);
+      expect(await waiting()).toMatchObject({ state: 'scheduled', pendingReason: null });
       const rank0 = again.applied[0]!;
       expect((await store.machineAssignments({ machineId: m.a })).find((x) => x.attemptId === rank0.id)?.gang?.masterPort).toBe(40000);
     });

@@ -14,7 +14,10 @@ import { outputLimitsConformance } from './output-limits-conformance.js';
 import { gpuShareConformance } from './gpu-share-conformance.js';
 import { autoscaleConformance } from './autoscale-conformance.js';
 import { gangConformance } from './gang-conformance.js';
+import { gangOutputsConformance } from './gang-outputs-conformance.js';
 import { gangPortConformance } from './gang-port-conformance.js';
+import { gangPreemptionConformance } from './gang-preemption-conformance.js';
+import { gangHeldUntilConformance } from './gang-held-until-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1026,5 +1029,8 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     autoscaleConformance(() => store);
     gangConformance(() => store);
     gangPortConformance(() => store);
+    gangOutputsConformance(() => store);
+    gangPreemptionConformance(() => store);
+    gangHeldUntilConformance(() => store);
   });
 }

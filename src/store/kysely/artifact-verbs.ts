@@ -1,10 +1,27 @@
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import { jobStates, isJobTerminal } from '../../domain/job-state.js';
+import type { ExpressionBuilder } from 'kysely';
+import type { Database } from '../schema.js';
 import type { CollectionPlan } from '../store.js';
 import { preparedList } from './prepared-query.js';
 import type { Db, TxContext } from './tx-context.js';
 
 const endedStates = jobStates.filter(isJobTerminal);
+
+/**
+ * An upload whose attempt (`a`) may still commit it: the attempt is active, or it is a gang's
+ * member that succeeded while another member of its gang is still active (its outputs are
+ * committed when the last one succeeds: docs/gangs.md, "Outputs"). Found through attempts_gang.
+ */
+const uploaderPending = (eb: ExpressionBuilder<Database & { a: Database['attempts'] }, 'a'>) =>
+  eb.or([
+    eb('a.state', 'in', activeAttemptStates),
+    eb.and([
+      eb('a.state', '=', 'succeeded'),
+      eb('a.gang_id', 'is not', null),
+      eb.exists(eb.selectFrom('attempts as g').select('g.id').whereRef('g.gang_id', '=', 'a.gang_id').where('g.state', 'in', activeAttemptStates)),
+    ]),
+  ]);
 
 /** Stages looked at per pass for release under the budget, and unreferenced blobs collected per pass. */
 const RELEASE_SCAN = 500;
@@ -13,7 +30,8 @@ const RELEASE_SCAN = 500;
  * Artifact collection's decision (docs/rerun.md, "Retention and collection"), made in one
  * transaction from what it reads there; the caller deletes the files after the commit.
  *
- * 1. Blobs no manifest names and no running attempt has uploaded go, oldest unreferenced first.
+ * 1. Blobs no manifest names and no running attempt has uploaded (nor a gang's member waiting for
+ *    the rest of its gang) go, oldest unreferenced first.
  * 2. With a budget the rest exceeds: the outputs of ended jobs are released, oldest ended first,
  *    stage by stage, until the store fits. Never a job not ended, and never a stage any of whose
  *    blobs another stage also names (a rerun reuses it): releasing it would free nothing.
@@ -38,7 +56,7 @@ export async function artifactsCollect(tx: TxContext, p: { maxBytes: number | nu
             .innerJoin('attempts as a', 'a.id', 'u.attempt_id')
             .select('u.blob')
             .whereRef('u.blob', '=', 'b.key')
-            .where('a.state', 'in', activeAttemptStates),
+            .where(uploaderPending),
         ),
       ),
     )
@@ -77,7 +95,7 @@ export async function artifactsCollect(tx: TxContext, p: { maxBytes: number | nu
         .innerJoin('attempts as a', 'a.id', 'u.attempt_id')
         .select('u.blob')
         .where('u.blob', 'in', blobs)
-        .where('a.state', 'in', activeAttemptStates)
+        .where(uploaderPending)
         .limit(1)
         .execute();
       if (named.length || uploading.length) continue;

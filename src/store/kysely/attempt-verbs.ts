@@ -11,7 +11,7 @@ import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import { DEFAULT_LOG_CAPS, hardLogBytes, logCutLine, sizeText, type LogCaps } from '../log-caps.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
 import { applyOutcome } from './apply-outcome.js';
-import { endGang, gangSuccess, rankText, stageAttemptId } from './gang-end.js';
+import { commitsOwnOutputs, endGang, gangSuccess, rankText, stageAttemptId } from './gang-end.js';
 import { outputUsage, recordUpload, uploadedOutputs } from './output-verbs.js';
 import { overRoom, uploadRoom, type OutputPolicy, type UploadRoom } from '../../domain/output-limits.js';
 import { attemptsWithNames } from './job-verbs.js';
@@ -205,9 +205,10 @@ export async function completeLoaded(
   }
   fence(a, p.token);
   // Only files this attempt uploaded, whole, can be committed (read only when it names some); of a
-  // gang, only rank 0's are (docs/gangs.md): the other ranks' uploads are kept, not committed.
-  const commits = a.gang_id === null || Number(a.gang_rank) === 0;
-  const files = succeeded && commits && p.outputs.length ? await uploadedOutputs(tx, a.id, p.outputs) : [];
+  // gang, only rank 0's are unless its stage asks for every rank's (docs/gangs.md, "Outputs"): the
+  // other ranks' uploads are then kept, not committed.
+  const commits = succeeded && p.outputs.length > 0 && (await commitsOwnOutputs(tx, a));
+  const files = commits ? await uploadedOutputs(tx, a.id, p.outputs) : [];
   const outputs = succeeded ? JSON.stringify(p.outputs) : null;
   const detail = p.end.detail;
   const changed = await completeAttempt.affected(

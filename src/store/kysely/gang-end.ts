@@ -2,7 +2,8 @@ import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import type { CommittedOutput, OutputFile } from '../records.js';
 import type { AttemptsTable } from '../schema.js';
-import { uploadedOutputs } from './output-verbs.js';
+import type { StageDefinition } from '../../domain/job-definition.js';
+import { namedOutputs, uploadedOutputs, uploadsOf } from './output-verbs.js';
 import { prepared } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
 
@@ -29,11 +30,12 @@ export function rankText(a: Pick<AttemptsTable, 'gang_rank' | 'gang_size'>): str
 const membersOf = prepared<[gangId: string]>()((db, [gangId]) =>
   db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'gang_rank', 'outputs']).where('gang_id', '=', gangId).orderBy('gang_rank'),
 );
-const cancelMember = prepared<[reason: string, at: number, id: string, token: number]>()((db, [reason, at, id, token]) =>
+const endMember = prepared<[state: 'canceled' | 'preempted', reason: string, at: number, id: string, token: number]>()((db, [state, reason, at, id, token]) =>
   db
     .updateTable('attempts')
-    // As a cancel ends an attempt: killed by the control plane, which its agent hears as a kill.
-    .set({ state: 'canceled', reason, end_kind: AttemptEndKind.killed, finished_at: at, lease_expires_at: null })
+    // A cancel's end: killed by the control plane, which its agent hears as a kill. A preemption's:
+    // preempted, which its agent hears as a kill with the stage's grace to checkpoint (killList).
+    .set({ state, reason, end_kind: state === 'preempted' ? AttemptEndKind.preempted : AttemptEndKind.killed, finished_at: at, lease_expires_at: null })
     .where('id', '=', id)
     .where('token', '=', token)
     .where('state', 'in', activeAttemptStates),
@@ -41,47 +43,112 @@ const cancelMember = prepared<[reason: string, at: number, id: string, token: nu
 
 /**
  * A member ended other than by success (`what`: "failed (exit code 1)", "lost: machine m3 lost",
- * "preempted"): every other member still active is ended in the same transaction, canceled with
- * the reason "gang member rank 2 failed: ending ranks 0, 1", and its machine woken, so its agent
- * finds it on the next heartbeat's kill list. Members that already succeeded keep their success.
- * The caller then applies the stage's outcome once, for `stageAttemptId(a)`. Nothing for an attempt
- * that is not a gang's.
+ * "preempted on m2 for stage …"): every other member still active is ended in the same
+ * transaction with the reason "gang member rank 2 failed: ending ranks 0, 1", and its machine
+ * woken, so its agent finds it on the next heartbeat's kill list. Canceled, killed at once;
+ * except when the gang is preempted (`preempted` given, with the grace the stage's end gets):
+ * then each member is `preempted` too, and its agent gives it the same grace to checkpoint
+ * (TERM, grace, KILL) as a preempted single attempt gets (docs/gangs.md, "Preemption"). Members
+ * that already succeeded keep their success. The caller then applies the stage's outcome once, for
+ * `stageAttemptId(a)`. Nothing for an attempt that is not a gang's. Returns the members it ended.
  */
-export async function endGang(tx: TxContext, a: GangMemberRow, what: string): Promise<void> {
-  if (a.gang_id === null) return;
+export async function endGang(tx: TxContext, a: GangMemberRow, what: string, preempted?: { graceMs: number }): Promise<string[]> {
+  if (a.gang_id === null) return [];
   const peers = (await membersOf.rows(tx.db, a.gang_id)).filter((m) => m.id !== a.id && isAttemptActive(m.state));
-  if (peers.length === 0) return;
+  if (peers.length === 0) return [];
   const ranks = peers.map((m) => Number(m.gang_rank));
   const reason = `gang member rank ${a.gang_rank} ${what}: ending rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`;
+  const ended: string[] = [];
   for (const m of peers) {
-    if ((await cancelMember.affected(tx.db, reason, tx.now, m.id, Number(m.token))) !== 1) continue;
-    await tx.event({
-      type: 'attempt:canceled',
-      jobId: a.job_id,
-      stageName: a.stage_name,
-      attemptId: m.id,
-      machineId: m.machine_id,
-      message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} canceled: ${reason}`,
-      data: { end: AttemptEndKind.killed, gang: { id: a.gang_id, rank: Number(m.gang_rank), endedBy: Number(a.gang_rank) } },
-    });
+    if ((await endMember.affected(tx.db, preempted ? 'preempted' : 'canceled', reason, tx.now, m.id, Number(m.token))) !== 1) continue;
+    const gang = { id: a.gang_id, rank: Number(m.gang_rank), endedBy: Number(a.gang_rank) };
+    await tx.event(
+      preempted
+        ? {
+            type: 'attempt:preempted',
+            jobId: a.job_id,
+            stageName: a.stage_name,
+            attemptId: m.id,
+            machineId: m.machine_id,
+            message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} preempted: ${reason}; ${preempted.graceMs / 1000} s to checkpoint`,
+            data: { graceMs: preempted.graceMs, end: AttemptEndKind.preempted, gang },
+          }
+        : {
+            type: 'attempt:canceled',
+            jobId: a.job_id,
+            stageName: a.stage_name,
+            attemptId: m.id,
+            machineId: m.machine_id,
+            message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} canceled: ${reason}`,
+            data: { end: AttemptEndKind.killed, gang },
+          },
+    );
     await tx.publish('machine:wake', { machineId: m.machine_id });
+    ended.push(m.id);
   }
+  return ended;
+}
+
+const definitionOf = prepared<[stageId: string]>()((db, [stageId]) => db.selectFrom('stages').select('definition').where('id', '=', stageId));
+
+/** Whether a gang's stage commits every rank's outputs (spec `outputs.ranks: all`); absent in its definition, rank 0's only. */
+async function commitsAllRanks(tx: TxContext, stageId: string): Promise<boolean> {
+  const row = await definitionOf.first(tx.db, stageId);
+  return row !== undefined && (JSON.parse(row.definition) as Pick<StageDefinition, 'outputs'>).outputs?.ranks === 'all';
+}
+
+/**
+ * Whether an attempt's own outputs are committed, so checked whole when it reports them: any
+ * attempt but a gang's; of a gang, rank 0's, and every member's when its stage asks for all ranks.
+ * Reads the stage's definition for a gang's other ranks only, so no other report pays for it.
+ */
+export async function commitsOwnOutputs(tx: TxContext, a: Pick<AttemptsTable, 'stage_id' | 'gang_id' | 'gang_rank'>): Promise<boolean> {
+  return a.gang_id === null || Number(a.gang_rank) === 0 || (await commitsAllRanks(tx, a.stage_id));
+}
+
+/** Where rank `rank`'s file `path` is committed when a gang commits every rank's: under `rank-N/`, rank 0's too, so no two ranks' paths can meet. */
+function rankPath(rank: number, path: string): string {
+  return `rank-${rank}/${path}`;
 }
 
 /**
  * A member succeeded (its row already written so): whether the gang is complete, every member
- * succeeded, and then the files to commit, rank 0's (whichever member finished last); otherwise
- * the ranks still running, and the stage does not move yet.
+ * succeeded, and then the files to commit, whichever member finished last: rank 0's at their own
+ * paths, or, when the stage asks for all ranks, every member's under `rank-N/` (docs/gangs.md,
+ * "Outputs"); otherwise the ranks still running, and the stage does not move yet. The members are
+ * this attempt's (`gang_id`), so an earlier attempt's uploads are never among them.
  */
 export async function gangSuccess(
   tx: TxContext,
-  a: GangMemberRow,
+  a: GangMemberRow & Pick<AttemptsTable, 'stage_id'>,
 ): Promise<{ complete: true; outputs: CommittedOutput[] } | { complete: false; waiting: number[] }> {
   const members = await membersOf.rows(tx.db, a.gang_id!);
   const waiting = members.filter((m) => m.state !== 'succeeded').map((m) => Number(m.gang_rank));
   if (waiting.length) return { complete: false, waiting };
-  const rank0 = members.find((m) => Number(m.gang_rank) === 0);
-  const named = rank0?.outputs ? (JSON.parse(rank0.outputs) as OutputFile[]) : [];
-  // Checked whole when rank 0 reported them (completeLoaded): read again here to commit them.
-  return { complete: true, outputs: named.length ? await uploadedOutputs(tx, rank0!.id, named) : [] };
+  const named = (m: (typeof members)[number]) => (m.outputs ? (JSON.parse(m.outputs) as OutputFile[]) : []);
+  if (!(await commitsAllRanks(tx, a.stage_id))) {
+    const rank0 = members.find((m) => Number(m.gang_rank) === 0);
+    const files = rank0 ? named(rank0) : [];
+    // Checked whole when rank 0 reported them (completeLoaded): read again here to commit them.
+    return { complete: true, outputs: files.length ? await uploadedOutputs(tx, rank0!.id, files) : [] };
+  }
+  // Every member's, each checked whole when it reported them: read again, in one query, to commit them.
+  const naming = members.map((m) => ({ id: m.id, rank: Number(m.gang_rank), files: named(m) })).filter((m) => m.files.length);
+  const uploads = naming.length
+    ? await uploadsOf(
+        tx.db,
+        naming.map((m) => m.id),
+      )
+    : [];
+  // Grouped by member first: a gang of 64 with thousands of files each must not scan them all per member.
+  const byMember = new Map<string, typeof uploads>();
+  for (const u of uploads) {
+    const list = byMember.get(u.attemptId);
+    if (list) list.push(u);
+    else byMember.set(u.attemptId, [u]);
+  }
+  const outputs = naming.flatMap((m) =>
+    namedOutputs(byMember.get(m.id) ?? [], m.files, `rank ${m.rank}'s `).map((f) => ({ ...f, path: rankPath(m.rank, f.path) })),
+  );
+  return { complete: true, outputs };
 }

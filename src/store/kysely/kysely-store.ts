@@ -25,7 +25,8 @@ import * as teams from './team-verbs.js';
 import * as autoscale from './autoscale-verbs.js';
 import * as autoscaleRead from './autoscale-rows.js';
 import { toEvent } from './row-mappers.js';
-import { TransactionAborted, TxContext, type Trx } from './tx-context.js';
+import { SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
+import { RowsChanged } from './rows-changed.js';
 import { GroupCommit } from './group-commit.js';
 import { isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
@@ -102,9 +103,12 @@ export class KyselyStore implements Store {
   }
 
   /** A transaction's context, with this store's settings; `optimistic`: savepoints only when needed (group commit's first run). */
-  private context(trx: Trx, now: number, optimistic = false): TxContext {
-    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic);
+  private context(trx: Trx, now: number, optimistic = false, rowsChanged: RowsChanged | null = null): TxContext {
+    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic, rowsChanged ? () => rowsChanged.changes() : null);
   }
+
+  /** Several writers' transactions run their parts without savepoints first (tx()); those run again with them. */
+  carefulRuns = 0;
 
   /** With several writers: the clock a transaction's time is read from when it begins (useClock). */
   private clock: { now(): number } | null = null;
@@ -131,8 +135,15 @@ export class KyselyStore implements Store {
     // Several writers (PostgreSQL): every transaction is SERIALIZABLE, and one the database
     // refuses for a conflict with a concurrent one is run again whole, from a fresh context
     // (docs/store-contract.md). So no verb has to reason about which interleavings it survives.
+    //
+    // Parts that may fail alone (a report's items) run first without savepoints, two statements
+    // each saved: a part that fails having written nothing is undone by dropping what it
+    // collected; one that wrote, or that the database refused (which aborts the transaction on
+    // PostgreSQL), sends the whole transaction round again with savepoints (docs/throughput.md).
+    let careful = false;
     for (let tries = 1; ; tries++) {
       let ctx: TxContext | undefined;
+      const counter = careful ? null : new RowsChanged();
       // A transaction acts at the time it runs (each try its own), not the time its caller read the
       // clock (a request may wait for a connection, or run again after a conflict): so the times
       // written follow the order of the commits, and a cancel that committed after a start is never
@@ -143,7 +154,7 @@ export class KyselyStore implements Store {
           .transaction()
           .setIsolationLevel('serializable')
           .execute(async (trx) => {
-            ctx = this.context(trx, at);
+            ctx = counter ? this.context(trx.withPlugin(counter), at, true, counter) : this.context(trx, at);
             const result = await fn(ctx);
             await ctx.flush();
             return result;
@@ -151,6 +162,12 @@ export class KyselyStore implements Store {
         if (ctx?.written.length) for (const l of this.listeners) l(ctx.written);
         return out;
       } catch (err) {
+        if (err instanceof SavepointsNeeded && !careful) {
+          careful = true;
+          this.carefulRuns++;
+          tries--;
+          continue;
+        }
         if (!isTransientDbError(err)) throw err;
         if (tries >= MAX_TRIES) throw new StoreBusyError(tries, err);
         await sleep(backoffDelay(CONFLICT_BACKOFF, tries, Math.random()));

@@ -55,12 +55,24 @@ export async function uploadsOf(db: Db | Trx, attemptIds: readonly string[]): Pr
  * not uploaded, or uploaded with another size, refuses the outcome (nothing of it is written).
  */
 export async function uploadedOutputs(tx: TxContext, attemptId: string, outputs: readonly OutputFile[]): Promise<CommittedOutput[]> {
-  const uploaded = new Map((await uploadsOfAttempt.rows(tx.db, attemptId)).map((u) => [u.path, u]));
+  return namedOutputs(await uploadsOfAttempt.rows(tx.db, attemptId), outputs);
+}
+
+/**
+ * The files an outcome names, resolved against its attempt's uploads (as `uploadedOutputs`, for a
+ * caller that read several attempts' uploads at once); `whose` prefixes each problem ("rank 2's ").
+ */
+export function namedOutputs(
+  uploads: readonly { path: string; blob: string; size: number | string }[],
+  outputs: readonly OutputFile[],
+  whose = '',
+): CommittedOutput[] {
+  const uploaded = new Map(uploads.map((u) => [u.path, u]));
   const problems: string[] = [];
   const files = outputs.flatMap((o) => {
     const u = uploaded.get(o.path);
     if (u && Number(u.size) === o.size) return [{ path: o.path, size: o.size, blob: u.blob }];
-    problems.push(`output ${o.path} was not uploaded${u ? ` whole (${u.size} bytes, not ${o.size})` : ''}`);
+    problems.push(`${whose}output ${o.path} was not uploaded${u ? ` whole (${u.size} bytes, not ${o.size})` : ''}`);
     return [];
   });
   if (problems.length) throw new ValidationError(problems.map((message) => ({ path: '/outputs', message })));

@@ -1,25 +1,12 @@
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { cpuMachine, job, stage } from '../conformance/fixtures.js';
+import { placeAll } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
 import { sqliteStoreForTests } from '../sqlite/sqlite-store-for-tests.js';
 import type { KyselyStore } from './kysely-store.js';
 
 const now = 1_700_000_000_000;
-
-/** A machine, a job of independent stages, and each stage placed on the machine (its attempts, in the order named). */
-async function placeAll(store: KyselyStore, names: string[]) {
-  const m = await store.machineRegister({ ...cpuMachine('m1'), now });
-  const j = await store.jobSubmit({ definition: job(names.map((n) => stage(n))), source: null, now });
-  const cluster = await store.schedulerSnapshot({ now, limitPerShape: 10 });
-  const plan = {
-    placements: cluster.queue.map((q) => ({ stageId: q.stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })),
-    pending: [],
-  };
-  const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
-  return { m, j, placed: names.map((n) => applied.find((a) => a.stageName === n)!) };
-}
 
 describe('machineReport', () => {
   let store: KyselyStore;
@@ -31,7 +18,7 @@ describe('machineReport', () => {
   });
 
   it('an item that fails for another reason than staleness is refused alone; the rest of the report counts', async () => {
-    const { m, j, placed } = await placeAll(store, ['x', 'y']);
+    const { m, j, placed } = await placeAll(store, ['x', 'y'], now);
     const [x, y] = placed;
     await store.machineReport({
       machineId: m.id,
@@ -62,7 +49,7 @@ describe('machineReport', () => {
   });
 
   it('an item that fails after it has written is undone alone too (the report runs again with savepoints)', async () => {
-    const { m, j, placed } = await placeAll(store, ['x', 'y']);
+    const { m, j, placed } = await placeAll(store, ['x', 'y'], now);
     const [x, y] = placed;
     await store.machineReport({
       machineId: m.id,
@@ -105,7 +92,7 @@ describe('machineReport', () => {
 
   it('items of one job in one report each see the job as the earlier items left it', async () => {
     // The report reads each attempt's job state with it; an item after another of the same job must not act on that read.
-    const { m, j, placed } = await placeAll(store, ['x', 'y']);
+    const { m, j, placed } = await placeAll(store, ['x', 'y'], now);
     const [x, y] = [placed[0]!, placed[1]!];
     const report = (started: (typeof x)[], completed: (typeof x)[]) =>
       store.machineReport({
@@ -138,7 +125,7 @@ describe('machineReport', () => {
     let begins = 0;
     const store = sqliteStoreForTests(new SQLite(':memory:'), { direct: true, log: (q) => void (q === 'begin' && begins++) });
     await store.migrate();
-    const { m, j, placed } = await placeAll(store, ['x']);
+    const { m, j, placed } = await placeAll(store, ['x'], now);
     const [x] = placed;
     begins = 0;
     const r = await store.machineReport({

@@ -19,7 +19,7 @@ import { endActiveAttempt } from './attempt-verbs.js';
 import { endGang, rankText, stageAttemptId } from './gang-end.js';
 import { reserveGangPort } from './gang-rendezvous.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
-import { execute, prepared, preparedList } from './prepared-query.js';
+import { execute, prepared, preparedBySize, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
 import type { Db, TxContext } from './tx-context.js';
 
@@ -75,8 +75,22 @@ const ATTEMPT_COLUMNS = [
 ] as const satisfies readonly (keyof AttemptsTable)[];
 // The row is typed where it is built; its values travel as a list in ATTEMPT_COLUMNS' order.
 const attemptValues = (r: AttemptsTable): unknown[] => ATTEMPT_COLUMNS.map((c) => r[c]);
-const insertAttempt = prepared<unknown[]>()((db, v) =>
-  db.insertInto('attempts').values(Object.fromEntries(ATTEMPT_COLUMNS.map((c, i) => [c, v[i]])) as unknown as AttemptsTable),
+/**
+ * Up to this many attempt rows in one statement: a pass's new attempts go in together at the end of
+ * planApply, one round trip on PostgreSQL rather than one each (issue 32; docs/throughput.md).
+ */
+const ATTEMPTS_PER_INSERT = 16;
+const insertAttempts = preparedBySize(ATTEMPTS_PER_INSERT, (n) =>
+  prepared<unknown[]>()((db, v) =>
+    db
+      .insertInto('attempts')
+      .values(
+        Array.from(
+          { length: n },
+          (_, r) => Object.fromEntries(ATTEMPT_COLUMNS.map((c, i) => [c, v[r * ATTEMPT_COLUMNS.length + i]])) as unknown as AttemptsTable,
+        ),
+      ),
+  ),
 );
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
@@ -294,6 +308,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const gangPorts = new Map<string, Set<number>>();
   const jobsTouched = new Set<string>();
   const wake = new Set<string>();
+  /** The attempts placed, written together after the loop: nothing in it reads them back (gang ports this plan reserved are kept in gangPorts). */
+  const newAttempts: AttemptsTable[] = [];
 
   // The plan's stages in one read; each is placed at most once, and its write below is still
   // guarded on the state and token read here.
@@ -319,7 +335,18 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       const rank0 = rows.get(members[0]!.machineId)!;
       const r = await reserveGangPort(tx.db, rank0, gangPorts);
       if ('full' in r) {
-        skipped.push({ stageId: pl.stageId, why: `gang rank 0 on ${rank0.name}: no free gang port in ${r.full.first}-${r.full.last}` });
+        const why = `gang rank 0 on ${rank0.name}: no free gang port in ${r.full.first}-${r.full.last}`;
+        skipped.push({ stageId: pl.stageId, why });
+        // Said where status and explain read it: the planner sees room for the gang now, so
+        // their live reason is none (docs/gangs.md, "Rendezvous"). Written once, not each pass;
+        // the placement that comes clears it.
+        await tx.db
+          .updateTable('stages')
+          .set({ pending_reason: why })
+          .where('id', '=', stage.id)
+          .where('state', '=', 'ready')
+          .where((eb) => eb.or([eb('pending_reason', 'is', null), eb('pending_reason', '!=', why)]))
+          .execute();
         continue;
       }
       masterPort = r.port;
@@ -378,7 +405,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         gang_size: gang ? size : null,
         gang_master_port: masterPort,
       };
-      await insertAttempt.run(tx.db, ...attemptValues(row));
+      newAttempts.push(row);
       applied.push(toAttempt(row, m.name));
       takeAllocation(m, one);
       wake.add(m.id);
@@ -407,13 +434,16 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     }
     jobsTouched.add(stage.job_id);
   }
+  for (let i = 0; i < newAttempts.length; i += ATTEMPTS_PER_INSERT) {
+    const part = newAttempts.slice(i, i + ATTEMPTS_PER_INSERT);
+    await insertAttempts(part.length).run(tx.db, ...part.flatMap(attemptValues));
+  }
   // The jobs' states as read with their stages: placing writes stages and attempts, never a job's row.
   const jobStates = new Map([...stages.values()].map((r) => [r.job_id, r.job_state]));
   for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled', jobStates.get(jobId));
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const preempted: string[] = [];
-  for (const pre of p.plan.preemptions ?? [])
-    for (const v of pre.victims) if (await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)) preempted.push(v.attemptId);
+  for (const pre of p.plan.preemptions ?? []) for (const v of pre.victims) preempted.push(...(await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)));
   return { applied, skipped, ...(preempted.length ? { preempted } : {}) };
 }
 
@@ -422,14 +452,17 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
  * it becomes `preempted`, its stage goes back to its queue once its grace has passed (charged to
  * no budget) and remembers when, for the cool-down. Its resources stay held until its agent,
  * told on its next heartbeat, has stopped it (TERM, its preemptionGraceSeconds to checkpoint,
- * then KILL): the stage it was stopped for is placed when they free.
+ * then KILL): the stage it was stopped for is placed when they free. A gang's member ends its
+ * gang (docs/gangs.md, "Preemption"): every other active member preempted with the same grace,
+ * the stage requeued and its cool-down set once; the plan lists the other members as victims too,
+ * and their turn here finds them ended and does nothing. Returns the attempts it ended.
  */
-async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: number; stageId: string }, reason: string, jitter: number): Promise<boolean> {
+async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: number; stageId: string }, reason: string, jitter: number): Promise<string[]> {
   const a = await tx.db.selectFrom('attempts').selectAll().where('id', '=', v.attemptId).executeTakeFirst();
-  if (!a || Number(a.token) !== v.token || !isAttemptActive(a.state)) return false;
+  if (!a || Number(a.token) !== v.token || !isAttemptActive(a.state)) return [];
   const stage = await tx.db.selectFrom('stages').select(['definition', 'preemptible']).where('id', '=', a.stage_id).executeTakeFirst();
-  if (!stage || Number(stage.preemptible) !== 1) return false;
-  if (!(await endActiveAttempt(tx, a, 'preempted', reason))) return false;
+  if (!stage || Number(stage.preemptible) !== 1) return [];
+  if (!(await endActiveAttempt(tx, a, 'preempted', reason))) return [];
   await tx.db.updateTable('stages').set({ preempted_at: tx.now }).where('id', '=', a.stage_id).execute();
   const graceMs = preemptionGraceMs(JSON.parse(stage.definition) as StageDefinition);
   await tx.event({
@@ -442,8 +475,7 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     data: { graceMs, end: AttemptEndKind.preempted },
   });
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  // A gang's member preempted ends the gang (none is chosen as a victim yet: docs/gangs.md).
-  await endGang(tx, a, 'preempted');
+  const peers = await endGang(tx, a, reason, { graceMs });
   await applyOutcome(tx, {
     jobId: a.job_id,
     stageId: a.stage_id,
@@ -451,7 +483,7 @@ async function preemptAttempt(tx: TxContext, v: { attemptId: string; token: numb
     outcome: { kind: 'preempted', reason, notBefore: tx.now + graceMs },
     jitter,
   });
-  return true;
+  return [a.id, ...peers];
 }
 
 /**

@@ -108,22 +108,24 @@ const preemptable = prepared<[]>()((db) =>
       'attempts.gpu_memory_bytes',
       'attempts.started_at',
       'attempts.scheduled_at',
+      'attempts.gang_id',
+      'attempts.gang_rank',
+      'attempts.gang_size',
       'stages.priority',
       'stages.preemptible',
       'stages.preempted_at',
       'jobs.team',
     ])
     .where('attempts.released_at', 'is', null)
-    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)]))
-    // A gang's members are no victims (docs/gangs.md, "Preemption": one would end all N for one
-    // machine's room); once ended and still held, they are room that is leaving, as any attempt.
-    .where((eb) => eb.or([eb('attempts.gang_id', 'is', null), eb('attempts.state', 'not in', activeAttemptStates)])),
+    .where((eb) => eb.or([eb('stages.preemptible', '=', 1), eb('attempts.state', 'not in', activeAttemptStates)])),
 );
 
 /**
  * The attempts preemption looks at: those still holding resources whose stage is preemptible
  * (possible victims), and those the server has ended already whose agents are still killing
- * them (leaving: their room frees soon). A small set, read through the held-attempts index.
+ * them (leaving: their room frees soon). A small set, read through the held-attempts index. A
+ * gang's members come with their gang (docs/gangs.md, "Preemption"): every active member of a
+ * preemptible gang stage is listed, so the planner takes and costs the gang whole.
  */
 export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
   const rows = await preemptable.rows(db);
@@ -145,6 +147,7 @@ export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
     startedAt: Number(r.started_at ?? r.scheduled_at),
     stagePreemptedAt: r.preempted_at === null ? null : Number(r.preempted_at),
     leaving: !isAttemptActive(r.state),
+    ...(r.gang_id !== null ? { gang: { id: r.gang_id, size: Number(r.gang_size), rank: Number(r.gang_rank) } } : {}),
   }));
 }
 

@@ -4,6 +4,7 @@ import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { directChanges, directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
 import { isTransientDbError } from './transient-db-error.js';
+import { isDatabaseError } from './rows-changed.js';
 import { errorText } from '../../lib/error-text.js';
 
 export type Db = Kysely<Database>;
@@ -72,11 +73,16 @@ export class TxContext {
     /** Outbox messages go to the bus from memory after the commit, with no row (Store.keepOutboxInMemory). */
     private readonly memoryOutbox = false,
     /**
-     * Savepoints only when needed (SQLite's group commit, docs/throughput.md): `savepoint()` runs
+     * Savepoints only when needed (SQLite's group commit, and every first run on PostgreSQL: docs/throughput.md): `savepoint()` runs
      * its part with none and undoes a failed part that changed no row by dropping what it collected;
      * one that changed rows throws SavepointsNeeded, and the group runs again with this off.
      */
     private readonly optimistic = false,
+    /**
+     * Where the optimistic transaction is not on SQLite's direct connection (PostgreSQL): the rows
+     * its statements changed so far (RowsChanged), which is how a failed part tells whether it wrote.
+     */
+    private readonly rowsChanged: (() => number) | null = null,
   ) {}
 
   async event(e: EventInput): Promise<void> {
@@ -149,6 +155,14 @@ export class TxContext {
       return await fn();
     } catch (err) {
       if (err instanceof TransactionAborted) throw err;
+      if (this.rowsChanged) {
+        // PostgreSQL: an error the database answered has aborted the whole transaction, written or
+        // not; a conflict is run again whole as any, anything else again with savepoints.
+        if (isTransientDbError(err)) throw new TransactionAborted(err, null);
+        if (isDatabaseError(err) || this.changes() !== before) throw new SavepointsNeeded(err);
+        undoCollected();
+        throw err;
+      }
       // Some errors (disk full, I/O) make SQLite roll the whole transaction back on its own: going
       // on would run later work outside any transaction, each statement committing alone.
       if (directTransactionOpen(this.db) !== true) throw new TransactionAborted(err, null);
@@ -176,6 +190,7 @@ export class TxContext {
    * it (group-commit.ts), which is also what lets a failed part tell a dropped transaction.
    */
   private changes(): number {
+    if (this.rowsChanged) return this.rowsChanged();
     const n = directChanges(this.db);
     if (n === null) throw new Error('internal: an optimistic savepoint outside a transaction open on the direct connection');
     return n;

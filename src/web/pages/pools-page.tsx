@@ -30,6 +30,10 @@ const REASONS: Record<string, { tone: 'ok' | 'busy' | 'never' | 'quota'; means: 
   'gpu-machine': { tone: 'never', means: 'CPU stages keep off GPU machines (unless placement.allowGpuMachines)' },
   region: { tone: 'never', means: 'no machine is in the region they ask for' },
   labels: { tone: 'never', means: 'no machine has the labels they ask for' },
+  'gang-machines': {
+    tone: 'never',
+    means: 'gangs (resources.machines): too few machines could run a member, or not that many with one value of their sameLabel, even idle',
+  },
   'not-ready': { tone: 'busy', means: 'the machines that fit are suspect or lost' },
   'not-eligible': { tone: 'busy', means: 'the machines that fit are cordoned or draining' },
   'no-machines': { tone: 'never', means: 'no machine has joined' },

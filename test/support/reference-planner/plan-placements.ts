@@ -1,12 +1,13 @@
-// Frozen copy of src/scheduler/plan-placements.ts as of ebf6444, before the placement-at-scale work (issue 32):
-// the reference planner-equivalence.test.ts compares the planner with. Test-only; never edit to follow src.
+// Frozen copy of src/scheduler/plan-placements.ts as of main 03714f9 (gang preemption and gangs' queue depth merged), before the
+// placement-at-scale work (issue 32): the reference planner-equivalence.test.ts and bench:placement compare the planner
+// with. Test-only; never edit to follow src.
 import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from './resources.js';
 import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { chooseGang, gangNeedOf, gangTotal, type GangNeed } from '../../../src/scheduler/gang-placer.js';
 import { GpuPlacer } from './gpu-placer.js';
 import { machineReject, pendingReason, type MachineReject } from '../../../src/scheduler/pending-reason.js';
 import { releaseAllocation, takeAllocation } from '../../../src/scheduler/placement-fit.js';
-import { choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS } from '../../../src/scheduler/plan-preemptions.js';
+import { chooseGangPreemption, choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS, type PreemptionInputs } from '../../../src/scheduler/plan-preemptions.js';
 import { bestCandidate, candidatesOn, compareMachines, type Candidate } from './rank.js';
 import { DEFAULT_SHARE_POLICY, type SharePolicyName } from '../../../src/scheduler/share-policies.js';
 import type {
@@ -17,6 +18,7 @@ import type {
   PlannedPlacement,
   PlannedPreemption,
   QueuedStage,
+  RunningAttempt,
   SchedulerSnapshot,
 } from '../../../src/scheduler/snapshot.js';
 import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
@@ -296,7 +298,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   };
 
   /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
-  const looked: { stage: QueuedStage; need: StageNeed; quotaBlocked: boolean }[] = [];
+  const looked: Looked[] = [];
 
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
@@ -307,6 +309,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const gang = gangNeedOf(stage);
     if (gang !== null) {
       placeGang(stage, gang, at);
+      // Its quota is asked again when it may preempt (planPreemptions): what it asked for here is its gang.
+      looked.push({ stage, need: gang.member, gang, quotaBlocked: false });
       continue;
     }
     const team = teamOf(stage);
@@ -314,7 +318,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
     const quota = stage.preemptible ? { need: stageNeed(stage), blocked: null, never: false } : ledger.withinQuota(team, stageNeed(stage), machines);
     const need = quota.need;
-    looked.push({ stage, need, quotaBlocked: quota.blocked !== null });
+    looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
     if (quota.blocked !== null) {
       pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
       continue;
@@ -388,27 +392,51 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     );
   }
 
-  const preemptions = snapshot.running ? planPreemptions(snapshot, looked, pending, machines, ledger, held, reservations) : [];
+  const preemptions = snapshot.running ? planPreemptions(snapshot, looked, pending, machines, ledger, held, reservations, gangTaken) : [];
 
   return { placements, pending, ...(reservations.length ? { reservations } : {}), ...(preemptions.length ? { preemptions } : {}) };
 }
 
+/** A stage the pass looked at, for preemption: its need (a gang's: one member's) and its gang. */
+interface Looked {
+  stage: QueuedStage;
+  need: StageNeed;
+  gang: GangNeed | null;
+  quotaBlocked: boolean;
+}
+
+/** Moves a stage's holds (one machine, or a gang's set) to `to`, for the rest of the pass. */
+function moveHold(stageId: string, to: readonly MachineView[], held: Set<string>, reservations: { stageId: string; machineId: string }[]): void {
+  for (let i = reservations.length - 1; i >= 0; i--) {
+    if (reservations[i]!.stageId !== stageId) continue;
+    held.delete(reservations[i]!.machineId);
+    reservations.splice(i, 1);
+  }
+  for (const m of to) {
+    held.add(m.id);
+    reservations.push({ stageId, machineId: m.id });
+  }
+}
+
 /**
  * After the placements: each stage that waits for busy room (not one no machine could run, not
- * one at its team's quota), in the order it was looked at, may preempt (choosePreemption), or wait
- * for room already leaving; either way the machine is held for it for the rest of the pass.
+ * one at its team's quota), in the order it was looked at, may preempt (choosePreemption; a gang,
+ * on all its machines at once: chooseGangPreemption), or wait for room already leaving; either
+ * way the machine (a gang: its set) is held for it for the rest of the pass. A gang's preemption
+ * counts once against MAX_PREEMPTIONS_PER_PASS, whatever the machines it stops work on.
  */
 function planPreemptions(
   snapshot: SchedulerSnapshot,
-  looked: readonly { stage: QueuedStage; need: StageNeed; quotaBlocked: boolean }[],
+  looked: readonly Looked[],
   pending: readonly PendingStage[],
   machines: readonly MachineView[],
   ledger: TeamLedger,
   held: Set<string>,
   reservations: { stageId: string; machineId: string }[],
+  gangTaken: ReadonlySet<string>,
 ): PlannedPreemption[] {
   const waiting = new Map(pending.map((p) => [p.stageId, p]));
-  const inputs = {
+  const inputs: PreemptionInputs = {
     running: snapshot.running ?? [],
     now: snapshot.now ?? 0,
     cooldownMs: snapshot.preemptionCooldownMs ?? DEFAULT_PREEMPTION_COOLDOWN_MS,
@@ -417,26 +445,10 @@ function planPreemptions(
     held,
   };
   const out: PlannedPreemption[] = [];
-  for (const { stage, need, quotaBlocked } of looked) {
-    if (out.length >= MAX_PREEMPTIONS_PER_PASS) break;
-    const p = waiting.get(stage.stageId);
-    if (!p || p.unplaceable || quotaBlocked) continue;
-    // Only work inside its quota reclaims or preempts: borrowing takes idle room, never someone's.
-    if (ledger.hasQuota(teamOf(stage)) && stage.preemptible && ledger.withinQuota(teamOf(stage), need, machines).blocked !== null) continue;
-    // Its own hold (from the pass above) does not bar it from that machine: only others' do.
-    const own = reservations.find((r) => r.stageId === stage.stageId)?.machineId;
-    const choice = choosePreemption(stage, need, machines, own === undefined ? inputs : { ...inputs, held: new Set([...held].filter((id) => id !== own)) });
-    if (choice === null) continue;
-    // Its hold moves to the machine it will run on (the pass may have held it another to wait on).
-    const earlier = reservations.findIndex((r) => r.stageId === stage.stageId);
-    if (earlier >= 0) {
-      held.delete(reservations[earlier]!.machineId);
-      reservations.splice(earlier, 1);
-    }
-    held.add(choice.machine.id);
-    reservations.push({ stageId: stage.stageId, machineId: choice.machine.id });
-    if (choice.kind === 'wait') continue;
-    for (const v of choice.victims) {
+  /** Stages that preempted in this pass (a gang once, whatever its machines). */
+  let preemptors = 0;
+  const take = (victims: readonly RunningAttempt[]) => {
+    for (const v of victims) {
       inputs.taken.add(v.attemptId);
       ledger.add(
         v.team,
@@ -444,12 +456,52 @@ function planPreemptions(
         -1,
       );
     }
-    out.push({
-      stageId: stage.stageId,
-      machineId: choice.machine.id,
-      victims: choice.victims.map((v) => ({ attemptId: v.attemptId, token: v.token, stageId: v.stageId })),
-      reason: `preempted on ${choice.machine.name} for stage ${stage.stageName} of job ${stage.jobId} (${choice.why})`,
-    });
+  };
+  const planned = (stage: QueuedStage, m: MachineView, victims: readonly RunningAttempt[], why: string): PlannedPreemption => ({
+    stageId: stage.stageId,
+    machineId: m.id,
+    victims: victims.map((v) => ({ attemptId: v.attemptId, token: v.token, stageId: v.stageId })),
+    reason: `preempted on ${m.name} for stage ${stage.stageName} of job ${stage.jobId} (${why})`,
+  });
+  for (const { stage, need, gang, quotaBlocked } of looked) {
+    if (preemptors >= MAX_PREEMPTIONS_PER_PASS) break;
+    const p = waiting.get(stage.stageId);
+    if (!p || p.unplaceable || quotaBlocked) continue;
+    // Its own holds (from the pass above) do not bar it from those machines: only others' do.
+    const own = new Set(reservations.filter((r) => r.stageId === stage.stageId).map((r) => r.machineId));
+    const others = own.size === 0 ? inputs : { ...inputs, held: new Set([...held].filter((id) => !own.has(id))) };
+    if (gang !== null) {
+      // The whole gang against its team's quota, as placeGang asked it (the ledger has moved since).
+      const quota = ledger.withinQuota(teamOf(stage), gangTotal(gang), machines);
+      if (quota.blocked !== null) continue;
+      const choice = chooseGangPreemption(
+        stage,
+        { ...gang, member: { ...gang.member, gpuTypes: quota.need.gpuTypes } },
+        machines,
+        others,
+        (m) => others.held.has(m.id) || gangTaken.has(m.id),
+      );
+      if (choice === null) continue;
+      // One hold at a time per machine (docs/gangs.md, "No deadlock"): its set replaces its earlier hold.
+      moveHold(stage.stageId, choice.machines, held, reservations);
+      if (choice.kind === 'wait') continue;
+      preemptors += 1;
+      for (const s of choice.stops) {
+        take(s.victims);
+        out.push(planned(stage, s.machine, s.victims, `gang of ${gang.size}, ${s.why}`));
+      }
+      continue;
+    }
+    // Only work inside its quota reclaims or preempts: borrowing takes idle room, never someone's.
+    if (ledger.hasQuota(teamOf(stage)) && stage.preemptible && ledger.withinQuota(teamOf(stage), need, machines).blocked !== null) continue;
+    const choice = choosePreemption(stage, need, machines, others);
+    if (choice === null) continue;
+    // Its hold moves to the machine it will run on (the pass may have held it another to wait on).
+    moveHold(stage.stageId, [choice.machine], held, reservations);
+    if (choice.kind === 'wait') continue;
+    preemptors += 1;
+    take(choice.victims);
+    out.push(planned(stage, choice.machine, choice.victims, choice.why));
   }
   return out;
 }

@@ -1,0 +1,39 @@
+import type { KyselyPlugin, PluginTransformQueryArgs, PluginTransformResultArgs, QueryResult, RootOperationNode, UnknownRow } from 'kysely';
+
+/**
+ * Counts the rows a transaction's statements changed, as the database answers them
+ * (`numAffectedRows` of every insert, update and delete): what tells an optimistic part of a
+ * PostgreSQL transaction that failed whether dropping what it collected in memory undoes it
+ * (nothing written), or only a rollback can (docs/throughput.md, "Savepoints only when needed", PostgreSQL).
+ * SQLite's direct connection keeps its own count (statement-cache.ts); this is the same for any
+ * connection Kysely drives, attached to one transaction with `trx.withPlugin(counter)`.
+ */
+export class RowsChanged implements KyselyPlugin {
+  private count = 0;
+
+  changes(): number {
+    return this.count;
+  }
+
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    return args.node;
+  }
+
+  transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    const n = args.result.numAffectedRows;
+    if (n !== undefined) this.count += Number(n);
+    return Promise.resolve(args.result);
+  }
+}
+
+/**
+ * Whether the database itself answered with this error (a constraint, a conflict): on PostgreSQL
+ * such an error aborts the whole transaction, which no later statement but a rollback (to a
+ * savepoint, or of all) gets past. Told by its shape (pg's DatabaseError carries the SQLSTATE and
+ * a severity), so that the shared store code imports no driver.
+ */
+export function isDatabaseError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; severity?: unknown };
+  return typeof e.code === 'string' && typeof e.severity === 'string';
+}

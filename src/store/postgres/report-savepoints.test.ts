@@ -1,0 +1,141 @@
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { freshSchema, POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
+import { placeAll } from '../conformance/fixtures.js';
+import type { KyselyStore } from '../kysely/kysely-store.js';
+import { countStatements } from '../../../test/support/statement-counter.js';
+import { dropPostgresSchema, openPostgresStore } from './open-postgres-store.js';
+
+/**
+ * A report's items on PostgreSQL run without savepoints first (docs/throughput.md, "Savepoints only
+ * when needed"): these are the cases where that must still answer each item alone. The faults are
+ * triggers, as in report-verbs.test.ts for SQLite.
+ */
+const missing = await serviceMissing('PostgreSQL', POSTGRES_URL);
+const now = 1_700_000_000_000;
+const done = { exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] };
+const statements = countStatements();
+
+describe.skipIf(missing !== null)(`a report's items on PostgreSQL${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  let store: KyselyStore;
+  let schema: string;
+  beforeEach(async () => {
+    schema = freshSchema();
+    store = await openPostgresStore(POSTGRES_URL, { schema });
+  });
+  afterEach(async () => {
+    await store.close();
+    await dropPostgresSchema(POSTGRES_URL, schema);
+  });
+  /** Raises 'boom' on an update of `table` when `when` holds for the new row. */
+  const boom = async (table: 'attempts' | 'stages', when: string) => {
+    await sql
+      .raw(`create function ${schema}.boom() returns trigger language plpgsql as $$ begin if ${when} then raise exception 'boom'; end if; return new; end $$`)
+      .execute(store.db);
+    await sql.raw(`create trigger boom before update on ${schema}.${table} for each row execute function ${schema}.boom()`).execute(store.db);
+  };
+
+  it('the usual report sends no savepoint, and runs once', async () => {
+    const { m, placed } = await placeAll(store, ['x', 'y'], now);
+    statements.reset();
+    const r = await store.machineReport({
+      machineId: m.id,
+      started: placed.map((a) => ({ attemptId: a.id, token: a.token, pid: null })),
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
+    expect(r.started.map((s) => s.result)).toEqual(['ok', 'ok']);
+    const c = statements.snapshot();
+    expect(c.byKind.get('SAVEPOINT') ?? 0).toBe(0);
+    expect(c.byKind.get('START')).toBe(1);
+    expect(store.carefulRuns).toBe(0);
+  });
+
+  it('a stale item changes nothing and needs no second run; the others count', async () => {
+    const { m, j, placed } = await placeAll(store, ['x', 'y'], now);
+    const [x, y] = [placed[0]!, placed[1]!];
+    const r = await store.machineReport({
+      machineId: m.id,
+      started: [
+        { attemptId: x.id, token: x.token + 1, pid: null },
+        { attemptId: y.id, token: y.token, pid: null },
+      ],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
+    expect(r.started[0]).toMatchObject({ result: 'stale', message: expect.stringMatching(/token/) });
+    expect(r.started[1]!.result).toBe('ok');
+    expect(store.carefulRuns).toBe(0);
+    const stages = (await store.jobGet({ jobId: j.id }))!.stages;
+    expect(stages.find((s) => s.name === 'x')!.attempts[0]!.state).toBe('scheduled');
+    expect(stages.find((s) => s.name === 'y')!.attempts[0]!.state).toBe('running');
+  });
+
+  it('an item the database refuses (which aborts the transaction) is refused alone, the report run again with savepoints', async () => {
+    const { m, j, placed } = await placeAll(store, ['x', 'y'], now);
+    const [x, y] = [placed[0]!, placed[1]!];
+    await store.machineReport({
+      machineId: m.id,
+      started: [{ attemptId: x.id, token: x.token, pid: null }],
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
+    await boom('attempts', 'new.exit_code = 77');
+    const errors: string[] = [];
+    const r = await store.machineReport({
+      machineId: m.id,
+      started: [{ attemptId: y.id, token: y.token, pid: null }],
+      completed: [{ ...done, attemptId: x.id, token: x.token, exitCode: 77 }],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+      onItemError: (id) => errors.push(id),
+    });
+    expect(r.started[0]!.result).toBe('ok');
+    expect(r.completed[0]).toMatchObject({ result: 'refused', message: expect.stringMatching(/boom/) });
+    expect(errors).toEqual([x.id]);
+    expect(store.carefulRuns).toBe(1);
+    const stages = (await store.jobGet({ jobId: j.id }))!.stages;
+    expect(stages.find((s) => s.name === 'y')!.state).toBe('running');
+    expect(stages.find((s) => s.name === 'x')!.attempts[0]!.state).toBe('running');
+  });
+
+  it('an item that fails after it has written is undone alone, its events too', async () => {
+    const { m, j, placed } = await placeAll(store, ['x', 'y'], now);
+    const [x, y] = [placed[0]!, placed[1]!];
+    await store.machineReport({
+      machineId: m.id,
+      started: placed.map((a) => ({ attemptId: a.id, token: a.token, pid: null })),
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
+    // x's outcome writes its attempt, then trips this on its stage's write.
+    await boom('stages', `new.name = 'x' and new.state = 'succeeded'`);
+    const r = await store.machineReport({
+      machineId: m.id,
+      started: [],
+      completed: [
+        { ...done, attemptId: x.id, token: x.token },
+        { ...done, attemptId: y.id, token: y.token },
+      ],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0,
+    });
+    expect(r.completed.map((c) => c.result)).toEqual(['refused', 'ok']);
+    expect(store.carefulRuns).toBe(1);
+    const stages = (await store.jobGet({ jobId: j.id }))!.stages;
+    expect(stages.find((s) => s.name === 'x')!.attempts[0]!.state).toBe('running');
+    expect(stages.find((s) => s.name === 'y')!.state).toBe('succeeded');
+    const events = await store.eventsList({ jobId: j.id, limit: 100 });
+    expect(events.filter((e) => e.attemptId === x.id).map((e) => e.type)).toEqual(['attempt:scheduled', 'attempt:running']);
+  });
+});

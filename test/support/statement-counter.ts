@@ -1,0 +1,50 @@
+import pg from 'pg';
+
+/** What one run sent PostgreSQL: statements in all, by first keyword, by text, and the conflicts refused. */
+export interface StatementCounts {
+  total: number;
+  /** By first keyword: START (a transaction begins), COMMIT, SELECT, UPDATE, SAVEPOINT, RELEASE… */
+  byKind: Map<string, number>;
+  byText: Map<string, number>;
+  /** Statements answered 40001 (serialization failure) or 40P01 (deadlock): their transaction runs again. */
+  conflicts: number;
+}
+
+/**
+ * Counts every statement any `pg` client of this process sends, from now on (a bench's own
+ * instrument: it wraps `pg.Client.prototype.query`, which the pool's clients and Kysely's
+ * PostgreSQL dialect call for every statement, BEGIN and COMMIT included). Text is keyed with its
+ * whitespace folded and cut at 140 characters, enough to tell the store's statements apart.
+ */
+export function countStatements(): { reset(): void; snapshot(): StatementCounts } {
+  let c: StatementCounts = fresh();
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const first = args[0];
+    const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first ? String(first.text) : '';
+    const folded = text.replace(/\s+/g, ' ').trim();
+    const kind = (folded.split(' ', 1)[0] ?? '').toUpperCase() || '(none)';
+    c.total += 1;
+    c.byKind.set(kind, (c.byKind.get(kind) ?? 0) + 1);
+    const key = folded.slice(0, 140);
+    c.byText.set(key, (c.byText.get(key) ?? 0) + 1);
+    const out = original.apply(this, args);
+    if (out instanceof Promise) {
+      const run = c;
+      out.then(undefined, (err: unknown) => {
+        const code = (err as { code?: unknown }).code;
+        if (code === '40001' || code === '40P01') run.conflicts += 1;
+      });
+    }
+    return out;
+  };
+  return {
+    reset: () => void (c = fresh()),
+    snapshot: () => c,
+  };
+}
+
+function fresh(): StatementCounts {
+  return { total: 0, byKind: new Map(), byText: new Map(), conflicts: 0 };
+}

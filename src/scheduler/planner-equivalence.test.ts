@@ -4,8 +4,14 @@ import type { MachineHealth } from '../domain/machine-health.js';
 import type { MachineScheduling } from '../domain/machine-scheduling.js';
 import { GPU_MILLI_WHOLE, normalizeGpuType, poolOf, type Resources } from '../domain/resources.js';
 import { planPlacements as referencePlan, type PlanOptions } from '../../test/support/reference-planner/plan-placements.js';
-import { headsToRead as referenceHeads, mayRunSomewhere as referenceMayRun } from '../../test/support/reference-planner/placeable-count.js';
+import {
+  gangHeadsToRead as referenceGangHeads,
+  headsToRead as referenceHeads,
+  mayRunSomewhere as referenceMayRun,
+} from '../../test/support/reference-planner/placeable-count.js';
 import { stageNeed } from './checks.js';
+import { gangNeedOf } from './gang-placer.js';
+import { gangHeadsToRead } from './placeable-count.js';
 import { planPlacements } from './plan-placements.js';
 import { shapeDepths } from './shape-depths.js';
 import { SHARE_POLICIES } from './share-policies.js';
@@ -328,6 +334,18 @@ describe('the planner places exactly what the reference (the planner before issu
           expect(shapeDepths(needs, machines, cap, mayPreempt)).toEqual(before);
         },
       ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("reads a gang's shape as deep as before (gangHeadsToRead, whose room per machine counts GPUs anew)", () => {
+    fc.assert(
+      fc.property(fc.array(machineArb, { maxLength: 14 }), stageArb, fc.constantFrom(1, 5, 1000), (ms, s, cap) => {
+        const machines = ms.map(buildMachine);
+        const gang = gangNeedOf(buildStage({ ...s, gang: s.gang === 3 ? 3 : 2, gpu: s.gpu && { ...s.gpu, milli: undefined } }, 0));
+        if (gang === null) return;
+        expect(gangHeadsToRead(gang, machines, cap)).toBe(referenceGangHeads(gang, machines, cap));
+      }),
       { numRuns: 300 },
     );
   });

@@ -47,9 +47,26 @@ function roomOn(need: StageNeed, m: MachineView): number {
  * for (docs/scheduling.md, "Reservations"). A gang's shape: `gangHeadsToRead`.
  */
 export function headsToRead(need: StageNeed, machines: readonly MachineView[], cap: number): number {
-  const n = placeableCount(need, machines, cap);
+  return depthOf(need, placeableCount(need, machines, cap), () => mayRunSomewhere(need, machines));
+}
+
+/**
+ * `headsToRead` over machines the caller knows pass every static check for the need (shapeDepths'
+ * groups, docs/throughput.md "Placement at scale"): their room alone, without the checks again.
+ */
+export function headsToReadOfEligible(need: StageNeed, eligible: readonly MachineView[], cap: number): number {
+  let total = 0;
+  for (const m of eligible) {
+    if (total >= cap) break;
+    total += roomOn(need, m);
+  }
+  return depthOf(need, Math.min(total, cap), () => eligible.length > 0);
+}
+
+/** The depth for `n` stages the room could take: n, or the head alone of a multi-GPU stage that some machine could run when idle. */
+function depthOf(need: StageNeed, n: number, mayRun: () => boolean): number {
   if (n > 0 || need.gpuCount < 2) return n;
-  return mayRunSomewhere(need, machines) ? 1 : 0;
+  return mayRun() ? 1 : 0;
 }
 
 /** Whether some machine passes every static check for it: it would fit there when idle. */

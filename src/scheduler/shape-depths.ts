@@ -1,5 +1,5 @@
 import type { StageNeed } from './checks.js';
-import { headsToRead } from './placeable-count.js';
+import { headsToReadOfEligible } from './placeable-count.js';
 import type { MachineView } from './snapshot.js';
 import { StaticClasses } from './static-classes.js';
 
@@ -16,7 +16,7 @@ export function shapeDepths(needs: readonly StageNeed[], machines: readonly Mach
   return needs.map((need) => {
     const eligible = classes.eligible(need);
     // Machines that fail a static check add nothing to the room nor to "may run somewhere".
-    const room = headsToRead(need, eligible, cap);
+    const room = headsToReadOfEligible(need, eligible, cap);
     return room === 0 && mayPreempt && eligible.length > 0 ? 1 : room;
   });
 }

@@ -2,6 +2,7 @@ import { GPU_MILLI_WHOLE, gpuFreeMilli, normalizeGpuType } from '../domain/resou
 import { firstReject, gpuCountsByType, isBusyReason, machineRefusal, RejectReason, stageNeed, type StageNeed } from './checks.js';
 import { chooseGang, gangNeedOf, gangTotal, type GangNeed } from './gang-placer.js';
 import { GpuPlacer } from './gpu-placer.js';
+import { needKey } from './need-key.js';
 import { machineReject, pendingReason, type MachineReject } from './pending-reason.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { chooseGangPreemption, choosePreemption, DEFAULT_PREEMPTION_COOLDOWN_MS, type PreemptionInputs } from './plan-preemptions.js';
@@ -87,20 +88,7 @@ function workingCopy(m: MachineView): MachineView {
 }
 
 /** Identical needs get identical outcomes within a pass (capacity only shrinks), so a failed shape is remembered. */
-function shapeKey(need: StageNeed): string {
-  const labels = Object.entries(need.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return JSON.stringify([
-    need.cpuMillis,
-    need.memoryBytes,
-    need.gpuCount,
-    need.gpuMilli,
-    need.gpuMemoryBytes,
-    need.gpuTypes,
-    need.region,
-    labels,
-    need.allowGpuMachines,
-  ]);
-}
+const shapeKey = needKey;
 
 const NONE: ReadonlySet<string> = new Set();
 

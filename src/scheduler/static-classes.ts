@@ -1,4 +1,5 @@
 import { checkLabels, checkTakesWork, fitChecks, type StageNeed } from './checks.js';
+import { needKey } from './need-key.js';
 import type { MachineView } from './snapshot.js';
 
 /** The static checks but the labels': machines are grouped without their labels (racks would make a group of each few machines), which are checked per machine, and only for a need that names some. */
@@ -18,22 +19,6 @@ function signature(m: MachineView): string {
   let all = s;
   for (const g of m.gpus) all += `|${g.type}:${g.memoryBytesTotal ?? ''}`;
   return all;
-}
-
-/** The fields of a need the static checks read, as one key. */
-export function staticKey(need: StageNeed): string {
-  const labels = Object.entries(need.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return JSON.stringify([
-    need.cpuMillis,
-    need.memoryBytes,
-    need.gpuCount,
-    need.gpuMilli,
-    need.gpuMemoryBytes,
-    need.gpuTypes,
-    need.region,
-    labels,
-    need.allowGpuMachines,
-  ]);
 }
 
 /**
@@ -65,8 +50,8 @@ export class StaticClasses {
     });
   }
 
-  /** Whether machine `i` (in the order given) passes every static check for the need (`key` names it: `staticKey` or finer): the checks run once per group. */
-  passesFor(need: StageNeed, key: string = staticKey(need)): (i: number) => boolean {
+  /** Whether machine `i` (in the order given) passes every static check for the need (`key` names it: `needKey` or finer): the checks run once per group. */
+  passesFor(need: StageNeed, key: string = needKey(need)): (i: number) => boolean {
     let v = this.verdicts.get(key);
     if (v === undefined) this.verdicts.set(key, (v = new Uint8Array(this.representatives.length)));
     const verdicts = v;
@@ -80,7 +65,7 @@ export class StaticClasses {
 
   /** The machines that pass every static check for the need, in the order given. */
   eligible(need: StageNeed): MachineView[] {
-    const key = staticKey(need);
+    const key = needKey(need);
     let v = this.verdicts.get(key);
     if (v === undefined) this.verdicts.set(key, (v = new Uint8Array(this.representatives.length)));
     for (let c = 0; c < v.length; c++) if (v[c] === 0) v[c] = GROUP_CHECKS.every((check) => check(need, this.representatives[c]!) === null) ? 1 : 2;

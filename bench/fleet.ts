@@ -41,7 +41,7 @@ const STORES = arg('stores', QUICK ? 'sqlite' : 'sqlite,postgres')
   .split(',')
   .map((s) => {
     if (s !== 'sqlite' && s !== 'postgres') throw new Error(`--stores takes sqlite and/or postgres; got ${s}`);
-    return s as FleetStore;
+    return s;
   });
 const IDLE_S = num('idle-s', QUICK ? 10 : 20);
 const LOAD_S = num('load-s', QUICK ? 15 : 30);

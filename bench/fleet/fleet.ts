@@ -1,5 +1,5 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { JsonClient } from './json-client.js';
+import { HttpError, JsonClient } from './json-client.js';
 import { type AgentObserver, type Assignment, SimAgent } from './sim-agent.js';
 
 export type { Assignment } from './sim-agent.js';
@@ -58,6 +58,10 @@ export class Fleet implements AgentObserver {
   readonly agents: SimAgent[] = [];
   readonly taken: Taken[] = [];
   readonly errors: string[] = [];
+  /** Jobs with an outcome answered `ok`. */
+  readonly succeededJobs = new Set<string>();
+  /** Requests answered 5xx or 429, which agents retry (the real one too), and the others. */
+  retried = 0;
   private readonly client = new JsonClient();
   private readonly loopDelay = monitorEventLoopDelay({ resolution: 10 });
   private w = this.freshWindow();
@@ -147,12 +151,18 @@ export class Fleet implements AgentObserver {
     this.w.started++;
   }
 
-  completed(_agent: SimAgent, _a: Assignment, result: string): void {
-    if (result === 'ok') this.w.completed++;
+  completed(_agent: SimAgent, a: Assignment, result: string): void {
+    if (result !== 'ok') return;
+    this.w.completed++;
+    this.succeededJobs.add(a.jobId);
   }
 
   failed(agent: SimAgent, what: 'heartbeat' | 'report', err: unknown): void {
     this.w.failures++;
+    if (err instanceof HttpError && (err.status >= 500 || err.status === 429)) {
+      this.retried++;
+      return;
+    }
     if (this.errors.length < 20) this.errors.push(`${agent.name} ${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
 }

@@ -68,8 +68,15 @@ describe.skipIf(!!missing)(`a fleet of ${AGENTS} simulated agents on ${STORE}`, 
     const victimAttempts = victim!.attempts().map((a) => a.attemptId);
     await victim!.kill();
 
-    const states = async () => Promise.all(jobs.map((j) => adminGet<JobView>(urls[0]!, `/v1/jobs/${j.id}`, admin)));
-    const views = await until('every job ended', states, (vs) => vs.every((v) => ['succeeded', 'failed', 'canceled'].includes(v.state)), 50_000);
+    // Watched from the fleet (each outcome answered ok), not by polling 400 jobs: the server's cores are the fleet's too.
+    await until(
+      'every job succeeded',
+      async () => fleet!.succeededJobs.size,
+      (n) => n === JOBS,
+      50_000,
+    );
+    const views: JobView[] = [];
+    for (const j of jobs) views.push(await adminGet<JobView>(urls[0]!, `/v1/jobs/${j.id}`, admin));
     expect(views.filter((v) => v.state !== 'succeeded').map((v) => `${v.name}: ${v.state}`)).toEqual([]);
 
     // No attempt went to two members, nor came twice with two tokens.
@@ -103,6 +110,7 @@ describe.skipIf(!!missing)(`a fleet of ${AGENTS} simulated agents on ${STORE}`, 
     }
     const machine = await adminGet<{ machines: { name: string; health: string }[] }>(urls[0]!, '/v1/machines', admin);
     expect(machine.machines.find((m) => m.name === victim!.name)?.health).toBe('lost');
-    expect(fleet.errors.filter((e) => !e.startsWith(`${victim!.name} `))).toEqual([]);
+    // Nothing refused (a 5xx or a 429 is retried, as the real agent does, and counted apart).
+    expect(fleet.errors).toEqual([]);
   }, 90_000);
 });

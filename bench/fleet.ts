@@ -108,11 +108,15 @@ interface RunResult {
   agents: number;
   replicas: number;
   registerS: number;
+  /** Fleet started → every agent has had two heartbeats answered. */
+  settleS: number;
   idle: Phase;
   load: Phase;
   jobsSubmitted: number;
   lost: Lost;
   busyErrors: number;
+  /** Agent requests answered 5xx or 429 (retried). */
+  retried: number;
   errors: string[];
 }
 
@@ -183,7 +187,8 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     await fleet.start();
     const registerS = (performance.now() - r0) / 1000;
     console.error(`  registered in ${registerS.toFixed(1)} s; settling`);
-    await sleep(2 * HEARTBEAT_MS);
+    // Until every agent has had two heartbeats answered: right after the start, some first ones take seconds (docs/throughput.md).
+    const settleS = await fleet.settled(2, 300_000);
     const idle = await measure(fleet, servers, IDLE_S);
     console.error(`  idle: ${idle.w.heartbeats} heartbeats, server CPU ${idle.cpu.servers.map((c) => c.toFixed(0)).join('+')} ms`);
     // A steady stream: `RATE` one-stage jobs a second, to the replicas in turn.
@@ -209,7 +214,20 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     const lost = await lostMachine(fleet, servers);
     console.error(`  lost machine: ${JSON.stringify(lost)}`);
     const busyErrors = servers.procs.reduce((n, _p, i) => n + (servers.output(i).match(/StoreBusyError/g)?.length ?? 0), 0);
-    return { store, agents, replicas, registerS, idle, load, jobsSubmitted, lost, busyErrors, errors: fleet.errors.slice(0, 5) };
+    return {
+      store,
+      agents,
+      replicas,
+      registerS,
+      settleS,
+      idle,
+      load,
+      jobsSubmitted,
+      lost,
+      busyErrors,
+      retried: fleet.retried,
+      errors: fleet.errors.slice(0, 5),
+    };
   } finally {
     submitting = false;
     await fleet.stop();
@@ -229,7 +247,7 @@ function row(r: RunResult): string {
   return [
     `| ${r.store}${r.replicas > 1 ? ` × ${r.replicas}` : ''}`,
     r.agents.toLocaleString('en'),
-    f1(r.registerS),
+    `${f1(r.registerS)} / ${f1(r.settleS)}`,
     f1(r.idle.w.heartbeats / r.idle.w.seconds),
     f2(perHb),
     f2(cores(r.idle)),
@@ -242,7 +260,7 @@ function row(r: RunResult): string {
     r.store === 'postgres' ? `${f2(r.idle.cpu.postgres / 1000 / r.idle.w.seconds)} / ${f2(r.load.cpu.postgres / 1000 / r.load.w.seconds)}` : '',
     lost(r.lost.lostMs),
     lost(r.lost.elsewhereMs),
-    `${r.busyErrors} |`,
+    `${r.busyErrors} / ${r.retried} |`,
   ].join(' | ');
 }
 
@@ -254,21 +272,29 @@ function write(results: RunResult[]): void {
     `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, lost after 10 s).`,
     '- **Noise:** two cores shared with other work (four other helpers built and tested beside it), and the fleet itself runs on the same cores: its CPU is its own column. PostgreSQL and NATS CPU is every process of those names on the host, other users included.',
     '',
-    '| store | agents | register (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | machine lost after | its stage elsewhere after | StoreBusyError in server logs |',
+    '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429) |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...results.map(row),
     '',
     `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole ${HEARTBEAT_MS} ms) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. The documented bound for a lost machine's stage to run elsewhere is ${f1(BOUND.best / 1000)}–${f1(BOUND.worst / 1000)} s (docs/failure-detection.md). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
     '',
+    ...failed.map((f) => `**Did not finish:** ${f}\n`),
     ...results.flatMap((r) => (r.errors.length ? [`Fleet errors, ${r.store} ${r.agents}: ${r.errors.map((e) => `\`${e}\``).join('; ')}`, ''] : [])),
   ];
   writeFileSync(OUT, lines.join('\n'));
 }
 
 const results: RunResult[] = [];
+/** Runs that did not finish, and why: said in the results file, not dropped. */
+const failed: string[] = [];
 for (const store of STORES)
   for (const n of SIZES) {
-    results.push(await runOne(store, n));
+    try {
+      results.push(await runOne(store, n));
+    } catch (err) {
+      console.error(err);
+      failed.push(`${store}, ${n.toLocaleString('en')} agents: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+    }
     write(results);
   }
 console.log(readFileSync(OUT, 'utf8'));

@@ -91,16 +91,22 @@ export class Fleet implements AgentObserver {
     return { heartbeats: 0, heartbeatOverMs: [], heartbeatWokenMs: [], assigned: 0, started: 0, completed: 0, failures: 0 };
   }
 
-  /** Registers every agent (a few at a time), then starts them, their first heartbeats spread over one heartbeat period. */
+  /**
+   * Registers every agent (a few at a time), each starting to heartbeat as soon as it is registered,
+   * as a real agent does, its first heartbeat at a random point of one period. (Registering all
+   * first and starting them together made thousands of machines silent past suspect-after, and
+   * their first heartbeats a mass return to ready, which is not what a fleet does.)
+   */
   async start(): Promise<void> {
     const queue = [...this.agents];
+    this.loopDelay.enable();
     const worker = async () => {
-      for (let a = queue.shift(); a; a = queue.shift()) await a.register();
+      for (let a = queue.shift(); a; a = queue.shift()) {
+        await a.register();
+        a.start(Math.random() * a.settings!.heartbeatMs);
+      }
     };
     await Promise.all(Array.from({ length: this.o.registerConcurrency ?? 16 }, worker));
-    const periodMs = this.agents[0]?.settings?.heartbeatMs ?? 0;
-    this.loopDelay.enable();
-    for (const a of this.agents) a.start(Math.random() * periodMs);
     this.window();
   }
 

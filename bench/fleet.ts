@@ -101,6 +101,8 @@ interface Lost {
   lostMs: number | null;
   /** Agent stopped → its stage assigned to another agent (ms). */
   elsewhereMs: number | null;
+  /** Why nothing was timed. */
+  note?: string;
 }
 
 interface RunResult {
@@ -142,7 +144,8 @@ async function lostMachine(fleet: Fleet, servers: FleetServers): Promise<Lost> {
     if (t && agent && agent.running > 0) holder = t;
     else await sleep(100);
   }
-  if (!holder) return { lostMs: null, elsewhereMs: null };
+  // Behind what the load left queued, the long stage may not be placed at all: said so, not timed.
+  if (!holder) return { lostMs: null, elsewhereMs: null, note: 'its long stage was not placed within 30 s (behind the queue the load left)' };
   const victim = fleet.agents.find((a) => a.name === holder.agent)!;
   const t0 = performance.now();
   await victim.kill();
@@ -243,7 +246,7 @@ function row(r: RunResult): string {
   const hb = (p: Phase) => `${f1(percentile(p.w.heartbeatOverMs, 50))} / ${f1(percentile(p.w.heartbeatOverMs, 99))}`;
   const cores = (p: Phase) => sum(p.cpu.servers) / 1000 / p.w.seconds;
   const perHb = sum(r.idle.cpu.servers) / r.idle.w.heartbeats;
-  const lost = (ms: number | null) => (ms === null ? 'not within 30 s' : `${f1(ms / 1000)} s`);
+  const lost = (ms: number | null) => (r.lost.note ? 'not measured' : ms === null ? 'not within 30 s' : `${f1(ms / 1000)} s`);
   return [
     `| ${r.store}${r.replicas > 1 ? ` × ${r.replicas}` : ''}`,
     r.agents.toLocaleString('en'),
@@ -276,9 +279,10 @@ function write(results: RunResult[]): void {
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...results.map(row),
     '',
-    `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole ${HEARTBEAT_MS} ms) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. The documented bound for a lost machine's stage to run elsewhere is ${f1(BOUND.best / 1000)}–${f1(BOUND.worst / 1000)} s (docs/failure-detection.md). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
+    `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole ${HEARTBEAT_MS} ms) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. "Machine lost after" is when a poll of the machine (every 50 ms, through the API) first saw it lost, so it can read a little later than "its stage elsewhere". The documented bound for a lost machine's stage to run elsewhere is ${f1(BOUND.best / 1000)}–${f1(BOUND.worst / 1000)} s (docs/failure-detection.md). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
     '',
     ...failed.map((f) => `**Did not finish:** ${f}\n`),
+    ...results.flatMap((r) => (r.lost.note ? [`Machine lost, ${r.store} ${r.agents}: not measured, ${r.lost.note}.`, ''] : [])),
     ...results.flatMap((r) => (r.errors.length ? [`Fleet errors, ${r.store} ${r.agents}: ${r.errors.map((e) => `\`${e}\``).join('; ')}`, ''] : [])),
   ];
   writeFileSync(OUT, lines.join('\n'));

@@ -111,7 +111,17 @@ export class SimAgent {
       labels: {},
       agent: { version: 'fleet-sim', host: this.o.name, pid: process.pid },
     };
-    const res = await this.o.client.post<Static<typeof RegisterResponse>>(this.url('/v1/agent/register'), body, this.o.joinToken, this.abort.signal);
+    // As the real agent: a failure a retry can fix (no answer, 5xx, 429) is tried again after a backoff.
+    let res: Static<typeof RegisterResponse> | undefined;
+    for (let tries = 1; !res; tries++) {
+      try {
+        res = await this.o.client.post<Static<typeof RegisterResponse>>(this.url('/v1/agent/register'), body, this.o.joinToken, this.abort.signal);
+      } catch (err) {
+        const retryable = err instanceof HttpError && (err.status === 0 || err.status >= 500 || err.status === 429);
+        if (!retryable || tries >= 10 || this.stopped) throw err;
+        await this.pause(Math.min(5000, 100 * 2 ** tries));
+      }
+    }
     if (!res.credential) throw new Error(`${this.o.name}: registered without a credential`);
     this.machineId = res.machineId;
     this.credential = res.credential;

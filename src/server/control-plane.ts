@@ -38,6 +38,9 @@ import { ScaleProvider } from '../autoscale/pool-template.js';
 import { isLoopback } from '../api/contract/transport.js';
 import { ensureTokenFile, joinTokenFile } from './token-file.js';
 
+/** Connections waiting to be accepted (see start()). */
+const LISTEN_BACKLOG = 8192;
+
 export interface ControlPlane {
   app: FastifyInstance;
   store: Store;
@@ -289,7 +292,10 @@ export async function createControlPlane(
     signInCodes,
     url: '',
     async start() {
-      const address = await app.listen({ host: config.host, port: config.port });
+      // Thousands of agents connect at once when the server (re)starts: Node's default backlog of
+      // 511 overflowed with a fleet of 1,000 (bench:fleet), each dropped SYN costing its agent 1 s,
+      // then 3 s, 7 s of retransmission. The kernel caps it at net.core.somaxconn.
+      const address = await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
       cp.url = address.replace('[::1]', '127.0.0.1');
       judgeFrom = clock.now() + config.lostAfterMs;
       if (

@@ -132,11 +132,16 @@ async function fullPass(
 ): Promise<SchedulerPassResult> {
   const maxPlacements = opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS;
   const now = clock.now();
+  // What waits first: the cluster's view reads every machine, and a pass with nothing ready (a
+  // machine joining, or back from suspect, wakes one) must not pay for it. With 5,000 agents
+  // joining, passes that found nothing to place spent half the server's CPU reading machines
+  // (bench:fleet, profiled), enough to make heartbeats late, machines suspect, and their
+  // returns wake more passes.
+  const shapes = await store.readyShapes({ now });
+  if (shapes.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   const view = await store.clusterView();
   // Machines joined for a gang whose other machines are still booting: held for it (placeHolds).
   const cluster = reserved.size ? { ...view, machines: view.machines.filter((m) => !reserved.has(m.id)) } : view;
-  const shapes = await store.readyShapes({ now });
-  if (shapes.length === 0) return { placed: 0, skipped: 0, read: 0, more: false };
   // Teams matter when several have ready work (fair share) or one has a quota. Preemption looks at
   // attempts that may be stopped or are leaving: with any, a shape no room fits now still has its
   // head read, since it may preempt (or wait for room that is leaving).

@@ -95,6 +95,7 @@ const insertAttempts = preparedBySize(ATTEMPTS_PER_INSERT, (n) =>
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
 const allMachines = prepared<[]>()((db) => db.selectFrom('machines').selectAll().orderBy('name'));
+const lockMachines = preparedList((db, ids) => db.selectFrom('machines').select('id').where('id', 'in', ids).orderBy('id').forUpdate());
 const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
 /** A plan's stages, each with its job's state (syncJobStateOnActivation's read, in the same statement). */
 const stagesToPlace = preparedList((db, ids) =>
@@ -300,6 +301,13 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const skipped: PlanApplyResult['skipped'] = [];
   const applied: AttemptRecord[] = [];
   const machineIds = [...new Set(p.plan.placements.flatMap((x) => placementMembers(x).map((mem) => mem.machineId)))];
+  // PostgreSQL: the plan's machines locked before anything is read. Every idle heartbeat writes its
+  // machine's row and reads the attempts held on it; this transaction reads those rows and inserts
+  // attempts, so each heartbeat that ran beside it closed a cycle of read/write dependencies and,
+  // committing first, made this one fail: with 50 agents heartbeating, every try of the pass
+  // failed (bench:fleet, StoreBusyError after 20 tries, nothing placed). Locked, a heartbeat of
+  // these machines waits for the commit and is the one that runs again (a few ms), not the pass.
+  if (tx.concurrent && machineIds.length) await lockMachines.rows(tx.db, [...machineIds].sort());
   const usage = await machineUsage(tx.db, machineIds);
   const machines = await machinesById.rows(tx.db, machineIds);
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));

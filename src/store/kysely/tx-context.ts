@@ -69,7 +69,7 @@ export class TxContext {
     readonly db: Trx,
     readonly now: number,
     /** Several writers at once (PostgreSQL): append rows in commit order (see flush). */
-    private readonly concurrent = false,
+    readonly concurrent = false,
     /** Outbox messages go to the bus from memory after the commit, with no row (Store.keepOutboxInMemory). */
     private readonly memoryOutbox = false,
     /**

@@ -1,0 +1,304 @@
+/**
+ * A fleet of simulated agents over the real protocol (issue 32): thousands of lightweight agents in
+ * this process (bench/fleet/: each registers with the join token and speaks with its own
+ * credential, heartbeats back to back at the server's default period, acknowledges assignments and
+ * reports exit 0 after a short fake run) against the built `gantry server`, on SQLite and on
+ * PostgreSQL with two replicas (NATS between them; half the fleet on each). For each fleet size:
+ *
+ * - idle: the fleet heartbeats and nothing else; the server's CPU (from /proc) per heartbeat and in
+ *   cores, heartbeat latency (round trip minus the hold, of heartbeats held their whole period),
+ *   the server's RSS;
+ * - load: a steady stream of one-stage jobs (`--rate` a second, submitted to the replicas in turn);
+ *   stages placed a second, the server's CPU, heartbeat latency meanwhile;
+ * - a machine lost: one agent holding a long stage stops (its heartbeats stop, its connections
+ *   close); the time until the server marks it lost, and until its stage is placed on another
+ *   agent, against the bound of docs/failure-detection.md.
+ *
+ * The fleet runs in this process and costs CPU on the same cores: its own CPU is reported apart.
+ *
+ * Usage: npm run bench:fleet [-- --quick] [-- --agents 1000,5000,10000 --stores sqlite,postgres
+ *   --idle-s 20 --load-s 30 --rate 50 --run-ms 500 --out bench/results/fleet.md];
+ * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Fleet, type FleetWindow } from './fleet/fleet.js';
+import { adminGet, adminPost, type FleetServers, type FleetStore, startFleetServers } from './fleet/fleet-servers.js';
+import { percentile } from './peers/chain-workload.js';
+import { processCpuMs, trackCommandCpu } from './peers/proc-cpu.js';
+import { arg, machineAndCommit, num } from './results-header.js';
+import { REPO } from '../test/support/gantry-process.js';
+
+const QUICK = process.argv.includes('--quick');
+const SIZES = arg('agents', QUICK ? '1000' : '1000,5000,10000')
+  .split(',')
+  .map((s) => {
+    const n = Number(s);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--agents takes fleet sizes, as 1000,5000; got ${s}`);
+    return n;
+  });
+const STORES = arg('stores', QUICK ? 'sqlite' : 'sqlite,postgres')
+  .split(',')
+  .map((s) => {
+    if (s !== 'sqlite' && s !== 'postgres') throw new Error(`--stores takes sqlite and/or postgres; got ${s}`);
+    return s;
+  });
+const IDLE_S = num('idle-s', QUICK ? 10 : 20);
+const LOAD_S = num('load-s', QUICK ? 15 : 30);
+const RATE = num('rate', 50);
+const RUN_MS = num('run-ms', 500);
+const OUT = arg('out', join(REPO, 'bench/results/fleet.md'));
+const PROF = process.env.GANTRY_BENCH_PROF;
+/** The server's defaults (docs/failure-detection.md), which the bench leaves as they are. */
+const HEARTBEAT_MS = 2000;
+const BOUND = { best: 10_000 - 1.5 * HEARTBEAT_MS, worst: 10_000 + 1.2 * 1000 };
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+interface Cpu {
+  servers: number[];
+  postgres: number;
+  nats: number;
+  fleet: number;
+}
+
+/** CPU ms spent from now until `stop()`: each server process, PostgreSQL and NATS (every process of those names here: other users' too), and this process (the fleet). */
+function cpuMeter(servers: FleetServers): { stop(): Cpu } {
+  const s0 = servers.procs.map((p) => processCpuMs(p.pid!) ?? 0);
+  const pg = servers.store === 'postgres' ? trackCommandCpu('postgres') : null;
+  const nats = servers.store === 'postgres' && servers.procs.length > 1 ? trackCommandCpu('nats-server') : null;
+  const f0 = process.cpuUsage();
+  return {
+    stop() {
+      const f = process.cpuUsage(f0);
+      return {
+        servers: servers.procs.map((p, i) => (processCpuMs(p.pid!) ?? 0) - s0[i]!),
+        postgres: pg?.stop() ?? 0,
+        nats: nats?.stop() ?? 0,
+        fleet: (f.user + f.system) / 1000,
+      };
+    },
+  };
+}
+
+function rssMiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+interface Phase {
+  w: FleetWindow;
+  cpu: Cpu;
+  rss: number[];
+}
+
+interface Lost {
+  /** Agent stopped → the server says its machine is lost (ms). */
+  lostMs: number | null;
+  /** Agent stopped → its stage assigned to another agent (ms). */
+  elsewhereMs: number | null;
+  /** Why nothing was timed. */
+  note?: string;
+}
+
+interface RunResult {
+  store: FleetStore;
+  agents: number;
+  replicas: number;
+  registerS: number;
+  /** Fleet started → every agent has had two heartbeats answered. */
+  settleS: number;
+  idle: Phase;
+  load: Phase;
+  jobsSubmitted: number;
+  lost: Lost;
+  busyErrors: number;
+  /** Agent requests answered 5xx or 429 (retried). */
+  retried: number;
+  errors: string[];
+}
+
+async function measure(fleet: Fleet, servers: FleetServers, seconds: number): Promise<Phase> {
+  fleet.window();
+  const meter = cpuMeter(servers);
+  await sleep(seconds * 1000);
+  const cpu = meter.stop();
+  const w = fleet.window();
+  return { w, cpu, rss: servers.procs.map((p) => rssMiB(p.pid!)) };
+}
+
+async function lostMachine(fleet: Fleet, servers: FleetServers): Promise<Lost> {
+  const { urls, admin } = servers;
+  const { jobs } = await adminPost<{ jobs: { id: string }[] }>(urls[0]!, '/v1/jobs/batch', admin, {
+    jobs: [{ name: 'fleet-lost', stages: [{ name: 'long', command: ['sleep', '600'], resources: { cpu: '100m', memory: '16Mi' } }] }],
+  });
+  const jobId = jobs[0]!.id;
+  let holder: { agent: string; machineId: string } | undefined;
+  for (let i = 0; i < 300 && !holder; i++) {
+    const t = fleet.taken.find((x) => x.a.jobId === jobId);
+    const agent = t && fleet.agents.find((a) => a.name === t.agent);
+    if (t && agent && agent.running > 0) holder = t;
+    else await sleep(100);
+  }
+  // Behind what the load left queued, the long stage may not be placed at all: said so, not timed.
+  if (!holder) return { lostMs: null, elsewhereMs: null, note: 'its long stage was not placed within 30 s (behind the queue the load left)' };
+  const victim = fleet.agents.find((a) => a.name === holder.agent)!;
+  const t0 = performance.now();
+  await victim.kill();
+  let lostMs: number | null = null;
+  let elsewhereMs: number | null = null;
+  while (performance.now() - t0 < 30_000 && (lostMs === null || elsewhereMs === null)) {
+    if (lostMs === null) {
+      const m = await adminGet<{ health: string }>(urls[0]!, `/v1/machines/${holder.machineId}`, admin).catch(() => null);
+      if (m?.health === 'lost') lostMs = performance.now() - t0;
+    }
+    const other = fleet.taken.find((x) => x.a.jobId === jobId && x.agent !== holder.agent);
+    if (elsewhereMs === null && other) elsewhereMs = other.at - t0;
+    await sleep(50);
+  }
+  return { lostMs, elsewhereMs };
+}
+
+async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
+  const replicas = store === 'postgres' ? 2 : 1;
+  console.error(`${store} × ${replicas}, ${agents} agents: starting`);
+  const servers = await startFleetServers({
+    store,
+    replicas,
+    // One join token registers the whole fleet within seconds: past a script's rate limit (50/s), which a real fleet joining over hours is not.
+    env: { GANTRY_RATE_LIMIT: '0' },
+    nodeFlags: PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [],
+  });
+  const fleet = new Fleet({
+    servers: servers.urls,
+    joinToken: servers.joinToken,
+    count: agents,
+    prefix: 'sim',
+    cpuMillis: 4000,
+    memoryBytes: 16 * 2 ** 30,
+    runMs: RUN_MS,
+    registerConcurrency: 32,
+  });
+  let submitting = true;
+  let jobsSubmitted = 0;
+  try {
+    const r0 = performance.now();
+    await fleet.start();
+    const registerS = (performance.now() - r0) / 1000;
+    console.error(`  registered in ${registerS.toFixed(1)} s; settling`);
+    // Until every agent has had two heartbeats answered: right after the start, some first ones take seconds (docs/throughput.md).
+    const settleS = await fleet.settled(2, 300_000);
+    const idle = await measure(fleet, servers, IDLE_S);
+    console.error(`  idle: ${idle.w.heartbeats} heartbeats, server CPU ${idle.cpu.servers.map((c) => c.toFixed(0)).join('+')} ms`);
+    // A steady stream: `RATE` one-stage jobs a second, to the replicas in turn.
+    const submitter = (async () => {
+      let i = 0;
+      while (submitting) {
+        const t = performance.now();
+        const specs = Array.from({ length: RATE }, (_, k) => ({
+          name: `fleet-${i}-${k}`,
+          stages: [{ name: 'only', command: ['true'], resources: { cpu: '100m', memory: '16Mi' } }],
+        }));
+        await adminPost(servers.urls[i % servers.urls.length]!, '/v1/jobs/batch', servers.admin, { jobs: specs });
+        jobsSubmitted += RATE;
+        i++;
+        await sleep(1000 - (performance.now() - t));
+      }
+    })();
+    await sleep(2000);
+    const load = await measure(fleet, servers, LOAD_S);
+    submitting = false;
+    await submitter;
+    console.error(`  load: ${load.w.assigned} placed in ${load.w.seconds.toFixed(0)} s`);
+    const lost = await lostMachine(fleet, servers);
+    console.error(`  lost machine: ${JSON.stringify(lost)}`);
+    const busyErrors = servers.procs.reduce((n, _p, i) => n + (servers.output(i).match(/StoreBusyError/g)?.length ?? 0), 0);
+    return {
+      store,
+      agents,
+      replicas,
+      registerS,
+      settleS,
+      idle,
+      load,
+      jobsSubmitted,
+      lost,
+      busyErrors,
+      retried: fleet.retried,
+      errors: fleet.errors.slice(0, 5),
+    };
+  } finally {
+    submitting = false;
+    await fleet.stop();
+    await servers.stop();
+  }
+}
+
+const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
+const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
+function row(r: RunResult): string {
+  const hb = (p: Phase) => `${f1(percentile(p.w.heartbeatOverMs, 50))} / ${f1(percentile(p.w.heartbeatOverMs, 99))}`;
+  const cores = (p: Phase) => sum(p.cpu.servers) / 1000 / p.w.seconds;
+  const perHb = sum(r.idle.cpu.servers) / r.idle.w.heartbeats;
+  const lost = (ms: number | null) => (r.lost.note ? 'not measured' : ms === null ? 'not within 30 s' : `${f1(ms / 1000)} s`);
+  return [
+    `| ${r.store}${r.replicas > 1 ? ` × ${r.replicas}` : ''}`,
+    r.agents.toLocaleString('en'),
+    `${f1(r.registerS)} / ${f1(r.settleS)}`,
+    f1(r.idle.w.heartbeats / r.idle.w.seconds),
+    f2(perHb),
+    f2(cores(r.idle)),
+    hb(r.idle),
+    r.idle.rss.map((x) => x.toFixed(0)).join(' + '),
+    f1(r.load.w.assigned / r.load.w.seconds),
+    f2(cores(r.load)),
+    hb(r.load),
+    f2(r.idle.cpu.fleet / 1000 / r.idle.w.seconds) + ' / ' + f2(r.load.cpu.fleet / 1000 / r.load.w.seconds),
+    r.store === 'postgres' ? `${f2(r.idle.cpu.postgres / 1000 / r.idle.w.seconds)} / ${f2(r.load.cpu.postgres / 1000 / r.load.w.seconds)}` : '',
+    lost(r.lost.lostMs),
+    lost(r.lost.elsewhereMs),
+    `${r.busyErrors} / ${r.retried} |`,
+  ].join(' | ');
+}
+
+function write(results: RunResult[]): void {
+  const lines = [
+    '# A fleet of simulated agents (`npm run bench:fleet`)',
+    '',
+    machineAndCommit(REPO),
+    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, lost after 10 s).`,
+    '- **Noise:** two cores shared with other work (four other helpers built and tested beside it), and the fleet itself runs on the same cores: its CPU is its own column. PostgreSQL and NATS CPU is every process of those names on the host, other users included.',
+    '',
+    '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...results.map(row),
+    '',
+    `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole ${HEARTBEAT_MS} ms) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. "Machine lost after" is when a poll of the machine (every 50 ms, through the API) first saw it lost, so it can read a little later than "its stage elsewhere". The documented bound for a lost machine's stage to run elsewhere is ${f1(BOUND.best / 1000)}–${f1(BOUND.worst / 1000)} s (docs/failure-detection.md). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
+    '',
+    ...failed.map((f) => `**Did not finish:** ${f}\n`),
+    ...results.flatMap((r) => (r.lost.note ? [`Machine lost, ${r.store} ${r.agents}: not measured, ${r.lost.note}.`, ''] : [])),
+    ...results.flatMap((r) => (r.errors.length ? [`Fleet errors, ${r.store} ${r.agents}: ${r.errors.map((e) => `\`${e}\``).join('; ')}`, ''] : [])),
+  ];
+  writeFileSync(OUT, lines.join('\n'));
+}
+
+const results: RunResult[] = [];
+/** Runs that did not finish, and why: said in the results file, not dropped. */
+const failed: string[] = [];
+for (const store of STORES)
+  for (const n of SIZES) {
+    try {
+      results.push(await runOne(store, n));
+    } catch (err) {
+      console.error(err);
+      failed.push(`${store}, ${n.toLocaleString('en')} agents: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+    }
+    write(results);
+  }
+console.log(readFileSync(OUT, 'utf8'));

@@ -1,0 +1,174 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { HttpError, JsonClient } from './json-client.js';
+import { type AgentObserver, type Assignment, SimAgent } from './sim-agent.js';
+
+export type { Assignment } from './sim-agent.js';
+
+export interface FleetOptions {
+  /** Server URLs; agent i speaks to `servers[i % servers.length]` (two replicas: half the fleet each, as behind a balancer). */
+  servers: string[];
+  joinToken: string;
+  count: number;
+  /** Machine names are `${prefix}-${i}`. */
+  prefix: string;
+  cpuMillis: number;
+  memoryBytes: number;
+  /** A stage's fake run time: `sleep N` commands run N s, anything else this many ms. */
+  runMs: number;
+  /** Registrations in flight at once. */
+  registerConcurrency?: number;
+}
+
+/** Who took which attempt, and when (performance.now()). */
+export interface Taken {
+  agent: string;
+  machineId: string;
+  a: Assignment;
+  at: number;
+}
+
+/** What the fleet saw over a window (since the previous `window()`). */
+export interface FleetWindow {
+  seconds: number;
+  heartbeats: number;
+  /** Round trip minus the hold, of the heartbeats answered empty (held the whole `waitMs`): the write, the final read, the answer, and the queues on both sides. */
+  heartbeatOverMs: number[];
+  /** Round trips of heartbeats that brought work (woken before their hold ended). */
+  heartbeatWokenMs: number[];
+  assigned: number;
+  started: number;
+  completed: number;
+  failures: number;
+  /** The fleet process's own event-loop delay (p99, ms): how late its timers and answers ran. */
+  fleetLoopDelayP99Ms: number;
+}
+
+/** `sleep N` (N seconds) from a stage's command, or null. */
+function sleepSeconds(command: string[]): number | null {
+  const [cmd, n] = command;
+  return cmd === 'sleep' && command.length === 2 && n !== undefined && Number.isFinite(Number(n)) ? Number(n) : null;
+}
+
+/**
+ * N simulated agents in one process (sim-agent.ts), sharing one keep-alive connection pool and
+ * one event loop, each with its own machine name, capacity and credential. Keeps the figures a
+ * bench reads per window, and every assignment taken (for a test's "placed once" check).
+ */
+export class Fleet implements AgentObserver {
+  readonly agents: SimAgent[] = [];
+  readonly taken: Taken[] = [];
+  readonly errors: string[] = [];
+  /** Jobs with an outcome answered `ok`. */
+  readonly succeededJobs = new Set<string>();
+  /** Requests answered 5xx or 429, which agents retry (the real one too), and the others. */
+  retried = 0;
+  private readonly client = new JsonClient();
+  private readonly loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  private w = this.freshWindow();
+  private windowStart = performance.now();
+
+  constructor(readonly o: FleetOptions) {
+    for (let i = 0; i < o.count; i++) {
+      this.agents.push(
+        new SimAgent({
+          server: o.servers[i % o.servers.length]!,
+          name: `${o.prefix}-${i}`,
+          cpuMillis: o.cpuMillis,
+          memoryBytes: o.memoryBytes,
+          joinToken: o.joinToken,
+          client: this.client,
+          observer: this,
+          runMs: (a) => {
+            const s = sleepSeconds(a.command);
+            return s === null ? o.runMs : s * 1000;
+          },
+        }),
+      );
+    }
+  }
+
+  private freshWindow(): Omit<FleetWindow, 'seconds' | 'fleetLoopDelayP99Ms'> {
+    return { heartbeats: 0, heartbeatOverMs: [], heartbeatWokenMs: [], assigned: 0, started: 0, completed: 0, failures: 0 };
+  }
+
+  /**
+   * Registers every agent (a few at a time), each starting to heartbeat as soon as it is registered,
+   * as a real agent does, its first heartbeat at a random point of one period. (Registering all
+   * first and starting them together made thousands of machines silent past suspect-after, and
+   * their first heartbeats a mass return to ready, which is not what a fleet does.)
+   */
+  async start(): Promise<void> {
+    const queue = [...this.agents];
+    this.loopDelay.enable();
+    const worker = async () => {
+      for (let a = queue.shift(); a; a = queue.shift()) {
+        await a.register();
+        a.start(Math.random() * a.settings!.heartbeatMs);
+      }
+    };
+    await Promise.all(Array.from({ length: this.o.registerConcurrency ?? 16 }, worker));
+    this.window();
+  }
+
+  /**
+   * Resolves once every live agent has had `n` heartbeats answered, with the seconds it took;
+   * rejects past `timeoutMs`. Right after a fleet starts, some first heartbeats take many seconds
+   * (docs/throughput.md, "A fleet of agents"): figures are taken after this.
+   */
+  async settled(n: number, timeoutMs: number): Promise<number> {
+    const t0 = performance.now();
+    for (;;) {
+      const behind = this.agents.filter((a) => !a.dead && a.heartbeats < n).length;
+      if (behind === 0) return (performance.now() - t0) / 1000;
+      if (performance.now() - t0 > timeoutMs) throw new Error(`${behind} agents had fewer than ${n} heartbeats answered after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** The figures since the previous call, and a new window from now. */
+  window(): FleetWindow {
+    const now = performance.now();
+    const out: FleetWindow = { ...this.w, seconds: (now - this.windowStart) / 1000, fleetLoopDelayP99Ms: this.loopDelay.percentile(99) / 1e6 };
+    this.w = this.freshWindow();
+    this.windowStart = now;
+    this.loopDelay.reset();
+    return out;
+  }
+
+  /** Stops every agent still running and closes the connections. */
+  async stop(): Promise<void> {
+    await Promise.all(this.agents.map((a) => a.kill()));
+    this.loopDelay.disable();
+    this.client.close();
+  }
+
+  heartbeat(_agent: SimAgent, rttMs: number, waitMs: number, empty: boolean): void {
+    this.w.heartbeats++;
+    if (empty) this.w.heartbeatOverMs.push(Math.max(0, rttMs - waitMs));
+    else this.w.heartbeatWokenMs.push(rttMs);
+  }
+
+  assigned(agent: SimAgent, a: Assignment): void {
+    this.w.assigned++;
+    this.taken.push({ agent: agent.name, machineId: agent.machineId, a, at: performance.now() });
+  }
+
+  started(): void {
+    this.w.started++;
+  }
+
+  completed(_agent: SimAgent, a: Assignment, result: string): void {
+    if (result !== 'ok') return;
+    this.w.completed++;
+    this.succeededJobs.add(a.jobId);
+  }
+
+  failed(agent: SimAgent, what: 'heartbeat' | 'report', err: unknown): void {
+    this.w.failures++;
+    if (err instanceof HttpError && (err.status >= 500 || err.status === 429)) {
+      this.retried++;
+      return;
+    }
+    if (this.errors.length < 20) this.errors.push(`${agent.name} ${what}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}

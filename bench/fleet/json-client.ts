@@ -1,0 +1,63 @@
+import { Agent, request } from 'node:http';
+
+/** A refused or failed request: the status (0 when no answer came) and what the server said. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * JSON over HTTP for a whole fleet in one process: one keep-alive connection pool (`node:http`'s
+ * Agent, unbounded: every simulated agent holds its own long-poll open, as thousands of real
+ * agents would hold thousands of connections), no per-request setup beyond the request itself.
+ * A killed agent's requests are aborted, which closes their connections: the server sees a held
+ * heartbeat's caller hang up, as it would when a machine dies.
+ */
+export class JsonClient {
+  private readonly pool = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 100_000, keepAliveMsecs: 30_000 });
+
+  /** POST `body` to `url` with `token`; resolves with the parsed answer of a 2xx, rejects with an HttpError otherwise. An abort destroys the connection. */
+  post<T>(url: URL, body: unknown, token: string, signal?: AbortSignal): Promise<T> {
+    const payload = JSON.stringify(body);
+    return new Promise<T>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          agent: this.pool,
+          signal,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), authorization: `Bearer ${token}` },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) {
+              try {
+                resolve(JSON.parse(text) as T);
+              } catch (err) {
+                reject(new HttpError(status, `POST ${url.pathname}: unreadable answer (${String(err)})`));
+              }
+            } else reject(new HttpError(status, `POST ${url.pathname}: ${status} ${text.slice(0, 300)}`));
+          });
+        },
+      );
+      req.on('error', (err) => reject(new HttpError(0, `POST ${url.pathname}: ${err.message}`)));
+      req.end(payload);
+    });
+  }
+
+  /** Closes every connection, idle or not. */
+  close(): void {
+    this.pool.destroy();
+  }
+}

@@ -80,7 +80,14 @@ export class KyselyStore implements Store {
       // Named, or the migrator takes another schema's migration tables (any in the database) for its own.
       ...(this.schema ? { migrationTableSchema: this.schema } : {}),
     });
-    const { error, results } = await migrator.migrateToLatest();
+    let { error, results } = await migrator.migrateToLatest();
+    // Kysely's migrator looks for its table through PostgreSQL's catalog of every schema, asking
+    // each one's privileges by name: a schema another client drops meanwhile (another store's, a
+    // test's) fails that read with 3F000 "schema … does not exist". Nothing was migrated: run again.
+    for (let tries = 1; error && this.capabilities.dialect === 'postgres' && isSchemaGone(error) && tries < 5; tries++) {
+      await sleep(20 * tries);
+      ({ error, results } = await migrator.migrateToLatest());
+    }
     // Kysely types the failure as unknown; one that is not an Error is shown as it prints.
     // eslint-disable-next-line @typescript-eslint/no-base-to-string
     if (error) throw error instanceof Error ? error : new Error(String(error));
@@ -630,4 +637,9 @@ export class KyselyStore implements Store {
     if (p.ids.length === 0) return;
     await this.db.updateTable('outbox').set({ published_at: p.now }).where('id', 'in', p.ids).execute();
   }
+}
+
+/** PostgreSQL's invalid_schema_name (3F000): a schema named in the statement, or read by name from the catalog, is gone. */
+function isSchemaGone(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '3F000';
 }

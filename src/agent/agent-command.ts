@@ -51,6 +51,10 @@ export function agentCommand(program: Command): void {
       '--gang-ports <first-last>',
       "ports kept for gangs: the server reserves each gang's MASTER_PORT among them when its rank 0 runs here, one per gang; keep other services off them (a rank 0 whose port another process holds is not started: it ends spawn-failed, saying so); default $GANTRY_GANG_PORTS or 29500-29599",
     )
+    .option(
+      '--reports-in-flight <n>',
+      'reports (acknowledgements and outcomes, batched) sent before the first is answered, 1 to 8: a second hides a round trip to a server whose every report is a database transaction away (PostgreSQL); default $GANTRY_REPORTS_IN_FLIGHT or 2 (docs/agent.md)',
+    )
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')
     .addOption(new Option('--exit-with-parent', 'stop when standard input closes (used by gantry up)').hideHelp())

@@ -58,6 +58,8 @@ export interface AgentOptions {
   verbose?: boolean;
   /** How long a pid record may wait for a report that goes anyway (Reporter.recordPid). */
   pidDelayMs?: number;
+  /** Reports in flight at once (Reporter's maxInFlight; `--reports-in-flight`); absent: DEFAULT_REPORTS_IN_FLIGHT. */
+  reportsInFlight?: number;
   /** Start commands through a launcher (launcher.ts: Python's posix_spawn, else a bash) rather than by spawning from the agent. Default: yes, as GANTRY_AGENT_LAUNCHER says (launcher-programs.ts); false: never. */
   /**
    * A join token (docs/security.md): the first registration gets the machine its own credential,
@@ -92,6 +94,13 @@ const GIVE_UP_DELIVERY_MS = 5 * 60_000;
  * processes counted too; the wait never adds more than this to a report.
  */
 const REPORT_GATHER_MS = 10;
+
+/**
+ * Reports in flight at once by default (docs/agent.md, "Reports are batched"): with one, a busy
+ * agent's next report waits for the whole transaction of the last, statement by statement on
+ * PostgreSQL; a second goes meanwhile, with an attempt's items still in their order.
+ */
+export const DEFAULT_REPORTS_IN_FLIGHT = 2;
 
 export class Agent {
   private readonly checkpointRoot: string;
@@ -184,6 +193,7 @@ export class Agent {
       retry,
       giveUpMs: GIVE_UP_DELIVERY_MS,
       ...(opts.pidDelayMs !== undefined ? { pidDelayMs: opts.pidDelayMs } : {}),
+      maxInFlight: opts.reportsInFlight ?? DEFAULT_REPORTS_IN_FLIGHT,
       onRetry: (err, failures) => {
         if (failures === 1 || failures % 10 === 0) this.log(`report failed (${failures} in a row): ${errorText(err)}; retrying`);
       },

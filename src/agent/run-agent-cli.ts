@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { checkTransport } from './link/check-transport.js';
-import { Agent } from './agent.js';
+import { Agent, DEFAULT_REPORTS_IN_FLIGHT } from './agent.js';
 import { lineWriter } from './line-writer.js';
 import { detectMachine, parseLabels } from './machine/machine-detect.js';
 import { rendezvousFromFlags } from './rendezvous-options.js';
@@ -54,6 +54,8 @@ export interface AgentCommandOptions {
   /** docs/gangs.md, "Rendezvous": where other machines reach this one (else $GANTRY_ADVERTISE_ADDR, else the host's name), and the ports kept for gangs (else $GANTRY_GANG_PORTS, else 29500-29599). */
   advertiseAddr?: string;
   gangPorts?: string;
+  /** Reports in flight at once (else $GANTRY_REPORTS_IN_FLIGHT, else 2): Reporter's maxInFlight. */
+  reportsInFlight?: string;
 }
 
 /** `--gpu-sharing`, or $GANTRY_GPU_SHARING: `mps` or `time-slicing` (the default); anything else throws, naming it. */
@@ -77,6 +79,15 @@ export function containmentFromFlags(opts: AgentCommandOptions, env: NodeJS.Proc
     ...(pidsText !== undefined ? { pidsMax: parsePidsMax(pidsText) } : {}),
     sandbox: opts.sandbox ?? env.GANTRY_SANDBOX === '1',
   };
+}
+
+/** Reports in flight at once, from the flag or its variable; a bad one throws, naming it. */
+export function reportsInFlightFromFlags(opts: Pick<AgentCommandOptions, 'reportsInFlight'>, env: NodeJS.ProcessEnv): number {
+  const text = opts.reportsInFlight ?? (env.GANTRY_REPORTS_IN_FLIGHT || undefined);
+  if (text === undefined) return DEFAULT_REPORTS_IN_FLIGHT;
+  const n = Number(text.trim());
+  if (!Number.isInteger(n) || n < 1 || n > 8) throw new Error(`--reports-in-flight "${text}": a whole number from 1 to 8`);
+  return n;
 }
 
 /** Resolves once the agent has stopped after a signal. */
@@ -107,7 +118,9 @@ export async function runAgentCommand(opts: AgentCommandOptions): Promise<void> 
   const containment = containmentFromFlags(opts, process.env);
   const gpuSharing = gpuSharingFromFlags(opts, process.env);
   const rendezvous = rendezvousFromFlags(opts, process.env);
+  const reportsInFlight = reportsInFlightFromFlags(opts, process.env);
   const agent = new Agent({
+    reportsInFlight,
     containment,
     gpuSharing,
     rendezvous,

@@ -42,6 +42,7 @@ function reporter(
     onAssignments?: (a: NonNullable<ReportResponse['assignments']>) => void;
     coming?: () => number;
     gatherMs?: number;
+    maxInFlight?: number;
   } = {},
 ) {
   const halt = new AbortController();
@@ -56,6 +57,7 @@ function reporter(
     ...(over.onAssignments ? { onAssignments: over.onAssignments } : {}),
     ...(over.coming ? { coming: over.coming } : {}),
     ...(over.gatherMs !== undefined ? { gatherMs: over.gatherMs } : {}),
+    ...(over.maxInFlight !== undefined ? { maxInFlight: over.maxInFlight } : {}),
   });
   return { r, halt };
 }
@@ -299,5 +301,63 @@ describe('Reporter', () => {
     const a = r.complete(outcome('a1'));
     (await srv.nextCall(1)).answer({ started: [], completed: [] });
     await expect(a).rejects.toThrow(/does not match/);
+  });
+  describe('with two requests in flight', () => {
+    it("sends a second request while the first is unanswered, each attempt's items in their order", async () => {
+      const srv = fakeServer();
+      const { r } = reporter(srv.send, { maxInFlight: 2 });
+      const ack1 = r.acknowledge('a1', 1);
+      const call1 = await srv.nextCall(1);
+      // a1's outcome must not overtake its acknowledgement, in flight; a2's goes at once.
+      const done1 = r.complete(outcome('a1'));
+      const ack2 = r.acknowledge('a2', 1);
+      const call2 = await srv.nextCall(2);
+      expect(call2.req).toEqual({ started: [{ attemptId: 'a2', token: 1, pid: null }], completed: [] });
+      await new Promise((res) => setTimeout(res, 20));
+      expect(srv.calls).toHaveLength(2);
+      call2.answer();
+      expect((await ack2).result).toBe('ok');
+      // Still held: its acknowledgement has no answer yet.
+      await new Promise((res) => setTimeout(res, 20));
+      expect(srv.calls).toHaveLength(2);
+      call1.answer();
+      expect((await ack1).result).toBe('ok');
+      const call3 = await srv.nextCall(3);
+      expect(call3.req).toEqual({ started: [], completed: [outcome('a1')] });
+      call3.answer();
+      expect((await done1).result).toBe('ok');
+    });
+
+    it('never more than two at once, and one at a time while requests fail', async () => {
+      const srv = fakeServer();
+      const { r } = reporter(srv.send, { maxInFlight: 2 });
+      const items = [r.acknowledge('a1', 1)];
+      const call1 = await srv.nextCall(1);
+      items.push(r.acknowledge('a2', 1));
+      const call2 = await srv.nextCall(2);
+      items.push(r.acknowledge('a3', 1), r.acknowledge('a4', 1));
+      await new Promise((res) => setTimeout(res, 20));
+      expect(srv.calls).toHaveLength(2);
+      // The first fails: while failing, one request at a time, so nothing goes beside the second.
+      call1.answer(unavailable());
+      await new Promise((res) => setTimeout(res, 30));
+      expect(srv.calls).toHaveLength(2);
+      call2.answer();
+      // Then the failed item first, with what queued meanwhile, in one request.
+      const call3 = await srv.nextCall(3);
+      expect(call3.req.started.map((s) => s.attemptId)).toEqual(['a1', 'a3', 'a4']);
+      call3.answer(unavailable());
+      const call4 = await srv.nextCall(4);
+      expect(call4.req.started.map((s) => s.attemptId)).toEqual(['a1', 'a3', 'a4']);
+      // Answered: two at once again.
+      call4.answer();
+      items.push(r.acknowledge('a5', 1));
+      const call5 = await srv.nextCall(5);
+      items.push(r.acknowledge('a6', 1));
+      const call6 = await srv.nextCall(6);
+      call5.answer();
+      call6.answer();
+      expect((await Promise.all(items)).map((x) => x.result)).toEqual(['ok', 'ok', 'ok', 'ok', 'ok', 'ok']);
+    });
   });
 });

@@ -1,9 +1,12 @@
 /**
  * Everything the agent tells the server about its attempts' lives, batched: acknowledgements
  * (before a spawn), pid records (after it) and outcomes go out as items of `report` requests
- * (src/api/contract/agent-protocol.ts), at most one request in flight. An item queued while one
- * is in flight goes into the next, so under load one request (and one server transaction) carries
- * many attempts' news, and when idle an item leaves at once. The one wait: while the agent says
+ * (src/api/contract/agent-protocol.ts), at most `maxInFlight` requests in flight (default one).
+ * An item queued while they are goes into the next, so under load one request (and one server
+ * transaction) carries many attempts' news, and when idle an item leaves at once. With more than
+ * one in flight, an attempt's items still reach the server in the order they were queued: an item
+ * waits while an earlier one of its attempt is in flight (an outcome never overtakes its
+ * acknowledgement), and while requests fail, one goes at a time. The one wait: while the agent says
  * more items are about to come (`coming`: acknowledgements being prepared, processes just ended),
  * a report waits for them, at most `gatherMs` after it could have gone (`gathered`).
  *
@@ -48,6 +51,11 @@ export interface ReporterOptions {
   gatherMs?: number;
   /** Given the assignments an answer carried (ReportResponse.assignments), after its items are settled. */
   onAssignments?: (assignments: NonNullable<ReportResponse['assignments']>) => void;
+  /**
+   * Requests in flight at once (default 1): a second hides the round trip of the first where each
+   * report is a transaction of many statements away (PostgreSQL; docs/agent.md, "Reports").
+   */
+  maxInFlight?: number;
 }
 
 /** An item failed for longer than the reporter's `giveUpMs`; it was not delivered. */
@@ -91,11 +99,18 @@ export class Reporter {
   private readonly opts: ReporterOptions;
   private readonly maxBytes: number;
   private queue: Item[] = [];
-  private pumping = false;
+  private readonly maxInFlight: number;
+  /** Requests sent and not yet answered. */
+  private inFlight = 0;
+  /** Failed requests in a row: while any, one request at a time, sent without gathering. */
+  private failures = 0;
+  /** Waiting out the backoff after a failure: nothing is sent meanwhile. */
+  private backingOff = false;
 
   constructor(opts: ReporterOptions) {
     this.opts = opts;
     this.maxBytes = opts.maxRequestBytes ?? 512 * 1024;
+    this.maxInFlight = Math.max(1, Math.floor(opts.maxInFlight ?? 1));
   }
 
   /** Queued items, sent or not: for tests and logs. */
@@ -164,7 +179,7 @@ export class Reporter {
         signal.addEventListener('abort', item.onAbort, { once: true });
       }
       this.queue.push(item);
-      void this.pump();
+      this.pump();
     });
   }
 
@@ -200,7 +215,7 @@ export class Reporter {
   private pumpIn(ms: number, done: () => void): NodeJS.Timeout {
     const t = setTimeout(() => {
       done();
-      void this.pump();
+      this.pump();
     }, ms);
     t.unref?.();
     return t;
@@ -236,64 +251,96 @@ export class Reporter {
   /** When the last request's answer (or failure) came. */
   private answeredAt = -Infinity;
 
-  private async pump(): Promise<void> {
-    if (this.pumping) return;
-    this.pumping = true;
+  /**
+   * Sends what may go now, up to `maxInFlight` requests; called whenever that may have changed (an
+   * item queued, an answer, a timer, the end of a backoff). Never waits itself.
+   */
+  private pump(): void {
     const halt = this.opts.signal;
-    let failures = 0;
-    try {
-      while (this.queue.length > 0 && !halt.aborted && (failures > 0 || (this.due() && this.gathered()))) {
-        const batch = this.take();
-        if (batch.length === 0) {
-          // Only items not due yet (a retry found the failed ones withdrawn): a timer pumps when one is.
-          this.due();
-          break;
-        }
-        for (const it of batch) it.sending = true;
-        try {
-          const res = await this.opts.send(toRequest(batch), halt);
-          this.answeredAt = this.opts.now();
-          this.answer(batch, res);
-          failures = 0;
-          if (res?.assignments?.length) this.opts.onAssignments?.(res.assignments);
-        } catch (err) {
-          this.answeredAt = this.opts.now();
-          for (const it of batch) it.sending = false;
-          if (halt.aborted) break;
-          if (err instanceof UnknownMachine || isRetryable(err)) {
-            failures++;
-            this.requeue(batch, err);
-            // Registered again: resend at once, but only the first time in a row (a server without
-            // this route answers 404 for ever, and must not be asked in a tight loop).
-            if (err instanceof UnknownMachine && (await this.opts.onUnknownMachine().catch(() => false)) && failures === 1) continue;
-            this.opts.onRetry?.(err, failures);
-            await sleep(backoffDelay({ ...this.opts.retry, jitter: EQUAL_JITTER }, failures, Math.random()), halt);
-          } else if (batch.length > 1) {
-            for (const it of batch) it.alone = true;
-            this.requeue(batch, null);
-          } else {
-            this.removeAll(batch);
-            batch[0]!.reject(err);
-          }
-        }
+    if (halt.aborted) {
+      // Everything still queued is rejected once nothing is in flight (an answer in flight settles its own).
+      if (this.inFlight === 0) for (const it of this.queue.splice(0)) it.reject(halt.reason);
+      return;
+    }
+    while (this.inFlight < (this.failures > 0 ? 1 : this.maxInFlight) && !this.backingOff && this.queue.length > 0) {
+      if (this.failures === 0 && !(this.due() && this.gathered())) break;
+      const batch = this.take();
+      if (batch.length === 0) {
+        // Only items not due yet, or held behind their attempt's items in flight: a timer or an answer pumps again.
+        this.due();
+        break;
       }
-    } finally {
-      this.pumping = false;
-      if (halt.aborted) for (const it of this.queue.splice(0)) it.reject(halt.reason);
+      for (const it of batch) it.sending = true;
+      this.inFlight++;
+      void this.send(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  /** One request, and what its answer or failure means for its items. */
+  private async send(batch: Item[]): Promise<void> {
+    const halt = this.opts.signal;
+    try {
+      const res = await this.opts.send(toRequest(batch), halt);
+      this.answeredAt = this.opts.now();
+      this.answer(batch, res);
+      this.failures = 0;
+      if (res?.assignments?.length) this.opts.onAssignments?.(res.assignments);
+    } catch (err) {
+      this.answeredAt = this.opts.now();
+      for (const it of batch) it.sending = false;
+      if (halt.aborted) return;
+      if (err instanceof UnknownMachine || isRetryable(err)) {
+        this.failures++;
+        const failures = this.failures;
+        this.requeue(batch, err);
+        // Registered again: resend at once, but only the first time in a row (a server without
+        // this route answers 404 for ever, and must not be asked in a tight loop).
+        if (err instanceof UnknownMachine && (await this.opts.onUnknownMachine().catch(() => false)) && failures === 1) return;
+        this.opts.onRetry?.(err, failures);
+        this.backingOff = true;
+        try {
+          await sleep(backoffDelay({ ...this.opts.retry, jitter: EQUAL_JITTER }, failures, Math.random()), halt);
+        } catch {
+          // Halted during the wait: pump() rejects what is queued.
+        } finally {
+          this.backingOff = false;
+        }
+      } else if (batch.length > 1) {
+        for (const it of batch) it.alone = true;
+        this.requeue(batch, null);
+      } else {
+        this.removeAll(batch);
+        batch[0]!.reject(err);
+      }
     }
   }
 
   /** The items of the next request, in queue order, each list within its limit and the whole within maxBytes. */
   private take(): Item[] {
-    const first = this.queue.find((it) => it.alone);
+    // An attempt with an item in flight, or one left behind in this pass: its later items wait, so
+    // that the server hears each attempt's news in the order they were queued.
+    const held = new Set<string>();
+    for (const it of this.queue) if (it.sending) held.add(it.body.attemptId);
+    const first = this.queue.find((it) => it.alone && !it.sending && !held.has(it.body.attemptId));
     if (first) return [first];
     const now = this.opts.now();
     const batch: Item[] = [];
     const count = { started: 0, completed: 0 };
     let bytes = 0;
     for (const it of this.queue) {
+      if (it.sending) continue;
+      if (held.has(it.body.attemptId) || it.alone) {
+        held.add(it.body.attemptId);
+        continue;
+      }
       if (it.notBefore > now) continue;
-      if (count[it.kind] >= MAX_ITEMS) continue;
+      if (count[it.kind] >= MAX_ITEMS) {
+        held.add(it.body.attemptId);
+        continue;
+      }
       if (batch.length > 0 && bytes + it.bytes > this.maxBytes) break;
       batch.push(it);
       count[it.kind]++;

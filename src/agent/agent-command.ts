@@ -53,7 +53,7 @@ export function agentCommand(program: Command): void {
     )
     .option(
       '--reports-in-flight <n>',
-      'reports (acknowledgements and outcomes, batched) sent before the first is answered, 1 to 8: a second hides a round trip to a server whose every report is a database transaction away (PostgreSQL); default $GANTRY_REPORTS_IN_FLIGHT or 2 (docs/agent.md)',
+      "reports (acknowledgements and outcomes, batched) sent before the first is answered, 1 to 8; an attempt's items still go in their order (docs/agent.md: more measured slower on PostgreSQL); default $GANTRY_REPORTS_IN_FLIGHT or 1",
     )
     .option('--json', 'log as JSON lines ({t, agent, msg}) on stderr')
     .option('--verbose', 'log every step of every attempt (started, exited), not one line per attempt (also GANTRY_LOG_LEVEL=debug)')

@@ -54,7 +54,7 @@ export interface AgentCommandOptions {
   /** docs/gangs.md, "Rendezvous": where other machines reach this one (else $GANTRY_ADVERTISE_ADDR, else the host's name), and the ports kept for gangs (else $GANTRY_GANG_PORTS, else 29500-29599). */
   advertiseAddr?: string;
   gangPorts?: string;
-  /** Reports in flight at once (else $GANTRY_REPORTS_IN_FLIGHT, else 2): Reporter's maxInFlight. */
+  /** Reports in flight at once (else $GANTRY_REPORTS_IN_FLIGHT, else 1): Reporter's maxInFlight. */
   reportsInFlight?: string;
 }
 

@@ -277,7 +277,10 @@ describe('Agent', () => {
     await startAgent();
     const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId && e.seq >= before);
     expect(done.body).toMatchObject({ exitCode: 3, reason: null, outputs: [] });
-    expect(await reported(a.attemptId)).toMatchObject({ result: 'accepted' });
+    // Recorded as delivered. 'duplicate' too: the stopped agent's last retry, cut off by its halt
+    // after it was sent, may reach the server only once completes are taken again (a loaded
+    // machine), and then the new agent's copy is the second.
+    expect((await reported(a.attemptId))?.result).toMatch(/^(accepted|duplicate)$/);
   });
 
   it('does not run an attempt the server says is stale at start', async () => {

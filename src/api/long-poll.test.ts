@@ -35,4 +35,24 @@ describe('machineWaiter', () => {
     expect(Date.now() - t0).toBeLessThan(500);
     w.done();
   });
+
+  it('any number of waits held on one shutdown signal, without a listener warning, and none left after done', async () => {
+    const bus = new MemoryBus();
+    const shutdown = new AbortController();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    try {
+      const waiters = Array.from({ length: 50 }, (_, i) => machineWaiter(bus, `m${i}`, shutdown.signal));
+      const held = waiters.map((w) => w.wait(5000));
+      await new Promise((r) => setImmediate(r));
+      shutdown.abort();
+      await Promise.all(held);
+      for (const w of waiters) w.done();
+      await new Promise((r) => setImmediate(r));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
 });

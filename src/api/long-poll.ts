@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Bus } from '../bus/bus.js';
 import { Topic } from '../domain/topic.js';
 
@@ -32,6 +33,10 @@ export function machineWaiter(
     ended = true;
     wake();
   };
+  // Every held heartbeat listens to the one shutdown signal: thousands at once with a fleet of
+  // agents, each removed when its wait is done. Node warns past 10 listeners on an EventTarget
+  // (MaxListenersExceededWarning, seen with bench:fleet); here that many is the design, not a leak.
+  setMaxListeners(0, shutdown);
   shutdown.addEventListener('abort', onAbort, { once: true });
   // A caller that hung up (an agent that died mid-poll) ends the wait too.
   socket?.once('close', onAbort);

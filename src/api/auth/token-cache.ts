@@ -19,7 +19,14 @@ export class TokenCache {
     const hit = this.byHash.get(hash);
     if (hit && hit.until > this.now()) return hit.token;
     const token = await this.load(hash);
-    if (this.byHash.size >= this.max) this.byHash.clear();
+    // Re-inserted, not updated in place: the map's order is then the order entries expire in.
+    this.byHash.delete(hash);
+    // Full: the oldest go first, one by one. Clearing the whole cache (as it did) made every agent
+    // of a fleet as large as `max` read its token again at once, every time it filled (bench:fleet).
+    for (const oldest of this.byHash.keys()) {
+      if (this.byHash.size < this.max) break;
+      this.byHash.delete(oldest);
+    }
     this.byHash.set(hash, { token, until: this.now() + this.ttlMs });
     return token;
   }

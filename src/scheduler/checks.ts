@@ -135,22 +135,15 @@ export function gpuRoomFor(need: Pick<StageNeed, 'gpuMilli' | 'gpuMemoryBytes'>,
  */
 export function gpuCountsByType(need: StageNeed, machine: MachineView): Map<string, { all: number; total: number; free: number }> {
   const out = new Map<string, { all: number; total: number; free: number }>();
-  for (const g of machine.gpus) {
-    const t = normalizeGpuType(g.type);
-    if (need.gpuTypes.length > 0 && !need.gpuTypes.includes(t)) continue;
-    let c = out.get(t);
-    if (c === undefined) out.set(t, (c = { all: 0, total: 0, free: 0 }));
-    c.all += 1;
-    if (need.gpuMemoryBytes === null || gpuMemoryAllows(need, g)) c.total += 1;
-    if (gpuRoomFor(need, g) > 0) c.free += 1;
-  }
+  const n = tally(need, machine, true);
+  for (let k = 0; k < n; k++) out.set(tallyTypes[k]!, { all: tallyAll[k]!, total: tallyTotal[k]!, free: tallyFree[k]! });
   return out;
 }
 
 /**
- * The tally `gpuCountsByType` makes, without its Map and objects: per acceptable type (in the
- * order first met), in these module arrays, read at once by the caller (the checks below, the
- * pass's queue depth). The planner asks it per machine per shape, up to millions of times a pass
+ * Per acceptable type (in the order first met), what `gpuCountsByType` returns as a Map, kept in
+ * these module arrays instead, read at once by the caller (gpuCountsByType itself, the checks
+ * below, the pass's queue depth). The planner asks it per machine per shape, up to millions of times a pass
  * at 10,000 machines (docs/throughput.md, "Placement at scale"); nothing it calls re-enters it.
  */
 const tallyTypes: string[] = [];

@@ -54,7 +54,7 @@ export interface GangPlaceOptions {
 }
 
 /** Machines of one sameLabel value (or all, without sameLabel), for one GPU type (null: a CPU gang). */
-interface Group {
+export interface GangGroup {
   type: string | null;
   value: string;
   need: StageNeed;
@@ -72,13 +72,20 @@ function typesFor(member: StageNeed, machines: readonly MachineView[]): (string 
   return [...types].sort();
 }
 
-const labelOf = (m: MachineView, key: string | null): string | undefined => (key === null ? '' : Object.hasOwn(m.labels, key) ? m.labels[key] : undefined);
+/** A machine's value of a gang's `sameLabel` (every machine is in the one group '' without it), or undefined: it has no such label. */
+export const labelOf = (m: MachineView, key: string | null): string | undefined =>
+  key === null ? '' : Object.hasOwn(m.labels, key) ? m.labels[key] : undefined;
 
-function groupsOf(gang: GangNeed, machines: readonly MachineView[], barred: (m: MachineView) => boolean): Group[] {
-  const out: Group[] = [];
+/**
+ * The groups a gang may take its machines from: per GPU type it accepts (sorted) and per value of
+ * its sameLabel (sorted), the machines where a member would fit were they idle (`idle`), and of
+ * those, the ones not `barred` where it fits now (`now`). Shared by placement and preemption.
+ */
+export function groupsOf(gang: GangNeed, machines: readonly MachineView[], barred: (m: MachineView) => boolean): GangGroup[] {
+  const out: GangGroup[] = [];
   for (const type of typesFor(gang.member, machines)) {
     const need = type === null ? gang.member : { ...gang.member, gpuTypes: [type] };
-    const byValue = new Map<string, Group>();
+    const byValue = new Map<string, GangGroup>();
     for (const m of machines) {
       const value = labelOf(m, gang.sameLabel);
       if (value === undefined) continue;
@@ -95,12 +102,12 @@ function groupsOf(gang: GangNeed, machines: readonly MachineView[], barred: (m: 
 }
 
 /** Free GPUs of the group's type on the machine, for its need (0 for a CPU gang). */
-function freeGpus(g: Group, m: MachineView): number {
+function freeGpus(g: GangGroup, m: MachineView): number {
   return g.type === null ? 0 : (gpuCountsByType(g.need, m).get(g.type)?.free ?? 0);
 }
 
 /** The member's devices on a machine that fits it now: the lowest-numbered free GPUs of the group's type. */
-function devicesOn(g: Group, m: MachineView): number[] {
+function devicesOn(g: GangGroup, m: MachineView): number[] {
   if (g.type === null) return [];
   return m.gpus
     .filter((x) => normalizeGpuType(x.type) === g.type && gpuRoomFor(g.need, x) > 0)
@@ -127,7 +134,7 @@ export function chooseGang(gang: GangNeed, machines: readonly MachineView[], opt
   }
   const groups = groupsOf(gang, machines, opts.barred);
 
-  let best: { g: Group; set: MachineView[]; left: number; cpuLeft: number } | null = null;
+  let best: { g: GangGroup; set: MachineView[]; left: number; cpuLeft: number } | null = null;
   for (const g of groups) {
     if (g.now.length < gang.size) continue;
     const set = [...g.now].sort((a, b) => compareCandidates(g.need, { machine: a, gpuType: g.type }, { machine: b, gpuType: g.type })).slice(0, gang.size);
@@ -146,7 +153,7 @@ export function chooseGang(gang: GangNeed, machines: readonly MachineView[], opt
 }
 
 /** The `size` machines to hold, or none when no group has that many free of other holds. */
-function holdFor(gang: GangNeed, groups: readonly Group[], unavailable: (m: MachineView) => boolean): MachineView[] {
+function holdFor(gang: GangNeed, groups: readonly GangGroup[], unavailable: (m: MachineView) => boolean): MachineView[] {
   let best: { set: MachineView[]; fitNow: number; free: number } | null = null;
   for (const g of groups) {
     const open = g.idle.filter((m) => !unavailable(m));
@@ -165,7 +172,7 @@ function holdFor(gang: GangNeed, groups: readonly Group[], unavailable: (m: Mach
 }
 
 /** What the words of a gang that waits are made of: per group, how many machines could take a member. */
-function shortfallOf(gang: GangNeed, machines: readonly MachineView[], groups: readonly Group[], barred: (m: MachineView) => boolean): GangShortfall {
+function shortfallOf(gang: GangNeed, machines: readonly MachineView[], groups: readonly GangGroup[], barred: (m: MachineView) => boolean): GangShortfall {
   // Per sameLabel value, the best of its GPU types (all members take one type).
   const byValue = new Map<string, { value: string; now: number; idle: number }>();
   for (const g of groups) {

@@ -1,6 +1,6 @@
 import { GPU_MILLI_WHOLE } from '../domain/resources.js';
 import { acceptsGpuType, checkTakesWork, fitChecks, gpuCountsByType, gpuRoomFor, roomFor, wholeGpuStagesRoom, type StageNeed } from './checks.js';
-import type { GangNeed } from './gang-placer.js';
+import { labelOf, type GangNeed } from './gang-placer.js';
 import type { MachineView } from './snapshot.js';
 
 const STATIC_CHECKS = [checkTakesWork, ...fitChecks];
@@ -116,7 +116,7 @@ function gangGroups(gang: GangNeed, machines: readonly MachineView[]): Map<strin
   // A share of a GPU is refused for a gang (the spec and the planner both): no group takes it.
   if (gang.member.gpuCount > 0 && gang.member.gpuMilli < GPU_MILLI_WHOLE) return out;
   for (const m of machines) {
-    const value = gang.sameLabel === null ? '' : Object.hasOwn(m.labels, gang.sameLabel) ? m.labels[gang.sameLabel] : undefined;
+    const value = labelOf(m, gang.sameLabel);
     if (value === undefined) continue;
     const types = gang.member.gpuCount > 0 ? [...gpuCountsByType(gang.member, m).keys()] : [null];
     for (const type of types) {

@@ -1,6 +1,6 @@
-import { acceptsGpuType, firstReject, isBusyReason, type StageNeed } from './checks.js';
-import { GPU_MILLI_WHOLE, normalizeGpuType } from '../domain/resources.js';
-import type { GangNeed } from './gang-placer.js';
+import { firstReject, isBusyReason, type StageNeed } from './checks.js';
+import { GPU_MILLI_WHOLE } from '../domain/resources.js';
+import { groupsOf, type GangNeed } from './gang-placer.js';
 import { releaseAllocation, takeAllocation } from './placement-fit.js';
 import { compareMachines } from './rank.js';
 import type { MachineView, QueuedStage, RunningAttempt } from './snapshot.js';
@@ -181,8 +181,6 @@ export type GangPreemptionChoice =
 /** How many victim gangs a waiting gang's choice starts a fill from (chooseGangPreemption), beside the plain greedy fill. */
 const GANG_SEEDS = 8;
 
-const labelOf = (m: MachineView, key: string | null): string | undefined => (key === null ? '' : Object.hasOwn(m.labels, key) ? m.labels[key] : undefined);
-
 /**
  * How a waiting gang could run by preemption (docs/gangs.md, "Preemption"): `size` distinct
  * machines, all of one GPU type and, with `sameLabel`, one value of it, none `unavailable` (held
@@ -203,76 +201,67 @@ export function chooseGangPreemption(
   unavailable: (m: MachineView) => boolean,
 ): GangPreemptionChoice | null {
   const index = indexRunning(inputs.running);
-  const member = gang.member;
-  const types = new Set<string>();
-  if (member.gpuCount > 0) for (const m of machines) for (const g of m.gpus) if (acceptsGpuType(member, g.type)) types.add(normalizeGpuType(g.type));
   type MachineChoice = { machine: MachineView; victims: RunningAttempt[]; loss: [number, number]; why: string | null };
   let best: { picks: MachineChoice[]; loss: [number, number]; victims: number; names: string } | null = null;
-  for (const type of member.gpuCount > 0 ? [...types].sort() : [null]) {
-    const need = type === null ? member : { ...member, gpuTypes: [type] };
-    const groups = new Map<string, MachineView[]>();
-    for (const m of machines) {
-      const value = labelOf(m, gang.sameLabel);
-      if (value === undefined || unavailable(m)) continue;
-      const r = firstReject(need, m);
-      if (r !== null && !isBusyReason(r)) continue;
-      groups.set(value, [...(groups.get(value) ?? []), m]);
-    }
-    for (const group of groups.values()) {
-      if (group.length < gang.size) continue;
-      const option = (m: MachineView, trial: PreemptionInputs): MachineChoice | null => {
-        const o = firstReject(need, m) === null ? ({ kind: 'wait' } as const) : machineOption(stage, need, m, index, trial);
-        if (o === null) return null;
-        return o.kind === 'wait' ? { machine: m, victims: [], loss: [0, 0], why: null } : { machine: m, ...o };
-      };
-      const less = (x: MachineChoice, y: MachineChoice) => cheaper({ ...x, victims: x.victims.length }, { ...y, victims: y.victims.length });
-      // Each machine's option before any choice; a choice changes only the options of the machines
-      // its victims run on (a victim gang is taken whole, so each of its machines is among them),
-      // so a fill asks again of those alone: a fill costs about one look at each machine.
-      const first = new Map(group.map((m) => [m, option(m, inputs)]));
-      /** Cheapest first, one machine at a time, from `seed` when given: each choice's victims are leaving for the next. */
-      const fill = (seed: MachineChoice | null): MachineChoice[] | null => {
-        const trial = { ...inputs, taken: new Set(inputs.taken) };
-        const options = new Map(first);
-        const picks: MachineChoice[] = [];
-        while (picks.length < gang.size) {
-          let next: MachineChoice | null = picks.length === 0 ? seed : null;
-          if (next === null) for (const p of options.values()) if (p !== null && (next === null || less(p, next))) next = p;
-          if (next === null) return null;
-          options.delete(next.machine);
-          picks.push(next);
-          if (next.victims.length === 0) continue;
-          for (const v of next.victims) trial.taken.add(v.attemptId);
-          const touched = new Set(next.victims.map((v) => v.machineId));
-          for (const m of options.keys()) if (touched.has(m.id)) options.set(m, option(m, trial));
-        }
-        return picks;
-      };
-      // Greedy alone misses a victim gang spanning several machines: its first machine costs the
-      // whole gang, the others nothing after it. So the fill is tried also from the cheapest
-      // machine that stops each such gang (the 8 cheapest gangs: a bounded number of fills).
-      const seeds = new Map<string, MachineChoice>();
-      for (const p of first.values()) {
-        for (const v of p?.victims ?? []) {
-          if (v.gang === undefined) continue;
-          const s = seeds.get(v.gang.id);
-          if (s === undefined || less(p!, s)) seeds.set(v.gang.id, p!);
-        }
+  // The groups placement takes a gang's machines from (gang-placer.ts), of the machines still available.
+  for (const { need, idle: group } of groupsOf(
+    gang,
+    machines.filter((m) => !unavailable(m)),
+    () => true,
+  )) {
+    if (group.length < gang.size) continue;
+    const option = (m: MachineView, trial: PreemptionInputs): MachineChoice | null => {
+      const o = firstReject(need, m) === null ? ({ kind: 'wait' } as const) : machineOption(stage, need, m, index, trial);
+      if (o === null) return null;
+      return o.kind === 'wait' ? { machine: m, victims: [], loss: [0, 0], why: null } : { machine: m, ...o };
+    };
+    const less = (x: MachineChoice, y: MachineChoice) => cheaper({ ...x, victims: x.victims.length }, { ...y, victims: y.victims.length });
+    // Each machine's option before any choice; a choice changes only the options of the machines
+    // its victims run on (a victim gang is taken whole, so each of its machines is among them),
+    // so a fill asks again of those alone: a fill costs about one look at each machine.
+    const first = new Map(group.map((m) => [m, option(m, inputs)]));
+    /** Cheapest first, one machine at a time, from `seed` when given: each choice's victims are leaving for the next. */
+    const fill = (seed: MachineChoice | null): MachineChoice[] | null => {
+      const trial = { ...inputs, taken: new Set(inputs.taken) };
+      const options = new Map(first);
+      const picks: MachineChoice[] = [];
+      while (picks.length < gang.size) {
+        let next: MachineChoice | null = picks.length === 0 ? seed : null;
+        if (next === null) for (const p of options.values()) if (p !== null && (next === null || less(p, next))) next = p;
+        if (next === null) return null;
+        options.delete(next.machine);
+        picks.push(next);
+        if (next.victims.length === 0) continue;
+        for (const v of next.victims) trial.taken.add(v.attemptId);
+        const touched = new Set(next.victims.map((v) => v.machineId));
+        for (const m of options.keys()) if (touched.has(m.id)) options.set(m, option(m, trial));
       }
-      const gangSeeds = [...seeds.values()].sort((x, y) => (less(x, y) ? -1 : 1));
-      for (const seed of [null, ...gangSeeds.slice(0, GANG_SEEDS)]) {
-        const picks = fill(seed);
-        if (picks === null) continue;
-        const loss = sumLoss(picks.map((p) => p.loss));
-        const victims = picks.reduce((n, p) => n + p.victims.length, 0);
-        const names = picks
-          .map((p) => p.machine.name)
-          .sort()
-          .join('\n');
-        const byLoss = best === null ? -1 : compareLoss(loss, best.loss);
-        if (best === null || byLoss < 0 || (byLoss === 0 && (victims < best.victims || (victims === best.victims && names < best.names)))) {
-          best = { picks, loss, victims, names };
-        }
+      return picks;
+    };
+    // Greedy alone misses a victim gang spanning several machines: its first machine costs the
+    // whole gang, the others nothing after it. So the fill is tried also from the cheapest
+    // machine that stops each such gang (the 8 cheapest gangs: a bounded number of fills).
+    const seeds = new Map<string, MachineChoice>();
+    for (const p of first.values()) {
+      for (const v of p?.victims ?? []) {
+        if (v.gang === undefined) continue;
+        const s = seeds.get(v.gang.id);
+        if (s === undefined || less(p!, s)) seeds.set(v.gang.id, p!);
+      }
+    }
+    const gangSeeds = [...seeds.values()].sort((x, y) => (less(x, y) ? -1 : 1));
+    for (const seed of [null, ...gangSeeds.slice(0, GANG_SEEDS)]) {
+      const picks = fill(seed);
+      if (picks === null) continue;
+      const loss = sumLoss(picks.map((p) => p.loss));
+      const victims = picks.reduce((n, p) => n + p.victims.length, 0);
+      const names = picks
+        .map((p) => p.machine.name)
+        .sort()
+        .join('\n');
+      const byLoss = best === null ? -1 : compareLoss(loss, best.loss);
+      if (best === null || byLoss < 0 || (byLoss === 0 && (victims < best.victims || (victims === best.victims && names < best.names)))) {
+        best = { picks, loss, victims, names };
       }
     }
   }

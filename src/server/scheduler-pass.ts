@@ -151,7 +151,7 @@ async function fullPass(
   const teams = named.size > 1 || quotaBinds ? await store.schedulerTeams({ usage: true }) : listed;
   const running = await store.preemptionView();
   // A gang's shape is read as deep as whole gangs fit, and its head whenever it could run
-  // somewhere idle (it is held its set); gangs do not preempt. The other shapes all at once
+  // somewhere idle (it is held its set, or preempts for it). The other shapes all at once
   // (shapeDepths: the machines grouped once by what the static checks read).
   const gangs = shapes.map((s) => gangNeedOf(s));
   const single = shapes.filter((_, i) => gangs[i] === null);

@@ -25,9 +25,8 @@ import { join } from 'node:path';
 import { parseJobSpec } from '../src/domain/job-spec.js';
 import { schedulerPass } from '../src/server/scheduler-pass.js';
 import { openSqliteStore } from '../src/store/sqlite/open-sqlite-store.js';
-import { dropPostgresSchema, openPostgresStore } from '../src/store/postgres/open-postgres-store.js';
 import type { Store } from '../src/store/store.js';
-import { freshSchema, POSTGRES_URL } from '../test/support/services.js';
+import { freshPostgresStore } from '../test/support/fresh-postgres-store.js';
 import { countStatements, type StatementCounts } from '../test/support/statement-counter.js';
 
 const arg = (name: string, def: string) => {
@@ -46,25 +45,14 @@ const counter = STORE === 'postgres' ? countStatements() : null;
 const stage = (name: string, needs: string[]) => ({ name, needs, resources: { cpu: '100m', memory: '16Mi' }, command: ['true'] });
 const spec = (i: number) => parseJobSpec({ name: `chain-${i}`, stages: [stage('a', []), stage('b', ['a']), stage('c', ['b'])] });
 
-async function open(dir: string): Promise<{ store: Store; close: () => Promise<void> }> {
-  if (STORE === 'sqlite') {
-    const store = await openSqliteStore(join(dir, 'gantry.db'));
-    return { store, close: () => store.close() };
-  }
-  const schema = freshSchema('bench_store');
-  const store = await openPostgresStore(POSTGRES_URL, { schema });
-  return {
-    store,
-    close: async () => {
-      await store.close();
-      await dropPostgresSchema(POSTGRES_URL, schema);
-    },
-  };
+/** The store the cycle runs on: a SQLite file in `dir`, or a PostgreSQL schema of its own, dropped at close. */
+function open(dir: string): Promise<Store> {
+  return STORE === 'sqlite' ? openSqliteStore(join(dir, 'gantry.db')) : freshPostgresStore('bench_store');
 }
 
 async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; statements: StatementCounts | null }> {
   const dir = mkdtempSync(join(tmpdir(), 'gantry-store-cycle-'));
-  const { store, close } = await open(dir);
+  const store = await open(dir);
   const clock = { now: () => Date.now() };
   try {
     const m = await store.machineRegister({
@@ -107,7 +95,7 @@ async function run(): Promise<{ cpuPerStageMs: number; wallMs: number; statement
     const cpu = process.cpuUsage(cpu0);
     return { cpuPerStageMs: (cpu.user + cpu.system) / 1000 / (3 * CHAINS), wallMs: performance.now() - t0, statements: counter?.snapshot() ?? null };
   } finally {
-    await close();
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

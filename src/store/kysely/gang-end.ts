@@ -62,26 +62,17 @@ export async function endGang(tx: TxContext, a: GangMemberRow, what: string, pre
   for (const m of peers) {
     if ((await endMember.affected(tx.db, preempted ? 'preempted' : 'canceled', reason, tx.now, m.id, Number(m.token))) !== 1) continue;
     const gang = { id: a.gang_id, rank: Number(m.gang_rank), endedBy: Number(a.gang_rank) };
+    const about = { jobId: a.job_id, stageName: a.stage_name, attemptId: m.id, machineId: m.machine_id };
+    const member = `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank}`;
     await tx.event(
       preempted
         ? {
+            ...about,
             type: 'attempt:preempted',
-            jobId: a.job_id,
-            stageName: a.stage_name,
-            attemptId: m.id,
-            machineId: m.machine_id,
-            message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} preempted: ${reason}; ${preempted.graceMs / 1000} s to checkpoint`,
+            message: `${member} preempted: ${reason}; ${preempted.graceMs / 1000} s to checkpoint`,
             data: { graceMs: preempted.graceMs, end: AttemptEndKind.preempted, gang },
           }
-        : {
-            type: 'attempt:canceled',
-            jobId: a.job_id,
-            stageName: a.stage_name,
-            attemptId: m.id,
-            machineId: m.machine_id,
-            message: `stage ${a.stage_name} attempt ${a.number} rank ${m.gang_rank} canceled: ${reason}`,
-            data: { end: AttemptEndKind.killed, gang },
-          },
+        : { ...about, type: 'attempt:canceled', message: `${member} canceled: ${reason}`, data: { end: AttemptEndKind.killed, gang } },
     );
     await tx.publish('machine:wake', { machineId: m.machine_id });
     ended.push(m.id);

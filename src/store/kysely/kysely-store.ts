@@ -28,7 +28,7 @@ import { toEvent } from './row-mappers.js';
 import { SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { RowsChanged } from './rows-changed.js';
 import { GroupCommit } from './group-commit.js';
-import { isTransientDbError } from './transient-db-error.js';
+import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
@@ -111,7 +111,7 @@ export class KyselyStore implements Store {
 
   /** A transaction's context, with this store's settings; `optimistic`: savepoints only when needed (group commit's first run). */
   private context(trx: Trx, now: number, optimistic = false, rowsChanged: RowsChanged | null = null): TxContext {
-    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic, rowsChanged ? () => rowsChanged.changes() : null);
+    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic, rowsChanged);
   }
 
   /** Several writers' transactions run their parts without savepoints first (tx()); those run again with them. */
@@ -637,9 +637,4 @@ export class KyselyStore implements Store {
     if (p.ids.length === 0) return;
     await this.db.updateTable('outbox').set({ published_at: p.now }).where('id', 'in', p.ids).execute();
   }
-}
-
-/** PostgreSQL's invalid_schema_name (3F000): a schema named in the statement, or read by name from the catalog, is gone. */
-function isSchemaGone(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '3F000';
 }

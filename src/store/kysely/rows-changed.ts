@@ -25,15 +25,3 @@ export class RowsChanged implements KyselyPlugin {
     return Promise.resolve(args.result);
   }
 }
-
-/**
- * Whether the database itself answered with this error (a constraint, a conflict): on PostgreSQL
- * such an error aborts the whole transaction, which no later statement but a rollback (to a
- * savepoint, or of all) gets past. Told by its shape (pg's DatabaseError carries the SQLSTATE and
- * a severity), so that the shared store code imports no driver.
- */
-export function isDatabaseError(err: unknown): boolean {
-  if (typeof err !== 'object' || err === null) return false;
-  const e = err as { code?: unknown; severity?: unknown };
-  return typeof e.code === 'string' && typeof e.severity === 'string';
-}

@@ -16,3 +16,25 @@ export function isTransientDbError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && TRANSIENT.has(code);
 }
+
+/**
+ * Whether the database itself answered with this error (a constraint, a conflict): on PostgreSQL
+ * such an error aborts the whole transaction, which no later statement but a rollback (to a
+ * savepoint, or of all) gets past. Told by its shape (pg's DatabaseError carries the SQLSTATE and
+ * a severity), so that the shared store code imports no driver.
+ */
+export function isDatabaseError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; severity?: unknown };
+  return typeof e.code === 'string' && typeof e.severity === 'string';
+}
+
+/**
+ * PostgreSQL's invalid_schema_name (3F000): a schema named in the statement, or read by name from
+ * the catalog, is gone. Kysely's migrator reads every schema's privileges by name while it looks
+ * for its table, so another client dropping a schema meanwhile fails a migration that can simply
+ * run again (KyselyStore.migrate).
+ */
+export function isSchemaGone(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '3F000';
+}

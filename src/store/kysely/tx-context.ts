@@ -3,8 +3,7 @@ import { Topic, type TopicMessage, type TopicPayloads } from '../../domain/topic
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { directChanges, directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
-import { isTransientDbError } from './transient-db-error.js';
-import { isDatabaseError } from './rows-changed.js';
+import { isDatabaseError, isTransientDbError } from './transient-db-error.js';
 import { errorText } from '../../lib/error-text.js';
 
 export type Db = Kysely<Database>;
@@ -82,7 +81,7 @@ export class TxContext {
      * Where the optimistic transaction is not on SQLite's direct connection (PostgreSQL): the rows
      * its statements changed so far (RowsChanged), which is how a failed part tells whether it wrote.
      */
-    private readonly rowsChanged: (() => number) | null = null,
+    private readonly rowsChanged: { changes(): number } | null = null,
   ) {}
 
   async event(e: EventInput): Promise<void> {
@@ -190,7 +189,7 @@ export class TxContext {
    * it (group-commit.ts), which is also what lets a failed part tell a dropped transaction.
    */
   private changes(): number {
-    if (this.rowsChanged) return this.rowsChanged();
+    if (this.rowsChanged) return this.rowsChanged.changes();
     const n = directChanges(this.db);
     if (n === null) throw new Error('internal: an optimistic savepoint outside a transaction open on the direct connection');
     return n;

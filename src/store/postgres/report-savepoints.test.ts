@@ -1,10 +1,10 @@
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { freshSchema, POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
+import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
+import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { placeAll } from '../conformance/fixtures.js';
 import type { KyselyStore } from '../kysely/kysely-store.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
-import { dropPostgresSchema, openPostgresStore } from './open-postgres-store.js';
 
 /**
  * A report's items on PostgreSQL run without savepoints first (docs/throughput.md, "Savepoints only
@@ -18,21 +18,18 @@ const statements = countStatements();
 
 describe.skipIf(missing !== null)(`a report's items on PostgreSQL${missing ? ` (skipped: ${missing})` : ''}`, () => {
   let store: KyselyStore;
-  let schema: string;
   beforeEach(async () => {
-    schema = freshSchema();
-    store = await openPostgresStore(POSTGRES_URL, { schema });
+    store = await freshPostgresStore();
   });
   afterEach(async () => {
     await store.close();
-    await dropPostgresSchema(POSTGRES_URL, schema);
   });
   /** Raises 'boom' on an update of `table` when `when` holds for the new row. */
   const boom = async (table: 'attempts' | 'stages', when: string) => {
     await sql
-      .raw(`create function ${schema}.boom() returns trigger language plpgsql as $$ begin if ${when} then raise exception 'boom'; end if; return new; end $$`)
+      .raw(`create function boom() returns trigger language plpgsql as $$ begin if ${when} then raise exception 'boom'; end if; return new; end $$`)
       .execute(store.db);
-    await sql.raw(`create trigger boom before update on ${schema}.${table} for each row execute function ${schema}.boom()`).execute(store.db);
+    await sql.raw(`create trigger boom before update on ${table} for each row execute function boom()`).execute(store.db);
   };
 
   it('the usual report sends no savepoint, and runs once', async () => {

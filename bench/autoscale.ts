@@ -6,7 +6,7 @@
  * a few seconds.
  *
  * Usage: npm run bench:autoscale [-- --trace DIR --pods default|gpuspec33 --day N (default: the
- *          busiest) --speedups 1,10 --boot 120 --idle 300 --interval 10 --spare g2:1 --whole-gpus --json --out bench/results/FILE.md]
+ *          busiest) --speedups 1,10 --boot 120 --idle 300 --interval 10 --spare g2:1 --whole-gpus --json --out FILE (default bench/results/autoscale.md, none with --json)]
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -48,7 +48,7 @@ const INTERVAL = num('interval', 10);
 const JSON_OUT = process.argv.includes('--json');
 /** Count gpu_milli < 1000 pods as whole GPUs, as before issue 29 (default: as shares of one GPU). */
 const WHOLE_GPUS = process.argv.includes('--whole-gpus');
-const OUT = arg('out', '');
+const OUT = arg('out', JSON_OUT ? '' : 'bench/results/autoscale.md');
 /** Spare machines per pool for the last row ("g2:1": one idle 8-GPU g2 machine kept ahead of demand). */
 const SPARE = Object.fromEntries(
   arg('spare', 'g2:1')

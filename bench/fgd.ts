@@ -6,7 +6,7 @@
  * file words it as a results file. `--json` prints what `gantry sim --json` prints.
  *
  * Usage: npm run bench:fgd [-- --trace DIR --pods default,gpuspec33 --seeds 42-51
- *          --policies fgd,fgd-paper,best-fit,packing,random,dotprod,clustering --jobs 2 --json --out bench/results/FILE.md]
+ *          --policies fgd,fgd-paper,best-fit,packing,random,dotprod,clustering --jobs 2 --json --out FILE (default bench/results/fgd.md, none with --json)]
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -30,7 +30,7 @@ const LISTS = parseLists(arg('pods', 'default,gpuspec33'));
 const SEEDS = parseSeeds(arg('seeds', '42-51'));
 const POLICIES = parsePolicies(arg('policies', SHARE_POLICIES.join(',')));
 const JSON_OUT = process.argv.includes('--json');
-const OUT = arg('out', '');
+const OUT = arg('out', JSON_OUT ? '' : 'bench/results/fgd.md');
 const JOBS = Math.max(1, Number(arg('jobs', String(Math.min(2, cpus().length)))));
 
 // The experiment itself is gantry sim's (src/sim/share-experiment.ts): list × policy in child

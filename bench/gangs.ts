@@ -13,7 +13,7 @@
  * (the node list's mix at a tenth) contends at a few times trace speed and replays in seconds.
  *
  * Usage: npm run bench:gangs [-- --pods default|gpuspec33 --days 142-148 (default: the busiest 7)
- *          --every 10 --fraction 0.02 --speedups 1,32,128 --seed 1 --json --out bench/results/FILE.md]
+ *          --every 10 --fraction 0.02 --speedups 1,32,128 --seed 1 --json --out FILE (default bench/results/gangs.md, none with --json)]
  */
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -43,7 +43,7 @@ const FRACTION = num('fraction', 0.02);
 const SEED = num('seed', 1);
 const WEEK = 7;
 const JSON_OUT = process.argv.includes('--json');
-const OUT = arg('out', '');
+const OUT = arg('out', JSON_OUT ? '' : 'bench/results/gangs.md');
 if (!Object.hasOwn(POD_LIST_FILES, LIST)) throw new Error(`unknown pod list ${LIST} (${Object.keys(POD_LIST_FILES).join(', ')})`);
 if (!hasAlibabaTrace(DIR)) throw new Error(`trace not found at ${DIR}`);
 if (SPEEDUPS.some((s) => !(s > 0) || !Number.isFinite(s))) throw new Error(`--speedups must be numbers above 0, got ${arg('speedups', '')}`);

@@ -5,12 +5,12 @@
  * as a follower, and the next trial kills whichever leads. Default lease: 5 s (the documented
  * bound is lease + a third of it).
  *
- * Usage: npm run bench:leader-failover [-- --trials 10 --ttl-ms 5000 --out FILE]
+ * Usage: npm run bench:leader-failover [-- --trials 10 --ttl-ms 5000 --out FILE (default bench/results/leader-failover.md; '' only prints)]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js';
 import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
@@ -22,7 +22,7 @@ const arg = (name: string, def: string) => {
 };
 const TRIALS = Number(arg('trials', '10'));
 const TTL_MS = Number(arg('ttl-ms', '5000'));
-const OUT = arg('out', '');
+const OUT = arg('out', 'bench/results/leader-failover.md');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const dir = mkdtempSync(join(tmpdir(), 'gantry-leader-bench-'));
@@ -98,7 +98,7 @@ async function main() {
     `| ${times.length} | ${Math.round(percentile(times, 50))} ms | ${Math.round(Math.max(...times))} ms | ${Math.round(Math.min(...times))} ms | ${Math.round(bound)} ms |`,
   ];
   console.log(lines.join('\n'));
-  if (OUT) writeFileSync(OUT, lines.join('\n') + '\n');
+  if (OUT) writeFileSync(resolve(REPO, OUT), lines.join('\n') + '\n');
 }
 
 await main();

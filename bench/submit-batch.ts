@@ -7,13 +7,13 @@
  * answer read. The first batch lands on an empty database and a cold process; later ones on a
  * database that holds the earlier batches. Building and stringifying the body is timed apart.
  *
- * Usage: npm run bench:submit [-- --jobs 10000 --runs 5 --out FILE]
+ * Usage: npm run bench:submit [-- --jobs 10000 --runs 5 --out FILE (default bench/results/submit-batch.md; '' only prints)]
  *        GANTRY_BENCH_PROF=DIR also writes the server's CPU profile (node --cpu-prof) there.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 
 const argv = process.argv.slice(2);
@@ -23,7 +23,7 @@ const arg = (name: string, def: string) => {
 };
 const JOBS = Number(arg('jobs', '10000'));
 const RUNS = Number(arg('runs', '5'));
-const OUT = arg('out', '');
+const OUT = arg('out', 'bench/results/submit-batch.md');
 const TARGET_MS = 5000;
 
 /** preprocess on CPUs, train on a GPU, evaluate on CPUs: the job the README shows, 3 stages. */
@@ -130,7 +130,7 @@ async function main(): Promise<void> {
   ];
   const text = lines.join('\n') + '\n';
   process.stdout.write(text);
-  if (OUT) writeFileSync(OUT, text);
+  if (OUT) writeFileSync(resolve(REPO, OUT), text);
 }
 
 main().catch((e) => {

@@ -21,7 +21,7 @@
  * Also measured: ready → running latency (p50/p99) of a placeable stage on an idle cluster, and of
  * one while 100,000 stages wait in a pool no machine serves (the backlog must not slow others).
  *
- * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probe-settle 35 --probes 200 --probe-warmup 5 --warm 1 --out FILE]
+ * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probe-settle 35 --probes 200 --probe-warmup 5 --warm 1 --out FILE (default bench/results/throughput.md, or throughput-postgres.md with --store postgres; '' only prints)]
  *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
  *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
@@ -62,7 +62,8 @@ const PROBE_WARMUP = Number(arg('probe-warmup', '5'));
  * pass that read every waiting job's stages stalled the server 120 ms a second there).
  */
 const PROBE_SETTLE_S = Number(arg('probe-settle', '35'));
-const OUT = arg('out', '');
+// The bench's results file, rewritten by each run (bench/results/README.md); --out '' only prints.
+const OUT = arg('out', join(REPO, arg('store', 'sqlite') === 'postgres' ? 'bench/results/throughput-postgres.md' : 'bench/results/throughput.md'));
 /** Rounds of the same N chains run again on Gantry's same server and agent after the first, the last reported as "warm". */
 const WARM_ROUNDS = Number(arg('warm', '1'));
 /** Gantry's store: sqlite (the default), or postgres (the local PostgreSQL, a schema of the run's own). */

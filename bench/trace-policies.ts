@@ -13,7 +13,7 @@
  * Each policy replays in a child process (`--policy NAME`, prints JSON), `--jobs` at a time: the
  * replays are deterministic, so running them side by side changes only the wall time.
  *
- * Usage: npm run bench:trace [-- --speedup 50000 --pods 8152 --jobs 2 --out bench/results/FILE.md]
+ * Usage: npm run bench:trace [-- --speedup 50000 --pods 8152 --jobs 2 --out FILE (default bench/results/trace-policies.md)]
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -41,7 +41,7 @@ const arg = (name: string, def: string) => {
 const SPEEDUP = Number(arg('speedup', '50000'));
 const PODS = Number(arg('pods', 'Infinity'));
 const JOBS = Math.max(1, Number(arg('jobs', String(Math.min(3, cpus().length)))));
-const OUT = arg('out', 'bench/results/2026-12-02-trace-policies.md');
+const OUT = arg('out', 'bench/results/trace-policies.md');
 const POLICY = arg('policy', '');
 
 /** What a child reports for one policy. */

@@ -14,7 +14,7 @@ import { typedDemandRanks } from './typed-demand.js';
 export const SHARE_POLICIES = ['fgd', 'fgd-paper', 'best-fit', 'packing', 'random', 'dotprod', 'clustering'] as const;
 export type SharePolicyName = (typeof SHARE_POLICIES)[number];
 
-/** Gantry's default for shares: the one that strands the fewest GPUs (bench/results/2026-12-04-fgd-policies.md). */
+/** Gantry's default for shares: the one that strands the fewest GPUs (bench/results/fgd.md). */
 export const DEFAULT_SHARE_POLICY: SharePolicyName = 'fgd';
 
 /**

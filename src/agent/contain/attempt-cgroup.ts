@@ -172,7 +172,7 @@ export class AttemptCgroup {
    * Whether the attempt needs the devices rules: it has GPUs, or the host has NVIDIA device files
    * it must be kept from (their major, or MIG's `nvidia-caps`, in /proc/devices). A CPU attempt on a host without them has
    * no device to be kept from, and is spared a cgroup and two dozen writes (measured: 0.4 ms of
-   * the agent's CPU a stage, bench/results/2026-12-03-containment-cost.md).
+   * the agent's CPU a stage, bench/results/2026-12-03-containment-cost.md, in git at 94324a8).
    */
   static devicesNeeded(layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): boolean {
     return layout.devices && (spec.gpuIndices.length > 0 || layout.characterMajors.includes(NVIDIA_MAJOR) || (layout.nvidiaCapsMajor ?? null) !== null);

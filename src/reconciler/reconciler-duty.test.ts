@@ -122,14 +122,20 @@ describe('the reconciler duties, each alone', () => {
     const ids = (await store.outboxPending({ limit: 100 })).map((p) => p.id);
     expect(ids.length).toBeGreaterThan(0);
     await store.outboxMarkPublished({ ids, now });
-    const duty = pruning(store, clock, { pruneIntervalMs: 1200, outboxKeepMs: 1000, idempotencyKeepMs: 5000, auditKeepMs: 86_400_000 });
+    const duty = pruning(store, clock, {
+      pruneIntervalMs: 1200,
+      outboxKeepMs: 1000,
+      idempotencyKeepMs: 5000,
+      auditKeepMs: 86_400_000,
+      tokenKeepMs: 86_400_000,
+    });
     expect([duty.name, duty.intervalMs]).toEqual(['pruning', 1200]);
     now += 1000;
-    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 0, audit: 0 });
+    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 0, audit: 0, tokens: 0 });
     now += 1;
-    expect(await duty.runOnce()).toEqual({ outbox: ids.length, idempotencyKeys: 0, audit: 0 });
+    expect(await duty.runOnce()).toEqual({ outbox: ids.length, idempotencyKeys: 0, audit: 0, tokens: 0 });
     now += 4000;
-    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 1, audit: 0 });
+    expect(await duty.runOnce()).toEqual({ outbox: 0, idempotencyKeys: 1, audit: 0, tokens: 0 });
   });
 
   it('pruning: audit rows go auditKeepMs after they began (a folded row by its first time), a bounded number a pass', async () => {
@@ -139,7 +145,7 @@ describe('the reconciler duties, each alone', () => {
     now += day;
     await store.auditRecord({ ...who, target: 'later', result: 'refused: 404 not_found: no', now, foldWithinMs: 60_000 });
     await store.auditRecord({ ...who, target: 'later', result: 'refused: 404 not_found: no', now: now + 30_000, foldWithinMs: 60_000 });
-    const duty = pruning(store, clock, { pruneIntervalMs: 1000, outboxKeepMs: 0, idempotencyKeepMs: day, auditKeepMs: 90 * day });
+    const duty = pruning(store, clock, { pruneIntervalMs: 1000, outboxKeepMs: 0, idempotencyKeepMs: day, auditKeepMs: 90 * day, tokenKeepMs: 30 * day });
     now = t0 + 90 * day;
     expect((await duty.runOnce()).audit).toBe(0);
     now += 1;
@@ -149,5 +155,27 @@ describe('the reconciler duties, each alone', () => {
     now = t0 + 91 * day + 1;
     expect((await duty.runOnce()).audit).toBe(1);
     expect(await store.auditList({ limit: 10 })).toEqual([]);
+  });
+
+  it('pruning: tokens revoked or expired tokenKeepMs ago go, looked at once an hour unless a pass found a full batch', async () => {
+    const day = 86_400_000;
+    await store.tokenCreate({ id: 'tok_live', kind: 'team', team: 'ml', name: 'ci', hash: 'h_live', expiresAt: null, now });
+    await store.tokenCreate({ id: 'tok_session', kind: 'admin', team: null, name: 'dashboard', hash: 'h_session', expiresAt: now + 12 * 3_600_000, now });
+    await store.tokenCreate({ id: 'tok_old', kind: 'team', team: 'ml', name: 'old', hash: 'h_old', expiresAt: null, now });
+    await store.tokenRevoke({ id: 'tok_old', now: now + day });
+    const duty = pruning(store, clock, { pruneIntervalMs: 1000, outboxKeepMs: 0, idempotencyKeepMs: day, auditKeepMs: 90 * day, tokenKeepMs: 30 * day });
+    const ids = async () => (await store.tokenList({ includeRevoked: true })).map((t) => t.id).sort();
+    const hour = 3_600_000;
+    now = t0 + 30 * day + 11.5 * hour;
+    expect((await duty.runOnce()).tokens).toBe(0);
+    // The session ended 12 hours after t0: past its 30 days now, but the duty looked half an hour ago.
+    now = t0 + 30 * day + 12 * hour + 1;
+    expect((await duty.runOnce()).tokens).toBe(0);
+    expect(await ids()).toEqual(['tok_live', 'tok_old', 'tok_session']);
+    now = t0 + 30 * day + 12.5 * hour;
+    expect((await duty.runOnce()).tokens).toBe(1);
+    now = t0 + 31 * day + 1;
+    expect((await duty.runOnce()).tokens).toBe(1);
+    expect(await ids()).toEqual(['tok_live']);
   });
 });

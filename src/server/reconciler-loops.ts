@@ -71,6 +71,7 @@ export function reconcilerLoops(d: {
       pruning(store, clock, config),
       (r) => {
         if (r.audit) log.info({ rows: r.audit }, 'audit rows past their retention deleted');
+        if (r.tokens) log.info({ tokens: r.tokens }, 'tokens revoked or expired past their retention deleted');
       },
       p,
     ),

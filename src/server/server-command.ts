@@ -87,6 +87,8 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   if (process.env.GANTRY_AUTOSCALE_SERVER_URL) over.autoscaleServerUrl = process.env.GANTRY_AUTOSCALE_SERVER_URL;
   const auditDays = env('GANTRY_AUDIT_RETENTION_DAYS');
   if (auditDays !== undefined) set('auditKeepMs', auditDays * 86_400_000);
+  const tokenDays = env('GANTRY_TOKEN_RETENTION_DAYS');
+  if (tokenDays !== undefined) set('tokenKeepMs', tokenDays * 86_400_000);
   const hours = env('GANTRY_RETENTION_HOURS');
   if (hours !== undefined) set('retentionMs', hours * 3_600_000);
   over.artifactsMaxBytes = artifactsBudgetFrom(process.env.GANTRY_ARTIFACTS_MAX_BYTES);

@@ -104,6 +104,21 @@ describe("the reconciler's settings", () => {
       delete process.env.GANTRY_STREAMS_PER_TOKEN;
     }
   });
+
+  it('GANTRY_TOKEN_RETENTION_DAYS: how long revoked and expired tokens are kept (default 30 days)', () => {
+    const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
+    try {
+      expect(serverConfigFrom(flags).tokenKeepMs).toBe(30 * 86_400_000);
+      process.env.GANTRY_TOKEN_RETENTION_DAYS = '2';
+      expect(serverConfigFrom(flags).tokenKeepMs).toBe(2 * 86_400_000);
+      process.env.GANTRY_TOKEN_RETENTION_DAYS = '0';
+      expect(() => serverConfigFrom(flags)).toThrow(
+        /tokenKeepMs \(how long revoked and expired tokens are kept \(GANTRY_TOKEN_RETENTION_DAYS\)\) must be positive, not 0/,
+      );
+    } finally {
+      delete process.env.GANTRY_TOKEN_RETENTION_DAYS;
+    }
+  });
 });
 
 describe("a log's caps", () => {

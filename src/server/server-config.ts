@@ -61,6 +61,8 @@ export interface ServerConfig {
   idempotencyKeepMs: number;
   /** Audit rows are deleted this long after they began (docs/security.md, "The audit log"): GANTRY_AUDIT_RETENTION_DAYS, default 90. */
   auditKeepMs: number;
+  /** Revoked and expired tokens are deleted this long after they ended (docs/security.md): GANTRY_TOKEN_RETENTION_DAYS, default 30. */
+  tokenKeepMs: number;
   /** The artifact store's size budget in bytes: past it, ended jobs' outputs no other job names are released, oldest first (docs/rerun.md). Null: none. */
   artifactsMaxBytes: number | null;
   /** Collection spares a blob written this recently (an upload of the same content under way). */
@@ -160,6 +162,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     outboxKeepMs: 3_600_000,
     idempotencyKeepMs: 24 * 3_600_000,
     auditKeepMs: 90 * 24 * 3_600_000,
+    tokenKeepMs: 30 * 24 * 3_600_000,
     artifactsMaxBytes: null,
     logCaps: DEFAULT_LOG_CAPS,
     artifactsGraceMs: 60_000,
@@ -265,6 +268,7 @@ function reconcilerProblems(c: ServerConfig): string[] {
   positive('retentionMs', 'how long ended jobs are kept');
   positive('idempotencyKeepMs', 'how long an Idempotency-Key answers retries');
   positive('auditKeepMs', 'how long audit rows are kept (GANTRY_AUDIT_RETENTION_DAYS)');
+  positive('tokenKeepMs', 'how long revoked and expired tokens are kept (GANTRY_TOKEN_RETENTION_DAYS)');
   positive('uploadTempKeepMs', "how long an upload's temporary file is kept");
   if (!(c.outboxKeepMs >= 0)) problems.push(`outboxKeepMs (how long published outbox rows are kept) must not be negative, not ${c.outboxKeepMs}`);
   count('queueTimeoutBatch', 'overdue stages failed a pass');

@@ -158,6 +158,12 @@ export interface Store extends AutoscaleStore {
   tokenList(p: { includeRevoked?: boolean }): Promise<TokenRecord[]>;
   /** Null when there is no such token; `changed: false` when it was revoked already. */
   tokenRevoke(p: { id: string; now: number; audit?: AuditEntry }): Promise<{ token: TokenRecord; changed: boolean } | null>;
+  /**
+   * Deletes up to `limit` tokens revoked or expired before `before`, oldest first (a dashboard's
+   * sign-in sessions, a re-registered machine's old credentials); returns how many. A token that
+   * is live, or that ended since, stays, so `token list --all` still shows why it was refused.
+   */
+  tokensPrune(p: { before: number; limit: number }): Promise<number>;
 
   // --- teams (docs/scheduling.md, "Teams, quotas and fair share") ---
   teamList(): Promise<Team[]>;

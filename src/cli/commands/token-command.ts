@@ -50,7 +50,12 @@ Examples:
     .action(async (opts) => {
       await runAction((io) => runTokenCreate(opts, io));
     });
-  withClientOptions(group.command('list').description('Tokens (never the tokens themselves)').option('--all', 'revoked ones too')).action(async (opts) => {
+  withClientOptions(
+    group
+      .command('list')
+      .description('Tokens (never the tokens themselves)')
+      .option('--all', "revoked ones too (kept 30 days after they ended: the server's GANTRY_TOKEN_RETENTION_DAYS)"),
+  ).action(async (opts) => {
     await runAction((io) => runTokenList(opts, io));
   });
   withClientOptions(group.command('revoke').description('Revoke a token: refused from its next request on').argument('<id>', 'token id (tok_…)')).action(

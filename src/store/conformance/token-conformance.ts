@@ -26,6 +26,25 @@ export function tokenConformance(store: () => Store): void {
       await expect(s.tokenCreate({ id: 'tok_3', kind: 'admin', team: null, name: 'dup', hash: 'h2', expiresAt: null, now })).rejects.toThrow();
     });
 
+    it('prunes tokens revoked or expired before a time, the longest gone first, at most a batch', async () => {
+      const s = store();
+      const make = (id: string, expiresAt: number | null) => s.tokenCreate({ id, kind: 'team', team: 'ml', name: id, hash: `h_${id}`, expiresAt, now });
+      await make('tok_live', null);
+      await make('tok_future', now + 10_000);
+      await make('tok_expired_first', now + 100);
+      await make('tok_expired_late', now + 5_000);
+      await make('tok_revoked', null);
+      await s.tokenRevoke({ id: 'tok_revoked', now: now + 200 });
+      const ids = async () => (await s.tokenList({ includeRevoked: true })).map((t) => t.id).sort();
+      expect(await s.tokensPrune({ before: now + 100, limit: 10 })).toBe(0);
+      expect(await s.tokensPrune({ before: now + 1_000, limit: 1 })).toBe(1);
+      expect(await ids()).toEqual(['tok_expired_late', 'tok_future', 'tok_live', 'tok_revoked']);
+      expect(await s.tokensPrune({ before: now + 1_000, limit: 10 })).toBe(1);
+      expect(await s.tokenByHash({ hash: 'h_tok_revoked' })).toBeNull();
+      expect(await s.tokensPrune({ before: now + 6_000, limit: 10 })).toBe(1);
+      expect(await ids()).toEqual(['tok_future', 'tok_live']);
+    });
+
     it("joining gives a machine its credential and revokes its earlier ones; a live machine's name is not taken", async () => {
       const s = store();
       const m = await s.machineRegister({ ...cpuMachine('joined'), now, credential: { id: 'tok_m1', hash: 'mh1' } });

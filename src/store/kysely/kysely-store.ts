@@ -486,6 +486,9 @@ export class KyselyStore implements Store {
       return r;
     });
   }
+  tokensPrune(p: { before: number; limit: number }) {
+    return tokens.tokensPrune(this.db, p);
+  }
   auditRecord(p: AuditEntry & { result: string; now: number; foldWithinMs?: number }) {
     return this.tx(p.now, (tx) => audit.auditRecord(tx, p));
   }

@@ -81,6 +81,23 @@ export async function tokenRevoke(tx: TxContext, p: { id: string }): Promise<{ t
   return { token: toToken({ ...r, revoked_at: tx.now }), changed: true };
 }
 
+/** Tokens revoked or expired before `before`, the longest gone first, at most `limit` of them (see Store.tokensPrune). */
+export async function tokensPrune(db: Db, p: { before: number; limit: number }): Promise<number> {
+  const r = await db
+    .deleteFrom('tokens')
+    .where('id', 'in', (q) =>
+      q
+        .selectFrom('tokens')
+        .select('id')
+        .where((eb) => eb.or([eb('revoked_at', '<', p.before), eb('expires_at', '<', p.before)]))
+        .orderBy((eb) => eb.fn.coalesce('revoked_at', 'expires_at'))
+        .orderBy('id')
+        .limit(p.limit),
+    )
+    .executeTakeFirst();
+  return Number(r.numDeletedRows);
+}
+
 /**
  * At a registration with a join token: the machine's new credential, every earlier one of it
  * revoked (a copy left on an old disk stops working). A join token may not take the name of a

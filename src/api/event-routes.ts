@@ -37,6 +37,7 @@ export function eventView(e: EventRecord): EventView {
     attemptId: e.attemptId,
     machineId: e.machineId,
     message: e.message,
+    data: e.data,
   };
 }
 

@@ -76,7 +76,7 @@ describe('events filtered by what the token may see', () => {
     const seen = await streamed(alpha);
     const types = new Set(seen.map((e) => e.type));
     expect([...types].filter((t) => t.startsWith('token:') || t.startsWith('leader:'))).toEqual([]);
-    expect(seen.filter((e) => e.message.includes(ids.token!) || e.message.includes('beta CI'))).toEqual([]);
+    expect(seen.filter((e) => `${e.message} ${JSON.stringify(e.data)}`.includes(ids.token!) || e.message.includes('beta CI'))).toEqual([]);
     expect(seen.filter((e) => e.jobId === ids.beta)).toEqual([]);
     expect(seen.some((e) => e.jobId === ids.alpha && e.type === 'job:submitted')).toBe(true);
     expect(seen.some((e) => e.type === 'team:created' && e.message.includes('gamma'))).toBe(true);
@@ -86,6 +86,8 @@ describe('events filtered by what the token may see', () => {
     const seen = await streamed(admin);
     expect(seen.filter((e) => e.type === 'token:created' && e.message.includes(ids.token!))).toHaveLength(1);
     expect(seen.filter((e) => e.type === 'token:revoked' && e.message.includes(ids.token!))).toHaveLength(1);
+    // The facts of the message, as fields for scripts.
+    expect(seen.find((e) => e.type === 'token:revoked')!.data).toEqual({ tokenId: ids.token, kind: 'team', team: 'beta' });
     expect(seen.some((e) => e.jobId === ids.beta)).toBe(true);
     expect(seen.some((e) => e.jobId === ids.alpha)).toBe(true);
   });
@@ -93,7 +95,10 @@ describe('events filtered by what the token may see', () => {
   it("a job's list of events is the same filter's: its team sees them, another team gets 404", async () => {
     const own = await cp.app.inject({ method: 'GET', url: `/v1/jobs/${ids.alpha}/events`, headers: alpha });
     expect(own.statusCode).toBe(200);
-    expect(own.json<{ events: EventView[] }>().events.map((e) => e.type)).toContain('job:submitted');
+    const events = own.json<{ events: EventView[] }>().events;
+    expect(events.map((e) => e.type)).toContain('job:submitted');
+    expect(events.find((e) => e.type === 'job:submitted')!.data).toMatchObject({ stages: 1 });
+    expect(events.every((e) => typeof e.data === 'object' && e.data !== null)).toBe(true);
     expect((await cp.app.inject({ method: 'GET', url: `/v1/jobs/${ids.beta}/events`, headers: alpha })).statusCode).toBe(404);
   });
 });

@@ -241,6 +241,12 @@ export const EventView = Type.Object({
   attemptId: Nullable(Type.String()),
   machineId: Nullable(Type.String()),
   message: Type.String(),
+  /**
+   * What the message says, as fields a script can read: a state change's `from` and `to`, a
+   * submission's `stages` and `priority`, a preemption's `graceMs`, a token's `tokenId` (docs/metrics.md, "Events").
+   * `{}` when the event has none; its keys depend on `type`, and new ones may appear.
+   */
+  data: Type.Record(Type.String(), Type.Unknown()),
 });
 export type EventView = Static<typeof EventView>;
 

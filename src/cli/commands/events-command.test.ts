@@ -15,6 +15,7 @@ const event = (seq: number, type: string, jobId: string | null, message: string)
   attemptId: null,
   machineId: null,
   message,
+  data: {},
 });
 const live = [
   event(1, 'stage:running', 'job_01aaaaaaaaaaaaaaaaaa', 'stage train running'),

@@ -12,6 +12,7 @@ const event = (seq: number, type: EventView['type'], jobId: string | null): Even
   attemptId: null,
   machineId: null,
   message: type,
+  data: {},
 });
 
 describe('watchJobs on the event stream', () => {

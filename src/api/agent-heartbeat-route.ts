@@ -3,7 +3,7 @@ import type { ApiApp } from './api-app.js';
 import type { ApiContext } from './api-context.js';
 import { HeartbeatRequest, HeartbeatResponse } from './contract/agent-protocol.js';
 import { ErrorBody } from './contract/job-view.js';
-import { machineWaiter } from './long-poll.js';
+import { MachineWakes } from './long-poll.js';
 import type { ReportMemory } from './report-memory.js';
 
 const MachineParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
@@ -17,6 +17,7 @@ const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
  */
 export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: ReportMemory): void {
   const { store, clock, config } = ctx;
+  const wakes = new MachineWakes(ctx.bus, ctx.shutdown);
   app.post(
     '/v1/agent/machines/:id/heartbeat',
     {
@@ -33,7 +34,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
       const { id } = req.params;
       const body = req.body;
       const known = body.running.map((r) => r.attemptId);
-      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
+      const waiter = wakes.waiter(id, req.raw.socket);
       const reportedAt = clock.now();
       const arrived = reported.mark();
       try {
@@ -43,7 +44,11 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
         // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
         // when the request arrives; a wake-up while it is held only re-reads what to send.
         // Under load an agent polls again each time work arrives; within half a period of the last
-        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat).
+        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat). With
+        // the control plane's liveness loop, an idle heartbeat is a read too: its arrival is kept
+        // in memory and written with every other machine's within 0.48 of a period
+        // (heartbeat-liveness.ts); the row is written here only if what it holds is older than
+        // the 1.5 periods detection allows for (the loop lagging), or the list calls for a write.
         const hb = await store.machineHeartbeat({
           machineId: id,
           running: body.running,
@@ -52,7 +57,9 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
           missingAfterMs: 2 * config.heartbeatMs,
           jitter: ctx.random(),
           renewAfterMs: config.heartbeatMs / 2,
+          ...(ctx.liveness ? { livenessAfterMs: 1.5 * config.heartbeatMs } : {}),
         });
+        ctx.liveness?.record(id, reportedAt);
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
         // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
         // outcome it reported (`news`), nor, below, an assignment a report's answer carried since

@@ -66,9 +66,15 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
         // this heartbeat arrived.
         const news = (k: { attemptId: string }) => !reported.hasEnded(id, k.attemptId);
         let kill = hb.kill.filter(news);
+        // Assignments are read when the heartbeat's own read found some placed that the agent does
+        // not list, and after each wake-up; an idle machine's heartbeat reads none. A placement
+        // committed after that read wakes the waiter, subscribed before it.
+        let look = hb.placed.some((a) => !known.includes(a));
         for (;;) {
           const since = reported.offeredSince(id, arrived);
-          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known, outputs: config.outputs });
+          const assignments = look
+            ? await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known, outputs: config.outputs })
+            : [];
           const left = deadline - clock.now();
           if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
             // Answered as the server stops: its connection is closed after the answer, not kept
@@ -77,7 +83,11 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
             if (ctx.shutdown.aborted) reply.header('connection', 'close');
             return { health: hb.health, kill, assignments };
           }
-          await waiter.wait(left);
+          // Held to its end with no wake-up: nothing changed for this machine that the bus told of,
+          // and it is answered empty without reading again. A wake-up the bus lost (it carries
+          // hints) costs a round trip: the agent's next heartbeat reads as it arrives.
+          look = await waiter.wait(left);
+          if (!look) continue;
           // The wake-up of a placement made in a report's transaction comes as that transaction
           // commits, before the report's answer records what it carries: let that go first.
           await new Promise((r) => setImmediate(r));

@@ -72,15 +72,20 @@ export class MachineWakes {
     // A caller that hung up (an agent that died mid-poll) ends the wait too.
     socket?.once('close', end);
     return {
-      async wait(ms: number): Promise<void> {
+      /** True when woken (a wake-up, shutdown or hang-up), false when `ms` passed without one. */
+      async wait(ms: number): Promise<boolean> {
         if (pending || ended) {
           pending = false;
-          return;
+          return true;
         }
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([new Promise<void>((r) => (resolveWait = r)), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+        const woken = await Promise.race([
+          new Promise<boolean>((r) => (resolveWait = () => r(true))),
+          new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
+        ]);
         resolveWait = null;
         clearTimeout(timer);
+        return woken;
       },
       done: (): void => {
         waits.delete(me);

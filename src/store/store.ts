@@ -400,6 +400,9 @@ export interface HeartbeatResult {
   kill: { attemptId: string; reason: string; graceMs?: number }[];
   /** Attempts found missing from the agent's list and marked lost. */
   lost: string[];
+  /** Attempts placed on the machine and not started (assignments), as read with the heartbeat:
+   *  none, and the caller need not read assignments until a wake-up says there are. */
+  placed: string[];
 }
 
 export interface MachineSchedulingChange {

@@ -910,6 +910,8 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt).toBe(now + 9100 + LEASE);
       // A canceled attempt the agent stopped listing is released at once, however soon.
       const b = (await place(j.id, 'b', m.id)).applied[0]!;
+      // What is placed there and not started comes with the heartbeat's answer (the running one does not).
+      expect((await soon([{ attemptId: a.id, token: a.token }], now + 9150)).placed).toEqual([b.id]);
       await store.jobCancel({ jobId: j.id, now: now + 9200, reason: 'test' });
       await soon([], now + 9300);
       expect((await store.machineGet({ machineId: m.id }))!.allocated.attempts).toBe(0);
@@ -926,7 +928,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
         store.machineHeartbeat({ machineId, running: [], now: at, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0, renewAfterMs: 1000, livenessAfterMs: 3000 });
       const seenAt = async (id: string) => (await store.machineGet({ machineId: id }))!.lastHeartbeatAt;
       // Past renewAfterMs, within livenessAfterMs: not written, the caller keeps it.
-      await idle(m1.id, now + 2000);
+      expect((await idle(m1.id, now + 2000)).placed).toEqual([]);
       expect(await seenAt(m1.id)).toBe(now);
       // Past livenessAfterMs: written here (the caller's flush lagging must not make it look dead).
       await idle(m1.id, now + 3500);

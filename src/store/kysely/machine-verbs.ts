@@ -158,7 +158,8 @@ export async function machineHeartbeat(
   // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
   // re-registration, say, which counts as a sign of life but renews no lease).
   const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
-  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [] };
+  const placed = held.filter((h) => h.state === 'scheduled').map((h) => h.id);
+  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [], placed };
   await markHeartbeat.affected(tx.db, tx.now, m.id);
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
@@ -171,7 +172,7 @@ export async function machineHeartbeat(
       .execute();
   }
   const lost = await reconcileReported(tx, m, unreported, p.jitter);
-  return { health, kill, lost };
+  return { health, kill, lost, placed };
 }
 
 const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>

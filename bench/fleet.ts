@@ -231,6 +231,13 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
       retried: fleet.retried,
       errors: fleet.errors.slice(0, 5),
     };
+  } catch (err) {
+    // A server that died is the finding, not the fleet's refused connections: say which, and how.
+    const died = servers.procs.flatMap((p, i) => (p.exitCode !== null || p.signalCode !== null ? [`r${i + 1} exited (${p.exitCode ?? p.signalCode})`] : []));
+    for (const [i, p] of servers.procs.entries())
+      if (p.exitCode !== null || p.signalCode !== null) console.error(`server r${i + 1}, last output:\n${servers.output(i).slice(-4000)}`);
+    if (died.length && err instanceof Error) err.message = `${died.join(', ')}; ${err.message}`;
+    throw err;
   } finally {
     submitting = false;
     await fleet.stop();

@@ -3,7 +3,7 @@ import type { ApiApp } from './api-app.js';
 import type { ApiContext } from './api-context.js';
 import { HeartbeatRequest, HeartbeatResponse } from './contract/agent-protocol.js';
 import { ErrorBody } from './contract/job-view.js';
-import { machineWaiter } from './long-poll.js';
+import { MachineWakes } from './long-poll.js';
 import type { ReportMemory } from './report-memory.js';
 
 const MachineParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
@@ -17,6 +17,7 @@ const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
  */
 export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: ReportMemory): void {
   const { store, clock, config } = ctx;
+  const wakes = new MachineWakes(ctx.bus, ctx.shutdown);
   app.post(
     '/v1/agent/machines/:id/heartbeat',
     {
@@ -33,7 +34,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
       const { id } = req.params;
       const body = req.body;
       const known = body.running.map((r) => r.attemptId);
-      const waiter = machineWaiter(ctx.bus, id, ctx.shutdown, req.raw.socket);
+      const waiter = wakes.waiter(id, req.raw.socket);
       const reportedAt = clock.now();
       const arrived = reported.mark();
       try {
@@ -43,7 +44,11 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
         // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
         // when the request arrives; a wake-up while it is held only re-reads what to send.
         // Under load an agent polls again each time work arrives; within half a period of the last
-        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat).
+        // written heartbeat, one that changes nothing is only a read (see machineHeartbeat). With
+        // the control plane's liveness loop, an idle heartbeat is a read too: its arrival is kept
+        // in memory and written with every other machine's within 0.48 of a period
+        // (heartbeat-liveness.ts); the row is written here only if what it holds is older than
+        // the 1.5 periods detection allows for (the loop lagging), or the list calls for a write.
         const hb = await store.machineHeartbeat({
           machineId: id,
           running: body.running,
@@ -52,16 +57,24 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
           missingAfterMs: 2 * config.heartbeatMs,
           jitter: ctx.random(),
           renewAfterMs: config.heartbeatMs / 2,
+          ...(ctx.liveness ? { livenessAfterMs: 1.5 * config.heartbeatMs } : {}),
         });
+        ctx.liveness?.record(id, reportedAt);
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
         // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
         // outcome it reported (`news`), nor, below, an assignment a report's answer carried since
         // this heartbeat arrived.
         const news = (k: { attemptId: string }) => !reported.hasEnded(id, k.attemptId);
         let kill = hb.kill.filter(news);
+        // Assignments are read when the heartbeat's own read found some placed that the agent does
+        // not list, and after each wake-up; an idle machine's heartbeat reads none. A placement
+        // committed after that read wakes the waiter, subscribed before it.
+        let look = hb.placed.some((a) => !known.includes(a));
         for (;;) {
           const since = reported.offeredSince(id, arrived);
-          const assignments = await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known, outputs: config.outputs });
+          const assignments = look
+            ? await store.machineAssignments({ machineId: id, exclude: since.length ? [...known, ...since] : known, outputs: config.outputs })
+            : [];
           const left = deadline - clock.now();
           if (kill.length || assignments.length || left <= 0 || ctx.shutdown.aborted || req.raw.socket.destroyed) {
             // Answered as the server stops: its connection is closed after the answer, not kept
@@ -70,7 +83,11 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
             if (ctx.shutdown.aborted) reply.header('connection', 'close');
             return { health: hb.health, kill, assignments };
           }
-          await waiter.wait(left);
+          // Held to its end with no wake-up: nothing changed for this machine that the bus told of,
+          // and it is answered empty without reading again. A wake-up the bus lost (it carries
+          // hints) costs a round trip: the agent's next heartbeat reads as it arrives.
+          look = await waiter.wait(left);
+          if (!look) continue;
           // The wake-up of a placement made in a report's transaction comes as that transaction
           // commits, before the report's answer records what it carries: let that go first.
           await new Promise((r) => setImmediate(r));

@@ -5,6 +5,7 @@ import type { ArtifactStore } from '../artifacts/artifact-store.js';
 import type { Store } from '../store/store.js';
 import type { LogCaps } from '../store/log-caps.js';
 import type { TokenCache } from './auth/token-cache.js';
+import type { HeartbeatLiveness } from './heartbeat-liveness.js';
 import type { StreamSlots } from './stream-slots.js';
 import type { SignInCodes } from './auth/sign-in-codes.js';
 import type { PoolHistory } from './pool-history.js';
@@ -23,6 +24,9 @@ export interface ApiContext {
   shutdown: AbortSignal;
   /** Tokens by hash, shared by the authentication hook and the routes that revoke. */
   tokens: TokenCache;
+  /** Idle heartbeats kept in memory and flushed by the control plane (heartbeat-liveness.ts);
+   *  absent (tests that build the API alone): every heartbeat older than half a period is written. */
+  liveness?: HeartbeatLiveness;
   /** The streams each token holds open (events, followed logs), capped (stream-slots.ts). */
   streams: StreamSlots;
   /** One-time sign-in codes for the dashboard (`gantry up`'s link): sign-in-codes.ts. */

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
 import { TokenCache } from '../api/auth/token-cache.js';
+import { HeartbeatLiveness } from '../api/heartbeat-liveness.js';
 import type { Bus } from '../bus/bus.js';
 import { Topic } from '../domain/topic.js';
 import { MemoryBus } from '../bus/memory-bus.js';
@@ -47,7 +48,7 @@ export interface ControlPlane {
   bus: Bus;
   config: ServerConfig;
   /** The reconciler is one loop per duty (docs/failure-detection.md, "The reconciler's loops"). */
-  loops: { scheduler: Loop; reconciler: ReconcilerLoops; relay: Loop; pools: Loop; artifacts: Loop; autoscaler: Loop | null };
+  loops: { scheduler: Loop; reconciler: ReconcilerLoops; relay: Loop; pools: Loop; artifacts: Loop; autoscaler: Loop | null; liveness: Loop };
   /** The dashboard served at `/`, or why there is none (docs/dashboard.md). */
   dashboard: Dashboard;
   /** One-time codes that sign the dashboard in (`gantry up`'s link; docs/security.md). */
@@ -106,6 +107,8 @@ export async function createControlPlane(
     config.pools.map((p) => p.name),
   );
   await metrics.start();
+  // Idle heartbeats are written together, by every replica for the agents it serves (docs/failure-detection.md).
+  const liveness = new HeartbeatLiveness();
   const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);
   const dashboard = loadDashboard(config.dashboardDir);
   const signInCodes = new SignInCodes(() => clock.now());
@@ -119,6 +122,7 @@ export async function createControlPlane(
       random,
       shutdown: shutdown.signal,
       tokens,
+      liveness,
       streams: new StreamSlots(config.streamsPerToken),
       signInCodes,
       replica: { id: replicaId, leader: isLeader },
@@ -243,6 +247,15 @@ export async function createControlPlane(
   const leaderLoops = [scheduler, ...reconcilerEach, collector, ...(autoscaler ? [autoscaler] : [])];
   const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
   const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
+  // Every 0.4 × heartbeatMs, jittered to at most 0.48: a heartbeat's arrival is in the database
+  // within half a period, the margin detection allows for (docs/failure-detection.md).
+  const livenessLoop = new Loop(
+    'liveness',
+    async () => void (await liveness.flush(store, clock.now())),
+    0.4 * config.heartbeatMs,
+    logError('liveness'),
+    random,
+  );
 
   // Published at once after each commit; marked published by the relay's next pass, in bulk.
   store.onOutbox((messages) => {
@@ -287,7 +300,7 @@ export async function createControlPlane(
     store,
     bus,
     config,
-    loops: { scheduler, reconciler, relay, pools, artifacts: collector, autoscaler },
+    loops: { scheduler, reconciler, relay, pools, artifacts: collector, autoscaler, liveness: livenessLoop },
     dashboard,
     signInCodes,
     url: '',
@@ -308,6 +321,7 @@ export async function createControlPlane(
           'autoscaler: machines a command provider starts are told to join at this loopback address, which only this host reaches: set GANTRY_AUTOSCALE_SERVER_URL to the address they reach the server at',
         );
       relay.start();
+      livenessLoop.start();
       if (config.poolSampleMs > 0) pools.start();
       if (!replicated) {
         placesInTransactions = placeWithin();
@@ -350,6 +364,10 @@ export async function createControlPlane(
       await loopsStopped;
       await closeProviders();
       await app.close();
+      // The heartbeats answered last: written, so that a replica taking over these agents does not
+      // find them older than they are.
+      await livenessLoop.stop();
+      await liveness.flush(store, clock.now()).catch(logError('liveness'));
       await bus.close();
       await store.close();
     },

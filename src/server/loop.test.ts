@@ -41,4 +41,23 @@ describe('Loop', () => {
     await tick();
     expect(passes).toBe(3);
   });
+
+  it('stop() waits for a pass in flight that fails, and does not reject: the failure goes to onError once', async () => {
+    let fail!: (e: Error) => void;
+    const errors: unknown[] = [];
+    const loop = new Loop(
+      't',
+      () => new Promise<void>((_, reject) => (fail = reject)),
+      60_000,
+      (e) => errors.push(e),
+    );
+    loop.start();
+    await tick();
+    await tick();
+    const stopped = loop.stop();
+    fail(new Error('not the leader any more'));
+    await expect(stopped).resolves.toBeUndefined();
+    await tick();
+    expect(errors).toHaveLength(1);
+  });
 });

@@ -251,7 +251,14 @@ export interface Store extends AutoscaleStore {
     /** Write nothing when the last heartbeat written is younger than this and the list calls for
      *  nothing (see machineHeartbeat in machine-verbs.ts). */
     renewAfterMs?: number;
+    /** The caller keeps heartbeats in memory and writes them with `machinesSeen`: the machine's
+     *  own row is written only when the heartbeat it holds is older than this (its leases still
+     *  follow `renewAfterMs`). */
+    livenessAfterMs?: number;
   }): Promise<HeartbeatResult>;
+  /** Heartbeats kept in memory, written at once: each machine's last heartbeat becomes the time
+   *  given, never an earlier one. Answers how many rows moved. */
+  machinesSeen(p: { seen: readonly { machineId: string; at: number }[]; now: number }): Promise<number>;
   /** Read-only: which of these attempts the machine must kill (a held heartbeat re-checks with it). */
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
   /** Every machine not removed, by name. */
@@ -399,6 +406,9 @@ export interface HeartbeatResult {
   kill: { attemptId: string; reason: string; graceMs?: number }[];
   /** Attempts found missing from the agent's list and marked lost. */
   lost: string[];
+  /** Attempts placed on the machine and not started (assignments), as read with the heartbeat:
+   *  none, and the caller need not read assignments until a wake-up says there are. */
+  placed: string[];
 }
 
 export interface MachineSchedulingChange {

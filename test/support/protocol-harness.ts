@@ -60,9 +60,13 @@ export class ProtocolHarness {
     return this.cp.loops.scheduler.runOnce();
   }
 
-  /** One pass of every reconciler duty, in order: suspect and lost machines, expired leases and
-   *  unacknowledged assignments, queue timeouts, repair, pruning, retention. */
+  /** Heartbeats kept in memory written, then one pass of every reconciler duty, in order: suspect
+   *  and lost machines, expired leases and unacknowledged assignments, queue timeouts, repair,
+   *  pruning, retention. */
   async reconcile(): Promise<void> {
+    // Heartbeats kept in memory are written first, as the liveness loop would have by then (every
+    // 0.4 of a period); test/protocol/liveness.test.ts runs the loops on their own schedules.
+    await this.cp.loops.liveness.runOnce();
     for (const loop of Object.values(this.cp.loops.reconciler)) await loop.runOnce();
   }
 

@@ -49,3 +49,79 @@ describe('TokenCache', () => {
     expect(loaded).toBe(0);
   });
 });
+
+describe('TokenCache, machine credentials', () => {
+  const rec = (hash: string): TokenRecord => ({
+    id: `tok-${hash}`,
+    kind: hash.startsWith('m') ? 'machine' : 'team',
+    team: null,
+    machineId: hash.startsWith('m') ? `machine-${hash}` : null,
+    name: hash,
+    createdAt: 0,
+    expiresAt: null,
+    revokedAt: null,
+  });
+
+  it('a machine’s credential is kept for machineTtlMs, a person’s token for ttlMs', async () => {
+    let now = 0;
+    const loads: string[] = [];
+    const cache = new TokenCache(
+      async (hash) => {
+        loads.push(hash);
+        return rec(hash);
+      },
+      () => now,
+      5000,
+      100,
+      30_000,
+    );
+    await cache.get('m1');
+    await cache.get('team');
+    now = 29_000;
+    loads.length = 0;
+    await cache.get('m1');
+    await cache.get('team');
+    expect(loads).toEqual(['team']);
+    now = 30_001;
+    await cache.get('m1');
+    expect(loads).toEqual(['team', 'm1']);
+  });
+
+  it('forgetting a machine drops each of its cached credentials at once, and no other', async () => {
+    const now = 0;
+    const loads: string[] = [];
+    const cache = new TokenCache(
+      async (hash) => {
+        loads.push(hash);
+        return rec(hash);
+      },
+      () => now,
+      5000,
+      100,
+      30_000,
+    );
+    for (const h of ['m1', 'm2', 'team']) await cache.get(h);
+    cache.forget({ machineId: 'machine-m1' });
+    expect(cache.size).toBe(2);
+    loads.length = 0;
+    for (const h of ['m1', 'm2', 'team']) await cache.get(h);
+    expect(loads).toEqual(['m1']);
+    cache.forget({ tokenId: 'tok-m2' });
+    cache.forget({ tokenId: 'tok-team' });
+    expect(cache.size).toBe(1);
+    // Full, the oldest machine credential goes, and forgetting its machine later finds nothing to drop.
+    const small = new TokenCache(
+      async (hash) => rec(hash),
+      () => now,
+      5000,
+      2,
+      30_000,
+    );
+    for (const h of ['m1', 'm2', 'm3']) await small.get(h);
+    expect(small.size).toBe(2);
+    small.forget({ machineId: 'machine-m1' });
+    expect(small.size).toBe(2);
+    small.forget({ machineId: 'machine-m3' });
+    expect(small.size).toBe(1);
+  });
+});

@@ -910,10 +910,50 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect((await stageOf(j.id, 'a')).attempts[0]!.leaseExpiresAt).toBe(now + 9100 + LEASE);
       // A canceled attempt the agent stopped listing is released at once, however soon.
       const b = (await place(j.id, 'b', m.id)).applied[0]!;
+      // What is placed there and not started comes with the heartbeat's answer (the running one does not).
+      expect((await soon([{ attemptId: a.id, token: a.token }], now + 9150)).placed).toEqual([b.id]);
       await store.jobCancel({ jobId: j.id, now: now + 9200, reason: 'test' });
       await soon([], now + 9300);
       expect((await store.machineGet({ machineId: m.id }))!.allocated.attempts).toBe(0);
       expect(b.id).toBeTruthy();
+    });
+
+    it('heartbeats kept in memory: machinesSeen writes each machine its own time, never an earlier one; livenessAfterMs leaves the row to it', async () => {
+      const [m1, m2, m3] = [
+        await store.machineRegister({ ...cpuMachine('s1'), now }),
+        await store.machineRegister({ ...cpuMachine('s2'), now }),
+        await store.machineRegister({ ...cpuMachine('s3'), now }),
+      ];
+      const idle = (machineId: string, at: number) =>
+        store.machineHeartbeat({ machineId, running: [], now: at, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0, renewAfterMs: 1000, livenessAfterMs: 3000 });
+      const seenAt = async (id: string) => (await store.machineGet({ machineId: id }))!.lastHeartbeatAt;
+      // Past renewAfterMs, within livenessAfterMs: not written, the caller keeps it.
+      expect((await idle(m1.id, now + 2000)).placed).toEqual([]);
+      expect(await seenAt(m1.id)).toBe(now);
+      // Past livenessAfterMs: written here (the caller's flush lagging must not make it look dead).
+      await idle(m1.id, now + 3500);
+      expect(await seenAt(m1.id)).toBe(now + 3500);
+      // Each its own time; an earlier time than the row's changes nothing; an unknown id is ignored.
+      const moved = await store.machinesSeen({
+        seen: [
+          { machineId: m1.id, at: now + 3000 },
+          { machineId: m2.id, at: now + 2100 },
+          { machineId: m3.id, at: now + 2200 },
+          { machineId: 'm-none', at: now + 2300 },
+        ],
+        now: now + 4000,
+      });
+      expect(moved).toBe(2);
+      expect([await seenAt(m1.id), await seenAt(m2.id), await seenAt(m3.id)]).toEqual([now + 3500, now + 2100, now + 2200]);
+      // Many at once (more than one statement's worth).
+      const many = Array.from({ length: 2500 }, (_, i) => ({ machineId: i % 2 ? m2.id : m3.id, at: now + 5000 + i }));
+      await store.machinesSeen({ seen: many, now: now + 9000 });
+      expect([await seenAt(m2.id), await seenAt(m3.id)]).toEqual([now + 7499, now + 7498]);
+      // A suspect machine's heartbeat is written at once, whatever livenessAfterMs says.
+      await store.machinesReap({ now: now + 7498 + 6000, suspectAfterMs: 5000, lostAfterMs: 10_000, jitter: 0 });
+      expect((await store.machineGet({ machineId: m3.id }))!.health).toBe('suspect');
+      await idle(m3.id, now + 7498 + 6100);
+      expect(await store.machineGet({ machineId: m3.id })).toMatchObject({ health: 'ready', lastHeartbeatAt: now + 7498 + 6100 });
     });
 
     it('a running attempt its agent stops reporting is lost, once the list is older than its start by the grace', async () => {

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import { effectiveOutputLimits, type OutputPolicy } from '../../domain/output-limits.js';
 import { preemptionGraceMs, stageLimits, type StageDefinition } from '../../domain/job-definition.js';
@@ -115,13 +116,17 @@ export async function machineHeartbeat(
     missingAfterMs: number;
     jitter: number;
     renewAfterMs?: number;
+    livenessAfterMs?: number;
   },
 ): Promise<HeartbeatResult | null> {
   // A removed machine is unknown to its agent (404), which registers again.
   const m = await heartbeatMachine.first(tx.db, p.machineId);
   if (!m) return null;
   let health = m.health;
-  let fresh = p.renewAfterMs !== undefined && tx.now - Number(m.last_heartbeat_at) < p.renewAfterMs;
+  // Liveness kept in memory by the caller (machinesSeen) leaves the row alone while what it holds
+  // is younger than livenessAfterMs; else, as before, within renewAfterMs of the last write.
+  const liveFor = p.livenessAfterMs ?? p.renewAfterMs;
+  let fresh = liveFor !== undefined && tx.now - Number(m.last_heartbeat_at) < liveFor;
   if (health === 'suspect' || health === 'lost') {
     const res = await tx.db
       .updateTable('machines')
@@ -153,7 +158,8 @@ export async function machineHeartbeat(
   // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
   // re-registration, say, which counts as a sign of life but renews no lease).
   const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
-  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [] };
+  const placed = held.filter((h) => h.state === 'scheduled').map((h) => h.id);
+  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [], placed };
   await markHeartbeat.affected(tx.db, tx.now, m.id);
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
@@ -166,7 +172,7 @@ export async function machineHeartbeat(
       .execute();
   }
   const lost = await reconcileReported(tx, m, unreported, p.jitter);
-  return { health, kill, lost };
+  return { health, kill, lost, placed };
 }
 
 const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>
@@ -192,6 +198,34 @@ const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
     .where('released_at', 'is', null),
 );
 type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
+
+/** Rows a statement of machinesSeen writes at most: two parameters each, far under either database's limit. */
+const SEEN_CHUNK = 1000;
+
+/**
+ * Heartbeats a replica kept in memory (the heartbeat route's HeartbeatLiveness), written a batch at
+ * a time: one `UPDATE … FROM (VALUES …)` per thousand machines, each row set to its own time and
+ * never moved back (a later heartbeat written directly, by this replica or another, stands).
+ * Rows in id order, so that two of these, or one and a plan locking its machines, take row locks
+ * in one order.
+ */
+export async function machinesSeen(tx: TxContext, seen: readonly { machineId: string; at: number }[]): Promise<number> {
+  // One row a machine, its latest time: a machine named twice in one statement would be set to either.
+  const latest = new Map<string, number>();
+  for (const s of seen) latest.set(s.machineId, Math.max(s.at, latest.get(s.machineId) ?? -Infinity));
+  const rows = Array.from(latest, ([machineId, at]) => ({ machineId, at })).sort((a, b) =>
+    a.machineId < b.machineId ? -1 : a.machineId > b.machineId ? 1 : 0,
+  );
+  let moved = 0;
+  for (let i = 0; i < rows.length; i += SEEN_CHUNK) {
+    const values = sql.join(rows.slice(i, i + SEEN_CHUNK).map((r) => sql`(${r.machineId}, cast(${r.at} as bigint))`));
+    const res = await sql`with seen(id, at) as (values ${values})
+      update machines set last_heartbeat_at = seen.at from seen
+      where machines.id = seen.id and machines.last_heartbeat_at < seen.at`.execute(tx.db);
+    moved += Number(res.numAffectedRows ?? 0);
+  }
+  return moved;
+}
 
 /**
  * Which of the attempts an agent runs it must kill, and why: read-only, for a held long-poll too.

@@ -29,7 +29,7 @@ function signature(m: MachineView): string {
  */
 export class StaticClasses {
   /** Per machine (in the order given), its group. */
-  private readonly classOf: Int32Array;
+  readonly classOf: Int32Array;
   /** One machine of each group: the checks run on it for the whole group. */
   private readonly representatives: MachineView[] = [];
   /** Per need key, per group: 1 passes the static checks, 2 fails, 0 not asked yet. */
@@ -50,11 +50,28 @@ export class StaticClasses {
     });
   }
 
-  /** Whether machine `i` (in the order given) passes every static check for the need (`key` names it: `needKey` or finer): the checks run once per group. */
-  passesFor(need: StageNeed, key: string = needKey(need)): (i: number) => boolean {
+  /**
+   * Whether the machines of group `c` (`classOf`) pass every static check for the need but the
+   * labels' (`key` names it): the checks run once per group. For a need that names no labels, the
+   * whole verdict.
+   */
+  classPasses(need: StageNeed, key: string = needKey(need)): (c: number) => boolean {
+    const verdicts = this.verdictsOf(key);
+    return (c) => {
+      if (verdicts[c] === 0) verdicts[c] = GROUP_CHECKS.every((check) => check(need, this.representatives[c]!) === null) ? 1 : 2;
+      return verdicts[c] === 1;
+    };
+  }
+
+  private verdictsOf(key: string): Uint8Array {
     let v = this.verdicts.get(key);
     if (v === undefined) this.verdicts.set(key, (v = new Uint8Array(this.representatives.length)));
-    const verdicts = v;
+    return v;
+  }
+
+  /** Whether machine `i` (in the order given) passes every static check for the need (`key` names it: `needKey` or finer): the checks run once per group. */
+  passesFor(need: StageNeed, key: string = needKey(need)): (i: number) => boolean {
+    const verdicts = this.verdictsOf(key);
     const labels = Object.keys(need.labels).length > 0;
     return (i) => {
       const c = this.classOf[i]!;
@@ -65,9 +82,7 @@ export class StaticClasses {
 
   /** The machines that pass every static check for the need, in the order given. */
   eligible(need: StageNeed): MachineView[] {
-    const key = needKey(need);
-    let v = this.verdicts.get(key);
-    if (v === undefined) this.verdicts.set(key, (v = new Uint8Array(this.representatives.length)));
+    const v = this.verdictsOf(needKey(need));
     for (let c = 0; c < v.length; c++) if (v[c] === 0) v[c] = GROUP_CHECKS.every((check) => check(need, this.representatives[c]!) === null) ? 1 : 2;
     const labels = Object.keys(need.labels).length > 0;
     const out: MachineView[] = [];

@@ -30,13 +30,18 @@ export class GpuPlacer {
     private readonly machines: readonly MachineView[],
     private readonly policy: SharePolicyName,
     private readonly workload: () => TargetWorkload,
-  ) {}
+    /** These machines grouped by their static checks, where the caller has them (else built on first use). */
+    classes?: StaticClasses,
+  ) {
+    this.classes = classes ?? null;
+  }
 
   /** Built on first use, from the working copies as they are then (CPU work placed before included). */
   private plannerNow(): SharePlanner {
     if (this.planner === null) {
       const share = this.machines.map(shareMachineOf);
-      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()));
+      // Copies made here for it alone: handed over, not copied a second time.
+      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()), true);
       // Both orders are name, then id: the planner's indices are ours.
       this.machines.forEach((m, i) => {
         if (this.planner!.indexOf(m.id) !== i) throw new Error(`GPU placer: machine order differs at ${m.id}`);

@@ -20,6 +20,8 @@ import type {
   SchedulerSnapshot,
 } from './snapshot.js';
 import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import { sortIfNeeded } from './sorted.js';
+import type { StaticClasses } from './static-classes.js';
 import type { TargetWorkload } from './target-workload.js';
 import { fairOrder, TeamLedger, teamOf } from './team-ledger.js';
 
@@ -51,6 +53,12 @@ export interface PlanOptions {
    * gang waits without holding anything, and smaller work behind it may take what frees.
    */
   gangReservations?: boolean;
+  /**
+   * The snapshot's machines, in the snapshot's order, grouped by their static checks (`new
+   * StaticClasses(snapshot.machines)`): where the caller built them already (the server's pass,
+   * for the shapes' depths), the planner groups them no second time. Absent: built here.
+   */
+  staticClasses?: StaticClasses;
 }
 
 /**
@@ -171,16 +179,28 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const maxPlacements = Math.floor(opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
   const limit = Math.max(1, Math.floor(opts.candidateLimit ?? DEFAULT_CANDIDATE_LIMIT));
 
-  const machines = snapshot.machines.map(workingCopy).sort(compareMachines);
+  // The snapshot's machines in name order (the server reads them so: then no sort), by index.
+  const order = sortIfNeeded(
+    snapshot.machines.map((_, i) => i),
+    (a, b) => compareMachines(snapshot.machines[a]!, snapshot.machines[b]!),
+  );
+  const machines = order.map((i) => workingCopy(snapshot.machines[i]!));
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
+  const given = opts.staticClasses;
+  if (given !== undefined && given.size !== snapshot.machines.length)
+    throw new Error(`planPlacements: staticClasses groups ${given.size} machines, the snapshot has ${snapshot.machines.length}`);
+  const gpuClasses = given?.subset(
+    withGpus,
+    order.filter((i) => snapshot.machines[i]!.gpus.length > 0),
+  );
   const queue = [...snapshot.queue].sort(compareQueued);
   const ledger = new TeamLedger(
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
   );
 
-  const gpuPlacer = new GpuPlacer(withGpus, opts.gpuPolicy ?? DEFAULT_SHARE_POLICY, () => opts.targetWorkload ?? snapshotWorkload(snapshot));
+  const gpuPlacer = new GpuPlacer(withGpus, opts.gpuPolicy ?? DEFAULT_SHARE_POLICY, () => opts.targetWorkload ?? snapshotWorkload(snapshot), gpuClasses);
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];

@@ -15,8 +15,14 @@ import { StaticClasses } from './static-classes.js';
  * stopped or are leaving), a shape no room fits now but some machine could run is read one deep:
  * its head may preempt, or wait for room that is leaving.
  */
-export function shapeDepths(needs: readonly StageNeed[], machines: readonly MachineView[], cap: number, mayPreempt: boolean): number[] {
-  const classes = new StaticClasses(machines);
+export function shapeDepths(
+  needs: readonly StageNeed[],
+  machines: readonly MachineView[],
+  cap: number,
+  mayPreempt: boolean,
+  /** The machines grouped by their static checks: the caller's, to give the planner too (`PlanOptions.staticClasses`). */
+  classes: StaticClasses = new StaticClasses(machines),
+): number[] {
   const groups = roomGroups(machines, classes.classOf);
   return needs.map((need) => {
     let room: number;

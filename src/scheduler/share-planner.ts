@@ -1,4 +1,5 @@
 import { ChoiceTree } from './choice-tree.js';
+import { sortIfNeeded } from './sorted.js';
 import { machineFragmentationUnits } from './fgd-score.js';
 import { acceptsShareType, gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
@@ -52,8 +53,10 @@ export class SharePlanner {
     machines: readonly ShareMachine[],
     private readonly policy: SharePolicyName,
     private readonly ctx: ShareContext,
+    /** The machines are the caller's own copies, which it hands over (it changes them no more): not copied again. */
+    handedOver = false,
   ) {
-    this.machines = machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })).sort(compareShareMachines);
+    this.machines = sortIfNeeded(handedOver ? machines.slice() : machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })), compareShareMachines);
     this.machines.forEach((m, i) => this.byId.set(m.id, i));
     this.before = this.machines.map(() => undefined);
     this.stateRows = this.machines.map(() => undefined);

@@ -35,7 +35,17 @@ export class StaticClasses {
   /** Per need key, per group: 1 passes the static checks, 2 fails, 0 not asked yet. */
   private readonly verdicts = new Map<string, Uint8Array>();
 
-  constructor(private readonly machines: readonly MachineView[]) {
+  constructor(
+    private readonly machines: readonly MachineView[],
+    /** `subset`'s: the groups of another, for these machines. */
+    of?: { classOf: Int32Array; parent: StaticClasses },
+  ) {
+    if (of !== undefined) {
+      this.classOf = of.classOf;
+      this.representatives = of.parent.representatives;
+      this.verdicts = of.parent.verdicts;
+      return;
+    }
     this.classOf = new Int32Array(machines.length);
     const ids = new Map<string, number>();
     machines.forEach((m, i) => {
@@ -48,6 +58,22 @@ export class StaticClasses {
       }
       this.classOf[i] = id;
     });
+  }
+
+  /**
+   * The same groups (and the verdicts known so far, shared from now on) for `machines`, machine
+   * `k` of which stands for this one's machine `indices[k]` (a copy of it in the same state: the
+   * planner's working copies, in its order). What the server's pass grouped for the shapes'
+   * depths serves its planner too (docs/throughput.md, "Placement at scale").
+   */
+  subset(machines: readonly MachineView[], indices: readonly number[]): StaticClasses {
+    if (machines.length !== indices.length) throw new Error(`static classes: ${machines.length} machines for ${indices.length} indices`);
+    return new StaticClasses(machines, { classOf: Int32Array.from(indices, (i) => this.classOf[i]!), parent: this });
+  }
+
+  /** How many machines it groups. */
+  get size(): number {
+    return this.classOf.length;
   }
 
   /**

@@ -57,7 +57,7 @@ export class TeamLedger {
     return e;
   }
 
-  usage(team: string): TeamUsage {
+  usage(team: string): Readonly<TeamUsage> {
     return this.entry(team).usage;
   }
 
@@ -65,10 +65,17 @@ export class TeamLedger {
     return this.entry(team).quota;
   }
 
+  /** Each team's `share` since its last `add`: the fair order asks it for every stage it yields (tens of thousands a pass). */
+  private readonly shares = new Map<string, number>();
+
   /** Dominant share over weight, lower first. */
   share(team: string): number {
-    const e = this.entry(team);
-    return dominantShare(e.usage, e.weight, this.total);
+    let s = this.shares.get(team);
+    if (s === undefined) {
+      const e = this.entry(team);
+      this.shares.set(team, (s = dominantShare(e.usage, e.weight, this.total)));
+    }
+    return s;
   }
 
   hasQuota(team: string): boolean {
@@ -90,6 +97,7 @@ export class TeamLedger {
   /** A placement (sign 1) or a victim's release (-1); GPUs in thousandths (`gpuMilli` each, absent: whole). */
   add(team: string, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
     addUsage(this.entry(team).usage, a, sign);
+    this.shares.delete(team);
   }
 
   /**

@@ -303,8 +303,26 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     hold(stage, at, out.hold, () => start);
   };
 
-  /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
+  /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input (kept only when it has running attempts to read). */
   const looked: Looked[] = [];
+  const preempting = snapshot.running !== undefined;
+  // A pass reads tens of thousands of heads of a few dozen shapes, whose stages share their
+  // request's objects (the store reads a shape's request once): each need, and its key, is made
+  // once per request (docs/throughput.md, "Placement at scale"). Needs are not changed once made.
+  const needs = new Map<QueuedStage['resources'], Map<QueuedStage['placement'], StageNeed>>();
+  const needOf = (stage: QueuedStage): StageNeed => {
+    let byPlacement = needs.get(stage.resources);
+    if (byPlacement === undefined) needs.set(stage.resources, (byPlacement = new Map()));
+    let need = byPlacement.get(stage.placement);
+    if (need === undefined) byPlacement.set(stage.placement, (need = stageNeed(stage)));
+    return need;
+  };
+  const keys = new Map<StageNeed, string>();
+  const keyOf = (need: StageNeed): string => {
+    let key = keys.get(need);
+    if (key === undefined) keys.set(need, (key = shapeKey(need)));
+    return key;
+  };
 
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
@@ -316,20 +334,21 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     if (gang !== null) {
       placeGang(stage, gang, at);
       // Its quota is asked again when it may preempt (planPreemptions): what it asked for here is its gang.
-      looked.push({ stage, need: gang.member, gang, quotaBlocked: false });
+      if (preempting) looked.push({ stage, need: gang.member, gang, quotaBlocked: false });
       continue;
     }
     const team = teamOf(stage);
     // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
-    const quota = stage.preemptible ? { need: stageNeed(stage), blocked: null, never: false } : ledger.withinQuota(team, stageNeed(stage), machines);
+    const quota =
+      stage.preemptible || !ledger.hasQuota(team) ? { need: needOf(stage), blocked: null, never: false } : ledger.withinQuota(team, needOf(stage), machines);
     const need = quota.need;
-    looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
+    if (preempting) looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
     if (quota.blocked !== null) {
       pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
       continue;
     }
-    const key = ledger.hasQuota(team) && !stage.preemptible ? `${shapeKey(need)}|${team}` : shapeKey(need);
+    const key = ledger.hasQuota(team) && !stage.preemptible ? `${keyOf(need)}|${team}` : keyOf(need);
     const known = failedShapes.get(key);
     // A stage that may backfill is looked at on its own: its shape's failure need not bind it.
     if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) {

@@ -297,7 +297,20 @@ function outcome(plan: typeof planPlacements, snapshot: SchedulerSnapshot, opts:
 }
 
 /** The planner as the server's pass runs it: the machines grouped once, for the shapes' depths and then the planner (`staticClasses`). */
-const serverPlan: typeof planPlacements = (snapshot, opts) => {
+const serverPlan: typeof planPlacements = (given, opts) => {
+  // As the store reads them: the stages of a shape share its request's objects (here each of
+  // resources and placement is shared by every stage where it is equal, so that stages of equal
+  // resources and different placements share one and not the other).
+  const shared = new Map<string, object>();
+  const share = <T extends object>(x: T): T => {
+    const key = JSON.stringify(x);
+    const known = shared.get(key) as T | undefined;
+    if (known !== undefined) return known;
+    shared.set(key, x);
+    return x;
+  };
+  const queue = given.queue.map((q) => ({ ...q, resources: share(q.resources), placement: share(q.placement) }));
+  const snapshot = { ...given, queue };
   const classes = new StaticClasses(snapshot.machines);
   shapeDepths(snapshot.queue.map(stageNeed), snapshot.machines, 1000, false, classes);
   return planPlacements(snapshot, { ...opts, staticClasses: classes });

@@ -1,4 +1,5 @@
 import { gpuFreeMilli } from '../domain/resources.js';
+import { Alike, mix } from './alike.js';
 import type { StageNeed } from './checks.js';
 import { needKey } from './need-key.js';
 import { headsToReadOfEligible, headsToReadOfGroups } from './placeable-count.js';
@@ -44,18 +45,31 @@ export function shapeDepths(
 
 /** Machines grouped by their static class and their free room (CPU, memory, each GPU's thousandths and memory): one machine of each group and the group's size. */
 function roomGroups(machines: readonly MachineView[], classOf: Int32Array): { cls: number; machine: MachineView; count: number }[] {
-  const out: { cls: number; machine: MachineView; count: number }[] = [];
-  const ids = new Map<string, number>();
-  for (let i = 0; i < machines.length; i++) {
+  // By index: the class says the GPUs' types and sizes by position; their room is all that is left.
+  const hash = (i: number) => {
     const m = machines[i]!;
-    // The class says the GPUs' types and sizes by position; their room is all that is left.
-    let key = `${classOf[i]}#${m.cpuMillisFree}/${m.memoryBytesFree}`;
-    for (const g of m.gpus) key += `|${gpuFreeMilli(g)}:${g.memoryBytesFree ?? ''}`;
-    const id = ids.get(key);
-    if (id === undefined) {
-      ids.set(key, out.length);
-      out.push({ cls: classOf[i]!, machine: m, count: 1 });
-    } else out[id]!.count += 1;
+    let h = mix(mix(mix(classOf[i]!, m.cpuMillisFree), m.memoryBytesFree), m.gpus.length);
+    for (const g of m.gpus) h = mix(mix(h, gpuFreeMilli(g)), g.memoryBytesFree ?? -1);
+    return h;
+  };
+  const same = (i: number, j: number) => {
+    const a = machines[i]!;
+    const b = machines[j]!;
+    if (classOf[i] !== classOf[j] || a.cpuMillisFree !== b.cpuMillisFree || a.memoryBytesFree !== b.memoryBytesFree || a.gpus.length !== b.gpus.length)
+      return false;
+    for (let k = 0; k < a.gpus.length; k++) {
+      const x = a.gpus[k]!;
+      const y = b.gpus[k]!;
+      if (gpuFreeMilli(x) !== gpuFreeMilli(y) || x.memoryBytesFree !== y.memoryBytesFree) return false;
+    }
+    return true;
+  };
+  const alike = new Alike(hash, same);
+  const out: { cls: number; machine: MachineView; count: number }[] = [];
+  for (let i = 0; i < machines.length; i++) {
+    const id = alike.groupOf(i);
+    if (id === out.length) out.push({ cls: classOf[i]!, machine: machines[i]!, count: 1 });
+    else out[id]!.count += 1;
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import { ChoiceTree } from './choice-tree.js';
 import { sortIfNeeded } from './sorted.js';
+import { Alike, mix } from './alike.js';
 import { machineFragmentationUnits } from './fgd-score.js';
 import { acceptsShareType, gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
@@ -196,20 +197,28 @@ export class SharePlanner {
   }
 
   private groupBy(classOf: Int32Array): Grouping {
-    const grouping: Grouping = { groups: [], byKey: new Map(), groupOf: new Int32Array(this.machines.length), classOf };
+    const clustering = this.policy === 'clustering';
+    const grouping: Grouping = {
+      groups: [],
+      alike: new Alike(
+        (x) => stateHash(x.m, x.cls),
+        (a, b) => a.cls === b.cls && sameState(a.m, b.m, clustering),
+      ),
+      groupOf: new Int32Array(this.machines.length),
+      classOf,
+    };
     for (let i = 0; i < this.machines.length; i++) this.joinGroup(grouping, i, false);
     return grouping;
   }
 
   /** Puts machine `i` in the group of its class and state now; `sorted`: among the members in index order (after a change; the first build appends in order). */
   private joinGroup(grouping: Grouping, i: number, sorted: boolean): void {
-    const key = `${grouping.classOf[i]}#${stateKey(this.machines[i]!, this.policy === 'clustering')}`;
-    let id = grouping.byKey.get(key);
-    if (id === undefined) {
-      id = grouping.groups.length;
-      grouping.byKey.set(key, id);
-      grouping.groups.push({ cls: grouping.classOf[i]!, members: [], choices: [] });
-    }
+    // A group keeps a copy of its state: its machines change and leave it.
+    const id = grouping.alike.groupOf({ cls: grouping.classOf[i]!, m: this.machines[i]! }, (x) => ({
+      cls: x.cls,
+      m: { ...x.m, gpus: x.m.gpus.map((g) => ({ ...g })) },
+    }));
+    if (id === grouping.groups.length) grouping.groups.push({ cls: grouping.classOf[i]!, members: [], choices: [] });
     const members = grouping.groups[id]!.members;
     if (sorted) members.splice(lowerBound(members, i), 0, i);
     else members.push(i);
@@ -326,10 +335,47 @@ interface Group {
 
 interface Grouping {
   groups: Group[];
-  byKey: Map<string, number>;
+  alike: Alike<{ cls: number; m: ShareMachine }>;
   /** Per machine, its group. */
   groupOf: Int32Array;
   classOf: Int32Array;
+}
+
+/** `stateKey`'s fields, hashed (with the machine's class). */
+function stateHash(m: ShareMachine, cls: number): number {
+  let h = mix(mix(mix(mix(cls, m.cpuMillisTotal), m.cpuMillisFree), m.memoryBytesFree), m.gpus.length);
+  for (const g of m.gpus) h = mix(mix(mix(h, g.index), g.freeMilli), g.memoryBytesFree ?? -1);
+  return h;
+}
+
+/** Whether two machines have equal `stateKey`s (for clustering, with the kinds of GPU request on them), without making them. */
+function sameState(a: ShareMachine, b: ShareMachine, classes: boolean): boolean {
+  if (
+    a.cpuMillisTotal !== b.cpuMillisTotal ||
+    a.cpuMillisFree !== b.cpuMillisFree ||
+    a.memoryBytesFree !== b.memoryBytesFree ||
+    a.gpus.length !== b.gpus.length
+  )
+    return false;
+  for (let k = 0; k < a.gpus.length; k++) {
+    const x = a.gpus[k]!;
+    const y = b.gpus[k]!;
+    if (
+      x.index !== y.index ||
+      x.type !== y.type ||
+      x.freeMilli !== y.freeMilli ||
+      (x.memoryBytesTotal ?? null) !== (y.memoryBytesTotal ?? null) ||
+      (x.memoryBytesFree ?? null) !== (y.memoryBytesFree ?? null)
+    )
+      return false;
+  }
+  if (!classes) return true;
+  const kinds = (m: ShareMachine) =>
+    Object.keys(m.gpuClasses ?? {})
+      .filter((k) => m.gpuClasses![k]! > 0)
+      .sort()
+      .join('|');
+  return kinds(a) === kinds(b);
 }
 
 /** The first position in the ascending `xs` whose value is at least `x`. */

@@ -1,3 +1,4 @@
+import { Alike, mix, mixText } from './alike.js';
 import { checkLabels, checkTakesWork, fitChecks, type StageNeed } from './checks.js';
 import { needKey } from './need-key.js';
 import type { MachineView } from './snapshot.js';
@@ -7,18 +8,34 @@ const GROUP_CHECKS = [checkTakesWork, ...fitChecks.filter((c) => c !== checkLabe
 
 /**
  * What the static checks but the labels' (health, service, region, GPU models, counts and memory,
- * CPU and memory in all) read of a machine. Machines with equal signatures pass or fail them alike
- * for any need: a cluster of 10,000 machines has a few dozen (docs/throughput.md, "Placement at scale").
+ * CPU and memory in all) read of a machine, hashed. Machines alike in it (`staticallyAlike`) pass
+ * or fail them alike for any need: a cluster of 10,000 machines has a few dozen groups
+ * (docs/throughput.md, "Placement at scale").
  */
-function signature(m: MachineView): string {
-  const s = `${m.health}|${m.scheduling}|${m.region ?? ''}|${m.cpuMillisTotal}|${m.memoryBytesTotal}|${m.gpus.length}|`;
-  // Most machines have GPUs of one model and size: said once, with the count above.
+function staticHash(m: MachineView): number {
+  let h = mixText(mixText(mixText(0, m.health), m.scheduling), m.region ?? '');
+  h = mix(mix(mix(h, m.cpuMillisTotal), m.memoryBytesTotal), m.gpus.length);
+  // Most machines have GPUs of one model and size: the first says it.
   const g0 = m.gpus[0];
-  if (g0 === undefined || m.gpus.every((g) => g.type === g0.type && g.memoryBytesTotal === g0.memoryBytesTotal))
-    return `${s}${g0?.type ?? ''}:${g0?.memoryBytesTotal ?? ''}`;
-  let all = s;
-  for (const g of m.gpus) all += `|${g.type}:${g.memoryBytesTotal ?? ''}`;
-  return all;
+  return g0 === undefined ? h : mix(mixText(h, g0.type), g0.memoryBytesTotal ?? -1);
+}
+
+function staticallyAlike(a: MachineView, b: MachineView): boolean {
+  if (
+    a.health !== b.health ||
+    a.scheduling !== b.scheduling ||
+    (a.region ?? null) !== (b.region ?? null) ||
+    a.cpuMillisTotal !== b.cpuMillisTotal ||
+    a.memoryBytesTotal !== b.memoryBytesTotal ||
+    a.gpus.length !== b.gpus.length
+  )
+    return false;
+  for (let k = 0; k < a.gpus.length; k++) {
+    const x = a.gpus[k]!;
+    const y = b.gpus[k]!;
+    if (x.type !== y.type || (x.memoryBytesTotal ?? null) !== (y.memoryBytesTotal ?? null)) return false;
+  }
+  return true;
 }
 
 /**
@@ -31,7 +48,7 @@ export class StaticClasses {
   /** Per machine (in the order given), its group. */
   readonly classOf: Int32Array;
   /** One machine of each group: the checks run on it for the whole group. */
-  private readonly representatives: MachineView[] = [];
+  private readonly representatives: MachineView[];
   /** Per need key, per group: 1 passes the static checks, 2 fails, 0 not asked yet. */
   private readonly verdicts = new Map<string, Uint8Array>();
 
@@ -47,17 +64,10 @@ export class StaticClasses {
       return;
     }
     this.classOf = new Int32Array(machines.length);
-    const ids = new Map<string, number>();
-    machines.forEach((m, i) => {
-      const sig = signature(m);
-      let id = ids.get(sig);
-      if (id === undefined) {
-        id = this.representatives.length;
-        ids.set(sig, id);
-        this.representatives.push(m);
-      }
-      this.classOf[i] = id;
-    });
+    // Grouped by what the checks read, with the machines as they are (those fields do not change in a pass).
+    const alike = new Alike(staticHash, staticallyAlike);
+    for (let i = 0; i < machines.length; i++) this.classOf[i] = alike.groupOf(machines[i]!);
+    this.representatives = alike.representatives;
   }
 
   /**

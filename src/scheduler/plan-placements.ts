@@ -184,9 +184,30 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     snapshot.machines.map((_, i) => i),
     (a, b) => compareMachines(snapshot.machines[a]!, snapshot.machines[b]!),
   );
-  const machines = order.map((i) => workingCopy(snapshot.machines[i]!));
+  // The snapshot's own machines until the pass places on one: then its working copy takes its
+  // place in these arrays (`own`), so that the snapshot is left as it was and the 10,000 machines
+  // a pass mostly only reads are not copied (docs/throughput.md, "Placement at scale").
+  const machines = order.map((i) => snapshot.machines[i]!);
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
+  /** Per snapshot machine, its positions in `machines` and in `cpuOnly` or `withGpus`. */
+  const positions = new Map<MachineView, { all: number; part: number; copy: MachineView | null }>();
+  {
+    let cpu = 0;
+    let gpu = 0;
+    machines.forEach((m, i) => positions.set(m, { all: i, part: m.gpus.length === 0 ? cpu++ : gpu++, copy: null }));
+  }
+  /** The pass's working copy of the machine (made on its first placement), which the arrays hold from then on. */
+  const own = (m: MachineView): MachineView => {
+    const at = positions.get(m);
+    // A copy already (or the snapshot's machine whose copy was made: that copy).
+    if (at === undefined) return m;
+    if (at.copy !== null) return at.copy;
+    const copy = (at.copy = workingCopy(m));
+    machines[at.all] = copy;
+    (copy.gpus.length === 0 ? cpuOnly : withGpus)[at.part] = copy;
+    return copy;
+  };
   const given = opts.staticClasses;
   if (given !== undefined && given.size !== snapshot.machines.length)
     throw new Error(`planPlacements: staticClasses groups ${given.size} machines, the snapshot has ${snapshot.machines.length}`);
@@ -228,7 +249,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   };
 
   /** Takes a GPU stage's (or gang member's) room on the machine, for the rest of the pass. */
-  const takeGpus = (stage: QueuedStage, need: StageNeed, m: MachineView, gpuIndices: number[]): PlannedPlacement => {
+  const takeGpus = (stage: QueuedStage, need: StageNeed, given: MachineView, gpuIndices: number[]): PlannedPlacement => {
+    const m = own(given);
     const share = need.gpuMilli < GPU_MILLI_WHOLE;
     const placement: PlannedPlacement = {
       stageId: stage.stageId,
@@ -246,7 +268,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     gpusTaken.add(m.id);
     return placement;
   };
-  const takeCpu = (stage: QueuedStage, need: StageNeed, m: MachineView): PlannedPlacement => {
+  const takeCpu = (stage: QueuedStage, need: StageNeed, given: MachineView): PlannedPlacement => {
+    const m = own(given);
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
     if (m.gpus.length > 0) gpuPlacer.took(m.id, shareRequestOfNeed(need), []);
@@ -280,7 +303,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const member = { ...gang.member, gpuTypes: quota.need.gpuTypes };
     const key = `gang|${gang.size}|${gang.sameLabel ?? ''}|${shapeKey(member)}|${ledger.hasQuota(team) && !stage.preemptible ? team : ''}`;
     const known = failedShapes.get(key);
-    if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) return void pending.push({ stageId: stage.stageId, ...known });
+    if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds))
+      return void pending.push({ stageId: stage.stageId, reason: known.reason, unplaceable: known.unplaceable });
     const backfills = backfillFor(stage);
     const out = chooseGang({ ...gang, member }, machines, {
       barred: (m) => held.has(m.id) && !(backfills?.(m) ?? false),
@@ -352,7 +376,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const known = failedShapes.get(key);
     // A stage that may backfill is looked at on its own: its shape's failure need not bind it.
     if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) {
-      pending.push({ stageId: stage.stageId, ...known });
+      pending.push({ stageId: stage.stageId, reason: known.reason, unplaceable: known.unplaceable });
       if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
       continue;
     }

@@ -133,6 +133,9 @@ function scan(
   backfills: (m: MachineView) => boolean = () => false,
 ): void {
   let found = 0;
+  // Rejects are read, never changed: one alike the machine before's is pushed again, not made anew
+  // (a shape no machine takes is rejected by each of 10,000: most of a pass's garbage was these).
+  let last: MachineReject | null = null;
   for (const m of machines) {
     if (found >= limit) return;
     const fits = firstReject(need, m);
@@ -142,7 +145,9 @@ function scan(
       found += 1;
       into.candidates.push(...candidatesOn(need, m));
     } else {
-      into.rejects.push(machineReject(m, reason));
+      if (last === null || last.reason !== reason || last.health !== m.health || last.scheduling !== m.scheduling || last.heldAttempts !== m.heldAttempts)
+        last = machineReject(m, reason);
+      into.rejects.push(last);
     }
   }
 }

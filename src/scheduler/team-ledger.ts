@@ -41,9 +41,16 @@ export class TeamLedger {
     for (const m of machines) {
       this.total.cpuMillis += m.cpuMillisTotal;
       this.total.memoryBytes += m.memoryBytesTotal;
-      for (const g of m.gpus) {
-        const t = normalizeGpuType(g.type);
-        this.total.gpus[t] = (this.total.gpus[t] ?? 0) + 1;
+      // A run of GPUs of one model (most machines: all of them) is normalised and counted once.
+      for (let k = 0; k < m.gpus.length;) {
+        const raw = m.gpus[k]!.type;
+        let n = 0;
+        while (k < m.gpus.length && m.gpus[k]!.type === raw) {
+          n += 1;
+          k += 1;
+        }
+        const t = normalizeGpuType(raw);
+        this.total.gpus[t] = (this.total.gpus[t] ?? 0) + n;
       }
     }
   }

@@ -28,9 +28,10 @@ import type { Resources } from '../src/domain/resources.js';
 import { poolOf } from '../src/domain/resources.js';
 import { stageNeed, type StageNeed } from '../src/scheduler/checks.js';
 import { releaseAllocation, takeAllocation } from '../src/scheduler/placement-fit.js';
-import { compareQueued, DEFAULT_MAX_PLACEMENTS, planPlacements } from '../src/scheduler/plan-placements.js';
+import { compareQueued, DEFAULT_MAX_PLACEMENTS, planPlacements, type PlanOptions } from '../src/scheduler/plan-placements.js';
 import { shapeDepths } from '../src/scheduler/shape-depths.js';
-import type { MachineView, Plan, PlannedPlacement, QueuedStage } from '../src/scheduler/snapshot.js';
+import { StaticClasses } from '../src/scheduler/static-classes.js';
+import type { MachineView, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../src/scheduler/snapshot.js';
 import { headsToRead as referenceHeadsToRead } from '../test/support/reference-planner/placeable-count.js';
 import { planPlacements as referencePlanPlacements } from '../test/support/reference-planner/plan-placements.js';
 import { arg, machineAndCommit, num } from './results-header.js';
@@ -177,19 +178,32 @@ function queueOf(n: number, rnd: () => number): Shape[] {
 // ---------------------------------------------------------------- passes
 
 interface Planner {
-  /** How deep to read each shape's queue. */
-  depths: (needs: readonly StageNeed[], machines: readonly MachineView[], cap: number) => number[];
-  plan: typeof planPlacements;
+  /** How deep to read each shape's queue, and the planner to run over those heads (with what the depths found out about the machines). */
+  depths: (
+    needs: readonly StageNeed[],
+    machines: readonly MachineView[],
+    cap: number,
+  ) => { depths: number[]; plan: (snapshot: SchedulerSnapshot, opts: PlanOptions) => Plan };
 }
-/** The server's code now: scheduler-pass.ts calls these two. */
-const NEW: Planner = { depths: (needs, machines, cap) => shapeDepths(needs, machines, cap, false), plan: planPlacements };
+/** The server's code now: scheduler-pass.ts groups the machines once, for the depths and the planner. */
+const NEW: Planner = {
+  depths: (needs, machines, cap) => {
+    const classes = new StaticClasses(machines);
+    return {
+      depths: shapeDepths(needs, machines, cap, false, classes),
+      plan: (snapshot, opts) => planPlacements(snapshot, { ...opts, staticClasses: classes }),
+    };
+  },
+};
 /** The server's code before issue 32: headsToRead per shape over every machine. */
-const OLD: Planner = { depths: (needs, machines, cap) => needs.map((n) => referenceHeadsToRead(n, machines, cap)), plan: referencePlanPlacements };
+const OLD: Planner = {
+  depths: (needs, machines, cap) => ({ depths: needs.map((n) => referenceHeadsToRead(n, machines, cap)), plan: referencePlanPlacements }),
+};
 
 /** What the server's fullPass does before it applies: shapes → heads → plan. Returns the plan and the heads read. */
 function pass(p: Planner, machines: MachineView[], shapes: readonly Shape[], now: number): { plan: Plan; read: number } {
   const queue: QueuedStage[] = [];
-  const depths = p.depths(
+  const { depths, plan } = p.depths(
     shapes.map((s) => stageNeed(s.queue[0]!)),
     machines,
     MAX_PLACEMENTS,
@@ -198,7 +212,7 @@ function pass(p: Planner, machines: MachineView[], shapes: readonly Shape[], now
     for (let i = 0; i < depths[k]! && i < s.queue.length; i++) queue.push(s.queue[i]!);
   });
   if (queue.length === 0) return { plan: { placements: [], pending: [] }, read: 0 };
-  return { plan: p.plan({ machines, queue, now }, { maxPlacements: MAX_PLACEMENTS, gangs: true }), read: queue.length };
+  return { plan: plan({ machines, queue, now }, { maxPlacements: MAX_PLACEMENTS, gangs: true }), read: queue.length };
 }
 
 interface Timing {

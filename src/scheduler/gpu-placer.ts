@@ -12,11 +12,12 @@ import type { TargetWorkload } from './target-workload.js';
  * planner's policy (FGD by default) over every GPU machine that passes the stage's static rules
  * (health, region, labels, GPU type, count and memory, CPU and memory in all) and is not held for
  * an earlier stage. The planner caches each machine's best choice per request shape and forgets a
- * machine's when it changes, and keeps per shape key a tournament tree over the machines that pass
- * its static rules (`SharePlanner.chooseWhere`, `ChoiceTree`): a shape's first stage in a pass
- * costs one read per such machine, each later one the machines changed since, O(log n) each; the
- * static verdicts are per group of alike machines (`StaticClasses`) and shape, for the pass (they
- * do not change within it). The same `SharePlanner` the simulator replays the trace with: on the
+ * machine's when it changes. It chooses among groups of machines alike in their static class
+ * (`StaticClasses`) and their state (`SharePlanner.chooseInGroups`): a choice costs one look per
+ * group, a few hundred on a cluster of 10,000 machines, and a placement moves its machine to the
+ * group of its new state. A need that names labels (checked per machine) keeps a tournament tree
+ * over the machines that pass its static rules (`SharePlanner.chooseWhere`, `ChoiceTree`). The
+ * static verdicts are per group and shape, for the pass (they do not change within it). The same `SharePlanner` the simulator replays the trace with: on the
  * same machine states, with the same policy and workload, the same choices.
  */
 export class GpuPlacer {
@@ -29,13 +30,18 @@ export class GpuPlacer {
     private readonly machines: readonly MachineView[],
     private readonly policy: SharePolicyName,
     private readonly workload: () => TargetWorkload,
-  ) {}
+    /** These machines grouped by their static checks, where the caller has them (else built on first use). */
+    classes?: StaticClasses,
+  ) {
+    this.classes = classes ?? null;
+  }
 
   /** Built on first use, from the working copies as they are then (CPU work placed before included). */
   private plannerNow(): SharePlanner {
     if (this.planner === null) {
       const share = this.machines.map(shareMachineOf);
-      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()));
+      // Copies made here for it alone: handed over, not copied a second time.
+      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()), true);
       // Both orders are name, then id: the planner's indices are ours.
       this.machines.forEach((m, i) => {
         if (this.planner!.indexOf(m.id) !== i) throw new Error(`GPU placer: machine order differs at ${m.id}`);
@@ -52,7 +58,13 @@ export class GpuPlacer {
   choose(key: string, need: StageNeed, barred: (m: MachineView) => boolean): { machine: MachineView; gpuIndices: number[] } | null {
     const planner = this.plannerNow();
     const classes = (this.classes ??= new StaticClasses(this.machines));
-    const p = planner.chooseWhere(shareRequestOfNeed(need), key, classes.passesFor(need, key), (i) => barred(this.machines[i]!));
+    const isBarred = (i: number) => barred(this.machines[i]!);
+    // Labels are checked per machine (racks would make a group of every few machines): a need that
+    // names some gets a tree over its machines; the others choose among groups of alike machines.
+    const p =
+      Object.keys(need.labels).length > 0
+        ? planner.chooseWhere(shareRequestOfNeed(need), key, classes.passesFor(need, key), isBarred)
+        : planner.chooseInGroups(shareRequestOfNeed(need), classes.classOf, classes.classPasses(need, key), isBarred);
     return p === null ? null : { machine: this.machines[planner.indexOf(p.machineId)!]!, gpuIndices: p.gpuIndices };
   }
 

@@ -184,12 +184,12 @@ export function shareMachineOf(m: MachineView): ShareMachine {
     cpuMillisFree: m.cpuMillisFree,
     memoryBytesTotal: m.memoryBytesTotal,
     memoryBytesFree: m.memoryBytesFree,
-    gpus: m.gpus.map((g) => ({
-      index: g.index,
-      type: normalizeGpuType(g.type),
-      freeMilli: gpuFreeMilli(g),
-      ...(g.memoryBytesTotal !== undefined ? { memoryBytesTotal: g.memoryBytesTotal } : {}),
-      ...(g.memoryBytesFree !== undefined ? { memoryBytesFree: g.memoryBytesFree } : {}),
-    })),
+    // Without object spreads: a pass makes one per GPU of 7,000 machines.
+    gpus: m.gpus.map((g) => {
+      const out: ShareGpu = { index: g.index, type: normalizeGpuType(g.type), freeMilli: gpuFreeMilli(g) };
+      if (g.memoryBytesTotal !== undefined) out.memoryBytesTotal = g.memoryBytesTotal;
+      if (g.memoryBytesFree !== undefined) out.memoryBytesFree = g.memoryBytesFree;
+      return out;
+    }),
   };
 }

@@ -63,6 +63,19 @@ export function headsToReadOfEligible(need: StageNeed, eligible: readonly Machin
   return depthOf(need, Math.min(total, cap), () => eligible.length > 0);
 }
 
+/**
+ * `headsToReadOfEligible` over the eligible machines given as groups of machines alike in all that
+ * `roomOn` reads (one machine of each and how many): each group's room once, times its count.
+ */
+export function headsToReadOfGroups(need: StageNeed, groups: readonly { machine: MachineView; count: number }[], cap: number): number {
+  let total = 0;
+  for (const g of groups) {
+    if (total >= cap) break;
+    total += g.count * roomOn(need, g.machine);
+  }
+  return depthOf(need, Math.min(total, cap), () => groups.length > 0);
+}
+
 /** The depth for `n` stages the room could take: n, or the head alone of a multi-GPU stage that some machine could run when idle. */
 function depthOf(need: StageNeed, n: number, mayRun: () => boolean): number {
   if (n > 0 || need.gpuCount < 2) return n;

@@ -20,6 +20,8 @@ import type {
   SchedulerSnapshot,
 } from './snapshot.js';
 import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import { sortIfNeeded } from './sorted.js';
+import type { StaticClasses } from './static-classes.js';
 import type { TargetWorkload } from './target-workload.js';
 import { fairOrder, TeamLedger, teamOf } from './team-ledger.js';
 
@@ -51,6 +53,12 @@ export interface PlanOptions {
    * gang waits without holding anything, and smaller work behind it may take what frees.
    */
   gangReservations?: boolean;
+  /**
+   * The snapshot's machines, in the snapshot's order, grouped by their static checks (`new
+   * StaticClasses(snapshot.machines)`): where the caller built them already (the server's pass,
+   * for the shapes' depths), the planner groups them no second time. Absent: built here.
+   */
+  staticClasses?: StaticClasses;
 }
 
 /**
@@ -125,6 +133,9 @@ function scan(
   backfills: (m: MachineView) => boolean = () => false,
 ): void {
   let found = 0;
+  // Rejects are read, never changed: one alike the machine before's is pushed again, not made anew
+  // (a shape no machine takes is rejected by each of 10,000: most of a pass's garbage was these).
+  let last: MachineReject | null = null;
   for (const m of machines) {
     if (found >= limit) return;
     const fits = firstReject(need, m);
@@ -134,7 +145,9 @@ function scan(
       found += 1;
       into.candidates.push(...candidatesOn(need, m));
     } else {
-      into.rejects.push(machineReject(m, reason));
+      if (last === null || last.reason !== reason || last.health !== m.health || last.scheduling !== m.scheduling || last.heldAttempts !== m.heldAttempts)
+        last = machineReject(m, reason);
+      into.rejects.push(last);
     }
   }
 }
@@ -171,16 +184,49 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const maxPlacements = Math.floor(opts.maxPlacements ?? DEFAULT_MAX_PLACEMENTS);
   const limit = Math.max(1, Math.floor(opts.candidateLimit ?? DEFAULT_CANDIDATE_LIMIT));
 
-  const machines = snapshot.machines.map(workingCopy).sort(compareMachines);
+  // The snapshot's machines in name order (the server reads them so: then no sort), by index.
+  const order = sortIfNeeded(
+    snapshot.machines.map((_, i) => i),
+    (a, b) => compareMachines(snapshot.machines[a]!, snapshot.machines[b]!),
+  );
+  // The snapshot's own machines until the pass places on one: then its working copy takes its
+  // place in these arrays (`own`), so that the snapshot is left as it was and the 10,000 machines
+  // a pass mostly only reads are not copied (docs/throughput.md, "Placement at scale").
+  const machines = order.map((i) => snapshot.machines[i]!);
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
+  /** Per snapshot machine, its positions in `machines` and in `cpuOnly` or `withGpus`. */
+  const positions = new Map<MachineView, { all: number; part: number; copy: MachineView | null }>();
+  {
+    let cpu = 0;
+    let gpu = 0;
+    machines.forEach((m, i) => positions.set(m, { all: i, part: m.gpus.length === 0 ? cpu++ : gpu++, copy: null }));
+  }
+  /** The pass's working copy of the machine (made on its first placement), which the arrays hold from then on. */
+  const own = (m: MachineView): MachineView => {
+    const at = positions.get(m);
+    // A copy already (or the snapshot's machine whose copy was made: that copy).
+    if (at === undefined) return m;
+    if (at.copy !== null) return at.copy;
+    const copy = (at.copy = workingCopy(m));
+    machines[at.all] = copy;
+    (copy.gpus.length === 0 ? cpuOnly : withGpus)[at.part] = copy;
+    return copy;
+  };
+  const given = opts.staticClasses;
+  if (given !== undefined && given.size !== snapshot.machines.length)
+    throw new Error(`planPlacements: staticClasses groups ${given.size} machines, the snapshot has ${snapshot.machines.length}`);
+  const gpuClasses = given?.subset(
+    withGpus,
+    order.filter((i) => snapshot.machines[i]!.gpus.length > 0),
+  );
   const queue = [...snapshot.queue].sort(compareQueued);
   const ledger = new TeamLedger(
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
   );
 
-  const gpuPlacer = new GpuPlacer(withGpus, opts.gpuPolicy ?? DEFAULT_SHARE_POLICY, () => opts.targetWorkload ?? snapshotWorkload(snapshot));
+  const gpuPlacer = new GpuPlacer(withGpus, opts.gpuPolicy ?? DEFAULT_SHARE_POLICY, () => opts.targetWorkload ?? snapshotWorkload(snapshot), gpuClasses);
 
   const placements: PlannedPlacement[] = [];
   const pending: PendingStage[] = [];
@@ -208,7 +254,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   };
 
   /** Takes a GPU stage's (or gang member's) room on the machine, for the rest of the pass. */
-  const takeGpus = (stage: QueuedStage, need: StageNeed, m: MachineView, gpuIndices: number[]): PlannedPlacement => {
+  const takeGpus = (stage: QueuedStage, need: StageNeed, given: MachineView, gpuIndices: number[]): PlannedPlacement => {
+    const m = own(given);
     const share = need.gpuMilli < GPU_MILLI_WHOLE;
     const placement: PlannedPlacement = {
       stageId: stage.stageId,
@@ -226,7 +273,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     gpusTaken.add(m.id);
     return placement;
   };
-  const takeCpu = (stage: QueuedStage, need: StageNeed, m: MachineView): PlannedPlacement => {
+  const takeCpu = (stage: QueuedStage, need: StageNeed, given: MachineView): PlannedPlacement => {
+    const m = own(given);
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
     if (m.gpus.length > 0) gpuPlacer.took(m.id, shareRequestOfNeed(need), []);
@@ -260,7 +308,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const member = { ...gang.member, gpuTypes: quota.need.gpuTypes };
     const key = `gang|${gang.size}|${gang.sameLabel ?? ''}|${shapeKey(member)}|${ledger.hasQuota(team) && !stage.preemptible ? team : ''}`;
     const known = failedShapes.get(key);
-    if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) return void pending.push({ stageId: stage.stageId, ...known });
+    if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds))
+      return void pending.push({ stageId: stage.stageId, reason: known.reason, unplaceable: known.unplaceable });
     const backfills = backfillFor(stage);
     const out = chooseGang({ ...gang, member }, machines, {
       barred: (m) => held.has(m.id) && !(backfills?.(m) ?? false),
@@ -283,8 +332,26 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     hold(stage, at, out.hold, () => start);
   };
 
-  /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input. */
+  /** Every stage looked at, in the order it was, with what it asked for after its quota: preemption's input (kept only when it has running attempts to read). */
   const looked: Looked[] = [];
+  const preempting = snapshot.running !== undefined;
+  // A pass reads tens of thousands of heads of a few dozen shapes, whose stages share their
+  // request's objects (the store reads a shape's request once): each need, and its key, is made
+  // once per request (docs/throughput.md, "Placement at scale"). Needs are not changed once made.
+  const needs = new Map<QueuedStage['resources'], Map<QueuedStage['placement'], StageNeed>>();
+  const needOf = (stage: QueuedStage): StageNeed => {
+    let byPlacement = needs.get(stage.resources);
+    if (byPlacement === undefined) needs.set(stage.resources, (byPlacement = new Map()));
+    let need = byPlacement.get(stage.placement);
+    if (need === undefined) byPlacement.set(stage.placement, (need = stageNeed(stage)));
+    return need;
+  };
+  const keys = new Map<StageNeed, string>();
+  const keyOf = (need: StageNeed): string => {
+    let key = keys.get(need);
+    if (key === undefined) keys.set(need, (key = shapeKey(need)));
+    return key;
+  };
 
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
@@ -296,24 +363,25 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     if (gang !== null) {
       placeGang(stage, gang, at);
       // Its quota is asked again when it may preempt (planPreemptions): what it asked for here is its gang.
-      looked.push({ stage, need: gang.member, gang, quotaBlocked: false });
+      if (preempting) looked.push({ stage, need: gang.member, gang, quotaBlocked: false });
       continue;
     }
     const team = teamOf(stage);
     // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
-    const quota = stage.preemptible ? { need: stageNeed(stage), blocked: null, never: false } : ledger.withinQuota(team, stageNeed(stage), machines);
+    const quota =
+      stage.preemptible || !ledger.hasQuota(team) ? { need: needOf(stage), blocked: null, never: false } : ledger.withinQuota(team, needOf(stage), machines);
     const need = quota.need;
-    looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
+    if (preempting) looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
     if (quota.blocked !== null) {
       pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
       continue;
     }
-    const key = ledger.hasQuota(team) && !stage.preemptible ? `${shapeKey(need)}|${team}` : shapeKey(need);
+    const key = ledger.hasQuota(team) && !stage.preemptible ? `${keyOf(need)}|${team}` : keyOf(need);
     const known = failedShapes.get(key);
     // A stage that may backfill is looked at on its own: its shape's failure need not bind it.
     if (known !== undefined && !(heldStart.size > 0 && stage.timeoutSeconds)) {
-      pending.push({ stageId: stage.stageId, ...known });
+      pending.push({ stageId: stage.stageId, reason: known.reason, unplaceable: known.unplaceable });
       if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
       continue;
     }

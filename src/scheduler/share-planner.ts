@@ -1,4 +1,6 @@
 import { ChoiceTree } from './choice-tree.js';
+import { sortIfNeeded } from './sorted.js';
+import { Alike, mix } from './alike.js';
 import { machineFragmentationUnits } from './fgd-score.js';
 import { acceptsShareType, gpuChoices, shareAllocationProblem, takeShare, type ShareMachine, type ShareRequest } from './gpu-share.js';
 import { idHash, randomDrawBase, randomMachineWord } from './random-score.js';
@@ -45,13 +47,17 @@ export class SharePlanner {
   /** Random: the next draw, and each machine's `idHash`. */
   private draw: number;
   private readonly idHashes: number[];
+  /** `chooseInGroups`' machines grouped by class and state, built on its first call and kept by `take`. */
+  private grouping: Grouping | null = null;
 
   constructor(
     machines: readonly ShareMachine[],
     private readonly policy: SharePolicyName,
     private readonly ctx: ShareContext,
+    /** The machines are the caller's own copies, which it hands over (it changes them no more): not copied again. */
+    handedOver = false,
   ) {
-    this.machines = machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })).sort(compareShareMachines);
+    this.machines = sortIfNeeded(handedOver ? machines.slice() : machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })), compareShareMachines);
     this.machines.forEach((m, i) => this.byId.set(m.id, i));
     this.before = this.machines.map(() => undefined);
     this.stateRows = this.machines.map(() => undefined);
@@ -159,6 +165,79 @@ export class SharePlanner {
   }
 
   /**
+   * `chooseWhere` for a filter that is a class's (`allowedClass` of the machine's class in
+   * `classOf`, asked of each class, answering the same for the planner's life), over machines
+   * grouped by class and state rather than one by one: machines alike in both have the same best
+   * choice and score, so a choice costs one look per group (a cluster of 10,000 machines of a few
+   * kinds has a few hundred, docs/throughput.md "Placement at scale"), the winner being the lowest
+   * score, then the lowest machine index that is not `barred`. The same answer as `chooseWhere`
+   * with `i => allowedClass(classOf[i])`. `classOf` is by the planner's machine index and the same
+   * on every call (the first call's is kept).
+   */
+  chooseInGroups(r: ShareRequest, classOf: Int32Array, allowedClass: (c: number) => boolean, barred: (i: number) => boolean): SharePlacement | null {
+    if (this.policy === 'random') return this.chooseRandom(r, (i) => allowedClass(classOf[i]!) && !barred(i));
+    const shape = this.shapeId(r);
+    const grouping = (this.grouping ??= this.groupBy(classOf));
+    let best: ShareChoice | null = null;
+    let at = -1;
+    for (const g of grouping.groups) {
+      if (g.members.length === 0) continue;
+      if (!allowedClass(g.cls)) continue;
+      const c = this.groupChoice(g, shape, r);
+      if (c === null) continue;
+      const by = best === null ? -1 : compareScores(c.score, best.score);
+      // Worse, or as good from a group whose first machine comes after the winner: it cannot win.
+      if (by > 0 || (by === 0 && g.members[0]! > at)) continue;
+      const i = firstNotBarred(g.members, barred);
+      if (i < 0 || (by === 0 && i > at)) continue;
+      best = c;
+      at = i;
+    }
+    return best === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...best.gpuIndices] };
+  }
+
+  private groupBy(classOf: Int32Array): Grouping {
+    const clustering = this.policy === 'clustering';
+    const grouping: Grouping = {
+      groups: [],
+      alike: new Alike(
+        (x) => stateHash(x.m, x.cls),
+        (a, b) => a.cls === b.cls && sameState(a.m, b.m, clustering),
+      ),
+      groupOf: new Int32Array(this.machines.length),
+      classOf,
+    };
+    for (let i = 0; i < this.machines.length; i++) this.joinGroup(grouping, i, false);
+    return grouping;
+  }
+
+  /** Puts machine `i` in the group of its class and state now; `sorted`: among the members in index order (after a change; the first build appends in order). */
+  private joinGroup(grouping: Grouping, i: number, sorted: boolean): void {
+    // A group keeps a copy of its state: its machines change and leave it.
+    const id = grouping.alike.groupOf({ cls: grouping.classOf[i]!, m: this.machines[i]! }, (x) => ({
+      cls: x.cls,
+      m: { ...x.m, gpus: x.m.gpus.map((g) => ({ ...g })) },
+    }));
+    if (id === grouping.groups.length) grouping.groups.push({ cls: grouping.classOf[i]!, members: [], choices: [] });
+    const members = grouping.groups[id]!.members;
+    if (sorted) members.splice(lowerBound(members, i), 0, i);
+    else members.push(i);
+    grouping.groupOf[i] = id;
+  }
+
+  /** The best choice on a group's machines (all alike), computed on its first member once per request shape. */
+  private groupChoice(g: Group, shape: number, r: ShareRequest): ShareChoice | null {
+    let c = g.choices[shape];
+    if (c === undefined) {
+      const i = g.members[0]!;
+      // The per-machine cache holds it when that machine was asked (or the state was, elsewhere).
+      c = this.bestOn(i, shape, this.best[shape]!, r);
+      g.choices[shape] = c;
+    }
+    return c;
+  }
+
+  /**
    * Random: the fitting machine with the lowest key for this draw (name order for equal keys), then
    * its GPU by `bestChoiceOn` with the draw: as `chooseShare` with the context's `draw` set to it.
    */
@@ -206,6 +285,12 @@ export class SharePlanner {
     this.stateRows[i] = undefined;
     for (const byMachine of this.best) byMachine[i] = undefined;
     for (const tree of this.trees.values()) tree.forget(i);
+    const grouping = this.grouping;
+    if (grouping !== null) {
+      const members = grouping.groups[grouping.groupOf[i]!]!.members;
+      members.splice(lowerBound(members, i), 1);
+      this.joinGroup(grouping, i, true);
+    }
   }
 
   /** The machine's index in the planner's order (name, then id), or undefined when it has none by that id. */
@@ -239,4 +324,74 @@ function stateKey(m: ShareMachine, classes: boolean): string {
     for (const k of Object.keys(m.gpuClasses).sort()) if (m.gpuClasses[k]! > 0) key += `|${k}`;
   }
   return key;
+}
+
+/** Machines alike in class and state (`chooseInGroups`): their members by index, ascending, and their best choice per request shape. */
+interface Group {
+  cls: number;
+  members: number[];
+  choices: (ShareChoice | null | undefined)[];
+}
+
+interface Grouping {
+  groups: Group[];
+  alike: Alike<{ cls: number; m: ShareMachine }>;
+  /** Per machine, its group. */
+  groupOf: Int32Array;
+  classOf: Int32Array;
+}
+
+/** `stateKey`'s fields, hashed (with the machine's class). */
+function stateHash(m: ShareMachine, cls: number): number {
+  let h = mix(mix(mix(mix(cls, m.cpuMillisTotal), m.cpuMillisFree), m.memoryBytesFree), m.gpus.length);
+  for (const g of m.gpus) h = mix(mix(mix(h, g.index), g.freeMilli), g.memoryBytesFree ?? -1);
+  return h;
+}
+
+/** Whether two machines have equal `stateKey`s (for clustering, with the kinds of GPU request on them), without making them. */
+function sameState(a: ShareMachine, b: ShareMachine, classes: boolean): boolean {
+  if (
+    a.cpuMillisTotal !== b.cpuMillisTotal ||
+    a.cpuMillisFree !== b.cpuMillisFree ||
+    a.memoryBytesFree !== b.memoryBytesFree ||
+    a.gpus.length !== b.gpus.length
+  )
+    return false;
+  for (let k = 0; k < a.gpus.length; k++) {
+    const x = a.gpus[k]!;
+    const y = b.gpus[k]!;
+    if (
+      x.index !== y.index ||
+      x.type !== y.type ||
+      x.freeMilli !== y.freeMilli ||
+      (x.memoryBytesTotal ?? null) !== (y.memoryBytesTotal ?? null) ||
+      (x.memoryBytesFree ?? null) !== (y.memoryBytesFree ?? null)
+    )
+      return false;
+  }
+  if (!classes) return true;
+  const kinds = (m: ShareMachine) =>
+    Object.keys(m.gpuClasses ?? {})
+      .filter((k) => m.gpuClasses![k]! > 0)
+      .sort()
+      .join('|');
+  return kinds(a) === kinds(b);
+}
+
+/** The first position in the ascending `xs` whose value is at least `x`. */
+function lowerBound(xs: readonly number[], x: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** The first of the ascending members that is not barred, or -1. */
+function firstNotBarred(members: readonly number[], barred: (i: number) => boolean): number {
+  for (const i of members) if (!barred(i)) return i;
+  return -1;
 }

@@ -32,12 +32,21 @@ export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, '
   // The queued stages counted by what the workload reads of them first (a pass reads thousands
   // of heads of a few dozen shapes), each distinct request made once.
   const queued = new Map<string, { request: ShareRequest; count: number }>();
+  // Stages of one shape share their resources object (the store reads a shape's request once):
+  // the key is made once per object, not per stage.
+  const byObject = new Map<QueuedStage['resources'], { request: ShareRequest; count: number }>();
   for (const q of snapshot.queue) {
     const gpu = q.resources.gpu;
     if (!gpu || gpu.count <= 0) continue;
+    const same = byObject.get(q.resources);
+    if (same !== undefined) {
+      same.count += 1;
+      continue;
+    }
     const key = `${q.resources.cpuMillis}|${gpu.count}|${gpu.milli ?? ''}|${gpu.types.join('\u0000')}`;
     const known = queued.get(key);
     if (known !== undefined) {
+      byObject.set(q.resources, known);
       known.count += 1;
       continue;
     }
@@ -48,7 +57,9 @@ export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, '
       gpuMilli: gpuMilliOf(q.resources),
       gpuTypes: [...new Set(gpu.types.map(normalizeGpuType))].sort(),
     };
-    queued.set(key, { request, count: 1 });
+    const entry = { request, count: 1 };
+    queued.set(key, entry);
+    byObject.set(q.resources, entry);
   }
   const counted = [...queued.values()];
   for (const a of snapshot.running ?? []) {

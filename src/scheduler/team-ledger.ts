@@ -41,9 +41,16 @@ export class TeamLedger {
     for (const m of machines) {
       this.total.cpuMillis += m.cpuMillisTotal;
       this.total.memoryBytes += m.memoryBytesTotal;
-      for (const g of m.gpus) {
-        const t = normalizeGpuType(g.type);
-        this.total.gpus[t] = (this.total.gpus[t] ?? 0) + 1;
+      // A run of GPUs of one model (most machines: all of them) is normalised and counted once.
+      for (let k = 0; k < m.gpus.length;) {
+        const raw = m.gpus[k]!.type;
+        let n = 0;
+        while (k < m.gpus.length && m.gpus[k]!.type === raw) {
+          n += 1;
+          k += 1;
+        }
+        const t = normalizeGpuType(raw);
+        this.total.gpus[t] = (this.total.gpus[t] ?? 0) + n;
       }
     }
   }
@@ -57,7 +64,7 @@ export class TeamLedger {
     return e;
   }
 
-  usage(team: string): TeamUsage {
+  usage(team: string): Readonly<TeamUsage> {
     return this.entry(team).usage;
   }
 
@@ -65,10 +72,17 @@ export class TeamLedger {
     return this.entry(team).quota;
   }
 
+  /** Each team's `share` since its last `add`: the fair order asks it for every stage it yields (tens of thousands a pass). */
+  private readonly shares = new Map<string, number>();
+
   /** Dominant share over weight, lower first. */
   share(team: string): number {
-    const e = this.entry(team);
-    return dominantShare(e.usage, e.weight, this.total);
+    let s = this.shares.get(team);
+    if (s === undefined) {
+      const e = this.entry(team);
+      this.shares.set(team, (s = dominantShare(e.usage, e.weight, this.total)));
+    }
+    return s;
   }
 
   hasQuota(team: string): boolean {
@@ -90,6 +104,7 @@ export class TeamLedger {
   /** A placement (sign 1) or a victim's release (-1); GPUs in thousandths (`gpuMilli` each, absent: whole). */
   add(team: string, a: { cpuMillis: number; memoryBytes: number; gpuCount: number; gpuMilli?: number; gpuType: string | null }, sign: 1 | -1 = 1): void {
     addUsage(this.entry(team).usage, a, sign);
+    this.shares.delete(team);
   }
 
   /**

@@ -4,6 +4,7 @@ import { gangNeedOf } from '../scheduler/gang-placer.js';
 import { gangHeadsToRead } from '../scheduler/placeable-count.js';
 import { DEFAULT_MAX_PLACEMENTS, planPlacements } from '../scheduler/plan-placements.js';
 import { shapeDepths } from '../scheduler/shape-depths.js';
+import { StaticClasses } from '../scheduler/static-classes.js';
 import type { RecentWorkload } from '../scheduler/recent-workload.js';
 import type { SharePolicyName } from '../scheduler/share-policies.js';
 import type { Plan, QueuedStage, SchedulerSnapshot } from '../scheduler/snapshot.js';
@@ -155,7 +156,8 @@ async function fullPass(
   // (shapeDepths: the machines grouped once by what the static checks read).
   const gangs = shapes.map((s) => gangNeedOf(s));
   const single = shapes.filter((_, i) => gangs[i] === null);
-  const depths = shapeDepths(single.map(stageNeed), cluster.machines, maxPlacements, running.length > 0);
+  const classes = new StaticClasses(cluster.machines);
+  const depths = shapeDepths(single.map(stageNeed), cluster.machines, maxPlacements, running.length > 0, classes);
   let next = 0;
   const wants = shapes
     .map((s, i) => {
@@ -179,6 +181,8 @@ async function fullPass(
     // The store applies a gang whole and ends it as one, and its members get the rendezvous
     // (docs/gangs.md, "Gangs in the store").
     gangs: true,
+    // The machines as shapeDepths grouped them: not grouped again.
+    staticClasses: classes,
     ...(opts.gpuPolicy !== undefined ? { gpuPolicy: opts.gpuPolicy } : {}),
     ...(opts.recentWorkload !== undefined ? { targetWorkload: opts.recentWorkload.observe(snapshot) } : {}),
   };

@@ -105,6 +105,11 @@ export class TxContext {
     this.messages.push({ message: { topic, payload } as TopicMessage, key });
   }
 
+  /** Whether this transaction has published any of these topics so far. */
+  hints(topics: ReadonlySet<Topic>): boolean {
+    return this.messages.some((m) => topics.has(m.message.topic));
+  }
+
   /**
    * Runs `fn` under a savepoint: if it throws, everything it wrote (rows, events, messages) is
    * undone and the error rethrown; the rest of the transaction goes on.
@@ -249,6 +254,9 @@ export class TxContext {
     this.messageKeys.clear();
   }
 }
+
+/** The topics that say a pass could place something now: stages became ready, or room was freed. */
+export const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Topic.capacityFreed]);
 
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;

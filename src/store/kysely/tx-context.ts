@@ -76,7 +76,7 @@ export class TxContext {
      * its part with none and undoes a failed part that changed no row by dropping what it collected;
      * one that changed rows throws SavepointsNeeded, and the group runs again with this off.
      */
-    private readonly optimistic = false,
+    readonly optimistic = false,
     /**
      * Where the optimistic transaction is not on SQLite's direct connection (PostgreSQL): the rows
      * its statements changed so far (RowsChanged), which is how a failed part tells whether it wrote.

@@ -15,7 +15,7 @@ import { commitsOwnOutputs, endGang, gangSuccess, rankText, stageAttemptId } fro
 import { outputUsage, recordUpload, uploadedOutputs } from './output-verbs.js';
 import { overRoom, uploadRoom, type OutputPolicy, type UploadRoom } from '../../domain/output-limits.js';
 import { attemptsWithNames } from './job-verbs.js';
-import { syncJobStateOnActivation } from './sync-job-state.js';
+import { syncJobsOnActivation, syncJobStateOnActivation } from './sync-job-state.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
@@ -165,12 +165,13 @@ export async function startLoaded(
   // A gang's stage runs once any member does: its current attempt is rank 0's.
   await startStage.affected(tx.db, tx.now, a.stage_id, stageAttemptId(a));
   const name = p.machineName ?? (await machineName.first(tx.db, a.machine_id))?.name;
-  await started(tx, a, name ?? a.machine_id, p.pid, p.jobState);
+  await runningEvent(tx, a, name ?? a.machine_id, p.pid);
+  await syncJobStateOnActivation(tx, a.job_id, 'running', p.jobState);
   return 'ok';
 }
 
-/** What an attempt's start writes besides its row and its stage's: its event, and its job's state. */
-async function started(tx: TxContext, a: ReportedAttempt, machine: string, pid: number | null, jobState: string | undefined): Promise<void> {
+/** The event of an attempt's start. */
+async function runningEvent(tx: TxContext, a: ReportedAttempt, machine: string, pid: number | null): Promise<void> {
   await tx.event({
     type: 'attempt:running',
     jobId: a.job_id,
@@ -180,7 +181,6 @@ async function started(tx: TxContext, a: ReportedAttempt, machine: string, pid: 
     message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} running on ${machine}`,
     data: { pid },
   });
-  await syncJobStateOnActivation(tx, a.job_id, 'running', jobState);
 }
 
 /** Rows per batched start statement (each list's ids are bound parameters). */
@@ -228,7 +228,14 @@ export async function startMany(
     const moved = part.filter((a) => ok.has(a.id));
     if (moved.length) await startStages(moved.length).run(tx.db, tx.now, ...moved.map((a) => a.stage_id), ...moved.map((a) => a.id));
   }
-  for (const a of items) if (ok.has(a.id)) await started(tx, a, p.machineName, null, a.job_state);
+  const moved = items.filter((a) => ok.has(a.id));
+  for (const a of moved) await runningEvent(tx, a, p.machineName, null);
+  // Each job once (the caller's rule): one guarded update per state they move from.
+  await syncJobsOnActivation(
+    tx,
+    moved.map((a) => ({ id: a.job_id, state: a.job_state })),
+    'running',
+  );
   return ok;
 }
 

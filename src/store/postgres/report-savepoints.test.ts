@@ -149,13 +149,15 @@ describe.skipIf(missing !== null)(`a report's items on PostgreSQL${missing ? ` (
   };
   const updatesOf = (table: string) => [...statements.snapshot().byText].filter(([t]) => t.startsWith(`update "${table}"`)).reduce((n, [, c]) => n + c, 0);
 
-  it("a report's plain acknowledgements go in one statement per table, and its outcomes read their jobs' stages in one", async () => {
+  it("a report's plain acknowledgements go in one statement per table (their jobs' states too), and its outcomes read their jobs' stages in one", async () => {
     const { m, jobs, placed } = await threeJobs();
     statements.reset();
     const r = await ackAll(m.id, placed);
     expect(r.started.map((s) => s.result)).toEqual(['ok', 'ok', 'ok']);
     expect(updatesOf('attempts')).toBe(1);
     expect(updatesOf('stages')).toBe(1);
+    // The three jobs move from scheduled to running in one guarded update, each with its event (below).
+    expect(updatesOf('jobs')).toBe(1);
     for (const j of jobs) {
       const got = (await store.jobGet({ jobId: j.id }))!;
       expect(got.state).toBe('running');

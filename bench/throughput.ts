@@ -74,6 +74,8 @@ if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error(`--store ${STORE
 if (!(REPLICAS >= 1) || (REPLICAS > 1 && STORE !== 'postgres')) throw new Error('--replicas above 1 needs --store postgres');
 const GANTRY = STORE === 'sqlite' ? 'gantry' : `gantry (postgres${REPLICAS > 1 ? `, ${REPLICAS} replicas` : ''})`;
 const SLOTS = 30;
+/** GANTRY_BENCH_PG_COUNT=DIR (postgres): count the servers' statements, transactions and conflicts, printed per stage. */
+const PG_COUNT = STORE === 'postgres' ? (process.env.GANTRY_BENCH_PG_COUNT ?? '') : '';
 
 const pct = percentile;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -86,7 +88,9 @@ interface Started {
 function start(args: string[], env: Record<string, string> = {}): Started {
   // GANTRY_BENCH_PROF=DIR: CPU profiles of the server and agents (written when they exit).
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
-  const proc = spawn(process.execPath, [...prof, CLI, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // GANTRY_BENCH_PG_COUNT=DIR: what each server sends PostgreSQL (bench/pg-count-preload.ts).
+  const count = PG_COUNT && args[0] === 'server' ? ['--import', 'tsx', '--import', join(REPO, 'bench/pg-count-preload.ts')] : [];
+  const proc = spawn(process.execPath, [...prof, ...count, CLI, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout.on('data', (d) => (out = (out + d).slice(-200_000)));
   proc.stderr.on('data', (d) => {
@@ -271,6 +275,34 @@ async function gantryChains(n: number): Promise<RunResult> {
     return warm.length ? { ...first, warm: warm.at(-1)! } : first;
   } finally {
     await c.stop();
+    if (PG_COUNT) printStatementCounts(c.servers, 3 * n * (1 + WARM_ROUNDS));
+  }
+}
+
+/** What the servers sent PostgreSQL over the whole run (every round, start included), per stage. */
+function printStatementCounts(servers: Started[], stages: number): void {
+  for (const s of servers) {
+    const file = join(PG_COUNT, `server-${s.proc.pid}.json`);
+    let c: { total: number; conflicts: number; conflictsByText: [string, number][]; waitMs: number; byKind: Record<string, number>; top: [string, number][] };
+    try {
+      c = JSON.parse(readFileSync(file, 'utf8'));
+    } catch {
+      console.error(`statement counts: none from server ${s.proc.pid} (${file})`);
+      continue;
+    }
+    const per = (x: number) => (x / stages).toFixed(2);
+    const txs = c.byKind.START ?? c.byKind.BEGIN ?? 0;
+    const kinds = Object.entries(c.byKind)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${per(v)}`)
+      .join(', ');
+    console.error(
+      `server ${s.proc.pid}, ${stages} stages: ${per(c.total)} statements a stage (${kinds}); ${per(txs)} transactions a stage; ` +
+        `${c.conflicts} conflicts (${((100 * c.conflicts) / Math.max(1, txs)).toFixed(2)} % of transactions); ` +
+        `waiting on PostgreSQL ${per(c.waitMs)} ms a stage`,
+    );
+    for (const [text, n] of c.top.slice(0, 15)) console.error(`  ${per(n).padStart(6)}  ${text}`);
+    for (const [text, n] of c.conflictsByText) console.error(`  conflict ×${n}: ${text}`);
   }
 }
 

@@ -262,18 +262,21 @@ export async function createControlPlane(
     outbox.published(messages);
     if (outbox.unmarked >= 1000) relay.kick();
   });
-  // Placement where room was made: with one writer, in the transaction that readied stages or freed
-  // capacity (docs/scheduling.md); installed by start(), so a control plane a test drives without
-  // starting places only when the test runs the loop. With several writers, the loop is woken.
+  // Placement where room was made: in the transaction that readied stages or freed capacity
+  // (docs/scheduling.md); installed by start(), so a control plane a test drives without starting
+  // places only when the test runs the loop. With several writers (PostgreSQL) only the leader's
+  // transactions place, one pass at a time, and the loop is still woken: by the other replicas'
+  // transactions (over the bus), and by this one's that found a pass running.
   let placesInTransactions = false;
   const kick = () => {
-    if (!placesInTransactions) scheduler.kick();
+    if (!placesInTransactions || replicated) scheduler.kick();
   };
   bus.subscribe(Topic.poolReady, kick);
   bus.subscribe(Topic.capacityFreed, kick);
   const placeWithin = () =>
     store.placeBeforeCommit(
       async (source) => {
+        if (!isLeader()) return;
         const end = metrics.passSeconds.startTimer({ where: 'transaction' });
         const r = await schedulerPass(source, clock, {
           leaseMs: config.leaseMs,
@@ -328,6 +331,7 @@ export async function createControlPlane(
         for (const loop of leaderLoops) loop.start();
         return;
       }
+      placesInTransactions = placeWithin();
       await synced?.start();
       if (synced?.last) app.log.info(synced.last, "clock: the database's, read every 10 s (offset from this host's, and the reading's error bound)");
       election = new LeaderElection(

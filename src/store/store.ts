@@ -220,12 +220,13 @@ export interface Store extends AutoscaleStore {
   /** What holds room on these machines, and until when by its time limit: backfill onto held machines reads it. */
   heldUntil(p: { machineIds: readonly string[]; now: number }): Promise<HeldUntil[]>;
   /**
-   * With one writer (`capabilities.singleWriter`): from now on, every transaction that readies
-   * stages or frees capacity (publishes `pool:ready` or `capacity:freed`) runs `pass` at its end,
-   * before its commit, against a `PlacementSource` that reads and writes in that transaction, under
-   * a savepoint of its own (docs/scheduling.md, "When a pass runs"). A pass that throws is undone
-   * alone and `onError` is told. Returns false where it is not available (several writers): the
-   * caller places from its own loop.
+   * From now on, every transaction that readies stages or frees capacity (publishes `pool:ready`
+   * or `capacity:freed`) runs `pass` at its end, before its commit, against a `PlacementSource`
+   * that reads and writes in that transaction, under a savepoint of its own (docs/scheduling.md,
+   * "When a pass runs"). With several writers (PostgreSQL) one such pass runs at a time per store:
+   * a transaction that finds one running commits without it (its messages still wake the caller's
+   * loop). A pass that throws is undone alone and `onError` is told. Returns false where it is not
+   * available: the caller places from its own loop.
    */
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean;
 

@@ -8,6 +8,10 @@ export interface StatementCounts {
   byText: Map<string, number>;
   /** Statements answered 40001 (serialization failure) or 40P01 (deadlock): their transaction runs again. */
   conflicts: number;
+  /** The statements answered with those conflicts, by text, with the first statement of their transaction (which names the verb). */
+  conflictsByText: Map<string, number>;
+  /** Milliseconds from sending each statement to its answer, summed (statements in flight at once each count). */
+  waitMs: number;
 }
 
 /**
@@ -20,7 +24,9 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
   let c: StatementCounts = fresh();
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
-  proto.query = function (this: unknown, ...args: unknown[]) {
+  /** Each connection's open transaction: the first statement after its START. */
+  const opening = new WeakMap<object, string>();
+  proto.query = function (this: object, ...args: unknown[]) {
     const first = args[0];
     const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first ? String(first.text) : '';
     const folded = text.replace(/\s+/g, ' ').trim();
@@ -29,13 +35,26 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
     c.byKind.set(kind, (c.byKind.get(kind) ?? 0) + 1);
     const key = folded.slice(0, 140);
     c.byText.set(key, (c.byText.get(key) ?? 0) + 1);
+    if (kind === 'START' || kind === 'BEGIN') opening.set(this, '');
+    else if (opening.get(this) === '') opening.set(this, folded.slice(0, 90));
+    const tx = opening.get(this) ?? '(no transaction)';
     const out = original.apply(this, args);
     if (out instanceof Promise) {
       const run = c;
-      out.then(undefined, (err: unknown) => {
-        const code = (err as { code?: unknown }).code;
-        if (code === '40001' || code === '40P01') run.conflicts += 1;
-      });
+      const sent = performance.now();
+      out.then(
+        () => void (run.waitMs += performance.now() - sent),
+        (err: unknown) => {
+          run.waitMs += performance.now() - sent;
+          const code = (err as { code?: unknown }).code;
+          if (code === '40001' || code === '40P01') {
+            run.conflicts += 1;
+            const why = String((err as { message?: unknown }).message).slice(0, 70);
+            const where = `${key.slice(0, 70)}  ← (${why}) in a transaction that began: ${tx}`;
+            run.conflictsByText.set(where, (run.conflictsByText.get(where) ?? 0) + 1);
+          }
+        },
+      );
     }
     return out;
   };
@@ -46,5 +65,5 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
 }
 
 function fresh(): StatementCounts {
-  return { total: 0, byKind: new Map(), byText: new Map(), conflicts: 0 };
+  return { total: 0, byKind: new Map(), byText: new Map(), conflicts: 0, conflictsByText: new Map(), waitMs: 0 };
 }

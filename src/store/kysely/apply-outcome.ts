@@ -5,9 +5,9 @@ import type { RetryPolicy, StageDefinition } from '../../domain/job-definition.j
 import type { CommittedOutput } from '../records.js';
 import type { StagesTable } from '../schema.js';
 import { commitManifest } from './output-verbs.js';
-import { prepared } from './prepared-query.js';
+import { prepared, preparedList } from './prepared-query.js';
 import { syncJobState } from './sync-job-state.js';
-import type { TxContext } from './tx-context.js';
+import type { Db, TxContext } from './tx-context.js';
 
 /** A stored stage as the advancer sees it. */
 export function toStageNode(r: Pick<StagesTable, 'name' | 'state' | 'definition' | 'attempts_used' | 'lost_used'>): StageNode {
@@ -41,12 +41,12 @@ type StageRow = Pick<
   | 'finished_at'
 >;
 
-/** A job's stages, each with its job's state and cancel mark: what syncJobState reads, in the same statement. */
-const jobStages = prepared<[jobId: string]>()((db, [jobId]) =>
+const jobStagesOf = (db: Db) =>
   db
     .selectFrom('stages')
     .innerJoin('jobs', 'jobs.id', 'stages.job_id')
     .select([
+      'stages.job_id',
       'stages.id',
       'stages.name',
       'stages.pool',
@@ -63,10 +63,22 @@ const jobStages = prepared<[jobId: string]>()((db, [jobId]) =>
       'stages.finished_at',
       'jobs.state as job_state',
       'jobs.cancel_requested_at as job_cancel_requested_at',
-    ])
-    .where('stages.job_id', '=', jobId)
-    .orderBy('stages.position'),
-);
+    ]);
+/** A job's stages, each with its job's state and cancel mark: what syncJobState reads, in the same statement. */
+const jobStages = prepared<[jobId: string]>()((db, [jobId]) => jobStagesOf(db).where('stages.job_id', '=', jobId).orderBy('stages.position'));
+const manyJobsStages = preparedList((db, jobIds) => jobStagesOf(db).where('stages.job_id', 'in', jobIds).orderBy('stages.job_id').orderBy('stages.position'));
+export type JobStageRows = Awaited<ReturnType<typeof jobStages.rows>>;
+
+/** What applyOutcome reads first, for many jobs in one statement: each job's stages in position order. */
+export async function stagesOfJobs(tx: TxContext, jobIds: readonly string[]): Promise<Map<string, JobStageRows>> {
+  const out = new Map<string, JobStageRows>();
+  for (const r of await manyJobsStages.rows(tx.db, jobIds)) {
+    const rows = out.get(r.job_id);
+    if (rows) rows.push(r);
+    else out.set(r.job_id, [r]);
+  }
+  return out;
+}
 
 /** Every column the advancer may change, written whole from the row read plus the change. */
 type StageWrite = [
@@ -147,9 +159,11 @@ export async function applyOutcome(
     jitter: number;
     /** A success's files, resolved to their blobs: its stage's manifest if it commits (docs/rerun.md). */
     outputs?: readonly CommittedOutput[];
+    /** The job's stages as read in this transaction (stagesOfJobs), when nothing has written them or the job's row since. */
+    stages?: JobStageRows;
   },
 ): Promise<JobState> {
-  const rows = await jobStages.rows(tx.db, p.jobId);
+  const rows = p.stages ?? (await jobStages.rows(tx.db, p.jobId));
   // The job as read with its stages: nothing below writes its row before syncJobState does.
   const job = rows[0] ? { state: rows[0].job_state, cancel_requested_at: rows[0].job_cancel_requested_at } : undefined;
   const trigger = rows.find((r) => r.id === p.stageId);

@@ -10,13 +10,13 @@ import type { AttemptRecord, AttemptUsage, LogMarks, LogPiece } from '../records
 import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import { DEFAULT_LOG_CAPS, hardLogBytes, logCutLine, sizeText, type LogCaps } from '../log-caps.js';
 import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
-import { applyOutcome } from './apply-outcome.js';
+import { applyOutcome, type JobStageRows } from './apply-outcome.js';
 import { commitsOwnOutputs, endGang, gangSuccess, rankText, stageAttemptId } from './gang-end.js';
 import { outputUsage, recordUpload, uploadedOutputs } from './output-verbs.js';
 import { overRoom, uploadRoom, type OutputPolicy, type UploadRoom } from '../../domain/output-limits.js';
 import { attemptsWithNames } from './job-verbs.js';
-import { syncJobStateOnActivation } from './sync-job-state.js';
-import { prepared } from './prepared-query.js';
+import { syncJobsOnActivation, syncJobStateOnActivation } from './sync-job-state.js';
+import { prepared, preparedBySize } from './prepared-query.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
@@ -165,17 +165,78 @@ export async function startLoaded(
   // A gang's stage runs once any member does: its current attempt is rank 0's.
   await startStage.affected(tx.db, tx.now, a.stage_id, stageAttemptId(a));
   const name = p.machineName ?? (await machineName.first(tx.db, a.machine_id))?.name;
+  await runningEvent(tx, a, name ?? a.machine_id, p.pid);
+  await syncJobStateOnActivation(tx, a.job_id, 'running', p.jobState);
+  return 'ok';
+}
+
+/** The event of an attempt's start. */
+async function runningEvent(tx: TxContext, a: ReportedAttempt, machine: string, pid: number | null): Promise<void> {
   await tx.event({
     type: 'attempt:running',
     jobId: a.job_id,
     stageName: a.stage_name,
     attemptId: a.id,
     machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} running on ${name ?? a.machine_id}`,
-    data: { pid: p.pid },
+    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} running on ${machine}`,
+    data: { pid },
   });
-  await syncJobStateOnActivation(tx, a.job_id, 'running', p.jobState);
-  return 'ok';
+}
+
+/** Rows per batched start statement (each list's ids are bound parameters). */
+const STARTS_PER_STATEMENT = 64;
+const startAttempts = preparedBySize(STARTS_PER_STATEMENT, (n) =>
+  prepared<unknown[]>()((db, [at, lease, ...ids]) =>
+    db
+      .updateTable('attempts')
+      .set({ state: 'running', started_at: at as number, pid: null, lease_expires_at: lease as number })
+      .where('id', 'in', ids.slice(0, n) as string[])
+      .where('state', '=', 'scheduled')
+      .returning('id'),
+  ),
+);
+/** Guarded as startStage is: still scheduled, its current attempt one of these (a stage has one current attempt, and these are each another stage's). */
+const startStages = preparedBySize(STARTS_PER_STATEMENT, (n) =>
+  prepared<unknown[]>()((db, [at, ...ids]) =>
+    db
+      .updateTable('stages')
+      .set({ state: 'running', updated_at: at as number })
+      .where('id', 'in', ids.slice(0, n) as string[])
+      .where('state', '=', 'scheduled')
+      .where('current_attempt_id', 'in', ids.slice(n, 2 * n) as string[]),
+  ),
+);
+
+/**
+ * Acknowledgements of many assignments at once (a batched report's first run, report-verbs.ts):
+ * what startLoaded does for each, in one statement per table instead of one per item. Only for
+ * the plain case: an attempt of no gang, scheduled, its token the report's, acknowledged before
+ * its spawn (no pid), and no other item of the report about it or its job. Returns the ids started;
+ * an attempt the guarded update did not find scheduled is not among them (stale, as in startLoaded),
+ * and nothing of it was written.
+ */
+export async function startMany(
+  tx: TxContext,
+  items: readonly (ReportedAttempt & { job_state: string })[],
+  p: { leaseMs: number; machineName: string },
+): Promise<Set<string>> {
+  const ok = new Set<string>();
+  for (let i = 0; i < items.length; i += STARTS_PER_STATEMENT) {
+    const part = items.slice(i, i + STARTS_PER_STATEMENT);
+    const ids = part.map((a) => a.id);
+    for (const r of await startAttempts(part.length).rows(tx.db, tx.now, tx.now + p.leaseMs, ...ids)) ok.add(r.id);
+    const moved = part.filter((a) => ok.has(a.id));
+    if (moved.length) await startStages(moved.length).run(tx.db, tx.now, ...moved.map((a) => a.stage_id), ...moved.map((a) => a.id));
+  }
+  const moved = items.filter((a) => ok.has(a.id));
+  for (const a of moved) await runningEvent(tx, a, p.machineName, null);
+  // Each job once (the caller's rule): one guarded update per state they move from.
+  await syncJobsOnActivation(
+    tx,
+    moved.map((a) => ({ id: a.job_id, state: a.job_state })),
+    'running',
+  );
+  return ok;
 }
 
 /**
@@ -194,7 +255,11 @@ export async function attemptComplete(tx: TxContext, p: AttemptCompletion & { ji
 export async function completeLoaded(
   tx: TxContext,
   a: ReportedAttempt,
-  p: Omit<AttemptCompletion, 'attemptId'> & { jitter: number },
+  p: Omit<AttemptCompletion, 'attemptId'> & {
+    jitter: number;
+    /** Its job's stages as read in this transaction (stagesOfJobs), when nothing else of it is written before its outcome applies. */
+    stages?: JobStageRows;
+  },
 ): Promise<{ accepted: boolean; jobState: CompletionResult['jobState'] }> {
   const succeeded = isSuccessfulEnd(p);
   const state: AttemptState = succeeded ? 'succeeded' : 'failed';
@@ -266,6 +331,7 @@ export async function completeLoaded(
     outcome,
     jitter: p.jitter,
     outputs: gang?.complete ? gang.outputs : files,
+    ...(p.stages && a.gang_id === null ? { stages: p.stages } : {}),
   });
   return { accepted: true, jobState };
 }

@@ -1,7 +1,6 @@
-import { Topic } from '../../domain/topic.js';
 import type { OutboxMessage } from '../records.js';
 import { type DirectConnection, runDirectlyWithin } from './prepared-query.js';
-import { SavepointsNeeded, TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
+import { PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
 
 interface Waiter {
   now: number;
@@ -20,9 +19,6 @@ interface Waiter {
  * requests that arrived together share it; no timer, no added latency beyond that turn.
  * docs/throughput.md has the numbers.
  */
-/** The topics that say a pass could place something now: stages became ready, or room was freed. */
-const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Topic.capacityFreed]);
-
 /**
  * Runs in a group's transaction after its members, before the commit, when a member readied
  * stages or freed capacity; returns the outbox messages it wrote. It must not throw for anything

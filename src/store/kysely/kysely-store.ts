@@ -25,7 +25,7 @@ import * as teams from './team-verbs.js';
 import * as autoscale from './autoscale-verbs.js';
 import * as autoscaleRead from './autoscale-rows.js';
 import { toEvent } from './row-mappers.js';
-import { SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
+import { PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { RowsChanged } from './rows-changed.js';
 import { GroupCommit } from './group-commit.js';
 import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
@@ -127,7 +127,13 @@ export class KyselyStore implements Store {
   /** Set on the stores asLeader() makes: the term every transaction of theirs must still hold. */
   private termOf: (() => { holder: string; term: number } | null) | null = null;
 
-  private async tx<T>(now: number, body: (tx: TxContext) => Promise<T>): Promise<T> {
+  /**
+   * `place: false`: with several writers, no pass before this transaction's commit (its messages
+   * wake the loop instead): a submit's transaction is large, and a pass in it, reading the cluster
+   * while many agents' reports and heartbeats write it, conflicted with them until it gave up (a
+   * fleet of 200 agents on PostgreSQL: the batch answered 503 after 20 tries).
+   */
+  private async tx<T>(now: number, body: (tx: TxContext) => Promise<T>, opts: { place?: boolean } = {}): Promise<T> {
     const termOf = this.termOf;
     const fn = termOf
       ? async (tx: TxContext) => {
@@ -150,6 +156,7 @@ export class KyselyStore implements Store {
     let careful = false;
     for (let tries = 1; ; tries++) {
       let ctx: TxContext | undefined;
+      let placed: OutboxMessage[] = [];
       const counter = careful ? null : new RowsChanged();
       // A transaction acts at the time it runs (each try its own), not the time its caller read the
       // clock (a request may wait for a connection, or run again after a conflict): so the times
@@ -161,12 +168,26 @@ export class KyselyStore implements Store {
           .transaction()
           .setIsolationLevel('serializable')
           .execute(async (trx) => {
-            ctx = counter ? this.context(trx.withPlugin(counter), at, true, counter) : this.context(trx, at);
+            const t = counter ? trx.withPlugin(counter) : trx;
+            ctx = this.context(t, at, counter !== null, counter);
             const result = await fn(ctx);
+            // Room made (stages readied, capacity freed): placed before this commit, in it, as with
+            // one writer (docs/scheduling.md, "When a pass runs"), rather than by the scheduler
+            // loop's own transaction after it, which the next report then conflicted with.
+            const gate = this.passBeforeCommit;
+            if (gate.place && !gate.running && opts.place !== false && ctx.hints(PLACEMENT_HINTS)) {
+              gate.running = true;
+              try {
+                placed = await gate.place(t, at, counter !== null, counter);
+              } finally {
+                gate.running = false;
+              }
+            }
             await ctx.flush();
             return result;
           });
-        if (ctx?.written.length) for (const l of this.listeners) l(ctx.written);
+        const written = placed.length ? [...(ctx?.written ?? []), ...placed] : (ctx?.written ?? []);
+        if (written.length) for (const l of this.listeners) l(written);
         return out;
       } catch (err) {
         if (err instanceof SavepointsNeeded && !careful) {
@@ -226,18 +247,26 @@ export class KyselyStore implements Store {
   }
 
   async jobSubmit(p: Parameters<Store['jobSubmit']>[0]) {
-    return this.tx(p.now, async (tx) => {
-      const id = await jobs.jobSubmit(tx, p);
-      tx.audit(p.audit, { target: id });
-      return (await jobs.jobGet(tx.db, id, { fresh: true }))!;
-    });
+    return this.tx(
+      p.now,
+      async (tx) => {
+        const id = await jobs.jobSubmit(tx, p);
+        tx.audit(p.audit, { target: id });
+        return (await jobs.jobGet(tx.db, id, { fresh: true }))!;
+      },
+      { place: false },
+    );
   }
   jobSubmitBatch(p: Parameters<Store['jobSubmitBatch']>[0]) {
-    return this.tx(p.now, async (tx) => {
-      const ids = await jobs.jobSubmitBatch(tx, p);
-      tx.audit(p.audit, { target: ids.length === 1 ? ids[0]! : `${ids.length} jobs: ${ids[0]} … ${ids.at(-1)}` });
-      return ids;
-    });
+    return this.tx(
+      p.now,
+      async (tx) => {
+        const ids = await jobs.jobSubmitBatch(tx, p);
+        tx.audit(p.audit, { target: ids.length === 1 ? ids[0]! : `${ids.length} jobs: ${ids[0]} … ${ids.at(-1)}` });
+        return ids;
+      },
+      { place: false },
+    );
   }
   jobGet(p: { jobId: string }) {
     return jobs.jobGet(this.db, p.jobId);
@@ -373,45 +402,70 @@ export class KyselyStore implements Store {
     });
   }
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
-    if (!this.group) return false;
-    this.group.beforeCommit = async (trx, now, optimistic) => {
-      // A context of its own, for the savepoint and for what the pass writes besides its rows.
-      const ctx = this.context(trx, now, optimistic);
-      const written: OutboxMessage[] = [];
-      const source: PlacementSource = {
-        clusterView: () => scheduler.clusterView(trx),
-        readyShapes: () => scheduler.readyShapes(trx, this.shapes),
-        queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
-        schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
-        preemptionView: () => teams.preemptionView(trx),
-        heldUntil: (p) => teams.heldUntil(trx, p),
-        planApply: async (p) => {
-          const apply = this.context(trx, p.now, optimistic);
-          const r = await scheduler.planApply(apply, p);
-          await apply.flush();
-          written.push(...apply.written);
-          return r;
-        },
-        autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
-        autoscaleHoldClear: async (p) => {
-          const clear = this.context(trx, p.now, optimistic);
-          const r = await autoscale.autoscaleHoldClear(clear, p);
-          await clear.flush();
-          written.push(...clear.written);
-          return r;
-        },
-      };
-      try {
-        await ctx.savepoint(() => pass(source));
-        return written;
-      } catch (err) {
-        // The whole transaction is gone: its members fail with it, as they would have.
-        if (err instanceof TransactionAborted) throw err;
-        onError(err);
-        return [];
-      }
-    };
+    const place = (trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null) =>
+      this.placeIn(trx, now, optimistic, rowsChanged, pass, onError);
+    if (this.group) this.group.beforeCommit = (trx, now, optimistic) => place(trx, now, optimistic, null);
+    else this.passBeforeCommit.place = place;
     return true;
+  }
+
+  /**
+   * Several writers (PostgreSQL): the pass placeBeforeCommit installed, run by tx() before the
+   * commit of a transaction that readied stages or freed capacity; `running` while one runs in
+   * this process. One at a time: a transaction that finds another's pass running leaves its room
+   * to the next pass (its hints still wake the scheduler loop), rather than a second pass reading
+   * the same queue and claiming the same stages, one of the two to conflict and run again.
+   * An object, so that the stores asLeader() makes share it.
+   */
+  private readonly passBeforeCommit: {
+    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null) => Promise<OutboxMessage[]>) | null;
+    running: boolean;
+  } = { place: null, running: false };
+
+  /** The pass before a commit (placeBeforeCommit), in that transaction, under a savepoint of its own; answers the outbox messages it wrote. */
+  private async placeIn(
+    trx: Trx,
+    now: number,
+    optimistic: boolean,
+    rowsChanged: RowsChanged | null,
+    pass: (source: PlacementSource) => Promise<void>,
+    onError: (err: unknown) => void,
+  ): Promise<OutboxMessage[]> {
+    // A context of its own, for the savepoint and for what the pass writes besides its rows.
+    const ctx = this.context(trx, now, optimistic, rowsChanged);
+    const written: OutboxMessage[] = [];
+    const source: PlacementSource = {
+      clusterView: () => scheduler.clusterView(trx),
+      readyShapes: () => scheduler.readyShapes(trx, this.shapes),
+      queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
+      schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
+      preemptionView: () => teams.preemptionView(trx),
+      heldUntil: (p) => teams.heldUntil(trx, p),
+      planApply: async (p) => {
+        const apply = this.context(trx, p.now, optimistic, rowsChanged);
+        const r = await scheduler.planApply(apply, p);
+        await apply.flush();
+        written.push(...apply.written);
+        return r;
+      },
+      autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
+      autoscaleHoldClear: async (p) => {
+        const clear = this.context(trx, p.now, optimistic, rowsChanged);
+        const r = await autoscale.autoscaleHoldClear(clear, p);
+        await clear.flush();
+        written.push(...clear.written);
+        return r;
+      },
+    };
+    try {
+      await ctx.savepoint(() => pass(source));
+      return written;
+    } catch (err) {
+      // The whole transaction is gone: its members fail with it, as they would have.
+      if (err instanceof TransactionAborted) throw err;
+      onError(err);
+      return [];
+    }
   }
 
   // --- the autoscaler's (issue 30): writes through tx(), so asLeader() fences them like every other ---

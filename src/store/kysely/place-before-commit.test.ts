@@ -2,34 +2,72 @@ import SQLite from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { schedulerPass } from '../../server/scheduler-pass.js';
+import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
+import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
+import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import type { Database } from '../schema.js';
 import { KyselyStore } from './kysely-store.js';
 
-describe('placement in the transaction that made room (one writer)', () => {
+const pgMissing = await serviceMissing('PostgreSQL', POSTGRES_URL);
+/** What PostgreSQL is sent by this file's stores: its COMMITs count the transactions that committed. */
+const statements = countStatements();
+
+/** Each store, with how many transactions committed since the last `reset`. */
+/** `submitPlaces`: whether a submit's own transaction places (SQLite); with several writers a submit leaves it to the loop (kysely-store.ts, tx's `place`). */
+const stores: {
+  name: string;
+  skip: string | null;
+  submitPlaces: boolean;
+  open: () => Promise<{ store: KyselyStore; commits: () => number; reset: () => void }>;
+}[] = [
+  {
+    name: 'SQLite (one writer: group commit)',
+    skip: null,
+    submitPlaces: true,
+    async open() {
+      let commits = 0;
+      const db = new Kysely<Database>({
+        dialect: new SqliteDialect({ database: new SQLite(':memory:') }),
+        log: (e) => {
+          if (e.level === 'query' && e.query.sql === 'commit') commits++;
+        },
+      });
+      const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true });
+      await store.migrate();
+      return { store, commits: () => commits, reset: () => void (commits = 0) };
+    },
+  },
+  {
+    name: 'PostgreSQL (several writers: SERIALIZABLE, one pass at a time)',
+    skip: pgMissing,
+    submitPlaces: false,
+    async open() {
+      const store = await freshPostgresStore('place_in_tx');
+      return { store, commits: () => statements.snapshot().byKind.get('COMMIT') ?? 0, reset: () => statements.reset() };
+    },
+  },
+];
+
+describe.each(stores)('placement in the transaction that made room: $name', ({ skip, submitPlaces, open }) => {
   let store: KyselyStore;
-  let commits = 0;
+  let commits: () => number;
+  let reset: () => void;
   const now = 1_700_000_000_000;
   const clock = { now: () => now };
   const errors: unknown[] = [];
-  beforeEach(async () => {
-    const db = new Kysely<Database>({
-      dialect: new SqliteDialect({ database: new SQLite(':memory:') }),
-      log: (e) => {
-        if (e.level === 'query' && e.query.sql === 'commit') commits++;
-      },
-    });
-    store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true });
-    await store.migrate();
+  beforeEach(async (t) => {
+    if (skip) return t.skip();
+    ({ store, commits, reset } = await open());
     errors.length = 0;
   });
   afterEach(async () => {
-    await store.close();
+    await store?.close();
   });
 
   const stageStates = async (jobId: string) => Object.fromEntries((await store.jobGet({ jobId }))!.stages.map((s) => [s.name, s.state]));
 
-  it('a submit places what fits, and the outcome that frees room places the next stage, each in its own one commit', async () => {
+  it('a submit places what fits (SQLite; PostgreSQL leaves it to the loop), and the outcome that frees room places the next stage, each in its own one commit', async () => {
     expect(
       store.placeBeforeCommit(
         (source) => schedulerPass(source, clock, { leaseMs: 10_000 }).then(() => {}),
@@ -38,9 +76,13 @@ describe('placement in the transaction that made room (one writer)', () => {
     ).toBe(true);
     // Room for one stage of 1 CPU at a time.
     const m = await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 1000 }), now });
-    commits = 0;
+    reset();
     const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
-    expect(commits).toBe(1);
+    expect(commits()).toBe(1);
+    if (!submitPlaces) {
+      expect(await stageStates(j.id)).toEqual({ a: 'ready', b: 'pending' });
+      await schedulerPass(store, clock, { leaseMs: 10_000 });
+    }
     expect(await stageStates(j.id)).toEqual({ a: 'scheduled', b: 'pending' });
     const [a] = await store.machineAssignments({ machineId: m.id });
     await store.machineReport({
@@ -51,7 +93,7 @@ describe('placement in the transaction that made room (one writer)', () => {
       leaseMs: 10_000,
       jitter: () => 0.5,
     });
-    commits = 0;
+    reset();
     const r = await store.machineReport({
       machineId: m.id,
       started: [],
@@ -61,7 +103,7 @@ describe('placement in the transaction that made room (one writer)', () => {
       jitter: () => 0.5,
     });
     expect(r.completed[0]!.result).toBe('ok');
-    expect(commits).toBe(1);
+    expect(commits()).toBe(1);
     expect(await stageStates(j.id)).toEqual({ a: 'succeeded', b: 'scheduled' });
     expect((await store.machineAssignments({ machineId: m.id })).map((x) => x.stageName)).toEqual(['b']);
     expect(errors).toEqual([]);
@@ -100,5 +142,75 @@ describe('placement in the transaction that made room (one writer)', () => {
     expect(await stageStates(j.id)).toEqual({ a: 'succeeded', b: 'ready' });
     expect(await store.machineAssignments({ machineId: m.id })).toEqual([]);
     expect(errors.map((e) => (e as Error).message)).toEqual(['pass broke']);
+  });
+});
+
+describe.skipIf(pgMissing !== null)('placement in the transaction on PostgreSQL: one pass at a time', () => {
+  const now = 1_700_000_000_000;
+  const clock = { now: () => now };
+  let store: KyselyStore;
+  beforeEach(async () => {
+    store = await freshPostgresStore('place_in_tx');
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  it("a transaction that finds another's pass running commits without one; the stage it readied waits for the next pass", async () => {
+    const m = await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 2000 }), now });
+    const x = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })], { name: 'x' }), source: null, now });
+    const y = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })], { name: 'y' }), source: null, now });
+    await schedulerPass(store, clock, { leaseMs: 10_000 });
+    const placed = await store.machineAssignments({ machineId: m.id });
+    expect(placed).toHaveLength(2);
+    await store.machineReport({
+      machineId: m.id,
+      started: placed.map((a) => ({ attemptId: a.attemptId, token: a.token, pid: null })),
+      completed: [],
+      now,
+      leaseMs: 10_000,
+      jitter: () => 0.5,
+    });
+    let passes = 0;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let entered!: () => void;
+    const inPass = new Promise<void>((r) => (entered = r));
+    const errors: unknown[] = [];
+    store.placeBeforeCommit(
+      async (source) => {
+        passes++;
+        entered();
+        await held;
+        await schedulerPass(source, clock, { leaseMs: 10_000 });
+      },
+      (err) => errors.push(err),
+    );
+    const end = (jobId: string) => {
+      const a = placed.find((p) => p.jobId === jobId)!;
+      return store.machineReport({
+        machineId: m.id,
+        started: [],
+        completed: [{ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
+        now,
+        leaseMs: 10_000,
+        jitter: () => 0.5,
+      });
+    };
+    const first = end(x.id);
+    await inPass;
+    // The second commits while the first's pass still runs, with no pass of its own.
+    expect((await end(y.id)).completed[0]!.result).toBe('ok');
+    expect(passes).toBe(1);
+    const states = async (jobId: string) => Object.fromEntries((await store.jobGet({ jobId }))!.stages.map((s) => [s.name, s.state]));
+    expect(await states(y.id)).toEqual({ a: 'succeeded', b: 'ready' });
+    release();
+    expect((await first).completed[0]!.result).toBe('ok');
+    // The first's pass read its own snapshot: y's b, readied by a commit after it began, is not in it
+    // (or, if it was, the two conflicted and it ran again): whichever, x's b is placed, and nothing twice.
+    expect(await states(x.id)).toEqual({ a: 'succeeded', b: 'scheduled' });
+    const after = await store.machineAssignments({ machineId: m.id });
+    expect(new Set(after.map((a) => a.attemptId)).size).toBe(after.length);
+    expect(errors).toEqual([]);
   });
 });

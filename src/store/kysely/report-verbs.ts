@@ -2,9 +2,11 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import { errorText } from '../../lib/error-text.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
-import { completeLoaded, REPORTED_ATTEMPT_COLUMNS, startLoaded } from './attempt-verbs.js';
+import { completeLoaded, REPORTED_ATTEMPT_COLUMNS, startLoaded, startMany } from './attempt-verbs.js';
+import { type JobStageRows, stagesOfJobs } from './apply-outcome.js';
 import { prepared, preparedList } from './prepared-query.js';
-import { TransactionAborted, type TxContext } from './tx-context.js';
+import { SavepointsNeeded, TransactionAborted, type TxContext } from './tx-context.js';
+import { isTransientDbError } from './transient-db-error.js';
 
 const reportingMachine = prepared<[id: string]>()((db, [id]) =>
   db.selectFrom('machines').select(['id', 'name']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
@@ -64,8 +66,47 @@ export async function machineReport(
     }
   };
 
+  // A transaction's first run (savepoints only when needed): the plain acknowledgements go in one
+  // statement per table, and the stages of the completions' jobs are read in one (docs/throughput.md,
+  // "A report's items in batches"). Only items alone in the report with their attempt and their job:
+  // nothing else of the report writes what they read. A careful rerun takes each item alone again.
+  const batched = new Map<string, ReportItemOutcome>();
+  let stages = new Map<string, JobStageRows>();
+  if (tx.optimistic) {
+    const perAttempt = new Map<string, number>();
+    const perJob = new Map<string, number>();
+    for (const i of [...p.started, ...p.completed]) {
+      perAttempt.set(i.attemptId, (perAttempt.get(i.attemptId) ?? 0) + 1);
+      const a = rows.get(i.attemptId);
+      if (a) perJob.set(a.job_id, (perJob.get(a.job_id) ?? 0) + 1);
+    }
+    const alone = (attemptId: string) => {
+      const a = rows.get(attemptId);
+      return a && perAttempt.get(attemptId) === 1 && perJob.get(a.job_id) === 1 && a.machine_id === m.id && a.gang_id === null ? a : undefined;
+    };
+    const plain = p.started.flatMap((s) => {
+      const a = alone(s.attemptId);
+      return a && s.pid === null && a.state === 'scheduled' && Number(a.token) === s.token ? [a] : [];
+    });
+    if (plain.length) {
+      const ok = await batch(() => startMany(tx, plain, { leaseMs: p.leaseMs, machineName: m.name }));
+      for (const a of plain) {
+        touched.add(a.id);
+        jobsTouched.add(a.job_id);
+        batched.set(a.id, ok.has(a.id) ? { attemptId: a.id, result: 'ok' } : { attemptId: a.id, result: 'stale', message: 'attempt changed while starting' });
+      }
+    }
+    const jobs = p.completed.flatMap((c) => alone(c.attemptId)?.job_id ?? []);
+    if (jobs.length) stages = await batch(() => stagesOfJobs(tx, jobs));
+  }
+
   const started: ReportItemOutcome[] = [];
   for (const s of p.started) {
+    const done = batched.get(s.attemptId);
+    if (done) {
+      started.push(done);
+      continue;
+    }
     started.push(
       await item(s.attemptId, async (a, jobState) => ({
         attemptId: s.attemptId,
@@ -77,12 +118,28 @@ export async function machineReport(
   for (const c of p.completed) {
     completed.push(
       await item(c.attemptId, async (a) => {
-        const r = await completeLoaded(tx, a, { ...c, jitter: p.jitter() });
+        const known = stages.get(a.job_id);
+        const r = await completeLoaded(tx, a, { ...c, jitter: p.jitter(), ...(known ? { stages: known } : {}) });
         return { attemptId: c.attemptId, result: r.accepted ? 'ok' : 'duplicate', jobState: r.jobState };
       }),
     );
   }
   return { started, completed };
+}
+
+/**
+ * A batch of a report's items that failed: only each item alone can say whose failure it was, so
+ * the transaction runs again with savepoints, item by item (SavepointsNeeded); a conflict runs it
+ * again as any does, and a transaction already gone stays gone.
+ */
+async function batch<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof TransactionAborted) throw err;
+    if (isTransientDbError(err)) throw new TransactionAborted(err, null);
+    throw new SavepointsNeeded(err);
+  }
 }
 
 /** A report's attempts, read by id in lists (one prepared text per length), each with its job's state. */

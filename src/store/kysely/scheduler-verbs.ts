@@ -13,7 +13,7 @@ import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit
 import type { AttemptsTable, MachinesTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
-import { syncJobStateOnActivation } from './sync-job-state.js';
+import { syncJobsOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
 import { endActiveAttempt } from './attempt-verbs.js';
 import { endGang, rankText, stageAttemptId } from './gang-end.js';
@@ -448,7 +448,11 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   }
   // The jobs' states as read with their stages: placing writes stages and attempts, never a job's row.
   const jobStates = new Map([...stages.values()].map((r) => [r.job_id, r.job_state]));
-  for (const jobId of jobsTouched) await syncJobStateOnActivation(tx, jobId, 'scheduled', jobStates.get(jobId));
+  await syncJobsOnActivation(
+    tx,
+    [...jobsTouched].map((id) => ({ id, state: jobStates.get(id) })),
+    'scheduled',
+  );
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const preempted: string[] = [];
   for (const pre of p.plan.preemptions ?? []) for (const v of pre.victims) preempted.push(...(await preemptAttempt(tx, v, pre.reason, p.jitter ?? 0.5)));

@@ -2,7 +2,7 @@ import { deriveJobState } from '../../advancer/derive-job-state.js';
 import { isJobTerminal, type JobState, jobTransitions } from '../../domain/job-state.js';
 import type { StageState } from '../../domain/stage-state.js';
 import { canTransition } from '../../domain/transition-table.js';
-import { prepared } from './prepared-query.js';
+import { prepared, preparedBySize } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
 
 const jobState = prepared<[jobId: string]>()((db, [id]) => db.selectFrom('jobs').select(['state', 'cancel_requested_at']).where('id', '=', id));
@@ -64,6 +64,53 @@ export async function syncJobStateOnActivation(
   if (from === to) return to;
   await moveJobTo(tx, jobId, from, to, null);
   return to;
+}
+
+/** Rows per batched job activation (each id a bound parameter). */
+const JOBS_PER_STATEMENT = 64;
+const moveJobs = preparedBySize(JOBS_PER_STATEMENT, (n) =>
+  prepared<unknown[]>()((db, [to, at, from, ...ids]) =>
+    db
+      .updateTable('jobs')
+      .set({ state: to as JobState, updated_at: at as number })
+      .where('id', 'in', ids.slice(0, n) as string[])
+      .where('state', '=', from as JobState)
+      .returning('id'),
+  ),
+);
+
+/**
+ * syncJobStateOnActivation for many jobs, each named once, with their states as read in this
+ * transaction: one guarded update per state they move from (not one per job), then each moved
+ * job's event. A job whose state is not known, or has ended, goes alone as before.
+ */
+export async function syncJobsOnActivation(
+  tx: TxContext,
+  jobs: readonly { id: string; state: string | undefined }[],
+  became: 'scheduled' | 'running',
+): Promise<void> {
+  const from = new Map<JobState, string[]>();
+  for (const j of jobs) {
+    const state = j.state as JobState | undefined;
+    if (state === undefined || isJobTerminal(state)) {
+      await syncJobStateOnActivation(tx, j.id, became, j.state);
+      continue;
+    }
+    // As syncJobStateOnActivation: `running` stays; anything short of the activation is lifted to it.
+    if (state === 'running' || state === became) continue;
+    if (!canTransition(jobTransitions, state, became)) throw new Error(`internal: job ${j.id} cannot move from ${state} to ${became}`);
+    const ids = from.get(state);
+    if (ids) ids.push(j.id);
+    else from.set(state, [j.id]);
+  }
+  for (const [state, ids] of from) {
+    for (let i = 0; i < ids.length; i += JOBS_PER_STATEMENT) {
+      const part = ids.slice(i, i + JOBS_PER_STATEMENT);
+      const moved = new Set((await moveJobs(part.length).rows(tx.db, became, tx.now, state, ...part)).map((r) => r.id));
+      // Guarded on the state read: a job that was no longer there changed nothing and says nothing.
+      for (const id of part) if (moved.has(id)) await recordJobStateChange(tx, id, state, became);
+    }
+  }
 }
 
 /**

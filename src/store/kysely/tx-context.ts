@@ -76,7 +76,7 @@ export class TxContext {
      * its part with none and undoes a failed part that changed no row by dropping what it collected;
      * one that changed rows throws SavepointsNeeded, and the group runs again with this off.
      */
-    private readonly optimistic = false,
+    readonly optimistic = false,
     /**
      * Where the optimistic transaction is not on SQLite's direct connection (PostgreSQL): the rows
      * its statements changed so far (RowsChanged), which is how a failed part tells whether it wrote.
@@ -103,6 +103,11 @@ export class TxContext {
     if (this.messageKeys.has(key)) return;
     this.messageKeys.add(key);
     this.messages.push({ message: { topic, payload } as TopicMessage, key });
+  }
+
+  /** Whether this transaction has published any of these topics so far. */
+  hints(topics: ReadonlySet<Topic>): boolean {
+    return this.messages.some((m) => topics.has(m.message.topic));
   }
 
   /**
@@ -249,6 +254,9 @@ export class TxContext {
     this.messageKeys.clear();
   }
 }
+
+/** The topics that say a pass could place something now: stages became ready, or room was freed. */
+export const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Topic.capacityFreed]);
 
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;

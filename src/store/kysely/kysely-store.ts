@@ -83,7 +83,8 @@ export class KyselyStore implements Store {
     let { error, results } = await migrator.migrateToLatest();
     // Kysely's migrator looks for its table through PostgreSQL's catalog of every schema, asking
     // each one's privileges by name: a schema another client drops meanwhile (another store's, a
-    // test's) fails that read with 3F000 "schema … does not exist". Nothing was migrated: run again.
+    // test's) fails that read with 3F000 "schema … does not exist", or 42P01 "relation … does not
+    // exist" for one of its tables. Nothing was migrated: run again.
     for (let tries = 1; error && this.capabilities.dialect === 'postgres' && isSchemaGone(error) && tries < 5; tries++) {
       await sleep(20 * tries);
       ({ error, results } = await migrator.migrateToLatest());

@@ -30,11 +30,14 @@ export function isDatabaseError(err: unknown): boolean {
 }
 
 /**
- * PostgreSQL's invalid_schema_name (3F000): a schema named in the statement, or read by name from
- * the catalog, is gone. Kysely's migrator reads every schema's privileges by name while it looks
- * for its table, so another client dropping a schema meanwhile fails a migration that can simply
- * run again (KyselyStore.migrate).
+ * PostgreSQL's invalid_schema_name (3F000) or undefined_table (42P01): a schema or a table named in
+ * the statement, or read by name from the catalog, is gone. Kysely's migrator reads every schema's
+ * tables and privileges by name while it looks for its table, so another client dropping a schema
+ * meanwhile fails a migration that can simply run again (KyselyStore.migrate; seen with both
+ * codes: `relation "fleet_….events" does not exist` when the fleet test dropped its schema). A
+ * migration's own missing table fails the same way each time, and is thrown after the retries.
  */
 export function isSchemaGone(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '3F000';
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '3F000' || code === '42P01';
 }

@@ -230,8 +230,28 @@ export class Cluster {
     return !!a && a.proc.exitCode === null && a.proc.signalCode === null;
   }
 
-  async agentExited(name: string): Promise<void> {
-    await this.agents.get(name)?.exited;
+  /**
+   * Until the agent exits; after `ms`, an error with what it and the server printed last (a drain
+   * that never ends timed a test out once in CI, 2026-12-06, with nothing to say where it waited).
+   */
+  async agentExited(name: string, ms = 25_000): Promise<void> {
+    const a = this.agents.get(name);
+    if (!a) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(`agent ${name} has not exited after ${ms} ms:\n${this.agentOutput(name).slice(-3000)}\n--- server:\n${this.serverOutput().slice(-3000)}`),
+          ),
+        ms,
+      );
+    });
+    try {
+      await Promise.race([a.exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Stop the agent with a signal and wait for it to exit (SIGTERM leaves its stages running, for a restart). */

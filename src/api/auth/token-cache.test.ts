@@ -61,20 +61,25 @@ describe('TokenCache, machine credentials', () => {
     expiresAt: null,
     revokedAt: null,
   });
-
-  it('a machine’s credential is kept for machineTtlMs, a person’s token for ttlMs', async () => {
-    let now = 0;
+  /** A cache of `size` entries (5 s for people, 30 s for machines) that notes each hash it reads. */
+  const loading = (clock: () => number, size = 100) => {
     const loads: string[] = [];
     const cache = new TokenCache(
       async (hash) => {
         loads.push(hash);
         return rec(hash);
       },
-      () => now,
+      clock,
       5000,
-      100,
+      size,
       30_000,
     );
+    return { cache, loads };
+  };
+
+  it('a machine’s credential is kept for machineTtlMs, a person’s token for ttlMs', async () => {
+    let now = 0;
+    const { cache, loads } = loading(() => now);
     await cache.get('m1');
     await cache.get('team');
     now = 29_000;
@@ -88,18 +93,7 @@ describe('TokenCache, machine credentials', () => {
   });
 
   it('forgetting a machine drops each of its cached credentials at once, and no other', async () => {
-    const now = 0;
-    const loads: string[] = [];
-    const cache = new TokenCache(
-      async (hash) => {
-        loads.push(hash);
-        return rec(hash);
-      },
-      () => now,
-      5000,
-      100,
-      30_000,
-    );
+    const { cache, loads } = loading(() => 0);
     for (const h of ['m1', 'm2', 'team']) await cache.get(h);
     cache.forget({ machineId: 'machine-m1' });
     expect(cache.size).toBe(2);
@@ -110,13 +104,7 @@ describe('TokenCache, machine credentials', () => {
     cache.forget({ tokenId: 'tok-team' });
     expect(cache.size).toBe(1);
     // Full, the oldest machine credential goes, and forgetting its machine later finds nothing to drop.
-    const small = new TokenCache(
-      async (hash) => rec(hash),
-      () => now,
-      5000,
-      2,
-      30_000,
-    );
+    const { cache: small } = loading(() => 0, 2);
     for (const h of ['m1', 'm2', 'm3']) await small.get(h);
     expect(small.size).toBe(2);
     small.forget({ machineId: 'machine-m1' });

@@ -435,6 +435,14 @@ export class KyselyStore implements Store {
     // A context of its own, for the savepoint and for what the pass writes besides its rows.
     const ctx = this.context(trx, now, optimistic, rowsChanged);
     const written: OutboxMessage[] = [];
+    // A write of the pass's: a context of its own in this transaction, its messages kept with the pass's.
+    const write = async <T>(now: number, f: (c: TxContext) => Promise<T>): Promise<T> => {
+      const c = this.context(trx, now, optimistic, rowsChanged);
+      const r = await f(c);
+      await c.flush();
+      written.push(...c.written);
+      return r;
+    };
     const source: PlacementSource = {
       clusterView: () => scheduler.clusterView(trx),
       readyShapes: () => scheduler.readyShapes(trx, this.shapes),
@@ -442,21 +450,9 @@ export class KyselyStore implements Store {
       schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
       preemptionView: () => teams.preemptionView(trx),
       heldUntil: (p) => teams.heldUntil(trx, p),
-      planApply: async (p) => {
-        const apply = this.context(trx, p.now, optimistic, rowsChanged);
-        const r = await scheduler.planApply(apply, p);
-        await apply.flush();
-        written.push(...apply.written);
-        return r;
-      },
+      planApply: (p) => write(p.now, (c) => scheduler.planApply(c, p)),
       autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
-      autoscaleHoldClear: async (p) => {
-        const clear = this.context(trx, p.now, optimistic, rowsChanged);
-        const r = await autoscale.autoscaleHoldClear(clear, p);
-        await clear.flush();
-        written.push(...clear.written);
-        return r;
-      },
+      autoscaleHoldClear: (p) => write(p.now, (c) => autoscale.autoscaleHoldClear(c, p)),
     };
     try {
       await ctx.savepoint(() => pass(source));

@@ -470,6 +470,15 @@ describe.skipIf(missing !== null)('dashboard in a browser', () => {
           header: document.querySelector('.topbar')!.getBoundingClientRect().height,
           boxes: [...document.querySelectorAll('.dag-scroll, .table-wrap')].map((e) => Math.round(e.getBoundingClientRect().right)),
         }));
+      // Running by the API first, with the job's stages and their attempts in the message if it is
+      // not (CI timed out once on the page alone and could not say whether the cluster or the page
+      // was slow); then the page must show it.
+      await until(
+        'eval-mmlu to run',
+        () => jobOf(url(), job.id),
+        (j: { stages: { name: string; state: string }[] }) => j.stages.some((s) => s.name === 'eval-mmlu' && s.state === 'running'),
+        2 * SLOW,
+      );
       await page.goto(`${url()}/jobs/${job.id}?stage=eval-mmlu`);
       await page.locator('g.dag-node[data-stage="eval-mmlu"][data-state="running"]').waitFor({ timeout: SLOW });
       const onJob = await layout();

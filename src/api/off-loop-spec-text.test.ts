@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../test/support/validation-issues.js';
 import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
-import { INLINE_SPEC_CHARS, OffLoopSpecText } from './off-loop-spec-text.js';
+import { defaultSpecThreads, INLINE_SPEC_CHARS, OffLoopSpecText } from './off-loop-spec-text.js';
 
 /** A valid spec of about `chars` characters. */
 const specOf = (chars: number) => {
@@ -35,6 +35,27 @@ describe('OffLoopSpecText', () => {
     } finally {
       await texts.close();
     }
+  });
+
+  it('reads texts that arrive together on a pool of threads, each to the least busy, started as needed', async () => {
+    expect([1, 2, 4, 8, 16, 64].map((cores) => defaultSpecThreads(cores))).toEqual([2, 2, 2, 4, 4, 4]);
+    const texts = new OffLoopSpecText(undefined, 2);
+    try {
+      expect(texts.running()).toBe(0);
+      const one = specOf(100_000);
+      expect(await texts.read('spec', one)).toEqual(parseJobSpecText(one));
+      // One at a time: the idle thread takes each, no second is started.
+      expect(await texts.read('spec', one)).toEqual(parseJobSpecText(one));
+      expect(texts.running()).toBe(1);
+      // Three together: a second thread starts, the third text waits behind one of the two.
+      const many = [specOf(100_000), specOf(150_000), specOf(120_000)];
+      const read = many.map((t) => texts.read('spec', t));
+      expect(texts.running()).toBe(2);
+      expect(await Promise.all(read)).toEqual(many.map((t) => parseJobSpecText(t)));
+    } finally {
+      await texts.close();
+    }
+    expect(texts.running()).toBe(0);
   });
 
   it('a thread that runs out of its heap refuses the text (400), and the next read starts a new one', async () => {

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { parseJobBatchText, parseJobSpecText } from '../spec/job-spec-text.js';
 import { BATCH_BOUNDS, SPEC_BOUNDS } from '../spec/spec-limits.js';
@@ -24,43 +25,77 @@ export const INLINE_SPEC_CHARS = 64 * 1024;
 const THREAD_HEAP_MB = 1024;
 
 /**
- * Reads YAML spec and batch texts for the API, large ones on a worker thread of their own, one at
- * a time, so that the event loop never waits for the parser. Within the bounds the thread is not
- * expected to fail; if it does (out of its heap), the texts it held are refused (400) and the next
- * starts a new thread.
+ * Threads a server reads large texts on: two, and up to four on a machine of eight cores or more.
+ * One thread made every large text wait for the one before it: a 3 s megabyte of one team's YAML
+ * held another's small batch just past the inline size. Each thread's heap may grow to
+ * THREAD_HEAP_MB while it reads a text at the bounds, so the pool stays small.
+ */
+export const defaultSpecThreads = (cores = availableParallelism()): number => Math.min(4, Math.max(2, Math.floor(cores / 2)));
+
+/** One thread of the pool and the texts it has been given and not yet answered. */
+interface SpecThread {
+  worker: Worker;
+  pending: Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; kind: SpecTextKind }>;
+}
+
+/**
+ * Reads YAML spec and batch texts for the API, large ones on worker threads (a small pool, each
+ * text to the thread with the fewest waiting), so that the event loop never waits for the parser.
+ * Within the bounds a thread is not expected to fail; if one does (out of its heap), the texts it
+ * held are refused (400), the other threads' are not, and the next read starts a new one.
  */
 export class OffLoopSpecText {
-  private worker: Worker | null = null;
+  private readonly threads: (SpecThread | null)[];
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; kind: SpecTextKind }>();
 
-  /** `heapMb`: the thread's heap (tests make it fail with a small one). */
-  constructor(private readonly heapMb = THREAD_HEAP_MB) {}
+  /** `heapMb`: each thread's heap (tests make it fail with a small one); `threads`: the pool's size. */
+  constructor(
+    private readonly heapMb = THREAD_HEAP_MB,
+    threads = defaultSpecThreads(),
+  ) {
+    this.threads = Array.from({ length: Math.max(1, threads) }, () => null);
+  }
 
   /** The text's plain value, or a ValidationError as parseJobSpecText / parseJobBatchText throw it. */
   async read(kind: SpecTextKind, text: string): Promise<unknown> {
     if (text.length <= INLINE_SPEC_CHARS) return kind === 'spec' ? parseJobSpecText(text) : parseJobBatchText(text);
-    // The bounds first, here: a text past them is refused in milliseconds, without waiting for the
+    // The bounds first, here: a text past them is refused in milliseconds, without waiting for a
     // thread or holding it up for the texts behind it.
     checkSpecText(text, { bounds: kind === 'spec' ? SPEC_BOUNDS : BATCH_BOUNDS, what: kind });
-    const worker = this.thread();
+    const t = this.leastBusy();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, kind });
-      worker.postMessage({ id, kind, text } satisfies SpecTextRequest);
+      t.pending.set(id, { resolve, reject, kind });
+      t.worker.postMessage({ id, kind, text } satisfies SpecTextRequest);
     });
   }
 
-  /** Ends the thread (the API's close); texts still being read are refused. */
-  async close(): Promise<void> {
-    const w = this.worker;
-    this.worker = null;
-    this.failAll('the server is stopping');
-    if (w) await w.terminate();
+  /** Threads started and not ended (a pool's threads start on their first text). */
+  running(): number {
+    return this.threads.filter((t) => t !== null).length;
   }
 
-  private thread(): Worker {
-    if (this.worker) return this.worker;
+  /** Ends the threads (the API's close); texts still being read are refused. */
+  async close(): Promise<void> {
+    const all = this.threads.filter((t): t is SpecThread => t !== null);
+    this.threads.fill(null);
+    for (const t of all) failAll(t, 'the server is stopping');
+    await Promise.all(all.map((t) => t.worker.terminate()));
+  }
+
+  /** An idle thread if there is one (starting one in an empty place), else the one with the fewest texts. */
+  private leastBusy(): SpecThread {
+    let best: SpecThread | null = null;
+    for (let i = 0; i < this.threads.length; i++) {
+      const t = this.threads[i];
+      if (!t) return this.start(i);
+      if (!best || t.pending.size < best.pending.size) best = t;
+      if (best.pending.size === 0) break;
+    }
+    return best!;
+  }
+
+  private start(slot: number): SpecThread {
     // From the sources (tests, `tsx`), the thread loads TypeScript through tsx; built, plain JavaScript.
     const ts = import.meta.url.endsWith('.ts');
     const file = new URL(`./spec-text-thread.${ts ? 'ts' : 'js'}`, import.meta.url);
@@ -70,28 +105,30 @@ export class OffLoopSpecText {
       : new Worker(file, options);
     // Not a reason for the process to stay up.
     w.unref();
+    const t: SpecThread = { worker: w, pending: new Map() };
     w.on('message', (reply: SpecTextReply) => {
-      const p = this.pending.get(reply.id);
+      const p = t.pending.get(reply.id);
       if (!p) return;
-      this.pending.delete(reply.id);
+      t.pending.delete(reply.id);
       if ('value' in reply) p.resolve(reply.value);
       else if ('issues' in reply) p.reject(new ValidationError(reply.issues));
       else p.reject(new ValidationError([{ path: '', message: `cannot read the ${p.kind}: ${reply.error}` }]));
     });
     const gone = (why: string) => {
-      if (this.worker === w) this.worker = null;
-      this.failAll(why);
+      if (this.threads[slot] === t) this.threads[slot] = null;
+      failAll(t, why);
     };
     w.on('error', (e) => gone(`the parser stopped: ${e.message}`));
     w.on('exit', () => gone('the parser stopped'));
-    this.worker = w;
-    return w;
+    this.threads[slot] = t;
+    return t;
   }
+}
 
-  private failAll(why: string): void {
-    for (const [id, p] of this.pending) {
-      this.pending.delete(id);
-      p.reject(new ValidationError([{ path: '', message: `cannot read the ${p.kind}: ${why}` }]));
-    }
+/** Refuses every text `t` still holds, saying why. */
+function failAll(t: SpecThread, why: string): void {
+  for (const [id, p] of t.pending) {
+    t.pending.delete(id);
+    p.reject(new ValidationError([{ path: '', message: `cannot read the ${p.kind}: ${why}` }]));
   }
 }

@@ -461,16 +461,23 @@ export class Agent {
 
   private async heartbeatLoop(): Promise<void> {
     let failures = 0;
+    /** The period the server gave last (it grows with the fleet: docs/failure-detection.md), with the settings it came under. */
+    let given: { settings: AgentSettings; periodMs: number } | null = null;
     while (!this.stopping) {
       const s = this.settings!;
+      // A registration (again) starts over at the settings' period, until an answer says otherwise.
+      const periodMs = given?.settings === s ? given.periodMs : s.heartbeatMs;
       const sentAt = this.clock.now();
       const t0 = Date.now();
       try {
         // A dropped attempt is listed until its process is gone: the server keeps its resources
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
         const running = await Promise.all([...this.runners.values()].filter((r) => r.listed).map((r) => r.heartbeatItem()));
-        const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
+        const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, periodMs));
         const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
+        // The next heartbeat must come within the period this answer gives: the server judges the
+        // machine's silence, and lasts its leases, by it.
+        if (res.heartbeatMs !== undefined) given = { settings: s, periodMs: res.heartbeatMs };
         if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);
         failures = 0;
         // The send time, not the answer's: the server renewed the lease no earlier than that.
@@ -479,7 +486,7 @@ export class Agent {
         for (const a of res.assignments) this.accept(a);
         void this.deliverPending();
         // A server that answers at once with nothing is not long-polling; keep to the period.
-        if (res.kill.length === 0 && res.assignments.length === 0) await this.pause(s.heartbeatMs - (Date.now() - t0));
+        if (res.kill.length === 0 && res.assignments.length === 0) await this.pause(Math.min(periodMs, res.heartbeatMs ?? periodMs) - (Date.now() - t0));
       } catch (err) {
         if (this.stopping) break;
         if (err instanceof UnknownMachine) {

@@ -492,6 +492,18 @@ describe('Agent', () => {
     expect(after.body.waitMs).toBe(100);
   });
 
+  it("on a period longer than its disconnect grace, a held heartbeat is not silence: the grace grows with the period, as the server's lease does", async () => {
+    // Held 1.5 s each, past the 0.8 s grace: without the growth (2 × (1500 − 100) ms) the watchdog would kill the stage mid-hold.
+    srv.periodMs = 1500;
+    await startAgent({ heartbeatMs: 100, leaseMs: 600, disconnectGraceMs: 800 });
+    const a = assignment({ command: ['sleep', '3'] });
+    srv.push({ assignments: [a] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId, 8000);
+    expect(done.body.exitCode).toBe(0);
+    expect(srv.of('heartbeat').some((e) => e.body.waitMs === 1500)).toBe(true);
+    expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(false);
+  });
+
   it('keeps its stages running while the server cannot be reached, for longer than the lease', async () => {
     await startAgent({ heartbeatMs: 100, leaseMs: 300, disconnectGraceMs: 10_000 });
     const a = assignment({ command: ['sleep', '1.2'] });

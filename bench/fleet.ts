@@ -17,7 +17,8 @@
  * The fleet runs in this process and costs CPU on the same cores: its own CPU is reported apart.
  *
  * Usage: npm run bench:fleet [-- --quick] [-- --agents 1000,5000,10000 --stores sqlite,postgres
- *   --idle-s 20 --load-s 30 --rate 50 --run-ms 500 --out bench/results/fleet.md --old-agents];
+ *   --idle-s 20 --load-s 30 --rate 50 --run-ms 500 --out bench/results/fleet.md --old-agents
+ *   --max-heartbeats-per-second 2500];
  * `--old-agents`: agents that ignore the period the server gives (as agents before it did): the
  * server's cost at the configured period, for a peer in the same run.
  * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit).
@@ -52,6 +53,8 @@ const RUN_MS = num('run-ms', 500);
 const OUT = arg('out', join(REPO, 'bench/results/fleet.md'));
 const PROF = process.env.GANTRY_BENCH_PROF;
 const OLD_AGENTS = process.argv.includes('--old-agents');
+/** The servers' GANTRY_MAX_HEARTBEATS_PER_SECOND (their default, 2,500, unless given). */
+const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
 /** The server's defaults (docs/failure-detection.md), which the bench leaves as they are. */
 const HEARTBEAT_MS = 2000;
 const LOST_AFTER_MS = 10_000;
@@ -184,7 +187,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     store,
     replicas,
     // One join token registers the whole fleet within seconds: past a script's rate limit (50/s), which a real fleet joining over hours is not.
-    env: { GANTRY_RATE_LIMIT: '0' },
+    env: { GANTRY_RATE_LIMIT: '0', ...(MAX_HB_RATE ? { GANTRY_MAX_HEARTBEATS_PER_SECOND: MAX_HB_RATE } : {}) },
     nodeFlags: PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [],
   });
   const fleet = new Fleet({
@@ -301,7 +304,7 @@ function write(results: RunResult[]): void {
     '# A fleet of simulated agents (`npm run bench:fleet`)',
     '',
     machineAndCommit(REPO),
-    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, grown with the fleet to at most 2,500 heartbeats a second, lost after 10 s at that period)${OLD_AGENTS ? '; **old agents**: every agent ignores the period the server gives, and heartbeats every ' + HEARTBEAT_MS + ' ms' : ''}.`,
+    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, grown with the fleet to at most ${MAX_HB_RATE ? Number(MAX_HB_RATE).toLocaleString('en') : '2,500'} heartbeats a second, lost after 10 s at that period)${OLD_AGENTS ? '; **old agents**: every agent ignores the period the server gives, and heartbeats every ' + HEARTBEAT_MS + ' ms' : ''}.`,
     '- **Noise:** two cores shared with other work (four other helpers built and tested beside it), and the fleet itself runs on the same cores: its CPU is its own column. PostgreSQL and NATS CPU is every process of those names on the host, other users included.',
     '',
     '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | lost machine: its period, its bound | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429) |',

@@ -17,7 +17,10 @@
  * The fleet runs in this process and costs CPU on the same cores: its own CPU is reported apart.
  *
  * Usage: npm run bench:fleet [-- --quick] [-- --agents 1000,5000,10000 --stores sqlite,postgres
- *   --idle-s 20 --load-s 30 --rate 50 --run-ms 500 --out bench/results/fleet.md];
+ *   --idle-s 20 --load-s 30 --rate 50 --run-ms 500 --out bench/results/fleet.md --old-agents
+ *   --max-heartbeats-per-second 2500];
+ * `--old-agents`: agents that ignore the period the server gives (as agents before it did): the
+ * server's cost at the configured period, for a peer in the same run.
  * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -49,9 +52,20 @@ const RATE = num('rate', 50);
 const RUN_MS = num('run-ms', 500);
 const OUT = arg('out', join(REPO, 'bench/results/fleet.md'));
 const PROF = process.env.GANTRY_BENCH_PROF;
+const OLD_AGENTS = process.argv.includes('--old-agents');
+/** The servers' GANTRY_MAX_HEARTBEATS_PER_SECOND (their default, 2,500, unless given). */
+const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
 /** The server's defaults (docs/failure-detection.md), which the bench leaves as they are. */
 const HEARTBEAT_MS = 2000;
-const BOUND = { best: 10_000 - 1.5 * HEARTBEAT_MS, worst: 10_000 + 1.2 * 1000 };
+const LOST_AFTER_MS = 10_000;
+const REAP_WORST_MS = 1.2 * 1000;
+
+/** The machine's heartbeat as the API shows it (absent from servers before the period grew with the fleet). */
+interface HeartbeatView {
+  periodMs: number;
+  lostAfterMs: number;
+  lostWithinMs: number;
+}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -97,6 +111,8 @@ interface Phase {
 }
 
 interface Lost {
+  /** The stopped machine's period and its bound for being lost, as the API showed them before it stopped. */
+  heartbeat?: HeartbeatView;
   /** Agent stopped → the server says its machine is lost (ms). */
   lostMs: number | null;
   /** Agent stopped → its stage assigned to another agent (ms). */
@@ -147,6 +163,7 @@ async function lostMachine(fleet: Fleet, servers: FleetServers): Promise<Lost> {
   // Behind what the load left queued, the long stage may not be placed at all: said so, not timed.
   if (!holder) return { lostMs: null, elsewhereMs: null, note: 'its long stage was not placed within 30 s (behind the queue the load left)' };
   const victim = fleet.agents.find((a) => a.name === holder.agent)!;
+  const shown = await adminGet<{ heartbeat?: HeartbeatView }>(urls[0]!, `/v1/machines/${holder.machineId}`, admin).catch(() => null);
   const t0 = performance.now();
   await victim.kill();
   let lostMs: number | null = null;
@@ -160,7 +177,7 @@ async function lostMachine(fleet: Fleet, servers: FleetServers): Promise<Lost> {
     if (elsewhereMs === null && other) elsewhereMs = other.at - t0;
     await sleep(50);
   }
-  return { lostMs, elsewhereMs };
+  return { lostMs, elsewhereMs, ...(shown?.heartbeat ? { heartbeat: shown.heartbeat } : {}) };
 }
 
 async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
@@ -170,7 +187,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     store,
     replicas,
     // One join token registers the whole fleet within seconds: past a script's rate limit (50/s), which a real fleet joining over hours is not.
-    env: { GANTRY_RATE_LIMIT: '0' },
+    env: { GANTRY_RATE_LIMIT: '0', ...(MAX_HB_RATE ? { GANTRY_MAX_HEARTBEATS_PER_SECOND: MAX_HB_RATE } : {}) },
     nodeFlags: PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [],
   });
   const fleet = new Fleet({
@@ -182,6 +199,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     memoryBytes: 16 * 2 ** 30,
     runMs: RUN_MS,
     registerConcurrency: 32,
+    oldAgents: OLD_AGENTS,
   });
   let submitting = true;
   let jobsSubmitted = 0;
@@ -249,6 +267,12 @@ const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
+/** docs/failure-detection.md: lost no sooner than its allowance less 1.5 periods after it died, no later than the allowance and a reaper's pass. */
+function bound(h?: HeartbeatView): { best: number; worst: number } {
+  if (!h) return { best: LOST_AFTER_MS - 1.5 * HEARTBEAT_MS, worst: LOST_AFTER_MS + REAP_WORST_MS };
+  return { best: h.lostAfterMs - 1.5 * h.periodMs, worst: h.lostWithinMs };
+}
+
 function row(r: RunResult): string {
   const hb = (p: Phase) => `${f1(percentile(p.w.heartbeatOverMs, 50))} / ${f1(percentile(p.w.heartbeatOverMs, 99))}`;
   const cores = (p: Phase) => sum(p.cpu.servers) / 1000 / p.w.seconds;
@@ -268,6 +292,7 @@ function row(r: RunResult): string {
     hb(r.load),
     f2(r.idle.cpu.fleet / 1000 / r.idle.w.seconds) + ' / ' + f2(r.load.cpu.fleet / 1000 / r.load.w.seconds),
     r.store === 'postgres' ? `${f2(r.idle.cpu.postgres / 1000 / r.idle.w.seconds)} / ${f2(r.load.cpu.postgres / 1000 / r.load.w.seconds)}` : '',
+    r.lost.heartbeat ? `${r.lost.heartbeat.periodMs} ms, ${f1(bound(r.lost.heartbeat).best / 1000)}–${f1(bound(r.lost.heartbeat).worst / 1000)} s` : '',
     lost(r.lost.lostMs),
     lost(r.lost.elsewhereMs),
     `${r.busyErrors} / ${r.retried} |`,
@@ -279,14 +304,14 @@ function write(results: RunResult[]): void {
     '# A fleet of simulated agents (`npm run bench:fleet`)',
     '',
     machineAndCommit(REPO),
-    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, lost after 10 s).`,
+    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, grown with the fleet to at most ${MAX_HB_RATE ? Number(MAX_HB_RATE).toLocaleString('en') : '2,500'} heartbeats a second, lost after 10 s at that period)${OLD_AGENTS ? '; **old agents**: every agent ignores the period the server gives, and heartbeats every ' + HEARTBEAT_MS + ' ms' : ''}.`,
     '- **Noise:** two cores shared with other work (four other helpers built and tested beside it), and the fleet itself runs on the same cores: its CPU is its own column. PostgreSQL and NATS CPU is every process of those names on the host, other users included.',
     '',
-    '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429) |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | lost machine: its period, its bound | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...results.map(row),
     '',
-    `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole ${HEARTBEAT_MS} ms) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. "Machine lost after" is when a poll of the machine (every 50 ms, through the API) first saw it lost, so it can read a little later than "its stage elsewhere". The documented bound for a lost machine's stage to run elsewhere is ${f1(BOUND.best / 1000)}–${f1(BOUND.worst / 1000)} s (docs/failure-detection.md). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
+    `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole period) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. "Machine lost after" is when a poll of the machine (every 50 ms, through the API) first saw it lost, so it can read a little later than "its stage elsewhere". The documented bound for a lost machine's stage to run elsewhere is ${f1(bound().best / 1000)}–${f1(bound().worst / 1000)} s at the configured period, and grows with the period the server gave the machine (its column, as \`GET /v1/machines/ID\` showed it; docs/failure-detection.md, "A period that grows with the fleet"). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
     '',
     ...failed.map((f) => `**Did not finish:** ${f}\n`),
     ...results.flatMap((r) => (r.lost.note ? [`Machine lost, ${r.store} ${r.agents}: not measured, ${r.lost.note}.`, ''] : [])),

@@ -17,6 +17,8 @@ export interface FleetOptions {
   runMs: number;
   /** Registrations in flight at once. */
   registerConcurrency?: number;
+  /** Agents from before the period grew with the fleet: they ignore the answer's heartbeatMs (sim-agent.ts). */
+  oldAgents?: boolean;
 }
 
 /** Who took which attempt, and when (performance.now()). */
@@ -78,6 +80,7 @@ export class Fleet implements AgentObserver {
           joinToken: o.joinToken,
           client: this.client,
           observer: this,
+          ...(o.oldAgents ? { old: true } : {}),
           runMs: (a) => {
             const s = sleepSeconds(a.command);
             return s === null ? o.runMs : s * 1000;

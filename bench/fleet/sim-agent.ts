@@ -39,6 +39,8 @@ export interface SimAgentOptions {
   observer: AgentObserver;
   /** How long a stage "runs" after its acknowledgement is answered. */
   runMs: (a: Assignment) => number;
+  /** An agent from before the period grew with the fleet: it ignores the answer's heartbeatMs. */
+  old?: boolean;
 }
 
 type Held = { a: Assignment; phase: 'acking' | 'running' | 'owed'; timer?: NodeJS.Timeout };
@@ -60,6 +62,8 @@ export class SimAgent {
   heartbeats = 0;
   private credential = '';
   settings: Settings | null = null;
+  /** The heartbeat period it keeps to now: the settings', then what each answer gives. */
+  periodMs = 0;
   private readonly held = new Map<string, Held>();
   private readonly toAck: Held[] = [];
   private readonly toComplete: Held[] = [];
@@ -126,6 +130,7 @@ export class SimAgent {
     this.machineId = res.machineId;
     this.credential = res.credential;
     this.settings = res.settings;
+    this.periodMs = res.settings.heartbeatMs;
   }
 
   /** Starts heartbeating and reporting; `delayMs` staggers the first heartbeat, as agents started at different times are. */
@@ -166,28 +171,33 @@ export class SimAgent {
 
   private async heartbeatLoop(delayMs: number): Promise<void> {
     await this.pause(delayMs);
-    const s = this.settings!;
     const path = this.url(`/v1/agent/machines/${this.machineId}/heartbeat`);
     let failures = 0;
     while (!this.stopped) {
       const running = [...this.held.values()].map((h) => ({ attemptId: h.a.attemptId, token: h.a.token }));
       const t0 = performance.now();
+      // As the real agent: the period the last answer gave (it grows with the fleet), else the
+      // settings'; an agent that predates it (--old-agents) keeps to the settings'.
+      const periodMs = this.periodMs;
       try {
-        const res = await this.o.client.post<Static<typeof HeartbeatResponse>>(path, { running, waitMs: s.heartbeatMs }, this.credential, this.abort.signal);
+        const res = await this.o.client.post<Static<typeof HeartbeatResponse>>(path, { running, waitMs: periodMs }, this.credential, this.abort.signal);
         const rtt = performance.now() - t0;
         failures = 0;
         this.heartbeats++;
+        if (!this.o.old && res.heartbeatMs !== undefined) this.periodMs = res.heartbeatMs;
         const empty = res.kill.length === 0 && res.assignments.length === 0;
-        this.o.observer.heartbeat(this, rtt, s.heartbeatMs, empty);
+        // Held the whole period it asked for, or the server's, if shorter.
+        const held = Math.min(periodMs, res.heartbeatMs ?? periodMs);
+        this.o.observer.heartbeat(this, rtt, held, empty);
         for (const k of res.kill) this.drop(k.attemptId);
         this.take(res.assignments);
         // As the real agent: a server that answers at once with nothing is not long-polling; keep to the period.
-        if (empty) await this.pause(s.heartbeatMs - rtt);
+        if (empty) await this.pause(held - rtt);
       } catch (err) {
         if (this.stopped) break;
         this.o.observer.failed(this, 'heartbeat', err);
         failures++;
-        await this.pause(Math.min(s.heartbeatMs, 100 * 2 ** failures));
+        await this.pause(Math.min(periodMs, 100 * 2 ** failures));
       }
     }
   }

@@ -476,6 +476,34 @@ describe('Agent', () => {
     expect(lines.some((l) => l.includes('registering again'))).toBe(true);
   });
 
+  it('keeps to the period a heartbeat answer gives (grown with the fleet), and to the settings again after registering again', async () => {
+    srv.periodMs = 250;
+    await startAgent({ heartbeatMs: 100 });
+    // The first asks the settings' hold; from the first answer on, the period it gave.
+    expect((await srv.waitFor((e) => e.type === 'heartbeat')).body.waitMs).toBe(100);
+    const given = await srv.waitFor((e) => e.type === 'heartbeat' && e.body.waitMs === 250);
+    const next = await srv.waitFor((e) => e.type === 'heartbeat' && e.seq > given.seq);
+    expect(next.body.waitMs).toBe(250);
+    // A server that no longer says (an older one, after a restart) and does not know the machine: the settings' period.
+    srv.periodMs = null;
+    srv.machines.clear();
+    const again = await srv.waitFor((e) => e.type === 'register' && e.seq > 0);
+    const after = await srv.waitFor((e) => e.type === 'heartbeat' && e.seq > again.seq);
+    expect(after.body.waitMs).toBe(100);
+  });
+
+  it("on a period longer than its disconnect grace, a held heartbeat is not silence: the grace grows with the period, as the server's lease does", async () => {
+    // Held 1.5 s each, past the 0.8 s grace: without the growth (2 × (1500 − 100) ms) the watchdog would kill the stage mid-hold.
+    srv.periodMs = 1500;
+    await startAgent({ heartbeatMs: 100, leaseMs: 600, disconnectGraceMs: 800 });
+    const a = assignment({ command: ['sleep', '3'] });
+    srv.push({ assignments: [a] });
+    const done = await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId, 8000);
+    expect(done.body.exitCode).toBe(0);
+    expect(srv.of('heartbeat').some((e) => e.body.waitMs === 1500)).toBe(true);
+    expect(lines.some((l) => l.includes('killing 1 running attempt'))).toBe(false);
+  });
+
   it('keeps its stages running while the server cannot be reached, for longer than the lease', async () => {
     await startAgent({ heartbeatMs: 100, leaseMs: 300, disconnectGraceMs: 10_000 });
     const a = assignment({ command: ['sleep', '1.2'] });

@@ -8,6 +8,7 @@
  */
 import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire } from '../api/contract/agent-protocol.js';
+import { silenceGrowthMs } from '../domain/heartbeat-period.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
 import { AgentState } from './disk/agent-state.js';
 import { makeAgentFilesPrivate } from './disk/agent-private-files.js';
@@ -139,6 +140,8 @@ export class Agent {
   /** What every command is wrapped in (--sandbox; set at start; null: none). */
   private sandbox: SandboxTool | null = null;
   private lastHeartbeatSentOk = 0;
+  /** The period the server gave last (it grows with the fleet: docs/failure-detection.md), with the settings it came under. */
+  private given: { settings: AgentSettings; periodMs: number } | null = null;
   private loop: Promise<void> | null = null;
   private watchdog: NodeJS.Timeout | null = null;
   private registering: Promise<boolean> | null = null;
@@ -463,14 +466,18 @@ export class Agent {
     let failures = 0;
     while (!this.stopping) {
       const s = this.settings!;
+      const periodMs = this.periodMs();
       const sentAt = this.clock.now();
       const t0 = Date.now();
       try {
         // A dropped attempt is listed until its process is gone: the server keeps its resources
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
         const running = await Promise.all([...this.runners.values()].filter((r) => r.listed).map((r) => r.heartbeatItem()));
-        const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, s.heartbeatMs));
+        const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, periodMs));
         const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
+        // The next heartbeat must come within the period this answer gives: the server judges the
+        // machine's silence, and lasts its leases, by it.
+        if (res.heartbeatMs !== undefined) this.given = { settings: s, periodMs: res.heartbeatMs };
         if (failures > 0) this.log(`heartbeat answered again after ${failures} failure(s)`);
         failures = 0;
         // The send time, not the answer's: the server renewed the lease no earlier than that.
@@ -479,7 +486,7 @@ export class Agent {
         for (const a of res.assignments) this.accept(a);
         void this.deliverPending();
         // A server that answers at once with nothing is not long-polling; keep to the period.
-        if (res.kill.length === 0 && res.assignments.length === 0) await this.pause(s.heartbeatMs - (Date.now() - t0));
+        if (res.kill.length === 0 && res.assignments.length === 0) await this.pause(Math.min(periodMs, res.heartbeatMs ?? periodMs) - (Date.now() - t0));
       } catch (err) {
         if (this.stopping) break;
         if (err instanceof UnknownMachine) {
@@ -494,6 +501,12 @@ export class Agent {
     }
   }
 
+  /** The heartbeat period now: a registration (again) starts over at its settings', until an answer gives another. */
+  private periodMs(): number {
+    const s = this.settings!;
+    return this.given?.settings === s ? this.given.periodMs : s.heartbeatMs;
+  }
+
   /**
    * The server cannot be reached. It may be restarting (then nothing is wrong with our work, and
    * killing it would throw away hours of GPU time), or this machine may be the one cut off (then
@@ -503,7 +516,10 @@ export class Agent {
    */
   private checkLease(): void {
     if (this.stopping || !this.settings) return;
-    const cluster = this.settings.disconnectGraceMs ?? this.settings.leaseMs;
+    // A longer period is a longer wait between answers, not silence: the grace grows with it as
+    // the server's allowances do (silenceGrowthMs).
+    const grow = silenceGrowthMs(this.periodMs(), this.settings.heartbeatMs);
+    const cluster = (this.settings.disconnectGraceMs ?? this.settings.leaseMs) + grow;
     const silent = this.clock.now() - this.lastHeartbeatSentOk;
     // Each stage may set its own grace (disconnectGraceSeconds in its spec, like Nomad's
     // max_client_disconnect per group): a twelve-hour training run may wait out a long outage
@@ -512,7 +528,7 @@ export class Agent {
     // every second for every running attempt while heartbeats get through.
     const over = [...this.runners.values()].filter((r) => {
       const own = r.a.disconnectGraceSeconds;
-      return r.live && silent > (own != null ? own * 1000 : cluster) && !r.endedOnItsOwn();
+      return r.live && silent > (own != null ? own * 1000 + grow : cluster) && !r.endedOnItsOwn();
     });
     if (over.length === 0) return;
     this.log(

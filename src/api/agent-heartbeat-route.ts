@@ -37,10 +37,15 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
       const waiter = wakes.waiter(id, req.raw.socket);
       const reportedAt = clock.now();
       const arrived = reported.mark();
+      // The period this answer gives, grown with the fleet (heartbeat-fleet-period.ts): the agent's
+      // next heartbeat comes within it, so its row records it and its leases last for it. An agent
+      // that does not read it heartbeats at the configured period, sooner: judged by the longer
+      // period, it is only detected later.
+      const periodMs = ctx.period?.current ?? config.heartbeatMs;
       try {
-        // Held no longer than a heartbeat period, whatever the agent asks: the hold writes nothing,
-        // so a longer one would let the machine look silent while it waits.
-        const deadline = reportedAt + Math.min(body.waitMs ?? 0, config.heartbeatMs);
+        // Held no longer than that period, whatever the agent asks: the hold writes nothing, so a
+        // longer one would let the machine look silent while it waits.
+        const deadline = reportedAt + Math.min(body.waitMs ?? 0, periodMs);
         // The heartbeat proper (machine alive, leases renewed, the list reconciled) is written once,
         // when the request arrives; a wake-up while it is held only re-reads what to send.
         // Under load an agent polls again each time work arrives; within half a period of the last
@@ -53,13 +58,14 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
           machineId: id,
           running: body.running,
           now: reportedAt,
-          leaseMs: config.leaseMs,
+          leaseMs: ctx.period?.heartbeatLeaseMs ?? config.leaseMs,
           missingAfterMs: 2 * config.heartbeatMs,
           jitter: ctx.random(),
           renewAfterMs: config.heartbeatMs / 2,
           ...(ctx.liveness ? { livenessAfterMs: 1.5 * config.heartbeatMs } : {}),
+          period: { heartbeatMs: config.heartbeatMs, periodMs },
         });
-        ctx.liveness?.record(id, reportedAt);
+        ctx.liveness?.record(id, reportedAt, periodMs);
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
         // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
         // outcome it reported (`news`), nor, below, an assignment a report's answer carried since
@@ -81,7 +87,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
             // alive (a connection that goes idle after the close began would hold the exit for the
             // keep-alive's 60 s).
             if (ctx.shutdown.aborted) reply.header('connection', 'close');
-            return { health: hb.health, kill, assignments };
+            return { health: hb.health, kill, assignments, heartbeatMs: periodMs };
           }
           // Held to its end with no wake-up: nothing changed for this machine that the bus told of,
           // and it is answered empty without reading again. A wake-up the bus lost (it carries

@@ -30,6 +30,7 @@ import { missingOutputs } from './missing-outputs.js';
 import { ReportMemory } from './report-memory.js';
 import { typedCompletion } from './typed-completion.js';
 import { AGENT_PROTOCOL_VERSION } from './contract/attempt-end.js';
+import { MAX_HEARTBEAT_PERIOD_MS } from '../domain/heartbeat-period.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const tags = ['agent'];
@@ -54,8 +55,8 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     protocol: AGENT_PROTOCOL_VERSION,
   };
   // What reports carried, left out of heartbeats' answers (report-memory.ts); remembered longer
-  // than a heartbeat is ever held (at most heartbeatMs).
-  const reported = new ReportMemory(2 * config.heartbeatMs);
+  // than a heartbeat is ever held (at most its period, which grows with the fleet up to 30 s).
+  const reported = new ReportMemory(2 * Math.max(config.heartbeatMs, config.maxHeartbeatsPerSecond > 0 ? MAX_HEARTBEAT_PERIOD_MS : 0));
 
   app.post(
     '/v1/agent/register',
@@ -164,7 +165,7 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         started: body.started,
         completed: outcomes.filter((c) => !refused.has(c.attemptId)),
         now: clock.now(),
-        leaseMs: config.leaseMs,
+        leaseMs: ctx.period?.startLeaseMs ?? config.leaseMs,
         jitter: ctx.random,
         onItemError: (attemptId, err) => req.log.error({ machineId: id, attemptId, err }, 'report item refused: it failed'),
       });
@@ -214,7 +215,8 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         token: body.token,
         pid: body.pid,
         now: clock.now(),
-        leaseMs: config.leaseMs,
+        // The machine's period is not read here: a lease long enough for the longest one given lately.
+        leaseMs: ctx.period?.startLeaseMs ?? config.leaseMs,
         machineId: req.principal!.machineId!,
       });
       return { state: a.state };

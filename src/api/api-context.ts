@@ -6,6 +6,7 @@ import type { Store } from '../store/store.js';
 import type { LogCaps } from '../store/log-caps.js';
 import type { TokenCache } from './auth/token-cache.js';
 import type { HeartbeatLiveness } from './heartbeat-liveness.js';
+import type { HeartbeatFleetPeriod } from './heartbeat-fleet-period.js';
 import type { StreamSlots } from './stream-slots.js';
 import type { SignInCodes } from './auth/sign-in-codes.js';
 import type { PoolHistory } from './pool-history.js';
@@ -27,6 +28,9 @@ export interface ApiContext {
   /** Idle heartbeats kept in memory and flushed by the control plane (heartbeat-liveness.ts);
    *  absent (tests that build the API alone): every heartbeat older than half a period is written. */
   liveness?: HeartbeatLiveness;
+  /** The heartbeat period grown with the fleet, counted by the control plane's liveness loop
+   *  (heartbeat-fleet-period.ts); absent (tests that build the API alone): the configured period. */
+  period?: HeartbeatFleetPeriod;
   /** The streams each token holds open (events, followed logs), capped (stream-slots.ts). */
   streams: StreamSlots;
   /** One-time sign-in codes for the dashboard (`gantry up`'s link): sign-in-codes.ts. */
@@ -47,6 +51,11 @@ export interface ApiContext {
  */
 export interface ApiSettings {
   heartbeatMs: number;
+  /** The fleet's heartbeats a second the period is grown to hold (docs/failure-detection.md); 0: never grown. */
+  maxHeartbeatsPerSecond: number;
+  suspectAfterMs: number;
+  lostAfterMs: number;
+  lostMachinesIntervalMs: number;
   leaseMs: number;
   killGraceMs: number;
   disconnectGraceMs: number;

@@ -1,4 +1,4 @@
-import type { Store } from '../store/store.js';
+import type { MachineSeen, Store } from '../store/store.js';
 
 /**
  * Idle heartbeats kept in memory and written together (docs/failure-detection.md, "The
@@ -10,11 +10,11 @@ import type { Store } from '../store/store.js';
  * so a replica that never saw a machine's heartbeats judges it from the rows the others wrote.
  */
 export class HeartbeatLiveness {
-  private seen = new Map<string, number>();
+  private seen = new Map<string, MachineSeen>();
 
-  /** A heartbeat from this machine arrived at `at` (the latest one counts). */
-  record(machineId: string, at: number): void {
-    this.seen.set(machineId, at);
+  /** A heartbeat from this machine arrived at `at`, answered with period `periodMs` (the latest one counts). */
+  record(machineId: string, at: number, periodMs?: number): void {
+    this.seen.set(machineId, periodMs === undefined ? { machineId, at } : { machineId, at, periodMs });
   }
 
   /** Writes what was recorded since the last flush; on failure it is kept for the next one. */
@@ -23,9 +23,9 @@ export class HeartbeatLiveness {
     const batch = this.seen;
     this.seen = new Map();
     try {
-      return await store.machinesSeen({ seen: Array.from(batch, ([machineId, at]) => ({ machineId, at })), now });
+      return await store.machinesSeen({ seen: Array.from(batch.values()), now });
     } catch (err) {
-      for (const [machineId, at] of batch) if (!((this.seen.get(machineId) ?? -Infinity) >= at)) this.seen.set(machineId, at);
+      for (const [machineId, s] of batch) if (!((this.seen.get(machineId)?.at ?? -Infinity) >= s.at)) this.seen.set(machineId, s);
       throw err;
     }
   }

@@ -89,7 +89,7 @@ export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
     },
     async () => {
       const [machines, autoscaled] = await Promise.all([store.machineList(), autoscaledByName()]);
-      return { machines: machines.map((m) => machineView(m, autoscaled.get(m.name))) };
+      return { machines: machines.map((m) => machineView(m, ctx.config, autoscaled.get(m.name))) };
     },
   );
 
@@ -116,7 +116,7 @@ export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
       const { machine } = req.params;
       const m = await store.machineFind({ machine });
       if (!m) throw new NotFoundError('machine', machine);
-      return machineView(m, (await autoscaledByName()).get(m.name));
+      return machineView(m, ctx.config, (await autoscaledByName()).get(m.name));
     },
   );
 
@@ -147,7 +147,7 @@ export function machineRoutes(app: ApiApp, ctx: ApiContext): void {
           { machine: r.machine.name, machineId: r.machine.id, scheduling: r.machine.scheduling, changed: r.changed, stopped: r.stopped },
           `machine ${v.name}`,
         );
-        return { changed: r.changed, machine: machineView(r.machine), ...(r.stopped !== undefined ? { stopped: r.stopped } : {}) };
+        return { changed: r.changed, machine: machineView(r.machine, ctx.config), ...(r.stopped !== undefined ? { stopped: r.stopped } : {}) };
       },
     });
   }

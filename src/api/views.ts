@@ -3,6 +3,8 @@ import type { AttemptRecord, HeldAttempt, JobDetail, JobSummary, MachineRecord }
 import type { HeldAttemptView } from './contract/held-attempt-view.js';
 import type { AttemptView, GangMemberView, GpuShareView, JobSummaryView, JobView, MachineView } from './contract/job-view.js';
 import { GPU_MILLI_WHOLE } from '../domain/resources.js';
+import { silenceAllowances } from '../domain/heartbeat-period.js';
+import type { ApiSettings } from './api-context.js';
 import type { RerunPlanView } from './contract/rerun.js';
 import type { RerunPlan } from '../advancer/rerun-plan.js';
 import { ArtifactStore } from '../artifacts/artifact-store.js';
@@ -164,8 +166,30 @@ export function jobSummaryView(j: JobSummary): JobSummaryView {
   };
 }
 
+/** The settings a machine's silence is judged by (ApiSettings' part). */
+export type DetectionSettings = Pick<ApiSettings, 'heartbeatMs' | 'suspectAfterMs' | 'lostAfterMs' | 'leaseMs' | 'lostMachinesIntervalMs'>;
+
+/**
+ * A machine's heartbeat period and what it implies (docs/failure-detection.md, "A period that
+ * grows with the fleet"): suspect and lost after this much silence, and its work elsewhere within
+ * `lostWithinMs` of its death at worst (the lost-machines loop's slowest pass after that).
+ */
+export function machineHeartbeatView(periodMs: number | null, s: DetectionSettings): NonNullable<MachineView['heartbeat']> {
+  const a = silenceAllowances(periodMs, s);
+  return {
+    periodMs: periodMs ?? s.heartbeatMs,
+    suspectAfterMs: a.suspectAfterMs,
+    lostAfterMs: a.lostAfterMs,
+    lostWithinMs: a.lostAfterMs + Math.round(1.2 * s.lostMachinesIntervalMs),
+  };
+}
+
 /** `autoscaled`: the pool and lifecycle of the autoscaler's row of this name, when it started the machine (machine-routes.ts reads the rows). */
-export function machineView(m: MachineRecord, autoscaled?: { pool: string; lifecycle: NonNullable<MachineView['lifecycle']> }): MachineView {
+export function machineView(
+  m: MachineRecord,
+  detection: DetectionSettings,
+  autoscaled?: { pool: string; lifecycle: NonNullable<MachineView['lifecycle']> },
+): MachineView {
   return {
     id: m.id,
     name: m.name,
@@ -190,6 +214,7 @@ export function machineView(m: MachineRecord, autoscaled?: { pool: string; lifec
     labels: m.labels,
     allocated: { ...m.allocated, gpus: m.allocated.gpuHeld.reduce((sum, h) => sum + Math.min(h.milli, GPU_MILLI_WHOLE), 0) / GPU_MILLI_WHOLE },
     lastHeartbeatAt: m.lastHeartbeatAt,
+    heartbeat: machineHeartbeatView(m.heartbeatMs, detection),
     registeredAt: m.registeredAt,
     containment: m.containment,
     address: m.address,

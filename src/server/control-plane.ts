@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
 import { TokenCache } from '../api/auth/token-cache.js';
 import { HeartbeatLiveness } from '../api/heartbeat-liveness.js';
+import { HeartbeatFleetPeriod } from '../api/heartbeat-fleet-period.js';
 import type { Bus } from '../bus/bus.js';
 import { Topic } from '../domain/topic.js';
 import { MemoryBus } from '../bus/memory-bus.js';
@@ -109,6 +110,8 @@ export async function createControlPlane(
   await metrics.start();
   // Idle heartbeats are written together, by every replica for the agents it serves (docs/failure-detection.md).
   const liveness = new HeartbeatLiveness();
+  // The period heartbeats' answers give, grown with the fleet; counted by the liveness loop below.
+  const period = new HeartbeatFleetPeriod(config);
   const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);
   const dashboard = loadDashboard(config.dashboardDir);
   const signInCodes = new SignInCodes(() => clock.now());
@@ -123,6 +126,7 @@ export async function createControlPlane(
       shutdown: shutdown.signal,
       tokens,
       liveness,
+      period,
       streams: new StreamSlots(config.streamsPerToken),
       signInCodes,
       replica: { id: replicaId, leader: isLeader },
@@ -248,10 +252,14 @@ export async function createControlPlane(
   const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
   const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
   // Every 0.4 × heartbeatMs, jittered to at most 0.48: a heartbeat's arrival is in the database
-  // within half a period, the margin detection allows for (docs/failure-detection.md).
+  // within half a period, the margin detection allows for (docs/failure-detection.md). Each pass
+  // also counts the fleet, for the period the next heartbeats' answers give.
   const livenessLoop = new Loop(
     'liveness',
-    async () => void (await liveness.flush(store, clock.now())),
+    async () => {
+      await liveness.flush(store, clock.now());
+      await period.refresh(store, clock.now());
+    },
     0.4 * config.heartbeatMs,
     logError('liveness'),
     random,

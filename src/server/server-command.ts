@@ -67,6 +67,7 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
     if (v !== undefined && !Number.isNaN(v)) over[k] = v;
   };
   set('heartbeatMs', env('GANTRY_HEARTBEAT_MS'));
+  set('maxHeartbeatsPerSecond', env('GANTRY_MAX_HEARTBEATS_PER_SECOND'));
   set('leaseMs', env('GANTRY_LEASE_MS'));
   set('suspectAfterMs', env('GANTRY_SUSPECT_AFTER_MS'));
   set('lostAfterMs', env('GANTRY_LOST_AFTER_MS'));

@@ -27,6 +27,13 @@ export interface ServerConfig {
   port: number;
   /** Agents heartbeat this often; a heartbeat renews every lease the machine holds. */
   heartbeatMs: number;
+  /**
+   * The whole fleet's heartbeats a second: past `heartbeatMs × this` machines, each heartbeat's
+   * answer gives a longer period (machines / this), and every allowance for silence grows with it
+   * (docs/failure-detection.md, "A period that grows with the fleet"; Nomad's
+   * max_heartbeats_per_second). 0: the period never grows.
+   */
+  maxHeartbeatsPerSecond: number;
   /** A lease not renewed for this long expires; the agent kills its own processes after the same. */
   leaseMs: number;
   /** Silent this long: no new placements on the machine. */
@@ -136,6 +143,9 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     host: '127.0.0.1',
     port: 7070,
     heartbeatMs: 2000,
+    // 0.15 ms of the server's CPU a heartbeat at 10,000 agents (docs/throughput.md, "A fleet of
+    // agents"): 2,500 a second keeps them under half a core; fleets under 5,000 machines are unchanged.
+    maxHeartbeatsPerSecond: 2500,
     leaseMs: 10_000,
     suspectAfterMs: 5000,
     lostAfterMs: 10_000,
@@ -196,6 +206,7 @@ export function checkServerConfig(c: ServerConfig): void {
     problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than suspect-after (${c.suspectAfterMs} ms)`);
   if (!(c.suspectAfterMs <= c.lostAfterMs)) problems.push(`suspect-after (${c.suspectAfterMs} ms) must not exceed lost-after (${c.lostAfterMs} ms)`);
   if (!(1.5 * c.heartbeatMs < c.leaseMs)) problems.push(`1.5 × heartbeat (${1.5 * c.heartbeatMs} ms) must be shorter than the lease (${c.leaseMs} ms)`);
+  if (!(c.maxHeartbeatsPerSecond >= 0)) problems.push(`max heartbeats a second (${c.maxHeartbeatsPerSecond}) must not be negative (0: the period never grows)`);
   if (!(c.killGraceMs >= 0)) problems.push('kill grace must not be negative');
   if (!(c.preemptionCooldownMs >= 0)) problems.push('the preemption cool-down must not be negative');
   if (!(c.disconnectGraceMs >= c.leaseMs)) problems.push(`disconnect grace (${c.disconnectGraceMs} ms) must not be shorter than the lease (${c.leaseMs} ms)`);

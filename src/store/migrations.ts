@@ -27,6 +27,7 @@ import { migration0024GpuShares } from './migrations/0024-gpu-shares.js';
 import { migration0025Autoscale } from './migrations/0025-autoscale.js';
 import { migration0026Gangs } from './migrations/0026-gangs.js';
 import { migration0027GangPorts } from './migrations/0027-gang-ports.js';
+import { migration0028HeartbeatPeriod } from './migrations/0028-heartbeat-period.js';
 
 /**
  * Every migration, in order, one file each under migrations/. Each file is frozen: it imports
@@ -65,6 +66,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0025_autoscale': migration0025Autoscale,
     '0026_gangs': migration0026Gangs,
     '0027_gang_ports': migration0027GangPorts,
+    '0028_heartbeat_period': migration0028HeartbeatPeriod,
   };
 }
 

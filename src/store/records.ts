@@ -197,6 +197,8 @@ export interface MachineRecord extends MachineRegistration {
   health: MachineHealth;
   scheduling: MachineScheduling;
   lastHeartbeatAt: number;
+  /** The heartbeat period it was last told (docs/failure-detection.md, "A period that grows with the fleet"); null: the configured one. */
+  heartbeatMs: number | null;
   registeredAt: number;
   /**
    * What active attempts hold there. `gpuIndices`: each GPU anything holds, once, ascending;

@@ -171,6 +171,8 @@ export interface MachinesTable {
   /** What its agent enforces on attempts (a ContainmentReport as JSON, 0019); null: its agent did not say. */
   containment: string | null;
   last_heartbeat_at: number;
+  /** The heartbeat period it was last told (0028, docs/failure-detection.md): its silence is judged by it. Null: the configured one. */
+  heartbeat_ms: number | null;
   registered_at: number;
   updated_at: number;
 }

@@ -256,10 +256,16 @@ export interface Store extends AutoscaleStore {
      *  own row is written only when the heartbeat it holds is older than this (its leases still
      *  follow `renewAfterMs`). */
     livenessAfterMs?: number;
+    /** The configured period and the one this heartbeat's answer gives: the row records it, and
+     *  `livenessAfterMs` grows with the period the row holds (docs/failure-detection.md, "A period
+     *  that grows with the fleet"). Absent: the row's period is set to the configured one (null). */
+    period?: { heartbeatMs: number; periodMs: number };
   }): Promise<HeartbeatResult>;
   /** Heartbeats kept in memory, written at once: each machine's last heartbeat becomes the time
-   *  given, never an earlier one. Answers how many rows moved. */
-  machinesSeen(p: { seen: readonly { machineId: string; at: number }[]; now: number }): Promise<number>;
+   *  given, never an earlier one, with the period that heartbeat was told. Answers how many rows moved. */
+  machinesSeen(p: { seen: readonly MachineSeen[]; now: number }): Promise<number>;
+  /** How many machines are expected to heartbeat (not removed, not lost): the fleet the heartbeat period is grown for. */
+  machinesHeartbeating(): Promise<number>;
   /** Read-only: which of these attempts the machine must kill (a held heartbeat re-checks with it). */
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
   /** Every machine not removed, by name. */
@@ -357,7 +363,8 @@ export interface Store extends AutoscaleStore {
   // --- reconciler ---
   /** Machines silent past `suspectAfterMs` become suspect; past `lostAfterMs`, lost, and their
    *  active attempts lost (stages back to ready, counted against the infrastructure budget). */
-  machinesReap(p: { now: number; suspectAfterMs: number; lostAfterMs: number; jitter: number }): Promise<ReapResult>;
+  /** With `heartbeatMs` (the configured period), each machine's allowances grow with the period its row records (silenceGrowthMs). */
+  machinesReap(p: { now: number; suspectAfterMs: number; lostAfterMs: number; jitter: number; heartbeatMs?: number }): Promise<ReapResult>;
   /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
   attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
   /** Ready stages whose queueTimeoutSeconds has passed (counted from readiness, or the end of their backoff), at most `limit`. */
@@ -466,6 +473,13 @@ export interface PlanApplyResult {
   skipped: { stageId: string; why: string }[];
   /** Attempts preempted (the plan's victims still current when applied). */
   preempted?: string[];
+}
+
+/** A heartbeat kept in memory: its machine, its arrival, the period its answer gave (absent: the configured one). */
+export interface MachineSeen {
+  machineId: string;
+  at: number;
+  periodMs?: number;
 }
 
 export interface ReapResult {

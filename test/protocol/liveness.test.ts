@@ -6,6 +6,12 @@
  * the others. A live machine is never suspect; a machine that dies is lost within
  * [lostAfterMs − 1.5 × heartbeatMs, lostAfterMs + 1.2 × lostMachinesIntervalMs]; a replica that
  * never saw the heartbeats judges from the rows the other wrote, and does not mark it lost.
+ *
+ * And a period that grows with the fleet (domain/heartbeat-period.ts): past the configured rate,
+ * answers give a longer period; a live machine on it is never suspect, a dead one is lost within
+ * the bound the longer period implies (and that the machine's view shows), the leases of its
+ * running attempts hold, and an agent that ignores the new period (one from before it) keeps to
+ * the configured one and is judged as safely as before.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +19,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
+import type { MachineView } from '../../src/api/contract/job-view.js';
 import { type FakeAgent, ProtocolHarness } from '../support/protocol-harness.js';
 
 /** The round trip of an idle heartbeat held its whole period: the next arrives this much after a period. */
@@ -23,7 +30,8 @@ interface Sim {
   /** Runs the loops' passes: the replica that holds the agents' heartbeats flushes, the judging one reaps. */
   flusher: ControlPlane;
   judge: ControlPlane;
-  agents: { agent: FakeAgent; next: number; stopAt?: number }[];
+  /** `old`: an agent from before the period grew with the fleet, which keeps to the configured one. */
+  agents: { agent: FakeAgent; next: number; stopAt?: number; old?: boolean }[];
   flushPhase: number;
   reapPhase: number;
 }
@@ -47,8 +55,8 @@ async function run(s: Sim, until: number): Promise<Map<string, { health: string;
     h.clock.t = t;
     for (const a of live) {
       if (a.next !== t) continue;
-      await a.agent.heartbeat();
-      a.next = t + hb + RTT;
+      const res = await a.agent.heartbeat();
+      a.next = t + (a.old ? hb : (res.heartbeatMs ?? hb)) + RTT;
     }
     if (nextFlush === t) {
       await flusher.loops.liveness.runOnce();
@@ -56,6 +64,8 @@ async function run(s: Sim, until: number): Promise<Map<string, { health: string;
     }
     if (nextReap === t) {
       await judge.loops.reconciler.lostMachines.runOnce();
+      // Expired leases too (the lost-attempts loop, at the same pace): a running attempt's lease must outlast its machine's period.
+      await judge.loops.reconciler.lostAttempts.runOnce();
       nextReap = t + reapEvery;
       for (const m of await judge.store.machineList()) {
         const list = seen.get(m.id) ?? [];
@@ -164,5 +174,138 @@ describe('heartbeats kept in memory, on a fake clock', () => {
     const gone = await run({ h, flusher: h.cp, judge: cp, agents: [{ ...agents[0]!, stopAt: deathAt }], flushPhase: 900, reapPhase: 300 }, deathAt + 15_000);
     const lost = gone.get(m.machineId)!.find((x) => x.health === 'lost')!;
     expect(lost.at - deathAt).toBeLessThanOrEqual(h.config.lostAfterMs + 1.2 * h.config.lostMachinesIntervalMs);
+  });
+});
+
+describe('a heartbeat period that grows with the fleet, on a fake clock', () => {
+  let h: ProtocolHarness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  /** One heartbeat a second for the whole fleet: four machines get a 4 s period, twice the configured 2 s. */
+  const RATE = 1;
+
+  async function fleetOf(names: string[], rate = RATE): Promise<FakeAgent[]> {
+    h = await ProtocolHarness.create({ maxHeartbeatsPerSecond: rate });
+    const agents: FakeAgent[] = [];
+    for (const n of names) agents.push(await h.agent(n));
+    // The liveness loop counts the fleet: the period answers give from then on.
+    await h.cp.loops.liveness.runOnce();
+    return agents;
+  }
+
+  it('answers give the period for the fleet: the configured one while it is small, machines / rate past it', async () => {
+    const [a] = await fleetOf(['a']);
+    expect((await a!.heartbeat()).heartbeatMs).toBe(h!.config.heartbeatMs);
+    for (const n of ['b', 'c', 'd']) await h!.agent(n);
+    await h!.cp.loops.liveness.runOnce();
+    h!.advance(h!.config.heartbeatMs);
+    expect((await a!.heartbeat()).heartbeatMs).toBe(4000);
+    // What the API shows of the machine: its period and the silence that bound implies (written by the liveness loop).
+    await h!.cp.loops.liveness.runOnce();
+    const view = JSON.parse((await h!.call('GET', `/v1/machines/${a!.machineId}`)).body) as MachineView;
+    const grow = 2 * (4000 - h!.config.heartbeatMs);
+    expect(view.heartbeat).toEqual({
+      periodMs: 4000,
+      suspectAfterMs: h!.config.suspectAfterMs + grow,
+      lostAfterMs: h!.config.lostAfterMs + grow,
+      lostWithinMs: h!.config.lostAfterMs + grow + 1.2 * h!.config.lostMachinesIntervalMs,
+    });
+  });
+
+  for (const [flushPhase, reapPhase] of [
+    [0, 0],
+    [470, 1190],
+    [955, 30],
+  ] as const) {
+    it(`on the longer period a live idle machine is never suspect; a dead one is lost within the bound it implies (loops at phases ${flushPhase} / ${reapPhase} ms)`, async () => {
+      const [alive, dies, c, d] = await fleetOf(['alive', 'dies', 'c', 'd']);
+      const { lostAfterMs, lostMachinesIntervalMs } = h!.config;
+      h!.advance(lostAfterMs + 1);
+      for (const a of [alive!, dies!, c!, d!]) expect((await a.heartbeat()).heartbeatMs).toBe(4000);
+      const start = h!.clock.t;
+      const deathAt = start + 20_000 + flushPhase;
+      const seen = await run(
+        {
+          h: h!,
+          flusher: h!.cp,
+          judge: h!.cp,
+          agents: [
+            { agent: alive!, next: start + 4000 + RTT },
+            { agent: dies!, next: start + 1000, stopAt: deathAt },
+            { agent: c!, next: start + 2000 },
+            { agent: d!, next: start + 3000 },
+          ],
+          flushPhase,
+          reapPhase,
+        },
+        start + 50_000,
+      );
+      for (const m of [alive!, c!, d!]) expect(seen.get(m.machineId)).toEqual([{ health: 'ready', at: expect.any(Number) }]);
+      const lost = seen.get(dies!.machineId)!.find((x) => x.health === 'lost');
+      expect(lost).toBeDefined();
+      // lostAfterMs grown by two periods' growth: 10 + 4 = 14 s; lost no sooner than that less 1.5 periods.
+      const allowed = lostAfterMs + 2 * (4000 - h!.config.heartbeatMs);
+      const after = lost!.at - deathAt;
+      expect(after).toBeGreaterThanOrEqual(allowed - 1.5 * 4000);
+      expect(after).toBeLessThanOrEqual(allowed + 1.2 * lostMachinesIntervalMs);
+      // Past what the configured period alone allows: the grown bound is what a dead machine costs.
+      expect(after).toBeGreaterThan(lostAfterMs + 1.2 * lostMachinesIntervalMs - 4000);
+    });
+  }
+
+  it('with the liveness loop stalled, a machine on the longer period writes its row itself in time: never suspect', async () => {
+    const agents = await fleetOf(['m1', 'm2', 'm3', 'm4']);
+    h!.advance(h!.config.lostAfterMs + 1);
+    for (const a of agents) await a.heartbeat();
+    await h!.cp.loops.liveness.runOnce();
+    const start = h!.clock.t;
+    const stalled = { ...h!.cp, loops: { ...h!.cp.loops, liveness: { runOnce: () => Promise.resolve() } } } as unknown as ControlPlane;
+    const seen = await run(
+      { h: h!, flusher: stalled, judge: h!.cp, agents: agents.map((agent) => ({ agent, next: start + 4000 + RTT })), flushPhase: 0, reapPhase: 300 },
+      start + 40_000,
+    );
+    for (const a of agents) expect(seen.get(a.machineId)).toEqual([{ health: 'ready', at: expect.any(Number) }]);
+  });
+
+  it('a running attempt keeps its lease on a period longer than the configured lease, for an agent that reads it and one that does not (an agent from before it)', async () => {
+    // A 12 s period: longer than the configured 10 s lease, which must grow with it.
+    const [fresh, old, c, d] = await fleetOf(['fresh', 'old', 'c', 'd'], 1 / 3);
+    expect((await fresh!.heartbeat()).heartbeatMs).toBe(12_000);
+    h!.advance(h!.config.lostAfterMs + 1);
+    const jobs = [
+      await h!.submit({ name: 'on-fresh', stages: [{ name: 's', command: ['sleep', '600'], resources: { cpu: 4 } }] }),
+      await h!.submit({ name: 'on-old', stages: [{ name: 's', command: ['sleep', '600'], resources: { cpu: 4 } }] }),
+    ];
+    // One stage each: a machine of 4 CPUs runs one of them.
+    await h!.schedule();
+    const held = new Map<FakeAgent, number>();
+    for (const a of [fresh!, old!, c!, d!]) {
+      const { assignments } = await a.heartbeat();
+      for (const x of assignments) await a.acknowledge(x);
+      held.set(a, assignments.length);
+    }
+    const runners = [...held].filter(([, n]) => n > 0).map(([a]) => a);
+    expect(runners).toHaveLength(2);
+    const start = h!.clock.t;
+    const seen = await run(
+      {
+        h: h!,
+        flusher: h!.cp,
+        judge: h!.cp,
+        agents: [fresh!, old!, c!, d!].map((agent, i) => ({ agent, next: start + 1000 + i * 900, old: agent === old || agent === runners[1] })),
+        flushPhase: 200,
+        reapPhase: 600,
+      },
+      start + 90_000,
+    );
+    for (const a of [fresh!, old!, c!, d!]) expect(seen.get(a.machineId)).toEqual([{ health: 'ready', at: expect.any(Number) }]);
+    for (const id of jobs) {
+      const job = await h!.job(id);
+      expect(job.stages[0]!.state).toBe('running');
+      expect(job.stages[0]!.attempts).toHaveLength(1);
+    }
   });
 });

@@ -38,6 +38,8 @@ export class FakeServer {
   readonly stale = new Set<string>();
   private readonly recorded = new Set<string>();
   failHeartbeats = false;
+  /** The period heartbeats' answers give (a server whose period grows with the fleet); null: none, as older servers. */
+  periodMs: number | null = null;
   /** Given to an agent that registers with another token (a join token): what a server does when a machine joins. */
   credential: string | null = null;
   /** Answered 401, as a revoked token is. */
@@ -143,7 +145,7 @@ export class FakeServer {
         });
       }
       if (this.failHeartbeats) return json(503, { error: 'unavailable', message: 'down' });
-      const reply = { health: 'ready', ...this.queue };
+      const reply = { health: 'ready', ...this.queue, ...(this.periodMs !== null ? { heartbeatMs: this.periodMs } : {}) };
       this.queue = { kill: [], assignments: [] };
       return json(200, reply);
     }

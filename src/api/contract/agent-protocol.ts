@@ -10,7 +10,8 @@ import { AttemptLimitsWire, AttemptUsageWire, ContainmentReport } from './contai
  *   heartbeat → every `heartbeatMs`: names the attempts the agent runs (renewing their leases);
  *               the reply says which to kill and carries new assignments. The server holds the
  *               request open up to `waitMs` when it has nothing to say, so assignments and
- *               cancels arrive at once without a second channel.
+ *               cancels arrive at once without a second channel. The reply's own `heartbeatMs`,
+ *               grown with the fleet, is the period from then on (absent: the registration's).
  *   report    → what happened since the last report, for many attempts in one request and one
  *               transaction: acknowledgements (before spawning: the attempt becomes running), pids
  *               (after spawning), and outcomes (fenced by each attempt's token). One report is in
@@ -179,6 +180,10 @@ export const HeartbeatResponse = Type.Object({
   /** `graceMs`: a preempted attempt's own time between TERM and KILL, to checkpoint (else the cluster's killGraceMs). */
   kill: Type.Array(Type.Object({ attemptId: Type.String(), reason: Type.String(), graceMs: Type.Optional(Type.Integer({ minimum: 0 })) })),
   assignments: Type.Array(AssignmentWire),
+  /** The agent's period from now on: hold the next heartbeat this long (its waitMs), and send it
+   *  within this of this answer. Grown with the fleet's size (docs/failure-detection.md, "A period
+   *  that grows with the fleet"). Absent from older servers: the registration's heartbeatMs. */
+  heartbeatMs: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 

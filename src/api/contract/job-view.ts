@@ -208,6 +208,17 @@ export const MachineView = Type.Object({
     gpuHeld: Type.Optional(Type.Array(Type.Object({ index: Type.Integer(), milli: Type.Integer(), memoryBytes: Type.Integer() }))),
   }),
   lastHeartbeatAt: Type.Number(),
+  /** Its heartbeat period, the one the server last gave it (grown with the fleet), and the silence that
+   *  makes it suspect, then lost; its work runs elsewhere within `lostWithinMs` of its death at worst
+   *  (docs/failure-detection.md, "A period that grows with the fleet"). Absent from older servers. */
+  heartbeat: Type.Optional(
+    Type.Object({
+      periodMs: Type.Integer({ minimum: 1 }),
+      suspectAfterMs: Type.Integer({ minimum: 0 }),
+      lostAfterMs: Type.Integer({ minimum: 0 }),
+      lostWithinMs: Type.Integer({ minimum: 0 }),
+    }),
+  ),
   registeredAt: Type.Number(),
   /** What its agent enforces on the attempts it runs, as it reported at registration (docs/containment.md). Null: its agent did not say (an agent before containment); absent from older servers. */
   containment: Type.Optional(Nullable(ContainmentReport)),

@@ -3,7 +3,7 @@ import type { MachineView } from '../../api/contract/job-view.js';
 import { formatCpu, formatMemory } from '../../spec/quantity.js';
 import { formatAge } from './format-age.js';
 import { gpuUseText } from '../../api/contract/gpu-use.js';
-import { gpuSummary, machineStatus } from './machine-table.js';
+import { gpuSummary, machineStatus, seconds } from './machine-table.js';
 import { colorLifecycle } from './autoscale-text.js';
 import { palette, type Colors } from './palette.js';
 import type { RenderOptions } from './stage-table.js';
@@ -31,10 +31,18 @@ export function renderMachineDetail(m: MachineView, now: number, opts: RenderOpt
     ...(m.address !== undefined ? [['address', m.address] as [string, string]] : []),
     ...(m.gangPorts ? [['gang ports', `${m.gangPorts.first}-${m.gangPorts.last}`] as [string, string]] : []),
     ['labels', labels.length ? labels.map(([k, v]) => `${k}=${v}`).join(',') : '-'],
-    ['heartbeat', `${formatAge(m.lastHeartbeatAt, now)} ago`],
+    ['heartbeat', heartbeatText(m, now)],
     ['registered', `${formatAge(m.registeredAt, now)} ago`],
   ];
   return [table(lines, c), '', c.bold('containment'), table(containmentLines(m.containment, c), c, '  ')].join('\n');
+}
+
+/** The last heartbeat, and where the server says them, its period and the silence it is allowed (docs/failure-detection.md). */
+function heartbeatText(m: MachineView, now: number): string {
+  const last = `${formatAge(m.lastHeartbeatAt, now)} ago`;
+  const h = m.heartbeat;
+  if (!h) return last;
+  return `${last}, every ${seconds(h.periodMs)}: suspect after ${seconds(h.suspectAfterMs)} silent, lost after ${seconds(h.lostAfterMs)} (its work elsewhere within ${seconds(h.lostWithinMs)})`;
 }
 
 function containmentLines(r: ContainmentReport | null | undefined, c: Colors): [string, string][] {

@@ -3,6 +3,7 @@ import type { MachineView } from '../../api/contract/job-view.js';
 import { hybridReport } from '../../../test/support/containment-report.js';
 import { gpuUseText } from '../../api/contract/gpu-use.js';
 import { renderMachineTable } from './machine-table.js';
+import { renderMachineDetail } from './machine-detail.js';
 
 const T0 = 1_700_000_000_000;
 const gpu = (index: number, busy: boolean) => ({ index, type: 'h100', name: 'NVIDIA H100', uuid: null, busy });
@@ -27,6 +28,14 @@ describe('renderMachineTable', () => {
   it('shows allocation out of capacity and says when GPUs were declared', () => {
     const row = renderMachineTable([machine], T0, { color: false }).split('\n')[1] ?? '';
     expect(row).toMatch(/^gpu-1\s+ready\s+3\/8\s+4Gi\/16Gi\s+4x h100 \(declared\) 2 busy\s+\?\s+eu-west\s+rack=a\s+2s ago$/);
+  });
+
+  it('shows the heartbeat period the server gave it (it grows with the fleet), and in detail the silence it is allowed', () => {
+    const grown = { ...machine, heartbeat: { periodMs: 4000, suspectAfterMs: 9000, lostAfterMs: 14_000, lostWithinMs: 15_200 } };
+    expect(renderMachineTable([grown], T0, { color: false }).split('\n')[1]).toMatch(/rack=a\s+2s ago, every 4s$/);
+    expect(renderMachineDetail(grown, T0, { color: false })).toMatch(
+      /^heartbeat: +2s ago, every 4s: suspect after 9s silent, lost after 14s \(its work elsewhere within 15.2s\)$/m,
+    );
   });
 
   it('shows what an operator wants of it after its health, when it is not in service', () => {

@@ -29,12 +29,18 @@ export function renderMachineTable(machines: MachineView[], now: number, opts: R
     Object.entries(m.labels)
       .map(([k, v]) => `${k}=${v}`)
       .join(',') || '-',
-    `${formatAge(m.lastHeartbeatAt, now)} ago`,
+    // Its period too, where the server says it: it grows with the fleet (docs/failure-detection.md).
+    `${formatAge(m.lastHeartbeatAt, now)} ago${m.heartbeat ? `, every ${seconds(m.heartbeat.periodMs)}` : ''}`,
   ]);
   return plainTable(
     ['NAME', 'STATUS', ...(autoscaled ? ['POOL', 'LIFECYCLE'] : []), 'CPU', 'MEMORY', 'GPUS', 'CONTAIN', 'REGION', 'LABELS', 'HEARTBEAT'].map((h) => c.bold(h)),
     rows,
   );
+}
+
+/** 2000 → "2s", 2500 → "2.5s": a period or an allowance, to the tenth. */
+export function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(1))}s`;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { LogPiece, StageDetail } from '../records.js';
 import type { Store } from '../store.js';
 import { blobKey, cpuMachine, gpuMachine, job, stage } from './fixtures.js';
 import { machineSchedulingConformance } from './machine-scheduling-conformance.js';
+import { heartbeatPeriodConformance } from './heartbeat-period-conformance.js';
 import { rerunConformance } from './rerun-conformance.js';
 import { tokenConformance } from './token-conformance.js';
 import { auditConformance } from './audit-conformance.js';
@@ -1058,6 +1059,7 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     });
 
     machineSchedulingConformance(() => store);
+    heartbeatPeriodConformance(() => store);
     rerunConformance(() => store);
     tokenConformance(() => store);
     auditConformance(() => store);

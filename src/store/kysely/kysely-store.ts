@@ -554,9 +554,12 @@ export class KyselyStore implements Store {
     if (!out) throw new NotFoundError('machine', p.machineId);
     return out;
   }
-  machinesSeen(p: { seen: readonly { machineId: string; at: number }[]; now: number }) {
+  machinesSeen(p: Parameters<Store['machinesSeen']>[0]) {
     if (p.seen.length === 0) return Promise.resolve(0);
     return this.tx(p.now, (tx) => machines.machinesSeen(tx, p.seen));
+  }
+  machinesHeartbeating() {
+    return machines.machinesHeartbeating(this.db);
   }
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }) {
     return machines.killList(this.db, p.machineId, p.running);

@@ -3,10 +3,11 @@ import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state
 import { effectiveOutputLimits, type OutputPolicy } from '../../domain/output-limits.js';
 import { preemptionGraceMs, stageLimits, type StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
+import { silenceGrowthMs } from '../../domain/heartbeat-period.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { Assignment, AttemptLimits, MachineContainment, MachineRecord, OutputFile } from '../records.js';
-import type { HeartbeatResult, MachineRegistration, ReapResult } from '../store.js';
+import type { HeartbeatResult, MachineRegistration, MachineSeen, ReapResult } from '../store.js';
 import { maskSecrets } from '../../domain/secret-env.js';
 import { loseAttempt, secretsOf } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
@@ -36,6 +37,8 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
     containment: p.containment ? JSON.stringify(p.containment) : null,
     health: MachineHealth.ready,
     last_heartbeat_at: tx.now,
+    // A registering agent starts at the configured period, until a heartbeat's answer says otherwise.
+    heartbeat_ms: null,
     updated_at: tx.now,
   };
   let id: string;
@@ -117,6 +120,10 @@ export async function machineHeartbeat(
     jitter: number;
     renewAfterMs?: number;
     livenessAfterMs?: number;
+    /** The configured period and the one this heartbeat's answer gives (docs/failure-detection.md,
+     *  "A period that grows with the fleet"): the row records the latter, and livenessAfterMs
+     *  grows with the period the row holds (silenceGrowthMs). */
+    period?: { heartbeatMs: number; periodMs: number };
   },
 ): Promise<HeartbeatResult | null> {
   // A removed machine is unknown to its agent (404), which registers again.
@@ -125,7 +132,8 @@ export async function machineHeartbeat(
   let health = m.health;
   // Liveness kept in memory by the caller (machinesSeen) leaves the row alone while what it holds
   // is younger than livenessAfterMs; else, as before, within renewAfterMs of the last write.
-  const liveFor = p.livenessAfterMs ?? p.renewAfterMs;
+  const grow = p.period ? silenceGrowthMs(m.heartbeat_ms === null ? null : Number(m.heartbeat_ms), p.period.heartbeatMs) : 0;
+  const liveFor = p.livenessAfterMs !== undefined ? p.livenessAfterMs + grow : p.renewAfterMs;
   let fresh = liveFor !== undefined && tx.now - Number(m.last_heartbeat_at) < liveFor;
   if (health === 'suspect' || health === 'lost') {
     const res = await tx.db
@@ -160,7 +168,7 @@ export async function machineHeartbeat(
   const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
   const placed = held.filter((h) => h.state === 'scheduled').map((h) => h.id);
   if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [], placed };
-  await markHeartbeat.affected(tx.db, tx.now, m.id);
+  await markHeartbeat.affected(tx.db, tx.now, p.period?.periodMs ?? null, m.id);
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
   for (let i = 0; i < renew.length; i += 500) {
@@ -176,7 +184,11 @@ export async function machineHeartbeat(
 }
 
 const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>
-  db.selectFrom('machines').select(['id', 'name', 'health', 'last_heartbeat_at']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
+  db
+    .selectFrom('machines')
+    .select(['id', 'name', 'health', 'last_heartbeat_at', 'heartbeat_ms'])
+    .where('id', '=', id)
+    .where('scheduling', '!=', MachineScheduling.removed),
 );
 const setProgress = prepared<[fraction: number, message: string | null, at: number, id: string, token: number, machineId: string]>()(
   (db, [fraction, message, at, id, token, machineId]) =>
@@ -188,7 +200,9 @@ const setProgress = prepared<[fraction: number, message: string | null, at: numb
       .where('machine_id', '=', machineId)
       .where('state', '=', 'running'),
 );
-const markHeartbeat = prepared<[at: number, id: string]>()((db, [at, id]) => db.updateTable('machines').set({ last_heartbeat_at: at }).where('id', '=', id));
+const markHeartbeat = prepared<[at: number, periodMs: number | null, id: string]>()((db, [at, periodMs, id]) =>
+  db.updateTable('machines').set({ last_heartbeat_at: at, heartbeat_ms: periodMs }).where('id', '=', id),
+);
 /** What a machine holds: attempts placed on it and not yet released, a small set however long its history (a partial index). */
 const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
   db
@@ -199,7 +213,7 @@ const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
 );
 type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
 
-/** Rows a statement of machinesSeen writes at most: two parameters each, far under either database's limit. */
+/** Rows a statement of machinesSeen writes at most: three parameters each, far under either database's limit. */
 const SEEN_CHUNK = 1000;
 
 /**
@@ -209,22 +223,32 @@ const SEEN_CHUNK = 1000;
  * Rows in id order, so that two of these, or one and a plan locking its machines, take row locks
  * in one order.
  */
-export async function machinesSeen(tx: TxContext, seen: readonly { machineId: string; at: number }[]): Promise<number> {
+export async function machinesSeen(tx: TxContext, seen: readonly MachineSeen[]): Promise<number> {
   // One row a machine, its latest time: a machine named twice in one statement would be set to either.
-  const latest = new Map<string, number>();
-  for (const s of seen) latest.set(s.machineId, Math.max(s.at, latest.get(s.machineId) ?? -Infinity));
-  const rows = Array.from(latest, ([machineId, at]) => ({ machineId, at })).sort((a, b) =>
-    a.machineId < b.machineId ? -1 : a.machineId > b.machineId ? 1 : 0,
-  );
+  const latest = new Map<string, MachineSeen>();
+  for (const s of seen) if (!((latest.get(s.machineId)?.at ?? -Infinity) >= s.at)) latest.set(s.machineId, s);
+  const rows = Array.from(latest.values()).sort((a, b) => (a.machineId < b.machineId ? -1 : a.machineId > b.machineId ? 1 : 0));
   let moved = 0;
   for (let i = 0; i < rows.length; i += SEEN_CHUNK) {
-    const values = sql.join(rows.slice(i, i + SEEN_CHUNK).map((r) => sql`(${r.machineId}, cast(${r.at} as bigint))`));
-    const res = await sql`with seen(id, at) as (values ${values})
-      update machines set last_heartbeat_at = seen.at from seen
+    const values = sql.join(rows.slice(i, i + SEEN_CHUNK).map((r) => sql`(${r.machineId}, cast(${r.at} as bigint), cast(${r.periodMs ?? null} as integer))`));
+    // Each row with the period that heartbeat's answer gave: its silence is judged by it.
+    const res = await sql`with seen(id, at, period) as (values ${values})
+      update machines set last_heartbeat_at = seen.at, heartbeat_ms = seen.period from seen
       where machines.id = seen.id and machines.last_heartbeat_at < seen.at`.execute(tx.db);
     moved += Number(res.numAffectedRows ?? 0);
   }
   return moved;
+}
+
+/** Machines expected to heartbeat: not removed, not lost. One count, read by each server every liveness flush. */
+export async function machinesHeartbeating(db: Db): Promise<number> {
+  const r = await db
+    .selectFrom('machines')
+    .select((e) => e.fn.countAll<number>().as('n'))
+    .where('scheduling', '!=', MachineScheduling.removed)
+    .where('health', '!=', MachineHealth.lost)
+    .executeTakeFirstOrThrow();
+  return Number(r.n);
 }
 
 /**
@@ -440,18 +464,26 @@ function attemptLimits(def: StageDefinition, outputs: OutputPolicy | undefined):
  * caller's, compared with heartbeat times that the same clock wrote. A cordoned or draining
  * machine is judged as any other: taking no new work does not make it immune to dying.
  */
-export async function machinesReap(tx: TxContext, p: { suspectAfterMs: number; lostAfterMs: number; jitter: number }): Promise<ReapResult> {
+export async function machinesReap(
+  tx: TxContext,
+  p: { suspectAfterMs: number; lostAfterMs: number; jitter: number; heartbeatMs?: number },
+): Promise<ReapResult> {
   const result: ReapResult = { machines: [], lostAttempts: [] };
+  // Each machine by the period it was last told (docs/failure-detection.md, "A period that grows
+  // with the fleet"): the query finds every machine silent past the shortest allowance, and each
+  // is then judged by its own, which a longer period grows.
   const silent = await tx.db
     .selectFrom('machines')
-    .select(['id', 'name', 'health', 'last_heartbeat_at'])
+    .select(['id', 'name', 'health', 'last_heartbeat_at', 'heartbeat_ms'])
     .where('health', 'in', [MachineHealth.ready, MachineHealth.suspect])
     .where('scheduling', '!=', MachineScheduling.removed)
     .where('last_heartbeat_at', '<', tx.now - p.suspectAfterMs)
     .execute();
   for (const m of silent) {
     const age = tx.now - Number(m.last_heartbeat_at);
-    const to: MachineHealth = age >= p.lostAfterMs ? 'lost' : 'suspect';
+    const grow = p.heartbeatMs === undefined ? 0 : silenceGrowthMs(m.heartbeat_ms === null ? null : Number(m.heartbeat_ms), p.heartbeatMs);
+    if (age < p.suspectAfterMs + grow) continue;
+    const to: MachineHealth = age >= p.lostAfterMs + grow ? 'lost' : 'suspect';
     if (to === m.health) continue;
     const res = await tx.db
       .updateTable('machines')

@@ -111,6 +111,7 @@ export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated'
     gangPorts: machineGangPorts(r),
     containment: r.containment ? JSON.parse(r.containment) : null,
     lastHeartbeatAt: num(r.last_heartbeat_at),
+    heartbeatMs: r.heartbeat_ms === null ? null : num(r.heartbeat_ms),
     registeredAt: num(r.registered_at),
     allocated,
   };

@@ -19,7 +19,9 @@ import type {
   RunningAttempt,
   SchedulerSnapshot,
 } from './snapshot.js';
+import { seekCandidates } from './seek-candidates.js';
 import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import { sortQueued } from './sort-queued.js';
 import { sortIfNeeded } from './sorted.js';
 import type { StaticClasses } from './static-classes.js';
 import type { TargetWorkload } from './target-workload.js';
@@ -220,7 +222,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     withGpus,
     order.filter((i) => snapshot.machines[i]!.gpus.length > 0),
   );
-  const queue = [...snapshot.queue].sort(compareQueued);
+  const queue = sortQueued(snapshot.queue, compareQueued);
   const ledger = new TeamLedger(
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
@@ -353,6 +355,9 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     return key;
   };
 
+  /** Per CPU need's key, where its next look at `cpuOnly` and `withGpus` starts (`seekCandidates`). */
+  const seekFrom = new Map<string, { cpu: number; gpu: number }>();
+
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
   // grows with each placement below), then age (compareQueued).
@@ -398,9 +403,20 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       }
       scan(need, machines, Infinity, found, held, backfills);
     } else {
-      // CPU work looks at GPU machines only when no GPU-less machine can take it.
-      scan(need, cpuOnly, limit, found, held, backfills);
-      if (found.candidates.length === 0) scan(need, withGpus, limit, found, held, backfills);
+      // CPU work looks at GPU machines only when no GPU-less machine can take it. Candidates
+      // first, from where the last look for this need found room; the rejects only when none.
+      const from = seekFrom.get(key);
+      const cpuAt = seekCandidates(need, cpuOnly, limit, found.candidates, from?.cpu ?? 0, held, backfills);
+      const gpuAt = found.candidates.length === 0 ? seekCandidates(need, withGpus, limit, found.candidates, from?.gpu ?? 0, held, backfills) : (from?.gpu ?? 0);
+      if (from === undefined) seekFrom.set(key, { cpu: cpuAt, gpu: gpuAt });
+      else {
+        from.cpu = cpuAt;
+        from.gpu = gpuAt;
+      }
+      if (found.candidates.length === 0) {
+        scan(need, cpuOnly, limit, found, held, backfills);
+        scan(need, withGpus, limit, found, held, backfills);
+      }
     }
 
     // GPU stages the placer found no room for: the scan gave only the reasons.

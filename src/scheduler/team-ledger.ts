@@ -166,11 +166,18 @@ export class TeamLedger {
  */
 export function* fairOrder(sorted: readonly QueuedStage[], ledger: TeamLedger, compare: (a: QueuedStage, b: QueuedStage) => number): Generator<QueuedStage> {
   const lanes = new Map<string, { stages: QueuedStage[]; at: number }>();
+  // The lane of the stage before is looked up once per run of one team's stages, not per stage
+  // (a pass sorts tens of thousands of heads of a few teams).
+  let lastTeam: string | null = null;
+  let lane: { stages: QueuedStage[]; at: number } | undefined;
   for (const s of sorted) {
     const t = teamOf(s);
-    const lane = lanes.get(t) ?? { stages: [], at: 0 };
+    if (t !== lastTeam || lane === undefined) {
+      lastTeam = t;
+      lane = lanes.get(t);
+      if (lane === undefined) lanes.set(t, (lane = { stages: [], at: 0 }));
+    }
     lane.stages.push(s);
-    lanes.set(t, lane);
   }
   if (lanes.size === 1) {
     yield* sorted;

@@ -64,7 +64,7 @@ export class GpuPlacer {
     const p =
       Object.keys(need.labels).length > 0
         ? planner.chooseWhere(shareRequestOfNeed(need), key, classes.passesFor(need, key), isBarred)
-        : planner.chooseInGroups(shareRequestOfNeed(need), classes.classOf, classes.classPasses(need, key), isBarred);
+        : planner.chooseInGroups(shareRequestOfNeed(need), classes.classOf, classes.classPasses(need, key), isBarred, key);
     return p === null ? null : { machine: this.machines[planner.indexOf(p.machineId)!]!, gpuIndices: p.gpuIndices };
   }
 

@@ -174,15 +174,22 @@ export class SharePlanner {
    * with `i => allowedClass(classOf[i])`. `classOf` is by the planner's machine index and the same
    * on every call (the first call's is kept).
    */
-  chooseInGroups(r: ShareRequest, classOf: Int32Array, allowedClass: (c: number) => boolean, barred: (i: number) => boolean): SharePlacement | null {
+  chooseInGroups(
+    r: ShareRequest,
+    classOf: Int32Array,
+    allowedClass: (c: number) => boolean,
+    barred: (i: number) => boolean,
+    /** Names `allowedClass`, as `chooseWhere`'s does: the groups it allows are then kept under it, and each is asked of it once. */
+    filterKey?: string,
+  ): SharePlacement | null {
     if (this.policy === 'random') return this.chooseRandom(r, (i) => allowedClass(classOf[i]!) && !barred(i));
     const shape = this.shapeId(r);
     const grouping = (this.grouping ??= this.groupBy(classOf));
     let best: ShareChoice | null = null;
     let at = -1;
-    for (const g of grouping.groups) {
+    for (const g of filterKey === undefined ? grouping.groups : this.allowedGroups(grouping, filterKey, allowedClass)) {
       if (g.members.length === 0) continue;
-      if (!allowedClass(g.cls)) continue;
+      if (filterKey === undefined && !allowedClass(g.cls)) continue;
       const c = this.groupChoice(g, shape, r);
       if (c === null) continue;
       const by = best === null ? -1 : compareScores(c.score, best.score);
@@ -196,6 +203,22 @@ export class SharePlanner {
     return best === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...best.gpuIndices] };
   }
 
+  /**
+   * The groups whose class `allowedClass` allows, in the order made, kept per filter key: a group's
+   * class never changes, so only the groups made since the key's last call are asked. Emptied
+   * groups stay (a machine may come back to their state) and are passed over by the caller. A pass
+   * at 10,000 machines has some 300 groups, and a need of one GPU model a few dozen of them.
+   */
+  private allowedGroups(grouping: Grouping, filterKey: string, allowedClass: (c: number) => boolean): readonly Group[] {
+    let allowed = grouping.allowed.get(filterKey);
+    if (allowed === undefined) grouping.allowed.set(filterKey, (allowed = { asked: 0, groups: [] }));
+    for (; allowed.asked < grouping.groups.length; allowed.asked++) {
+      const g = grouping.groups[allowed.asked]!;
+      if (allowedClass(g.cls)) allowed.groups.push(g);
+    }
+    return allowed.groups;
+  }
+
   private groupBy(classOf: Int32Array): Grouping {
     const clustering = this.policy === 'clustering';
     const grouping: Grouping = {
@@ -206,6 +229,7 @@ export class SharePlanner {
       ),
       groupOf: new Int32Array(this.machines.length),
       classOf,
+      allowed: new Map(),
     };
     for (let i = 0; i < this.machines.length; i++) this.joinGroup(grouping, i, false);
     return grouping;
@@ -339,6 +363,8 @@ interface Grouping {
   /** Per machine, its group. */
   groupOf: Int32Array;
   classOf: Int32Array;
+  /** By `chooseInGroups`' filter key: how many groups were asked (in the order made), and those allowed. */
+  allowed: Map<string, { asked: number; groups: Group[] }>;
 }
 
 /** `stateKey`'s fields, hashed (with the machine's class). */

@@ -26,7 +26,7 @@ export class GpuPlacer {
   private classes: StaticClasses | null = null;
 
   constructor(
-    /** The pass's working copies of the machines with GPUs, in name order (what the planner sorts by too). */
+    /** The pass's working copies of the machines with GPUs, in name, then id order (`compareMachines`): the share planner's order, which it is told it need not sort. */
     private readonly machines: readonly MachineView[],
     private readonly policy: SharePolicyName,
     private readonly workload: () => TargetWorkload,
@@ -40,12 +40,10 @@ export class GpuPlacer {
   private plannerNow(): SharePlanner {
     if (this.planner === null) {
       const share = this.machines.map(shareMachineOf);
-      // Copies made here for it alone: handed over, not copied a second time.
-      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()), true);
-      // Both orders are name, then id: the planner's indices are ours.
-      this.machines.forEach((m, i) => {
-        if (this.planner!.indexOf(m.id) !== i) throw new Error(`GPU placer: machine order differs at ${m.id}`);
-      });
+      // Copies made here for it alone: handed over, not copied a second time. Ours are in name,
+      // then id order (the pass sorts them by `compareMachines`), the planner's order: not sorted
+      // again, and the planner's indices are ours.
+      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()), true, true);
     }
     return this.planner;
   }

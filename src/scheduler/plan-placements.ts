@@ -374,12 +374,13 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const team = teamOf(stage);
     // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
-    const quota =
-      stage.preemptible || !ledger.hasQuota(team) ? { need: needOf(stage), blocked: null, never: false } : ledger.withinQuota(team, needOf(stage), machines);
-    const need = quota.need;
-    if (preempting) looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
-    if (quota.blocked !== null) {
-      pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
+    // Without a quota to ask (most heads), no verdict object is made: a pass reads tens of thousands.
+    const quota = stage.preemptible || !ledger.hasQuota(team) ? null : ledger.withinQuota(team, needOf(stage), machines);
+    const need = quota === null ? needOf(stage) : quota.need;
+    const blocked = quota === null ? null : quota.blocked;
+    if (preempting) looked.push({ stage, need, gang: null, quotaBlocked: blocked !== null });
+    if (blocked !== null) {
+      pending.push({ stageId: stage.stageId, reason: blocked, unplaceable: quota!.never });
       continue;
     }
     const key = ledger.hasQuota(team) && !stage.preemptible ? `${keyOf(need)}|${team}` : keyOf(need);

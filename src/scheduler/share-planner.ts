@@ -56,8 +56,15 @@ export class SharePlanner {
     private readonly ctx: ShareContext,
     /** The machines are the caller's own copies, which it hands over (it changes them no more): not copied again. */
     handedOver = false,
+    /**
+     * The caller's machines are in `compareShareMachines`' order (name, then id) already, as the
+     * server's pass sorts them (`compareMachines`, the same rule): not compared again, 7,000 names
+     * a pass (docs/throughput.md, "Placement at scale").
+     */
+    inOrder = false,
   ) {
-    this.machines = sortIfNeeded(handedOver ? machines.slice() : machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })), compareShareMachines);
+    const own = handedOver ? machines.slice() : machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) }));
+    this.machines = inOrder ? own : sortIfNeeded(own, compareShareMachines);
     this.machines.forEach((m, i) => this.byId.set(m.id, i));
     this.before = this.machines.map(() => undefined);
     this.stateRows = this.machines.map(() => undefined);

@@ -361,7 +361,8 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
   // grows with each placement below), then age (compareQueued).
-  for (const stage of fairOrder(queue, ledger, compareQueued)) {
+  const nextInOrder = fairOrder(queue, ledger, compareQueued);
+  for (let stage = nextInOrder(); stage !== undefined; stage = nextInOrder()) {
     at += 1;
     if (placements.length >= maxPlacements) break;
     const gang = gangNeedOf(stage);

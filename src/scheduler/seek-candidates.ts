@@ -1,9 +1,9 @@
 import { firstReject, type StageNeed } from './checks.js';
-import { candidatesOn, type Candidate } from './rank.js';
+import type { Candidate } from './rank.js';
 import type { MachineView } from './snapshot.js';
 
 /**
- * The candidates a pass's scan would find for a CPU stage, without the rejects it would record
+ * The candidates a pass's scan would find for a CPU stage (`need.gpuCount` 0), without the rejects it would record
  * (they are read only when no machine takes the stage, and the caller scans again for them then),
  * from `start`. Returns where the next scan for an identical need may start: the machines before
  * it lack the need's CPU or memory, which within a pass only shrink, so they lack it for the rest
@@ -36,7 +36,8 @@ export function seekCandidates(
     // Held for a stage before this one: as good as busy for it, unless it backfills (as `scan`).
     if (held.size > 0 && held.has(m.id) && !(backfills?.(m) ?? false)) continue;
     found += 1;
-    for (const c of candidatesOn(need, m)) into.push(c);
+    // candidatesOn's one candidate of a CPU stage, without its array.
+    into.push({ machine: m, gpuType: null });
   }
   return next;
 }

@@ -4,17 +4,17 @@ import type { QueuedStage } from './snapshot.js';
 const EXACT = 2 ** 53;
 
 /**
- * The stages sorted by `compare` (a copy; stable, as `Array.prototype.sort`), where `compare`
- * orders first by priority, descending, then by submission time (or readiness) ascending, as
- * `compareQueued` does, and decides ties of both by what follows. A pass sorts tens of thousands of
- * heads (docs/throughput.md, "Placement at scale"), and a sort that calls a comparison of two
- * stage objects a million times was a tenth of it. Here, where priorities and times are integers
- * whose spans fit (the server's: a few priorities, times in milliseconds over days), each stage's
- * priority, time and position are packed into one number, exact in a float64, and the numbers are
- * sorted natively, with no comparison function; runs of one priority and time, then, are sorted by
- * `compare` (their first two terms are 0 there). Otherwise, a sort with `compare`. Either way the
- * array `[...stages].sort(compare)` returns: a stable sort's output is fixed by its input's order
- * and the order `compare` gives, and position breaks the packed numbers' ties as stability does.
+ * `[...stages].sort(compare)`, for `compareQueued` (priority descending, then submission time or
+ * readiness ascending, then, on a tie of both, job ids where both stages have a submission time,
+ * readiness, stage ids). A pass sorts tens of thousands of heads (docs/throughput.md, "Placement at
+ * scale"), and a sort calling `compare` on stage objects a million times was a tenth of it. Here,
+ * where priorities and times are integers whose spans fit (the server's: a few priorities,
+ * milliseconds over days), each stage's priority, time and position are packed into one number,
+ * exact in a float64, sorted natively without a comparison function; then each run of one priority
+ * and time is sorted by `compare`. That is the same array wherever `compare` is consistent (a
+ * stable sort's output is fixed by its input's order and a consistent order; position breaks the
+ * packed numbers' ties as stability does). It is not on a run that mixes stages with and without a
+ * submission time (see below): then, and where keys cannot be packed, the sort with `compare` itself.
  */
 export function sortQueued(stages: readonly QueuedStage[], compare: (a: QueuedStage, b: QueuedStage) => number): QueuedStage[] {
   const n = stages.length;
@@ -55,6 +55,12 @@ export function sortQueued(stages: readonly QueuedStage[], compare: (a: QueuedSt
     let end = k + 1;
     while (end < n && Math.floor(keys[end]! / positions) === run) end++;
     if (end - k > 1) {
+      // compareQueued compares job ids only where both stages have a submission time: in a run
+      // that mixes stages with and without one it can be circular (a before b before c before a),
+      // and what a sort makes of it depends on the comparisons it makes. Then only the very sort
+      // `[...stages].sort(compare)` is that sort.
+      const submitted = out[k]!.submittedAt !== undefined;
+      for (let j = k + 1; j < end; j++) if ((out[j]!.submittedAt !== undefined) !== submitted) return [...stages].sort(compare);
       const sorted = out.slice(k, end).sort(compare);
       for (let j = k; j < end; j++) out[j] = sorted[j - k]!;
     }

@@ -20,7 +20,7 @@ import type {
   SchedulerSnapshot,
 } from './snapshot.js';
 import { seekCandidates } from './seek-candidates.js';
-import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import { snapshotWorkload } from './snapshot-workload.js';
 import { sortQueued } from './sort-queued.js';
 import { sortIfNeeded } from './sorted.js';
 import type { StaticClasses } from './static-classes.js';
@@ -270,7 +270,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     };
     const gpuType = normalizeGpuType(m.gpus.find((g) => g.index === gpuIndices[0])!.type);
     takeAllocation(m, placement);
-    gpuPlacer.took(m.id, shareRequestOfNeed(need), gpuIndices);
+    gpuPlacer.took(m.id, need, gpuIndices);
     ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: gpuIndices.length, gpuMilli: need.gpuMilli, gpuType });
     gpusTaken.add(m.id);
     return placement;
@@ -279,7 +279,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const m = own(given);
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
-    if (m.gpus.length > 0) gpuPlacer.took(m.id, shareRequestOfNeed(need), []);
+    if (m.gpus.length > 0) gpuPlacer.took(m.id, need, []);
     ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: 0, gpuType: null });
     return placement;
   };

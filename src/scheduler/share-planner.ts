@@ -72,6 +72,15 @@ export class SharePlanner {
     this.idHashes = policy === 'random' ? this.machines.map((m) => idHash(m.id)) : [];
   }
 
+  /**
+   * The request's shape: requests alike in every field the scores read share one. A caller that
+   * asks for one request many times (the server's pass: once per GPU stage) may keep it and give
+   * it to `chooseWhere` and `chooseInGroups`, which otherwise work it out each call.
+   */
+  shapeOf(r: ShareRequest): number {
+    return this.shapeId(r);
+  }
+
   private shapeId(r: ShareRequest): number {
     const key = `${r.cpuMillis}|${r.memoryBytes}|${r.gpuCount}|${r.gpuMilli}|${r.gpuTypes.join(',')}|${r.gpuMemoryBytes ?? ''}`;
     let id = this.shapeIds.get(key);
@@ -145,9 +154,15 @@ export class SharePlanner {
    * `i => allowed(i) && !barred(i)`, from a tree per shape and key (`ChoiceTree`) that recomputes
    * only the machines changed since, in O(log n) each, rather than a read of every machine.
    */
-  chooseWhere(r: ShareRequest, filterKey: string, allowed: (i: number) => boolean, barred: (i: number) => boolean): SharePlacement | null {
+  chooseWhere(
+    r: ShareRequest,
+    filterKey: string,
+    allowed: (i: number) => boolean,
+    barred: (i: number) => boolean,
+    /** `shapeOf(r)`, where the caller kept it. */
+    shape: number = this.shapeId(r),
+  ): SharePlacement | null {
     if (this.policy === 'random') return this.chooseRandom(r, (i) => allowed(i) && !barred(i));
-    const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     const key = `${shape}|${filterKey}`;
     let tree = this.trees.get(key);
@@ -188,9 +203,10 @@ export class SharePlanner {
     barred: (i: number) => boolean,
     /** Names `allowedClass`, as `chooseWhere`'s does: the groups it allows are then kept under it, and each is asked of it once. */
     filterKey?: string,
+    /** `shapeOf(r)`, where the caller kept it. */
+    shape: number = this.shapeId(r),
   ): SharePlacement | null {
     if (this.policy === 'random') return this.chooseRandom(r, (i) => allowedClass(classOf[i]!) && !barred(i));
-    const shape = this.shapeId(r);
     const grouping = (this.grouping ??= this.groupBy(classOf));
     let best: ShareChoice | null = null;
     let at = -1;

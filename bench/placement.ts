@@ -17,12 +17,12 @@
  * over the passes that placed), pass time p50/p99, the distinct shapes, the heads read, the heap.
  * It writes bench/results/placement.md (rewritten each run) and bench/results/placement.svg.
  *
- * Usage: npm run bench:placement [-- --quick] [--budget SECONDS] [--seed N] [--no-reference] [--cells 10000x100000,...] [--out PATH]
+ * Usage: npm run bench:placement [-- --quick] [--budget SECONDS] [--seed N] [--no-reference] [--versus DIR] [--cells 10000x100000,...] [--out PATH]
  * (--quick: two small cells, 2 s each, nothing written unless --out is given).
  */
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { seededRandom } from '../src/lib/seeded-random.js';
 import type { Resources } from '../src/domain/resources.js';
 import { poolOf } from '../src/domain/resources.js';
@@ -196,9 +196,32 @@ const NEW: Planner = {
   },
 };
 /** The server's code before issue 32: headsToRead per shape over every machine. */
-const OLD: Planner = {
+const FROZEN: Planner = {
   depths: (needs, machines, cap) => ({ depths: needs.map((n) => referenceHeadsToRead(n, machines, cap)), plan: referencePlanPlacements }),
 };
+
+/**
+ * `--versus DIR`: "before" is the server's code in another checkout (`DIR/src/scheduler`, e.g. main
+ * in a `git worktree`), run as NEW runs this one's, instead of the frozen planner. A lever's worth
+ * is measured against the planner it changes: the frozen planner's passes are four times as long
+ * as today's and meet other noise on a shared machine (docs/throughput.md, "Placement at scale").
+ */
+async function versusPlanner(dir: string): Promise<Planner> {
+  const load = (file: string) => import(pathToFileURL(resolve(dir, 'src/scheduler', file)).href);
+  const [{ planPlacements: plan }, { shapeDepths: depths }, { StaticClasses: Classes }] = (await Promise.all([
+    load('plan-placements.ts'),
+    load('shape-depths.ts'),
+    load('static-classes.ts'),
+  ])) as [{ planPlacements: typeof planPlacements }, { shapeDepths: typeof shapeDepths }, { StaticClasses: typeof StaticClasses }];
+  return {
+    depths: (needs, machines, cap) => {
+      const classes = new Classes(machines);
+      return { depths: depths(needs, machines, cap, false, classes), plan: (snapshot, opts) => plan(snapshot, { ...opts, staticClasses: classes }) };
+    },
+  };
+}
+const VERSUS = arg('versus', '');
+const OLD: Planner = VERSUS === '' ? FROZEN : await versusPlanner(VERSUS);
 
 /** What the server's fullPass does before it applies: shapes → heads → plan. Returns the plan and the heads read. */
 function pass(p: Planner, machines: MachineView[], shapes: readonly Shape[], now: number): { plan: Plan; read: number } {
@@ -410,7 +433,7 @@ function chart(cells: readonly Cell[]): string {
       'queued stages (log)',
     );
   const legend = REFERENCE
-    ? `<text x="${W}" y="${H + 14}" text-anchor="middle" fill="#444">solid: the planner now; dashed: the planner before issue 32 (same passes, same run)</text>`
+    ? `<text x="${W}" y="${H + 14}" text-anchor="middle" fill="#444">solid: the planner now; dashed: ${VERSUS === '' ? 'the planner before issue 32' : `the planner in ${VERSUS}`} (same passes, same run)</text>`
     : '';
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${2 * W}" height="${H + 22}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>${body}${legend}</svg>\n`;
 }
@@ -438,7 +461,7 @@ ${machineAndCommit(REPO)}
 - **Cluster:** synthetic, seed ${SEED}: machine kinds shaped like the Alibaba trace's node list (G2 8-GPU hosts, 2-GPU T4 hosts, CPU-only hosts, P100, V100) plus H100 and A100 8-GPU hosts; ${Math.round((KINDS.filter((k) => k.gpus === 0).reduce((n, k) => n + k.weight, 0) / KINDS.reduce((n, k) => n + k.weight, 0)) * 100)} % CPU-only; racks of 40.
 - **Queue:** ${shapeCatalogue().length} distinct shapes (the store's shapes: resources, placement, team): CPU stages of 1–16 cores (some allowed on GPU machines), 1/2/4/8-GPU stages of a type or of any, quarter and half shares of one GPU (some with a GPU memory bound); two teams; one stage in ten at a higher priority.
 - **A pass:** what the server's \`fullPass\` does before it applies: per shape with queued stages, how deep to read its queue (\`shapeDepths\`, \`headsToRead\` before), the heads of that shape's queue (in queue order) to that depth, and \`planPlacements\` over them (\`gangs: true\`, ${f0(MAX_PLACEMENTS)} placements at most); no preemption inputs (no attempt is preemptible). The plan is then applied to the machines; each placed stage runs 1–8 passes and frees its room. Passes repeat until the queue drains, nothing is placed nor running, or ${BUDGET_S} s of a cell's passes are spent (both planners' together).
-- **Before:** the planner before issue 32 (\`test/support/reference-planner/\`, frozen) ran the same passes in lockstep, each pass timed for each, alternating which goes first; every pass's two plans were equal (the bench stops otherwise).
+- **Before:** ${VERSUS === '' ? 'the planner before issue 32 (\`test/support/reference-planner/\`, frozen)' : `the server's planner in \`${VERSUS}\` (\`--versus\`)`} ran the same passes in lockstep, each pass timed for each, alternating which goes first; every pass's two plans were equal (the bench stops otherwise).
 - **Run:** ${totalS.toFixed(0)} s in all.
 
 ${table(cells)}

@@ -24,9 +24,11 @@ export class GpuPlacer {
   private planner: SharePlanner | null = null;
   /** The static rules' verdicts, per group of alike machines and per shape key (they do not change within the pass). */
   private classes: StaticClasses | null = null;
+  /** Per need, its share request and that request's shape in the planner (`requestOf`). */
+  private readonly requests = new Map<StageNeed, { request: ShareRequest; shape: number }>();
 
   constructor(
-    /** The pass's working copies of the machines with GPUs, in name order (what the planner sorts by too). */
+    /** The pass's working copies of the machines with GPUs, in name, then id order (`compareMachines`): the share planner's order, which it is told it need not sort. */
     private readonly machines: readonly MachineView[],
     private readonly policy: SharePolicyName,
     private readonly workload: () => TargetWorkload,
@@ -40,12 +42,10 @@ export class GpuPlacer {
   private plannerNow(): SharePlanner {
     if (this.planner === null) {
       const share = this.machines.map(shareMachineOf);
-      // Copies made here for it alone: handed over, not copied a second time.
-      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()), true);
-      // Both orders are name, then id: the planner's indices are ours.
-      this.machines.forEach((m, i) => {
-        if (this.planner!.indexOf(m.id) !== i) throw new Error(`GPU placer: machine order differs at ${m.id}`);
-      });
+      // Copies made here for it alone: handed over, not copied a second time. Ours are in name,
+      // then id order (the pass sorts them by `compareMachines`), the planner's order: not sorted
+      // again, and the planner's indices are ours.
+      this.planner = new SharePlanner(share, this.policy, shareContext(share, this.workload()), true, true);
     }
     return this.planner;
   }
@@ -61,16 +61,31 @@ export class GpuPlacer {
     const isBarred = (i: number) => barred(this.machines[i]!);
     // Labels are checked per machine (racks would make a group of every few machines): a need that
     // names some gets a tree over its machines; the others choose among groups of alike machines.
+    const { request, shape } = this.requestOf(need);
     const p =
       Object.keys(need.labels).length > 0
-        ? planner.chooseWhere(shareRequestOfNeed(need), key, classes.passesFor(need, key), isBarred)
-        : planner.chooseInGroups(shareRequestOfNeed(need), classes.classOf, classes.classPasses(need, key), isBarred);
+        ? planner.chooseWhere(request, key, classes.passesFor(need, key), isBarred, shape)
+        : planner.chooseInGroups(request, classes.classOf, classes.classPasses(need, key), isBarred, key, shape);
     return p === null ? null : { machine: this.machines[planner.indexOf(p.machineId)!]!, gpuIndices: p.gpuIndices };
   }
 
+  /**
+   * The need as the share planner reads it, and its shape there, made once per need (the pass's
+   * needs are made once per request object and never changed): not a request and a text key per
+   * GPU stage (docs/throughput.md, "Placement at scale").
+   */
+  private requestOf(need: StageNeed): { request: ShareRequest; shape: number } {
+    let known = this.requests.get(need);
+    if (known === undefined) {
+      const request = shareRequestOfNeed(need);
+      this.requests.set(need, (known = { request, shape: this.plannerNow().shapeOf(request) }));
+    }
+    return known;
+  }
+
   /** Records a placement the pass made on a GPU machine (a GPU stage's, or a CPU stage's room), so later choices see it. */
-  took(machineId: string, r: ShareRequest, gpuIndices: readonly number[]): void {
+  took(machineId: string, need: StageNeed, gpuIndices: readonly number[]): void {
     if (this.planner === null || this.planner.indexOf(machineId) === undefined) return;
-    this.planner.take(r, { machineId, gpuIndices: [...gpuIndices] });
+    this.planner.take(this.requestOf(need).request, { machineId, gpuIndices: [...gpuIndices] });
   }
 }

@@ -1,5 +1,5 @@
 import { gpuFreeMilli, normalizeGpuType } from '../domain/resources.js';
-import type { MachineView } from './snapshot.js';
+import type { GpuView, MachineView } from './snapshot.js';
 
 /**
  * Shares of a GPU (issue 29, docs/scheduling.md, "Shares of a GPU and fragmentation"): each GPU
@@ -175,6 +175,25 @@ export function takeShare(m: ShareMachine, r: ShareRequest, gpuIndices: readonly
   if (kind !== null) m.gpuClasses = { ...m.gpuClasses, [kind]: (m.gpuClasses?.[kind] ?? 0) + 1 };
 }
 
+/**
+ * One GPU as the share planner reads it. Each object is made whole, in one literal per set of
+ * fields present (the same fields in the same order as adding the memory fields one by one after):
+ * adding them after made V8 move each object through hidden classes, a pass's largest cost in
+ * making share machines (docs/throughput.md, "Placement at scale").
+ */
+function shareGpuOf(g: GpuView): ShareGpu {
+  const index = g.index;
+  const type = normalizeGpuType(g.type);
+  const freeMilli = gpuFreeMilli(g);
+  const total = g.memoryBytesTotal;
+  const free = g.memoryBytesFree;
+  if (total !== undefined)
+    return free !== undefined
+      ? { index, type, freeMilli, memoryBytesTotal: total, memoryBytesFree: free }
+      : { index, type, freeMilli, memoryBytesTotal: total };
+  return free !== undefined ? { index, type, freeMilli, memoryBytesFree: free } : { index, type, freeMilli };
+}
+
 /** A scheduler machine view as a share machine: each GPU's free thousandths (absent: free ones idle, 1000, busy ones full, 0) and memory. */
 export function shareMachineOf(m: MachineView): ShareMachine {
   return {
@@ -185,11 +204,6 @@ export function shareMachineOf(m: MachineView): ShareMachine {
     memoryBytesTotal: m.memoryBytesTotal,
     memoryBytesFree: m.memoryBytesFree,
     // Without object spreads: a pass makes one per GPU of 7,000 machines.
-    gpus: m.gpus.map((g) => {
-      const out: ShareGpu = { index: g.index, type: normalizeGpuType(g.type), freeMilli: gpuFreeMilli(g) };
-      if (g.memoryBytesTotal !== undefined) out.memoryBytesTotal = g.memoryBytesTotal;
-      if (g.memoryBytesFree !== undefined) out.memoryBytesFree = g.memoryBytesFree;
-      return out;
-    }),
+    gpus: m.gpus.map(shareGpuOf),
   };
 }

@@ -19,7 +19,9 @@ import type {
   RunningAttempt,
   SchedulerSnapshot,
 } from './snapshot.js';
-import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
+import { seekCandidates } from './seek-candidates.js';
+import { snapshotWorkload } from './snapshot-workload.js';
+import { sortQueued } from './sort-queued.js';
 import { sortIfNeeded } from './sorted.js';
 import type { StaticClasses } from './static-classes.js';
 import type { TargetWorkload } from './target-workload.js';
@@ -220,7 +222,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     withGpus,
     order.filter((i) => snapshot.machines[i]!.gpus.length > 0),
   );
-  const queue = [...snapshot.queue].sort(compareQueued);
+  const queue = sortQueued(snapshot.queue, compareQueued);
   const ledger = new TeamLedger(
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
@@ -268,7 +270,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     };
     const gpuType = normalizeGpuType(m.gpus.find((g) => g.index === gpuIndices[0])!.type);
     takeAllocation(m, placement);
-    gpuPlacer.took(m.id, shareRequestOfNeed(need), gpuIndices);
+    gpuPlacer.took(m.id, need, gpuIndices);
     ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: gpuIndices.length, gpuMilli: need.gpuMilli, gpuType });
     gpusTaken.add(m.id);
     return placement;
@@ -277,7 +279,7 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const m = own(given);
     const placement = { stageId: stage.stageId, machineId: m.id, gpuIndices: [], cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes };
     takeAllocation(m, placement);
-    if (m.gpus.length > 0) gpuPlacer.took(m.id, shareRequestOfNeed(need), []);
+    if (m.gpus.length > 0) gpuPlacer.took(m.id, need, []);
     ledger.add(teamOf(stage), { cpuMillis: need.cpuMillis, memoryBytes: need.memoryBytes, gpuCount: 0, gpuType: null });
     return placement;
   };
@@ -353,10 +355,14 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     return key;
   };
 
+  /** Per CPU need's key, where its next look at `cpuOnly` and `withGpus` starts (`seekCandidates`). */
+  const seekFrom = new Map<string, { cpu: number; gpu: number }>();
+
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
   // grows with each placement below), then age (compareQueued).
-  for (const stage of fairOrder(queue, ledger, compareQueued)) {
+  const nextInOrder = fairOrder(queue, ledger, compareQueued);
+  for (let stage = nextInOrder(); stage !== undefined; stage = nextInOrder()) {
     at += 1;
     if (placements.length >= maxPlacements) break;
     const gang = gangNeedOf(stage);
@@ -369,12 +375,13 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     const team = teamOf(stage);
     // A stage that is not preemptible stays inside its team's quota; a preemptible one may borrow
     // idle capacity beyond it, which its owner reclaims by preemption when it needs it.
-    const quota =
-      stage.preemptible || !ledger.hasQuota(team) ? { need: needOf(stage), blocked: null, never: false } : ledger.withinQuota(team, needOf(stage), machines);
-    const need = quota.need;
-    if (preempting) looked.push({ stage, need, gang: null, quotaBlocked: quota.blocked !== null });
-    if (quota.blocked !== null) {
-      pending.push({ stageId: stage.stageId, reason: quota.blocked, unplaceable: quota.never });
+    // Without a quota to ask (most heads), no verdict object is made: a pass reads tens of thousands.
+    const quota = stage.preemptible || !ledger.hasQuota(team) ? null : ledger.withinQuota(team, needOf(stage), machines);
+    const need = quota === null ? needOf(stage) : quota.need;
+    const blocked = quota === null ? null : quota.blocked;
+    if (preempting) looked.push({ stage, need, gang: null, quotaBlocked: blocked !== null });
+    if (blocked !== null) {
+      pending.push({ stageId: stage.stageId, reason: blocked, unplaceable: quota!.never });
       continue;
     }
     const key = ledger.hasQuota(team) && !stage.preemptible ? `${keyOf(need)}|${team}` : keyOf(need);
@@ -398,9 +405,20 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       }
       scan(need, machines, Infinity, found, held, backfills);
     } else {
-      // CPU work looks at GPU machines only when no GPU-less machine can take it.
-      scan(need, cpuOnly, limit, found, held, backfills);
-      if (found.candidates.length === 0) scan(need, withGpus, limit, found, held, backfills);
+      // CPU work looks at GPU machines only when no GPU-less machine can take it. Candidates
+      // first, from where the last look for this need found room; the rejects only when none.
+      const from = seekFrom.get(key);
+      const cpuAt = seekCandidates(need, cpuOnly, limit, found.candidates, from?.cpu ?? 0, held, backfills);
+      const gpuAt = found.candidates.length === 0 ? seekCandidates(need, withGpus, limit, found.candidates, from?.gpu ?? 0, held, backfills) : (from?.gpu ?? 0);
+      if (from === undefined) seekFrom.set(key, { cpu: cpuAt, gpu: gpuAt });
+      else {
+        from.cpu = cpuAt;
+        from.gpu = gpuAt;
+      }
+      if (found.candidates.length === 0) {
+        scan(need, cpuOnly, limit, found, held, backfills);
+        scan(need, withGpus, limit, found, held, backfills);
+      }
     }
 
     // GPU stages the placer found no room for: the scan gave only the reasons.

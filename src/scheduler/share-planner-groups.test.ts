@@ -44,6 +44,7 @@ describe('SharePlanner.chooseInGroups', () => {
             allowed: fc.integer({ min: 0, max: 7 }),
             barred: fc.array(fc.nat(), { maxLength: 4 }),
             take: fc.boolean(),
+            named: fc.boolean(),
           }),
           { minLength: 1, maxLength: 40 },
         ),
@@ -54,10 +55,11 @@ describe('SharePlanner.chooseInGroups', () => {
           const ctx = shareContext(machines, targetWorkload(steps.map((s) => s.r)));
           const grouped = new SharePlanner(machines, policy, ctx);
           const scanned = new SharePlanner(machines, policy, ctx);
-          for (const { r, allowed, barred, take } of steps) {
+          for (const { r, allowed, barred, take, named } of steps) {
             const bars = new Set(barred.map((b) => b % machines.length));
             const allowedClass = (c: number) => (allowed & (1 << c)) !== 0;
-            const got = grouped.chooseInGroups(r, classOf, allowedClass, (i) => bars.has(i));
+            // Named by its mask half the time: the groups it allows are then kept under that name.
+            const got = grouped.chooseInGroups(r, classOf, allowedClass, (i) => bars.has(i), named ? `mask ${allowed}` : undefined);
             const want = scanned.choose(r, (i) => allowedClass(classOf[i]!) && !bars.has(i));
             expect(got).toEqual(want);
             if (got === null || !take) continue;

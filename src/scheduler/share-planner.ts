@@ -56,13 +56,29 @@ export class SharePlanner {
     private readonly ctx: ShareContext,
     /** The machines are the caller's own copies, which it hands over (it changes them no more): not copied again. */
     handedOver = false,
+    /**
+     * The caller's machines are in `compareShareMachines`' order (name, then id) already, as the
+     * server's pass sorts them (`compareMachines`, the same rule): not compared again, 7,000 names
+     * a pass (docs/throughput.md, "Placement at scale").
+     */
+    inOrder = false,
   ) {
-    this.machines = sortIfNeeded(handedOver ? machines.slice() : machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) })), compareShareMachines);
+    const own = handedOver ? machines.slice() : machines.map((m) => ({ ...m, gpus: m.gpus.map((g) => ({ ...g })) }));
+    this.machines = inOrder ? own : sortIfNeeded(own, compareShareMachines);
     this.machines.forEach((m, i) => this.byId.set(m.id, i));
     this.before = this.machines.map(() => undefined);
     this.stateRows = this.machines.map(() => undefined);
     this.draw = ctx.draw ?? 0;
     this.idHashes = policy === 'random' ? this.machines.map((m) => idHash(m.id)) : [];
+  }
+
+  /**
+   * The request's shape: requests alike in every field the scores read share one. A caller that
+   * asks for one request many times (the server's pass: once per GPU stage) may keep it and give
+   * it to `chooseWhere` and `chooseInGroups`, which otherwise work it out each call.
+   */
+  shapeOf(r: ShareRequest): number {
+    return this.shapeId(r);
   }
 
   private shapeId(r: ShareRequest): number {
@@ -138,9 +154,15 @@ export class SharePlanner {
    * `i => allowed(i) && !barred(i)`, from a tree per shape and key (`ChoiceTree`) that recomputes
    * only the machines changed since, in O(log n) each, rather than a read of every machine.
    */
-  chooseWhere(r: ShareRequest, filterKey: string, allowed: (i: number) => boolean, barred: (i: number) => boolean): SharePlacement | null {
+  chooseWhere(
+    r: ShareRequest,
+    filterKey: string,
+    allowed: (i: number) => boolean,
+    barred: (i: number) => boolean,
+    /** `shapeOf(r)`, where the caller kept it. */
+    shape: number = this.shapeId(r),
+  ): SharePlacement | null {
     if (this.policy === 'random') return this.chooseRandom(r, (i) => allowed(i) && !barred(i));
-    const shape = this.shapeId(r);
     const byMachine = this.best[shape]!;
     const key = `${shape}|${filterKey}`;
     let tree = this.trees.get(key);
@@ -174,15 +196,23 @@ export class SharePlanner {
    * with `i => allowedClass(classOf[i])`. `classOf` is by the planner's machine index and the same
    * on every call (the first call's is kept).
    */
-  chooseInGroups(r: ShareRequest, classOf: Int32Array, allowedClass: (c: number) => boolean, barred: (i: number) => boolean): SharePlacement | null {
+  chooseInGroups(
+    r: ShareRequest,
+    classOf: Int32Array,
+    allowedClass: (c: number) => boolean,
+    barred: (i: number) => boolean,
+    /** Names `allowedClass`, as `chooseWhere`'s does: the groups it allows are then kept under it, and each is asked of it once. */
+    filterKey?: string,
+    /** `shapeOf(r)`, where the caller kept it. */
+    shape: number = this.shapeId(r),
+  ): SharePlacement | null {
     if (this.policy === 'random') return this.chooseRandom(r, (i) => allowedClass(classOf[i]!) && !barred(i));
-    const shape = this.shapeId(r);
     const grouping = (this.grouping ??= this.groupBy(classOf));
     let best: ShareChoice | null = null;
     let at = -1;
-    for (const g of grouping.groups) {
+    for (const g of filterKey === undefined ? grouping.groups : this.allowedGroups(grouping, filterKey, allowedClass)) {
       if (g.members.length === 0) continue;
-      if (!allowedClass(g.cls)) continue;
+      if (filterKey === undefined && !allowedClass(g.cls)) continue;
       const c = this.groupChoice(g, shape, r);
       if (c === null) continue;
       const by = best === null ? -1 : compareScores(c.score, best.score);
@@ -196,6 +226,22 @@ export class SharePlanner {
     return best === null ? null : { machineId: this.machines[at]!.id, gpuIndices: [...best.gpuIndices] };
   }
 
+  /**
+   * The groups whose class `allowedClass` allows, in the order made, kept per filter key: a group's
+   * class never changes, so only the groups made since the key's last call are asked. Emptied
+   * groups stay (a machine may come back to their state) and are passed over by the caller. A pass
+   * at 10,000 machines has some 300 groups, and a need of one GPU model a few dozen of them.
+   */
+  private allowedGroups(grouping: Grouping, filterKey: string, allowedClass: (c: number) => boolean): readonly Group[] {
+    let allowed = grouping.allowed.get(filterKey);
+    if (allowed === undefined) grouping.allowed.set(filterKey, (allowed = { asked: 0, groups: [] }));
+    for (; allowed.asked < grouping.groups.length; allowed.asked++) {
+      const g = grouping.groups[allowed.asked]!;
+      if (allowedClass(g.cls)) allowed.groups.push(g);
+    }
+    return allowed.groups;
+  }
+
   private groupBy(classOf: Int32Array): Grouping {
     const clustering = this.policy === 'clustering';
     const grouping: Grouping = {
@@ -206,6 +252,7 @@ export class SharePlanner {
       ),
       groupOf: new Int32Array(this.machines.length),
       classOf,
+      allowed: new Map(),
     };
     for (let i = 0; i < this.machines.length; i++) this.joinGroup(grouping, i, false);
     return grouping;
@@ -339,6 +386,8 @@ interface Grouping {
   /** Per machine, its group. */
   groupOf: Int32Array;
   classOf: Int32Array;
+  /** By `chooseInGroups`' filter key: how many groups were asked (in the order made), and those allowed. */
+  allowed: Map<string, { asked: number; groups: Group[] }>;
 }
 
 /** `stateKey`'s fields, hashed (with the machine's class). */

@@ -162,35 +162,63 @@ export class TeamLedger {
  * The fair-share order over stages already sorted by `compare` (priority, then age): at each step,
  * of each team's next stage, the one of highest priority; among equal priorities, the team of the
  * lowest dominant share over weight now (the ledger grows as the caller places); then `compare`.
- * A team's own stages keep their order. O(teams) a step.
+ * A team's own stages keep their order. O(teams) a step. Returns the step: each call gives the
+ * next stage (decided then, from the ledger as it is then), undefined after the last. A step
+ * function, not a generator: a pass takes tens of thousands of steps, and a generator's result
+ * object and a best-so-far object per step were garbage each (docs/throughput.md, "Placement at scale").
  */
-export function* fairOrder(sorted: readonly QueuedStage[], ledger: TeamLedger, compare: (a: QueuedStage, b: QueuedStage) => number): Generator<QueuedStage> {
-  const lanes = new Map<string, { stages: QueuedStage[]; at: number }>();
+export function fairOrder(
+  sorted: readonly QueuedStage[],
+  ledger: TeamLedger,
+  compare: (a: QueuedStage, b: QueuedStage) => number,
+): () => QueuedStage | undefined {
+  const teams: string[] = [];
+  const lanes: { stages: QueuedStage[]; at: number }[] = [];
+  const laneOf = new Map<string, { stages: QueuedStage[]; at: number }>();
+  // The lane of the stage before is looked up once per run of one team's stages, not per stage
+  // (a pass sorts tens of thousands of heads of a few teams).
+  let lastTeam: string | null = null;
+  let lane: { stages: QueuedStage[]; at: number } | undefined;
   for (const s of sorted) {
     const t = teamOf(s);
-    const lane = lanes.get(t) ?? { stages: [], at: 0 };
+    if (t !== lastTeam || lane === undefined) {
+      lastTeam = t;
+      lane = laneOf.get(t);
+      if (lane === undefined) {
+        laneOf.set(t, (lane = { stages: [], at: 0 }));
+        teams.push(t);
+        lanes.push(lane);
+      }
+    }
     lane.stages.push(s);
-    lanes.set(t, lane);
   }
-  if (lanes.size === 1) {
-    yield* sorted;
-    return;
+  if (lanes.length === 1) {
+    let at = 0;
+    return () => sorted[at++];
   }
-  for (;;) {
-    let best: { team: string; stage: QueuedStage; share: number } | null = null;
-    for (const [team, lane] of lanes) {
-      const stage = lane.stages[lane.at];
+  return () => {
+    let best = -1;
+    let bestStage: QueuedStage | undefined;
+    let bestShare = 0;
+    for (let k = 0; k < lanes.length; k++) {
+      const l = lanes[k]!;
+      const stage = l.stages[l.at];
       if (stage === undefined) continue;
-      if (best === null || stage.priority > best.stage.priority) {
-        best = { team, stage, share: ledger.share(team) };
+      if (bestStage === undefined || stage.priority > bestStage.priority) {
+        best = k;
+        bestStage = stage;
+        bestShare = ledger.share(teams[k]!);
         continue;
       }
-      if (stage.priority < best.stage.priority) continue;
-      const share = ledger.share(team);
-      if (share < best.share || (share === best.share && compare(stage, best.stage) < 0)) best = { team, stage, share };
+      if (stage.priority < bestStage.priority) continue;
+      const share = ledger.share(teams[k]!);
+      if (share < bestShare || (share === bestShare && compare(stage, bestStage) < 0)) {
+        best = k;
+        bestStage = stage;
+        bestShare = share;
+      }
     }
-    if (best === null) return;
-    lanes.get(best.team)!.at += 1;
-    yield best.stage;
-  }
+    if (best >= 0) lanes[best]!.at += 1;
+    return bestStage;
+  };
 }

@@ -23,7 +23,8 @@ import type {
 } from '../../../src/scheduler/snapshot.js';
 import { shareRequestOfNeed, snapshotWorkload } from './snapshot-workload.js';
 import type { TargetWorkload } from './target-workload.js';
-import { fairOrder, TeamLedger, teamOf } from '../../../src/scheduler/team-ledger.js';
+import { TeamLedger, teamOf } from '../../../src/scheduler/team-ledger.js';
+import { fairOrder } from './fair-order.js';
 
 export const DEFAULT_CANDIDATE_LIMIT = 64;
 export const DEFAULT_MAX_PLACEMENTS = 1000;

@@ -1,4 +1,4 @@
-import { type RawBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import { activeAttemptStates } from '../../domain/attempt-state.js';
 import { isJobTerminal, type JobState } from '../../domain/job-state.js';
 import type { AttemptCompletion, ReportItemOutcome } from '../store.js';
@@ -7,17 +7,7 @@ import { outcomeEvent, outcomeOf, type ReportedAttempt } from './attempt-verbs.j
 import { recordJobStateChange, jobMove } from './sync-job-state.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
-
-/**
- * A list of rows as a table both dialects read: `(values (…), (…)) as v`, its columns `v.column1`,
- * `v.column2`… (the names SQLite and PostgreSQL both give a VALUES list's columns). Each value is
- * cast to its column's type: PostgreSQL types a bound parameter in a VALUES list as text otherwise.
- */
-function valuesTable(values: readonly unknown[], types: readonly string[], rows: number) {
-  const row = (r: number) => sql`(${sql.join(types.map((t, c) => sql`cast(${values[r * types.length + c]} as ${sql.raw(t)})`))})`;
-  return sql`(values ${sql.join(Array.from({ length: rows }, (_, r) => row(r)))})`.as('v');
-}
-const v = (column: number): RawBuilder<never> => sql.raw(`v.column${column}`);
+import { v, valuesTable } from './values-table.js';
 
 /** Rows per set-based write: each is a few bound values (at most 13, under the 1,024 a prepared text may take). */
 const ROWS_PER_STATEMENT = 64;

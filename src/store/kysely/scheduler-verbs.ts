@@ -21,7 +21,8 @@ import { reserveGangPort } from './gang-rendezvous.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
 import { execute, prepared, preparedBySize, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
-import type { Db, TxContext } from './tx-context.js';
+import { claimStages, type StageClaim } from './claim-stages.js';
+import type { Db, EventInput, TxContext } from './tx-context.js';
 
 /**
  * `'ready'` written into the SQL text of the queue's reads, never bound as a value: the queue index
@@ -318,6 +319,15 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const wake = new Set<string>();
   /** The attempts placed, written together after the loop: nothing in it reads them back (gang ports this plan reserved are kept in gangPorts). */
   const newAttempts: AttemptsTable[] = [];
+  /**
+   * The placements in plan order, each kept until its stage is claimed: a gang's at once (its
+   * number is read from its stage's attempts), every other's in one set-based claim after the loop
+   * (claimStages). Their machines' room is taken as each is checked, claimed or not: a claim that
+   * fails (its stage changed in this transaction) leaves that room unused until the next pass.
+   */
+  const placed: { claim: StageClaim | null; jobId: string; attempts: { row: AttemptsTable; machine: string; event: EventInput }[] }[] = [];
+  /** Stages this plan places: a stage named twice is placed once, the second skipped as when its token had moved. */
+  const claimed = new Set<string>();
 
   // The plan's stages in one read; each is placed at most once, and its write below is still
   // guarded on the state and token read here.
@@ -333,6 +343,10 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const stage = stages.get(pl.stageId);
     if (!stage || stage.state !== 'ready') {
       skipped.push({ stageId: pl.stageId, why: 'stage no longer ready' });
+      continue;
+    }
+    if (claimed.has(stage.id)) {
+      skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
     const size = members.length;
@@ -362,10 +376,17 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const base = Number(stage.token) + 1;
     const ids = members.map(() => newId('att', tx.now));
     const gangId = gang ? ids[0]! : null;
-    if ((await placeStage.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
+    if (gang && (await placeStage.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
+    claimed.add(stage.id);
+    const entry: (typeof placed)[number] = {
+      claim: gang ? null : { stageId: stage.id, token: base, attemptId: ids[0]!, was: base - 1 },
+      jobId: stage.job_id,
+      attempts: [],
+    };
+    placed.push(entry);
     const number = gang ? Number((await highestNumber.first(tx.db, stage.id))?.n ?? 0) + 1 : base;
     for (const [i, mem] of members.entries()) {
       const m = byId.get(mem.machineId)!;
@@ -413,34 +434,49 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         gang_size: gang ? size : null,
         gang_master_port: masterPort,
       };
-      newAttempts.push(row);
-      applied.push(toAttempt(row, m.name));
       takeAllocation(m, one);
-      wake.add(m.id);
       const share = one.gpuIndices.length === 1 && one.gpuMilli !== undefined && one.gpuMilli < GPU_MILLI_WHOLE;
       const gpuText = share
         ? ` with ${one.gpuMilli! / GPU_MILLI_WHOLE} of ${gpuType} GPU ${one.gpuIndices[0]}`
         : one.gpuIndices.length
           ? ` with ${gpuType} GPU(s) ${one.gpuIndices.join(',')}`
           : '';
-      await tx.event({
-        type: 'attempt:scheduled',
-        jobId: stage.job_id,
-        stageName: stage.name,
-        attemptId: row.id,
-        machineId: m.id,
-        message: `stage ${stage.name} attempt ${number}${rankText(row)} placed on ${m.name}${gpuText}`,
-        data: {
-          machine: m.name,
-          gpus: one.gpuIndices,
-          ...(share ? { gpuMilli: one.gpuMilli } : {}),
-          ...(gang ? { gang: { id: gangId, rank: mem.rank, size, masterPort } } : {}),
-          waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
-          pool: stage.pool,
+      entry.attempts.push({
+        row,
+        machine: m.name,
+        event: {
+          type: 'attempt:scheduled',
+          jobId: stage.job_id,
+          stageName: stage.name,
+          attemptId: row.id,
+          machineId: m.id,
+          message: `stage ${stage.name} attempt ${number}${rankText(row)} placed on ${m.name}${gpuText}`,
+          data: {
+            machine: m.name,
+            gpus: one.gpuIndices,
+            ...(share ? { gpuMilli: one.gpuMilli } : {}),
+            ...(gang ? { gang: { id: gangId, rank: mem.rank, size, masterPort } } : {}),
+            waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
+            pool: stage.pool,
+          },
         },
       });
     }
-    jobsTouched.add(stage.job_id);
+  }
+  const claims = placed.flatMap((e) => e.claim ?? []);
+  const ok = claims.length ? await claimStages(tx, claims) : new Set<string>();
+  for (const e of placed) {
+    if (e.claim && !ok.has(e.claim.stageId)) {
+      skipped.push({ stageId: e.claim.stageId, why: 'stage changed while placing' });
+      continue;
+    }
+    for (const a of e.attempts) {
+      newAttempts.push(a.row);
+      applied.push(toAttempt(a.row, a.machine));
+      wake.add(a.row.machine_id);
+      await tx.event(a.event);
+    }
+    jobsTouched.add(e.jobId);
   }
   for (let i = 0; i < newAttempts.length; i += ATTEMPTS_PER_INSERT) {
     const part = newAttempts.slice(i, i + ATTEMPTS_PER_INSERT);

@@ -96,7 +96,8 @@ const insertAttempts = preparedBySize(ATTEMPTS_PER_INSERT, (n) =>
 
 /** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
 const allMachines = prepared<[]>()((db) => db.selectFrom('machines').selectAll().orderBy('name'));
-const lockMachines = preparedList((db, ids) => db.selectFrom('machines').select('id').where('id', 'in', ids).orderBy('id').forUpdate());
+/** A plan's machines, read and locked in one statement (PostgreSQL: see planApply), in id order so that two passes lock them alike. */
+const lockMachines = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids).orderBy('id').forUpdate());
 const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
 /** A plan's stages, each with its job's state (syncJobStateOnActivation's read, in the same statement). */
 const stagesToPlace = preparedList((db, ids) =>
@@ -308,9 +309,9 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   // committing first, made this one fail: with 50 agents heartbeating, every try of the pass
   // failed (bench:fleet, StoreBusyError after 20 tries, nothing placed). Locked, a heartbeat of
   // these machines waits for the commit and is the one that runs again (a few ms), not the pass.
-  if (tx.concurrent && machineIds.length) await lockMachines.rows(tx.db, [...machineIds].sort());
+  // Their rows are read by the same statement that locks them (one round trip, not two).
+  const machines = tx.concurrent ? await lockMachines.rows(tx.db, [...machineIds].sort()) : await machinesById.rows(tx.db, machineIds);
   const usage = await machineUsage(tx.db, machineIds);
-  const machines = await machinesById.rows(tx.db, machineIds);
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));
   const rows = new Map(machines.map((m) => [m.id, m]));
   // Gang ports reserved by this plan, by rank 0's machine: two gangs placed in one pass get two.

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
+import { setBasedSqliteStore } from '../../../test/support/set-based-sqlite-store.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
@@ -16,7 +17,9 @@ const statements = countStatements();
 const now = 1_700_000_000_000;
 
 const dialects = [
+  // SQLite writes one row a statement in the server (StoreCapabilities.setBasedWrites): both ways proven here.
   { name: 'sqlite', open: () => openSqliteStore(':memory:'), skip: false },
+  { name: 'sqlite, set-based', open: setBasedSqliteStore, skip: false },
   { name: 'postgres', open: () => freshPostgresStore('claim_stages'), skip: missing !== null },
 ] as const;
 

@@ -17,6 +17,16 @@ const claim = preparedBySize(CLAIMS_PER_STATEMENT, (n) =>
   ),
 );
 
+/** One stage's claim, where a statement is not a round trip (SQLite: StoreCapabilities.setBasedWrites). */
+export const claimOne = prepared<[token: number, attemptId: string, at: number, id: string, was: number]>()((db, [token, attemptId, at, id, was]) =>
+  db
+    .updateTable('stages')
+    .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: at })
+    .where('id', '=', id)
+    .where('state', '=', 'ready')
+    .where('token', '=', was),
+);
+
 /** A stage a plan places: its new token and current attempt, and the token it was read with. */
 export interface StageClaim {
   stageId: string;
@@ -29,11 +39,15 @@ export interface StageClaim {
  * The stages a plan places, each moved ready → scheduled with its new token and attempt, in one
  * guarded statement per 64 (issue 32: one round trip on PostgreSQL, not one a stage). Returns the
  * ids claimed: a stage not among them was no longer ready with the token read, and nothing of it
- * was written. Each stage at most once in `claims` (a row matched twice in one statement is
+ * was written. Set-based where a statement is a round trip (PostgreSQL), one by one elsewhere. Each stage at most once in `claims` (a row matched twice in one statement is
  * written once, and the claims could not both be answered).
  */
 export async function claimStages(tx: TxContext, claims: readonly StageClaim[]): Promise<Set<string>> {
   const ok = new Set<string>();
+  if (!tx.setBased) {
+    for (const c of claims) if ((await claimOne.affected(tx.db, c.token, c.attemptId, tx.now, c.stageId, c.was)) === 1) ok.add(c.stageId);
+    return ok;
+  }
   for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
     const part = claims.slice(i, i + CLAIMS_PER_STATEMENT);
     const values = part.flatMap((c) => [c.stageId, c.token, c.attemptId, c.was]);

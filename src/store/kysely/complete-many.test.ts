@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
+import { setBasedSqliteStore } from '../../../test/support/set-based-sqlite-store.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
@@ -20,7 +21,9 @@ const now = 1_700_000_000_000;
 const ok = { signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] };
 
 const dialects = [
+  // SQLite writes one row a statement in the server (StoreCapabilities.setBasedWrites): both ways proven here.
   { name: 'sqlite', open: () => openSqliteStore(':memory:'), skip: false },
+  { name: 'sqlite, set-based', open: setBasedSqliteStore, skip: false },
   { name: 'postgres', open: () => freshPostgresStore('complete_many'), skip: missing !== null },
 ] as const;
 

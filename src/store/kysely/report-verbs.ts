@@ -104,7 +104,7 @@ export async function machineReport(
     if (jobs.length) stages = await batch(() => stagesOfJobs(tx, jobs));
     // The plain outcomes, written set-based below (complete-many.ts): each fenced here as
     // completeLoaded fences it; a stale, repeated, gang's, files-committing or log-marking one goes alone.
-    for (const c of p.completed) {
+    for (const c of tx.setBased ? p.completed : []) {
       const a = alone(c.attemptId);
       const known = a && stages.get(a.job_id);
       if (!a || !known || Number(a.token) !== c.token || !isAttemptActive(a.state)) continue;

@@ -21,7 +21,7 @@ import { reserveGangPort } from './gang-rendezvous.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
 import { execute, prepared, preparedBySize, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
-import { claimStages, type StageClaim } from './claim-stages.js';
+import { claimOne, claimStages, type StageClaim } from './claim-stages.js';
 import type { Db, EventInput, TxContext } from './tx-context.js';
 
 /**
@@ -30,15 +30,6 @@ import type { Db, EventInput, TxContext } from './tx-context.js';
  * only for a query whose text implies its condition.
  */
 export const QUEUE_STATE = sql.lit<StageState>('ready');
-
-const placeStage = prepared<[token: number, attemptId: string, at: number, id: string, was: number]>()((db, [token, attemptId, at, id, was]) =>
-  db
-    .updateTable('stages')
-    .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: at })
-    .where('id', '=', id)
-    .where('state', '=', 'ready')
-    .where('token', '=', was),
-);
 
 /** An attempt row's columns in one fixed order: the arguments of `insertAttempt`. */
 const ATTEMPT_COLUMNS = [
@@ -377,7 +368,7 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const base = Number(stage.token) + 1;
     const ids = members.map(() => newId('att', tx.now));
     const gangId = gang ? ids[0]! : null;
-    if (gang && (await placeStage.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
+    if (gang && (await claimOne.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }

@@ -9,4 +9,11 @@ export interface StoreCapabilities {
   /** One connection writes at a time (SQLite): store calls that wait for it share the next
    *  transaction and its commit (group commit, src/store/kysely/group-commit.ts). */
   readonly singleWriter: boolean;
+  /**
+   * A statement costs a round trip to a database server (PostgreSQL): many rows' guarded writes go
+   * in one `UPDATE … FROM (VALUES …)` (a report's outcomes, a plan's claims; docs/throughput.md).
+   * Absent or false (SQLite, in-process): one prepared statement a row, which costs less there
+   * than the join (`npm run bench:store`: 10 % more CPU a stage with the set-based writes).
+   */
+  readonly setBasedWrites?: boolean;
 }

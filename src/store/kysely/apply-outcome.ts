@@ -7,7 +7,7 @@ import type { StagesTable } from '../schema.js';
 import { commitManifest } from './output-verbs.js';
 import { prepared, preparedList } from './prepared-query.js';
 import { syncJobState } from './sync-job-state.js';
-import type { Db, TxContext } from './tx-context.js';
+import type { Db, EventInput, TxContext } from './tx-context.js';
 
 /** A stored stage as the advancer sees it. */
 export function toStageNode(r: Pick<StagesTable, 'name' | 'state' | 'definition' | 'attempts_used' | 'lost_used'>): StageNode {
@@ -23,7 +23,7 @@ export function toStageNode(r: Pick<StagesTable, 'name' | 'state' | 'definition'
 }
 
 /** The columns of a stage the advancer reads and may rewrite. */
-type StageRow = Pick<
+export type StageRow = Pick<
   StagesTable,
   | 'id'
   | 'name'
@@ -81,7 +81,7 @@ export async function stagesOfJobs(tx: TxContext, jobIds: readonly string[]): Pr
 }
 
 /** Every column the advancer may change, written whole from the row read plus the change. */
-type StageWrite = [
+export type StageWrite = [
   state: StageState,
   updatedAt: number,
   attemptsUsed: number,
@@ -143,6 +143,108 @@ function policyOf(r: Pick<StageRow, 'id' | 'definition'>): { needs: string[]; re
   return p;
 }
 
+/** One stage's change as the advancer decided it: the row before and after, its guarded write, its event. */
+export interface PlannedStageChange {
+  before: StageRow;
+  next: StageRow;
+  write: StageWrite;
+  /** The attempt the write is fenced on (the trigger's, still its stage's current one), or null. */
+  fencedOn: string | null;
+  /** Whether the stage's output pointer moves to the attempt (its manifest goes with it). */
+  commitsOutputs: boolean;
+  event: EventInput;
+}
+
+/** What an outcome does to its job's stages, decided in memory (planOutcome): written by applyOutcome one by one, or by completeMany set-based. */
+export interface OutcomePlan {
+  changes: PlannedStageChange[];
+  /** Pools where a stage became ready to place now. */
+  readyPools: Set<string>;
+  /** The job's stages as they are once the changes are written, in position order. */
+  stagesAfter: StageRow[];
+  /** The job's row as read with its stages (undefined: the job has no stage rows). */
+  job: { state: string; cancel_requested_at: number | null } | undefined;
+}
+
+/**
+ * The advancer over a job's stages as read in this transaction, and the rows it would write:
+ * pure, so that the same decisions can be written one outcome at a time or many at once.
+ */
+export function planOutcome(
+  rows: JobStageRows,
+  p: { jobId: string; stageId: string; attemptId: string | null; outcome: AttemptOutcome; jitter: number; now: number },
+): OutcomePlan {
+  // The job as read with its stages: nothing below writes its row before its state is synced.
+  const job = rows[0] ? { state: rows[0].job_state, cancel_requested_at: rows[0].job_cancel_requested_at } : undefined;
+  const trigger = rows.find((r) => r.id === p.stageId);
+  // Only the stage's current attempt moves the DAG; an outcome from any other attempt was
+  // already fenced off by the caller, and this guard keeps that true for every caller.
+  if (!trigger || trigger.current_attempt_id !== p.attemptId) return { changes: [], readyPools: new Set(), stagesAfter: rows, job };
+  const nodes: StageNode[] = rows.map((r) => {
+    const { needs, retry } = policyOf(r);
+    return { name: r.name, state: r.state, needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry };
+  });
+  const now = p.now;
+  const decided = advance(nodes, { stage: trigger.name, outcome: p.outcome }, now, p.jitter);
+  // The rows as written so far: a second change of the same stage starts from the first.
+  const byName = new Map<string, StageRow>(rows.map((r) => [r.name, { ...r }]));
+  const readyPools = new Set<string>();
+  const changes: PlannedStageChange[] = [];
+  for (const c of decided) {
+    const row = byName.get(c.name)!;
+    const isTrigger = row.id === p.stageId;
+    const next: StageRow = { ...row, state: c.to };
+    if (c.attemptsUsed !== undefined) next.attempts_used = c.attemptsUsed;
+    if (c.lostUsed !== undefined) next.lost_used = c.lostUsed;
+    if (c.to === 'ready') {
+      next.ready_since = now;
+      next.not_before = c.notBefore ?? null;
+      next.current_attempt_id = null;
+      next.pending_reason = c.notBefore && c.notBefore > now ? `${c.reason}: backing off until ${new Date(c.notBefore).toISOString()}` : c.reason;
+      if (!c.notBefore || c.notBefore <= now) readyPools.add(row.pool);
+    }
+    if (isStageTerminal(c.to)) {
+      next.finished_at = now;
+      next.end_reason = c.reason;
+      next.pending_reason = null;
+    }
+    // The commit of outputs: a pointer to the attempt, written only while it is still current.
+    if (c.to === 'succeeded' && isTrigger && p.attemptId !== null) next.output_attempt_id = p.attemptId;
+    const write: StageWrite = [
+      next.state,
+      now,
+      Number(next.attempts_used),
+      Number(next.lost_used),
+      next.ready_since,
+      next.not_before,
+      next.current_attempt_id,
+      next.pending_reason,
+      next.finished_at,
+      next.end_reason,
+      next.output_attempt_id,
+      row.id,
+      c.from,
+    ];
+    changes.push({
+      before: row,
+      next,
+      write,
+      fencedOn: isTrigger ? p.attemptId : null,
+      commitsOutputs: next.output_attempt_id !== row.output_attempt_id && p.attemptId !== null,
+      event: {
+        type: `stage:${c.to}`,
+        jobId: p.jobId,
+        stageName: c.name,
+        attemptId: isTrigger ? p.attemptId : null,
+        message: c.reason ? `stage ${c.name} ${c.to}: ${c.reason}` : `stage ${c.name} ${c.to}`,
+        data: { from: c.from, to: c.to, notBefore: c.notBefore ?? null },
+      },
+    });
+    byName.set(c.name, next);
+  }
+  return { changes, readyPools, stagesAfter: rows.map((r) => byName.get(r.name)!), job };
+}
+
 /**
  * After an attempt has been moved to its final state: run the advancer over the attempt's job
  * and write what it decides, in the same transaction. Shared by every way an attempt can end
@@ -164,79 +266,19 @@ export async function applyOutcome(
   },
 ): Promise<JobState> {
   const rows = p.stages ?? (await jobStages.rows(tx.db, p.jobId));
-  // The job as read with its stages: nothing below writes its row before syncJobState does.
-  const job = rows[0] ? { state: rows[0].job_state, cancel_requested_at: rows[0].job_cancel_requested_at } : undefined;
-  const trigger = rows.find((r) => r.id === p.stageId);
-  // Only the stage's current attempt moves the DAG; an outcome from any other attempt was
-  // already fenced off by the caller, and this guard keeps that true for every caller.
-  if (!trigger || trigger.current_attempt_id !== p.attemptId) return syncJobState(tx, p.jobId, rows, job);
-  const nodes: StageNode[] = rows.map((r) => {
-    const { needs, retry } = policyOf(r);
-    return { name: r.name, state: r.state, needs, attemptsUsed: Number(r.attempts_used), lostUsed: Number(r.lost_used), retry };
-  });
-  const changes = advance(nodes, { stage: trigger.name, outcome: p.outcome }, tx.now, p.jitter);
-  // The rows as written so far: a second change of the same stage starts from the first.
-  const byName = new Map<string, StageRow>(rows.map((r) => [r.name, { ...r }]));
-  const readyPools = new Set<string>();
-  for (const c of changes) {
-    const row = byName.get(c.name)!;
-    const isTrigger = row.id === p.stageId;
-    const next: StageRow = { ...row, state: c.to };
-    if (c.attemptsUsed !== undefined) next.attempts_used = c.attemptsUsed;
-    if (c.lostUsed !== undefined) next.lost_used = c.lostUsed;
-    if (c.to === 'ready') {
-      next.ready_since = tx.now;
-      next.not_before = c.notBefore ?? null;
-      next.current_attempt_id = null;
-      next.pending_reason = c.notBefore && c.notBefore > tx.now ? `${c.reason}: backing off until ${new Date(c.notBefore).toISOString()}` : c.reason;
-      if (!c.notBefore || c.notBefore <= tx.now) readyPools.add(row.pool);
-    }
-    if (isStageTerminal(c.to)) {
-      next.finished_at = tx.now;
-      next.end_reason = c.reason;
-      next.pending_reason = null;
-    }
-    // The commit of outputs: a pointer to the attempt, written only while it is still current.
-    if (c.to === 'succeeded' && isTrigger && p.attemptId !== null) next.output_attempt_id = p.attemptId;
-    const w: StageWrite = [
-      next.state,
-      tx.now,
-      Number(next.attempts_used),
-      Number(next.lost_used),
-      next.ready_since,
-      next.not_before,
-      next.current_attempt_id,
-      next.pending_reason,
-      next.finished_at,
-      next.end_reason,
-      next.output_attempt_id,
-      row.id,
-      c.from,
-    ];
-    const changed = isTrigger && p.attemptId !== null ? await writeTrigger.affected(tx.db, ...w, p.attemptId) : await writeStage.affected(tx.db, ...w);
+  const plan = planOutcome(rows, { ...p, now: tx.now });
+  for (const c of plan.changes) {
+    const changed = c.fencedOn !== null ? await writeTrigger.affected(tx.db, ...c.write, c.fencedOn) : await writeStage.affected(tx.db, ...c.write);
     if (changed !== 1) {
-      throw new Error(`internal: stage ${row.name} of job ${p.jobId} changed under the advancer`);
+      throw new Error(`internal: stage ${c.before.name} of job ${p.jobId} changed under the advancer`);
     }
     // The manifest goes with the pointer, in the same transaction: a stage that commits no files writes nothing more.
-    if (next.output_attempt_id !== row.output_attempt_id && p.attemptId !== null && p.outputs?.length) {
-      await commitManifest(tx, { stageId: row.id, jobId: p.jobId, attemptId: p.attemptId, files: p.outputs });
+    if (c.commitsOutputs && p.attemptId !== null && p.outputs?.length) {
+      await commitManifest(tx, { stageId: c.before.id, jobId: p.jobId, attemptId: p.attemptId, files: p.outputs });
     }
-    byName.set(c.name, next);
-    await tx.event({
-      type: `stage:${c.to}`,
-      jobId: p.jobId,
-      stageName: c.name,
-      attemptId: isTrigger ? p.attemptId : null,
-      message: c.reason ? `stage ${c.name} ${c.to}: ${c.reason}` : `stage ${c.name} ${c.to}`,
-      data: { from: c.from, to: c.to, notBefore: c.notBefore ?? null },
-    });
+    await tx.event(c.event);
   }
-  for (const pool of readyPools) await tx.publish('pool:ready', { pool });
+  for (const pool of plan.readyPools) await tx.publish('pool:ready', { pool });
   // The stages as now written, in position order.
-  return syncJobState(
-    tx,
-    p.jobId,
-    rows.map((r) => byName.get(r.name)!),
-    job,
-  );
+  return syncJobState(tx, p.jobId, plan.stagesAfter, plan.job);
 }

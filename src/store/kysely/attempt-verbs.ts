@@ -17,7 +17,7 @@ import { overRoom, uploadRoom, type OutputPolicy, type UploadRoom } from '../../
 import { attemptsWithNames } from './job-verbs.js';
 import { syncJobsOnActivation, syncJobStateOnActivation } from './sync-job-state.js';
 import { prepared, preparedBySize } from './prepared-query.js';
-import type { Db, Trx, TxContext } from './tx-context.js';
+import type { Db, EventInput, Trx, TxContext } from './tx-context.js';
 
 const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
 
@@ -261,8 +261,7 @@ export async function completeLoaded(
     stages?: JobStageRows;
   },
 ): Promise<{ accepted: boolean; jobState: CompletionResult['jobState'] }> {
-  const succeeded = isSuccessfulEnd(p);
-  const state: AttemptState = succeeded ? 'succeeded' : 'failed';
+  const { succeeded, state, outputs, outcome, what } = outcomeOf(p);
   if (Number(a.token) === p.token && a.state === state && a.exit_code === p.exitCode) {
     const job = await jobStateOf.first(tx.db, a.job_id);
     if (!job) throw new NotFoundError('job', a.job_id);
@@ -274,7 +273,6 @@ export async function completeLoaded(
   // other ranks' uploads are then kept, not committed.
   const commits = succeeded && p.outputs.length > 0 && (await commitsOwnOutputs(tx, a));
   const files = commits ? await uploadedOutputs(tx, a.id, p.outputs) : [];
-  const outputs = succeeded ? JSON.stringify(p.outputs) : null;
   const detail = p.end.detail;
   const changed = await completeAttempt.affected(
     tx.db,
@@ -292,31 +290,12 @@ export async function completeLoaded(
     p.token,
   );
   if (changed !== 1) throw new StaleAttemptError(a.id, 'attempt changed while completing');
-  const outcome: AttemptOutcome = succeeded ? { kind: 'succeeded' } : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail };
-  const what = succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`;
   // A gang's member: a success waits for the other ranks; anything else ends them (gang-end.ts).
   const gang = a.gang_id !== null && succeeded ? await gangSuccess(tx, a) : null;
   const waiting = gang && !gang.complete ? `; waiting for rank${gang.waiting.length > 1 ? 's' : ''} ${gang.waiting.join(', ')}` : '';
   // The log is whole by now (the agent ships it, its tail included, before the outcome): its end's event says whether it was cut.
   const logCut = p.logBytes ? await markMissingLog(tx, a, p.logBytes) : await markNoTail(tx, a);
-  await tx.event({
-    type: `attempt:${state}`,
-    jobId: a.job_id,
-    stageName: a.stage_name,
-    attemptId: a.id,
-    machineId: a.machine_id,
-    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} ${what}${waiting}`,
-    data: {
-      exitCode: p.exitCode,
-      signal: p.signal,
-      reason: detail,
-      end: p.end.kind,
-      outputs: succeeded ? p.outputs.length : 0,
-      ...(logCut ? { logCutBytes: logCut } : {}),
-      // What it used, where its agent could measure it: a reader of the stream sees an OOM's peak without a second read.
-      ...(usageKnown(p.usage) ? { usage: { memoryPeakBytes: p.usage.memoryPeakBytes, cpuSeconds: p.usage.cpuSeconds } } : {}),
-    },
-  });
+  await tx.event(outcomeEvent(a, p, `${what}${waiting}`, logCut));
   await tx.publish('capacity:freed', { machineId: a.machine_id });
   if (a.gang_id !== null && !succeeded) await endGang(tx, a, what);
   if (gang && !gang.complete) {
@@ -334,6 +313,62 @@ export async function completeLoaded(
     ...(p.stages && a.gang_id === null ? { stages: p.stages } : {}),
   });
   return { accepted: true, jobState };
+}
+
+/** What an outcome's attempt row becomes (completeAttempt's values, without the fence): shared with completeMany. */
+export function outcomeOf(p: Omit<AttemptCompletion, 'attemptId'>): {
+  succeeded: boolean;
+  state: AttemptState;
+  outputs: string | null;
+  outcome: AttemptOutcome;
+  what: string;
+} {
+  const succeeded = isSuccessfulEnd(p);
+  const detail = p.end.detail;
+  return {
+    succeeded,
+    state: succeeded ? 'succeeded' : 'failed',
+    outputs: succeeded ? JSON.stringify(p.outputs) : null,
+    outcome: succeeded ? { kind: 'succeeded' } : { kind: 'failed', end: p.end.kind, exitCode: p.exitCode, signal: p.signal, detail },
+    what: succeeded ? 'succeeded' : `failed (${describeFailure({ ...p, detail })})`,
+  };
+}
+
+/** The event of an attempt's end as its agent reported it; `what` says how it ended, `logCut` the bytes its log lost (null: none). */
+export function outcomeEvent(a: ReportedAttempt, p: Omit<AttemptCompletion, 'attemptId'>, what: string, logCut: number | null): EventInput {
+  const succeeded = isSuccessfulEnd(p);
+  return {
+    type: `attempt:${succeeded ? 'succeeded' : 'failed'}`,
+    jobId: a.job_id,
+    stageName: a.stage_name,
+    attemptId: a.id,
+    machineId: a.machine_id,
+    message: `stage ${a.stage_name} attempt ${a.number}${rankText(a)} ${what}`,
+    data: {
+      exitCode: p.exitCode,
+      signal: p.signal,
+      reason: p.end.detail,
+      end: p.end.kind,
+      outputs: succeeded ? p.outputs.length : 0,
+      ...(logCut ? { logCutBytes: logCut } : {}),
+      // What it used, where its agent could measure it: a reader of the stream sees an OOM's peak without a second read.
+      ...(usageKnown(p.usage) ? { usage: { memoryPeakBytes: p.usage.memoryPeakBytes, cpuSeconds: p.usage.cpuSeconds } } : {}),
+    },
+  };
+}
+
+/**
+ * The bytes an outcome's log lost, when recording the outcome writes nothing for its log (no line
+ * marking a missing end or a missing tail: markMissingLog and markNoTail would each write none);
+ * undefined where it would write, and the outcome must go completeLoaded's way.
+ */
+export function logCutWithoutWrites(a: ReportedAttempt, wrote: AttemptCompletion['logBytes']): number | null | undefined {
+  if (wrote) {
+    const missing = wrote.stdout > Number(a.stdout_bytes) || wrote.stderr > Number(a.stderr_bytes);
+    if (missing) return undefined;
+    return a.log_cut_bytes === null ? null : Number(a.log_cut_bytes);
+  }
+  return a.log_cut_bytes === null ? null : undefined;
 }
 
 function usageKnown(u: AttemptUsage | undefined): u is AttemptUsage {

@@ -112,7 +112,7 @@ export class KyselyStore implements Store {
 
   /** A transaction's context, with this store's settings; `optimistic`: savepoints only when needed (group commit's first run). */
   private context(trx: Trx, now: number, optimistic = false, rowsChanged: RowsChanged | null = null): TxContext {
-    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic, rowsChanged);
+    return new TxContext(trx, now, !this.capabilities.singleWriter, this.memoryOutbox, optimistic, rowsChanged, this.capabilities.setBasedWrites === true);
   }
 
   /** Several writers' transactions run their parts without savepoints first (tx()); those run again with them. */

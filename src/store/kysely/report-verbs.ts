@@ -2,7 +2,10 @@ import { StaleAttemptError } from '../../domain/errors.js';
 import { errorText } from '../../lib/error-text.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { AttemptCompletion, MachineReportResult, ReportItemOutcome } from '../store.js';
-import { completeLoaded, REPORTED_ATTEMPT_COLUMNS, startLoaded, startMany } from './attempt-verbs.js';
+import { completeLoaded, logCutWithoutWrites, REPORTED_ATTEMPT_COLUMNS, startLoaded, startMany } from './attempt-verbs.js';
+import { completeMany, type PlainOutcome } from './complete-many.js';
+import { isAttemptActive } from '../../domain/attempt-state.js';
+import { isSuccessfulEnd } from '../../domain/attempt-end-policy.js';
 import { type JobStageRows, stagesOfJobs } from './apply-outcome.js';
 import { prepared, preparedList } from './prepared-query.js';
 import { SavepointsNeeded, TransactionAborted, type TxContext } from './tx-context.js';
@@ -72,6 +75,7 @@ export async function machineReport(
   // nothing else of the report writes what they read. A careful rerun takes each item alone again.
   const batched = new Map<string, ReportItemOutcome>();
   let stages = new Map<string, JobStageRows>();
+  const plainOutcomes: PlainOutcome[] = [];
   if (tx.optimistic) {
     const perAttempt = new Map<string, number>();
     const perJob = new Map<string, number>();
@@ -98,6 +102,17 @@ export async function machineReport(
     }
     const jobs = p.completed.flatMap((c) => alone(c.attemptId)?.job_id ?? []);
     if (jobs.length) stages = await batch(() => stagesOfJobs(tx, jobs));
+    // The plain outcomes, written set-based below (complete-many.ts): each fenced here as
+    // completeLoaded fences it; a stale, repeated, gang's, files-committing or log-marking one goes alone.
+    for (const c of tx.setBased ? p.completed : []) {
+      const a = alone(c.attemptId);
+      const known = a && stages.get(a.job_id);
+      if (!a || !known || Number(a.token) !== c.token || !isAttemptActive(a.state)) continue;
+      if (c.outputs.length > 0 && isSuccessfulEnd(c)) continue;
+      const logCut = logCutWithoutWrites(a, c.logBytes);
+      if (logCut === undefined) continue;
+      plainOutcomes.push({ a, c, stages: known, logCut, jitter: p.jitter() });
+    }
   }
 
   const started: ReportItemOutcome[] = [];
@@ -114,8 +129,20 @@ export async function machineReport(
       })),
     );
   }
+  if (plainOutcomes.length) {
+    for (const [id, r] of await batch(() => completeMany(tx, plainOutcomes))) batched.set(id, r);
+    for (const o of plainOutcomes) {
+      touched.add(o.a.id);
+      jobsTouched.add(o.a.job_id);
+    }
+  }
   const completed: ReportItemOutcome[] = [];
   for (const c of p.completed) {
+    const done = batched.get(c.attemptId);
+    if (done) {
+      completed.push(done);
+      continue;
+    }
     completed.push(
       await item(c.attemptId, async (a) => {
         const known = stages.get(a.job_id);

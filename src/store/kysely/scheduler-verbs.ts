@@ -21,7 +21,8 @@ import { reserveGangPort } from './gang-rendezvous.js';
 import { isAttemptActive } from '../../domain/attempt-state.js';
 import { execute, prepared, preparedBySize, preparedList } from './prepared-query.js';
 import { toAttempt } from './row-mappers.js';
-import type { Db, TxContext } from './tx-context.js';
+import { claimOne, claimStages, type StageClaim } from './claim-stages.js';
+import type { Db, EventInput, TxContext } from './tx-context.js';
 
 /**
  * `'ready'` written into the SQL text of the queue's reads, never bound as a value: the queue index
@@ -29,15 +30,6 @@ import type { Db, TxContext } from './tx-context.js';
  * only for a query whose text implies its condition.
  */
 export const QUEUE_STATE = sql.lit<StageState>('ready');
-
-const placeStage = prepared<[token: number, attemptId: string, at: number, id: string, was: number]>()((db, [token, attemptId, at, id, was]) =>
-  db
-    .updateTable('stages')
-    .set({ state: 'scheduled', token, current_attempt_id: attemptId, pending_reason: null, updated_at: at })
-    .where('id', '=', id)
-    .where('state', '=', 'ready')
-    .where('token', '=', was),
-);
 
 /** An attempt row's columns in one fixed order: the arguments of `insertAttempt`. */
 const ATTEMPT_COLUMNS = [
@@ -98,7 +90,8 @@ const CLUSTER_COLUMNS = ['id', 'name', 'health', 'scheduling', 'region', 'labels
 /** What the cluster's view reads of a machine: not its agent's or containment's reports (a few hundred bytes each, per machine per pass). */
 type ClusterRow = Pick<MachinesTable, (typeof CLUSTER_COLUMNS)[number]>;
 const allMachines = prepared<[]>()((db) => db.selectFrom('machines').select(CLUSTER_COLUMNS).orderBy('name'));
-const lockMachines = preparedList((db, ids) => db.selectFrom('machines').select('id').where('id', 'in', ids).orderBy('id').forUpdate());
+/** A plan's machines, read and locked in one statement (PostgreSQL: see planApply), in id order so that two passes lock them alike. */
+const lockMachines = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids).orderBy('id').forUpdate());
 const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
 /** A plan's stages, each with its job's state (syncJobStateOnActivation's read, in the same statement). */
 const stagesToPlace = preparedList((db, ids) =>
@@ -330,9 +323,9 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   // committing first, made this one fail: with 50 agents heartbeating, every try of the pass
   // failed (bench:fleet, StoreBusyError after 20 tries, nothing placed). Locked, a heartbeat of
   // these machines waits for the commit and is the one that runs again (a few ms), not the pass.
-  if (tx.concurrent && machineIds.length) await lockMachines.rows(tx.db, [...machineIds].sort());
+  // Their rows are read by the same statement that locks them (one round trip, not two).
+  const machines = tx.concurrent ? await lockMachines.rows(tx.db, [...machineIds].sort()) : await machinesById.rows(tx.db, machineIds);
   const usage = await machineUsage(tx.db, machineIds);
-  const machines = await machinesById.rows(tx.db, machineIds);
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));
   const rows = new Map(machines.map((m) => [m.id, m]));
   // Gang ports reserved by this plan, by rank 0's machine: two gangs placed in one pass get two.
@@ -341,6 +334,15 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const wake = new Set<string>();
   /** The attempts placed, written together after the loop: nothing in it reads them back (gang ports this plan reserved are kept in gangPorts). */
   const newAttempts: AttemptsTable[] = [];
+  /**
+   * The placements in plan order, each kept until its stage is claimed: a gang's at once (its
+   * number is read from its stage's attempts), every other's in one set-based claim after the loop
+   * (claimStages). Their machines' room is taken as each is checked, claimed or not: a claim that
+   * fails (its stage changed in this transaction) leaves that room unused until the next pass.
+   */
+  const placed: { claim: StageClaim | null; jobId: string; attempts: { row: AttemptsTable; machine: string; event: EventInput }[] }[] = [];
+  /** Stages this plan places: a stage named twice is placed once, the second skipped as when its token had moved. */
+  const claimed = new Set<string>();
 
   // The plan's stages in one read; each is placed at most once, and its write below is still
   // guarded on the state and token read here.
@@ -356,6 +358,10 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const stage = stages.get(pl.stageId);
     if (!stage || stage.state !== 'ready') {
       skipped.push({ stageId: pl.stageId, why: 'stage no longer ready' });
+      continue;
+    }
+    if (claimed.has(stage.id)) {
+      skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
     const size = members.length;
@@ -385,10 +391,17 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const base = Number(stage.token) + 1;
     const ids = members.map(() => newId('att', tx.now));
     const gangId = gang ? ids[0]! : null;
-    if ((await placeStage.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
+    if (gang && (await claimOne.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
+    claimed.add(stage.id);
+    const entry: (typeof placed)[number] = {
+      claim: gang ? null : { stageId: stage.id, token: base, attemptId: ids[0]!, was: base - 1 },
+      jobId: stage.job_id,
+      attempts: [],
+    };
+    placed.push(entry);
     const number = gang ? Number((await highestNumber.first(tx.db, stage.id))?.n ?? 0) + 1 : base;
     for (const [i, mem] of members.entries()) {
       const m = byId.get(mem.machineId)!;
@@ -436,34 +449,49 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         gang_size: gang ? size : null,
         gang_master_port: masterPort,
       };
-      newAttempts.push(row);
-      applied.push(toAttempt(row, m.name));
       takeAllocation(m, one);
-      wake.add(m.id);
       const share = one.gpuIndices.length === 1 && one.gpuMilli !== undefined && one.gpuMilli < GPU_MILLI_WHOLE;
       const gpuText = share
         ? ` with ${one.gpuMilli! / GPU_MILLI_WHOLE} of ${gpuType} GPU ${one.gpuIndices[0]}`
         : one.gpuIndices.length
           ? ` with ${gpuType} GPU(s) ${one.gpuIndices.join(',')}`
           : '';
-      await tx.event({
-        type: 'attempt:scheduled',
-        jobId: stage.job_id,
-        stageName: stage.name,
-        attemptId: row.id,
-        machineId: m.id,
-        message: `stage ${stage.name} attempt ${number}${rankText(row)} placed on ${m.name}${gpuText}`,
-        data: {
-          machine: m.name,
-          gpus: one.gpuIndices,
-          ...(share ? { gpuMilli: one.gpuMilli } : {}),
-          ...(gang ? { gang: { id: gangId, rank: mem.rank, size, masterPort } } : {}),
-          waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
-          pool: stage.pool,
+      entry.attempts.push({
+        row,
+        machine: m.name,
+        event: {
+          type: 'attempt:scheduled',
+          jobId: stage.job_id,
+          stageName: stage.name,
+          attemptId: row.id,
+          machineId: m.id,
+          message: `stage ${stage.name} attempt ${number}${rankText(row)} placed on ${m.name}${gpuText}`,
+          data: {
+            machine: m.name,
+            gpus: one.gpuIndices,
+            ...(share ? { gpuMilli: one.gpuMilli } : {}),
+            ...(gang ? { gang: { id: gangId, rank: mem.rank, size, masterPort } } : {}),
+            waitedMs: tx.now - Number(stage.ready_since ?? tx.now),
+            pool: stage.pool,
+          },
         },
       });
     }
-    jobsTouched.add(stage.job_id);
+  }
+  const claims = placed.flatMap((e) => e.claim ?? []);
+  const ok = claims.length ? await claimStages(tx, claims) : new Set<string>();
+  for (const e of placed) {
+    if (e.claim && !ok.has(e.claim.stageId)) {
+      skipped.push({ stageId: e.claim.stageId, why: 'stage changed while placing' });
+      continue;
+    }
+    for (const a of e.attempts) {
+      newAttempts.push(a.row);
+      applied.push(toAttempt(a.row, a.machine));
+      wake.add(a.row.machine_id);
+      await tx.event(a.event);
+    }
+    jobsTouched.add(e.jobId);
   }
   for (let i = 0; i < newAttempts.length; i += ATTEMPTS_PER_INSERT) {
     const part = newAttempts.slice(i, i + ATTEMPTS_PER_INSERT);

@@ -31,17 +31,30 @@ export async function syncJobState(
 ): Promise<JobState> {
   const job = knownJob ?? (await jobState.first(tx.db, jobId));
   if (!job) throw new Error(`internal: job ${jobId} is gone`);
-  const stages = known ?? (await stageStates.rows(tx.db, jobId));
+  const move = jobMove(job, known ?? (await stageStates.rows(tx.db, jobId)), jobId);
+  if (move.from !== move.to) await moveJobTo(tx, jobId, move.from, move.to, move.failureReason);
+  return move.to;
+}
+
+/**
+ * The state a job's stages derive, from the state its row holds: what syncJobState writes, decided
+ * in memory (a report's outcomes write their jobs' moves set-based, complete-many.ts). A move the
+ * job's transition table does not allow is a bug, refused here before anything is written.
+ */
+export function jobMove(
+  job: { state: string; cancel_requested_at: number | null },
+  stages: readonly { name: string; state: string; end_reason: string | null; finished_at: number | null }[],
+  jobId = '',
+): { from: JobState; to: JobState; failureReason: string | null } {
   const from = job.state as JobState;
   const to = deriveJobState(
     stages.map((s) => s.state as StageState),
     job.cancel_requested_at !== null,
   );
-  if (from === to) return to;
+  if (from === to) return { from, to, failureReason: null };
+  if (!canTransition(jobTransitions, from, to)) throw new Error(`internal: job ${jobId} cannot move from ${from} to ${to}`);
   const failed = firstFailed(stages);
-  const failureReason = to === 'failed' && failed ? `stage ${failed.name} failed: ${failed.end_reason ?? 'unknown'}` : null;
-  await moveJobTo(tx, jobId, from, to, failureReason);
-  return to;
+  return { from, to, failureReason: to === 'failed' && failed ? `stage ${failed.name} failed: ${failed.end_reason ?? 'unknown'}` : null };
 }
 
 /**

@@ -82,6 +82,8 @@ export class TxContext {
      * its statements changed so far (RowsChanged), which is how a failed part tells whether it wrote.
      */
     private readonly rowsChanged: { changes(): number } | null = null,
+    /** Many rows' writes in one statement (StoreCapabilities.setBasedWrites: a statement is a round trip). */
+    readonly setBased = false,
   ) {}
 
   async event(e: EventInput): Promise<void> {

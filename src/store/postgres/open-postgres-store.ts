@@ -56,7 +56,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   // the pool discards it and the next query opens a new one.
   pool.on('error', () => {});
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false }, schema ?? 'public');
+  const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
   try {
     if (opts.migrate !== false) await store.migrate();
   } catch (err) {

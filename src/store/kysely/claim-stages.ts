@@ -1,6 +1,6 @@
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
-import { v, valuesTable } from './values-table.js';
+import { v, valuesTable, writeRows } from './values-table.js';
 
 /** Rows per claim statement: four bound values each. */
 const CLAIMS_PER_STATEMENT = 64;
@@ -43,15 +43,14 @@ export interface StageClaim {
  * written once, and the claims could not both be answered).
  */
 export async function claimStages(tx: TxContext, claims: readonly StageClaim[]): Promise<Set<string>> {
+  if (tx.setBased)
+    return writeRows(
+      tx,
+      claim,
+      claims.map((c) => [c.stageId, c.token, c.attemptId, c.was]),
+      CLAIMS_PER_STATEMENT,
+    );
   const ok = new Set<string>();
-  if (!tx.setBased) {
-    for (const c of claims) if ((await claimOne.affected(tx.db, c.token, c.attemptId, tx.now, c.stageId, c.was)) === 1) ok.add(c.stageId);
-    return ok;
-  }
-  for (let i = 0; i < claims.length; i += CLAIMS_PER_STATEMENT) {
-    const part = claims.slice(i, i + CLAIMS_PER_STATEMENT);
-    const values = part.flatMap((c) => [c.stageId, c.token, c.attemptId, c.was]);
-    for (const r of await claim(part.length).rows(tx.db, tx.now, ...values)) ok.add(r.id);
-  }
+  for (const c of claims) if ((await claimOne.affected(tx.db, c.token, c.attemptId, tx.now, c.stageId, c.was)) === 1) ok.add(c.stageId);
   return ok;
 }

@@ -7,7 +7,7 @@ import { outcomeEvent, outcomeOf, type ReportedAttempt } from './attempt-verbs.j
 import { recordJobStateChange, jobMove } from './sync-job-state.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
-import { v, valuesTable } from './values-table.js';
+import { v, valuesTable, writeRows } from './values-table.js';
 
 /** Rows per set-based write: each is a few bound values (at most 13, under the 1,024 a prepared text may take). */
 const ROWS_PER_STATEMENT = 64;
@@ -83,16 +83,6 @@ const moveJobs = preparedBySize(ROWS_PER_STATEMENT, (n) =>
   ),
 );
 
-/** Runs a set-based write over `rows` (each `width` values), ROWS_PER_STATEMENT at a time; the ids it changed. */
-async function writeAll(tx: TxContext, statement: typeof endAttempts, rows: readonly (readonly unknown[])[]): Promise<Set<string>> {
-  const changed = new Set<string>();
-  for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
-    const part = rows.slice(i, i + ROWS_PER_STATEMENT);
-    for (const r of await statement(part.length).rows(tx.db, tx.now, ...part.flat())) changed.add(r.id);
-  }
-  return changed;
-}
-
 /** An outcome completeMany can take: its attempt loaded, fenced and active, of no gang, its job's stages read in this transaction. */
 export interface PlainOutcome {
   a: ReportedAttempt;
@@ -119,7 +109,7 @@ export interface PlainOutcome {
  */
 export async function completeMany(tx: TxContext, items: readonly PlainOutcome[]): Promise<Map<string, ReportItemOutcome>> {
   const decided = items.map((i) => ({ ...i, ...outcomeOf(i.c) }));
-  const ended = await writeAll(
+  const ended = await writeRows(
     tx,
     endAttempts,
     decided.map(({ a, c, state, outputs }) => [
@@ -135,6 +125,7 @@ export async function completeMany(tx: TxContext, items: readonly PlainOutcome[]
       c.usage?.cpuSeconds ?? null,
       a.started_at ?? tx.now,
     ]),
+    ROWS_PER_STATEMENT,
   );
   const out = new Map<string, ReportItemOutcome>();
   const accepted: (typeof decided)[number][] = [];
@@ -166,15 +157,16 @@ export async function completeMany(tx: TxContext, items: readonly PlainOutcome[]
     moves.set(d.a.id, move);
     if (move.from !== move.to) jobWrites.push([d.a.job_id, move.from, move.to, isJobTerminal(move.to) ? 1 : 0, move.failureReason]);
   }
-  const stagesWritten = await writeAll(
+  const stagesWritten = await writeRows(
     tx,
     writeStages,
     [...stageWrites].map(([id, w]) => [id, w.first, w.fencedOn, ...w.last]),
+    ROWS_PER_STATEMENT,
   );
   for (const [id, w] of stageWrites) {
     if (!stagesWritten.has(id)) throw new Error(`internal: stage ${w.name} of job ${w.jobId} changed under the advancer`);
   }
-  const jobsMoved = await writeAll(tx, moveJobs, jobWrites);
+  const jobsMoved = await writeRows(tx, moveJobs, jobWrites, ROWS_PER_STATEMENT);
 
   for (const d of accepted) {
     const plan = plans.get(d.a.id)!;

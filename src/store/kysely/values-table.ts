@@ -1,4 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
+import type { PreparedQuery } from './prepared-query.js';
+import type { TxContext } from './tx-context.js';
 
 /**
  * A list of rows as a table both dialects read: `(values (…), (…)) as v`, its columns `v.column1`,
@@ -11,3 +13,22 @@ export function valuesTable(values: readonly unknown[], types: readonly string[]
 }
 /** Column `n` (from 1) of valuesTable's rows. */
 export const v = (column: number): RawBuilder<never> => sql.raw(`v.column${column}`);
+
+/**
+ * Runs a set-based write (a statement per number of rows, each taking the transaction's time and
+ * then its rows' values, as valuesTable lays them out) over `rows`, `perStatement` at a time;
+ * answers the ids its guarded update changed.
+ */
+export async function writeRows(
+  tx: TxContext,
+  statement: (n: number) => PreparedQuery<unknown[], { id: string }>,
+  rows: readonly (readonly unknown[])[],
+  perStatement: number,
+): Promise<Set<string>> {
+  const changed = new Set<string>();
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const part = rows.slice(i, i + perStatement);
+    for (const r of await statement(part.length).rows(tx.db, tx.now, ...part.flat())) changed.add(r.id);
+  }
+  return changed;
+}

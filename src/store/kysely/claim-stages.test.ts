@@ -1,9 +1,9 @@
-import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { setBasedSqliteStore } from '../../../test/support/set-based-sqlite-store.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
+import { skipUpdatesOf } from '../../../test/support/update-triggers.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
 import type { KyselyStore } from './kysely-store.js';
@@ -66,16 +66,7 @@ describe.each(dialects)("a plan's stages claimed set-based ($name)", ({ name, op
     const { jobs, stageIds, placement } = await ready();
     const [x, y, z] = stageIds as [string, string, string];
     // y's row is passed over by the claim, as if it had moved since the plan's read.
-    if (name === 'postgres') {
-      await sql
-        .raw(
-          `create function skip_it() returns trigger language plpgsql as $$ begin if old.id = '${y}' then return null; end if; return new; end $$;` +
-            `create trigger skip_it before update on stages for each row execute function skip_it()`,
-        )
-        .execute(store.db);
-    } else {
-      await sql.raw(`create trigger skip_it before update on stages when old.id = '${y}' begin select raise(ignore); end`).execute(store.db);
-    }
+    await skipUpdatesOf(store, name === 'postgres', 'stages', y);
     const r = await store.planApply({ plan: { placements: [placement(x), placement(y), placement(x), placement(z)], pending: [] }, now, leaseMs: 10_000 });
     expect(r.applied.map((a) => a.stageId)).toEqual([x, z]);
     expect(r.skipped.map((s) => [s.stageId, s.why]).sort()).toEqual(

@@ -1,9 +1,9 @@
-import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { setBasedSqliteStore } from '../../../test/support/set-based-sqlite-store.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
+import { failUpdatesWhen, skipUpdatesOf } from '../../../test/support/update-triggers.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
 import type { AttemptCompletion } from '../store.js';
@@ -77,6 +77,23 @@ async function started(store: KyselyStore, machineId: string, tag: string) {
   return { jobs, placed };
 }
 
+/** The machine's one report of `placed`'s outcomes, each its scenario's, a second after they started. */
+const reportAll = (
+  store: KyselyStore,
+  machineId: string,
+  placed: readonly { id: string; token: number }[],
+  more: { onItemError?: (attemptId: string) => void } = {},
+) =>
+  store.machineReport({
+    machineId,
+    started: [],
+    completed: placed.map((a, i) => ({ ...SCENARIOS[i]!.outcome, attemptId: a.id, token: a.token })),
+    now: now + 1000,
+    leaseMs: 10_000,
+    jitter: () => 0.5,
+    ...more,
+  });
+
 /** A job as read back, every id it holds replaced by what it names, so that two jobs' histories compare. */
 async function history(store: KyselyStore, jobId: string) {
   const got = (await store.jobGet({ jobId }))!;
@@ -109,14 +126,7 @@ describe.each(dialects)("a report's outcomes set-based ($name)", ({ name, open, 
       await store.attemptComplete({ ...SCENARIOS[i]!.outcome, attemptId: a.id, token: a.token, now: at, jitter: 0.5, machineId: m.id });
     }
     statements.reset();
-    const r = await store.machineReport({
-      machineId: m.id,
-      started: [],
-      completed: many.placed.map((a, i) => ({ ...SCENARIOS[i]!.outcome, attemptId: a.id, token: a.token })),
-      now: at,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    const r = await reportAll(store, m.id, many.placed);
     expect(r.completed.map((c) => c.result)).toEqual(SCENARIOS.map(() => 'ok'));
     expect(r.completed.map((c) => c.jobState)).toEqual(['running', 'succeeded', 'queued', 'failed', 'failed']);
     if (name === 'postgres') {
@@ -136,24 +146,8 @@ describe.each(dialects)("a report's outcomes set-based ($name)", ({ name, open, 
     const { jobs, placed } = await started(store, m.id, 'many');
     const skipped = placed[1]!;
     // The row is passed over by the write, as if it had moved between the report's read and its write.
-    if (name === 'postgres') {
-      await sql
-        .raw(
-          `create function skip_it() returns trigger language plpgsql as $$ begin if old.id = '${skipped.id}' then return null; end if; return new; end $$;` +
-            `create trigger skip_it before update on attempts for each row execute function skip_it()`,
-        )
-        .execute(store.db);
-    } else {
-      await sql.raw(`create trigger skip_it before update on attempts when old.id = '${skipped.id}' begin select raise(ignore); end`).execute(store.db);
-    }
-    const r = await store.machineReport({
-      machineId: m.id,
-      started: [],
-      completed: placed.map((a, i) => ({ ...SCENARIOS[i]!.outcome, attemptId: a.id, token: a.token })),
-      now: now + 1000,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    await skipUpdatesOf(store, name === 'postgres', 'attempts', skipped.id);
+    const r = await reportAll(store, m.id, placed);
     expect(r.completed.map((c) => c.result)).toEqual(['ok', 'stale', 'ok', 'ok', 'ok']);
     expect(r.completed[1]!.message).toMatch(/changed while completing/);
     expect(store.carefulRuns).toBe(0);
@@ -169,28 +163,9 @@ describe.each(dialects)("a report's outcomes set-based ($name)", ({ name, open, 
     const m = await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 64_000 }), now });
     const { jobs, placed } = await started(store, m.id, 'many');
     const bad = placed[0]!;
-    if (name === 'postgres') {
-      await sql
-        .raw(
-          `create function boom() returns trigger language plpgsql as $$ begin if new.id = '${bad.stageId}' and new.state = 'succeeded' then raise exception 'boom'; end if; return new; end $$;` +
-            `create trigger boom before update on stages for each row execute function boom()`,
-        )
-        .execute(store.db);
-    } else {
-      await sql
-        .raw(`create trigger boom before update on stages when new.id = '${bad.stageId}' and new.state = 'succeeded' begin select raise(abort, 'boom'); end`)
-        .execute(store.db);
-    }
+    await failUpdatesWhen(store, name === 'postgres', 'stages', `new.id = '${bad.stageId}' and new.state = 'succeeded'`);
     const errors: string[] = [];
-    const r = await store.machineReport({
-      machineId: m.id,
-      started: [],
-      completed: placed.map((a, i) => ({ ...SCENARIOS[i]!.outcome, attemptId: a.id, token: a.token })),
-      now: now + 1000,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-      onItemError: (id) => errors.push(id),
-    });
+    const r = await reportAll(store, m.id, placed, { onItemError: (id) => errors.push(id) });
     expect(r.completed.map((c) => c.result)).toEqual(['refused', 'ok', 'ok', 'ok', 'ok']);
     expect(errors).toEqual([bad.id]);
     if (name === 'postgres') expect(store.carefulRuns).toBe(1);

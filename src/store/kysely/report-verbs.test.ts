@@ -1,6 +1,6 @@
 import SQLite from 'better-sqlite3';
-import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { failUpdatesWhen } from '../../../test/support/update-triggers.js';
 import { placeAll } from '../conformance/fixtures.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
 import { sqliteStoreForTests } from '../sqlite/sqlite-store-for-tests.js';
@@ -29,7 +29,7 @@ describe('machineReport', () => {
       jitter: () => 0,
     });
     // A fault only this outcome trips (a bug, a constraint): here, a trigger.
-    await sql`create trigger boom before update on attempts when new.exit_code = 77 begin select raise(abort, 'boom'); end`.execute(store.db);
+    await failUpdatesWhen(store, false, 'attempts', 'new.exit_code = 77');
     const errors: string[] = [];
     const r = await store.machineReport({
       machineId: m.id,
@@ -63,9 +63,7 @@ describe('machineReport', () => {
       jitter: () => 0,
     });
     // x's outcome writes its attempt, then trips this on its stage's write: a fault after a write.
-    await sql`create trigger boom before update on stages when new.name = 'x' and new.state = 'succeeded' begin select raise(abort, 'boom'); end`.execute(
-      store.db,
-    );
+    await failUpdatesWhen(store, false, 'stages', `new.name = 'x' and new.state = 'succeeded'`);
     const errors: string[] = [];
     const done = { token: 0, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] };
     const r = await store.machineReport({

@@ -1,10 +1,10 @@
-import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { cpuMachine, job, placeAll, stage } from '../conformance/fixtures.js';
 import type { KyselyStore } from '../kysely/kysely-store.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
+import { failUpdatesWhen } from '../../../test/support/update-triggers.js';
 
 /**
  * A report's items on PostgreSQL run without savepoints first (docs/throughput.md, "Savepoints only
@@ -25,12 +25,7 @@ describe.skipIf(missing !== null)(`a report's items on PostgreSQL${missing ? ` (
     await store.close();
   });
   /** Raises 'boom' on an update of `table` when `when` holds for the new row. */
-  const boom = async (table: 'attempts' | 'stages', when: string) => {
-    await sql
-      .raw(`create function boom() returns trigger language plpgsql as $$ begin if ${when} then raise exception 'boom'; end if; return new; end $$`)
-      .execute(store.db);
-    await sql.raw(`create trigger boom before update on ${table} for each row execute function boom()`).execute(store.db);
-  };
+  const boom = (table: 'attempts' | 'stages', when: string) => failUpdatesWhen(store, true, table, when);
 
   /** A report acknowledging every attempt placed, each before its spawn. */
   const ackAll = (machineId: string, placed: { id: string; token: number }[], onItemError?: (attemptId: string) => void) =>

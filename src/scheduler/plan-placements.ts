@@ -21,7 +21,6 @@ import type {
 } from './snapshot.js';
 import { seekCandidates } from './seek-candidates.js';
 import { snapshotWorkload } from './snapshot-workload.js';
-import { sortQueued } from './sort-queued.js';
 import { sortIfNeeded } from './sorted.js';
 import type { StaticClasses } from './static-classes.js';
 import type { TargetWorkload } from './target-workload.js';
@@ -76,20 +75,26 @@ const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 export const MAX_PREEMPTIONS_PER_PASS = 16;
 
 /**
- * Scheduling order within a team: priority desc, then the job's submission asc (jobs submitted in the same
- * millisecond, a batch, by job id: ids ascend in submission order), then readySince asc, then
- * stageId asc.
+ * Scheduling order within a team (docs/scheduling.md, "Order"): priority desc, then the job's
+ * submission asc (a stage without one: its readySince), then, at the same priority and time, a
+ * stage with a submission time before one without, then job id where both have one (jobs
+ * submitted in the same millisecond, a batch: ids ascend in submission order), then readySince
+ * asc, then stageId asc. A total order (a comparison of a tuple, term by term): the pass merges
+ * runs of stages lazily by it (fairOrder), which gives a sort's order only where it is one.
  */
 export function compareQueued(a: QueuedStage, b: QueuedStage): number {
-  return (
-    b.priority - a.priority ||
-    (a.submittedAt ?? a.readySince) - (b.submittedAt ?? b.readySince) ||
-    // Job ids only where both have a submission time, and only when the above tie: a pass sorts
-    // tens of thousands of heads (docs/throughput.md, "Placement at scale").
-    (a.submittedAt !== undefined && b.submittedAt !== undefined ? compareText(a.jobId, b.jobId) : 0) ||
-    a.readySince - b.readySince ||
-    compareText(a.stageId, b.stageId)
-  );
+  return b.priority - a.priority || (a.submittedAt ?? a.readySince) - (b.submittedAt ?? b.readySince) || compareAtOneTime(a, b);
+}
+
+/**
+ * compareQueued's terms after priority and time. Job ids only where both stages have a
+ * submission time; before, a stage with one and a stage without one compared by readiness alone,
+ * while two with one compared by job: that order could be circular (docs/scheduling.md, "Order").
+ */
+function compareAtOneTime(a: QueuedStage, b: QueuedStage): number {
+  const submitted = a.submittedAt !== undefined;
+  if (submitted !== (b.submittedAt !== undefined)) return submitted ? -1 : 1;
+  return (submitted ? compareText(a.jobId, b.jobId) : 0) || a.readySince - b.readySince || compareText(a.stageId, b.stageId);
 }
 
 /** A deep-enough copy that placements can consume without touching the snapshot. */
@@ -222,7 +227,6 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     withGpus,
     order.filter((i) => snapshot.machines[i]!.gpus.length > 0),
   );
-  const queue = sortQueued(snapshot.queue, compareQueued);
   const ledger = new TeamLedger(
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
@@ -360,8 +364,9 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
 
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
-  // grows with each placement below), then age (compareQueued).
-  const nextInOrder = fairOrder(queue, ledger, compareQueued);
+  // grows with each placement below), then age (compareQueued). Ordered as walked: the walk stops
+  // at the pass's last placement, about a thousand heads into tens of thousands (fairOrder).
+  const nextInOrder = fairOrder(snapshot.queue, ledger, compareQueued);
   for (let stage = nextInOrder(); stage !== undefined; stage = nextInOrder()) {
     at += 1;
     if (placements.length >= maxPlacements) break;

@@ -197,16 +197,16 @@ function shareGpuOf(g: GpuView, type: string): ShareGpu {
 export function shareMachineOf(m: MachineView): ShareMachine {
   // Without object spreads, and each GPU's type normalised once per run of one model (a machine's
   // GPUs are mostly all of one): a pass makes one per GPU of 7,000 machines.
-  const gpus: ShareGpu[] = [];
+  // (`map`, not pushes: an array of the GPUs' length, not one grown past it.)
   let raw: string | null = null;
   let type = '';
-  for (const g of m.gpus) {
+  const gpus = m.gpus.map((g) => {
     if (g.type !== raw) {
       raw = g.type;
       type = normalizeGpuType(raw);
     }
-    gpus.push(shareGpuOf(g, type));
-  }
+    return shareGpuOf(g, type);
+  });
   return {
     id: m.id,
     name: m.name,

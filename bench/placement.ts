@@ -153,7 +153,15 @@ interface Shape {
 
 function queueOf(n: number, rnd: () => number): Shape[] {
   const catalogue = shapeCatalogue();
-  const shapes = catalogue.map((spec) => ({ key: JSON.stringify(spec), spec, queue: [] as QueuedStage[] }));
+  // Each shape's stages share its request's objects (resources and placement), as the store's
+  // queueHeads gives them (one read of a shape's request, scheduler-verbs.ts): a placement object
+  // per stage made the planner work out a need and its key per stage, which the server's pass does not.
+  const shapes = catalogue.map((spec) => ({
+    key: JSON.stringify(spec),
+    spec,
+    placement: { region: null, labels: {}, ...(spec.allowGpuMachines ? { allowGpuMachines: true } : {}) },
+    queue: [] as QueuedStage[],
+  }));
   const weighted = shapes.map((x) => ({ weight: x.spec.weight, x }));
   for (let i = 0; i < n; i++) {
     const s = pick(weighted, rnd).x;
@@ -167,7 +175,7 @@ function queueOf(n: number, rnd: () => number): Shape[] {
       readySince: i,
       submittedAt: i,
       resources: s.spec.resources,
-      placement: { region: null, labels: {}, ...(s.spec.allowGpuMachines ? { allowGpuMachines: true } : {}) },
+      placement: s.placement,
       ...(s.spec.team ? { team: s.spec.team } : {}),
     });
   }

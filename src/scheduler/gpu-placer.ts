@@ -25,7 +25,7 @@ export class GpuPlacer {
   /** The static rules' verdicts, per group of alike machines and per shape key (they do not change within the pass). */
   private classes: StaticClasses | null = null;
   /** Per need, its share request and that request's shape in the planner (`requestOf`). */
-  private readonly requests = new Map<StageNeed, { request: ShareRequest; shape: number }>();
+  private readonly requests = new Map<StageNeed, { request: ShareRequest; shape: number; labels: boolean }>();
 
   constructor(
     /** The pass's working copies of the machines with GPUs, in name, then id order (`compareMachines`): the share planner's order, which it is told it need not sort. */
@@ -61,24 +61,23 @@ export class GpuPlacer {
     const isBarred = (i: number) => barred(this.machines[i]!);
     // Labels are checked per machine (racks would make a group of every few machines): a need that
     // names some gets a tree over its machines; the others choose among groups of alike machines.
-    const { request, shape } = this.requestOf(need);
-    const p =
-      Object.keys(need.labels).length > 0
-        ? planner.chooseWhere(request, key, classes.passesFor(need, key), isBarred, shape)
-        : planner.chooseInGroups(request, classes.classOf, classes.classPasses(need, key), isBarred, key, shape);
+    const { request, shape, labels } = this.requestOf(need);
+    const p = labels
+      ? planner.chooseWhere(request, key, classes.passesFor(need, key), isBarred, shape)
+      : planner.chooseInGroups(request, classes.classOf, classes.classPasses(need, key), isBarred, key, shape);
     return p === null ? null : { machine: this.machines[planner.indexOf(p.machineId)!]!, gpuIndices: p.gpuIndices };
   }
 
   /**
-   * The need as the share planner reads it, and its shape there, made once per need (the pass's
+   * The need as the share planner reads it, its shape there and whether it names labels, made once per need (the pass's
    * needs are made once per request object and never changed): not a request and a text key per
    * GPU stage (docs/throughput.md, "Placement at scale").
    */
-  private requestOf(need: StageNeed): { request: ShareRequest; shape: number } {
+  private requestOf(need: StageNeed): { request: ShareRequest; shape: number; labels: boolean } {
     let known = this.requests.get(need);
     if (known === undefined) {
       const request = shareRequestOfNeed(need);
-      this.requests.set(need, (known = { request, shape: this.plannerNow().shapeOf(request) }));
+      this.requests.set(need, (known = { request, shape: this.plannerNow().shapeOf(request), labels: Object.keys(need.labels).length > 0 }));
     }
     return known;
   }

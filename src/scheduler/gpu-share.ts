@@ -181,9 +181,8 @@ export function takeShare(m: ShareMachine, r: ShareRequest, gpuIndices: readonly
  * adding them after made V8 move each object through hidden classes, a pass's largest cost in
  * making share machines (docs/throughput.md, "Placement at scale").
  */
-function shareGpuOf(g: GpuView): ShareGpu {
+function shareGpuOf(g: GpuView, type: string): ShareGpu {
   const index = g.index;
-  const type = normalizeGpuType(g.type);
   const freeMilli = gpuFreeMilli(g);
   const total = g.memoryBytesTotal;
   const free = g.memoryBytesFree;
@@ -196,6 +195,18 @@ function shareGpuOf(g: GpuView): ShareGpu {
 
 /** A scheduler machine view as a share machine: each GPU's free thousandths (absent: free ones idle, 1000, busy ones full, 0) and memory. */
 export function shareMachineOf(m: MachineView): ShareMachine {
+  // Without object spreads, and each GPU's type normalised once per run of one model (a machine's
+  // GPUs are mostly all of one): a pass makes one per GPU of 7,000 machines.
+  // (`map`, not pushes: an array of the GPUs' length, not one grown past it.)
+  let raw: string | null = null;
+  let type = '';
+  const gpus = m.gpus.map((g) => {
+    if (g.type !== raw) {
+      raw = g.type;
+      type = normalizeGpuType(raw);
+    }
+    return shareGpuOf(g, type);
+  });
   return {
     id: m.id,
     name: m.name,
@@ -203,7 +214,6 @@ export function shareMachineOf(m: MachineView): ShareMachine {
     cpuMillisFree: m.cpuMillisFree,
     memoryBytesTotal: m.memoryBytesTotal,
     memoryBytesFree: m.memoryBytesFree,
-    // Without object spreads: a pass makes one per GPU of 7,000 machines.
-    gpus: m.gpus.map(shareGpuOf),
+    gpus,
   };
 }

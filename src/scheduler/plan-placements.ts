@@ -19,9 +19,8 @@ import type {
   RunningAttempt,
   SchedulerSnapshot,
 } from './snapshot.js';
-import { seekCandidates } from './seek-candidates.js';
+import { seekCandidates, type Sought } from './seek-candidates.js';
 import { snapshotWorkload } from './snapshot-workload.js';
-import { sortQueued } from './sort-queued.js';
 import { sortIfNeeded } from './sorted.js';
 import type { StaticClasses } from './static-classes.js';
 import type { TargetWorkload } from './target-workload.js';
@@ -76,20 +75,26 @@ const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 export const MAX_PREEMPTIONS_PER_PASS = 16;
 
 /**
- * Scheduling order within a team: priority desc, then the job's submission asc (jobs submitted in the same
- * millisecond, a batch, by job id: ids ascend in submission order), then readySince asc, then
- * stageId asc.
+ * Scheduling order within a team (docs/scheduling.md, "Order"): priority desc, then the job's
+ * submission asc (a stage without one: its readySince), then, at the same priority and time, a
+ * stage with a submission time before one without, then job id where both have one (jobs
+ * submitted in the same millisecond, a batch: ids ascend in submission order), then readySince
+ * asc, then stageId asc. A total order (a comparison of a tuple, term by term): the pass merges
+ * runs of stages lazily by it (fairOrder), which gives a sort's order only where it is one.
  */
 export function compareQueued(a: QueuedStage, b: QueuedStage): number {
-  return (
-    b.priority - a.priority ||
-    (a.submittedAt ?? a.readySince) - (b.submittedAt ?? b.readySince) ||
-    // Job ids only where both have a submission time, and only when the above tie: a pass sorts
-    // tens of thousands of heads (docs/throughput.md, "Placement at scale").
-    (a.submittedAt !== undefined && b.submittedAt !== undefined ? compareText(a.jobId, b.jobId) : 0) ||
-    a.readySince - b.readySince ||
-    compareText(a.stageId, b.stageId)
-  );
+  return b.priority - a.priority || (a.submittedAt ?? a.readySince) - (b.submittedAt ?? b.readySince) || compareAtOneTime(a, b);
+}
+
+/**
+ * compareQueued's terms after priority and time. Job ids only where both stages have a
+ * submission time; before, a stage with one and a stage without one compared by readiness alone,
+ * while two with one compared by job: that order could be circular (docs/scheduling.md, "Order").
+ */
+function compareAtOneTime(a: QueuedStage, b: QueuedStage): number {
+  const submitted = a.submittedAt !== undefined;
+  if (submitted !== (b.submittedAt !== undefined)) return submitted ? -1 : 1;
+  return (submitted ? compareText(a.jobId, b.jobId) : 0) || a.readySince - b.readySince || compareText(a.stageId, b.stageId);
 }
 
 /** A deep-enough copy that placements can consume without touching the snapshot. */
@@ -197,22 +202,45 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
   const machines = order.map((i) => snapshot.machines[i]!);
   const cpuOnly = machines.filter((m) => m.gpus.length === 0);
   const withGpus = machines.filter((m) => m.gpus.length > 0);
-  /** Per snapshot machine, its positions in `machines` and in `cpuOnly` or `withGpus`. */
-  const positions = new Map<MachineView, { all: number; part: number; copy: MachineView | null }>();
+  /** Per position in `machines`, the snapshot's machine there, its place in `cpuOnly` or `withGpus`, and its working copy once made. */
+  const sources = machines.slice();
+  const parts = new Int32Array(machines.length);
+  const copies: (MachineView | undefined)[] = new Array<MachineView | undefined>(machines.length);
   {
     let cpu = 0;
     let gpu = 0;
-    machines.forEach((m, i) => positions.set(m, { all: i, part: m.gpus.length === 0 ? cpu++ : gpu++, copy: null }));
+    for (let i = 0; i < machines.length; i++) parts[i] = machines[i]!.gpus.length === 0 ? cpu++ : gpu++;
   }
+  /**
+   * Where a machine of the pass (the snapshot's, or its copy) is in `machines`, found by name and
+   * id in their order (`compareMachines`), not from a map over every machine made each pass for
+   * the thousand placements that ask (docs/throughput.md, "Placement at scale"); -1 for one not
+   * there. Machines of one name and id (not a snapshot the store makes) are told apart by a scan.
+   */
+  const positionOf = (m: MachineView): number => {
+    let lo = 0;
+    let hi = machines.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const c = compareMachines(machines[mid]!, m);
+      if (c < 0) lo = mid + 1;
+      else if (c > 0) hi = mid - 1;
+      else if (sources[mid] === m || copies[mid] === m) return mid;
+      else break;
+    }
+    for (let i = 0; i < machines.length; i++) if (sources[i] === m || copies[i] === m) return i;
+    return -1;
+  };
   /** The pass's working copy of the machine (made on its first placement), which the arrays hold from then on. */
   const own = (m: MachineView): MachineView => {
-    const at = positions.get(m);
+    const at = positionOf(m);
+    if (at < 0) return m;
     // A copy already (or the snapshot's machine whose copy was made: that copy).
-    if (at === undefined) return m;
-    if (at.copy !== null) return at.copy;
-    const copy = (at.copy = workingCopy(m));
-    machines[at.all] = copy;
-    (copy.gpus.length === 0 ? cpuOnly : withGpus)[at.part] = copy;
+    const known = copies[at];
+    if (known !== undefined) return known;
+    const copy = (copies[at] = workingCopy(m));
+    machines[at] = copy;
+    (copy.gpus.length === 0 ? cpuOnly : withGpus)[parts[at]!] = copy;
     return copy;
   };
   const given = opts.staticClasses;
@@ -222,7 +250,6 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     withGpus,
     order.filter((i) => snapshot.machines[i]!.gpus.length > 0),
   );
-  const queue = sortQueued(snapshot.queue, compareQueued);
   const ledger = new TeamLedger(
     snapshot.teams,
     machines.filter((m) => machineRefusal(m) === null),
@@ -355,13 +382,16 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
     return key;
   };
 
+  /** What the last `seekCandidates` found: one object for the pass, not one per CPU stage. */
+  const sought: Sought = { best: null, next: 0 };
   /** Per CPU need's key, where its next look at `cpuOnly` and `withGpus` starts (`seekCandidates`). */
   const seekFrom = new Map<string, { cpu: number; gpu: number }>();
 
   let at = -1;
   // Priority first; among equal priorities, the team furthest below its fair share (the ledger
-  // grows with each placement below), then age (compareQueued).
-  const nextInOrder = fairOrder(queue, ledger, compareQueued);
+  // grows with each placement below), then age (compareQueued). Ordered as walked: the walk stops
+  // at the pass's last placement, about a thousand heads into tens of thousands (fairOrder).
+  const nextInOrder = fairOrder(snapshot.queue, ledger, compareQueued);
   for (let stage = nextInOrder(); stage !== undefined; stage = nextInOrder()) {
     at += 1;
     if (placements.length >= maxPlacements) break;
@@ -393,7 +423,6 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
       continue;
     }
 
-    const found: Scan = { candidates: [], rejects: [] };
     const backfills = backfillFor(stage);
     if (need.gpuCount > 0) {
       // The share planner's policy picks the machine and GPUs; the scan below only says why not.
@@ -403,45 +432,43 @@ export function planPlacements(snapshot: SchedulerSnapshot, opts: PlanOptions = 
         placeGpuStage(stage, need, chosen.machine, chosen.gpuIndices);
         continue;
       }
-      scan(need, machines, Infinity, found, held, backfills);
     } else {
-      // CPU work looks at GPU machines only when no GPU-less machine can take it. Candidates
+      // CPU work looks at GPU machines only when no GPU-less machine can take it. The best fit
       // first, from where the last look for this need found room; the rejects only when none.
       const from = seekFrom.get(key);
-      const cpuAt = seekCandidates(need, cpuOnly, limit, found.candidates, from?.cpu ?? 0, held, backfills);
-      const gpuAt = found.candidates.length === 0 ? seekCandidates(need, withGpus, limit, found.candidates, from?.gpu ?? 0, held, backfills) : (from?.gpu ?? 0);
+      const cpuAt = seekCandidates(need, cpuOnly, limit, from?.cpu ?? 0, held, backfills, sought).next;
+      const gpuAt = sought.best === null ? seekCandidates(need, withGpus, limit, from?.gpu ?? 0, held, backfills, sought).next : (from?.gpu ?? 0);
       if (from === undefined) seekFrom.set(key, { cpu: cpuAt, gpu: gpuAt });
       else {
         from.cpu = cpuAt;
         from.gpu = gpuAt;
       }
-      if (found.candidates.length === 0) {
-        scan(need, cpuOnly, limit, found, held, backfills);
-        scan(need, withGpus, limit, found, held, backfills);
-      }
-    }
-
-    // GPU stages the placer found no room for: the scan gave only the reasons.
-    const best = need.gpuCount > 0 ? undefined : bestCandidate(need, found.candidates);
-    if (best === undefined) {
-      const verdict = { reason: pendingReason(need, found.rejects), unplaceable: !found.rejects.some((r) => isBusyReason(r.reason)) };
-      // A large GPU stage that must wait for busy GPUs is held a machine, so that smaller work
-      // behind it cannot keep taking the GPUs it waits for (it would wait for ever).
-      const r = verdict.unplaceable ? null : reservationFor(need, machines, held);
-      // One stage of a shape is held a machine per pass; the others of that shape wait behind it.
-      failedShapes.set(key, verdict);
-      if (r) {
-        hold(stage, at, [r], (m) => expectedStart(need, m, snapshot.heldUntil ?? []));
-        pending.push({ stageId: stage.stageId, ...verdict });
+      if (sought.best !== null) {
+        placeCpuStage(stage, need, sought.best);
         continue;
       }
-      pending.push({ stageId: stage.stageId, ...verdict });
-      if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
-      continue;
     }
 
-    // A CPU stage (GPU stages went through the placer above).
-    placeCpuStage(stage, need, best.machine);
+    // No machine takes it now (a GPU stage: the placer found no room): the scans say why.
+    const found: Scan = { candidates: [], rejects: [] };
+    if (need.gpuCount > 0) scan(need, machines, Infinity, found, held, backfills);
+    else {
+      scan(need, cpuOnly, limit, found, held, backfills);
+      scan(need, withGpus, limit, found, held, backfills);
+    }
+    const verdict = { reason: pendingReason(need, found.rejects), unplaceable: !found.rejects.some((r) => isBusyReason(r.reason)) };
+    // A large GPU stage that must wait for busy GPUs is held a machine, so that smaller work
+    // behind it cannot keep taking the GPUs it waits for (it would wait for ever).
+    const r = verdict.unplaceable ? null : reservationFor(need, machines, held);
+    // One stage of a shape is held a machine per pass; the others of that shape wait behind it.
+    failedShapes.set(key, verdict);
+    if (r) {
+      hold(stage, at, [r], (m) => expectedStart(need, m, snapshot.heldUntil ?? []));
+      pending.push({ stageId: stage.stageId, ...verdict });
+      continue;
+    }
+    pending.push({ stageId: stage.stageId, ...verdict });
+    if (need.allowGpuMachines) mayUseGpuMachines.push({ stage, need, at });
   }
 
   // A GPU placement takes its GPU's share of the machine's CPU and memory out of the reserve that

@@ -266,12 +266,25 @@ const busyCaseArb = fc.record({
 
 const NOW = 100_000;
 
+/**
+ * The queue, where stages of one priority and time mix some with a submission time and some
+ * without, with those without given their readiness as one (their time is unchanged): there the
+ * reference's order was circular, and its plan an accident of its sort's comparisons. Today's
+ * order is total and says a submitted stage comes first (docs/scheduling.md, "Order";
+ * merged-runs.test.ts proves it). Elsewhere stages without a submission time stay as drawn.
+ */
+function withoutMixedTies(queue: QueuedStage[]): QueuedStage[] {
+  const tie = (s: QueuedStage) => `${s.priority}|${s.submittedAt ?? s.readySince}`;
+  const submitted = new Set(queue.filter((s) => s.submittedAt !== undefined).map(tie));
+  return queue.map((s) => (s.submittedAt === undefined && submitted.has(tie(s)) ? { ...s, submittedAt: s.readySince } : s));
+}
+
 function buildCase(c: Of<typeof caseArb>): { snapshot: SchedulerSnapshot; opts: PlanOptions } {
   const machines = c.machines.map(buildMachine);
   const { running, heldUntil } = buildRunning(c.running, machines, NOW);
   const snapshot: SchedulerSnapshot = {
     machines,
-    queue: c.queue.map(buildStage),
+    queue: withoutMixedTies(c.queue.map(buildStage)),
     now: NOW,
     ...(c.teams !== undefined ? { teams: buildTeams(c.teams) } : {}),
     ...(c.withRunning && running.length ? { running } : {}),

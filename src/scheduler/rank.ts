@@ -42,21 +42,24 @@ export function compareCandidates(need: StageNeed, a: Candidate, b: Candidate): 
   if (need.gpuCount > 0) {
     return (
       gpuLeft(need, a) - gpuLeft(need, b) ||
-      cpuLeft(need, a) - cpuLeft(need, b) ||
+      cpuLeft(need, a.machine) - cpuLeft(need, b.machine) ||
       compareMachines(a.machine, b.machine) ||
       compareStrings(a.gpuType ?? '', b.gpuType ?? '')
     );
   }
-  return (
-    cpuStageTier(a.machine) - cpuStageTier(b.machine) ||
-    cpuLeft(need, a) - cpuLeft(need, b) ||
-    memLeft(need, a) - memLeft(need, b) ||
-    compareMachines(a.machine, b.machine)
-  );
+  return compareCpuFits(need, a.machine, b.machine);
 }
 
-const cpuLeft = (need: StageNeed, c: Candidate) => fraction(c.machine.cpuMillisFree - need.cpuMillis, c.machine.cpuMillisTotal);
-const memLeft = (need: StageNeed, c: Candidate) => fraction(c.machine.memoryBytesFree - need.memoryBytes, c.machine.memoryBytesTotal);
+/**
+ * `compareCandidates` for a CPU stage, on the machines themselves: the pass finds a CPU stage's
+ * best fit as it looks, without a candidate object per machine that fits (up to 64 a stage).
+ */
+export function compareCpuFits(need: StageNeed, a: MachineView, b: MachineView): number {
+  return cpuStageTier(a) - cpuStageTier(b) || cpuLeft(need, a) - cpuLeft(need, b) || memLeft(need, a) - memLeft(need, b) || compareMachines(a, b);
+}
+
+const cpuLeft = (need: StageNeed, m: MachineView) => fraction(m.cpuMillisFree - need.cpuMillis, m.cpuMillisTotal);
+const memLeft = (need: StageNeed, m: MachineView) => fraction(m.memoryBytesFree - need.memoryBytes, m.memoryBytesTotal);
 const gpuLeft = (need: StageNeed, c: Candidate) => (gpuCountsByType(need, c.machine).get(c.gpuType ?? '')?.free ?? 0) - need.gpuCount;
 
 export function bestCandidate(need: StageNeed, candidates: readonly Candidate[]): Candidate | undefined {

@@ -35,12 +35,22 @@ export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, '
   // Stages of one shape share their resources object (the store reads a shape's request once):
   // the key is made once per object, not per stage.
   const byObject = new Map<QueuedStage['resources'], { request: ShareRequest; count: number }>();
+  // The server's heads come shape by shape: the stage before's object, and its entry, without a lookup.
+  let lastResources: QueuedStage['resources'] | null = null;
+  let lastEntry: { request: ShareRequest; count: number } | null = null;
   for (const q of snapshot.queue) {
+    if (q.resources === lastResources) {
+      if (lastEntry !== null) lastEntry.count += 1;
+      continue;
+    }
     const gpu = q.resources.gpu;
+    lastResources = q.resources;
+    lastEntry = null;
     if (!gpu || gpu.count <= 0) continue;
     const same = byObject.get(q.resources);
     if (same !== undefined) {
       same.count += 1;
+      lastEntry = same;
       continue;
     }
     const key = `${q.resources.cpuMillis}|${gpu.count}|${gpu.milli ?? ''}|${gpu.types.join('\u0000')}`;
@@ -48,6 +58,7 @@ export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, '
     if (known !== undefined) {
       byObject.set(q.resources, known);
       known.count += 1;
+      lastEntry = known;
       continue;
     }
     const request = {
@@ -60,6 +71,7 @@ export function snapshotWorkload(snapshot: { queue: readonly Pick<QueuedStage, '
     const entry = { request, count: 1 };
     queued.set(key, entry);
     byObject.set(q.resources, entry);
+    lastEntry = entry;
   }
   const counted = [...queued.values()];
   for (const a of snapshot.running ?? []) {

@@ -78,7 +78,10 @@ export class StaticClasses {
    */
   subset(machines: readonly MachineView[], indices: readonly number[]): StaticClasses {
     if (machines.length !== indices.length) throw new Error(`static classes: ${machines.length} machines for ${indices.length} indices`);
-    return new StaticClasses(machines, { classOf: Int32Array.from(indices, (i) => this.classOf[i]!), parent: this });
+    // A loop, not Int32Array.from with a mapping function (the iterator protocol per element, 7,000 a pass).
+    const classOf = new Int32Array(indices.length);
+    for (let k = 0; k < indices.length; k++) classOf[k] = this.classOf[indices[k]!]!;
+    return new StaticClasses(machines, { classOf, parent: this });
   }
 
   /** How many machines it groups. */

@@ -12,6 +12,7 @@ import {
   type TeamUsage,
 } from '../domain/team.js';
 import { acceptsGpuType, type StageNeed } from './checks.js';
+import { MergedRuns } from './merged-runs.js';
 import type { MachineView, QueuedStage, TeamView } from './snapshot.js';
 
 /** A stage's team; a snapshot without teams (tests, tools) means the default team. */
@@ -159,50 +160,57 @@ export class TeamLedger {
 }
 
 /**
- * The fair-share order over stages already sorted by `compare` (priority, then age): at each step,
- * of each team's next stage, the one of highest priority; among equal priorities, the team of the
- * lowest dominant share over weight now (the ledger grows as the caller places); then `compare`.
- * A team's own stages keep their order. O(teams) a step. Returns the step: each call gives the
+ * The fair-share order over the queued stages: at each step, of each team's next stage (by
+ * `compare`: priority, then age), the one of highest priority; among equal priorities, the team of
+ * the lowest dominant share over weight now (the ledger grows as the caller places); then `compare`.
+ * A team's own stages keep `compare`'s order. O(teams) a step. Returns the step: each call gives the
  * next stage (decided then, from the ledger as it is then), undefined after the last. A step
- * function, not a generator: a pass takes tens of thousands of steps, and a generator's result
- * object and a best-so-far object per step were garbage each (docs/throughput.md, "Placement at scale").
+ * function, not a generator: a pass takes thousands of steps, and a generator's result object and
+ * a best-so-far object per step were garbage each (docs/throughput.md, "Placement at scale").
+ *
+ * The stages may come in any order; nothing is sorted up front. Each team's stages are merged
+ * lazily from the runs in order that the input holds (`MergedRuns`): the server reads each shape's
+ * heads in queue order, a run each, and the pass walks about a thousand of the tens of thousands
+ * it read. `compare` must be a total preorder (`compareQueued` is), for the order to be the one a
+ * sort would give.
  */
 export function fairOrder(
-  sorted: readonly QueuedStage[],
+  stages: readonly QueuedStage[],
   ledger: TeamLedger,
   compare: (a: QueuedStage, b: QueuedStage) => number,
 ): () => QueuedStage | undefined {
-  const teams: string[] = [];
-  const lanes: { stages: QueuedStage[]; at: number }[] = [];
-  const laneOf = new Map<string, { stages: QueuedStage[]; at: number }>();
-  // The lane of the stage before is looked up once per run of one team's stages, not per stage
-  // (a pass sorts tens of thousands of heads of a few teams).
+  const laneOf = new Map<string, MergedRuns<QueuedStage>>();
+  // One read of each stage: a run goes on while the team is the same and the order holds.
   let lastTeam: string | null = null;
-  let lane: { stages: QueuedStage[]; at: number } | undefined;
-  for (const s of sorted) {
+  let lane: MergedRuns<QueuedStage> | undefined;
+  let start = 0;
+  for (let i = 0; i < stages.length; i++) {
+    const s = stages[i]!;
     const t = teamOf(s);
-    if (t !== lastTeam || lane === undefined) {
-      lastTeam = t;
-      lane = laneOf.get(t);
-      if (lane === undefined) {
-        laneOf.set(t, (lane = { stages: [], at: 0 }));
-        teams.push(t);
-        lanes.push(lane);
-      }
-    }
-    lane.stages.push(s);
+    if (t === lastTeam && compare(stages[i - 1]!, s) <= 0) continue;
+    lane?.addRun(start, i);
+    start = i;
+    lastTeam = t;
+    lane = laneOf.get(t);
+    if (lane === undefined) laneOf.set(t, (lane = new MergedRuns(stages, compare)));
   }
-  if (lanes.length === 1) {
-    let at = 0;
-    return () => sorted[at++];
+  lane?.addRun(start, stages.length);
+  // Teams in the order of their first stage in `compare`'s order, as a sort of the whole queue
+  // would meet them (a tie between two teams' first stages, by their place in the input).
+  const lanes = [...laneOf.entries()].map(([team, l]) => ({ team, l: l.seal() }));
+  lanes.sort((a, b) => compare(a.l.peek()!, b.l.peek()!) || a.l.peekPosition() - b.l.peekPosition());
+  const teams = lanes.map((x) => x.team);
+  const merged = lanes.map((x) => x.l);
+  if (merged.length <= 1) {
+    const only = merged[0];
+    return () => only?.take();
   }
   return () => {
     let best = -1;
     let bestStage: QueuedStage | undefined;
     let bestShare = 0;
-    for (let k = 0; k < lanes.length; k++) {
-      const l = lanes[k]!;
-      const stage = l.stages[l.at];
+    for (let k = 0; k < merged.length; k++) {
+      const stage = merged[k]!.peek();
       if (stage === undefined) continue;
       if (bestStage === undefined || stage.priority > bestStage.priority) {
         best = k;
@@ -218,7 +226,7 @@ export function fairOrder(
         bestShare = share;
       }
     }
-    if (best >= 0) lanes[best]!.at += 1;
+    if (best >= 0) merged[best]!.take();
     return bestStage;
   };
 }

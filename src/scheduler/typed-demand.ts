@@ -13,7 +13,18 @@ import type { TargetWorkload } from './target-workload.js';
  */
 export function typedDemandRanks(machines: readonly ShareMachine[], w: TargetWorkload): Map<string, number> {
   const capacity = new Map<string, number>();
-  for (const m of machines) for (const g of m.gpus) capacity.set(g.type, (capacity.get(g.type) ?? 0) + WHOLE_GPU_MILLI);
+  // A run of GPUs of one type (a machine's, mostly all of them) counted in one look: a pass counts
+  // the GPUs of 7,000 machines (docs/throughput.md, "Placement at scale").
+  for (const m of machines) {
+    const gpus = m.gpus;
+    for (let k = 0; k < gpus.length;) {
+      const type = gpus[k]!.type;
+      let end = k + 1;
+      while (end < gpus.length && gpus[end]!.type === type) end++;
+      capacity.set(type, (capacity.get(type) ?? 0) + (end - k) * WHOLE_GPU_MILLI);
+      k = end;
+    }
+  }
   const demand = new Map<string, number>([...capacity.keys()].map((t) => [t, 0]));
   for (const s of w.shapes) {
     if (s.gpuCount === 0 || s.gpuTypes.length === 0) continue;

@@ -152,9 +152,9 @@ function postgresDb(url: string, schema: string): BenchDb {
     let i = 0;
     return q.replace(/\?/g, () => `$${++i}`);
   };
-  // bigint columns arrive as strings: every value the bench reads is a number.
+  // bigint columns arrive as strings: every numeric value the bench reads is a number (an id stays text).
   const numbers = <T>(rows: Record<string, unknown>[]) =>
-    rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : Number(v)])) as T);
+    rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v])) as T);
   return {
     all: async <T>(q: string, ...args: unknown[]) => numbers<T>((await pool.query(text(q), args)).rows),
     count: async (q, ...args) => Number((await pool.query(text(q), args)).rows[0].n),

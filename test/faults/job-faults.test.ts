@@ -76,7 +76,14 @@ describe('fault injection: cancels and poison stages', () => {
    * the store, its agent not told yet) and the answer released. Answers the job and what ran.
    */
   const cancelWhileHeld = async (name: string, jobs: (h: string) => { hold?: { name: string }; target: { name: string } }) => {
-    const c = await Cluster.start(name);
+    // A heartbeat of 1 s: an answer held longer than two periods and one is a lost answer, reaped
+    // (machine-faults.test.ts); at 300 ms a slow moment of the harness (PostgreSQL) could get there first.
+    const c = await Cluster.start(name, {
+      GANTRY_HEARTBEAT_MS: '1000',
+      GANTRY_SUSPECT_AFTER_MS: '2000',
+      GANTRY_LOST_AFTER_MS: '4000',
+      GANTRY_LEASE_MS: '4000',
+    });
     await c.startAgent('a1', { cpu: 1, env: { GANTRY_AGENT_FAULT: 'hold-started-answer' } });
     const specs = jobs(c.history);
     if (specs.hold) await c.submit(specs.hold);

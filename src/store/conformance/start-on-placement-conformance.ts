@@ -77,7 +77,8 @@ export function startOnPlacementConformance(storeOf: () => Store): void {
       // One event for both moves; no acknowledgement to come.
       const events = (await store.eventsList({ jobId: p.id, limit: 100 })).filter((e) => e.attemptId === b.attempts[0]!.id);
       expect(events.map((e) => e.type)).toEqual(['attempt:running']);
-      expect(events[0]!.data).toMatchObject({ startedOnPlacement: true, machine: 'm1', pid: null });
+      // With the placement's data: the stage-wait metric reads its waitedMs from this event now (metrics.ts).
+      expect(events[0]!.data).toMatchObject({ startedOnPlacement: true, machine: 'm1', pid: null, waitedMs: expect.any(Number) });
       // c, on a machine that did not ask, waits for its agent's acknowledgement as before.
       const c = await attemptsOf(q.id, 'c');
       expect([c.state, c.attempts[0]!.state, c.attempts[0]!.startedAt]).toEqual(['scheduled', 'scheduled', null]);

@@ -3,8 +3,9 @@
  * one machine with 30 slots of 0.1 CPU) against a real `gantry server` (the built CLI, SQLite,
  * synchronous=FULL), driven by a stand-in agent in this process that speaks the agent protocol
  * over HTTP as the real one does (a held heartbeat long-poll; one batched report in flight,
- * acknowledgements and outcomes together, assignments on the answers to outcomes) but starts no process: a stage "ends" `--stage-ms`
- * (5) after its acknowledgement is answered, about what a spawn of `true` and its exit take. So the server sees the real requests, in about the real batches,
+ * acknowledgements and outcomes together, assignments on the answers to outcomes, started at placement where the server offers that)
+ * but starts no process: a stage "ends" `--stage-ms` (5) after its acknowledgement is answered, or after the answer that started it,
+ * about what a spawn of `true` and its exit take. So the server sees the real requests, in about the real batches,
  * without an agent, a launcher and thousands of processes competing with it for the same cores;
  * the throughput bench measures it under that competition.
  *
@@ -44,6 +45,8 @@ async function call<T>(url: string, body: unknown, token: string): Promise<T> {
 interface Assignment {
   attemptId: string;
   token: number;
+  /** Written running where it was placed (docs/agent.md, "Started at placement"): nothing to acknowledge. */
+  started?: boolean;
 }
 
 interface Round {
@@ -75,7 +78,7 @@ async function run(): Promise<Round[]> {
     if (!url) throw new Error(`server did not start:\n${out}`);
     const admin = readFileSync(join(dir, 'admin.token'), 'utf8').trim();
     const joinToken = (await call<{ token: string }>(`${url}/v1/tokens`, { kind: 'join', name: 'bench' }, admin)).token;
-    const reg = await call<{ machineId: string; credential: string; settings: { reportAssignments?: boolean } }>(
+    const reg = await call<{ machineId: string; credential: string; settings: { reportAssignments?: boolean; startedAssignments?: boolean } }>(
       `${url}/v1/agent/register`,
       {
         name: 'bench-1',
@@ -110,9 +113,16 @@ async function run(): Promise<Round[]> {
         for (const a of assignments) {
           if (held.has(a.attemptId)) continue;
           held.set(a.attemptId, a.token);
-          toAck.push(a);
+          if (a.started) ended(a);
+          else toAck.push(a);
         }
       };
+      /** A stage of `true` is over STAGE_MS after it may run: its outcome goes with the report then. */
+      const ended = (a: Assignment) =>
+        setTimeout(() => {
+          toComplete.push(a);
+          wakeReporter?.();
+        }, STAGE_MS);
       const finished = new Promise<void>((resolve, reject) => {
         // The reporter: one request in flight; what comes meanwhile goes into the next one.
         const reporter = async () => {
@@ -124,27 +134,25 @@ async function run(): Promise<Round[]> {
               .splice(0)
               .map((a) => ({ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, reason: null, outputs: [] }));
             reports++;
-            // As the agent does: outcomes ask for the assignments they make room for, where the server offers it.
+            // As the agent does: outcomes ask for the assignments they make room for, where the server
+            // offers it, started at placement where it offers that (GANTRY_BENCH_ACK_ALL=1: never, as older agents).
             const ask = completed.length > 0 && reg.settings.reportAssignments === true;
+            const start = ask && reg.settings.startedAssignments === true && !process.env.GANTRY_BENCH_ACK_ALL;
             const r = await call<{
               started: { attemptId: string; result: string }[];
               completed: { attemptId: string; result: string }[];
               assignments?: Assignment[];
-            }>(`${base}/report`, ask ? { started, completed, assignments: true } : { started, completed }, machine);
+            }>(
+              `${base}/report`,
+              ask ? { started, completed, assignments: true, ...(start ? { startAssignments: true } : {}) } : { started, completed },
+              machine,
+            );
             take(r.assignments ?? []);
             for (const c of r.completed) {
               held.delete(c.attemptId);
               if (c.result === 'ok') done++;
             }
-            // An acknowledged stage of `true` is over STAGE_MS later: its outcome goes with the report then.
-            for (const s of r.started) {
-              if (s.result !== 'ok') continue;
-              const a = { attemptId: s.attemptId, token: held.get(s.attemptId)! };
-              setTimeout(() => {
-                toComplete.push(a);
-                wakeReporter?.();
-              }, STAGE_MS);
-            }
+            for (const s of r.started) if (s.result === 'ok') ended({ attemptId: s.attemptId, token: held.get(s.attemptId)! });
           }
           resolve();
         };

@@ -38,6 +38,7 @@ import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
 import { childrenOf, machineCpuMs, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
+import { JournalSpawns } from './journal-spawns.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -151,9 +152,9 @@ function postgresDb(url: string, schema: string): BenchDb {
     let i = 0;
     return q.replace(/\?/g, () => `$${++i}`);
   };
-  // bigint columns arrive as strings: every value the bench reads is a number.
+  // bigint columns arrive as strings: every numeric value the bench reads is a number (an id stays text).
   const numbers = <T>(rows: Record<string, unknown>[]) =>
-    rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v === null ? null : Number(v)])) as T);
+    rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v])) as T);
   return {
     all: async <T>(q: string, ...args: unknown[]) => numbers<T>((await pool.query(text(q), args)).rows),
     count: async (q, ...args) => Number((await pool.query(text(q), args)).rows[0].n),
@@ -320,6 +321,8 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const machine0 = machineCpuMs();
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
   const before = await ended();
+  // B's wait is timed to its process's start, read from the agent's journal (journal-spawns.ts).
+  const spawns = new JournalSpawns(join(c.dataDir, 'bench-1'));
   const t0 = Date.now();
   await submitAll(
     c.urls,
@@ -344,16 +347,22 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   );
   const wallMs = Date.now() - t0;
   const machine1 = machineCpuMs();
+  spawns.stop();
   const cpu = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherCpu() - cpu0.agent };
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
   if (failed) throw new Error(`${failed} chains did not succeed`);
   const mine = `(select id from jobs where name like 'r${round}-chain-%')`;
-  const waits = (
-    await c.db.all<{ w: number }>(
-      `select b.started_at - a.finished_at as w from attempts a join attempts b on a.job_id = b.job_id
+  // From A's outcome recorded (the server's clock) to B's process started (the agent's, the same
+  // machine's): an attempt started at placement has its started_at before its process starts.
+  const pairs = await c.db.all<{ f: number; b: string }>(
+    `select a.finished_at as f, b.id as b from attempts a join attempts b on a.job_id = b.job_id
        where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded' and a.job_id in ${mine}`,
-    )
-  ).map((r) => r.w);
+  );
+  const waits = pairs.flatMap((r) => {
+    const at = spawns.at.get(r.b);
+    return at === undefined ? [] : [at - Number(r.f)];
+  });
+  if (waits.length < pairs.length) console.error(`B after A: ${pairs.length - waits.length} of ${pairs.length} spawns not found in the agent's journal`);
   const stages = 3 * n;
   // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
   // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).

@@ -31,7 +31,7 @@ let srv: FakeServer;
 let agent: Agent | null;
 let lines: string[];
 
-async function startAgent(settings?: Partial<AgentSettings>): Promise<Agent> {
+async function startAgent(settings?: Partial<AgentSettings>, opts: { startedAssignments?: boolean } = {}): Promise<Agent> {
   Object.assign(srv.settings, settings);
   // Pids at once, so that a test can wait for one to learn that the process runs.
   agent = new Agent({
@@ -44,6 +44,7 @@ async function startAgent(settings?: Partial<AgentSettings>): Promise<Agent> {
     stopDeliverMs: 300,
     pidDelayMs: 0,
     verbose: true,
+    ...opts,
   });
   await agent.start();
   return agent;
@@ -146,6 +147,64 @@ describe('Agent', () => {
     const after = srv.events.length;
     const hb = await srv.waitFor((e) => e.type === 'heartbeat' && e.seq >= after);
     expect(hb.body.running).toEqual([]);
+  });
+
+  it('runs an assignment started at placement with no acknowledgement: its pid and outcome go as any', async () => {
+    await startAgent();
+    const marker = join(dir, 'runs.txt');
+    const a = assignment({ command: ['sh', '-c', 'echo run >> "$MARKER"'], env: { MARKER: marker }, started: true });
+    srv.push({ assignments: [a, a] });
+    await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    // Its pid, recorded at once here (pidDelayMs 0), is the only `started` item: no acknowledgement.
+    expect(srv.of('start', a.attemptId).map((e) => e.body.pid === null)).toEqual([false]);
+    expect(srv.answered.get(a.attemptId)).toEqual(['ok']);
+    // A resend (a duplicate answer) runs nothing twice: the journal knows it.
+    srv.push({ assignments: [a] });
+    await until(() => lines.some((l) => l.includes(`${a.attemptId} (job_1/train #1) was assigned again`)));
+    expect((await readFile(marker, 'utf8')).trim().split('\n')).toEqual(['run']);
+  });
+
+  it('a started assignment the server says kill (canceled while its answer travelled) is killed, and nothing reported', async () => {
+    await startAgent();
+    const a = assignment({ command: ['sh', '-c', 'sleep 30'], started: true });
+    srv.push({ assignments: [a] });
+    const pgid: number = (await srv.waitFor((e) => e.type === 'start' && e.attemptId === a.attemptId && e.body.pid !== null)).body.pid;
+    // Listed in the next heartbeat, whose answer says kill.
+    const after = srv.events.length;
+    await srv.waitFor((e) => e.type === 'heartbeat' && e.seq >= after && e.body.running.some((r: { attemptId: string }) => r.attemptId === a.attemptId));
+    srv.push({ kill: [{ attemptId: a.attemptId, reason: 'attempt is canceled: job canceled' }] });
+    await until(() => !processGroupAlive(pgid), 2000);
+    await until(async () => (await reported(a.attemptId)) !== null);
+    expect(await reported(a.attemptId)).toMatchObject({ result: 'dropped' });
+    expect(srv.of('complete', a.attemptId)).toHaveLength(0);
+  });
+
+  it('asks for started assignments with its outcomes only where the server offers them, and unless told not to', async () => {
+    const asked = async () => {
+      const a = assignment({ attemptId: `att_${srv.events.length}`, command: ['true'] });
+      srv.push({ assignments: [a] });
+      return (await srv.waitFor((e) => e.type === 'report' && e.body.completed.some((c: { attemptId: string }) => c.attemptId === a.attemptId))).body;
+    };
+    // Each agent with a server of its own: a stopped agent's held heartbeat would take the next push.
+    const fresh = async (settings: Partial<AgentSettings>) => {
+      await agent?.stop();
+      await srv.close();
+      srv = new FakeServer({ heartbeatMs: 500, leaseMs: 5000, killGraceMs: 300, ...settings });
+      await srv.listen();
+      await rm(join(dir, 'data'), { recursive: true, force: true });
+    };
+    await fresh({ reportAssignments: true, startedAssignments: true });
+    await startAgent();
+    expect(await asked()).toMatchObject({ assignments: true, startAssignments: true });
+    await fresh({ reportAssignments: true, startedAssignments: true });
+    await startAgent({}, { startedAssignments: false });
+    const old = await asked();
+    expect(old.assignments).toBe(true);
+    expect(old.startAssignments).toBeUndefined();
+    // A server from before: the field would be refused.
+    await fresh({ reportAssignments: true });
+    await startAgent();
+    expect((await asked()).startAssignments).toBeUndefined();
   });
 
   it('runs an assignment that arrives twice only once', async () => {

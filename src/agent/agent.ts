@@ -7,7 +7,7 @@
  * reports (link/reporter.ts). docs/agent.md has the timeline and what happens after a crash.
  */
 import { join, resolve } from 'node:path';
-import type { AgentSettings, AssignmentWire } from '../api/contract/agent-protocol.js';
+import type { AgentSettings, AssignmentWire, ReportRequest } from '../api/contract/agent-protocol.js';
 import { silenceGrowthMs } from '../domain/heartbeat-period.js';
 import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
 import { AgentState } from './disk/agent-state.js';
@@ -19,6 +19,7 @@ import { processGroupAlive } from './attempt/process-group.js';
 import { attachProcess } from './attempt/process-runner.js';
 import { dropReason } from './attempt/drop-reason.js';
 import { AttemptRunner, type RunnerDeps } from './attempt/attempt-runner.js';
+import { startedAnswerFault } from './fault-hooks.js';
 import { recoverAttempts } from './attempt/recover-attempts.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
@@ -61,6 +62,10 @@ export interface AgentOptions {
   pidDelayMs?: number;
   /** Reports in flight at once (Reporter's maxInFlight; `--reports-in-flight`); absent: DEFAULT_REPORTS_IN_FLIGHT. */
   reportsInFlight?: number;
+  /** Run assignments the server started at placement without acknowledging them (docs/agent.md,
+   *  "Started at placement"), where its settings offer that. Default yes; false: acknowledge every
+   *  assignment before its spawn, as agents before it did. */
+  startedAssignments?: boolean;
   /** Start commands through a launcher (launcher.ts: Python's posix_spawn, else a bash) rather than by spawning from the agent. Default: yes, as GANTRY_AGENT_LAUNCHER says (launcher-programs.ts); false: never. */
   /**
    * A join token (docs/security.md): the first registration gets the machine its own credential,
@@ -123,6 +128,8 @@ export class Agent {
   private readonly inheritedEnv: Readonly<Record<string, string>> = inheritedEnv(process.env);
   private readonly launcher: Launcher | null;
   private readonly verbose: boolean;
+  /** Never ask for assignments started at placement (AgentOptions.startedAssignments false). */
+  private readonly acknowledgeAll: boolean;
   /** Ends every call: the last step of stop(). */
   private readonly halt = new AbortController();
   /** Ends the loop's long poll and waits, without cutting deliveries still owed. */
@@ -164,6 +171,7 @@ export class Agent {
     this.clock = opts.clock ?? { now: () => Date.now() };
     this.stopDeliverMs = opts.stopDeliverMs ?? 5000;
     this.verbose = opts.verbose ?? false;
+    this.acknowledgeAll = opts.startedAssignments === false;
     this.joinToken = opts.joinToken ?? null;
     this.containment = { ...DEFAULT_CONTAINMENT, ...opts.containment };
     this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
@@ -174,9 +182,9 @@ export class Agent {
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
       // Outcomes ask for the assignments they make room for, where the server offers that: a
-      // busy machine's next stages come with the answer, not on a heartbeat of their own.
-      send: (req, signal) =>
-        this.client.report(this.id!, req.completed.length && this.settings?.reportAssignments ? { ...req, assignments: true } : req, signal),
+      // busy machine's next stages come with the answer, not on a heartbeat of their own, and
+      // started at placement where the server can (no acknowledgement: docs/agent.md).
+      send: async (req, signal) => startedAnswerFault(this.state.dataDir, await this.client.report(this.id!, this.asking(req), signal)),
       // A report waits a little for what is about to join it (AttemptRunner.coming).
       coming: () => {
         let n = 0;
@@ -535,6 +543,12 @@ export class Agent {
       `no heartbeat got through for ${silent} ms; past their disconnect grace (the cluster's: ${cluster} ms), killing ${over.length} running attempt(s)`,
     );
     for (const r of over) r.kill(dropReason('server-unreachable', `server unreachable: no heartbeat for ${silent} ms`));
+  }
+
+  /** A report as sent: one with outcomes asks for the work they make room for, where the server offers that. */
+  private asking(req: ReportRequest): ReportRequest {
+    if (!req.completed.length || !this.settings?.reportAssignments) return req;
+    return { ...req, assignments: true, ...(this.settings.startedAssignments && !this.acknowledgeAll ? { startAssignments: true } : {}) };
   }
 
   /** The same assignment can arrive twice (a resend, a reply that crossed a retry): run it once. */

@@ -60,6 +60,9 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
           now: reportedAt,
           leaseMs: ctx.period?.heartbeatLeaseMs ?? config.leaseMs,
           missingAfterMs: 2 * config.heartbeatMs,
+          // Started at placement and offered after it arrived, or within a period before: this
+          // heartbeat may have left before their answer reached the agent (report-memory.ts).
+          spare: reported.notEvidence(id, arrived, reportedAt - periodMs),
           jitter: ctx.random(),
           renewAfterMs: config.heartbeatMs / 2,
           ...(ctx.liveness ? { livenessAfterMs: 1.5 * config.heartbeatMs } : {}),

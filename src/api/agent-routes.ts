@@ -52,6 +52,7 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     killGraceMs: config.killGraceMs,
     disconnectGraceMs: config.disconnectGraceMs,
     reportAssignments: true,
+    startedAssignments: true,
     protocol: AGENT_PROTOCOL_VERSION,
   };
   // What reports carried, left out of heartbeats' answers (report-memory.ts); remembered longer
@@ -168,6 +169,9 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         leaseMs: ctx.period?.startLeaseMs ?? config.leaseMs,
         jitter: ctx.random,
         onItemError: (attemptId, err) => req.log.error({ machineId: id, attemptId, err }, 'report item refused: it failed'),
+        // What this transaction places here is written running and spawned on the answer, with no
+        // acknowledgement: only for an agent that said it runs such assignments, and asked for its work.
+        startOnPlacement: body.startAssignments === true && body.assignments === true && body.completed.length > 0,
       });
       const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
       if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report refused');
@@ -183,11 +187,18 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       // Outcomes free room, and the transaction placed what it could there: the agent asked to
       // have that now rather than on a heartbeat's answer (docs/agent.md).
       if (body.assignments && body.completed.length) {
-        const assignments = await store.machineAssignments({ machineId: id, exclude: body.started.map((s) => s.attemptId), outputs: ctx.config.outputs });
+        const started = r.startedOnPlacement ?? [];
+        const assignments = await store.machineAssignments({
+          machineId: id,
+          exclude: body.started.map((s) => s.attemptId),
+          ...(started.length ? { started } : {}),
+          outputs: ctx.config.outputs,
+        });
         reported.offered(
           id,
           assignments.map((a) => a.attemptId),
           clock.now(),
+          new Set(started),
         );
         return { started: r.started, completed, assignments };
       }

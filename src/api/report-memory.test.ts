@@ -33,4 +33,20 @@ describe('ReportMemory', () => {
     expect(m.hasEnded('m1', 'c')).toBe(true);
     expect(m.offeredSince('m1', before)).toEqual([]);
   });
+
+  it('a heartbeat is no evidence against an attempt started at placement offered after it arrived, or within the grace before', () => {
+    const m = new ReportMemory(10_000);
+    // Offered before the heartbeat arrived, long enough before: evidence. `p` was not started: never spared.
+    m.offered('m1', ['old', 'p'], 1000, new Set(['old']));
+    const arrived = m.mark();
+    // Offered after it arrived (its store call ran late): the agent may not have had it when it sent it.
+    m.offered('m1', ['late'], 5000, new Set(['late']));
+    m.offered('m2', ['other'], 5000, new Set(['other']));
+    expect(m.notEvidence('m1', arrived, 4000)).toEqual(['late']);
+    // The same heartbeat judged with a grace that reaches back past the first offer: that one too.
+    expect(m.notEvidence('m1', arrived, 999).sort()).toEqual(['late', 'old']);
+    // A heartbeat that arrived after both, past the grace of each: evidence against both.
+    expect(m.notEvidence('m1', m.mark(), 6000)).toEqual([]);
+    expect(m.notEvidence('m3', arrived, 0)).toEqual([]);
+  });
 });

@@ -14,6 +14,13 @@
  * ended, so a kill order for it is moot whenever it comes. A duplicate is harmless (the agent runs
  * an attempt id once, and ignores a kill of what it does not run); a missing assignment would wait
  * for the next heartbeat. In memory only: another replica's heartbeat does not know, and answers.
+ *
+ * Assignments started at placement (docs/failure-detection.md, "Started at placement") are
+ * running in the store before their agent has heard of them, so a heartbeat that does not list
+ * one is evidence that the agent never got it only if it was sent after the answer that carried
+ * it arrived: `notEvidence` names those a heartbeat cannot speak for (offered after it arrived,
+ * or less than a grace before). Another replica does not know them either; there the time rule
+ * of machineHeartbeat alone (started more than two periods before) guards them.
  */
 export class ReportMemory {
   private seq = 0;
@@ -27,11 +34,24 @@ export class ReportMemory {
     return this.seq;
   }
 
-  /** A report's answer carried these assignments to the machine's agent. */
-  offered(machineId: string, attemptIds: readonly string[], now: number): void {
+  /** A report's answer carried these assignments to the machine's agent; `started`: those of them started at placement. */
+  offered(machineId: string, attemptIds: readonly string[], now: number, started: ReadonlySet<string> = NONE): void {
     const m = this.machine(machineId, now);
     const seq = ++this.seq;
-    for (const id of attemptIds) put(m.offers, id, { seq, at: now });
+    for (const id of attemptIds) put(m.offers, id, { seq, at: now, started: started.has(id) });
+  }
+
+  /**
+   * The machine's attempts started at placement that a heartbeat cannot be evidence against,
+   * listed or not: offered after `mark` (the heartbeat arrived before the answer was given), or
+   * offered after `graceFrom` (its answer may still be on its way to the agent, or being read).
+   */
+  notEvidence(machineId: string, mark: number, graceFrom: number): string[] {
+    const offers = this.byMachine.get(machineId)?.offers;
+    if (!offers) return [];
+    const out: string[] = [];
+    for (const [id, o] of offers) if (o.started && (o.seq > mark || o.at > graceFrom)) out.push(id);
+    return out;
   }
 
   /** A report told these attempts' outcomes: their processes have ended. */
@@ -64,9 +84,11 @@ export class ReportMemory {
   }
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
 interface MachineMemory {
-  /** Attempt id → the offer's sequence number and time, oldest first. */
-  offers: Map<string, { seq: number; at: number }>;
+  /** Attempt id → the offer's sequence number and time, and whether it was started at placement; oldest first. */
+  offers: Map<string, { seq: number; at: number; started: boolean }>;
   /** Attempt id → when its outcome was reported, oldest first. */
   ended: Map<string, { at: number }>;
 }

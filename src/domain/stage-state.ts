@@ -3,7 +3,7 @@ import type { TransitionTable } from './transition-table.js';
 export const StageState = {
   /** Waiting for upstream stages. The advancer moves it to ready (all needs succeeded) or skipped. */
   pending: 'pending',
-  /** In its pool's queue (after `notBefore` when backing off). The scheduler moves it to scheduled. */
+  /** In its pool's queue (after `notBefore` when backing off). The scheduler moves it to scheduled (or running, where a report asked). */
   ready: 'ready',
   /** An attempt was placed on a machine. The agent's start report moves it to running; a lost or
    *  unacknowledged attempt moves it back to ready. */
@@ -26,7 +26,8 @@ export const stageStates = Object.values(StageState);
 export const stageTransitions: TransitionTable<StageState> = {
   pending: ['ready', 'skipped', 'canceled'],
   // ready -> failed: waited past its queueTimeoutSeconds.
-  ready: ['scheduled', 'failed', 'skipped', 'canceled'],
+  // ready -> running: placed and started at once, on the machine whose report asked (docs/throughput.md).
+  ready: ['scheduled', 'running', 'failed', 'skipped', 'canceled'],
   // scheduled -> succeeded/failed: the agent's start report may be lost while its outcome arrives.
   scheduled: ['running', 'ready', 'succeeded', 'failed', 'canceled'],
   running: ['ready', 'succeeded', 'failed', 'canceled'],

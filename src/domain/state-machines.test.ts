@@ -15,7 +15,7 @@ import { canTransition, terminalStates, type TransitionTable } from './transitio
 const allowed = {
   job: 'submitted>queued submitted>scheduled submitted>running submitted>succeeded submitted>failed submitted>canceled queued>scheduled queued>running queued>succeeded queued>failed queued>canceled scheduled>queued scheduled>running scheduled>succeeded scheduled>failed scheduled>canceled running>queued running>scheduled running>succeeded running>failed running>canceled',
   stage:
-    'pending>ready pending>skipped pending>canceled ready>scheduled ready>failed ready>skipped ready>canceled scheduled>running scheduled>ready scheduled>succeeded scheduled>failed scheduled>canceled running>ready running>succeeded running>failed running>canceled',
+    'pending>ready pending>skipped pending>canceled ready>scheduled ready>running ready>failed ready>skipped ready>canceled scheduled>running scheduled>ready scheduled>succeeded scheduled>failed scheduled>canceled running>ready running>succeeded running>failed running>canceled',
   attempt:
     'scheduled>running scheduled>succeeded scheduled>failed scheduled>lost scheduled>preempted scheduled>canceled running>succeeded running>failed running>lost running>preempted running>canceled',
   machine: 'ready>suspect ready>lost suspect>ready suspect>lost lost>ready',

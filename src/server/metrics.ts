@@ -310,7 +310,8 @@ export class Metrics {
               // Every end's event carries its kind (docs/state-machines.md): an oom-killed attempt is a failure that says why.
               if (typeof e.data.end === 'string' && attemptEndKinds.includes(e.data.end as AttemptEndKind)) this.attemptEnds.inc({ end: e.data.end });
             }
-            if (e.type === 'attempt:scheduled' && typeof e.data.waitedMs === 'number')
+            // A placement's wait: on `attempt:scheduled`, or on `attempt:running` where it started at placement.
+            if ((e.type === 'attempt:scheduled' || e.type === 'attempt:running') && typeof e.data.waitedMs === 'number')
               this.waits.observe({ pool: typeof e.data.pool === 'string' ? e.data.pool : 'unknown' }, e.data.waitedMs / 1000);
             this.seq = e.seq;
           }

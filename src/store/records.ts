@@ -238,6 +238,8 @@ export interface Assignment {
   limits: AttemptLimits;
   /** A gang's member (docs/gangs.md, "Rendezvous"): its rank, the gang's size, where rank 0 listens. Absent: not a gang. */
   gang?: GangRendezvous;
+  /** Written `running` at placement (docs/agent.md, "Started at placement"): spawned with no acknowledgement. */
+  started?: boolean;
 }
 
 /** Where a gang's members meet: rank 0's machine's advertised address and the port reserved for the gang there. */

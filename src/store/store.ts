@@ -248,6 +248,10 @@ export interface Store extends AutoscaleStore {
     leaseMs: number;
     /** A running attempt missing from the list, this long after it started, is lost. */
     missingAfterMs: number;
+    /** Running attempts this heartbeat is no evidence against, whether it lists them or not: those
+     *  started at placement whose agent may not have had the report's answer when it sent it
+     *  (docs/failure-detection.md, "Started at placement"). */
+    spare?: readonly string[];
     jitter: number;
     /** Write nothing when the last heartbeat written is younger than this and the list calls for
      *  nothing (see machineHeartbeat in machine-verbs.ts). */
@@ -293,9 +297,10 @@ export interface Store extends AutoscaleStore {
    *  back in service. */
   machineRemove(p: { machine: string; now: number; audit?: AuditEntry }): Promise<MachineSchedulingChange>;
   /** Attempts placed on this machine that its agent has not started yet, less those in `exclude`
-   *  (the ones the agent already has). */
+   *  (the ones the agent already has), and the ones in `started` (written running at placement:
+   *  MachineReportResult.startedOnPlacement) that are still running there, marked `started`. */
   /** `outputs`: the server's output policy, which each assignment's `limits.outputs` is resolved under (absent: none sent). */
-  machineAssignments(p: { machineId: string; exclude?: readonly string[]; outputs?: OutputPolicy }): Promise<Assignment[]>;
+  machineAssignments(p: { machineId: string; exclude?: readonly string[]; started?: readonly string[]; outputs?: OutputPolicy }): Promise<Assignment[]>;
 
   /** An agent's batched report (acknowledgements, pids, outcomes) in one transaction; each item
    *  is fenced as its single-attempt verb and answered on its own. Throws NotFoundError for an
@@ -310,6 +315,9 @@ export interface Store extends AutoscaleStore {
     jitter: () => number;
     /** Told of an item refused because it failed with an error other than a stale token. */
     onItemError?: (attemptId: string, err: unknown) => void;
+    /** The agent runs started assignments and asked for its work: what this transaction places on
+     *  this machine is written `running` at once (docs/throughput.md, "Started at placement"). */
+    startOnPlacement?: boolean;
   }): Promise<MachineReportResult>;
 
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---
@@ -460,6 +468,9 @@ export interface ReportItemOutcome {
 export interface MachineReportResult {
   started: ReportItemOutcome[];
   completed: ReportItemOutcome[];
+  /** With `startOnPlacement`: the attempts this report's transaction placed on the machine and
+   *  wrote `running` (none where its pass did not run, or placed nothing there). */
+  startedOnPlacement?: string[];
 }
 
 /** What a scheduling pass reads and writes: the store itself, or the store within one transaction. */

@@ -78,6 +78,72 @@ describe('assignments on the answers to reports', () => {
     expect(r.assignments?.map((x) => x.stageName)).toEqual(['b']);
     // Everything a heartbeat's assignment carries: b's command, its input from a.
     expect(r.assignments![0]!.inputs).toEqual([{ stage: 'a', attemptId: a.attemptId, files: [] }]);
+    // An agent that did not say it runs started assignments (an older one) acknowledges b as before.
+    expect(r.assignments![0]!.started).toBeUndefined();
+    expect((await ack(r.assignments![0]!)).started[0]!.result).toBe('ok');
+  });
+
+  /** b's attempts on the store: state and whether a pid or start time is there. */
+  const attemptsOfB = async (a: AssignmentWire) => {
+    const job = (await cp.store.jobGet({ jobId: a.jobId }))!;
+    return job.stages.find((s) => s.name === 'b')!.attempts;
+  };
+
+  it('an agent that runs started assignments gets its work written running at once: no acknowledgement, one event', async () => {
+    expect(machine.settings.startedAssignments).toBe(true);
+    const a = await running();
+    const r = await report({ completed: [success(a)], assignments: true, startAssignments: true });
+    const b = r.assignments![0]!;
+    expect([b.stageName, b.started]).toEqual(['b', true]);
+    expect((await attemptsOfB(a)).map((x) => x.state)).toEqual(['running']);
+    const job = (await cp.store.jobGet({ jobId: a.jobId }))!;
+    expect([job.state, job.stages.find((s) => s.name === 'b')!.state]).toEqual(['running', 'running']);
+    const events = (await cp.store.eventsList({ jobId: a.jobId, limit: 100 })).filter((e) => e.attemptId === b.attemptId).map((e) => e.type);
+    expect(events).toEqual(['attempt:running']);
+    // A heartbeat listing it renews it, and its outcome ends the job.
+    expect((await heartbeat([b], 0)).kill).toEqual([]);
+    expect((await report({ completed: [success(b)] })).completed[0]!.result).toBe('ok');
+    expect((await cp.store.jobGet({ jobId: a.jobId }))!.state).toBe('succeeded');
+  });
+
+  it('a lost answer: no heartbeat within a period of it is evidence; the next one that does not list it reaps it, and the stage runs once more', async () => {
+    const a = await running();
+    const r = await report({ completed: [success(a)], assignments: true, startAssignments: true });
+    const lostOne = r.assignments![0]!;
+    // The answer never reached the agent: its heartbeats list nothing. Within the grace, nothing is lost.
+    await heartbeat([], 0);
+    expect((await attemptsOfB(a)).map((x) => x.state)).toEqual(['running']);
+    // Resent (its answer was lost): the outcome is a duplicate, and nothing is started twice.
+    const again = await report({ completed: [success(a)], assignments: true, startAssignments: true });
+    expect(again.completed[0]!.result).toBe('duplicate');
+    expect(again.assignments ?? []).toEqual([]);
+    // Past two periods since its start and one since the answer: the next heartbeat reaps it.
+    await new Promise((r) => setTimeout(r, 1300));
+    let b: AssignmentWire | undefined;
+    for (let i = 0; i < 50 && !b; i++) b = (await heartbeat([], 200)).assignments.find((x) => x.stageName === 'b');
+    expect(b!.attemptId).not.toBe(lostOne.attemptId);
+    expect(b!.started).toBeUndefined();
+    expect((await ack(b!)).started[0]!.result).toBe('ok');
+    expect((await report({ completed: [success(b!)] })).completed[0]!.result).toBe('ok');
+    const attempts = await attemptsOfB(a);
+    expect(attempts.map((x) => [x.id, x.state])).toEqual([
+      [lostOne.attemptId, 'lost'],
+      [b!.attemptId, 'succeeded'],
+    ]);
+    expect((await cp.store.jobGet({ jobId: a.jobId }))!.state).toBe('succeeded');
+  });
+
+  it('canceled while its answer travels: the heartbeat that first lists it is told to kill it', async () => {
+    const a = await running();
+    const r = await report({ completed: [success(a)], assignments: true, startAssignments: true });
+    const b = r.assignments![0]!;
+    await call(`/v1/jobs/${a.jobId}/cancel`, {}, admin);
+    expect((await attemptsOfB(a)).map((x) => x.state)).toEqual(['canceled']);
+    // The agent has spawned it (it may: it was running when its answer left); it lists it, and is told.
+    const answer = await heartbeat([b], 0);
+    expect(answer.kill.map((k) => k.attemptId)).toEqual([b.attemptId]);
+    // Its outcome, were it to come, is refused: nothing of it counts.
+    expect((await report({ completed: [success(b)] })).completed[0]!.result).toBe('stale');
   });
 
   it('a heartbeat held meanwhile is not answered for what the report carried; a later one that does not list it gets it again', async () => {

@@ -387,6 +387,7 @@ export class Cluster {
       alive: attemptGroupAlive,
       now: Date.now(),
       cancelBoundMs: KILL_GRACE_MS + 2000,
+      heartbeatMs: Number(this.serverEnv.GANTRY_HEARTBEAT_MS ?? FAST_TIMINGS.GANTRY_HEARTBEAT_MS),
     });
     return { jobs, violations, report: formatViolations(violations) };
   }

@@ -40,6 +40,41 @@ describe('fault injection: machines and agents', () => {
     expect(train.attempts.filter((a) => a.state === 'succeeded')).toHaveLength(1);
   }, 90_000);
 
+  it("a report's answer that started a stage is lost: the attempt is reaped within three heartbeats, and the stage runs once more", async () => {
+    const c = await Cluster.start('lost-started-answer');
+    // The first report answer carrying a stage started at placement never reaches the agent.
+    await c.startAgent('a1', { env: { GANTRY_AGENT_FAULT: 'drop-started-answer' } });
+    const id = await c.submit(
+      job('lost-answer', [stage(c.history, 'first', { body: 'true' }), stage(c.history, 'second', { needs: ['first'], body: 'sleep 0.2' })]),
+    );
+    const r = await c.check();
+    expect(r.violations, r.report).toEqual([]);
+    const j = r.jobs.find((x) => x.id === id)!;
+    expect(j.state, describeJob(j)).toBe('succeeded');
+    const second = stageOf(j, 'second');
+    expect(
+      second.attempts.map((a) => a.state),
+      describeJob(j),
+    ).toEqual(['lost', 'succeeded']);
+    const [lost, ran] = second.attempts as [(typeof second.attempts)[number], (typeof second.attempts)[number]];
+    // Started at placement, and never run: no process, no record on the agent.
+    expect(lost.startedAt).toBe(lost.scheduledAt);
+    expect(
+      c
+        .procLines()
+        .filter((l) => l.ev === 'start' && l.stage === 'second')
+        .map((l) => l.attemptId),
+    ).toEqual([ran.id]);
+    expect(readAttemptRecords(join(c.dir, 'agents', 'a1'), lost.id)).toBeUndefined();
+    // Reaped by the first heartbeat past two periods from its start and one from the answer:
+    // three periods and a round trip at most (docs/failure-detection.md), well inside its lease.
+    const heartbeatMs = 300;
+    const reapedAfter = lost.finishedAt! - lost.startedAt!;
+    expect(reapedAfter).toBeGreaterThanOrEqual(2 * heartbeatMs);
+    expect(reapedAfter).toBeLessThan(3 * heartbeatMs + 500);
+    console.log(`lost-started-answer: reaped ${reapedAfter} ms after its start; ran again ${ran.startedAt! - lost.finishedAt!} ms later`);
+  }, 90_000);
+
   it('agent killed after the exit is recorded and before it is reported: one committed output, no stale accept', async () => {
     const rand = seeded(202);
     const c = await Cluster.start('crash-before-report');

@@ -11,10 +11,12 @@ import { canTransition, type TransitionTable } from '../../domain/transition-tab
  *      │              │              └──────────┴──────────────────▲  │        ▲  └────────◀───────────┘ (later)
  *      │              ├─▶ ended (inputs failed, dropped before the spawn)      │
  *      │              └─▶ forgotten / dropped (not acknowledged / stale)       └─ dropped, abandoned (given up), left
+ *      ├─▶ starting, ended (started at placement: no acknowledgement, docs/agent.md)
  *      └─▶ running (re-attached after a restart), owed (its exit recorded before a restart)
  */
 export const AttemptPhase = {
-  /** Its directory being made: nothing asked of the server yet. Moved on by the runner once it exists. */
+  /** Its directory being made: nothing asked of the server yet. Moved on by the runner once it exists
+   *  (to its acknowledgement, or, started at placement, to its spawn once its inputs are in). */
   accepted: 'accepted',
   /** Its acknowledgement handed to the reporter, its inputs fetched meanwhile: nothing runs yet. Moved on by the answer. */
   acknowledging: 'acknowledging',
@@ -46,7 +48,8 @@ export const AttemptPhase = {
 export type AttemptPhase = (typeof AttemptPhase)[keyof typeof AttemptPhase];
 
 export const attemptTransitions: TransitionTable<AttemptPhase> = {
-  accepted: ['acknowledging', 'running', 'owed', 'dropped', 'forgotten'],
+  // accepted -> starting / ended: started at placement, so not acknowledged (its inputs failed, or a kill came, before the spawn).
+  accepted: ['acknowledging', 'starting', 'ended', 'running', 'owed', 'dropped', 'forgotten'],
   acknowledging: ['starting', 'ended', 'dropped', 'forgotten'],
   starting: ['running', 'killing', 'ended', 'left'],
   running: ['killing', 'ended', 'left'],

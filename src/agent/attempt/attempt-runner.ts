@@ -174,6 +174,8 @@ export class AttemptRunner {
     if (this.why) return false;
     switch (this.current) {
       case AttemptPhase.accepted:
+        // Its acknowledgement, unless it was started at placement (it has none).
+        return !this.a.started;
       case AttemptPhase.ended:
       case AttemptPhase.owed:
       case AttemptPhase.shippingLog:
@@ -256,6 +258,31 @@ export class AttemptRunner {
             () => null,
             (err: unknown) => err,
           );
+    // Started at placement (docs/agent.md, "Started at placement"): the server wrote it running in
+    // the transaction whose answer carried it; there is nothing to acknowledge, and a cancel since
+    // comes as a kill on the next heartbeat, which lists it from now on.
+    if (!a.started) {
+      const acked = await this.acknowledge(inputs);
+      if (!acked) return;
+    }
+    const inputError = await inputs;
+    if (!this.why && inputError) {
+      if (inputError instanceof StaleAttempt) this.dropFor(dropReason('stale', 'stale: ' + inputError.message));
+      // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
+      else if (d.halt.aborted) this.dropFor(dropReason('agent-stopping', 'agent stopping'));
+      else return this.conclude({ kind: 'inputs-failed', exitCode: null, signal: null, reason: `input download failed: ${errorText(inputError)}` });
+    }
+    const before = this.dropReasonNow();
+    if (before) return this.conclude({ kind: 'killed', exitCode: null, signal: null, reason: `killed: ${before.detail}` });
+    return this.run(paths);
+  }
+
+  /**
+   * Asks the server whether it may run (the acknowledgement: scheduled → running), the inputs
+   * coming meanwhile. False: it may not, and the runner has settled.
+   */
+  private async acknowledge(inputs: Promise<unknown> | null): Promise<boolean> {
+    const { a, d } = this;
     this.move(AttemptPhase.acknowledging);
     let ack: ReportItemResult;
     try {
@@ -269,7 +296,8 @@ export class AttemptRunner {
       // duplicate; while the runner is still known, a resend is ignored and comes again next poll.
       d.log(`attempt ${describe(a)} could not be acknowledged (${this.why?.detail ?? errorText(err)}); not running it`);
       await d.state.removeAttempt(a.attemptId).catch((e) => d.log(`cannot remove ${a.attemptId}: ${errorText(e)}`));
-      return this.move(AttemptPhase.forgotten);
+      this.move(AttemptPhase.forgotten);
+      return false;
     }
     // `duplicate`: an earlier copy of this acknowledgement was recorded (a resend after its answer was lost).
     if (ack.result === 'stale' || ack.result === 'refused') {
@@ -277,18 +305,10 @@ export class AttemptRunner {
       d.log(`attempt ${describe(a)} is no longer current (${ack.result}${ack.message ? `: ${ack.message}` : ''}); not running it`);
       const note = `${ack.result}: ${ack.message ?? 'not current'}`;
       this.dropFor(dropReason(ack.result === 'stale' ? 'stale' : 'refused', note));
-      return this.settle(AttemptPhase.dropped, { result: 'dropped', note });
+      await this.settle(AttemptPhase.dropped, { result: 'dropped', note });
+      return false;
     }
-    const inputError = await inputs;
-    if (!this.why && inputError) {
-      if (inputError instanceof StaleAttempt) this.dropFor(dropReason('stale', 'stale: ' + inputError.message));
-      // Cut short by stop(), not a fault of the inputs: the server reaps it as lost.
-      else if (d.halt.aborted) this.dropFor(dropReason('agent-stopping', 'agent stopping'));
-      else return this.conclude({ kind: 'inputs-failed', exitCode: null, signal: null, reason: `input download failed: ${errorText(inputError)}` });
-    }
-    const before = this.dropReasonNow();
-    if (before) return this.conclude({ kind: 'killed', exitCode: null, signal: null, reason: `killed: ${before.detail}` });
-    return this.run(paths);
+    return true;
   }
 
   /** Spawns the process, records its pid (on disk, then to the server) and waits for its end. */
@@ -316,7 +336,7 @@ export class AttemptRunner {
       const why = this.dropReasonNow();
       // A kill that arrived while the process was being spawned.
       if (why) void handle.kill(why.detail, this.dropGraceMs);
-      // Only records the pid; the attempt was acknowledged before the spawn.
+      // Only records the pid; the attempt was acknowledged before the spawn, or started at placement.
       else
         void d.reporter.recordPid(a.attemptId, a.token, pid, this.withdraw.signal).then(
           (r) => {

@@ -86,6 +86,10 @@ export const AgentSettings = Type.Object({
    *  assignments, those its outcomes made room for. Absent from older servers: they would refuse
    *  the field, so an agent asks only where this says yes. */
   reportAssignments: Type.Optional(Type.Boolean()),
+  /** This server can start at placement the work a report's transaction places on the reporting
+   *  machine (`ReportRequest.startAssignments`; docs/agent.md, "Started at placement"). Absent
+   *  from older servers: they would refuse the field, so an agent asks only where this says yes. */
+  startedAssignments: Type.Optional(Type.Boolean()),
   /** The agent protocol this server speaks (`AGENT_PROTOCOL_VERSION`, attempt-end.ts). Absent from
    *  servers before typed ends: version 1, so an agent sends them no `end` in its outcomes. */
   protocol: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -172,6 +176,10 @@ export const AssignmentWire = Type.Object({
   /** A gang's member: the agent gives it the rendezvous variables (attempt-env.ts). Absent: not a
    *  gang; an agent from before gangs ignores it, and its member runs without them. */
   gang: Type.Optional(GangWire),
+  /** Written `running` where it was placed, in the transaction of the report whose answer carries
+   *  it (only to an agent that asked, `ReportRequest.startAssignments`): spawn it with no
+   *  acknowledgement. Absent: acknowledge first, and run it only once that is answered `ok`. */
+  started: Type.Optional(Type.Boolean()),
 });
 export type AssignmentWire = Static<typeof AssignmentWire>;
 
@@ -274,6 +282,10 @@ export const ReportRequest = Type.Object(
     /** Answer with the assignments this report's outcomes made room for (`ReportResponse.assignments`):
      *  they then need no heartbeat of their own. Only where the settings say `reportAssignments`. */
     assignments: Type.Optional(Type.Boolean()),
+    /** With `assignments`: this agent runs assignments marked `started` without acknowledging them,
+     *  so the work placed on this machine in this report's transaction may be written `running`
+     *  there and then. Only where the settings say `startedAssignments`. */
+    startAssignments: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -300,7 +312,8 @@ export type ReportItemResult = Static<typeof ReportItemResult>;
 /**
  * The answers in the request's order, one per item. `assignments`, to a report that asked and had
  * outcomes: the machine's placed and not yet acknowledged attempts as a heartbeat would carry them
- * (one the agent already has is run once: it goes by the attempt's id).
+ * (one the agent already has is run once: it goes by the attempt's id), and, to one that said
+ * `startAssignments`, those this report's transaction placed and started (`started: true`).
  */
 export const ReportResponse = Type.Object({
   started: Type.Array(ReportItemResult),

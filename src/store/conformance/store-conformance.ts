@@ -19,6 +19,7 @@ import { gangOutputsConformance } from './gang-outputs-conformance.js';
 import { gangPortConformance } from './gang-port-conformance.js';
 import { gangPreemptionConformance } from './gang-preemption-conformance.js';
 import { gangHeldUntilConformance } from './gang-held-until-conformance.js';
+import { startOnPlacementConformance } from './start-on-placement-conformance.js';
 
 /** A log piece of ASCII text (its bytes are its characters). */
 function piece(stream: LogPiece['stream'], offset: number, data: string): LogPiece {
@@ -1074,5 +1075,6 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
     gangOutputsConformance(() => store);
     gangPreemptionConformance(() => store);
     gangHeldUntilConformance(() => store);
+    startOnPlacementConformance(() => store);
   });
 }

@@ -30,6 +30,7 @@ import { RowsChanged } from './rows-changed.js';
 import { GroupCommit } from './group-commit.js';
 import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
+import { startOnPlacementAsked } from './start-on-placement.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
@@ -434,6 +435,7 @@ export class KyselyStore implements Store {
   ): Promise<OutboxMessage[]> {
     // A context of its own, for the savepoint and for what the pass writes besides its rows.
     const ctx = this.context(trx, now, optimistic, rowsChanged);
+    const asked = startOnPlacementAsked(trx);
     const written: OutboxMessage[] = [];
     // A write of the pass's: a context of its own in this transaction, its messages kept with the pass's.
     const write = async <T>(now: number, f: (c: TxContext) => Promise<T>): Promise<T> => {
@@ -450,7 +452,13 @@ export class KyselyStore implements Store {
       schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
       preemptionView: () => teams.preemptionView(trx),
       heldUntil: (p) => teams.heldUntil(trx, p),
-      planApply: (p) => write(p.now, (c) => scheduler.planApply(c, p)),
+      // Where a report in this transaction asked, what is placed on its machine starts at once.
+      planApply: (p) =>
+        write(p.now, async (c) => {
+          const r = await scheduler.planApply(c, { ...p, ...(asked ? { startOn: asked.machines() } : {}) });
+          for (const a of r.applied) if (a.state === 'running') asked?.started(a.machineId, a.id);
+          return r;
+        }),
       autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
       autoscaleHoldClear: (p) => write(p.now, (c) => autoscale.autoscaleHoldClear(c, p)),
     };
@@ -460,6 +468,7 @@ export class KyselyStore implements Store {
     } catch (err) {
       // The whole transaction is gone: its members fail with it, as they would have.
       if (err instanceof TransactionAborted) throw err;
+      asked?.undo();
       onError(err);
       return [];
     }
@@ -606,13 +615,17 @@ export class KyselyStore implements Store {
     return out;
   }
   machineAssignments(p: Parameters<Store['machineAssignments']>[0]) {
-    return machines.machineAssignments(this.db, p.machineId, p.exclude, p.outputs);
+    return machines.machineAssignments(this.db, p.machineId, p.exclude, p.outputs, p.started);
   }
 
   async machineReport(p: Parameters<Store['machineReport']>[0]) {
-    const out = await this.tx(p.now, (tx) => machineReport(tx, p));
+    const out = await this.tx(p.now, async (tx) => {
+      const r = await machineReport(tx, p);
+      // Filled by the pass before the commit, read once it is committed.
+      return r && { r, asked: p.startOnPlacement ? startOnPlacementAsked(tx.db) : undefined };
+    });
     if (!out) throw new NotFoundError('machine', p.machineId);
-    return out;
+    return out.asked ? { ...out.r, startedOnPlacement: out.asked.startedOn(p.machineId) } : out.r;
   }
 
   attemptStart(p: Parameters<Store['attemptStart']>[0]) {

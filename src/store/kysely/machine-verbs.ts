@@ -117,6 +117,7 @@ export async function machineHeartbeat(
     running: { attemptId: string; token: number; progress?: { fraction: number; message?: string } }[];
     leaseMs: number;
     missingAfterMs: number;
+    spare?: readonly string[];
     jitter: number;
     renewAfterMs?: number;
     livenessAfterMs?: number;
@@ -304,14 +305,17 @@ export async function killList(
  * The agent's list against the database. An attempt it no longer lists has no process any more:
  * its resources are released. One the database says is running but the agent has stopped
  * listing (it crashed and restarted, or lost the process) is lost once it started more than
- * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread.
+ * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread;
+ * and never one in `spare` (started at placement, its answer perhaps not seen when this was sent).
  */
 function unreportedHeld(
   now: number,
   held: readonly HeldRow[],
-  p: { running: { attemptId: string }[]; missingAfterMs: number },
+  p: { running: { attemptId: string }[]; missingAfterMs: number; spare?: readonly string[] },
 ): { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } {
   const reported = new Set(p.running.map((r) => r.attemptId));
+  // Started at placement and maybe not yet heard of by the agent when it sent this: no evidence.
+  const spared = new Set(p.spare);
   const out: { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } = { release: [], lose: [], oldestListedLease: null };
   for (const a of held) {
     if (reported.has(a.id)) {
@@ -321,8 +325,9 @@ function unreportedHeld(
       }
       continue;
     }
-    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < now - p.missingAfterMs) out.lose.push(a);
-    else if (!isAttemptActive(a.state)) out.release.push(a);
+    if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < now - p.missingAfterMs) {
+      if (!spared.has(a.id)) out.lose.push(a);
+    } else if (!isAttemptActive(a.state)) out.release.push(a);
   }
   return out;
 }
@@ -357,28 +362,35 @@ async function reconcileReported(
 }
 
 const fencesById = preparedList((db, ids) => db.selectFrom('attempts').select(['id', 'token', 'state', 'machine_id', 'reason']).where('id', 'in', ids));
+const ASSIGNMENT_COLUMNS = [
+  'attempts.id as id',
+  'attempts.token as token',
+  'attempts.job_id as job_id',
+  'attempts.stage_name as stage_name',
+  'attempts.number as number',
+  'attempts.gpu_indices as gpu_indices',
+  'attempts.gpu_milli as gpu_milli',
+  'attempts.gpu_memory_bytes as gpu_memory_bytes',
+  'attempts.gang_id as gang_id',
+  'attempts.gang_rank as gang_rank',
+  'attempts.gang_size as gang_size',
+  'attempts.gang_master_port as gang_master_port',
+  'stages.definition as definition',
+  'attempts.machine_id as machine_id',
+  'attempts.state as state',
+] as const;
 const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
   db
     .selectFrom('attempts')
     .innerJoin('stages', 'stages.id', 'attempts.stage_id')
-    .select([
-      'attempts.id as id',
-      'attempts.token as token',
-      'attempts.job_id as job_id',
-      'attempts.stage_name as stage_name',
-      'attempts.number as number',
-      'attempts.gpu_indices as gpu_indices',
-      'attempts.gpu_milli as gpu_milli',
-      'attempts.gpu_memory_bytes as gpu_memory_bytes',
-      'attempts.gang_id as gang_id',
-      'attempts.gang_rank as gang_rank',
-      'attempts.gang_size as gang_size',
-      'attempts.gang_master_port as gang_master_port',
-      'stages.definition as definition',
-    ])
+    .select(ASSIGNMENT_COLUMNS)
     .where('attempts.machine_id', '=', machineId)
     .where('attempts.state', '=', 'scheduled')
     .orderBy('attempts.scheduled_at'),
+);
+/** Attempts by id, with what an assignment is built of: those a report's transaction started at placement. */
+const assignmentsById = preparedList((db, ids) =>
+  db.selectFrom('attempts').innerJoin('stages', 'stages.id', 'attempts.stage_id').select(ASSIGNMENT_COLUMNS).where('attempts.id', 'in', ids),
 );
 const committedOutputsOfJobs = preparedList((db, jobIds) =>
   db.selectFrom('stages').select(['id', 'job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null),
@@ -392,11 +404,21 @@ const manifestsOfStages = preparedList((db, ids) =>
  * Attempts placed on this machine and not started, with everything to run them; `exclude` names
  * the ones the agent already has (it lists them while it starts them), which are not rebuilt.
  */
-export async function machineAssignments(db: Db, machineId: string, exclude: readonly string[] = [], outputs?: OutputPolicy): Promise<Assignment[]> {
+export async function machineAssignments(
+  db: Db,
+  machineId: string,
+  exclude: readonly string[] = [],
+  outputs?: OutputPolicy,
+  started: readonly string[] = [],
+): Promise<Assignment[]> {
   // What the agent already has is left out here rather than in the query: the placed and not
   // started are few (a machine's slots), and one fixed query text is prepared once.
   const excluded = new Set(exclude);
-  const rows = (await placedNotStarted.rows(db, machineId)).filter((r) => !excluded.has(r.id));
+  // Started at placement: still running here (a cancel since is its heartbeat's to tell).
+  const startedRows = started.length
+    ? (await assignmentsById.rows(db, [...started])).filter((r) => r.machine_id === machineId && r.state === 'running' && !excluded.has(r.id))
+    : [];
+  const rows = [...startedRows, ...(await placedNotStarted.rows(db, machineId)).filter((r) => !excluded.has(r.id))];
   if (rows.length === 0) return [];
   const defs = rows.map((r) => JSON.parse(r.definition) as StageDefinition);
   // Upstream outputs for all of them in two queries, not two per assignment.
@@ -439,6 +461,7 @@ export async function machineAssignments(db: Db, machineId: string, exclude: rea
       inputs,
       limits: attemptLimits(def, outputs),
       ...(gangs.has(r.id) ? { gang: gangs.get(r.id)! } : {}),
+      ...(r.state === 'running' ? { started: true } : {}),
     };
   });
 }

@@ -10,6 +10,7 @@ import { type JobStageRows, stagesOfJobs } from './apply-outcome.js';
 import { prepared, preparedList } from './prepared-query.js';
 import { SavepointsNeeded, TransactionAborted, type TxContext } from './tx-context.js';
 import { isTransientDbError } from './transient-db-error.js';
+import { startOnPlacement } from './start-on-placement.js';
 
 const reportingMachine = prepared<[id: string]>()((db, [id]) =>
   db.selectFrom('machines').select(['id', 'name']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
@@ -33,6 +34,7 @@ export async function machineReport(
     /** A fresh jitter per outcome, so stages failing together do not retry together. */
     jitter: () => number;
     onItemError?: (attemptId: string, err: unknown) => void;
+    startOnPlacement?: boolean;
   },
 ): Promise<MachineReportResult | null> {
   // A removed machine is unknown to its agent, as in a heartbeat: it registers again, then resends.
@@ -151,6 +153,9 @@ export async function machineReport(
       }),
     );
   }
+  // Asked once its items are written: the pass before this transaction's commit starts what it
+  // places here (start-on-placement.ts). Only with outcomes: they are what makes room.
+  if (p.startOnPlacement && p.completed.length) startOnPlacement(tx.db).ask(m.id);
   return { started, completed };
 }
 

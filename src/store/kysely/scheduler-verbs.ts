@@ -313,7 +313,17 @@ function placementProblem(pl: PlannedPlacement, members: readonly GangMember[], 
  * checked member by member and written whole or skipped whole: one attempt row per member, linked
  * by rank 0's id; the stage's token grows by the gang's size, each member taking its own.
  */
-export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number; jitter?: number }): Promise<PlanApplyResult> {
+export async function planApply(
+  tx: TxContext,
+  p: {
+    plan: Plan;
+    leaseMs: number;
+    jitter?: number;
+    /** Machines whose placements are written `running` at once, each a report's in this transaction
+     *  that asked (start-on-placement.ts); a gang's members are placed `scheduled` everywhere. */
+    startOn?: ReadonlySet<string>;
+  },
+): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
   const applied: AttemptRecord[] = [];
   const machineIds = [...new Set(p.plan.placements.flatMap((x) => placementMembers(x).map((mem) => mem.machineId)))];
@@ -331,6 +341,8 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   // Gang ports reserved by this plan, by rank 0's machine: two gangs placed in one pass get two.
   const gangPorts = new Map<string, Set<number>>();
   const jobsTouched = new Set<string>();
+  /** Jobs with a stage started at placement: they move as an acknowledgement would move them. */
+  const jobsStarted = new Set<string>();
   const wake = new Set<string>();
   /** The attempts placed, written together after the loop: nothing in it reads them back (gang ports this plan reserved are kept in gangPorts). */
   const newAttempts: AttemptsTable[] = [];
@@ -391,13 +403,16 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     const base = Number(stage.token) + 1;
     const ids = members.map(() => newId('att', tx.now));
     const gangId = gang ? ids[0]! : null;
-    if (gang && (await claimOne.affected(tx.db, base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
+    if (gang && (await claimOne.affected(tx.db, 'scheduled', base + size - 1, ids[0]!, tx.now, stage.id, base - 1)) !== 1) {
       skipped.push({ stageId: pl.stageId, why: 'stage changed while placing' });
       continue;
     }
     claimed.add(stage.id);
+    // Started where it is placed: the report that asked is answered with it, and its agent spawns
+    // it with no acknowledgement (docs/throughput.md, "Started at placement").
+    const start = !gang && p.startOn?.has(members[0]!.machineId) === true;
     const entry: (typeof placed)[number] = {
-      claim: gang ? null : { stageId: stage.id, token: base, attemptId: ids[0]!, was: base - 1 },
+      claim: gang ? null : { stageId: stage.id, token: base, attemptId: ids[0]!, was: base - 1, state: start ? 'running' : 'scheduled' },
       jobId: stage.job_id,
       attempts: [],
     };
@@ -422,17 +437,18 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
         gpu_memory_bytes: one.gpuIndices.length ? (one.gpuMemoryBytes ?? null) : null,
         cpu_millis: one.cpuMillis,
         memory_bytes: one.memoryBytes,
-        state: 'scheduled',
+        state: start ? 'running' : 'scheduled',
         exit_code: null,
         signal: null,
         reason: null,
         end_kind: null,
         pid: null,
         outputs: null,
-        // Until the agent acknowledges, the lease is the acknowledgement deadline's business.
+        // Until the agent acknowledges, the lease is the acknowledgement deadline's business; one
+        // started here runs under it as under an acknowledgement's.
         lease_expires_at: tx.now + p.leaseMs,
         scheduled_at: tx.now,
-        started_at: null,
+        started_at: start ? tx.now : null,
         finished_at: null,
         released_at: null,
         log_bytes: 0,
@@ -459,14 +475,16 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
       entry.attempts.push({
         row,
         machine: m.name,
+        // One event for both moves where it starts here: `attempt:running`, with the placement's data.
         event: {
-          type: 'attempt:scheduled',
+          type: start ? 'attempt:running' : 'attempt:scheduled',
           jobId: stage.job_id,
           stageName: stage.name,
           attemptId: row.id,
           machineId: m.id,
-          message: `stage ${stage.name} attempt ${number}${rankText(row)} placed on ${m.name}${gpuText}`,
+          message: `stage ${stage.name} attempt ${number}${rankText(row)} ${start ? 'placed and started' : 'placed'} on ${m.name}${gpuText}`,
           data: {
+            ...(start ? { pid: null, startedOnPlacement: true } : {}),
             machine: m.name,
             gpus: one.gpuIndices,
             ...(share ? { gpuMilli: one.gpuMilli } : {}),
@@ -488,10 +506,11 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
     for (const a of e.attempts) {
       newAttempts.push(a.row);
       applied.push(toAttempt(a.row, a.machine));
-      wake.add(a.row.machine_id);
+      // A started one goes on the answer of the report that asked, not on a woken heartbeat.
+      if (a.row.state !== 'running') wake.add(a.row.machine_id);
       await tx.event(a.event);
     }
-    jobsTouched.add(e.jobId);
+    (e.claim?.state === 'running' ? jobsStarted : jobsTouched).add(e.jobId);
   }
   for (let i = 0; i < newAttempts.length; i += ATTEMPTS_PER_INSERT) {
     const part = newAttempts.slice(i, i + ATTEMPTS_PER_INSERT);
@@ -501,8 +520,13 @@ export async function planApply(tx: TxContext, p: { plan: Plan; leaseMs: number;
   const jobStates = new Map([...stages.values()].map((r) => [r.job_id, r.job_state]));
   await syncJobsOnActivation(
     tx,
-    [...jobsTouched].map((id) => ({ id, state: jobStates.get(id) })),
+    [...jobsTouched].filter((id) => !jobsStarted.has(id)).map((id) => ({ id, state: jobStates.get(id) })),
     'scheduled',
+  );
+  await syncJobsOnActivation(
+    tx,
+    [...jobsStarted].map((id) => ({ id, state: jobStates.get(id) })),
+    'running',
   );
   for (const machineId of wake) await tx.publish('machine:wake', { machineId });
   const preempted: string[] = [];

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { KyselyStore } from '../kysely/kysely-store.js';
+import { nameStatements } from './named-statements.js';
 import type { Database } from '../schema.js';
 
 /** PostgreSQL's type ids whose text the store reads as numbers (the schema's times and counters). */
@@ -27,6 +28,11 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Connections in the pool (default 10). */
   poolSize?: number;
+  /**
+   * Statements prepared once per connection (default true; named-statements.ts). False behind a
+   * pooler whose connections are not a client's own (PgBouncer in transaction mode).
+   */
+  namedStatements?: boolean;
 }
 
 /**
@@ -55,6 +61,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   // An idle connection the server dropped (a restart, a failover) must not crash the process:
   // the pool discards it and the next query opens a new one.
   pool.on('error', () => {});
+  if (opts.namedStatements !== false) pool.on('connect', nameStatements);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
   try {

@@ -1,0 +1,64 @@
+import { sql } from 'kysely';
+import { afterEach, describe, expect, it } from 'vitest';
+import { freshSchema, POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
+import { cpuMachine } from '../conformance/fixtures.js';
+import type { KyselyStore } from '../kysely/kysely-store.js';
+import { namedStatementsFromEnv } from '../../server/open-store.js';
+import { statementName } from './named-statements.js';
+import { dropPostgresSchema, openPostgresStore } from './open-postgres-store.js';
+
+const pgMissing = await serviceMissing('PostgreSQL', POSTGRES_URL);
+
+describe('named statements: which texts get a name', () => {
+  it('reads and writes get one name per text; transaction control, savepoints, DDL and several statements in one text none', () => {
+    const a = statementName('select "id" from "machines" where "id" = $1');
+    expect(a).toMatch(/^gantry_\d+$/);
+    expect(statementName('select "id" from "machines" where "id" = $1')).toBe(a);
+    expect(statementName('select "id" from "machines" where "name" = $1')).not.toBe(a);
+    for (const text of ['  WITH s AS (select 1) select * from s', 'insert into t values ($1)', 'update t set x = $1', 'delete from t where id = $1'])
+      expect(statementName(text)).not.toBeNull();
+    for (const text of ['start transaction isolation level serializable', 'commit', 'savepoint "sp_1"', 'create table t (x int)', 'select 1; select 2'])
+      expect(statementName(text)).toBeNull();
+  });
+
+  it('GANTRY_DATABASE_NAMED_STATEMENTS: unset or on names them, off does not, anything else is refused by name', () => {
+    expect(namedStatementsFromEnv(undefined)).toBe(true);
+    expect(namedStatementsFromEnv('on')).toBe(true);
+    expect(namedStatementsFromEnv('off')).toBe(false);
+    expect(() => namedStatementsFromEnv('no')).toThrow('GANTRY_DATABASE_NAMED_STATEMENTS=no: on or off');
+  });
+});
+
+describe.skipIf(pgMissing !== null)('named statements on PostgreSQL', () => {
+  let store: KyselyStore | undefined;
+  let schema = '';
+  afterEach(async () => {
+    await store?.close();
+    store = undefined;
+    await dropPostgresSchema(POSTGRES_URL, schema);
+  });
+
+  /** The store's statements prepared on its one connection, after the same verbs ran twice. */
+  async function preparedAfterTwoRounds(namedStatements: boolean): Promise<string[]> {
+    schema = freshSchema('named');
+    store = await openPostgresStore(POSTGRES_URL, { schema, poolSize: 1, namedStatements });
+    const now = 1_700_000_000_000;
+    const m = await store.machineRegister({ ...cpuMachine('m1'), now });
+    for (let i = 0; i < 2; i++) {
+      expect((await store.clusterView()).machines.map((x) => x.id)).toEqual([m.id]);
+      await store.machineHeartbeat({ machineId: m.id, running: [], now: now + i, leaseMs: 10_000, missingAfterMs: 10_000, jitter: 0.5 });
+    }
+    const rows = await sql<{ name: string }>`select name from pg_prepared_statements order by name`.execute(store.db);
+    return rows.rows.map((r) => r.name);
+  }
+
+  it('prepares each statement once on its connection, and answers as unnamed statements do', async () => {
+    const names = await preparedAfterTwoRounds(true);
+    expect(names.length).toBeGreaterThan(2);
+    expect(names.every((n) => n.startsWith('gantry_'))).toBe(true);
+  });
+
+  it('with namedStatements: false, prepares none', async () => {
+    expect(await preparedAfterTwoRounds(false)).toEqual([]);
+  });
+});

@@ -1,10 +1,11 @@
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freshSchema, POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { cpuMachine } from '../conformance/fixtures.js';
 import type { KyselyStore } from '../kysely/kysely-store.js';
 import { namedStatementsFromEnv } from '../../server/open-store.js';
-import { statementName } from './named-statements.js';
+import { nameStatements, statementName } from './named-statements.js';
 import { dropPostgresSchema, openPostgresStore } from './open-postgres-store.js';
 
 const pgMissing = await serviceMissing('PostgreSQL', POSTGRES_URL);
@@ -60,5 +61,28 @@ describe.skipIf(pgMissing !== null)('named statements on PostgreSQL', () => {
 
   it('with namedStatements: false, prepares none', async () => {
     expect(await preparedAfterTwoRounds(false)).toEqual([]);
+  });
+
+  it("a statement whose table changed under it (another replica's migration) fails once, then runs unnamed everywhere", async () => {
+    schema = freshSchema('named');
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+    pool.on('connect', (c) => nameStatements(c));
+    // Kysely's driver runs `client.query(text, values)` on a client it holds, as here (the pool's own `query` passes a callback, left as it is).
+    const c = await pool.connect();
+    try {
+      await c.query(`create schema ${schema}`);
+      await c.query(`create table ${schema}.t (x int)`);
+      await c.query(`insert into ${schema}.t values (1)`);
+      const text = `select * from ${schema}.t`;
+      for (let i = 0; i < 2; i++) expect((await c.query(text)).rows).toEqual([{ x: 1 }]);
+      expect((await c.query('select name from pg_prepared_statements where statement = $1', [text])).rows).toHaveLength(1);
+      await c.query(`alter table ${schema}.t add column y int default 2`);
+      await expect(c.query(text)).rejects.toMatchObject({ code: '0A000' });
+      expect(statementName(text)).toBeNull();
+      expect((await c.query(text)).rows).toEqual([{ x: 1, y: 2 }]);
+    } finally {
+      c.release();
+      await pool.end();
+    }
   });
 });

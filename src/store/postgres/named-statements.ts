@@ -8,15 +8,13 @@ import type pg from 'pg';
  * each time. On the throughput bench, measured with pg_stat_statements, planning alone took 0.37
  * ms of PostgreSQL's time a stage against 0.89 ms of executing (the scheduler pass's reads are
  * joins planned in more time than they run). A named statement is parsed once per connection;
- * after five runs PostgreSQL keeps a generic plan where it costs no more than the custom ones
- * (plan_cache_mode = auto), so a read whose best plan depends on its values (a queue's `limit`)
- * still gets a plan of its own each time.
+ * after five runs PostgreSQL keeps a generic plan only where it costs no more than the custom
+ * ones it made (plan_cache_mode = auto), else it plans with the values each time, as before.
  *
  * Which: reads and writes only (`select`, `insert`, `update`, `delete`, `with`), one statement a
- * text, and the first MAX_NAMED distinct texts a process sends: the store's statements are a few
- * hundred texts (prepared-query.ts caps each list's lengths), so the cap is never reached by them;
- * it bounds what each connection keeps should something send texts without end. Transaction
- * control, savepoints and DDL go unnamed, as before.
+ * text, and the first MAX_NAMED distinct texts a process sends: the store's texts are bounded
+ * (prepared-query.ts cuts each list at 64 items), and the cap bounds what each connection keeps
+ * should anything send texts without end. Transaction control, savepoints and DDL go unnamed.
  *
  * Where not to: behind a pooler in transaction mode (PgBouncer before 1.21), where a connection's
  * prepared statements are not its own: `namedStatements: false` (openPostgresStore).
@@ -24,8 +22,8 @@ import type pg from 'pg';
 const MAX_NAMED = 2000;
 const NAMEABLE = /^\s*(select|insert|update|delete|with)\b/i;
 
-/** Text → name, for the whole process: one text has one name on every connection. */
-const names = new Map<string, string>();
+/** Text → name, for the whole process: one text has one name on every connection; null: runs unnamed from now on. */
+const names = new Map<string, string | null>();
 
 /** The name `text` runs under, or null where it runs unnamed. */
 export function statementName(text: string): string | null {
@@ -37,20 +35,34 @@ export function statementName(text: string): string | null {
   return name;
 }
 
+/**
+ * PostgreSQL's feature_not_supported: what a prepared statement answers when a change of its
+ * tables altered what it returns ("cached plan must not change result type", a `select *` after
+ * another replica's migration added a column). That statement's text then runs unnamed, here and
+ * on every connection: the one run fails, the next ones answer as unnamed statements do.
+ */
+const FEATURE_NOT_SUPPORTED = '0A000';
+
 type Query = (...args: unknown[]) => unknown;
 
 /**
- * Makes `client` send nameable statements named (for a pool's `connect` event). Only the
+ * Makes `client` send nameable statements named (for a pool's `connect` event) while `enabled()`
+ * says so: openPostgresStore turns it on once its migrations ran, so that no statement is
+ * prepared against tables a later migration of the same start changes. Only the
  * `query(text, values)` form is changed, the one Kysely's driver uses; every other form goes
  * through as it was.
  */
-export function nameStatements(client: pg.ClientBase): void {
+export function nameStatements(client: pg.ClientBase, enabled: () => boolean = () => true): void {
   const target = client as unknown as { query: Query };
   const query: Query = target.query.bind(client);
   target.query = (text: unknown, values?: unknown, ...rest: unknown[]) => {
-    if (typeof text === 'string' && rest.length === 0 && (values === undefined || Array.isArray(values))) {
+    if (enabled() && typeof text === 'string' && rest.length === 0 && (values === undefined || Array.isArray(values))) {
       const name = statementName(text);
-      if (name !== null) return query({ name, text, values });
+      if (name !== null)
+        return (query({ name, text, values }) as Promise<unknown>).catch((err: unknown) => {
+          if ((err as { code?: unknown }).code === FEATURE_NOT_SUPPORTED) names.set(text, null);
+          throw err;
+        });
     }
     return query(text, values, ...rest);
   };

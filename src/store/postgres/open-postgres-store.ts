@@ -61,11 +61,14 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   // An idle connection the server dropped (a restart, a failover) must not crash the process:
   // the pool discards it and the next query opens a new one.
   pool.on('error', () => {});
-  if (opts.namedStatements !== false) pool.on('connect', nameStatements);
+  // Named once the migrations below ran (named-statements.ts): none prepared against a table they change.
+  let named = false;
+  if (opts.namedStatements !== false) pool.on('connect', (client) => nameStatements(client, () => named));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
   try {
     if (opts.migrate !== false) await store.migrate();
+    named = true;
   } catch (err) {
     await store.close();
     throw err;

@@ -1,18 +1,26 @@
 import type pg from 'pg';
 
 /**
- * Statements sent as named prepared statements, so that PostgreSQL parses and plans each text once
- * per connection instead of once per run (docs/throughput.md, "PostgreSQL: where it stands").
+ * Statements sent as named prepared statements, so that PostgreSQL parses each text once per
+ * connection instead of once per run (docs/throughput.md, "PostgreSQL: where it stands").
  *
  * Why: Kysely sends every statement unnamed, which PostgreSQL parses, analyzes and plans anew
  * each time. On the throughput bench, measured with pg_stat_statements, planning alone took 0.37
  * ms of PostgreSQL's time a stage against 0.89 ms of executing (the scheduler pass's reads are
  * joins planned in more time than they run). A named statement is parsed once per connection;
- * after five runs PostgreSQL keeps a generic plan only where it costs no more than the custom
- * ones it made (plan_cache_mode = auto), else it plans with the values each time, as before.
+ * after five runs PostgreSQL keeps a generic plan where that costs no more than the plans it made
+ * with the values (plan_cache_mode = auto).
  *
- * Which: reads and writes only (`select`, `insert`, `update`, `delete`, `with`), one statement a
- * text, and the first MAX_NAMED distinct texts a process sends: the store's texts are bounded
+ * Only statements with parameters. One without is planned once and that plan kept whatever the
+ * mode, until its tables' statistics change: with autovacuum off (as on this project's test
+ * services), the ready shapes' walk planned when the queue was empty kept that plan with 100,000
+ * stages waiting (6.2 ms a run instead of 0.13; ready → running p99 94 ms, results file run 12).
+ * Forcing a plan with the values at every run instead (plan_cache_mode = force_custom_plan) was
+ * tried: it also replans every foreign-key check PostgreSQL runs for the store's inserts (100,205
+ * plans, 0.7 s, in one run), which the default caches.
+ *
+ * Which: reads and writes with parameters (`select`, `insert`, `update`, `delete`, `with`), one
+ * statement a text, and the first MAX_NAMED distinct texts a process sends: the store's texts are bounded
  * (prepared-query.ts cuts each list at 64 items), and the cap bounds what each connection keeps
  * should anything send texts without end. Transaction control, savepoints and DDL go unnamed.
  *
@@ -20,6 +28,7 @@ import type pg from 'pg';
  * prepared statements are not its own: `namedStatements: false` (openPostgresStore).
  */
 const MAX_NAMED = 2000;
+
 const NAMEABLE = /^\s*(select|insert|update|delete|with)\b/i;
 
 /** Text → name, for the whole process: one text has one name on every connection; null: runs unnamed from now on. */
@@ -56,7 +65,8 @@ export function nameStatements(client: pg.ClientBase, enabled: () => boolean = (
   const target = client as unknown as { query: Query };
   const query: Query = target.query.bind(client);
   target.query = (text: unknown, values?: unknown, ...rest: unknown[]) => {
-    if (enabled() && typeof text === 'string' && rest.length === 0 && (values === undefined || Array.isArray(values))) {
+    // Only statements with parameters: one without keeps its first plan (see above).
+    if (enabled() && typeof text === 'string' && rest.length === 0 && Array.isArray(values) && values.length > 0) {
       const name = statementName(text);
       if (name !== null)
         return (query({ name, text, values }) as Promise<unknown>).catch((err: unknown) => {

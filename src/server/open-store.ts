@@ -27,12 +27,14 @@ export async function openStore(config: Pick<ServerConfig, 'dataDir' | 'database
 }
 
 /**
- * GANTRY_DATABASE_NAMED_STATEMENTS: `off` behind a pooler whose connections are not a client's own
- * (PgBouncer in transaction mode), where statements prepared on one connection are not there on
- * the next (named-statements.ts); `on` or unset: prepared once per connection.
+ * GANTRY_DATABASE_NAMED_STATEMENTS: `on` prepares the store's statements with parameters once per
+ * connection (named-statements.ts: PostgreSQL's CPU a statement −22 % on the throughput bench, not
+ * on by default until ready → running with a backlog is shown no worse, docs/throughput.md);
+ * `off` or unset: sent unnamed, as Kysely sends them. Never `on` behind a pooler whose connections
+ * are not a client's own (PgBouncer in transaction mode).
  */
 export function namedStatementsFromEnv(value: string | undefined): boolean {
-  if (value === undefined || value === '' || value === 'on') return true;
-  if (value === 'off') return false;
+  if (value === undefined || value === '' || value === 'off') return false;
+  if (value === 'on') return true;
   throw new Error(`GANTRY_DATABASE_NAMED_STATEMENTS=${value}: on or off`);
 }

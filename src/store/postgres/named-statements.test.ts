@@ -22,8 +22,8 @@ describe('named statements: which texts get a name', () => {
       expect(statementName(text)).toBeNull();
   });
 
-  it('GANTRY_DATABASE_NAMED_STATEMENTS: unset or on names them, off does not, anything else is refused by name', () => {
-    expect(namedStatementsFromEnv(undefined)).toBe(true);
+  it('GANTRY_DATABASE_NAMED_STATEMENTS: on names them, unset or off does not, anything else is refused by name', () => {
+    expect(namedStatementsFromEnv(undefined)).toBe(false);
     expect(namedStatementsFromEnv('on')).toBe(true);
     expect(namedStatementsFromEnv('off')).toBe(false);
     expect(() => namedStatementsFromEnv('no')).toThrow('GANTRY_DATABASE_NAMED_STATEMENTS=no: on or off');

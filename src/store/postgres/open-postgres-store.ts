@@ -29,8 +29,9 @@ export interface PostgresStoreOptions {
   /** Connections in the pool (default 10). */
   poolSize?: number;
   /**
-   * Statements prepared once per connection (default true; named-statements.ts). False behind a
-   * pooler whose connections are not a client's own (PgBouncer in transaction mode).
+   * Statements with parameters prepared once per connection (named-statements.ts; default false:
+   * GANTRY_DATABASE_NAMED_STATEMENTS=on). Never behind a pooler whose connections are not a
+   * client's own (PgBouncer in transaction mode).
    */
   namedStatements?: boolean;
 }
@@ -63,7 +64,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   pool.on('error', () => {});
   // Named once the migrations below ran (named-statements.ts): none prepared against a table they change.
   let named = false;
-  if (opts.namedStatements !== false) pool.on('connect', (client) => nameStatements(client, () => named));
+  if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
   try {

@@ -25,7 +25,11 @@
  *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
  *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
- * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live).
+ * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live), GANTRY_BENCH_PG_COUNT=DIR
+ * (what the servers send PostgreSQL), GANTRY_BENCH_PG_STATEMENTS=1 (PostgreSQL's top statements for
+ * each system's run, from pg_stat_statements: a cluster of the bench's own, bench/pg-private.sh).
+ * With --store postgres, the PostgreSQL cluster's own CPU is counted for Gantry's rounds (the
+ * postmaster's process tree, bench/peers/postgres-cpu.ts), as the Graphile Worker peer counts it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
@@ -39,6 +43,8 @@ import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
 import { childrenOf, machineCpuMs, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
 import { JournalSpawns } from './journal-spawns.js';
+import { trackPostgresCpu } from './peers/postgres-cpu.js';
+import { printTopStatements, resetStatements, topStatements } from './pg-top-statements.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, def: string) => {
@@ -77,6 +83,8 @@ const GANTRY = STORE === 'sqlite' ? 'gantry' : `gantry (postgres${REPLICAS > 1 ?
 const SLOTS = 30;
 /** GANTRY_BENCH_PG_COUNT=DIR (postgres): count the servers' statements, transactions and conflicts, printed per stage. */
 const PG_COUNT = STORE === 'postgres' ? (process.env.GANTRY_BENCH_PG_COUNT ?? '') : '';
+/** GANTRY_BENCH_PG_STATEMENTS=1 (postgres): PostgreSQL's top statements by time, for each system's run. */
+const PG_STATEMENTS = STORE === 'postgres' && process.env.GANTRY_BENCH_PG_STATEMENTS === '1';
 
 const pct = percentile;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -133,6 +141,8 @@ async function post(url: string, body: unknown, headers: Record<string, string> 
 /** The bench's own reads of the store (counts, times), on whichever database the cluster uses. `?` marks a parameter. */
 interface BenchDb {
   all<T>(sql: string, ...args: unknown[]): Promise<T[]>;
+  /** Rows as the driver gives them (text stays text). */
+  raw<T>(sql: string, ...args: unknown[]): Promise<T[]>;
   count(sql: string, ...args: unknown[]): Promise<number>;
   close(): Promise<void>;
 }
@@ -141,6 +151,7 @@ function sqliteDb(file: string): BenchDb {
   const db = new SQLite(file, { readonly: true });
   return {
     all: async <T>(q: string, ...args: unknown[]) => db.prepare(q).all(...args) as T[],
+    raw: async <T>(q: string, ...args: unknown[]) => db.prepare(q).all(...args) as T[],
     count: async (q, ...args) => Number((db.prepare(q).get(...args) as { n: number }).n),
     close: async () => void db.close(),
   };
@@ -157,6 +168,7 @@ function postgresDb(url: string, schema: string): BenchDb {
     rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v])) as T);
   return {
     all: async <T>(q: string, ...args: unknown[]) => numbers<T>((await pool.query(text(q), args)).rows),
+    raw: async <T>(q: string, ...args: unknown[]) => (await pool.query(text(q), args)).rows as T[],
     count: async (q, ...args) => Number((await pool.query(text(q), args)).rows[0].n),
     close: async () => {
       await pool.end();
@@ -317,6 +329,8 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   // the first attempt, so all of it is the first round's); the stage processes it starts do not,
   // as the `true` children do not. The machine's CPU counts everything.
   const launcherCpu = () => childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
+  if (PG_STATEMENTS) await resetStatements(POSTGRES_URL);
+  const pgCpu = STORE === 'postgres' ? await trackPostgresCpu(POSTGRES_URL) : null;
   const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcherCpu() };
   const machine0 = machineCpuMs();
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
@@ -348,9 +362,10 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const wallMs = Date.now() - t0;
   const machine1 = machineCpuMs();
   spawns.stop();
-  const cpu = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherCpu() - cpu0.agent };
+  const cpu: Record<string, number> = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherCpu() - cpu0.agent };
+  if (pgCpu) cpu.postgres = pgCpu.stop();
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
-  if (failed) throw new Error(`${failed} chains did not succeed`);
+  if (failed) throw new Error(`${failed} chains did not succeed; the first of them:\n${await whyFailed(c.db)}`);
   const mine = `(select id from jobs where name like 'r${round}-chain-%')`;
   // From A's outcome recorded (the server's clock) to B's process started (the agent's, the same
   // machine's): an attempt started at placement has its started_at before its process starts.
@@ -364,6 +379,7 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   });
   if (waits.length < pairs.length) console.error(`B after A: ${pairs.length - waits.length} of ${pairs.length} spawns not found in the agent's journal`);
   const stages = 3 * n;
+  if (PG_STATEMENTS) printTopStatements(`${GANTRY}, round ${round}`, await topStatements(POSTGRES_URL), stages);
   // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
   // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
   if (process.env.GANTRY_BENCH_PHASES) {
@@ -395,9 +411,35 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
     bWaitP50Ms: pct(waits, 50),
     bWaitP99Ms: pct(waits, 99),
     cpuMs: cpu,
-    cpuPerStageMs: { server: cpu.server / stages, agent: cpu.agent / stages },
+    cpuPerStageMs: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v / stages])),
     machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
   };
+}
+
+/** What became of the first jobs that did not succeed: each stage's state, its attempts' ends, and its job's last events. */
+async function whyFailed(db: BenchDb): Promise<string> {
+  const jobs = await db.raw<{ id: string; name: string; state: string }>(
+    `select id, name, state from jobs where state <> 'succeeded' order by created_at, id limit 3`,
+  );
+  const out: string[] = [];
+  for (const j of jobs) {
+    out.push(`job ${j.name} (${j.id}): ${j.state}`);
+    for (const a of await db.raw<Record<string, unknown>>(
+      `select stage_name, number, state, reason, end_kind, exit_code, signal, machine_id, scheduled_at, started_at, finished_at, released_at from attempts where job_id = ? order by scheduled_at`,
+      j.id,
+    ))
+      out.push(`  attempt ${JSON.stringify(a)}`);
+    for (const e of await db.raw<{ at: unknown; type: string; stage_name: string | null; message: string }>(
+      `select at, type, stage_name, message from events where job_id = ? order by seq desc limit 12`,
+      j.id,
+    ))
+      out.push(`  event ${String(e.at)} ${e.type} ${e.stage_name ?? ''}: ${e.message}`);
+  }
+  const byState = await db.raw<{ state: string; reason: string | null; n: unknown }>(
+    `select state, reason, count(*) as n from attempts where state <> 'succeeded' group by state, reason order by 3 desc limit 10`,
+  );
+  out.push(`attempts not succeeded, by state and reason: ${byState.map((r) => `${r.state} (${r.reason ?? '-'}): ${String(r.n)}`).join('; ')}`);
+  return out.join('\n');
 }
 
 /**
@@ -469,14 +511,18 @@ async function gantryProbe(backlog: number): Promise<{ backlog: number; p50: num
 }
 
 async function peer(name: string, n: number): Promise<RunResult> {
+  if (PG_STATEMENTS && name === 'graphile') await resetStatements(POSTGRES_URL);
   const proc = spawn(process.execPath, ['--import', 'tsx', join(REPO, `bench/peers/${name}-chains.ts`), '--chains', String(n)], {
     cwd: REPO,
+    // The same PostgreSQL as Gantry's, unless told otherwise.
+    env: { GANTRY_BENCH_PG_URL: POSTGRES_URL, ...process.env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
   proc.stdout.on('data', (d) => (out += d));
   await new Promise((r) => proc.on('exit', r));
   const line = out.trim().split('\n').at(-1) ?? '';
+  if (PG_STATEMENTS && name === 'graphile') printTopStatements(name, await topStatements(POSTGRES_URL), 3 * n);
   try {
     return JSON.parse(line) as RunResult;
   } catch {

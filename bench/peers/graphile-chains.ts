@@ -12,16 +12,16 @@
  * by (priority, run_at, id), so a B waits behind every A enqueued before it: the B wait is
  * the A backlog's drain time, not a notification delay.
  *
- * Server CPU is the sum over processes named `postgres` (postmaster, backends, background workers)
- * from just before the first enqueue to the last completion; a backend that exits mid-run loses
- * what it spent since the last 200 ms sample. Each run installs Graphile in its own schema,
+ * Server CPU is the PostgreSQL cluster's (its postmaster and every process under it, postgres-cpu.ts)
+ * from just before the first enqueue to the last completion. Each run installs Graphile in its own schema,
  * gantry_bench_<pid>, dropped at the end. No PostgreSQL: a `skipped` line and exit 0.
  */
 import { createRequire } from 'node:module';
 import { userInfo } from 'node:os';
 import { Logger, makeWorkerUtils, run, type Runner, type TaskList, type WorkerUtils } from 'graphile-worker';
 import { BWaits, chainsArg, consoleToStderr, exitIfStuck, Finish, HANDLERS_PER_STAGE, report, runStage, submitAll, timeoutMs } from './chain-workload.js';
-import { machineCpuMs, trackCommandCpu } from './proc-cpu.js';
+import { machineCpuMs } from './proc-cpu.js';
+import { trackPostgresCpu } from './postgres-cpu.js';
 
 consoleToStderr();
 const PEER = `graphile-worker ${(createRequire(import.meta.url)('graphile-worker/package.json') as { version: string }).version}`;
@@ -110,7 +110,7 @@ async function main(n: number): Promise<void> {
       else if (job.task_identifier === 'c') done.count();
     });
 
-    const server = trackCommandCpu('postgres');
+    const server = await trackPostgresCpu(PG_URL);
     const cpu0 = process.cpuUsage();
     const machine0 = machineCpuMs();
     const t0 = performance.now();

@@ -25,6 +25,7 @@ import * as teams from './team-verbs.js';
 import * as autoscale from './autoscale-verbs.js';
 import * as autoscaleRead from './autoscale-rows.js';
 import { toEvent } from './row-mappers.js';
+import type { Usage } from './machine-usage.js';
 import { PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { RowsChanged } from './rows-changed.js';
 import { GroupCommit } from './group-commit.js';
@@ -445,22 +446,39 @@ export class KyselyStore implements Store {
       written.push(...c.written);
       return r;
     };
+    /**
+     * What attempts hold, by machine, as the pass's last cluster view read it, until the pass
+     * writes: its plan is applied in this same transaction, which would read the same rows again
+     * (planApply's `held`). Each write drops it, so a view read after one (a hold's plan, then the
+     * full pass) is read anew.
+     */
+    let held: ReadonlyMap<string, Usage> | undefined;
     const source: PlacementSource = {
-      clusterView: () => scheduler.clusterView(trx),
+      clusterView: async () => {
+        const r = await scheduler.clusterAndUsage(trx);
+        held = r.usage;
+        return r.view;
+      },
       readyShapes: () => scheduler.readyShapes(trx, this.shapes),
       queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
       schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
       preemptionView: () => teams.preemptionView(trx),
       heldUntil: (p) => teams.heldUntil(trx, p),
       // Where a report in this transaction asked, what is placed on its machine starts at once.
-      planApply: (p) =>
-        write(p.now, async (c) => {
-          const r = await scheduler.planApply(c, { ...p, ...(asked ? { startOn: asked.machines() } : {}) });
+      planApply: (p) => {
+        const read = held;
+        held = undefined;
+        return write(p.now, async (c) => {
+          const r = await scheduler.planApply(c, { ...p, ...(read ? { held: read } : {}), ...(asked ? { startOn: asked.machines() } : {}) });
           for (const a of r.applied) if (a.state === 'running') asked?.started(a.machineId, a.id);
           return r;
-        }),
+        });
+      },
       autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
-      autoscaleHoldClear: (p) => write(p.now, (c) => autoscale.autoscaleHoldClear(c, p)),
+      autoscaleHoldClear: (p) => {
+        held = undefined;
+        return write(p.now, (c) => autoscale.autoscaleHoldClear(c, p));
+      },
     };
     try {
       await ctx.savepoint(() => pass(source));

@@ -2,6 +2,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { schedulerPass } from '../../server/scheduler-pass.js';
+import type { Plan } from '../../scheduler/snapshot.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
@@ -13,13 +14,16 @@ const pgMissing = await serviceMissing('PostgreSQL', POSTGRES_URL);
 /** What PostgreSQL is sent by this file's stores: its COMMITs count the transactions that committed. */
 const statements = countStatements();
 
-/** Each store, with how many transactions committed since the last `reset`. */
+/** What a read of the attempts that hold room begins with (machine-usage.ts): every machine's, or the named machines'. */
+const HELD_READ = /^select "machine_id", "cpu_millis", "memory_bytes", "gpu_indices", "gpu_milli", "gpu_memory_bytes" from "attempts"/;
+
+/** Each store, with how many transactions committed and how many reads of held attempts it sent since the last `reset`. */
 /** `submitPlaces`: whether a submit's own transaction places (SQLite); with several writers a submit leaves it to the loop (kysely-store.ts, tx's `place`). */
 const stores: {
   name: string;
   skip: string | null;
   submitPlaces: boolean;
-  open: () => Promise<{ store: KyselyStore; commits: () => number; reset: () => void }>;
+  open: () => Promise<{ store: KyselyStore; commits: () => number; heldReads: () => number; reset: () => void }>;
 }[] = [
   {
     name: 'SQLite (one writer: group commit)',
@@ -27,15 +31,17 @@ const stores: {
     submitPlaces: true,
     async open() {
       let commits = 0;
+      let heldReads = 0;
       const db = new Kysely<Database>({
         dialect: new SqliteDialect({ database: new SQLite(':memory:') }),
         log: (e) => {
           if (e.level === 'query' && e.query.sql === 'commit') commits++;
+          if (e.level === 'query' && HELD_READ.test(e.query.sql)) heldReads++;
         },
       });
       const store = new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true });
       await store.migrate();
-      return { store, commits: () => commits, reset: () => void (commits = 0) };
+      return { store, commits: () => commits, heldReads: () => heldReads, reset: () => void (commits = heldReads = 0) };
     },
   },
   {
@@ -44,7 +50,8 @@ const stores: {
     submitPlaces: false,
     async open() {
       const store = await freshPostgresStore('place_in_tx');
-      return { store, commits: () => statements.snapshot().byKind.get('COMMIT') ?? 0, reset: () => statements.reset() };
+      const heldReads = () => [...statements.snapshot().byText].reduce((n, [text, k]) => n + (HELD_READ.test(text) ? k : 0), 0);
+      return { store, commits: () => statements.snapshot().byKind.get('COMMIT') ?? 0, heldReads, reset: () => statements.reset() };
     },
   },
 ];
@@ -52,13 +59,14 @@ const stores: {
 describe.each(stores)('placement in the transaction that made room: $name', ({ skip, submitPlaces, open }) => {
   let store: KyselyStore;
   let commits: () => number;
+  let heldReads: () => number;
   let reset: () => void;
   const now = 1_700_000_000_000;
   const clock = { now: () => now };
   const errors: unknown[] = [];
   beforeEach(async (t) => {
     if (skip) return t.skip();
-    ({ store, commits, reset } = await open());
+    ({ store, commits, heldReads, reset } = await open());
     errors.length = 0;
   });
   afterEach(async () => {
@@ -107,6 +115,40 @@ describe.each(stores)('placement in the transaction that made room: $name', ({ s
     expect(await stageStates(j.id)).toEqual({ a: 'succeeded', b: 'scheduled' });
     expect((await store.machineAssignments({ machineId: m.id })).map((x) => x.stageName)).toEqual(['b']);
     expect(errors).toEqual([]);
+  });
+
+  it("a pass's plan takes what its cluster view read the machines hold, until the pass writes: a second plan on the same view is checked against the first's attempts", async () => {
+    // Two stages of 1 CPU, then a machine with room for one: its registration frees capacity, and
+    // the pass before that commit plans each stage on it from the one view, in two plans.
+    const j = await store.jobSubmit({ definition: job([stage('a'), stage('b')]), source: null, now });
+    const results: { applied: number; skipped: string[] }[] = [];
+    store.placeBeforeCommit(
+      async (source) => {
+        reset();
+        const { machines } = await source.clusterView();
+        if (machines.length === 0) return;
+        const m = machines[0]!;
+        const heads = await source.queueHeads({ now, shapes: (await source.readyShapes({ now })).map((s) => ({ shape: s.shape, limit: 10 })) });
+        const plan = (stageId: string): Plan => ({
+          placements: [{ stageId, machineId: m.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 1 << 20 }],
+          pending: [],
+        });
+        for (const h of heads) {
+          const r = await source.planApply({ plan: plan(h.stageId), now, leaseMs: 10_000 });
+          results.push({ applied: r.applied.length, skipped: r.skipped.map((x) => x.why) });
+        }
+      },
+      (err) => errors.push(err),
+    );
+    await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 1000 }), now });
+    expect(errors).toEqual([]);
+    // In the pass: the view's read; the first plan took it (no read of its own); the second, after that write, read anew and found no room.
+    expect(results).toEqual([
+      { applied: 1, skipped: [] },
+      { applied: 0, skipped: ['machine no longer has room'] },
+    ]);
+    expect(heldReads()).toBe(2);
+    expect(Object.values(await stageStates(j.id)).sort()).toEqual(['ready', 'scheduled']);
   });
 
   it('a pass that fails is undone alone: the outcome it rode with stands, and the error is told', async () => {

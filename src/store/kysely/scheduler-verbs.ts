@@ -103,13 +103,21 @@ const stagesToPlace = preparedList((db, ids) =>
 );
 
 export async function clusterView(db: Db, withUsage = true): Promise<ClusterView> {
+  return (await clusterAndUsage(db, withUsage)).view;
+}
+
+/**
+ * The cluster's view and what attempts hold on each machine, as read for it: a pass before a
+ * commit hands the latter to planApply (its `held`), which then does not read it again.
+ */
+export async function clusterAndUsage(db: Db, withUsage = true): Promise<{ view: ClusterView; usage: ReadonlyMap<string, Usage> }> {
   const rows = await allMachines.rows(db);
   // Every health, scheduling, capacity or membership change writes the machine's updated_at;
   // removed machines count too, so that a removal changes the version.
   const version = rows.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
   const machines = rows.filter((m) => m.scheduling !== MachineScheduling.removed);
   const usage = withUsage ? await machineUsage(db) : new Map<string, Usage>();
-  return { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage(), withUsage)) };
+  return { view: { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage(), withUsage)) }, usage };
 }
 
 /**
@@ -322,6 +330,15 @@ export async function planApply(
     /** Machines whose placements are written `running` at once, each a report's in this transaction
      *  that asked (start-on-placement.ts); a gang's members are placed `scheduled` everywhere. */
     startOn?: ReadonlySet<string>;
+    /**
+     * What attempts hold on each machine, read earlier in this same transaction with no write
+     * since (clusterAndUsage, by the pass before a commit): taken instead of reading it again. The
+     * transaction sees one state throughout (PostgreSQL's SERIALIZABLE reads one snapshot; SQLite
+     * has one writer), so a second read would answer the same rows; what changed meanwhile in
+     * other transactions is caught as before, by the machines' lock below and the commit.
+     * Absent (a plan from the loop, in a transaction of its own): read here.
+     */
+    held?: ReadonlyMap<string, Usage>;
   },
 ): Promise<PlanApplyResult> {
   const skipped: PlanApplyResult['skipped'] = [];
@@ -335,7 +352,7 @@ export async function planApply(
   // these machines waits for the commit and is the one that runs again (a few ms), not the pass.
   // Their rows are read by the same statement that locks them (one round trip, not two).
   const machines = tx.concurrent ? await lockMachines.rows(tx.db, [...machineIds].sort()) : await machinesById.rows(tx.db, machineIds);
-  const usage = await machineUsage(tx.db, machineIds);
+  const usage = p.held ?? (await machineUsage(tx.db, machineIds));
   const byId = new Map(machines.map((m) => [m.id, machineView(m, usage.get(m.id) ?? emptyUsage(), true)]));
   const rows = new Map(machines.map((m) => [m.id, m]));
   // Gang ports reserved by this plan, by rank 0's machine: two gangs placed in one pass get two.

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { KyselyStore } from '../kysely/kysely-store.js';
+import { nameStatements } from './named-statements.js';
 import type { Database } from '../schema.js';
 
 /** PostgreSQL's type ids whose text the store reads as numbers (the schema's times and counters). */
@@ -27,6 +28,12 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Connections in the pool (default 10). */
   poolSize?: number;
+  /**
+   * Statements with parameters prepared once per connection (named-statements.ts; default false:
+   * GANTRY_DATABASE_NAMED_STATEMENTS=on). Never behind a pooler whose connections are not a
+   * client's own (PgBouncer in transaction mode).
+   */
+  namedStatements?: boolean;
 }
 
 /**
@@ -55,10 +62,14 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   // An idle connection the server dropped (a restart, a failover) must not crash the process:
   // the pool discards it and the next query opens a new one.
   pool.on('error', () => {});
+  // Named once the migrations below ran (named-statements.ts): none prepared against a table they change.
+  let named = false;
+  if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
   try {
     if (opts.migrate !== false) await store.migrate();
+    named = true;
   } catch (err) {
     await store.close();
     throw err;

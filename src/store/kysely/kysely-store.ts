@@ -17,6 +17,7 @@ import * as artifacts from './artifact-verbs.js';
 import * as machines from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
+import { clusterView, keptCluster } from './cluster-view.js';
 import { machineReport } from './report-verbs.js';
 import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
@@ -50,6 +51,8 @@ export class KyselyStore implements Store {
   private listeners: ((messages: OutboxMessage[]) => void)[] = [];
   /** What each shape asks for: a shape's request never changes (see readyShapes). */
   private readonly shapes = new Map<string, QueueShape>();
+  /** The machines' rows as last read, re-read when the cluster's version moves (cluster-view.ts). */
+  private readonly cluster = keptCluster();
 
   /** One writer (SQLite): calls that wait share the next transaction's commit. */
   private readonly group: GroupCommit | null;
@@ -354,10 +357,10 @@ export class KyselyStore implements Store {
   }
 
   clusterView() {
-    return scheduler.clusterView(this.db);
+    return clusterView(this.db, this.cluster);
   }
   clusterFacts() {
-    return scheduler.clusterView(this.db, false);
+    return clusterView(this.db, this.cluster, false);
   }
   readyShapes(_p: { now: number }) {
     return scheduler.readyShapes(this.db, this.shapes);
@@ -444,7 +447,7 @@ export class KyselyStore implements Store {
       return r;
     };
     const source: PlacementSource = {
-      clusterView: () => scheduler.clusterView(trx),
+      clusterView: () => clusterView(trx, this.cluster),
       readyShapes: () => scheduler.readyShapes(trx, this.shapes),
       queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
       schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),

@@ -7,7 +7,7 @@ import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
+import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, PlacementSource, ReapResult, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
@@ -684,8 +684,15 @@ export class KyselyStore implements Store {
     return artifacts.artifactBlobsKnown(this.db, p.keys);
   }
 
-  machinesReap(p: Parameters<Store['machinesReap']>[0]) {
-    return this.tx(p.now, (tx) => machines.machinesReap(tx, p));
+  /** Silent machines read outside a transaction, then each judged in its own (machine-verbs.ts, silentMachines). */
+  async machinesReap(p: Parameters<Store['machinesReap']>[0]) {
+    const result: ReapResult = { machines: [], lostAttempts: [] };
+    for (const m of await machines.silentMachines(this.db, p)) {
+      const r = await this.tx(p.now, (tx) => machines.machineReap(tx, m, p));
+      result.machines.push(...r.machines);
+      result.lostAttempts.push(...r.lostAttempts);
+    }
+    return result;
   }
   attemptsReap(p: Parameters<Store['attemptsReap']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));

@@ -10,10 +10,8 @@ import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
 /**
  * The reaper under load (docs/failure-detection.md, "The reaper under load"): a dead machine is
  * judged lost, its attempt with it, at the reaper's first pass, while another replica's liveness
- * loop writes every other machine's heartbeat without pause. The reaper reads every machine in one
- * SERIALIZABLE transaction, which those writes conflict with; it runs again after each conflict
- * and must not give up. (Suspected of giving up at 5,000 agents on PostgreSQL x 2; the cause there
- * was the leader's lease instead: src/store/postgres/leader-lane.test.ts.)
+ * loop writes every other machine's heartbeat without pause. Each silent machine is judged in a
+ * transaction of its own, reading and writing that machine's row and attempts only.
  */
 const missing = await serviceMissing('PostgreSQL', POSTGRES_URL);
 const t0 = 1_700_000_000_000;

@@ -105,8 +105,8 @@ export class KyselyStore implements Store {
 
   /**
    * PostgreSQL: connections of the leader's own (docs/replicas.md, "The leader's lane"). The lease's
-   * renewal and every transaction of the leader's loops (asLeader: the scheduler's passes, the
-   * reaper) run on them, so they never wait in the pool's queue behind the agents' requests: with
+   * renewal, every transaction of the leader's loops (asLeader: the scheduler's passes, the
+   * reaper) and the liveness loop's writes (machinesSeen: what the reaper judges by) run on them, so they never wait in the pool's queue behind the agents' requests: with
    * 5,000 agents on two replicas that queue held heartbeats for seconds, the lease's renewals
    * waited in it past the lease, and leadership went back and forth (37 times in a run), its loops
    * stopped each time: nothing placed, no machine found lost.
@@ -580,7 +580,11 @@ export class KyselyStore implements Store {
   }
   machinesSeen(p: Parameters<Store['machinesSeen']>[0]) {
     if (p.seen.length === 0) return Promise.resolve(0);
-    return this.tx(p.now, (tx) => machines.machinesSeen(tx, p.seen));
+    // On the leader's lane too (useControlPool): the reaper runs there, never queued, so the
+    // writes that keep machines alive must not wait in the requests' queue either, or a live
+    // machine whose arrivals sat in it would be judged by rows seconds old (a 200-agent fleet on
+    // PostgreSQL lost a live member so: test/fleet/fleet.test.ts).
+    return this.lane().tx(p.now, (tx) => machines.machinesSeen(tx, p.seen));
   }
   machinesHeartbeating() {
     return machines.machinesHeartbeating(this.db);

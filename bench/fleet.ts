@@ -21,7 +21,8 @@
  *   --max-heartbeats-per-second 2500];
  * `--old-agents`: agents that ignore the period the server gives (as agents before it did): the
  * server's cost at the configured period, for a peer in the same run.
- * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit).
+ * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit); GANTRY_BENCH_LOGS=DIR
+ * keeps their output (which transactions gave up, their warnings).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -52,6 +53,8 @@ const RATE = num('rate', 50);
 const RUN_MS = num('run-ms', 500);
 const OUT = arg('out', join(REPO, 'bench/results/fleet.md'));
 const PROF = process.env.GANTRY_BENCH_PROF;
+/** GANTRY_BENCH_LOGS=DIR: each server's output written there after each size (DIR must exist). */
+const LOGS = process.env.GANTRY_BENCH_LOGS;
 const OLD_AGENTS = process.argv.includes('--old-agents');
 /** The servers' GANTRY_MAX_HEARTBEATS_PER_SECOND (their default, 2,500, unless given). */
 const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
@@ -235,6 +238,8 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     const lost = await lostMachine(fleet, servers);
     console.error(`  lost machine: ${JSON.stringify(lost)}`);
     const busyErrors = servers.procs.reduce((n, _p, i) => n + (servers.output(i).match(/StoreBusyError/g)?.length ?? 0), 0);
+    // Which transactions gave up, and what else the servers said: their whole output, to read after.
+    if (LOGS) servers.procs.forEach((_p, i) => writeFileSync(join(LOGS, `${store}-${agents}-r${i + 1}.log`), servers.output(i)));
     return {
       store,
       agents,

@@ -54,6 +54,10 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
         // in memory and written with every other machine's within 0.48 of a period
         // (heartbeat-liveness.ts); the row is written here only if what it holds is older than
         // the 1.5 periods detection allows for (the loop lagging), or the list calls for a write.
+        // Its arrival is a sign of life whatever its transaction then waits for: recorded before it,
+        // so a heartbeat that queues for a connection (PostgreSQL under load: seconds) or is refused
+        // busy is still written by the liveness loop within 0.48 of a period of its arrival.
+        ctx.liveness?.record(id, reportedAt, periodMs);
         const hb = await store.machineHeartbeat({
           machineId: id,
           running: body.running,
@@ -68,7 +72,6 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
           ...(ctx.liveness ? { livenessAfterMs: 1.5 * config.heartbeatMs } : {}),
           period: { heartbeatMs: config.heartbeatMs, periodMs },
         });
-        ctx.liveness?.record(id, reportedAt, periodMs);
         if (hb.lost.length) req.log.warn({ machineId: id, attempts: hb.lost }, 'running attempts no longer reported by their agent: lost');
         // What the agent knows already is not sent (report-memory.ts): a kill of an attempt whose
         // outcome it reported (`news`), nor, below, an assignment a report's answer carried since

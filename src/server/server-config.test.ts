@@ -121,6 +121,21 @@ describe("the reconciler's settings", () => {
   });
 });
 
+describe('the heartbeat rate', () => {
+  afterEach(() => {
+    delete process.env.GANTRY_MAX_HEARTBEATS_PER_SECOND;
+  });
+
+  it('defaults by store: 2,500 a second on SQLite, 1,250 on PostgreSQL; GANTRY_MAX_HEARTBEATS_PER_SECOND wins on either', () => {
+    const flags = { dataDir: '/tmp/x', port: '0', host: '127.0.0.1' };
+    expect(serverConfigFrom(flags).maxHeartbeatsPerSecond).toBe(2500);
+    expect(serverConfigFrom({ ...flags, database: 'postgres://db.example/gantry' }).maxHeartbeatsPerSecond).toBe(1250);
+    process.env.GANTRY_MAX_HEARTBEATS_PER_SECOND = '5000';
+    expect(serverConfigFrom({ ...flags, database: 'postgres://db.example/gantry' }).maxHeartbeatsPerSecond).toBe(5000);
+    expect(serverConfigFrom(flags).maxHeartbeatsPerSecond).toBe(5000);
+  });
+});
+
 describe("a log's caps", () => {
   afterEach(() => {
     delete process.env.GANTRY_LOG_HEAD_BYTES;

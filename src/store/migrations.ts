@@ -28,6 +28,7 @@ import { migration0025Autoscale } from './migrations/0025-autoscale.js';
 import { migration0026Gangs } from './migrations/0026-gangs.js';
 import { migration0027GangPorts } from './migrations/0027-gang-ports.js';
 import { migration0028HeartbeatPeriod } from './migrations/0028-heartbeat-period.js';
+import { migration0029MachineRevision } from './migrations/0029-machine-revision.js';
 
 /**
  * Every migration, in order, one file each under migrations/. Each file is frozen: it imports
@@ -67,6 +68,7 @@ export function migrations(caps: StoreCapabilities): Record<string, Migration> {
     '0026_gangs': migration0026Gangs,
     '0027_gang_ports': migration0027GangPorts,
     '0028_heartbeat_period': migration0028HeartbeatPeriod,
+    '0029_machine_revision': migration0029MachineRevision(caps.dialect),
   };
 }
 

@@ -175,6 +175,8 @@ export interface MachinesTable {
   heartbeat_ms: number | null;
   registered_at: number;
   updated_at: number;
+  /** Grows by one with every change of what the cluster's view reads (0029, a trigger writes it): the cluster's version is the rows' count plus its sum. */
+  revision: Generated<number>;
 }
 
 export interface EventsTable {

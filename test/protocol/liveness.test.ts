@@ -20,6 +20,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createControlPlane, type ControlPlane } from '../../src/server/control-plane.js';
 import { defaultServerConfig } from '../../src/server/server-config.js';
 import type { MachineView } from '../../src/api/contract/job-view.js';
+import { StoreBusyError } from '../../src/domain/errors.js';
 import { type FakeAgent, ProtocolHarness } from '../support/protocol-harness.js';
 
 /** The round trip of an idle heartbeat held its whole period: the next arrives this much after a period. */
@@ -100,6 +101,23 @@ describe('heartbeats kept in memory, on a fake clock', () => {
     const arrived = h.clock.t;
     await m.heartbeat();
     expect(await at()).toBe(registered);
+    h.advance(100);
+    await h.cp.loops.liveness.runOnce();
+    expect(await at()).toBe(arrived);
+  });
+
+  it("a heartbeat whose transaction is refused busy still counts: its arrival is written by the liveness loop (the store's queue does not delay a sign of life)", async () => {
+    h = await ProtocolHarness.create();
+    const m = await h.agent('m1');
+    const at = async () => (await h!.cp.store.machineGet({ machineId: m.machineId }))!.lastHeartbeatAt;
+    h.advance(h.config.heartbeatMs + RTT);
+    const arrived = h.clock.t;
+    // The heartbeat's transaction gives up (PostgreSQL under load: conflicts, or a queue of seconds).
+    const store = h.cp.store as { machineHeartbeat: unknown };
+    const real = store.machineHeartbeat;
+    store.machineHeartbeat = () => Promise.reject(new StoreBusyError(20, new Error('conflict')));
+    await expect(m.heartbeat()).rejects.toThrow(/503/);
+    store.machineHeartbeat = real;
     h.advance(100);
     await h.cp.loops.liveness.runOnce();
     expect(await at()).toBe(arrived);

@@ -109,6 +109,14 @@ export async function postgresSchema(client: pg.Client | pg.Pool, schema: string
     if (MIGRATOR_TABLES.test(i.tablename)) continue;
     lines.push(`index ${i.tablename}.${i.indexname}: ${i.indexdef}`);
   }
+  // Triggers (SQLite's are in sqlite_master above): what a change of the rows writes besides itself.
+  const triggers = await client.query<{ table_name: string; tgname: string; def: string }>(
+    `select cl.relname as table_name, t.tgname, pg_get_triggerdef(t.oid) as def
+       from pg_trigger t join pg_class cl on cl.oid = t.tgrelid join pg_namespace n on n.oid = cl.relnamespace
+      where n.nspname = $1 and not t.tgisinternal`,
+    [schema],
+  );
+  for (const t of triggers.rows) lines.push(`trigger ${t.table_name}.${t.tgname}: ${t.def}`);
   return (
     lines
       .map((l) => l.replaceAll(`${schema}.`, '<schema>.'))

@@ -7,7 +7,7 @@ import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, PlacementSource, Store } from '../store.js';
+import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, PlacementSource, ReapResult, Store } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
@@ -17,6 +17,7 @@ import * as artifacts from './artifact-verbs.js';
 import * as machines from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
+import { clusterAndUsage, clusterView, keptCluster } from './cluster-view.js';
 import { machineReport } from './report-verbs.js';
 import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
@@ -52,6 +53,8 @@ export class KyselyStore implements Store {
   private listeners: ((messages: OutboxMessage[]) => void)[] = [];
   /** What each shape asks for: a shape's request never changes (see readyShapes). */
   private readonly shapes = new Map<string, QueueShape>();
+  /** The machines' rows as last read, re-read when the cluster's version moves (cluster-view.ts). */
+  private readonly cluster = keptCluster();
 
   /** One writer (SQLite): calls that wait share the next transaction's commit. */
   private readonly group: GroupCommit | null;
@@ -99,6 +102,27 @@ export class KyselyStore implements Store {
 
   async close(): Promise<void> {
     await this.db.destroy();
+    await this.control?.destroy();
+  }
+
+  /**
+   * PostgreSQL: connections of the leader's own (docs/replicas.md, "The leader's lane"). The lease's
+   * renewal, every transaction of the leader's loops (asLeader: the scheduler's passes, the
+   * reaper) and the liveness loop's writes (machinesSeen: what the reaper judges by) run on them, so they never wait in the pool's queue behind the agents' requests: with
+   * 5,000 agents on two replicas that queue held heartbeats for seconds, the lease's renewals
+   * waited in it past the lease, and leadership went back and forth (37 times in a run), its loops
+   * stopped each time: nothing placed, no machine found lost.
+   */
+  private control: Kysely<Database> | null = null;
+  useControlPool(db: Kysely<Database>): void {
+    this.control = db;
+  }
+  /** This store on the leader's connections, where it has them. */
+  private lane(): KyselyStore {
+    if (!this.control) return this;
+    const s = Object.create(this) as KyselyStore;
+    Object.defineProperty(s, 'db', { value: this.control });
+    return s;
   }
 
   onOutbox(listener: (messages: OutboxMessage[]) => void): void {
@@ -215,7 +239,7 @@ export class KyselyStore implements Store {
     return Number(r.rows[0]!.now);
   }
   leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {
-    return this.tx(p.now, async (tx) => {
+    return this.lane().tx(p.now, async (tx) => {
       const row = await tx.db.selectFrom('leader').selectAll().where('name', '=', 'control').executeTakeFirstOrThrow();
       const mine = row.holder === p.holder && Number(row.expires_at) >= tx.now;
       if (!mine && Number(row.expires_at) >= tx.now) return { holder: row.holder, term: Number(row.term), expiresAt: Number(row.expires_at), leader: false };
@@ -244,7 +268,7 @@ export class KyselyStore implements Store {
   }
   asLeader(term: () => { holder: string; term: number } | null): Store {
     // Shares everything (connection, listeners, group commit) through the prototype; only the term differs.
-    const fenced = Object.create(this) as KyselyStore;
+    const fenced = Object.create(this.lane()) as KyselyStore;
     fenced.termOf = term;
     return fenced;
   }
@@ -356,10 +380,10 @@ export class KyselyStore implements Store {
   }
 
   clusterView() {
-    return scheduler.clusterView(this.db);
+    return clusterView(this.db, this.cluster);
   }
   clusterFacts() {
-    return scheduler.clusterView(this.db, false);
+    return clusterView(this.db, this.cluster, false);
   }
   readyShapes(_p: { now: number }) {
     return scheduler.readyShapes(this.db, this.shapes);
@@ -455,7 +479,7 @@ export class KyselyStore implements Store {
     let held: ReadonlyMap<string, Usage> | undefined;
     const source: PlacementSource = {
       clusterView: async () => {
-        const r = await scheduler.clusterAndUsage(trx);
+        const r = await clusterAndUsage(trx, this.cluster);
         held = r.usage;
         return r.view;
       },
@@ -583,7 +607,11 @@ export class KyselyStore implements Store {
   }
   machinesSeen(p: Parameters<Store['machinesSeen']>[0]) {
     if (p.seen.length === 0) return Promise.resolve(0);
-    return this.tx(p.now, (tx) => machines.machinesSeen(tx, p.seen));
+    // On the leader's lane too (useControlPool): the reaper runs there, never queued, so the
+    // writes that keep machines alive must not wait in the requests' queue either, or a live
+    // machine whose arrivals sat in it would be judged by rows seconds old (a 200-agent fleet on
+    // PostgreSQL lost a live member so: test/fleet/fleet.test.ts).
+    return this.lane().tx(p.now, (tx) => machines.machinesSeen(tx, p.seen));
   }
   machinesHeartbeating() {
     return machines.machinesHeartbeating(this.db);
@@ -691,8 +719,15 @@ export class KyselyStore implements Store {
     return artifacts.artifactBlobsKnown(this.db, p.keys);
   }
 
-  machinesReap(p: Parameters<Store['machinesReap']>[0]) {
-    return this.tx(p.now, (tx) => machines.machinesReap(tx, p));
+  /** Silent machines read outside a transaction, then each judged in its own (machine-verbs.ts, silentMachines). */
+  async machinesReap(p: Parameters<Store['machinesReap']>[0]) {
+    const result: ReapResult = { machines: [], lostAttempts: [] };
+    for (const m of await machines.silentMachines(this.db, p)) {
+      const r = await this.tx(p.now, (tx) => machines.machineReap(tx, m, p));
+      result.machines.push(...r.machines);
+      result.lostAttempts.push(...r.lostAttempts);
+    }
+    return result;
   }
   attemptsReap(p: Parameters<Store['attemptsReap']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));

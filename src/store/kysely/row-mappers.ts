@@ -94,7 +94,7 @@ export function toAttempt(r: AttemptsTable, machineName: string): AttemptRecord 
   };
 }
 
-export function toMachine(r: MachinesTable, allocated: MachineRecord['allocated']): MachineRecord {
+export function toMachine(r: Omit<MachinesTable, 'revision'>, allocated: MachineRecord['allocated']): MachineRecord {
   return {
     id: r.id,
     name: r.name,

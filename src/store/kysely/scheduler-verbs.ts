@@ -1,18 +1,18 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { StageState } from '../../domain/stage-state.js';
 import { preemptionGraceMs, type StageDefinition } from '../../domain/job-definition.js';
-import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { AttemptEndKind } from '../../domain/attempt-end.js';
 import { newId } from '../../domain/ids.js';
 import { machineRefusal } from '../../scheduler/checks.js';
-import type { ClusterView, GangMember, GpuView, MachineView, Plan, PlannedPlacement, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
+import type { GangMember, MachineView, Plan, PlannedPlacement, QueuedStage, QueueShape } from '../../scheduler/snapshot.js';
 import { placementMembers } from '../../scheduler/placement-members.js';
-import type { AttemptRecord, GpuHeld, MachineGpu } from '../records.js';
+import type { AttemptRecord } from '../records.js';
 import { GPU_MILLI_WHOLE } from '../../domain/resources.js';
 import { allocationProblem, takeAllocation } from '../../scheduler/placement-fit.js';
-import type { AttemptsTable, MachinesTable } from '../schema.js';
+import type { AttemptsTable } from '../schema.js';
 import type { PlanApplyResult } from '../store.js';
 import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
+import { machineView } from './cluster-view.js';
 import { syncJobsOnActivation } from './sync-job-state.js';
 import { applyOutcome } from './apply-outcome.js';
 import { endActiveAttempt } from './attempt-verbs.js';
@@ -85,11 +85,6 @@ const insertAttempts = preparedBySize(ATTEMPTS_PER_INSERT, (n) =>
   ),
 );
 
-/** Every machine not removed, with what is free on it now, and the cluster's version (see ClusterView). */
-const CLUSTER_COLUMNS = ['id', 'name', 'health', 'scheduling', 'region', 'labels', 'cpu_millis', 'memory_bytes', 'gpus', 'updated_at'] as const;
-/** What the cluster's view reads of a machine: not its agent's or containment's reports (a few hundred bytes each, per machine per pass). */
-type ClusterRow = Pick<MachinesTable, (typeof CLUSTER_COLUMNS)[number]>;
-const allMachines = prepared<[]>()((db) => db.selectFrom('machines').select(CLUSTER_COLUMNS).orderBy('name'));
 /** A plan's machines, read and locked in one statement (PostgreSQL: see planApply), in id order so that two passes lock them alike. */
 const lockMachines = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids).orderBy('id').forUpdate());
 const machinesById = preparedList((db, ids) => db.selectFrom('machines').selectAll().where('id', 'in', ids));
@@ -101,80 +96,6 @@ const stagesToPlace = preparedList((db, ids) =>
     .select(['stages.id', 'stages.job_id', 'stages.name', 'stages.token', 'stages.state', 'stages.ready_since', 'stages.pool', 'jobs.state as job_state'])
     .where('stages.id', 'in', ids),
 );
-
-export async function clusterView(db: Db, withUsage = true): Promise<ClusterView> {
-  return (await clusterAndUsage(db, withUsage)).view;
-}
-
-/**
- * The cluster's view and what attempts hold on each machine, as read for it: a pass before a
- * commit hands the latter to planApply (its `held`), which then does not read it again.
- */
-export async function clusterAndUsage(db: Db, withUsage = true): Promise<{ view: ClusterView; usage: ReadonlyMap<string, Usage> }> {
-  const rows = await allMachines.rows(db);
-  // Every health, scheduling, capacity or membership change writes the machine's updated_at;
-  // removed machines count too, so that a removal changes the version.
-  const version = rows.reduce((v, m) => Math.max(v, Number(m.updated_at)), 0);
-  const machines = rows.filter((m) => m.scheduling !== MachineScheduling.removed);
-  const usage = withUsage ? await machineUsage(db) : new Map<string, Usage>();
-  return { view: { version, machines: machines.map((m) => machineView(m, usage.get(m.id) ?? emptyUsage(), withUsage)) }, usage };
-}
-
-/**
- * Machines' GPUs and labels as parsed from their text, by that text: a pass reads every machine,
- * and at 10,000 machines parsing the same JSON again each time was a tenth of the view's cost. The
- * values are frozen (shared by every view that reads the same text); a full map starts over.
- */
-const parsedGpus = new Map<string, readonly Readonly<MachineGpu>[]>();
-const parsedLabels = new Map<string, Readonly<Record<string, string>>>();
-const PARSED_MAX = 50_000;
-function parsedOnce<T>(cache: Map<string, T>, text: string, parse: (text: string) => T): T {
-  let v = cache.get(text);
-  if (v === undefined) {
-    if (cache.size >= PARSED_MAX) cache.clear();
-    v = parse(text);
-    cache.set(text, v);
-  }
-  return v;
-}
-const parseGpus = (text: string) => Object.freeze((JSON.parse(text) as MachineGpu[]).map((g) => Object.freeze(g)));
-const parseLabels = (text: string) => Object.freeze(JSON.parse(text) as Record<string, string>);
-
-function machineView(m: ClusterRow, u: Usage, counted: boolean): MachineView {
-  const gpus = parsedOnce(parsedGpus, m.gpus, parseGpus);
-  const held = u.gpuHeld.length ? new Map(u.gpuHeld.map((g) => [g.index, g])) : null;
-  return {
-    id: m.id,
-    name: m.name,
-    health: m.health,
-    scheduling: m.scheduling,
-    region: m.region,
-    labels: parsedOnce(parsedLabels, m.labels, parseLabels),
-    cpuMillisTotal: Number(m.cpu_millis),
-    memoryBytesTotal: Number(m.memory_bytes),
-    cpuMillisFree: Number(m.cpu_millis) - u.cpuMillis,
-    memoryBytesFree: Number(m.memory_bytes) - u.memoryBytes,
-    gpus: gpus.map((g) => gpuView(g, held?.get(g.index))),
-    ...(counted ? { heldAttempts: u.attempts } : {}),
-  };
-}
-
-/**
- * One GPU as the planner sees it (issue 29): the thousandths no active attempt holds, free only when
- * nothing holds any of it, and its memory where the machine reports it, less what shares hold.
- */
-function gpuView(g: MachineGpu, held: GpuHeld | undefined): GpuView {
-  const freeMilli = Math.max(0, GPU_MILLI_WHOLE - (held?.milli ?? 0));
-  const total = g.memoryMiB === null || g.memoryMiB === undefined ? null : g.memoryMiB * 1024 * 1024;
-  return {
-    index: g.index,
-    type: g.type,
-    free: freeMilli === GPU_MILLI_WHOLE,
-    freeMilli,
-    memoryBytesTotal: total,
-    ...(total !== null ? { memoryBytesFree: Math.max(0, total - (held?.memoryBytes ?? 0)) } : {}),
-  };
-}
 
 /** Compiled once: every pass runs it (a template built anew each time is JavaScript the pass need not run). */
 const READY_SHAPES = CompiledQuery.raw(`

@@ -41,6 +41,9 @@ export interface PostgresStoreOptions {
  * that several writers run at once. How the shared code stays correct under them is
  * docs/store-contract.md.
  */
+/** The leader's own connections (its lease, its loops' transactions): two loops in flight and the lease's renewal beside them. */
+const CONTROL_POOL_SIZE = 3;
+
 export async function openPostgresStore(url: string, opts: PostgresStoreOptions = {}): Promise<KyselyStore> {
   const schema = opts.schema;
   if (schema !== undefined) checkSchemaName(schema);
@@ -53,20 +56,25 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
       await c.end();
     }
   }
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: opts.poolSize ?? 10,
-    types,
-    ...(schema ? { options: `-c search_path=${schema}` } : {}),
-  });
-  // An idle connection the server dropped (a restart, a failover) must not crash the process:
-  // the pool discards it and the next query opens a new one.
-  pool.on('error', () => {});
   // Named once the migrations below ran (named-statements.ts): none prepared against a table they change.
   let named = false;
-  if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const poolOf = (max: number) => {
+    const pool = new pg.Pool({
+      connectionString: url,
+      max,
+      types,
+      ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    });
+    // An idle connection the server dropped (a restart, a failover) must not crash the process:
+    // the pool discards it and the next query opens a new one.
+    pool.on('error', () => {});
+    if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
+    return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  };
+  const db = poolOf(opts.poolSize ?? 10);
   const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
+  // The leader's lane (KyselyStore.useControlPool): three connections of its own.
+  store.useControlPool(poolOf(CONTROL_POOL_SIZE));
   try {
     if (opts.migrate !== false) await store.migrate();
     named = true;

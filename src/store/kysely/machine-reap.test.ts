@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { POSTGRES_URL, freshSchema, serviceMissing } from '../../../test/support/services.js';
+import { cpuMachine, job, stage } from '../conformance/fixtures.js';
+import { dropPostgresSchema, openPostgresStore } from '../postgres/open-postgres-store.js';
+import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
+
+/**
+ * The reaper under load (docs/failure-detection.md, "The reaper under load"): a dead machine is
+ * judged lost, its attempt with it, at the reaper's first pass, while another replica's liveness
+ * loop writes every other machine's heartbeat without pause. Each silent machine is judged in a
+ * transaction of its own, reading and writing that machine's row and attempts only.
+ */
+const missing = await serviceMissing('PostgreSQL', POSTGRES_URL);
+const t0 = 1_700_000_000_000;
+const FLEET = 300;
+
+const dialects = [
+  {
+    name: 'sqlite',
+    skip: false,
+    open: async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'gantry-reap-'));
+      const reaper = await openSqliteStore(join(dir, 'gantry.db'));
+      const replica = await openSqliteStore(join(dir, 'gantry.db'));
+      const close = async () => {
+        await reaper.close();
+        await replica.close();
+        rmSync(dir, { recursive: true, force: true });
+      };
+      return { reaper, replica, close };
+    },
+  },
+  {
+    name: 'postgres',
+    skip: missing !== null,
+    open: async () => {
+      const schema = freshSchema('reap');
+      const reaper = await openPostgresStore(POSTGRES_URL, { schema });
+      const replica = await openPostgresStore(POSTGRES_URL, { schema });
+      const close = async () => {
+        await reaper.close();
+        await replica.close();
+        await dropPostgresSchema(POSTGRES_URL, schema);
+      };
+      return { reaper, replica, close };
+    },
+  },
+] as const;
+
+describe.each(dialects)('the reaper under load ($name)', ({ skip, open }) => {
+  let close: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await close?.();
+    close = undefined;
+  });
+
+  it.skipIf(skip)("loses a dead machine, and its attempt, at its pass while another replica writes every live machine's heartbeat", async () => {
+    const o = await open();
+    close = o.close;
+    const { reaper, replica } = o;
+    const live: string[] = [];
+    for (let i = 0; i < FLEET; i++) live.push((await replica.machineRegister({ ...cpuMachine(`m${String(i).padStart(4, '0')}`), now: t0 })).id);
+    const dead = await replica.machineRegister({ ...cpuMachine('dead'), now: t0 });
+    const j = await replica.jobSubmit({ definition: job([stage('a')]), source: null, now: t0 });
+    const s = (await replica.jobGet({ jobId: j.id }))!.stages[0]!;
+    const placed = await replica.planApply({
+      plan: { placements: [{ stageId: s.id, machineId: dead.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 }], pending: [] },
+      now: t0,
+      leaseMs: 60_000,
+    });
+    expect(placed.applied).toHaveLength(1);
+
+    // The other replica's liveness loop, flat out: every live machine's heartbeat, one transaction
+    // after another, each later than the last, until the reaper is done.
+    let at = t0 + 10_000;
+    let writing = true;
+    let flushes = 0;
+    const liveness = (async () => {
+      while (writing) {
+        at += 50;
+        const now = at;
+        await replica.machinesSeen({ seen: live.map((machineId) => ({ machineId, at: now })), now });
+        flushes++;
+      }
+    })();
+    try {
+      // The reaper's clock is past the dead machine's lost allowance, and never past a live one's.
+      while (flushes < 3) await new Promise((r) => setTimeout(r, 5));
+      const passes = [];
+      for (let k = 0; k < 5; k++) passes.push(await reaper.machinesReap({ now: t0 + 11_000 + k, suspectAfterMs: 5_000, lostAfterMs: 10_000, jitter: 0 }));
+      expect(passes[0]!.machines).toEqual([{ machineId: dead.id, from: 'ready', to: 'lost' }]);
+      expect(passes[0]!.lostAttempts).toEqual([placed.applied[0]!.id]);
+      for (const p of passes.slice(1)) expect(p).toEqual({ machines: [], lostAttempts: [] });
+      expect(flushes).toBeGreaterThan(3);
+    } finally {
+      writing = false;
+      await liveness;
+    }
+    expect((await reaper.machineGet({ machineId: dead.id }))!.health).toBe('lost');
+    const healths = new Set((await reaper.machineList()).filter((m) => m.id !== dead.id).map((m) => m.health));
+    expect([...healths]).toEqual(['ready']);
+  });
+});

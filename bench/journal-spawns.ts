@@ -16,6 +16,16 @@ import { JOURNAL_FILE } from '../src/agent/disk/attempt-journal.js';
 export class JournalSpawns {
   /** Attempt id → when its process was started (ms since the epoch). */
   readonly at = new Map<string, number>();
+  /**
+   * Attempt id → the other moments of its journal (ms since the epoch, the agent's clock), for the
+   * bench's phases of B after A (GANTRY_BENCH_PHASES): its assignment received (absent before the
+   * journal's `at`), its exit seen (the exit record's `finishedAt`: before it is made durable and
+   * reported), and its outcome's answer received (the `reported` record's `at`: the answer whose
+   * assignments, under load, carry the next stages).
+   */
+  readonly assignedAt = new Map<string, number>();
+  readonly exitAt = new Map<string, number>();
+  readonly reportedAt = new Map<string, number>();
   private fd: number | null = null;
   private ino = -1;
   private pos = 0;
@@ -71,9 +81,19 @@ export class JournalSpawns {
       const lines = (this.rest + buf.toString('utf8', 0, n)).split('\n');
       this.rest = lines.pop()!;
       for (const l of lines) {
-        if (!l.includes('"pid":{')) continue;
-        const r = JSON.parse(l) as { id: string; pid: { at?: number } };
-        if (typeof r.pid.at === 'number' && !this.at.has(r.id)) this.at.set(r.id, r.pid.at);
+        if (l.includes('"pid":{')) {
+          const r = JSON.parse(l) as { id: string; pid: { at?: number } };
+          if (typeof r.pid.at === 'number' && !this.at.has(r.id)) this.at.set(r.id, r.pid.at);
+        } else if (l.includes('"assignment":{')) {
+          const r = JSON.parse(l) as { id: string; at?: number };
+          if (typeof r.at === 'number' && !this.assignedAt.has(r.id)) this.assignedAt.set(r.id, r.at);
+        } else if (l.includes('"exit":{')) {
+          const r = JSON.parse(l) as { id: string; exit: { finishedAt?: string } };
+          if (r.exit.finishedAt && !this.exitAt.has(r.id)) this.exitAt.set(r.id, Date.parse(r.exit.finishedAt));
+        } else if (l.includes('"reported":{')) {
+          const r = JSON.parse(l) as { id: string; reported: { at?: string } };
+          if (r.reported.at && !this.reportedAt.has(r.id)) this.reportedAt.set(r.id, Date.parse(r.reported.at));
+        }
       }
     }
   }

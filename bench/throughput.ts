@@ -47,6 +47,12 @@ import { trackPostgresCpu } from './peers/postgres-cpu.js';
 import { printTopStatements, resetStatements, topStatements } from './pg-top-statements.js';
 
 const argv = process.argv.slice(2);
+// Asked for help: this file's usage, not a run (a run takes minutes and rewrites its results file).
+if (argv.includes('--help') || argv.includes('-h')) {
+  const head = readFileSync(new URL(import.meta.url), 'utf8').split('*/')[0]!;
+  console.log(head.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, ''));
+  process.exit(0);
+}
 const arg = (name: string, def: string) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? argv[i + 1]! : def;
@@ -331,7 +337,8 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const launcherCpu = () => childrenOf(pids.agent).reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
   if (PG_STATEMENTS) await resetStatements(POSTGRES_URL);
   const pgCpu = STORE === 'postgres' ? await trackPostgresCpu(POSTGRES_URL) : null;
-  const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcherCpu() };
+  const launcher0 = launcherCpu();
+  const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcher0 };
   const machine0 = machineCpuMs();
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
   const before = await ended();
@@ -362,15 +369,20 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const wallMs = Date.now() - t0;
   const machine1 = machineCpuMs();
   spawns.stop();
-  const cpu: Record<string, number> = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherCpu() - cpu0.agent };
+  const launcherMs = launcherCpu() - launcher0;
+  const cpu: Record<string, number> = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherMs - cpu0.agent };
+  // The agent's figure split: its Node process, and the launcher that starts its stages (docs/throughput.md, "The agent's CPU a stage").
+  console.error(
+    `agent CPU a stage (round ${round}): node ${((cpu.agent! - launcherMs) / (3 * n)).toFixed(3)} ms + launcher ${(launcherMs / (3 * n)).toFixed(3)} ms`,
+  );
   if (pgCpu) cpu.postgres = pgCpu.stop();
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
   if (failed) throw new Error(`${failed} chains did not succeed; the first of them:\n${await whyFailed(c.db)}`);
   const mine = `(select id from jobs where name like 'r${round}-chain-%')`;
   // From A's outcome recorded (the server's clock) to B's process started (the agent's, the same
   // machine's): an attempt started at placement has its started_at before its process starts.
-  const pairs = await c.db.all<{ f: number; b: string }>(
-    `select a.finished_at as f, b.id as b from attempts a join attempts b on a.job_id = b.job_id
+  const pairs = await c.db.all<{ f: number; a: string; b: string }>(
+    `select a.finished_at as f, a.id as a, b.id as b from attempts a join attempts b on a.job_id = b.job_id
        where a.stage_name = 'a' and b.stage_name = 'b' and a.state = 'succeeded' and b.state = 'succeeded' and a.job_id in ${mine}`,
   );
   const waits = pairs.flatMap((r) => {
@@ -383,6 +395,7 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   // Where a slot's time goes, from the server's own timestamps (one clock): placed → acknowledged
   // (wake, assignment, the agent's report), acknowledged → outcome recorded (spawn, run, report).
   if (process.env.GANTRY_BENCH_PHASES) {
+    printBAfterAPhases(round, pairs, spawns);
     const phases = await c.db.all<{ ack: number; run: number }>(
       `select started_at - scheduled_at as ack, finished_at - started_at as run from attempts where state = 'succeeded' and job_id in ${mine}`,
     );
@@ -414,6 +427,33 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
     cpuPerStageMs: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v / stages])),
     machineCpuMs: machine0 === null || machine1 === null ? null : machine1 - machine0,
   };
+}
+
+/**
+ * B after A cut into its phases, each from the clock that saw it (the agent's and the server's are
+ * this machine's): A's exit seen by the agent → A's outcome written by the server (the exit made
+ * durable, the report's wait for items and its trip, the server's queue and transaction) → B's
+ * assignment received by the agent (the answer's trip back) → B's process started (its directory,
+ * cgroup and the launcher's spawn); and A's answer handled (its `reported` record) beside them.
+ */
+function printBAfterAPhases(round: number, pairs: { f: number; a: string; b: string }[], j: JournalSpawns): void {
+  const phase = (name: string, d: (p: { f: number; a: string; b: string }) => number | undefined) => {
+    const xs = pairs.map(d).filter((x): x is number => x !== undefined && Number.isFinite(x));
+    // An older agent's journal has no time for an assignment.
+    if (xs.length === 0) return `${name}: not in this agent's journal`;
+    return `${name} p50 ${pct(xs, 50)} p90 ${pct(xs, 90)} p99 ${pct(xs, 99)} ms (${xs.length})`;
+  };
+  const sub = (x: number | undefined, y: number | undefined) => (x === undefined || y === undefined ? undefined : x - y);
+  console.error(
+    `B after A, phases (round ${round}): ` +
+      [
+        phase('A exit seen → A written', (p) => sub(Number(p.f), j.exitAt.get(p.a))),
+        phase('A written → B received', (p) => sub(j.assignedAt.get(p.b), Number(p.f))),
+        phase('B received → B spawned', (p) => sub(j.at.get(p.b), j.assignedAt.get(p.b))),
+        phase('A written → A answer handled', (p) => sub(j.reportedAt.get(p.a), Number(p.f))),
+        phase('whole', (p) => sub(j.at.get(p.b), Number(p.f))),
+      ].join('; '),
+  );
 }
 
 /** What became of the first jobs that did not succeed: each stage's state, its attempts' ends, and its job's last events. */

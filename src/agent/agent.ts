@@ -23,7 +23,7 @@ import { startedAnswerFault } from './fault-hooks.js';
 import { recoverAttempts } from './attempt/recover-attempts.js';
 import { launchAttempt } from './attempt/launch-attempt.js';
 import { inheritedEnv } from './attempt/attempt-env.js';
-import { Launcher } from './attempt/launcher.js';
+import { LauncherPool, launcherCount } from './attempt/launcher-pool.js';
 import { DEFAULT_CONTAINMENT, type ContainmentOptions } from './contain/containment-options.js';
 import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, userReport, type AttemptUserPolicy } from './contain/attempt-users.js';
 import { closedAncestor, makePassableDir } from './disk/attempt-owner.js';
@@ -126,7 +126,7 @@ export class Agent {
   private readonly stopDeliverMs: number;
   /** What attempts inherit of the agent's environment, read and filtered once: process.env is slow to walk, and attempts are many. */
   private readonly inheritedEnv: Readonly<Record<string, string>> = inheritedEnv(process.env);
-  private readonly launcher: Launcher | null;
+  private readonly launcher: LauncherPool | null;
   private readonly verbose: boolean;
   /** Never ask for assignments started at placement (AgentOptions.startedAssignments false). */
   private readonly acknowledgeAll: boolean;
@@ -178,7 +178,7 @@ export class Agent {
     // An unknown --run-as user is an error now, before anything registers.
     this.userPolicy = attemptUserPolicy(this.containment);
     const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
-    this.launcher = programs.length ? new Launcher(this.inheritedEnv, (line) => this.log(line), programs) : null;
+    this.launcher = programs.length ? new LauncherPool(this.inheritedEnv, (line) => this.log(line), programs, launcherCount(process.env)) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
       // Outcomes ask for the assignments they make room for, where the server offers that: a

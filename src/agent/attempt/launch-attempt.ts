@@ -33,7 +33,7 @@ export interface LaunchContext {
   checkpointRoot: string;
   killGraceMs: number;
   /** Starts commands from a small program (launcher.ts); null: every attempt is spawned by the agent. */
-  launcher: Launcher | null;
+  launcher: Pick<Launcher, 'run'> | null;
   /** Who the attempt runs as; held from here until the attempt is settled (the runner releases it). */
   users: Pick<AttemptUsers, 'acquire'>;
   /** Where attempts' cgroups are made (cgroup-tree.ts); null: none (containment off, or nothing usable). */

@@ -92,6 +92,13 @@ export class Launcher {
     if (programs.length === 0) this.closed = true;
   }
 
+  /** Its commands sent and not yet started (no pid, no failure yet): how busy it is (launcher-pool.ts). */
+  get starting(): number {
+    let n = 0;
+    for (const job of this.jobs.values()) if (job.pid === null && !job.ended && !job.direct) n++;
+    return n;
+  }
+
   /** The program that starts commands now, or null when the caller spawns them. */
   get program(): LauncherProgram['name'] | null {
     return this.closed ? null : (this.programs[this.current]?.name ?? null);

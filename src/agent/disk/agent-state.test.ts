@@ -262,6 +262,16 @@ describe('AgentState', () => {
     expect(await restarted.prune(0)).toHaveLength(10);
   });
 
+  it('writes when the assignment was received beside its record (for a person or a bench), and reads the record as before', async () => {
+    const t0 = Date.now();
+    await state.createAttempt(assignment('att_at'));
+    const line = (await readFile(journal(), 'utf8')).split('\n').find((l) => l.includes('"att_at"'))!;
+    const at = (JSON.parse(line) as { at?: number }).at;
+    expect(at).toBeGreaterThanOrEqual(t0);
+    expect(at).toBeLessThanOrEqual(Date.now());
+    expect(readAttemptRecords(dir, 'att_at')).toEqual({ assignment: assignment('att_at') });
+  });
+
   it('creates an attempt once: a second time answers null', async () => {
     expect(await state.createAttempt(assignment('att_once'))).not.toBeNull();
     expect(await state.createAttempt(assignment('att_once'))).toBeNull();

@@ -207,7 +207,7 @@ export class AgentState {
       chmodSync(p.dir, privateMode('attempt-dir'));
       for (const d of [p.work, p.output, p.input]) mkdirSync(d, { mode: privateMode('attempt-own-dir') });
     }
-    this.journal.append(a.attemptId, 'assignment', a);
+    this.journal.append(a.attemptId, 'assignment', a, Date.now());
     return p;
   }
 

@@ -2,7 +2,7 @@
  * The agent's records of its attempts, in one append-only file (`attempts.journal` in the data
  * directory), one JSON line per record:
  *
- *   {"id":"att_…","assignment":{…}}   the assignment as received, token included
+ *   {"id":"att_…","assignment":{…},"at":T}   the assignment as received, token included; T: when (ms)
  *   {"id":"att_…","cgroup":{…}}       { name, baseline }: a recycled cgroup it runs in, before the spawn
  *   {"id":"att_…","pid":{…}}          { pid, bootId, recordedAtUptime }, right after the spawn
  *   {"id":"att_…","exit":{…}}         how the command ended; durable before the outcome is reported
@@ -173,10 +173,14 @@ export class AttemptJournal {
     return [...this.records.keys()];
   }
 
-  /** One line, into the page cache (call durable() for the disk). */
-  append(id: string, kind: Kind | 'removed', value: unknown = true): void {
+  /**
+   * One line, into the page cache (call durable() for the disk). `at` (ms since the epoch): when it
+   * happened, written beside the record for a person or a bench to read (the assignment's: when it
+   * was received, bench/journal-spawns.ts); never read back by the agent.
+   */
+  append(id: string, kind: Kind | 'removed', value: unknown = true, at?: number): void {
     this.ensureLoaded();
-    const entry = { id, [kind]: value } as Entry;
+    const entry = (at === undefined ? { id, [kind]: value } : { id, [kind]: value, at }) as Entry;
     const line = JSON.stringify(entry) + '\n';
     writeSync(this.open(), line);
     this.lines++;

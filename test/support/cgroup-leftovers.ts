@@ -8,7 +8,9 @@ import { join } from 'node:path';
  * whose hash names the subtree, are gone once the test ends: no later agent ever sweeps them. Only
  * subtrees made during this run are touched (those present at its start are left alone, as another
  * Gantry on this host may own them), and only empty cgroups can be removed at all (rmdir refuses a
- * cgroup with a process), children before their parents.
+ * cgroup with a process), children before their parents. An agent started elsewhere during the run
+ * (a bench, `gantry up`) has its empty spare cgroups removed too: it notices and makes new ones
+ * (docs/containment.md, "Recycled cgroups": "Still there").
  */
 const ROOT = '/sys/fs/cgroup';
 const DEPTH = 4;

@@ -165,6 +165,24 @@ describe(`an attempt's cgroup on real v1 hierarchies${skipped(host.v1)}`, () => 
     expect(readFileSync(join(cg.layout.v1.get('pids')!, 'pids.max'), 'utf8').trim()).toBe('16');
   });
 
+  it.skipIf(host.v1 !== null)('a spare removed under the agent is not handed out: the next attempt joins a cgroup made anew, its limits held', async () => {
+    const t = hostTree();
+    const spec = { limits: limits({ pids: 16 }), pidsMax: 64, gpuIndices: [] };
+    const a = t.create('att_spare', spec)!;
+    const first = startIn(a, 'true');
+    expect(await first.exit).toEqual({ code: 0, signal: null });
+    expect(await a.waitEmpty(5000)).toBe(true);
+    await t.release(a);
+    // Another test run's teardown removes empty cgroups it did not make (test/support/cgroup-leftovers.ts).
+    for (const d of [...a.dirs].reverse()) rmdirSync(d);
+    const b = t.create('att_after', spec)!;
+    expect(b.name).toBe('att_after');
+    const p = startIn(b, 'cat /proc/self/cgroup >&2');
+    expect(await p.exit).toEqual({ code: 0, signal: null });
+    expect(p.stderr()).toContain('/att_after');
+    expect(readFileSync(join(b.layout.v1.get('pids')!, 'pids.max'), 'utf8').trim()).toBe('16');
+  });
+
   it.skipIf(host.v1 !== null)('stops a fork loop at its pids limit', async () => {
     const cg = hostTree().create('att_pids', { limits: limits({ pids: 16 }), pidsMax: 4096, gpuIndices: [] })!;
     const p = startIn(cg, 'i=0; while [ $i -lt 100 ]; do sleep 60 & i=$((i+1)); done; wait');

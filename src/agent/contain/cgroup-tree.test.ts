@@ -3,7 +3,7 @@
  * what is written where on v2 and v1, without a kernel to refuse it. The real hierarchies are
  * exercised by attempt-cgroup.test.ts.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AttemptLimitsWire } from '../../api/contract/containment.js';
 import { fakeCgroupHost, FAKE_V1_OWN, FAKE_V2_OWN, type FakeCgroupHost } from '../../../test/support/fake-cgroup-host.js';
@@ -147,6 +147,24 @@ describe('CgroupTree on pure v2', () => {
     const b = t.create('att_b', { limits: null, pidsMax: 64, gpuIndices: [] })!;
     expect(b.name).toBe('att_b');
     expect(b.ref).toBeNull();
+  });
+
+  it('hands out no spare that was removed under it (an empty cgroup anyone may rmdir): another is made, and the dead one is not kept again', async () => {
+    host = fakeCgroupHost('v2');
+    const t = tree(host);
+    const spec = { limits: limits(), pidsMax: 64, gpuIndices: [] };
+    await t.release(t.create('att_a', spec)!);
+    const dir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_a`);
+    // A cleaner (another test run's teardown, a tidying script) removes the empty spare. The same
+    // limits are asked for, so reusing it would write nothing and notice nothing.
+    rmSync(dir, { recursive: true });
+    const b = t.create('att_b', spec)!;
+    expect(b.name).toBe('att_b');
+    expect(b.dirs.every((d) => existsSync(d))).toBe(true);
+    // An attempt whose cgroup went while it ran (emptied, then removed) leaves no spare behind.
+    rmSync(b.dirs[0]!, { recursive: true });
+    await t.release(b);
+    expect(t.create('att_c', spec)!.name).toBe('att_c');
   });
 
   it('a cgroup that holds other processes cannot hand controllers down: it says how to fix it, and still kills with cgroup.kill', () => {

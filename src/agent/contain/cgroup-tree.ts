@@ -158,6 +158,10 @@ export class CgroupTree {
     while (list?.length) {
       const spare = list.pop()!;
       try {
+        // An empty cgroup is anyone's to rmdir, and cleaners do (a test run's teardown, a script
+        // that tidies /sys/fs/cgroup): a spare whose directories went would be handed out with
+        // nothing to join, and its attempt's start refused (spawn-failed). A stat a hierarchy.
+        if (!spare.dirs.every((d) => existsSync(d))) throw new Error(`cgroup ${spare.name} was removed`);
         // Found empty twice when it was kept (release); nothing joins a cgroup but by the agent's
         // own launches, so this one read (v2's `populated`, or every v1 `cgroup.procs`) is a check.
         if (spare.populated()) throw new Error(`cgroup ${spare.name} is not empty`);
@@ -184,7 +188,8 @@ export class CgroupTree {
       empty = await cg.waitEmpty(RELEASE_EMPTY_MS);
     }
     const needed = cg.layout.devices;
-    if (empty && this.spareCount() < MAX_SPARES && cg.recycled()) {
+    // Gone already (removed under the agent, above): not kept, and nothing left to remove.
+    if (empty && this.spareCount() < MAX_SPARES && cg.dirs.every((d) => existsSync(d)) && cg.recycled()) {
       const list = this.spares.get(needed);
       if (list) list.push(cg);
       else this.spares.set(needed, [cg]);

@@ -296,7 +296,15 @@ async function gantryChains(n: number): Promise<RunResult> {
 function printStatementCounts(servers: Started[], stages: number): void {
   for (const s of servers) {
     const file = join(PG_COUNT, `server-${s.proc.pid}.json`);
-    let c: { total: number; conflicts: number; conflictsByText: [string, number][]; waitMs: number; byKind: Record<string, number>; top: [string, number][] };
+    let c: {
+      total: number;
+      statements?: number;
+      conflicts: number;
+      conflictsByText: [string, number][];
+      waitMs: number;
+      byKind: Record<string, number>;
+      top: [string, number][];
+    };
     try {
       c = JSON.parse(readFileSync(file, 'utf8'));
     } catch {
@@ -310,7 +318,7 @@ function printStatementCounts(servers: Started[], stages: number): void {
       .map(([k, v]) => `${k} ${per(v)}`)
       .join(', ');
     console.error(
-      `server ${s.proc.pid}, ${stages} stages: ${per(c.total)} statements a stage (${kinds}); ${per(txs)} transactions a stage; ` +
+      `server ${s.proc.pid}, ${stages} stages: ${per(c.total)} round trips a stage (${kinds}), ${per(c.statements ?? c.total)} statements in them; ${per(txs)} transactions a stage; ` +
         `${c.conflicts} conflicts (${((100 * c.conflicts) / Math.max(1, txs)).toFixed(2)} % of transactions); ` +
         `waiting on PostgreSQL ${per(c.waitMs)} ms a stage`,
     );

@@ -33,6 +33,7 @@ import { GroupCommit } from './group-commit.js';
 import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
+import { PassReads } from './pass-reads.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
@@ -477,21 +478,31 @@ export class KyselyStore implements Store {
      * full pass) is read anew.
      */
     let held: ReadonlyMap<string, Usage> | undefined;
+    // Where the driver answers several statements at once (PostgreSQL), the pass's reads without
+    // arguments go in one round trip, each part taken once until the pass writes (pass-reads.ts).
+    const reads = this.capabilities.multiStatementReads ? new PassReads(trx, this.shapes) : null;
     const source: PlacementSource = {
       clusterView: async () => {
-        const r = await clusterAndUsage(trx, this.cluster);
+        const r = await clusterAndUsage(trx, this.cluster, true, reads?.take('cluster') ?? undefined);
         held = r.usage;
         return r.view;
       },
-      readyShapes: () => scheduler.readyShapes(trx, this.shapes),
+      readyShapes: () => (reads ? reads.readyShapes() : scheduler.readyShapes(trx, this.shapes)),
       queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
-      schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
-      preemptionView: () => teams.preemptionView(trx),
+      schedulerTeams: async (p) => {
+        const rows = p.usage ? undefined : reads?.take('teams');
+        return rows ? teams.teamsWithoutUsage(rows) : teams.schedulerTeams(trx, p.usage);
+      },
+      preemptionView: async () => {
+        const rows = reads?.take('preemptable');
+        return rows ? teams.preemptionOf(rows) : teams.preemptionView(trx);
+      },
       heldUntil: (p) => teams.heldUntil(trx, p),
       // Where a report in this transaction asked, what is placed on its machine starts at once.
       planApply: (p) => {
         const read = held;
         held = undefined;
+        reads?.drop();
         return write(p.now, async (c) => {
           const r = await scheduler.planApply(c, { ...p, ...(read ? { held: read } : {}), ...(asked ? { startOn: asked.machines() } : {}) });
           for (const a of r.applied) if (a.state === 'running') asked?.started(a.machineId, a.id);
@@ -501,6 +512,7 @@ export class KyselyStore implements Store {
       autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
       autoscaleHoldClear: (p) => {
         held = undefined;
+        reads?.drop();
         return write(p.now, (c) => autoscale.autoscaleHoldClear(c, p));
       },
     };

@@ -206,7 +206,7 @@ export class KyselyStore implements Store {
             if (gate.place && !gate.running && opts.place !== false && ctx.hints(PLACEMENT_HINTS)) {
               gate.running = true;
               try {
-                placed = await gate.place(t, at, counter !== null, counter);
+                placed = await gate.place(t, at, counter !== null, counter, ctx);
               } finally {
                 gate.running = false;
               }
@@ -430,10 +430,8 @@ export class KyselyStore implements Store {
     });
   }
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
-    const place = (trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null) =>
-      this.placeIn(trx, now, optimistic, rowsChanged, pass, onError);
-    if (this.group) this.group.beforeCommit = (trx, now, optimistic) => place(trx, now, optimistic, null);
-    else this.passBeforeCommit.place = place;
+    if (this.group) this.group.beforeCommit = (trx, now, optimistic) => this.placeIn(trx, now, optimistic, null, null, pass, onError);
+    else this.passBeforeCommit.place = (trx, now, optimistic, rowsChanged, outer) => this.placeIn(trx, now, optimistic, rowsChanged, outer, pass, onError);
     return true;
   }
 
@@ -446,16 +444,23 @@ export class KyselyStore implements Store {
    * An object, so that the stores asLeader() makes share it.
    */
   private readonly passBeforeCommit: {
-    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null) => Promise<OutboxMessage[]>) | null;
+    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null, outer: TxContext) => Promise<OutboxMessage[]>) | null;
     running: boolean;
   } = { place: null, running: false };
 
-  /** The pass before a commit (placeBeforeCommit), in that transaction, under a savepoint of its own; answers the outbox messages it wrote. */
+  /**
+   * The pass before a commit (placeBeforeCommit), in that transaction, under a savepoint of its
+   * own; answers the outbox messages it wrote. With `outer` (several writers: the transaction's
+   * own context), what the pass's writes collected (events, messages) is written with the
+   * transaction's at its flush, once the pass has succeeded: one lock and one insert each for
+   * both, not a second round of them (docs/throughput.md, "A pass's reads in one round trip").
+   */
   private async placeIn(
     trx: Trx,
     now: number,
     optimistic: boolean,
     rowsChanged: RowsChanged | null,
+    outer: TxContext | null,
     pass: (source: PlacementSource) => Promise<void>,
     onError: (err: unknown) => void,
   ): Promise<OutboxMessage[]> {
@@ -463,10 +468,16 @@ export class KyselyStore implements Store {
     const ctx = this.context(trx, now, optimistic, rowsChanged);
     const asked = startOnPlacementAsked(trx);
     const written: OutboxMessage[] = [];
+    /** The pass's write contexts whose events and messages the transaction's flush writes (`outer`). */
+    const deferred: TxContext[] = [];
     // A write of the pass's: a context of its own in this transaction, its messages kept with the pass's.
     const write = async <T>(now: number, f: (c: TxContext) => Promise<T>): Promise<T> => {
       const c = this.context(trx, now, optimistic, rowsChanged);
       const r = await f(c);
+      if (outer) {
+        deferred.push(c);
+        return r;
+      }
       await c.flush();
       written.push(...c.written);
       return r;
@@ -518,6 +529,8 @@ export class KyselyStore implements Store {
     };
     try {
       await ctx.savepoint(() => pass(source));
+      // Only now: a pass that failed is undone with its savepoint, and what it collected dropped.
+      if (outer) for (const c of deferred) outer.absorb(c);
       return written;
     } catch (err) {
       // The whole transaction is gone: its members fail with it, as they would have.

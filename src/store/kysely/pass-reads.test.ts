@@ -77,7 +77,7 @@ describe.skipIf(pgMissing)("a pass's reads in one round trip (PostgreSQL)", () =
     });
   });
 
-  it('a pass before a commit sends its five reads as one statement, and places as before', async () => {
+  it("a pass before a commit sends its five reads as one statement, its events and messages with the report's, and places as before", async () => {
     store.placeBeforeCommit(
       (source) => schedulerPass(source, clock, { leaseMs: 10_000 }).then(() => {}),
       (err) => {
@@ -108,9 +108,19 @@ describe.skipIf(pgMissing)("a pass's reads in one round trip (PostgreSQL)", () =
     });
     expect(statements.snapshot().multi).toBe(1);
     expect(alone()).toEqual([]);
+    // What the pass's writes collected went with the report's: one lock, one insert of events, one of outbox rows.
+    const count = (re: RegExp) => sent().reduce((n, [text, k]) => n + (re.test(text) ? k : 0), 0);
+    expect([count(/^select pg_advisory_xact_lock/), count(/^insert into "events"/), count(/^insert into "outbox"/)]).toEqual([1, 1, 1]);
     expect((await store.jobGet({ jobId: j.id }))!.stages.map((s) => [s.name, s.state])).toEqual([
       ['a', 'succeeded'],
       ['b', 'scheduled'],
+    ]);
+    // The pass's event was written, after the report's.
+    const events = (await store.db.selectFrom('events').select(['type', 'stage_name']).where('job_id', '=', j.id).orderBy('seq').execute()).slice(-3);
+    expect(events.map((e) => [e.type, e.stage_name])).toEqual([
+      ['stage:succeeded', 'a'],
+      ['stage:ready', 'b'],
+      ['attempt:scheduled', 'b'],
     ]);
   });
 });

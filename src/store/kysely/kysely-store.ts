@@ -429,6 +429,34 @@ export class KyselyStore implements Store {
       return r;
     });
   }
+  placementSource(): PlacementSource {
+    if (!this.capabilities.multiStatementReads) return this;
+    // The five reads in a transaction of their own, one round trip (pass-reads.ts); the rest as the store's.
+    const reads = new PassReads(this.db, this.shapes, true);
+    return {
+      clusterView: async () => (await clusterAndUsage(this.db, this.cluster, true, reads.take('cluster'))).view,
+      readyShapes: () => reads.readyShapes(),
+      queueHeads: (p) => this.queueHeads(p),
+      schedulerTeams: async (p) => {
+        const rows = p.usage ? undefined : reads.take('teams');
+        return rows ? teams.teamsWithoutUsage(rows) : this.schedulerTeams(p);
+      },
+      preemptionView: async () => {
+        const rows = reads.take('preemptable');
+        return rows ? teams.preemptionOf(rows) : this.preemptionView();
+      },
+      heldUntil: (p) => this.heldUntil(p),
+      planApply: (p) => {
+        reads.drop();
+        return this.planApply(p);
+      },
+      autoscaleHeldStages: (p) => this.autoscaleHeldStages(p),
+      autoscaleHoldClear: (p) => {
+        reads.drop();
+        return this.autoscaleHoldClear(p);
+      },
+    };
+  }
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
     if (this.group) this.group.beforeCommit = (trx, now, optimistic) => this.placeIn(trx, now, optimistic, null, null, pass, onError);
     else this.passBeforeCommit.place = (trx, now, optimistic, rowsChanged, outer) => this.placeIn(trx, now, optimistic, rowsChanged, outer, pass, onError);
@@ -494,7 +522,7 @@ export class KyselyStore implements Store {
     const reads = this.capabilities.multiStatementReads ? new PassReads(trx, this.shapes) : null;
     const source: PlacementSource = {
       clusterView: async () => {
-        const r = await clusterAndUsage(trx, this.cluster, true, reads?.take('cluster') ?? undefined);
+        const r = await clusterAndUsage(trx, this.cluster, true, reads?.take('cluster'));
         held = r.usage;
         return r.view;
       },

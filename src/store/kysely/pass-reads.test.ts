@@ -56,8 +56,11 @@ describe.skipIf(pgMissing)("a pass's reads in one round trip (PostgreSQL)", () =
       now,
     });
 
+    // Alone (the loop's pass): the same rows, in a transaction of their own, which leaves none open.
+    const alone = await passReadRows(store.db, true);
     await store.db.transaction().execute(async (trx) => {
       const r = await passReadRows(trx);
+      expect(alone).toEqual(r);
       expect(r.shapes.length).toBe(1);
       expect(r.cluster?.version).toBe(Number((await clusterVersion.first(trx))?.version));
       expect(usageOf(r.cluster!.held)).toEqual(await machineUsage(trx));
@@ -75,6 +78,21 @@ describe.skipIf(pgMissing)("a pass's reads in one round trip (PostgreSQL)", () =
       const r = await passReadRows(trx);
       expect(r).toEqual({ shapes: [], cluster: null, teams: [], preemptable: [] });
     });
+  });
+
+  it("the loop's pass sends its five reads as one text, in a transaction of their own, and places as before", async () => {
+    const m = await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 1000 }), now });
+    const j = await store.jobSubmit({ definition: job([stage('a'), stage('b')]), source: null, now });
+    statements.reset();
+    const r = await schedulerPass(store.placementSource(), clock, { leaseMs: 10_000 });
+    expect(r.placed).toBe(1);
+    expect([statements.snapshot().multi, statements.snapshot().statements - statements.snapshot().total]).toEqual([1, 6]);
+    // Only the plan's own read of what its machine holds (planApply's re-check, in its transaction), the same text up to where the counter cuts it.
+    expect(alone()).toEqual([['select "machine_id", "cpu_mill', 1]]);
+    expect((await store.machineAssignments({ machineId: m.id })).length).toBe(1);
+    expect((await store.jobGet({ jobId: j.id }))!.stages.map((s) => s.state).sort()).toEqual(['ready', 'scheduled']);
+    // A second source, a second pass: read anew, nothing placed where there is no room.
+    expect((await schedulerPass(store.placementSource(), clock, { leaseMs: 10_000 })).placed).toBe(0);
   });
 
   it("a pass before a commit sends its five reads as one statement, its events and messages with the report's, and places as before", async () => {

@@ -6,7 +6,7 @@ import { heldEverywhere, type HeldRow } from './machine-usage.js';
 import { execute } from './prepared-query.js';
 import { READY_SHAPES, shapesOf } from './scheduler-verbs.js';
 import { allTeams, preemptable } from './team-verbs.js';
-import type { Trx } from './tx-context.js';
+import type { Db, Trx } from './tx-context.js';
 
 /**
  * A pass's reads without arguments in one round trip (docs/throughput.md, "A pass's reads in one
@@ -42,26 +42,37 @@ export interface PassReadRows {
 const WHILE_READY = `exists (select 1 from stages where state = 'ready')`;
 const onlyWhileReady = (text: string) => `select * from (${text}) as q where ${WHILE_READY}`;
 
-/** The text, made once (the same on every PostgreSQL store: the schema is the connection's search path). */
-let text: string | null = null;
+/**
+ * The texts, made once (the same on every PostgreSQL store: the schema is the connection's search
+ * path). Outside a transaction (the scheduler loop's pass) the five run in one of their own,
+ * REPEATABLE READ and read only, begun and committed in the same text: one snapshot for all five,
+ * as inside the pass's transaction, so that the version row's sign holds for every part.
+ */
+const texts = { within: '', alone: '' };
+const OWN_TRANSACTION = ['start transaction isolation level repeatable read, read only', 'commit'] as const;
 
-function passReadsText(trx: Trx): string {
-  text ??= [
-    READY_SHAPES.sql.trim(),
-    onlyWhileReady(clusterVersion.inlinedText(trx)),
-    onlyWhileReady(heldEverywhere.inlinedText(trx)),
-    allTeams.inlinedText(trx),
-    onlyWhileReady(preemptable.inlinedText(trx)),
-  ].join(';\n');
-  return text;
+function passReadsText(db: Db | Trx, alone: boolean): string {
+  if (!texts.within) {
+    const reads = [
+      READY_SHAPES.sql.trim(),
+      onlyWhileReady(clusterVersion.inlinedText(db)),
+      onlyWhileReady(heldEverywhere.inlinedText(db)),
+      allTeams.inlinedText(db),
+      onlyWhileReady(preemptable.inlinedText(db)),
+    ];
+    texts.within = reads.join(';\n');
+    texts.alone = [OWN_TRANSACTION[0], ...reads, OWN_TRANSACTION[1]].join(';\n');
+  }
+  return alone ? texts.alone : texts.within;
 }
 
-/** The five reads, in one round trip, in `trx`. */
-export async function passReadRows(trx: Trx): Promise<PassReadRows> {
-  const r = await execute<unknown[]>(trx, CompiledQuery.raw(passReadsText(trx)));
-  const parts = r.rows;
-  // The driver's answer for a multi-statement text (multi-results.ts): one array of rows a statement.
-  if (parts.length !== 5 || !parts.every(Array.isArray)) throw new Error(`pass reads: ${parts.length} results, not the 5 statements' rows`);
+/** The five reads, in one round trip: in `db`'s open transaction, or (`alone`) in one of their own. */
+export async function passReadRows(db: Db | Trx, alone = false): Promise<PassReadRows> {
+  const r = await execute<unknown[]>(db, CompiledQuery.raw(passReadsText(db, alone)));
+  // The driver's answer for a multi-statement text (multi-results.ts): one array of rows a
+  // statement, the transaction's begin and commit (no rows) around them when alone.
+  const parts = alone ? r.rows.slice(1, -1) : r.rows;
+  if (r.rows.length !== (alone ? 7 : 5) || !parts.every(Array.isArray)) throw new Error(`pass reads: ${r.rows.length} results, not the statements' rows`);
   const [shapes, version, held, teams, running] = parts as [
     PassReadRows['shapes'],
     { version: number | string }[],
@@ -85,21 +96,23 @@ export class PassReads {
   private parts: Partial<Omit<PassReadRows, 'shapes'>> | null = null;
 
   constructor(
-    private readonly trx: Trx,
+    /** The pass's transaction, or the database (the loop's pass: each read in a transaction of its own). */
+    private readonly db: Db | Trx,
     private readonly known: Map<string, QueueShape>,
+    private readonly alone = false,
   ) {}
 
   async readyShapes(): Promise<QueueShape[]> {
     this.parts = null;
-    const r = await passReadRows(this.trx);
-    const shapes = await shapesOf(this.trx, r.shapes, this.known);
+    const r = await passReadRows(this.db, this.alone);
+    const shapes = await shapesOf(this.db, r.shapes, this.known);
     // Nothing was ready in the snapshot: the pass stops here, and nothing else was read.
     if (r.cluster) this.parts = { cluster: r.cluster, teams: r.teams, preemptable: r.preemptable };
     return shapes;
   }
 
   /** A part read with the shapes and not taken since, or undefined (then read it alone). */
-  take<K extends keyof Omit<PassReadRows, 'shapes'>>(part: K): PassReadRows[K] | undefined {
+  take<K extends keyof Omit<PassReadRows, 'shapes'>>(part: K): NonNullable<PassReadRows[K]> | undefined {
     const p = this.parts?.[part];
     if (this.parts) delete this.parts[part];
     return p ?? undefined;

@@ -626,6 +626,7 @@ async function main() {
       );
     }
   }
+  for (const l of twiceThePeer(results, spawnMs)) say(l);
   const warm = results.filter((r) => r.warm);
   if (warm.length) {
     say('');
@@ -659,3 +660,31 @@ async function main() {
 }
 
 await main();
+
+/**
+ * What issue 32's 2× would need on this machine, from this run's figures (docs/throughput.md,
+ * "What 2× needs"): twice Graphile Worker's chains a second is a number of stages a second, which
+ * the machine's cores can serve at most so much CPU a stage; a process per stage pays at least
+ * starting it (the `true` start above) and PostgreSQL's CPU a stage, whatever schedules it.
+ */
+function twiceThePeer(results: readonly RunResult[], spawnMs: number | null): string[] {
+  const out: string[] = [];
+  const cores = cpus().length;
+  for (const g of results.filter((r) => r.peer.startsWith('graphile') && !r.skipped && !r.error)) {
+    const mine = results.find((r) => r.peer === GANTRY && r.chains === g.chains && !r.skipped && !r.error);
+    if (!mine) continue;
+    const stagesPerS = 2 * g.chainsPerSec * 3;
+    const budget = (cores * 1000) / stagesPerS;
+    const per = mine.cpuPerStageMs ?? {};
+    const pg = per.postgres;
+    const floor = spawnMs !== null && pg !== undefined ? spawnMs + pg : undefined;
+    const machine = mine.machineCpuMs === null || mine.machineCpuMs === undefined ? undefined : mine.machineCpuMs / (3 * mine.chains);
+    out.push(
+      '',
+      `2× ${g.peer} at N = ${g.chains}: ${f(2 * g.chainsPerSec)} chains/s, ${f(stagesPerS, 0)} stages/s; ${cores} cores give at most ${f(budget, 2)} ms of machine CPU a stage. ` +
+        `Floor of a process a stage: start ${f(spawnMs ?? undefined, 2)} + PostgreSQL ${f(pg, 2)} = ${f(floor, 2)} ms, leaving ${f(floor === undefined ? undefined : budget - floor, 2)} ms ` +
+        `for server and agent (now ${f(per.server, 2)} + ${f(per.agent, 2)}); the machine spent ${f(machine, 2)} ms a stage (${f(machine === undefined ? undefined : machine / budget, 2)}× the budget).`,
+    );
+  }
+  return out;
+}

@@ -112,7 +112,8 @@ export class TxContext {
    * Takes what `other`, a context of the same transaction, collected and has not written, to
    * write it with its own at this context's flush: one lock, one insert of events and one of
    * outbox rows for both (a pass before a commit, kysely-store.ts placeIn). Its events keep their
-   * time; its messages are deduplicated with these, as one context's are.
+   * time; its messages are deduplicated with these, as one context's are, and their rows take
+   * this context's time (`created_at`: the two differ by the pass's few milliseconds).
    */
   absorb(other: TxContext): void {
     for (const e of other.events) this.events.push(e.at === undefined ? { ...e, at: other.now } : e);

@@ -32,7 +32,7 @@
  * postmaster's process tree, bench/peers/postgres-cpu.ts), as the Graphile Worker peer counts it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -373,7 +373,15 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const cpu: Record<string, number> = { server: serversCpu() - cpu0.server, agent: processCpuMs(pids.agent)! + launcherCpu() - cpu0.agent };
   if (pgCpu) cpu.postgres = pgCpu.stop();
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
-  if (failed) throw new Error(`${failed} chains did not succeed; the first of them:\n${await whyFailed(c.db)}`);
+  if (failed) {
+    let spawns: string;
+    try {
+      spawns = failedSpawns(c);
+    } catch (err) {
+      spawns = `(the stages' stderr could not be read: ${String(err)})`;
+    }
+    throw new Error(`${failed} chains did not succeed; the first of them:\n${await whyFailed(c.db)}\n${spawns}`);
+  }
   const mine = `(select id from jobs where name like 'r${round}-chain-%')`;
   // From A's outcome recorded (the server's clock) to B's process started (the agent's, the same
   // machine's): an attempt started at placement has its started_at before its process starts.
@@ -687,4 +695,42 @@ function twiceThePeer(results: readonly RunResult[], spawnMs: number | null): st
     );
   }
   return out;
+}
+
+/**
+ * Why stages failed to start, before the cluster's data directory goes: a spawn the launcher
+ * refused says only "its stderr says why" (src/agent/attempt/launcher.py), and that stderr is a
+ * file under the agent's directory. The first few stderr files that say anything, and the agent's
+ * own log lines about containment or spawning.
+ */
+function failedSpawns(c: Cluster): string {
+  const out: string[] = [];
+  const walk = (dir: string, depth: number) => {
+    if (out.length >= 5 || depth > 6) return;
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) walk(path, depth + 1);
+      else if (e.name.startsWith('stderr') && out.length < 5) {
+        const text = readFileSync(path, 'utf8').trim();
+        if (text) out.push(`  ${path.slice(c.dataDir.length + 1)}: ${text.slice(0, 300)}`);
+      }
+    }
+  };
+  walk(c.dataDir, 0);
+  const agentLog = c.agents
+    .flatMap((a) => a.out().split('\n'))
+    .filter((l) => /cgroup|contain|spawn|launcher/i.test(l))
+    .slice(-10);
+  return [
+    `stages' stderr that says something (${out.length}):`,
+    ...out,
+    `the agent's log on containment and spawns (last ${agentLog.length}):`,
+    ...agentLog.map((l) => `  ${l.slice(0, 400)}`),
+  ].join('\n');
 }

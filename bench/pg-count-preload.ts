@@ -18,6 +18,7 @@ if (dir) {
       join(dir, `server-${process.pid}.json`),
       JSON.stringify({
         total: c.total,
+        statements: c.statements,
         conflicts: c.conflicts,
         waitMs: c.waitMs,
         conflictsByText: [...c.conflictsByText],

@@ -32,7 +32,7 @@
  * postmaster's process tree, bench/peers/postgres-cpu.ts), as the Graphile Worker peer counts it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -302,7 +302,15 @@ async function gantryChains(n: number): Promise<RunResult> {
 function printStatementCounts(servers: Started[], stages: number): void {
   for (const s of servers) {
     const file = join(PG_COUNT, `server-${s.proc.pid}.json`);
-    let c: { total: number; conflicts: number; conflictsByText: [string, number][]; waitMs: number; byKind: Record<string, number>; top: [string, number][] };
+    let c: {
+      total: number;
+      statements?: number;
+      conflicts: number;
+      conflictsByText: [string, number][];
+      waitMs: number;
+      byKind: Record<string, number>;
+      top: [string, number][];
+    };
     try {
       c = JSON.parse(readFileSync(file, 'utf8'));
     } catch {
@@ -316,7 +324,7 @@ function printStatementCounts(servers: Started[], stages: number): void {
       .map(([k, v]) => `${k} ${per(v)}`)
       .join(', ');
     console.error(
-      `server ${s.proc.pid}, ${stages} stages: ${per(c.total)} statements a stage (${kinds}); ${per(txs)} transactions a stage; ` +
+      `server ${s.proc.pid}, ${stages} stages: ${per(c.total)} round trips a stage (${kinds}), ${per(c.statements ?? c.total)} statements in them; ${per(txs)} transactions a stage; ` +
         `${c.conflicts} conflicts (${((100 * c.conflicts) / Math.max(1, txs)).toFixed(2)} % of transactions); ` +
         `waiting on PostgreSQL ${per(c.waitMs)} ms a stage`,
     );
@@ -377,7 +385,15 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   );
   if (pgCpu) cpu.postgres = pgCpu.stop();
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
-  if (failed) throw new Error(`${failed} chains did not succeed; the first of them:\n${await whyFailed(c.db)}`);
+  if (failed) {
+    let spawns: string;
+    try {
+      spawns = failedSpawns(c);
+    } catch (err) {
+      spawns = `(the stages' stderr could not be read: ${String(err)})`;
+    }
+    throw new Error(`${failed} chains did not succeed; the first of them:\n${await whyFailed(c.db)}\n${spawns}`);
+  }
   const mine = `(select id from jobs where name like 'r${round}-chain-%')`;
   // From A's outcome recorded (the server's clock) to B's process started (the agent's, the same
   // machine's): an attempt started at placement has its started_at before its process starts.
@@ -658,6 +674,7 @@ async function main() {
       );
     }
   }
+  for (const l of twiceThePeer(results, spawnMs)) say(l);
   const warm = results.filter((r) => r.warm);
   if (warm.length) {
     say('');
@@ -691,3 +708,69 @@ async function main() {
 }
 
 await main();
+
+/**
+ * What issue 32's 2× would need on this machine, from this run's figures (docs/throughput.md,
+ * "What 2× needs"): twice Graphile Worker's chains a second is a number of stages a second, which
+ * the machine's cores can serve at most so much CPU a stage; a process per stage pays at least
+ * starting it (the `true` start above) and PostgreSQL's CPU a stage, whatever schedules it.
+ */
+function twiceThePeer(results: readonly RunResult[], spawnMs: number | null): string[] {
+  const out: string[] = [];
+  const cores = cpus().length;
+  for (const g of results.filter((r) => r.peer.startsWith('graphile') && !r.skipped && !r.error)) {
+    const mine = results.find((r) => r.peer === GANTRY && r.chains === g.chains && !r.skipped && !r.error);
+    if (!mine) continue;
+    const stagesPerS = 2 * g.chainsPerSec * 3;
+    const budget = (cores * 1000) / stagesPerS;
+    const per = mine.cpuPerStageMs ?? {};
+    const pg = per.postgres;
+    const floor = spawnMs !== null && pg !== undefined ? spawnMs + pg : undefined;
+    const machine = mine.machineCpuMs === null || mine.machineCpuMs === undefined ? undefined : mine.machineCpuMs / (3 * mine.chains);
+    out.push(
+      '',
+      `2× ${g.peer} at N = ${g.chains}: ${f(2 * g.chainsPerSec)} chains/s, ${f(stagesPerS, 0)} stages/s; ${cores} cores give at most ${f(budget, 2)} ms of machine CPU a stage. ` +
+        `Floor of a process a stage: start ${f(spawnMs ?? undefined, 2)} + PostgreSQL ${f(pg, 2)} = ${f(floor, 2)} ms, leaving ${f(floor === undefined ? undefined : budget - floor, 2)} ms ` +
+        `for server and agent (now ${f(per.server, 2)} + ${f(per.agent, 2)}); the machine spent ${f(machine, 2)} ms a stage (${f(machine === undefined ? undefined : machine / budget, 2)}× the budget).`,
+    );
+  }
+  return out;
+}
+
+/**
+ * Why stages failed to start, before the cluster's data directory goes: a spawn the launcher
+ * refused says only "its stderr says why" (src/agent/attempt/launcher.py), and that stderr is a
+ * file under the agent's directory. The first few stderr files that say anything, and the agent's
+ * own log lines about containment or spawning.
+ */
+function failedSpawns(c: Cluster): string {
+  const out: string[] = [];
+  const walk = (dir: string, depth: number) => {
+    if (out.length >= 5 || depth > 6) return;
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const path = join(dir, e.name);
+      if (e.isDirectory()) walk(path, depth + 1);
+      else if (e.name.startsWith('stderr') && out.length < 5) {
+        const text = readFileSync(path, 'utf8').trim();
+        if (text) out.push(`  ${path.slice(c.dataDir.length + 1)}: ${text.slice(0, 300)}`);
+      }
+    }
+  };
+  walk(c.dataDir, 0);
+  const agentLog = c.agents
+    .flatMap((a) => a.out().split('\n'))
+    .filter((l) => /cgroup|contain|spawn|launcher/i.test(l))
+    .slice(-10);
+  return [
+    `stages' stderr that says something (${out.length}):`,
+    ...out,
+    `the agent's log on containment and spawns (last ${agentLog.length}):`,
+    ...agentLog.map((l) => `  ${l.slice(0, 400)}`),
+  ].join('\n');
+}

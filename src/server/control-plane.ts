@@ -150,7 +150,8 @@ export async function createControlPlane(
     'scheduler',
     async () => {
       const end = metrics.passSeconds.startTimer({ where: 'loop' });
-      const r = await schedulerPass(leaderStore, clock, {
+      // A source of its own a pass: on PostgreSQL its reads without arguments in one round trip.
+      const r = await schedulerPass(leaderStore.placementSource(), clock, {
         leaseMs: config.leaseMs,
         preemptionCooldownMs: config.preemptionCooldownMs,
         gpuPolicy: config.gpuPolicy,

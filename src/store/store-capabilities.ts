@@ -16,4 +16,11 @@ export interface StoreCapabilities {
    * than the join (`npm run bench:store`: 10 % more CPU a stage with the set-based writes).
    */
   readonly setBasedWrites?: boolean;
+  /**
+   * The driver answers each statement of a text of several without parameters (PostgreSQL's simple
+   * protocol; postgres/multi-results.ts): a pass before a commit sends its reads without arguments
+   * in one round trip (kysely/pass-reads.ts). Absent or false (SQLite, in-process): one read each,
+   * which costs no round trip there.
+   */
+  readonly multiStatementReads?: boolean;
 }

@@ -229,6 +229,13 @@ export interface Store extends AutoscaleStore {
    * available: the caller places from its own loop.
    */
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean;
+  /**
+   * What one scheduling pass outside a transaction (the scheduler loop's) reads and writes: the
+   * store itself, or where a round trip is worth saving (PostgreSQL), a source whose reads without
+   * arguments go in one (kysely/pass-reads.ts). One source a pass: what it read before a write is
+   * not used after it.
+   */
+  placementSource(): PlacementSource;
 
   // --- machines and agents ---
   /**

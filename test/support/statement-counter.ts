@@ -2,7 +2,12 @@ import pg from 'pg';
 
 /** What one run sent PostgreSQL: statements in all, by first keyword, by text, and the conflicts refused. */
 export interface StatementCounts {
+  /** Texts sent: each a round trip (a text of several statements, a pass's reads, is one). */
   total: number;
+  /** Statements in those texts: a text of several counts each (kysely/pass-reads.ts). */
+  statements: number;
+  /** Texts of several statements. */
+  multi: number;
   /** By first keyword: START (a transaction begins), COMMIT, SELECT, UPDATE, SAVEPOINT, RELEASE… */
   byKind: Map<string, number>;
   byText: Map<string, number>;
@@ -32,6 +37,10 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
     const folded = text.replace(/\s+/g, ' ').trim();
     const kind = (folded.split(' ', 1)[0] ?? '').toUpperCase() || '(none)';
     c.total += 1;
+    // The store's texts hold no `;` but between the statements of a text of several.
+    const n = text.split(/;\s*(?=\S)/).length;
+    c.statements += n;
+    if (n > 1) c.multi += 1;
     c.byKind.set(kind, (c.byKind.get(kind) ?? 0) + 1);
     const key = folded.slice(0, 140);
     c.byText.set(key, (c.byText.get(key) ?? 0) + 1);
@@ -65,5 +74,5 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
 }
 
 function fresh(): StatementCounts {
-  return { total: 0, byKind: new Map(), byText: new Map(), conflicts: 0, conflictsByText: new Map(), waitMs: 0 };
+  return { total: 0, statements: 0, multi: 0, byKind: new Map(), byText: new Map(), conflicts: 0, conflictsByText: new Map(), waitMs: 0 };
 }

@@ -4,7 +4,7 @@ import { GPU_MILLI_WHOLE } from '../../domain/resources.js';
 import type { ClusterView, GpuView, MachineView } from '../../scheduler/snapshot.js';
 import type { GpuHeld, MachineGpu } from '../records.js';
 import type { MachinesTable } from '../schema.js';
-import { emptyUsage, machineUsage, type Usage } from './machine-usage.js';
+import { emptyUsage, machineUsage, usageOf, type HeldRow, type Usage } from './machine-usage.js';
 import { prepared } from './prepared-query.js';
 import type { Db, Trx } from './tx-context.js';
 
@@ -37,7 +37,9 @@ export const keptCluster = (): KeptCluster => ({ version: -1, machines: [] });
 const CLUSTER_COLUMNS = ['id', 'name', 'health', 'scheduling', 'region', 'labels', 'cpu_millis', 'memory_bytes', 'gpus', 'revision'] as const;
 type ClusterRow = Pick<MachinesTable, Exclude<(typeof CLUSTER_COLUMNS)[number], 'revision'>> & { revision: number | string };
 const allMachines = prepared<[]>()((db) => db.selectFrom('machines').select(CLUSTER_COLUMNS).orderBy('name'));
-const clusterVersion = prepared<[]>()((db) => db.selectFrom('machines').select(sql<number | string>`count(*) + coalesce(sum(revision), 0)`.as('version')));
+export const clusterVersion = prepared<[]>()((db) =>
+  db.selectFrom('machines').select(sql<number | string>`count(*) + coalesce(sum(revision), 0)`.as('version')),
+);
 
 /** A machine row with its text parsed once: shared by every view made from it, never changed. */
 interface KeptMachine {
@@ -60,8 +62,14 @@ export async function clusterView(db: Db | Trx, kept: KeptCluster, withUsage = t
  * The cluster's view and what attempts hold on each machine, as read for it: a pass before a
  * commit hands the latter to planApply (its `held`), which then does not read it again.
  */
-export async function clusterAndUsage(db: Db | Trx, kept: KeptCluster, withUsage = true): Promise<{ view: ClusterView; usage: ReadonlyMap<string, Usage> }> {
-  const now = Number((await clusterVersion.first(db))?.version ?? 0);
+export async function clusterAndUsage(
+  db: Db | Trx,
+  kept: KeptCluster,
+  withUsage = true,
+  /** The version and the held attempts, read already in this transaction with the pass's other reads (pass-reads.ts). */
+  read?: { version: number; held: readonly HeldRow[] },
+): Promise<{ view: ClusterView; usage: ReadonlyMap<string, Usage> }> {
+  const now = read ? read.version : Number((await clusterVersion.first(db))?.version ?? 0);
   if (now !== kept.version) {
     const rows = await allMachines.rows(db);
     // The version of what was read, not the one asked just before: a commit between the two
@@ -69,7 +77,7 @@ export async function clusterAndUsage(db: Db | Trx, kept: KeptCluster, withUsage
     kept.version = versionOf(rows);
     kept.machines = rows.filter((m) => m.scheduling !== MachineScheduling.removed).map(keep);
   }
-  const usage = withUsage ? await machineUsage(db) : null;
+  const usage = !withUsage ? null : read ? usageOf(read.held) : await machineUsage(db);
   const machines = new Array<MachineView>(kept.machines.length);
   for (let i = 0; i < machines.length; i++) {
     const k = kept.machines[i]!;

@@ -33,6 +33,7 @@ import { GroupCommit } from './group-commit.js';
 import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
+import { PassReads } from './pass-reads.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
@@ -205,7 +206,7 @@ export class KyselyStore implements Store {
             if (gate.place && !gate.running && opts.place !== false && ctx.hints(PLACEMENT_HINTS)) {
               gate.running = true;
               try {
-                placed = await gate.place(t, at, counter !== null, counter);
+                placed = await gate.place(t, at, counter !== null, counter, ctx);
               } finally {
                 gate.running = false;
               }
@@ -428,11 +429,37 @@ export class KyselyStore implements Store {
       return r;
     });
   }
+  placementSource(): PlacementSource {
+    if (!this.capabilities.multiStatementReads) return this;
+    // The five reads in a transaction of their own, one round trip (pass-reads.ts); the rest as the store's.
+    const reads = new PassReads(this.db, this.shapes, true);
+    return {
+      clusterView: async () => (await clusterAndUsage(this.db, this.cluster, true, reads.take('cluster'))).view,
+      readyShapes: () => reads.readyShapes(),
+      queueHeads: (p) => this.queueHeads(p),
+      schedulerTeams: async (p) => {
+        const rows = p.usage ? undefined : reads.take('teams');
+        return rows ? teams.teamsWithoutUsage(rows) : this.schedulerTeams(p);
+      },
+      preemptionView: async () => {
+        const rows = reads.take('preemptable');
+        return rows ? teams.preemptionOf(rows) : this.preemptionView();
+      },
+      heldUntil: (p) => this.heldUntil(p),
+      planApply: (p) => {
+        reads.drop();
+        return this.planApply(p);
+      },
+      autoscaleHeldStages: (p) => this.autoscaleHeldStages(p),
+      autoscaleHoldClear: (p) => {
+        reads.drop();
+        return this.autoscaleHoldClear(p);
+      },
+    };
+  }
   placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
-    const place = (trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null) =>
-      this.placeIn(trx, now, optimistic, rowsChanged, pass, onError);
-    if (this.group) this.group.beforeCommit = (trx, now, optimistic) => place(trx, now, optimistic, null);
-    else this.passBeforeCommit.place = place;
+    if (this.group) this.group.beforeCommit = (trx, now, optimistic) => this.placeIn(trx, now, optimistic, null, null, pass, onError);
+    else this.passBeforeCommit.place = (trx, now, optimistic, rowsChanged, outer) => this.placeIn(trx, now, optimistic, rowsChanged, outer, pass, onError);
     return true;
   }
 
@@ -445,16 +472,23 @@ export class KyselyStore implements Store {
    * An object, so that the stores asLeader() makes share it.
    */
   private readonly passBeforeCommit: {
-    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null) => Promise<OutboxMessage[]>) | null;
+    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null, outer: TxContext) => Promise<OutboxMessage[]>) | null;
     running: boolean;
   } = { place: null, running: false };
 
-  /** The pass before a commit (placeBeforeCommit), in that transaction, under a savepoint of its own; answers the outbox messages it wrote. */
+  /**
+   * The pass before a commit (placeBeforeCommit), in that transaction, under a savepoint of its
+   * own; answers the outbox messages it wrote. With `outer` (several writers: the transaction's
+   * own context), what the pass's writes collected (events, messages) is written with the
+   * transaction's at its flush, once the pass has succeeded: one lock and one insert each for
+   * both, not a second round of them (docs/throughput.md, "A pass's reads in one round trip").
+   */
   private async placeIn(
     trx: Trx,
     now: number,
     optimistic: boolean,
     rowsChanged: RowsChanged | null,
+    outer: TxContext | null,
     pass: (source: PlacementSource) => Promise<void>,
     onError: (err: unknown) => void,
   ): Promise<OutboxMessage[]> {
@@ -462,10 +496,16 @@ export class KyselyStore implements Store {
     const ctx = this.context(trx, now, optimistic, rowsChanged);
     const asked = startOnPlacementAsked(trx);
     const written: OutboxMessage[] = [];
+    /** The pass's write contexts whose events and messages the transaction's flush writes (`outer`). */
+    const deferred: TxContext[] = [];
     // A write of the pass's: a context of its own in this transaction, its messages kept with the pass's.
     const write = async <T>(now: number, f: (c: TxContext) => Promise<T>): Promise<T> => {
       const c = this.context(trx, now, optimistic, rowsChanged);
       const r = await f(c);
+      if (outer) {
+        deferred.push(c);
+        return r;
+      }
       await c.flush();
       written.push(...c.written);
       return r;
@@ -477,21 +517,31 @@ export class KyselyStore implements Store {
      * full pass) is read anew.
      */
     let held: ReadonlyMap<string, Usage> | undefined;
+    // Where the driver answers several statements at once (PostgreSQL), the pass's reads without
+    // arguments go in one round trip, each part taken once until the pass writes (pass-reads.ts).
+    const reads = this.capabilities.multiStatementReads ? new PassReads(trx, this.shapes) : null;
     const source: PlacementSource = {
       clusterView: async () => {
-        const r = await clusterAndUsage(trx, this.cluster);
+        const r = await clusterAndUsage(trx, this.cluster, true, reads?.take('cluster'));
         held = r.usage;
         return r.view;
       },
-      readyShapes: () => scheduler.readyShapes(trx, this.shapes),
+      readyShapes: () => (reads ? reads.readyShapes() : scheduler.readyShapes(trx, this.shapes)),
       queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
-      schedulerTeams: (p) => teams.schedulerTeams(trx, p.usage),
-      preemptionView: () => teams.preemptionView(trx),
+      schedulerTeams: async (p) => {
+        const rows = p.usage ? undefined : reads?.take('teams');
+        return rows ? teams.teamsWithoutUsage(rows) : teams.schedulerTeams(trx, p.usage);
+      },
+      preemptionView: async () => {
+        const rows = reads?.take('preemptable');
+        return rows ? teams.preemptionOf(rows) : teams.preemptionView(trx);
+      },
       heldUntil: (p) => teams.heldUntil(trx, p),
       // Where a report in this transaction asked, what is placed on its machine starts at once.
       planApply: (p) => {
         const read = held;
         held = undefined;
+        reads?.drop();
         return write(p.now, async (c) => {
           const r = await scheduler.planApply(c, { ...p, ...(read ? { held: read } : {}), ...(asked ? { startOn: asked.machines() } : {}) });
           for (const a of r.applied) if (a.state === 'running') asked?.started(a.machineId, a.id);
@@ -501,11 +551,14 @@ export class KyselyStore implements Store {
       autoscaleHeldStages: (p) => autoscaleRead.autoscaleHeldStages(trx, p),
       autoscaleHoldClear: (p) => {
         held = undefined;
+        reads?.drop();
         return write(p.now, (c) => autoscale.autoscaleHoldClear(c, p));
       },
     };
     try {
       await ctx.savepoint(() => pass(source));
+      // Only now: a pass that failed is undone with its savepoint, and what it collected dropped.
+      if (outer) for (const c of deferred) outer.absorb(c);
       return written;
     } catch (err) {
       // The whole transaction is gone: its members fail with it, as they would have.

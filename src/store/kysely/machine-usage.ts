@@ -13,7 +13,14 @@ export type Usage = MachineRecord['allocated'];
  * shares (issue 29) is held for the sum of their thousandths and of their GPU memory.
  */
 export async function machineUsage(db: Db | Trx, machineIds?: string[]): Promise<Map<string, Usage>> {
-  const rows = machineIds ? await heldOnMachines.rows(db, machineIds) : await heldEverywhere.rows(db);
+  return usageOf(machineIds ? await heldOnMachines.rows(db, machineIds) : await heldEverywhere.rows(db));
+}
+
+/** A held attempt's row as the usage reads it. */
+export type HeldRow = Awaited<ReturnType<typeof heldEverywhere.rows>>[number];
+
+/** What the attempts of these rows hold, by machine (machineUsage's sum; pass-reads.ts hands rows read with others). */
+export function usageOf(rows: readonly HeldRow[]): Map<string, Usage> {
   const out = new Map<string, Usage>();
   const perGpu = new Map<string, Map<number, GpuHeld>>();
   for (const r of rows) {
@@ -44,7 +51,7 @@ const held = (db: Db) =>
     .selectFrom('attempts')
     .select(['machine_id', 'cpu_millis', 'memory_bytes', 'gpu_indices', 'gpu_milli', 'gpu_memory_bytes'])
     .where('released_at', 'is', null);
-const heldEverywhere = prepared<[]>()((db) => held(db));
+export const heldEverywhere = prepared<[]>()((db) => held(db));
 const heldOnMachines = preparedList((db, ids) => held(db).where('machine_id', 'in', ids));
 
 export const emptyUsage = (): Usage => ({ cpuMillis: 0, memoryBytes: 0, gpuIndices: [], attempts: 0, gpuHeld: [] });

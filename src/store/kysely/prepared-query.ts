@@ -42,6 +42,19 @@ export class PreparedQuery<A extends readonly unknown[], O> {
     return (await this.run(db, ...args)).rows[0];
   }
 
+  /**
+   * Its PostgreSQL text with its constants written in, for a query without arguments sent in one
+   * round trip with others (pass-reads.ts): PostgreSQL's simple protocol, the one that answers
+   * several statements at once, takes no parameters. Only numbers and strings, which the
+   * builder's constants are; a query with arguments is refused.
+   */
+  inlinedText(db: Db | Trx): string {
+    const c = this.build(db, standIns() as unknown as A).compile();
+    const t = compileTemplate(c);
+    if (t.slots.length) throw new Error(`prepared query: ${t.slots.length / 2} arguments, not written into its text: ${t.sql}`);
+    return t.sql.replace(/\$(\d+)\b/g, (_, n: string) => sqlLiteral(t.constants[Number(n) - 1]));
+  }
+
   /** Rows an update, insert or delete changed. */
   async affected(db: Db | Trx, ...args: A): Promise<number> {
     return Number((await this.run(db, ...args)).numAffectedRows ?? 0);
@@ -146,6 +159,13 @@ export function preparedList<O>(build: (db: Db, values: string[]) => Compilable<
 /** `prepared<[id: string]>()((db, [id]) => …)`: the arguments' types given, the result's inferred. */
 export function prepared<A extends readonly unknown[]>() {
   return <O>(build: (db: Db, args: A) => Compilable<O>) => new PreparedQuery<A, O>(build);
+}
+
+/** A constant as PostgreSQL literal text: a finite number as written, a string quoted with its quotes doubled. */
+function sqlLiteral(v: unknown): string {
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (typeof v === 'string') return `'${v.replaceAll("'", "''")}'`;
+  throw new Error(`prepared query: a constant of type ${typeof v} cannot be written into the text`);
 }
 
 interface Template {

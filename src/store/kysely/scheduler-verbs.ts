@@ -98,7 +98,7 @@ const stagesToPlace = preparedList((db, ids) =>
 );
 
 /** Compiled once: every pass runs it (a template built anew each time is JavaScript the pass need not run). */
-const READY_SHAPES = CompiledQuery.raw(`
+export const READY_SHAPES = CompiledQuery.raw(`
     with recursive s(shape) as (
       select min(shape) from stages where state = 'ready'
       union all
@@ -113,9 +113,13 @@ const READY_SHAPES = CompiledQuery.raw(`
  * changes, so it is remembered once read.
  */
 export async function readyShapes(db: Db, known: Map<string, QueueShape>): Promise<QueueShape[]> {
-  const rows = await execute(db, READY_SHAPES);
+  return shapesOf(db, (await execute(db, READY_SHAPES)).rows, known);
+}
+
+/** The ready shapes of these rows of READY_SHAPES, each with its request (read once per shape). */
+export async function shapesOf(db: Db, rows: readonly { shape: string }[], known: Map<string, QueueShape>): Promise<QueueShape[]> {
   const out: QueueShape[] = [];
-  for (const { shape } of rows.rows) {
+  for (const { shape } of rows) {
     const q = await shapeRequest(db, shape, known);
     if (q) out.push(q);
   }

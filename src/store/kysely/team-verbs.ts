@@ -13,7 +13,7 @@ function toTeam(r: TeamsTable): Team {
 }
 
 // The scheduler's reads (every pass reads the teams and the preemption view): prepared, not built each time.
-const allTeams = prepared<[]>()((db) => db.selectFrom('teams').selectAll().orderBy('name'));
+export const allTeams = prepared<[]>()((db) => db.selectFrom('teams').selectAll().orderBy('name'));
 
 export async function teamList(db: Db | Trx): Promise<Team[]> {
   return (await allTeams.rows(db)).map(toTeam);
@@ -80,14 +80,19 @@ export async function teamUsage(db: Db | Trx): Promise<Map<string, TeamUsage>> {
 
 /** Every team with its weight, quota and usage: the scheduler's view (teams with usage but no row get weight 1). */
 export async function schedulerTeams(db: Db | Trx, withUsage: boolean): Promise<TeamView[]> {
-  const teams = await teamList(db);
-  const usage = withUsage ? await teamUsage(db) : new Map<string, TeamUsage>();
+  return teamViews(await teamList(db), withUsage ? await teamUsage(db) : new Map<string, TeamUsage>());
+}
+
+/** The teams' rows as the scheduler sees them without usage (pass-reads.ts hands rows read with others). */
+export const teamsWithoutUsage = (rows: readonly TeamsTable[]): TeamView[] => teamViews(rows.map(toTeam), new Map());
+
+function teamViews(teams: readonly Team[], usage: ReadonlyMap<string, TeamUsage>): TeamView[] {
   const out: TeamView[] = teams.map((t) => ({ name: t.name, weight: t.weight, quota: t.quota, usage: usage.get(t.name) ?? emptyTeamUsage() }));
   for (const [name, u] of usage) if (!teams.some((t) => t.name === name)) out.push({ name, weight: 1, quota: {}, usage: u });
   return out;
 }
 
-const preemptable = prepared<[]>()((db) =>
+export const preemptable = prepared<[]>()((db) =>
   db
     .selectFrom('attempts')
     .innerJoin('stages', 'stages.id', 'attempts.stage_id')
@@ -128,7 +133,13 @@ const preemptable = prepared<[]>()((db) =>
  * preemptible gang stage is listed, so the planner takes and costs the gang whole.
  */
 export async function preemptionView(db: Db | Trx): Promise<RunningAttempt[]> {
-  const rows = await preemptable.rows(db);
+  return preemptionOf(await preemptable.rows(db));
+}
+
+type PreemptableRow = Awaited<ReturnType<typeof preemptable.rows>>[number];
+
+/** The preemption view of these rows (pass-reads.ts hands rows read with others). */
+export function preemptionOf(rows: readonly PreemptableRow[]): RunningAttempt[] {
   return rows.map((r) => ({
     attemptId: r.id,
     token: Number(r.token),

@@ -55,7 +55,8 @@ export class SavepointsNeeded extends TransactionAborted {
  * (one item of an agent's batched report) so that its writes, events and messages all go.
  */
 export class TxContext {
-  private events: EventInput[] = [];
+  /** `at`: the time of a context this one took the events of (absorb); else this one's. */
+  private events: (EventInput & { readonly at?: number })[] = [];
   private audits: (AuditEntry & { result: string; foldKey: string | null })[] = [];
   private messages: { message: TopicMessage; key: string }[] = [];
   /** The keys of `messages`, so that a batch submit's thousands of messages dedupe in linear time. */
@@ -105,6 +106,27 @@ export class TxContext {
     if (this.messageKeys.has(key)) return;
     this.messageKeys.add(key);
     this.messages.push({ message: { topic, payload } as TopicMessage, key });
+  }
+
+  /**
+   * Takes what `other`, a context of the same transaction, collected and has not written, to
+   * write it with its own at this context's flush: one lock, one insert of events and one of
+   * outbox rows for both (a pass before a commit, kysely-store.ts placeIn). Its events keep their
+   * time; its messages are deduplicated with these, as one context's are, and their rows take
+   * this context's time (`created_at`: the two differ by the pass's few milliseconds).
+   */
+  absorb(other: TxContext): void {
+    for (const e of other.events) this.events.push(e.at === undefined ? { ...e, at: other.now } : e);
+    for (const a of other.audits) this.audits.push(a);
+    for (const m of other.messages) {
+      if (this.messageKeys.has(m.key)) continue;
+      this.messageKeys.add(m.key);
+      this.messages.push(m);
+    }
+    other.events = [];
+    other.audits = [];
+    other.messages = [];
+    other.messageKeys.clear();
   }
 
   /** Whether this transaction has published any of these topics so far. */
@@ -217,7 +239,16 @@ export class TxContext {
       const part = this.events.slice(i, i + ROWS_PER_INSERT);
       const values: unknown[] = [];
       for (const e of part) {
-        values.push(this.now, e.type, e.jobId ?? null, e.stageName ?? null, e.attemptId ?? null, e.machineId ?? null, e.message, JSON.stringify(e.data ?? {}));
+        values.push(
+          e.at ?? this.now,
+          e.type,
+          e.jobId ?? null,
+          e.stageName ?? null,
+          e.attemptId ?? null,
+          e.machineId ?? null,
+          e.message,
+          JSON.stringify(e.data ?? {}),
+        );
       }
       await insertEvents(part.length).run(this.db, ...values);
     }

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { KyselyStore } from '../kysely/kysely-store.js';
+import { answerEveryResult } from './multi-results.js';
 import { nameStatements } from './named-statements.js';
 import type { Database } from '../schema.js';
 
@@ -68,11 +69,16 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     // An idle connection the server dropped (a restart, a failover) must not crash the process:
     // the pool discards it and the next query opens a new one.
     pool.on('error', () => {});
+    pool.on('connect', answerEveryResult);
     if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   };
   const db = poolOf(opts.poolSize ?? 10);
-  const store = new KyselyStore(db, { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true }, schema ?? 'public');
+  const store = new KyselyStore(
+    db,
+    { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true, multiStatementReads: true },
+    schema ?? 'public',
+  );
   // The leader's lane (KyselyStore.useControlPool): three connections of its own.
   store.useControlPool(poolOf(CONTROL_POOL_SIZE));
   try {

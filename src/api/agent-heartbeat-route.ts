@@ -47,7 +47,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
       // life, recorded with the longest the agent may wait before the next, so the reaper allows
       // for that wait as for a longer period (docs/failure-detection.md, "Shedding heartbeats past
       // the budget"). Counted for every heartbeat, shed or not: each is a request served.
-      const past = budget.arrive(reportedAt);
+      const past = budget.arrive(reportedAt, periodMs);
       if (past && ctx.liveness && body.acceptsShedding === true && body.running.length === 0) {
         const shed = shedAnswer(periodMs);
         ctx.liveness.record(id, reportedAt, shed.recordedPeriodMs);

@@ -138,6 +138,8 @@ interface RunResult {
   busyErrors: number;
   /** Agent requests answered 5xx or 429 (retried). */
   retried: number;
+  /** Of those, heartbeats shed by a server past its budget (docs/failure-detection.md). */
+  shed: number;
   errors: string[];
 }
 
@@ -252,6 +254,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
       lost,
       busyErrors,
       retried: fleet.retried,
+      shed: fleet.shed,
       errors: fleet.errors.slice(0, 5),
     };
   } catch (err) {
@@ -300,7 +303,7 @@ function row(r: RunResult): string {
     r.lost.heartbeat ? `${r.lost.heartbeat.periodMs} ms, ${f1(bound(r.lost.heartbeat).best / 1000)}–${f1(bound(r.lost.heartbeat).worst / 1000)} s` : '',
     lost(r.lost.lostMs),
     lost(r.lost.elsewhereMs),
-    `${r.busyErrors} / ${r.retried} |`,
+    `${r.busyErrors} / ${r.retried} (${r.shed} shed) |`,
   ].join(' | ');
 }
 
@@ -312,7 +315,7 @@ function write(results: RunResult[]): void {
     `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, grown with the fleet to at most ${MAX_HB_RATE ? Number(MAX_HB_RATE).toLocaleString('en') : '2,500'} heartbeats a second, lost after 10 s at that period)${OLD_AGENTS ? '; **old agents**: every agent ignores the period the server gives, and heartbeats every ' + HEARTBEAT_MS + ' ms' : ''}.`,
     '- **Noise:** two cores shared with other work (four other helpers built and tested beside it), and the fleet itself runs on the same cores: its CPU is its own column. PostgreSQL and NATS CPU is every process of those names on the host, other users included.',
     '',
-    '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | lost machine: its period, its bound | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429) |',
+    '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | postgres cores idle / load | lost machine: its period, its bound | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429; heartbeats shed) |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...results.map(row),
     '',

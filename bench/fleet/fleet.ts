@@ -64,6 +64,8 @@ export class Fleet implements AgentObserver {
   readonly succeededJobs = new Set<string>();
   /** Requests answered 5xx or 429, which agents retry (the real one too), and the others. */
   retried = 0;
+  /** Heartbeats shed by a server past its budget (429 heartbeat_shed; among `retried`). */
+  shed = 0;
   private readonly client = new JsonClient();
   private readonly loopDelay = monitorEventLoopDelay({ resolution: 10 });
   private w = this.freshWindow();
@@ -170,6 +172,7 @@ export class Fleet implements AgentObserver {
     this.w.failures++;
     if (err instanceof HttpError && (err.status >= 500 || err.status === 429)) {
       this.retried++;
+      if (err.code === 'heartbeat_shed') this.shed++;
       return;
     }
     if (this.errors.length < 20) this.errors.push(`${agent.name} ${what}: ${err instanceof Error ? err.message : String(err)}`);

@@ -1,10 +1,14 @@
 import { Agent, request } from 'node:http';
+import { retryAfterMs } from '../../src/lib/retry-after.js';
 
 /** A refused or failed request: the status (0 when no answer came) and what the server said. */
 export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The error's `error` code and Retry-After (ms), when the server sent them. */
+    readonly code: string | null = null,
+    readonly retryAfterMs: number | null = null,
   ) {
     super(message);
   }
@@ -47,7 +51,22 @@ export class JsonClient {
               } catch (err) {
                 reject(new HttpError(status, `POST ${url.pathname}: unreadable answer (${String(err)})`));
               }
-            } else reject(new HttpError(status, `POST ${url.pathname}: ${status} ${text.slice(0, 300)}`));
+            } else {
+              let code: string | null = null;
+              try {
+                code = (JSON.parse(text) as { error?: string }).error ?? null;
+              } catch {
+                // Not JSON: no code.
+              }
+              reject(
+                new HttpError(
+                  status,
+                  `POST ${url.pathname}: ${status} ${text.slice(0, 300)}`,
+                  code,
+                  retryAfterMs(res.headers['retry-after'], Date.now(), 30_000),
+                ),
+              );
+            }
           });
         },
       );

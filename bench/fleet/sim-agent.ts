@@ -9,6 +9,7 @@ import type {
   ReportResponse,
   StartedItem,
 } from '../../src/api/contract/agent-protocol.js';
+import { retryAfterWaitMs } from '../../src/lib/retry-after.js';
 import { HttpError, type JsonClient } from './json-client.js';
 
 export type Assignment = Static<typeof AssignmentWire>;
@@ -180,7 +181,9 @@ export class SimAgent {
       // settings'; an agent that predates it (--old-agents) keeps to the settings'.
       const periodMs = this.periodMs;
       try {
-        const res = await this.o.client.post<Static<typeof HeartbeatResponse>>(path, { running, waitMs: periodMs }, this.credential, this.abort.signal);
+        // As the real agent: it honours Retry-After, and says so to a server that sheds (not --old-agents).
+        const body = { running, waitMs: periodMs, ...(!this.o.old && this.settings?.shedding ? { acceptsShedding: true } : {}) };
+        const res = await this.o.client.post<Static<typeof HeartbeatResponse>>(path, body, this.credential, this.abort.signal);
         const rtt = performance.now() - t0;
         failures = 0;
         this.heartbeats++;
@@ -196,8 +199,14 @@ export class SimAgent {
       } catch (err) {
         if (this.stopped) break;
         this.o.observer.failed(this, 'heartbeat', err);
+        // As the real agent: a shed heartbeat's Retry-After is waited out (jittered) and is no failure.
+        if (!this.o.old && err instanceof HttpError && err.code === 'heartbeat_shed' && err.retryAfterMs !== null) {
+          await this.pause(retryAfterWaitMs(err.retryAfterMs, Math.random()));
+          continue;
+        }
         failures++;
-        await this.pause(Math.min(periodMs, 100 * 2 ** failures));
+        const after = !this.o.old && err instanceof HttpError && err.retryAfterMs !== null ? retryAfterWaitMs(err.retryAfterMs, Math.random()) : 0;
+        await this.pause(Math.max(after, Math.min(periodMs, 100 * 2 ** failures)));
       }
     }
   }

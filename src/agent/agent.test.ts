@@ -390,6 +390,30 @@ describe('Agent', () => {
     expect(lines.some((l) => l.includes('report failed (1 in a row)'))).toBe(true);
   });
 
+  it("waits out a shed heartbeat's Retry-After, jittered, then heartbeats on: a shed is not a failure", async () => {
+    srv.shedHeartbeats = 2;
+    srv.shedRetryAfter = 1;
+    await startAgent({ shedding: true });
+    await until(() => srv.of('heartbeat').length >= 4, 6000);
+    const hb = srv.of('heartbeat');
+    // It said so, to a server whose settings say it sheds.
+    expect(hb[0]!.body).toMatchObject({ acceptsShedding: true, running: [] });
+    // Each shed one waited for 1 s at least (its own backoff would be 200 ms), 1.25 s at most (the
+    // jitter the server allows for), and the heartbeat answered after them was held as usual.
+    for (const i of [1, 2]) {
+      const gap = hb[i]!.at! - hb[i - 1]!.at!;
+      expect(gap).toBeGreaterThanOrEqual(1000);
+      expect(gap).toBeLessThan(1250 + 150);
+    }
+    expect(lines.some((l) => l.includes('heartbeat failed'))).toBe(false);
+  });
+
+  it('says it honours Retry-After only to a server that sheds (an older one refuses fields it does not know)', async () => {
+    await startAgent();
+    await until(() => srv.of('heartbeat').length >= 1);
+    expect(srv.of('heartbeat')[0]!.body).not.toHaveProperty('acceptsShedding');
+  });
+
   it('sends the typed end of an outcome to a server of protocol 2', async () => {
     await startAgent({ protocol: 2 });
     const exited = assignment({ command: ['sh', '-c', 'exit 4'] });

@@ -9,7 +9,7 @@
 import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire, ReportRequest } from '../api/contract/agent-protocol.js';
 import { silenceGrowthMs } from '../domain/heartbeat-period.js';
-import { AgentClient, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
+import { AgentClient, AgentHttpError, DEFAULT_RETRY, isRetryable, UnknownMachine, type RetryPolicy } from './link/agent-client.js';
 import { AgentState } from './disk/agent-state.js';
 import { makeAgentFilesPrivate } from './disk/agent-private-files.js';
 import { makeDirectories } from './disk/mode-tightener.js';
@@ -40,6 +40,7 @@ import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
 import { privateMode } from '../lib/private-mode.js';
 import { backoffDelay } from '../lib/backoff-delay.js';
+import { retryAfterWaitMs } from '../lib/retry-after.js';
 import { sleep } from '../lib/sleep.js';
 
 export interface AgentClock {
@@ -482,7 +483,8 @@ export class Agent {
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
         const running = await Promise.all([...this.runners.values()].filter((r) => r.listed).map((r) => r.heartbeatItem()));
         const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, periodMs));
-        const res = await this.client.heartbeat(this.id!, { running, waitMs }, this.loopAbort.signal);
+        // Told it may be shed (a server of this protocol): say this agent waits out a Retry-After.
+        const res = await this.client.heartbeat(this.id!, { running, waitMs, ...(s.shedding ? { acceptsShedding: true } : {}) }, this.loopAbort.signal);
         // The next heartbeat must come within the period this answer gives: the server judges the
         // machine's silence, and lasts its leases, by it.
         if (res.heartbeatMs !== undefined) this.given = { settings: s, periodMs: res.heartbeatMs };
@@ -502,9 +504,20 @@ export class Agent {
           if (!(await this.reregister())) await this.pause(1000);
           continue;
         }
+        const after = err instanceof AgentHttpError && err.retryable && err.retryAfterMs !== null ? retryAfterWaitMs(err.retryAfterMs, Math.random()) : null;
+        if (after !== null && err instanceof AgentHttpError && err.code === 'heartbeat_shed') {
+          // Shed by a server past its heartbeat budget (docs/failure-detection.md): it recorded the
+          // arrival as a sign of life and allows for this wait, so it is not a failure, and the
+          // silence that the disconnect grace counts starts over as after an answer.
+          this.lastHeartbeatSentOk = sentAt;
+          this.debug(`heartbeat shed by the server: the next in ${Math.round(after)} ms`);
+          await this.pause(after);
+          continue;
+        }
         failures++;
         if (failures === 1 || failures % 10 === 0) this.log(`heartbeat failed (${failures} in a row): ${errorText(err)}`);
-        await this.pause(backoffDelay({ baseMs: 100, maxMs: Math.min(s.heartbeatMs, 6400) }, failures + 1));
+        // A Retry-After (a 503 busy, a 429) is waited out, or the backoff where that is longer.
+        await this.pause(Math.max(after ?? 0, backoffDelay({ baseMs: 100, maxMs: Math.min(s.heartbeatMs, 6400) }, failures + 1)));
       }
     }
   }

@@ -3,12 +3,14 @@ import type { ApiApp } from './api-app.js';
 import type { ApiContext } from './api-context.js';
 import { HeartbeatRequest, HeartbeatResponse } from './contract/agent-protocol.js';
 import { ErrorBody } from './contract/job-view.js';
+import { HeartbeatShedError } from '../domain/errors.js';
+import { HeartbeatBudget, shedAnswer } from './heartbeat-shedding.js';
 import { MachineWakes } from './long-poll.js';
 import type { ReportMemory } from './report-memory.js';
 
 const MachineParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const tags = ['agent'];
-const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
+const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 429: ErrorBody };
 
 /**
  * `POST /v1/agent/machines/{id}/heartbeat`, the long-poll an agent holds open: written once as it
@@ -18,6 +20,7 @@ const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: ReportMemory): void {
   const { store, clock, config } = ctx;
   const wakes = new MachineWakes(ctx.bus, ctx.shutdown);
+  const budget = new HeartbeatBudget(config.maxHeartbeatsPerSecond);
   app.post(
     '/v1/agent/machines/:id/heartbeat',
     {
@@ -33,15 +36,26 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
     async (req, reply) => {
       const { id } = req.params;
       const body = req.body;
-      const known = body.running.map((r) => r.attemptId);
-      const waiter = wakes.waiter(id, req.raw.socket);
       const reportedAt = clock.now();
-      const arrived = reported.mark();
       // The period this answer gives, grown with the fleet (heartbeat-fleet-period.ts): the agent's
       // next heartbeat comes within it, so its row records it and its leases last for it. An agent
       // that does not read it heartbeats at the configured period, sooner: judged by the longer
       // period, it is only detected later.
       const periodMs = ctx.period?.current ?? config.heartbeatMs;
+      // Past the budget (heartbeat-shedding.ts), an idle heartbeat of an agent that honours
+      // Retry-After is answered at once, with no transaction and no hold. Its arrival is a sign of
+      // life, recorded with the longest the agent may wait before the next, so the reaper allows
+      // for that wait as for a longer period (docs/failure-detection.md, "Shedding heartbeats past
+      // the budget"). Counted for every heartbeat, shed or not: each is a request served.
+      const past = budget.arrive(reportedAt, periodMs);
+      if (past && ctx.liveness && body.acceptsShedding === true && body.running.length === 0) {
+        const shed = shedAnswer(periodMs);
+        ctx.liveness.record(id, reportedAt, shed.recordedPeriodMs);
+        throw new HeartbeatShedError(shed.retryAfterSeconds);
+      }
+      const known = body.running.map((r) => r.attemptId);
+      const waiter = wakes.waiter(id, req.raw.socket);
+      const arrived = reported.mark();
       try {
         // Held no longer than that period, whatever the agent asks: the hold writes nothing, so a
         // longer one would let the machine look silent while it waits.

@@ -54,6 +54,8 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     reportAssignments: true,
     startedAssignments: true,
     protocol: AGENT_PROTOCOL_VERSION,
+    // Only where a shed arrival is recorded (the control plane's liveness loop) and there is a budget.
+    ...(ctx.liveness && config.maxHeartbeatsPerSecond > 0 ? { shedding: true } : {}),
   };
   // What reports carried, left out of heartbeats' answers (report-memory.ts); remembered longer
   // than a heartbeat is ever held (at most its period, which grows with the fleet up to 30 s).

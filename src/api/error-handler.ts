@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import {
   ConflictError,
   ForbiddenError,
+  HeartbeatShedError,
   NotFoundError,
   OutputLimitExceeded,
   RateLimitedError,
@@ -36,6 +37,10 @@ export function installErrorHandler(app: FastifyInstance): void {
     if (err instanceof RateLimitedError) {
       void reply.header('retry-after', String(err.retryAfterSeconds));
       return send(429, { error: 'rate_limited', message: err.message });
+    }
+    if (err instanceof HeartbeatShedError) {
+      void reply.header('retry-after', String(err.retryAfterSeconds));
+      return send(429, { error: 'heartbeat_shed', message: err.message });
     }
     if (err instanceof TooManyStreamsError) return send(429, { error: 'too_many_streams', message: err.message });
     if (err instanceof StaleAttemptError) {

@@ -77,6 +77,17 @@ export class RateLimitedError extends Error {
   }
 }
 
+/**
+ * An idle heartbeat shed by a server past its heartbeat budget (api/heartbeat-shedding.ts): its
+ * arrival was recorded as a sign of life; the agent comes back after `retryAfterSeconds`.
+ */
+export class HeartbeatShedError extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super(`the server is past its heartbeat budget: heartbeat again after ${retryAfterSeconds} s (your arrival was recorded)`);
+    this.name = 'HeartbeatShedError';
+  }
+}
+
 /** A token holding as many streams open as it may (api/stream-slots.ts): the next is refused until one closes. */
 export class TooManyStreamsError extends Error {
   constructor(message: string) {

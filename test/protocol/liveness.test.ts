@@ -21,6 +21,7 @@ import { createControlPlane, type ControlPlane } from '../../src/server/control-
 import { defaultServerConfig } from '../../src/server/server-config.js';
 import type { MachineView } from '../../src/api/contract/job-view.js';
 import { StoreBusyError } from '../../src/domain/errors.js';
+import type { HeartbeatResponse } from '../../src/api/contract/agent-protocol.js';
 import { type FakeAgent, ProtocolHarness } from '../support/protocol-harness.js';
 
 /** The round trip of an idle heartbeat held its whole period: the next arrives this much after a period. */
@@ -32,9 +33,26 @@ interface Sim {
   flusher: ControlPlane;
   judge: ControlPlane;
   /** `old`: an agent from before the period grew with the fleet, which keeps to the configured one. */
-  agents: { agent: FakeAgent; next: number; stopAt?: number; old?: boolean }[];
+  agents: { agent: FakeAgent; next: number; stopAt?: number; old?: boolean; sheds?: boolean }[];
   flushPhase: number;
   reapPhase: number;
+  /** Heartbeats answered 429 heartbeat_shed (agents with `sheds`: they say they honour Retry-After). */
+  shed?: number;
+}
+
+/**
+ * A heartbeat of an agent that honours Retry-After: answered, or shed; when shed, its next comes
+ * at the latest the agent's jitter allows (1.25 × Retry-After) and a round trip.
+ */
+async function shedding(s: Sim, agent: FakeAgent, t: number): Promise<{ next: number } | HeartbeatResponse> {
+  const r = await s.h.call('POST', `/v1/agent/machines/${agent.machineId}/heartbeat`, { running: [], waitMs: 0, acceptsShedding: true }, agent.credential);
+  if (r.statusCode === 429) {
+    expect(JSON.parse(r.body)).toMatchObject({ error: 'heartbeat_shed' });
+    s.shed = (s.shed ?? 0) + 1;
+    return { next: t + 1.25 * Number(r.headers['retry-after']) * 1000 + RTT };
+  }
+  expect(r.statusCode).toBe(200);
+  return JSON.parse(r.body) as HeartbeatResponse;
 }
 
 /**
@@ -56,8 +74,9 @@ async function run(s: Sim, until: number): Promise<Map<string, { health: string;
     h.clock.t = t;
     for (const a of live) {
       if (a.next !== t) continue;
-      const res = await a.agent.heartbeat();
-      a.next = t + (a.old ? hb : (res.heartbeatMs ?? hb)) + RTT;
+      const res = a.sheds ? await shedding(s, a.agent, t) : await a.agent.heartbeat();
+      if ('next' in res) a.next = res.next;
+      else a.next = t + (a.old ? hb : (res.heartbeatMs ?? hb)) + RTT;
     }
     if (nextFlush === t) {
       await flusher.loops.liveness.runOnce();
@@ -273,6 +292,74 @@ describe('a heartbeat period that grows with the fleet, on a fake clock', () => 
       expect(after).toBeGreaterThan(lostAfterMs + 1.2 * lostMachinesIntervalMs - 4000);
     });
   }
+
+  for (const [flushPhase, reapPhase] of [
+    [0, 0],
+    [470, 1190],
+    [955, 30],
+  ] as const) {
+    it(`past the budget idle heartbeats are shed; a machine shed again and again is never suspect, a dead one is lost within the bound of the wait it was given (loops at phases ${flushPhase} / ${reapPhase} ms)`, async () => {
+      // Six machines where the rate (1 a second) gives each a 6 s period; three agents from before
+      // the period grew keep to the configured 2 s (1.5 a second between them): the server is past
+      // its budget, and the other three, which honour Retry-After, are shed.
+      const agents = await fleetOf(['dies', 'b', 'c', 'old1', 'old2', 'old3']);
+      const { lostAfterMs, lostMachinesIntervalMs, heartbeatMs } = h!.config;
+      h!.advance(lostAfterMs + 1);
+      let period = 0;
+      for (const a of agents) period = (await a.heartbeat()).heartbeatMs!;
+      expect(period).toBe(6000);
+      const start = h!.clock.t;
+      const deathAt = start + 20_000 + flushPhase;
+      const sim: Sim = {
+        h: h!,
+        flusher: h!.cp,
+        judge: h!.cp,
+        agents: agents.map((agent, i) => ({
+          agent,
+          next: start + 500 + i * 300,
+          ...(i < 3 ? { sheds: true } : { old: true }),
+          ...(i === 0 ? { stopAt: deathAt } : {}),
+        })),
+        flushPhase,
+        reapPhase,
+      };
+      const seen = await run(sim, start + 50_000);
+      expect(sim.shed).toBeGreaterThan(10);
+      for (const a of agents.slice(1)) expect(seen.get(a.machineId)).toEqual([{ health: 'ready', at: expect.any(Number) }]);
+      const lost = seen.get(agents[0]!.machineId)!.find((x) => x.health === 'lost');
+      expect(lost).toBeDefined();
+      // Judged by the longest wait a shed answer allows (1.25 × its Retry-After, ⌈period⌉ s) where it was shed last.
+      const waited = 1.25 * Math.ceil(period / 1000) * 1000;
+      const after = lost!.at - deathAt;
+      expect(after).toBeGreaterThanOrEqual(lostAfterMs + 2 * (period - heartbeatMs) - 1.5 * period);
+      expect(after).toBeLessThanOrEqual(lostAfterMs + 2 * (waited - heartbeatMs) + 1.2 * lostMachinesIntervalMs);
+    });
+  }
+
+  it('an agent from before shedding (no acceptsShedding) or a busy machine is never shed, past the budget too', async () => {
+    const agents = await fleetOf(['a', 'b', 'c', 'd', 'e', 'f']);
+    h!.advance(h!.config.lostAfterMs + 1);
+    // Twelve heartbeats in one period of 6 s where the budget is one a second: past 1.5 times it.
+    for (const a of [...agents, ...agents]) expect((await a.heartbeat()).heartbeatMs).toBeGreaterThan(0);
+    const asked = await h!.call(
+      'POST',
+      `/v1/agent/machines/${agents[0]!.machineId}/heartbeat`,
+      { running: [], waitMs: 0, acceptsShedding: true },
+      agents[0]!.credential,
+    );
+    expect(asked.statusCode).toBe(429);
+    expect(asked.headers['retry-after']).toBe('6');
+    // What it lists, it must hear about (leases, kills): answered, whatever the budget.
+    const listing = await h!.call(
+      'POST',
+      `/v1/agent/machines/${agents[1]!.machineId}/heartbeat`,
+      { running: [{ attemptId: 'att_unknown', token: 1 }], waitMs: 0, acceptsShedding: true },
+      agents[1]!.credential,
+    );
+    expect(listing.statusCode).toBe(200);
+    // The registration's settings say this server sheds.
+    expect(agents[0]!.settings).toMatchObject({ shedding: true });
+  });
 
   it('with the liveness loop stalled, a machine on the longer period writes its row itself in time: never suspect', async () => {
     const agents = await fleetOf(['m1', 'm2', 'm3', 'm4']);

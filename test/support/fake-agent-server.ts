@@ -27,6 +27,8 @@ export interface Event {
   body?: any;
   /** The token the request came with. */
   auth?: string;
+  /** When it arrived (Date.now()). */
+  at?: number;
 }
 
 /** The agent routes of the server, in memory, with a real long poll. */
@@ -38,6 +40,9 @@ export class FakeServer {
   readonly stale = new Set<string>();
   private readonly recorded = new Set<string>();
   failHeartbeats = false;
+  /** The next n heartbeats are shed: 429 heartbeat_shed with `Retry-After: shedRetryAfter` (s), as a server past its budget. */
+  shedHeartbeats = 0;
+  shedRetryAfter = 1;
   /** The period heartbeats' answers give (a server whose period grows with the fleet); null: none, as older servers. */
   periodMs: number | null = null;
   /** Given to an agent that registers with another token (a join token): what a server does when a machine joins. */
@@ -108,7 +113,7 @@ export class FakeServer {
   }
 
   private record(e: Omit<Event, 'seq'>): void {
-    const full = { ...e, seq: this.events.length, auth: this.auth };
+    const full = { ...e, seq: this.events.length, auth: this.auth, at: Date.now() };
     this.events.push(full);
     this.bus.emit('event', full);
   }
@@ -137,6 +142,11 @@ export class FakeServer {
       const body = JSON.parse(raw.toString());
       this.record({ type: 'heartbeat', body });
       if (this.failHeartbeats) return json(503, { error: 'unavailable', message: 'down' });
+      if (this.shedHeartbeats > 0) {
+        this.shedHeartbeats--;
+        res.setHeader('retry-after', String(this.shedRetryAfter));
+        return json(429, { error: 'heartbeat_shed', message: 'past the budget' });
+      }
       if (!this.machines.has(decodeURIComponent(m[1]!))) return json(404, { error: 'unknown_machine', message: 'who?' });
       if (this.queue.assignments.length === 0 && this.queue.kill.length === 0) {
         await new Promise<void>((r) => {

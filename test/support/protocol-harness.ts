@@ -104,7 +104,7 @@ export class ProtocolHarness {
     );
     if (r.statusCode !== 200) throw new Error(`register: ${r.statusCode} ${r.body}`);
     const res = JSON.parse(r.body) as RegisterResponse;
-    return new FakeAgent(this, res.machineId, res.credential!);
+    return new FakeAgent(this, res.machineId, res.credential!, res.settings);
   }
 
   /** A request with a token: the admin's unless another is given (an agent's credential). */
@@ -129,6 +129,8 @@ export class FakeAgent {
     readonly machineId: string,
     /** The machine's own credential, from its registration. */
     readonly credential: string,
+    /** What the registration's answer said (the server's capabilities among them). */
+    readonly settings?: RegisterResponse['settings'],
   ) {}
 
   /** A heartbeat that does not wait: the kill list and new assignments. */

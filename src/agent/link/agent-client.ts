@@ -34,6 +34,7 @@ import type {
 } from '../../api/contract/agent-protocol.js';
 import { backoffDelay, EQUAL_JITTER } from '../../lib/backoff-delay.js';
 import { errorText } from '../../lib/error-text.js';
+import { retryAfterMs, retryAfterWaitMs } from '../../lib/retry-after.js';
 import { serverList } from '../../lib/server-list.js';
 import { sleep } from '../../lib/sleep.js';
 import { checkPathSegment, checkRelativePath } from '../disk/check-relative-path.js';
@@ -77,6 +78,8 @@ export class AgentHttpError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** The answer's Retry-After in ms (lib/retry-after.ts), or null: the server's wait before asking again. */
+    readonly retryAfterMs: number | null = null,
   ) {
     super(message);
     this.name = 'AgentHttpError';
@@ -102,6 +105,9 @@ export interface AgentClientOptions {
   /** Aborts every call in flight and every backoff wait: the agent is stopping. */
   signal?: AbortSignal;
 }
+
+/** The longest Retry-After taken as said: the protocol's longest heartbeat period (30 s). */
+const MAX_RETRY_AFTER_MS = 30_000;
 
 export const DEFAULT_RETRY: RetryPolicy = { tries: 5, baseMs: 200, maxMs: 3000 };
 
@@ -343,7 +349,7 @@ export class AgentClient {
         jsonRequest(base + c.path, c.method, JSON.stringify(c.json), c.timeoutMs, [this.signal, c.signal], this.auth, this.agents),
       );
       if (r.status >= 200 && r.status < 300) return JSON.parse(r.text) as T;
-      throw httpError(c, r.status, r.statusText, r.text);
+      throw httpError(c, r.status, r.statusText, r.text, r.retryAfter);
     };
     return c.retry ? this.withRetry(once) : once();
   }
@@ -366,7 +372,7 @@ export class AgentClient {
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;
-    throw httpError(c, status, res.statusMessage ?? '', await readText(res).catch(() => ''));
+    throw httpError(c, status, res.statusMessage ?? '', await readText(res).catch(() => ''), res.headers['retry-after']);
   }
 
   /** The server calls go to now (the first listed, until it fails). */
@@ -404,7 +410,9 @@ export class AgentClient {
         return await fn();
       } catch (err) {
         if (i >= this.retry.tries || !isRetryable(err) || this.signal?.aborted) throw err;
-        await sleep(backoffDelay({ ...this.retry, jitter: EQUAL_JITTER }, i, Math.random()), this.signal);
+        // A server that said when to come back (429, 503 with Retry-After) is not asked sooner.
+        const after = err instanceof AgentHttpError && err.retryAfterMs !== null ? retryAfterWaitMs(err.retryAfterMs, Math.random()) : 0;
+        await sleep(Math.max(after, backoffDelay({ ...this.retry, jitter: EQUAL_JITTER }, i, Math.random())), this.signal);
         // Stopping: the wait was cut short, and the call ends as an aborted one does, with the reason.
         if (this.signal?.aborted) throw this.signal.reason;
       }
@@ -413,7 +421,7 @@ export class AgentClient {
 }
 
 /** The error for an answer that is not a success: the server's {error, message} when it sent one. */
-function httpError(c: Call, status: number, statusText: string, text: string): Error {
+function httpError(c: Call, status: number, statusText: string, text: string, retryAfter?: string): Error {
   let code = `http_${status}`;
   let message = text.slice(0, 500) || statusText;
   try {
@@ -424,7 +432,7 @@ function httpError(c: Call, status: number, statusText: string, text: string): E
     // Not JSON (a proxy's error page): the text itself is the message.
   }
   if (status === 409 && c.attemptId !== undefined) return new StaleAttempt(c.attemptId, message);
-  return new AgentHttpError(status, code, `${c.method} ${c.path}: ${status} ${code}: ${message}`);
+  return new AgentHttpError(status, code, `${c.method} ${c.path}: ${status} ${code}: ${message}`, retryAfterMs(retryAfter, Date.now(), MAX_RETRY_AFTER_MS));
 }
 
 /**
@@ -447,7 +455,7 @@ function jsonRequest(
   signals: (AbortSignal | undefined)[],
   auth: Record<string, string>,
   agents: { http: http.Agent; https: https.Agent },
-): Promise<{ status: number; statusText: string; text: string }> {
+): Promise<{ status: number; statusText: string; text: string; retryAfter?: string }> {
   return new Promise((resolve, reject) => {
     const opened = openRequest(
       url,
@@ -482,7 +490,14 @@ function jsonRequest(
       res.on('error', fail);
       res.on('aborted', () => fail(Object.assign(new Error('the answer was cut short'), { code: 'ECONNRESET' })));
       res.on('end', () =>
-        finish(() => resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', text: Buffer.concat(parts).toString('utf8') })),
+        finish(() =>
+          resolve({
+            status: res.statusCode ?? 0,
+            statusText: res.statusMessage ?? '',
+            text: Buffer.concat(parts).toString('utf8'),
+            ...(res.headers['retry-after'] !== undefined ? { retryAfter: res.headers['retry-after'] } : {}),
+          }),
+        ),
       );
     });
     req.end(body);

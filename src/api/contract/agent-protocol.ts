@@ -93,6 +93,11 @@ export const AgentSettings = Type.Object({
   /** The agent protocol this server speaks (`AGENT_PROTOCOL_VERSION`, attempt-end.ts). Absent from
    *  servers before typed ends: version 1, so an agent sends them no `end` in its outcomes. */
   protocol: Type.Optional(Type.Integer({ minimum: 1 })),
+  /** This server may shed an idle heartbeat past its heartbeat budget (429 `heartbeat_shed` with
+   *  Retry-After) from an agent that says it honours that (`HeartbeatRequest.acceptsShedding`).
+   *  Absent from older servers: they would refuse the field, so an agent sends it only where this
+   *  says yes (docs/failure-detection.md, "Shedding heartbeats past the budget"). */
+  shedding: Type.Optional(Type.Boolean()),
 });
 export type AgentSettings = Static<typeof AgentSettings>;
 
@@ -125,6 +130,10 @@ export const HeartbeatRequest = Type.Object(
     running: Type.Array(RunningAttempt, { maxItems: 10_000 }),
     /** How long the server may hold the request when it has nothing to say. */
     waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 30_000 })),
+    /** This agent waits out a 429's Retry-After before its next heartbeat: a server past its
+     *  budget may shed this heartbeat if it lists nothing running. Absent (agents from before):
+     *  never shed. */
+    acceptsShedding: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

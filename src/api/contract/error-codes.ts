@@ -29,6 +29,8 @@ export const ERROR_CODES = [
   'rate_limited',
   /** 429: a token holding as many streams open (events, followed logs) as the server allows it; close one. */
   'too_many_streams',
+  /** 429: an idle heartbeat shed by a server past its heartbeat budget; its arrival counted; Retry-After says when to send the next. */
+  'heartbeat_shed',
   /** 503: the database kept refusing the transaction (concurrent writers); nothing was written, try again. */
   'busy',
   /** 500: a fault of the server's own; the details are in its log. */

@@ -215,11 +215,28 @@ const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
 type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
 
 /** Rows a statement of machinesSeen writes at most: three parameters each, far under either database's limit. */
-const SEEN_CHUNK = 1000;
+const SEEN_CHUNK = 1024;
+/** The fewest rows a statement of machinesSeen is written with (see seenRows). */
+const SEEN_MIN = 16;
+
+/**
+ * The rows a statement of machinesSeen is written with for `n` machines: the next power of two
+ * (16 at least), the rest padding that names no machine. Each length is its own statement text,
+ * and each text is prepared and kept (statement-cache.ts): with a row count per flush (10,000
+ * machines: 9 × 1,000 and a tail of whatever is left), a server at 10,000 agents held 232 of them,
+ * each 300 KiB of SQLite's own memory and its 23 KB text (docs/throughput.md, "Where the heap
+ * goes"), and they pushed the statements the server runs all the time out of the cache. Padded,
+ * there are seven texts at most.
+ */
+export function seenRows(n: number): number {
+  let rows = SEEN_MIN;
+  while (rows < n) rows *= 2;
+  return rows;
+}
 
 /**
  * Heartbeats a replica kept in memory (the heartbeat route's HeartbeatLiveness), written a batch at
- * a time: one `UPDATE … FROM (VALUES …)` per thousand machines, each row set to its own time and
+ * a time: one `UPDATE … FROM (VALUES …)` per 1,024 machines, each row set to its own time and
  * never moved back (a later heartbeat written directly, by this replica or another, stands).
  * Rows in id order, so that two of these, or one and a plan locking its machines, take row locks
  * in one order.
@@ -231,7 +248,10 @@ export async function machinesSeen(tx: TxContext, seen: readonly MachineSeen[]):
   const rows = Array.from(latest.values()).sort((a, b) => (a.machineId < b.machineId ? -1 : a.machineId > b.machineId ? 1 : 0));
   let moved = 0;
   for (let i = 0; i < rows.length; i += SEEN_CHUNK) {
-    const values = sql.join(rows.slice(i, i + SEEN_CHUNK).map((r) => sql`(${r.machineId}, cast(${r.at} as bigint), cast(${r.periodMs ?? null} as integer))`));
+    const part = rows.slice(i, i + SEEN_CHUNK);
+    // Padding rows have a null id: `machines.id = null` matches no machine.
+    const pad = Array.from({ length: seenRows(part.length) - part.length }, () => sql`(${null}, cast(${null} as bigint), cast(${null} as integer))`);
+    const values = sql.join([...part.map((r) => sql`(${r.machineId}, cast(${r.at} as bigint), cast(${r.periodMs ?? null} as integer))`), ...pad]);
     // Each row with the period that heartbeat's answer gave: its silence is judged by it.
     const res = await sql`with seen(id, at, period) as (values ${values})
       update machines set last_heartbeat_at = seen.at, heartbeat_ms = seen.period from seen

@@ -48,7 +48,9 @@ const MAX_TRIES = 20;
  * the commit (docs/failure-detection.md, "A mass loss"); 100 keeps a batch's rows few enough that a
  * conflict with a live machine's writer is rare, and its rerun short.
  */
-export const REAP_BATCH = 100;
+// Off (1, as before batches) until the fleet test's failures beside busy loops are understood:
+// with 100 it failed 2 runs of 3 (a stage run twice), main passed 2 of 2 (docs/failure-detection.md, "A mass loss").
+export const REAP_BATCH = 1;
 /** The wait before a conflicting transaction's next try: short (the conflict is over as soon as the
  *  other commits), growing, under 50 ms, jittered so that the losers of one conflict do not meet again. */
 const CONFLICT_BACKOFF = { baseMs: 2, maxMs: 50, jitter: EQUAL_JITTER } as const;
@@ -755,7 +757,8 @@ export class KyselyStore implements Store {
           }
           return out;
         },
-        { place: false },
+        // A batch of one places before its commit, as before batches.
+        { place: batch.length === 1 },
       );
       result.machines.push(...r.machines);
       result.lostAttempts.push(...r.lostAttempts);

@@ -18,9 +18,12 @@
  *
  * Usage: npm run bench:fleet [-- --quick] [-- --agents 1000,5000,10000 --stores sqlite,postgres
  *   --idle-s 20 --load-s 30 --rate 50 --run-ms 500 --out bench/results/fleet.md --old-agents
- *   --max-heartbeats-per-second 2500];
+ *   --max-heartbeats-per-second 2500 --lose 1000];
  * `--old-agents`: agents that ignore the period the server gives (as agents before it did): the
  * server's cost at the configured period, for a peer in the same run.
+ * `--lose N`: after the single lost machine, a mass loss: N machines, each holding one long stage,
+ * stop at once (a rack or a zone gone); when the last of them is marked lost and the last of their
+ * stages is placed elsewhere, against the bound (bench/fleet/mass-loss.ts).
  * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit); GANTRY_BENCH_LOGS=DIR
  * keeps their output (which transactions gave up, their warnings).
  */
@@ -28,6 +31,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Fleet, type FleetWindow } from './fleet/fleet.js';
 import { adminGet, adminPost, type FleetServers, type FleetStore, startFleetServers } from './fleet/fleet-servers.js';
+import { type MassLoss, massLoss } from './fleet/mass-loss.js';
 import { percentile } from './peers/chain-workload.js';
 import { processCpuMs, trackCommandCpu } from './peers/proc-cpu.js';
 import { arg, machineAndCommit, num } from './results-header.js';
@@ -58,6 +62,8 @@ const LOGS = process.env.GANTRY_BENCH_LOGS;
 const OLD_AGENTS = process.argv.includes('--old-agents');
 /** The servers' GANTRY_MAX_HEARTBEATS_PER_SECOND (their default, 2,500, unless given). */
 const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
+/** `--lose N`: machines stopped at once after the single lost machine (0: no mass loss). */
+const LOSE = num('lose', 0);
 /** The server's defaults (docs/failure-detection.md), which the bench leaves as they are. */
 const HEARTBEAT_MS = 2000;
 const LOST_AFTER_MS = 10_000;
@@ -135,6 +141,8 @@ interface RunResult {
   load: Phase;
   jobsSubmitted: number;
   lost: Lost;
+  /** `--lose N`'s mass loss, when asked for. */
+  mass?: MassLoss;
   busyErrors: number;
   /** Agent requests answered 5xx or 429 (retried). */
   retried: number;
@@ -239,6 +247,9 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     console.error(`  load: ${load.w.assigned} placed in ${load.w.seconds.toFixed(0)} s`);
     const lost = await lostMachine(fleet, servers);
     console.error(`  lost machine: ${JSON.stringify(lost)}`);
+    // Each long stage takes a whole agent (its 4 CPUs), so that N stages are N machines.
+    const mass = LOSE > 0 ? await massLoss(fleet, servers, { n: LOSE, cpu: '4', watchMs: 60_000 }) : undefined;
+    if (mass) console.error(`  mass loss: ${JSON.stringify(mass)}`);
     const busyErrors = servers.procs.reduce((n, _p, i) => n + (servers.output(i).match(/StoreBusyError/g)?.length ?? 0), 0);
     // Which transactions gave up, and what else the servers said: their whole output, to read after.
     if (LOGS) servers.procs.forEach((_p, i) => writeFileSync(join(LOGS, `${store}-${agents}-r${i + 1}.log`), servers.output(i)));
@@ -252,6 +263,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
       load,
       jobsSubmitted,
       lost,
+      ...(mass ? { mass } : {}),
       busyErrors,
       retried: fleet.retried,
       shed: fleet.shed,
@@ -307,6 +319,26 @@ function row(r: RunResult): string {
   ].join(' | ');
 }
 
+/** `--lose N`'s table: when the last of N machines stopped at once was marked lost, and the last of their stages placed elsewhere. */
+function massTable(results: RunResult[]): string[] {
+  const rs = results.filter((r) => r.mass);
+  if (!rs.length) return [];
+  const s = (ms: number | null) => (ms === null ? '–' : `${f1(ms / 1000)} s`);
+  return [
+    `Mass loss (\`--lose\`): that many machines, each running one long stage, stopped at once; the machine list read once a second from the last replica (so "lost" reads up to a second late), the stages' new assignments as the fleet received them.`,
+    '',
+    '| store | agents | machines stopped at once | their period, their bound | first / last seen lost | seen lost | first / last stage elsewhere | stages elsewhere |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...rs.map((r) => {
+      const m = r.mass!;
+      const b = m.heartbeat ? `${m.heartbeat.periodMs} ms, ${f1(bound(m.heartbeat).best / 1000)}–${f1(bound(m.heartbeat).worst / 1000)} s` : '';
+      if (m.note) return `| ${r.store} | ${r.agents.toLocaleString('en')} | ${m.lost} | not measured: ${m.note} | | | | |`;
+      return `| ${r.store}${r.replicas > 1 ? ` × ${r.replicas}` : ''} | ${r.agents.toLocaleString('en')} | ${m.lost.toLocaleString('en')} | ${b} | ${s(m.firstLostMs)} / ${s(m.allLostMs)} | ${m.seenLost} | ${s(m.firstElsewhereMs)} / ${s(m.allElsewhereMs)} | ${m.elsewhere} |`;
+    }),
+    '',
+  ];
+}
+
 function write(results: RunResult[]): void {
   const lines = [
     '# A fleet of simulated agents (`npm run bench:fleet`)',
@@ -321,6 +353,7 @@ function write(results: RunResult[]): void {
     '',
     `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole period) minus that hold: what the server took to write it and answer, and the queues of both processes. Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. "Machine lost after" is when a poll of the machine (every 50 ms, through the API) first saw it lost, so it can read a little later than "its stage elsewhere". The documented bound for a lost machine's stage to run elsewhere is ${f1(bound().best / 1000)}–${f1(bound().worst / 1000)} s at the configured period, and grows with the period the server gave the machine (its column, as \`GET /v1/machines/ID\` showed it; docs/failure-detection.md, "A period that grows with the fleet"). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
     '',
+    ...massTable(results),
     ...failed.map((f) => `**Did not finish:** ${f}\n`),
     ...results.flatMap((r) => (r.lost.note ? [`Machine lost, ${r.store} ${r.agents}: not measured, ${r.lost.note}.`, ''] : [])),
     ...results.flatMap((r) => (r.errors.length ? [`Fleet errors, ${r.store} ${r.agents}: ${r.errors.map((e) => `\`${e}\``).join('; ')}`, ''] : [])),

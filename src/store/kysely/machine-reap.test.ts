@@ -3,9 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, freshSchema, serviceMissing } from '../../../test/support/services.js';
+import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { dropPostgresSchema, openPostgresStore } from '../postgres/open-postgres-store.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
+import { REAP_BATCH } from './kysely-store.js';
 
 /**
  * The reaper under load (docs/failure-detection.md, "The reaper under load"): a dead machine is
@@ -102,5 +104,52 @@ describe.each(dialects)('the reaper under load ($name)', ({ skip, open }) => {
     expect((await reaper.machineGet({ machineId: dead.id }))!.health).toBe('lost');
     const healths = new Set((await reaper.machineList()).filter((m) => m.id !== dead.id).map((m) => m.health));
     expect([...healths]).toEqual(['ready']);
+  });
+});
+
+/**
+ * A mass loss (docs/failure-detection.md, "A mass loss"): a rack of machines silent at once is
+ * judged REAP_BATCH machines to a transaction, each with the same guarded write. On PostgreSQL the
+ * pass's transactions are counted (each begins with a START): one a machine, 250 here, before.
+ */
+describe.each(dialects)('a mass loss ($name)', ({ name, skip, open }) => {
+  let close: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await close?.();
+    close = undefined;
+  });
+
+  it.skipIf(skip)('loses 250 silent machines and their attempts at one pass, a transaction per batch', async () => {
+    const o = await open();
+    close = o.close;
+    const { reaper, replica } = o;
+    const RACK = 250;
+    const dead: string[] = [];
+    for (let i = 0; i < RACK; i++) dead.push((await replica.machineRegister({ ...cpuMachine(`rack-${String(i).padStart(4, '0')}`), now: t0 })).id);
+    const live = await replica.machineRegister({ ...cpuMachine('live'), now: t0 });
+    const ids = await replica.jobSubmitBatch({ definitions: dead.map(() => job([stage('a')])), now: t0 });
+    const stages = await Promise.all(ids.map(async (jobId) => (await replica.jobGet({ jobId }))!.stages[0]!));
+    const placed = await replica.planApply({
+      plan: { placements: stages.map((s, i) => ({ stageId: s.id, machineId: dead[i]!, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 })), pending: [] },
+      now: t0,
+      leaseMs: 60_000,
+    });
+    expect(placed.applied).toHaveLength(RACK);
+    await replica.machinesSeen({ seen: [{ machineId: live.id, at: t0 + 10_500 }], now: t0 + 10_500 });
+
+    const counter = name === 'postgres' ? countStatements() : null;
+    const pass = await reaper.machinesReap({ now: t0 + 11_000, suspectAfterMs: 5_000, lostAfterMs: 10_000, jitter: 0 });
+    const starts = counter?.snapshot().byKind.get('START') ?? 0;
+
+    expect(pass.machines).toHaveLength(RACK);
+    expect(new Set(pass.machines.map((m) => m.machineId))).toEqual(new Set(dead));
+    expect(pass.machines.every((m) => m.to === 'lost')).toBe(true);
+    expect(new Set(pass.lostAttempts)).toEqual(new Set(placed.applied.map((a) => a.id)));
+    if (counter) expect(starts).toBeLessThanOrEqual(Math.ceil(RACK / REAP_BATCH));
+    // Their stages wait to be placed elsewhere; the live machine is left as it was.
+    const after = await reaper.jobGet({ jobId: ids[0]! });
+    expect(after!.stages[0]!.state).toBe('ready');
+    expect((await reaper.machineGet({ machineId: live.id }))!.health).toBe('ready');
+    expect(await reaper.machinesReap({ now: t0 + 11_001, suspectAfterMs: 5_000, lostAfterMs: 10_000, jitter: 0 })).toEqual({ machines: [], lostAttempts: [] });
   });
 });

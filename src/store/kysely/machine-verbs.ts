@@ -25,22 +25,7 @@ import type { Db, Trx, TxContext } from './tx-context.js';
  */
 export async function machineRegister(tx: TxContext, p: MachineRegistration): Promise<MachineRecord> {
   const existing = await tx.db.selectFrom('machines').selectAll().where('name', '=', p.name).executeTakeFirst();
-  const fields = {
-    cpu_millis: p.cpuMillis,
-    memory_bytes: p.memoryBytes,
-    gpus: JSON.stringify(p.gpus),
-    gpus_declared: p.gpusDeclared ? 1 : 0,
-    region: p.region,
-    labels: JSON.stringify(p.labels),
-    agent: JSON.stringify(p.agent),
-    // Registering again says it anew: an agent restarted without containment (an older one) is no longer said to contain.
-    containment: p.containment ? JSON.stringify(p.containment) : null,
-    health: MachineHealth.ready,
-    last_heartbeat_at: tx.now,
-    // A registering agent starts at the configured period, until a heartbeat's answer says otherwise.
-    heartbeat_ms: null,
-    updated_at: tx.now,
-  };
+  const fields = registrationFields(tx, p);
   let id: string;
   const revived = existing?.scheduling === MachineScheduling.removed;
   if (existing) {
@@ -58,16 +43,72 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
       .values({ id, name: p.name, scheduling: MachineScheduling.eligible, registered_at: tx.now, ...fields })
       .execute();
   }
+  await registered(tx, p, { id, returning: Boolean(existing), revived });
+  return (await machineGet(tx.db, id))!;
+}
+
+/**
+ * A machine joining under a name no row has: inserted, or null when the name is taken (then
+ * machineRegister, which reads the row first). Nothing is read: the insert's own unique check
+ * (which takes no predicate lock on PostgreSQL) decides, and the row comes back from the insert.
+ * A fleet joining at once on PostgreSQL is why (docs/throughput.md, "Registering a fleet"): each
+ * registration that read the name's index page, and its new id's (ids grow with time: the same
+ * last page for all), and then inserted into both, formed read/write cycles with every other
+ * registration in flight, and one of each pair was refused and run again; past a few thousand
+ * machines, with the fleet's heartbeats beside them, some gave up after 20 tries (StoreBusyError).
+ * The event, the autoscaler's hook and the wake-up are machineRegister's.
+ */
+export async function machineJoinNew(tx: TxContext, p: MachineRegistration): Promise<MachineRecord | null> {
+  const id = newId('m', tx.now);
+  const row = await tx.db
+    .insertInto('machines')
+    .values({ id, name: p.name, scheduling: MachineScheduling.eligible, registered_at: tx.now, ...registrationFields(tx, p) })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) return null;
+  const { machineChanged } = await registered(tx, p, { id, returning: false, revived: false });
+  // A new machine holds nothing; its row as inserted, unless the autoscaler's hook drained it (rare: read it again).
+  return machineChanged ? (await machineGet(tx.db, id))! : toMachine(row, emptyUsage());
+}
+
+/** What a registration writes on the machine's row, new or known. */
+function registrationFields(tx: TxContext, p: MachineRegistration) {
+  return {
+    cpu_millis: p.cpuMillis,
+    memory_bytes: p.memoryBytes,
+    gpus: JSON.stringify(p.gpus),
+    gpus_declared: p.gpusDeclared ? 1 : 0,
+    region: p.region,
+    labels: JSON.stringify(p.labels),
+    agent: JSON.stringify(p.agent),
+    // Registering again says it anew: an agent restarted without containment (an older one) is no longer said to contain.
+    containment: p.containment ? JSON.stringify(p.containment) : null,
+    health: MachineHealth.ready,
+    last_heartbeat_at: tx.now,
+    // A registering agent starts at the configured period, until a heartbeat's answer says otherwise.
+    heartbeat_ms: null,
+    updated_at: tx.now,
+  };
+}
+
+/** A registration's event, the autoscaler's hook (issue 30) and the wake-up: the same for a new machine and a known one. */
+async function registered(
+  tx: TxContext,
+  p: MachineRegistration,
+  o: { id: string; returning: boolean; revived: boolean },
+): Promise<{ machineChanged: boolean }> {
+  const { id, revived } = o;
   const gpuText = p.gpus.length ? `, ${p.gpus.length} ${p.gpus[0]!.type} GPU(s)${p.gpusDeclared ? ' (declared)' : ''}` : '';
   await tx.event({
     type: 'machine:registered',
     machineId: id,
     message: `machine ${p.name} registered${revived ? ' again after it was removed, back in service' : ''}: ${p.cpuMillis / 1000} CPU, ${Math.round(p.memoryBytes / 2 ** 20)} MiB${gpuText}${containmentText(p.containment)}`,
-    data: { name: p.name, returning: Boolean(existing), revived, containment: p.containment?.mechanism ?? null },
+    data: { name: p.name, returning: o.returning, revived, containment: p.containment?.mechanism ?? null },
   });
-  await autoscaleJoined(tx, { name: p.name, machineId: id });
+  const joined = await autoscaleJoined(tx, { name: p.name, machineId: id });
   await tx.publish('capacity:freed', { machineId: id });
-  return (await machineGet(tx.db, id))!;
+  return joined;
 }
 
 /** What the agent said it enforces, for the registration's event: an operator following events sees a machine join uncontained. */

@@ -104,8 +104,12 @@ export async function tokensPrune(db: Db, p: { before: number; limit: number }):
  * machine whose agent is alive: that agent speaks with its own credential, and a second holder
  * of the join token must not become it. A lost or removed machine can be taken over.
  */
-export async function issueMachineCredential(tx: TxContext, p: { machineId: string; machineName: string; id: string; hash: string }): Promise<void> {
-  await tx.db.updateTable('tokens').set({ revoked_at: tx.now }).where('machine_id', '=', p.machineId).where('revoked_at', 'is', null).execute();
+export async function issueMachineCredential(
+  tx: TxContext,
+  p: { machineId: string; machineName: string; id: string; hash: string; revoke: boolean },
+): Promise<void> {
+  // A machine whose row this transaction inserted has no credential to revoke (and the update's read of the index is what concurrent joins conflicted on).
+  if (p.revoke) await tx.db.updateTable('tokens').set({ revoked_at: tx.now }).where('machine_id', '=', p.machineId).where('revoked_at', 'is', null).execute();
   await tokenCreate(tx, {
     id: p.id,
     kind: TokenKind.machine,

@@ -94,3 +94,36 @@ export async function placeAll(store: Store, names: string[], now: number) {
   const applied = (await store.planApply({ plan, now, leaseMs: 10_000 })).applied;
   return { m, j, placed: names.map((n) => applied.find((a) => a.stageName === n)!) };
 }
+
+/** An attempt as its agent names it in a report. */
+interface ReportedAttempt {
+  attemptId: string;
+  token: number;
+}
+
+/** Its machine reports `attempt` started (no pid), as an agent does: lease 10 s, the jitter's middle. */
+export function reportStarted(store: Store, p: { machineId: string; attempt: ReportedAttempt; now: number }) {
+  const { attemptId, token } = p.attempt;
+  return store.machineReport({
+    machineId: p.machineId,
+    started: [{ attemptId, token, pid: null }],
+    completed: [],
+    now: p.now,
+    leaseMs: 10_000,
+    jitter: () => 0.5,
+  });
+}
+
+/** Its machine reports `attempt` exited 0 with no outputs, as an agent does: lease 10 s, the jitter's middle. */
+export function reportSucceeded(store: Store, p: { machineId: string; attempt: ReportedAttempt; now: number }) {
+  const { attemptId, token } = p.attempt;
+  const end = { kind: 'exited' as const, detail: null };
+  return store.machineReport({
+    machineId: p.machineId,
+    started: [],
+    completed: [{ attemptId, token, exitCode: 0, signal: null, end, outputs: [] }],
+    now: p.now,
+    leaseMs: 10_000,
+    jitter: () => 0.5,
+  });
+}

@@ -3,7 +3,7 @@ import { schedulerPass } from '../../server/scheduler-pass.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
-import { cpuMachine, job, stage } from '../conformance/fixtures.js';
+import { cpuMachine, job, reportStarted, reportSucceeded, stage } from '../conformance/fixtures.js';
 import { clusterVersion } from './cluster-view.js';
 import type { KyselyStore } from './kysely-store.js';
 import { machineUsage, usageOf } from './machine-usage.js';
@@ -106,24 +106,10 @@ describe.skipIf(pgMissing)("a pass's reads in one round trip (PostgreSQL)", () =
     const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
     await schedulerPass(store, clock, { leaseMs: 10_000 });
     const [a] = await store.machineAssignments({ machineId: m.id });
-    await store.machineReport({
-      machineId: m.id,
-      started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }],
-      completed: [],
-      now,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    await reportStarted(store, { machineId: m.id, attempt: a!, now });
     statements.reset();
     // Its outcome readies b and frees the room: the pass before that commit places b.
-    await store.machineReport({
-      machineId: m.id,
-      started: [],
-      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
-      now,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    await reportSucceeded(store, { machineId: m.id, attempt: a!, now });
     expect(statements.snapshot().multi).toBe(1);
     expect(alone()).toEqual([]);
     // What the pass's writes collected went with the report's: one lock, one insert of events, one of outbox rows.

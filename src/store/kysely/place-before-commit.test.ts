@@ -6,7 +6,7 @@ import type { Plan } from '../../scheduler/snapshot.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
-import { cpuMachine, job, stage } from '../conformance/fixtures.js';
+import { cpuMachine, job, reportStarted, reportSucceeded, stage } from '../conformance/fixtures.js';
 import type { Database } from '../schema.js';
 import { KyselyStore } from './kysely-store.js';
 
@@ -93,23 +93,9 @@ describe.each(stores)('placement in the transaction that made room: $name', ({ s
     }
     expect(await stageStates(j.id)).toEqual({ a: 'scheduled', b: 'pending' });
     const [a] = await store.machineAssignments({ machineId: m.id });
-    await store.machineReport({
-      machineId: m.id,
-      started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }],
-      completed: [],
-      now,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    await reportStarted(store, { machineId: m.id, attempt: a!, now });
     reset();
-    const r = await store.machineReport({
-      machineId: m.id,
-      started: [],
-      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
-      now,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    const r = await reportSucceeded(store, { machineId: m.id, attempt: a!, now });
     expect(r.completed[0]!.result).toBe('ok');
     expect(commits()).toBe(1);
     expect(await stageStates(j.id)).toEqual({ a: 'succeeded', b: 'scheduled' });
@@ -156,14 +142,7 @@ describe.each(stores)('placement in the transaction that made room: $name', ({ s
     const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
     await schedulerPass(store, clock, { leaseMs: 10_000 });
     const [a] = await store.machineAssignments({ machineId: m.id });
-    await store.machineReport({
-      machineId: m.id,
-      started: [{ attemptId: a!.attemptId, token: a!.token, pid: null }],
-      completed: [],
-      now,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    await reportStarted(store, { machineId: m.id, attempt: a!, now });
     // A pass that places (its writes are in the transaction), then fails.
     store.placeBeforeCommit(
       async (source) => {
@@ -172,14 +151,7 @@ describe.each(stores)('placement in the transaction that made room: $name', ({ s
       },
       (err) => errors.push(err),
     );
-    const r = await store.machineReport({
-      machineId: m.id,
-      started: [],
-      completed: [{ attemptId: a!.attemptId, token: a!.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
-      now,
-      leaseMs: 10_000,
-      jitter: () => 0.5,
-    });
+    const r = await reportSucceeded(store, { machineId: m.id, attempt: a!, now });
     expect(r.completed[0]!.result).toBe('ok');
     expect(await stageStates(j.id)).toEqual({ a: 'succeeded', b: 'ready' });
     expect(await store.machineAssignments({ machineId: m.id })).toEqual([]);
@@ -230,14 +202,7 @@ describe.skipIf(pgMissing !== null)('placement in the transaction on PostgreSQL:
     );
     const end = (jobId: string) => {
       const a = placed.find((p) => p.jobId === jobId)!;
-      return store.machineReport({
-        machineId: m.id,
-        started: [],
-        completed: [{ attemptId: a.attemptId, token: a.token, exitCode: 0, signal: null, end: { kind: 'exited' as const, detail: null }, outputs: [] }],
-        now,
-        leaseMs: 10_000,
-        jitter: () => 0.5,
-      });
+      return reportSucceeded(store, { machineId: m.id, attempt: a, now });
     };
     const first = end(x.id);
     await inPass;

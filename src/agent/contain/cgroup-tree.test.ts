@@ -149,7 +149,7 @@ describe('CgroupTree on pure v2', () => {
     expect(b.ref).toBeNull();
   });
 
-  it('hands out no spare that was removed under it (an empty cgroup anyone may rmdir): another is made, and the dead one is not kept again', async () => {
+  it('hands out no spare that was removed under it (an empty cgroup anyone may rmdir): another is made, and a dead one released is not handed out later', async () => {
     host = fakeCgroupHost('v2');
     const t = tree(host);
     const spec = { limits: limits(), pidsMax: 64, gpuIndices: [] };
@@ -161,7 +161,7 @@ describe('CgroupTree on pure v2', () => {
     const b = t.create('att_b', spec)!;
     expect(b.name).toBe('att_b');
     expect(b.dirs.every((d) => existsSync(d))).toBe(true);
-    // An attempt whose cgroup went while it ran (emptied, then removed) leaves no spare behind.
+    // An attempt whose cgroup went while it ran (emptied, then removed): the next start does not get it.
     rmSync(b.dirs[0]!, { recursive: true });
     await t.release(b);
     expect(t.create('att_c', spec)!.name).toBe('att_c');

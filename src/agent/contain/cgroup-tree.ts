@@ -188,8 +188,7 @@ export class CgroupTree {
       empty = await cg.waitEmpty(RELEASE_EMPTY_MS);
     }
     const needed = cg.layout.devices;
-    // Gone already (removed under the agent, above): not kept, and nothing left to remove.
-    if (empty && this.spareCount() < MAX_SPARES && cg.dirs.every((d) => existsSync(d)) && cg.recycled()) {
+    if (empty && this.spareCount() < MAX_SPARES && cg.recycled()) {
       const list = this.spares.get(needed);
       if (list) list.push(cg);
       else this.spares.set(needed, [cg]);

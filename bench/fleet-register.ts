@@ -10,6 +10,7 @@
  *
  * Usage: node --import tsx bench/fleet-register.ts --agents 10000 [--stores postgres|sqlite]
  *   [--at-once 32] [--no-heartbeats] [--give-up-s 300] [--out bench/results/fleet-register.md]
+ * GANTRY_BENCH_PROF=DIR profiles the servers (`--cpu-prof`, written when they exit).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,7 +30,14 @@ const HEARTBEATS = !process.argv.includes('--no-heartbeats');
 const GIVE_UP_S = num('give-up-s', 300);
 const OUT = arg('out', join(REPO, 'bench/results/fleet-register.md'));
 
-const servers = await startFleetServers({ store: STORE, replicas: STORE === 'postgres' ? 2 : 1, env: { GANTRY_RATE_LIMIT: '0' } });
+/** GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit), as bench/fleet.ts does. */
+const PROF = process.env.GANTRY_BENCH_PROF;
+const servers = await startFleetServers({
+  store: STORE,
+  replicas: STORE === 'postgres' ? 2 : 1,
+  env: { GANTRY_RATE_LIMIT: '0' },
+  nodeFlags: PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [],
+});
 const db = STORE === 'postgres' ? new pg.Client({ connectionString: POSTGRES_URL }) : null;
 await db?.connect();
 const xacts = async () => {

@@ -60,14 +60,26 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
  */
 export async function machineJoinNew(tx: TxContext, p: MachineRegistration): Promise<MachineRecord | null> {
   const id = newId('m', tx.now);
-  const row = await tx.db
+  const inserted = await tx.db
     .insertInto('machines')
     .values({ id, name: p.name, scheduling: MachineScheduling.eligible, registered_at: tx.now, ...registrationFields(tx, p) })
     .onConflict((oc) => oc.column('name').doNothing())
     .returningAll()
+    // Whether any stage waits, read by the insert itself (no round trip of its own): see registered()'s `wake`.
+    .returning((eb) =>
+      eb
+        .exists(
+          eb
+            .selectFrom('stages')
+            .select(sql`1`.as('one'))
+            .where('state', '=', 'ready'),
+        )
+        .as('stages_waiting'),
+    )
     .executeTakeFirst();
-  if (!row) return null;
-  const { machineChanged } = await registered(tx, p, { id, returning: false, revived: false });
+  if (!inserted) return null;
+  const { stages_waiting, ...row } = inserted;
+  const { machineChanged } = await registered(tx, p, { id, returning: false, revived: false, wake: Boolean(stages_waiting) });
   // A new machine holds nothing; its row as inserted, unless the autoscaler's hook drained it (rare: read it again).
   return machineChanged ? (await machineGet(tx.db, id))! : toMachine(row, emptyUsage());
 }
@@ -96,7 +108,7 @@ function registrationFields(tx: TxContext, p: MachineRegistration) {
 async function registered(
   tx: TxContext,
   p: MachineRegistration,
-  o: { id: string; returning: boolean; revived: boolean },
+  o: { id: string; returning: boolean; revived: boolean; wake?: boolean },
 ): Promise<{ machineChanged: boolean }> {
   const { id, revived } = o;
   const gpuText = p.gpus.length ? `, ${p.gpus.length} ${p.gpus[0]!.type} GPU(s)${p.gpusDeclared ? ' (declared)' : ''}` : '';
@@ -107,7 +119,14 @@ async function registered(
     data: { name: p.name, returning: o.returning, revived, containment: p.containment?.mechanism ?? null },
   });
   const joined = await autoscaleJoined(tx, { name: p.name, machineId: id });
-  await tx.publish('capacity:freed', { machineId: id });
+  // `wake: false`: a new machine joins while no stage is ready, and a pass would read that and
+  // place nothing. No message, so no pass: not before this commit on the leader, not in the
+  // leader's loop woken over the bus, not the outbox row, its relay and its delivery to every
+  // replica (a fleet joining on PostgreSQL × 2: each registration woke up to two passes that
+  // found nothing; docs/throughput.md, "A fleet of agents"). A stage readied by a transaction
+  // that commits meanwhile wakes a pass of its own; one that did not see this machine is followed by
+  // the scheduler's interval pass (1 s), which does: a placement may wait that long, none is lost.
+  if (o.wake !== false) await tx.publish('capacity:freed', { machineId: id });
   return joined;
 }
 

@@ -86,7 +86,8 @@ const watch = setInterval(() => {
     before = done;
   })();
 }, 5000);
-const finished = await Promise.race([fleet.start().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), GIVE_UP_S * 1000))]);
+// Unref'd: a run that finished early exits then, not when the give-up time comes (it held the heavy-run lock that long).
+const finished = await Promise.race([fleet.start().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), GIVE_UP_S * 1000).unref())]);
 clearInterval(watch);
 const seconds = (performance.now() - t0) / 1000;
 const registered = fleet.agents.filter((a) => a.machineId).length;

@@ -11,10 +11,21 @@ import type { MachineSeen, Store } from '../store/store.js';
  */
 export class HeartbeatLiveness {
   private seen = new Map<string, MachineSeen>();
+  /** The batch a flush is writing: neither in `seen` nor committed until its statement returns. */
+  private writing: Map<string, MachineSeen> | null = null;
 
   /** A heartbeat from this machine arrived at `at`, answered with period `periodMs` (the latest one counts). */
   record(machineId: string, at: number, periodMs?: number): void {
     this.seen.set(machineId, periodMs === undefined ? { machineId, at } : { machineId, at, periodMs });
+  }
+
+  /**
+   * The latest arrival from this machine held here and not yet written (recorded since the last
+   * flush, or in the flush under way), for the reaper: a machine heard from is not silent, whatever
+   * its row says until the next flush lands (docs/failure-detection.md, "Heard, not yet written").
+   */
+  heardAt(machineId: string): number | undefined {
+    return this.seen.get(machineId)?.at ?? this.writing?.get(machineId)?.at;
   }
 
   /** Writes what was recorded since the last flush; on failure it is kept for the next one. */
@@ -22,11 +33,14 @@ export class HeartbeatLiveness {
     if (this.seen.size === 0) return 0;
     const batch = this.seen;
     this.seen = new Map();
+    this.writing = batch;
     try {
       return await store.machinesSeen({ seen: Array.from(batch.values()), now });
     } catch (err) {
       for (const [machineId, s] of batch) if (!((this.seen.get(machineId)?.at ?? -Infinity) >= s.at)) this.seen.set(machineId, s);
       throw err;
+    } finally {
+      this.writing = null;
     }
   }
 }

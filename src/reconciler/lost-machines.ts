@@ -16,7 +16,14 @@ export interface LostMachinesSettings {
  * Both grow for a machine on a period longer than `heartbeatMs` (docs/failure-detection.md, "A
  * period that grows with the fleet").
  */
-export function lostMachines(store: Store, clock: Clock, s: LostMachinesSettings, random: () => number = Math.random): ReconcilerDuty<ReapResult> {
+export function lostMachines(
+  store: Store,
+  clock: Clock,
+  s: LostMachinesSettings,
+  random: () => number = Math.random,
+  /** Arrivals this replica holds unwritten (HeartbeatLiveness.heardAt): a machine heard from is not judged silent. */
+  heard?: (machineId: string) => number | undefined,
+): ReconcilerDuty<ReapResult> {
   return {
     name: 'lost-machines',
     intervalMs: s.lostMachinesIntervalMs,
@@ -27,6 +34,7 @@ export function lostMachines(store: Store, clock: Clock, s: LostMachinesSettings
         lostAfterMs: s.lostAfterMs,
         jitter: random(),
         ...(s.heartbeatMs !== undefined ? { heartbeatMs: s.heartbeatMs } : {}),
+        ...(heard ? { heard } : {}),
       }),
   };
 }

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { HeartbeatLiveness } from '../api/heartbeat-liveness.js';
 import { blobKey, cpuMachine, job, stage } from '../store/conformance/fixtures.js';
 import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
 import type { Store } from '../store/store.js';
@@ -53,6 +54,27 @@ describe('the reconciler duties, each alone', () => {
     const r = await duty.runOnce();
     expect(r.machines[0]!.to).toBe('lost');
     expect(r.lostAttempts).toEqual([a.id]);
+  });
+
+  it('lost-machines: a machine whose arrival a HeartbeatLiveness holds unwritten is not judged', async () => {
+    const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+    const liveness = new HeartbeatLiveness();
+    const duty = lostMachines(
+      store,
+      clock,
+      { suspectAfterMs: 4000, lostAfterMs: 10_000, lostMachinesIntervalMs: 700 },
+      () => 0,
+      (id) => liveness.heardAt(id),
+    );
+    now += 11_000;
+    liveness.record(m.id, now - 500);
+    expect((await duty.runOnce()).machines).toEqual([]);
+    // Written, the arrival is the row's: still not judged; then silence past the allowance is.
+    await liveness.flush(store, now);
+    expect(liveness.heardAt(m.id)).toBeUndefined();
+    expect((await duty.runOnce()).machines).toEqual([]);
+    now += 11_000;
+    expect((await duty.runOnce()).machines).toEqual([{ machineId: m.id, from: 'ready', to: 'lost' }]);
   });
 
   it('lost-attempts: an assignment not acknowledged within ackTimeoutMs is lost and its stage ready again', async () => {

@@ -181,6 +181,7 @@ export async function createControlPlane(
     onError: logError,
     random,
     judgeFrom: () => judgeFrom,
+    heard: (machineId) => liveness.heardAt(machineId),
     removeLegacyDirs: async (ids) => {
       for (const id of ids) await artifacts.removeLegacyDir(id);
     },

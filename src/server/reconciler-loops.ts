@@ -41,6 +41,8 @@ export function reconcilerLoops(d: {
   onError: (loop: string) => (err: unknown) => void;
   random: () => number;
   judgeFrom: () => number;
+  /** Arrivals this replica holds and has not written yet (HeartbeatLiveness.heardAt), for the lost-machines duty. */
+  heard?: (machineId: string) => number | undefined;
   /** Removes attempt directories written before 0014 that no job names a file in any more. */
   removeLegacyDirs: (attemptIds: string[]) => Promise<void>;
 }): ReconcilerLoops {
@@ -51,7 +53,7 @@ export function reconcilerLoops(d: {
     if (r.lostAttempts.length) log.warn({ attempts: r.lostAttempts }, 'attempts lost');
   };
   return {
-    lostMachines: dutyLoop(lostMachines(store, clock, config, d.random), reaped, p),
+    lostMachines: dutyLoop(lostMachines(store, clock, config, d.random, d.heard), reaped, p),
     lostAttempts: dutyLoop(lostAttempts(store, clock, config, d.random), reaped, p),
     queueTimeout: dutyLoop(
       queueTimeout(store, clock, config),

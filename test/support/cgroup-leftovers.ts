@@ -1,5 +1,6 @@
 import { readdirSync, rmdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { liveAgentInstances } from './live-agents.js';
 
 /**
  * Vitest's global setup: the agents' cgroup subtrees (`gantry-<machine>.<hash>`) that this test run
@@ -8,9 +9,11 @@ import { join } from 'node:path';
  * whose hash names the subtree, are gone once the test ends: no later agent ever sweeps them. Only
  * subtrees made during this run are touched (those present at its start are left alone, as another
  * Gantry on this host may own them), and only empty cgroups can be removed at all (rmdir refuses a
- * cgroup with a process), children before their parents. An agent started elsewhere during the run
- * (a bench, `gantry up`) has its empty spare cgroups removed too: it notices and makes new ones
- * (docs/containment.md, "Recycled cgroups": "Still there").
+ * cgroup with a process), children before their parents. Nor those of an agent still running at
+ * the end (a bench or `gantry up` started during the run, beside it): its empty cgroups are its
+ * spares and the cgroups of starts under way, and removing them failed stages (`spawn-failed`,
+ * docs/containment.md, "Recycled cgroups"). Live agents are found by their command lines
+ * (live-agents.ts); where one's data directory is not on it, no subtree is removed this time.
  */
 const ROOT = '/sys/fs/cgroup';
 const DEPTH = 4;
@@ -64,9 +67,16 @@ function removeTree(dir: string): void {
   }
 }
 
+/** The subtrees made since `before` that no running agent owns, for the teardown to remove; none while an agent's cannot be told. */
+export function leftovers(before: ReadonlySet<string>, now: Iterable<string>, live: { instances: ReadonlySet<string>; unnamed: readonly number[] }): string[] {
+  if (live.unnamed.length > 0) return [];
+  // `gantry-<machine>.<instance>`: the instance is what follows the last dot.
+  return Array.from(now).filter((p) => !before.has(p) && !live.instances.has(basename(p).slice(basename(p).lastIndexOf('.') + 1)));
+}
+
 export default function setup(): () => void {
   const before = subtrees();
   return () => {
-    for (const p of subtrees()) if (!before.has(p)) removeTree(p);
+    for (const p of leftovers(before, subtrees(), liveAgentInstances())) removeTree(p);
   };
 }

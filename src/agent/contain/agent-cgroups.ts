@@ -61,8 +61,8 @@ export async function removeAgentCgroups(machineName: string, dataDir: string, h
   return swept;
 }
 
-/** What tells apart the subtrees of agents of one name on one host: their data directories. */
-function instanceOf(dataDir: string): string {
+/** What tells apart the subtrees of agents of one name on one host: their data directories (`gantry-<machine>.<instance>`). */
+export function instanceOf(dataDir: string): string {
   return createHash('sha256').update(resolve(dataDir)).digest('hex').slice(0, 8);
 }
 

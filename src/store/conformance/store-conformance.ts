@@ -598,6 +598,29 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(hb.kill[0]!.reason).toMatch(/lost/);
     });
 
+    it('a machine heard from but not yet written is not judged silent; one heard from too long ago is', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const a = (await place(j.id, 'a', m.id)).applied[0]!;
+      await store.attemptStart({ attemptId: a.id, token: a.token, pid: 5, now, leaseMs: 60_000 });
+      const registered = now;
+      now += 11_000;
+      // Its row says 11 s of silence; the replica heard it 1 s ago (the liveness loop has not written that yet).
+      let r = await store.machinesReap({ now, suspectAfterMs: 4000, lostAfterMs: 10_000, jitter: 0, heard: (id) => (id === m.id ? now - 1000 : undefined) });
+      expect(r).toEqual({ machines: [], lostAttempts: [] });
+      // An arrival held but older than the row's time changes nothing: judged by the row.
+      r = await store.machinesReap({ now, suspectAfterMs: 4000, lostAfterMs: 10_000, jitter: 0, heard: () => registered - 1000 });
+      expect(r.machines).toEqual([{ machineId: m.id, from: 'ready', to: 'lost' }]);
+      expect(r.lostAttempts).toEqual([a.id]);
+    });
+
+    it('a machine heard from 6 s ago is judged suspect by that, not lost by its row', async () => {
+      const m = await store.machineRegister({ ...cpuMachine('c1'), now });
+      now += 11_000;
+      const r = await store.machinesReap({ now, suspectAfterMs: 4000, lostAfterMs: 10_000, jitter: 0, heard: () => now - 6000 });
+      expect(r.machines).toEqual([{ machineId: m.id, from: 'ready', to: 'suspect' }]);
+    });
+
     it('an assignment not acknowledged in time is lost and the stage re-queued', async () => {
       const m = await store.machineRegister({ ...cpuMachine('c1'), now });
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });

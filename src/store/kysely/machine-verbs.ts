@@ -607,7 +607,10 @@ export interface SilentMachine {
  * it: at 5,000 agents on PostgreSQL x 2 it was refused for read/write dependencies 20 times in a
  * row at 195 passes of 200 (StoreBusyError), and the stopped machine was not found lost.
  */
-export async function silentMachines(db: Db, p: { now: number; suspectAfterMs: number; lostAfterMs: number; heartbeatMs?: number }): Promise<SilentMachine[]> {
+export async function silentMachines(
+  db: Db,
+  p: { now: number; suspectAfterMs: number; lostAfterMs: number; heartbeatMs?: number; heard?: (machineId: string) => number | undefined },
+): Promise<SilentMachine[]> {
   // Each machine by the period it was last told (docs/failure-detection.md, "A period that grows
   // with the fleet"): the query finds every machine silent past the shortest allowance, and each
   // is then judged by its own, which a longer period grows.
@@ -620,7 +623,10 @@ export async function silentMachines(db: Db, p: { now: number; suspectAfterMs: n
     .execute();
   const out: SilentMachine[] = [];
   for (const m of silent) {
-    const age = p.now - Number(m.last_heartbeat_at);
+    // A later arrival this replica holds unwritten counts: the row lags the machine by the liveness
+    // loop's period, and a flush refused (StoreBusyError) lags it further. The write below stays
+    // guarded on the row's time; the arrival only spares the machine from this pass.
+    const age = p.now - Math.max(Number(m.last_heartbeat_at), p.heard?.(m.id) ?? -Infinity);
     const grow = p.heartbeatMs === undefined ? 0 : silenceGrowthMs(m.heartbeat_ms === null ? null : Number(m.heartbeat_ms), p.heartbeatMs);
     if (age < p.suspectAfterMs + grow) continue;
     const to: MachineHealth = age >= p.lostAfterMs + grow ? 'lost' : 'suspect';

@@ -10,6 +10,7 @@
  *
  * Usage: node --import tsx bench/fleet-register.ts --agents 10000 [--stores postgres|sqlite]
  *   [--at-once 32] [--no-heartbeats] [--give-up-s 300] [--out bench/results/fleet-register.md]
+ * GANTRY_BENCH_PROF=DIR profiles the servers (`--cpu-prof`, written when they exit).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,7 +30,14 @@ const HEARTBEATS = !process.argv.includes('--no-heartbeats');
 const GIVE_UP_S = num('give-up-s', 300);
 const OUT = arg('out', join(REPO, 'bench/results/fleet-register.md'));
 
-const servers = await startFleetServers({ store: STORE, replicas: STORE === 'postgres' ? 2 : 1, env: { GANTRY_RATE_LIMIT: '0' } });
+/** GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit), as bench/fleet.ts does. */
+const PROF = process.env.GANTRY_BENCH_PROF;
+const servers = await startFleetServers({
+  store: STORE,
+  replicas: STORE === 'postgres' ? 2 : 1,
+  env: { GANTRY_RATE_LIMIT: '0' },
+  nodeFlags: PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [],
+});
 const db = STORE === 'postgres' ? new pg.Client({ connectionString: POSTGRES_URL }) : null;
 await db?.connect();
 const xacts = async () => {
@@ -78,7 +86,8 @@ const watch = setInterval(() => {
     before = done;
   })();
 }, 5000);
-const finished = await Promise.race([fleet.start().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), GIVE_UP_S * 1000))]);
+// Unref'd: a run that finished early exits then, not when the give-up time comes (it held the heavy-run lock that long).
+const finished = await Promise.race([fleet.start().then(() => true), new Promise<false>((r) => setTimeout(() => r(false), GIVE_UP_S * 1000).unref())]);
 clearInterval(watch);
 const seconds = (performance.now() - t0) / 1000;
 const registered = fleet.agents.filter((a) => a.machineId).length;

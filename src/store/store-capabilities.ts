@@ -23,4 +23,12 @@ export interface StoreCapabilities {
    * which costs no round trip there.
    */
   readonly multiStatementReads?: boolean;
+  /**
+   * A statement outside a transaction costs one round trip where a transaction costs its begin and
+   * commit besides, and reads only what others committed (a pool of connections: PostgreSQL): a
+   * heartbeat that writes nothing is answered from one read outside any transaction
+   * (kysely/heartbeat-read.ts). Absent or false (SQLite): the heartbeat joins the group's
+   * transaction, which costs no round trip there.
+   */
+  readonly readsOutsideTransactions?: boolean;
 }

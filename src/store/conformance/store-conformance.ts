@@ -161,6 +161,21 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(outbox.some((m) => m.topic === 'pool:ready' && m.payload.pool === 'cpu')).toBe(true);
     });
 
+    it('a machine joining wakes a pass only when a stage is ready: no capacity:freed while the queue is empty', async () => {
+      const freed = async () => (await store.outboxPending({ limit: 100 })).filter((m) => m.topic === 'capacity:freed').map((m) => m.payload);
+      const idle = await store.machineRegister({ ...cpuMachine('c1'), now });
+      expect(idle.name).toBe('c1');
+      expect(await freed()).toEqual([]);
+      // Its event is written all the same.
+      expect((await store.eventsList({ limit: 100 })).filter((e) => e.type === 'machine:registered').map((e) => e.machineId)).toEqual([idle.id]);
+      await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const joined = await store.machineRegister({ ...cpuMachine('c2'), now });
+      expect(await freed()).toEqual([{ machineId: joined.id }]);
+      // A machine registering again (not a join) wakes one as before.
+      await store.machineRegister({ ...cpuMachine('c1'), now });
+      expect(await freed()).toEqual([{ machineId: joined.id }, { machineId: idle.id }]);
+    });
+
     it('lists events newest first, of no job only, of one noun only (what GET /v1/autoscale reads its decisions with)', async () => {
       const j = await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
       await store.machineRegister({ ...cpuMachine('c1'), now });

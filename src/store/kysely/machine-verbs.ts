@@ -7,7 +7,7 @@ import { silenceGrowthMs } from '../../domain/heartbeat-period.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { Assignment, AttemptLimits, MachineContainment, MachineRecord, OutputFile } from '../records.js';
-import type { HeartbeatResult, MachineRegistration, MachineSeen, ReapResult } from '../store.js';
+import type { HeartbeatResult, MachineRegistration, MachineSeen, ReapResult, Store } from '../store.js';
 import { maskSecrets } from '../../domain/secret-env.js';
 import { loseAttempt, secretsOf } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
@@ -60,14 +60,26 @@ export async function machineRegister(tx: TxContext, p: MachineRegistration): Pr
  */
 export async function machineJoinNew(tx: TxContext, p: MachineRegistration): Promise<MachineRecord | null> {
   const id = newId('m', tx.now);
-  const row = await tx.db
+  const inserted = await tx.db
     .insertInto('machines')
     .values({ id, name: p.name, scheduling: MachineScheduling.eligible, registered_at: tx.now, ...registrationFields(tx, p) })
     .onConflict((oc) => oc.column('name').doNothing())
     .returningAll()
+    // Whether any stage waits, read by the insert itself (no round trip of its own): see registered()'s `wake`.
+    .returning((eb) =>
+      eb
+        .exists(
+          eb
+            .selectFrom('stages')
+            .select(sql`1`.as('one'))
+            .where('state', '=', 'ready'),
+        )
+        .as('stages_waiting'),
+    )
     .executeTakeFirst();
-  if (!row) return null;
-  const { machineChanged } = await registered(tx, p, { id, returning: false, revived: false });
+  if (!inserted) return null;
+  const { stages_waiting, ...row } = inserted;
+  const { machineChanged } = await registered(tx, p, { id, returning: false, revived: false, wake: Boolean(stages_waiting) });
   // A new machine holds nothing; its row as inserted, unless the autoscaler's hook drained it (rare: read it again).
   return machineChanged ? (await machineGet(tx.db, id))! : toMachine(row, emptyUsage());
 }
@@ -96,7 +108,7 @@ function registrationFields(tx: TxContext, p: MachineRegistration) {
 async function registered(
   tx: TxContext,
   p: MachineRegistration,
-  o: { id: string; returning: boolean; revived: boolean },
+  o: { id: string; returning: boolean; revived: boolean; wake?: boolean },
 ): Promise<{ machineChanged: boolean }> {
   const { id, revived } = o;
   const gpuText = p.gpus.length ? `, ${p.gpus.length} ${p.gpus[0]!.type} GPU(s)${p.gpusDeclared ? ' (declared)' : ''}` : '';
@@ -107,7 +119,14 @@ async function registered(
     data: { name: p.name, returning: o.returning, revived, containment: p.containment?.mechanism ?? null },
   });
   const joined = await autoscaleJoined(tx, { name: p.name, machineId: id });
-  await tx.publish('capacity:freed', { machineId: id });
+  // `wake: false`: a new machine joins while no stage is ready, and a pass would read that and
+  // place nothing. No message, so no pass: not before this commit on the leader, not in the
+  // leader's loop woken over the bus, not the outbox row, its relay and its delivery to every
+  // replica (a fleet joining on PostgreSQL × 2: each registration woke up to two passes that
+  // found nothing; docs/throughput.md, "A fleet of agents"). A stage readied by a transaction
+  // that commits meanwhile wakes a pass of its own; one that did not see this machine is followed by
+  // the scheduler's interval pass (1 s), which does: a placement may wait that long, none is lost.
+  if (o.wake !== false) await tx.publish('capacity:freed', { machineId: id });
   return joined;
 }
 
@@ -141,6 +160,35 @@ export async function machineList(db: Db): Promise<MachineRecord[]> {
   return rows.map((r) => toMachine(r, usage.get(r.id) ?? emptyUsage()));
 }
 
+/** A heartbeat as the store is asked it (Store.machineHeartbeat), at its transaction's time. */
+export type HeartbeatParams = Omit<Parameters<Store['machineHeartbeat']>[0], 'now'>;
+
+/**
+ * Whether the machine's row says it was seen recently enough that this heartbeat need not write
+ * it: liveness kept in memory by the caller (machinesSeen) leaves the row alone while what it holds
+ * is younger than livenessAfterMs; else, as before, within renewAfterMs of the last write.
+ */
+export function rowFresh(now: number, m: { last_heartbeat_at: number | string; heartbeat_ms: number | string | null }, p: HeartbeatParams): boolean {
+  const grow = p.period ? silenceGrowthMs(m.heartbeat_ms === null ? null : Number(m.heartbeat_ms), p.period.heartbeatMs) : 0;
+  const liveFor = p.livenessAfterMs !== undefined ? p.livenessAfterMs + grow : p.renewAfterMs;
+  return liveFor !== undefined && now - Number(m.last_heartbeat_at) < liveFor;
+}
+
+/**
+ * With the row fresh: whether the list calls for no write either (no attempt to release, none
+ * missing), and no listed lease would be left older than renewAfterMs (after a re-registration,
+ * say, which counts as a sign of life but renews no lease).
+ */
+export function writesNothing(now: number, unreported: Unreported, p: HeartbeatParams): boolean {
+  const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= now + p.leaseMs - (p.renewAfterMs ?? 0);
+  return unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh;
+}
+
+/** Attempts placed on the machine and not started: the answer's `placed`. */
+export function placedOf(held: readonly Pick<HeldRow, 'id' | 'state'>[]): string[] {
+  return held.filter((h) => h.state === 'scheduled').map((h) => h.id);
+}
+
 /**
  * A heartbeat: the machine is alive, and so are the attempts it names, whose leases it renews.
  * Any attempt it names that is no longer current (canceled, lost, superseded) comes back in
@@ -151,32 +199,12 @@ export async function machineList(db: Db): Promise<MachineRecord[]> {
  * agent polls again each time work arrives, many times a second, while liveness and leases are
  * judged in seconds. Such a heartbeat is a read, and its transaction commits without a disk flush.
  */
-export async function machineHeartbeat(
-  tx: TxContext,
-  p: {
-    machineId: string;
-    running: { attemptId: string; token: number; progress?: { fraction: number; message?: string } }[];
-    leaseMs: number;
-    missingAfterMs: number;
-    spare?: readonly string[];
-    jitter: number;
-    renewAfterMs?: number;
-    livenessAfterMs?: number;
-    /** The configured period and the one this heartbeat's answer gives (docs/failure-detection.md,
-     *  "A period that grows with the fleet"): the row records the latter, and livenessAfterMs
-     *  grows with the period the row holds (silenceGrowthMs). */
-    period?: { heartbeatMs: number; periodMs: number };
-  },
-): Promise<HeartbeatResult | null> {
+export async function machineHeartbeat(tx: TxContext, p: HeartbeatParams): Promise<HeartbeatResult | null> {
   // A removed machine is unknown to its agent (404), which registers again.
   const m = await heartbeatMachine.first(tx.db, p.machineId);
   if (!m) return null;
   let health = m.health;
-  // Liveness kept in memory by the caller (machinesSeen) leaves the row alone while what it holds
-  // is younger than livenessAfterMs; else, as before, within renewAfterMs of the last write.
-  const grow = p.period ? silenceGrowthMs(m.heartbeat_ms === null ? null : Number(m.heartbeat_ms), p.period.heartbeatMs) : 0;
-  const liveFor = p.livenessAfterMs !== undefined ? p.livenessAfterMs + grow : p.renewAfterMs;
-  let fresh = liveFor !== undefined && tx.now - Number(m.last_heartbeat_at) < liveFor;
+  let fresh = rowFresh(tx.now, m, p);
   if (health === 'suspect' || health === 'lost') {
     const res = await tx.db
       .updateTable('machines')
@@ -205,11 +233,8 @@ export async function machineHeartbeat(
     await setProgress.run(tx.db, r.progress.fraction, message, tx.now, r.attemptId, r.token, m.id);
   }
   const unreported = unreportedHeld(tx.now, held, p);
-  // A heartbeat that skips writing must not leave a listed lease older than renewAfterMs (after a
-  // re-registration, say, which counts as a sign of life but renews no lease).
-  const leasesFresh = unreported.oldestListedLease === null || unreported.oldestListedLease >= tx.now + p.leaseMs - (p.renewAfterMs ?? 0);
-  const placed = held.filter((h) => h.state === 'scheduled').map((h) => h.id);
-  if (fresh && unreported.release.length === 0 && unreported.lose.length === 0 && leasesFresh) return { health, kill, lost: [], placed };
+  const placed = placedOf(held);
+  if (fresh && writesNothing(tx.now, unreported, p)) return { health, kill, lost: [], placed };
   await markHeartbeat.affected(tx.db, tx.now, p.period?.periodMs ?? null, m.id);
   const killed = new Set(kill.map((k) => k.attemptId));
   const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
@@ -253,7 +278,7 @@ const heldOn = prepared<[machineId: string]>()((db, [machineId]) =>
     .where('machine_id', '=', machineId)
     .where('released_at', 'is', null),
 );
-type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
+export type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
 
 /** Rows a statement of machinesSeen writes at most: three parameters each, far under either database's limit. */
 const SEEN_CHUNK = 1024;
@@ -330,17 +355,7 @@ export async function killList(
   );
   const elsewhere = running.filter((r) => !byId.has(r.attemptId)).map((r) => r.attemptId);
   for (const r of await fencesById.rows(db, elsewhere)) byId.set(r.id, r);
-  const kill: HeartbeatResult['kill'] = [];
-  const preempted: HeartbeatResult['kill'] = [];
-  for (const r of running) {
-    const a = byId.get(r.attemptId);
-    if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
-    else if (a.machine_id !== machineId || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
-    else if (!isAttemptActive(a.state)) {
-      kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
-      if (a.state === 'preempted') preempted.push(kill[kill.length - 1]!);
-    }
-  }
+  const { kill, preempted } = killOf(machineId, running, byId);
   // A preempted attempt gets its stage's grace to checkpoint (one read, for those only).
   if (preempted.length) {
     const rows = await db
@@ -362,6 +377,28 @@ export async function killList(
   return kill;
 }
 
+type Fence = Pick<HeldRow, 'id' | 'token' | 'state' | 'machine_id' | 'reason'>;
+
+/** Which listed attempts to kill, from their fences (`byId`: every one the database has); `preempted`: those of them preempted, whose grace is still to read. */
+export function killOf(
+  machineId: string,
+  running: readonly { attemptId: string; token: number }[],
+  byId: ReadonlyMap<string, Fence>,
+): { kill: HeartbeatResult['kill']; preempted: HeartbeatResult['kill'] } {
+  const kill: HeartbeatResult['kill'] = [];
+  const preempted: HeartbeatResult['kill'] = [];
+  for (const r of running) {
+    const a = byId.get(r.attemptId);
+    if (!a) kill.push({ attemptId: r.attemptId, reason: 'unknown attempt' });
+    else if (a.machine_id !== machineId || Number(a.token) !== r.token) kill.push({ attemptId: r.attemptId, reason: 'stale token' });
+    else if (!isAttemptActive(a.state)) {
+      kill.push({ attemptId: r.attemptId, reason: `attempt is ${a.state}${a.reason ? `: ${a.reason}` : ''}` });
+      if (a.state === 'preempted') preempted.push(kill[kill.length - 1]!);
+    }
+  }
+  return { kill, preempted };
+}
+
 /**
  * The agent's list against the database. An attempt it no longer lists has no process any more:
  * its resources are released. One the database says is running but the agent has stopped
@@ -369,15 +406,20 @@ export async function killList(
  * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread;
  * and never one in `spare` (started at placement, its answer perhaps not seen when this was sent).
  */
-function unreportedHeld(
+interface Unreported {
+  release: HeldRow[];
+  lose: HeldRow[];
+  oldestListedLease: number | null;
+}
+export function unreportedHeld(
   now: number,
   held: readonly HeldRow[],
   p: { running: { attemptId: string }[]; missingAfterMs: number; spare?: readonly string[] },
-): { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } {
+): Unreported {
   const reported = new Set(p.running.map((r) => r.attemptId));
   // Started at placement and maybe not yet heard of by the agent when it sent this: no evidence.
   const spared = new Set(p.spare);
-  const out: { release: HeldRow[]; lose: HeldRow[]; oldestListedLease: number | null } = { release: [], lose: [], oldestListedLease: null };
+  const out: Unreported = { release: [], lose: [], oldestListedLease: null };
   for (const a of held) {
     if (reported.has(a.id)) {
       // The listed attempts' leases come with the same read: what a skipped write would leave.

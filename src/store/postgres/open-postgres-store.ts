@@ -76,7 +76,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   const db = poolOf(opts.poolSize ?? 10);
   const store = new KyselyStore(
     db,
-    { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true, multiStatementReads: true },
+    { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true, multiStatementReads: true, readsOutsideTransactions: true },
     schema ?? 'public',
   );
   // The leader's lane (KyselyStore.useControlPool): three connections of its own.

@@ -124,7 +124,11 @@ describe.skipIf(python.length === 0)('launchAttempt, a cgroup removed before the
   it('fails the start (spawn-failed) when the cgroup is removed again, or when the join fails for another reason', async () => {
     const again = setup(removeIt, 2);
     const twice = await launchAttempt(again.ctx, assignment('att_3'), attemptPaths('att_3'));
-    expect(await twice.handle.done).toMatchObject({ kind: 'spawn-failed', spawnCause: 'cgroup-gone' });
+    expect(await twice.handle.done).toMatchObject({
+      kind: 'spawn-failed',
+      spawnCause: 'cgroup-gone',
+      reason: expect.stringMatching(/removed before it joined .*, twice: the second time in cgroups made for it$/),
+    });
     expect(again.made).toHaveLength(2);
     launcher!.close();
     host!.cleanup();

@@ -147,5 +147,20 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
     .remove()
     .catch((err: unknown) => ctx.log(`attempt ${a.attemptId}: cannot remove what is left of its cgroups (${errorText(err)}); the next start sweeps them`));
   ctx.log(`attempt ${a.attemptId}: its cgroup ${gone.name} was removed before its command joined it; starting it again in a new one`);
-  return start(true, gone.ref !== null);
+  const second = start(true, gone.ref !== null);
+  // Its end says it was tried twice: a cleaner sweeping every hierarchy can remove the new one too.
+  const h = second.handle;
+  const done = h.done.then((r) => (r.spawnCause === 'cgroup-gone' ? { ...r, reason: `${r.reason}, twice: the second time in cgroups made for it` } : r));
+  return {
+    ...second,
+    handle: {
+      get pid() {
+        return h.pid;
+      },
+      started: h.started,
+      done,
+      kill: (why, graceMs) => h.kill(why, graceMs),
+      leave: () => h.leave(),
+    },
+  };
 }

@@ -362,8 +362,8 @@ export class Reporter {
    * on its answer); the outcomes' are returned, for the caller to give once the assignments the
    * same answer carried have started (`onAssignments`, then a turn of the event loop): what an
    * outcome's answer sets off is its attempt's settling (journal, directory emptied and renamed
-   * aside, logs removed, its uid released: AttemptRunner.settle), about 0.3 ms of the agent's
-   * file system calls an attempt, and an answer that ends ten attempts and starts ten put all of
+   * aside, logs removed, its uid released: AttemptRunner.settle), 0.1–0.2 ms of the agent's
+   * file system calls an attempt, and an answer that ends ten attempts and starts ten put most of
    * it before the new attempts' spawns (docs/agent.md, "An answer's assignments before its
    * outcomes"). Null when there is nothing left to give.
    */

@@ -26,6 +26,8 @@ export class JournalSpawns {
   readonly assignedAt = new Map<string, number>();
   readonly exitAt = new Map<string, number>();
   readonly reportedAt = new Map<string, number>();
+  /** Attempts whose assignment came started at placement (no acknowledgement: docs/agent.md, "Started at placement"). */
+  readonly startedAtPlacement = new Set<string>();
   private fd: number | null = null;
   private ino = -1;
   private pos = 0;
@@ -85,8 +87,9 @@ export class JournalSpawns {
           const r = JSON.parse(l) as { id: string; pid: { at?: number } };
           if (typeof r.pid.at === 'number' && !this.at.has(r.id)) this.at.set(r.id, r.pid.at);
         } else if (l.includes('"assignment":{')) {
-          const r = JSON.parse(l) as { id: string; at?: number };
+          const r = JSON.parse(l) as { id: string; at?: number; assignment: { started?: boolean } };
           if (typeof r.at === 'number' && !this.assignedAt.has(r.id)) this.assignedAt.set(r.id, r.at);
+          if (r.assignment.started === true) this.startedAtPlacement.add(r.id);
         } else if (l.includes('"exit":{')) {
           const r = JSON.parse(l) as { id: string; exit: { finishedAt?: string } };
           if (r.exit.finishedAt && !this.exitAt.has(r.id)) this.exitAt.set(r.id, Date.parse(r.exit.finishedAt));

@@ -468,6 +468,11 @@ function printBAfterAPhases(round: number, pairs: { f: number; a: string; b: str
         phase('B received → B spawned', (p) => sub(j.at.get(p.b), j.assignedAt.get(p.b))),
         phase('A written → A answer handled', (p) => sub(j.reportedAt.get(p.a), Number(p.f))),
         phase('whole', (p) => sub(j.at.get(p.b), Number(p.f))),
+        // B placed in A's report's transaction and started there, against B placed otherwise (by
+        // the scheduler loop, or by another report), which waits for an answer or a heartbeat to
+        // carry it, then for its acknowledgement's report.
+        phase('whole, B started at placement', (p) => (j.startedAtPlacement.has(p.b) ? sub(j.at.get(p.b), Number(p.f)) : undefined)),
+        phase('whole, B acknowledged', (p) => (j.startedAtPlacement.has(p.b) ? undefined : sub(j.at.get(p.b), Number(p.f)))),
       ].join('; '),
   );
 }

@@ -52,6 +52,17 @@ async function startAgent(settings?: Partial<AgentSettings>, opts: { startedAssi
 
 const reported = (attemptId: string) => new AgentState(join(dir, 'data')).readReported(attemptId);
 
+/**
+ * Until the attempt is settled and its runner forgotten: its `reported` record written, then a
+ * heartbeat sent after that (an answer's outcomes are settled a turn of the event loop after its
+ * assignments are taken: reporter.ts), so that a resend of it meets the journal, not its runner.
+ */
+async function settled(attemptId: string): Promise<void> {
+  await until(async () => (await reported(attemptId)) !== null);
+  const after = srv.events.length;
+  await srv.waitFor((e) => e.type === 'heartbeat' && e.seq >= after);
+}
+
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'gantry-agent-'));
   srv = new FakeServer({ heartbeatMs: 500, leaseMs: 5000, killGraceMs: 300 });
@@ -159,6 +170,7 @@ describe('Agent', () => {
     expect(srv.of('start', a.attemptId).map((e) => e.body.pid === null)).toEqual([false]);
     expect(srv.answered.get(a.attemptId)).toEqual(['ok']);
     // A resend (a duplicate answer) runs nothing twice: the journal knows it.
+    await settled(a.attemptId);
     srv.push({ assignments: [a] });
     await until(() => lines.some((l) => l.includes(`${a.attemptId} (job_1/train #1) was assigned again`)));
     expect((await readFile(marker, 'utf8')).trim().split('\n')).toEqual(['run']);
@@ -213,6 +225,7 @@ describe('Agent', () => {
     const a = assignment({ command: ['sh', '-c', 'echo run >> "$MARKER"'], env: { MARKER: marker } });
     srv.push({ assignments: [a, a] });
     await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
+    await settled(a.attemptId);
     srv.push({ assignments: [a] });
     await until(() => lines.some((l) => l.includes(`${a.attemptId} (job_1/train #1) was assigned again`)));
     expect((await readFile(marker, 'utf8')).trim().split('\n')).toEqual(['run']);

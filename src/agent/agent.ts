@@ -226,6 +226,7 @@ export class Agent {
             recordCgroup: (attemptId, ref) => this.state.recordCgroup(attemptId, ref),
             pidsMax: this.containment.pidsMax,
             sandbox: this.sandbox,
+            log: (line) => this.log(line),
             gpus: this.machine.gpus,
             gpuSharing: this.gpuSharing,
           },

@@ -321,6 +321,27 @@ describe('AttemptRunner', () => {
     expect(released).toEqual([]);
   });
 
+  it('the agent stops while its launch is still under way (a contained start waits for its pid): left once the launch returns', async () => {
+    const launched = deferred<void>();
+    const r = AttemptRunner.accept(assignment(), {
+      ...deps(),
+      launch: async () => {
+        await launched.promise;
+        const p = new FakeProcess();
+        procs.push(p);
+        p.start(13);
+        return { handle: p, progress: null, cgroup: null };
+      },
+    });
+    await until(() => r.phase === 'starting');
+    r.leave();
+    expect(await r.done).toEqual({ phase: 'left' });
+    launched.resolve();
+    await until(() => procs.length === 1);
+    await until(() => procs[0]!.left);
+    expect(reporter.completes).toEqual([]);
+  });
+
   it('a timeout is reported as one, with its text as the detail', async () => {
     const r = AttemptRunner.accept(assignment({ timeoutSeconds: 1 }), deps());
     await until(() => procs.length === 1);

@@ -318,6 +318,9 @@ export class AttemptRunner {
     this.spawnedAt = d.now();
     const { handle, progress, cgroup } = await d.launch(a, paths);
     this.handle = handle;
+    // Left while it was being started (the launch waits for a contained command's pid, to start it
+    // again should its cgroup go: launch-attempt.ts): left now, as leave() would have.
+    if (this.current === AttemptPhase.left) handle.leave();
     this.cgroup = cgroup;
     this.progress = progress;
     // A new attempt: the server has none of its log yet.

@@ -13,7 +13,7 @@ import { checkpointDirFor, openAttemptTo } from '../disk/attempt-owner.js';
 import { attemptOwnEnv } from './attempt-env.js';
 import type { Launcher } from './launcher.js';
 import { notStarted, runProcess, type ProcessHandle } from './process-runner.js';
-import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
+import type { AttemptCgroup, AttemptCgroupSpec } from '../contain/attempt-cgroup.js';
 import type { CgroupTree } from '../contain/cgroup-tree.js';
 import type { CgroupRef } from '../contain/attempt-cgroup.js';
 import type { LaunchContainment } from '../contain/launch-containment.js';
@@ -37,11 +37,13 @@ export interface LaunchContext {
   /** Who the attempt runs as; held from here until the attempt is settled (the runner releases it). */
   users: Pick<AttemptUsers, 'acquire'>;
   /** Where attempts' cgroups are made (cgroup-tree.ts); null: none (containment off, or nothing usable). */
-  cgroups: CgroupTree | null;
+  cgroups: Pick<CgroupTree, 'create' | 'release'> | null;
   /** Journals the recycled cgroup an attempt is given, before its command starts (AgentState.recordCgroup). */
   recordCgroup: (attemptId: string, ref: CgroupRef) => void;
   /** An attempt's pids limit when its assignment says none (--pids-max). */
   pidsMax: number;
+  /** A line for the agent's log. */
+  log: (line: string) => void;
   /** What every command is wrapped in (--sandbox, sandbox-argv.ts); null: no sandbox. */
   sandbox: SandboxTool | null;
   /** The machine's GPUs as registered: what an assignment's indices name (attempt-gpus.ts). */
@@ -97,36 +99,68 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   }
   // Where the stage may say how far it has come (a JSON line a step); the agent reads it when it heartbeats.
   const own = attemptOwnEnv(a, { ...paths, checkpoint }, ctx.machineName, user, gpus.env);
-  // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins them
-  // itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed, saying which
-  // file), as a command that cannot be contained is.
-  let cgroup: AttemptCgroup | null = null;
   let wrap: string[] = [];
-  try {
-    cgroup =
-      ctx.cgroups?.create(a.attemptId, { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: gpus.deviceMinors, nvidiaCaps: gpus.nvidiaCaps }) ?? null;
-    // A recycled one is named after another attempt: a restart must find it by this record.
-    const ref = cgroup?.ref;
-    if (ref) ctx.recordCgroup(a.attemptId, ref);
-  } catch (err) {
-    // Made, but not recorded: given back (nothing ran in it).
-    if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});
-    return { handle: notStarted(new Error(`cannot contain the command: ${errorText(err)}`)), progress: null, cgroup: null };
-  }
   try {
     if (ctx.sandbox) {
       const dirs = { work: paths.work, output: paths.output, input: paths.input, checkpoint, progressFile: paths.progress };
       wrap = sandboxArgv({ tool: ctx.sandbox, gpuIndices: gpus.deviceMinors, nvidiaCaps: gpus.nvidiaCaps, dirs, network: a.limits?.network ?? false });
     }
   } catch (err) {
-    if (cgroup) await ctx.cgroups?.release(cgroup).catch(() => {});
-    return { handle: notStarted(new Error(`cannot sandbox the command: ${errorText(err)}`)), progress: null, cgroup: null };
+    return failed(`cannot sandbox the command: ${errorText(err)}`);
   }
-  const contain: LaunchContainment | undefined =
-    cgroup || user || wrap.length ? { procsFiles: cgroup?.procsFiles ?? [], user: user ? { uid: user.uid, gid: user.gid } : null, wrap } : undefined;
-  const contained = { ...opts, ...(contain ? { contain } : {}), cgroup };
-  // The launcher starts from the inherited environment already and is given only what the attempt adds.
-  const handle =
-    ctx.launcher?.run({ ...contained, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...contained, env: { ...ctx.inheritedEnv, ...own } });
-  return { handle, progress: new ProgressFile(paths.progress), cgroup };
+  const spec: AttemptCgroupSpec = { limits: a.limits ?? null, pidsMax: ctx.pidsMax, gpuIndices: gpus.deviceMinors, nvidiaCaps: gpus.nvidiaCaps };
+  const start = (fresh: boolean, journaled: boolean): Launched => {
+    // Its cgroups, limited, before anything of it runs (docs/containment.md): the command joins
+    // them itself before it execs. Ones the kernel refuses leave it unstarted (spawn-failed,
+    // saying which file), as a command that cannot be contained is.
+    let cgroup: AttemptCgroup | null = null;
+    try {
+      cgroup = ctx.cgroups?.create(a.attemptId, spec, { fresh }) ?? null;
+      // A recycled one is named after another attempt: a restart must find it by this record, and
+      // a new one made after a recycled one was journaled must replace that record.
+      const ref = cgroup && (cgroup.ref ?? (journaled ? { name: cgroup.name, baseline: cgroup.baseline } : null));
+      if (ref) ctx.recordCgroup(a.attemptId, ref);
+    } catch (err) {
+      // Made, but not recorded: given back (nothing ran in it).
+      if (cgroup) void ctx.cgroups?.release(cgroup).catch(() => {});
+      return failed(`cannot contain the command: ${errorText(err)}`);
+    }
+    const contain: LaunchContainment | undefined =
+      cgroup || user || wrap.length ? { procsFiles: cgroup?.procsFiles ?? [], user: user ? { uid: user.uid, gid: user.gid } : null, wrap } : undefined;
+    const contained = { ...opts, ...(contain ? { contain } : {}), cgroup };
+    // The launcher starts from the inherited environment already and is given only what the attempt adds.
+    const handle =
+      ctx.launcher?.run({ ...contained, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...contained, env: { ...ctx.inheritedEnv, ...own } });
+    return { handle, progress: new ProgressFile(paths.progress), cgroup };
+  };
+  const first = start(false, false);
+  if (!first.cgroup || (await first.handle.started) !== null) return first;
+  // Not started. One cause a second start cures: a cgroup removed between its mkdir (or the check
+  // of a spare) and the child's join, by anyone tidying empty cgroups (docs/containment.md,
+  // "Still there"). Started once more in cgroups made for it, never a spare; any other failure,
+  // or this one again, ends the attempt spawn-failed as before.
+  const end = await first.handle.done;
+  if (end.spawnCause !== 'cgroup-gone') return first;
+  const gone = first.cgroup;
+  // What is left of it (the other hierarchies) holds nothing: the child that failed was reaped before the launcher answered.
+  await gone
+    .remove()
+    .catch((err: unknown) => ctx.log(`attempt ${a.attemptId}: cannot remove what is left of its cgroups (${errorText(err)}); the next start sweeps them`));
+  ctx.log(`attempt ${a.attemptId}: its cgroup ${gone.name} was removed before its command joined it; starting it again in a new one`);
+  const second = start(true, gone.ref !== null);
+  // Its end says it was tried twice: a cleaner sweeping every hierarchy can remove the new one too.
+  const h = second.handle;
+  const done = h.done.then((r) => (r.spawnCause === 'cgroup-gone' ? { ...r, reason: `${r.reason}, twice: the second time in cgroups made for it` } : r));
+  return {
+    ...second,
+    handle: {
+      get pid() {
+        return h.pid;
+      },
+      started: h.started,
+      done,
+      kill: (why, graceMs) => h.kill(why, graceMs),
+      leave: () => h.leave(),
+    },
+  };
 }

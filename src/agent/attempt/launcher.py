@@ -6,6 +6,8 @@ one JSON line per attempt on stdin and answers on stdout:
     ready                    once, before it reads anything
     pid <id> <pid>           the command runs, leading a process group of its own
     fail <id> <message>      it could not be started (the directory, a file, the exec)
+    gone <id> <message>      it could not be started: a cgroup it was to join had been removed
+                             (ENOENT on its cgroup.procs; the agent starts it again in a new one)
     end <id> <status>        it ended: its exit code, or 128 + the signal that ended it
 
 Why a program of its own: a command started by a small process with vfork and exec (no copy of
@@ -85,7 +87,10 @@ def start(line, base_env, jobs, out):
     try:
         spawn(job, base_env, jobs, out)
     except subprocess.SubprocessError:  # only a preexec_fn's failure: confine's child wrote why
-        out.line("fail %s could not join its cgroups or become its user (its stderr says why)" % job.get("id"))
+        if cgroup_gone():
+            out.line("gone %s a cgroup it was to join was removed before it joined (its stderr says which)" % job.get("id"))
+        else:
+            out.line("fail %s could not join its cgroups or become its user (its stderr says why)" % job.get("id"))
     except Exception as err:  # no such directory, an exec refused, a NUL in a variable: that job only
         out.line("fail %s %s" % (job.get("id"), " ".join(str(err).split())))
 
@@ -125,6 +130,19 @@ GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_ses
 
 PR_SET_NO_NEW_PRIVS = 38
 _libc = None
+# A pipe on which a child that found a cgroup gone says so before it fails (the parent learns only
+# that the preexec_fn raised, not why): made with the first contained job, kept for all.
+_gone = None
+
+
+def cgroup_gone():
+    """Whether the child that just failed found a cgroup.procs missing (a byte on the pipe, read now)."""
+    if _gone is None:
+        return False
+    try:
+        return len(os.read(_gone[0], 64)) > 0
+    except BlockingIOError:
+        return False
 
 
 def confine(job):
@@ -139,21 +157,33 @@ def confine(job):
     gid = job.get("gid")
     if not procs and uid is None:
         return {"umask": 0o022} if sys.version_info >= (3, 9) else {}
-    global _libc
+    global _libc, _gone
     if uid is not None and _libc is None:
         import ctypes
 
         _libc = ctypes.CDLL(None, use_errno=True)
     libc = _libc
+    if procs and _gone is None:
+        _gone = os.pipe()
+        os.set_blocking(_gone[0], False)
+    gone_w = _gone[1] if procs else None
 
     def child():
         try:
             for path in procs:
-                fd = os.open(path, os.O_WRONLY)
+                try:
+                    fd = os.open(path, os.O_WRONLY)
+                except FileNotFoundError:
+                    # Removed between the agent's mkdir (or its check of a spare) and this join:
+                    # the only failure a start in a new cgroup cures, so the only one told apart.
+                    os.write(gone_w, b"g")
+                    raise
                 try:
                     os.write(fd, b"0")
                 finally:
                     os.close(fd)
+            if gone_w is not None:
+                os.close(gone_w)  # passed for the join only: the command must not inherit it
             if uid is not None:
                 os.setgroups([])
                 os.setresgid(gid, gid, gid)
@@ -166,7 +196,7 @@ def confine(job):
             os.write(2, ("gantry: cannot contain the command: %s\n" % err).encode())
             raise
 
-    return {"preexec_fn": child}
+    return {"preexec_fn": child, "pass_fds": (gone_w,)} if gone_w is not None else {"preexec_fn": child}
 
 
 def ctypes_errno():

@@ -37,6 +37,7 @@ import {
   type KillCause,
   type ProcessResult,
   type RunProcessOptions,
+  type SpawnCause,
   spawnFailed,
 } from './process-runner.js';
 import { errorText } from '../../lib/error-text.js';
@@ -280,12 +281,13 @@ export class Launcher {
     });
   }
 
-  private notStarted(job: Job, why: string): void {
+  private notStarted(job: Job, why: string, cause?: SpawnCause): void {
     this.jobs.delete(job.id);
     job.ended = true;
     job.resolveStarted(null);
-    job.settle(spawnFailed(why));
+    job.settle(spawnFailed(why, cause));
   }
+
   private read(data: string): void {
     this.buffer += data;
     for (let i = this.buffer.indexOf('\n'); i >= 0; i = this.buffer.indexOf('\n')) {
@@ -305,6 +307,8 @@ export class Launcher {
         void this.end(job, Number(value));
       } else if (kind === 'fail') {
         this.notStarted(job, line.slice(`fail ${id} `.length));
+      } else if (kind === 'gone') {
+        this.notStarted(job, line.slice(`gone ${id} `.length), 'cgroup-gone');
       }
     }
   }

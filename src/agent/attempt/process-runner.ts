@@ -43,7 +43,16 @@ export interface ProcessResult {
   signal: string | null;
   /** Null for a plain exit; "killed: <why>", "timeout after N s" or "spawn failed: <message>" otherwise. */
   reason: string | null;
+  /**
+   * With `spawn-failed`, where the start itself can say why in a way a decision may be taken on:
+   * `cgroup-gone`, a cgroup the command was to join was removed before it joined (ENOENT on its
+   * `cgroup.procs`: launcher.py), which a start in a new cgroup cures (launch-attempt.ts).
+   */
+  spawnCause?: SpawnCause;
 }
+
+/** Why a start failed, where that is known and acted on (ProcessResult.spawnCause). */
+export type SpawnCause = 'cgroup-gone';
 
 /** Why the agent itself ended a process (the first one wins: a timeout during a cancel's grace stays a cancel). */
 export interface KillCause {
@@ -63,8 +72,8 @@ export function ended(how: Pick<ProcessResult, 'exitCode' | 'signal'>, cause: Ki
 }
 
 /** The result of a command that could not be started. */
-export function spawnFailed(why: string): ProcessResult {
-  return { kind: 'spawn-failed', exitCode: null, signal: null, reason: `spawn failed: ${why}` };
+export function spawnFailed(why: string, cause?: SpawnCause): ProcessResult {
+  return { kind: 'spawn-failed', exitCode: null, signal: null, reason: `spawn failed: ${why}`, ...(cause ? { spawnCause: cause } : {}) };
 }
 
 export interface RunProcessOptions {

@@ -148,13 +148,14 @@ export class CgroupTree {
    * An attempt's cgroups with its limits: a spare's (recycled) where one is kept, else made; null
    * when the agent uses none. Throws when they cannot be made (attempt-cgroup.ts). A spare found
    * not empty, or that takes the limits badly, is removed and the next tried: a recycled cgroup
-   * is only ever handed out empty.
+   * is only ever handed out empty. `fresh`: made, never a spare (a start again after the first
+   * one's cgroup was removed under it: launch-attempt.ts).
    */
-  create(attemptId: string, spec: AttemptCgroupSpec): AttemptCgroup | null {
+  create(attemptId: string, spec: AttemptCgroupSpec, opts: { fresh?: boolean } = {}): AttemptCgroup | null {
     const layout = this.layout(attemptId, attemptId);
     if (!layout) return null;
     const needed = AttemptCgroup.devicesNeeded(layout, spec);
-    const list = this.spares.get(needed);
+    const list = opts.fresh ? undefined : this.spares.get(needed);
     while (list?.length) {
       const spare = list.pop()!;
       try {

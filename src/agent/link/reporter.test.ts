@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { CompletedItem, ReportRequest, ReportResponse } from '../../api/contract/agent-protocol.js';
 import { AgentHttpError, UnknownMachine } from './agent-client.js';
 import { Reporter, Undeliverable } from './reporter.js';
+import { fakeAssignment } from '../../../test/support/fake-agent-server.js';
 
 /** A send whose every call waits until the test answers it. */
 function fakeServer() {
@@ -91,6 +92,29 @@ describe('Reporter', () => {
     (await srv.nextCall(2)).answer();
     await next;
     expect(got).toHaveLength(1);
+  });
+
+  it("starts the answer's assignments before it settles the outcomes it acknowledges, and answers acknowledgements at once", async () => {
+    const srv = fakeServer();
+    const order: string[] = [];
+    // A start that takes many turns of the microtask queue but never waits on I/O (the agent's
+    // directory, user, cgroup and launcher line: AttemptRunner.execute through launchAttempt).
+    const start = async (id: string) => {
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+      order.push(`spawned ${id}`);
+    };
+    // Both items in one request: the first waits for the second (coming), which joins it.
+    let coming = 1;
+    const { r } = reporter(srv.send, { coming: () => coming, gatherMs: 20, onAssignments: (as) => as.forEach((a) => void start(a.attemptId)) });
+    const ended = r.complete(outcome('a1')).then(() => order.push('settled a1'));
+    const acked = r.acknowledge('c1', 1).then(() => order.push('acknowledged c1'));
+    coming = 0;
+    const call = await srv.nextCall(1);
+    const b = fakeAssignment('b', { attemptId: 'b1' });
+    call.answer({ ...okAll(call.req), assignments: [b] });
+    await Promise.all([ended, acked]);
+    expect(call.req.completed.length + call.req.started.length).toBe(2);
+    expect(order).toEqual(['acknowledged c1', 'spawned b1', 'settled a1']);
   });
 
   it('holds a pid back for the delay, even from a report that goes meanwhile, and drops it for the outcome', async () => {
@@ -208,6 +232,8 @@ describe('Reporter', () => {
     const call1 = await srv.nextCall(1);
     const good = r.complete(outcome('good'));
     const bad = r.complete(outcome('bad'));
+    // Watched from now: its refusal can come before good's answer is given (outcomes' answers wait a turn of the event loop).
+    const badRefused = expect(bad).rejects.toThrow(/bad item/);
     call1.answer();
     await first;
     (await srv.nextCall(2)).answer(new AgentHttpError(400, 'validation', 'bad item'));
@@ -218,7 +244,7 @@ describe('Reporter', () => {
     expect(call4.req.completed.map((c) => c.attemptId)).toEqual(['bad']);
     call4.answer(new AgentHttpError(400, 'validation', 'bad item'));
     expect((await good).result).toBe('ok');
-    await expect(bad).rejects.toThrow(/bad item/);
+    await badRefused;
   });
 
   it('withdraws a queued item when its signal aborts, without sending it', async () => {

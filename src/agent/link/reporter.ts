@@ -16,7 +16,8 @@
  * the server forgot the machine: `onUnknownMachine` registers again, then the items are resent.
  * Any other refusal of a whole request (a 400, a 413) is not the fault of every item in it: its
  * items are then sent one per request, so only the one at fault is rejected. Assignments an answer
- * carries (the agent asked for them, see `send`) go to `onAssignments`.
+ * carries (the agent asked for them, see `send`) go to `onAssignments`, before the answers to the
+ * outcomes the same request carried are given (see `answer`).
  */
 import type { CompletedItem, ReportItemResult, ReportRequest, ReportResponse, StartedItem } from '../../api/contract/agent-protocol.js';
 import { isRetryable, UnknownMachine } from './agent-client.js';
@@ -49,7 +50,10 @@ export interface ReporterOptions {
   coming?: () => number;
   /** The longest a report waits for the items `coming` counts (default 10 ms). */
   gatherMs?: number;
-  /** Given the assignments an answer carried (ReportResponse.assignments), after its items are settled. */
+  /**
+   * Given the assignments an answer carried (ReportResponse.assignments): after its acknowledgements
+   * are answered, before its outcomes are (a turn of the event loop later; see `answer`).
+   */
   onAssignments?: (assignments: NonNullable<ReportResponse['assignments']>) => void;
   /**
    * Requests in flight at once (default 1): a second hides the round trip of the first where each
@@ -285,8 +289,11 @@ export class Reporter {
     try {
       const res = await this.opts.send(toRequest(batch), halt);
       this.answeredAt = this.opts.now();
-      this.answer(batch, res);
+      const outcomes = this.answer(batch, res);
       this.failures = 0;
+      // The outcomes' answers after what the new assignments' starts do before they wait on
+      // anything (answer() says why); queued first, so that a throw below cannot keep them.
+      if (outcomes) setImmediate(outcomes);
       if (res?.assignments?.length) this.opts.onAssignments?.(res.assignments);
     } catch (err) {
       this.answeredAt = this.opts.now();
@@ -349,8 +356,18 @@ export class Reporter {
     return batch;
   }
 
-  /** Answers come in the request's order, one per item (ReportResponse); anything else is the server's error. */
-  private answer(batch: Item[], res: ReportResponse): void {
+  /**
+   * Answers come in the request's order, one per item (ReportResponse); anything else is the
+   * server's error. The acknowledgements' answers are given now (an acknowledged attempt spawns
+   * on its answer); the outcomes' are returned, for the caller to give once the assignments the
+   * same answer carried have started (`onAssignments`, then a turn of the event loop): what an
+   * outcome's answer sets off is its attempt's settling (journal, directory emptied and renamed
+   * aside, logs removed, its uid released: AttemptRunner.settle), 0.1–0.2 ms of the agent's
+   * file system calls an attempt, and an answer that ends ten attempts and starts ten put most of
+   * it before the new attempts' spawns (docs/agent.md, "An answer's assignments before its
+   * outcomes"). Null when there is nothing left to give.
+   */
+  private answer(batch: Item[], res: ReportResponse): (() => void) | null {
     this.removeAll(batch);
     const started = batch.filter((it) => it.kind === 'started');
     const completed = batch.filter((it) => it.kind === 'completed');
@@ -361,10 +378,11 @@ export class Reporter {
     if (!matches(started, res?.started) || !matches(completed, res?.completed)) {
       const err = new Error(`the server's answer to a report of ${started.length} + ${completed.length} item(s) does not match it`);
       for (const it of batch) it.reject(err);
-      return;
+      return null;
     }
     started.forEach((it, i) => it.resolve(res.started[i]!));
-    completed.forEach((it, i) => it.resolve(res.completed[i]!));
+    if (completed.length === 0) return null;
+    return () => completed.forEach((it, i) => it.resolve(res.completed[i]!));
   }
 
   /** Failed items stay first in line, unless withdrawn meanwhile or failing for too long. */

@@ -495,12 +495,28 @@ const placedNotStarted = prepared<[machineId: string]>()((db, [machineId]) =>
 const assignmentsById = preparedList((db, ids) =>
   db.selectFrom('attempts').innerJoin('stages', 'stages.id', 'attempts.stage_id').select(ASSIGNMENT_COLUMNS).where('attempts.id', 'in', ids),
 );
+/**
+ * The jobs' stages whose outputs are committed, each with its manifest (docs/rerun.md: a reused
+ * stage's are the original's files, named by the attempt that produced them): one row a file, one
+ * row with a null path for a stage without any. One round trip, where the stages and then their
+ * files were two, one after the other, between a report's commit and its answer.
+ */
 const committedOutputsOfJobs = preparedList((db, jobIds) =>
-  db.selectFrom('stages').select(['id', 'job_id', 'name', 'output_attempt_id']).where('job_id', 'in', jobIds).where('output_attempt_id', 'is not', null),
-);
-/** The stages' manifests (docs/rerun.md): a reused stage's are the original's files, named by the attempt that produced them. */
-const manifestsOfStages = preparedList((db, ids) =>
-  db.selectFrom('output_files').select(['stage_id', 'path', 'size']).where('stage_id', 'in', ids).orderBy('path'),
+  db
+    .selectFrom('stages')
+    .leftJoin('output_files', 'output_files.stage_id', 'stages.id')
+    .select([
+      'stages.id as id',
+      'stages.job_id as job_id',
+      'stages.name as name',
+      'stages.output_attempt_id as output_attempt_id',
+      'output_files.path as path',
+      'output_files.size as size',
+    ])
+    .where('stages.job_id', 'in', jobIds)
+    .where('stages.output_attempt_id', 'is not', null)
+    .orderBy('stages.id')
+    .orderBy('output_files.path'),
 );
 
 /**
@@ -517,24 +533,25 @@ export async function machineAssignments(
   // What the agent already has is left out here rather than in the query: the placed and not
   // started are few (a machine's slots), and one fixed query text is prepared once.
   const excluded = new Set(exclude);
-  // Started at placement: still running here (a cancel since is its heartbeat's to tell).
-  const startedRows = started.length
-    ? (await assignmentsById.rows(db, [...started])).filter((r) => r.machine_id === machineId && r.state === 'running' && !excluded.has(r.id))
-    : [];
-  const rows = [...startedRows, ...(await placedNotStarted.rows(db, machineId)).filter((r) => !excluded.has(r.id))];
+  // Started at placement: still running here (a cancel since is its heartbeat's to tell). The two
+  // reads at once (on PostgreSQL, two of the pool's connections; a report's answer waits for them
+  // after its commit): both are read after that commit, and each row is taken from one of them.
+  const [byId, placed] = await Promise.all([started.length ? assignmentsById.rows(db, [...started]) : [], placedNotStarted.rows(db, machineId)]);
+  const startedRows = byId.filter((r) => r.machine_id === machineId && r.state === 'running' && !excluded.has(r.id));
+  const rows = [...startedRows, ...placed.filter((r) => !excluded.has(r.id))];
   if (rows.length === 0) return [];
   const defs = rows.map((r) => JSON.parse(r.definition) as StageDefinition);
-  // Upstream outputs for all of them in two queries, not two per assignment.
+  // Upstream outputs for all of them in one query, not one per assignment.
   const jobIds = [...new Set(rows.filter((_, i) => defs[i]!.needs.length).map((r) => r.job_id))];
-  const upstream = await committedOutputsOfJobs.rows(db, jobIds);
+  const upstream: { id: string; job_id: string; name: string; output_attempt_id: string | null }[] = [];
   const filesOf = new Map<string, OutputFile[]>();
-  for (const f of await manifestsOfStages.rows(
-    db,
-    upstream.map((u) => u.id),
-  )) {
-    let list = filesOf.get(f.stage_id);
-    if (!list) filesOf.set(f.stage_id, (list = []));
-    list.push({ path: f.path, size: Number(f.size) });
+  for (const f of await committedOutputsOfJobs.rows(db, jobIds)) {
+    let list = filesOf.get(f.id);
+    if (!list) {
+      filesOf.set(f.id, (list = []));
+      upstream.push(f);
+    }
+    if (f.path !== null) list.push({ path: f.path, size: Number(f.size) });
   }
   const gangs = await gangRendezvous(db, rows);
   return rows.map((r, i) => {

@@ -1,0 +1,144 @@
+/**
+ * A start whose cgroup is removed between the agent's mkdir (or its check of a spare) and the
+ * command's join (docs/containment.md, "Still there"): started once more in a cgroup made for it.
+ * The real Python launcher joins fake cgroups (test/support/fake-cgroup-host.ts: plain files), and
+ * the test plays the cleaner that removes one in that window.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fakeAssignment } from '../../../test/support/fake-agent-server.js';
+import { fakeCgroupHost, type FakeCgroupHost } from '../../../test/support/fake-cgroup-host.js';
+import type { AttemptCgroup, CgroupRef } from '../contain/attempt-cgroup.js';
+import { CgroupTree } from '../contain/cgroup-tree.js';
+import { detectCgroups } from '../contain/detect-cgroups.js';
+import type { AttemptPaths } from '../disk/agent-state.js';
+import { launchAttempt, type LaunchContext } from './launch-attempt.js';
+import { Launcher } from './launcher.js';
+import { launcherPrograms } from './launcher-programs.js';
+
+const PATH = process.env.PATH ?? '/usr/bin:/bin';
+const python = launcherPrograms({ PATH, GANTRY_AGENT_LAUNCHER: 'python' });
+
+let host: FakeCgroupHost | null = null;
+let dir: string | null = null;
+let launcher: Launcher | null = null;
+afterEach(() => {
+  launcher?.close();
+  host?.cleanup();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  host = dir = launcher = null;
+});
+
+const assignment = (attemptId: string) => fakeAssignment('att_', { attemptId });
+
+function attemptPaths(attemptId: string): AttemptPaths {
+  const d = join(dir!, attemptId);
+  for (const sub of ['work', 'output', 'input']) mkdirSync(join(d, sub), { recursive: true });
+  const at = (f: string) => join(d, f);
+  return {
+    dir: d,
+    work: at('work'),
+    output: at('output'),
+    input: at('input'),
+    stdout: at('stdout.log'),
+    stderr: at('stderr.log'),
+    status: at('status'),
+    progress: at('progress.jsonl'),
+  };
+}
+
+/**
+ * A CgroupTree on a fake v2 host whose cgroups the launcher can join (their cgroup.procs made as
+ * files), but which `spoil` spoils for the first `spoiled` cgroups it hands out.
+ */
+function setup(spoil: (cg: AttemptCgroup) => void, spoiled = 1) {
+  host = fakeCgroupHost('v2');
+  dir = mkdtempSync(join(tmpdir(), 'gantry-launch-'));
+  const tree = CgroupTree.create(detectCgroups(host.root), { machineName: 'm1', hostRoot: host.root, pid: process.pid });
+  const made: { name: string; fresh: boolean }[] = [];
+  const recorded: CgroupRef[] = [];
+  const lines: string[] = [];
+  launcher = new Launcher({ PATH }, (l) => lines.push(l), python);
+  const ctx: LaunchContext = {
+    machineName: 'm1',
+    inheritedEnv: { PATH },
+    checkpointRoot: join(dir, 'checkpoints'),
+    killGraceMs: 500,
+    launcher,
+    users: { acquire: () => null },
+    cgroups: {
+      create: (attemptId, spec, opts) => {
+        const cg = tree.create(attemptId, spec, opts)!;
+        made.push({ name: cg.name, fresh: opts?.fresh ?? false });
+        if (made.length <= spoiled) spoil(cg);
+        else for (const f of cg.procsFiles) writeFileSync(f, '');
+        return cg;
+      },
+      release: (cg) => tree.release(cg),
+    },
+    recordCgroup: (_id, ref) => recorded.push(ref),
+    pidsMax: 64,
+    sandbox: null,
+    gpus: [],
+    gpuSharing: 'time-slicing',
+    log: (l) => lines.push(l),
+  };
+  return { tree, ctx, made, recorded, lines };
+}
+
+/** The cleaner: the cgroup's directory removed after the agent made it, before the command joins it. */
+const removeIt = (cg: AttemptCgroup) => rmSync(cg.dirs[0]!, { recursive: true });
+
+describe.skipIf(python.length === 0)('launchAttempt, a cgroup removed before the command joined it', () => {
+  it('starts the command again, once, in cgroups made for it, which it joins', async () => {
+    const { ctx, made, lines } = setup(removeIt);
+    const launched = await launchAttempt(ctx, assignment('att_1'), attemptPaths('att_1'));
+    expect(await launched.handle.started).toBeGreaterThan(0);
+    expect(await launched.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
+    expect(made).toEqual([
+      { name: 'att_1', fresh: false },
+      { name: 'att_1', fresh: true },
+    ]);
+    // The command joined the new one (the launcher's child wrote "0", its own pid, into it).
+    expect(readFileSync(launched.cgroup!.procsFiles[0]!, 'utf8')).toBe('0');
+    expect(lines).toContainEqual(expect.stringMatching(/att_1: its cgroup att_1 was removed before its command joined it; starting it again in a new one/));
+  });
+
+  it('given a spare that was removed, journals the new cgroup in place of the spare', async () => {
+    const { tree, ctx, made, recorded } = setup(removeIt);
+    // An ended attempt's cgroup kept as a spare, then handed to att_2 and removed before its join.
+    await tree.release(tree.create('att_0', { limits: null, pidsMax: 64, gpuIndices: [] })!);
+    const launched = await launchAttempt(ctx, assignment('att_2'), attemptPaths('att_2'));
+    expect(await launched.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
+    expect(made).toEqual([
+      { name: 'att_0', fresh: false },
+      { name: 'att_2', fresh: true },
+    ]);
+    // A restart finds it by the last record: its own, new (nothing to subtract).
+    expect(recorded.map((r) => r.name)).toEqual(['att_0', 'att_2']);
+    expect(recorded[1]!.baseline).toEqual({ oomKills: 0, cpuSeconds: 0, memoryPeakBytes: null });
+  });
+
+  it('fails the start (spawn-failed) when the cgroup is removed again, or when the join fails for another reason', async () => {
+    const again = setup(removeIt, 2);
+    const twice = await launchAttempt(again.ctx, assignment('att_3'), attemptPaths('att_3'));
+    expect(await twice.handle.done).toMatchObject({
+      kind: 'spawn-failed',
+      spawnCause: 'cgroup-gone',
+      reason: expect.stringMatching(/removed before it joined .*, twice: the second time in cgroups made for it$/),
+    });
+    expect(again.made).toHaveLength(2);
+    launcher!.close();
+    host!.cleanup();
+    rmSync(dir!, { recursive: true, force: true });
+    // cgroup.procs a directory: the join fails (EISDIR), and no new cgroup would cure that.
+    const other = setup((cg) => mkdirSync(cg.procsFiles[0]!));
+    const launched = await launchAttempt(other.ctx, assignment('att_4'), attemptPaths('att_4'));
+    const end = await launched.handle.done;
+    expect(end).toMatchObject({ kind: 'spawn-failed', reason: expect.stringMatching(/could not join its cgroups/) });
+    expect(end.spawnCause).toBeUndefined();
+    expect(other.made).toHaveLength(1);
+  });
+});

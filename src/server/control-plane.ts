@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../api/build-api.js';
 import { TokenCache } from '../api/auth/token-cache.js';
-import { HeartbeatLiveness, SINGLE_WRITER_PIECE_ROWS } from '../api/heartbeat-liveness.js';
+import { HeartbeatLiveness } from '../api/heartbeat-liveness.js';
 import { HeartbeatFleetPeriod } from '../api/heartbeat-fleet-period.js';
 import type { Bus } from '../bus/bus.js';
 import { Topic } from '../domain/topic.js';
@@ -109,7 +109,7 @@ export async function createControlPlane(
   );
   await metrics.start();
   // Idle heartbeats are written together, by every replica for the agents it serves (docs/failure-detection.md).
-  const liveness = new HeartbeatLiveness(store.capabilities.singleWriter ? SINGLE_WRITER_PIECE_ROWS : Infinity);
+  const liveness = new HeartbeatLiveness();
   // The period heartbeats' answers give, grown with the fleet; counted by the liveness loop below.
   const period = new HeartbeatFleetPeriod(config);
   const poolHistory = new PoolHistory(config.poolSampleMs, 24 * 3_600_000);

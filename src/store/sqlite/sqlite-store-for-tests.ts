@@ -18,5 +18,10 @@ export function sqliteStoreForTests(sqlite: SQLite.Database, opts: { direct: boo
       if (e.level === 'query') opts.log?.(e.query.sql);
     },
   });
-  return new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true, ...(opts.setBasedWrites ? { setBasedWrites: true } : {}) }, undefined, opts.direct ? directConnection(cached) : undefined);
+  return new KyselyStore(
+    db,
+    { dialect: 'sqlite', skipLocked: false, singleWriter: true, ...(opts.setBasedWrites ? { setBasedWrites: true } : {}) },
+    undefined,
+    opts.direct ? directConnection(cached) : undefined,
+  );
 }

@@ -257,8 +257,6 @@ type HeldRow = Awaited<ReturnType<typeof heldOn.rows>>[number];
 
 /** Rows a statement of machinesSeen writes at most: three parameters each, far under either database's limit. */
 const SEEN_CHUNK = 1024;
-/** Rows machinesSeen writes on SQLite between two turns of the event loop: about a millisecond's work. */
-const SEEN_TURN = 256;
 /** The fewest rows a statement of machinesSeen is written with (see seenRows). */
 const SEEN_MIN = 16;
 
@@ -293,17 +291,13 @@ export async function machinesSeen(tx: TxContext, seen: readonly MachineSeen[]):
   // Where a statement is no round trip (SQLite), one prepared statement a row: nothing to compile
   // or cache per flush, where the joined statement built and bound a text of up to 1,024 rows
   // (3,072 values) each time, kept seven of them prepared (300 KiB of SQLite's memory each), and
-  // cost more to run (bench/machines-seen.ts; docs/throughput.md, "What the slowest heartbeats waited on").
+  // cost more to run (a scratch timing: docs/throughput.md, "What the slowest heartbeats waited on").
   if (!tx.setBased) {
-    for (let i = 0; i < rows.length; i++) {
-      // SQLite runs each statement on the event loop's thread: a flush of thousands of machines
-      // would hold it for its whole length (10-15 ms for 2,400, more on a busy machine). Every
-      // SEEN_TURN rows the flush lets the loop turn (timers: held heartbeats answered; I/O:
-      // requests read), inside its one transaction: still one commit and one disk flush.
-      if (i > 0 && i % SEEN_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
-      const r = rows[i]!;
-      moved += await seenOne.affected(tx.db, r.at, r.periodMs ?? null, r.machineId);
-    }
+    // Not let the event loop turn between rows: the transaction holds SQLite's write lock, and a
+    // second connection in the process (another store on the file) waiting on it synchronously
+    // (busy_timeout) would hold the loop the flush needs to finish ("database is locked":
+    // machine-reap.test.ts).
+    for (const r of rows) moved += await seenOne.affected(tx.db, r.at, r.periodMs ?? null, r.machineId);
     return moved;
   }
   for (let i = 0; i < rows.length; i += SEEN_CHUNK) {

@@ -15,9 +15,10 @@ export class HttpError extends Error {
 }
 
 /**
- * JSON over HTTP for a whole fleet in one process: one keep-alive connection pool (`node:http`'s
- * Agent, unbounded: every simulated agent holds its own long-poll open, as thousands of real
- * agents would hold thousands of connections), no per-request setup beyond the request itself.
+ * JSON over HTTP for one simulated agent: its own keep-alive connection pool (`node:http`'s Agent,
+ * unbounded: its long-poll and its report each hold a connection, as a real agent's do), no
+ * per-request setup beyond the request itself. One pool for the whole fleet cost the fleet a
+ * linear search of its 10,000 sockets per request (bench/fleet/fleet.ts).
  * A killed agent's requests are aborted, which closes their connections: the server sees a held
  * heartbeat's caller hang up, as it would when a machine dies.
  */

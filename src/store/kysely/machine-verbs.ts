@@ -313,6 +313,18 @@ export async function machinesSeen(tx: TxContext, seen: readonly MachineSeen[]):
   for (const s of seen) if (!((latest.get(s.machineId)?.at ?? -Infinity) >= s.at)) latest.set(s.machineId, s);
   const rows = Array.from(latest.values()).sort((a, b) => (a.machineId < b.machineId ? -1 : a.machineId > b.machineId ? 1 : 0));
   let moved = 0;
+  // Where a statement is no round trip (SQLite), one prepared statement a row: nothing to compile
+  // or cache per flush, where the joined statement built and bound a text of up to 1,024 rows
+  // (3,072 values) each time, kept seven of them prepared (300 KiB of SQLite's memory each), and
+  // cost more to run (a scratch timing: docs/throughput.md, "What the slowest heartbeats waited on").
+  if (!tx.setBased) {
+    // Not let the event loop turn between rows: the transaction holds SQLite's write lock, and a
+    // second connection in the process (another store on the file) waiting on it synchronously
+    // (busy_timeout) would hold the loop the flush needs to finish ("database is locked":
+    // machine-reap.test.ts).
+    for (const r of rows) moved += await seenOne.affected(tx.db, r.at, r.periodMs ?? null, r.machineId);
+    return moved;
+  }
   for (let i = 0; i < rows.length; i += SEEN_CHUNK) {
     const part = rows.slice(i, i + SEEN_CHUNK);
     // Padding rows have a null id: `machines.id = null` matches no machine.
@@ -326,6 +338,11 @@ export async function machinesSeen(tx: TxContext, seen: readonly MachineSeen[]):
   }
   return moved;
 }
+
+/** One machine's heartbeat kept in memory, never moving its row back (machinesSeen, SQLite). */
+const seenOne = prepared<[at: number, period: number | null, id: string]>()((db, [at, period, id]) =>
+  db.updateTable('machines').set({ last_heartbeat_at: at, heartbeat_ms: period }).where('id', '=', id).where('last_heartbeat_at', '<', at),
+);
 
 /** Machines expected to heartbeat: not removed, not lost. One count, read by each server every liveness flush. */
 export async function machinesHeartbeating(db: Db): Promise<number> {

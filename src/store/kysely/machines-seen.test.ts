@@ -1,5 +1,5 @@
 import SQLite from 'better-sqlite3';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { cpuMachine } from '../conformance/fixtures.js';
 import { sqliteStoreForTests } from '../sqlite/sqlite-store-for-tests.js';
 import type { KyselyStore } from './kysely-store.js';
@@ -16,27 +16,52 @@ describe('machinesSeen', () => {
   let store: KyselyStore;
   let texts: Set<string>;
 
-  beforeEach(async () => {
+  async function open(setBasedWrites: boolean): Promise<void> {
     texts = new Set();
-    store = sqliteStoreForTests(new SQLite(':memory:'), { direct: false, log: (q) => (/with seen/.test(q) ? texts.add(q) : undefined) });
+    store = sqliteStoreForTests(new SQLite(':memory:'), {
+      direct: false,
+      setBasedWrites,
+      log: (q) => {
+        if (/^update "machines" set "last_heartbeat_at"|with seen/.test(q)) texts.add(q);
+      },
+    });
     await store.migrate();
-  });
+  }
   afterEach(async () => {
     await store.close();
   });
 
-  it('writes any number of machines with a few statement texts, its padding naming no machine', async () => {
+  /** Flushes of 158 sizes, 1 to 1,100 machines, three of them real; each real one moved, nothing else. */
+  async function flushes(): Promise<KyselyStore> {
     const real = await Promise.all(['a', 'b', 'c'].map((n) => store.machineRegister({ ...cpuMachine(n), now })));
+    texts.clear();
     let at = now + 1000;
     for (let n = 1; n <= 1100; n += 7) {
       at += 10;
       const seen = Array.from({ length: n }, (_, i) => ({ machineId: i < real.length ? real[i]!.id : `absent-${i}`, at, periodMs: 4000 }));
-      // Every real machine named is moved, and nothing else: a padding row matches no machine.
       expect(await store.machinesSeen({ seen, now: at })).toBe(Math.min(n, real.length));
     }
+    // Never moved back: an earlier time changes nothing.
+    expect(await store.machinesSeen({ seen: [{ machineId: real[0]!.id, at: now, periodMs: 2000 }], now: at })).toBe(0);
     expect((await store.machineGet({ machineId: real[2]!.id }))!.heartbeatMs).toBe(4000);
-    // 158 flushes of 158 sizes: 1,024 rows a statement at most, padded to a power of two from 16.
+    return store;
+  }
+
+  it('set-based (PostgreSQL): any number of machines with a few statement texts, its padding naming no machine', async () => {
+    await open(true);
+    await flushes();
+    // 1,024 rows a statement at most, padded to a power of two from 16.
     expect(texts.size).toBeLessThanOrEqual(7);
+    expect([...texts].every((t) => t.startsWith('with seen'))).toBe(true);
+  });
+
+  it('one writer in process (SQLite): one prepared statement a row, the same text whatever the flush', async () => {
+    await open(false);
+    await flushes();
+    // Nothing built per flush: no text of the flush's length to compile, bind and keep.
+    expect([...texts]).toEqual([
+      expect.stringMatching(/^update "machines" set "last_heartbeat_at" = \?, "heartbeat_ms" = \? where "id" = \? and "last_heartbeat_at" < \?$/),
+    ]);
   });
 
   it('pads to the next power of two, 16 at least', () => {

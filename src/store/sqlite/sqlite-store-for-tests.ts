@@ -10,7 +10,7 @@ import { cachingDatabase, directConnection } from './statement-cache.js';
  * connection, as in the server, and are not seen). `direct: false` runs everything through Kysely,
  * where a group uses savepoints always (group-commit.ts).
  */
-export function sqliteStoreForTests(sqlite: SQLite.Database, opts: { direct: boolean; log?: (sql: string) => void }): KyselyStore {
+export function sqliteStoreForTests(sqlite: SQLite.Database, opts: { direct: boolean; log?: (sql: string) => void; setBasedWrites?: boolean }): KyselyStore {
   const cached = cachingDatabase(sqlite);
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: cached }),
@@ -18,5 +18,10 @@ export function sqliteStoreForTests(sqlite: SQLite.Database, opts: { direct: boo
       if (e.level === 'query') opts.log?.(e.query.sql);
     },
   });
-  return new KyselyStore(db, { dialect: 'sqlite', skipLocked: false, singleWriter: true }, undefined, opts.direct ? directConnection(cached) : undefined);
+  return new KyselyStore(
+    db,
+    { dialect: 'sqlite', skipLocked: false, singleWriter: true, ...(opts.setBasedWrites ? { setBasedWrites: true } : {}) },
+    undefined,
+    opts.direct ? directConnection(cached) : undefined,
+  );
 }

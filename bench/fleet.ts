@@ -34,9 +34,10 @@ import { adminGet, adminPost, type FleetServers, type FleetStore, startFleetServ
 import { type MassLoss, massLoss } from './fleet/mass-loss.js';
 import { percentile } from './peers/chain-workload.js';
 import { processCpuMs, trackCommandCpu } from './peers/proc-cpu.js';
-import { arg, machineAndCommit, num } from './results-header.js';
+import { arg, machineAndCommit, num, usageIfAsked } from './results-header.js';
 import { REPO } from '../test/support/gantry-process.js';
 
+usageIfAsked(import.meta.url);
 const QUICK = process.argv.includes('--quick');
 const SIZES = arg('agents', QUICK ? '1000' : '1000,5000,10000')
   .split(',')

@@ -4,9 +4,22 @@
  * bench:gangs; bench/autoscale.ts, fgd.ts and trace-policies.ts still carry their own copies.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
 /** `--name VALUE` from argv, or `def`. */
+/**
+ * Asked for help (`--help`, `-h`): prints the bench file's opening comment, its usage, and exits,
+ * rather than starting a run (which takes minutes and rewrites its results file).
+ */
+export function usageIfAsked(benchUrl: string): void {
+  const args = process.argv.slice(2);
+  if (!args.includes('--help') && !args.includes('-h')) return;
+  const head = readFileSync(new URL(benchUrl), 'utf8').split('*/')[0]!;
+  console.log(head.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, ''));
+  process.exit(0);
+}
+
 export function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? (process.argv[i + 1] ?? def) : def;

@@ -45,14 +45,10 @@ import { childrenOf, machineCpuMs, processCpuMs, reapedChildrenCpuMs } from './p
 import { JournalSpawns } from './journal-spawns.js';
 import { trackPostgresCpu } from './peers/postgres-cpu.js';
 import { printTopStatements, resetStatements, topStatements } from './pg-top-statements.js';
+import { usageIfAsked } from './results-header.js';
 
 const argv = process.argv.slice(2);
-// Asked for help: this file's usage, not a run (a run takes minutes and rewrites its results file).
-if (argv.includes('--help') || argv.includes('-h')) {
-  const head = readFileSync(new URL(import.meta.url), 'utf8').split('*/')[0]!;
-  console.log(head.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, ''));
-  process.exit(0);
-}
+usageIfAsked(import.meta.url);
 const arg = (name: string, def: string) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? argv[i + 1]! : def;

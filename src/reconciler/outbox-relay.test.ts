@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { Bus } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
+import { job, stage } from '../store/conformance/fixtures.js';
+import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
 import type { Store } from '../store/store.js';
 import { OutboxRelay } from './outbox-relay.js';
 
@@ -18,5 +21,40 @@ describe('OutboxRelay', () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(got).toHaveLength(2);
     expect(new Set(got).size).toBe(2);
+  });
+
+  it('sends a row nobody marked once it is graceMs old, not before; one it sent itself it marks, never sends again', async () => {
+    const store = await openSqliteStore(':memory:');
+    try {
+      const t0 = 1_700_000_000_000;
+      let now = t0;
+      const sent: string[] = [];
+      // Every publish counted (a bus that drops repeats would hide a second send).
+      const bus = { publish: async (m: { id: string }) => void sent.push(m.id) } as unknown as Bus;
+      // Rows another replica wrote and published at once, not marked yet: this relay did not send them.
+      await store.jobSubmit({ definition: job([stage('a')]), source: null, now });
+      const others = (await store.outboxPending({ limit: 100 })).map((m) => String(m.id));
+      expect(others.length).toBeGreaterThan(0);
+      const relay = new OutboxRelay(store, bus, { now: () => now }, () => {}, 3000);
+      now = t0 + 2999;
+      expect(await relay.pass()).toBe(0);
+      expect(sent).toEqual([]);
+      // Still unmarked 3 s on: its writer died before its pass; this one sends them, and marks them.
+      now = t0 + 3000;
+      expect(await relay.pass()).toBe(others.length);
+      expect(sent).toEqual(others);
+      expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+      // Its own: sent at once on commit, marked by its next pass, not sent again by it.
+      sent.length = 0;
+      await store.jobSubmit({ definition: job([stage('a')], { name: 'j2' }), source: null, now });
+      const mine = await store.outboxPending({ limit: 100 });
+      relay.published(mine);
+      await new Promise((r) => setTimeout(r, 10));
+      expect(await relay.pass()).toBe(0);
+      expect(sent).toEqual(mine.map((m) => String(m.id)));
+      expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -10,7 +10,10 @@ import type { Store } from '../store/store.js';
  * (`published`, from the store's onOutbox), and marked published later, many in one write by the
  * relay pass: a commit per message would cost more than the work it announces. The pass also
  * publishes rows nobody published (the process died between a commit and its publish), oldest
- * first. A crash before the mark publishes some again: consumers are idempotent.
+ * first, once they are `graceMs` old: younger ones are the rows another replica (or this one) has
+ * published and not marked yet, its next pass marks them, and every replica's pass sent each of
+ * them again (two replicas: every message published twice; docs/replicas.md). A crash before the
+ * mark publishes some again: consumers are idempotent.
  */
 export class OutboxRelay {
   private sent: number[] = [];
@@ -23,6 +26,8 @@ export class OutboxRelay {
     private readonly bus: Bus,
     private readonly clock: Clock,
     private readonly onError: (err: unknown) => void = () => {},
+    /** How old a row nobody marked must be before this pass sends it (0: at once). */
+    private readonly graceMs = 0,
   ) {}
 
   /** Publishes what a transaction just committed. */
@@ -52,7 +57,7 @@ export class OutboxRelay {
     }
     let total = 0;
     for (;;) {
-      const msgs = await this.store.outboxPending({ limit: batch });
+      const msgs = await this.store.outboxPending({ limit: batch, createdBefore: this.clock.now() - this.graceMs + 1 });
       if (msgs.length === 0) return total;
       for (const m of msgs) await this.bus.publish({ id: String(m.id), ...topicMessage(m) });
       await this.store.outboxMarkPublished({ ids: msgs.map((m) => m.id), now: this.clock.now() });

@@ -251,7 +251,8 @@ export async function createControlPlane(
     autoscaler = new Loop('autoscaler', async () => metrics.autoscalePass(await decide.pass()), config.autoscaleIntervalMs, logError('autoscaler'), random);
   }
   const leaderLoops = [scheduler, ...reconcilerEach, collector, ...(autoscaler ? [autoscaler] : [])];
-  const outbox = new OutboxRelay(store, bus, clock, logError('relay'));
+  // Rows younger than three relay periods are their writer's to mark (its pass comes within 1.2).
+  const outbox = new OutboxRelay(store, bus, clock, logError('relay'), 3 * config.relayIntervalMs);
   const relay = new Loop('relay', async () => void (await outbox.pass()), config.relayIntervalMs, logError('relay'), random);
   // Every 0.4 × heartbeatMs, jittered to at most 0.48: a heartbeat's arrival is in the database
   // within half a period, the margin detection allows for (docs/failure-detection.md). Each pass

@@ -410,7 +410,8 @@ export interface Store extends AutoscaleStore {
   jobsExpire(p: { finishedBefore: number; limit: number; now?: number }): Promise<{ jobs: string[] } & DeletedFiles>;
 
   // --- outbox ---
-  outboxPending(p: { limit: number }): Promise<OutboxMessage[]>;
+  /** With `createdBefore`: only rows written before then (the relay leaves the newest to the replica that wrote them). */
+  outboxPending(p: { limit: number; createdBefore?: number }): Promise<OutboxMessage[]>;
   outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;
   /** Deletes rows published before `before`: the outbox is a hand-off, not a history (events are). */
   outboxPrune(p: { before: number }): Promise<number>;

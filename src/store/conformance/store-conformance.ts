@@ -1091,6 +1091,9 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       expect(pending.length).toBeGreaterThan(0);
       const ids = pending.map((p) => p.id);
       expect([...ids].sort((x, y) => x - y)).toEqual(ids);
+      // Only rows written before a time: none written at `now` is before `now`.
+      expect(await store.outboxPending({ limit: 100, createdBefore: now })).toEqual([]);
+      expect((await store.outboxPending({ limit: 100, createdBefore: now + 1 })).map((p) => p.id)).toEqual(ids);
       await store.outboxMarkPublished({ ids, now });
       expect(await store.outboxPending({ limit: 100 })).toEqual([]);
       expect(await store.outboxPrune({ before: now })).toBe(0);

@@ -863,8 +863,10 @@ export class KyselyStore implements Store {
     return this.tx(p.now, (tx) => jobs.jobsRepair(tx, p));
   }
 
-  async outboxPending(p: { limit: number }): Promise<OutboxMessage[]> {
-    const rows = await this.db.selectFrom('outbox').selectAll().where('published_at', 'is', null).orderBy('id').limit(p.limit).execute();
+  async outboxPending(p: { limit: number; createdBefore?: number }): Promise<OutboxMessage[]> {
+    let q = this.db.selectFrom('outbox').selectAll().where('published_at', 'is', null);
+    if (p.createdBefore !== undefined) q = q.where('created_at', '<', p.createdBefore);
+    const rows = await q.orderBy('id').limit(p.limit).execute();
     // Rows only TxContext.publish wrote, each a topic with its payload: read back as they went in.
     return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }) as OutboxMessage);
   }

@@ -66,14 +66,6 @@ export class Fleet implements AgentObserver {
   retried = 0;
   /** Heartbeats shed by a server past its budget (429 heartbeat_shed; among `retried`). */
   shed = 0;
-  /**
-   * One connection pool per simulated agent, as each real agent has its own: node:http's Agent
-   * keeps a pool's sockets in one array per server and finds a freed socket in it by a linear
-   * search (removeSocket, addRequest), so one pool for 10,000 agents spent 0.14–0.24 s at a time
-   * in it when answers came together, and every heartbeat answered meanwhile was timed late by
-   * the fleet, not the server (docs/throughput.md, "What the slowest heartbeats waited on").
-   */
-  private readonly clients: JsonClient[] = [];
   private readonly loopDelay = monitorEventLoopDelay({ resolution: 10 });
   private w = this.freshWindow();
   private windowStart = performance.now();
@@ -87,7 +79,13 @@ export class Fleet implements AgentObserver {
           cpuMillis: o.cpuMillis,
           memoryBytes: o.memoryBytes,
           joinToken: o.joinToken,
-          client: this.clientFor(i),
+          // One connection pool per simulated agent, as each real agent has its own: node:http's
+          // Agent keeps a pool's sockets in one array per server and finds a freed socket in it by
+          // a linear search (removeSocket, addRequest), so one pool for 10,000 agents spent
+          // 0.14–0.24 s at a time in it when answers came together, and every heartbeat answered
+          // meanwhile was timed late by the fleet, not the server (docs/throughput.md, "What the
+          // slowest heartbeats waited on").
+          client: new JsonClient(),
           observer: this,
           ...(o.oldAgents ? { old: true } : {}),
           runMs: (a) => {
@@ -97,10 +95,6 @@ export class Fleet implements AgentObserver {
         }),
       );
     }
-  }
-
-  private clientFor(i: number): JsonClient {
-    return (this.clients[i] = new JsonClient());
   }
 
   private freshWindow(): Omit<FleetWindow, 'seconds' | 'fleetLoopDelayP99Ms'> {
@@ -155,7 +149,7 @@ export class Fleet implements AgentObserver {
   async stop(): Promise<void> {
     await Promise.all(this.agents.map((a) => a.kill()));
     this.loopDelay.disable();
-    for (const c of this.clients) c.close();
+    for (const a of this.agents) a.o.client.close();
   }
 
   heartbeat(_agent: SimAgent, rttMs: number, waitMs: number, empty: boolean): void {

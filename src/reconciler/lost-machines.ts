@@ -1,5 +1,5 @@
 import type { Clock } from '../domain/clock.js';
-import type { ReapResult, Store } from '../store/store.js';
+import type { HeardAt, ReapResult, Store } from '../store/store.js';
 import type { ReconcilerDuty } from './reconciler-duty.js';
 
 export interface LostMachinesSettings {
@@ -22,7 +22,7 @@ export function lostMachines(
   s: LostMachinesSettings,
   random: () => number = Math.random,
   /** Arrivals this replica holds unwritten (HeartbeatLiveness.heardAt): a machine heard from is not judged silent. */
-  heard?: (machineId: string) => number | undefined,
+  heard?: HeardAt,
 ): ReconcilerDuty<ReapResult> {
   return {
     name: 'lost-machines',

@@ -5,7 +5,7 @@ import { lostMachines } from '../reconciler/lost-machines.js';
 import { pruning } from '../reconciler/pruning.js';
 import { queueTimeout } from '../reconciler/queue-timeout.js';
 import { retention } from '../reconciler/retention.js';
-import type { ReapResult, Store } from '../store/store.js';
+import type { HeardAt, ReapResult, Store } from '../store/store.js';
 import { dutyLoop } from './duty-loop.js';
 import type { Loop } from './loop.js';
 import type { ServerConfig } from './server-config.js';
@@ -42,7 +42,7 @@ export function reconcilerLoops(d: {
   random: () => number;
   judgeFrom: () => number;
   /** Arrivals this replica holds and has not written yet (HeartbeatLiveness.heardAt), for the lost-machines duty. */
-  heard?: (machineId: string) => number | undefined;
+  heard?: HeardAt;
   /** Removes attempt directories written before 0014 that no job names a file in any more. */
   removeLegacyDirs: (attemptIds: string[]) => Promise<void>;
 }): ReconcilerLoops {

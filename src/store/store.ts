@@ -377,18 +377,11 @@ export interface Store extends AutoscaleStore {
 
   // --- reconciler ---
   /** Machines silent past `suspectAfterMs` become suspect; past `lostAfterMs`, lost, and their
-   *  active attempts lost (stages back to ready, counted against the infrastructure budget). */
-  /** With `heartbeatMs` (the configured period), each machine's allowances grow with the period its row records (silenceGrowthMs). */
-  /** With `heard`, a machine whose arrival this replica holds and has not written yet (HeartbeatLiveness.heardAt) is judged
+   *  active attempts lost (stages back to ready, counted against the infrastructure budget).
+   *  With `heartbeatMs` (the configured period), each machine's allowances grow with the period its row records (silenceGrowthMs).
+   *  With `heard`, a machine whose arrival this replica holds and has not written yet (HeartbeatLiveness.heardAt) is judged
    *  by that arrival when it is the later: its silence is not the liveness loop's lag (docs/failure-detection.md, "Heard, not yet written"). */
-  machinesReap(p: {
-    now: number;
-    suspectAfterMs: number;
-    lostAfterMs: number;
-    jitter: number;
-    heartbeatMs?: number;
-    heard?: (machineId: string) => number | undefined;
-  }): Promise<ReapResult>;
+  machinesReap(p: { now: number; suspectAfterMs: number; lostAfterMs: number; jitter: number; heartbeatMs?: number; heard?: HeardAt }): Promise<ReapResult>;
   /** Running attempts whose lease ran out, and scheduled ones never acknowledged, become lost. */
   attemptsReap(p: { now: number; ackTimeoutMs: number; jitter: number }): Promise<ReapResult>;
   /** Ready stages whose queueTimeoutSeconds has passed (counted from readiness, or the end of their backoff), at most `limit`. */
@@ -502,6 +495,9 @@ export interface PlanApplyResult {
   /** Attempts preempted (the plan's victims still current when applied). */
   preempted?: string[];
 }
+
+/** The latest arrival from a machine that a replica holds and has not written yet (HeartbeatLiveness.heardAt), or undefined. */
+export type HeardAt = (machineId: string) => number | undefined;
 
 /** A heartbeat kept in memory: its machine, its arrival, the period its answer gave (absent: the configured one). */
 export interface MachineSeen {

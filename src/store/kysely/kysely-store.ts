@@ -165,6 +165,11 @@ export class KyselyStore implements Store {
     this.clock = clock;
   }
 
+  /** The time a transaction begun now acts at: not before `now`, nor before the clock (tx() says why). */
+  private actsAt(now: number): number {
+    return this.clock ? Math.max(now, this.clock.now()) : now;
+  }
+
   /** Set on the stores asLeader() makes: the term every transaction of theirs must still hold. */
   private termOf: (() => { holder: string; term: number } | null) | null = null;
 
@@ -203,7 +208,7 @@ export class KyselyStore implements Store {
       // clock (a request may wait for a connection, or run again after a conflict): so the times
       // written follow the order of the commits, and a cancel that committed after a start is never
       // stamped before it. Without a clock (tests), `now` as given.
-      const at = this.clock ? Math.max(now, this.clock.now()) : now;
+      const at = this.actsAt(now);
       try {
         const out = await this.db
           .transaction()
@@ -450,14 +455,8 @@ export class KyselyStore implements Store {
       clusterView: async () => (await clusterAndUsage(this.db, this.cluster, true, reads.take('cluster'))).view,
       readyShapes: () => reads.readyShapes(),
       queueHeads: (p) => this.queueHeads(p),
-      schedulerTeams: async (p) => {
-        const rows = p.usage ? undefined : reads.take('teams');
-        return rows ? teams.teamsWithoutUsage(rows) : this.schedulerTeams(p);
-      },
-      preemptionView: async () => {
-        const rows = reads.take('preemptable');
-        return rows ? teams.preemptionOf(rows) : this.preemptionView();
-      },
+      schedulerTeams: (p) => reads.schedulerTeams(p, () => this.schedulerTeams(p)),
+      preemptionView: () => reads.preemptionView(() => this.preemptionView()),
       heldUntil: (p) => this.heldUntil(p),
       planApply: (p) => {
         reads.drop();
@@ -541,13 +540,13 @@ export class KyselyStore implements Store {
       },
       readyShapes: () => (reads ? reads.readyShapes() : scheduler.readyShapes(trx, this.shapes)),
       queueHeads: (p) => scheduler.queueHeads(trx, p, this.shapes),
-      schedulerTeams: async (p) => {
-        const rows = p.usage ? undefined : reads?.take('teams');
-        return rows ? teams.teamsWithoutUsage(rows) : teams.schedulerTeams(trx, p.usage);
+      schedulerTeams: (p) => {
+        const read = () => teams.schedulerTeams(trx, p.usage);
+        return reads ? reads.schedulerTeams(p, read) : read();
       },
-      preemptionView: async () => {
-        const rows = reads?.take('preemptable');
-        return rows ? teams.preemptionOf(rows) : teams.preemptionView(trx);
+      preemptionView: () => {
+        const read = () => teams.preemptionView(trx);
+        return reads ? reads.preemptionView(read) : read();
       },
       heldUntil: (p) => teams.heldUntil(trx, p),
       // Where a report in this transaction asked, what is placed on its machine starts at once.
@@ -672,7 +671,7 @@ export class KyselyStore implements Store {
     // A heartbeat that writes nothing: one read, no transaction (heartbeat-read.ts); at the time a
     // transaction begun now would act at (tx()).
     if (this.capabilities.readsOutsideTransactions === true) {
-      const quiet = await machineHeartbeatRead(this.db, this.clock ? Math.max(p.now, this.clock.now()) : p.now, p);
+      const quiet = await machineHeartbeatRead(this.db, this.actsAt(p.now), p);
       if (quiet) return quiet;
     }
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));

@@ -7,7 +7,7 @@ import { silenceGrowthMs } from '../../domain/heartbeat-period.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { Assignment, AttemptLimits, MachineContainment, MachineRecord, OutputFile } from '../records.js';
-import type { HeartbeatResult, MachineRegistration, MachineSeen, ReapResult, Store } from '../store.js';
+import type { HeardAt, HeartbeatResult, MachineRegistration, MachineSeen, ReapResult, Store } from '../store.js';
 import { maskSecrets } from '../../domain/secret-env.js';
 import { loseAttempt, secretsOf } from './attempt-verbs.js';
 import { emptyUsage, machineUsage } from './machine-usage.js';
@@ -286,13 +286,14 @@ const SEEN_CHUNK = 1024;
 const SEEN_MIN = 16;
 
 /**
- * The rows a statement of machinesSeen is written with for `n` machines: the next power of two
- * (16 at least), the rest padding that names no machine. Each length is its own statement text,
- * and each text is prepared and kept (statement-cache.ts): with a row count per flush (10,000
- * machines: 9 × 1,000 and a tail of whatever is left), a server at 10,000 agents held 232 of them,
- * each 300 KiB of SQLite's own memory and its 23 KB text (docs/throughput.md, "Where the heap
- * goes"), and they pushed the statements the server runs all the time out of the cache. Padded,
- * there are seven texts at most.
+ * The rows a statement of machinesSeen is written with for `n` machines, where it writes them
+ * together (PostgreSQL): the next power of two (16 at least), the rest padding that names no
+ * machine. Each length is its own statement text, and a text may be prepared and kept (named
+ * statements on PostgreSQL, named-statements.ts): with a row count per flush (10,000 machines: 9 ×
+ * 1,000 and a tail of whatever is left) one per flush's length. Padded, there are seven texts at
+ * most. (Measured on SQLite, before its flush went row by row: a server at 10,000 agents held 232
+ * of them in its statement cache, each 300 KiB of SQLite's memory; docs/throughput.md, "Where the
+ * heap goes".)
  */
 export function seenRows(n: number): number {
   let rows = SEEN_MIN;
@@ -643,7 +644,7 @@ export interface SilentMachine {
  */
 export async function silentMachines(
   db: Db,
-  p: { now: number; suspectAfterMs: number; lostAfterMs: number; heartbeatMs?: number; heard?: (machineId: string) => number | undefined },
+  p: { now: number; suspectAfterMs: number; lostAfterMs: number; heartbeatMs?: number; heard?: HeardAt },
 ): Promise<SilentMachine[]> {
   // Each machine by the period it was last told (docs/failure-detection.md, "A period that grows
   // with the fleet"): the query finds every machine silent past the shortest allowance, and each

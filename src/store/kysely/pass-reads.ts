@@ -1,11 +1,11 @@
 import { CompiledQuery } from 'kysely';
-import type { QueueShape } from '../../scheduler/snapshot.js';
+import type { QueueShape, RunningAttempt, TeamView } from '../../scheduler/snapshot.js';
 import type { TeamsTable } from '../schema.js';
 import { clusterVersion } from './cluster-view.js';
 import { heldEverywhere, type HeldRow } from './machine-usage.js';
 import { execute } from './prepared-query.js';
 import { READY_SHAPES, shapesOf } from './scheduler-verbs.js';
-import { allTeams, preemptable } from './team-verbs.js';
+import { allTeams, preemptable, preemptionOf, teamsWithoutUsage } from './team-verbs.js';
 import type { Db, Trx } from './tx-context.js';
 
 /**
@@ -116,6 +116,18 @@ export class PassReads {
     const p = this.parts?.[part];
     if (this.parts) delete this.parts[part];
     return p ?? undefined;
+  }
+
+  /** The teams as the scheduler sees them: asked without usage, from the part read with the shapes while it is there; else as `read` reads them. */
+  async schedulerTeams(p: { usage: boolean }, read: () => Promise<TeamView[]>): Promise<TeamView[]> {
+    const rows = p.usage ? undefined : this.take('teams');
+    return rows ? teamsWithoutUsage(rows) : read();
+  }
+
+  /** The running attempts preemption may take: from the part read with the shapes while it is there; else as `read` reads them. */
+  async preemptionView(read: () => Promise<RunningAttempt[]>): Promise<RunningAttempt[]> {
+    const rows = this.take('preemptable');
+    return rows ? preemptionOf(rows) : read();
   }
 
   /** A write of the pass: what was read before it is not used after. */

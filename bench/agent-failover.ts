@@ -21,6 +21,9 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { defaultServerConfig } from '../src/server/server-config.js';
 import { api, CLI, jobOf, processGroupAlive, REPO, submit, until, useServerToken } from '../test/support/gantry-process.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -16,6 +16,9 @@ import { CgroupTree } from '../src/agent/contain/cgroup-tree.js';
 import { detectCgroups } from '../src/agent/contain/detect-cgroups.js';
 import { AgentState } from '../src/agent/disk/agent-state.js';
 import { openAttemptTo } from '../src/agent/disk/attempt-owner.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string) => {
   const i = process.argv.indexOf(name);

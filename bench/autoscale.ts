@@ -26,6 +26,9 @@ import {
 import { busiestDay, podsOfDay, replayAutoscale, type AutoscaleReplayResult } from '../src/sim/autoscale-replay.js';
 import { withArrivalSpeedup } from '../src/sim/trace-replay.js';
 import { fixedCluster, templatesFromNodes } from '../src/sim/trace-templates.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const REPO = resolve(fileURLToPath(import.meta.url), '../..');
 

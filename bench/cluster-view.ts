@@ -13,6 +13,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openSqliteStore } from '../src/store/sqlite/open-sqlite-store.js';
 import type { KyselyStore } from '../src/store/kysely/kysely-store.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const { values: a } = parseArgs({
   options: { machines: { type: 'string', default: '10000' }, reads: { type: 'string', default: '30' }, store: { type: 'string', default: 'sqlite' } },

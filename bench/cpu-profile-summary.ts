@@ -6,6 +6,9 @@
  * Usage: node --import tsx bench/cpu-profile-summary.ts FILE.cpuprofile [--top 25]
  */
 import { readFileSync } from 'node:fs';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 interface ProfileNode {
   id: number;

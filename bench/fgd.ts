@@ -17,6 +17,9 @@ import { defaultAlibabaTraceDir, POD_LIST_FILES } from '../src/sim/alibaba-trace
 import { paperPolicyOf, runShareExperiment } from '../src/sim/share-experiment.js';
 import { parseLists, parsePolicies, parseSeeds } from '../src/sim/sim-args.js';
 import { DEFAULT_SHARE_POLICY, SHARE_POLICIES } from '../src/scheduler/share-policies.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const REPO = resolve(fileURLToPath(import.meta.url), '../..');
 

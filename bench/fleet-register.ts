@@ -18,9 +18,11 @@ import pg from 'pg';
 import { Fleet } from './fleet/fleet.js';
 import { startFleetServers } from './fleet/fleet-servers.js';
 import { processCpuMs } from './peers/proc-cpu.js';
-import { arg, machineAndCommit, num } from './results-header.js';
+import { arg, machineAndCommit, num, usageIfAsked } from './results-header.js';
 import { REPO } from '../test/support/gantry-process.js';
 import { POSTGRES_URL } from '../test/support/services.js';
+
+usageIfAsked(import.meta.url);
 
 const N = num('agents', 5000);
 const STORE = arg('stores', 'postgres');

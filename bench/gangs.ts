@@ -31,7 +31,9 @@ import {
 import { sampleMachines, withGangs } from '../src/sim/gang-mix.js';
 import { replayGangs, type GangReplayResult, type WaitFigures } from '../src/sim/gang-replay.js';
 import { withArrivalSpeedup } from '../src/sim/trace-replay.js';
-import { arg, machineAndCommit, num } from './results-header.js';
+import { arg, machineAndCommit, num, usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const REPO = resolve(fileURLToPath(import.meta.url), '../..');
 

@@ -15,6 +15,9 @@ import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js
 import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile } from './peers/chain-workload.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

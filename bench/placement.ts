@@ -34,7 +34,9 @@ import { StaticClasses } from '../src/scheduler/static-classes.js';
 import type { MachineView, Plan, PlannedPlacement, QueuedStage, SchedulerSnapshot } from '../src/scheduler/snapshot.js';
 import { headsToRead as referenceHeadsToRead } from '../test/support/reference-planner/placeable-count.js';
 import { planPlacements as referencePlanPlacements } from '../test/support/reference-planner/plan-placements.js';
-import { arg, machineAndCommit, num } from './results-header.js';
+import { arg, machineAndCommit, num, usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const REPO = resolve(fileURLToPath(import.meta.url), '../..');
 const QUICK = process.argv.includes('--quick');

@@ -15,6 +15,9 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { api, isTerminal, jobOf, REPO, startGantryUp, submit, until } from '../test/support/gantry-process.js';
 import { bullmqStartLatency } from './peers/bullmq-start-latency.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -13,6 +13,9 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { findSandbox } from '../src/agent/contain/find-sandbox.js';
 import { sandboxArgv, type SandboxAttempt } from '../src/agent/contain/sandbox-argv.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const i = process.argv.indexOf('--runs');
 const RUNS = i > 0 ? Number(process.argv[i + 1]) : 50;

@@ -14,6 +14,9 @@ import { planPlacements, type PlanOptions } from '../src/scheduler/plan-placemen
 import type { MachineView, SchedulerSnapshot } from '../src/scheduler/snapshot.js';
 import { defaultAlibabaTraceDir, hasAlibabaTrace, readNodeList, readPodList, type PodListName } from '../src/sim/alibaba-trace.js';
 import { replayTrace, utilisationBuckets, withArrivalSpeedup } from '../src/sim/trace-replay.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -18,6 +18,9 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { processCpuMs } from './peers/proc-cpu.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

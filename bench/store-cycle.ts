@@ -28,6 +28,9 @@ import { openSqliteStore } from '../src/store/sqlite/open-sqlite-store.js';
 import type { Store } from '../src/store/store.js';
 import { freshPostgresStore } from '../test/support/fresh-postgres-store.js';
 import { countStatements, type StatementCounts } from '../test/support/statement-counter.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

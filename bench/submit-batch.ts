@@ -15,6 +15,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CLI, REPO } from '../test/support/gantry-process.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const argv = process.argv.slice(2);
 const arg = (name: string, def: string) => {

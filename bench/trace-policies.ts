@@ -30,6 +30,9 @@ import {
 } from '../src/sim/alibaba-trace.js';
 import { gpuAllocationRatio, policyFigures, TRACE_POLICIES, type PolicyFigures, type TracePolicyName } from '../src/sim/policy-figures.js';
 import { replayTrace, withArrivalSpeedup, type SummaryStats, type UtilisationPoint } from '../src/sim/trace-replay.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const SCRIPT = fileURLToPath(import.meta.url);
 const REPO = resolve(SCRIPT, '../..');

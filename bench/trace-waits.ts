@@ -20,6 +20,9 @@ import { snapshotWorkload } from '../src/scheduler/snapshot-workload.js';
 import type { TargetWorkload } from '../src/scheduler/target-workload.js';
 import { loadAlibabaTrace, POD_LIST_FILES, type PodListName } from '../src/sim/alibaba-trace.js';
 import { replayTrace, serverPlanner, summarise, withArrivalSpeedup, type Planner } from '../src/sim/trace-replay.js';
+import { usageIfAsked } from './results-header.js';
+
+usageIfAsked(import.meta.url);
 
 const arg = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -226,65 +226,65 @@ export class TxContext {
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */
   async flush(): Promise<void> {
+    // The outbox rows first: their ids need no order (the relay reads whatever is unmarked), so
+    // they are written before the append lock below, not while holding it.
+    if (this.memoryOutbox) {
+      for (const m of this.messages) this.written.push({ id: nextMemoryId++, ...m.message, createdAt: this.now, stored: false });
+    } else {
+      for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
+        const part = this.messages.slice(i, i + ROWS_PER_INSERT);
+        const values: unknown[] = [];
+        for (const m of part) values.push(m.message.topic, JSON.stringify(m.message.payload), this.now);
+        const rows = (await insertOutbox(part.length).run(this.db, ...values)).rows;
+        rows.forEach((r, j) => this.written.push({ id: Number(r.id), ...part[j]!.message, createdAt: this.now }));
+      }
+    }
+    this.messages = [];
+    this.messageKeys.clear();
     // Readers page events and audit rows by `seq` ("everything after 41"), which is only safe if
     // no row with a smaller seq can still commit after a larger one did. With concurrent writers
     // a sequence hands out numbers in call order, not commit order, so the appends of concurrent
     // transactions take turns: the lock is held from here to the commit, a short tail of each
-    // transaction (docs/store-contract.md).
-    if (this.concurrent && (this.events.length || this.audits.length)) await execute(this.db, APPEND_LOCK);
+    // transaction (docs/store-contract.md). The first append takes it itself, in its plan, before
+    // any of its rows takes a number, and carries the first part of both the events and the audit
+    // rows: for nearly every transaction the tail under the lock is that one statement and the
+    // commit, where it was a statement for the lock, one for each table, then the commit.
+    const events = this.events.map((e) => [
+      e.at ?? this.now,
+      e.type,
+      e.jobId ?? null,
+      e.stageName ?? null,
+      e.attemptId ?? null,
+      e.machineId ?? null,
+      e.message,
+      JSON.stringify(e.data ?? {}),
+    ]);
+    const audits = this.audits.map((a) => [this.now, a.tokenId, a.actor, a.action, a.target, a.result, a.foldKey]);
+    this.events = [];
+    this.audits = [];
     // Live event streams (GET /v1/events) read on when told: a wake-up, not a record, so it is
     // never stored (the event rows are the record; a stream that misses one reads on its timer).
-    if (this.events.length) this.written.push({ id: nextMemoryId++, topic: Topic.eventsWritten, payload: {}, createdAt: this.now, stored: false });
-    for (let i = 0; i < this.events.length; i += ROWS_PER_INSERT) {
-      const part = this.events.slice(i, i + ROWS_PER_INSERT);
-      const values: unknown[] = [];
-      for (const e of part) {
-        values.push(
-          e.at ?? this.now,
-          e.type,
-          e.jobId ?? null,
-          e.stageName ?? null,
-          e.attemptId ?? null,
-          e.machineId ?? null,
-          e.message,
-          JSON.stringify(e.data ?? {}),
-        );
-      }
-      await insertEvents(part.length).run(this.db, ...values);
+    if (events.length) this.written.push({ id: nextMemoryId++, topic: Topic.eventsWritten, payload: {}, createdAt: this.now, stored: false });
+    let e = 0;
+    let a = 0;
+    if (this.concurrent && (events.length || audits.length)) {
+      const firstEvents = events.slice(0, ROWS_PER_INSERT);
+      const firstAudits = audits.slice(0, ROWS_PER_INSERT);
+      await execute(this.db, CompiledQuery.raw(lockingAppend(firstEvents.length, firstAudits.length), [...firstAudits.flat(), ...firstEvents.flat()]));
+      e = firstEvents.length;
+      a = firstAudits.length;
     }
-    this.events = [];
-    if (this.audits.length) {
+    for (; e < events.length; e += ROWS_PER_INSERT) {
+      const part = events.slice(e, e + ROWS_PER_INSERT);
+      await insertEvents(part.length).run(this.db, ...part.flat());
+    }
+    for (; a < audits.length; a += ROWS_PER_INSERT) {
+      const part = audits.slice(a, a + ROWS_PER_INSERT);
       await this.db
         .insertInto('audit')
-        .values(
-          this.audits.map((a) => ({
-            at: this.now,
-            token_id: a.tokenId,
-            actor: a.actor,
-            action: a.action,
-            target: a.target,
-            result: a.result,
-            fold_key: a.foldKey,
-          })),
-        )
+        .values(part.map(([at, token_id, actor, action, target, result, fold_key]) => ({ at, token_id, actor, action, target, result, fold_key }) as never))
         .execute();
-      this.audits = [];
     }
-    if (this.memoryOutbox) {
-      for (const m of this.messages) this.written.push({ id: nextMemoryId++, ...m.message, createdAt: this.now, stored: false });
-      this.messages = [];
-      this.messageKeys.clear();
-      return;
-    }
-    for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
-      const part = this.messages.slice(i, i + ROWS_PER_INSERT);
-      const values: unknown[] = [];
-      for (const m of part) values.push(m.message.topic, JSON.stringify(m.message.payload), this.now);
-      const rows = (await insertOutbox(part.length).run(this.db, ...values)).rows;
-      rows.forEach((r, j) => this.written.push({ id: Number(r.id), ...part[j]!.message, createdAt: this.now }));
-    }
-    this.messages = [];
-    this.messageKeys.clear();
   }
 }
 
@@ -294,8 +294,8 @@ export const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Top
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;
 
-/** A transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit; its key is arbitrary but fixed. */
-const APPEND_LOCK = CompiledQuery.raw('select pg_advisory_xact_lock(7355608001)');
+/** The key of the transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit: arbitrary but fixed. */
+const APPEND_LOCK_KEY = '7355608001';
 
 /** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row); one prepared text per count. */
 const ROWS_PER_INSERT = 64;
@@ -309,6 +309,34 @@ const insertEvents = preparedBySize(ROWS_PER_INSERT, (n) =>
     ),
   ),
 );
+/**
+ * PostgreSQL's first append of a transaction, which takes the append lock itself: the lock is an
+ * uncorrelated subquery in a one-time filter, evaluated before the first row is produced and so
+ * before any row's `seq` (its default, `nextval`) is taken. With both audit rows and events, the
+ * audit insert is a `with` the events' one-time filter reads, so it runs, lock first, before any
+ * event takes its number. Parameters: the audit rows', then the events'. Text per pair of counts,
+ * made once.
+ */
+const lockingTexts = new Map<string, string>();
+export function lockingAppend(events: number, audits: number): string {
+  const key = `${events}:${audits}`;
+  let text = lockingTexts.get(key);
+  if (text) return text;
+  const lock = `(select pg_advisory_xact_lock(${APPEND_LOCK_KEY})) is not null`;
+  const rows = (types: readonly string[], n: number, from: number) =>
+    Array.from({ length: n }, (_, i) => `(${types.map((t, j) => `$${from + i * types.length + j + 1}::${t}`).join(', ')})`).join(', ');
+  const columns = (names: readonly string[]) => names.map((c) => `"${c}"`).join(', ');
+  const auditInsert = `insert into "audit" (${columns(AUDIT_COLUMNS)}) select * from (values ${rows(AUDIT_TYPES, audits, 0)}) as v where ${lock}`;
+  const eventsFrom = `select * from (values ${rows(EVENT_TYPES, events, audits * AUDIT_TYPES.length)}) as w`;
+  if (events === 0) text = auditInsert;
+  else if (audits === 0) text = `insert into "events" (${columns(EVENT_COLUMNS)}) ${eventsFrom} where ${lock}`;
+  else text = `with a as (${auditInsert} returning 1) insert into "events" (${columns(EVENT_COLUMNS)}) ${eventsFrom} where (select count(*) from a) >= 0`;
+  lockingTexts.set(key, text);
+  return text;
+}
+const EVENT_TYPES = ['bigint', 'text', 'text', 'text', 'text', 'text', 'text', 'text'] as const;
+const AUDIT_COLUMNS = ['at', 'token_id', 'actor', 'action', 'target', 'result', 'fold_key'] as const;
+const AUDIT_TYPES = ['bigint', 'text', 'text', 'text', 'text', 'text', 'text'] as const;
 const insertOutbox = preparedBySize(ROWS_PER_INSERT, (n) =>
   prepared<unknown[]>()((db, v) =>
     db

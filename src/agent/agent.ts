@@ -160,7 +160,9 @@ export class Agent {
     this.gpuSharing = opts.gpuSharing ?? 'time-slicing';
     this.rendezvous = opts.rendezvous ?? {};
     // Called later, once this.log is set: a failed compaction loses nothing, but a person should know.
-    this.state = new AgentState(opts.dataDir, { onJournalError: (err) => this.log(`the journal's compaction failed, the journal kept as it was: ${errorText(err)}`) });
+    this.state = new AgentState(opts.dataDir, {
+      onJournalError: (err) => this.log(`the journal's compaction failed, the journal kept as it was: ${errorText(err)}`),
+    });
     this.client = new AgentClient({
       serverUrl: opts.serverUrl,
       ...(opts.ca ? { ca: opts.ca } : {}),

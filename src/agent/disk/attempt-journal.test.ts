@@ -109,8 +109,10 @@ function crashingFiles(crashAt: number, during: (call: string) => void, log: str
   };
 }
 
+/** Lets the compaction's calls off the loop run until `until` holds (the assertions after it say if it never did). */
 async function settle(until: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000 && !until(); i++) await new Promise((r) => setTimeout(r, 1));
+  const end = Date.now() + 3000;
+  while (!until() && Date.now() < end) await new Promise((r) => setTimeout(r, 1));
 }
 
 describe('AttemptJournal compaction', () => {

@@ -44,14 +44,16 @@ const times: number[] = [];
 const compacting: number[] = [];
 const file = join(dir, 'attempts.journal');
 const sizeNow = () => statSync(file, { throwIfNoEntry: false })?.size ?? 0;
+// A call, not a property read twice: the append in between changes it.
+const compactingNow = () => j.compacting === true;
 const timed = (f: () => void): void => {
   const before = sizeNow();
-  const was = j.compacting === true;
+  const was = compactingNow();
   const t = process.hrtime.bigint();
   f();
   const ms = Number(process.hrtime.bigint() - t) / 1e6;
   times.push(ms);
-  if (sizeNow() < before || (!was && j.compacting === true)) compacting.push(ms);
+  if (sizeNow() < before || (!was && compactingNow())) compacting.push(ms);
 };
 const assignment = (id: string, i: number) => ({
   attemptId: id,

@@ -159,7 +159,10 @@ export class Agent {
     this.machine = opts.machine;
     this.gpuSharing = opts.gpuSharing ?? 'time-slicing';
     this.rendezvous = opts.rendezvous ?? {};
-    this.state = new AgentState(opts.dataDir);
+    // Called later, once this.log is set: a failed compaction loses nothing, but a person should know.
+    this.state = new AgentState(opts.dataDir, {
+      onJournalError: (err) => this.log(`the journal's compaction failed, the journal kept as it was: ${errorText(err)}`),
+    });
     this.client = new AgentClient({
       serverUrl: opts.serverUrl,
       ...(opts.ca ? { ca: opts.ca } : {}),

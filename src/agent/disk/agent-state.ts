@@ -122,9 +122,9 @@ export class AgentState {
    */
   closeSettled = false;
 
-  constructor(dataDir: string) {
+  constructor(dataDir: string, opts: { onJournalError?: (err: unknown) => void } = {}) {
     this.dataDir = resolve(dataDir);
-    this.journal = new AttemptJournal(this.dataDir);
+    this.journal = new AttemptJournal(this.dataDir, opts.onJournalError ? { onCompactionError: opts.onJournalError } : {});
   }
 
   private get attemptsDir(): string {

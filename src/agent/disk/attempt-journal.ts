@@ -24,10 +24,29 @@
  * harmless (see agent-state.ts).
  *
  * Compaction: the file grows by a few lines an attempt, so once it holds many times more lines
- * than the attempts still known, it is rewritten with only those (temporary file, fsync, rename,
- * fsync of the directory): once every few hundred attempts, a few milliseconds each.
+ * than the attempts still known, it is rewritten with only those (temporary file, fdatasync,
+ * rename, fsync of the directory): once every few hundred attempts. Its file calls run off the
+ * event loop (they stalled every start and pid line in flight for 0.3-8 ms); appends go on into
+ * the old file meanwhile and are copied over before the rename. Why no record is lost at any
+ * step, and no durable() promise broken by a crash of the host: docs/agent.md, "The journal's
+ * compaction, off the event loop".
  */
-import { closeSync, existsSync, fdatasync, fsyncSync, openSync, readFileSync, renameSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  close,
+  closeSync,
+  existsSync,
+  fdatasync,
+  fsync,
+  fsyncSync,
+  open,
+  openSync,
+  readFileSync,
+  renameSync,
+  truncateSync,
+  unlinkSync,
+  write,
+  writeSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import type { AttemptUsageWire } from '../../api/contract/containment.js';
@@ -110,10 +129,72 @@ export const JOURNAL_FILE = 'attempts.journal';
 const COMPACT_MIN_LINES = 2000;
 const COMPACT_RATIO = 4;
 
+/**
+ * The file calls a compaction makes, in the order it makes them (docs/agent.md, "The journal's
+ * compaction, off the event loop"): the asynchronous ones run in libuv's thread pool. A test
+ * replaces them to stop a compaction at each one (attempt-journal.test.ts).
+ */
+export interface CompactionFiles {
+  /** Creates or truncates the temporary file, owner-only. */
+  open(path: string): Promise<number>;
+  write(fd: number, text: string): Promise<void>;
+  /** On the loop: the few lines appended while the snapshot was written. */
+  writeSync(fd: number, text: string): void;
+  fdatasync(fd: number): Promise<void>;
+  rename(from: string, to: string): void;
+  /** The directory's entry for the renamed file; best effort where a platform cannot. */
+  syncDirectory(dir: string): Promise<void>;
+  close(fd: number): void;
+  unlink(path: string): void;
+}
+
+export const NODE_COMPACTION_FILES: CompactionFiles = {
+  open: (path) => new Promise((res, rej) => open(path, 'w', 0o600, (err, fd) => (err ? rej(err) : res(fd)))),
+  write: (fd, text) => writeAll(fd, Buffer.from(text)),
+  writeSync: (fd, text) => void writeSync(fd, text),
+  fdatasync: (fd) => new Promise((res, rej) => fdatasync(fd, (err) => (err ? rej(err) : res()))),
+  rename: renameSync,
+  syncDirectory: (dir) =>
+    new Promise((res) =>
+      open(dir, 'r', (err, fd) => {
+        // Not every platform lets a directory be opened or synced.
+        if (err) return res();
+        fsync(fd, () => close(fd, () => res()));
+      }),
+    ),
+  close: closeSync,
+  unlink: unlinkSync,
+};
+
+export interface AttemptJournalOptions {
+  files?: CompactionFiles;
+  /** A compaction that failed (the old file stays the journal: nothing is lost); tried again after COMPACT_MIN_LINES more lines. */
+  onCompactionError?: (err: unknown) => void;
+}
+
+/** A compaction under way: the lines appended since its snapshot, in order, to copy into the new file. */
+interface Compaction {
+  tail: string[];
+}
+
 export class AttemptJournal {
   readonly path: string;
   private fd: number | null = null;
   private readonly records = new Map<string, AttemptRecords>();
+  /**
+   * Each record's line as it was appended (its `at` with it), so that a compaction's snapshot is
+   * a join of strings taken on the loop, not a JSON.stringify of every record still known.
+   */
+  private readonly texts = new Map<string, Partial<Record<Kind, string>>>();
+  private readonly files: CompactionFiles;
+  private readonly onCompactionError: (err: unknown) => void;
+  private compaction: Compaction | null = null;
+  /** Set from the copy of a compaction's tail to its rename: durable() waits, so nothing is promised on the old file then. */
+  private switching: Promise<void> | null = null;
+  /** The directory's sync after a compaction's rename: durable() waits for it too. */
+  private dirSynced: Promise<void> | null = null;
+  /** The next compaction waits for this many lines at least (moved on after one failed). */
+  private compactAt = COMPACT_MIN_LINES;
   /** Lines in the file: what compaction weighs against the records still known. */
   private lines = 0;
   private loaded = false;
@@ -122,8 +203,10 @@ export class AttemptJournal {
   private syncing: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
 
-  constructor(dataDir: string) {
+  constructor(dataDir: string, opts: AttemptJournalOptions = {}) {
     this.path = join(dataDir, JOURNAL_FILE);
+    this.files = opts.files ?? NODE_COMPACTION_FILES;
+    this.onCompactionError = opts.onCompactionError ?? (() => {});
   }
 
   /**
@@ -131,7 +214,10 @@ export class AttemptJournal {
    * last line is cut off the file too, so that the next line starts a line of its own.
    */
   load(repair = true): void {
+    // A compaction under way is given up (its next step sees it): its snapshot is of the records read before.
+    this.compaction = null;
     this.records.clear();
+    this.texts.clear();
     this.broken = [];
     this.lines = 0;
     let text: string;
@@ -158,7 +244,7 @@ export class AttemptJournal {
         this.broken.push({ line: i + 1, error: 'not a record' });
         return;
       }
-      this.fold(entry);
+      this.fold(entry, line + '\n');
     });
     this.loaded = true;
   }
@@ -184,8 +270,9 @@ export class AttemptJournal {
     const line = JSON.stringify(entry) + '\n';
     writeSync(this.open(), line);
     this.lines++;
-    this.fold(entry);
-    if (this.lines >= COMPACT_MIN_LINES && this.lines >= COMPACT_RATIO * this.recordCount()) this.compact();
+    this.fold(entry, line);
+    if (this.compaction) this.compaction.tail.push(line);
+    else if (this.lines >= this.compactAt && this.lines >= COMPACT_RATIO * this.recordCount()) this.compact();
   }
 
   /**
@@ -205,9 +292,20 @@ export class AttemptJournal {
   }
 
   close(): void {
+    this.compaction = null;
     if (this.fd === null) return;
     const fd = this.fd;
     this.fd = null;
+    this.closeAfterSync(fd);
+  }
+
+  /** Whether a compaction is under way (for tests: a compaction ends on its own, off the loop). */
+  get compacting(): boolean {
+    return this.compaction !== null;
+  }
+
+  /** Closes a descriptor once a sync running on it is over. */
+  private closeAfterSync(fd: number): void {
     void (this.syncing ?? Promise.resolve()).then(
       () => closeSync(fd),
       () => closeSync(fd),
@@ -219,9 +317,14 @@ export class AttemptJournal {
     return this.durable();
   }
 
-  private syncNow(): Promise<void> {
+  private async syncNow(): Promise<void> {
+    // From a compaction's copy of its tail to its rename, a promise made on the old file could be
+    // broken by the rename: the sync waits for the new file.
+    while (this.switching) await this.switching;
     const fd = this.open();
-    return new Promise((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) => fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+    // The new file's name is durable only once its directory is synced.
+    if (this.dirSynced) await this.dirSynced;
   }
 
   private ensureLoaded(): void {
@@ -238,14 +341,22 @@ export class AttemptJournal {
     return this.fd;
   }
 
-  private fold(entry: Entry): void {
+  private fold(entry: Entry, line: string): void {
     if ('removed' in entry) {
       this.records.delete(entry.id);
+      this.texts.delete(entry.id);
       return;
     }
     const rec = this.records.get(entry.id) ?? {};
-    for (const k of KINDS) if (k in entry) (rec as Record<Kind, unknown>)[k] = (entry as unknown as Record<Kind, unknown>)[k];
+    const texts = this.texts.get(entry.id) ?? {};
+    const kinds = KINDS.filter((k) => k in entry);
+    for (const k of kinds) {
+      (rec as Record<Kind, unknown>)[k] = (entry as unknown as Record<Kind, unknown>)[k];
+      // A line of several records (none is written so) is written out again one record a line.
+      texts[k] = kinds.length === 1 ? line : JSON.stringify({ id: entry.id, [k]: rec[k] }) + '\n';
+    }
     this.records.set(entry.id, rec);
+    this.texts.set(entry.id, texts);
   }
 
   private recordCount(): number {
@@ -254,23 +365,97 @@ export class AttemptJournal {
     return n;
   }
 
-  /** Rewrites the file with the records still known, synchronously: appends must not land in the old one meanwhile. */
+  /**
+   * Rewrites the file with the records still known, off the event loop (docs/agent.md, "The
+   * journal's compaction, off the event loop"). Appends go on into the old file until the rename,
+   * which is one step on the loop with the copy of the last lines: the journal's name always
+   * holds every record.
+   */
   private compact(): void {
-    const out: string[] = [];
-    for (const [id, rec] of this.records) for (const k of KINDS) if (rec[k] !== undefined) out.push(JSON.stringify({ id, [k]: rec[k] }));
+    const c: Compaction = { tail: [] };
+    this.compaction = c;
+    let text = '';
+    let n = 0;
+    for (const texts of this.texts.values())
+      for (const k of KINDS) {
+        const line = texts[k];
+        if (line === undefined) continue;
+        text += line;
+        n++;
+      }
+    void this.runCompaction(c, text, n);
+  }
+
+  private async runCompaction(c: Compaction, text: string, n: number): Promise<void> {
+    const f = this.files;
     const tmp = `${this.path}.tmp`;
-    const fd = openSync(tmp, 'w', 0o600);
+    let fd: number | null = null;
+    let release = (): void => {};
     try {
-      writeFileSync(fd, out.length ? out.join('\n') + '\n' : '');
-      fsyncSync(fd);
+      // 1. The snapshot into the temporary file, synced: durable() goes on syncing the old file.
+      fd = await f.open(tmp);
+      await f.write(fd, text);
+      await f.fdatasync(fd);
+      if (this.compaction !== c) return this.giveUp(fd, tmp);
+      // 2. The lines appended meanwhile, copied and synced: some may have been promised durable
+      // on the old file. From here durable() waits, so the lines appended during this sync are
+      // promised nothing until the new file is the journal.
+      this.switching = new Promise((res) => (release = res));
+      const copied = c.tail.splice(0);
+      if (copied.length) {
+        f.writeSync(fd, copied.join(''));
+        await f.fdatasync(fd);
+      }
+      if (this.compaction !== c) return this.giveUp(fd, tmp);
+      // 3. One step on the loop: the last lines copied, the rename, the descriptor swapped.
+      const rest = c.tail.splice(0);
+      if (rest.length) f.writeSync(fd, rest.join(''));
+      f.rename(tmp, this.path);
+      const old = this.fd;
+      this.fd = fd;
+      fd = null;
+      this.compaction = null;
+      this.lines = n + copied.length + rest.length;
+      this.compactAt = COMPACT_MIN_LINES;
+      if (old !== null) this.closeAfterSync(old);
+      // 4. The directory synced, off the loop; the next durable() waits for it.
+      const synced = f
+        .syncDirectory(dirname(this.path))
+        // Best effort, as at the file's creation: a platform that cannot sync a directory says so here.
+        .catch((err: unknown) => this.onCompactionError(err))
+        .finally(() => {
+          if (this.dirSynced === synced) this.dirSynced = null;
+        });
+      this.dirSynced = synced;
+    } catch (err) {
+      // The old file is still the journal, every line in it: nothing is lost.
+      if (fd !== null) this.giveUp(fd, tmp);
+      if (this.compaction === c) {
+        this.compaction = null;
+        this.compactAt = this.lines + COMPACT_MIN_LINES;
+      }
+      this.onCompactionError(err);
     } finally {
-      closeSync(fd);
+      this.switching = null;
+      release();
     }
-    renameSync(tmp, this.path);
-    syncDirectory(dirname(this.path));
-    // The old file's descriptor is closed once a sync running on it is over.
-    this.close();
-    this.lines = out.length;
+  }
+
+  private giveUp(fd: number, tmp: string): void {
+    try {
+      this.files.close(fd);
+      this.files.unlink(tmp);
+    } catch {
+      // Left for the next compaction, which truncates it; a load never reads it.
+    }
+  }
+}
+
+/** One buffer, whole, at the file's offset (a write to a file may take part of it). */
+async function writeAll(fd: number, buf: Buffer): Promise<void> {
+  let off = 0;
+  while (off < buf.length) {
+    off += await new Promise<number>((res, rej) => write(fd, buf, off, buf.length - off, null, (err, n) => (err ? rej(err) : res(n))));
   }
 }
 

@@ -36,13 +36,17 @@ describe.concurrent('the benches answer --help', () => {
     expect(benches.length).toBeGreaterThan(10);
   });
 
-  it.each(benches)('$name prints its usage and exits 0', async ({ file }) => {
-    const head = readFileSync(join(REPO, file), 'utf8');
-    // The usage is the file's header comment: its first line, as printed.
-    const first = /^\/\*\*\n \* (.+)$/m.exec(head)?.[1];
-    expect(first, `${file} starts with a /** header`).toBeDefined();
-    const r = await help(file);
-    expect(r.code, r.out).toBe(0);
-    expect(r.out.split('\n')[0]).toBe(first);
-  }, 30_000);
+  it.each(benches)(
+    '$name prints its usage and exits 0',
+    async ({ file }) => {
+      const head = readFileSync(join(REPO, file), 'utf8');
+      // The usage is the file's header comment: its first line, as printed.
+      const first = /^\/\*\*\n \* (.+)$/m.exec(head)?.[1];
+      expect(first, `${file} starts with a /** header`).toBeDefined();
+      const r = await help(file);
+      expect(r.code, r.out).toBe(0);
+      expect(r.out.split('\n')[0]).toBe(first);
+    },
+    30_000,
+  );
 });

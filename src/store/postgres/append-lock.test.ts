@@ -29,36 +29,39 @@ describe.skipIf(pgMissing)('the append lock taken by the insert of events (Postg
     withAudit ? CompiledQuery.raw(lockingAppend(1, 1), [...audit(message), ...event(message)]) : CompiledQuery.raw(lockingAppend(1, 0), event(message));
   /** Whether a backend other than this test's waits on an advisory lock now. */
   const someoneWaits = async () =>
-    (await store.db.executeQuery<{ n: string }>(CompiledQuery.raw(`select count(*) as n from pg_locks where locktype = 'advisory' and not granted`))).rows[0]!.n !==
-    '0';
+    (await store.db.executeQuery<{ n: string }>(CompiledQuery.raw(`select count(*) as n from pg_locks where locktype = 'advisory' and not granted`))).rows[0]!
+      .n !== '0';
 
-  it.each([false, true])("a transaction waiting for the lock takes its numbers after every row of the holder's, written before or after it began to wait (with audit rows: %s)", async (withAudit) => {
-    let holding!: () => void;
-    const held = new Promise<void>((r) => (holding = r));
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    const first = store.db.transaction().execute(async (trx) => {
-      await trx.executeQuery(locking('first, before', withAudit));
-      holding();
-      await released;
-      // A second part of the holder's events (a transaction of more than one insert's worth).
-      await trx.insertInto('events').values({ at: 1, type: 'test', message: 'first, after', data: '{}' }).execute();
-      if (withAudit) await trx.insertInto('audit').values({ at: 1, actor: 'someone', action: 'test', target: 'first, after', result: 'ok' }).execute();
-    });
-    await held;
-    const second = store.db.transaction().execute(async (trx) => {
-      await trx.executeQuery(locking('second', withAudit));
-    });
-    // The second is blocked on the lock: wait until the database says so, then let the first go on.
-    for (let i = 0; i < 100 && !(await someoneWaits()); i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await someoneWaits()).toBe(true);
-    release();
-    await Promise.all([first, second]);
-    const rows = await store.db.selectFrom('events').select(['message']).orderBy('seq').execute();
-    expect(rows.map((r) => r.message)).toEqual(['first, before', 'first, after', 'second']);
-    const audits = await store.db.selectFrom('audit').select(['target']).orderBy('seq').execute();
-    expect(audits.map((r) => r.target)).toEqual(withAudit ? ['first, before', 'first, after', 'second'] : []);
-  });
+  it.each([false, true])(
+    "a transaction waiting for the lock takes its numbers after every row of the holder's, written before or after it began to wait (with audit rows: %s)",
+    async (withAudit) => {
+      let holding!: () => void;
+      const held = new Promise<void>((r) => (holding = r));
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const first = store.db.transaction().execute(async (trx) => {
+        await trx.executeQuery(locking('first, before', withAudit));
+        holding();
+        await released;
+        // A second part of the holder's events (a transaction of more than one insert's worth).
+        await trx.insertInto('events').values({ at: 1, type: 'test', message: 'first, after', data: '{}' }).execute();
+        if (withAudit) await trx.insertInto('audit').values({ at: 1, actor: 'someone', action: 'test', target: 'first, after', result: 'ok' }).execute();
+      });
+      await held;
+      const second = store.db.transaction().execute(async (trx) => {
+        await trx.executeQuery(locking('second', withAudit));
+      });
+      // The second is blocked on the lock: wait until the database says so, then let the first go on.
+      for (let i = 0; i < 100 && !(await someoneWaits()); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(await someoneWaits()).toBe(true);
+      release();
+      await Promise.all([first, second]);
+      const rows = await store.db.selectFrom('events').select(['message']).orderBy('seq').execute();
+      expect(rows.map((r) => r.message)).toEqual(['first, before', 'first, after', 'second']);
+      const audits = await store.db.selectFrom('audit').select(['target']).orderBy('seq').execute();
+      expect(audits.map((r) => r.target)).toEqual(withAudit ? ['first, before', 'first, after', 'second'] : []);
+    },
+  );
 
   it('writes every row given, with its columns, in one statement', async () => {
     const audits = [...[7, 'tok', 'alice', 'job.submit', 'j1', 'ok', null], ...[7, null, 'bob', 'token.create', null, "ok: it's", 'k']];

@@ -59,8 +59,14 @@ describe.skipIf(missing)('NatsBus on the wire', () => {
       // Replicas of the previous version: one message alone, and their relay's send of a batch
       // row as it read it (topic "batch"), with a member this version does not understand.
       const js = jetstream(nc);
-      await js.publish(`gantry.${installation}.pool.ready`, JSON.stringify({ id: '2', topic: 'pool:ready', payload: { pool: 'old' } }), { msgID: `${installation}:2` });
-      const row = { id: '3', topic: 'batch', payload: [{ topic: 'pool:ready', payload: { pool: 'x' } }, null, { topic: 'pool:ready', payload: { pool: 'y' } }] };
+      await js.publish(`gantry.${installation}.pool.ready`, JSON.stringify({ id: '2', topic: 'pool:ready', payload: { pool: 'old' } }), {
+        msgID: `${installation}:2`,
+      });
+      const row = {
+        id: '3',
+        topic: 'batch',
+        payload: [{ topic: 'pool:ready', payload: { pool: 'x' } }, null, { topic: 'pool:ready', payload: { pool: 'y' } }],
+      };
       await js.publish(`gantry.${installation}.batch`, JSON.stringify(row), { msgID: `${installation}:3` });
       await expect.poll(() => got.length, { timeout: 5000 }).toBe(6);
       expect(got).toEqual(['1.0 cpu', '1.1 freed', '1.2 gpu', '2 old', '3.0 x', '3.2 y']);

@@ -106,7 +106,13 @@ export class NatsBus implements Bus {
         if (!this.nc || this.nc.isClosed()) {
           // noAsyncTraces: no stack captured at every publish for an error that almost never
           // comes (each publish is a request: its RequestError was 0.6 % of the leader's CPU).
-          this.nc = await connect({ servers: this.servers, name: `gantry ${this.opts.installation}`, maxReconnectAttempts: -1, reconnectTimeWait: 500, noAsyncTraces: true });
+          this.nc = await connect({
+            servers: this.servers,
+            name: `gantry ${this.opts.installation}`,
+            maxReconnectAttempts: -1,
+            reconnectTimeWait: 500,
+            noAsyncTraces: true,
+          });
           this.js = jetstream(this.nc);
           this.opts.onState?.('connected');
           void this.watchStatus(this.nc);

@@ -52,6 +52,32 @@ export function busConformance(name: string, make: { open(): Promise<[Bus, Bus]>
       expect(got.map((m) => m.id)).toEqual(['7', '8']);
     });
 
+    it("a batch's messages are delivered each, with ids <batch>.<i>, on every replica; a batch id published twice once", async () => {
+      const [a, b] = await open();
+      const ready = { a: collect(a, 'pool:ready'), b: collect(b, 'pool:ready') };
+      const freed = collect(b, 'capacity:freed');
+      const batch = {
+        id: '40',
+        messages: [
+          { topic: 'pool:ready', payload: { pool: 'cpu' } },
+          { topic: 'capacity:freed', payload: { machineId: 'm' } },
+          { topic: 'pool:ready', payload: { pool: 'gpu' } },
+        ] as const,
+      };
+      await a.publishBatch({ id: batch.id, messages: [...batch.messages] });
+      await a.publishBatch({ id: batch.id, messages: [...batch.messages] });
+      // A message alone with a member's id is that member again.
+      await a.publish({ id: '40.1', topic: 'capacity:freed', payload: { machineId: 'm' } });
+      await until(() => ready.a.length >= 2 && ready.b.length >= 2 && freed.length >= 1);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(ready.b).toEqual([
+        { id: '40.0', topic: 'pool:ready', payload: { pool: 'cpu' } },
+        { id: '40.2', topic: 'pool:ready', payload: { pool: 'gpu' } },
+      ]);
+      expect(ready.a).toEqual(ready.b);
+      expect(freed).toEqual([{ id: '40.1', topic: 'capacity:freed', payload: { machineId: 'm' } }]);
+    });
+
     it('unsubscribing stops delivery; a throwing handler does not stop the others', async () => {
       const [a, b] = await open();
       const got: string[] = [];

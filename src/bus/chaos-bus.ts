@@ -1,4 +1,4 @@
-import type { Bus, BusHandler, BusMessage } from './bus.js';
+import { batchMessages, type Bus, type BusBatch, type BusHandler, type BusMessage } from './bus.js';
 import { seededRandom } from '../lib/seeded-random.js';
 import type { Topic } from '../domain/topic.js';
 
@@ -48,6 +48,11 @@ export class ChaosBus implements Bus {
       );
       this.timers.add(t);
     }
+  }
+
+  /** Each of the batch's messages meets the chaos alone, as if published one by one. */
+  async publishBatch(batch: BusBatch): Promise<void> {
+    for (const m of batchMessages(batch)) await this.publish(m);
   }
 
   subscribe<T extends Topic>(topic: T, handler: BusHandler<T>): () => void {

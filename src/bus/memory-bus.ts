@@ -1,4 +1,4 @@
-import type { Bus, BusHandler, BusMessage } from './bus.js';
+import { batchMessages, type Bus, type BusBatch, type BusHandler, type BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
 import type { Topic } from '../domain/topic.js';
@@ -17,6 +17,10 @@ export class MemoryBus implements Bus {
   async publish(msg: BusMessage): Promise<void> {
     if (this.seen && !this.seen.first(msg.id)) return;
     this.subscribers.deliver(msg, queueMicrotask);
+  }
+
+  async publishBatch(batch: BusBatch): Promise<void> {
+    for (const m of batchMessages(batch)) await this.publish(m);
   }
 
   subscribe<T extends Topic>(topic: T, handler: BusHandler<T>): () => void {

@@ -29,6 +29,13 @@ export interface TopicPayloads {
   'logs:written': { attemptId: string };
 }
 
+/**
+ * Not a topic: what an outbox row or a bus message holding several messages (one transaction's)
+ * says in place of one, its payload the list of them (TopicMessage[]). Its message i is delivered
+ * with the id `<row id>.<i>` (bus.ts batchMessages; docs/replicas.md, "The outbox and the relay").
+ */
+export const BATCH_TOPIC = 'batch';
+
 /** A topic with its payload: what the store's outbox holds and the bus carries (with an id). */
 export type TopicMessage<T extends Topic = Topic> = T extends Topic ? { topic: T; payload: TopicPayloads[T] } : never;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Bus } from '../bus/bus.js';
+import type { Bus, BusBatch, BusMessage } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { job, stage } from '../store/conformance/fixtures.js';
 import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
@@ -52,6 +52,41 @@ describe('OutboxRelay', () => {
       await new Promise((r) => setTimeout(r, 10));
       expect(await relay.pass()).toBe(0);
       expect(sent).toEqual(mine.map((m) => String(m.id)));
+      expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("publishes a commit's row of several as one batch with the events' wake-up in it; its pass sends a row nobody marked as one publish", async () => {
+    const store = await openSqliteStore(':memory:');
+    try {
+      const now = 1_700_000_000_000;
+      const sent: string[] = [];
+      const bus = {
+        publish: async (m: BusMessage) => void sent.push(`${m.id} ${m.topic}`),
+        publishBatch: async (b: BusBatch) => void sent.push(`${b.id} [${b.messages.map((m) => m.topic).join(', ')}]`),
+      } as unknown as Bus;
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 1, types: ['h100'] } };
+      const twoPools = (name: string) => store.jobSubmit({ definition: job([stage('a'), stage('g', { resources: gpu })], { name }), source: null, now });
+      await twoPools('mine');
+      const mine = await store.outboxPending({ limit: 100 });
+      const relay = new OutboxRelay(store, bus, { now: () => now + 3000 }, () => {}, 3000);
+      relay.published([...mine, { id: 9, topic: 'events:written', payload: {}, createdAt: now, stored: false }]);
+      await new Promise((r) => setTimeout(r, 10));
+      const row = mine[0]!.id;
+      expect(sent).toEqual([`${row} [pool:ready, pool:ready, events:written]`]);
+      // Marked by its pass, not sent again.
+      expect(await relay.pass()).toBe(0);
+      expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+      // Rows whose writer died before publishing: a row of several (one publish), and a row of one
+      // message, as every row was before batches (one message, its id the row's).
+      sent.length = 0;
+      await twoPools('orphan');
+      await store.jobSubmit({ definition: job([stage('a')], { name: 'one' }), source: null, now });
+      const [batch, , single] = await store.outboxPending({ limit: 100 });
+      expect(await relay.pass()).toBe(3);
+      expect(sent).toEqual([`${batch!.id} [pool:ready, pool:ready]`, `${single!.id} pool:ready`]);
       expect(await store.outboxPending({ limit: 100 })).toEqual([]);
     } finally {
       await store.close();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Bus } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
-import { topicMessage } from '../domain/topic.js';
+import { topicMessage, type TopicMessage } from '../domain/topic.js';
 import type { OutboxMessage } from '../store/records.js';
 import type { Store } from '../store/store.js';
 
@@ -30,17 +30,37 @@ export class OutboxRelay {
     private readonly graceMs = 0,
   ) {}
 
-  /** Publishes what a transaction just committed. */
+  /**
+   * Publishes what a transaction just committed: each outbox row as one bus message (a row holding
+   * several as a batch, BusBatch), with the messages kept in memory (the events' wake-up) in the
+   * first row's batch, so that a report's messages cost one publish and one acknowledgement.
+   */
   published(messages: OutboxMessage[]): void {
-    for (const m of messages) {
-      if (m.stored === false) {
-        // No row to mark or to send again: a message of this process's own (ids apart from rows').
-        this.bus.publish({ id: `mem:${this.instance}:${m.id}`, ...topicMessage(m) }).catch(this.onError);
-        continue;
-      }
-      // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
-      this.bus.publish({ id: String(m.id), ...topicMessage(m) }).then(() => void this.sent.push(m.id), this.onError);
+    const rows = byRow(messages.filter((m) => m.stored !== false));
+    const loose = messages.filter((m) => m.stored === false).map((m) => topicMessage(m));
+    const first = rows[0];
+    if (!first) {
+      // No row to mark or to send again: messages of this process's own (ids apart from rows').
+      for (const m of messages) this.bus.publish({ id: `mem:${this.instance}:${m.id}`, ...topicMessage(m) }).catch(this.onError);
+      return;
     }
+    for (const row of rows) {
+      const extra = row === first ? loose : [];
+      // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
+      this.publishRow(row, extra).then(() => void this.sent.push(row[0]!.id), this.onError);
+    }
+  }
+
+  /**
+   * One row's messages, with `extra` after them: as the row was before batches (one message, its
+   * id the row's) where it holds one and nothing rides with it, else as a batch of the row's id.
+   * Its members are then `<row>.<i>`: the row's own in their order, `extra` after them, so a
+   * repeat of the row (the pass's) delivers nothing new and NATS stores it once (the same id).
+   */
+  private publishRow(row: OutboxMessage[], extra: TopicMessage[]): Promise<void> {
+    const head = row[0]!;
+    if (row.length === 1 && head.part === undefined && extra.length === 0) return this.bus.publish({ id: String(head.id), ...topicMessage(head) });
+    return this.bus.publishBatch({ id: String(head.id), messages: [...row.map((m) => topicMessage(m)), ...extra] });
   }
 
   /** How many were sent and not yet marked. */
@@ -58,11 +78,24 @@ export class OutboxRelay {
     let total = 0;
     for (;;) {
       const msgs = await this.store.outboxPending({ limit: batch, createdBefore: this.clock.now() - this.graceMs + 1 });
-      if (msgs.length === 0) return total;
-      for (const m of msgs) await this.bus.publish({ id: String(m.id), ...topicMessage(m) });
-      await this.store.outboxMarkPublished({ ids: msgs.map((m) => m.id), now: this.clock.now() });
+      const rows = byRow(msgs);
+      if (rows.length === 0) return total;
+      // Together: their acknowledgements come back on one connection, not one round trip each.
+      await Promise.all(rows.map((row) => this.publishRow(row, [])));
+      await this.store.outboxMarkPublished({ ids: rows.map((row) => row[0]!.id), now: this.clock.now() });
       total += msgs.length;
-      if (msgs.length < batch) return total;
+      if (rows.length < batch) return total;
     }
   }
+}
+
+/** Messages grouped by their outbox row, in order (a row's messages come together, in its order). */
+function byRow(messages: OutboxMessage[]): OutboxMessage[][] {
+  const rows: OutboxMessage[][] = [];
+  for (const m of messages) {
+    const last = rows[rows.length - 1];
+    if (last && last[0]!.id === m.id) last.push(m);
+    else rows.push([m]);
+  }
+  return rows;
 }

@@ -272,7 +272,10 @@ export interface EventRecord {
 }
 
 export type OutboxMessage = TopicMessage & {
+  /** The outbox row's id (several messages of one transaction share one row: `part`). */
   id: number;
+  /** Its place in its row, for a row holding several (BATCH_TOPIC); absent for a row of one. */
+  part?: number;
   createdAt: number;
   /** False for a message the store kept no row of (Store.keepOutboxInMemory): nothing to mark published. */
   stored?: boolean;

@@ -403,7 +403,11 @@ export interface Store extends AutoscaleStore {
   jobsExpire(p: { finishedBefore: number; limit: number; now?: number }): Promise<{ jobs: string[] } & DeletedFiles>;
 
   // --- outbox ---
-  /** With `createdBefore`: only rows written before then (the relay leaves the newest to the replica that wrote them). */
+  /**
+   * The oldest `limit` rows not marked published, as their messages: a row holding several (one
+   * transaction's) answers each with the row's id and its `part`, in order. With `createdBefore`:
+   * only rows written before then (the relay leaves the newest to the replica that wrote them).
+   */
   outboxPending(p: { limit: number; createdBefore?: number }): Promise<OutboxMessage[]>;
   outboxMarkPublished(p: { ids: number[]; now: number }): Promise<void>;
   /** Deletes rows published before `before`: the outbox is a hand-off, not a history (events are). */

@@ -1097,7 +1097,29 @@ export function storeConformance(adapter: string, open: () => Promise<Store>): v
       await store.outboxMarkPublished({ ids, now });
       expect(await store.outboxPending({ limit: 100 })).toEqual([]);
       expect(await store.outboxPrune({ before: now })).toBe(0);
-      expect(await store.outboxPrune({ before: now + 1 })).toBe(ids.length);
+      expect(await store.outboxPrune({ before: now + 1 })).toBe(new Set(ids).size);
+    });
+
+    it("a transaction's messages are one outbox row: read back as that row's messages, in order, marked and pruned as one", async () => {
+      const gpu = { cpuMillis: 1000, memoryBytes: 2 ** 28, gpu: { count: 1, types: ['h100'] } };
+      // Stages ready in two pools: two messages from one transaction.
+      await store.jobSubmit({ definition: job([stage('a'), stage('g', { resources: gpu })]), source: null, now });
+      const pending = await store.outboxPending({ limit: 100 });
+      expect(pending.map((m) => [m.topic, m.part])).toEqual([
+        ['pool:ready', 0],
+        ['pool:ready', 1],
+      ]);
+      expect(new Set(pending.map((m) => m.payload)).size).toBe(2);
+      expect(new Set(pending.map((m) => m.id)).size).toBe(1);
+      // `limit` counts rows: the row's messages come whole.
+      expect(await store.outboxPending({ limit: 1 })).toEqual(pending);
+      // A transaction of one message keeps a row of its own, as before batches (no part).
+      await store.jobSubmit({ definition: job([stage('a')], { name: 'one' }), source: null, now });
+      const one = (await store.outboxPending({ limit: 100 })).slice(2);
+      expect(one.map((m) => [m.topic, m.part])).toEqual([['pool:ready', undefined]]);
+      await store.outboxMarkPublished({ ids: [pending[0]!.id, one[0]!.id], now });
+      expect(await store.outboxPending({ limit: 100 })).toEqual([]);
+      expect(await store.outboxPrune({ before: now + 1 })).toBe(2);
     });
 
     machineSchedulingConformance(() => store);

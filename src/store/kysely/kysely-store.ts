@@ -1,5 +1,6 @@
 import { type Kysely, Migrator, sql } from 'kysely';
 import type { JobState } from '../../domain/job-state.js';
+import { BATCH_TOPIC, topicMessage, type TopicMessage } from '../../domain/topic.js';
 import { NotFoundError, NotLeaderError, StoreBusyError } from '../../domain/errors.js';
 import { backoffDelay, EQUAL_JITTER } from '../../lib/backoff-delay.js';
 import { sleep } from '../../lib/sleep.js';
@@ -866,8 +867,15 @@ export class KyselyStore implements Store {
     let q = this.db.selectFrom('outbox').selectAll().where('published_at', 'is', null);
     if (p.createdBefore !== undefined) q = q.where('created_at', '<', p.createdBefore);
     const rows = await q.orderBy('id').limit(p.limit).execute();
-    // Rows only TxContext.publish wrote, each a topic with its payload: read back as they went in.
-    return rows.map((r) => ({ id: Number(r.id), topic: r.topic, payload: JSON.parse(r.payload), createdAt: Number(r.created_at) }) as OutboxMessage);
+    // Rows only TxContext.flush wrote: a topic with its payload, or (BATCH_TOPIC) a list of them,
+    // read back as one message each, in their order (`limit` counts rows).
+    return rows.flatMap((r) => {
+      const id = Number(r.id);
+      const createdAt = Number(r.created_at);
+      const payload: unknown = JSON.parse(r.payload);
+      if (r.topic !== BATCH_TOPIC) return [{ id, topic: r.topic, payload, createdAt } as OutboxMessage];
+      return (payload as TopicMessage[]).map((m, part) => ({ id, part, ...topicMessage(m), createdAt }));
+    });
   }
   jobsExpire(p: { finishedBefore: number; limit: number; now?: number }) {
     return this.tx(p.now ?? p.finishedBefore, (tx) => jobs.jobsExpire(tx, p));

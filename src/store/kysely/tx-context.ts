@@ -1,5 +1,5 @@
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
-import { Topic, type TopicMessage, type TopicPayloads } from '../../domain/topic.js';
+import { BATCH_TOPIC, Topic, type TopicMessage, type TopicPayloads } from '../../domain/topic.js';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { directChanges, directTransactionOpen, execute, prepared, preparedBySize } from './prepared-query.js';
@@ -231,12 +231,26 @@ export class TxContext {
     if (this.memoryOutbox) {
       for (const m of this.messages) this.written.push({ id: nextMemoryId++, ...m.message, createdAt: this.now, stored: false });
     } else {
-      for (let i = 0; i < this.messages.length; i += ROWS_PER_INSERT) {
-        const part = this.messages.slice(i, i + ROWS_PER_INSERT);
+      // One row for the transaction's messages (up to MESSAGES_PER_ROW in each), not one a message:
+      // each row is written, marked published and pruned, and published to the bus on its own, so
+      // a report's three messages cost one of each (docs/replicas.md, "The outbox and the relay").
+      // A row of one message is written as before, one topic and its payload.
+      const groups: TopicMessage[][] = [];
+      for (let i = 0; i < this.messages.length; i += MESSAGES_PER_ROW) groups.push(this.messages.slice(i, i + MESSAGES_PER_ROW).map((m) => m.message));
+      for (let i = 0; i < groups.length; i += ROWS_PER_INSERT) {
+        const part = groups.slice(i, i + ROWS_PER_INSERT);
         const values: unknown[] = [];
-        for (const m of part) values.push(m.message.topic, JSON.stringify(m.message.payload), this.now);
+        for (const g of part) {
+          if (g.length === 1) values.push(g[0]!.topic, JSON.stringify(g[0]!.payload), this.now);
+          else values.push(BATCH_TOPIC, JSON.stringify(g), this.now);
+        }
         const rows = (await insertOutbox(part.length).run(this.db, ...values)).rows;
-        rows.forEach((r, j) => this.written.push({ id: Number(r.id), ...part[j]!.message, createdAt: this.now }));
+        rows.forEach((r, j) => {
+          const g = part[j]!;
+          const id = Number(r.id);
+          if (g.length === 1) this.written.push({ id, ...g[0]!, createdAt: this.now });
+          else g.forEach((m, k) => this.written.push({ id, part: k, ...m, createdAt: this.now }));
+        });
       }
     }
     this.messages = [];
@@ -299,6 +313,9 @@ const APPEND_LOCK_KEY = '7355608001';
 
 /** Rows per multi-row insert: well under SQLite's limit on bound parameters (8 columns a row); one prepared text per count. */
 const ROWS_PER_INSERT = 64;
+
+/** Messages in one outbox row at most: a batch submit's thousands stay well under NATS's 1 MB a message. */
+const MESSAGES_PER_ROW = 64;
 
 const EVENT_COLUMNS = ['at', 'type', 'job_id', 'stage_name', 'attempt_id', 'machine_id', 'message', 'data'] as const;
 const insertEvents = preparedBySize(ROWS_PER_INSERT, (n) =>

@@ -7,7 +7,7 @@ import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { dropPostgresSchema, openPostgresStore } from '../postgres/open-postgres-store.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
-import { REAP_BATCH } from './kysely-store.js';
+import { REAP_BATCH } from './reap-batches.js';
 
 /**
  * The reaper under load (docs/failure-detection.md, "The reaper under load"): a dead machine is

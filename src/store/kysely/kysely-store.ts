@@ -827,23 +827,33 @@ export class KyselyStore implements Store {
       () => attempts.overdueAttempts(this.db, p),
       async (tx, o) => ({ machines: [], lostAttempts: (await attempts.attemptReap(tx, o, p)) ? [o.attempt.id] : [] }),
       p.now,
+      // From the end of the list: the machine reaper takes the same attempts from its start (reapInBatches).
+      { fromEnd: true },
     );
   }
-  private async reapPass<T>(read: () => Promise<T[]>, judgeOne: (tx: TxContext, item: T) => Promise<ReapResult>, now: number): Promise<ReapResult> {
-    return reapInBatches(await read(), (batch, o) =>
-      this.tx(
-        now,
-        async (tx) => {
-          const out: ReapResult = { machines: [], lostAttempts: [] };
-          for (const item of batch) {
-            const one = await judgeOne(tx, item);
-            out.machines.push(...one.machines);
-            out.lostAttempts.push(...one.lostAttempts);
-          }
-          return out;
-        },
-        o,
-      ),
+  private async reapPass<T>(
+    read: () => Promise<T[]>,
+    judgeOne: (tx: TxContext, item: T) => Promise<ReapResult>,
+    now: number,
+    order: { fromEnd?: boolean } = {},
+  ): Promise<ReapResult> {
+    return reapInBatches(
+      await read(),
+      (batch, o) =>
+        this.tx(
+          now,
+          async (tx) => {
+            const out: ReapResult = { machines: [], lostAttempts: [] };
+            for (const item of batch) {
+              const one = await judgeOne(tx, item);
+              out.machines.push(...one.machines);
+              out.lostAttempts.push(...one.lostAttempts);
+            }
+            return out;
+          },
+          o,
+        ),
+      order,
     );
   }
 

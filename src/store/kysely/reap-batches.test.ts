@@ -106,6 +106,21 @@ describe.skipIf(missing !== null)('a mass loss with one row refused (postgres)',
     expect(await reap(t0 + 6_000)).toEqual({ machines: [], lostAttempts: [attempts[held]!] });
     expect(await reap(t0 + 7_000)).toEqual({ machines: [], lostAttempts: [] });
   });
+
+  it('both duties at once over the same rack: every attempt lost once, by one of them, none left over', async () => {
+    const store = await open();
+    const { machines, attempts } = await rack(store, RACK);
+    // Silent past the lost allowance and past every lease: the reaper from the start of the rack,
+    // the lost-attempts duty from its end, meeting in one batch.
+    const [byMachines, byAttempts] = await Promise.all([
+      store.machinesReap({ now: t0 + 11_000, suspectAfterMs: 5_000, lostAfterMs: 10_000, jitter: 0 }),
+      store.attemptsReap({ now: t0 + 11_000, ackTimeoutMs: 2_000, jitter: 0 }),
+    ]);
+    expect(new Set(byMachines.machines.map((m) => m.machineId))).toEqual(new Set(machines));
+    const lost = [...byMachines.lostAttempts, ...byAttempts.lostAttempts];
+    expect(lost.sort()).toEqual([...attempts].sort());
+    expect(byMachines.deferred ?? byAttempts.deferred).toBeUndefined();
+  });
 });
 
 describe('reapInBatches', () => {
@@ -123,6 +138,24 @@ describe('reapInBatches', () => {
     expect(calls[0]).toEqual({ size: REAP_BATCH, place: false, maxTries: BATCH_TRIES });
     expect(calls.filter((c) => c.size === 1 && c.maxTries !== undefined)).toEqual([]);
     expect(calls.length).toBeLessThan(20);
+  });
+
+  it('from the end: the last batch first, each in the list order', async () => {
+    const items = Array.from({ length: 230 }, (_, i) => i);
+    const batches: number[][] = [];
+    await reapInBatches(
+      items,
+      (batch) => {
+        batches.push([...batch]);
+        return Promise.resolve({ machines: [], lostAttempts: [] });
+      },
+      { fromEnd: true },
+    );
+    expect(batches.map((b) => [b[0], b[b.length - 1]])).toEqual([
+      [200, 229],
+      [100, 199],
+      [0, 99],
+    ]);
   });
 
   it('places before the commit only a pass of one, and lets any other error through', async () => {

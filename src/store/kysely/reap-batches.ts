@@ -29,10 +29,18 @@ export const BATCH_TRIES = 3;
  * A pass of one item places before its commit, as before batches (a single lost machine's stage
  * placed in the transaction that readies it); a larger one leaves placement to the scheduler loop,
  * which its messages wake.
+ *
+ * `fromEnd`: the batches taken from the end of the list (each still in the list's order inside).
+ * The lost-attempts duty walks its attempts so, the machine reaper from the start: in a rack's loss
+ * both find the same attempts (their leases run out as their machines are lost), and walking them
+ * from both ends each loses its own half at once, the two meeting in one batch, instead of one
+ * waiting on the other's rows batch after batch. Inside a batch rows are still taken in the one
+ * order, so the batch where they meet cannot deadlock.
  */
 export async function reapInBatches<T>(
   items: readonly T[],
   judge: (batch: readonly T[], o: { place: boolean; maxTries?: number }) => Promise<ReapResult>,
+  o: { fromEnd?: boolean } = {},
 ): Promise<ReapResult> {
   const result: ReapResult = { machines: [], lostAttempts: [] };
   let deferred = 0;
@@ -53,6 +61,9 @@ export async function reapInBatches<T>(
       await run(batch.slice(half));
     }
   };
-  for (let i = 0; i < items.length; i += REAP_BATCH) await run(items.slice(i, i + REAP_BATCH));
+  const starts: number[] = [];
+  for (let i = 0; i < items.length; i += REAP_BATCH) starts.push(i);
+  if (o.fromEnd === true) starts.reverse();
+  for (const i of starts) await run(items.slice(i, i + REAP_BATCH));
   return deferred ? { ...result, deferred } : result;
 }

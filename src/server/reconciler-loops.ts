@@ -51,6 +51,8 @@ export function reconcilerLoops(d: {
   const reaped = (r: ReapResult) => {
     for (const m of r.machines) log.warn(m, 'machine health changed');
     if (r.lostAttempts.length) log.warn({ attempts: r.lostAttempts }, 'attempts lost');
+    // Judged again at the next pass (reap-batches.ts): a conflict that outlasted every try.
+    if (r.deferred) log.warn({ deferred: r.deferred }, 'left to the next pass: the database kept refusing them');
   };
   return {
     lostMachines: dutyLoop(lostMachines(store, clock, config, d.random, d.heard), reaped, p),

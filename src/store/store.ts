@@ -513,4 +513,6 @@ export interface MachineSeen {
 export interface ReapResult {
   machines: { machineId: string; from: MachineHealth; to: MachineHealth }[];
   lostAttempts: string[];
+  /** Machines or attempts the database kept refusing to judge (conflicts), left to the next pass; absent when none. */
+  deferred?: number;
 }

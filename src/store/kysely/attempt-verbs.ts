@@ -9,7 +9,7 @@ import { maskSecrets } from '../../domain/secret-env.js';
 import type { AttemptRecord, AttemptUsage, LogMarks, LogPiece } from '../records.js';
 import type { AttemptsTable, LogChunksTable } from '../schema.js';
 import { DEFAULT_LOG_CAPS, hardLogBytes, logCutLine, sizeText, type LogCaps } from '../log-caps.js';
-import type { AttemptCompletion, CompletionResult, ReapResult } from '../store.js';
+import type { AttemptCompletion, CompletionResult } from '../store.js';
 import { applyOutcome, type JobStageRows } from './apply-outcome.js';
 import { commitsOwnOutputs, endGang, gangSuccess, rankText, stageAttemptId } from './gang-end.js';
 import { outputUsage, recordUpload, uploadedOutputs } from './output-verbs.js';
@@ -426,21 +426,33 @@ async function markNoTail(tx: TxContext, a: ReportedAttempt): Promise<number | n
  * state read, so an attempt that moved meanwhile is left alone (false). Its resources stay held
  * until its agent stops listing it.
  */
-export async function endActiveAttempt(tx: TxContext, a: AttemptsTable, state: 'lost' | 'preempted', reason: string): Promise<boolean> {
-  const res = await tx.db
+export async function endActiveAttempt(tx: TxContext, a: AttemptsTable, state: 'lost' | 'preempted', reason: string, overdue?: OverdueGuard): Promise<boolean> {
+  let q = tx.db
     .updateTable('attempts')
     // The attempt's state names its end here: lost or preempted, by the control plane.
     .set({ state, reason, end_kind: state === 'lost' ? AttemptEndKind.lost : AttemptEndKind.preempted, finished_at: tx.now, lease_expires_at: null })
     .where('id', '=', a.id)
     .where('token', '=', a.token)
-    .where('state', '=', a.state)
-    .executeTakeFirst();
+    .where('state', '=', a.state);
+  // Read outside this transaction (overdueAttempts): the lease or the acknowledgement is checked
+  // again in the write, so a heartbeat that renewed the lease since leaves the attempt running.
+  if (overdue?.leaseBefore !== undefined) q = q.where('lease_expires_at', '<', overdue.leaseBefore);
+  if (overdue?.scheduledBefore !== undefined) q = q.where('scheduled_at', '<', overdue.scheduledBefore);
+  const res = await q.executeTakeFirst();
   return Number(res.numUpdatedRows) === 1;
 }
 
+/** What makes an attempt read outside the transaction still overdue when it is written (endActiveAttempt). */
+export interface OverdueGuard {
+  /** A running attempt's lease ran out before this time. */
+  leaseBefore?: number;
+  /** A scheduled attempt was placed before this time and never acknowledged. */
+  scheduledBefore?: number;
+}
+
 /** Marks an active attempt lost and lets the advancer put its stage back in the queue. */
-export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number, charged = true): Promise<boolean> {
-  if (!(await endActiveAttempt(tx, a, 'lost', reason))) return false;
+export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number, charged = true, overdue?: OverdueGuard): Promise<boolean> {
+  if (!(await endActiveAttempt(tx, a, 'lost', reason, overdue))) return false;
   await tx.event({
     type: 'attempt:lost',
     jobId: a.job_id,
@@ -466,24 +478,46 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
   return true;
 }
 
-export async function attemptsReap(tx: TxContext, p: { ackTimeoutMs: number; jitter: number }): Promise<ReapResult> {
-  const result: ReapResult = { machines: [], lostAttempts: [] };
-  const expired = await tx.db.selectFrom('attempts').selectAll().where('state', '=', 'running').where('lease_expires_at', '<', tx.now).execute();
-  for (const a of expired) {
-    if (await loseAttempt(tx, a, 'lease expired without renewal', p.jitter)) result.lostAttempts.push(a.id);
-  }
-  const unacked = await tx.db
+/** An attempt past its lease (running) or its acknowledgement (scheduled), as the lost-attempts duty read it. */
+export interface OverdueAttempt {
+  attempt: AttemptsTable;
+  why: 'lease' | 'ack';
+}
+
+/**
+ * Running attempts whose lease ran out and scheduled ones never acknowledged, read outside any
+ * transaction and judged afterwards a batch to a transaction, each with a guarded write
+ * (`attemptReap`; docs/failure-detection.md, "A mass loss"). In one SERIALIZABLE transaction with
+ * every loss in it, a rack's 500 attempts and the pass placing their stages, the read depended on
+ * every lease a heartbeat renewed meanwhile and its writes held the rows the machine reaper was
+ * losing too: at 5,000 agents on PostgreSQL x 2 with 500 machines stopped it gave up 8 passes in a
+ * row (StoreBusyError) and held back the reaper's batches. Ordered by machine and id, the order in
+ * which the machine reaper takes the same rows, so the two never wait on each other in a circle.
+ */
+export async function overdueAttempts(db: Db, p: { now: number; ackTimeoutMs: number }): Promise<OverdueAttempt[]> {
+  const expired = await db.selectFrom('attempts').selectAll().where('state', '=', 'running').where('lease_expires_at', '<', p.now).execute();
+  const unacked = await db
     .selectFrom('attempts')
     .selectAll()
     .where('state', '=', 'scheduled')
-    .where('scheduled_at', '<', tx.now - p.ackTimeoutMs)
+    .where('scheduled_at', '<', p.now - p.ackTimeoutMs)
     .execute();
-  for (const a of unacked) {
-    if (await loseAttempt(tx, a, `assignment not acknowledged within ${p.ackTimeoutMs} ms`, p.jitter)) {
-      result.lostAttempts.push(a.id);
-    }
-  }
-  return result;
+  const out: OverdueAttempt[] = [
+    ...expired.map((attempt) => ({ attempt, why: 'lease' as const })),
+    ...unacked.map((attempt) => ({ attempt, why: 'ack' as const })),
+  ];
+  return out.sort((x, y) => byMachineThenId(x.attempt, y.attempt));
+}
+
+/** The one order in which both reapers take attempts' rows (machine, then attempt). */
+function byMachineThenId(x: { machine_id: string; id: string }, y: { machine_id: string; id: string }): number {
+  return x.machine_id < y.machine_id ? -1 : x.machine_id > y.machine_id ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
+}
+
+/** One overdue attempt lost, if it still is overdue at this transaction's time (a lease renewed since, or an acknowledgement, keeps it). */
+export async function attemptReap(tx: TxContext, o: OverdueAttempt, p: { ackTimeoutMs: number; jitter: number }): Promise<boolean> {
+  if (o.why === 'lease') return loseAttempt(tx, o.attempt, 'lease expired without renewal', p.jitter, true, { leaseBefore: tx.now });
+  return loseAttempt(tx, o.attempt, `assignment not acknowledged within ${p.ackTimeoutMs} ms`, p.jitter, true, { scheduledBefore: tx.now - p.ackTimeoutMs });
 }
 
 /**

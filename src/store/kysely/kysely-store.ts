@@ -16,7 +16,6 @@ import * as rerun from './rerun-verbs.js';
 import * as outputs from './output-verbs.js';
 import * as artifacts from './artifact-verbs.js';
 import * as machines from './machine-verbs.js';
-import type { SilentMachine } from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { clusterAndUsage, clusterView, keptCluster } from './cluster-view.js';
@@ -37,6 +36,7 @@ import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
 import { PassReads } from './pass-reads.js';
+import { reapInBatches } from './reap-batches.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
@@ -45,16 +45,6 @@ const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db,
 /** How many times a transaction refused for a conflict is tried before the caller is told the database is busy. */
 const MAX_TRIES = 20;
 
-/**
- * Silent machines judged in one transaction by the reaper (machinesReap). One to a transaction, a
- * rack of 1,000 lost at once was 1,000 commits, one after another, each with its own pass before
- * the commit (docs/failure-detection.md, "A mass loss"); 100 keeps a batch's rows few enough that a
- * conflict with a live machine's writer is rare, and its rerun short.
- */
-// The fleet test's failures beside three busy loops (a live member judged lost, its stage run
-// twice) are the load's, not the batches': one machine to a transaction failed 1 run of 3 there
-// too (docs/failure-detection.md, "A mass loss").
-export const REAP_BATCH = 100;
 /** The wait before a conflicting transaction's next try: short (the conflict is over as soon as the
  *  other commits), growing, under 50 ms, jittered so that the losers of one conflict do not meet again. */
 const CONFLICT_BACKOFF = { baseMs: 2, maxMs: 50, jitter: EQUAL_JITTER } as const;
@@ -179,8 +169,14 @@ export class KyselyStore implements Store {
    * wake the loop instead): a submit's transaction is large, and a pass in it, reading the cluster
    * while many agents' reports and heartbeats write it, conflicted with them until it gave up (a
    * fleet of 200 agents on PostgreSQL: the batch answered 503 after 20 tries).
+   * `maxTries`: fewer tries than MAX_TRIES before StoreBusyError, for a caller that has a better
+   * next step than trying the same transaction again (the reapers split their batch: reap-batches.ts).
    */
-  private async tx<T>(now: number, body: (tx: TxContext) => Promise<T>, opts: { place?: boolean; readCommitted?: boolean } = {}): Promise<T> {
+  private async tx<T>(
+    now: number,
+    body: (tx: TxContext) => Promise<T>,
+    opts: { place?: boolean; readCommitted?: boolean; maxTries?: number } = {},
+  ): Promise<T> {
     const termOf = this.termOf;
     const fn = termOf
       ? async (tx: TxContext) => {
@@ -244,7 +240,7 @@ export class KyselyStore implements Store {
           continue;
         }
         if (!isTransientDbError(err)) throw err;
-        if (tries >= MAX_TRIES) throw new StoreBusyError(tries, err);
+        if (tries >= (opts.maxTries ?? MAX_TRIES)) throw new StoreBusyError(tries, err);
         await sleep(backoffDelay(CONFLICT_BACKOFF, tries, Math.random()));
       }
     }
@@ -808,48 +804,58 @@ export class KyselyStore implements Store {
   /**
    * Silent machines read outside a transaction, then judged REAP_BATCH to a transaction, each with
    * machineReap's own guarded write (machine-verbs.ts, silentMachines; docs/failure-detection.md,
-   * "A mass loss"). A batch the database keeps refusing (StoreBusyError) is judged again one
-   * machine to a transaction, as every machine was before batches: a conflict with one machine's
-   * writer then holds back only that machine.
+   * "A mass loss"). A batch the database keeps refusing is split (reapInBatches): a conflict with
+   * one machine's writer holds back only that machine, and only until the next pass.
    */
-  async machinesReap(p: Parameters<Store['machinesReap']>[0]) {
-    const result: ReapResult = { machines: [], lostAttempts: [] };
-    // No pass before the commit (place: false): a batch readies up to a hundred stages, and a pass
-    // placing them in its transaction read the cluster and locked the machines it chose, which the
-    // fleet's heartbeats write; the batch was refused until it gave up (PostgreSQL × 2, 5,000 agents,
-    // 500 lost: the first seen lost after 31 s). Its messages wake the scheduler loop instead.
-    const judge = async (batch: SilentMachine[]) => {
-      const r = await this.tx(
-        p.now,
-        async (tx) => {
-          const out: ReapResult = { machines: [], lostAttempts: [] };
-          for (const m of batch) {
-            const one = await machines.machineReap(tx, m, p);
-            out.machines.push(...one.machines);
-            out.lostAttempts.push(...one.lostAttempts);
-          }
-          return out;
-        },
-        // A batch of one places before its commit, as before batches.
-        { place: batch.length === 1 },
-      );
-      result.machines.push(...r.machines);
-      result.lostAttempts.push(...r.lostAttempts);
-    };
-    const silent = await machines.silentMachines(this.db, p);
-    for (let i = 0; i < silent.length; i += REAP_BATCH) {
-      const batch = silent.slice(i, i + REAP_BATCH);
-      try {
-        await judge(batch);
-      } catch (err) {
-        if (!(err instanceof StoreBusyError) || batch.length === 1) throw err;
-        for (const m of batch) await judge([m]);
-      }
-    }
-    return result;
+  machinesReap(p: Parameters<Store['machinesReap']>[0]) {
+    // No pass before the commit of a batch of several (reapInBatches): a batch readies up to a
+    // hundred stages, and a pass placing them in its transaction read the cluster and locked the
+    // machines it chose, which the fleet's heartbeats write; the batch was refused until it gave up
+    // (PostgreSQL × 2, 5,000 agents, 500 lost: the first seen lost after 31 s). Its messages wake
+    // the scheduler loop instead.
+    return this.reapPass(
+      () => machines.silentMachines(this.db, p),
+      (tx, m) => machines.machineReap(tx, m, p),
+      p.now,
+    );
   }
+  /**
+   * Overdue attempts read outside a transaction, then lost REAP_BATCH to a transaction, each write
+   * guarded on the lease or acknowledgement still being overdue (attempt-verbs.ts, overdueAttempts).
+   */
   attemptsReap(p: Parameters<Store['attemptsReap']>[0]) {
-    return this.tx(p.now, (tx) => attempts.attemptsReap(tx, p));
+    return this.reapPass(
+      () => attempts.overdueAttempts(this.db, p),
+      async (tx, o) => ({ machines: [], lostAttempts: (await attempts.attemptReap(tx, o, p)) ? [o.attempt.id] : [] }),
+      p.now,
+      // From the end of the list: the machine reaper takes the same attempts from its start (reapInBatches).
+      { fromEnd: true },
+    );
+  }
+  private async reapPass<T>(
+    read: () => Promise<T[]>,
+    judgeOne: (tx: TxContext, item: T) => Promise<ReapResult>,
+    now: number,
+    order: { fromEnd?: boolean } = {},
+  ): Promise<ReapResult> {
+    return reapInBatches(
+      await read(),
+      (batch, o) =>
+        this.tx(
+          now,
+          async (tx) => {
+            const out: ReapResult = { machines: [], lostAttempts: [] };
+            for (const item of batch) {
+              const one = await judgeOne(tx, item);
+              out.machines.push(...one.machines);
+              out.lostAttempts.push(...one.lostAttempts);
+            }
+            return out;
+          },
+          o,
+        ),
+      order,
+    );
   }
 
   stagesPastQueueTimeout(p: { now: number; limit: number }) {

@@ -7,7 +7,7 @@ import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, stage } from '../conformance/fixtures.js';
 import { dropPostgresSchema, openPostgresStore } from '../postgres/open-postgres-store.js';
 import { openSqliteStore } from '../sqlite/open-sqlite-store.js';
-import { REAP_BATCH } from './kysely-store.js';
+import { REAP_BATCH } from './reap-batches.js';
 
 /**
  * The reaper under load (docs/failure-detection.md, "The reaper under load"): a dead machine is
@@ -120,6 +120,9 @@ describe.each(dialects)('a mass loss ($name)', ({ name, skip, open }) => {
   });
 
   it.skipIf(skip)('loses 250 silent machines and their attempts at one pass, a transaction per batch', async () => {
+    // Before the stores open: each connection keeps the query method it found when it was made
+    // (postgres/multi-results.ts), so a counter installed later counted nothing (0 <= 3 passed).
+    const counter = name === 'postgres' ? countStatements() : null;
     const o = await open();
     close = o.close;
     const { reaper, replica } = o;
@@ -137,7 +140,7 @@ describe.each(dialects)('a mass loss ($name)', ({ name, skip, open }) => {
     expect(placed.applied).toHaveLength(RACK);
     await replica.machinesSeen({ seen: [{ machineId: live.id, at: t0 + 10_500 }], now: t0 + 10_500 });
 
-    const counter = name === 'postgres' ? countStatements() : null;
+    counter?.reset();
     const pass = await reaper.machinesReap({ now: t0 + 11_000, suspectAfterMs: 5_000, lostAfterMs: 10_000, jitter: 0 });
     const starts = counter?.snapshot().byKind.get('START') ?? 0;
 
@@ -146,6 +149,7 @@ describe.each(dialects)('a mass loss ($name)', ({ name, skip, open }) => {
     expect(pass.machines.every((m) => m.to === 'lost')).toBe(true);
     expect(new Set(pass.lostAttempts)).toEqual(new Set(placed.applied.map((a) => a.id)));
     if (counter) expect(starts).toBeLessThanOrEqual(Math.ceil(RACK / REAP_BATCH));
+    if (counter) expect(starts).toBeGreaterThan(0);
     // Their stages wait to be placed elsewhere; the live machine is left as it was.
     const after = await reaper.jobGet({ jobId: ids[0]! });
     expect(after!.stages[0]!.state).toBe('ready');

@@ -668,7 +668,10 @@ export async function silentMachines(
     if (to === m.health) continue;
     out.push({ id: m.id, name: m.name, health: m.health, lastHeartbeatAt: Number(m.last_heartbeat_at), to, silentMs: age });
   }
-  return out;
+  // By id, and each machine's attempts by id (machineReap): the order in which the lost-attempts
+  // duty takes the same attempts' rows (overdueAttempts), so the two reapers never wait on each
+  // other in a circle (a deadlock PostgreSQL breaks only after a second).
+  return out.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
 }
 
 /**
@@ -702,6 +705,7 @@ export async function machineReap(tx: TxContext, m: SilentMachine, p: { jitter: 
     // Active attempts are all still held: this finds them through attempts_held.
     .where('released_at', 'is', null)
     .where('state', 'in', activeAttemptStates)
+    .orderBy('id')
     .execute();
   for (const a of attempts) {
     if (await loseAttempt(tx, a, `machine ${m.name} lost`, p.jitter)) result.lostAttempts.push(a.id);

@@ -29,7 +29,12 @@ export interface BusBatch {
 
 /** The messages a batch stands for, each with its own id. */
 export function batchMessages(batch: BusBatch): BusMessage[] {
-  return batch.messages.map((m, i) => ({ id: `${batch.id}.${i}`, topic: m.topic, payload: m.payload }) as BusMessage);
+  return batch.messages.map((m, i) => ({ id: memberId(batch.id, i), topic: m.topic, payload: m.payload }) as BusMessage);
+}
+
+/** The id a batch's message i is delivered with, by every bus and from either format: its place is its id. */
+function memberId(batchId: string, i: number): string {
+  return `${batchId}.${i}`;
 }
 
 /**
@@ -47,7 +52,7 @@ export function wireMessages(parsed: unknown): BusMessage[] {
   const out: BusMessage[] = [];
   payload.forEach((m: unknown, i) => {
     const member = m as Partial<TopicMessage> | null;
-    if (typeof member?.topic === 'string') out.push({ id: `${id}.${i}`, topic: member.topic, payload: member.payload } as BusMessage);
+    if (typeof member?.topic === 'string') out.push({ id: memberId(id, i), topic: member.topic, payload: member.payload } as BusMessage);
   });
   return out;
 }

@@ -31,23 +31,9 @@
  * step, and no durable() promise broken by a crash of the host: docs/agent.md, "The journal's
  * compaction, off the event loop".
  */
-import {
-  close,
-  closeSync,
-  existsSync,
-  fdatasync,
-  fsync,
-  fsyncSync,
-  open,
-  openSync,
-  readFileSync,
-  renameSync,
-  truncateSync,
-  unlinkSync,
-  write,
-  writeSync,
-} from 'node:fs';
+import { closeSync, existsSync, fdatasync, fsyncSync, open, openSync, readFileSync, renameSync, truncateSync, unlinkSync, write, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { syncDir } from './write-file-atomic.js';
 import type { AssignmentWire } from '../../api/contract/agent-protocol.js';
 import type { AttemptUsageWire } from '../../api/contract/containment.js';
 import type { ProcessEndKind } from '../attempt/process-runner.js';
@@ -154,14 +140,7 @@ export const NODE_COMPACTION_FILES: CompactionFiles = {
   writeSync: (fd, text) => void writeSync(fd, text),
   fdatasync: (fd) => new Promise((res, rej) => fdatasync(fd, (err) => (err ? rej(err) : res()))),
   rename: renameSync,
-  syncDirectory: (dir) =>
-    new Promise((res) =>
-      open(dir, 'r', (err, fd) => {
-        // Not every platform lets a directory be opened or synced.
-        if (err) return res();
-        fsync(fd, () => close(fd, () => res()));
-      }),
-    ),
+  syncDirectory: syncDir,
   close: closeSync,
   unlink: unlinkSync,
 };

@@ -33,8 +33,8 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, o
   await syncDir(dirname(path));
 }
 
-/** The rename is only durable once the directory entry is; not every platform lets us say so. */
-async function syncDir(dir: string): Promise<void> {
+/** The rename is only durable once the directory entry is; not every platform lets us say so (attempt-journal.ts's compaction syncs with it too). */
+export async function syncDir(dir: string): Promise<void> {
   let fh;
   try {
     fh = await open(dir, 'r');

@@ -273,7 +273,15 @@ export class TxContext {
       e.message,
       JSON.stringify(e.data ?? {}),
     ]);
-    const audits = this.audits.map((a) => [this.now, a.tokenId, a.actor, a.action, a.target, a.result, a.foldKey]);
+    const audits = this.audits.map((a) => ({
+      at: this.now,
+      token_id: a.tokenId,
+      actor: a.actor,
+      action: a.action,
+      target: a.target,
+      result: a.result,
+      fold_key: a.foldKey,
+    }));
     this.events = [];
     this.audits = [];
     // Live event streams (GET /v1/events) read on when told: a wake-up, not a record, so it is
@@ -284,7 +292,8 @@ export class TxContext {
     if (this.concurrent && (events.length || audits.length)) {
       const firstEvents = events.slice(0, ROWS_PER_INSERT);
       const firstAudits = audits.slice(0, ROWS_PER_INSERT);
-      await execute(this.db, CompiledQuery.raw(lockingAppend(firstEvents.length, firstAudits.length), [...firstAudits.flat(), ...firstEvents.flat()]));
+      const auditValues = firstAudits.flatMap((r) => AUDIT_COLUMNS.map((c) => r[c]));
+      await execute(this.db, CompiledQuery.raw(lockingAppend(firstEvents.length, firstAudits.length), [...auditValues, ...firstEvents.flat()]));
       e = firstEvents.length;
       a = firstAudits.length;
     }
@@ -294,10 +303,7 @@ export class TxContext {
     }
     for (; a < audits.length; a += ROWS_PER_INSERT) {
       const part = audits.slice(a, a + ROWS_PER_INSERT);
-      await this.db
-        .insertInto('audit')
-        .values(part.map(([at, token_id, actor, action, target, result, fold_key]) => ({ at, token_id, actor, action, target, result, fold_key }) as never))
-        .execute();
+      await this.db.insertInto('audit').values(part).execute();
     }
   }
 }

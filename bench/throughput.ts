@@ -5,7 +5,7 @@
  * Gantry: one `gantry server` (SQLite, synchronous=FULL) and one `gantry agent` offering 30 slots
  * of 0.1 CPU, both the built CLI as child processes, exactly what a user runs. CPU per process is
  * read from /proc (utime + stime of the process itself; the `true` children are not counted; the
- * agent's launcher, the Python or bash that starts stages for it, is counted as the agent). The
+ * agent's launcher, the C, Python or bash program that starts stages for it, is counted as the agent). The
  * machine's CPU per stage (/proc/stat, every core, from the first submit to the last chain done)
  * counts everything a run caused, its stages' processes and the kernel's work included: the one
  * figure that compares systems whose work is split differently between processes. Nothing else
@@ -334,7 +334,7 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const serverPids = c.servers.map((x) => x.proc.pid!);
   const serversCpu = () => serverPids.reduce((ms, p) => ms + processCpuMs(p)!, 0);
   const pids = { agent: c.agents[0]!.proc.pid! };
-  // The agent's launcher (the Python or bash that starts the stages, src/agent/attempt/launcher.ts, its
+  // The agent's launcher (the C, Python or bash program that starts the stages, src/agent/attempt/launcher.ts, its
   // only child that lasts) does the agent's work: its own CPU counts as the agent's (started with
   // the first attempt, so all of it is the first round's); the stage processes it starts do not,
   // as the `true` children do not. The machine's CPU counts everything.
@@ -740,7 +740,7 @@ function twiceThePeer(results: readonly RunResult[], spawnMs: number | null): st
 
 /**
  * Why stages failed to start, before the cluster's data directory goes: a spawn the launcher
- * refused says only "its stderr says why" (src/agent/attempt/launcher.py), and that stderr is a
+ * refused says only "its stderr says why" (launcher.c, launcher.py), and that stderr is a
  * file under the agent's directory. The first few stderr files that say anything, and the agent's
  * own log lines about containment or spawning.
  */

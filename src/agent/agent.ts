@@ -67,7 +67,7 @@ export interface AgentOptions {
    *  "Started at placement"), where its settings offer that. Default yes; false: acknowledge every
    *  assignment before its spawn, as agents before it did. */
   startedAssignments?: boolean;
-  /** Start commands through a launcher (launcher.ts: Python's posix_spawn, else a bash) rather than by spawning from the agent. Default: yes, as GANTRY_AGENT_LAUNCHER says (launcher-programs.ts); false: never. */
+  /** Start commands through a launcher (launcher.ts: the C one, else Python's, else a bash) rather than by spawning from the agent. Default: yes, as GANTRY_AGENT_LAUNCHER says (launcher-programs.ts); false: never. */
   /**
    * A join token (docs/security.md): the first registration gets the machine its own credential,
    * kept in the data directory and used from then on; the join token again only when that

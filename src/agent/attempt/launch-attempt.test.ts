@@ -1,13 +1,13 @@
 /**
  * A start whose cgroup is removed between the agent's mkdir (or its check of a spare) and the
  * command's join (docs/containment.md, "Still there"): started once more in a cgroup made for it.
- * The real Python launcher joins fake cgroups (test/support/fake-cgroup-host.ts: plain files), and
+ * The real C and Python launchers join fake cgroups (test/support/fake-cgroup-host.ts: plain files), and
  * the test plays the cleaner that removes one in that window.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fakeAssignment } from '../../../test/support/fake-agent-server.js';
 import { fakeCgroupHost, type FakeCgroupHost } from '../../../test/support/fake-cgroup-host.js';
 import type { AttemptCgroup, CgroupRef } from '../contain/attempt-cgroup.js';
@@ -16,10 +16,14 @@ import { detectCgroups } from '../contain/detect-cgroups.js';
 import type { AttemptPaths } from '../disk/agent-state.js';
 import { launchAttempt, type LaunchContext } from './launch-attempt.js';
 import { Launcher } from './launcher.js';
-import { launcherPrograms } from './launcher-programs.js';
+import { launcherPrograms, type LauncherProgram } from './launcher-programs.js';
 
 const PATH = process.env.PATH ?? '/usr/bin:/bin';
-const python = launcherPrograms({ PATH, GANTRY_AGENT_LAUNCHER: 'python' });
+// Each launcher whose forked child joins the cgroups itself: C (built by the tests' setup) and Python.
+const joiners = (['c', 'python'] as const).flatMap((name) =>
+  launcherPrograms({ PATH, GANTRY_AGENT_LAUNCHER: name }).map((p) => [name, p] as [string, LauncherProgram]),
+);
+let program: LauncherProgram;
 
 let host: FakeCgroupHost | null = null;
 let dir: string | null = null;
@@ -60,7 +64,7 @@ function setup(spoil: (cg: AttemptCgroup) => void, spoiled = 1) {
   const made: { name: string; fresh: boolean }[] = [];
   const recorded: CgroupRef[] = [];
   const lines: string[] = [];
-  launcher = new Launcher({ PATH }, (l) => lines.push(l), python);
+  launcher = new Launcher({ PATH }, (l) => lines.push(l), [program]);
   const ctx: LaunchContext = {
     machineName: 'm1',
     inheritedEnv: { PATH },
@@ -91,7 +95,11 @@ function setup(spoil: (cg: AttemptCgroup) => void, spoiled = 1) {
 /** The cleaner: the cgroup's directory removed after the agent made it, before the command joins it. */
 const removeIt = (cg: AttemptCgroup) => rmSync(cg.dirs[0]!, { recursive: true });
 
-describe.skipIf(python.length === 0)('launchAttempt, a cgroup removed before the command joined it', () => {
+describe.skipIf(joiners.length === 0).each(joiners)('launchAttempt with the %s launcher, a cgroup removed before the command joined it', (_name, p) => {
+  beforeEach(() => {
+    program = p;
+  });
+
   it('starts the command again, once, in cgroups made for it, which it joins', async () => {
     const { ctx, made, lines } = setup(removeIt);
     const launched = await launchAttempt(ctx, assignment('att_1'), attemptPaths('att_1'));

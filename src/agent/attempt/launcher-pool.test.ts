@@ -8,7 +8,12 @@ import { bashLauncher, launcherPrograms, type LauncherProgram } from './launcher
 
 const base = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 const python = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'python' })[0];
-const programs: [string, LauncherProgram][] = [['bash', bashLauncher], ...(python ? [['python', python] as [string, LauncherProgram]] : [])];
+const compiled = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'c' })[0];
+const programs: [string, LauncherProgram][] = [
+  ['bash', bashLauncher],
+  ...(python ? [['python', python] as [string, LauncherProgram]] : []),
+  ...(compiled ? [['c', compiled] as [string, LauncherProgram]] : []),
+];
 let dir: string;
 let pool: LauncherPool | null = null;
 let n = 0;

@@ -1,8 +1,14 @@
 /**
  * The programs a Launcher (launcher.ts) can keep to start attempts' commands, and which the agent
- * tries. Both speak the same answers on their stdout (`ready`, `pid <id> <pid>`, `end <id>
- * <status>`, and for Python `fail <id> <message>`); they differ in how a job is written to them.
+ * tries. All speak the same answers on their stdout (`ready`, `pid <id> <pid>`, `end <id>
+ * <status>`, and for C and Python `fail <id> <message>`, `gone <id> <message>`); they differ in how
+ * a job is written to them.
  *
+ * - **c**: launcher.c, compiled by `npm run build` (scripts/build-launcher.ts) into `gantry-launcher`
+ *   beside this module, where a C compiler is. Launcher.py's work in a few hundred kilobytes of C: a
+ *   contained start is a fork of that and a handful of system calls in the child, not Python's
+ *   interpreter in the launcher and again in the child before the exec (docs/agent.md, "The C
+ *   launcher"). Tried first when its binary is there.
  * - **python**: src/agent/attempt/launcher.py, started with the first attempt. It starts each command
  *   with vfork and exec (Python's subprocess) and is the commands' parent, so it writes each one's exit
  *   status itself. The cheapest: measured on the throughput bench, about 1 ms less of the
@@ -34,7 +40,7 @@ export interface LauncherJob {
 }
 
 export interface LauncherProgram {
-  readonly name: 'python' | 'bash';
+  readonly name: 'c' | 'python' | 'bash';
   /** What to spawn: the file, then its arguments. */
   readonly argv: readonly string[];
   /** Written once, before the first job. */
@@ -44,6 +50,48 @@ export interface LauncherProgram {
 }
 
 export const LAUNCHER_PY = fileURLToPath(new URL('./launcher.py', import.meta.url));
+/** The compiled launcher: dist/agent/attempt/ after `npm run build`; src/agent/attempt/ (gitignored) after the tests' setup built it. */
+export const LAUNCHER_C = fileURLToPath(new URL('./gantry-launcher', import.meta.url));
+
+/**
+ * The C launcher at `file`. A job is one line of tab-separated fields, each escaped so that it holds
+ * no tab and no newline (launcher.c says the order): no JSON to parse in C, and every list preceded
+ * by its count, which the launcher checks against what follows.
+ */
+export function cLauncher(file: string = LAUNCHER_C): LauncherProgram {
+  return {
+    name: 'c',
+    argv: [file],
+    preamble: '',
+    encode: (j) => {
+      const c = j.contain;
+      const argv = c ? [...c.wrap, ...j.argv] : j.argv;
+      const set = Object.entries(j.set);
+      const fields = [
+        j.id,
+        j.cwd,
+        j.stdoutFile,
+        j.stderrFile,
+        j.statusFile,
+        c?.user ? String(c.user.uid) : '',
+        c?.user ? String(c.user.gid) : '',
+        String(c?.procsFiles.length ?? 0),
+        ...(c?.procsFiles ?? []),
+        String(argv.length),
+        ...argv,
+        String(set.length),
+        ...set.flat(),
+      ];
+      return fields.map(escapeField).join('\t') + '\n';
+    },
+  };
+}
+
+/** A field with no tab or newline left in it: `\\`, `\t`, `\n`, and `\0` for a NUL, which the launcher refuses (no argv or environment can hold one). */
+function escapeField(s: string): string {
+  return s.replace(/[\\\t\n\0]/g, (ch) => ESCAPES[ch]!);
+}
+const ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\0': '\\0' };
 
 /** The Python launcher run by `python` (a path): isolated from the user's PYTHON* settings and site packages. */
 export function pythonLauncher(python: string): LauncherProgram {
@@ -101,19 +149,20 @@ function q(s: string): string {
 }
 
 /**
- * The programs to try, in order, from GANTRY_AGENT_LAUNCHER: `python`, `bash`, `none` (the agent
- * spawns every command itself; also `0`), or unset / `auto`: Python where python3 is in PATH, then
- * bash where /bin/bash is. A program that does not start (no such Python, one too old) gives way
- * to the next.
+ * The programs to try, in order, from GANTRY_AGENT_LAUNCHER: `c`, `python`, `bash`, `none` (the
+ * agent spawns every command itself; also `0`), or unset / `auto`: the C launcher where its binary
+ * was built, Python where python3 is in PATH, then bash where /bin/bash is. A program that does not
+ * start (no such Python, one too old, a binary that cannot run here) gives way to the next.
  */
-export function launcherPrograms(env: Readonly<Record<string, string | undefined>>): LauncherProgram[] {
+export function launcherPrograms(env: Readonly<Record<string, string | undefined>>, compiled: string = LAUNCHER_C): LauncherProgram[] {
   const choice = (env.GANTRY_AGENT_LAUNCHER || 'auto').toLowerCase();
   if (choice === 'none' || choice === '0' || choice === 'off') return [];
-  if (choice !== 'auto' && choice !== 'python' && choice !== 'bash') {
-    throw new Error(`GANTRY_AGENT_LAUNCHER must be auto, python, bash or none, not "${env.GANTRY_AGENT_LAUNCHER}"`);
+  if (choice !== 'auto' && choice !== 'c' && choice !== 'python' && choice !== 'bash') {
+    throw new Error(`GANTRY_AGENT_LAUNCHER must be auto, c, python, bash or none, not "${env.GANTRY_AGENT_LAUNCHER}"`);
   }
   const python = findPython(env.PATH ?? '');
   const programs: LauncherProgram[] = [];
+  if ((choice === 'auto' || choice === 'c') && existsSync(compiled)) programs.push(cLauncher(compiled));
   if ((choice === 'auto' || choice === 'python') && python) programs.push(pythonLauncher(python));
   if ((choice === 'auto' || choice === 'bash') && existsSync(BASH)) programs.push(bashLauncher);
   return programs;

@@ -1,11 +1,11 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Launcher } from './launcher.js';
-import { bashLauncher, launcherPrograms, pythonLauncher, type LauncherProgram } from './launcher-programs.js';
+import { bashLauncher, LAUNCHER_C, launcherPrograms, pythonLauncher, type LauncherProgram } from './launcher-programs.js';
 import { processGroupAlive } from './process-group.js';
 import { attachProcess, EXIT_UNKNOWN } from './process-runner.js';
 
@@ -14,7 +14,13 @@ let launcher: Launcher;
 const lines: string[] = [];
 const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', KEPT: 'from the agent' };
 const python = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'python' })[0];
-const programs: [string, LauncherProgram][] = [['bash', bashLauncher], ...(python ? [['python', python] as [string, LauncherProgram]] : [])];
+// Built by the tests' global setup (test/support/c-launcher-build.ts) wherever a C compiler is.
+const compiled = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'c' })[0];
+const programs: [string, LauncherProgram][] = [
+  ['bash', bashLauncher],
+  ...(python ? [['python', python] as [string, LauncherProgram]] : []),
+  ...(compiled ? [['c', compiled] as [string, LauncherProgram]] : []),
+];
 afterEach(async () => {
   launcher?.close();
   await rm(dir, { recursive: true, force: true });
@@ -49,6 +55,7 @@ const until = async (cond: () => boolean, ms = 3000) => {
 };
 
 if (!python) console.warn('launcher.test.ts: no python3 in PATH: the Python launcher is not tested here');
+if (!compiled) console.warn(`launcher.test.ts: no ${LAUNCHER_C} (no C compiler): the C launcher is not tested here`);
 
 describe.each(programs)('Launcher (%s)', (name, program) => {
   beforeEach(async () => {
@@ -102,10 +109,10 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     expect(await read(o.stdoutFile)).toBe('SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n');
   });
 
-  it('a working directory that is gone: Python says the command could not start; bash, whose shim exits first, leaves it unknown', async () => {
+  it('a working directory that is gone: C and Python say the command could not start; bash, whose shim exits first, leaves it unknown', async () => {
     const o = { ...opts(['true']), cwd: join(dir, 'no-such-dir') };
     const r = await launcher.run(o)!.done;
-    if (name === 'python')
+    if (name !== 'bash')
       expect(r).toMatchObject({
         kind: 'spawn-failed',
         exitCode: null,
@@ -130,13 +137,13 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     expect(await read(o.stdoutFile)).toMatch(/^not-a-name=x$/m);
   });
 
-  it('a group killed from outside: the Python launcher, its parent, records the signal; the bash shim dies with it, unknown', async () => {
+  it('a group killed from outside: the C or Python launcher, its parent, records the signal; the bash shim dies with it, unknown', async () => {
     const h = launcher.run(opts(['sleep', '30']))!;
     const pgid = (await h.started)!;
     await new Promise((r) => setTimeout(r, 100));
     execFileSync('kill', ['-KILL', '--', `-${pgid}`]);
     expect(await h.done).toEqual(
-      name === 'python'
+      name !== 'bash'
         ? { kind: 'signaled', exitCode: null, signal: 'SIGKILL', reason: null }
         : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN },
     );
@@ -148,7 +155,7 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
     await h.started;
     const proc = launcherProcess();
     execFileSync('kill', ['-KILL', String(proc)]);
-    // bash: the shim survives its launcher and writes the status; Python: the launcher was the writer.
+    // bash: the shim survives its launcher and writes the status; C and Python: the launcher was the writer.
     expect(await h.done).toEqual(
       name === 'bash' ? { kind: 'exited', exitCode: 4, signal: null, reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN },
     );
@@ -170,7 +177,7 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
 /** The pid of this test process's launcher: its child running the program. */
 function launcherProcess(): number {
   const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' });
-  const line = out.split('\n').find((l) => /launcher\.py|bash --norc/.test(l));
+  const line = out.split('\n').find((l) => /launcher\.py|gantry-launcher|bash --norc/.test(l));
   if (!line) throw new Error(`no launcher among ${out}`);
   return Number(line.trim().split(/\s+/)[0]);
 }
@@ -202,8 +209,69 @@ describe('Launcher programs', () => {
     expect(names('bash')).toEqual(['bash']);
     expect(names('none')).toEqual([]);
     expect(names('0')).toEqual([]);
-    expect(names(undefined)).toEqual(python ? ['python', 'bash'] : ['bash']);
+    expect(names(undefined)).toEqual([...(compiled ? ['c'] : []), ...(python ? ['python'] : []), 'bash']);
+    // No binary (no compiler when it was built): Python first, as before.
+    const without = launcherPrograms({ PATH: base.PATH }, join(dir, 'no-gantry-launcher')).map((p) => p.name);
+    expect(without).toEqual([...(python ? ['python'] : []), 'bash']);
+    expect(launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'c' }, join(dir, 'no-gantry-launcher'))).toEqual([]);
     expect(launcherPrograms({ PATH: '/nonexistent', GANTRY_AGENT_LAUNCHER: 'python' })).toEqual([]);
-    expect(() => names('pyhton')).toThrow(/GANTRY_AGENT_LAUNCHER must be auto, python, bash or none, not "pyhton"/);
+    expect(() => names('pyhton')).toThrow(/GANTRY_AGENT_LAUNCHER must be auto, c, python, bash or none, not "pyhton"/);
+  });
+});
+
+describe.skipIf(!compiled)('the C launcher', () => {
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gantry-launcher-'));
+  });
+
+  it('answers a malformed job with fail (or a line on stderr when it has no id) and goes on with the next', async () => {
+    const proc = spawn(LAUNCHER_C, [], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    proc.stdout.on('data', (d) => (out += d));
+    proc.stderr.on('data', (d) => (err += d));
+    const files = [join(dir, 'o'), join(dir, 'e'), join(dir, 's')];
+    const job = (id: string, ...rest: string[]) => [id, dir, ...files, '', '', ...rest].join('\t') + '\n';
+    const bad: [string, RegExp][] = [
+      ['1\tonly two\n', /too few fields/],
+      [job('2', '5', 'x', '1', 'true', '0'), /a bad count of cgroups/],
+      [job('3', '0', '9', 'true', '0'), /a bad count of arguments/],
+      [job('4', '0', '1', 'true', '3', 'A', 'b'), /a bad count of variables/],
+      [job('5', '0', '1', 'true', '0', 'extra'), /fields left over/],
+      [job('6', '0', '1', 'tr\\ue', '0'), /an unknown escape/],
+      [job('7', '0', '1', 'tr\\0ue', '0'), /a NUL byte/],
+      [job('8', '0', '0', '0'), /no command/],
+      [job('9', '0', '1', 'true', '1', 'A=B', 'c'), /a variable name that is empty or holds '='/],
+      [[9.5, dir, ...files, 'root', '0', '0', '1', 'true', '0'].join('\t') + '\n', /a uid or gid that is no number/],
+      [`10\t${'x'.repeat(65 << 20)}\n`, /a line over \d+ bytes/],
+    ];
+    for (const [line] of bad) proc.stdin.write(line);
+    proc.stdin.write('no id here\\\n');
+    proc.stdin.write(job('11', '0', '3', '/bin/sh', '-c', 'exit 3', '0'));
+    proc.stdin.end();
+    const code = await new Promise((r) => proc.once('exit', r));
+    expect(code, err).toBe(0);
+    const lines = out.trim().split('\n');
+    expect(lines[0]).toBe('ready');
+    for (const [line, why] of bad) {
+      const id = line.split('\t')[0]!;
+      expect(lines.find((l) => l.startsWith(`fail ${id} malformed job:`)) ?? lines, line.slice(0, 80)).toMatch(why);
+    }
+    expect(err).toMatch(/a job line without a readable id/);
+    expect(lines.slice(-2)).toEqual([expect.stringMatching(/^pid 11 \d+$/), 'end 11 3']);
+    expect(await read(files[2]!)).toBe('3\n');
+  });
+
+  it('takes an argv and an environment far larger than any buffer of its own, and says so when the kernel refuses one', async () => {
+    launcher = new Launcher(base, (l) => lines.push(l), [compiled!]);
+    const args = Array.from({ length: 50_000 }, (_, i) => `arg-${i}\twith\nbreaks\\`);
+    const o = opts(['sh', '-c', 'printf "%s|" "$@" | wc -c; printf %s "$BIG" | wc -c', 'sh', ...args], { env: { BIG: 'v'.repeat(100_000) } });
+    expect(await launcher.run(o)!.done).toEqual({ kind: 'exited', exitCode: 0, signal: null, reason: null });
+    const bytes = args.reduce((n, a) => n + Buffer.byteLength(a) + 1, 0);
+    expect((await read(o.stdoutFile)).split('\n').map((l) => l.trim())).toEqual([String(bytes), '100000', '']);
+    // One argument over the kernel's limit on a single string (MAX_ARG_STRLEN, 128 KiB): the exec fails, the start is spawn-failed.
+    const r = await launcher.run(opts(['echo', 'y'.repeat(200_000)]))!.done;
+    expect(r).toMatchObject({ kind: 'spawn-failed', reason: expect.stringMatching(/^spawn failed: Argument list too long/) });
+    expect((await launcher.run(opts(['true']))!.done).exitCode).toBe(0);
   });
 });

@@ -4,7 +4,7 @@
  * Why: starting a process from Node is a fork of the whole agent, whose cost grows with its
  * resident memory (100+ MB under load): measured at 2.2 ms of the agent's CPU per attempt, nearly
  * half of all it did, on its one event loop. The agent instead writes each attempt to a launcher
- * (launcher-programs.ts: Python, with vfork and exec, where python3 is; else a bash), which starts the
+ * (launcher-programs.ts: a compiled C one where it was built, Python where python3 is, else a bash), which starts the
  * command in a process group of its own and answers with its pid; when the command ends, the
  * launcher writes its exit status into the attempt's `status` file and then a line `end <id>
  * <status>` back to the agent. Either way the status is written by something that outlives the
@@ -181,7 +181,7 @@ export class Launcher {
     this.closed = true;
     if (this.poll) clearInterval(this.poll);
     this.proc?.stdin?.end();
-    // The Python launcher stays until the commands it started have ended: nothing of it may keep
+    // The C and Python launchers stay until the commands they started have ended: nothing of them may keep
     // the agent's process alive meanwhile.
     this.proc?.unref();
     for (const pipe of [this.proc?.stdout, this.proc?.stderr]) (pipe as { unref?: () => void } | null | undefined)?.unref?.();

@@ -1,5 +1,5 @@
 /**
- * LaunchContainment through every way a command is started (the Python and bash launchers, the
+ * LaunchContainment through every way a command is started (the C, Python and bash launchers, the
  * agent's own spawn): the command is in the given cgroups before it execs (and so is what it forks,
  * a `setsid` child included), runs as the given user with no capabilities and no new privileges,
  * under umask 022, behind the wrap. Real cgroups of this machine (v1 pids, the v2 hierarchy), real
@@ -26,6 +26,8 @@ if (why) console.warn(`launch-containment.test.ts skipped: ${why}`);
 const UID = 61184 + 900;
 const base = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 const python = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'python' })[0];
+// Built by the tests' global setup (test/support/c-launcher-build.ts) wherever a C compiler is.
+const compiled = launcherPrograms({ PATH: base.PATH, GANTRY_AGENT_LAUNCHER: 'c' })[0];
 type Start = (o: RunProcessOptions, attemptId: string) => ProcessHandle;
 const launchers: Launcher[] = [];
 const through = (program: LauncherProgram): Start => {
@@ -39,6 +41,7 @@ const ways: [string, Start][] = [
   ['the agent itself', (o) => runProcess(o)],
   ['the bash launcher', through(bashLauncher)],
   ...(python ? [['the python launcher', through(python)] as [string, Start]] : []),
+  ...(compiled ? [['the C launcher', through(compiled)] as [string, Start]] : []),
 ];
 
 let dir: string;

@@ -136,3 +136,32 @@ describe('NatsBus with no NATS to reach', () => {
     expect(errors).toHaveLength(1);
   });
 });
+
+describe('a replica\'s own messages (docs/replicas.md, "The outbox and the relay")', () => {
+  it('reach its own subscribers from the publish itself, not over NATS: with NATS away too, each once', async () => {
+    const port = await freePort();
+    const b = new NatsBus([`nats://127.0.0.1:${port}`], { installation: 'alone' });
+    try {
+      const got: string[] = [];
+      b.subscribe('pool:ready', (m) => void got.push(m.id));
+      b.subscribe('capacity:freed', (m) => void got.push(m.id));
+      // NATS is not there: the publish fails (its outbox row stays for the relay to send again),
+      // and this replica's own loops were woken all the same.
+      await expect(b.publish({ id: '1', topic: 'pool:ready', payload: { pool: 'cpu' } })).rejects.toThrow(/not connected/);
+      const batch = {
+        id: '2',
+        messages: [
+          { topic: 'pool:ready' as const, payload: { pool: 'cpu' } },
+          { topic: 'capacity:freed' as const, payload: { machineId: 'm' } },
+        ],
+      };
+      await expect(b.publishBatch(batch)).rejects.toThrow(/not connected/);
+      // The relay's next try of the same rows delivers nothing new here.
+      await expect(b.publishBatch(batch)).rejects.toThrow(/not connected/);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(got).toEqual(['1', '2.0', '2.1']);
+    } finally {
+      await b.close();
+    }
+  });
+});

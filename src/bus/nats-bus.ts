@@ -1,6 +1,6 @@
 import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { wireMessages, type Bus, type BusBatch, type BusHandler, type BusMessage } from './bus.js';
+import { batchMessages, wireMessages, type Bus, type BusBatch, type BusHandler, type BusMessage } from './bus.js';
 import { RecentIds } from './recent-ids.js';
 import { Subscribers } from './subscribers.js';
 import { BATCH_TOPIC, type Topic } from '../domain/topic.js';
@@ -32,6 +32,8 @@ export interface NatsBusOptions {
 export class NatsBus implements Bus {
   private subscribers = new Subscribers();
   private seen = new RecentIds();
+  /** The Nats-Msg-Id of what this replica sent lately: NATS brings each back, already delivered here. */
+  private mine = new RecentIds();
   private nc: NatsConnection | null = null;
   private js: JetStreamClient | null = null;
   private closed = false;
@@ -69,6 +71,7 @@ export class NatsBus implements Bus {
   private messages: { stop(): void } | null = null;
 
   async publish(msg: BusMessage): Promise<void> {
+    this.deliverHere([msg]);
     await this.send(msg.id, msg.topic, JSON.stringify(msg));
   }
 
@@ -78,10 +81,24 @@ export class NatsBus implements Bus {
    * with the batch's id as `Nats-Msg-Id` (a relay's repeat of the row is stored once).
    */
   async publishBatch(batch: BusBatch): Promise<void> {
+    this.deliverHere(batchMessages(batch));
     await this.send(batch.id, BATCH_TOPIC, JSON.stringify({ id: batch.id, topic: BATCH_TOPIC, payload: batch.messages }));
   }
 
+  /**
+   * This replica's own messages reach its own subscribers at once, as one replica's in-process bus
+   * hands them (memory-bus.ts), not after a trip through NATS and back: the leader's report that
+   * readied a stage kicks its own scheduler with no publish, store and delivery in between, and
+   * does so with NATS away too. Each is marked seen, so the copy NATS brings back is dropped
+   * (unread: `dispatch` is not even handed it, by its Nats-Msg-Id); the other replicas get theirs
+   * from NATS as before.
+   */
+  private deliverHere(msgs: BusMessage[]): void {
+    for (const m of msgs) if (this.seen.first(m.id)) this.subscribers.deliver(m, queueMicrotask);
+  }
+
   private async send(id: string, topic: string, body: string): Promise<void> {
+    this.mine.first(`${this.opts.installation}:${id}`);
     const js = this.js;
     if (!js || this.nc?.isClosed()) throw new Error(`NATS at ${this.servers.join(',')} is not connected: message ${id} left for the relay to send again`);
     await js.publish(this.prefix + topic.replaceAll(':', '.'), body, { msgID: `${this.opts.installation}:${id}`, timeout: 2000 });
@@ -128,6 +145,8 @@ export class NatsBus implements Bus {
         }
         for await (const m of messages) {
           if (this.closed) break;
+          const msgId = m.headers?.get('Nats-Msg-Id');
+          if (msgId && this.mine.has(msgId)) continue;
           this.dispatch(m.string());
         }
       } catch (err) {

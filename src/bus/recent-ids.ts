@@ -9,9 +9,14 @@ export class RecentIds {
 
   constructor(private readonly max = 10_000) {}
 
+  /** Whether `id` was seen (within the last `max` or so), without counting this as seeing it. */
+  has(id: string): boolean {
+    return this.young.has(id) || this.old.has(id);
+  }
+
   /** True the first time `id` is seen (within the last `max` or so), false for a repeat. */
   first(id: string): boolean {
-    if (this.young.has(id) || this.old.has(id)) return false;
+    if (this.has(id)) return false;
     if (this.young.size >= this.max / 2) {
       this.old = this.young;
       this.young = new Set();

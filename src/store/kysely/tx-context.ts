@@ -226,32 +226,15 @@ export class TxContext {
 
   /** Writes the collected events and outbox rows; called once, right before the commit. */
   async flush(): Promise<void> {
-    // The outbox rows first: their ids need no order (the relay reads whatever is unmarked), so
-    // they are written before the append lock below, not while holding it.
+    // One row for the transaction's messages (up to MESSAGES_PER_ROW in each), not one a message:
+    // each row is written, marked published and pruned, and published to the bus on its own, so
+    // a report's three messages cost one of each (docs/replicas.md, "The outbox and the relay").
+    // A row of one message is written as before, one topic and its payload.
+    const groups: TopicMessage[][] = [];
     if (this.memoryOutbox) {
       for (const m of this.messages) this.written.push({ id: nextMemoryId++, ...m.message, createdAt: this.now, stored: false });
     } else {
-      // One row for the transaction's messages (up to MESSAGES_PER_ROW in each), not one a message:
-      // each row is written, marked published and pruned, and published to the bus on its own, so
-      // a report's three messages cost one of each (docs/replicas.md, "The outbox and the relay").
-      // A row of one message is written as before, one topic and its payload.
-      const groups: TopicMessage[][] = [];
       for (let i = 0; i < this.messages.length; i += MESSAGES_PER_ROW) groups.push(this.messages.slice(i, i + MESSAGES_PER_ROW).map((m) => m.message));
-      for (let i = 0; i < groups.length; i += ROWS_PER_INSERT) {
-        const part = groups.slice(i, i + ROWS_PER_INSERT);
-        const values: unknown[] = [];
-        for (const g of part) {
-          if (g.length === 1) values.push(g[0]!.topic, JSON.stringify(g[0]!.payload), this.now);
-          else values.push(BATCH_TOPIC, JSON.stringify(g), this.now);
-        }
-        const rows = (await insertOutbox(part.length).run(this.db, ...values)).rows;
-        rows.forEach((r, j) => {
-          const g = part[j]!;
-          const id = Number(r.id);
-          if (g.length === 1) this.written.push({ id, ...g[0]!, createdAt: this.now });
-          else g.forEach((m, k) => this.written.push({ id, part: k, ...m, createdAt: this.now }));
-        });
-      }
     }
     this.messages = [];
     this.messageKeys.clear();
@@ -284,19 +267,36 @@ export class TxContext {
     }));
     this.events = [];
     this.audits = [];
-    // Live event streams (GET /v1/events) read on when told: a wake-up, not a record, so it is
-    // never stored (the event rows are the record; a stream that misses one reads on its timer).
-    if (events.length) this.written.push({ id: nextMemoryId++, topic: Topic.eventsWritten, payload: {}, createdAt: this.now, stored: false });
     let e = 0;
     let a = 0;
+    let o = 0;
     if (this.concurrent && (events.length || audits.length)) {
+      // The first outbox rows ride in the same statement (docs/replicas.md, "The outbox and the
+      // relay"): with replicas, a report's row was a round trip of its own, the one statement a
+      // transaction sent that one replica's (its outbox in memory) did not. Their ids need no
+      // order (the relay reads whatever is unmarked), so being written under the lock costs
+      // nothing: it is held to the commit either way.
+      const firstGroups = groups.slice(0, ROWS_PER_INSERT);
       const firstEvents = events.slice(0, ROWS_PER_INSERT);
       const firstAudits = audits.slice(0, ROWS_PER_INSERT);
       const auditValues = firstAudits.flatMap((r) => AUDIT_COLUMNS.map((c) => r[c]));
-      await execute(this.db, CompiledQuery.raw(lockingAppend(firstEvents.length, firstAudits.length), [...auditValues, ...firstEvents.flat()]));
+      const outboxValues = firstGroups.flatMap((g) => this.outboxValues(g));
+      const r = await execute<{ id: string | number }>(
+        this.db,
+        CompiledQuery.raw(lockingAppend(firstEvents.length, firstAudits.length, firstGroups.length), [...outboxValues, ...auditValues, ...firstEvents.flat()]),
+      );
+      if (firstGroups.length) this.outboxWritten(firstGroups, r.rows);
       e = firstEvents.length;
       a = firstAudits.length;
+      o = firstGroups.length;
     }
+    for (; o < groups.length; o += ROWS_PER_INSERT) {
+      const part = groups.slice(o, o + ROWS_PER_INSERT);
+      this.outboxWritten(part, (await insertOutbox(part.length).run(this.db, ...part.flatMap((g) => this.outboxValues(g)))).rows);
+    }
+    // Live event streams (GET /v1/events) read on when told: a wake-up, not a record, so it is
+    // never stored (the event rows are the record; a stream that misses one reads on its timer).
+    if (events.length) this.written.push({ id: nextMemoryId++, topic: Topic.eventsWritten, payload: {}, createdAt: this.now, stored: false });
     for (; e < events.length; e += ROWS_PER_INSERT) {
       const part = events.slice(e, e + ROWS_PER_INSERT);
       await insertEvents(part.length).run(this.db, ...part.flat());
@@ -305,6 +305,20 @@ export class TxContext {
       const part = audits.slice(a, a + ROWS_PER_INSERT);
       await this.db.insertInto('audit').values(part).execute();
     }
+  }
+
+  /** An outbox row's values (topic, payload, created_at): one message as itself, several as a batch. */
+  private outboxValues(g: TopicMessage[]): unknown[] {
+    return g.length === 1 ? [g[0]!.topic, JSON.stringify(g[0]!.payload), this.now] : [BATCH_TOPIC, JSON.stringify(g), this.now];
+  }
+
+  /** The rows just inserted for `groups` (their ids, in the groups' order), as the messages the commit hands on. */
+  private outboxWritten(groups: TopicMessage[][], rows: { id: string | number }[]): void {
+    groups.forEach((g, j) => {
+      const id = Number(rows[j]!.id);
+      if (g.length === 1) this.written.push({ id, ...g[0]!, createdAt: this.now });
+      else g.forEach((m, k) => this.written.push({ id, part: k, ...m, createdAt: this.now }));
+    });
   }
 }
 
@@ -337,26 +351,37 @@ const insertEvents = preparedBySize(ROWS_PER_INSERT, (n) =>
  * uncorrelated subquery in a one-time filter, evaluated before the first row is produced and so
  * before any row's `seq` (its default, `nextval`) is taken. With both audit rows and events, the
  * audit insert is a `with` the events' one-time filter reads, so it runs, lock first, before any
- * event takes its number. Parameters: the audit rows', then the events'. Text per pair of counts,
- * made once.
+ * event takes its number. With `outbox` rows, the statement also inserts them (a `with` of its
+ * own, outside the lock's order: their ids need none) and answers their ids, in their order.
+ * Parameters: the outbox rows' (topic, payload, created_at), the audit rows', then the events'.
+ * Text per count of each, made once.
  */
 const lockingTexts = new Map<string, string>();
-export function lockingAppend(events: number, audits: number): string {
-  const key = `${events}:${audits}`;
+export function lockingAppend(events: number, audits: number, outbox = 0): string {
+  const key = `${events}:${audits}:${outbox}`;
   let text = lockingTexts.get(key);
   if (text) return text;
   const lock = `(select pg_advisory_xact_lock(${APPEND_LOCK_KEY})) is not null`;
   const rows = (types: readonly string[], n: number, from: number) =>
     Array.from({ length: n }, (_, i) => `(${types.map((t, j) => `$${from + i * types.length + j + 1}::${t}`).join(', ')})`).join(', ');
   const columns = (names: readonly string[]) => names.map((c) => `"${c}"`).join(', ');
-  const auditInsert = `insert into "audit" (${columns(AUDIT_COLUMNS)}) select * from (values ${rows(AUDIT_TYPES, audits, 0)}) as v where ${lock}`;
-  const eventsFrom = `select * from (values ${rows(EVENT_TYPES, events, audits * AUDIT_TYPES.length)}) as w`;
-  if (events === 0) text = auditInsert;
-  else if (audits === 0) text = `insert into "events" (${columns(EVENT_COLUMNS)}) ${eventsFrom} where ${lock}`;
-  else text = `with a as (${auditInsert} returning 1) insert into "events" (${columns(EVENT_COLUMNS)}) ${eventsFrom} where (select count(*) from a) >= 0`;
+  const auditFrom = outbox * OUTBOX_TYPES.length;
+  const auditInsert = `insert into "audit" (${columns(AUDIT_COLUMNS)}) select * from (values ${rows(AUDIT_TYPES, audits, auditFrom)}) as v where ${lock}`;
+  const eventsFrom = `select * from (values ${rows(EVENT_TYPES, events, auditFrom + audits * AUDIT_TYPES.length)}) as w`;
+  const eventsInsert = (filter: string) => `insert into "events" (${columns(EVENT_COLUMNS)}) ${eventsFrom} where ${filter}`;
+  // The parts as `with`s: a data-modifying `with` runs whether or not the statement reads it.
+  const parts: string[] = [];
+  if (outbox > 0) parts.push(`o as (insert into "outbox" ("topic", "payload", "created_at") values ${rows(OUTBOX_TYPES, outbox, 0)} returning "id")`);
+  if (audits > 0) parts.push(`a as (${auditInsert}${events > 0 ? ' returning 1' : ''})`);
+  if (events > 0) parts.push(`e as (${eventsInsert(audits > 0 ? '(select count(*) from a) >= 0' : lock)})`);
+  if (outbox > 0) text = `with ${parts.join(', ')} select "id" from o order by "id"`;
+  else if (events === 0) text = auditInsert;
+  else if (audits === 0) text = eventsInsert(lock);
+  else text = `with a as (${auditInsert} returning 1) ${eventsInsert('(select count(*) from a) >= 0')}`;
   lockingTexts.set(key, text);
   return text;
 }
+const OUTBOX_TYPES = ['text', 'text', 'bigint'] as const;
 const EVENT_TYPES = ['bigint', 'text', 'text', 'text', 'text', 'text', 'text', 'text'] as const;
 const AUDIT_COLUMNS = ['at', 'token_id', 'actor', 'action', 'target', 'result', 'fold_key'] as const;
 const AUDIT_TYPES = ['bigint', 'text', 'text', 'text', 'text', 'text', 'text'] as const;

@@ -5,7 +5,7 @@ import { type JobStageRows, planOutcome } from './apply-outcome.js';
 import { outcomeEvent, outcomeOf, type ReportedAttempt } from './attempt-verbs.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
-import { v, valuesTable, writeRows } from './values-table.js';
+import { keysOf, v, valuesTable, writeRows } from './values-table.js';
 import { planEvents, ROWS_PER_STATEMENT, writePlans } from './write-plans.js';
 
 const ATTEMPT_TYPES = ['text', 'integer', 'text', 'integer', 'text', 'text', 'text', 'text', 'bigint', 'double precision', 'bigint'] as const;
@@ -31,6 +31,7 @@ const endAttempts = preparedBySize(ROWS_PER_STATEMENT, (n) =>
         released_at: at as number,
       })
       .where(sql<boolean>`"attempts"."id" = v.column1 and "attempts"."token" = v.column2`)
+      .where('attempts.id', 'in', keysOf(values, ATTEMPT_TYPES, n))
       .where('attempts.state', 'in', activeAttemptStates)
       .returning('id'),
   ),

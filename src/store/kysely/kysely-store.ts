@@ -36,7 +36,7 @@ import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
 import { PassReads } from './pass-reads.js';
-import { reapInBatches } from './reap-batches.js';
+import { reapInBatches, takeTurns } from './reap-batches.js';
 import { loseMany } from './lose-many.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
@@ -840,13 +840,15 @@ export class KyselyStore implements Store {
       { fromEnd: true },
     );
   }
+  /** The reapers' batches, one at a time (takeTurns): shared by every view of this store (asLeader, lane), which inherit it. */
+  private readonly reapTurn = takeTurns();
   private async reapPass<T>(
     read: () => Promise<T[]>,
     judge: (tx: TxContext, batch: readonly T[]) => Promise<ReapResult>,
     now: number,
     order: { fromEnd?: boolean } = {},
   ): Promise<ReapResult> {
-    return reapInBatches(await read(), (batch, o) => this.tx(now, (tx) => judge(tx, batch), o), order);
+    return reapInBatches(await read(), (batch, o) => this.reapTurn(() => this.tx(now, (tx) => judge(tx, batch), o)), order);
   }
 
   stagesPastQueueTimeout(p: { now: number; limit: number }) {

@@ -174,6 +174,22 @@ describe.skipIf(missing !== null)('a batch of losses, its round trips and a rene
     expect(by.get('UPDATE')).toBe(5);
   });
 
+  it("both reapers over one rack take turns: every attempt lost once, no batch refused for the other's rows", async () => {
+    const s = await freshPostgresStore('lose_many');
+    stores.push(s);
+    const { machines, attempts } = await rack(s, oneStageJobs(250));
+    statements.reset();
+    // Silent past the lost allowance and past every lease: both duties find the same 250 attempts.
+    const [byMachines, byAttempts] = await Promise.all([
+      s.machinesReap({ now: t0 + 11_000, suspectAfterMs: 5_000, lostAfterMs: 10_000, jitter: 0 }),
+      s.attemptsReap({ now: t0 + 11_000, ackTimeoutMs: 30_000, jitter: 0 }),
+    ]);
+    expect(byMachines.machines).toHaveLength(machines.length);
+    expect([...byMachines.lostAttempts, ...byAttempts.lostAttempts].sort()).toEqual(attempts.map((a) => a.id).sort());
+    // Side by side, their batches' writes met each other's rows and were refused (serialization failures, then splits).
+    expect(statements.snapshot().conflicts).toBe(0);
+  });
+
   it('an attempt whose lease a heartbeat renewed after the read is not lost; the others are', async () => {
     const s = await freshPostgresStore('lose_many');
     stores.push(s);

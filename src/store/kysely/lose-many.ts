@@ -6,7 +6,7 @@ import { loseAttempt, lostSaid, type OverdueGuard } from './attempt-verbs.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import { REAP_BATCH } from './reap-batches.js';
 import type { TxContext } from './tx-context.js';
-import { v, valuesTable, writeRows } from './values-table.js';
+import { keysOf, v, valuesTable, writeRows } from './values-table.js';
 import { planEvents, writePlans } from './write-plans.js';
 
 /** An active attempt the control plane judged lost, as read, with why, and (read outside the transaction) what must still hold when it is written. */
@@ -33,6 +33,7 @@ const loseAttempts = preparedBySize(REAP_BATCH, (n) =>
           and (v.column5 is null or "attempts"."lease_expires_at" < v.column5)
           and (v.column6 is null or "attempts"."scheduled_at" < v.column6)`,
       )
+      .where('attempts.id', 'in', keysOf(values, LOSS_TYPES, n))
       .returning('id'),
   ),
 );

@@ -17,7 +17,7 @@ import { gangRendezvous } from './gang-rendezvous.js';
 import { prepared, preparedBySize, preparedList } from './prepared-query.js';
 import { loseMany } from './lose-many.js';
 import { REAP_BATCH } from './reap-batches.js';
-import { v, valuesTable, writeRows } from './values-table.js';
+import { keysOf, v, valuesTable, writeRows } from './values-table.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /**
@@ -686,6 +686,7 @@ const judgeMachines = preparedBySize(REAP_BATCH, (n) =>
       .from(valuesTable(values, SILENT_TYPES, n))
       .set({ health: v(4), updated_at: at as number })
       .where(sql<boolean>`"machines"."id" = v.column1 and "machines"."health" = v.column2 and "machines"."last_heartbeat_at" = v.column3`)
+      .where('machines.id', 'in', keysOf(values, SILENT_TYPES, n))
       .returning('id'),
   ),
 );

@@ -4,7 +4,7 @@ import type { OutcomePlan, StageRow } from './apply-outcome.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import { jobMove, recordJobStateChange } from './sync-job-state.js';
 import type { TxContext } from './tx-context.js';
-import { v, valuesTable, writeRows } from './values-table.js';
+import { keysOf, v, valuesTable, writeRows } from './values-table.js';
 
 /** Rows per set-based write: each is a few bound values (at most 13, under the 1,024 a prepared text may take). */
 export const ROWS_PER_STATEMENT = 64;
@@ -30,6 +30,7 @@ const writeStages = preparedBySize(ROWS_PER_STATEMENT, (n) =>
         output_attempt_id: v(13),
       })
       .where(sql<boolean>`"stages"."id" = v.column1 and "stages"."state" = v.column2 and (v.column3 is null or "stages"."current_attempt_id" = v.column3)`)
+      .where('stages.id', 'in', keysOf(values, STAGE_TYPES, n))
       .returning('id'),
   ),
 );
@@ -48,6 +49,7 @@ const moveJobs = preparedBySize(ROWS_PER_STATEMENT, (n) =>
         failure_reason: sql`case when v.column4 = 1 then v.column5 else "jobs"."failure_reason" end`,
       })
       .where(sql<boolean>`"jobs"."id" = v.column1 and "jobs"."state" = v.column2`)
+      .where('jobs.id', 'in', keysOf(values, JOB_TYPES, n))
       .returning('id'),
   ),
 );

@@ -18,6 +18,7 @@ import { attemptsWithNames } from './job-verbs.js';
 import { syncJobsOnActivation, syncJobStateOnActivation } from './sync-job-state.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { Db, EventInput, Trx, TxContext } from './tx-context.js';
+import type { Loss } from './lose-many.js';
 
 const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
 
@@ -453,6 +454,21 @@ export interface OverdueGuard {
 /** Marks an active attempt lost and lets the advancer put its stage back in the queue. */
 export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: string, jitter: number, charged = true, overdue?: OverdueGuard): Promise<boolean> {
   if (!(await endActiveAttempt(tx, a, 'lost', reason, overdue))) return false;
+  await lostSaid(tx, a, reason);
+  // A gang's member lost ends the gang: the other members stop, and the loss is charged once.
+  await endGang(tx, a, `lost: ${reason}`);
+  await applyOutcome(tx, {
+    jobId: a.job_id,
+    stageId: a.stage_id,
+    attemptId: stageAttemptId(a),
+    outcome: { kind: 'lost', reason, ...(charged ? {} : { charged: false }) },
+    jitter,
+  });
+  return true;
+}
+
+/** What a loss says once its attempt's row is written (loseAttempt, loseMany): its event, and its machine woken. */
+export async function lostSaid(tx: TxContext, a: AttemptsTable, reason: string): Promise<void> {
   await tx.event({
     type: 'attempt:lost',
     jobId: a.job_id,
@@ -466,16 +482,6 @@ export async function loseAttempt(tx: TxContext, a: AttemptsTable, reason: strin
   // Its resources stay held until the agent stops listing it (machineHeartbeat releases them and
   // says so then); the wake-up tells the agent to kill it.
   await tx.publish('machine:wake', { machineId: a.machine_id });
-  // A gang's member lost ends the gang: the other members stop, and the loss is charged once.
-  await endGang(tx, a, `lost: ${reason}`);
-  await applyOutcome(tx, {
-    jobId: a.job_id,
-    stageId: a.stage_id,
-    attemptId: stageAttemptId(a),
-    outcome: { kind: 'lost', reason, ...(charged ? {} : { charged: false }) },
-    jitter,
-  });
-  return true;
 }
 
 /** An attempt past its lease (running) or its acknowledgement (scheduled), as the lost-attempts duty read it. */
@@ -514,10 +520,10 @@ function byMachineThenId(x: { machine_id: string; id: string }, y: { machine_id:
   return x.machine_id < y.machine_id ? -1 : x.machine_id > y.machine_id ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
 }
 
-/** One overdue attempt lost, if it still is overdue at this transaction's time (a lease renewed since, or an acknowledgement, keeps it). */
-export async function attemptReap(tx: TxContext, o: OverdueAttempt, p: { ackTimeoutMs: number; jitter: number }): Promise<boolean> {
-  if (o.why === 'lease') return loseAttempt(tx, o.attempt, 'lease expired without renewal', p.jitter, true, { leaseBefore: tx.now });
-  return loseAttempt(tx, o.attempt, `assignment not acknowledged within ${p.ackTimeoutMs} ms`, p.jitter, true, { scheduledBefore: tx.now - p.ackTimeoutMs });
+/** An overdue attempt as a loss (loseMany), guarded on still being overdue at this transaction's time (a lease renewed since, or an acknowledgement, keeps it). */
+export function overdueLoss(o: OverdueAttempt, p: { ackTimeoutMs: number; now: number }): Loss {
+  if (o.why === 'lease') return { a: o.attempt, reason: 'lease expired without renewal', overdue: { leaseBefore: p.now } };
+  return { a: o.attempt, reason: `assignment not acknowledged within ${p.ackTimeoutMs} ms`, overdue: { scheduledBefore: p.now - p.ackTimeoutMs } };
 }
 
 /**

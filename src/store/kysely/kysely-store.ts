@@ -36,7 +36,8 @@ import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
 import { PassReads } from './pass-reads.js';
-import { reapInBatches } from './reap-batches.js';
+import { reapInBatches, takeTurns } from './reap-batches.js';
+import { loseMany } from './lose-many.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
@@ -691,7 +692,7 @@ export class KyselyStore implements Store {
     // rows went stale, heartbeats wrote them one by one and machines went suspect and back
     // (docs/throughput.md, "A fleet of agents"). What the serializable readers of those rows decide
     // stays safe: the reaper's write is guarded by the very heartbeat time it read
-    // (machineReap: `last_heartbeat_at = ?`), so a flush committed after its read refuses it
+    // (machinesReap: `last_heartbeat_at = ?`), so a flush committed after its read refuses it
     // (a concurrent update) and it runs again on the new time.
     return this.lane().tx(p.now, (tx) => machines.machinesSeen(tx, p.seen), { readCommitted: true });
   }
@@ -803,7 +804,7 @@ export class KyselyStore implements Store {
 
   /**
    * Silent machines read outside a transaction, then judged REAP_BATCH to a transaction, each with
-   * machineReap's own guarded write (machine-verbs.ts, silentMachines; docs/failure-detection.md,
+   * machinesReap's own guarded write (machine-verbs.ts, silentMachines; docs/failure-detection.md,
    * "A mass loss"). A batch the database keeps refusing is split (reapInBatches): a conflict with
    * one machine's writer holds back only that machine, and only until the next pass.
    */
@@ -815,7 +816,7 @@ export class KyselyStore implements Store {
     // the scheduler loop instead.
     return this.reapPass(
       () => machines.silentMachines(this.db, p),
-      (tx, m) => machines.machineReap(tx, m, p),
+      (tx, batch) => machines.machinesReap(tx, batch, p),
       p.now,
     );
   }
@@ -826,36 +827,28 @@ export class KyselyStore implements Store {
   attemptsReap(p: Parameters<Store['attemptsReap']>[0]) {
     return this.reapPass(
       () => attempts.overdueAttempts(this.db, p),
-      async (tx, o) => ({ machines: [], lostAttempts: (await attempts.attemptReap(tx, o, p)) ? [o.attempt.id] : [] }),
+      async (tx, batch) => ({
+        machines: [],
+        lostAttempts: await loseMany(
+          tx,
+          batch.map((o) => attempts.overdueLoss(o, { ackTimeoutMs: p.ackTimeoutMs, now: tx.now })),
+          p.jitter,
+        ),
+      }),
       p.now,
       // From the end of the list: the machine reaper takes the same attempts from its start (reapInBatches).
       { fromEnd: true },
     );
   }
+  /** The reapers' batches, one at a time (takeTurns): shared by every view of this store (asLeader, lane), which inherit it. */
+  private readonly reapTurn = takeTurns();
   private async reapPass<T>(
     read: () => Promise<T[]>,
-    judgeOne: (tx: TxContext, item: T) => Promise<ReapResult>,
+    judge: (tx: TxContext, batch: readonly T[]) => Promise<ReapResult>,
     now: number,
     order: { fromEnd?: boolean } = {},
   ): Promise<ReapResult> {
-    return reapInBatches(
-      await read(),
-      (batch, o) =>
-        this.tx(
-          now,
-          async (tx) => {
-            const out: ReapResult = { machines: [], lostAttempts: [] };
-            for (const item of batch) {
-              const one = await judgeOne(tx, item);
-              out.machines.push(...one.machines);
-              out.lostAttempts.push(...one.lostAttempts);
-            }
-            return out;
-          },
-          o,
-        ),
-      order,
-    );
+    return reapInBatches(await read(), (batch, o) => this.reapTurn(() => this.tx(now, (tx) => judge(tx, batch), o)), order);
   }
 
   stagesPastQueueTimeout(p: { now: number; limit: number }) {

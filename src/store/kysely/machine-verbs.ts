@@ -14,7 +14,10 @@ import { emptyUsage, machineUsage } from './machine-usage.js';
 import { toMachine } from './row-mappers.js';
 import { autoscaleJoined } from './autoscale-joined.js';
 import { gangRendezvous } from './gang-rendezvous.js';
-import { prepared, preparedList } from './prepared-query.js';
+import { prepared, preparedBySize, preparedList } from './prepared-query.js';
+import { loseMany } from './lose-many.js';
+import { REAP_BATCH } from './reap-batches.js';
+import { keysOf, v, valuesTable, writeRows } from './values-table.js';
 import type { Db, Trx, TxContext } from './tx-context.js';
 
 /**
@@ -636,8 +639,8 @@ export interface SilentMachine {
  * caller's, compared with heartbeat times that the same clock wrote. A cordoned or draining
  * machine is judged as any other: taking no new work does not make it immune to dying.
  *
- * Read outside any transaction, and each machine then judged in a transaction of its own
- * (`machineReap`; docs/failure-detection.md, "The reaper under load"). In one SERIALIZABLE
+ * Read outside any transaction, and then judged REAP_BATCH to a transaction, each with its own guarded write
+ * (`machinesReap`; docs/failure-detection.md, "The reaper under load"). In one SERIALIZABLE
  * transaction, the read of every machine depended on every heartbeat and report written beside
  * it: at 5,000 agents on PostgreSQL x 2 it was refused for read/write dependencies 20 times in a
  * row at 195 passes of 200 (StoreBusyError), and the stopped machine was not found lost.
@@ -668,47 +671,71 @@ export async function silentMachines(
     if (to === m.health) continue;
     out.push({ id: m.id, name: m.name, health: m.health, lastHeartbeatAt: Number(m.last_heartbeat_at), to, silentMs: age });
   }
-  // By id, and each machine's attempts by id (machineReap): the order in which the lost-attempts
+  // By id, and each machine's attempts by id (machinesReap): the order in which the lost-attempts
   // duty takes the same attempts' rows (overdueAttempts), so the two reapers never wait on each
   // other in a circle (a deadlock PostgreSQL breaks only after a second).
   return out.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
 }
 
+const SILENT_TYPES = ['text', 'text', 'bigint', 'text'] as const;
+/** A batch of silent machines to their new health, each guarded on the health and heartbeat time read. */
+const judgeMachines = preparedBySize(REAP_BATCH, (n) =>
+  prepared<unknown[]>()((db, [at, ...values]) =>
+    db
+      .updateTable('machines')
+      .from(valuesTable(values, SILENT_TYPES, n))
+      .set({ health: v(4), updated_at: at as number })
+      .where(sql<boolean>`"machines"."id" = v.column1 and "machines"."health" = v.column2 and "machines"."last_heartbeat_at" = v.column3`)
+      .where('machines.id', 'in', keysOf(values, SILENT_TYPES, n))
+      .returning('id'),
+  ),
+);
+
 /**
- * One silent machine to the health its silence calls for, with its event, and its active attempts
- * lost when it is lost; guarded on the health and heartbeat time read, so that a heartbeat written
- * since (the machine is alive) leaves it as it is. Its transaction reads and writes that machine's
- * row and its attempts only: a heartbeat of another machine does not conflict with it.
+ * Silent machines to the health their silence calls for, each with its event, and the active
+ * attempts of those lost lost with them (loseMany): one guarded write for the batch's machines,
+ * one read of the lost ones' attempts, and their losses set-based (docs/failure-detection.md, "A
+ * batch's losses set-based"). Each machine's write is guarded on the health and heartbeat time
+ * read, so that a heartbeat written since (the machine is alive) leaves it and its attempts as
+ * they are. The transaction reads and writes those machines' rows and attempts only: a heartbeat
+ * of another machine does not conflict with it.
  */
-export async function machineReap(tx: TxContext, m: SilentMachine, p: { jitter: number }): Promise<ReapResult> {
+export async function machinesReap(tx: TxContext, batch: readonly SilentMachine[], p: { jitter: number }): Promise<ReapResult> {
   const result: ReapResult = { machines: [], lostAttempts: [] };
-  const res = await tx.db
-    .updateTable('machines')
-    .set({ health: m.to, updated_at: tx.now })
-    .where('id', '=', m.id)
-    .where('health', '=', m.health)
-    .where('last_heartbeat_at', '=', m.lastHeartbeatAt)
-    .executeTakeFirst();
-  if (Number(res.numUpdatedRows) !== 1) return result;
-  result.machines.push({ machineId: m.id, from: m.health, to: m.to });
-  await tx.event({
-    type: `machine:${m.to}`,
-    machineId: m.id,
-    message: `machine ${m.name} ${m.to}: no heartbeat for ${(m.silentMs / 1000).toFixed(1)} s`,
-    data: { silentMs: m.silentMs },
-  });
-  if (m.to !== 'lost') return result;
+  const judged = await writeRows(
+    tx,
+    judgeMachines,
+    batch.map((m) => [m.id, m.health, m.lastHeartbeatAt, m.to]),
+    REAP_BATCH,
+  );
+  const lost = new Map<string, SilentMachine>();
+  for (const m of batch) {
+    if (!judged.has(m.id)) continue;
+    result.machines.push({ machineId: m.id, from: m.health, to: m.to });
+    await tx.event({
+      type: `machine:${m.to}`,
+      machineId: m.id,
+      message: `machine ${m.name} ${m.to}: no heartbeat for ${(m.silentMs / 1000).toFixed(1)} s`,
+      data: { silentMs: m.silentMs },
+    });
+    if (m.to === 'lost') lost.set(m.id, m);
+  }
+  if (lost.size === 0) return result;
   const attempts = await tx.db
     .selectFrom('attempts')
     .selectAll()
-    .where('machine_id', '=', m.id)
+    .where('machine_id', 'in', [...lost.keys()])
     // Active attempts are all still held: this finds them through attempts_held.
     .where('released_at', 'is', null)
     .where('state', 'in', activeAttemptStates)
+    // The one order both reapers take attempts' rows in (silentMachines).
+    .orderBy('machine_id')
     .orderBy('id')
     .execute();
-  for (const a of attempts) {
-    if (await loseAttempt(tx, a, `machine ${m.name} lost`, p.jitter)) result.lostAttempts.push(a.id);
-  }
+  result.lostAttempts = await loseMany(
+    tx,
+    attempts.map((a) => ({ a, reason: `machine ${lost.get(a.machine_id)!.name} lost` })),
+    p.jitter,
+  );
   return result;
 }

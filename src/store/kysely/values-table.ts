@@ -32,3 +32,15 @@ export async function writeRows(
   }
   return changed;
 }
+
+/**
+ * The first column of valuesTable's rows (their keys), for a set-based write's `where id in (…)`
+ * beside its join on `v.column1`: PostgreSQL then finds the rows through the table's primary key
+ * (an index scan on the list) rather than joining the list to a scan of the whole table, which
+ * SERIALIZABLE records as a read of every row and any concurrent write to the table then conflicts
+ * with (a reaper's batch of 100 against the fleet's heartbeats; docs/failure-detection.md, "A
+ * batch's losses set-based"). The same arguments, bound twice.
+ */
+export function keysOf(values: readonly unknown[], types: readonly string[], rows: number): string[] {
+  return Array.from({ length: rows }, (_, r) => values[r * types.length] as string);
+}

@@ -427,6 +427,37 @@ describe('Agent', () => {
     expect(srv.of('heartbeat')[0]!.body).not.toHaveProperty('acceptsShedding');
   });
 
+  it("says in each heartbeat what its list knows of: the newest answer acted on, held back while a report's answer is awaited", async () => {
+    srv.asOf = 5000;
+    await startAgent({ knownAsOf: true, reportAssignments: true, startedAssignments: true });
+    await until(() => srv.of('heartbeat').length >= 3);
+    const hb = srv.of('heartbeat');
+    // The first knows of no answer yet (the server's arrival rule then); the next, of the last answer's.
+    expect(hb[0]!.body).not.toHaveProperty('knownAsOf');
+    expect(hb[2]!.body.knownAsOf).toBe(5000);
+    // A report whose answer is held: heartbeats answered with a newer time meanwhile do not vouch
+    // for what that answer may carry (answers-known.ts).
+    srv.reportDelayMs = 2500;
+    const a = assignment({ command: ['true'], started: true });
+    srv.push({ assignments: [a] });
+    const report = await srv.waitFor((e) => e.type === 'report');
+    srv.asOf = 9000;
+    const answered = report.at! + 2500;
+    await until(() => srv.of('heartbeat').some((e) => e.seq > report.seq && e.at! > answered + 50), 6000);
+    const during = srv.of('heartbeat').filter((e) => e.seq > report.seq && e.at! < answered - 50);
+    // At least one of them came after an answer that said 9000.
+    expect(during.length).toBeGreaterThanOrEqual(2);
+    expect(during.map((e) => e.body.knownAsOf)).toEqual(during.map(() => 5000));
+    await until(() => srv.of('heartbeat').some((e) => e.body.knownAsOf === 9000), 4000);
+  });
+
+  it('sends no knownAsOf to a server whose settings do not say it (an older one refuses fields it does not know)', async () => {
+    srv.asOf = 5000;
+    await startAgent();
+    await until(() => srv.of('heartbeat').length >= 3);
+    expect(srv.of('heartbeat').filter((e) => 'knownAsOf' in e.body)).toEqual([]);
+  });
+
   it('sends the typed end of an outcome to a server of protocol 2', async () => {
     await startAgent({ protocol: 2 });
     const exited = assignment({ command: ['sh', '-c', 'exit 4'] });

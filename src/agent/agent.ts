@@ -37,6 +37,7 @@ import type { CgroupTree } from './contain/cgroup-tree.js';
 import type { ContainmentReport, GpuSharingMode } from '../api/contract/containment.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
 import { Reporter } from './link/reporter.js';
+import { AnswersKnown } from './link/answers-known.js';
 import { errorText } from '../lib/error-text.js';
 import { privateMode } from '../lib/private-mode.js';
 import { backoffDelay } from '../lib/backoff-delay.js';
@@ -138,6 +139,8 @@ export class Agent {
   private id: string | null = null;
   private settings: AgentSettings | null = null;
   private readonly runners = new Map<string, AttemptRunner>();
+  /** What a heartbeat's list knows of (answers-known.ts). */
+  private readonly known = new AnswersKnown();
   /** What every attempt runner is given (attempt-runner.ts). */
   private readonly runnerDeps: RunnerDeps;
   private readonly joinToken: string | null;
@@ -188,7 +191,19 @@ export class Agent {
       // Outcomes ask for the assignments they make room for, where the server offers that: a
       // busy machine's next stages come with the answer, not on a heartbeat of their own, and
       // started at placement where the server can (no acknowledgement: docs/agent.md).
-      send: async (req, signal) => startedAnswerFault(this.state.dataDir, await this.client.report(this.id!, this.asking(req), signal)),
+      send: async (req, signal) => {
+        const sent = this.known.sent();
+        let asOf: number | undefined;
+        try {
+          const res = await startedAnswerFault(this.state.dataDir, await this.client.report(this.id!, this.asking(req), signal));
+          asOf = res.asOf;
+          return res;
+        } finally {
+          // Settled once the Reporter has handed the answer's assignments to their runners, which
+          // it does as soon as this returns, before the event loop turns (answers-known.ts).
+          setImmediate(() => this.known.settled(sent, asOf));
+        }
+      },
       // A report waits a little for what is about to join it (AttemptRunner.coming).
       coming: () => {
         let n = 0;
@@ -485,10 +500,20 @@ export class Agent {
       try {
         // A dropped attempt is listed until its process is gone: the server keeps its resources
         // (its GPUs above all) held until then, so nothing new lands on them during the kill grace.
+        // What the list knows of, taken with it (answers-known.ts).
+        const knownAsOf = this.known.knownAsOf;
         const running = await Promise.all([...this.runners.values()].filter((r) => r.listed).map((r) => r.heartbeatItem()));
         const waitMs = Math.max(0, Math.min(MAX_WAIT_MS, periodMs));
         // Told it may be shed (a server of this protocol): say this agent waits out a Retry-After.
-        const res = await this.client.heartbeat(this.id!, { running, waitMs, ...(s.shedding ? { acceptsShedding: true } : {}) }, this.loopAbort.signal);
+        const req = { running, waitMs, ...(s.shedding ? { acceptsShedding: true } : {}), ...(s.knownAsOf && knownAsOf !== null ? { knownAsOf } : {}) };
+        const sent = this.known.sent();
+        const res = await this.client.heartbeat(this.id!, req, this.loopAbort.signal).catch((err: unknown) => {
+          this.known.settled(sent);
+          throw err;
+        });
+        for (const a of res.assignments) this.accept(a);
+        // Settled once its assignments are with their runners, before the next list is made.
+        this.known.settled(sent, res.asOf);
         // The next heartbeat must come within the period this answer gives: the server judges the
         // machine's silence, and lasts its leases, by it.
         if (res.heartbeatMs !== undefined) this.given = { settings: s, periodMs: res.heartbeatMs };
@@ -497,7 +522,6 @@ export class Agent {
         // The send time, not the answer's: the server renewed the lease no earlier than that.
         this.lastHeartbeatSentOk = sentAt;
         for (const k of res.kill) this.killFromServer(k.attemptId, k.reason, k.graceMs);
-        for (const a of res.assignments) this.accept(a);
         void this.deliverPending();
         // A server that answers at once with nothing is not long-polling; keep to the period.
         if (res.kill.length === 0 && res.assignments.length === 0) await this.pause(Math.min(periodMs, res.heartbeatMs ?? periodMs) - (Date.now() - t0));

@@ -81,6 +81,8 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
           // Started at placement and offered after it arrived, or within a period before: this
           // heartbeat may have left before their answer reached the agent (report-memory.ts).
           spare: reported.notEvidence(id, arrived, reportedAt - periodMs),
+          // What the agent's list knows of (docs/failure-detection.md, "What a heartbeat's list knows").
+          ...(body.knownAsOf !== undefined ? { knownAsOf: body.knownAsOf } : {}),
           jitter: ctx.random(),
           renewAfterMs: config.heartbeatMs / 2,
           ...(ctx.liveness ? { livenessAfterMs: 1.5 * config.heartbeatMs } : {}),
@@ -107,7 +109,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
             // alive (a connection that goes idle after the close began would hold the exit for the
             // keep-alive's 60 s).
             if (ctx.shutdown.aborted) reply.header('connection', 'close');
-            return { health: hb.health, kill, assignments, heartbeatMs: periodMs };
+            return { health: hb.health, kill, assignments, heartbeatMs: periodMs, asOf: clock.now() };
           }
           // Held to its end with no wake-up: nothing changed for this machine that the bus told of,
           // and it is answered empty without reading again. A wake-up the bus lost (it carries

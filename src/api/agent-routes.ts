@@ -54,6 +54,7 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     reportAssignments: true,
     startedAssignments: true,
     protocol: AGENT_PROTOCOL_VERSION,
+    knownAsOf: true,
     // Only where a shed arrival is recorded (the control plane's liveness loop) and there is a budget.
     ...(ctx.liveness && config.maxHeartbeatsPerSecond > 0 ? { shedding: true } : {}),
   };
@@ -202,9 +203,10 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
           clock.now(),
           new Set(started),
         );
-        return { started: r.started, completed, assignments };
+        // After the reads: no earlier than the start of anything this answer carries started.
+        return { started: r.started, completed, assignments, asOf: clock.now() };
       }
-      return { started: r.started, completed };
+      return { started: r.started, completed, asOf: clock.now() };
     },
   );
 

@@ -259,6 +259,11 @@ export interface Store extends AutoscaleStore {
      *  started at placement whose agent may not have had the report's answer when it sent it
      *  (docs/failure-detection.md, "Started at placement"). */
     spare?: readonly string[];
+    /** The agent's list was made after it had acted on every answer given up to this time: a
+     *  running attempt it leaves out is lost only if it started more than KNOWN_AS_OF_MARGIN_MS
+     *  before this (docs/failure-detection.md, "What a heartbeat's list knows"). Absent: judged
+     *  by `missingAfterMs` and `spare` alone. */
+    knownAsOf?: number;
     jitter: number;
     /** Write nothing when the last heartbeat written is younger than this and the list calls for
      *  nothing (see machineHeartbeat in machine-verbs.ts). */

@@ -25,6 +25,12 @@ describe.skipIf(!!missing)('replicas on PostgreSQL and NATS', () => {
   const env = {
     ...process.env,
     ...FAST_TIMINGS,
+    // What this file kills is a replica, not a machine: the agent's leases and its machine's
+    // silence are given room for a CI machine's stalls of a few seconds (FAST_TIMINGS' 2 s would
+    // lose a live machine and run its stages again: what can run twice, docs/failure-detection.md).
+    GANTRY_LEASE_MS: '8000',
+    GANTRY_SUSPECT_AFTER_MS: '3000',
+    GANTRY_LOST_AFTER_MS: '6000',
     GANTRY_DATABASE_URL: POSTGRES_URL,
     GANTRY_DATABASE_SCHEMA: schema,
     GANTRY_BUS_URL: NATS_URL,

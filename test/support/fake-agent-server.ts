@@ -43,6 +43,8 @@ export class FakeServer {
   /** The next n heartbeats are shed: 429 heartbeat_shed with `Retry-After: shedRetryAfter` (s), as a server past its budget. */
   shedHeartbeats = 0;
   shedRetryAfter = 1;
+  /** The `asOf` that heartbeats' and reports' answers say (docs/failure-detection.md, "What a heartbeat's list knows"); null: none, as older servers. */
+  asOf: number | null = null;
   /** The period heartbeats' answers give (a server whose period grows with the fleet); null: none, as older servers. */
   periodMs: number | null = null;
   /** Given to an agent that registers with another token (a join token): what a server does when a machine joins. */
@@ -155,7 +157,12 @@ export class FakeServer {
         });
       }
       if (this.failHeartbeats) return json(503, { error: 'unavailable', message: 'down' });
-      const reply = { health: 'ready', ...this.queue, ...(this.periodMs !== null ? { heartbeatMs: this.periodMs } : {}) };
+      const reply = {
+        health: 'ready',
+        ...this.queue,
+        ...(this.periodMs !== null ? { heartbeatMs: this.periodMs } : {}),
+        ...(this.asOf !== null ? { asOf: this.asOf } : {}),
+      };
       this.queue = { kill: [], assignments: [] };
       return json(200, reply);
     }
@@ -181,6 +188,7 @@ export class FakeServer {
           this.answered.set(it.attemptId, [...(this.answered.get(it.attemptId) ?? []), r.result]);
           return r;
         }),
+        ...(this.asOf !== null ? { asOf: this.asOf } : {}),
       };
       return json(200, reply);
     }

@@ -98,6 +98,10 @@ export const AgentSettings = Type.Object({
    *  Absent from older servers: they would refuse the field, so an agent sends it only where this
    *  says yes (docs/failure-detection.md, "Shedding heartbeats past the budget"). */
   shedding: Type.Optional(Type.Boolean()),
+  /** This server reads `HeartbeatRequest.knownAsOf` and says `asOf` in its answers to heartbeats and
+   *  reports. Absent from older servers: they would refuse the field, so an agent sends it only
+   *  where this says yes (docs/failure-detection.md, "What a heartbeat's list knows"). */
+  knownAsOf: Type.Optional(Type.Boolean()),
 });
 export type AgentSettings = Static<typeof AgentSettings>;
 
@@ -134,6 +138,13 @@ export const HeartbeatRequest = Type.Object(
      *  budget may shed this heartbeat if it lists nothing running. Absent (agents from before):
      *  never shed. */
     acceptsShedding: Type.Optional(Type.Boolean()),
+    /** The list was made after the agent had acted on every answer given up to this time (the
+     *  answers' `asOf`, the server's clock): a running attempt that started well before it and is
+     *  not listed is not on this machine; one that started after it may be in an answer the agent
+     *  had not read, and the list is no evidence against it (docs/failure-detection.md, "What a
+     *  heartbeat's list knows"). Absent (agents from before, or one that has had no answer yet):
+     *  judged by when the heartbeat arrived. Only where the settings say `knownAsOf`. */
+    knownAsOf: Type.Optional(Type.Integer({ minimum: 0 })),
   },
   { additionalProperties: false },
 );
@@ -201,6 +212,8 @@ export const HeartbeatResponse = Type.Object({
    *  within this of this answer. Grown with the fleet's size (docs/failure-detection.md, "A period
    *  that grows with the fleet"). Absent from older servers: the registration's heartbeatMs. */
   heartbeatMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  /** When this answer was given (the server's clock): what the agent's `knownAsOf` is made of. Absent from older servers. */
+  asOf: Type.Optional(Type.Integer()),
 });
 export type HeartbeatResponse = Static<typeof HeartbeatResponse>;
 
@@ -328,5 +341,8 @@ export const ReportResponse = Type.Object({
   started: Type.Array(ReportItemResult),
   completed: Type.Array(ReportItemResult),
   assignments: Type.Optional(Type.Array(AssignmentWire)),
+  /** When this answer was given (the server's clock), no earlier than the start of any attempt it
+   *  carries started: what the agent's `knownAsOf` is made of. Absent from older servers. */
+  asOf: Type.Optional(Type.Integer()),
 });
 export type ReportResponse = Static<typeof ReportResponse>;

@@ -2,13 +2,14 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import type { AttemptCompletion, Store } from '../store.js';
 import { cpuMachine, job, stage } from './fixtures.js';
+import { KNOWN_AS_OF_MARGIN_MS } from '../../domain/known-as-of-margin.js';
 
 /**
  * Started at placement (docs/throughput.md): what the pass before a report's commit places on the
  * reporting machine, where the report asked, is written `running` there and then (attempt, stage,
  * job, one event), and the report's result names it; what it places elsewhere, or for a report
- * that did not ask, is `scheduled` as before. A heartbeat that names it in `spare` is no evidence
- * against it. Run inside storeConformance, whose hooks open a fresh store for each test.
+ * that did not ask, is `scheduled` as before. A heartbeat that names it in `spare`, or whose list
+ * knows only of answers given before its start (`knownAsOf`), is no evidence against it. Run inside storeConformance, whose hooks open a fresh store for each test.
  */
 export function startOnPlacementConformance(storeOf: () => Store): void {
   describe('started at placement', () => {
@@ -148,6 +149,40 @@ export function startOnPlacementConformance(storeOf: () => Store): void {
       expect(stageB.attempts[0]!.state).toBe('lost');
       // Requeued, and placed again by the next pass (here the same heartbeat's): run once more.
       expect(['ready', 'scheduled']).toContain(stageB.state);
+    });
+
+    it('a list that knows only of answers before the start is no evidence, however late it arrives; one that knows past it loses', async () => {
+      const { m1, p, a } = await setUp();
+      const r = await reportEnd(m1.id, a, true);
+      const b = r.startedOnPlacement![0]!;
+      // Its start is the report's time, now + 5.
+      const beat = (at: number, knownAsOf: number) =>
+        store.machineHeartbeat({ machineId: m1.id, running: [], now: at, leaseMs: LEASE, missingAfterMs: 4000, jitter: 0, knownAsOf });
+      // Made before the agent read the answer (it knows only of what came before the start), and
+      // arriving long after: the time rule alone would lose it (docs/failure-detection.md).
+      expect((await beat(now + 60_000, now)).lost).toEqual([]);
+      // Knowing past the start, but within the clocks' margin: still no evidence.
+      expect((await beat(now + 60_001, now + 5 + KNOWN_AS_OF_MARGIN_MS)).lost).toEqual([]);
+      expect((await attemptsOf(p.id, 'b')).attempts[0]!.state).toBe('running');
+      // Past the margin: the answer was read, and the list leaves it out.
+      expect((await beat(now + 60_002, now + 6 + KNOWN_AS_OF_MARGIN_MS)).lost).toEqual([b]);
+      expect((await attemptsOf(p.id, 'b')).attempts[0]!.state).toBe('lost');
+    });
+
+    it('knowing past the start does not lose an attempt within the time rule', async () => {
+      const { m1, p, a } = await setUp();
+      const b = (await reportEnd(m1.id, a, true)).startedOnPlacement![0]!;
+      const hb = await store.machineHeartbeat({
+        machineId: m1.id,
+        running: [],
+        now: now + 1000,
+        leaseMs: LEASE,
+        missingAfterMs: 4000,
+        jitter: 0,
+        knownAsOf: now + 1000,
+      });
+      expect(hb.lost).toEqual([]);
+      expect((await attemptsOf(p.id, 'b')).attempts.map((x) => [x.id, x.state])).toEqual([[b, 'running']]);
     });
   });
 }

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { KNOWN_AS_OF_MARGIN_MS } from '../../domain/known-as-of-margin.js';
 import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state.js';
 import { effectiveOutputLimits, type OutputPolicy } from '../../domain/output-limits.js';
 import { preemptionGraceMs, stageLimits, type StageDefinition } from '../../domain/job-definition.js';
@@ -425,7 +426,11 @@ export function killOf(
  * its resources are released. One the database says is running but the agent has stopped
  * listing (it crashed and restarted, or lost the process) is lost once it started more than
  * `missingAfterMs` before this heartbeat, so a list sent just before the start is not misread;
- * and never one in `spare` (started at placement, its answer perhaps not seen when this was sent).
+ * never one in `spare` (started at placement, its answer perhaps not seen when this was sent);
+ * and, where the agent says what its list knows of (`knownAsOf`), only one that started before
+ * that, by the clocks' margin: a later one may be in an answer the agent had not read when it
+ * made the list, however long the heartbeat then took to arrive (docs/failure-detection.md,
+ * "What a heartbeat's list knows").
  */
 interface Unreported {
   release: HeldRow[];
@@ -435,7 +440,7 @@ interface Unreported {
 export function unreportedHeld(
   now: number,
   held: readonly HeldRow[],
-  p: { running: { attemptId: string }[]; missingAfterMs: number; spare?: readonly string[] },
+  p: { running: { attemptId: string }[]; missingAfterMs: number; spare?: readonly string[]; knownAsOf?: number },
 ): Unreported {
   const reported = new Set(p.running.map((r) => r.attemptId));
   // Started at placement and maybe not yet heard of by the agent when it sent this: no evidence.
@@ -450,7 +455,7 @@ export function unreportedHeld(
       continue;
     }
     if (a.state === 'running' && a.started_at !== null && Number(a.started_at) < now - p.missingAfterMs) {
-      if (!spared.has(a.id)) out.lose.push(a);
+      if (!spared.has(a.id) && (p.knownAsOf === undefined || Number(a.started_at) < p.knownAsOf - KNOWN_AS_OF_MARGIN_MS)) out.lose.push(a);
     } else if (!isAttemptActive(a.state)) out.release.push(a);
   }
   return out;

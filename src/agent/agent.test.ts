@@ -166,8 +166,12 @@ describe('Agent', () => {
     const a = assignment({ command: ['sh', '-c', 'echo run >> "$MARKER"'], env: { MARKER: marker }, started: true });
     srv.push({ assignments: [a, a] });
     await srv.waitFor((e) => e.type === 'complete' && e.attemptId === a.attemptId);
-    // Its pid, recorded at once here (pidDelayMs 0), is the only `started` item: no acknowledgement.
-    expect(srv.of('start', a.attemptId).map((e) => e.body.pid === null)).toEqual([false]);
+    // No acknowledgement: its pid (recorded at once here, pidDelayMs 0) is the only `started` item
+    // there can be, and not even that where the outcome was queued before it went (reporter.ts
+    // drops a waiting pid for the outcome: seen under load).
+    const starts = srv.of('start', a.attemptId);
+    expect(starts.filter((e) => e.body.pid === null)).toEqual([]);
+    expect(starts.length).toBeLessThanOrEqual(1);
     expect(srv.answered.get(a.attemptId)).toEqual(['ok']);
     // A resend (a duplicate answer) runs nothing twice: the journal knows it.
     await settled(a.attemptId);

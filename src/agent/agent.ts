@@ -6,6 +6,7 @@
  * and stops. Acknowledgements, pids and outcomes of all attempts share one stream of batched
  * reports (link/reporter.ts). docs/agent.md has the timeline and what happens after a crash.
  */
+import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire, ReportRequest } from '../api/contract/agent-protocol.js';
 import { silenceGrowthMs } from '../domain/heartbeat-period.js';
@@ -159,6 +160,10 @@ export class Agent {
   private stopping = false;
 
   constructor(opts: AgentOptions) {
+    // Every call in flight listens on these (agent-client.ts, removed when it ends): a busy machine
+    // has more than Node's 10 at once (each running stage's log and output uploads, the reports,
+    // the heartbeat), which is no leak, and Node's warning would say it is.
+    setMaxListeners(0, this.halt.signal, this.loopAbort.signal);
     this.machine = opts.machine;
     this.gpuSharing = opts.gpuSharing ?? 'time-slicing';
     this.rendezvous = opts.rendezvous ?? {};

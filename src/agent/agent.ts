@@ -36,7 +36,6 @@ import type { SandboxTool } from './contain/sandbox-argv.js';
 import type { CgroupTree } from './contain/cgroup-tree.js';
 import type { ContainmentReport, GpuSharingMode } from '../api/contract/containment.js';
 import { launcherPrograms } from './attempt/launcher-programs.js';
-import { timingWrite } from '../store/report-timing.js';
 import { Reporter } from './link/reporter.js';
 import { errorText } from '../lib/error-text.js';
 import { privateMode } from '../lib/private-mode.js';
@@ -189,18 +188,7 @@ export class Agent {
       // Outcomes ask for the assignments they make room for, where the server offers that: a
       // busy machine's next stages come with the answer, not on a heartbeat of their own, and
       // started at placement where the server can (no acknowledgement: docs/agent.md).
-      send: async (req, signal) => {
-        // TEMPORARY (GANTRY_REPORT_TIMING): when each report was sent and answered, on this side.
-        const sent = performance.timeOrigin + performance.now();
-        const res = startedAnswerFault(this.state.dataDir, await this.client.report(this.id!, this.asking(req), signal));
-        timingWrite('agent', {
-          key: req.completed[0]?.attemptId ?? req.started[0]?.attemptId,
-          sent,
-          answered: performance.timeOrigin + performance.now(),
-          completed: req.completed.length,
-        });
-        return res;
-      },
+      send: async (req, signal) => startedAnswerFault(this.state.dataDir, await this.client.report(this.id!, this.asking(req), signal)),
       // A report waits a little for what is about to join it (AttemptRunner.coming).
       coming: () => {
         let n = 0;

@@ -30,7 +30,6 @@ import { missingOutputs } from './missing-outputs.js';
 import { ReportMemory } from './report-memory.js';
 import { typedCompletion } from './typed-completion.js';
 import { AGENT_PROTOCOL_VERSION } from './contract/attempt-end.js';
-import { timingData, timingEnter, timingMark, timingOn, timingStart, timingWrite, type TimingRecord } from '../store/report-timing.js';
 import { MAX_HEARTBEAT_PERIOD_MS } from '../domain/heartbeat-period.js';
 
 const AttemptParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
@@ -142,23 +141,6 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
     '/v1/agent/machines/:id/report',
     {
       config: { access: 'machine' },
-      // TEMPORARY (GANTRY_REPORT_TIMING): the report's moments through the server.
-      onRequest: (req, _reply, done) => {
-        if (timingOn()) (req as unknown as { timing: TimingRecord | null }).timing = timingStart(performance.timeOrigin + performance.now());
-        done();
-      },
-      onSend: (req, _reply, payload, done) => {
-        (req as unknown as { timing?: TimingRecord | null }).timing?.marks.push(['onSend', performance.timeOrigin + performance.now()]);
-        done(null, payload);
-      },
-      onResponse: (req, _reply, done) => {
-        const rec = (req as unknown as { timing?: TimingRecord | null }).timing;
-        if (rec) {
-          rec.marks.push(['responded', performance.timeOrigin + performance.now()]);
-          timingWrite('server', rec);
-        }
-        done();
-      },
       schema: {
         summary: 'A batched report: acknowledgements, pids and outcomes of many attempts, one transaction, one answer per item',
         tags,
@@ -168,13 +150,8 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
       },
     },
     async (req) => {
-      timingEnter((req as unknown as { timing?: TimingRecord | null }).timing ?? null);
-      timingMark('handler');
       const { id } = req.params;
       const body = req.body;
-      timingData('key', body.completed[0]?.attemptId ?? body.started[0]?.attemptId);
-      timingData('completed', body.completed.length);
-      timingData('started', body.started.length);
       // Outputs are committed only if every file named was really uploaded, whole; an outcome
       // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
@@ -198,8 +175,6 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         // acknowledgement: only for an agent that said it runs such assignments, and asked for its work.
         startOnPlacement: body.startAssignments === true && body.assignments === true && body.completed.length > 0,
       });
-      timingMark('reported');
-      timingData('startedOnPlacement', r.startedOnPlacement?.length ?? 0);
       const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
       if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report refused');
       const done = new Map(r.completed.map((x) => [x.attemptId, x]));
@@ -221,8 +196,6 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
           ...(started.length ? { started } : {}),
           outputs: ctx.config.outputs,
         });
-        timingMark('assigned');
-        timingData('assignments', assignments.length);
         reported.offered(
           id,
           assignments.map((a) => a.attemptId),

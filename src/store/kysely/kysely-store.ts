@@ -20,7 +20,6 @@ import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { clusterAndUsage, clusterView, keptCluster } from './cluster-view.js';
 import { machineReport } from './report-verbs.js';
-import { timingClaim } from '../report-timing.js';
 import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
 import * as audit from './audit-verbs.js';
@@ -199,7 +198,6 @@ export class KyselyStore implements Store {
     // collected; one that wrote, or that the database refused (which aborts the transaction on
     // PostgreSQL), sends the whole transaction round again with savepoints (docs/throughput.md).
     let careful = false;
-    const mark = timingClaim();
     for (let tries = 1; ; tries++) {
       let ctx: TxContext | undefined;
       let placed: OutboxMessage[] = [];
@@ -209,8 +207,6 @@ export class KyselyStore implements Store {
       // written follow the order of the commits, and a cancel that committed after a start is never
       // stamped before it. Without a clock (tests), `now` as given.
       const at = this.actsAt(now);
-      mark?.(`try${tries}${careful ? 'c' : ''}`);
-      mark?.('at', at);
       try {
         const out = await this.db
           .transaction()
@@ -218,9 +214,7 @@ export class KyselyStore implements Store {
           .execute(async (trx) => {
             const t = counter ? trx.withPlugin(counter) : trx;
             ctx = this.context(t, at, counter !== null, counter);
-            mark?.('begun');
             const result = await fn(ctx);
-            mark?.('body');
             // Room made (stages readied, capacity freed): placed before this commit, in it, as with
             // one writer (docs/scheduling.md, "When a pass runs"), rather than by the scheduler
             // loop's own transaction after it, which the next report then conflicted with.
@@ -232,13 +226,10 @@ export class KyselyStore implements Store {
               } finally {
                 gate.running = false;
               }
-              mark?.('pass');
-            } else if (mark && gate.running) mark('passBusy');
+            }
             await ctx.flush();
-            mark?.('flushed');
             return result;
           });
-        mark?.('committed');
         const written = placed.length ? [...(ctx?.written ?? []), ...placed] : (ctx?.written ?? []);
         if (written.length) for (const l of this.listeners) l(written);
         return out;
@@ -249,7 +240,6 @@ export class KyselyStore implements Store {
           tries--;
           continue;
         }
-        mark?.('failed');
         if (!isTransientDbError(err)) throw err;
         if (tries >= (opts.maxTries ?? MAX_TRIES)) throw new StoreBusyError(tries, err);
         await sleep(backoffDelay(CONFLICT_BACKOFF, tries, Math.random()));

@@ -1,7 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { KyselyStore } from '../kysely/kysely-store.js';
-import { timeStatements } from '../report-timing.js';
 import { answerEveryResult } from './multi-results.js';
 import { nameStatements } from './named-statements.js';
 import type { Database } from '../schema.js';
@@ -60,7 +59,7 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   }
   // Named once the migrations below ran (named-statements.ts): none prepared against a table they change.
   let named = false;
-  const poolOf = (max: number, timed = false) => {
+  const poolOf = (max: number) => {
     const pool = new pg.Pool({
       connectionString: url,
       max,
@@ -71,11 +70,10 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     // the pool discards it and the next query opens a new one.
     pool.on('error', () => {});
     pool.on('connect', answerEveryResult);
-    if (timed) pool.on('connect', (client) => timeStatements(client as unknown as { query: (...args: unknown[]) => unknown }));
     if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   };
-  const db = poolOf(opts.poolSize ?? 10, true);
+  const db = poolOf(opts.poolSize ?? 10);
   const store = new KyselyStore(
     db,
     { dialect: 'postgres', skipLocked: true, singleWriter: false, setBasedWrites: true, multiStatementReads: true, readsOutsideTransactions: true },

@@ -41,7 +41,7 @@ import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js
 import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
-import { childrenOf, machineCpuMs, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
+import { childrenOf, machineCpuMs, pidsOfCommand, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
 import { JournalSpawns } from './journal-spawns.js';
 import { trackPostgresCpu } from './peers/postgres-cpu.js';
 import { printTopStatements, resetStatements, topStatements } from './pg-top-statements.js';
@@ -343,6 +343,10 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const pgCpu = STORE === 'postgres' ? await trackPostgresCpu(POSTGRES_URL) : null;
   const launcher0 = launcherCpu();
   const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcher0 };
+  // With replicas, each server's CPU and NATS's own (docs/throughput.md, "Two replicas against one, again").
+  const eachServer0 = serverPids.map((p) => processCpuMs(p)!);
+  const natsCpu = () => pidsOfCommand('nats-server').reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
+  const nats0 = REPLICAS > 1 ? natsCpu() : 0;
   const machine0 = machineCpuMs();
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
   const before = await ended();
@@ -379,6 +383,10 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   console.error(
     `agent CPU a stage (round ${round}): node ${((cpu.agent! - launcherMs) / (3 * n)).toFixed(3)} ms + launcher ${(launcherMs / (3 * n)).toFixed(3)} ms`,
   );
+  if (REPLICAS > 1) {
+    const each = serverPids.map((p, i) => ((processCpuMs(p)! - eachServer0[i]!) / (3 * n)).toFixed(3));
+    console.error(`servers' CPU a stage (round ${round}): ${each.join(' + ')} ms; nats-server ${((natsCpu() - nats0) / (3 * n)).toFixed(3)} ms`);
+  }
   if (pgCpu) cpu.postgres = pgCpu.stop();
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
   if (failed) {

@@ -24,6 +24,7 @@
  * Usage: npm run bench:throughput [-- --chains 1000,5000 --peers bullmq,graphile --probe-backlog 100000 --probe-settle 35 --probes 200 --probe-warmup 5 --warm 1 --out FILE (default bench/results/throughput.md, or throughput-postgres.md with --store postgres; '' only prints)]
  *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
  *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
+ *        [--agent-replica I]: the agent lists replica I first (default 0, the first started, which leads).
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live), GANTRY_BENCH_PG_COUNT=DIR
  * (what the servers send PostgreSQL), GANTRY_BENCH_PG_STATEMENTS=1 (PostgreSQL's top statements for
@@ -41,7 +42,7 @@ import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js
 import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
-import { childrenOf, machineCpuMs, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
+import { childrenOf, machineCpuMs, pidsOfCommand, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
 import { JournalSpawns } from './journal-spawns.js';
 import { trackPostgresCpu } from './peers/postgres-cpu.js';
 import { printTopStatements, resetStatements, topStatements } from './pg-top-statements.js';
@@ -79,6 +80,8 @@ const WARM_ROUNDS = Number(arg('warm', '1'));
 const STORE = arg('store', 'sqlite');
 /** Control-plane replicas (postgres only; two or more talk over NATS, and the agent knows them all). */
 const REPLICAS = Number(arg('replicas', '1'));
+/** Which replica the agent lists first (its reports go there): 0, the first started, which leads; 1 the one that does not. */
+const AGENT_REPLICA = Number(arg('agent-replica', '0'));
 if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error(`--store ${STORE}: sqlite or postgres`);
 if (!(REPLICAS >= 1) || (REPLICAS > 1 && STORE !== 'postgres')) throw new Error('--replicas above 1 needs --store postgres');
 const GANTRY = STORE === 'sqlite' ? 'gantry' : `gantry (postgres${REPLICAS > 1 ? `, ${REPLICAS} replicas` : ''})`;
@@ -226,7 +229,20 @@ async function startCluster(agents: { name: string; cpu: string; extra?: string[
   const joinToken = (await post(`${url}/v1/tokens`, { kind: 'join', name: 'bench agents' })).token as string;
   const ags = agents.map((a) =>
     start(
-      ['agent', '--server', urls.join(','), '--name', a.name, '--cpu', a.cpu, '--memory', '64Gi', '--data-dir', join(dataDir, a.name), ...(a.extra ?? [])],
+      [
+        'agent',
+        '--server',
+        [...urls.slice(AGENT_REPLICA), ...urls.slice(0, AGENT_REPLICA)].join(','),
+        '--name',
+        a.name,
+        '--cpu',
+        a.cpu,
+        '--memory',
+        '64Gi',
+        '--data-dir',
+        join(dataDir, a.name),
+        ...(a.extra ?? []),
+      ],
       { GANTRY_JOIN_TOKEN: joinToken },
     ),
   );
@@ -343,6 +359,10 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const pgCpu = STORE === 'postgres' ? await trackPostgresCpu(POSTGRES_URL) : null;
   const launcher0 = launcherCpu();
   const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcher0 };
+  // With replicas, each server's CPU and NATS's own (docs/throughput.md, "Two replicas against one, again").
+  const eachServer0 = serverPids.map((p) => processCpuMs(p)!);
+  const natsCpu = () => pidsOfCommand('nats-server').reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
+  const nats0 = REPLICAS > 1 ? natsCpu() : 0;
   const machine0 = machineCpuMs();
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
   const before = await ended();
@@ -379,6 +399,15 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   console.error(
     `agent CPU a stage (round ${round}): node ${((cpu.agent! - launcherMs) / (3 * n)).toFixed(3)} ms + launcher ${(launcherMs / (3 * n)).toFixed(3)} ms`,
   );
+  if (REPLICAS > 1) {
+    const each = serverPids.map((p, i) => ((processCpuMs(p)! - eachServer0[i]!) / (3 * n)).toFixed(3));
+    const roles = await Promise.all(
+      c.urls.map(async (u) => (((await (await fetch(`${u}/healthz`)).json()) as { leader?: boolean }).leader ? 'leads' : 'follows')),
+    );
+    console.error(
+      `servers' CPU a stage (round ${round}): ${each.map((ms, i) => `${ms} (${roles[i]})`).join(' + ')} ms; nats-server ${((natsCpu() - nats0) / (3 * n)).toFixed(3)} ms`,
+    );
+  }
   if (pgCpu) cpu.postgres = pgCpu.stop();
   const failed = await c.db.count(`select count(*) as n from jobs where state <> 'succeeded'`);
   if (failed) {

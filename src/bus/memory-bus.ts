@@ -4,7 +4,7 @@ import { Subscribers } from './subscribers.js';
 import type { Topic } from '../domain/topic.js';
 
 /** The in-process bus of the embedded default. Delivery is asynchronous, as a real bus's is; a
- *  repeated message id is delivered once, as NATS JetStream's de-duplication does. */
+ *  repeated message id is delivered once, as NatsBus drops a repeat by its id. */
 export class MemoryBus implements Bus {
   private subscribers = new Subscribers();
   private seen: RecentIds | null;

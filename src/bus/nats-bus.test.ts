@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { NATS_URL, serviceMissing } from '../../test/support/services.js';
@@ -34,14 +34,20 @@ if (missing) {
 }
 
 describe.skipIf(missing)('NatsBus on the wire', () => {
-  it('a batch is one JetStream message; a message of the previous format, and a batch row an older relay forwarded, are read too', async () => {
+  it('a batch is one NATS message under gantry-bus.<installation>; what replicas of the JetStream version publish is read too', async () => {
     const installation = randomBytes(6).toString('hex');
     const [a, b] = await ready(bus(installation), bus(installation));
     const nc = await connect({ servers: NatsBus.servers(NATS_URL) });
+    // What an older replica made (kept if one did here), without which its publish is not acknowledged.
+    const jsm = await jetstreamManager(nc);
+    const made = await jsm.streams.info('GANTRY').then(
+      () => false,
+      () => jsm.streams.add({ name: 'GANTRY', subjects: ['gantry.>'], storage: StorageType.Memory }).then(() => true),
+    );
     try {
       // What goes over NATS, seen as any subscriber of the subjects sees it.
       const onWire: string[] = [];
-      const sub = nc.subscribe(`gantry.${installation}.>`, { callback: (_err, m) => void onWire.push(m.subject) });
+      const sub = nc.subscribe(`gantry-bus.${installation}.>`, { callback: (_err, m) => void onWire.push(m.subject) });
       await nc.flush();
       const got: string[] = [];
       b.subscribe('pool:ready', (m) => void got.push(`${m.id} ${m.payload.pool}`));
@@ -55,9 +61,9 @@ describe.skipIf(missing)('NatsBus on the wire', () => {
         ],
       });
       await expect.poll(() => got.length, { timeout: 5000 }).toBe(3);
-      expect(onWire).toEqual([`gantry.${installation}.batch`]);
-      // Replicas of the previous version: one message alone, and their relay's send of a batch
-      // row as it read it (topic "batch"), with a member this version does not understand.
+      expect(onWire).toEqual([`gantry-bus.${installation}.batch`]);
+      // Replicas of the JetStream version (a rolling upgrade): one message alone, and their relay's
+      // send of a batch row as it read it (topic "batch"), with a member this version does not understand.
       const js = jetstream(nc);
       await js.publish(`gantry.${installation}.pool.ready`, JSON.stringify({ id: '2', topic: 'pool:ready', payload: { pool: 'old' } }), {
         msgID: `${installation}:2`,
@@ -72,6 +78,7 @@ describe.skipIf(missing)('NatsBus on the wire', () => {
       expect(got).toEqual(['1.0 cpu', '1.1 freed', '1.2 gpu', '2 old', '3.0 x', '3.2 y']);
       sub.unsubscribe();
     } finally {
+      if (made) await jsm.streams.delete('GANTRY').catch(() => {});
       await nc.close();
       await a.close();
       await b.close();
@@ -162,6 +169,40 @@ describe('a replica\'s own messages (docs/replicas.md, "The outbox and the relay
       expect(got).toEqual(['1', '2.0', '2.1']);
     } finally {
       await b.close();
+    }
+  });
+});
+
+describe.skipIf(!haveServer)('a replica is not sent its own messages (docs/replicas.md, "What goes over NATS")', () => {
+  it("NATS sends a replica's messages to the other replica only", async () => {
+    const [port, monitor] = [await freePort(), await freePort()];
+    const dir = mkdtempSync(join(tmpdir(), 'gantry-nats-'));
+    // A NATS of its own, whose monitoring port says how many messages it sent each connection.
+    const server = spawn(NATS_SERVER, ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', dir], { stdio: 'ignore' });
+    const url = [`nats://127.0.0.1:${port}`];
+    const a = new NatsBus(url, { installation: 'echo' });
+    const b = new NatsBus(url, { installation: 'echo' });
+    const sent = async (): Promise<number[]> => {
+      const connz = (await (await fetch(`http://127.0.0.1:${monitor}/connz`)).json()) as { connections: { name?: string; out_msgs: number }[] };
+      return connz.connections.filter((c) => c.name === 'gantry echo').map((c) => c.out_msgs);
+    };
+    try {
+      await ready(a, b);
+      const onB: string[] = [];
+      b.subscribe('pool:ready', (m) => void onB.push(m.id));
+      const before = await sent();
+      for (let i = 0; i < 20; i++) await a.publish({ id: `a${i}`, topic: 'pool:ready', payload: { pool: 'cpu' } });
+      await expect.poll(() => onB.length, { timeout: 5000 }).toBe(20);
+      await new Promise((r) => setTimeout(r, 100));
+      const after = await sent();
+      // b was sent the 20; a, which published them, nothing (through JetStream each replica was
+      // sent every message, its own too, and the publisher an acknowledgement for each).
+      expect(after.map((n, i) => n - before[i]!).sort((x, y) => x - y)).toEqual([0, 20]);
+    } finally {
+      await a.close();
+      await b.close();
+      await new Promise<void>((r) => (server.once('exit', () => r()), server.kill('SIGKILL')));
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -391,7 +391,7 @@ export async function createControlPlane(
 }
 
 /**
- * NATS JetStream between replicas (docs/replicas.md). The server starts whether or not NATS
+ * NATS between replicas (docs/replicas.md). The server starts whether or not NATS
  * answers: until it does, wake-ups stay in the outbox and the loops' periodic passes do the work.
  */
 async function openNatsBus(url: string, store: Store, log: () => FastifyInstance['log'] | null): Promise<Bus> {

@@ -233,7 +233,7 @@ export function serverCommand(program: Command): void {
       '--database <url>',
       'postgres://… to keep the state in PostgreSQL (replicas share one); default $GANTRY_DATABASE_URL, else SQLite in the data directory',
     )
-    .option('--bus <url>', 'nats://… to carry wake-ups over NATS JetStream between replicas; default $GANTRY_BUS_URL, else in this process')
+    .option('--bus <url>', 'nats://… to carry wake-ups over NATS between replicas; default $GANTRY_BUS_URL, else in this process')
     .option(
       '--pools <file>',
       'a cluster file whose pools: the leader autoscales (starts machines when stages wait, stops idle ones); default $GANTRY_POOLS; docs/autoscaling.md',

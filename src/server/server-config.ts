@@ -15,7 +15,7 @@ export interface ServerConfig {
   dataDir: string;
   /** postgres://… : the store is that PostgreSQL database (several replicas may share it). Null: SQLite in the data directory. */
   databaseUrl: string | null;
-  /** nats://… : wake-ups travel over NATS JetStream, between replicas. Null: in this process only. */
+  /** nats://… : wake-ups travel over NATS, between replicas. Null: in this process only. */
   busUrl: string | null;
   /** Where stage outputs are kept; null: `artifacts/` in the data directory. Replicas must share one. */
   artifactsDir: string | null;

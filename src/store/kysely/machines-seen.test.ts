@@ -2,7 +2,7 @@ import SQLite from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cpuMachine } from '../conformance/fixtures.js';
 import { sqliteStoreForTests } from '../sqlite/sqlite-store-for-tests.js';
-import type { KyselyStore } from './kysely-store.js';
+import { type KyselyStore, SEEN_ROWS_A_TURN } from './kysely-store.js';
 import { seenRows } from './machine-verbs.js';
 
 const now = 1_700_000_000_000;
@@ -62,6 +62,25 @@ describe('machinesSeen', () => {
     expect([...texts]).toEqual([
       expect.stringMatching(/^update "machines" set "last_heartbeat_at" = \?, "heartbeat_ms" = \? where "id" = \? and "last_heartbeat_at" < \?$/),
     ]);
+  });
+
+  it('one writer in process (SQLite): a large flush lets the event loop turn between its parts, every row written', async () => {
+    await open(false);
+    const ms = await Promise.all(Array.from({ length: 1000 }, (_, i) => store.machineRegister({ ...cpuMachine(`m${i}`), now })));
+    // Turns of the event loop while the flush runs: a heartbeat arriving meanwhile is read at one of them.
+    let turns = 0;
+    let flushing = true;
+    const tick = (): void => {
+      if (!flushing) return;
+      turns++;
+      setImmediate(tick);
+    };
+    setImmediate(tick);
+    const flushed = store.machinesSeen({ seen: ms.map((m, i) => ({ machineId: m.id, at: now + 1000 + i, periodMs: 4000 })), now: now + 2000 });
+    expect(await flushed.finally(() => (flushing = false))).toBe(1000);
+    // 1,000 rows in parts of SEEN_ROWS_A_TURN: a turn between each two (one transaction, before: none).
+    expect(turns).toBeGreaterThanOrEqual(Math.ceil(1000 / SEEN_ROWS_A_TURN) - 1);
+    for (const i of [0, 255, 256, 999]) expect((await store.machineGet({ machineId: ms[i]!.id }))!.lastHeartbeatAt).toBe(now + 1000 + i);
   });
 
   it('pads to the next power of two, 16 at least', () => {

@@ -357,6 +357,8 @@ export class Agent {
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
+    // Its idle uids (held between attempts: attempt-users.ts); those of attempts left running stay held.
+    this.users?.close();
     // Its spare cgroups, then its subtree where nothing is left in it (attempts left running keep theirs for the next start).
     this.cgroups?.removeEmpty();
     this.log('stopped');

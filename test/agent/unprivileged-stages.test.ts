@@ -128,7 +128,7 @@ const stage = (host: string, name: string, script: string, env: Record<string, s
 
 describe.skipIf(why !== '')('stages of a root agent', () => {
   it('run as uids of their own, without privileges, and cannot read the agent’s, the server’s or each other’s files', async () => {
-    await startAgent('users-a');
+    const agent = await startAgent('users-a');
     const cred = join(serverDir, 'agents', 'users-a', 'credential');
     expect(existsSync(cred)).toBe(true);
     const env = { CRED: cred, ADMIN: adminTokenFile(serverDir), SHARED: shared };
@@ -172,13 +172,18 @@ describe.skipIf(why !== '')('stages of a root agent', () => {
     const holderUid = Number(readFileSync(join(shared, 'holder-uid'), 'utf8'));
     expect(holderUid).toBeGreaterThanOrEqual(RANGE[0]);
     expect(holderUid).not.toBe(uid);
-    // What each left: its work/ its own, its directory closed now that it is settled, its uid given back.
+    // What each left: its work/ its own, its directory closed now that it is settled, its uid
+    // released to the agent (held for its next attempts, naming none), given back when it stops.
     const h = attemptOf(job, 'holder');
     const locks = join(lockDir, readdirSync(lockDir)[0]!);
-    await eventually('both uids given back', () => readdirSync(locks).length === 0);
+    const holders = () => readdirSync(locks).map((f) => JSON.parse(readFileSync(join(locks, f), 'utf8')) as { attemptId: string; dataDir: string });
+    await eventually('both uids released to the agent', () => holders().length === 2 && holders().every((x) => x.attemptId === ''));
+    expect(holders().map((x) => x.dataDir)).toEqual([join(serverDir, 'agents', 'users-a'), join(serverDir, 'agents', 'users-a')]);
     expect(statSync(join(attemptDir('users-a', h), 'work')).uid).toBe(holderUid);
     expect(statSync(attemptDir('users-a', h)).mode & 0o777).toBe(0o700);
     expect(statSync(join(serverDir, 'agents', 'users-a', 'attempts')).mode & 0o777).toBe(0o711);
+    await agent.stop();
+    expect(readdirSync(locks)).toEqual([]);
   });
 
   it('an output that is a link to the credential is refused, naming it; the progress file cannot be made one', async () => {

@@ -106,6 +106,8 @@ export class AttemptCgroup {
   private lastRaw: CgroupBaseline | null = null;
   /** Made or recycled by this run of the agent, so every limit in it is in `written`: only such a cgroup may be recycled (one reopened after a restart holds limits nobody recorded). */
   private known = false;
+  /** A read found it empty (foundEmpty). */
+  private seenEmpty = false;
 
   private constructor(
     readonly layout: AttemptCgroupLayout,
@@ -223,8 +225,19 @@ export class AttemptCgroup {
    */
   populated(): boolean {
     const { v2 } = this.layout;
-    if (v2) return readKeyedValue(join(v2, 'cgroup.events'), 'populated') === 1;
-    return this.procsFiles.some((f) => readPids(f).length > 0);
+    const populated = v2 ? readKeyedValue(join(v2, 'cgroup.events'), 'populated') === 1 : this.procsFiles.some((f) => readPids(f).length > 0);
+    if (!populated) this.seenEmpty = true;
+    return populated;
+  }
+
+  /**
+   * Whether a read found it empty (its attempt's end: cgroup-kill.ts). It stays so: a process
+   * enters an attempt's cgroup only by that attempt's launch (the command joins before its exec),
+   * which comes before any read of it, and a child is born where its parent is. So the release
+   * after the end need not read it again (CgroupTree.release).
+   */
+  get foundEmpty(): boolean {
+    return this.seenEmpty;
   }
 
   /** Sends `signal` to every process in it; how many it reached. */

@@ -114,12 +114,57 @@ describe('AttemptUsers', () => {
     expect(b.acquire('att_b1')?.uid).toBe(61186);
     expect(a.acquire('att_a2')?.uid).toBe(61188);
     a.release('att_a1');
-    expect(b.acquire('att_b2')?.uid).toBe(61184);
-    // The files: root's, private, naming the holder.
+    // Released, 61184 stays a's (for its next attempt): b goes on past it.
+    expect(b.acquire('att_b2')?.uid).toBe(61189);
+    // The files: root's, private, naming the agent that holds each (for no one attempt: FOR_THE_AGENT).
     const bootDir = join(lockDir, readdirSync(lockDir)[0]!);
     expect((statSync(lockDir).mode & 0o777).toString(8)).toBe('700');
-    expect(readdirSync(bootDir).sort()).toEqual(['61184', '61186', '61188']);
-    expect(JSON.parse(readFileSync(join(bootDir, '61184'), 'utf8'))).toMatchObject({ dataDir: join(dir, 'agent-b'), attemptId: 'att_b2', pid: process.pid });
+    expect(readdirSync(bootDir).sort()).toEqual(['61184', '61186', '61188', '61189']);
+    expect(JSON.parse(readFileSync(join(bootDir, '61184'), 'utf8'))).toEqual({ dataDir: join(dir, 'agent-a'), attemptId: '', pid: process.pid });
+    expect(JSON.parse(readFileSync(join(bootDir, '61189'), 'utf8'))).toMatchObject({ dataDir: join(dir, 'agent-b'), attemptId: '' });
+    // An agent stopping gives its idle uids back, not those its attempts still run as.
+    a.close();
+    expect(readdirSync(bootDir).sort()).toEqual(['61186', '61188', '61189']);
+    expect(b.acquire('att_b3')?.uid).toBe(61184);
+  });
+
+  it('a released uid goes to the agent’s next attempt with no file made, linked or removed; still exclusive against an agent of the previous version', () => {
+    const a = dynamic(join(dir, 'agent-a'));
+    expect(a.acquire('att_1')?.uid).toBe(61184);
+    const bootDir = join(lockDir, readdirSync(lockDir)[0]!);
+    const file = join(bootDir, '61184');
+    const made = statSync(file).ino;
+    a.release('att_1');
+    // Still held on disk while idle: the previous version's take (the same file, by link(2)) fails.
+    const previous = new UidLocks(lockDir, join(dir, 'agent-old'));
+    expect(previous.tryTake(61184, 'att_old')).toBe(false);
+    expect(previous.tryTake(61186, 'att_old')).toBe(true);
+    mkdirSync(join(dir, 'agent-old', 'attempts', 'att_old'), { recursive: true });
+    // Its next attempt gets it back: the same file, never removed and made again.
+    expect(a.acquire('att_2')?.uid).toBe(61184);
+    expect(statSync(file).ino).toBe(made);
+    expect(readdirSync(bootDir).sort()).toEqual(['61184', '61186']);
+    // Not reclaimed as an orphan while the agent's attempts/ is there (the rule of either version, with no attempt named).
+    mkdirSync(join(dir, 'agent-a', 'attempts'), { recursive: true });
+    a.release('att_2');
+    expect(dynamic(join(dir, 'agent-next')).forgetOthers()).toEqual([]);
+    expect(existsSync(file)).toBe(true);
+  });
+
+  it('an idle uid reclaimed since (its agent’s attempts/ removed by hand) or listed since is not handed out again', () => {
+    const a = dynamic(join(dir, 'agent-a'));
+    expect(a.acquire('att_1')?.uid).toBe(61184);
+    expect(a.acquire('att_2')?.uid).toBe(61186);
+    a.release('att_1');
+    a.release('att_2');
+    // attempts/ never made here: both idle uids read as orphans to the next agent to start, which takes the first.
+    const next = dynamic(join(dir, 'agent-next'));
+    expect(next.forgetOthers()).toEqual([61184, 61186]);
+    expect(next.acquire('att_n')?.uid).toBe(61184);
+    // An account of 61188's id appears; a's next attempts get neither reclaimed uid nor the listed one.
+    writeFileSync(host.passwdFile, readFileSync(host.passwdFile, 'utf8') + 'late:x:61188:61188::/:/bin/false\n');
+    expect(a.acquire('att_3')?.uid).toBe(61186);
+    expect(a.acquire('att_4')?.uid).toBe(61189);
   });
 
   it('after a restart: recovered attempts keep their uids, the rest go back', () => {

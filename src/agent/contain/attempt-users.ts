@@ -7,10 +7,15 @@
  * - `--run-as NAME|UID`: that user of /etc/passwd, for every attempt (its uid and primary gid);
  * - otherwise dynamic: the lowest uid of `--uid-range` that no running attempt of this agent holds,
  *   that /etc/passwd and /etc/group do not list, and that no other agent of the host holds
- *   (uid-locks.ts); its gid the same number, no supplementary groups.
+ *   (uid-locks.ts); its gid the same number, no supplementary groups. One the agent holds already
+ *   and none of its attempts runs as (its idle uids) comes first: no file is written for it.
  *
  * A uid is acquired when the attempt's command is about to start and released once the attempt is
- * settled (nothing more of it runs, its directory closed: agent-state.ts). After a restart, an
+ * settled (nothing more of it runs, its directory closed: agent-state.ts). Released, it stays held
+ * for the agent on disk (its file names no attempt: uid-locks.ts FOR_THE_AGENT) and goes to the
+ * agent's next attempt without a file made, linked or removed (four metadata changes of the
+ * filesystem a stage, the largest system calls of the agent's profile); the agent gives its idle
+ * uids back when it stops (close), or its next start does. After a restart, an
  * attempt that still runs or still owes its outcome keeps its uid, read back from the owner of its
  * work/ directory (`adopt`); whatever else the previous run held is released (`forgetOthers`).
  */
@@ -18,7 +23,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ContainmentOptionError, type ContainmentOptions } from './containment-options.js';
 import { fileMark, GROUP_FILE, PASSWD_FILE, readGroupIds, readPasswd, type PasswdEntry } from './passwd-file.js';
-import { UidLocks, type UidHolder } from './uid-locks.js';
+import { FOR_THE_AGENT, UidLocks, type UidHolder } from './uid-locks.js';
 
 /** A user an attempt's command runs as (launch-containment.ts's `user`). */
 export interface AttemptUser {
@@ -140,6 +145,10 @@ export class AttemptUsers {
   /** Uids held by this agent's attempts. */
   private readonly held = new Map<string, AttemptUser>();
   private readonly inUse = new Set<number>();
+  /** Uids this run took for the agent (their files name no attempt): kept when released, in `idle`. */
+  private readonly pooled = new Set<number>();
+  /** Pooled uids no attempt of this agent runs as: its next attempts' first. */
+  private readonly idle = new Set<number>();
   private readonly locks: UidLocks | null;
   /** Uids and gids the host's files list, read again when either file changes. */
   private listed: { mark: string; ids: Set<number> } = { mark: '', ids: new Set() };
@@ -171,9 +180,20 @@ export class AttemptUsers {
     if (p.kind === 'agent') return null;
     if (p.kind === 'run-as') return this.hold(attemptId, p.user);
     const listed = this.listedIds();
+    for (let uid = lowest(this.idle); uid !== null; uid = lowest(this.idle)) {
+      this.idle.delete(uid);
+      // Its file is read again (no write): one reclaimed since (this agent's attempts/ removed by hand) is not ours to give.
+      if (!listed.has(uid) && this.locks!.heldForUs(uid)) return this.hold(attemptId, { uid, gid: uid, name: null });
+      // An account or group of that id since, or no longer ours: given back (drop() leaves another's file alone).
+      this.pooled.delete(uid);
+      this.locks!.drop(uid, FOR_THE_AGENT);
+    }
     for (let uid = p.first; uid <= p.last; uid++) {
       if (this.inUse.has(uid) || listed.has(uid)) continue;
-      if (this.locks!.tryTake(uid, attemptId)) return this.hold(attemptId, { uid, gid: uid, name: null });
+      if (this.locks!.tryTake(uid, FOR_THE_AGENT)) {
+        this.pooled.add(uid);
+        return this.hold(attemptId, { uid, gid: uid, name: null });
+      }
     }
     throw new Error(
       `no free uid in --uid-range ${p.first}-${p.last}: ${this.inUse.size} held by this agent's attempts, the rest listed in ${this.host.passwdFile} or ${this.host.groupFile} or held by other agents of this host`,
@@ -207,7 +227,8 @@ export class AttemptUsers {
     if (!this.locks) return [];
     const dropped: number[] = [];
     for (const { uid, attemptId } of this.locks.ours()) {
-      if (this.held.get(attemptId)?.uid === uid) continue;
+      // This run's: adopted, or taken for an attempt started since.
+      if (this.held.get(attemptId)?.uid === uid || this.pooled.has(uid)) continue;
       this.locks.drop(uid, attemptId);
       dropped.push(uid);
     }
@@ -222,7 +243,18 @@ export class AttemptUsers {
     this.held.delete(attemptId);
     if (this.policy.kind !== 'dynamic') return;
     this.inUse.delete(u.uid);
-    this.locks!.drop(u.uid, attemptId);
+    // Kept for the next attempt when its file names the agent; one adopted after a restart names its attempt, and goes.
+    if (this.pooled.has(u.uid)) this.idle.add(u.uid);
+    else this.locks!.drop(u.uid, attemptId);
+  }
+
+  /** The agent stops: its idle uids go back to the host (those its attempts left running keep theirs, for its next start). */
+  close(): void {
+    for (const uid of this.idle) {
+      this.pooled.delete(uid);
+      this.locks!.drop(uid, FOR_THE_AGENT);
+    }
+    this.idle.clear();
   }
 
   /** The user an attempt holds, if any. */
@@ -245,4 +277,11 @@ export class AttemptUsers {
     }
     return this.listed.ids;
   }
+}
+
+/** The smallest of a few numbers (a pool the size of the agent's slots at most); null when none. */
+function lowest(set: Set<number>): number | null {
+  let min: number | null = null;
+  for (const n of set) if (min === null || n < min) min = n;
+  return min;
 }

@@ -3,7 +3,7 @@
  * what is written where on v2 and v1, without a kernel to refuse it. The real hierarchies are
  * exercised by attempt-cgroup.test.ts.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AttemptLimitsWire } from '../../api/contract/containment.js';
 import { fakeCgroupHost, FAKE_V1_OWN, FAKE_V2_OWN, type FakeCgroupHost } from '../../../test/support/fake-cgroup-host.js';
@@ -133,6 +133,31 @@ describe('CgroupTree on pure v2', () => {
     // The spares go when the agent stops (a fake directory holds files, and stays: the real hierarchies' test sees it go).
     t.removeEmpty();
     expect(t.create('att_d', { limits: null, pidsMax: 64, gpuIndices: [] })!.ref).toBeNull();
+  });
+
+  it('releases a cgroup its end found empty without reading it again (nothing joins it but its own launch); one never found empty is read', async () => {
+    host = fakeCgroupHost('v2');
+    const t = tree(host);
+    const spec = { limits: null, pidsMax: 64, gpuIndices: [] };
+    const a = t.create('att_a', spec)!;
+    const dir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_a`);
+    // Its end: the handle's read finds it empty (cgroup-kill.ts), then usage.
+    expect(a.populated()).toBe(false);
+    a.usage();
+    // A read now would fail (a directory where the file is): the release makes none, and keeps it as a spare.
+    rmSync(`${dir}/cgroup.events`, { force: true });
+    mkdirSync(`${dir}/cgroup.events`);
+    await t.release(a);
+    rmSync(`${dir}/cgroup.events`, { recursive: true });
+    writeFileSync(`${dir}/cgroup.events`, 'populated 0\n');
+    expect(t.create('att_b', spec)!.name).toBe('att_a');
+    // Never read empty (its kill gave up): the release reads it, and says what it could not read.
+    const c = t.create('att_c', spec)!;
+    const cDir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_c`);
+    c.usage();
+    rmSync(`${cDir}/cgroup.events`, { force: true });
+    mkdirSync(`${cDir}/cgroup.events`);
+    await expect(t.release(c)).rejects.toThrow(/cgroup\.events/);
   });
 
   it('hands out a recycled cgroup only empty: one found populated is removed and another made', async () => {

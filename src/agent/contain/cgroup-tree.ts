@@ -181,9 +181,10 @@ export class CgroupTree {
    * (CgroupFileError) when they cannot be removed: the next start's sweep tries again.
    */
   async release(cg: AttemptCgroup): Promise<void> {
-    // Its handle settled once it was empty; checked again (the kill may have given up on a process
-    // in an uninterruptible sleep), and killed and waited for if anything is left.
-    let empty = !cg.populated();
+    // Its handle settled once a read found it empty (foundEmpty: nothing can have joined since), or
+    // its kill gave up on a process in an uninterruptible sleep: read again then, and killed and
+    // waited for if anything is left.
+    let empty = cg.foundEmpty || !cg.populated();
     if (!empty) {
       await cg.killAll().catch(() => cg.signal('SIGKILL'));
       empty = await cg.waitEmpty(RELEASE_EMPTY_MS);

@@ -2,10 +2,13 @@
  * Which uids the agents of this host have handed out to their attempts, so that two agents (`gantry
  * up` starts several, each a process of its own) never give the same uid to two attempts at once
  * (docs/containment.md, "The unprivileged user"). One file per uid held, `<dir>/<boot id>/<uid>`,
- * made with O_EXCL (only one agent can make it) and naming the agent's data directory and the
- * attempt. The agent of that data directory removes it: when the attempt is settled, or, at its
- * next start, when the attempt is no longer one it recovered. A crashed agent's uids therefore stay
- * held until it starts again (its attempts may still run as them; after a restart it adopts them).
+ * made with O_EXCL (only one agent can make it) and naming the agent's data directory and either
+ * an attempt (one a restarted agent adopted) or none (`FOR_THE_AGENT`: a uid the agent took for
+ * its attempts and keeps between them, docs/containment.md "The agent's idle uids"). The agent of
+ * that data directory removes it: when an attempt it names is settled, when the agent stops (its
+ * idle ones), or, at its next start, when it is not one it recovered. A crashed agent's uids
+ * therefore stay held until it starts again (its attempts may still run as them; after a restart
+ * it adopts them).
  *
  * One held for an agent that will not start again (its data directory, or the attempt's directory
  * in it, is gone) and as which no process runs is an orphan: any agent starting reclaims it
@@ -26,6 +29,13 @@ export interface UidHolder {
   attemptId: string;
   pid: number;
 }
+
+/**
+ * The attempt a file names when it is held for the agent itself, not one attempt: an agent of the
+ * previous version judges such a file an orphan only when `<dataDir>/attempts/` is gone (its rule
+ * joins the attempt's name to it), and its own next start gives it back as one it did not adopt.
+ */
+export const FOR_THE_AGENT = '';
 
 export class UidLocks {
   private readonly dir: string;
@@ -90,6 +100,12 @@ export class UidLocks {
     const h = this.holder(uid);
     if (h?.dataDir !== this.dataDir || h.attemptId !== attemptId) return;
     this.unlink(uid);
+  }
+
+  /** Whether `uid`'s file still names this agent, for no attempt (not reclaimed since: see FOR_THE_AGENT). A read, no write. */
+  heldForUs(uid: number): boolean {
+    const h = this.holder(uid);
+    return h?.dataDir === this.dataDir && h.attemptId === FOR_THE_AGENT;
   }
 
   private unlink(uid: number): void {

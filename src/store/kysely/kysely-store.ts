@@ -8,7 +8,16 @@ import type { Plan, QueueShape } from '../../scheduler/snapshot.js';
 import { migrationProvider } from '../migrations.js';
 import type { AuditEntry, OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
-import type { AttemptCompletion, LeaderLease, MachineRegistration, MachineSchedulingChange, MachineSeen, PlacementSource, ReapResult, Store } from '../store.js';
+import type {
+  AttemptCompletion,
+  LeaderLease,
+  MachineRegistration,
+  MachineSchedulingChange,
+  MachineSeen,
+  PlacementSource,
+  ReapResult,
+  Store,
+} from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
 import * as jobs from './job-verbs.js';
@@ -46,7 +55,7 @@ const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db,
 /** How many times a transaction refused for a conflict is tried before the caller is told the database is busy. */
 const MAX_TRIES = 20;
 /** Rows of the liveness flush a transaction writes on SQLite before the event loop turns (machinesSeenInTurns). */
-export const SEEN_ROWS_A_TURN = 256;
+export const SEEN_ROWS_A_TURN = 1024;
 
 /** The wait before a conflicting transaction's next try: short (the conflict is over as soon as the
  *  other commits), growing, under 50 ms, jittered so that the losers of one conflict do not meet again. */

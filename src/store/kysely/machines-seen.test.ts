@@ -66,7 +66,7 @@ describe('machinesSeen', () => {
 
   it('one writer in process (SQLite): a large flush lets the event loop turn between its parts, every row written', async () => {
     await open(false);
-    const ms = await Promise.all(Array.from({ length: 1000 }, (_, i) => store.machineRegister({ ...cpuMachine(`m${i}`), now })));
+    const ms = await Promise.all(Array.from({ length: 2500 }, (_, i) => store.machineRegister({ ...cpuMachine(`m${i}`), now })));
     // Turns of the event loop while the flush runs: a heartbeat arriving meanwhile is read at one of them.
     let turns = 0;
     let flushing = true;
@@ -77,10 +77,10 @@ describe('machinesSeen', () => {
     };
     setImmediate(tick);
     const flushed = store.machinesSeen({ seen: ms.map((m, i) => ({ machineId: m.id, at: now + 1000 + i, periodMs: 4000 })), now: now + 2000 });
-    expect(await flushed.finally(() => (flushing = false))).toBe(1000);
-    // 1,000 rows in parts of SEEN_ROWS_A_TURN: a turn between each two (one transaction, before: none).
-    expect(turns).toBeGreaterThanOrEqual(Math.ceil(1000 / SEEN_ROWS_A_TURN) - 1);
-    for (const i of [0, 255, 256, 999]) expect((await store.machineGet({ machineId: ms[i]!.id }))!.lastHeartbeatAt).toBe(now + 1000 + i);
+    expect(await flushed.finally(() => (flushing = false))).toBe(2500);
+    // 2,500 rows in parts of SEEN_ROWS_A_TURN: a turn between each two (one transaction, before: none).
+    expect(turns).toBeGreaterThanOrEqual(Math.ceil(2500 / SEEN_ROWS_A_TURN) - 1);
+    for (const i of [0, SEEN_ROWS_A_TURN - 1, SEEN_ROWS_A_TURN, 2499]) expect((await store.machineGet({ machineId: ms[i]!.id }))!.lastHeartbeatAt).toBe(now + 1000 + i);
   });
 
   it('pads to the next power of two, 16 at least', () => {

@@ -80,7 +80,8 @@ describe('machinesSeen', () => {
     expect(await flushed.finally(() => (flushing = false))).toBe(2500);
     // 2,500 rows in parts of SEEN_ROWS_A_TURN: a turn between each two (one transaction, before: none).
     expect(turns).toBeGreaterThanOrEqual(Math.ceil(2500 / SEEN_ROWS_A_TURN) - 1);
-    for (const i of [0, SEEN_ROWS_A_TURN - 1, SEEN_ROWS_A_TURN, 2499]) expect((await store.machineGet({ machineId: ms[i]!.id }))!.lastHeartbeatAt).toBe(now + 1000 + i);
+    for (const i of [0, SEEN_ROWS_A_TURN - 1, SEEN_ROWS_A_TURN, 2499])
+      expect((await store.machineGet({ machineId: ms[i]!.id }))!.lastHeartbeatAt).toBe(now + 1000 + i);
   });
 
   it('pads to the next power of two, 16 at least', () => {

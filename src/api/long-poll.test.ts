@@ -1,3 +1,5 @@
+import { createHook } from 'node:async_hooks';
+import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { Bus, BusHandler } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
@@ -90,20 +92,45 @@ describe('MachineWakes', () => {
   it('a caller that hangs up ends its own wait, not the others', async () => {
     const bus = new MemoryBus();
     const wakes = new MachineWakes(bus, new AbortController().signal);
-    const listeners: (() => void)[] = [];
-    const socket = { once: (_: 'close', f: () => void) => listeners.push(f), off: () => undefined };
+    const socket = new EventEmitter();
     const gone = wakes.waiter('m1', socket);
     const other = wakes.waiter('m1');
     let otherDone = false;
     const otherWait = other.wait(200).then(() => (otherDone = true));
     const t0 = Date.now();
     const goneWait = gone.wait(5000);
-    listeners[0]!();
+    socket.emit('close');
     await goneWait;
     expect(Date.now() - t0).toBeLessThan(150);
     expect(otherDone).toBe(false);
     await otherWait;
+    // Ended by the hang-up, every later wait returns at once; done() takes its listener off the
+    // socket (a keep-alive connection carries many heartbeats, one after another).
+    const again = Date.now();
+    await gone.wait(5000);
+    expect(Date.now() - again).toBeLessThan(150);
     gone.done();
     other.done();
+    expect(socket.listenerCount('close')).toBe(0);
+    expect(wakes.size).toBe(0);
+  });
+  it('a held wait makes one promise, and a waiter no listener wrapper on its socket', async () => {
+    // A held heartbeat lives a whole period, so what its wait allocates is promoted to the old
+    // generation with it (docs/throughput.md, "Where a held heartbeat's allocations went").
+    const bus = new MemoryBus();
+    const wakes = new MachineWakes(bus, new AbortController().signal);
+    const socket = new EventEmitter();
+    const w = wakes.waiter('m1', socket);
+    // `on`, not `once`: the listener itself, not a bound wrapper with its state.
+    expect(socket.rawListeners('close')).toEqual(socket.listeners('close'));
+    let promises = 0;
+    const hook = createHook({ init: (_id, type) => void (type === 'PROMISE' && promises++) }).enable();
+    const held = w.wait(60_000);
+    hook.disable();
+    expect(promises).toBe(1);
+    await wake(bus, 'm1');
+    expect(await held).toBe(true);
+    w.done();
+    expect(socket.listenerCount('close')).toBe(0);
   });
 });

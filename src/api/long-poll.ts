@@ -1,7 +1,7 @@
 import type { Bus } from '../bus/bus.js';
 import { Topic } from '../domain/topic.js';
 
-type HangUp = { once(ev: 'close', f: () => void): unknown; off(ev: 'close', f: () => void): unknown };
+type HangUp = { on(ev: 'close', f: () => void): unknown; off(ev: 'close', f: () => void): unknown };
 
 interface Held {
   wake(): void;
@@ -50,48 +50,85 @@ export class MachineWakes {
    * does not answer (report-memory.ts) waits again rather than spin. Shutdown and hang-up end every
    * wait from then on; `done()` must be called once the caller is finished.
    */
-  waiter(machineId: string, socket?: HangUp) {
-    /** A wake-up came while nobody waited: the next wait returns at once. */
-    let pending = false;
-    let ended = this.ended;
-    let resolveWait: (() => void) | null = null;
-    const wake = () => {
-      if (resolveWait) {
-        resolveWait();
-        resolveWait = null;
-      } else pending = true;
-    };
-    const end = () => {
-      ended = true;
-      wake();
-    };
-    const me: Held = { wake, end };
+  waiter(machineId: string, socket?: HangUp): HeldWait {
     let waits = this.held.get(machineId);
     if (!waits) this.held.set(machineId, (waits = new Set()));
+    const me = new HeldWait(this, machineId, this.ended, socket);
     waits.add(me);
-    // A caller that hung up (an agent that died mid-poll) ends the wait too.
-    socket?.once('close', end);
-    return {
-      /** True when woken (a wake-up, shutdown or hang-up), false when `ms` passed without one. */
-      async wait(ms: number): Promise<boolean> {
-        if (pending || ended) {
-          pending = false;
-          return true;
-        }
-        let timer: NodeJS.Timeout | undefined;
-        const woken = await Promise.race([
-          new Promise<boolean>((r) => (resolveWait = () => r(true))),
-          new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
-        ]);
-        resolveWait = null;
-        clearTimeout(timer);
-        return woken;
-      },
-      done: (): void => {
-        waits.delete(me);
-        if (waits.size === 0 && this.held.get(machineId) === waits) this.held.delete(machineId);
-        socket?.off('close', end);
-      },
-    };
+    return me;
+  }
+
+  /** A wait's `done()`: it is no longer woken. */
+  forget(machineId: string, me: Held): void {
+    const waits = this.held.get(machineId);
+    if (!waits) return;
+    waits.delete(me);
+    if (waits.size === 0) this.held.delete(machineId);
+  }
+}
+
+/**
+ * One held heartbeat's wait (`MachineWakes.waiter`). A class rather than closures: a held
+ * heartbeat lives a whole period, so whatever it allocates survives the young generation and is
+ * copied into the old one (docs/throughput.md, "Where a held heartbeat's allocations went"); one
+ * object, one closure for the socket's `close` and one promise a wait, where closures over a
+ * context were five functions, two objects, `once`'s wrapper and a race of two promises (three).
+ */
+class HeldWait implements Held {
+  /** A wake-up came while nobody waited: the next wait returns at once. */
+  private pending = false;
+  private resolveWait: ((woken: boolean) => void) | null = null;
+  private timer: NodeJS.Timeout | undefined;
+  /** Given to the socket's `close`: a caller that hung up (an agent that died mid-poll) ends the wait too. */
+  private readonly hungUp: (() => void) | undefined;
+
+  constructor(
+    private readonly wakes: MachineWakes,
+    private readonly machineId: string,
+    private ended: boolean,
+    private readonly socket?: HangUp,
+  ) {
+    if (socket) {
+      this.hungUp = () => this.end();
+      // `on`, not `once`: `done()` removes it, and `once` wraps it in a bound function and a state object.
+      socket.on('close', this.hungUp);
+    }
+  }
+
+  wake(): void {
+    const resolve = this.resolveWait;
+    if (!resolve) {
+      this.pending = true;
+      return;
+    }
+    this.resolveWait = null;
+    clearTimeout(this.timer);
+    resolve(true);
+  }
+
+  end(): void {
+    this.ended = true;
+    this.wake();
+  }
+
+  /** True when woken (a wake-up, shutdown or hang-up), false when `ms` passed without one. */
+  wait(ms: number): Promise<boolean> {
+    if (this.pending || this.ended) {
+      this.pending = false;
+      return Promise.resolve(true);
+    }
+    return new Promise<boolean>((resolve) => {
+      this.resolveWait = resolve;
+      this.timer = setTimeout(() => {
+        this.resolveWait = null;
+        resolve(false);
+      }, ms);
+    });
+  }
+
+  /** Called once the caller is finished with the wait. */
+  done(): void {
+    this.wakes.forget(this.machineId, this);
+    if (this.hungUp) this.socket?.off('close', this.hungUp);
   }
 }

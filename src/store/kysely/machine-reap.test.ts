@@ -96,7 +96,12 @@ describe.each(dialects)('the reaper under load ($name)', ({ skip, open }) => {
       expect(passes[0]!.machines).toEqual([{ machineId: dead.id, from: 'ready', to: 'lost' }]);
       expect(passes[0]!.lostAttempts).toEqual([placed.applied[0]!.id]);
       for (const p of passes.slice(1)) expect(p).toEqual({ machines: [], lostAttempts: [] });
-      expect(flushes).toBeGreaterThan(3);
+      // The liveness loop wrote throughout (it never pauses: a flush was in flight when the passes
+      // began) and still completes flushes after them: it was neither stuck behind the reaper nor
+      // refused. Not a count of flushes during the passes: five passes can all fit inside one
+      // flush of 300 rows on a loaded machine (CI: `expected 3 to be greater than 3`).
+      const during = flushes;
+      while (flushes === during) await new Promise((r) => setTimeout(r, 5));
     } finally {
       writing = false;
       await liveness;

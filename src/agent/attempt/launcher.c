@@ -96,6 +96,15 @@ static void answer(const char *kind, const char *id, const char *fmt, ...) {
   out_write(line, (size_t)len);
 }
 
+/* The id of a job line too long to read whole (its first field, up to MAX_ID bytes), or "?". */
+static void line_id(const char *line, size_t len, char out[MAX_ID + 1]) {
+  size_t k = 0;
+  while (k < len && k < MAX_ID && line[k] != '\t') k++;
+  memcpy(out, line, k);
+  out[k] = '\0';
+  if (!k || strpbrk(out, " \n")) strcpy(out, "?");
+}
+
 /* ---- Jobs running: pid -> id and status file. ---- */
 
 struct running {
@@ -579,6 +588,12 @@ int main(int argc, char **argv) {
       if (skipping) {
         answer("fail", skipped_id, "malformed job: a line over %u bytes", MAX_LINE);
         skipping = 0;
+      } else if (i - startl > MAX_LINE) {
+        /* Over the limit with its newline in the same read (a read can return more than the
+           limit's excess when the writer got ahead): judged whole, as one that came in parts. */
+        char id[MAX_ID + 1];
+        line_id(buf + startl, i - startl, id);
+        answer("fail", id, "malformed job: a line over %u bytes", MAX_LINE);
       } else {
         job_line(buf + startl);
       }
@@ -588,11 +603,7 @@ int main(int argc, char **argv) {
     len -= startl;
     if (len > MAX_LINE || (skipping && len > 0)) {
       if (!skipping) {
-        size_t k = 0;
-        while (k < len && k < MAX_ID && buf[k] != '\t') k++;
-        memcpy(skipped_id, buf, k);
-        skipped_id[k] = '\0';
-        if (!k || strpbrk(skipped_id, " \n")) strcpy(skipped_id, "?");
+        line_id(buf, len, skipped_id);
         skipping = 1;
       }
       len = 0;

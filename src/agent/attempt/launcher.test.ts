@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -260,6 +260,23 @@ describe.skipIf(!compiled)('the C launcher', () => {
     expect(err).toMatch(/a job line without a readable id/);
     expect(lines.slice(-2)).toEqual([expect.stringMatching(/^pid 11 \d+$/), 'end 11 3']);
     expect(await read(files[2]!)).toBe('3\n');
+  });
+
+  it('judges a line over the limit whole when it arrives with its newline in one read (a file as its input)', async () => {
+    // A file, unlike a pipe, gives the launcher as much as its buffer takes at each read: the line
+    // and its newline in the read that crossed the limit (the CI's 'too few fields' for such a line).
+    const input = join(dir, 'jobs');
+    const files = [join(dir, 'o'), join(dir, 'e'), join(dir, 's')];
+    await writeFile(input, `10\t${'x'.repeat(65 << 20)}\n` + ['11', dir, ...files, '', '', '0', '3', '/bin/sh', '-c', 'exit 3', '0'].join('\t') + '\n');
+    const fd = openSync(input, 'r');
+    const proc = spawn(LAUNCHER_C, [], { stdio: [fd, 'pipe', 'pipe'] });
+    closeSync(fd);
+    let out = '';
+    proc.stdout.on('data', (d) => (out += d));
+    expect(await new Promise((r) => proc.once('exit', r))).toBe(0);
+    const lines = out.trim().split('\n');
+    expect(lines.find((l) => l.startsWith('fail 10 '))).toMatch(/^fail 10 malformed job: a line over \d+ bytes$/);
+    expect(lines.slice(-2)).toEqual([expect.stringMatching(/^pid 11 \d+$/), 'end 11 3']);
   });
 
   it('takes an argv and an environment far larger than any buffer of its own, and says so when the kernel refuses one', async () => {

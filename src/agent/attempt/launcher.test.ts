@@ -272,7 +272,7 @@ describe.skipIf(!compiled)('the C launcher', () => {
     const proc = spawn(LAUNCHER_C, [], { stdio: [fd, 'pipe', 'pipe'] });
     closeSync(fd);
     let out = '';
-    proc.stdout.on('data', (d) => (out += d));
+    proc.stdout!.on('data', (d) => (out += d));
     expect(await new Promise((r) => proc.once('exit', r))).toBe(0);
     const lines = out.trim().split('\n');
     expect(lines.find((l) => l.startsWith('fail 10 '))).toMatch(/^fail 10 malformed job: a line over \d+ bytes$/);

@@ -185,8 +185,7 @@ export class AttemptUsers {
       // Its file is read again (no write): one reclaimed since (this agent's attempts/ removed by hand) is not ours to give.
       if (!listed.has(uid) && this.locks!.heldForUs(uid)) return this.hold(attemptId, { uid, gid: uid, name: null });
       // An account or group of that id since, or no longer ours: given back (drop() leaves another's file alone).
-      this.pooled.delete(uid);
-      this.locks!.drop(uid, FOR_THE_AGENT);
+      this.giveBack(uid);
     }
     for (let uid = p.first; uid <= p.last; uid++) {
       if (this.inUse.has(uid) || listed.has(uid)) continue;
@@ -250,11 +249,14 @@ export class AttemptUsers {
 
   /** The agent stops: its idle uids go back to the host (those its attempts left running keep theirs, for its next start). */
   close(): void {
-    for (const uid of this.idle) {
-      this.pooled.delete(uid);
-      this.locks!.drop(uid, FOR_THE_AGENT);
-    }
+    for (const uid of this.idle) this.giveBack(uid);
     this.idle.clear();
+  }
+
+  /** A uid taken for the agent no longer kept: its file removed, if it still names this agent for no attempt. */
+  private giveBack(uid: number): void {
+    this.pooled.delete(uid);
+    this.locks!.drop(uid, FOR_THE_AGENT);
   }
 
   /** The user an attempt holds, if any. */

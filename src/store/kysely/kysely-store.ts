@@ -712,8 +712,8 @@ export class KyselyStore implements Store {
   /**
    * One writer in process (SQLite, synchronous): a transaction of SEEN_ROWS_A_TURN rows at a time,
    * the event loop let turn between them. The flush at 10,000 machines is some 4,000 rows every
-   * 1.6 s; written in one transaction it held the server's loop 11 ms at the median on a quiet host
-   * and 30–60 ms under load, and every heartbeat that arrived meanwhile waited it out
+   * 1.6 s; written in one transaction it held the server's loop 19 ms at the median (a scratch
+   * timing, 4,000 rows) and 30–60 ms under load, and every heartbeat that arrived meanwhile waited it out
    * (docs/throughput.md, "The liveness flush in turns"). Each row's write stands alone (its own
    * guarded `last_heartbeat_at < at`), so the rows need not commit together; the caller keeps the
    * whole batch in view until the last part lands (HeartbeatLiveness.heardAt), so the reaper never

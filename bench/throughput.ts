@@ -10,7 +10,7 @@
  * counts everything a run caused, its stages' processes and the kernel's work included: the one
  * figure that compares systems whose work is split differently between processes. Nothing else
  * should run meanwhile.
- * Peers: bench/peers/*-chains.ts as child processes, same workload, 10 handlers per stage.
+ * Peers: bench/peers/*-chains.ts as child processes, same workload, 10 handlers per stage (a third of --slots).
  *
  * After its measured first round, Gantry runs the same N chains again on the same server and agent
  * (--warm rounds, default 1; 0: none) and reports the last as "warm": the first round of a fresh
@@ -25,6 +25,7 @@
  *        [--store sqlite|postgres] [--replicas N]: Gantry on the local PostgreSQL (a schema of the run's own, dropped after),
  *        with N replicas talking over the local NATS (the agent lists them all; submissions go round them).
  *        [--agent-replica I]: the agent lists replica I first (default 0, the first started, which leads).
+ *        [--slots S]: the agent's slots (default 30; each peer gets S / 3 handlers a stage), to see whether a run is bound by a slot's cycle or by CPU.
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live), GANTRY_BENCH_PG_COUNT=DIR
  * (what the servers send PostgreSQL), GANTRY_BENCH_PG_STATEMENTS=1 (PostgreSQL's top statements for
@@ -85,7 +86,9 @@ const AGENT_REPLICA = Number(arg('agent-replica', '0'));
 if (STORE !== 'sqlite' && STORE !== 'postgres') throw new Error(`--store ${STORE}: sqlite or postgres`);
 if (!(REPLICAS >= 1) || (REPLICAS > 1 && STORE !== 'postgres')) throw new Error('--replicas above 1 needs --store postgres');
 const GANTRY = STORE === 'sqlite' ? 'gantry' : `gantry (postgres${REPLICAS > 1 ? `, ${REPLICAS} replicas` : ''})`;
-const SLOTS = 30;
+/** The agent's slots (0.1 CPU each); each peer gets a third of them as handlers per stage (GANTRY_BENCH_HANDLERS_PER_STAGE, set for them). */
+const SLOTS = Number(arg('slots', '30'));
+if (!Number.isInteger(SLOTS / 3) || SLOTS < 3) throw new Error(`--slots ${SLOTS}: a multiple of 3 (each peer gets a third a stage)`);
 /** GANTRY_BENCH_PG_COUNT=DIR (postgres): count the servers' statements, transactions and conflicts, printed per stage. */
 const PG_COUNT = STORE === 'postgres' ? (process.env.GANTRY_BENCH_PG_COUNT ?? '') : '';
 /** GANTRY_BENCH_PG_STATEMENTS=1 (postgres): PostgreSQL's top statements by time, for each system's run. */
@@ -601,7 +604,7 @@ async function peer(name: string, n: number): Promise<RunResult> {
   const proc = spawn(process.execPath, ['--import', 'tsx', join(REPO, `bench/peers/${name}-chains.ts`), '--chains', String(n)], {
     cwd: REPO,
     // The same PostgreSQL as Gantry's, unless told otherwise.
-    env: { GANTRY_BENCH_PG_URL: POSTGRES_URL, ...process.env },
+    env: { GANTRY_BENCH_PG_URL: POSTGRES_URL, ...process.env, GANTRY_BENCH_HANDLERS_PER_STAGE: String(SLOTS / 3) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';

@@ -1,12 +1,13 @@
 /**
  * The workload every bench/peers/*-chains.ts runs, in one place so the peers cannot drift apart:
  * N chains A → B → C, each stage spawning `true` and succeeding on exit 0, 10 handlers per stage
- * (Gantry's agent in bench/throughput.ts has 30 slots), all chains submitted first (8 at a time,
+ * (Gantry's agent in bench/throughput.ts has 30 slots; `--slots S` there gives S / 3), all chains submitted first (8 at a time,
  * as the Gantry side submits), then waited for. The result is one JSON line on stdout.
  */
 import { spawn } from 'node:child_process';
 
-export const HANDLERS_PER_STAGE = 10;
+/** bench/throughput.ts sets GANTRY_BENCH_HANDLERS_PER_STAGE to a third of its agent's slots (`--slots`). */
+export const HANDLERS_PER_STAGE = Number(process.env.GANTRY_BENCH_HANDLERS_PER_STAGE ?? '10');
 export const SUBMIT_CONCURRENCY = 8;
 
 export interface ChainsResult {

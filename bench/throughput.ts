@@ -29,12 +29,15 @@
  * Environment: GANTRY_BENCH_PROF=DIR (CPU profiles of server and agent), GANTRY_BENCH_PHASES=1
  * (where a slot's time goes), GANTRY_BENCH_ECHO=1 (their output, live), GANTRY_BENCH_PG_COUNT=DIR
  * (what the servers send PostgreSQL), GANTRY_BENCH_PG_STATEMENTS=1 (PostgreSQL's top statements for
- * each system's run, from pg_stat_statements: a cluster of the bench's own, bench/pg-private.sh).
+ * each system's run, from pg_stat_statements: a cluster of the bench's own, bench/pg-private.sh),
+ * GANTRY_BENCH_SERVER_FLAGS="--flag …" (Node's and V8's flags for the servers alone: `--trace-opt --trace-deopt`, say)
+ * with GANTRY_BENCH_SERVER_OUT=FILE (all the servers print, kept there). Each round also prints the first server's CPU a
+ * stage by thread: its main thread (user, system) and the rest (V8's compiler and collector, libuv's pool).
  * With --store postgres, the PostgreSQL cluster's own CPU is counted for Gantry's rounds (the
  * postmaster's process tree, bench/peers/postgres-cpu.ts), as the Graphile Worker peer counts it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, chmodSync, closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -43,7 +46,7 @@ import { dropPostgresSchema } from '../src/store/postgres/open-postgres-store.js
 import { NATS_URL, POSTGRES_URL } from '../test/support/services.js';
 import { CLI, REPO } from '../test/support/gantry-process.js';
 import { percentile, type ChainsResult } from './peers/chain-workload.js';
-import { childrenOf, machineCpuMs, pidsOfCommand, processCpuMs, reapedChildrenCpuMs } from './peers/proc-cpu.js';
+import { childrenOf, machineCpuMs, pidsOfCommand, processCpuMs, reapedChildrenCpuMs, threadsCpuMs } from './peers/proc-cpu.js';
 import { JournalSpawns } from './journal-spawns.js';
 import { trackPostgresCpu } from './peers/postgres-cpu.js';
 import { printTopStatements, resetStatements, topStatements } from './pg-top-statements.js';
@@ -107,8 +110,17 @@ function start(args: string[], env: Record<string, string> = {}): Started {
   const prof = process.env.GANTRY_BENCH_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GANTRY_BENCH_PROF}`] : [];
   // GANTRY_BENCH_PG_COUNT=DIR: what each server sends PostgreSQL (bench/pg-count-preload.ts).
   const count = PG_COUNT && args[0] === 'server' ? ['--import', 'tsx', '--import', join(REPO, 'bench/pg-count-preload.ts')] : [];
-  const proc = spawn(process.execPath, [...prof, ...count, CLI, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // GANTRY_BENCH_SERVER_FLAGS="--flag ...": flags for the servers' Node only (V8's among them: --trace-opt, --trace-deopt),
+  // with GANTRY_BENCH_SERVER_OUT=FILE to keep all they print (the output kept here is cut to its last 200 KB).
+  const serverFlags = args[0] === 'server' ? (process.env.GANTRY_BENCH_SERVER_FLAGS ?? '').split(' ').filter(Boolean) : [];
+  const keep = args[0] === 'server' ? process.env.GANTRY_BENCH_SERVER_OUT : undefined;
+  const proc = spawn(process.execPath, [...serverFlags, ...prof, ...count, CLI, ...args], {
+    cwd: REPO,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
+  if (keep) for (const s of [proc.stdout, proc.stderr]) s.on('data', (d: Buffer) => appendFileSync(keep, d));
   proc.stdout.on('data', (d) => (out = (out + d).slice(-200_000)));
   proc.stderr.on('data', (d) => {
     out = (out + d).slice(-200_000);
@@ -364,6 +376,8 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const cpu0 = { server: serversCpu(), agent: processCpuMs(pids.agent)! + launcher0 };
   // With replicas, each server's CPU and NATS's own (docs/throughput.md, "Two replicas against one, again").
   const eachServer0 = serverPids.map((p) => processCpuMs(p)!);
+  // The first server's split by thread (docs/throughput.md, "The server's CPU a stage on PostgreSQL, by thread").
+  const threads0 = threadsCpuMs(serverPids[0]!);
   const natsCpu = () => pidsOfCommand('nats-server').reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
   const nats0 = REPLICAS > 1 ? natsCpu() : 0;
   const machine0 = machineCpuMs();
@@ -402,6 +416,13 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   console.error(
     `agent CPU a stage (round ${round}): node ${((cpu.agent! - launcherMs) / (3 * n)).toFixed(3)} ms + launcher ${(launcherMs / (3 * n)).toFixed(3)} ms`,
   );
+  const threads1 = threadsCpuMs(serverPids[0]!);
+  if (threads0 && threads1) {
+    const perStage = (ms: number) => (ms / (3 * n)).toFixed(3);
+    console.error(
+      `server CPU a stage (round ${round}${REPLICAS > 1 ? ', the first replica' : ''}): main thread ${perStage(threads1.mainUser - threads0.mainUser)} ms user + ${perStage(threads1.mainSystem - threads0.mainSystem)} ms system, its other threads (V8's compiler and collector, libuv) ${perStage(threads1.others - threads0.others)} ms`,
+    );
+  }
   if (REPLICAS > 1) {
     const each = serverPids.map((p, i) => ((processCpuMs(p)! - eachServer0[i]!) / (3 * n)).toFixed(3));
     const roles = await Promise.all(

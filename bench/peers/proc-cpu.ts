@@ -23,18 +23,32 @@ export function reapedChildrenCpuMs(pid: number): number | null {
   return statTicksMs(pid, 16, 17);
 }
 
-/** The sum of two clock-tick fields of /proc/<pid>/stat (numbered as in proc(5)), in ms. */
-function statTicksMs(pid: number, a: number, b: number): number | null {
+/**
+ * A process's CPU split by thread: its main thread (the one whose id is the pid: a Node process's
+ * event loop, the JavaScript) as user and system time, and its other threads together (in Node,
+ * V8's workers: the optimizing compiler's jobs and the garbage collector's helpers; libuv's pool),
+ * in ms, or null when it is gone. A CPU profile (`--cpu-prof`) sees the main thread only.
+ */
+export function threadsCpuMs(pid: number): { mainUser: number; mainSystem: number; others: number } | null {
+  const all = processCpuMs(pid);
+  const user = statTicksMs(pid, 14, null, pid);
+  const system = statTicksMs(pid, 15, null, pid);
+  if (all === null || user === null || system === null) return null;
+  return { mainUser: user, mainSystem: system, others: all - user - system };
+}
+
+/** The sum of two clock-tick fields (one, with `b` null) of /proc/<pid>/stat, or of its thread `tid`'s, numbered as in proc(5), in ms. */
+function statTicksMs(pid: number, a: number, b: number | null, tid?: number): number | null {
   let stat: string;
   try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    stat = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
   } catch {
     return null;
   }
   // Field 2 (comm) is in parentheses and may itself hold spaces or ')': split after the last ')'.
   // The rest starts at field 3, so field n is at n - 3.
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(rest[a - 3]) + Number(rest[b - 3]);
+  const ticks = Number(rest[a - 3]) + (b === null ? 0 : Number(rest[b - 3]));
   return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_PER_S : null;
 }
 

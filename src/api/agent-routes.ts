@@ -28,7 +28,6 @@ import { agentHeartbeatRoute } from './agent-heartbeat-route.js';
 import { agentOutputRoutes } from './agent-output-routes.js';
 import { missingOutputs } from './missing-outputs.js';
 import { ReportMemory } from './report-memory.js';
-import { requestGone } from './request-gone.js';
 import { typedCompletion } from './typed-completion.js';
 import { AGENT_PROTOCOL_VERSION } from './contract/attempt-end.js';
 import { MAX_HEARTBEAT_PERIOD_MS } from '../domain/heartbeat-period.js';
@@ -151,12 +150,9 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         response: { 200: ReportResponse, ...errors },
       },
     },
-    async (req, reply) => {
+    async (req) => {
       const { id } = req.params;
       const body = req.body;
-      // The agent gave up on this report (its timeout closed the connection): if it still waits
-      // for the machine's earlier report, it never runs; the agent sends its items again.
-      const gone = requestGone(reply, 'report');
       // Outputs are committed only if every file named was really uploaded, whole; an outcome
       // naming one that is not is refused on its own, before the transaction.
       const refused = new Map<string, ReportItemResult>();
@@ -168,21 +164,18 @@ export function agentRoutes(app: ApiApp, ctx: ApiContext): void {
         outcomes.filter((c) => isSuccessfulEnd(c) && c.outputs.length),
       );
       for (const [attemptId, problem] of problems) refused.set(attemptId, { attemptId, result: 'refused', message: problem });
-      const r = await store
-        .machineReport({
-          machineId: id,
-          started: body.started,
-          completed: outcomes.filter((c) => !refused.has(c.attemptId)),
-          now: clock.now(),
-          leaseMs: ctx.period?.startLeaseMs ?? config.leaseMs,
-          jitter: ctx.random,
-          onItemError: (attemptId, err) => req.log.error({ machineId: id, attemptId, err }, 'report item refused: it failed'),
-          // What this transaction places here is written running and spawned on the answer, with no
-          // acknowledgement: only for an agent that said it runs such assignments, and asked for its work.
-          startOnPlacement: body.startAssignments === true && body.assignments === true && body.completed.length > 0,
-          signal: gone.signal,
-        })
-        .finally(gone.done);
+      const r = await store.machineReport({
+        machineId: id,
+        started: body.started,
+        completed: outcomes.filter((c) => !refused.has(c.attemptId)),
+        now: clock.now(),
+        leaseMs: ctx.period?.startLeaseMs ?? config.leaseMs,
+        jitter: ctx.random,
+        onItemError: (attemptId, err) => req.log.error({ machineId: id, attemptId, err }, 'report item refused: it failed'),
+        // What this transaction places here is written running and spawned on the answer, with no
+        // acknowledgement: only for an agent that said it runs such assignments, and asked for its work.
+        startOnPlacement: body.startAssignments === true && body.assignments === true && body.completed.length > 0,
+      });
       const stale = [...r.started, ...r.completed].filter((x) => x.result === 'stale');
       if (stale.length) req.log.warn({ machineId: id, stale }, 'stale report refused');
       const done = new Map(r.completed.map((x) => [x.attemptId, x]));

@@ -6,7 +6,6 @@ import {
   NotFoundError,
   OutputLimitExceeded,
   RateLimitedError,
-  RequestAbandoned,
   StaleAttemptError,
   UnauthenticatedError,
   StoreBusyError,
@@ -55,8 +54,6 @@ export function installErrorHandler(app: FastifyInstance): void {
       void reply.header('connection', 'close');
       return send(413, { error: 'outputs_too_large', message: err.message });
     }
-    // 499, as proxies log a client that closed first: not a fault of the server's, and nobody reads it.
-    if (err instanceof RequestAbandoned) return send(499, { error: 'bad_request', message: err.message });
     if (err instanceof StoreBusyError) {
       void reply.header('retry-after', '1');
       return send(503, { error: 'busy', message: err.message });

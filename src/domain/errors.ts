@@ -111,18 +111,6 @@ export class StoreBusyError extends Error {
   }
 }
 
-/**
- * The client closed its request before the server began what it asked (a report waiting for its
- * machine's earlier one: src/store/kysely/machine-turns.ts): nothing of it was done. Nobody reads
- * the answer; it is a 499 so that the log does not call it the server's fault.
- */
-export class RequestAbandoned extends Error {
-  constructor(readonly what: string) {
-    super(`the client gave up on its ${what} before it began; nothing of it was done`);
-    this.name = 'RequestAbandoned';
-  }
-}
-
 /** A leader-only write by a replica that is no longer the leader (or whose lease ran out): nothing was written. */
 export class NotLeaderError extends Error {
   constructor(

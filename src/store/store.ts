@@ -330,10 +330,6 @@ export interface Store extends AutoscaleStore {
     /** The agent runs started assignments and asked for its work: what this transaction places on
      *  this machine is written `running` at once (docs/throughput.md, "Started at placement"). */
     startOnPlacement?: boolean;
-    /** The request was given up: a report still waiting for its machine's earlier report's
-     *  transaction (with several writers they run in turns: kysely/machine-turns.ts) does not run,
-     *  and this throws the signal's reason; one already running runs to its end. */
-    signal?: AbortSignal;
   }): Promise<MachineReportResult>;
 
   // --- attempts (agent side); each throws StaleAttemptError for a non-current attempt ---

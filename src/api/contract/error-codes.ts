@@ -7,7 +7,7 @@ export const ERROR_CODES = [
   'invalid_request',
   /** 400: a body that is not JSON. */
   'invalid_json',
-  /** 400: another request the server cannot take as sent (its message says why); 499: a request its client closed before the server began it (nobody reads that one). */
+  /** 400: another request the server cannot take as sent (its message says why). */
   'bad_request',
   /** 401: no token, or one not (or no longer) valid. */
   'unauthenticated',

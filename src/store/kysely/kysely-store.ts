@@ -29,7 +29,6 @@ import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
 import { clusterAndUsage, clusterView, keptCluster } from './cluster-view.js';
 import { machineReport } from './report-verbs.js';
-import { MachineTurns } from './machine-turns.js';
 import { attemptsHeld } from './attempts-held.js';
 import * as tokens from './token-verbs.js';
 import * as audit from './audit-verbs.js';
@@ -780,19 +779,12 @@ export class KyselyStore implements Store {
     return machines.machineAssignments(this.db, p.machineId, p.exclude, p.outputs, p.started);
   }
 
-  /** A machine's reports one transaction at a time, where writers can conflict (machine-turns.ts). */
-  private readonly reportTurns = new MachineTurns();
-
   async machineReport(p: Parameters<Store['machineReport']>[0]) {
-    const report = () =>
-      this.tx(p.now, async (tx) => {
-        const r = await machineReport(tx, p);
-        // Filled by the pass before the commit, read once it is committed.
-        return r && { r, asked: p.startOnPlacement ? startOnPlacementAsked(tx.db) : undefined };
-      });
-    // One writer (SQLite) has no conflicts to avoid, and its group commit lets a machine's second
-    // report share the first's transaction, which a turn would keep apart.
-    const out = await (this.capabilities.singleWriter ? report() : this.reportTurns.run(p.machineId, p.signal, report));
+    const out = await this.tx(p.now, async (tx) => {
+      const r = await machineReport(tx, p);
+      // Filled by the pass before the commit, read once it is committed.
+      return r && { r, asked: p.startOnPlacement ? startOnPlacementAsked(tx.db) : undefined };
+    });
     if (!out) throw new NotFoundError('machine', p.machineId);
     return out.asked ? { ...out.r, startedOnPlacement: out.asked.startedOn(p.machineId) } : out.r;
   }

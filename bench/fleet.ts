@@ -25,7 +25,8 @@
  * stop at once (a rack or a zone gone); when the last of them is marked lost and the last of their
  * stages is placed elsewhere, against the bound (bench/fleet/mass-loss.ts).
  * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit); GANTRY_BENCH_LOGS=DIR
- * keeps their output (which transactions gave up, their warnings).
+ * keeps their output (which transactions gave up, their warnings); GANTRY_BENCH_SERVER_FLAGS="--flag …"
+ * gives the servers alone Node's and V8's flags (`--max-semi-space-size=64`, say).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -60,6 +61,8 @@ const OUT = arg('out', join(REPO, 'bench/results/fleet.md'));
 const PROF = process.env.GANTRY_BENCH_PROF;
 /** GANTRY_BENCH_LOGS=DIR: each server's output written there after each size (DIR must exist). */
 const LOGS = process.env.GANTRY_BENCH_LOGS;
+/** GANTRY_BENCH_SERVER_FLAGS="--flag …": Node's and V8's flags for the servers alone (the fleet's own process runs without them). */
+const SERVER_FLAGS = (process.env.GANTRY_BENCH_SERVER_FLAGS ?? '').split(' ').filter(Boolean);
 const OLD_AGENTS = process.argv.includes('--old-agents');
 /** The servers' GANTRY_MAX_HEARTBEATS_PER_SECOND (their default, 2,500, unless given). */
 const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
@@ -202,7 +205,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     replicas,
     // One join token registers the whole fleet within seconds: past a script's rate limit (50/s), which a real fleet joining over hours is not.
     env: { GANTRY_RATE_LIMIT: '0', ...(MAX_HB_RATE ? { GANTRY_MAX_HEARTBEATS_PER_SECOND: MAX_HB_RATE } : {}) },
-    nodeFlags: PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [],
+    nodeFlags: [...SERVER_FLAGS, ...(PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [])],
   });
   const fleet = new Fleet({
     servers: servers.urls,

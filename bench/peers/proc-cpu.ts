@@ -31,24 +31,35 @@ export function reapedChildrenCpuMs(pid: number): number | null {
  */
 export function threadsCpuMs(pid: number): { mainUser: number; mainSystem: number; others: number } | null {
   const all = processCpuMs(pid);
-  const user = statTicksMs(pid, 14, null, pid);
-  const system = statTicksMs(pid, 15, null, pid);
+  // The main thread's utime and stime from one read of its stat file.
+  const main = statFields(`/proc/${pid}/task/${pid}/stat`);
+  const user = main && ticksMs(main, 14);
+  const system = main && ticksMs(main, 15);
   if (all === null || user === null || system === null) return null;
   return { mainUser: user, mainSystem: system, others: all - user - system };
 }
 
-/** The sum of two clock-tick fields (one, with `b` null) of /proc/<pid>/stat, or of its thread `tid`'s, numbered as in proc(5), in ms. */
-function statTicksMs(pid: number, a: number, b: number | null, tid?: number): number | null {
+/** The sum of two clock-tick fields of /proc/<pid>/stat (numbered as in proc(5)), in ms. */
+function statTicksMs(pid: number, a: number, b: number): number | null {
+  const fields = statFields(`/proc/${pid}/stat`);
+  return fields && ticksMs(fields, a, b);
+}
+
+/** A stat file's fields from the third on (field n at n - 3), or null when it cannot be read (the process is gone). */
+function statFields(path: string): string[] | null {
   let stat: string;
   try {
-    stat = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
+    stat = readFileSync(path, 'utf8');
   } catch {
     return null;
   }
   // Field 2 (comm) is in parentheses and may itself hold spaces or ')': split after the last ')'.
-  // The rest starts at field 3, so field n is at n - 3.
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(rest[a - 3]) + (b === null ? 0 : Number(rest[b - 3]));
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** The sum of clock-tick fields (numbered as in proc(5)) of `statFields`' answer, in ms. */
+function ticksMs(fields: readonly string[], ...numbers: number[]): number | null {
+  const ticks = numbers.reduce((sum, n) => sum + Number(fields[n - 3]), 0);
   return Number.isFinite(ticks) ? (ticks * 1000) / CLOCK_TICKS_PER_S : null;
 }
 

@@ -61,6 +61,10 @@ describe.skipIf(missing)('NatsBus on the wire', () => {
         ],
       });
       await expect.poll(() => got.length, { timeout: 5000 }).toBe(3);
+      // The test's own connection is another subscriber: NATS delivers to it apart from b's, so it
+      // may see the message after b has (CI once read it empty here). Wait for it as for b.
+      await expect.poll(() => onWire.length, { timeout: 5000 }).toBe(1);
+      await nc.flush();
       expect(onWire).toEqual([`gantry-bus.${installation}.batch`]);
       // Replicas of the JetStream version (a rolling upgrade): one message alone, and their relay's
       // send of a batch row as it read it (topic "batch"), with a member this version does not understand.

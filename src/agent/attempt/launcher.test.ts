@@ -150,11 +150,14 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
   });
 
   it('a launcher killed from outside: its running job is still followed, and ends unknown when no status was written', async () => {
-    const o = opts(['sh', '-c', 'sleep 0.6; exit 4']);
+    // The job ends when the test says so, after the kill: a fixed sleep lost the race on a loaded
+    // machine (the job had exited and its status was written before the kill arrived).
+    const o = opts(['sh', '-c', 'while [ ! -e gate ]; do sleep 0.02; done; exit 4']);
     const h = launcher.run(o)!;
     await h.started;
     const proc = launcherProcess();
     execFileSync('kill', ['-KILL', String(proc)]);
+    await writeFile(join(dir, 'gate'), '');
     // bash: the shim survives its launcher and writes the status; C and Python: the launcher was the writer.
     expect(await h.done).toEqual(
       name === 'bash' ? { kind: 'exited', exitCode: 4, signal: null, reason: null } : { kind: 'unknown', exitCode: null, signal: null, reason: EXIT_UNKNOWN },

@@ -36,7 +36,8 @@ import { findSandbox } from './contain/find-sandbox.js';
 import type { SandboxTool } from './contain/sandbox-argv.js';
 import type { CgroupTree } from './contain/cgroup-tree.js';
 import type { ContainmentReport, GpuSharingMode } from '../api/contract/containment.js';
-import { launcherPrograms } from './attempt/launcher-programs.js';
+import { LAUNCHER_C, launcherPrograms } from './attempt/launcher-programs.js';
+import { hostLauncher } from './attempt/host-launcher.js';
 import { Reporter } from './link/reporter.js';
 import { AnswersKnown } from './link/answers-known.js';
 import { errorText } from '../lib/error-text.js';
@@ -189,7 +190,11 @@ export class Agent {
     this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
     // An unknown --run-as user is an error now, before anything registers.
     this.userPolicy = attemptUserPolicy(this.containment);
-    const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
+    // The C launcher's binary is checked, and built where none runs here, only when C is wanted (host-launcher.ts).
+    const programs =
+      opts.launcher === false
+        ? []
+        : launcherPrograms(process.env, () => hostLauncher({ prebuilt: LAUNCHER_C, cacheDir: join(opts.dataDir, 'launcher'), log: (line) => this.log(line) }));
     this.launcher = programs.length ? new LauncherPool(this.inheritedEnv, (line) => this.log(line), programs, launcherCount(process.env)) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({

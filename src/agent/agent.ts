@@ -30,6 +30,7 @@ import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, userRepo
 import { closedAncestor, makePassableDir } from './disk/attempt-owner.js';
 import { describeCgroups, setUpCgroups } from './contain/agent-cgroups.js';
 import { buildContainmentReport, migIsolationReport } from './contain/build-containment-report.js';
+import { cgroupJoinWaitHint } from './contain/cgroup-join-wait.js';
 import { migIsolation } from './machine/mig-capabilities.js';
 import { chooseSandbox } from './contain/choose-sandbox.js';
 import { findSandbox } from './contain/find-sandbox.js';
@@ -407,7 +408,7 @@ export class Agent {
    * (ContainmentRequired) where containment is required and the host does not offer it.
    */
   private startContainment(): void {
-    const { tree, enforcement } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
+    const { tree, enforcement, joinWait } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
     this.cgroups = tree;
     // Who attempts run as, as decided at start (openToUsers).
     const policy = this.users!.policy;
@@ -423,8 +424,11 @@ export class Agent {
       problems: [...userProblems, ...sandbox.problems],
       gpuSharing: this.gpuSharing,
       mig,
+      joinWait,
     });
     this.log(describeCgroups(enforcement));
+    const joinHint = joinWait && cgroupJoinWaitHint(joinWait);
+    if (joinHint) this.log(joinHint);
     if (mig.problem) this.log(mig.problem);
     else if (mig.isolated) this.log("MIG devices isolated: each attempt may open only its own MIG devices' capability files");
     for (const p of sandbox.problems) this.log(p);

@@ -18,6 +18,7 @@ import { Agent } from './agent.js';
 import { removeAgentCgroups, setUpCgroups } from './contain/agent-cgroups.js';
 import type { ContainmentOptions } from './contain/containment-options.js';
 import { detectCgroups } from './contain/detect-cgroups.js';
+import { cgroupJoinWait, cgroupJoinWaitHint } from './contain/cgroup-join-wait.js';
 import { AgentState } from './disk/agent-state.js';
 import { readAttemptRecords } from './disk/attempt-journal.js';
 import { processGroupAlive } from './attempt/process-group.js';
@@ -153,6 +154,22 @@ describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (s
     expect(reg.body.agent.containment.kill).not.toBe('process-group');
     expect(reg.body.agent.containment.mechanism).toMatch(/^cgroup-/);
     expect(lines.filter((l) => l.startsWith(`agent ${machine.name}: containment cgroup-`))).toHaveLength(1);
+  });
+
+  it.skipIf(cannot !== null)("says whether the host's cgroups make a burst's first join wait (favordynmods), in its report and once in its log", async () => {
+    await startAgent();
+    const reg = await srv.waitFor((e) => e.type === 'register');
+    // As this host is: this project's CI host mounts its cgroups without it, a host set up for short stages with it.
+    const host = cgroupJoinWait(readFileSync('/proc/self/mountinfo', 'utf8'));
+    const hint = cgroupJoinWaitHint(host);
+    expect(reg.body.agent.containment.favordynmods).toBe(host.kind === 'favoured');
+    const said = lines.filter((l) => l.includes('favordynmods'));
+    if (hint) {
+      expect(reg.body.agent.containment.problems).toContain(hint);
+      expect(said).toEqual([`agent ${machine.name}: ${hint}`]);
+    } else {
+      expect(said).toEqual([]);
+    }
   });
 
   it.skipIf(cannot !== null)('ends an attempt over its 64 MiB limit oom-killed, with its peak, while the one beside it succeeds', async () => {
@@ -338,6 +355,7 @@ describe('an agent on a host that offers no cgroups', () => {
     const reg = await srv.waitFor((e) => e.type === 'register');
     expect(reg.body.agent.containment).toMatchObject({ mechanism: 'none', memory: false, cpu: false, pids: false, devices: false, kill: 'process-group' });
     expect(reg.body.agent.containment.problems).toContainEqual(expect.stringMatching(/^memory is not limited/));
+    expect(reg.body.agent.containment).not.toHaveProperty('favordynmods');
     expect(lines).toContainEqual(
       expect.stringMatching(
         new RegExp(`^agent ${machine.name}: containment none: nothing enforced; attempts killed by process-group; not enforced: memory is not limited`),
@@ -370,6 +388,8 @@ describe('an agent on a host that offers no cgroups', () => {
     srv.push({ assignments: [a] });
     expect((await completed(a)).body).toMatchObject({ exitCode: 0 });
     expect(reg.body.agent.containment).not.toHaveProperty('migIsolated');
+    // Its stages join no cgroup: nothing to say about the joins.
+    expect(reg.body.agent.containment).not.toHaveProperty('favordynmods');
   });
 
   const mig = (migCaps: DetectedGpu['migCaps']): DetectedGpu => ({

@@ -30,13 +30,15 @@ import { AttemptUsers, attemptUserPolicy, reachablePolicy, userProblem, userRepo
 import { closedAncestor, makePassableDir } from './disk/attempt-owner.js';
 import { describeCgroups, setUpCgroups } from './contain/agent-cgroups.js';
 import { buildContainmentReport, migIsolationReport } from './contain/build-containment-report.js';
+import { cgroupJoinWaitHint } from './contain/cgroup-join-wait.js';
 import { migIsolation } from './machine/mig-capabilities.js';
 import { chooseSandbox } from './contain/choose-sandbox.js';
 import { findSandbox } from './contain/find-sandbox.js';
 import type { SandboxTool } from './contain/sandbox-argv.js';
 import type { CgroupTree } from './contain/cgroup-tree.js';
 import type { ContainmentReport, GpuSharingMode } from '../api/contract/containment.js';
-import { launcherPrograms } from './attempt/launcher-programs.js';
+import { LAUNCHER_C, launcherPrograms } from './attempt/launcher-programs.js';
+import { hostLauncher } from './attempt/host-launcher.js';
 import { Reporter } from './link/reporter.js';
 import { AnswersKnown } from './link/answers-known.js';
 import { errorText } from '../lib/error-text.js';
@@ -189,7 +191,11 @@ export class Agent {
     this.checkpointRoot = resolve(opts.checkpointRoot ?? join(opts.dataDir, 'checkpoints'));
     // An unknown --run-as user is an error now, before anything registers.
     this.userPolicy = attemptUserPolicy(this.containment);
-    const programs = opts.launcher === false ? [] : launcherPrograms(process.env);
+    // The C launcher's binary is checked, and built where none runs here, only when C is wanted (host-launcher.ts).
+    const programs =
+      opts.launcher === false
+        ? []
+        : launcherPrograms(process.env, () => hostLauncher({ prebuilt: LAUNCHER_C, cacheDir: join(opts.dataDir, 'launcher'), log: (line) => this.log(line) }));
     this.launcher = programs.length ? new LauncherPool(this.inheritedEnv, (line) => this.log(line), programs, launcherCount(process.env)) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
@@ -402,7 +408,7 @@ export class Agent {
    * (ContainmentRequired) where containment is required and the host does not offer it.
    */
   private startContainment(): void {
-    const { tree, enforcement } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
+    const { tree, enforcement, joinWait } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
     this.cgroups = tree;
     // Who attempts run as, as decided at start (openToUsers).
     const policy = this.users!.policy;
@@ -418,8 +424,11 @@ export class Agent {
       problems: [...userProblems, ...sandbox.problems],
       gpuSharing: this.gpuSharing,
       mig,
+      joinWait,
     });
     this.log(describeCgroups(enforcement));
+    const joinHint = joinWait && cgroupJoinWaitHint(joinWait);
+    if (joinHint) this.log(joinHint);
     if (mig.problem) this.log(mig.problem);
     else if (mig.isolated) this.log("MIG devices isolated: each attempt may open only its own MIG devices' capability files");
     for (const p of sandbox.problems) this.log(p);

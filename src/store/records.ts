@@ -185,6 +185,8 @@ export interface MachineContainment {
   gpuSharing?: 'mps' | 'time-slicing';
   /** On a machine with MIG devices: whether each attempt can open only its own MIG devices' capability files; absent otherwise. */
   migIsolated?: boolean;
+  /** Where attempts join cgroups: whether the host mounts them with favordynmods (false: each burst's first join waits for a grace period); absent otherwise. */
+  favordynmods?: boolean;
 }
 
 export interface MachineRecord extends MachineRegistration {

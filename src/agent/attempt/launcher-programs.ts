@@ -4,11 +4,12 @@
  * <status>`, and for C and Python `fail <id> <message>`, `gone <id> <message>`); they differ in how
  * a job is written to them.
  *
- * - **c**: launcher.c, compiled by `npm run build` (scripts/build-launcher.ts) into `gantry-launcher`
- *   beside this module, where a C compiler is. Launcher.py's work in a few hundred kilobytes of C: a
- *   contained start is a fork of that and a handful of system calls in the child, not Python's
- *   interpreter in the launcher and again in the child before the exec (docs/agent.md, "The C
- *   launcher"). Tried first when its binary is there.
+ * - **c**: launcher.c, compiled for the host it runs on: by `npm run build` (scripts/build-launcher.ts)
+ *   into `gantry-launcher` beside this module in a checkout, else by the agent at its start into its
+ *   data directory (host-launcher.ts; the package ships the source, not a binary). Launcher.py's
+ *   work in a few hundred kilobytes of C: a contained start is a fork of that and a handful of
+ *   system calls in the child, not Python's interpreter in the launcher and again in the child
+ *   before the exec (docs/agent.md, "The C launcher"). Tried first when a binary of it is had.
  * - **python**: src/agent/attempt/launcher.py, started with the first attempt. It starts each command
  *   with vfork and exec (Python's subprocess) and is the commands' parent, so it writes each one's exit
  *   status itself. The cheapest: measured on the throughput bench, about 1 ms less of the
@@ -50,7 +51,7 @@ export interface LauncherProgram {
 }
 
 export const LAUNCHER_PY = fileURLToPath(new URL('./launcher.py', import.meta.url));
-/** The compiled launcher: dist/agent/attempt/ after `npm run build`; src/agent/attempt/ (gitignored) after the tests' setup built it. */
+/** The compiled launcher of a checkout: dist/agent/attempt/ after `npm run build`; src/agent/attempt/ (gitignored) after the tests' setup built it. The agent checks it runs here before it takes it (host-launcher.ts). */
 export const LAUNCHER_C = fileURLToPath(new URL('./gantry-launcher', import.meta.url));
 
 /**
@@ -152,9 +153,16 @@ function q(s: string): string {
  * The programs to try, in order, from GANTRY_AGENT_LAUNCHER: `c`, `python`, `bash`, `none` (the
  * agent spawns every command itself; also `0`), or unset / `auto`: the C launcher where its binary
  * was built, Python where python3 is in PATH, then bash where /bin/bash is. A program that does not
- * start (no such Python, one too old, a binary that cannot run here) gives way to the next.
+ * start (no such Python, one too old) gives way to the next.
+ *
+ * `compiled`: the C launcher's binary, or a function that finds one (the agent's: hostLauncher,
+ * which checks it runs here and builds one where needed), called only where C is wanted; null:
+ * none. A path is taken as it is, where it exists (the tests and benches, after the setup built it).
  */
-export function launcherPrograms(env: Readonly<Record<string, string | undefined>>, compiled: string = LAUNCHER_C): LauncherProgram[] {
+export function launcherPrograms(
+  env: Readonly<Record<string, string | undefined>>,
+  compiled: string | null | (() => string | null) = LAUNCHER_C,
+): LauncherProgram[] {
   const choice = (env.GANTRY_AGENT_LAUNCHER || 'auto').toLowerCase();
   if (choice === 'none' || choice === '0' || choice === 'off') return [];
   if (choice !== 'auto' && choice !== 'c' && choice !== 'python' && choice !== 'bash') {
@@ -162,7 +170,10 @@ export function launcherPrograms(env: Readonly<Record<string, string | undefined
   }
   const python = findPython(env.PATH ?? '');
   const programs: LauncherProgram[] = [];
-  if ((choice === 'auto' || choice === 'c') && existsSync(compiled)) programs.push(cLauncher(compiled));
+  if (choice === 'auto' || choice === 'c') {
+    const file = typeof compiled === 'function' ? compiled() : compiled;
+    if (file !== null && existsSync(file)) programs.push(cLauncher(file));
+  }
   if ((choice === 'auto' || choice === 'python') && python) programs.push(pythonLauncher(python));
   if ((choice === 'auto' || choice === 'bash') && existsSync(BASH)) programs.push(bashLauncher);
   return programs;

@@ -59,6 +59,12 @@ extern char **environ;
 #define MAX_LINE (64u << 20)
 #define MAX_ID 64
 
+/* The hash of this file, given by whoever compiles it (compile-launcher.ts, -DGANTRY_LAUNCHER_SOURCE=...):
+ * what `--version` answers. Compiled by hand, without it, the agent takes the binary for stale. */
+#ifndef GANTRY_LAUNCHER_SOURCE
+#define GANTRY_LAUNCHER_SOURCE "unknown"
+#endif
+
 /* ---- Output: lines to the agent; once it is gone (the pipe broken), nothing more is written. ---- */
 
 static int out_gone;
@@ -532,6 +538,12 @@ static void on_ignored(int sig) { (void)sig; }
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--check") == 0) {
     puts("ok");
+    return 0;
+  }
+  /* The agent's handshake before it uses a binary (host-launcher.ts): one that answers this ran
+   * here, and says which source it was built from, so a stale or foreign one is rebuilt. */
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    puts("gantry-launcher " GANTRY_LAUNCHER_SOURCE);
     return 0;
   }
   struct sigaction sa;

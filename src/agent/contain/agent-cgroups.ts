@@ -5,7 +5,9 @@
  * kill is not enforced.
  */
 import { createHash } from 'node:crypto';
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { cgroupJoinWait, type CgroupJoinWait } from './cgroup-join-wait.js';
 import { CgroupTree, type CgroupEnforcement, type SweepResult } from './cgroup-tree.js';
 import type { ContainmentOptions } from './containment-options.js';
 import { detectCgroups } from './detect-cgroups.js';
@@ -14,6 +16,8 @@ export interface AgentCgroups {
   /** Where attempts' cgroups are made; null when none are (off, or nothing usable). */
   tree: CgroupTree | null;
   enforcement: CgroupEnforcement;
+  /** Whether its attempts' first joins of a burst wait for an RCU grace period (favordynmods); null where attempts join no cgroup. */
+  joinWait: CgroupJoinWait | null;
 }
 
 /** The agent refuses to start: containment is required and the host does not offer it all. */
@@ -43,10 +47,12 @@ const OFF: CgroupEnforcement = {
  * other's, while a restart with the same directory finds its own.
  */
 export function setUpCgroups(opts: Pick<ContainmentOptions, 'mode' | 'hostRoot'>, machineName: string, dataDir: string): AgentCgroups {
-  if (opts.mode === 'off') return { tree: null, enforcement: OFF };
+  if (opts.mode === 'off') return { tree: null, enforcement: OFF, joinWait: null };
   const tree = CgroupTree.create(detectCgroups(opts.hostRoot), { machineName, hostRoot: opts.hostRoot, instance: instanceOf(dataDir) });
   checkRequired(opts.mode, tree.enforcement);
-  return { tree: tree.active ? tree : null, enforcement: tree.enforcement };
+  if (!tree.active) return { tree: null, enforcement: tree.enforcement, joinWait: null };
+  // Read again rather than carried out of detectCgroups: a second read of a small file at start, and detection stays about enforcement.
+  return { tree, enforcement: tree.enforcement, joinWait: cgroupJoinWait(readFileSync(join(opts.hostRoot, 'proc/self/mountinfo'), 'utf8')) };
 }
 
 /**

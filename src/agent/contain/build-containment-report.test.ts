@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CgroupEnforcement } from './cgroup-tree.js';
 import { buildContainmentReport, migIsolationReport } from './build-containment-report.js';
+import { cgroupJoinWaitHint } from './cgroup-join-wait.js';
 
 const v1: CgroupEnforcement = {
   mechanism: 'cgroup-v1',
@@ -45,5 +46,15 @@ describe('buildContainmentReport', () => {
     const open = buildContainmentReport(v1, { ...who, mig: migIsolationReport({ isolated: false, why: 'x' }, true, false) });
     expect(open.migIsolated).toBe(false);
     expect(open.problems).toEqual([expect.stringMatching(/^MIG devices of one GPU are not isolated from each other: x;/)]);
+  });
+
+  it('reports favordynmods, and how to set it where not, only where attempts join cgroups', () => {
+    expect(buildContainmentReport(v1, who)).not.toHaveProperty('favordynmods');
+    expect(buildContainmentReport(v1, { ...who, joinWait: null })).not.toHaveProperty('favordynmods');
+    expect(buildContainmentReport(v1, { ...who, joinWait: { kind: 'no-cgroups' } })).not.toHaveProperty('favordynmods');
+    expect(buildContainmentReport(v1, { ...who, joinWait: { kind: 'favoured', mount: '/sys/fs/cgroup' } })).toMatchObject({ favordynmods: true, problems: [] });
+    const waits = buildContainmentReport(v1, { ...who, joinWait: { kind: 'waits', v2Mount: null } });
+    expect(waits.favordynmods).toBe(false);
+    expect(waits.problems).toEqual([cgroupJoinWaitHint({ kind: 'waits', v2Mount: null })]);
   });
 });

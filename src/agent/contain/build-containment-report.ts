@@ -6,6 +6,7 @@
 import type { ContainmentReport, GpuSharingMode } from '../../api/contract/containment.js';
 import type { MigIsolation } from '../machine/mig-capabilities.js';
 import type { CgroupEnforcement } from './cgroup-tree.js';
+import { cgroupJoinWaitHint, type CgroupJoinWait } from './cgroup-join-wait.js';
 
 /** Whether MIG devices are kept apart, and if not why (migIsolationReport); isolated null: the machine has none. */
 export interface MigIsolationReport {
@@ -20,9 +21,19 @@ const MAX_USER = 200;
 
 export function buildContainmentReport(
   e: CgroupEnforcement,
-  who: { user: string; sandbox: 'bwrap' | null; problems?: readonly string[]; gpuSharing?: GpuSharingMode; mig?: MigIsolationReport },
+  who: {
+    user: string;
+    sandbox: 'bwrap' | null;
+    problems?: readonly string[];
+    gpuSharing?: GpuSharingMode;
+    mig?: MigIsolationReport;
+    /** Null or absent: attempts join no cgroup (nothing to say). */
+    joinWait?: CgroupJoinWait | null;
+  },
 ): ContainmentReport {
   const mig = who.mig ?? { isolated: null, problem: null };
+  const joinWait = who.joinWait && who.joinWait.kind !== 'no-cgroups' ? who.joinWait : null;
+  const joinHint = joinWait ? cgroupJoinWaitHint(joinWait) : null;
   return {
     mechanism: e.mechanism,
     memory: e.memory !== null,
@@ -32,9 +43,12 @@ export function buildContainmentReport(
     kill: e.kill,
     user: clip(who.user, MAX_USER),
     sandbox: who.sandbox,
-    problems: [...e.problems, ...(who.problems ?? []), ...(mig.problem ? [mig.problem] : [])].slice(0, MAX_PROBLEMS).map((p) => clip(p, MAX_PROBLEM)),
+    problems: [...e.problems, ...(who.problems ?? []), ...(mig.problem ? [mig.problem] : []), ...(joinHint ? [joinHint] : [])]
+      .slice(0, MAX_PROBLEMS)
+      .map((p) => clip(p, MAX_PROBLEM)),
     ...(who.gpuSharing ? { gpuSharing: who.gpuSharing } : {}),
     ...(mig.isolated !== null ? { migIsolated: mig.isolated } : {}),
+    ...(joinWait ? { favordynmods: joinWait.kind === 'favoured' } : {}),
   };
 }
 

@@ -176,7 +176,7 @@ export function chooseCgroups(h: CgroupHierarchies): CgroupChoice {
   return { mechanism, memory, cpu, pids, devices, kill, v2: usesV2, v1, problems };
 }
 
-interface Mount {
+export interface Mount {
   /** The part of the filesystem mounted (for a cgroup: the cgroup seen as the mount's root). */
   root: string;
   mountPoint: string;
@@ -185,7 +185,7 @@ interface Mount {
 }
 
 /** `/proc/self/mountinfo`: "id parent major:minor root mountpoint options [optional…] - fstype source superoptions". */
-function parseMountinfo(text: string): Mount[] {
+export function parseMountinfo(text: string): Mount[] {
   const mounts: Mount[] = [];
   for (const line of text.split('\n')) {
     if (line.trim() === '') continue;

@@ -14,13 +14,17 @@ import { wireEnum } from './wire-enum.js';
  *   <name> (<uid>)`, or `agent <name> (<uid>)` (the agent's own user: nothing keeps a stage from the
  *   agent's files).
  * - `sandbox`: `bwrap` when `--sandbox` is on and bubblewrap works on the host, else null (`problems` says why).
- * - `problems`: why something is not enforced, one sentence each, for the operator.
+ * - `problems`: why something is not enforced, or costs more than it must (`favordynmods`), one sentence each, for the operator.
  * - `gpuSharing`: how stages that share a GPU are kept apart (`--gpu-sharing`): `mps` (NVIDIA's
  *   MPS bounds each one's threads and memory), `time-slicing` (nothing bounds them). Absent from
  *   agents before shares.
  * - `migIsolated`: on a machine with MIG devices, whether an attempt can open only its own MIG
  *   devices' capability files (the devices cgroup or the sandbox, and every device's minors known;
  *   `problems` says why not). Absent on a machine without MIG devices, and from older agents.
+ * - `favordynmods`: where attempts join cgroups, whether a cgroup hierarchy of the host is mounted
+ *   with `favordynmods`; false: the first join of each burst of starts waits for an RCU grace
+ *   period (about 8 ms), and `problems` says how the host's operator removes it
+ *   (docs/containment.md). Absent where attempts join no cgroup, and from older agents.
  */
 export const CONTAINMENT_MECHANISMS = ['cgroup-v2', 'cgroup-v1', 'cgroup-hybrid', 'none'] as const;
 export type ContainmentMechanism = (typeof CONTAINMENT_MECHANISMS)[number];
@@ -42,6 +46,9 @@ export const ContainmentReport = Type.Object(
     problems: Type.Array(Type.String({ maxLength: 500 }), { maxItems: 20 }),
     gpuSharing: Type.Optional(wireEnum(GPU_SHARING_MODES, { description: 'how stages sharing a GPU are bounded' })),
     migIsolated: Type.Optional(Type.Boolean({ description: "whether an attempt can open only its own MIG devices' capability files" })),
+    favordynmods: Type.Optional(
+      Type.Boolean({ description: "whether the host's cgroups are mounted with favordynmods (false: each burst's first join waits for an RCU grace period)" }),
+    ),
   },
   // Later agents may report more: a server keeps what it knows.
   { additionalProperties: true },

@@ -110,6 +110,7 @@ describe('gantry machine', () => {
       sandbox: 'bwrap' as const,
       problems: ['devices: the v1 devices hierarchy is not mounted', 'cpu: no cpu.max on v2, capped through v1'],
       gpuSharing: 'mps' as const,
+      favordynmods: false,
     };
     const shown = machine('eligible', 1, { region: 'eu-west', labels: { rack: 'a' }, containment, lastHeartbeatAt: 1_000, registeredAt: 0 });
     const g = await fakeGantry({ status: 500, body: {} }, [shown]);
@@ -135,6 +136,7 @@ describe('gantry machine', () => {
       /^ {2}user: +dynamic 61184-65519$/m,
       /^ {2}sandbox: +bwrap$/m,
       /^ {2}gpu sharing: +mps \(each share's threads and memory bounded by NVIDIA MPS\)$/m,
+      /^ {2}cgroup joins: +each burst's first waits for an RCU grace period, ~8 ms \(no favordynmods: see problems\)$/m,
       /^ {2}problems: +devices: the v1 devices hierarchy is not mounted\n {2} +cpu: no cpu\.max on v2, capped through v1$/m,
     ])
       expect(out).toMatch(line);

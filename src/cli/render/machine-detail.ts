@@ -62,6 +62,12 @@ function containmentLines(r: ContainmentReport | null | undefined, c: Colors): [
   // Only a machine with MIG devices says (docs/machines.md, "What isolates MIG devices from each other").
   if (r.migIsolated !== undefined)
     lines.push(['MIG devices', r.migIsolated ? c.green('isolated') : c.yellow('not isolated (each can open the others of its GPU: see problems)')]);
+  // Only an agent whose attempts join cgroups says (docs/containment.md, "A host setting that makes the joins cheap").
+  if (r.favordynmods !== undefined)
+    lines.push([
+      'cgroup joins',
+      r.favordynmods ? 'favordynmods (no wait)' : c.yellow("each burst's first waits for an RCU grace period, ~8 ms (no favordynmods: see problems)"),
+    ]);
   if (r.problems.length === 0) lines.push(['problems', 'none']);
   else r.problems.forEach((p, i) => lines.push([i === 0 ? 'problems' : '', c.yellow(p)]));
   return lines;

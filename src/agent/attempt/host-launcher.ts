@@ -1,0 +1,108 @@
+/**
+ * The C launcher binary the agent uses on this host, built here when none at hand was built for it
+ * (docs/agent.md, "The C launcher", *Built where it runs*).
+ *
+ * Why: a binary is for one architecture and libc. The package ships launcher.c, not the binary
+ * `npm pack` would have compiled on the packing machine: on a host of another kind that one fails
+ * to start (the agent then went on with Python, silently slower) or, worse, starts and misbehaves.
+ * So the agent, at its start, asks each candidate which source it was built from (`--version`,
+ * compile-launcher.ts), in order:
+ *
+ * 1. `gantry-launcher` beside this module: what `npm run build` or the tests' setup compiled on this
+ *    machine (a checkout; the package does not ship it);
+ * 2. its own build in the data directory, `launcher/gantry-launcher-<platform>-<arch>-<hash>`;
+ * 3. else it compiles one there with `cc` ($CC), about a second once per host and source.
+ *
+ * A candidate that does not start here, answers no version, or answers another source's hash is
+ * passed over and the log says why; where none can be had (no compiler, the compiler refused) the
+ * agent says so in one line, with what it costs, and stages start with the next launcher.
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { compileLauncher, launcherSourceHash, launcherVersion } from './compile-launcher.js';
+import { errorText } from '../../lib/error-text.js';
+
+/** launcher.c beside this module: src/agent/attempt/, or dist/agent/attempt/ where the build copies it. */
+export const LAUNCHER_SOURCE = fileURLToPath(new URL('./launcher.c', import.meta.url));
+
+/** What the next launcher costs, for the one line that says the C one is not used (docs/throughput.md: launcher 0.14 ms a stage in C, about 0.9 in Python). */
+const FALLBACK =
+  'stages start with the Python launcher instead where python3 is (else bash): about 0.8 ms more of the machine\'s CPU a stage (docs/agent.md, "The C launcher")';
+
+export interface HostLauncherOptions {
+  /** The binary built with the checkout (`npm run build`): taken where it runs here and is of `source`. */
+  prebuilt: string;
+  /** Where the agent keeps the one it builds: its data directory's launcher/. */
+  cacheDir: string;
+  /** Default launcher.c beside this module. */
+  source?: string;
+  /** Default $CC, else cc. */
+  cc?: string;
+  log: (line: string) => void;
+}
+
+/** The binary to start the C launcher from, or null (said in the log) where none built for this host and source can be had. */
+export function hostLauncher(o: HostLauncherOptions): string | null {
+  const source = o.source ?? LAUNCHER_SOURCE;
+  const cc = o.cc ?? (process.env.CC || 'cc');
+  let hash: string;
+  try {
+    hash = launcherSourceHash(readFileSync(source));
+  } catch (err) {
+    o.log(`the C launcher's source cannot be read (${errorText(err)}); ${FALLBACK}`);
+    return null;
+  }
+  const passedOver: string[] = [];
+  const usable = (file: string): boolean => {
+    const v = launcherVersion(file);
+    if (v.kind === 'runs' && v.source === hash) return true;
+    if (v.kind === 'runs') passedOver.push(`${file} was built from another launcher.c (${v.source}; this agent's is ${hash})`);
+    else if (v.kind === 'unusable') passedOver.push(`${file} cannot be used: ${v.why}`);
+    return false;
+  };
+  if (usable(o.prebuilt)) return o.prebuilt;
+  const host = `${process.platform}-${process.arch}`;
+  const own = join(o.cacheDir, `gantry-launcher-${host}-${hash}`);
+  if (usable(own)) {
+    if (passedOver.length > 0) o.log(`C launcher: ${passedOver.join('; ')}; using ${own}, built on this host`);
+    return own;
+  }
+  const why = passedOver.length > 0 ? `${passedOver.join('; ')}; ` : '';
+  const t0 = performance.now();
+  try {
+    mkdirSync(o.cacheDir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    o.log(`C launcher: ${why}cannot make ${o.cacheDir} to build it in (${errorText(err)}); ${FALLBACK}`);
+    return null;
+  }
+  // No -Werror here: a warning of another compiler is no reason to run slower. The build's own check keeps it (build-launcher.ts).
+  const r = compileLauncher({ source, out: own, cc, flags: ['-O2'] });
+  switch (r.kind) {
+    case 'no-compiler':
+      o.log(`C launcher: ${why}it cannot be built for this host: no C compiler (${r.why}; install one, or name it in $CC, and restart the agent); ${FALLBACK}`);
+      return null;
+    case 'failed':
+      o.log(`C launcher: ${why}it could not be built for this host: ${cc} says "${r.firstError}"; ${FALLBACK}`);
+      return null;
+    case 'built':
+      break;
+  }
+  const built = launcherVersion(own);
+  if (built.kind !== 'runs' || built.source !== hash) {
+    rmSync(own, { force: true });
+    o.log(`C launcher: ${why}the one built for this host does not answer as it should (${built.kind === 'unusable' ? built.why : built.kind}); ${FALLBACK}`);
+    return null;
+  }
+  removeOthers(o.cacheDir, basename(own));
+  o.log(`C launcher: ${why}built for this host (${host}) into ${own} in ${Math.round(performance.now() - t0)} ms`);
+  return own;
+}
+
+/** Builds of older sources (or another host's, a data directory moved), and what a build cut short left: only this one is kept. */
+function removeOthers(dir: string, keep: string): void {
+  for (const name of readdirSync(dir)) {
+    if (name !== keep && /^\.?gantry-launcher-/.test(name)) rmSync(join(dir, name), { force: true });
+  }
+}

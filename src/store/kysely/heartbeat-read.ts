@@ -4,6 +4,13 @@ import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import { type HeartbeatParams, type HeldRow, killOf, placedOf, rowFresh, unreportedHeld, writesNothing } from './machine-verbs.js';
 import { prepared } from './prepared-query.js';
 import type { Db } from './tx-context.js';
+import type { LivenessWrite } from './heartbeat-renewal.js';
+
+/** What the read decided: the answer, and, where the heartbeat's only writes are its row's time and its listed leases, those writes (heartbeatRenewal). */
+export interface HeartbeatRead {
+  answer: HeartbeatResult;
+  renew: LivenessWrite | null;
+}
 
 /**
  * A heartbeat that writes nothing, answered from one statement outside any transaction; null when
@@ -25,8 +32,13 @@ import type { Db } from './tx-context.js';
  * (its grace is read), a row older than the liveness allows, an attempt to release or lose. And a
  * read outside a transaction takes no SERIALIZABLE read locks: the liveness loop's and the
  * reaper's writes of the same rows no longer conflict with every idle heartbeat in flight.
+ *
+ * A heartbeat whose only writes would be its row's time (older than the liveness allows) and its
+ * listed attempts' leases (older than renewAfterMs) is answered from the same read too, with those
+ * writes in `renew`: the caller runs them as guarded writes (heartbeat-renewal.ts, where it says
+ * why they need no SERIALIZABLE transaction). Anything else to write, null, as before.
  */
-export async function machineHeartbeatRead(db: Db, now: number, p: HeartbeatParams): Promise<HeartbeatResult | null> {
+export async function machineHeartbeatRead(db: Db, now: number, p: HeartbeatParams): Promise<HeartbeatRead | null> {
   if (p.running.some((r) => r.progress)) return null;
   const rows = await machineAndHeld.rows(db, p.machineId);
   const m = rows[0];
@@ -49,8 +61,14 @@ export async function machineHeartbeatRead(db: Db, now: number, p: HeartbeatPara
   if (p.running.some((r) => !byId.has(r.attemptId))) return null;
   const { kill, preempted } = killOf(m.id, p.running, byId);
   if (preempted.length) return null;
-  if (!rowFresh(now, m, p) || !writesNothing(now, unreportedHeld(now, held, p), p)) return null;
-  return { health: m.health, kill, lost: [], placed: placedOf(held) };
+  const unreported = unreportedHeld(now, held, p);
+  if (unreported.release.length > 0 || unreported.lose.length > 0) return null;
+  const answer: HeartbeatResult = { health: m.health, kill, lost: [], placed: placedOf(held) };
+  if (rowFresh(now, m, p) && writesNothing(now, unreported, p)) return { answer, renew: null };
+  // What machineHeartbeat would write here: the row's time, and the listed leases but those it kills.
+  const killed = new Set(kill.map((k) => k.attemptId));
+  const attempts = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
+  return { answer, renew: { machineId: m.id, periodMs: p.period?.periodMs ?? null, attempts, leaseMs: p.leaseMs } };
 }
 
 /** The machine's row and what it holds (not released: a partial index), one row per attempt held, or one with no attempt. */

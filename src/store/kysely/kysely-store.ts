@@ -38,6 +38,7 @@ import * as autoscaleRead from './autoscale-rows.js';
 import { toEvent } from './row-mappers.js';
 import type { Usage } from './machine-usage.js';
 import { machineHeartbeatRead } from './heartbeat-read.js';
+import { heartbeatRenewal } from './heartbeat-renewal.js';
 import { PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { RowsChanged } from './rows-changed.js';
 import { GroupCommit } from './group-commit.js';
@@ -50,6 +51,17 @@ import { loseMany } from './lose-many.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
   db.selectFrom('leader').select('term').where('name', '=', 'control').where('holder', '=', holder).where('term', '=', term).where('expires_at', '>=', now),
+);
+
+/** The holder's lease extended while it holds it (leaderClaim): the term and the new expiry, or nothing when it no longer holds it. */
+const leaderRenew = prepared<[expiresAt: number, holder: string, now: number]>()((db, [expiresAt, holder, now]) =>
+  db
+    .updateTable('leader')
+    .set({ expires_at: expiresAt })
+    .where('name', '=', 'control')
+    .where('holder', '=', holder)
+    .where('expires_at', '>=', now)
+    .returning(['term', 'expires_at']),
 );
 
 /** How many times a transaction refused for a conflict is tried before the caller is told the database is busy. */
@@ -266,7 +278,20 @@ export class KyselyStore implements Store {
     const r = await sql<{ now: number }>`select (extract(epoch from clock_timestamp()) * 1000)::bigint as now`.execute(this.db);
     return Number(r.rows[0]!.now);
   }
-  leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {
+  async leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {
+    // The holder's renewal first, READ COMMITTED: one write guarded on the holder and its lease not
+    // yet run out, checked again on the row's newest version. Every transaction of the leader's
+    // (the reapers' batches, the passes) reads this row for its term; a SERIALIZABLE renewal wrote it
+    // every few seconds, so each of them that overlapped one depended on it, and one more dependency
+    // made it the pivot PostgreSQL refused (docs/failure-detection.md, "Which writers the reapers
+    // meet"). A renewal changes neither holder nor term: a term check that read the lease before it
+    // decided what it would have decided after. A takeover stays SERIALIZABLE below: one committed
+    // first leaves this guard unmet; one that read the row before this renewal committed is refused
+    // when it writes it (a concurrent update) and, run again, finds the lease renewed.
+    if (!this.capabilities.singleWriter) {
+      const renewed = await this.lane().tx(p.now, (tx) => leaderRenew.first(tx.db, tx.now + p.ttlMs, p.holder, tx.now), { readCommitted: true });
+      if (renewed) return { holder: p.holder, term: Number(renewed.term), expiresAt: Number(renewed.expires_at), leader: true };
+    }
     return this.lane().tx(p.now, async (tx) => {
       const row = await tx.db.selectFrom('leader').selectAll().where('name', '=', 'control').executeTakeFirstOrThrow();
       const mine = row.holder === p.holder && Number(row.expires_at) >= tx.now;
@@ -680,8 +705,16 @@ export class KyselyStore implements Store {
     // A heartbeat that writes nothing: one read, no transaction (heartbeat-read.ts); at the time a
     // transaction begun now would act at (tx()).
     if (this.capabilities.readsOutsideTransactions === true) {
-      const quiet = await machineHeartbeatRead(this.db, this.actsAt(p.now), p);
-      if (quiet) return quiet;
+      const read = await machineHeartbeatRead(this.db, this.actsAt(p.now), p);
+      if (read && !read.renew) return read.answer;
+      // Several writers: a heartbeat that writes only its liveness (its row's time, its leases) does
+      // so READ COMMITTED, guarded writes that neither refuse nor are refused (heartbeat-renewal.ts).
+      // One writer has no conflicts to spare: its transaction as before.
+      if (read?.renew && !this.capabilities.singleWriter) {
+        const renew = read.renew;
+        await this.tx(p.now, (tx) => heartbeatRenewal(tx, renew), { readCommitted: true });
+        return read.answer;
+      }
     }
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));
     if (!out) throw new NotFoundError('machine', p.machineId);

@@ -360,6 +360,14 @@ function printStatementCounts(servers: Started[], stages: number): void {
   }
 }
 
+/** A server's scheduler passes so far, by where they ran (`gantry_scheduler_pass_seconds`'s count by `where`: loop, transaction). */
+async function schedulerPasses(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`, { headers: auth })).text();
+  const out = new Map<string, number>();
+  for (const m of text.matchAll(/^gantry_scheduler_pass_seconds_count\{where="([^"]+)"\} (\d+)/gm)) out.set(m[1]!, Number(m[2]));
+  return out;
+}
+
 /** One round of `n` chains on a running cluster, measured on its own (its jobs are named `r<round>-chain-<i>`). */
 async function gantryRound(c: Cluster, n: number, round: number): Promise<RunResult> {
   const serverPids = c.servers.map((x) => x.proc.pid!);
@@ -381,6 +389,7 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
   const natsCpu = () => pidsOfCommand('nats-server').reduce((ms, p) => ms + (processCpuMs(p) ?? 0), 0);
   const nats0 = REPLICAS > 1 ? natsCpu() : 0;
   const machine0 = machineCpuMs();
+  const passes0 = await schedulerPasses(c.urls[0]!);
   const ended = () => c.db.count(`select count(*) as n from jobs where state in ('succeeded','failed','canceled')`);
   const before = await ended();
   // B's wait is timed to its process's start, read from the agent's journal (journal-spawns.ts).
@@ -423,6 +432,12 @@ async function gantryRound(c: Cluster, n: number, round: number): Promise<RunRes
       `server CPU a stage (round ${round}${REPLICAS > 1 ? ', the first replica' : ''}): main thread ${perStage(threads1.mainUser - threads0.mainUser)} ms user + ${perStage(threads1.mainSystem - threads0.mainSystem)} ms system, its other threads (V8's compiler and collector, libuv) ${perStage(threads1.others - threads0.others)} ms`,
     );
   }
+  // The first server's scheduler passes, by where they ran (docs/throughput.md, "The scheduler loop
+  // woken only by hints no pass handled"): the loop's, and those before a commit.
+  const passes1 = await schedulerPasses(c.urls[0]!);
+  console.error(
+    `scheduler passes (round ${round}${REPLICAS > 1 ? ', the first replica' : ''}): ${[...passes1].map(([where, k]) => `${where} ${k - (passes0.get(where) ?? 0)}`).join(', ')}`,
+  );
   if (REPLICAS > 1) {
     const each = serverPids.map((p, i) => ((processCpuMs(p)! - eachServer0[i]!) / (3 * n)).toFixed(3));
     const roles = await Promise.all(

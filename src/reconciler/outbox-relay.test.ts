@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { Bus, BusBatch, BusMessage } from '../bus/bus.js';
+import { batchMessages, type Bus, type BusBatch, type BusMessage } from '../bus/bus.js';
 import { MemoryBus } from '../bus/memory-bus.js';
 import { job, stage } from '../store/conformance/fixtures.js';
 import { openSqliteStore } from '../store/sqlite/open-sqlite-store.js';
+import type { OutboxMessage } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { OutboxRelay } from './outbox-relay.js';
 
@@ -91,5 +92,50 @@ describe('OutboxRelay', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('tells the id each handled message goes out under, before the bus has it: in a batch, alone, and kept in memory', () => {
+    const order: string[] = [];
+    const bus = {
+      publish: async (m: BusMessage) => void order.push(`bus ${m.id}`),
+      publishBatch: async (b: BusBatch) => void order.push(...batchMessages(b).map((m) => `bus ${m.id}`)),
+    } as unknown as Bus;
+    const relay = new OutboxRelay({} as Store, bus, { now: () => 0 });
+    const handled = (id: string) => void order.push(`handled ${id}`);
+    const hint = (id: number, over: { part?: number; stored?: boolean; handled?: boolean }): OutboxMessage => ({
+      id,
+      topic: 'pool:ready',
+      payload: { pool: 'cpu' },
+      createdAt: 0,
+      ...over,
+    });
+    // A row of three (the second not handled), the events' wake-up riding in its batch; then a row of one.
+    relay.published(
+      [
+        hint(7, { part: 0, handled: true }),
+        hint(7, { part: 1 }),
+        { id: 7, part: 2, topic: 'capacity:freed', payload: { machineId: 'm' }, createdAt: 0, handled: true },
+        { id: 1, topic: 'events:written', payload: {}, createdAt: 0, stored: false },
+      ],
+      handled,
+    );
+    relay.published([hint(8, { handled: true })], handled);
+    // Kept in memory, no row: ids of this relay's own.
+    relay.published([hint(2, { stored: false, handled: true }), hint(3, { stored: false })], handled);
+    const mem = order.filter((x) => x.startsWith('bus mem:')).map((x) => x.slice(4));
+    expect(mem).toHaveLength(2);
+    expect(order).toEqual([
+      'handled 7.0',
+      'handled 7.2',
+      'bus 7.0',
+      'bus 7.1',
+      'bus 7.2',
+      'bus 7.3',
+      'handled 8',
+      'bus 8',
+      `handled ${mem[0]}`,
+      `bus ${mem[0]}`,
+      `bus ${mem[1]}`,
+    ]);
   });
 });

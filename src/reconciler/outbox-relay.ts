@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Bus } from '../bus/bus.js';
+import { batchMessages, type Bus, type BusBatch, type BusMessage } from '../bus/bus.js';
 import type { Clock } from '../domain/clock.js';
 import { topicMessage, type TopicMessage } from '../domain/topic.js';
 import type { OutboxMessage } from '../store/records.js';
@@ -34,33 +34,42 @@ export class OutboxRelay {
    * Publishes what a transaction just committed: each outbox row as one bus message (a row holding
    * several as a batch, BusBatch), with the messages kept in memory (the events' wake-up) in the
    * first row's batch, so that a report's messages cost one publish and one acknowledgement.
+   * `handled` is told the bus id of each message marked `handled` (a placement hint a pass before
+   * the commit handled), before the bus has it: this process's own subscribers are handed it from
+   * the publish, and the scheduler loop's looks the id up (docs/scheduling.md, "Which hints wake
+   * the loop").
    */
-  published(messages: OutboxMessage[]): void {
+  published(messages: OutboxMessage[], handled: (busId: string) => void = () => {}): void {
     const rows = byRow(messages.filter((m) => m.stored !== false));
-    const loose = messages.filter((m) => m.stored === false).map((m) => topicMessage(m));
+    const loose = messages.filter((m) => m.stored === false);
     const first = rows[0];
     if (!first) {
       // No row to mark or to send again: messages of this process's own (ids apart from rows').
-      for (const m of messages) this.bus.publish({ id: `mem:${this.instance}:${m.id}`, ...topicMessage(m) }).catch(this.onError);
+      for (const m of messages) {
+        const id = `mem:${this.instance}:${m.id}`;
+        if (m.handled) handled(id);
+        this.bus.publish({ id, ...topicMessage(m) }).catch(this.onError);
+      }
       return;
     }
     for (const row of rows) {
       const extra = row === first ? loose : [];
+      const out = rowOnBus(
+        row,
+        extra.map((m) => topicMessage(m)),
+      );
+      // The bus's ids in the order of the row's messages, then `extra`'s.
+      const ids = 'messages' in out ? batchMessages(out).map((m) => m.id) : [out.id];
+      [...row, ...extra].forEach((m, i) => {
+        if (m.handled) handled(ids[i]!);
+      });
       // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
-      this.publishRow(row, extra).then(() => void this.sent.push(row[0]!.id), this.onError);
+      this.publishRow(out).then(() => void this.sent.push(row[0]!.id), this.onError);
     }
   }
 
-  /**
-   * One row's messages, with `extra` after them: as the row was before batches (one message, its
-   * id the row's) where it holds one and nothing rides with it, else as a batch of the row's id.
-   * Its members are then `<row>.<i>`: the row's own in their order, `extra` after them, so a
-   * repeat of the row (the pass's) delivers nothing new and NATS stores it once (the same id).
-   */
-  private publishRow(row: OutboxMessage[], extra: TopicMessage[]): Promise<void> {
-    const head = row[0]!;
-    if (row.length === 1 && head.part === undefined && extra.length === 0) return this.bus.publish({ id: String(head.id), ...topicMessage(head) });
-    return this.bus.publishBatch({ id: String(head.id), messages: [...row.map((m) => topicMessage(m)), ...extra] });
+  private publishRow(out: BusMessage | BusBatch): Promise<void> {
+    return 'messages' in out ? this.bus.publishBatch(out) : this.bus.publish(out);
   }
 
   /** How many were sent and not yet marked. */
@@ -81,12 +90,25 @@ export class OutboxRelay {
       const rows = byRow(msgs);
       if (rows.length === 0) return total;
       // Together: their acknowledgements come back on one connection, not one round trip each.
-      await Promise.all(rows.map((row) => this.publishRow(row, [])));
+      await Promise.all(rows.map((row) => this.publishRow(rowOnBus(row, []))));
       await this.store.outboxMarkPublished({ ids: rows.map((row) => row[0]!.id), now: this.clock.now() });
       total += msgs.length;
       if (rows.length < batch) return total;
     }
   }
+}
+
+/**
+ * One row's messages, with `extra` after them, as they go to the bus: as the row was before
+ * batches (one message, its id the row's) where it holds one and nothing rides with it, else as a
+ * batch of the row's id. Its members are then `<row>.<i>`: the row's own in their order, `extra`
+ * after them, so a repeat of the row (the pass's) delivers nothing new and NATS stores it once (the
+ * same id).
+ */
+function rowOnBus(row: OutboxMessage[], extra: TopicMessage[]): BusMessage | BusBatch {
+  const head = row[0]!;
+  if (row.length === 1 && head.part === undefined && extra.length === 0) return { id: String(head.id), ...topicMessage(head) };
+  return { id: String(head.id), messages: [...row.map((m) => topicMessage(m)), ...extra] };
 }
 
 /** Messages grouped by their outbox row, in order (a row's messages come together, in its order). */

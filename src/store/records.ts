@@ -281,6 +281,12 @@ export type OutboxMessage = TopicMessage & {
   createdAt: number;
   /** False for a message the store kept no row of (Store.keepOutboxInMemory): nothing to mark published. */
   stored?: boolean;
+  /**
+   * True for a placement hint (`pool:ready`, `capacity:freed`) of a transaction whose pass before
+   * its commit ran to its end (Store.placeBeforeCommit): that pass read the room it announces, so
+   * it needs no loop pass of its own (docs/scheduling.md, "Which hints wake the loop").
+   */
+  handled?: boolean;
 };
 
 /** One stored piece of a stage's log; `id` orders the pieces of a stage and is the cursor for reading on. */

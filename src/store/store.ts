@@ -54,7 +54,8 @@ export interface Store extends AutoscaleStore {
   migrate(): Promise<string[]>;
   close(): Promise<void>;
   /** Called after a transaction that wrote outbox rows commits, with those rows, so they can be
-   *  published at once; the relay publishes whatever was not (a crash right after the commit). */
+   *  published at once; the relay publishes whatever was not (a crash right after the commit).
+   *  Placement hints a pass before the commit handled say so (`OutboxMessage.handled`). */
   onOutbox(listener: (messages: OutboxMessage[]) => void): void;
 
   // --- the clock and the leader (docs/replicas.md) ---
@@ -225,10 +226,13 @@ export interface Store extends AutoscaleStore {
    * that reads and writes in that transaction, under a savepoint of its own (docs/scheduling.md,
    * "When a pass runs"). With several writers (PostgreSQL) one such pass runs at a time per store:
    * a transaction that finds one running commits without it (its messages still wake the caller's
-   * loop). A pass that throws is undone alone and `onError` is told. Returns false where it is not
+   * loop). A pass that throws is undone alone and `onError` is told. A pass that resolves `true`
+   * says it ran to its end with nothing left for another pass: the transaction's own placement
+   * hints are then handed to onOutbox marked `handled` (anything else: not marked, they wake the
+   * caller's loop; docs/scheduling.md, "Which hints wake the loop"). Returns false where it is not
    * available: the caller places from its own loop.
    */
-  placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean;
+  placeBeforeCommit(pass: (source: PlacementSource) => Promise<boolean | void>, onError: (err: unknown) => void): boolean;
   /**
    * What one scheduling pass outside a transaction (the scheduler loop's) reads and writes: the
    * store itself, or where a round trip is worth saving (PostgreSQL), a source whose reads without

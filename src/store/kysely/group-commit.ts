@@ -1,6 +1,6 @@
 import type { OutboxMessage } from '../records.js';
 import { type DirectConnection, runDirectlyWithin } from './prepared-query.js';
-import { PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
+import { markHandled, PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Db, type Trx } from './tx-context.js';
 
 interface Waiter {
   now: number;
@@ -20,11 +20,20 @@ interface Waiter {
  * docs/throughput.md has the numbers.
  */
 /**
- * Runs in a group's transaction after its members, before the commit, when a member readied
- * stages or freed capacity; returns the outbox messages it wrote. It must not throw for anything
- * of its own (a failure it undoes and reports itself): the group's members would fail with it.
+ * What a pass before a commit did: the outbox messages it wrote, and whether it ran to its end
+ * with nothing left (Store.placeBeforeCommit): then its transaction's placement hints are handled.
  */
-export type BeforeCommit = (trx: Trx, now: number, optimistic: boolean) => Promise<OutboxMessage[]>;
+export interface PassBeforeCommit {
+  written: OutboxMessage[];
+  handled: boolean;
+}
+
+/**
+ * Runs in a group's transaction after its members, before the commit, when a member readied
+ * stages or freed capacity. It must not throw for anything of its own (a failure it undoes and
+ * reports itself): the group's members would fail with it.
+ */
+export type BeforeCommit = (trx: Trx, now: number, optimistic: boolean) => Promise<PassBeforeCommit>;
 
 export class GroupCommit {
   private queue: Waiter[] = [];
@@ -77,7 +86,7 @@ export class GroupCommit {
    */
   private async runGroup(group: Waiter[], careful = false): Promise<void> {
     const outcomes: ({ ok: true; value: unknown; written: OutboxMessage[] } | { ok: false; error: unknown })[] = [];
-    let placed: OutboxMessage[] = [];
+    let placed: PassBeforeCommit = { written: [], handled: false };
     // Only on a connection that can say whether SQLite has rolled the transaction back by itself.
     const optimistic = !careful && this.direct !== null;
     try {
@@ -117,12 +126,14 @@ export class GroupCommit {
       for (const w of group) w.reject(error);
       return;
     }
+    // The one pass ran after every member's writes: it handled the hints of all of them, or of none.
+    const handed = placed.handled ? markHandled : (m: OutboxMessage[]) => m;
     group.forEach((w, i) => {
       const o = outcomes[i]!;
       if (!o.ok) return w.reject(o.error);
-      if (o.written.length) this.committed(o.written);
+      if (o.written.length) this.committed(handed(o.written));
       w.resolve(o.value);
     });
-    if (placed.length) this.committed(placed);
+    if (placed.written.length) this.committed(handed(placed.written));
   }
 }

@@ -39,9 +39,9 @@ import { toEvent } from './row-mappers.js';
 import type { Usage } from './machine-usage.js';
 import { machineHeartbeatRead } from './heartbeat-read.js';
 import { heartbeatRenewal } from './heartbeat-renewal.js';
-import { PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
+import { markHandled, PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxContext, type Trx } from './tx-context.js';
 import { RowsChanged } from './rows-changed.js';
-import { GroupCommit } from './group-commit.js';
+import { GroupCommit, type PassBeforeCommit } from './group-commit.js';
 import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
 import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
@@ -223,7 +223,7 @@ export class KyselyStore implements Store {
     let careful = false;
     for (let tries = 1; ; tries++) {
       let ctx: TxContext | undefined;
-      let placed: OutboxMessage[] = [];
+      let placed: PassBeforeCommit = { written: [], handled: false };
       const counter = careful ? null : new RowsChanged();
       // A transaction acts at the time it runs (each try its own), not the time its caller read the
       // clock (a request may wait for a connection, or run again after a conflict): so the times
@@ -253,7 +253,10 @@ export class KyselyStore implements Store {
             await ctx.flush();
             return result;
           });
-        const written = placed.length ? [...(ctx?.written ?? []), ...placed] : (ctx?.written ?? []);
+        const all = placed.written.length ? [...(ctx?.written ?? []), ...placed.written] : (ctx?.written ?? []);
+        // A pass that ran to its end read what this transaction wrote: its hints wake no loop pass
+        // (docs/scheduling.md, "Which hints wake the loop"); one skipped, failed or with `more` left does not say so.
+        const written = placed.handled ? markHandled(all) : all;
         if (written.length) for (const l of this.listeners) l(written);
         return out;
       } catch (err) {
@@ -503,7 +506,7 @@ export class KyselyStore implements Store {
       },
     };
   }
-  placeBeforeCommit(pass: (source: PlacementSource) => Promise<void>, onError: (err: unknown) => void): boolean {
+  placeBeforeCommit(pass: (source: PlacementSource) => Promise<boolean | void>, onError: (err: unknown) => void): boolean {
     if (this.group) this.group.beforeCommit = (trx, now, optimistic) => this.placeIn(trx, now, optimistic, null, null, pass, onError);
     else this.passBeforeCommit.place = (trx, now, optimistic, rowsChanged, outer) => this.placeIn(trx, now, optimistic, rowsChanged, outer, pass, onError);
     return true;
@@ -518,13 +521,14 @@ export class KyselyStore implements Store {
    * An object, so that the stores asLeader() makes share it.
    */
   private readonly passBeforeCommit: {
-    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null, outer: TxContext) => Promise<OutboxMessage[]>) | null;
+    place: ((trx: Trx, now: number, optimistic: boolean, rowsChanged: RowsChanged | null, outer: TxContext) => Promise<PassBeforeCommit>) | null;
     running: boolean;
   } = { place: null, running: false };
 
   /**
    * The pass before a commit (placeBeforeCommit), in that transaction, under a savepoint of its
-   * own; answers the outbox messages it wrote. With `outer` (several writers: the transaction's
+   * own; answers the outbox messages it wrote and whether it ran to its end (`handled`: it
+   * resolved `true`; one that failed did not). With `outer` (several writers: the transaction's
    * own context), what the pass's writes collected (events, messages) is written with the
    * transaction's at its flush, once the pass has succeeded: one lock and one insert each for
    * both, not a second round of them (docs/throughput.md, "A pass's reads in one round trip").
@@ -535,9 +539,9 @@ export class KyselyStore implements Store {
     optimistic: boolean,
     rowsChanged: RowsChanged | null,
     outer: TxContext | null,
-    pass: (source: PlacementSource) => Promise<void>,
+    pass: (source: PlacementSource) => Promise<boolean | void>,
     onError: (err: unknown) => void,
-  ): Promise<OutboxMessage[]> {
+  ): Promise<PassBeforeCommit> {
     // A context of its own, for the savepoint and for what the pass writes besides its rows.
     const ctx = this.context(trx, now, optimistic, rowsChanged);
     const asked = startOnPlacementAsked(trx);
@@ -602,16 +606,16 @@ export class KyselyStore implements Store {
       },
     };
     try {
-      await ctx.savepoint(() => pass(source));
+      const ran = await ctx.savepoint(() => pass(source));
       // Only now: a pass that failed is undone with its savepoint, and what it collected dropped.
       if (outer) for (const c of deferred) outer.absorb(c);
-      return written;
+      return { written, handled: ran === true };
     } catch (err) {
       // The whole transaction is gone: its members fail with it, as they would have.
       if (err instanceof TransactionAborted) throw err;
       asked?.undo();
       onError(err);
-      return [];
+      return { written: [], handled: false };
     }
   }
 

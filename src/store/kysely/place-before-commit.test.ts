@@ -7,6 +7,7 @@ import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.j
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
 import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, reportStarted, reportSucceeded, stage } from '../conformance/fixtures.js';
+import type { OutboxMessage } from '../records.js';
 import type { Database } from '../schema.js';
 import { KyselyStore } from './kysely-store.js';
 
@@ -137,6 +138,50 @@ describe.each(stores)('placement in the transaction that made room: $name', ({ s
     expect(Object.values(await stageStates(j.id)).sort()).toEqual(['ready', 'scheduled']);
   });
 
+  it("the transaction's placement hints are handed over marked handled only where its pass ran to its end (resolved true)", async () => {
+    const m = await store.machineRegister({ ...cpuMachine('m1', { cpuMillis: 1000 }), now });
+    const handed: OutboxMessage[][] = [];
+    store.onOutbox((ms) => void handed.push(ms));
+    /** What a chain a → b's outcome of a hands over, with the pass answering `answer` (or throwing). */
+    const outcomeWith = async (answer: boolean | undefined | 'throw') => {
+      store.placeBeforeCommit(
+        async (source) => {
+          await schedulerPass(source, clock, { leaseMs: 10_000 });
+          if (answer === 'throw') throw new Error('pass broke');
+          return answer;
+        },
+        (err) => errors.push(err),
+      );
+      const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
+      await schedulerPass(store, clock, { leaseMs: 10_000 });
+      const [a] = (await store.machineAssignments({ machineId: m.id })).filter((x) => x.jobId === j.id);
+      await reportStarted(store, { machineId: m.id, attempt: a!, now });
+      handed.length = 0;
+      await reportSucceeded(store, { machineId: m.id, attempt: a!, now });
+      const hints: OutboxMessage[] = handed.flat().filter((x) => x.topic === 'pool:ready' || x.topic === 'capacity:freed');
+      expect(hints.map((x) => x.topic).sort()).toEqual(['capacity:freed', 'pool:ready']);
+      // Whatever else the commit carried is never marked.
+      expect(handed.flat().filter((x) => x.handled && !hints.includes(x))).toEqual([]);
+      // Its b, placed or not, out of the way of the next chain (the machine has room for one).
+      const [b] = (await store.machineAssignments({ machineId: m.id })).filter((x) => x.jobId === j.id);
+      if (b) {
+        await reportStarted(store, { machineId: m.id, attempt: b, now });
+        store.placeBeforeCommit(
+          async () => {},
+          (err) => errors.push(err),
+        );
+        await reportSucceeded(store, { machineId: m.id, attempt: b, now });
+      }
+      return hints.map((x) => x.handled === true);
+    };
+    expect(await outcomeWith(true)).toEqual([true, true]);
+    expect(await outcomeWith(false)).toEqual([false, false]);
+    expect(await outcomeWith(undefined)).toEqual([false, false]);
+    expect(await outcomeWith('throw')).toEqual([false, false]);
+    // Told of (SQLite's submit ran the throwing pass too).
+    expect([...new Set(errors.map((e) => (e as Error).message))]).toEqual(['pass broke']);
+  });
+
   it('a pass that fails is undone alone: the outcome it rode with stands, and the error is told', async () => {
     const m = await store.machineRegister({ ...cpuMachine('m1'), now });
     const j = await store.jobSubmit({ definition: job([stage('a'), stage('b', { needs: ['a'] })]), source: null, now });
@@ -204,11 +249,18 @@ describe.skipIf(pgMissing !== null)('placement in the transaction on PostgreSQL:
       const a = placed.find((p) => p.jobId === jobId)!;
       return reportSucceeded(store, { machineId: m.id, attempt: a, now });
     };
+    const handed: OutboxMessage[][] = [];
+    store.onOutbox((ms) => void handed.push(ms));
     const first = end(x.id);
     await inPass;
-    // The second commits while the first's pass still runs, with no pass of its own.
+    // The second commits while the first's pass still runs, with no pass of its own: its hints are not handled.
     expect((await end(y.id)).completed[0]!.result).toBe('ok');
     expect(passes).toBe(1);
+    const hintsOfY = handed.flat().filter((m) => m.topic === 'pool:ready' || m.topic === 'capacity:freed');
+    expect(hintsOfY.map((m) => [m.topic, m.handled === true]).sort()).toEqual([
+      ['capacity:freed', false],
+      ['pool:ready', false],
+    ]);
     const states = async (jobId: string) => Object.fromEntries((await store.jobGet({ jobId }))!.stages.map((s) => [s.name, s.state]));
     expect(await states(y.id)).toEqual({ a: 'succeeded', b: 'ready' });
     release();

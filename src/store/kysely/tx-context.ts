@@ -325,6 +325,16 @@ export class TxContext {
 /** The topics that say a pass could place something now: stages became ready, or room was freed. */
 export const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Topic.capacityFreed]);
 
+/**
+ * A committed transaction's messages with their placement hints marked handled
+ * (OutboxMessage.handled): the pass before the commit ran to its end, after the transaction's own
+ * writes. The pass's own hints are marked with them: the only one it publishes is a preempted
+ * stage's requeue, which waits out its grace (`notBefore`), so no pass right after could place it.
+ */
+export function markHandled(messages: OutboxMessage[]): OutboxMessage[] {
+  return messages.map((m) => (PLACEMENT_HINTS.has(m.topic) ? { ...m, handled: true } : m));
+}
+
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;
 

@@ -39,7 +39,7 @@ export class OutboxRelay {
    * the publish, and the scheduler loop's looks the id up (docs/scheduling.md, "Which hints wake
    * the loop").
    */
-  published(messages: OutboxMessage[], handled: (busId: string) => void = () => {}): void {
+  published(messages: OutboxMessage[], handled: (busId: string, since: number) => void = () => {}): void {
     const rows = byRow(messages.filter((m) => m.stored !== false));
     const loose = messages.filter((m) => m.stored === false);
     const first = rows[0];
@@ -47,7 +47,7 @@ export class OutboxRelay {
       // No row to mark or to send again: messages of this process's own (ids apart from rows').
       for (const m of messages) {
         const id = `mem:${this.instance}:${m.id}`;
-        if (m.handled) handled(id);
+        if (m.handled) handled(id, m.handledSince ?? 0);
         this.bus.publish({ id, ...topicMessage(m) }).catch(this.onError);
       }
       return;
@@ -61,7 +61,7 @@ export class OutboxRelay {
       // The bus's ids in the order of the row's messages, then `extra`'s.
       const ids = 'messages' in out ? batchMessages(out).map((m) => m.id) : [out.id];
       [...row, ...extra].forEach((m, i) => {
-        if (m.handled) handled(ids[i]!);
+        if (m.handled) handled(ids[i]!, m.handledSince ?? 0);
       });
       // Marked only once the bus took it: a failed publish is left for the relay's pass to retry.
       this.publishRow(out).then(() => void this.sent.push(row[0]!.id), this.onError);

@@ -147,9 +147,12 @@ export async function createControlPlane(
 
   // FGD's target workload: the GPU stages this replica's passes have seen (docs/scheduling.md).
   const recentWorkload = new RecentWorkload();
+  /** When the scheduler loop's latest pass began (performance.now()): see `kick` below. */
+  let loopPassStartedAt = Number.NEGATIVE_INFINITY;
   const scheduler = new Loop(
     'scheduler',
     async () => {
+      loopPassStartedAt = performance.now();
       const end = metrics.passSeconds.startTimer({ where: 'loop' });
       // A source of its own a pass: on PostgreSQL its reads without arguments in one round trip.
       const r = await schedulerPass(leaderStore.placementSource(), clock, {
@@ -274,7 +277,7 @@ export async function createControlPlane(
   const handledHints = new HandledHints();
   // Published at once after each commit; marked published by the relay's next pass, in bulk.
   store.onOutbox((messages) => {
-    outbox.published(messages, (id) => handledHints.note(id));
+    outbox.published(messages, (id, since) => handledHints.note(id, since));
     if (outbox.unmarked >= 1000) relay.kick();
   });
   // Placement where room was made: in the transaction that readied stages or freed capacity
@@ -286,8 +289,13 @@ export async function createControlPlane(
   // pass running, a follower's), whose pass failed or left `more`. A pass that ran to its end read
   // what its transaction wrote: the loop's pass after it read the same again and placed nothing,
   // one round trip of seven statements a report on PostgreSQL.
+  // A loop pass that began while the handling transaction was open read without its writes, and
+  // its transaction's pass read without what that loop pass was woken for (a commit after its
+  // snapshot: another replica's, or one that found the pass running): neither placed what the
+  // two together made room for, and the loop's reads are not SERIALIZABLE, so nothing refuses it.
   const kick = (msg: BusMessage) => {
-    if (!handledHints.take(msg.id)) scheduler.kick();
+    const since = handledHints.take(msg.id);
+    if (since === undefined || loopPassStartedAt >= since) scheduler.kick();
   };
   bus.subscribe(Topic.poolReady, kick);
   bus.subscribe(Topic.capacityFreed, kick);

@@ -8,21 +8,28 @@
  * after `max` or so newer ones, rather than kept for the life of the process.
  */
 export class HandledHints {
-  private young = new Set<string>();
-  private old = new Set<string>();
+  private young = new Map<string, number>();
+  private old = new Map<string, number>();
 
   constructor(private readonly max = 10_000) {}
 
-  note(id: string): void {
+  note(id: string, since: number): void {
     if (this.young.size >= this.max / 2) {
       this.old = this.young;
-      this.young = new Set();
+      this.young = new Map();
     }
-    this.young.add(id);
+    this.young.set(id, since);
   }
 
-  /** True, once, for an id noted (within the last `max` or so). */
-  take(id: string): boolean {
-    return this.young.delete(id) || this.old.delete(id);
+  /** When the handling transaction began, once, for an id noted (within the last `max` or so); else undefined. */
+  take(id: string): number | undefined {
+    for (const gen of [this.young, this.old]) {
+      const since = gen.get(id);
+      if (since !== undefined) {
+        gen.delete(id);
+        return since;
+      }
+    }
+    return undefined;
   }
 }

@@ -287,6 +287,12 @@ export type OutboxMessage = TopicMessage & {
    * it needs no loop pass of its own (docs/scheduling.md, "Which hints wake the loop").
    */
   handled?: boolean;
+  /**
+   * With `handled`: when (performance.now()) its transaction began, before its snapshot. A loop pass
+   * that started after it may have read without this transaction's writes, and then placed nothing
+   * the transaction's pass could not see either: such a hint still wakes the loop.
+   */
+  handledSince?: number;
 };
 
 /** One stored piece of a stage's log; `id` orders the pieces of a stage and is the cursor for reading on. */

@@ -89,6 +89,7 @@ export class GroupCommit {
     let placed: PassBeforeCommit = { written: [], handled: false };
     // Only on a connection that can say whether SQLite has rolled the transaction back by itself.
     const optimistic = !careful && this.direct !== null;
+    const began = performance.now();
     try {
       await this.db.transaction().execute((trx) =>
         runDirectlyWithin(trx, this.direct, async () => {
@@ -127,7 +128,7 @@ export class GroupCommit {
       return;
     }
     // The one pass ran after every member's writes: it handled the hints of all of them, or of none.
-    const handed = placed.handled ? markHandled : (m: OutboxMessage[]) => m;
+    const handed = placed.handled ? (m: OutboxMessage[]) => markHandled(m, began) : (m: OutboxMessage[]) => m;
     group.forEach((w, i) => {
       const o = outcomes[i]!;
       if (!o.ok) return w.reject(o.error);

@@ -230,6 +230,8 @@ export class KyselyStore implements Store {
       // written follow the order of the commits, and a cancel that committed after a start is never
       // stamped before it. Without a clock (tests), `now` as given.
       const at = this.actsAt(now);
+      // Before the transaction's snapshot: what a handled hint is compared with (OutboxMessage.handledSince).
+      const began = performance.now();
       try {
         const out = await this.db
           .transaction()
@@ -256,7 +258,7 @@ export class KyselyStore implements Store {
         const all = placed.written.length ? [...(ctx?.written ?? []), ...placed.written] : (ctx?.written ?? []);
         // A pass that ran to its end read what this transaction wrote: its hints wake no loop pass
         // (docs/scheduling.md, "Which hints wake the loop"); one skipped, failed or with `more` left does not say so.
-        const written = placed.handled ? markHandled(all) : all;
+        const written = placed.handled ? markHandled(all, began) : all;
         if (written.length) for (const l of this.listeners) l(written);
         return out;
       } catch (err) {

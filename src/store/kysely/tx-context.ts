@@ -331,8 +331,8 @@ export const PLACEMENT_HINTS: ReadonlySet<Topic> = new Set([Topic.poolReady, Top
  * writes. The pass's own hints are marked with them: the only one it publishes is a preempted
  * stage's requeue, which waits out its grace (`notBefore`), so no pass right after could place it.
  */
-export function markHandled(messages: OutboxMessage[]): OutboxMessage[] {
-  return messages.map((m) => (PLACEMENT_HINTS.has(m.topic) ? { ...m, handled: true } : m));
+export function markHandled(messages: OutboxMessage[], since: number): OutboxMessage[] {
+  return messages.map((m) => (PLACEMENT_HINTS.has(m.topic) ? { ...m, handled: true, handledSince: since } : m));
 }
 
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { MachineHealth } from '../../domain/machine-health.js';
 import type { TxContext } from './tx-context.js';
 
 /** A heartbeat's writes when they are only its liveness: its row's time, and its listed attempts' leases (machineHeartbeatRead's `renew`). */
@@ -24,28 +25,42 @@ export interface LivenessWrite {
  *   newest version (a row another transaction is writing is waited for, then checked again). An
  *   attempt lost, canceled or ended meanwhile keeps its state and gets no lease: the fence is the
  *   state, which only the reapers, reports and cancels move, each a guarded write of its own.
- * - The lost-attempts reaper judges a lease overdue by a write guarded on the lease it read
- *   (`lease_expires_at < …`, SERIALIZABLE): a renewal committed after its snapshot makes its write
- *   a concurrent update, refused (40001) and run again on the new lease, which it then leaves; a
- *   reaper that committed first left the attempt `lost`, which the renewal's guard finds. So an
- *   attempt is lost at most once, and never with a lease this renewal extended first.
- * - The machine reaper's write is guarded on the heartbeat time it read (`last_heartbeat_at = ?`):
- *   this row write committed first refuses it in the same way (the machine is alive); committed
- *   after a loss, it moves the time of a lost machine forward and nothing else, as the liveness
- *   flush does, and the machine's next heartbeat brings it back in its transaction (its health is
- *   read there). The time never moves back (`< at`).
+ * - The lost-attempts reaper (SERIALIZABLE) judges a lease overdue on its snapshot and writes the
+ *   attempt `lost` (`lease_expires_at < now` in its WHERE). What protects a renewal committed after
+ *   that snapshot is PostgreSQL's first-updater rule, whatever the renewal's isolation: the
+ *   reaper's write of a row updated since its snapshot is refused (40001) and run again on the new
+ *   lease, which it then leaves. A reaper that committed first left the attempt `lost`, which the
+ *   renewal's guard finds. So an attempt is lost at most once, and never with a lease this renewal
+ *   extended first.
+ * - The machine reaper's write of the machine's row is refused the same way when this row write
+ *   committed after its snapshot (the machine is alive). One committed first left the machine
+ *   suspect or lost, which this write's guard finds: it writes nothing and says so, and so does a
+ *   listed attempt no longer running here (lost, canceled, preempted since the read). Then the
+ *   caller answers from the heartbeat's SERIALIZABLE transaction instead (the machine brought
+ *   back, the attempt in `kill` or `lost`), so the answer the read made is never sent when it is
+ *   wrong. The time never moves back (`greatest`).
  * - Nothing here ends or readies anything, so nothing can be lost by it.
  */
-export async function heartbeatRenewal(tx: TxContext, w: LivenessWrite): Promise<void> {
-  await sql`update machines set last_heartbeat_at = ${tx.now}, heartbeat_ms = ${w.periodMs}
-    where id = ${w.machineId} and last_heartbeat_at < ${tx.now}`.execute(tx.db);
+export async function heartbeatRenewal(tx: TxContext, w: LivenessWrite): Promise<boolean> {
+  // The time moves forward only (greatest), and only while the machine is still as the read found
+  // it, neither suspect nor lost: a reaper's judgement committed since the read makes this write
+  // nothing, and the caller runs the heartbeat's SERIALIZABLE transaction instead, which brings the
+  // machine back and answers with what the judgement did.
+  const row = await sql`update machines set last_heartbeat_at = greatest(last_heartbeat_at, ${tx.now}), heartbeat_ms = ${w.periodMs}
+    where id = ${w.machineId} and health not in (${MachineHealth.suspect}, ${MachineHealth.lost})`.execute(tx.db);
+  if (Number(row.numAffectedRows ?? 0) !== 1) return false;
+  let renewed = 0;
   for (let i = 0; i < w.attempts.length; i += 500) {
-    await tx.db
+    const r = await tx.db
       .updateTable('attempts')
       .set({ lease_expires_at: tx.now + w.leaseMs })
       .where('id', 'in', w.attempts.slice(i, i + 500))
       .where('machine_id', '=', w.machineId)
       .where('state', '=', 'running')
-      .execute();
+      .executeTakeFirst();
+    renewed += Number(r.numUpdatedRows);
   }
+  // Every listed attempt still running here, or the answer the read made would be wrong: one lost,
+  // canceled or preempted since the read must come back in `kill` or `lost` now, not a period later.
+  return renewed === w.attempts.length;
 }

@@ -718,8 +718,10 @@ export class KyselyStore implements Store {
       // One writer has no conflicts to spare: its transaction as before.
       if (read?.renew && !this.capabilities.singleWriter) {
         const renew = read.renew;
-        await this.tx(p.now, (tx) => heartbeatRenewal(tx, renew), { readCommitted: true });
-        return read.answer;
+        // False where something moved since the read (the machine judged, an attempt no longer
+        // running): the read's answer would then be wrong, so the heartbeat's transaction below
+        // answers instead (what was renewed meanwhile stays: a lease of an attempt still running).
+        if (await this.tx(p.now, (tx) => heartbeatRenewal(tx, renew), { readCommitted: true })) return read.answer;
       }
     }
     const out = await this.tx(p.now, (tx) => machines.machineHeartbeat(tx, p));

@@ -92,6 +92,43 @@ describe.skipIf(pgMissing)('lease-renewing heartbeats beside the reapers (Postgr
     }
   });
 
+  /** Runs `between` once, just before the next READ COMMITTED transaction: after a heartbeat's read, before its renewal. */
+  const betweenReadAndRenewal = (between: () => Promise<unknown>) => {
+    const s = store as unknown as { tx: (now: number, body: unknown, opts?: { readCommitted?: boolean }) => Promise<unknown> };
+    const tx = s.tx.bind(store);
+    let pending: (() => Promise<unknown>) | null = between;
+    s.tx = async (now, body, opts) => {
+      const run = opts?.readCommitted ? pending : null;
+      if (run) {
+        pending = null;
+        await run();
+      }
+      return tx(now, body, opts);
+    };
+    return () => pending === null;
+  };
+
+  it('an attempt lost between the read and the renewal is in the answer, not left to the next heartbeat', async () => {
+    const [m] = await rack('m-', 1);
+    // Its lease (to t0 + 10 s) older than renewAfterMs: this heartbeat renews; the reaper, judging at t0 + 11 s, loses it first.
+    const ran = betweenReadAndRenewal(() => store.attemptsReap({ now: t0 + 11_000, ackTimeoutMs: 60_000, jitter: 0 }));
+    const answer = await beat(m!.id, t0 + 9_500, m!.a);
+    expect(ran()).toBe(true);
+    expect((await attempt(m!.a.id)).state).toBe('lost');
+    expect(answer.kill.map((k) => k.attemptId)).toEqual([m!.a.id]);
+  });
+
+  it('a machine judged lost between the read and the renewal is brought back, its lost attempt in the answer', async () => {
+    const [m] = await rack('m-', 1);
+    const ran = betweenReadAndRenewal(() => store.machinesReap({ now: t0 + 11_000, suspectAfterMs: 5000, lostAfterMs: 10_000, jitter: 0 }));
+    const answer = await beat(m!.id, t0 + 9_500, m!.a);
+    expect(ran()).toBe(true);
+    expect((await store.machineGet({ machineId: m!.id }))?.health).toBe('ready');
+    expect(answer.kill.map((k) => k.attemptId)).toEqual([m!.a.id]);
+    const types = (await store.db.selectFrom('events').select('type').where('machine_id', '=', m!.id).orderBy('seq').execute()).map((e) => e.type);
+    expect(types.filter((t) => t === 'machine:lost' || t === 'machine:ready')).toEqual(['machine:lost', 'machine:ready']);
+  });
+
   it("the leader's renewal (READ COMMITTED) beside a rival's claim: one leader a term, whichever commits first", async () => {
     const ttlMs = 5000;
     let now = t0;

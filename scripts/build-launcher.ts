@@ -10,6 +10,7 @@
  *
  *     node --import tsx scripts/build-launcher.ts OUT
  */
+import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { compileLauncher, launcherSourceHash, launcherVersion } from '../src/agent/attempt/compile-launcher.js';
 import { LAUNCHER_SOURCE } from '../src/agent/attempt/host-launcher.js';
@@ -21,6 +22,10 @@ const FLAGS = ['-O2', '-Wall', '-Wextra', '-Werror'];
 export function buildLauncher(out: string, cc = process.env.CC || 'cc'): 'built' | 'fresh' | 'no-compiler' {
   const v = launcherVersion(out);
   if (v.kind === 'runs' && v.source === launcherSourceHash(readFileSync(LAUNCHER_SOURCE))) return 'fresh';
+  // A `cc` that is there and does not work (a stub that asks for tools to be installed) is no
+  // compiler either: `npm ci` goes on, and agents start their stages with launcher.py.
+  const probe = spawnSync(cc, ['--version'], { stdio: 'ignore' });
+  if (probe.error || probe.status !== 0) return 'no-compiler';
   const r = compileLauncher({ source: LAUNCHER_SOURCE, out, cc, flags: FLAGS });
   switch (r.kind) {
     case 'built':

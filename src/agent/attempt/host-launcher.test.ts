@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,6 +103,24 @@ describe.skipIf(!hasCompiler)('hostLauncher: the C launcher built for the host i
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`${own()} cannot be used`);
     expect(launcherVersion(own())).toEqual({ kind: 'runs', source: hash });
+  });
+
+  it('a data directory another user could change keeps no binary to run: one planted there is never started; this start builds its own elsewhere', () => {
+    mkdirSync(cacheDir(), { recursive: true });
+    // The agent started in a directory others can write: they could rename the data directory and plant this.
+    chmodSync(join(dir, 'data'), 0o777);
+    const ran = join(dir, 'planted-ran');
+    writeFileSync(own(), `#!/bin/sh\ntouch ${ran}\necho "gantry-launcher ${hash}"\n`);
+    chmodSync(own(), 0o755);
+    const got = hostLauncher({ prebuilt: join(dir, 'no-prebuilt'), cacheDir: cacheDir(), log });
+    expect(existsSync(ran)).toBe(false);
+    expect(got).not.toBeNull();
+    expect(got!.startsWith(cacheDir())).toBe(false);
+    expect(launcherVersion(got!)).toEqual({ kind: 'runs', source: hash });
+    expect(existsSync(ran)).toBe(false);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`${cacheDir()} is not used to keep it: ${join(dir, 'data')} is writable by its group (mode 777)`);
+    rmSync(join(got!, '..'), { recursive: true, force: true });
   });
 });
 

@@ -17,12 +17,14 @@
  * passed over and the log says why; where none can be had (no compiler, the compiler refused) the
  * agent says so in one line, with what it costs, and stages start with the next launcher.
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { compileLauncher, launcherSourceHash, launcherVersion } from './compile-launcher.js';
 import { errorText } from '../../lib/error-text.js';
+import { othersCanChange } from './others-can-change.js';
 
 /** launcher.c beside this module: src/agent/attempt/, or dist/agent/attempt/ where the build copies it. */
 export const LAUNCHER_SOURCE = fileURLToPath(new URL('./launcher.c', import.meta.url));
@@ -56,6 +58,12 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
   }
   const passedOver: string[] = [];
   const usable = (file: string): boolean => {
+    // Asked nothing, not even its version, where another user could have put it there (others-can-change.ts).
+    const unsafe = othersCanChange(file);
+    if (unsafe) {
+      passedOver.push(`${file} is not run: ${unsafe}`);
+      return false;
+    }
     const v = launcherVersion(file);
     if (v.kind === 'runs' && v.source === hash) return true;
     if (v.kind === 'runs') passedOver.push(`${file} was built from another launcher.c (${v.source}; this agent's is ${hash})`);
@@ -64,7 +72,20 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
   };
   if (usable(o.prebuilt)) return o.prebuilt;
   const host = `${process.platform}-${process.arch}`;
-  const own = join(o.cacheDir, `gantry-launcher-${host}-${hash}`);
+  // A data directory another user could change (started from their directory, say) keeps no
+  // binary for root to run: this start builds into a directory of its own, made private now.
+  let cacheDir = o.cacheDir;
+  const unsafeDir = othersCanChange(cacheDir);
+  if (unsafeDir) {
+    try {
+      cacheDir = mkdtempSync(join(tmpdir(), 'gantry-launcher-'));
+    } catch (err) {
+      o.log(`C launcher: ${o.cacheDir} is not used (${unsafeDir}) and no private directory could be made (${errorText(err)}); ${FALLBACK}`);
+      return null;
+    }
+    passedOver.push(`${o.cacheDir} is not used to keep it: ${unsafeDir}; built into ${cacheDir} for this start`);
+  }
+  const own = join(cacheDir, `gantry-launcher-${host}-${hash}`);
   if (usable(own)) {
     if (passedOver.length > 0) o.log(`C launcher: ${passedOver.join('; ')}; using ${own}, built on this host`);
     return own;
@@ -72,9 +93,9 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
   const why = passedOver.length > 0 ? `${passedOver.join('; ')}; ` : '';
   const t0 = performance.now();
   try {
-    mkdirSync(o.cacheDir, { recursive: true, mode: 0o700 });
+    mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
   } catch (err) {
-    o.log(`C launcher: ${why}cannot make ${o.cacheDir} to build it in (${errorText(err)}); ${FALLBACK}`);
+    o.log(`C launcher: ${why}cannot make ${cacheDir} to build it in (${errorText(err)}); ${FALLBACK}`);
     return null;
   }
   // No -Werror here: a warning of another compiler is no reason to run slower. The build's own check keeps it (build-launcher.ts).
@@ -95,7 +116,7 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
     o.log(`C launcher: ${why}the one built for this host does not answer as it should (${built.kind === 'unusable' ? built.why : built.kind}); ${FALLBACK}`);
     return null;
   }
-  removeOthers(o.cacheDir, basename(own));
+  removeOthers(cacheDir, basename(own));
   o.log(`C launcher: ${why}built for this host (${host}) into ${own} in ${Math.round(performance.now() - t0)} ms`);
   return own;
 }

@@ -151,8 +151,9 @@ describe.each(programs)('Launcher (%s)', (name, program) => {
 
   it('a launcher killed from outside: its running job is still followed, and ends unknown when no status was written', async () => {
     // The job ends when the test says so, after the kill: a fixed sleep lost the race on a loaded
-    // machine (the job had exited and its status was written before the kill arrived).
-    const o = opts(['sh', '-c', 'while [ ! -e gate ]; do sleep 0.02; done; exit 4']);
+    // machine (the job had exited and its status was written before the kill arrived). Bounded (about
+    // 30 s and more), so that a test failing before the gate leaves no loop behind for long.
+    const o = opts(['sh', '-c', 'for i in $(seq 1500); do [ -e gate ] && break; sleep 0.02; done; exit 4']);
     const h = launcher.run(o)!;
     await h.started;
     const proc = launcherProcess();

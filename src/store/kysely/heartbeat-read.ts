@@ -1,7 +1,7 @@
 import type { HeartbeatResult } from '../store.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
-import { type HeartbeatParams, type HeldRow, killOf, placedOf, rowFresh, unreportedHeld, writesNothing } from './machine-verbs.js';
+import { type HeartbeatParams, type HeldRow, killOf, leasesToRenew, placedOf, rowFresh, unreportedHeld, writesNothing } from './machine-verbs.js';
 import { prepared } from './prepared-query.js';
 import type { Db } from './tx-context.js';
 import type { LivenessWrite } from './heartbeat-renewal.js';
@@ -66,9 +66,7 @@ export async function machineHeartbeatRead(db: Db, now: number, p: HeartbeatPara
   const answer: HeartbeatResult = { health: m.health, kill, lost: [], placed: placedOf(held) };
   if (rowFresh(now, m, p) && writesNothing(now, unreported, p)) return { answer, renew: null };
   // What machineHeartbeat would write here: the row's time, and the listed leases but those it kills.
-  const killed = new Set(kill.map((k) => k.attemptId));
-  const attempts = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
-  return { answer, renew: { machineId: m.id, periodMs: p.period?.periodMs ?? null, attempts, leaseMs: p.leaseMs } };
+  return { answer, renew: { machineId: m.id, periodMs: p.period?.periodMs ?? null, attempts: leasesToRenew(p.running, kill), leaseMs: p.leaseMs } };
 }
 
 /** The machine's row and what it holds (not released: a partial index), one row per attempt held, or one with no attempt. */

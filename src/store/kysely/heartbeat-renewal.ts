@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { MachineHealth } from '../../domain/machine-health.js';
+import { renewLeases } from './machine-verbs.js';
 import type { TxContext } from './tx-context.js';
 
 /** A heartbeat's writes when they are only its liveness: its row's time, and its listed attempts' leases (machineHeartbeatRead's `renew`). */
@@ -49,17 +50,7 @@ export async function heartbeatRenewal(tx: TxContext, w: LivenessWrite): Promise
   const row = await sql`update machines set last_heartbeat_at = greatest(last_heartbeat_at, ${tx.now}), heartbeat_ms = ${w.periodMs}
     where id = ${w.machineId} and health not in (${MachineHealth.suspect}, ${MachineHealth.lost})`.execute(tx.db);
   if (Number(row.numAffectedRows ?? 0) !== 1) return false;
-  let renewed = 0;
-  for (let i = 0; i < w.attempts.length; i += 500) {
-    const r = await tx.db
-      .updateTable('attempts')
-      .set({ lease_expires_at: tx.now + w.leaseMs })
-      .where('id', 'in', w.attempts.slice(i, i + 500))
-      .where('machine_id', '=', w.machineId)
-      .where('state', '=', 'running')
-      .executeTakeFirst();
-    renewed += Number(r.numUpdatedRows);
-  }
+  const renewed = await renewLeases(tx.db, w.machineId, w.attempts, tx.now + w.leaseMs);
   // Every listed attempt still running here, or the answer the read made would be wrong: one lost,
   // canceled or preempted since the read must come back in `kill` or `lost` now, not a period later.
   return renewed === w.attempts.length;

@@ -240,18 +240,31 @@ export async function machineHeartbeat(tx: TxContext, p: HeartbeatParams): Promi
   const placed = placedOf(held);
   if (fresh && writesNothing(tx.now, unreported, p)) return { health, kill, lost: [], placed };
   await markHeartbeat.affected(tx.db, tx.now, p.period?.periodMs ?? null, m.id);
-  const killed = new Set(kill.map((k) => k.attemptId));
-  const renew = p.running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
-  for (let i = 0; i < renew.length; i += 500) {
-    await tx.db
-      .updateTable('attempts')
-      .set({ lease_expires_at: tx.now + p.leaseMs })
-      .where('id', 'in', renew.slice(i, i + 500))
-      .where('state', '=', 'running')
-      .execute();
-  }
+  await renewLeases(tx.db, m.id, leasesToRenew(p.running, kill), tx.now + p.leaseMs);
   const lost = await reconcileReported(tx, m, unreported, p.jitter);
   return { health, kill, lost, placed };
+}
+
+/** The attempts a heartbeat lists whose leases it renews: all but those its answer kills. */
+export function leasesToRenew(running: readonly { attemptId: string }[], kill: HeartbeatResult['kill']): string[] {
+  const killed = new Set(kill.map((k) => k.attemptId));
+  return running.filter((r) => !killed.has(r.attemptId)).map((r) => r.attemptId);
+}
+
+/** Those attempts' leases extended to `until`, each while it is still running on the machine; how many were. */
+export async function renewLeases(db: Db | Trx, machineId: string, attemptIds: readonly string[], until: number): Promise<number> {
+  let renewed = 0;
+  for (let i = 0; i < attemptIds.length; i += 500) {
+    const r = await db
+      .updateTable('attempts')
+      .set({ lease_expires_at: until })
+      .where('id', 'in', attemptIds.slice(i, i + 500))
+      .where('machine_id', '=', machineId)
+      .where('state', '=', 'running')
+      .executeTakeFirst();
+    renewed += Number(r.numUpdatedRows);
+  }
+  return renewed;
 }
 
 const heartbeatMachine = prepared<[id: string]>()((db, [id]) =>

@@ -24,7 +24,7 @@
  * `--lose N`: after the single lost machine, a mass loss: N machines, each holding one long stage,
  * stop at once (a rack or a zone gone); when the last of them is marked lost and the last of their
  * stages is placed elsewhere, against the bound (bench/fleet/mass-loss.ts).
- * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit); GANTRY_BENCH_LOGS=DIR
+ * GANTRY_BENCH_PROF=DIR profiles the servers (--cpu-prof, written when they exit) and writes DIR/windows.json, the idle and load windows on the profiles' clock, for bench/loop-stretches.ts; GANTRY_BENCH_LOGS=DIR
  * keeps their output (which transactions gave up, their warnings); GANTRY_BENCH_SERVER_FLAGS="--flag …"
  * gives the servers alone Node's and V8's flags (`--max-semi-space-size=64`, say).
  */
@@ -155,12 +155,20 @@ interface RunResult {
   errors: string[];
 }
 
-async function measure(fleet: Fleet, servers: FleetServers, seconds: number): Promise<Phase> {
+/** The monotonic clock in µs, the clock a `--cpu-prof` profile's timestamps are on (both are CLOCK_MONOTONIC on Linux). */
+const monoUs = () => Number(process.hrtime.bigint() / 1000n);
+/** Each measured window, on the profiles' clock, written beside them (bench/loop-stretches.ts reads it). */
+const windows: { name: string; from: number; to: number }[] = [];
+
+async function measure(fleet: Fleet, servers: FleetServers, seconds: number, name: string): Promise<Phase> {
   fleet.window();
   const meter = cpuMeter(servers);
+  const from = monoUs();
   await sleep(seconds * 1000);
   const cpu = meter.stop();
   const w = fleet.window();
+  windows.push({ name, from, to: monoUs() });
+  if (PROF) writeFileSync(join(PROF, 'windows.json'), JSON.stringify(windows));
   return { w, cpu, rss: servers.procs.map((p) => rssMiB(p.pid!)) };
 }
 
@@ -227,7 +235,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     console.error(`  registered in ${registerS.toFixed(1)} s; settling`);
     // Until every agent has had two heartbeats answered: right after the start, some first ones take seconds (docs/throughput.md).
     const settleS = await fleet.settled(2, 300_000);
-    const idle = await measure(fleet, servers, IDLE_S);
+    const idle = await measure(fleet, servers, IDLE_S, `${store} ${agents} idle`);
     console.error(`  idle: ${idle.w.heartbeats} heartbeats, server CPU ${idle.cpu.servers.map((c) => c.toFixed(0)).join('+')} ms`);
     // A steady stream: `RATE` one-stage jobs a second, to the replicas in turn.
     const submitter = (async () => {
@@ -245,7 +253,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
       }
     })();
     await sleep(2000);
-    const load = await measure(fleet, servers, LOAD_S);
+    const load = await measure(fleet, servers, LOAD_S, `${store} ${agents} load`);
     submitting = false;
     await submitter;
     console.error(`  load: ${load.w.assigned} placed in ${load.w.seconds.toFixed(0)} s`);

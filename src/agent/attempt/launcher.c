@@ -22,6 +22,20 @@
  * that follow; a line that does not parse gets `fail <id>` when its id can be read, a line on
  * stderr when not, and the launcher goes on with the next.
  *
+ * Two more lines (docs/containment.md, "A child waiting in a spare"; the agent's ids are never
+ * `prepare` or `job-in`):
+ *
+ *     prepare <token> nprocs procs...   a child forked and joined to the cgroups, waiting for a job;
+ *                                       answered `prepared <token> <pid>` at once (not waiting
+ *                                       for its joins), or `fail <token> <message>`
+ *     job-in <token> <job>              the job (fields as above) run by that child, which skips
+ *                                       the joins; answered as any job. A token it does not have,
+ *                                       a child still joining (killed, not waited for), or one dead
+ *                                       or unusable before it took the job: the job is started
+ *                                       plainly, never failed for it.
+ *
+ * Stdin closing ends every prepared child (its pipe's EOF); the launcher waits for them too.
+ *
  * The forked child does, in this order, before it execs: every signal's disposition to its default
  * and none blocked; a process group of its own; stdin from /dev/null, stdout and stderr appended to
  * the attempt's files (0600); the working directory; "0" written to each cgroup.procs (the writer
@@ -660,6 +674,14 @@ static void start_prepared(const struct job *j, const char *token, const char *r
   prepared[i] = prepared[--nprepared];
   struct failure f;
   uint64_t len = rawlen;
+  /* Still joining (its joins waiting for the migration lock, or at the last stage's low cpu weight):
+   * not waited for, which would hold every job behind this one; killed, and the job started plainly. */
+  struct pollfd joined = {p.fail_r, POLLIN, 0};
+  if (poll(&joined, 1, 0) != 1) {
+    prepared_close(&p);
+    kill(p.pid, SIGKILL); /* reaped by reap(), as a child of no job */
+    return start(j);
+  }
   /* Joined (its first word), then the job, then that it has it: anything else and it never ran any of the job. */
   if (read_full(p.fail_r, &f, sizeof f) != 0 || f.step != STEP_PREPARED || write_full(p.job_w, &len, sizeof len) != 0 ||
       write_full(p.job_w, raw, rawlen) != 0) {

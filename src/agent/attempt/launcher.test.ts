@@ -342,6 +342,24 @@ describe.skipIf(!compiled)('the C launcher', () => {
     expect(await l.exited).toBe(0);
   });
 
+  it('does not wait for a prepared child still joining: kills it and starts the job plainly', async () => {
+    // The child's join blocks (a FIFO nobody reads stands for a cgroup.procs whose write waits for the lock).
+    const fifo = join(dir, 'slow.procs');
+    execFileSync('mkfifo', [fifo]);
+    const procs = [join(dir, 'v2.procs')];
+    await writeFile(procs[0]!, '');
+    const l = cLauncherProcess();
+    l.proc.stdin.write(`prepare\tp1\t1\t${fifo}\n`);
+    const child = Number((await l.answer(/^prepared p1 /)).split(' ')[2]);
+    l.proc.stdin.write(`job-in\tp1\t${jobLine('11', procs, 'exit 6')}\n`);
+    expect(Number((await l.answer(/^pid 11 /)).split(' ')[2])).not.toBe(child);
+    expect(await l.answer(/^end 11 /)).toBe('end 11 6');
+    expect(readSoFar(procs[0]!)).toBe('0');
+    expect(await until(() => !alive(child))).toBe(true);
+    l.proc.stdin.end();
+    expect(await l.exited).toBe(0);
+  });
+
   it('ends every prepared child when its stdin closes, and exits once they are gone', async () => {
     const l = cLauncherProcess();
     l.proc.stdin.write('prepare\tp1\t0\nprepare\tp2\t0\n');

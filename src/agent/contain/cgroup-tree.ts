@@ -162,11 +162,11 @@ export class CgroupTree {
     const needed = AttemptCgroup.devicesNeeded(layout, spec);
     const list = opts.fresh ? undefined : this.spares.get(needed);
     while (list?.length) {
-      // One with a child waiting in it first: that start skips the joins (docs/containment.md, "A child waiting in a spare").
-      let at = list.length - 1;
-      while (at > 0 && !list[at]!.prepared) at--;
-      if (!list[at]!.prepared) at = list.length - 1;
-      const spare = list.splice(at, 1)[0]!;
+      // One with a child waiting in it first, the longest kept (its child the likeliest to have
+      // joined by now: a burst's releases and starts come together, and the launcher does not wait
+      // for a child still joining); else the last kept, as before (docs/containment.md, "A child waiting in a spare").
+      const oldest = list.findIndex((cg) => cg.prepared);
+      const spare = list.splice(oldest >= 0 ? oldest : list.length - 1, 1)[0]!;
       try {
         // An empty cgroup is anyone's to rmdir, and cleaners do (a test run's teardown, a script
         // that tidies /sys/fs/cgroup): a spare whose directories went would be handed out with

@@ -142,8 +142,20 @@ function cgroupDirsOf(attemptId: string): string[] {
  * empty, as a spare for the next attempt (docs/containment.md, "Recycled cgroups"); it goes when
  * the agent stops.
  */
+/**
+ * The attempt's cgroups that still hold a process of it. A recycled spare holds a C launcher's
+ * child waiting for the next attempt's job (docs/containment.md, "A child waiting in a spare"):
+ * the launcher's binary, not exec'd, no process of any attempt.
+ */
 function occupiedCgroupsOf(attemptId: string): string[] {
-  return cgroupDirsOf(attemptId).filter((dir) => readPids(join(dir, 'cgroup.procs')).length > 0);
+  const waiting = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'gantry-launcher';
+    } catch {
+      return false;
+    }
+  };
+  return cgroupDirsOf(attemptId).filter((dir) => readPids(join(dir, 'cgroup.procs')).some((pid) => !waiting(pid)));
 }
 
 describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (skipped: ${cannot})` : ''}`, () => {

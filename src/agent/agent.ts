@@ -363,6 +363,9 @@ export class Agent {
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
+    // The children waiting in spares read EOF once their launcher's stdin closes, and are killed
+    // with their spares here all the same: removeEmpty() below then finds them gone.
+    await this.cgroups?.dropPrepared();
     // Its idle uids (held between attempts: attempt-users.ts); those of attempts left running stay held.
     this.users?.close();
     // Its spare cgroups, then its subtree where nothing is left in it (attempts left running keep theirs for the next start).
@@ -410,6 +413,9 @@ export class Agent {
   private startContainment(): void {
     const { tree, enforcement, joinWait } = setUpCgroups(this.containment, this.machine.name, this.state.dataDir);
     this.cgroups = tree;
+    // A recycled spare gets a C launcher's child joined to it at its release, so that the next
+    // attempt's start skips the joins and their wait (docs/containment.md, "A child waiting in a spare").
+    if (tree) tree.preparer = this.launcher;
     // Who attempts run as, as decided at start (openToUsers).
     const policy = this.users!.policy;
     // The sandbox is probed as the attempts' user (the first of the range), as the launcher will run it.

@@ -4,6 +4,7 @@
  * The real C and Python launchers join fake cgroups (test/support/fake-cgroup-host.ts: plain files), and
  * the test plays the cleaner that removes one in that window.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { detectCgroups } from '../contain/detect-cgroups.js';
 import type { AttemptPaths } from '../disk/agent-state.js';
 import { launchAttempt, type LaunchContext } from './launch-attempt.js';
 import { Launcher } from './launcher.js';
+import { LauncherPool } from './launcher-pool.js';
 import { launcherPrograms, type LauncherProgram } from './launcher-programs.js';
 
 const PATH = process.env.PATH ?? '/usr/bin:/bin';
@@ -28,8 +30,11 @@ let program: LauncherProgram;
 let host: FakeCgroupHost | null = null;
 let dir: string | null = null;
 let launcher: Launcher | null = null;
+let pool: LauncherPool | null = null;
 afterEach(() => {
   launcher?.close();
+  pool?.close();
+  pool = null;
   host?.cleanup();
   if (dir) rmSync(dir, { recursive: true, force: true });
   host = dir = launcher = null;
@@ -150,3 +155,86 @@ describe.skipIf(joiners.length === 0).each(joiners)('launchAttempt with the %s l
     expect(other.made).toHaveLength(1);
   });
 });
+
+const cProgram = launcherPrograms({ PATH, GANTRY_AGENT_LAUNCHER: 'c' })[0];
+
+describe.skipIf(!cProgram)('launchAttempt with the C launcher, a recycled spare', () => {
+  const until = async (cond: () => boolean, ms = 3000) => {
+    for (const end = Date.now() + ms; Date.now() < end && !cond();) await new Promise((r) => setTimeout(r, 10));
+    return cond();
+  };
+  const procsOf = (cg: AttemptCgroup) => cg.procsFiles.map((f) => readFileSync(f, 'utf8'));
+
+  /** An ended attempt's cgroup, released into a spare by a tree whose spares get a prepared child (or none: `prepare` false). */
+  async function spareAfterRelease(prepare: boolean) {
+    host = fakeCgroupHost('v2');
+    dir = mkdtempSync(join(tmpdir(), 'gantry-launch-'));
+    const tree = CgroupTree.create(detectCgroups(host.root), { machineName: 'm1', hostRoot: host.root, pid: process.pid });
+    const lines: string[] = [];
+    pool = new LauncherPool({ PATH }, (l) => lines.push(l), [cProgram!], 2);
+    if (prepare) tree.preparer = pool;
+    const ended = tree.create('att_0', { limits: null, pidsMax: 64, gpuIndices: [] })!;
+    for (const f of ended.procsFiles) writeFileSync(f, '');
+    await tree.release(ended);
+    const ctx: LaunchContext = {
+      machineName: 'm1',
+      inheritedEnv: { PATH },
+      checkpointRoot: join(dir, 'checkpoints'),
+      killGraceMs: 500,
+      launcher: pool,
+      users: { acquire: () => null },
+      cgroups: tree,
+      recordCgroup: () => {},
+      pidsMax: 64,
+      sandbox: null,
+      gpus: [],
+      gpuSharing: 'time-slicing',
+      log: (l) => lines.push(l),
+    };
+    return { ended, ctx, lines };
+  }
+
+  it("starts the attempt given a spare in the child a launcher prepared there at the spare's release, which had joined it already", async () => {
+    const { ended, ctx } = await spareAfterRelease(true);
+    // The prepared child joined the spare's cgroups (the fake cgroup.procs holds its "0") before any attempt had it.
+    expect(await until(() => procsOf(ended).every((t) => t === '0'))).toBe(true);
+    for (const f of ended.procsFiles) writeFileSync(f, '');
+    const launched = await launchAttempt(ctx, assignment('att_1'), attemptPaths('att_1'));
+    expect(launched.cgroup!.name).toBe('att_0');
+    expect(await launched.handle.started).toBeGreaterThan(0);
+    expect(await launched.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
+    // Its command joined nothing at its start: it was the prepared child, in them since the release.
+    expect(procsOf(launched.cgroup!)).toEqual(['']);
+    // The child is used up: the cgroup carries none into its next release.
+    expect(launched.cgroup!.prepared).toBeNull();
+  });
+
+  it('without a preparer, or with its child killed, the start joins as before', async () => {
+    const plain = await spareAfterRelease(false);
+    const a = await launchAttempt(plain.ctx, assignment('att_2'), attemptPaths('att_2'));
+    expect(await a.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
+    expect(procsOf(a.cgroup!)).toEqual(['0']);
+    pool!.close();
+    host!.cleanup();
+    rmSync(dir!, { recursive: true, force: true });
+
+    const { ended, ctx } = await spareAfterRelease(true);
+    expect(await until(() => procsOf(ended).every((t) => t === '0'))).toBe(true);
+    // The launcher's child in the spare, killed (as an OOM by a smaller limit, or anyone's kill, would).
+    const child = Number(execFileSync('pgrep', ['-n', '-P', String(launcherPid())], { encoding: 'utf8' }).trim());
+    process.kill(child, 'SIGKILL');
+    for (const f of ended.procsFiles) writeFileSync(f, '');
+    const b = await launchAttempt(ctx, assignment('att_3'), attemptPaths('att_3'));
+    expect(await b.handle.started).not.toBe(child);
+    expect(await b.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
+    expect(procsOf(b.cgroup!)).toEqual(['0']);
+  });
+});
+
+/** The pid of this test's C launcher (a child of this process). */
+function launcherPid(): number {
+  const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' });
+  const line = out.split('\n').find((l) => /gantry-launcher/.test(l));
+  if (!line) throw new Error(`no launcher among ${out}`);
+  return Number(line.trim().split(/\s+/)[0]);
+}

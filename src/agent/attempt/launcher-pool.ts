@@ -11,6 +11,7 @@
  */
 import { Launcher } from './launcher.js';
 import type { LauncherProgram } from './launcher-programs.js';
+import type { PreparedChild, SparePreparer } from '../contain/attempt-cgroup.js';
 
 /** How many launchers, from GANTRY_AGENT_LAUNCHERS (default 2). */
 export function launcherCount(env: Readonly<Record<string, string | undefined>>): number {
@@ -21,10 +22,14 @@ export function launcherCount(env: Readonly<Record<string, string | undefined>>)
   return n;
 }
 
-export class LauncherPool {
+export class LauncherPool implements SparePreparer {
   private readonly launchers: Launcher[];
   /** Where the search for the least busy starts: the one after the last chosen, so that ties alternate. */
   private next = 0;
+  /** The launcher the next prepared child goes to: in turn, so that a burst's starts are shared as run() shares them. */
+  private nextPrepare = 0;
+  /** Names prepared children, unique over every launcher and its restarts. */
+  private tokens = 0;
 
   constructor(env: Readonly<Record<string, string>>, log: (line: string) => void, programs: readonly LauncherProgram[], count: number) {
     this.launchers = Array.from({ length: count }, () => new Launcher(env, log, programs));
@@ -36,8 +41,34 @@ export class LauncherPool {
     return null;
   }
 
-  /** As Launcher.run, on the launcher with the fewest commands being started; null when none can take it. */
+  /**
+   * A child forked into a spare's cgroups and joined to them, waiting for the next attempt's job
+   * (docs/containment.md, "A child waiting in a spare"); null where no launcher runs the C program.
+   */
+  prepare(procsFiles: readonly string[]): PreparedChild | null {
+    const n = this.launchers.length;
+    for (let k = 0; k < n; k++) {
+      const i = (this.nextPrepare + k) % n;
+      const token = `p${++this.tokens}`;
+      if (!this.launchers[i]!.prepare(token, procsFiles)) continue;
+      this.nextPrepare = (i + 1) % n;
+      return { launcher: i, token };
+    }
+    return null;
+  }
+
+  /**
+   * As Launcher.run, on the launcher with the fewest commands being started; null when none can
+   * take it. A cgroup with a prepared child goes to the launcher that holds it, as a `job-in` to
+   * it (a launcher that lost it, restarted, starts the job plainly); the child is then used up.
+   */
   run(opts: Parameters<Launcher['run']>[0]): ReturnType<Launcher['run']> {
+    const prepared = opts.cgroup?.prepared ?? null;
+    if (prepared && opts.cgroup) {
+      opts.cgroup.prepared = null;
+      const holder = this.launchers[prepared.launcher];
+      if (holder?.program === 'c') return holder.run({ ...opts, prepared: prepared.token });
+    }
     const n = this.launchers.length;
     let best = -1;
     let least = Infinity;

@@ -38,6 +38,8 @@ export interface LauncherJob {
   statusFile: string;
   /** Cgroups, user, sandbox (docs/containment.md); absent: none. */
   contain?: LaunchContainment;
+  /** The token of a child the C launcher prepared in its cgroups (`prepare`): the job goes to it. Absent: a plain start. */
+  prepared?: string;
 }
 
 export interface LauncherProgram {
@@ -48,6 +50,11 @@ export interface LauncherProgram {
   readonly preamble: string;
   /** The job as what to write, or null when this program cannot take it (the agent spawns it itself). */
   encode(job: LauncherJob): string | null;
+  /**
+   * The line that asks for a child forked and joined to `procsFiles` ahead of its job (a recycled
+   * spare's: docs/containment.md, "A child waiting in a spare"); absent: this program has none.
+   */
+  prepare?(token: string, procsFiles: readonly string[]): string;
 }
 
 export const LAUNCHER_PY = fileURLToPath(new URL('./launcher.py', import.meta.url));
@@ -83,8 +90,10 @@ export function cLauncher(file: string = LAUNCHER_C): LauncherProgram {
         String(set.length),
         ...set.flat(),
       ];
-      return fields.map(escapeField).join('\t') + '\n';
+      // To the child prepared in its cgroups, which joined them already; a token the launcher no longer has is a plain start.
+      return (j.prepared !== undefined ? `job-in\t${escapeField(j.prepared)}\t` : '') + fields.map(escapeField).join('\t') + '\n';
     },
+    prepare: (token, procsFiles) => ['prepare', token, String(procsFiles.length), ...procsFiles].map(escapeField).join('\t') + '\n',
   };
 }
 

@@ -22,6 +22,20 @@
  * that follow; a line that does not parse gets `fail <id>` when its id can be read, a line on
  * stderr when not, and the launcher goes on with the next.
  *
+ * Two more lines (docs/containment.md, "A child waiting in a spare"; the agent's ids are never
+ * `prepare` or `job-in`):
+ *
+ *     prepare <token> nprocs procs...   a child forked and joined to the cgroups, waiting for a job;
+ *                                       answered `prepared <token> <pid>` at once (not waiting
+ *                                       for its joins), or `fail <token> <message>`
+ *     job-in <token> <job>              the job (fields as above) run by that child, which skips
+ *                                       the joins; answered as any job. A token it does not have,
+ *                                       a child still joining (killed, not waited for), or one dead
+ *                                       or unusable before it took the job: the job is started
+ *                                       plainly, never failed for it.
+ *
+ * Stdin closing ends every prepared child (its pipe's EOF); the launcher waits for them too.
+ *
  * The forked child does, in this order, before it execs: every signal's disposition to its default
  * and none blocked; a process group of its own; stdin from /dev/null, stdout and stderr appended to
  * the attempt's files (0600); the working directory; "0" written to each cgroup.procs (the writer
@@ -42,6 +56,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -305,7 +320,7 @@ static void env_free(char **env, size_t nset) {
 
 /* ---- The child: from fork to exec. ---- */
 
-enum step { STEP_OPEN_NULL = 1, STEP_OPEN_OUT, STEP_OPEN_ERR, STEP_CHDIR, STEP_JOIN, STEP_USER, STEP_EXEC };
+enum step { STEP_OPEN_NULL = 1, STEP_OPEN_OUT, STEP_OPEN_ERR, STEP_CHDIR, STEP_JOIN, STEP_USER, STEP_EXEC, STEP_PREPARED, STEP_RECEIVED };
 
 /* What the child tells its parent when a step fails: which, which cgroup file, and errno. */
 struct failure {
@@ -369,13 +384,35 @@ static int exec_command(char **argv, char **env) {
   }
 }
 
-static void child(const struct job *j, char **env, int pipe_w) {
-  /* Caught signals are reset by the exec itself; ignored and blocked ones are not. */
+/* Every signal's disposition to its default and none blocked: caught signals are reset by the
+ * exec itself; ignored and blocked ones are not. */
+static void default_signals(void) {
   for (int sig = 1; sig < NSIG; sig++)
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* "0" into each cgroup.procs: the writer joins. A prepared child (below) does this long before its
+ * job; a child of start() after its files and directory, as ever. */
+static void join_cgroups(char **procs, size_t nprocs, int pipe_w) {
+  for (size_t i = 0; i < nprocs; i++) {
+    int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
+    ssize_t w = fd < 0 ? -1 : write(fd, "0", 1);
+    if (w != 1) {
+      int e = errno;
+      /* The parent learns the step; the attempt's stderr (fd 2 by now) says which file and why. */
+      say("gantry: cannot contain the command: %s: %s\n", procs[i], strerror(e));
+      child_fail(pipe_w, STEP_JOIN, (int)i, e);
+    }
+    close(fd);
+  }
+}
+
+/* The job's own steps, from its process group to its exec. `joined`: a prepared child, whose
+ * cgroups were joined before the job came. */
+static void child_job(const struct job *j, char **env, int pipe_w, int joined) {
   setpgid(0, 0);
 
   int append = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC;
@@ -391,17 +428,7 @@ static void child(const struct job *j, char **env, int pipe_w) {
 
   if (chdir(j->cwd) != 0) child_fail(pipe_w, STEP_CHDIR, 0, errno);
 
-  for (size_t i = 0; i < j->nprocs; i++) {
-    int fd = open(j->procs[i], O_WRONLY | O_CLOEXEC);
-    ssize_t w = fd < 0 ? -1 : write(fd, "0", 1);
-    if (w != 1) {
-      int e = errno;
-      /* The parent learns the step; the attempt's stderr (fd 2 by now) says which file and why. */
-      say("gantry: cannot contain the command: %s: %s\n", j->procs[i], strerror(e));
-      child_fail(pipe_w, STEP_JOIN, (int)i, e);
-    }
-    close(fd);
-  }
+  if (!joined) join_cgroups(j->procs, j->nprocs, pipe_w);
   if (j->has_user) {
     const char *what = NULL;
     if (setgroups(0, NULL) != 0) what = "setgroups";
@@ -419,31 +446,21 @@ static void child(const struct job *j, char **env, int pipe_w) {
   child_fail(pipe_w, STEP_EXEC, 0, exec_command(j->argv, env));
 }
 
+static void child(const struct job *j, char **env, int pipe_w) {
+  default_signals();
+  child_job(j, env, pipe_w, 0);
+}
+
 /* ---- The parent: start a job, reap what ended. ---- */
 
-static void start(const struct job *j) {
-  char **env = merged_env(j);
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) {
-    answer("fail", j->id, "pipe: %s", strerror(errno));
-    env_free(env, j->nset);
-    return;
-  }
-  pid_t pid = fork();
-  if (pid == 0) child(j, env, pipefd[1]);
-  close(pipefd[1]);
-  if (pid < 0) {
-    answer("fail", j->id, "fork: %s", strerror(errno));
-    close(pipefd[0]);
-    env_free(env, j->nset);
-    return;
-  }
-  env_free(env, j->nset);
+/* The started child's answer, from its failure pipe: EOF (the exec closed it) is `pid`; a failure
+ * is reaped here, never seen by reap(), and answered. */
+static void finish(const struct job *j, pid_t pid, int fail_r) {
   struct failure f;
   ssize_t r;
-  do r = read(pipefd[0], &f, sizeof f);
+  do r = read(fail_r, &f, sizeof f);
   while (r < 0 && errno == EINTR);
-  close(pipefd[0]);
+  close(fail_r);
   if (r != (ssize_t)sizeof f) {
     /* EOF: the exec closed the pipe; the command runs. */
     remember(pid, j->id, j->status);
@@ -452,7 +469,6 @@ static void start(const struct job *j) {
     out_write(line, (size_t)n);
     return;
   }
-  /* It failed before the exec: reaped here, never seen by reap(). */
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
   }
   const char *e = strerror(f.err);
@@ -470,6 +486,215 @@ static void start(const struct job *j) {
   case STEP_USER: answer("fail", j->id, "could not join its cgroups or become its user (its stderr says why)"); break;
   default: answer("fail", j->id, "%s: %s", e, j->argv[0]); break;
   }
+}
+
+static void start(const struct job *j) {
+  char **env = merged_env(j);
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    answer("fail", j->id, "pipe: %s", strerror(errno));
+    env_free(env, j->nset);
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) child(j, env, pipefd[1]);
+  close(pipefd[1]);
+  env_free(env, j->nset);
+  if (pid < 0) {
+    answer("fail", j->id, "fork: %s", strerror(errno));
+    close(pipefd[0]);
+    return;
+  }
+  finish(j, pid, pipefd[0]);
+}
+
+/* ---- Prepared children: forked and joined to a spare's cgroups before any job is theirs. ----
+ *
+ * `prepare <token> <nprocs> <procs>...` forks a child that resets its signals, joins the cgroups
+ * (the joins' wait for the kernel's migration lock happens here, on no stage's path), says
+ * STEP_PREPARED on its failure pipe, and blocks reading its job pipe. `job-in <token> <job>`
+ * writes the job (its line as sent, length first) to that pipe; the child parses it, says
+ * STEP_RECEIVED, and does the job's own steps (child_job) as any child. A child that cannot be
+ * used (no such token, dead, its joins failed, gone before it said it had the job) costs the job
+ * nothing: it is started as a plain job, by start(). Until STEP_RECEIVED nothing of the job has
+ * run, so a fresh start after it is never a second run. EOF on the job pipe (stdin closed, the
+ * launcher gone) makes the child _exit. */
+
+struct prepared {
+  char *token;
+  pid_t pid;
+  int job_w;  /* the launcher's end of the job pipe; -1 once closed */
+  int fail_r; /* the launcher's end of the failure pipe */
+};
+static struct prepared *prepared;
+static size_t nprepared, capprepared;
+
+static void prepared_close(struct prepared *p) {
+  if (p->job_w >= 0) close(p->job_w);
+  if (p->fail_r >= 0) close(p->fail_r);
+  p->job_w = p->fail_r = -1;
+}
+
+/* Forgets entry i (its descriptors closed, its token freed); its child is whoever's to reap. */
+static void prepared_forget(size_t i) {
+  prepared_close(&prepared[i]);
+  free(prepared[i].token);
+  prepared[i] = prepared[--nprepared];
+}
+
+static ssize_t prepared_find(const char *token) {
+  for (size_t i = 0; i < nprepared; i++)
+    if (strcmp(prepared[i].token, token) == 0) return (ssize_t)i;
+  return -1;
+}
+
+static int read_full(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void prepared_child(char **procs, size_t nprocs, int job_r, int fail_w) {
+  /* Nothing of the launcher's but what the job needs: every other prepared child's pipe ends (so
+   * that each sees EOF when the launcher closes or dies), and its stdin and stdout (the agent's
+   * pipes, replaced by the job's own files at its start). */
+  for (size_t i = 0; i < nprepared; i++) prepared_close(&prepared[i]);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    close(null);
+  }
+  default_signals();
+  join_cgroups(procs, nprocs, fail_w);
+  struct failure ok = {STEP_PREPARED, 0, 0};
+  if (write_full(fail_w, &ok, sizeof ok) != 0) _exit(0);
+  uint64_t len;
+  if (read_full(job_r, &len, sizeof len) != 0 || len > MAX_LINE) _exit(0);
+  char *line = malloc((size_t)len + 1);
+  if (!line || read_full(job_r, line, (size_t)len) != 0) _exit(0);
+  close(job_r);
+  line[len] = '\0';
+  struct fields f;
+  struct job j;
+  int nul;
+  /* The launcher parsed this line before it sent it: a child that cannot is broken, and says nothing (a plain start follows). */
+  if (split(line, &f, &nul) || nul || parse(&f, &j)) _exit(127);
+  struct failure got = {STEP_RECEIVED, 0, 0};
+  if (write_full(fail_w, &got, sizeof got) != 0) _exit(127);
+  /* Its own copy of the environment, never freed: the exec replaces it all. */
+  child_job(&j, merged_env(&j), fail_w, 1);
+}
+
+static void prepare_line(struct fields *f) {
+  char *token = field(f);
+  if (!token || !*token || strlen(token) > MAX_ID || strpbrk(token, " \t\n")) {
+    say("gantry launcher: a prepare line without a readable token: skipped\n");
+    return;
+  }
+  size_t nprocs;
+  char **procs = list(f, &nprocs, 1);
+  if (!procs || f->next != f->n || prepared_find(token) >= 0) {
+    answer("fail", token, "malformed prepare: %s", !procs ? "a bad count of cgroups" : f->next != f->n ? "fields left over" : "a token already prepared");
+    free(procs);
+    return;
+  }
+  int jobp[2], failp[2];
+  if (pipe2(jobp, O_CLOEXEC) != 0) {
+    answer("fail", token, "pipe: %s", strerror(errno));
+    free(procs);
+    return;
+  }
+  if (pipe2(failp, O_CLOEXEC) != 0) {
+    answer("fail", token, "pipe: %s", strerror(errno));
+    close(jobp[0]);
+    close(jobp[1]);
+    free(procs);
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(jobp[1]);
+    close(failp[0]);
+    prepared_child(procs, nprocs, jobp[0], failp[1]);
+  }
+  close(jobp[0]);
+  close(failp[1]);
+  free(procs);
+  if (pid < 0) {
+    answer("fail", token, "fork: %s", strerror(errno));
+    close(jobp[1]);
+    close(failp[0]);
+    return;
+  }
+  if (nprepared == capprepared) {
+    capprepared = capprepared ? capprepared * 2 : 16;
+    prepared = xrealloc(prepared, capprepared * sizeof *prepared);
+  }
+  prepared[nprepared++] = (struct prepared){xstrdup(token), pid, jobp[1], failp[0]};
+  /* Not waited for: its joins may wait for the migration lock, and the next job must not. */
+  char line[128];
+  int n = snprintf(line, sizeof line, "prepared %s %d\n", token, (int)pid);
+  out_write(line, (size_t)n);
+}
+
+/* A prepared child that cannot take the job: reaped (it has exited, or is about to: its pipes are closed). */
+static void prepared_discard(struct prepared *p) {
+  prepared_close(p);
+  kill(p->pid, SIGKILL);
+  while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+}
+
+/* `job-in <token> <job>`: the job to the token's prepared child, or, failing that, started as a plain one. */
+static void start_prepared(const struct job *j, const char *token, const char *raw, size_t rawlen) {
+  ssize_t i = prepared_find(token);
+  if (i < 0) return start(j);
+  struct prepared p = prepared[i];
+  p.token = NULL;
+  free(prepared[i].token);
+  prepared[i] = prepared[--nprepared];
+  struct failure f;
+  uint64_t len = rawlen;
+  /* Still joining (its joins waiting for the migration lock, or at the last stage's low cpu weight):
+   * not waited for, which would hold every job behind this one; killed, and the job started plainly. */
+  struct pollfd joined = {p.fail_r, POLLIN, 0};
+  if (poll(&joined, 1, 0) != 1) {
+    prepared_close(&p);
+    kill(p.pid, SIGKILL); /* reaped by reap(), as a child of no job */
+    return start(j);
+  }
+  /* Joined (its first word), then the job, then that it has it: anything else and it never ran any of the job. */
+  if (read_full(p.fail_r, &f, sizeof f) != 0 || f.step != STEP_PREPARED || write_full(p.job_w, &len, sizeof len) != 0 ||
+      write_full(p.job_w, raw, rawlen) != 0) {
+    prepared_discard(&p);
+    return start(j);
+  }
+  close(p.job_w);
+  p.job_w = -1;
+  if (read_full(p.fail_r, &f, sizeof f) != 0 || f.step != STEP_RECEIVED) {
+    prepared_discard(&p);
+    return start(j);
+  }
+  finish(j, p.pid, p.fail_r);
 }
 
 static void write_status(const char *file, int status) {
@@ -493,6 +718,12 @@ static void reap(void) {
     if (i < nrunning) write_status(running[i].status, status);
     while (waitpid(info.si_pid, NULL, 0) < 0 && errno == EINTR) {
     }
+    /* A prepared child that ended before its job (killed with its spare, its joins failed, stdin closed). */
+    for (size_t k = 0; k < nprepared; k++)
+      if (prepared[k].pid == info.si_pid) {
+        prepared_forget(k);
+        break;
+      }
     if (i < nrunning) {
       char line[128];
       int n = snprintf(line, sizeof line, "end %s %d\n", running[i].id, status);
@@ -504,9 +735,36 @@ static void reap(void) {
   }
 }
 
-/* One job line: parsed, then started, or answered `fail` with why. */
+/* One line: a job (or `job-in <token>` and a job) parsed, then started, or answered `fail` with
+ * why; or `prepare`. */
 static void job_line(char *line) {
   if (!*line) return;
+  if (strncmp(line, "prepare\t", 8) == 0) {
+    struct fields f;
+    int nul;
+    const char *bad = split(line + 8, &f, &nul);
+    if (bad || nul) say("gantry launcher: a prepare line that does not parse: skipped\n");
+    else prepare_line(&f);
+    free(f.v);
+    return;
+  }
+  const char *token = NULL;
+  char *raw = NULL;
+  size_t rawlen = 0;
+  if (strncmp(line, "job-in\t", 7) == 0) {
+    char *tab = strchr(line + 7, '\t');
+    if (!tab) {
+      say("gantry launcher: a job-in line without a job: skipped\n");
+      return;
+    }
+    *tab = '\0';
+    token = line + 7;
+    line = tab + 1;
+    /* The job as sent, for the prepared child to parse: split() below unescapes it in place. */
+    rawlen = strlen(line);
+    raw = xrealloc(NULL, rawlen + 1);
+    memcpy(raw, line, rawlen + 1);
+  }
   struct fields f;
   int nul;
   const char *bad = split(line, &f, &nul);
@@ -514,6 +772,7 @@ static void job_line(char *line) {
   if (!*id || strlen(id) > MAX_ID || strpbrk(id, " \t\n")) {
     say("gantry launcher: a job line without a readable id: skipped\n");
     free(f.v);
+    free(raw);
     return;
   }
   struct job j;
@@ -521,9 +780,11 @@ static void job_line(char *line) {
   if (!bad) bad = parse(&f, &j);
   if (!bad && nul) bad = "a NUL byte in an argument, a path or a variable";
   if (bad) answer("fail", id, "malformed job: %s", bad);
+  else if (token) start_prepared(&j, token, raw, rawlen);
   else start(&j);
   job_free(&j);
   free(f.v);
+  free(raw);
 }
 
 static volatile sig_atomic_t child_ended;
@@ -570,7 +831,7 @@ int main(int argc, char **argv) {
   char skipped_id[MAX_ID + 1] = "";
 
   out_write("ready\n", 6);
-  while (reading || nrunning > 0) {
+  while (reading || nrunning > 0 || nprepared > 0) {
     struct pollfd p = {0, POLLIN, 0};
     int n = ppoll(&p, reading ? 1 : 0, NULL, &waiting);
     if (child_ended) {
@@ -589,6 +850,8 @@ int main(int argc, char **argv) {
     }
     if (r == 0) {
       reading = 0;
+      /* Every prepared child reads EOF and exits; reap() forgets each as it ends. */
+      for (size_t k = 0; k < nprepared; k++) prepared_close(&prepared[k]);
       continue;
     }
     size_t scanned = len;

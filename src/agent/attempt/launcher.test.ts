@@ -283,6 +283,121 @@ describe.skipIf(!compiled)('the C launcher', () => {
     expect(lines.slice(-2)).toEqual([expect.stringMatching(/^pid 11 \d+$/), 'end 11 3']);
   });
 
+  /** The C launcher on pipes, its answers collected, waited for line by line. */
+  function cLauncherProcess() {
+    const proc = spawn(LAUNCHER_C, [], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    proc.stdout.on('data', (d) => (out += d));
+    const answer = async (re: RegExp) => {
+      expect(await until(() => out.split('\n').some((l) => re.test(l))), `${re} in ${out}`).toBe(true);
+      return out.split('\n').find((l) => re.test(l))!;
+    };
+    const exited = new Promise<number | null>((r) => proc.once('exit', r));
+    return { proc, answer, exited, out: () => out };
+  }
+  const jobLine = (id: string, procs: string[], command: string) =>
+    [
+      id,
+      dir,
+      join(dir, `${id}.out`),
+      join(dir, `${id}.err`),
+      join(dir, `${id}.status`),
+      '',
+      '',
+      String(procs.length),
+      ...procs,
+      '3',
+      '/bin/sh',
+      '-c',
+      command,
+      '0',
+    ].join('\t');
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it('prepares a child that joins its cgroups before any job, and runs the job sent into it there (pid, end, status)', async () => {
+    const procs = [join(dir, 'v2.procs'), join(dir, 'memory.procs')];
+    for (const f of procs) await writeFile(f, '');
+    const l = cLauncherProcess();
+    l.proc.stdin.write(`prepare\tp1\t2\t${procs.join('\t')}\n`);
+    const child = Number((await l.answer(/^prepared p1 \d+$/)).split(' ')[2]);
+    // Joined (the fake cgroup.procs files hold its "0"), and waiting: no job yet.
+    expect(await until(() => procs.every((f) => readSoFar(f) === '0'))).toBe(true);
+    expect(alive(child)).toBe(true);
+    for (const f of procs) await writeFile(f, '');
+    l.proc.stdin.write(`job-in\tp1\t${jobLine('7', procs, 'echo "$$ $GREETING"; exit 3')}\n`);
+    expect(await l.answer(/^pid 7 /)).toBe(`pid 7 ${child}`);
+    expect(await l.answer(/^end 7 /)).toBe('end 7 3');
+    // The command is the prepared child, exec'd: it joined nothing again.
+    expect(await read(join(dir, '7.out'))).toBe(`${child} \n`);
+    expect(await read(join(dir, '7.status'))).toBe('3\n');
+    expect(procs.map(readSoFar)).toEqual(['', '']);
+    l.proc.stdin.end();
+    expect(await l.exited).toBe(0);
+  });
+
+  it('does not wait for a prepared child still joining: kills it and starts the job plainly', async () => {
+    // The child's join blocks (a FIFO nobody reads stands for a cgroup.procs whose write waits for the lock).
+    const fifo = join(dir, 'slow.procs');
+    execFileSync('mkfifo', [fifo]);
+    const procs = [join(dir, 'v2.procs')];
+    await writeFile(procs[0]!, '');
+    const l = cLauncherProcess();
+    l.proc.stdin.write(`prepare\tp1\t1\t${fifo}\n`);
+    const child = Number((await l.answer(/^prepared p1 /)).split(' ')[2]);
+    l.proc.stdin.write(`job-in\tp1\t${jobLine('11', procs, 'exit 6')}\n`);
+    expect(Number((await l.answer(/^pid 11 /)).split(' ')[2])).not.toBe(child);
+    expect(await l.answer(/^end 11 /)).toBe('end 11 6');
+    expect(readSoFar(procs[0]!)).toBe('0');
+    expect(await until(() => !alive(child))).toBe(true);
+    l.proc.stdin.end();
+    expect(await l.exited).toBe(0);
+  });
+
+  it('ends every prepared child when its stdin closes, and exits once they are gone', async () => {
+    const l = cLauncherProcess();
+    l.proc.stdin.write('prepare\tp1\t0\nprepare\tp2\t0\n');
+    const pids = [Number((await l.answer(/^prepared p1 /)).split(' ')[2]), Number((await l.answer(/^prepared p2 /)).split(' ')[2])];
+    expect(pids.every(alive)).toBe(true);
+    l.proc.stdin.end();
+    expect(await l.exited).toBe(0);
+    expect(pids.some(alive)).toBe(false);
+  });
+
+  it('a prepared child killed, a token it never had, a child whose join failed: the job starts as a plain one (pid or gone), never a failed start', async () => {
+    const procs = [join(dir, 'v2.procs')];
+    await writeFile(procs[0]!, '');
+    const l = cLauncherProcess();
+    l.proc.stdin.write(`prepare\tp1\t1\t${procs[0]}\n`);
+    const child = Number((await l.answer(/^prepared p1 /)).split(' ')[2]);
+    expect(await until(() => readSoFar(procs[0]!) === '0')).toBe(true);
+    process.kill(child, 'SIGKILL');
+    expect(await until(() => !alive(child))).toBe(true);
+    await writeFile(procs[0]!, '');
+    l.proc.stdin.write(`job-in\tp1\t${jobLine('8', procs, 'exit 4')}\n`);
+    const started = Number((await l.answer(/^pid 8 /)).split(' ')[2]);
+    expect(started).not.toBe(child);
+    expect(await l.answer(/^end 8 /)).toBe('end 8 4');
+    // A plain start joins, as every start did before.
+    expect(readSoFar(procs[0]!)).toBe('0');
+    l.proc.stdin.write(`job-in\tnever\t${jobLine('9', procs, 'exit 5')}\n`);
+    expect(await l.answer(/^end 9 /)).toBe('end 9 5');
+    // Its cgroup removed before it joined: the plain start finds it gone too, and says so.
+    const gone = join(dir, 'gone', 'cgroup.procs');
+    l.proc.stdin.write(`prepare\tp2\t1\t${gone}\n`);
+    await l.answer(/^prepared p2 /);
+    l.proc.stdin.write(`job-in\tp2\t${jobLine('10', [gone], 'exit 0')}\n`);
+    expect(await l.answer(/^(gone|fail|pid) 10 /)).toMatch(/^gone 10 a cgroup it was to join was removed/);
+    l.proc.stdin.end();
+    expect(await l.exited).toBe(0);
+  });
+
   it('takes an argv and an environment far larger than any buffer of its own, and says so when the kernel refuses one', async () => {
     launcher = new Launcher(base, (l) => lines.push(l), [compiled!]);
     const args = Array.from({ length: 50_000 }, (_, i) => `arg-${i}\twith\nbreaks\\`);

@@ -109,7 +109,7 @@ export class Launcher {
    * Null when no launcher can take it: the caller spawns directly. The command's environment is
    * the launcher's (the inherited one) with `envChanges` on top.
    */
-  run(opts: Omit<RunProcessOptions, 'env'> & { attemptId: string; envChanges: Readonly<Record<string, string>> }): ProcessHandle | null {
+  run(opts: Omit<RunProcessOptions, 'env'> & { attemptId: string; envChanges: Readonly<Record<string, string>>; prepared?: string }): ProcessHandle | null {
     if (this.closed) return null;
     const set: Record<string, string> = {};
     for (const k in opts.envChanges) if (this.env[k] !== opts.envChanges[k]) set[k] = opts.envChanges[k]!;
@@ -129,6 +129,7 @@ export class Launcher {
       stderrFile: opts.stderrFile,
       statusFile: opts.statusFile,
       ...(opts.contain ? { contain: opts.contain } : {}),
+      ...(opts.prepared !== undefined ? { prepared: opts.prepared } : {}),
     };
     const line = this.programs[this.current]!.encode(spec);
     if (line === null) return null;
@@ -174,6 +175,20 @@ export class Launcher {
       },
     };
     return handle;
+  }
+
+  /**
+   * Asks the launcher for a child forked into `procsFiles` and joined to them ahead of its job
+   * (launcher.c, `prepare`), named `token`; false when its program has none (Python, bash) or it
+   * is closed. Not waited for: the launcher answers `prepared <token> <pid>` and goes on.
+   */
+  prepare(token: string, procsFiles: readonly string[]): boolean {
+    const program = this.programs[this.current];
+    if (this.closed || !program?.prepare) return false;
+    const proc = this.process();
+    if (!proc) return false;
+    proc.stdin!.write(program.prepare(token, procsFiles));
+    return true;
   }
 
   /** Stops the launcher; jobs already started run on (the agent stopped and leaves them). */

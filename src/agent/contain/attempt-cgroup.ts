@@ -78,6 +78,23 @@ export interface CgroupRef {
   baseline: CgroupBaseline;
 }
 
+/**
+ * A child a launcher forked into a spare's cgroups ahead of any job (docs/containment.md, "A child
+ * waiting in a spare"): it joined them at the spare's release, and waits for the job of the
+ * attempt the spare is handed to. Opaque here: what the launchers (launcher-pool.ts) need to find it.
+ */
+export interface PreparedChild {
+  /** Which launcher holds it. */
+  readonly launcher: number;
+  /** Its name in that launcher's `prepare` and `job-in` lines. */
+  readonly token: string;
+}
+
+/** Who prepares a child in a spare (the launchers: launcher-pool.ts); null where none can (no C launcher). */
+export interface SparePreparer {
+  prepare(procsFiles: readonly string[]): PreparedChild | null;
+}
+
 export const NEW_BASELINE: CgroupBaseline = { oomKills: 0, cpuSeconds: 0, memoryPeakBytes: null };
 
 /** v1 says "no limit" with the largest page-aligned 64-bit number; anything this large is none. */
@@ -108,6 +125,11 @@ export class AttemptCgroup {
   private known = false;
   /** A read found it empty (foundEmpty). */
   private seenEmpty = false;
+  /**
+   * A launcher's child waiting in it, joined (CgroupTree.release); handed on by reuse() to the
+   * attempt the spare goes to, whose start takes it (and clears it: launcher-pool.ts). Null: none.
+   */
+  prepared: PreparedChild | null = null;
 
   private constructor(
     readonly layout: AttemptCgroupLayout,
@@ -193,6 +215,9 @@ export class AttemptCgroup {
     const cg = new AttemptCgroup(layout, baseline);
     writeCgroupLimits(layout, spec, previous.written, cg.written);
     cg.known = true;
+    // Its limits are written while the child waits, before the job is sent to it: the child's steps
+    // and the exec run under them (docs/containment.md, "A child waiting in a spare").
+    cg.prepared = previous.prepared;
     return cg;
   }
 
@@ -404,8 +429,9 @@ function checkSpec(attemptId: string, spec: AttemptCgroupSpec): void {
 }
 
 function sendSignal(pid: number, signal: NodeJS.Signals): boolean {
-  // Never the agent itself, whatever a cgroup lists (a wrong directory must not make it kill itself).
-  if (pid === process.pid) return false;
+  // Never the agent itself, whatever a cgroup lists (a wrong directory must not make it kill itself),
+  // nor a pid of 0 or below (a process group: a file that is no cgroup, as a test's fake, can say "0").
+  if (pid === process.pid || !(pid > 0)) return false;
   try {
     process.kill(pid, signal);
     return true;

@@ -21,7 +21,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import { errorText } from '../../lib/error-text.js';
-import { AttemptCgroup, type AttemptCgroupLayout, type AttemptCgroupSpec, type CgroupRef } from './attempt-cgroup.js';
+import { AttemptCgroup, type AttemptCgroupLayout, type AttemptCgroupSpec, type CgroupRef, type SparePreparer } from './attempt-cgroup.js';
 import { readCgroupFile, readPids, writeCgroupFile } from './cgroup-file.js';
 import {
   chooseCgroups,
@@ -58,6 +58,11 @@ export interface SweepResult {
 export class CgroupTree {
   /** Ended attempts' cgroups, empty and reset, by whether they have a devices cgroup (a CPU attempt on a host without NVIDIA devices has none). */
   private readonly spares = new Map<boolean, AttemptCgroup[]>();
+  /**
+   * Who forks a child into each spare at its release, joined ahead of the next attempt's job
+   * (the C launchers: docs/containment.md, "A child waiting in a spare"); null: none, every start joins.
+   */
+  preparer: SparePreparer | null = null;
 
   private constructor(
     /** What is enforced, and why not the rest. */
@@ -157,7 +162,11 @@ export class CgroupTree {
     const needed = AttemptCgroup.devicesNeeded(layout, spec);
     const list = opts.fresh ? undefined : this.spares.get(needed);
     while (list?.length) {
-      const spare = list.pop()!;
+      // One with a child waiting in it first, the longest kept (its child the likeliest to have
+      // joined by now: a burst's releases and starts come together, and the launcher does not wait
+      // for a child still joining); else the last kept, as before (docs/containment.md, "A child waiting in a spare").
+      const oldest = list.findIndex((cg) => cg.prepared);
+      const spare = list.splice(oldest >= 0 ? oldest : list.length - 1, 1)[0]!;
       try {
         // An empty cgroup is anyone's to rmdir, and cleaners do (a test run's teardown, a script
         // that tidies /sys/fs/cgroup): a spare whose directories went would be handed out with
@@ -165,11 +174,13 @@ export class CgroupTree {
         if (!spare.dirs.every((d) => existsSync(d))) throw new Error(`cgroup ${spare.name} was removed`);
         // Found empty twice when it was kept (release); nothing joins a cgroup but by the agent's
         // own launches, so this one read (v2's `populated`, or every v1 `cgroup.procs`) is a check.
-        if (spare.populated()) throw new Error(`cgroup ${spare.name} is not empty`);
+        // A prepared one holds its launcher's waiting child and nothing else, by the same rule: not read.
+        if (!spare.prepared && spare.populated()) throw new Error(`cgroup ${spare.name} is not empty`);
         return AttemptCgroup.reuse(spare, { ...spare.layout, attemptId }, spec);
       } catch {
         // Not fit to be reused (checked empty when it was kept: nothing should be in it): removed, the next one tried.
-        removeSpare(spare);
+        if (spare.prepared) void dropPreparedSpare(spare);
+        else removeSpare(spare);
       }
     }
     return AttemptCgroup.create(layout, spec);
@@ -191,6 +202,9 @@ export class CgroupTree {
     }
     const needed = cg.layout.devices;
     if (empty && this.spareCount() < MAX_SPARES && cg.recycled()) {
+      // Kept empty; then a launcher's child joins it, off any stage's path (the joins' wait for the
+      // kernel's migration lock), and waits for the next attempt's job. Its counters were read above.
+      cg.prepared = this.preparer?.prepare(cg.procsFiles) ?? null;
       const list = this.spares.get(needed);
       if (list) list.push(cg);
       else this.spares.set(needed, [cg]);
@@ -242,13 +256,31 @@ export class CgroupTree {
   removeEmpty(): void {
     const spares = [...this.spares.values()].flat();
     this.spares.clear();
-    for (const cg of spares) removeSpare(cg);
+    for (const cg of spares)
+      if (cg.prepared) void dropPreparedSpare(cg);
+      else removeSpare(cg);
     for (const dir of this.baseDirs()) {
       try {
         rmdirSync(dir);
       } catch {
         // Not empty, or gone: kept for the next start, which sweeps it.
       }
+    }
+  }
+
+  /**
+   * The spares with a launcher's child waiting in them, killed and removed (the agent stopping,
+   * after its launchers' stdin closed, which ends those children too): waited for, so that
+   * removeEmpty() after it finds the subtree empty.
+   */
+  async dropPrepared(): Promise<void> {
+    for (const [needed, list] of this.spares) {
+      const prepared = list.filter((cg) => cg.prepared);
+      this.spares.set(
+        needed,
+        list.filter((cg) => !cg.prepared),
+      );
+      await Promise.all(prepared.map(dropPreparedSpare));
     }
   }
 
@@ -310,6 +342,17 @@ function removeSpare(cg: AttemptCgroup): void {
       // Not empty after all, or gone: the sweep at the next start kills and removes it.
     }
   }
+}
+
+/** A spare holding a prepared child: the child killed (the launcher reaps it and forgets its token), waited for, the spare removed. */
+async function dropPreparedSpare(cg: AttemptCgroup): Promise<void> {
+  try {
+    await cg.killAll();
+    await cg.waitEmpty(RELEASE_EMPTY_MS);
+  } catch {
+    // Its kill refused or its directories gone: what is left is the next start's sweep's.
+  }
+  removeSpare(cg);
 }
 
 const NOT_ROOT_HINT = 'the agent must run as root, or in a cgroup delegated to its user (systemd: Delegate=yes)';

@@ -55,7 +55,9 @@ export async function startFleetServers(o: { store: FleetStore; replicas: number
           }),
       ),
     );
-    if (o.store === 'postgres') await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
+    // GANTRY_BENCH_KEEP_SCHEMA=1: the schema left for reading afterwards (its name on stderr); drop it by hand.
+    if (o.store === 'postgres' && process.env.GANTRY_BENCH_KEEP_SCHEMA) console.error(`fleet: schema ${schema} kept`);
+    else if (o.store === 'postgres') await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   };
   try {

@@ -55,6 +55,7 @@ export async function massLoss(fleet: Fleet, servers: FleetServers, o: { n: numb
   const shown = await adminGet<{ heartbeat?: MassLoss['heartbeat'] }>(urls[0]!, `/v1/machines/${agents[0]!.machineId}`, admin).catch(() => null);
 
   const t0 = performance.now();
+  const t0Epoch = Date.now();
   await Promise.all(agents.map((a) => a.kill()));
   const lostAt = new Map<string, number>();
   const elsewhereAt = new Map<string, number>();
@@ -72,6 +73,15 @@ export async function massLoss(fleet: Fleet, servers: FleetServers, o: { n: numb
   }
   const lostMs = [...lostAt.values()];
   const elsewhereMs = [...elsewhereAt.values()];
+  // GANTRY_BENCH_MASSLOSS_OUT=FILE: the stop's time on the host's clock and each machine's and stage's time, for the split against the servers' transaction log (bench/mass-loss-split.py).
+  const dump = process.env.GANTRY_BENCH_MASSLOSS_OUT;
+  if (dump) {
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(
+      dump,
+      JSON.stringify({ t0: t0Epoch, machines: agents.map((a) => a.machineId), lostMs, elsewhereMs, elsewhereByJob: Object.fromEntries(elsewhereAt) }),
+    );
+  }
   return {
     lost: o.n,
     ...(shown?.heartbeat ? { heartbeat: shown.heartbeat } : {}),

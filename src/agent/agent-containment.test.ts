@@ -138,14 +138,10 @@ function cgroupDirsOf(attemptId: string): string[] {
 }
 
 /**
- * The attempt's cgroup directories that still hold a process. An ended attempt's cgroup may stay,
- * empty, as a spare for the next attempt (docs/containment.md, "Recycled cgroups"); it goes when
- * the agent stops.
- */
-/**
- * The attempt's cgroups that still hold a process of it. A recycled spare holds a C launcher's
- * child waiting for the next attempt's job (docs/containment.md, "A child waiting in a spare"):
- * the launcher's binary, not exec'd, no process of any attempt.
+ * The attempt's cgroups that still hold a process of it. An ended attempt's cgroup may stay as a
+ * spare for the next attempt (docs/containment.md, "Recycled cgroups"), holding at most one C
+ * launcher's child waiting for that attempt's job ("A child waiting in a spare"): the launcher's
+ * binary, not exec'd, no process of any attempt. Anything else, or a second such child, is occupied.
  */
 function occupiedCgroupsOf(attemptId: string): string[] {
   const waiting = (pid: number) => {
@@ -155,7 +151,10 @@ function occupiedCgroupsOf(attemptId: string): string[] {
       return false;
     }
   };
-  return cgroupDirsOf(attemptId).filter((dir) => readPids(join(dir, 'cgroup.procs')).some((pid) => !waiting(pid)));
+  return cgroupDirsOf(attemptId).filter((dir) => {
+    const pids = readPids(join(dir, 'cgroup.procs'));
+    return pids.length > 1 || pids.some((pid) => !waiting(pid));
+  });
 }
 
 describe(`an agent containing its attempts in this host's cgroups${cannot ? ` (skipped: ${cannot})` : ''}`, () => {

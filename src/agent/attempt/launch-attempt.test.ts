@@ -231,10 +231,10 @@ describe.skipIf(!cProgram)('launchAttempt with the C launcher, a recycled spare'
   });
 });
 
-/** The pid of this test's C launcher (a child of this process). */
+/** The pid of this test's live C launcher (a child of this process; not a closed pool's launcher not yet reaped, a zombie). */
 function launcherPid(): number {
-  const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' });
-  const line = out.split('\n').find((l) => /gantry-launcher/.test(l));
+  const out = execFileSync('ps', ['-o', 'pid=,stat=,args=', '--ppid', String(process.pid)], { encoding: 'utf8' });
+  const line = out.split('\n').find((l) => /gantry-launcher/.test(l) && !/^\s*\d+\s+Z/.test(l));
   if (!line) throw new Error(`no launcher among ${out}`);
   return Number(line.trim().split(/\s+/)[0]);
 }

@@ -142,7 +142,9 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
   const end = await first.handle.done;
   if (end.spawnCause !== 'cgroup-gone') return first;
   const gone = first.cgroup;
-  // What is left of it (the other hierarchies) holds nothing: the child that failed was reaped before the launcher answered.
+  // What is left of it (the other hierarchies) holds nothing of this attempt: the child that failed was
+  // reaped before the launcher answered. A spare's waiting child killed while still joining may not
+  // be reaped yet (the launcher reaps it later): a directory it still holds is left to the next start's sweep.
   await gone
     .remove()
     .catch((err: unknown) => ctx.log(`attempt ${a.attemptId}: cannot remove what is left of its cgroups (${errorText(err)}); the next start sweeps them`));

@@ -574,13 +574,15 @@ static int write_full(int fd, const void *buf, size_t n) {
 
 static void prepared_child(char **procs, size_t nprocs, int job_r, int fail_w) {
   /* Nothing of the launcher's but what the job needs: every other prepared child's pipe ends (so
-   * that each sees EOF when the launcher closes or dies), and its stdin and stdout (the agent's
-   * pipes, replaced by the job's own files at its start). */
+   * that each sees EOF when the launcher closes or dies), and its stdin, stdout and stderr (the
+   * agent's pipes, replaced by the job's own files at its start: a child whose join fails says
+   * nothing for a spare that had no command; the plain start that follows says what it finds). */
   for (size_t i = 0; i < nprepared; i++) prepared_close(&prepared[i]);
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     dup2(null, 0);
     dup2(null, 1);
+    dup2(null, 2);
     close(null);
   }
   default_signals();
@@ -667,7 +669,10 @@ static void prepared_discard(struct prepared *p) {
 /* `job-in <token> <job>`: the job to the token's prepared child, or, failing that, started as a plain one. */
 static void start_prepared(const struct job *j, const char *token, const char *raw, size_t rawlen) {
   ssize_t i = prepared_find(token);
-  if (i < 0) return start(j);
+  if (i < 0) {
+    start(j);
+    return;
+  }
   struct prepared p = prepared[i];
   p.token = NULL;
   free(prepared[i].token);
@@ -680,19 +685,22 @@ static void start_prepared(const struct job *j, const char *token, const char *r
   if (poll(&joined, 1, 0) != 1) {
     prepared_close(&p);
     kill(p.pid, SIGKILL); /* reaped by reap(), as a child of no job */
-    return start(j);
+    start(j);
+    return;
   }
   /* Joined (its first word), then the job, then that it has it: anything else and it never ran any of the job. */
   if (read_full(p.fail_r, &f, sizeof f) != 0 || f.step != STEP_PREPARED || write_full(p.job_w, &len, sizeof len) != 0 ||
       write_full(p.job_w, raw, rawlen) != 0) {
     prepared_discard(&p);
-    return start(j);
+    start(j);
+    return;
   }
   close(p.job_w);
   p.job_w = -1;
   if (read_full(p.fail_r, &f, sizeof f) != 0 || f.step != STEP_RECEIVED) {
     prepared_discard(&p);
-    return start(j);
+    start(j);
+    return;
   }
   finish(j, p.pid, p.fail_r);
 }

@@ -210,8 +210,12 @@ export class AttemptCgroup {
    */
   static reuse(previous: AttemptCgroup, layout: AttemptCgroupLayout, spec: AttemptCgroupSpec): AttemptCgroup {
     checkSpec(layout.attemptId, spec);
-    const baseline = previous.lastRaw;
-    if (!baseline || layout.name !== previous.layout.name) throw new Error(`cgroup ${previous.layout.name} was not made ready for reuse`);
+    const raw = previous.lastRaw;
+    if (!raw || layout.name !== previous.layout.name) throw new Error(`cgroup ${previous.layout.name} was not made ready for reuse`);
+    // A waiting child lived in it since the release, under the last attempt's limits (or the
+    // host's OOM killer's choice): an OOM kill of that child is no kill of the new attempt's, so
+    // the count is taken again now (found in review: a successful attempt reported oom-killed).
+    const baseline = previous.prepared ? { ...raw, oomKills: oomKillCount(previous.layout) } : raw;
     const cg = new AttemptCgroup(layout, baseline);
     writeCgroupLimits(layout, spec, previous.written, cg.written);
     cg.known = true;
@@ -321,14 +325,14 @@ export class AttemptCgroup {
     let rawPeak: number | null = null;
     if (layout.memory === 'v2') {
       const dir = layout.v2!;
-      oomKills = readKeyedValue(join(dir, 'memory.events'), 'oom_kill') ?? 0;
+      oomKills = oomKillCount(layout);
       rawPeak = readNumber(join(dir, 'memory.peak'));
       memoryPeakBytes = rawPeak !== null && (baseline.memoryPeakBytes === null || rawPeak > baseline.memoryPeakBytes) ? rawPeak : null;
       const written = this.writtenLimit(join(dir, 'memory.max'));
       memoryLimitBytes = written !== undefined ? written : readNumber(join(dir, 'memory.max'));
     } else if (layout.memory === 'v1') {
       const dir = layout.v1.get('memory')!;
-      oomKills = readKeyedValue(join(dir, 'memory.oom_control'), 'oom_kill') ?? 0;
+      oomKills = oomKillCount(layout);
       memoryPeakBytes = readNumber(join(dir, 'memory.max_usage_in_bytes'));
       const written = this.writtenLimit(join(dir, 'memory.limit_in_bytes'));
       const limit = written !== undefined ? written : readNumber(join(dir, 'memory.limit_in_bytes'));
@@ -456,4 +460,11 @@ function remake(dir: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The kernel's count of OOM kills in the attempt's memory cgroup (v2 `memory.events`, v1 `memory.oom_control`), 0 without one. */
+function oomKillCount(layout: AttemptCgroupLayout): number {
+  if (layout.memory === 'v2') return readKeyedValue(join(layout.v2!, 'memory.events'), 'oom_kill') ?? 0;
+  if (layout.memory === 'v1') return readKeyedValue(join(layout.v1.get('memory')!, 'memory.oom_control'), 'oom_kill') ?? 0;
+  return 0;
 }

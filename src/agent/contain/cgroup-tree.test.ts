@@ -72,6 +72,22 @@ describe('CgroupTree on pure v2', () => {
     for (const f of ['memory.max', 'cpu.weight', 'cpu.max']) expect(() => read(`${dir}/${f}`)).toThrow(/ENOENT/);
   });
 
+  it("a spare's waiting child killed by the OOM killer before the hand-out is no OOM kill of the next attempt (found in review)", async () => {
+    host = fakeCgroupHost('v2');
+    const t = tree(host);
+    t.preparer = { prepare: () => ({ launcher: 0, token: 'p1' }) };
+    const a = t.create('att_oa', { limits: limits(), pidsMax: 64, gpuIndices: [] })!;
+    const dir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_oa`);
+    writeFileSync(`${dir}/memory.events`, 'oom 1\noom_kill 1\n');
+    await t.release(a);
+    // The child waiting in it since the release is killed under the last attempt's limit (or picked by the host's OOM killer).
+    writeFileSync(`${dir}/memory.events`, 'oom 2\noom_kill 2\n');
+    const b = t.create('att_ob', { limits: limits(), pidsMax: 64, gpuIndices: [] })!;
+    expect(b.dirs).toEqual([dir]);
+    expect(b.ref?.baseline.oomKills).toBe(2);
+    expect(b.usage().oomKills).toBe(0);
+  });
+
   it('reads usage, the OOM count and emptiness from the v2 files', () => {
     host = fakeCgroupHost('v2');
     const t = tree(host);

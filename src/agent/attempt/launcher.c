@@ -535,11 +535,18 @@ static void prepared_close(struct prepared *p) {
   p->job_w = p->fail_r = -1;
 }
 
+/* Takes entry i out of the list, its descriptors and token still open and held. */
+static struct prepared prepared_take(size_t i) {
+  struct prepared p = prepared[i];
+  prepared[i] = prepared[--nprepared];
+  return p;
+}
+
 /* Forgets entry i (its descriptors closed, its token freed); its child is whoever's to reap. */
 static void prepared_forget(size_t i) {
-  prepared_close(&prepared[i]);
-  free(prepared[i].token);
-  prepared[i] = prepared[--nprepared];
+  struct prepared p = prepared_take(i);
+  prepared_close(&p);
+  free(p.token);
 }
 
 static ssize_t prepared_find(const char *token) {
@@ -673,10 +680,9 @@ static void start_prepared(const struct job *j, const char *token, const char *r
     start(j);
     return;
   }
-  struct prepared p = prepared[i];
+  struct prepared p = prepared_take((size_t)i);
+  free(p.token);
   p.token = NULL;
-  free(prepared[i].token);
-  prepared[i] = prepared[--nprepared];
   struct failure f;
   uint64_t len = rawlen;
   /* Still joining (its joins waiting for the migration lock, or at the last stage's low cpu weight):
@@ -769,9 +775,8 @@ static void job_line(char *line) {
     token = line + 7;
     line = tab + 1;
     /* The job as sent, for the prepared child to parse: split() below unescapes it in place. */
-    rawlen = strlen(line);
-    raw = xrealloc(NULL, rawlen + 1);
-    memcpy(raw, line, rawlen + 1);
+    raw = xstrdup(line);
+    rawlen = strlen(raw);
   }
   struct fields f;
   int nul;

@@ -179,8 +179,7 @@ export class CgroupTree {
         return AttemptCgroup.reuse(spare, { ...spare.layout, attemptId }, spec);
       } catch {
         // Not fit to be reused (checked empty when it was kept: nothing should be in it): removed, the next one tried.
-        if (spare.prepared) void dropPreparedSpare(spare);
-        else removeSpare(spare);
+        discardSpare(spare);
       }
     }
     return AttemptCgroup.create(layout, spec);
@@ -256,9 +255,7 @@ export class CgroupTree {
   removeEmpty(): void {
     const spares = [...this.spares.values()].flat();
     this.spares.clear();
-    for (const cg of spares)
-      if (cg.prepared) void dropPreparedSpare(cg);
-      else removeSpare(cg);
+    for (const cg of spares) discardSpare(cg);
     for (const dir of this.baseDirs()) {
       try {
         rmdirSync(dir);
@@ -342,6 +339,12 @@ function removeSpare(cg: AttemptCgroup): void {
       // Not empty after all, or gone: the sweep at the next start kills and removes it.
     }
   }
+}
+
+/** A spare no longer kept: removed now, or, holding a prepared child, once that child is killed and gone (not waited for here). */
+function discardSpare(cg: AttemptCgroup): void {
+  if (cg.prepared) void dropPreparedSpare(cg);
+  else removeSpare(cg);
 }
 
 /** A spare holding a prepared child: the child killed (the launcher reaps it and forgets its token), waited for, the spare removed. */

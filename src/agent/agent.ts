@@ -6,6 +6,7 @@
  * and stops. Acknowledgements, pids and outcomes of all attempts share one stream of batched
  * reports (link/reporter.ts). docs/agent.md has the timeline and what happens after a crash.
  */
+import { rmSync } from 'node:fs';
 import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
 import type { AgentSettings, AssignmentWire, ReportRequest } from '../api/contract/agent-protocol.js';
@@ -132,6 +133,8 @@ export class Agent {
   /** What attempts inherit of the agent's environment, read and filtered once: process.env is slow to walk, and attempts are many. */
   private readonly inheritedEnv: Readonly<Record<string, string>> = inheritedEnv(process.env);
   private readonly launcher: LauncherPool | null;
+  /** The private directory the C launcher was built into for this start, where the data directory could not keep it (host-launcher.ts): removed at stop. */
+  private launcherBuildDir: string | null = null;
   private readonly verbose: boolean;
   /** Never ask for assignments started at placement (AgentOptions.startedAssignments false). */
   private readonly acknowledgeAll: boolean;
@@ -195,7 +198,14 @@ export class Agent {
     const programs =
       opts.launcher === false
         ? []
-        : launcherPrograms(process.env, () => hostLauncher({ prebuilt: LAUNCHER_C, cacheDir: join(opts.dataDir, 'launcher'), log: (line) => this.log(line) }));
+        : launcherPrograms(process.env, () =>
+            hostLauncher({
+              prebuilt: LAUNCHER_C,
+              cacheDir: join(opts.dataDir, 'launcher'),
+              log: (line) => this.log(line),
+              madeTemporary: (dir) => (this.launcherBuildDir = dir),
+            }),
+          );
     this.launcher = programs.length ? new LauncherPool(this.inheritedEnv, (line) => this.log(line), programs, launcherCount(process.env)) : null;
     const retry = { ...DEFAULT_RETRY, ...opts.retry };
     this.reporter = new Reporter({
@@ -363,6 +373,8 @@ export class Agent {
     // Deliveries cut short by the halt wind down (their outcomes stay on disk).
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
+    // The launchers' binary, where it was built for this start only: a running process keeps its unlinked file.
+    if (this.launcherBuildDir) rmSync(this.launcherBuildDir, { recursive: true, force: true });
     // The children waiting in spares read EOF once their launcher's stdin closes, and are killed
     // with their spares here all the same: removeEmpty() below then finds them gone.
     await this.cgroups?.dropPrepared();

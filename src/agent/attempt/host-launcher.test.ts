@@ -1,11 +1,11 @@
-import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { compileLauncher, launcherSourceHash, launcherVersion } from './compile-launcher.js';
-import { hostLauncher, LAUNCHER_SOURCE } from './host-launcher.js';
+import { hostLauncher, LAUNCHER_SOURCE, sweepTemporaryBuilds } from './host-launcher.js';
 import { launcherPrograms } from './launcher-programs.js';
 
 const cc = process.env.CC || 'cc';
@@ -15,13 +15,16 @@ const hash = launcherSourceHash(readFileSync(LAUNCHER_SOURCE));
 
 let dir: string;
 let lines: string[];
+let made: string[];
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'gantry-host-launcher-'));
   lines = [];
+  made = [];
 });
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
 const log = (l: string) => lines.push(l);
+const madeTemporary = (d: string) => made.push(d);
 const cacheDir = () => join(dir, 'data', 'launcher');
 const own = () => join(cacheDir(), `gantry-launcher-${process.platform}-${process.arch}-${hash}`);
 /** A file marked executable, where the prebuilt binary would be. */
@@ -112,7 +115,7 @@ describe.skipIf(!hasCompiler)('hostLauncher: the C launcher built for the host i
     const ran = join(dir, 'planted-ran');
     writeFileSync(own(), `#!/bin/sh\ntouch ${ran}\necho "gantry-launcher ${hash}"\n`);
     chmodSync(own(), 0o755);
-    const got = hostLauncher({ prebuilt: join(dir, 'no-prebuilt'), cacheDir: cacheDir(), log });
+    const got = hostLauncher({ prebuilt: join(dir, 'no-prebuilt'), cacheDir: cacheDir(), log, madeTemporary });
     expect(existsSync(ran)).toBe(false);
     expect(got).not.toBeNull();
     expect(got!.startsWith(cacheDir())).toBe(false);
@@ -120,7 +123,52 @@ describe.skipIf(!hasCompiler)('hostLauncher: the C launcher built for the host i
     expect(existsSync(ran)).toBe(false);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`${cacheDir()} is not used to keep it: ${join(dir, 'data')} is writable by its group (mode 777)`);
+    // The agent is told of the private directory, to remove it when it stops.
+    expect(made).toEqual([join(got!, '..')]);
     rmSync(join(got!, '..'), { recursive: true, force: true });
+  });
+
+  it('a private directory that ended up holding no build is removed at once, and the agent is told of none', () => {
+    mkdirSync(cacheDir(), { recursive: true });
+    chmodSync(join(dir, 'data'), 0o777);
+    const got = hostLauncher({ prebuilt: join(dir, 'no-prebuilt'), cacheDir: cacheDir(), cc: join(dir, 'no-such-cc'), log, madeTemporary });
+    expect(got).toBeNull();
+    expect(made).toEqual([]);
+    const tmp = /built into (\S+) for this start/.exec(lines.join('\n'))?.[1];
+    expect(tmp).toBeDefined();
+    expect(existsSync(tmp!)).toBe(false);
+  });
+});
+
+describe('sweepTemporaryBuilds: what agents that did not stop left in the temporary directory', () => {
+  it("removes this user's old private build directories that nothing runs from, and nothing else", async () => {
+    const tmp = join(dir, 'tmp');
+    const old = (Date.now() - 11 * 60_000) / 1000;
+    const make = (name: string, age: number | null) => {
+      mkdirSync(join(tmp, name), { recursive: true });
+      writeFileSync(join(tmp, name, 'gantry-launcher-x'), '');
+      if (age !== null) utimesSync(join(tmp, name), age, age);
+      return join(tmp, name);
+    };
+    const left = make('gantry-launcher-AbC123', old);
+    const young = make('gantry-launcher-Young1', null);
+    const other = make('gantry-host-Abc123', old);
+    // A live agent's launcher: a process whose executable is in its directory.
+    const live = make('gantry-launcher-Live01', old);
+    copyFileSync('/bin/sleep', join(live, 'gantry-launcher-x'));
+    chmodSync(join(live, 'gantry-launcher-x'), 0o755);
+    utimesSync(live, old, old);
+    const child = spawn(join(live, 'gantry-launcher-x'), ['30'], { stdio: 'ignore' });
+    try {
+      await new Promise((r) => child.once('spawn', r));
+      sweepTemporaryBuilds(tmp);
+      expect(existsSync(left)).toBe(false);
+      expect(existsSync(young)).toBe(true);
+      expect(existsSync(other)).toBe(true);
+      expect(existsSync(live)).toBe(true);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });
 

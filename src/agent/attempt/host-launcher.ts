@@ -17,13 +17,14 @@
  * passed over and the log says why; where none can be had (no compiler, the compiler refused) the
  * agent says so in one line, with what it costs, and stages start with the next launcher.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { compileLauncher, launcherSourceHash, launcherVersion } from './compile-launcher.js';
 import { errorText } from '../../lib/error-text.js';
+import { procPids } from '../../lib/proc-pids.js';
 import { othersCanChange } from './others-can-change.js';
 
 /** launcher.c beside this module: src/agent/attempt/, or dist/agent/attempt/ where the build copies it. */
@@ -43,6 +44,8 @@ export interface HostLauncherOptions {
   /** Default $CC, else cc. */
   cc?: string;
   log: (line: string) => void;
+  /** Told of the private directory this start built into where the data directory could not keep the build: the agent removes it when it stops. */
+  madeTemporary?: (dir: string) => void;
 }
 
 /** The binary to start the C launcher from, or null (said in the log) where none built for this host and source can be had. */
@@ -77,14 +80,38 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
   let cacheDir = o.cacheDir;
   const unsafeDir = othersCanChange(cacheDir);
   if (unsafeDir) {
+    sweepTemporaryBuilds(tmpdir());
     try {
-      cacheDir = mkdtempSync(join(tmpdir(), 'gantry-launcher-'));
+      cacheDir = mkdtempSync(join(tmpdir(), TEMPORARY_PREFIX));
     } catch (err) {
       o.log(`C launcher: ${o.cacheDir} is not used (${unsafeDir}) and no private directory could be made (${errorText(err)}); ${FALLBACK}`);
       return null;
     }
     passedOver.push(`${o.cacheDir} is not used to keep it: ${unsafeDir}; built into ${cacheDir} for this start`);
   }
+  const got = builtIn(cacheDir, { o, source, cc, hash, host, passedOver, usable });
+  if (unsafeDir) {
+    // Nothing is kept in it past this start: gone now if nothing was built, else when the agent stops.
+    if (got === null) rmSync(cacheDir, { recursive: true, force: true });
+    else o.madeTemporary?.(cacheDir);
+  }
+  return got;
+}
+
+/** What hostLauncher found out before it looks in (or builds into) the directory that keeps the build. */
+interface Search {
+  o: HostLauncherOptions;
+  source: string;
+  cc: string;
+  hash: string;
+  host: string;
+  /** The candidates passed over so far, and why: said in the one line logged. */
+  passedOver: string[];
+  usable: (file: string) => boolean;
+}
+
+/** The build kept in cacheDir where it runs here, else one built there now; null (said in the log) where none can be had. */
+function builtIn(cacheDir: string, { o, source, cc, hash, host, passedOver, usable }: Search): string | null {
   const own = join(cacheDir, `gantry-launcher-${host}-${hash}`);
   if (usable(own)) {
     if (passedOver.length > 0) o.log(`C launcher: ${passedOver.join('; ')}; using ${own}, built on this host`);
@@ -119,6 +146,52 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
   removeOthers(cacheDir, basename(own));
   o.log(`C launcher: ${why}built for this host (${host}) into ${own} in ${Math.round(performance.now() - t0)} ms`);
   return own;
+}
+
+const TEMPORARY_PREFIX = 'gantry-launcher-';
+/** How old a private build directory must be before a later start may take it for one a crashed agent left. */
+const TEMPORARY_SWEEP_AGE_MS = 10 * 60_000;
+
+/**
+ * The private build directories that agents which ended without stopping (a crash, a kill) left
+ * in the temporary directory: this user's, older than ten minutes, with no process running a
+ * binary from them (a live agent's launchers run theirs; /proc/<pid>/exe). Only where the agent
+ * makes one itself, so a host whose data directories are safe never looks.
+ */
+export function sweepTemporaryBuilds(dir: string, now = Date.now()): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => /^gantry-launcher-[A-Za-z0-9]{6}$/.test(n));
+  } catch {
+    return;
+  }
+  if (names.length === 0) return;
+  const running = runningExecutables();
+  const uid = process.getuid?.();
+  for (const name of names) {
+    const path = join(dir, name);
+    try {
+      const st = lstatSync(path);
+      if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || now - st.mtimeMs < TEMPORARY_SWEEP_AGE_MS) continue;
+      if (running.some((exe) => exe.startsWith(`${path}/`))) continue;
+      rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Gone already, or not ours to read: left as it is.
+    }
+  }
+}
+
+/** Every process's executable, as /proc names it (a removed one keeps its path, with " (deleted)" after it). */
+function runningExecutables(): string[] {
+  const out: string[] = [];
+  for (const pid of procPids() ?? []) {
+    try {
+      out.push(readlinkSync(`/proc/${pid}/exe`));
+    } catch {
+      // A kernel thread, a process gone, or another user's where not root.
+    }
+  }
+  return out;
 }
 
 /** Builds of older sources (or another host's, a data directory moved), and what a build cut short left: only this one is kept. */

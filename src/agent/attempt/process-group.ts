@@ -3,8 +3,9 @@
  * killing the group reaches whatever the command started too: a shell's background jobs, a
  * launcher's workers, a dataloader's forks.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { sleep } from '../../lib/sleep.js';
+import { procPids } from '../../lib/proc-pids.js';
 
 /** Sends `signal` to process group `pgid`; false when the group no longer exists. */
 export function signalProcessGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
@@ -30,14 +31,9 @@ export function processGroupAlive(pgid: number): boolean {
 }
 
 function liveMembersFromProc(pgid: number): boolean {
-  let pids: string[];
-  try {
-    pids = readdirSync('/proc');
-  } catch {
-    return true;
-  }
+  const pids = procPids();
+  if (pids === null) return true;
   for (const pid of pids) {
-    if (!/^\d+$/.test(pid)) continue;
     let stat: string;
     try {
       stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

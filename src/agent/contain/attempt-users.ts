@@ -19,7 +19,8 @@
  * attempt that still runs or still owes its outcome keeps its uid, read back from the owner of its
  * work/ directory (`adopt`); whatever else the previous run held is released (`forgetOthers`).
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { procPids } from '../../lib/proc-pids.js';
 import { join, resolve } from 'node:path';
 import { ContainmentOptionError, type ContainmentOptions } from './containment-options.js';
 import { fileMark, GROUP_FILE, PASSWD_FILE, readGroupIds, readPasswd, type PasswdEntry } from './passwd-file.js';
@@ -58,12 +59,8 @@ export function defaultUserHost(): UserHost {
  * A scan of the whole process table: called only for the few uids an agent that is gone held.
  */
 function processRunsAs(uid: number): boolean {
-  let pids: string[];
-  try {
-    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
-  } catch {
-    return true;
-  }
+  const pids = procPids();
+  if (pids === null) return true;
   for (const pid of pids) {
     try {
       const line = /^Uid:\s+(.*)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '';

@@ -56,6 +56,7 @@ import { removeStageTree } from './stage-tree.js';
 import { errorText } from '../../lib/error-text.js';
 import type { CgroupRef } from '../contain/attempt-cgroup.js';
 import { privateMode } from '../../lib/private-mode.js';
+import { procPids } from '../../lib/proc-pids.js';
 
 export type { ExitRecord, PidRecord, ReportedRecord } from './attempt-journal.js';
 
@@ -579,13 +580,7 @@ function fromIdentity(id: AttemptIdentity): AssignmentWire {
 export function groupsOfAttempt(attemptId: string): number[] {
   const needle = `GANTRY_ATTEMPT_ID=${attemptId}\0`;
   const out: number[] = [];
-  let pids: string[];
-  try {
-    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
-  } catch {
-    return out;
-  }
-  for (const pid of pids) {
+  for (const pid of procPids() ?? []) {
     try {
       if (!`${readFileSync(`/proc/${pid}/environ`, 'latin1')}\0`.includes(needle)) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

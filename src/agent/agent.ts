@@ -97,21 +97,14 @@ const MAX_WAIT_MS = 30_000;
 /** How long an outcome is retried before the agent gives it up (see deliverOnce and Reporter). */
 const GIVE_UP_DELIVERY_MS = 5 * 60_000;
 /**
- * How young a process must be for its outcome to count as about to come: a process that ends within its first
+ * The longest a report waits for items about to join it (Reporter's `gatherMs`), and how young a
+ * process must be for its outcome to count as about to come: a process that ends within its first
  * few milliseconds most likely belongs to a group of short ones started together, whose outcomes
  * then share a report. Measured on the throughput bench (3,000 stages of `true`): 800 reports
  * without waiting, 605 waiting only for acknowledgements and exits already seen, 548 with young
- * processes counted too.
+ * processes counted too; the wait never adds more than this to a report.
  */
-const REPORT_YOUNG_MS = 10;
-/**
- * The longest a report waits for items about to join it (Reporter's `gatherMs`), counted from the
- * last answer (or its oldest item): long enough for that answer's assignments, started together,
- * to be spawned and, if short, to end (an answer's burst of starts is spawned 17 ms after it at the
- * median on two cores, docs/throughput.md, "A report that waits for its answer's starts"), so that
- * their outcomes go in the next report rather than the one after it. Was 10 ms, the young window's.
- */
-const REPORT_GATHER_MS = 30;
+const REPORT_GATHER_MS = 10;
 
 /**
  * Reports in flight at once by default (docs/agent.md, "Reports are batched"). One: a second was
@@ -225,7 +218,7 @@ export class Agent {
       // A report waits a little for what is about to join it (AttemptRunner.coming).
       coming: () => {
         let n = 0;
-        const youngSince = this.clock.now() - REPORT_YOUNG_MS;
+        const youngSince = this.clock.now() - REPORT_GATHER_MS;
         for (const r of this.runners.values()) if (r.coming(youngSince)) n++;
         return n;
       },

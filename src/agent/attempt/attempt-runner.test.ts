@@ -215,27 +215,6 @@ describe('AttemptRunner', () => {
     expect(r.listed).toBe(false);
   });
 
-  it('started at placement: its outcome counts as coming from its acceptance until its process is no longer young', async () => {
-    // An answer's assignments start together and, when short, end together: a report waits for
-    // them (Reporter's gatherMs) from the answer on, not only once they are spawned.
-    const r = AttemptRunner.accept(assignment({ started: true }), deps());
-    const young = () => r.coming(clock - 10);
-    expect(r.phase).toBe('accepted');
-    expect(young()).toBe(true);
-    await until(() => procs.length === 1);
-    expect(r.phase).toBe('starting');
-    expect(young()).toBe(true);
-    clock += 50;
-    procs[0]!.start(4243);
-    await until(() => r.phase === 'running');
-    expect(young()).toBe(true);
-    clock += 11;
-    expect(young()).toBe(false);
-    procs[0]!.end({ kind: 'exited', exitCode: 0, signal: null, reason: null });
-    expect(await r.done).toEqual({ phase: 'delivered' });
-    expect(reporter.acks).toEqual([]);
-  });
-
   it('killed while starting: the kill waits for the pid, then nothing is reported', async () => {
     const r = AttemptRunner.accept(assignment(), deps());
     const seen = watch(r);

@@ -166,26 +166,21 @@ export class AttemptRunner {
 
   /**
    * Whether the reporter is about to be handed an item of it: the acknowledgement of one being
-   * prepared, the outcome of one whose process ended, or perhaps that of one whose process is about
-   * to start (accepted, or starting: not spawned yet) or started after `youngSince`, and may be
-   * about to end. A report waits a little for those (Reporter's `coming`, at most its `gatherMs`),
-   * so that a group of them shares one request: an answer's assignments, started together, end
-   * together when they are short, and their outcomes then go in the report after that answer
-   * rather than the one after it (docs/throughput.md, "A report that waits for its answer's starts").
+   * prepared, the outcome of one whose process ended, or perhaps that of one whose process started
+   * after `youngSince` and may be about to end. A report waits a little for those (Reporter's
+   * `coming`, at most its `gatherMs`), so that a group of them shares one request.
    */
   coming(youngSince: number): boolean {
     if (this.why) return false;
     switch (this.current) {
       case AttemptPhase.accepted:
-        // Its acknowledgement; or, started at placement (it has none), its process about to start.
-        return true;
+        // Its acknowledgement, unless it was started at placement (it has none).
+        return !this.a.started;
       case AttemptPhase.ended:
       case AttemptPhase.owed:
       case AttemptPhase.shippingLog:
         return true;
       case AttemptPhase.starting:
-        // Its process about to start, and young then.
-        return true;
       case AttemptPhase.running:
         return (this.spawnedAt ?? -Infinity) > youngSince;
       default:
@@ -320,6 +315,7 @@ export class AttemptRunner {
   private async run(paths: AttemptPaths): Promise<void> {
     const { a, d } = this;
     this.move(AttemptPhase.starting);
+    this.spawnedAt = d.now();
     const { handle, progress, cgroup } = await d.launch(a, paths);
     this.handle = handle;
     // Left while it was being started (the launch waits for a contained command's pid, to start it
@@ -330,8 +326,6 @@ export class AttemptRunner {
     // A new attempt: the server has none of its log yet.
     this.tail = this.logTail({ stdout: 0, stderr: 0 });
     const pid = await handle.started;
-    // Young from here (coming): a launch can wait in its launcher's queue longer than a process lives.
-    this.spawnedAt = d.now();
     if (pid !== null) {
       this.tail.follow();
       const recorded = await d.state.writePid(a.attemptId, pid).then(

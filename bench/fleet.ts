@@ -21,6 +21,9 @@
  *   --max-heartbeats-per-second 2500 --lose 1000];
  * `--old-agents`: agents that ignore the period the server gives (as agents before it did): the
  * server's cost at the configured period, for a peer in the same run.
+ * `--fleet-procs N`: the simulated agents spread over N processes (bench/fleet/fleet-procs.ts; 1, the
+ * default, keeps them all in this one): a heartbeat's round trip includes the fleet's own lateness,
+ * which one process for 10,000 agents adds (the split table says how much).
  * `--lose N`: after the single lost machine, a mass loss: N machines, each holding one long stage,
  * stop at once (a rack or a zone gone); when the last of them is marked lost and the last of their
  * stages is placed elsewhere, against the bound (bench/fleet/mass-loss.ts).
@@ -30,7 +33,8 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Fleet, type FleetWindow } from './fleet/fleet.js';
+import { Fleet, type FleetLike, type FleetWindow } from './fleet/fleet.js';
+import { ProcFleet } from './fleet/fleet-procs.js';
 import { adminGet, adminPost, type FleetServers, type FleetStore, startFleetServers } from './fleet/fleet-servers.js';
 import { type MassLoss, massLoss } from './fleet/mass-loss.js';
 import { percentile } from './peers/chain-workload.js';
@@ -68,6 +72,9 @@ const OLD_AGENTS = process.argv.includes('--old-agents');
 const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
 /** `--lose N`: machines stopped at once after the single lost machine (0: no mass loss). */
 const LOSE = num('lose', 0);
+/** `--fleet-procs N`: the simulated agents spread over N processes (fleet-procs.ts); 1, the default: all in this one, as before. */
+const FLEET_PROCS = num('fleet-procs', 1);
+if (!Number.isInteger(FLEET_PROCS) || FLEET_PROCS < 1) throw new Error(`--fleet-procs takes a whole number of processes, 1 or more; got ${FLEET_PROCS}`);
 /** The server's defaults (docs/failure-detection.md), which the bench leaves as they are. */
 const HEARTBEAT_MS = 2000;
 const LOST_AFTER_MS = 10_000;
@@ -89,8 +96,10 @@ interface Cpu {
   fleet: number;
 }
 
-/** CPU ms spent from now until `stop()`: each server process, PostgreSQL and NATS (every process of those names here: other users' too), and this process (the fleet). */
-function cpuMeter(servers: FleetServers): { stop(): Cpu } {
+/** CPU ms spent from now until `stop()`: each server process, PostgreSQL and NATS (every process of those names here: other users' too), and the fleet (this process and its fleet processes). */
+function cpuMeter(servers: FleetServers, fleet: FleetLike): { stop(): Cpu } {
+  const fleetPids = fleet.pids;
+  const c0 = fleetPids.map((p) => processCpuMs(p) ?? 0);
   const s0 = servers.procs.map((p) => processCpuMs(p.pid!) ?? 0);
   const pg = servers.store === 'postgres' ? trackCommandCpu('postgres') : null;
   const nats = servers.store === 'postgres' && servers.procs.length > 1 ? trackCommandCpu('nats-server') : null;
@@ -102,7 +111,7 @@ function cpuMeter(servers: FleetServers): { stop(): Cpu } {
         servers: servers.procs.map((p, i) => (processCpuMs(p.pid!) ?? 0) - s0[i]!),
         postgres: pg?.stop() ?? 0,
         nats: nats?.stop() ?? 0,
-        fleet: (f.user + f.system) / 1000,
+        fleet: (f.user + f.system) / 1000 + fleetPids.reduce((n, p, i) => n + (processCpuMs(p) ?? 0) - c0[i]!, 0),
       };
     },
   };
@@ -160,19 +169,19 @@ const monoUs = () => Number(process.hrtime.bigint() / 1000n);
 /** Each measured window, on the profiles' clock, written beside them (bench/loop-stretches.ts reads it). */
 const windows: { name: string; from: number; to: number }[] = [];
 
-async function measure(fleet: Fleet, servers: FleetServers, seconds: number, name: string): Promise<Phase> {
-  fleet.window();
-  const meter = cpuMeter(servers);
+async function measure(fleet: FleetLike, servers: FleetServers, seconds: number, name: string): Promise<Phase> {
+  await fleet.window();
+  const meter = cpuMeter(servers, fleet);
   const from = monoUs();
   await sleep(seconds * 1000);
   const cpu = meter.stop();
-  const w = fleet.window();
+  const w = await fleet.window();
   windows.push({ name, from, to: monoUs() });
   if (PROF) writeFileSync(join(PROF, 'windows.json'), JSON.stringify(windows));
   return { w, cpu, rss: servers.procs.map((p) => rssMiB(p.pid!)) };
 }
 
-async function lostMachine(fleet: Fleet, servers: FleetServers): Promise<Lost> {
+async function lostMachine(fleet: FleetLike, servers: FleetServers): Promise<Lost> {
   const { urls, admin } = servers;
   const { jobs } = await adminPost<{ jobs: { id: string }[] }>(urls[0]!, '/v1/jobs/batch', admin, {
     jobs: [{ name: 'fleet-lost', stages: [{ name: 'long', command: ['sleep', '600'], resources: { cpu: '100m', memory: '16Mi' } }] }],
@@ -181,16 +190,14 @@ async function lostMachine(fleet: Fleet, servers: FleetServers): Promise<Lost> {
   let holder: { agent: string; machineId: string } | undefined;
   for (let i = 0; i < 300 && !holder; i++) {
     const t = fleet.taken.find((x) => x.a.jobId === jobId);
-    const agent = t && fleet.agents.find((a) => a.name === t.agent);
-    if (t && agent && agent.running > 0) holder = t;
+    if (t && (await fleet.runningOf([t.agent]))[0]! > 0) holder = t;
     else await sleep(100);
   }
   // Behind what the load left queued, the long stage may not be placed at all: said so, not timed.
   if (!holder) return { lostMs: null, elsewhereMs: null, note: 'its long stage was not placed within 30 s (behind the queue the load left)' };
-  const victim = fleet.agents.find((a) => a.name === holder.agent)!;
   const shown = await adminGet<{ heartbeat?: HeartbeatView }>(urls[0]!, `/v1/machines/${holder.machineId}`, admin).catch(() => null);
   const t0 = performance.now();
-  await victim.kill();
+  await fleet.kill([holder.agent]);
   let lostMs: number | null = null;
   let elsewhereMs: number | null = null;
   while (performance.now() - t0 < 30_000 && (lostMs === null || elsewhereMs === null)) {
@@ -212,10 +219,11 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     store,
     replicas,
     // One join token registers the whole fleet within seconds: past a script's rate limit (50/s), which a real fleet joining over hours is not.
-    env: { GANTRY_RATE_LIMIT: '0', ...(MAX_HB_RATE ? { GANTRY_MAX_HEARTBEATS_PER_SECOND: MAX_HB_RATE } : {}) },
+    // GANTRY_HEARTBEAT_TIMING: each heartbeat's answer says when the server read it, began it and answered it, on the host's clock (the split table).
+    env: { GANTRY_RATE_LIMIT: '0', GANTRY_HEARTBEAT_TIMING: '1', ...(MAX_HB_RATE ? { GANTRY_MAX_HEARTBEATS_PER_SECOND: MAX_HB_RATE } : {}) },
     nodeFlags: [...SERVER_FLAGS, ...(PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : [])],
   });
-  const fleet = new Fleet({
+  const options = {
     servers: servers.urls,
     joinToken: servers.joinToken,
     count: agents,
@@ -225,7 +233,8 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     runMs: RUN_MS,
     registerConcurrency: 32,
     oldAgents: OLD_AGENTS,
-  });
+  };
+  const fleet: FleetLike = FLEET_PROCS > 1 ? new ProcFleet(options, FLEET_PROCS) : new Fleet(options);
   let submitting = true;
   let jobsSubmitted = 0;
   try {
@@ -332,6 +341,40 @@ function row(r: RunResult): string {
   ].join(' | ');
 }
 
+/** The parts of a window's heartbeats answered empty, on one clock: each part's p50 / p99, and what the slowest 1 % (by their sum) spent in each, on average. */
+function splitCells(w: FleetWindow): string[] {
+  const parts = ['inMs', 'preMs', 'serverOverMs', 'backMs'] as const;
+  const n = w.split.inMs.length;
+  if (n === 0) return [...parts.map(() => '–'), '–', '–', `${f1(w.fleetLoopDelayP50Ms)} / ${f1(w.fleetLoopDelayP99Ms)}`];
+  const total = w.split.inMs.map((_, i) => parts.reduce((a, k) => a + w.split[k][i]!, 0));
+  const slowest = [...total.keys()].sort((a, b) => total[b]! - total[a]!).slice(0, Math.max(1, Math.round(n / 100)));
+  const mean = (k: (typeof parts)[number]) => sum(slowest.map((i) => w.split[k][i]!)) / slowest.length;
+  return [
+    ...parts.map((k) => `${f1(percentile(w.split[k], 50))} / ${f1(percentile(w.split[k], 99))}`),
+    `${f1(percentile(total, 50))} / ${f1(percentile(total, 99))}`,
+    `${slowest.length}: ${parts.map((k) => f1(mean(k))).join(' / ')}`,
+    `${f1(w.fleetLoopDelayP50Ms)} / ${f1(w.fleetLoopDelayP99Ms)}`,
+  ];
+}
+
+/** Where each heartbeat's time went (GANTRY_HEARTBEAT_TIMING), idle and under load. */
+function splitTable(results: RunResult[]): string[] {
+  if (!results.length) return [];
+  return [
+    "Where a heartbeat's time over its hold went, on one clock (the host's: `performance.timeOrigin + performance.now()` in the fleet and in the server, whose answers say when it read the request, began its handler and handed the answer to the socket: `GANTRY_HEARTBEAT_TIMING=1`); heartbeats answered empty, ms. **in**: the agent's send → the server read it (the fleet's write, the kernel, the server's loop reaching it); **pre**: read → handler (body, authentication, validation); **server**: handler → answer handed to the socket, less the hold (the deadline's timer late, the reads, the serialising); **back**: answer handed to the socket → the agent read it whole (the kernel, the fleet's loop reaching it). A server that sends no timing (a build before it) leaves the parts empty.",
+    '',
+    '| store | agents | window | in p50 / p99 | pre p50 / p99 | server p50 / p99 | back p50 / p99 | sum p50 / p99 | slowest 1 % (n): mean in / pre / server / back | fleet loop delay p50 / p99 | fleet cores |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...results.flatMap((r) =>
+      (['idle', 'load'] as const).map((k) => {
+        const p = r[k];
+        return `| ${r.store}${r.replicas > 1 ? ` × ${r.replicas}` : ''} | ${r.agents.toLocaleString('en')} | ${k} | ${splitCells(p.w).join(' | ')} | ${f2(p.cpu.fleet / 1000 / p.w.seconds)} |`;
+      }),
+    ),
+    '',
+  ];
+}
+
 /** `--lose N`'s table: when the last of N machines stopped at once was marked lost, and the last of their stages placed elsewhere. */
 function massTable(results: RunResult[]): string[] {
   const rs = results.filter((r) => r.mass);
@@ -357,7 +400,7 @@ function write(results: RunResult[]): void {
     '# A fleet of simulated agents (`npm run bench:fleet`)',
     '',
     machineAndCommit(REPO),
-    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, grown with the fleet to at most ${MAX_HB_RATE ? Number(MAX_HB_RATE).toLocaleString('en') : '2,500'} heartbeats a second, lost after 10 s at that period)${OLD_AGENTS ? '; **old agents**: every agent ignores the period the server gives, and heartbeats every ' + HEARTBEAT_MS + ' ms' : ''}.`,
+    `- **Run:** \`npm run bench:fleet -- ${process.argv.slice(2).join(' ')}\` on ${new Date().toISOString().slice(0, 16)}Z; idle ${IDLE_S} s, load ${LOAD_S} s at ${RATE} one-stage jobs a second, fake run ${RUN_MS} ms, each agent 4 CPUs; the fleet in ${FLEET_PROCS === 1 ? 'this one process' : `${FLEET_PROCS} processes`}; the server's default timings (heartbeat ${HEARTBEAT_MS} ms, grown with the fleet to at most ${MAX_HB_RATE ? Number(MAX_HB_RATE).toLocaleString('en') : '2,500'} heartbeats a second, lost after 10 s at that period)${OLD_AGENTS ? '; **old agents**: every agent ignores the period the server gives, and heartbeats every ' + HEARTBEAT_MS + ' ms' : ''}.`,
     '- **Noise:** two cores shared with other work (four other helpers built and tested beside it), and the fleet itself runs on the same cores: its CPU is its own column. PostgreSQL and NATS CPU is every process of those names on the host, other users included.',
     '',
     '| store | agents | register / settle (s) | heartbeats/s | server CPU per heartbeat (ms) | server cores, idle | heartbeat p50 / p99 over its hold, idle (ms) | server RSS (MiB) | stages placed/s, load | server cores, load | heartbeat p50 / p99, load (ms) | fleet cores idle / load | fleet event-loop delay p99, idle / load (ms) | postgres cores idle / load | lost machine: its period, its bound | machine lost after | its stage elsewhere after | StoreBusyError in server logs / agent requests retried (5xx, 429; heartbeats shed) |',
@@ -366,6 +409,7 @@ function write(results: RunResult[]): void {
     '',
     `Heartbeat latency is the round trip of a heartbeat answered empty (held its whole period) minus that hold: what the server took to write it and answer, and the queues of both processes (the fleet's own stalls among them: its event-loop delay has its column). Server CPU per heartbeat is all the servers' CPU over the idle window (their loops included) over the heartbeats answered. "Placed" counts assignments the fleet received. "Machine lost after" is when a poll of the machine (every 50 ms, through the API) first saw it lost, so it can read a little later than "its stage elsewhere". The documented bound for a lost machine's stage to run elsewhere is ${f1(bound().best / 1000)}–${f1(bound().worst / 1000)} s at the configured period, and grows with the period the server gave the machine (its column, as \`GET /v1/machines/ID\` showed it; docs/failure-detection.md, "A period that grows with the fleet"). See docs/throughput.md, "A fleet of agents", for what the figures mean and the levers.`,
     '',
+    ...splitTable(results),
     ...massTable(results),
     ...failed.map((f) => `**Did not finish:** ${f}\n`),
     ...results.flatMap((r) => (r.lost.note ? [`Machine lost, ${r.store} ${r.agents}: not measured, ${r.lost.note}.`, ''] : [])),

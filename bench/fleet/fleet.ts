@@ -1,6 +1,6 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { HttpError, JsonClient } from './json-client.js';
-import { type AgentObserver, type Assignment, SimAgent } from './sim-agent.js';
+import { type AgentObserver, type Assignment, type HeartbeatSplit, SimAgent } from './sim-agent.js';
 
 export type { Assignment } from './sim-agent.js';
 
@@ -19,6 +19,32 @@ export interface FleetOptions {
   registerConcurrency?: number;
   /** Agents from before the period grew with the fleet: they ignore the answer's heartbeatMs (sim-agent.ts). */
   oldAgents?: boolean;
+  /** This fleet's agents are numbered from here (a part of a fleet spread over processes: fleet-procs.ts). */
+  offset?: number;
+  /** Told of each assignment as it is taken (a fleet process passes them on to the bench's). */
+  onTaken?: (t: Taken) => void;
+}
+
+/**
+ * What the bench drives a fleet through: one in this process (`Fleet`), or one spread over several
+ * processes (`ProcFleet`, fleet-procs.ts). `taken` and the counters are kept current; `window()`
+ * may have to ask the processes.
+ */
+export interface FleetLike {
+  readonly taken: Taken[];
+  readonly errors: string[];
+  readonly retried: number;
+  readonly shed: number;
+  start(): Promise<void>;
+  settled(n: number, timeoutMs: number): Promise<number>;
+  window(): FleetWindow | Promise<FleetWindow>;
+  /** Attempts acknowledged and "running" on each named agent (0 for one not in the fleet). */
+  runningOf(names: string[]): Promise<number[]>;
+  /** Stops the named agents at once, as machines that die. */
+  kill(names: string[]): Promise<void>;
+  stop(): Promise<void>;
+  /** The processes holding the agents, besides this one (their CPU is the fleet's too). */
+  readonly pids: number[];
 }
 
 /** Who took which attempt, and when (performance.now()). */
@@ -41,8 +67,11 @@ export interface FleetWindow {
   started: number;
   completed: number;
   failures: number;
-  /** The fleet process's own event-loop delay (p99, ms): how late its timers and answers ran. */
+  /** The fleet process's own event-loop delay (p50 and p99, ms): how late its timers and answers ran. */
+  fleetLoopDelayP50Ms: number;
   fleetLoopDelayP99Ms: number;
+  /** The heartbeats answered empty, in parts on one clock (sim-agent.ts, `HeartbeatSplit`), when the server timed them: each part's values. */
+  split: { [K in keyof HeartbeatSplit]: number[] };
 }
 
 /** `sleep N` (N seconds) from a stage's command, or null. */
@@ -56,7 +85,7 @@ function sleepSeconds(command: string[]): number | null {
  * one event loop, each with its own machine name, capacity and credential. Keeps the figures a
  * bench reads per window, and every assignment taken (for a test's "placed once" check).
  */
-export class Fleet implements AgentObserver {
+export class Fleet implements AgentObserver, FleetLike {
   readonly agents: SimAgent[] = [];
   readonly taken: Taken[] = [];
   readonly errors: string[] = [];
@@ -66,12 +95,14 @@ export class Fleet implements AgentObserver {
   retried = 0;
   /** Heartbeats shed by a server past its budget (429 heartbeat_shed; among `retried`). */
   shed = 0;
+  readonly pids: number[] = [];
   private readonly loopDelay = monitorEventLoopDelay({ resolution: 10 });
   private w = this.freshWindow();
   private windowStart = performance.now();
 
   constructor(readonly o: FleetOptions) {
-    for (let i = 0; i < o.count; i++) {
+    for (let k = 0; k < o.count; k++) {
+      const i = k + (o.offset ?? 0);
       this.agents.push(
         new SimAgent({
           server: o.servers[i % o.servers.length]!,
@@ -97,8 +128,17 @@ export class Fleet implements AgentObserver {
     }
   }
 
-  private freshWindow(): Omit<FleetWindow, 'seconds' | 'fleetLoopDelayP99Ms'> {
-    return { heartbeats: 0, heartbeatOverMs: [], heartbeatWokenMs: [], assigned: 0, started: 0, completed: 0, failures: 0 };
+  private freshWindow(): Omit<FleetWindow, 'seconds' | 'fleetLoopDelayP50Ms' | 'fleetLoopDelayP99Ms'> {
+    return {
+      heartbeats: 0,
+      heartbeatOverMs: [],
+      heartbeatWokenMs: [],
+      assigned: 0,
+      started: 0,
+      completed: 0,
+      failures: 0,
+      split: { inMs: [], preMs: [], serverOverMs: [], backMs: [] },
+    };
   }
 
   /**
@@ -138,11 +178,26 @@ export class Fleet implements AgentObserver {
   /** The figures since the previous call, and a new window from now. */
   window(): FleetWindow {
     const now = performance.now();
-    const out: FleetWindow = { ...this.w, seconds: (now - this.windowStart) / 1000, fleetLoopDelayP99Ms: this.loopDelay.percentile(99) / 1e6 };
+    const out: FleetWindow = {
+      ...this.w,
+      seconds: (now - this.windowStart) / 1000,
+      fleetLoopDelayP50Ms: this.loopDelay.percentile(50) / 1e6,
+      fleetLoopDelayP99Ms: this.loopDelay.percentile(99) / 1e6,
+    };
     this.w = this.freshWindow();
     this.windowStart = now;
     this.loopDelay.reset();
     return out;
+  }
+
+  async runningOf(names: string[]): Promise<number[]> {
+    const byName = new Map(this.agents.map((a) => [a.name, a]));
+    return names.map((n) => byName.get(n)?.running ?? 0);
+  }
+
+  async kill(names: string[]): Promise<void> {
+    const these = new Set(names);
+    await Promise.all(this.agents.filter((a) => these.has(a.name)).map((a) => a.kill()));
   }
 
   /** Stops every agent still running and closes the connections. */
@@ -152,15 +207,18 @@ export class Fleet implements AgentObserver {
     for (const a of this.agents) a.o.client.close();
   }
 
-  heartbeat(_agent: SimAgent, rttMs: number, waitMs: number, empty: boolean): void {
+  heartbeat(_agent: SimAgent, rttMs: number, waitMs: number, empty: boolean, split: HeartbeatSplit | null): void {
     this.w.heartbeats++;
+    if (split) for (const k of Object.keys(this.w.split) as (keyof HeartbeatSplit)[]) this.w.split[k].push(split[k]);
     if (empty) this.w.heartbeatOverMs.push(Math.max(0, rttMs - waitMs));
     else this.w.heartbeatWokenMs.push(rttMs);
   }
 
   assigned(agent: SimAgent, a: Assignment): void {
     this.w.assigned++;
-    this.taken.push({ agent: agent.name, machineId: agent.machineId, a, at: performance.now() });
+    const t = { agent: agent.name, machineId: agent.machineId, a, at: performance.now() };
+    this.taken.push(t);
+    this.o.onTaken?.(t);
   }
 
   started(): void {

@@ -1,6 +1,9 @@
 import { Agent, request } from 'node:http';
 import { retryAfterMs } from '../../src/lib/retry-after.js';
 
+/** Now on the clock every process on this host shares (ms, µs digits): the server's `x-gantry-timing` is on it too. */
+const hostNow = () => performance.timeOrigin + performance.now();
+
 /** A refused or failed request: the status (0 when no answer came) and what the server said. */
 export class HttpError extends Error {
   constructor(
@@ -26,9 +29,19 @@ export class JsonClient {
   private readonly pool = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 100_000, keepAliveMsecs: 30_000 });
 
   /** POST `body` to `url` with `token`; resolves with the parsed answer of a 2xx, rejects with an HttpError otherwise. An abort destroys the connection. */
-  post<T>(url: URL, body: unknown, token: string, signal?: AbortSignal): Promise<T> {
+  async post<T>(url: URL, body: unknown, token: string, signal?: AbortSignal): Promise<T> {
+    return (await this.postTimed<T>(url, body, token, signal)).body;
+  }
+
+  /**
+   * As `post`, with the times on the host's clock (`performance.timeOrigin + performance.now()`,
+   * ms) the request was handed to its socket and its answer read whole, and the server's
+   * `x-gantry-timing` header if it sent one (a heartbeat's, with GANTRY_HEARTBEAT_TIMING=1).
+   */
+  postTimed<T>(url: URL, body: unknown, token: string, signal?: AbortSignal): Promise<{ body: T; sentAt: number; readAt: number; timing: string | null }> {
     const payload = JSON.stringify(body);
-    return new Promise<T>((resolve, reject) => {
+    let sentAt = 0;
+    return new Promise((resolve, reject) => {
       const req = request(
         {
           host: url.hostname,
@@ -48,7 +61,9 @@ export class JsonClient {
             const status = res.statusCode ?? 0;
             if (status >= 200 && status < 300) {
               try {
-                resolve(JSON.parse(text) as T);
+                const readAt = hostNow();
+                const timing = res.headers['x-gantry-timing'];
+                resolve({ body: JSON.parse(text) as T, sentAt, readAt, timing: typeof timing === 'string' ? timing : null });
               } catch (err) {
                 reject(new HttpError(status, `POST ${url.pathname}: unreadable answer (${String(err)})`));
               }
@@ -72,6 +87,7 @@ export class JsonClient {
         },
       );
       req.on('error', (err) => reject(new HttpError(0, `POST ${url.pathname}: ${err.message}`)));
+      sentAt = hostNow();
       req.end(payload);
     });
   }

@@ -1,4 +1,4 @@
-import type { Fleet } from './fleet.js';
+import type { FleetLike } from './fleet.js';
 import { adminGet, adminPost, type FleetServers } from './fleet-servers.js';
 
 /** A mass loss (`--lose N`): N machines, each holding one long stage, stop at once (a rack, a zone). */
@@ -28,7 +28,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * the server marks each machine lost (the machine list, read from the last replica once a second:
  * the leader, which judges them, is the first) and when each stage is assigned to another agent.
  */
-export async function massLoss(fleet: Fleet, servers: FleetServers, o: { n: number; cpu: string; watchMs: number }): Promise<MassLoss> {
+export async function massLoss(fleet: FleetLike, servers: FleetServers, o: { n: number; cpu: string; watchMs: number }): Promise<MassLoss> {
   const { urls, admin } = servers;
   const none = { lost: o.n, firstLostMs: null, allLostMs: null, seenLost: 0, firstElsewhereMs: null, allElsewhereMs: null, elsewhere: 0 };
   const jobIds = new Set<string>();
@@ -49,14 +49,16 @@ export async function massLoss(fleet: Fleet, servers: FleetServers, o: { n: numb
   if (holders.size < o.n) return { ...none, note: `only ${holders.size} of its ${o.n} long stages were placed within 60 s` };
   const victims = new Set(holders.values());
   if (victims.size < o.n) return { ...none, note: `its ${o.n} long stages landed on ${victims.size} machines (not one each)` };
-  const agents = fleet.agents.filter((a) => victims.has(a.name));
-  const byId = new Set(agents.map((a) => a.machineId));
-  for (let t = 0; t < 100 && agents.some((a) => a.running === 0); t++) await sleep(100);
-  const shown = await adminGet<{ heartbeat?: MassLoss['heartbeat'] }>(urls[0]!, `/v1/machines/${agents[0]!.machineId}`, admin).catch(() => null);
+  const names = [...victims];
+  const machineOf = new Map(fleet.taken.map((x) => [x.agent, x.machineId]));
+  const machineIds = names.map((n) => machineOf.get(n)!);
+  const byId = new Set(machineIds);
+  for (let t = 0; t < 100 && (await fleet.runningOf(names)).some((r) => r === 0); t++) await sleep(100);
+  const shown = await adminGet<{ heartbeat?: MassLoss['heartbeat'] }>(urls[0]!, `/v1/machines/${machineIds[0]!}`, admin).catch(() => null);
 
   const t0 = performance.now();
   const t0Epoch = Date.now();
-  await Promise.all(agents.map((a) => a.kill()));
+  await fleet.kill(names);
   const lostAt = new Map<string, number>();
   const elsewhereAt = new Map<string, number>();
   const watcher = urls[urls.length - 1]!;
@@ -77,10 +79,7 @@ export async function massLoss(fleet: Fleet, servers: FleetServers, o: { n: numb
   const dump = process.env.GANTRY_BENCH_MASSLOSS_OUT;
   if (dump) {
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(
-      dump,
-      JSON.stringify({ t0: t0Epoch, machines: agents.map((a) => a.machineId), lostMs, elsewhereMs, elsewhereByJob: Object.fromEntries(elsewhereAt) }),
-    );
+    writeFileSync(dump, JSON.stringify({ t0: t0Epoch, machines: machineIds, lostMs, elsewhereMs, elsewhereByJob: Object.fromEntries(elsewhereAt) }));
   }
   return {
     lost: o.n,

@@ -17,8 +17,8 @@ type Settings = Static<typeof AgentSettings>;
 
 /** What a fleet learns from its agents, as it happens (fleet.ts keeps the figures). */
 export interface AgentObserver {
-  /** A heartbeat answered: its round trip, the hold it asked for, and whether it brought nothing (then it was held the whole `waitMs`). */
-  heartbeat(agent: SimAgent, rttMs: number, waitMs: number, empty: boolean): void;
+  /** A heartbeat answered: its round trip, the hold it asked for, whether it brought nothing (then it was held the whole `waitMs`), and its parts on one clock when the server timed it. */
+  heartbeat(agent: SimAgent, rttMs: number, waitMs: number, empty: boolean, split: HeartbeatSplit | null): void;
   /** An assignment taken (each attempt id once per agent). */
   assigned(agent: SimAgent, a: Assignment): void;
   /** An acknowledgement answered `ok` or `duplicate`: the stage "runs" from now. */
@@ -42,6 +42,28 @@ export interface SimAgentOptions {
   runMs: (a: Assignment) => number;
   /** An agent from before the period grew with the fleet: it ignores the answer's heartbeatMs. */
   old?: boolean;
+}
+
+/**
+ * One heartbeat's round trip in parts, on the host's one clock (ms): the agent's send to the
+ * server's read of it (`inMs`), that read to the handler's start (`preMs`: body, authentication,
+ * validation), the handler's start to the answer handed to the socket less the hold (`serverOverMs`:
+ * the deadline's timer late, the reads, the serialising), and that to the agent's read of the whole
+ * answer (`backMs`). Their sum is the round trip less the hold.
+ */
+export interface HeartbeatSplit {
+  inMs: number;
+  preMs: number;
+  serverOverMs: number;
+  backMs: number;
+}
+
+/** The split of a heartbeat held `heldMs`, from the server's `x-gantry-timing` (read;handler;sent) and the agent's own times; null when the server sent none. */
+export function heartbeatSplit(timing: string | null, sentAt: number, readAt: number, heldMs: number): HeartbeatSplit | null {
+  if (!timing) return null;
+  const [read, handler, sent] = timing.split(';').map(Number);
+  if (![read, handler, sent].every((x) => Number.isFinite(x))) return null;
+  return { inMs: read! - sentAt, preMs: handler! - read!, serverOverMs: sent! - handler! - heldMs, backMs: readAt - sent! };
 }
 
 type Held = { a: Assignment; phase: 'acking' | 'running' | 'owed'; timer?: NodeJS.Timeout };
@@ -183,7 +205,8 @@ export class SimAgent {
       try {
         // As the real agent: it honours Retry-After, and says so to a server that sheds (not --old-agents).
         const body = { running, waitMs: periodMs, ...(!this.o.old && this.settings?.shedding ? { acceptsShedding: true } : {}) };
-        const res = await this.o.client.post<Static<typeof HeartbeatResponse>>(path, body, this.credential, this.abort.signal);
+        const r = await this.o.client.postTimed<Static<typeof HeartbeatResponse>>(path, body, this.credential, this.abort.signal);
+        const res = r.body;
         const rtt = performance.now() - t0;
         failures = 0;
         this.heartbeats++;
@@ -191,7 +214,7 @@ export class SimAgent {
         const empty = res.kill.length === 0 && res.assignments.length === 0;
         // Held the whole period it asked for, or the server's, if shorter.
         const held = Math.min(periodMs, res.heartbeatMs ?? periodMs);
-        this.o.observer.heartbeat(this, rtt, held, empty);
+        this.o.observer.heartbeat(this, rtt, held, empty, empty ? heartbeatSplit(r.timing, r.sentAt, r.readAt, held) : null);
         for (const k of res.kill) this.drop(k.attemptId);
         this.take(res.assignments);
         // As the real agent: a server that answers at once with nothing is not long-polling; keep to the period.

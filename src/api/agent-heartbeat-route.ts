@@ -10,6 +10,9 @@ import type { ReportMemory } from './report-memory.js';
 
 const MachineParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
 const tags = ['agent'];
+/** Now on the clock every process on this host shares, in ms with µs digits (bench/fleet: the fleet's own send and read on the same clock). */
+const hostNow = () => performance.timeOrigin + performance.now();
+
 const errors = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 429: ErrorBody };
 
 /**
@@ -21,10 +24,29 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
   const { store, clock, config } = ctx;
   const wakes = new MachineWakes(ctx.bus, ctx.shutdown);
   const budget = new HeartbeatBudget(config.maxHeartbeatsPerSecond);
+  // `heartbeatTiming` (GANTRY_HEARTBEAT_TIMING=1; bench/fleet.ts sets it): each answer says when its request was
+  // read, when the handler began and when the answer was handed to the socket, on the host's
+  // clock (`x-gantry-timing: read;handler;sent`), so that a fleet on the same host can split a
+  // heartbeat's round trip into the way in, the server's part and the way back
+  // (docs/throughput.md, "Where a heartbeat's time goes, on one clock"). Off: no hook at all.
+  const timing = config.heartbeatTiming;
+  // When each request's handler began, by its raw request.
+  const handlerAt = new WeakMap<object, number>();
   app.post(
     '/v1/agent/machines/:id/heartbeat',
     {
       config: { access: 'machine' },
+      ...(timing
+        ? {
+            // Fastify starts a reply's clock as it routes the request, before any hook (authentication's included).
+            onSend: async (req: { raw: object }, reply: { elapsedTime: number; header(k: string, v: string): unknown }, payload: unknown) => {
+              const handler = handlerAt.get(req.raw);
+              const sent = hostNow();
+              if (handler !== undefined) reply.header('x-gantry-timing', `${(sent - reply.elapsedTime).toFixed(3)};${handler.toFixed(3)};${sent.toFixed(3)}`);
+              return payload;
+            },
+          }
+        : {}),
       schema: {
         summary: 'Heartbeat: renew leases, learn what to kill, receive assignments (long-poll up to waitMs)',
         tags,
@@ -34,6 +56,7 @@ export function agentHeartbeatRoute(app: ApiApp, ctx: ApiContext, reported: Repo
       },
     },
     async (req, reply) => {
+      if (timing) handlerAt.set(req.raw, hostNow());
       const { id } = req.params;
       const body = req.body;
       const reportedAt = clock.now();

@@ -63,6 +63,8 @@ export interface ApiSettings {
   rateLimitPerSecond: number;
   agentRateLimitPerSecond: number;
   openHealth: boolean;
+  /** Heartbeat answers carry `x-gantry-timing` (agent-heartbeat-route.ts). */
+  heartbeatTiming: boolean;
   tls: { cert: string; key: string } | null;
   /** The artifact store's size budget in bytes (null: none) and how long a fresh file is spared (docs/rerun.md). */
   artifactsMaxBytes: number | null;

@@ -100,6 +100,10 @@ export function serverConfigFrom(flags: ServerFlags): ServerConfig {
   const gcEvery = env('GANTRY_ARTIFACTS_GC_SECONDS');
   if (gcEvery !== undefined) set('artifactsGcIntervalMs', gcEvery * 1000);
   if (process.env.GANTRY_HEALTH_OPEN === '0') over.openHealth = false;
+  const timing = process.env.GANTRY_HEARTBEAT_TIMING;
+  if (timing !== undefined && timing !== '' && timing !== '0' && timing !== '1')
+    throw new Error(`GANTRY_HEARTBEAT_TIMING must be 1 (heartbeat answers carry x-gantry-timing) or 0; got ${JSON.stringify(timing)}`);
+  if (timing === '1') over.heartbeatTiming = true;
   const gpuPolicy = gpuPolicyFrom(process.env.GANTRY_GPU_POLICY);
   if (gpuPolicy !== undefined) over.gpuPolicy = gpuPolicy;
   const poolsFile = flags.pools ?? process.env.GANTRY_POOLS;

@@ -106,6 +106,8 @@ export interface ServerConfig {
   streamsPerToken: number;
   /** The health check answers without a token (a load balancer's probe carries none); false: it needs one too. */
   openHealth: boolean;
+  /** Each heartbeat's answer says when the server read it, began it and answered it, on the host's clock (`x-gantry-timing`; GANTRY_HEARTBEAT_TIMING=1): for a fleet bench on the same host (docs/agent.md). */
+  heartbeatTiming: boolean;
   /** PEM certificate and key: the API speaks HTTPS (docs/security.md). Null: plain HTTP, which only a loopback address may take. */
   tls: { cert: string; key: string } | null;
   /** The built dashboard served at `/` (Vite's output; default dist/web of this package, GANTRY_DASHBOARD_DIR). */
@@ -198,6 +200,7 @@ export function defaultServerConfig(over: Partial<ServerConfig> = {}): ServerCon
     logLevel: 'info',
     tls: null,
     openHealth: true,
+    heartbeatTiming: false,
     rateLimitPerSecond: 50,
     agentRateLimitPerSecond: 2000,
     streamsPerToken: 32,

@@ -47,6 +47,7 @@ import { type DirectConnection, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
 import { PassReads } from './pass-reads.js';
 import { reapInBatches, takeTurns } from './reap-batches.js';
+import { SerializableNeeded } from './loss-read-committed.js';
 import { loseMany } from './lose-many.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
@@ -199,7 +200,7 @@ export class KyselyStore implements Store {
   private async tx<T>(
     now: number,
     body: (tx: TxContext) => Promise<T>,
-    opts: { place?: boolean; readCommitted?: boolean; maxTries?: number } = {},
+    opts: { place?: boolean; readCommitted?: boolean; lossReadCommitted?: boolean; maxTries?: number } = {},
   ): Promise<T> {
     const termOf = this.termOf;
     const fn = termOf
@@ -235,10 +236,11 @@ export class KyselyStore implements Store {
       try {
         const out = await this.db
           .transaction()
-          .setIsolationLevel(opts.readCommitted === true ? 'read committed' : 'serializable')
+          .setIsolationLevel(opts.readCommitted === true || opts.lossReadCommitted === true ? 'read committed' : 'serializable')
           .execute(async (trx) => {
             const t = counter ? trx.withPlugin(counter) : trx;
             ctx = this.context(t, at, counter !== null, counter);
+            ctx.lossReadCommitted = opts.lossReadCommitted === true;
             const result = await fn(ctx);
             // Room made (stages readied, capacity freed): placed before this commit, in it, as with
             // one writer (docs/scheduling.md, "When a pass runs"), rather than by the scheduler
@@ -921,8 +923,32 @@ export class KyselyStore implements Store {
     now: number,
     order: { fromEnd?: boolean } = {},
   ): Promise<ReapResult> {
-    return reapInBatches(await read(), (batch, o) => this.reapTurn(() => this.tx(now, (tx) => judge(tx, batch), o)), order);
+    return reapInBatches(await read(), (batch, o) => this.reapTurn(() => this.lossTx(now, (tx) => judge(tx, batch), o)), order);
   }
+  /**
+   * A reaper's batch. With several writers (PostgreSQL) it runs READ COMMITTED first, where
+   * PostgreSQL takes no predicate locks for it and checks none against its own: it can no longer be
+   * the pivot the reports' passes made of it, refused, split and waited for (docs/failure-detection.md,
+   * "A loss batch READ COMMITTED"). Every write of the batch is guarded on its own row, which
+   * PostgreSQL checks again on the row's newest version; the advancer's decision is guarded by its
+   * job's row, locked before the stages are read, where the lost stage is its job's one active stage
+   * (lose-many.ts, loss-read-committed.ts). No pass before its commit, even for one item (a pass
+   * needs SERIALIZABLE reads): its messages wake the scheduler loop. A batch with a loss no row
+   * lock can guard throws SerializableNeeded having written nothing, and runs at once as before:
+   * SERIALIZABLE, a batch of one placing before its commit.
+   */
+  private async lossTx<T>(now: number, body: (tx: TxContext) => Promise<T>, o: { place: boolean; maxTries?: number }): Promise<T> {
+    if (this.capabilities.singleWriter) return this.tx(now, body, o);
+    try {
+      return await this.tx(now, body, { ...o, place: false, lossReadCommitted: true });
+    } catch (err) {
+      if (!(err instanceof SerializableNeeded)) throw err;
+      this.lossesSerializable++;
+      return this.tx(now, body, o);
+    }
+  }
+  /** Loss batches that ran again SERIALIZABLE after their READ COMMITTED try found a loss it could not guard (lossTx). */
+  lossesSerializable = 0;
 
   stagesPastQueueTimeout(p: { now: number; limit: number }) {
     return attempts.stagesPastQueueTimeout(this.db, p);

@@ -7,7 +7,8 @@ import { prepared, preparedBySize } from './prepared-query.js';
 import { REAP_BATCH } from './reap-batches.js';
 import type { TxContext } from './tx-context.js';
 import { keysOf, v, valuesTable, writeRows } from './values-table.js';
-import { planEvents, writePlans } from './write-plans.js';
+import { planEvents, StageMovedUnderAdvancer, writePlans, type JobPlan } from './write-plans.js';
+import { aloneActive, lockLostJobs, SerializableNeeded } from './loss-read-committed.js';
 
 /** An active attempt the control plane judged lost, as read, with why, and (read outside the transaction) what must still hold when it is written. */
 export interface Loss {
@@ -58,6 +59,16 @@ export async function loseMany(tx: TxContext, losses: readonly Loss[], jitter: n
   for (const l of losses) perJob.set(l.a.job_id, (perJob.get(l.a.job_id) ?? 0) + 1);
   const plain = (l: Loss) => l.a.gang_id === null && perJob.get(l.a.job_id) === 1;
   const set = losses.filter(plain);
+  // READ COMMITTED (loss-read-committed.ts): only a plain loss has a decision its rows can guard.
+  if (tx.lossReadCommitted) {
+    if (set.length !== losses.length) throw new SerializableNeeded('a gang member, or a second attempt of a job in the batch');
+    // Before the attempts' write, in the order a cancel takes them (its job's row, then its attempts),
+    // so the two never wait on each other in a circle (loss-read-committed.ts).
+    await lockLostJobs(
+      tx,
+      set.map((l) => l.a.job_id),
+    );
+  }
   const ended = await writeRows(
     tx,
     loseAttempts,
@@ -69,7 +80,11 @@ export async function loseMany(tx: TxContext, losses: readonly Loss[], jitter: n
     tx,
     lost.map((l) => l.a.job_id),
   );
-  const written = await writePlans(
+  if (tx.lossReadCommitted) {
+    const fanned = lost.find((l) => !aloneActive(stages.get(l.a.job_id), l.a.stage_id));
+    if (fanned) throw new SerializableNeeded(`job ${fanned.a.job_id} has another active stage`);
+  }
+  const written = await writeLossPlans(
     tx,
     lost.map(({ a, reason }) => ({
       jobId: a.job_id,
@@ -97,4 +112,14 @@ export async function loseMany(tx: TxContext, losses: readonly Loss[], jitter: n
     out.push(l.a.id);
   }
   return out;
+}
+
+/** writePlans; in a READ COMMITTED batch a stage found moved is a read its locks did not guard: the batch runs SERIALIZABLE. */
+async function writeLossPlans(tx: TxContext, plans: readonly JobPlan[]) {
+  try {
+    return await writePlans(tx, plans);
+  } catch (err) {
+    if (tx.lossReadCommitted && err instanceof StageMovedUnderAdvancer) throw new SerializableNeeded(err.message);
+    throw err;
+  }
 }

@@ -64,6 +64,12 @@ export class TxContext {
   private messageKeys = new Set<string>();
   /** The outbox rows this transaction wrote, with their ids; set by flush(). */
   written: OutboxMessage[] = [];
+  /**
+   * A reaper's loss batch run READ COMMITTED on PostgreSQL (loss-read-committed.ts): its losses
+   * lock their jobs' rows before reading their stages, and a loss that needs a serializable read
+   * throws SerializableNeeded. Set by the store's tx() for that transaction only.
+   */
+  lossReadCommitted = false;
 
   constructor(
     readonly db: Trx,

@@ -374,7 +374,13 @@ export class Agent {
     await Promise.allSettled([...this.runners.values()].map((r) => r.settling()));
     this.launcher?.close();
     // The launchers' binary, where it was built for this start only: a running process keeps its unlinked file.
-    if (this.launcherBuildDir) rmSync(this.launcherBuildDir, { recursive: true, force: true });
+    if (this.launcherBuildDir) {
+      try {
+        rmSync(this.launcherBuildDir, { recursive: true, force: true });
+      } catch (err) {
+        this.log(`the C launcher's build for this start was not removed (${errorText(err)}): ${this.launcherBuildDir}`);
+      }
+    }
     // The children waiting in spares read EOF once their launcher's stdin closes, and are killed
     // with their spares here all the same: removeEmpty() below then finds them gone.
     await this.cgroups?.dropPrepared();

@@ -123,8 +123,9 @@ describe.skipIf(!hasCompiler)('hostLauncher: the C launcher built for the host i
     expect(existsSync(ran)).toBe(false);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`${cacheDir()} is not used to keep it: ${join(dir, 'data')} is writable by its group (mode 777)`);
-    // The agent is told of the private directory, to remove it when it stops.
+    // The agent is told of the private directory, to remove it when it stops; the directory names its owner, this process.
     expect(made).toEqual([join(got!, '..')]);
+    expect(readFileSync(join(got!, '..', 'owner'), 'utf8')).toMatch(new RegExp(`^${process.pid} \\d+$`));
     rmSync(join(got!, '..'), { recursive: true, force: true });
   });
 
@@ -158,6 +159,13 @@ describe('sweepTemporaryBuilds: what agents that did not stop left in the tempor
     copyFileSync('/bin/sleep', join(live, 'gantry-launcher-x'));
     chmodSync(join(live, 'gantry-launcher-x'), 0o755);
     utimesSync(live, old, old);
+    // An idle agent's (no launcher running): its owner, this process, is alive. A dead owner's goes.
+    const idle = make('gantry-launcher-Idle01', null);
+    writeFileSync(join(idle, 'owner'), `${process.pid} ${readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[19]}`);
+    utimesSync(idle, old, old);
+    const dead = make('gantry-launcher-Dead01', null);
+    writeFileSync(join(dead, 'owner'), `${process.pid} 1`);
+    utimesSync(dead, old, old);
     const child = spawn(join(live, 'gantry-launcher-x'), ['30'], { stdio: 'ignore' });
     try {
       await new Promise((r) => child.once('spawn', r));
@@ -166,6 +174,8 @@ describe('sweepTemporaryBuilds: what agents that did not stop left in the tempor
       expect(existsSync(young)).toBe(true);
       expect(existsSync(other)).toBe(true);
       expect(existsSync(live)).toBe(true);
+      expect(existsSync(idle)).toBe(true);
+      expect(existsSync(dead)).toBe(false);
     } finally {
       child.kill('SIGKILL');
     }

@@ -17,7 +17,7 @@
  * passed over and the log says why; where none can be had (no compiler, the compiler refused) the
  * agent says so in one line, with what it costs, and stages start with the next launcher.
  */
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -83,6 +83,8 @@ export function hostLauncher(o: HostLauncherOptions): string | null {
     sweepTemporaryBuilds(tmpdir());
     try {
       cacheDir = mkdtempSync(join(tmpdir(), TEMPORARY_PREFIX));
+      // Whose it is, so that another agent's sweep leaves it while this one lives (sweepTemporaryBuilds).
+      writeFileSync(join(cacheDir, OWNER_FILE), processIdentity(process.pid) ?? '');
     } catch (err) {
       o.log(`C launcher: ${o.cacheDir} is not used (${unsafeDir}) and no private directory could be made (${errorText(err)}); ${FALLBACK}`);
       return null;
@@ -152,11 +154,15 @@ const TEMPORARY_PREFIX = 'gantry-launcher-';
 /** How old a private build directory must be before a later start may take it for one a crashed agent left. */
 const TEMPORARY_SWEEP_AGE_MS = 10 * 60_000;
 
+/** In a private build directory: the agent's pid and its start time (processIdentity), written when it is made. */
+const OWNER_FILE = 'owner';
+
 /**
  * The private build directories that agents which ended without stopping (a crash, a kill) left
- * in the temporary directory: this user's, older than ten minutes, with no process running a
- * binary from them (a live agent's launchers run theirs; /proc/<pid>/exe). Only where the agent
- * makes one itself, so a host whose data directories are safe never looks.
+ * in the temporary directory: this user's, older than ten minutes, whose owner (the pid and start
+ * time written in it) is no longer running, and with no process running a binary from them
+ * (/proc/<pid>/exe). Where /proc cannot be read, nothing is swept. Only where the agent makes one
+ * itself, so a host whose data directories are safe never looks.
  */
 export function sweepTemporaryBuilds(dir: string, now = Date.now()): void {
   let names: string[];
@@ -166,14 +172,18 @@ export function sweepTemporaryBuilds(dir: string, now = Date.now()): void {
     return;
   }
   if (names.length === 0) return;
-  const running = runningExecutables();
+  const pids = procPids();
+  if (pids === null) return;
+  const running = runningExecutables(pids);
   const uid = process.getuid?.();
   for (const name of names) {
     const path = join(dir, name);
     try {
       const st = lstatSync(path);
       if (!st.isDirectory() || (uid !== undefined && st.uid !== uid) || now - st.mtimeMs < TEMPORARY_SWEEP_AGE_MS) continue;
-      if (running.some((exe) => exe.startsWith(`${path}/`))) continue;
+      if (ownerAlive(join(path, OWNER_FILE))) continue;
+      const real = realpathSync(path);
+      if (running.some((exe) => exe.startsWith(`${real}/`))) continue;
       rmSync(path, { recursive: true, force: true });
     } catch {
       // Gone already, or not ours to read: left as it is.
@@ -181,10 +191,33 @@ export function sweepTemporaryBuilds(dir: string, now = Date.now()): void {
   }
 }
 
+/** "<pid> <start time in clock ticks since boot>" (/proc/<pid>/stat's 22nd field): names one process, whatever reuses its pid later. Null where it cannot be read. */
+function processIdentity(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after "(comm)", which may hold spaces: the start time is the 20th of them.
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return start ? `${pid} ${start}` : null;
+  } catch {
+    return null;
+  }
+}
+
+function ownerAlive(file: string): boolean {
+  let owner: string;
+  try {
+    owner = readFileSync(file, 'utf8').trim();
+  } catch {
+    return false;
+  }
+  const pid = Number(owner.split(' ')[0]);
+  return owner !== '' && Number.isInteger(pid) && pid > 0 && processIdentity(pid) === owner;
+}
+
 /** Every process's executable, as /proc names it (a removed one keeps its path, with " (deleted)" after it). */
-function runningExecutables(): string[] {
+function runningExecutables(pids: string[]): string[] {
   const out: string[] = [];
-  for (const pid of procPids() ?? []) {
+  for (const pid of pids) {
     try {
       out.push(readlinkSync(`/proc/${pid}/exe`));
     } catch {

@@ -168,12 +168,16 @@ describe('TokenCache, machine credentials', () => {
     await cache.get('m1'); // read ahead, in flight: it read the token before the revocation
     revoked = true;
     cache.forget({ machineId: 'machine-m1' });
+    // A request after the revocation does not join the older read: it reads again, and is refused.
+    const during = cache.get('m1');
+    expect(loads).toHaveLength(3);
+    releases[1]!();
+    expect((await during)?.revokedAt).toBe(1);
     releases[0]!();
     await new Promise((r) => setImmediate(r));
     // The older read was not cached: the next get reads and finds it revoked.
     const next = cache.get('m1');
     expect(loads).toHaveLength(3);
-    releases[1]!();
     expect((await next)?.revokedAt).toBe(1);
     // A forget of another machine meanwhile does not stop a read from being cached.
     now = 50_000;

@@ -1,5 +1,10 @@
 import type { TokenRecord } from '../../store/records.js';
 
+interface Read {
+  p: Promise<TokenRecord | null>;
+  forgetsBefore: number;
+}
+
 /**
  * Tokens looked up by hash, kept so that an agent's hundreds of requests a second do not each
  * read the tokens table: a person's or a script's token for `ttlMs` (5 s), a machine's credential
@@ -25,8 +30,10 @@ export class TokenCache {
   private readonly byHash = new Map<string, { token: TokenRecord | null; until: number; readAgainAt: number }>();
   /** The hashes cached of each machine's credentials, so that a registration forgets them without a scan. */
   private readonly byMachine = new Map<string, Set<string>>();
-  /** Reads in flight, one a hash, with the count of forget() calls when each began. */
-  private readonly reading = new Map<string, { p: Promise<TokenRecord | null>; forgetsBefore: number }>();
+  /** The read a request for a hash joins, with the count of forget() calls when it began. */
+  private readonly reading = new Map<string, Read>();
+  /** Every read in flight, those no request joins any more (begun before a forget) too. */
+  private readonly inFlight = new Set<Read>();
   /** Counts forget() calls. */
   private forgets = 0;
   /** The forget() calls a read still in flight may have begun before (numbered): what it read of a token forgotten since is not cached. */
@@ -52,8 +59,10 @@ export class TokenCache {
   }
 
   private read(hash: string): Promise<TokenRecord | null> {
-    const inFlight = this.reading.get(hash);
-    if (inFlight) return inFlight.p;
+    const joined = this.reading.get(hash);
+    // Shared only if nothing was forgotten since it began: it may hold a token revoked since, which
+    // a request after the revocation must not be let in by (this server refuses it at once).
+    if (joined && joined.forgetsBefore === this.forgets) return joined.p;
     const forgetsBefore = this.forgets;
     const p = this.load(hash)
       .then((token) => {
@@ -61,10 +70,13 @@ export class TokenCache {
         return token;
       })
       .finally(() => {
-        this.reading.delete(hash);
-        if (this.reading.size === 0) this.recentForgets = [];
+        if (this.reading.get(hash) === entry) this.reading.delete(hash);
+        this.inFlight.delete(entry);
+        if (this.inFlight.size === 0) this.recentForgets = [];
       });
-    this.reading.set(hash, { p, forgetsBefore });
+    const entry: Read = { p, forgetsBefore };
+    this.reading.set(hash, entry);
+    this.inFlight.add(entry);
     return p;
   }
 
@@ -96,11 +108,11 @@ export class TokenCache {
   /** Forgets what is known of this token (by id) or of a machine's credentials. */
   forget(match: { tokenId?: string; machineId?: string }): void {
     this.forgets++;
-    if (this.reading.size > 0) {
+    if (this.inFlight.size > 0) {
       this.recentForgets.push({ n: this.forgets, ...match });
       // Reads seldom take long: past a thousand kept, those no read in flight began before go.
       if (this.recentForgets.length > 1000) {
-        const oldest = Math.min(...[...this.reading.values()].map((r) => r.forgetsBefore));
+        const oldest = Math.min(...[...this.inFlight].map((r) => r.forgetsBefore));
         this.recentForgets = this.recentForgets.filter((f) => f.n > oldest);
       }
     }

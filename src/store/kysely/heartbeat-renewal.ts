@@ -26,11 +26,12 @@ export interface LivenessWrite {
  *   newest version (a row another transaction is writing is waited for, then checked again). An
  *   attempt lost, canceled or ended meanwhile keeps its state and gets no lease: the fence is the
  *   state, which only the reapers, reports and cancels move, each a guarded write of its own.
- * - The lost-attempts reaper (SERIALIZABLE) judges a lease overdue on its snapshot and writes the
- *   attempt `lost` (`lease_expires_at < now` in its WHERE). What protects a renewal committed after
- *   that snapshot is PostgreSQL's first-updater rule, whatever the renewal's isolation: the
- *   reaper's write of a row updated since its snapshot is refused (40001) and run again on the new
- *   lease, which it then leaves. A reaper that committed first left the attempt `lost`, which the
+ * - The lost-attempts reaper judges a lease overdue and writes the attempt `lost` with
+ *   `lease_expires_at < now` in its WHERE. SERIALIZABLE, a renewal committed after its snapshot is
+ *   protected by PostgreSQL's first-updater rule, whatever the renewal's isolation: the reaper's
+ *   write of a row updated since is refused (40001) and run again on the new lease, which it then
+ *   leaves. READ COMMITTED (its loss batches, docs/failure-detection.md "Branch `massloss`"), the
+ *   WHERE is checked again on the row's newest version, which holds the renewed lease. A reaper that committed first left the attempt `lost`, which the
  *   renewal's guard finds. So an attempt is lost at most once, and never with a lease this renewal
  *   extended first.
  * - The machine reaper's write of the machine's row is refused the same way when this row write

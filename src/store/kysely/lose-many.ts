@@ -8,7 +8,7 @@ import { REAP_BATCH } from './reap-batches.js';
 import type { TxContext } from './tx-context.js';
 import { keysOf, v, valuesTable, writeRows } from './values-table.js';
 import { planEvents, StageMovedUnderAdvancer, writePlans, type JobPlan } from './write-plans.js';
-import { aloneActive, lockLostJobs, SerializableNeeded } from './loss-read-committed.js';
+import { aloneActive, lockLostRows, SerializableNeeded } from './loss-read-committed.js';
 
 /** An active attempt the control plane judged lost, as read, with why, and (read outside the transaction) what must still hold when it is written. */
 export interface Loss {
@@ -62,11 +62,11 @@ export async function loseMany(tx: TxContext, losses: readonly Loss[], jitter: n
   // READ COMMITTED (loss-read-committed.ts): only a plain loss has a decision its rows can guard.
   if (tx.lossReadCommitted) {
     if (set.length !== losses.length) throw new SerializableNeeded('a gang member, or a second attempt of a job in the batch');
-    // Before the attempts' write, in the order a cancel takes them (its job's row, then its attempts),
-    // so the two never wait on each other in a circle (loss-read-committed.ts).
-    await lockLostJobs(
+    // Before the attempts' write, none of them waited for, so the batch is in no circle of waits (loss-read-committed.ts).
+    await lockLostRows(
       tx,
       set.map((l) => l.a.job_id),
+      set.map((l) => l.a.id),
     );
   }
   const ended = await writeRows(

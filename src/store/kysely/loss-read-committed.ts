@@ -16,16 +16,31 @@ export class SerializableNeeded extends Error {
 }
 
 /**
- * The lost attempts' jobs' rows locked (`for update`, in id order), before their stages are read.
- * Every transaction that cancels, fails or ends a job writes its row (jobCancel first of all), so
- * once these locks are held the stages' read, a statement that begins after every such writer
- * committed, sees what they wrote; and each writer that comes later waits for this batch's commit,
- * then finds what it wrote (or is refused, SERIALIZABLE, and runs again on it).
+ * The lost attempts' jobs' rows locked (`for update`, in id order), then the attempts' own, before
+ * anything is written and before their stages are read. Every transaction that cancels, fails or
+ * ends a job writes its row (jobCancel first of all), so once these locks are held the stages'
+ * read, a statement that begins after every such writer committed, sees what they wrote; and each
+ * writer that comes later waits for this batch's commit, then finds what it wrote (or is refused,
+ * SERIALIZABLE, and runs again on it).
+ *
+ * Neither lock is waited for (`nowait`): a row another transaction holds sends the batch to
+ * SERIALIZABLE at once. No one order suits every writer: a cancel takes the job's row and then its
+ * attempts', an acknowledgement or a report the attempt's, its stage's and then the job's (found
+ * in review: an acknowledgement that came as its deadline passed, its job still `scheduled`,
+ * waited on the batch that held the job and waited on the attempt, a deadlock PostgreSQL broke
+ * only after a second). A batch that waits for no lock is in no such circle.
  */
-export async function lockLostJobs(tx: TxContext, jobIds: readonly string[]): Promise<void> {
-  const ids = [...new Set(jobIds)].sort();
-  if (ids.length === 0) return;
-  await tx.db.selectFrom('jobs').select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();
+export async function lockLostRows(tx: TxContext, jobIds: readonly string[], attemptIds: readonly string[]): Promise<void> {
+  const jobs = [...new Set(jobIds)].sort();
+  const attempts = [...new Set(attemptIds)].sort();
+  try {
+    if (jobs.length > 0) await tx.db.selectFrom('jobs').select('id').where('id', 'in', jobs).orderBy('id').forUpdate().noWait().execute();
+    if (attempts.length > 0) await tx.db.selectFrom('attempts').select('id').where('id', 'in', attempts).orderBy('id').forUpdate().noWait().execute();
+  } catch (err) {
+    // 55P03, lock_not_available: a writer holds one of them now.
+    if ((err as { code?: unknown }).code === '55P03') throw new SerializableNeeded('a row it would lock is being written');
+    throw err;
+  }
 }
 
 /**

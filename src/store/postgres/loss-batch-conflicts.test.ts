@@ -1,3 +1,4 @@
+import { CompiledQuery } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { schedulerPass } from '../../server/scheduler-pass.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
@@ -139,6 +140,37 @@ describe.skipIf(pgMissing)('loss batches READ COMMITTED (PostgreSQL)', () => {
     expect(statements.snapshot().byText.get('start transaction isolation level read committed')).toBe(1);
     expect(woke.length).toBeGreaterThan(0);
     expect(errors).toEqual([]);
+  });
+
+  it('an attempt row a report holds as its lease runs out: the batch waits for no lock and goes SERIALIZABLE, so the report can still take its job row (no deadlock), and the attempt is lost once', async () => {
+    const [m] = await rack('held-', 1);
+    const deadlocks = async () =>
+      Number(
+        (await store.db.executeQuery<{ n: string }>(CompiledQuery.raw(`select deadlocks as n from pg_stat_database where datname = current_database()`)))
+          .rows[0]!.n,
+      );
+    const before = await deadlocks();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let jobLockedAfterMs = -1;
+    // A report of the attempt: its row first, then (the job's state moving) its job's.
+    const report = store.db.transaction().execute(async (trx) => {
+      await trx.selectFrom('attempts').select('id').where('id', '=', m!.a.id).forUpdate().execute();
+      await released;
+      const t = performance.now();
+      await trx.selectFrom('jobs').select('id').where('id', '=', m!.jobId).forUpdate().execute();
+      jobLockedAfterMs = performance.now() - t;
+    });
+    const lost = reap(t0 + 11_000);
+    // The batch has begun and met the held attempt row (it would hold the job's row by now).
+    await new Promise((r) => setTimeout(r, 300));
+    release();
+    await report;
+    await lost;
+    expect(jobLockedAfterMs).toBeGreaterThanOrEqual(0);
+    expect(jobLockedAfterMs).toBeLessThan(500);
+    expect(await deadlocks()).toBe(before);
+    expect((await store.attemptGet({ attemptId: m!.a.id }))?.state).toBe('lost');
   });
 
   it("cancels racing a rack's loss: a canceled job's stage is never readied, every other lost stage is, each attempt ended once", async () => {

@@ -23,8 +23,9 @@ interface Read {
  * (docs/throughput.md, "Where a heartbeat's time goes, on one clock"). An entry is still never
  * used past its time (a hit then waits for the read, the one in flight if there is one), so a
  * revocation made elsewhere is seen within the same TTL; a read in flight when this server
- * forgets a token is not cached, so a revocation made here is never undone by an older read.
- * Concurrent reads of one hash are one read.
+ * forgets a token is neither cached nor shared with a later request, so a revocation made here
+ * is never undone by an older read. Concurrent reads of one hash are one read (where no forget
+ * came between them).
  */
 export class TokenCache {
   private readonly byHash = new Map<string, { token: TokenRecord | null; until: number; readAgainAt: number }>();

@@ -24,7 +24,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { compileLauncher, launcherSourceHash, launcherVersion } from './compile-launcher.js';
 import { errorText } from '../../lib/error-text.js';
-import { procPids } from '../../lib/proc-pids.js';
+import { procPids } from './proc-pids.js';
 import { othersCanChange } from './others-can-change.js';
 
 /** launcher.c beside this module: src/agent/attempt/, or dist/agent/attempt/ where the build copies it. */

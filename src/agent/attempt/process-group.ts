@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { sleep } from '../../lib/sleep.js';
-import { procPids } from '../../lib/proc-pids.js';
+import { procPids } from './proc-pids.js';
 
 /** Sends `signal` to process group `pgid`; false when the group no longer exists. */
 export function signalProcessGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {

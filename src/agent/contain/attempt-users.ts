@@ -20,7 +20,7 @@
  * work/ directory (`adopt`); whatever else the previous run held is released (`forgetOthers`).
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { procPids } from '../../lib/proc-pids.js';
+import { procPids } from '../attempt/proc-pids.js';
 import { join, resolve } from 'node:path';
 import { ContainmentOptionError, type ContainmentOptions } from './containment-options.js';
 import { fileMark, GROUP_FILE, PASSWD_FILE, readGroupIds, readPasswd, type PasswdEntry } from './passwd-file.js';

@@ -56,7 +56,7 @@ import { removeStageTree } from './stage-tree.js';
 import { errorText } from '../../lib/error-text.js';
 import type { CgroupRef } from '../contain/attempt-cgroup.js';
 import { privateMode } from '../../lib/private-mode.js';
-import { procPids } from '../../lib/proc-pids.js';
+import { procPids } from '../attempt/proc-pids.js';
 
 export type { ExitRecord, PidRecord, ReportedRecord } from './attempt-journal.js';
 

@@ -38,7 +38,10 @@ proto.query = function (this: object, ...args: unknown[]) {
   const first = args[0];
   const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first ? String(first.text) : '';
   const then = hook.then;
-  if (then === null || !/^update "attempts" set "state"/i.test(text.trim())) return original.apply(this, args);
+  // Before the attempts' write, or before the lock a READ COMMITTED batch takes of them first (loss-read-committed.ts):
+  // a renewal after that lock waits for the batch and then finds its attempt lost, a different case.
+  if (then === null || !/^(update "attempts" set "state"|select "id" from "attempts" where .* for update nowait$)/i.test(text.trim()))
+    return original.apply(this, args);
   hook.then = null;
   return then().then(() => original.apply(this, args));
 };

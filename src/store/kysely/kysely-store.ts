@@ -931,8 +931,8 @@ export class KyselyStore implements Store {
    * the pivot the reports' passes made of it, refused, split and waited for (docs/failure-detection.md,
    * "A loss batch READ COMMITTED"). Every write of the batch is guarded on its own row, which
    * PostgreSQL checks again on the row's newest version; the advancer's decision is guarded by its
-   * job's row, locked before the stages are read, where the lost stage is its job's one active stage
-   * (lose-many.ts, loss-read-committed.ts). No pass before its commit, even for one item (a pass
+   * job's row, locked (with the attempts' rows, neither waited for) before the stages are read,
+   * where the lost stage is its job's one active stage (lose-many.ts, loss-read-committed.ts). No pass before its commit, even for one item (a pass
    * needs SERIALIZABLE reads): its messages wake the scheduler loop. A batch with a loss no row
    * lock can guard throws SerializableNeeded having written nothing, and runs at once as before:
    * SERIALIZABLE, a batch of one placing before its commit.

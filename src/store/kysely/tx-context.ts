@@ -66,8 +66,8 @@ export class TxContext {
   written: OutboxMessage[] = [];
   /**
    * A reaper's loss batch run READ COMMITTED on PostgreSQL (loss-read-committed.ts): its losses
-   * lock their jobs' rows before reading their stages, and a loss that needs a serializable read
-   * throws SerializableNeeded. Set by the store's tx() for that transaction only.
+   * lock their jobs' and attempts' rows (nowait) before reading their stages, and a loss that needs
+   * a serializable read, or a row another transaction holds, throws SerializableNeeded. Set by the store's tx() for that transaction only.
    */
   lossReadCommitted = false;
 

@@ -151,6 +151,8 @@ function builtIn(cacheDir: string, { o, source, cc, hash, host, passedOver, usab
 }
 
 const TEMPORARY_PREFIX = 'gantry-launcher-';
+/** A private build directory's name: the prefix and mkdtemp's six characters. */
+const TEMPORARY_NAME = new RegExp(`^${TEMPORARY_PREFIX}[A-Za-z0-9]{6}$`);
 /** How old a private build directory must be before a later start may take it for one a crashed agent left. */
 const TEMPORARY_SWEEP_AGE_MS = 10 * 60_000;
 
@@ -167,7 +169,7 @@ const OWNER_FILE = 'owner';
 export function sweepTemporaryBuilds(dir: string, now = Date.now()): void {
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => /^gantry-launcher-[A-Za-z0-9]{6}$/.test(n));
+    names = readdirSync(dir).filter((n) => TEMPORARY_NAME.test(n));
   } catch {
     return;
   }

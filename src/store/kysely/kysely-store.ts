@@ -17,6 +17,7 @@ import type {
   PlacementSource,
   ReapResult,
   Store,
+  PlanApplyResult,
 } from '../store.js';
 import type { StoreCapabilities } from '../store-capabilities.js';
 import * as attempts from './attempt-verbs.js';
@@ -27,6 +28,7 @@ import * as artifacts from './artifact-verbs.js';
 import * as machines from './machine-verbs.js';
 import * as operator from './machine-scheduling-verbs.js';
 import * as scheduler from './scheduler-verbs.js';
+import { planChunks } from './plan-chunks.js';
 import { clusterAndUsage, clusterView, keptCluster } from './cluster-view.js';
 import { machineReport } from './report-verbs.js';
 import { attemptsHeld } from './attempts-held.js';
@@ -463,8 +465,21 @@ export class KyselyStore implements Store {
   stageQueuePosition(p: { stageId: string }) {
     return scheduler.stageQueuePosition(this.db, p.stageId);
   }
-  planApply(p: { plan: Plan; now: number; leaseMs: number; jitter?: number }) {
-    return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
+  async planApply(p: { plan: Plan; now: number; leaseMs: number; jitter?: number }): Promise<PlanApplyResult> {
+    if (this.group) return this.tx(p.now, (tx) => scheduler.planApply(tx, p));
+    // Several writers (PostgreSQL): the plan in chunks, each its own transaction (plan-chunks.ts
+    // says why), each checking the term and re-checking its placements against the rows as they
+    // are then. A chunk refused runs again alone; one that fails for good (the leader deposed, the
+    // database busy) fails the call, the chunks before it committed and the rest left to the next
+    // pass, as a pass that failed leaves its whole plan.
+    const out: PlanApplyResult = { applied: [], skipped: [] };
+    for (const plan of planChunks(p.plan)) {
+      const r = await this.tx(p.now, (tx) => scheduler.planApply(tx, { ...p, plan }));
+      out.applied.push(...r.applied);
+      out.skipped.push(...r.skipped);
+      if (r.preempted?.length) out.preempted = [...(out.preempted ?? []), ...r.preempted];
+    }
+    return out;
   }
   schedulerTeams(p: { usage: boolean }) {
     return teams.schedulerTeams(this.db, p.usage);

@@ -1,4 +1,4 @@
-import { type Kysely, Migrator, sql } from 'kysely';
+import { CompiledQuery, type Kysely, Migrator, sql } from 'kysely';
 import type { JobState } from '../../domain/job-state.js';
 import { BATCH_TOPIC, topicMessage, type TopicMessage } from '../../domain/topic.js';
 import { NotFoundError, NotLeaderError, StoreBusyError } from '../../domain/errors.js';
@@ -45,7 +45,7 @@ import { markHandled, PLACEMENT_HINTS, SavepointsNeeded, TransactionAborted, TxC
 import { RowsChanged } from './rows-changed.js';
 import { GroupCommit, type PassBeforeCommit } from './group-commit.js';
 import { isSchemaGone, isTransientDbError } from './transient-db-error.js';
-import { type DirectConnection, prepared } from './prepared-query.js';
+import { type DirectConnection, execute, prepared } from './prepared-query.js';
 import { startOnPlacementAsked } from './start-on-placement.js';
 import { PassReads } from './pass-reads.js';
 import { reapInBatches, takeTurns } from './reap-batches.js';
@@ -66,6 +66,9 @@ const leaderRenew = prepared<[expiresAt: number, holder: string, now: number]>()
     .where('expires_at', '>=', now)
     .returning(['term', 'expires_at']),
 );
+
+/** The loop's placing chunks read by index (planApply). */
+const noSeqScan = CompiledQuery.raw('set local enable_seqscan = off');
 
 /** How many times a transaction refused for a conflict is tried before the caller is told the database is busy. */
 const MAX_TRIES = 20;
@@ -474,7 +477,13 @@ export class KyselyStore implements Store {
     // pass, as a pass that failed leaves its whole plan.
     const out: PlanApplyResult = { applied: [], skipped: [] };
     for (const plan of planChunks(p.plan)) {
-      const r = await this.tx(p.now, (tx) => scheduler.planApply(tx, { ...p, plan }));
+      const r = await this.tx(p.now, async (tx) => {
+        // By index only: a sequential scan under SERIALIZABLE locks its whole relation, and the
+        // planner chose one for a chunk's sixteen machines, stages and jobs on tables of a
+        // thousand rows (placing-chunks.test.ts reads pg_locks for it). `local`: this transaction's.
+        await execute(tx.db, noSeqScan);
+        return scheduler.planApply(tx, { ...p, plan });
+      });
       out.applied.push(...r.applied);
       out.skipped.push(...r.skipped);
       if (r.preempted?.length) out.preempted = [...(out.preempted ?? []), ...r.preempted];

@@ -61,3 +61,20 @@ pr('started (started_at)', [r['started'] for r in rows])
 pr('  received - placed', [r['recv']-r['placed'] if r['recv'] is not None and r['placed'] else None for r in rows])
 pr('received by fleet (bench)', [x/1000 for x in ml['elsewhereMs']])
 pr('seen lost (bench)', [x/1000 for x in ml['lostMs']])
+# The scheduler loop's placing transactions (planApply from the loop: a leader's transaction, its
+# term read first, that locks its machines): in the 30 s from the stop, how many, how many refused
+# and why (branch `placing`: the plan in chunks, docs/failure-detection.md).
+def placing(t):
+    s = t['statements']
+    return bool(s) and '"leader"' in s[0] and any(x.startswith('select * from "machines" where "id" in') for x in s)
+pl = [t for t in txs if placing(t) and t0 <= t['start'] <= t0 + 30000]
+if pl:
+    ref = [t for t in pl if t['outcome'] == 'refused']
+    why = {}
+    for t in ref:
+        k = t.get('refused', {}).get('detail', '')[:60]
+        why[k] = why.get(k, 0) + 1
+    print(f"loop's placing tx in 30 s from the stop: {len(pl)}, refused {len(ref)}; durations ms median {st.median(t['end']-t['start'] for t in pl):.0f} max {max(t['end']-t['start'] for t in pl):.0f}")
+    for k, n in sorted(why.items(), key=lambda x: -x[1]): print(f"  refused {n}: {k}")
+allpl = [t for t in txs if placing(t)]
+if allpl: print(f"loop's placing tx over the whole run: {len(allpl)}, refused {sum(t['outcome']=='refused' for t in allpl)}")

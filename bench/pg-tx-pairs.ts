@@ -7,7 +7,8 @@
  * background, one that overlaps the refused ones far more often is a candidate. Also the refusals'
  * reasons as PostgreSQL gave them (pivot, conflict in or out, at commit).
  *
- * Usage: node --import tsx bench/pg-tx-pairs.ts DIR
+ * Usage: node --import tsx bench/pg-tx-pairs.ts DIR [placing] (`placing`: the scheduler loop's
+ * placing transactions in the reapers' stead, branch `placing`).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -47,7 +48,11 @@ function main(): void {
   const done = all.filter((t) => t.end > 0);
   const kinds = new Map<TxLine, string>(done.map((t) => [t, kindOf(t)]));
   // The batches that lose attempts (a machine's loss, a lease's): a suspect's batch writes its machine alone.
-  const isReaper = (t: TxLine) => kinds.get(t) === 'reaper: machines lost' || kinds.get(t) === 'reaper: overdue attempts';
+  // With `placing` after DIR, the scheduler loop's placing transactions instead (a leader's that locks machines).
+  const placing = process.argv[3] === 'placing';
+  const isReaper = placing
+    ? (t: TxLine) => kinds.get(t) === 'leader: pass or other duty' && t.statements.some((x) => x.startsWith('select * from "machines" where "id" in'))
+    : (t: TxLine) => kinds.get(t) === 'reaper: machines lost' || kinds.get(t) === 'reaper: overdue attempts';
   const reapers = done.filter(isReaper);
   const refused = reapers.filter((t) => t.outcome === 'refused');
   const committed = reapers.filter((t) => t.outcome === 'commit');

@@ -375,6 +375,7 @@ export async function createControlPlane(
             app.log.warn({ replica: replicaId, why }, 'this replica is no longer the leader: scheduler and reconciler stopped');
             for (const loop of leaderLoops) void loop.stop();
           },
+          slow: (c) => app.log.warn({ replica: replicaId, ...c, ttlMs: config.leaderTtlMs }, 'leader lease: a claim came late (its gap and its parts)'),
         },
         logError('leader'),
         random,

@@ -46,6 +46,8 @@ export interface LeaderLease {
   expiresAt: number;
   /** Whether the caller holds it now. */
   leader: boolean;
+  /** How long the claim waited before its first statement ran (a connection, BEGIN), where the store times it: for the slow claim's log. */
+  waitedMs?: number;
 }
 
 export interface Store extends AutoscaleStore {

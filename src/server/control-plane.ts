@@ -176,6 +176,10 @@ export async function createControlPlane(
   // After a restart every heartbeat looks old: the silence was the server's, not the agents'.
   // Judge no machine or lease until agents have had a full loss period to reconnect (counted from
   // here, and again from start(); a control plane driven by a test's clock is never started).
+  // Again from each gain of the lease (`gained` below): the rows a new leader reads were written
+  // by every replica's liveness loop, and a predecessor that lost its lease for being overloaded
+  // had likely not flushed its agents' arrivals either; judged at once, its live fleet was lost
+  // and back every leader change (branch `collapse`, docs/failure-detection.md, "After a leader change").
   let judgeFrom = clock.now() + config.lostAfterMs;
   const reconciler = reconcilerLoops({
     store: leaderStore,
@@ -368,7 +372,9 @@ export async function createControlPlane(
         config.leaderTtlMs,
         {
           gained: (t) => {
-            app.log.info({ replica: replicaId, term: t.term }, 'this replica is the leader: scheduler and reconciler running');
+            // Nomad's heartbeat timers reset on a leader election, for the same reason (see judgeFrom above).
+            judgeFrom = Math.max(judgeFrom, clock.now() + config.lostAfterMs);
+            app.log.info({ replica: replicaId, term: t.term, judgeFrom }, 'this replica is the leader: scheduler and reconciler running');
             for (const loop of leaderLoops) loop.start();
           },
           lost: (why) => {

@@ -804,8 +804,8 @@ export class KyselyStore implements Store {
     }
     return moved;
   }
-  machinesHeartbeating() {
-    return machines.machinesHeartbeating(this.db);
+  machinesHeartbeating(p: { now: number }) {
+    return machines.machinesHeartbeating(this.db, p.now);
   }
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }) {
     return machines.killList(this.db, p.machineId, p.running);

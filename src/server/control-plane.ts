@@ -83,7 +83,15 @@ export async function createControlPlane(
   // Several writers (PostgreSQL): several replicas may share the database. They read one clock,
   // the database's, and elect one leader to run the scheduler and reconciler (docs/replicas.md).
   const replicated = !store.capabilities.singleWriter;
-  const synced = replicated && !deps.clock ? new SyncedClock(() => store.databaseNow()) : null;
+  const synced =
+    replicated && !deps.clock
+      ? new SyncedClock(
+          () => store.databaseNow(),
+          undefined,
+          (err) => appLog?.warn({ err: errorText(err) }, "clock: the database's could not be read; the offset in use kept"),
+          (r) => appLog?.warn(r, "clock: a reading of the database's left out, its round trip too long (the offset in use kept)"),
+        )
+      : null;
   const clock = deps.clock ?? synced ?? systemClock;
   if (replicated) store.useClock(clock);
   const replicaId = config.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;

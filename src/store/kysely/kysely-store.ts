@@ -301,7 +301,9 @@ export class KyselyStore implements Store {
   }
   async databaseNow(): Promise<number> {
     if (this.capabilities.dialect === 'sqlite') return Date.now(); // the file is on this host: one clock already
-    const r = await sql<{ now: number }>`select (extract(epoch from clock_timestamp()) * 1000)::bigint as now`.execute(this.db);
+    // On the lease's connection: queued behind the requests, the reading's round trip took seconds
+    // and SyncedClock had to leave it out (or, before it did, took it, seconds wrong).
+    const r = await sql<{ now: number }>`select (extract(epoch from clock_timestamp()) * 1000)::bigint as now`.execute(this.leaseLane().db);
     return Number(r.rows[0]!.now);
   }
   async leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {

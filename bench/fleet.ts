@@ -235,6 +235,12 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     oldAgents: OLD_AGENTS,
   };
   const fleet: FleetLike = FLEET_PROCS > 1 ? new ProcFleet(options, FLEET_PROCS) : new Fleet(options);
+  // The servers' output written every 15 s as well as at the end: a run that collapses and is
+  // stopped (a timeout, ^C) keeps what its servers said until then (branch `collapse`).
+  const writeLogs = () => {
+    if (LOGS) servers.procs.forEach((_p, i) => writeFileSync(join(LOGS, `${store}-${agents}-r${i + 1}.log`), servers.output(i)));
+  };
+  const logsTimer = LOGS ? setInterval(writeLogs, 15_000) : null;
   let submitting = true;
   let jobsSubmitted = 0;
   try {
@@ -273,7 +279,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     if (mass) console.error(`  mass loss: ${JSON.stringify(mass)}`);
     const busyErrors = servers.procs.reduce((n, _p, i) => n + (servers.output(i).match(/StoreBusyError/g)?.length ?? 0), 0);
     // Which transactions gave up, and what else the servers said: their whole output, to read after.
-    if (LOGS) servers.procs.forEach((_p, i) => writeFileSync(join(LOGS, `${store}-${agents}-r${i + 1}.log`), servers.output(i)));
+    writeLogs();
     return {
       store,
       agents,
@@ -298,6 +304,7 @@ async function runOne(store: FleetStore, agents: number): Promise<RunResult> {
     if (died.length && err instanceof Error) err.message = `${died.join(', ')}; ${err.message}`;
     throw err;
   } finally {
+    if (logsTimer) clearInterval(logsTimer);
     submitting = false;
     await fleet.stop();
     await servers.stop();

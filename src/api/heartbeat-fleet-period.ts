@@ -19,7 +19,7 @@ export class HeartbeatFleetPeriod {
     this.longest = { ms: t.heartbeatMs, at: -Infinity };
   }
 
-  /** Machines counted at the last refresh (not removed, not lost). */
+  /** Machines counted at the last refresh (not removed; not lost, or lately lost: Store.machinesHeartbeating). */
   get fleet(): number {
     return this.machines;
   }
@@ -31,7 +31,7 @@ export class HeartbeatFleetPeriod {
 
   /** Counts the fleet again and grows (or shrinks) the period to it. */
   async refresh(store: Store, now: number): Promise<void> {
-    this.set(await store.machinesHeartbeating(), now);
+    this.set(await store.machinesHeartbeating({ now }), now);
   }
 
   /** The fleet is `machines` at `now` (refresh's second half; tests call it directly). */

@@ -83,7 +83,15 @@ export async function createControlPlane(
   // Several writers (PostgreSQL): several replicas may share the database. They read one clock,
   // the database's, and elect one leader to run the scheduler and reconciler (docs/replicas.md).
   const replicated = !store.capabilities.singleWriter;
-  const synced = replicated && !deps.clock ? new SyncedClock(() => store.databaseNow()) : null;
+  const synced =
+    replicated && !deps.clock
+      ? new SyncedClock(
+          () => store.databaseNow(),
+          undefined,
+          (err) => appLog?.warn({ err: errorText(err) }, "clock: the database's could not be read; the offset in use kept"),
+          (r) => appLog?.warn(r, "clock: a reading of the database's left out, its round trip too long (the offset in use kept)"),
+        )
+      : null;
   const clock = deps.clock ?? synced ?? systemClock;
   if (replicated) store.useClock(clock);
   const replicaId = config.replicaId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
@@ -176,6 +184,10 @@ export async function createControlPlane(
   // After a restart every heartbeat looks old: the silence was the server's, not the agents'.
   // Judge no machine or lease until agents have had a full loss period to reconnect (counted from
   // here, and again from start(); a control plane driven by a test's clock is never started).
+  // Again from each gain of the lease (`gained` below): the rows a new leader reads were written
+  // by every replica's liveness loop, and a predecessor that lost its lease for being overloaded
+  // had likely not flushed its agents' arrivals either; judged at once, its live fleet was lost
+  // and back every leader change (branch `collapse`, docs/failure-detection.md, "After a leader change").
   let judgeFrom = clock.now() + config.lostAfterMs;
   const reconciler = reconcilerLoops({
     store: leaderStore,
@@ -368,13 +380,16 @@ export async function createControlPlane(
         config.leaderTtlMs,
         {
           gained: (t) => {
-            app.log.info({ replica: replicaId, term: t.term }, 'this replica is the leader: scheduler and reconciler running');
+            // Nomad's heartbeat timers reset on a leader election, for the same reason (see judgeFrom above).
+            judgeFrom = Math.max(judgeFrom, clock.now() + config.lostAfterMs);
+            app.log.info({ replica: replicaId, term: t.term, judgeFrom }, 'this replica is the leader: scheduler and reconciler running');
             for (const loop of leaderLoops) loop.start();
           },
           lost: (why) => {
             app.log.warn({ replica: replicaId, why }, 'this replica is no longer the leader: scheduler and reconciler stopped');
             for (const loop of leaderLoops) void loop.stop();
           },
+          slow: (c) => app.log.warn({ replica: replicaId, ...c, ttlMs: config.leaderTtlMs }, 'leader lease: a claim came late (its gap and its parts)'),
         },
         logError('leader'),
         random,

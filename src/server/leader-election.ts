@@ -8,6 +8,20 @@ export interface LeaderTerm {
 }
 
 /**
+ * A claim that came late: `gapMs` from the previous claim's answer to this one's call (the loop's
+ * interval, TTL / 3 with jitter, plus whatever held this process's event loop), `waitedMs` for a
+ * connection before its first statement, `statementMs` the rest. Together past TTL / 3 beyond the
+ * interval, and the lease was that much nearer its end (docs/replicas.md, "The leader lease").
+ */
+export interface SlowClaim {
+  gapMs: number;
+  waitedMs: number | null;
+  statementMs: number;
+  leader: boolean;
+  term: number;
+}
+
+/**
  * One replica at a time runs the scheduler and the reconciler (docs/replicas.md). Each replica
  * claims the lease row every `ttlMs / 3`; the holder renews it, the others take it over once it
  * has expired. A replica counts itself leader only while its lease is unexpired by the shared
@@ -24,7 +38,7 @@ export class LeaderElection {
     private readonly clock: Clock,
     readonly holder: string,
     private readonly ttlMs: number,
-    private readonly on: { gained(term: LeaderTerm): void; lost(why: string): void },
+    private readonly on: { gained(term: LeaderTerm): void; lost(why: string): void; slow?(claim: SlowClaim): void },
     onError: (err: unknown) => void,
     random: () => number = Math.random,
   ) {
@@ -46,9 +60,23 @@ export class LeaderElection {
     return null;
   }
 
+  /** When the previous claim answered (performance.now()), for SlowClaim's gap. */
+  private answeredAt: number | null = null;
+
   /** One claim: what the loop runs; exposed for tests. */
   async claim(): Promise<void> {
+    const called = performance.now();
     const r = await this.store.leaderClaim({ holder: this.holder, now: this.clock.now(), ttlMs: this.ttlMs });
+    const answered = performance.now();
+    // Measured on this process's own monotonic clock, not the shared one: what is timed is where
+    // this replica's claim spent its time, whatever the database's clock says.
+    const gapMs = this.answeredAt === null ? 0 : called - this.answeredAt;
+    this.answeredAt = answered;
+    const third = this.ttlMs / 3;
+    if (this.on.slow && (this.lease || r.leader) && gapMs + (answered - called) > 2 * third) {
+      const waitedMs = r.waitedMs ?? null;
+      this.on.slow({ gapMs, waitedMs, statementMs: answered - called - (waitedMs ?? 0), leader: r.leader, term: r.term });
+    }
     if (r.leader) {
       const gained = !this.lease || this.lease.term !== r.term;
       if (gained && this.lease) this.on.lost(`term ${this.lease.term} ended`);

@@ -46,6 +46,8 @@ export interface LeaderLease {
   expiresAt: number;
   /** Whether the caller holds it now. */
   leader: boolean;
+  /** How long the claim waited before its first statement ran (a connection, BEGIN), where the store times it: for the slow claim's log. */
+  waitedMs?: number;
 }
 
 export interface Store extends AutoscaleStore {
@@ -284,8 +286,8 @@ export interface Store extends AutoscaleStore {
   /** Heartbeats kept in memory, written at once: each machine's last heartbeat becomes the time
    *  given, never an earlier one, with the period that heartbeat was told. Answers how many rows moved. */
   machinesSeen(p: { seen: readonly MachineSeen[]; now: number }): Promise<number>;
-  /** How many machines are expected to heartbeat (not removed, not lost): the fleet the heartbeat period is grown for. */
-  machinesHeartbeating(): Promise<number>;
+  /** How many machines are expected to heartbeat (not removed; not lost, or lost within the last minute): the fleet the heartbeat period is grown for. */
+  machinesHeartbeating(p: { now: number }): Promise<number>;
   /** Read-only: which of these attempts the machine must kill (a held heartbeat re-checks with it). */
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }): Promise<HeartbeatResult['kill']>;
   /** Every machine not removed, by name. */

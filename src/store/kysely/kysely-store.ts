@@ -138,6 +138,7 @@ export class KyselyStore implements Store {
   async close(): Promise<void> {
     await this.db.destroy();
     await this.control?.destroy();
+    await this.leaseDb?.destroy();
   }
 
   /**
@@ -154,9 +155,27 @@ export class KyselyStore implements Store {
   }
   /** This store on the leader's connections, where it has them. */
   private lane(): KyselyStore {
-    if (!this.control) return this;
+    return this.on(this.control);
+  }
+
+  /**
+   * PostgreSQL: the lease's own connection (docs/replicas.md, "The leader's lane"). The lane's
+   * three connections carry the passes, both reapers' batches and every replica's liveness
+   * writes; once a fleet of 10,000 flaps those are large and many, and a claim that waited behind
+   * them past the lease's 5 s handed leadership to the other replica (branch `collapse`). A claim
+   * is one short transaction every TTL / 3: a connection of its own never queues it.
+   */
+  private leaseDb: Kysely<Database> | null = null;
+  useLeaseConnection(db: Kysely<Database>): void {
+    this.leaseDb = db;
+  }
+  private leaseLane(): KyselyStore {
+    return this.on(this.leaseDb ?? this.control);
+  }
+  private on(db: Kysely<Database> | null): KyselyStore {
+    if (!db) return this;
     const s = Object.create(this) as KyselyStore;
-    Object.defineProperty(s, 'db', { value: this.control });
+    Object.defineProperty(s, 'db', { value: db });
     return s;
   }
 
@@ -287,7 +306,9 @@ export class KyselyStore implements Store {
   }
   async databaseNow(): Promise<number> {
     if (this.capabilities.dialect === 'sqlite') return Date.now(); // the file is on this host: one clock already
-    const r = await sql<{ now: number }>`select (extract(epoch from clock_timestamp()) * 1000)::bigint as now`.execute(this.db);
+    // On the lease's connection: queued behind the requests, the reading's round trip took seconds
+    // and SyncedClock had to leave it out (or, before it did, took it, seconds wrong).
+    const r = await sql<{ now: number }>`select (extract(epoch from clock_timestamp()) * 1000)::bigint as now`.execute(this.leaseLane().db);
     return Number(r.rows[0]!.now);
   }
   async leaderClaim(p: { holder: string; now: number; ttlMs: number }): Promise<LeaderLease> {
@@ -300,11 +321,24 @@ export class KyselyStore implements Store {
     // decided what it would have decided after. A takeover stays SERIALIZABLE below: one committed
     // first leaves this guard unmet; one that read the row before this renewal committed is refused
     // when it writes it (a concurrent update) and, run again, finds the lease renewed.
+    //
+    // `waitedMs`: from the call to its first statement (a connection, BEGIN), for the slow claim's log.
+    const called = performance.now();
+    let waitedMs: number | undefined;
+    const waited = () => (waitedMs ??= performance.now() - called);
     if (!this.capabilities.singleWriter) {
-      const renewed = await this.lane().tx(p.now, (tx) => leaderRenew.first(tx.db, tx.now + p.ttlMs, p.holder, tx.now), { readCommitted: true });
-      if (renewed) return { holder: p.holder, term: Number(renewed.term), expiresAt: Number(renewed.expires_at), leader: true };
+      const renewed = await this.leaseLane().tx(
+        p.now,
+        (tx) => {
+          waited();
+          return leaderRenew.first(tx.db, tx.now + p.ttlMs, p.holder, tx.now);
+        },
+        { readCommitted: true },
+      );
+      if (renewed) return { holder: p.holder, term: Number(renewed.term), expiresAt: Number(renewed.expires_at), leader: true, waitedMs: waited() };
     }
-    return this.lane().tx(p.now, async (tx) => {
+    const out = await this.leaseLane().tx(p.now, async (tx): Promise<LeaderLease> => {
+      waited();
       const row = await tx.db.selectFrom('leader').selectAll().where('name', '=', 'control').executeTakeFirstOrThrow();
       const mine = row.holder === p.holder && Number(row.expires_at) >= tx.now;
       if (!mine && Number(row.expires_at) >= tx.now) return { holder: row.holder, term: Number(row.term), expiresAt: Number(row.expires_at), leader: false };
@@ -321,6 +355,7 @@ export class KyselyStore implements Store {
         await tx.event({ type: 'leader:elected', message: `${p.holder} is the leader (term ${term})`, data: { holder: p.holder, term, previous: row.holder } });
       return { holder: p.holder, term, expiresAt, leader: true };
     });
+    return { ...out, waitedMs: waited() };
   }
   async leaderResign(p: { holder: string; term: number }): Promise<void> {
     await this.db
@@ -795,8 +830,8 @@ export class KyselyStore implements Store {
     }
     return moved;
   }
-  machinesHeartbeating() {
-    return machines.machinesHeartbeating(this.db);
+  machinesHeartbeating(p: { now: number }) {
+    return machines.machinesHeartbeating(this.db, p.now);
   }
   machineKillList(p: { machineId: string; running: { attemptId: string; token: number }[] }) {
     return machines.killList(this.db, p.machineId, p.running);

@@ -4,7 +4,7 @@ import { activeAttemptStates, isAttemptActive } from '../../domain/attempt-state
 import { effectiveOutputLimits, type OutputPolicy } from '../../domain/output-limits.js';
 import { preemptionGraceMs, stageLimits, type StageDefinition } from '../../domain/job-definition.js';
 import { newId } from '../../domain/ids.js';
-import { silenceGrowthMs } from '../../domain/heartbeat-period.js';
+import { MAX_HEARTBEAT_PERIOD_MS, silenceGrowthMs } from '../../domain/heartbeat-period.js';
 import { MachineHealth } from '../../domain/machine-health.js';
 import { MachineScheduling } from '../../domain/machine-scheduling.js';
 import type { Assignment, AttemptLimits, MachineContainment, MachineRecord, OutputFile } from '../records.js';
@@ -362,16 +362,29 @@ const seenOne = prepared<[at: number, period: number | null, id: string]>()((db,
   db.updateTable('machines').set({ last_heartbeat_at: at, heartbeat_ms: period }).where('id', '=', id).where('last_heartbeat_at', '<', at),
 );
 
-/** Machines expected to heartbeat: not removed, not lost. One count, read by each server every liveness flush. */
-export async function machinesHeartbeating(db: Db): Promise<number> {
+/**
+ * Machines expected to heartbeat: not removed, and not lost, or lost less than
+ * LOST_STILL_HEARTBEATING_MS ago. One count, read by each server every liveness flush.
+ *
+ * A machine judged lost by a control plane that fell behind is alive and heartbeats again within
+ * its period; left out of the count at once, a wave of such losses shrank the period every agent
+ * is told, and the whole fleet, the lost included, heartbeated faster into servers already behind:
+ * 10,000 agents on PostgreSQL × 2 were on a 2 s period instead of 8 s in the churn the branch
+ * `collapse` took apart (docs/failure-detection.md, "A period that grows with the fleet"). A
+ * machine really dead leaves the count once its loss is that old.
+ */
+export async function machinesHeartbeating(db: Db, now: number): Promise<number> {
   const r = await db
     .selectFrom('machines')
     .select((e) => e.fn.countAll<number>().as('n'))
     .where('scheduling', '!=', MachineScheduling.removed)
-    .where('health', '!=', MachineHealth.lost)
+    .where((e) => e.or([e('health', '!=', MachineHealth.lost), e('updated_at', '>=', now - LOST_STILL_HEARTBEATING_MS)]))
     .executeTakeFirstOrThrow();
   return Number(r.n);
 }
+
+/** Twice the longest period an agent is told (MAX_HEARTBEAT_PERIOD_MS): a lost machine alive has heartbeated again well within it. */
+export const LOST_STILL_HEARTBEATING_MS = 2 * MAX_HEARTBEAT_PERIOD_MS;
 
 /**
  * Which of the attempts an agent runs it must kill, and why: read-only, for a held long-poll too.

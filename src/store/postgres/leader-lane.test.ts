@@ -52,4 +52,33 @@ describe.skipIf(missing !== null)("the leader's lane (postgres)", () => {
     expect(reap.ms).toBeLessThan(1_000);
     expect(request.ms).toBeGreaterThan(1_500);
   });
+
+  it("renews the lease while every connection of the leader's lane is held, with more queued behind", async () => {
+    // The lane's three connections carry the passes, the reapers and every replica's liveness
+    // writes; at 10,000 agents on two replicas they were busy past the lease, and a renewal queued
+    // behind them handed leadership over (branch `collapse`). Held here by a lock on the machines.
+    schema = freshSchema('lease_lane');
+    store = await openPostgresStore(POSTGRES_URL, { schema });
+    const s = store;
+    const now = Date.now();
+    const m = await s.machineRegister({ ...cpuMachine('m1'), now: now - 1_000 });
+    const lease = await s.leaderClaim({ holder: 'r1', now, ttlMs: 5_000 });
+    const locker = await s.db.connection().execute(async (c) => {
+      await sql`begin`.execute(c);
+      await sql`lock table machines in access exclusive mode`.execute(c);
+      // Five liveness flushes on the lane: three wait on the lock, two for a connection.
+      const flushes = Array.from({ length: 5 }, (_, i) => s.machinesSeen({ seen: [{ machineId: m.id, at: now + i }], now: now + i }));
+      await new Promise((r) => setTimeout(r, 200));
+      const t = performance.now();
+      const timed = s.leaderClaim({ holder: 'r1', now: Date.now(), ttlMs: 5_000 }).then((renewal) => ({ renewal, ms: performance.now() - t }));
+      await new Promise((r) => setTimeout(r, 1_300));
+      await sql`commit`.execute(c);
+      await Promise.all(flushes);
+      return timed;
+    });
+    expect(locker.renewal).toMatchObject({ leader: true, term: lease.term });
+    expect(locker.ms).toBeLessThan(1_000);
+    // Its wait before the statement is timed, for the slow claim's log.
+    expect(locker.renewal.waitedMs).toBeGreaterThanOrEqual(0);
+  });
 });

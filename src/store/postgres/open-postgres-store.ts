@@ -81,6 +81,8 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
   );
   // The leader's lane (KyselyStore.useControlPool): three connections of its own.
   store.useControlPool(poolOf(CONTROL_POOL_SIZE));
+  // The lease's claim on a connection of its own, queued behind none of the lane's work.
+  store.useLeaseConnection(poolOf(1));
   try {
     if (opts.migrate !== false) await store.migrate();
     named = true;

@@ -24,6 +24,7 @@ import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
 import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
 import { emptyCgroup, stopCgroup } from '../contain/cgroup-kill.js';
+import { writeCgroupFile } from '../contain/cgroup-file.js';
 import {
   ended,
   EXIT_UNKNOWN,
@@ -119,6 +120,17 @@ export class Launcher {
     } catch (err) {
       return notStarted(err);
     }
+    // A prepared spare's cpu weight, left for its child to write (attempt-cgroup.ts, pendingWeight):
+    // the C launcher's child writes it before it drops its user; for any other program the agent
+    // writes it now, before the command can start.
+    const pending = opts.cgroup?.pendingWeight ?? null;
+    if (pending && this.programs[this.current]!.name !== 'c') {
+      try {
+        opts.cgroup!.writePendingWeight();
+      } catch (err) {
+        return notStarted(err);
+      }
+    }
     const id = String(++this.seq);
     const spec: LauncherJob = {
       id,
@@ -130,6 +142,7 @@ export class Launcher {
       statusFile: opts.statusFile,
       ...(opts.contain ? { contain: opts.contain } : {}),
       ...(opts.prepared !== undefined ? { prepared: opts.prepared } : {}),
+      ...(pending ? { writes: [pending] } : {}),
     };
     const line = this.programs[this.current]!.encode(spec);
     if (line === null) return null;
@@ -258,10 +271,26 @@ export class Launcher {
   private rehome(): void {
     for (const job of [...this.jobs.values()]) {
       if (job.pid !== null || job.ended || job.direct) continue;
+      if (job.spec.writes?.length && (this.closed || this.programs[this.current]!.name !== 'c') && !this.writeFirst(job)) continue;
       const line = this.closed ? null : this.programs[this.current]!.encode(job.spec);
       const proc = line === null ? null : this.process();
       if (proc && line !== null) proc.stdin!.write(line);
       else this.spawnDirectly(job);
+    }
+  }
+
+  /**
+   * The files a job's own process would have written (its spec's writes), written by the agent
+   * before another program or its own spawn starts it; false when the kernel refuses one: the job
+   * is then not started (as the C launcher's child that cannot write one fails its start).
+   */
+  private writeFirst(job: Job): boolean {
+    try {
+      for (const w of job.spec.writes ?? []) writeCgroupFile(w.file, w.value);
+      return true;
+    } catch (err) {
+      this.notStarted(job, `cannot contain the command: ${errorText(err)}`);
+      return false;
     }
   }
 

@@ -79,6 +79,8 @@ export class Launcher {
   private poll: NodeJS.Timeout | null = null;
   private seq = 0;
   private closed = false;
+  /** `prepare` lines asked for in this turn of the agent's loop, written at its end (prepare()). */
+  private held = '';
 
   /**
    * @param env the environment every attempt starts from (the agent's, without its own GANTRY_*
@@ -168,7 +170,7 @@ export class Launcher {
       cgroup: opts.cgroup ?? null,
     };
     this.jobs.set(id, job);
-    proc.stdin!.write(line);
+    proc.stdin!.write(this.takeHeld() + line);
 
     let timer: NodeJS.Timeout | undefined;
     const timeoutS = opts.timeoutSeconds ?? 0;
@@ -194,19 +196,43 @@ export class Launcher {
    * Asks the launcher for a child forked into `procsFiles` and joined to them ahead of its job
    * (launcher.c, `prepare`), named `token`; false when its program has none (Python, bash) or it
    * is closed. Not waited for: the launcher answers `prepared <token> <pid>` and goes on.
+   *
+   * The line is held until this turn of the agent's loop is over (setImmediate), and every line
+   * held goes in one write, or ahead of a job line written before then (run(): a spare released and
+   * handed out in one turn gets its child before its job-in, as before). Why: a write wakes the
+   * launcher, which on a busy host takes the agent's core at once (the kernel's wake-up
+   * preemption) to fork the child, and the releases of one `fdatasync`'s exits run in one turn:
+   * each of them waited for a fork (measured: docs/throughput.md, "A stage's start off its cpu weight, and the release's growth").
    */
   prepare(token: string, procsFiles: readonly string[]): boolean {
     const program = this.programs[this.current];
     if (this.closed || !program?.prepare) return false;
-    const proc = this.process();
-    if (!proc) return false;
-    proc.stdin!.write(program.prepare(token, procsFiles));
+    if (!this.process()) return false;
+    if (!this.held) setImmediate(() => this.flushHeld());
+    this.held += program.prepare(token, procsFiles);
     return true;
+  }
+
+  /** The held `prepare` lines, written (dropped where the program now has none: their tokens start plainly). */
+  private flushHeld(): void {
+    const lines = this.held;
+    this.held = '';
+    if (!lines || !this.programs[this.current]?.prepare) return;
+    this.process()?.stdin!.write(lines);
+  }
+
+  /** The held `prepare` lines, taken to go ahead of a job line (the launcher reads them first). */
+  private takeHeld(): string {
+    const lines = this.held;
+    this.held = '';
+    return this.programs[this.current]?.prepare ? lines : '';
   }
 
   /** Stops the launcher; jobs already started run on (the agent stopped and leaves them). */
   close(): void {
     this.closed = true;
+    // A child prepared now would read EOF at once: none is asked for (their spares are dropped, CgroupTree.dropPrepared).
+    this.held = '';
     if (this.poll) clearInterval(this.poll);
     this.proc?.stdin?.end();
     // The C and Python launchers stay until the commands they started have ended: nothing of them may keep

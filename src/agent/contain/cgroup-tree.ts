@@ -205,8 +205,8 @@ export class CgroupTree {
       // kernel's migration lock), and waits for the next attempt's job. Its counters were read above.
       cg.prepared = this.preparer?.prepare(cg.procsFiles) ?? null;
       // Its cpu weight back to the default where a child waits in it (written before the launcher
-      // has read the line, or at worst just after the child joined: the weight is the cgroup's, and
-      // binds the child from the write on), or where its last start left the weight to a child: the
+      // has the line, which is held to the end of this turn: launcher.ts, prepare), or where its
+      // last start left the weight to a child: the
       // child's steps once its job comes run at the default weight, and it writes the next stage's
       // itself before its exec (docs/containment.md, "The weight written by the child").
       if ((cg.prepared || cg.pendingWeight) && !cg.resetCpuWeight()) {

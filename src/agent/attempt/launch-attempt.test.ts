@@ -10,7 +10,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fakeAssignment } from '../../../test/support/fake-agent-server.js';
-import { attemptLimits } from '../../../test/support/containment-fixtures.js';
 import { fakeCgroupHost, type FakeCgroupHost } from '../../../test/support/fake-cgroup-host.js';
 import type { AttemptCgroup, CgroupRef } from '../contain/attempt-cgroup.js';
 import { CgroupTree } from '../contain/cgroup-tree.js';
@@ -208,57 +207,6 @@ describe.skipIf(!cProgram)('launchAttempt with the C launcher, a recycled spare'
     expect(procsOf(launched.cgroup!)).toEqual(['']);
     // The child is used up: the cgroup carries none into its next release.
     expect(launched.cgroup!.prepared).toBeNull();
-  });
-
-  it("the stage's cpu weight is written by the child the spare held, before its exec: the default while it waits, each stage's own when it runs", async () => {
-    const { ended, ctx } = await spareAfterRelease(true);
-    const weight = join(ended.dirs[0]!, 'cpu.weight');
-    // The kernel's file, at its default (the spare's last attempt set no limits); a fake tree has only what was written.
-    writeFileSync(weight, '100');
-    expect(await until(() => procsOf(ended).every((t) => t === '0'))).toBe(true);
-    // Each stage prints the weight its cgroup holds when its command runs; a stage's pid is the child that waited in the spare.
-    const stage = (id: string, requestCpuMillis = 100) =>
-      fakeAssignment('att_', { attemptId: id, command: ['cat', weight], limits: attemptLimits({ requestCpuMillis }) });
-    const a = await launchAttempt(ctx, stage('att_w1'), attemptPaths('att_w1'));
-    expect(a.cgroup!.name).toBe('att_0');
-    expect(await a.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
-    expect(readFileSync(attemptPaths('att_w1').stdout, 'utf8')).toBe('10');
-    for (const f of a.cgroup!.procsFiles) writeFileSync(f, '');
-    await ctx.cgroups!.release(a.cgroup!);
-    // Released: back to the default as the next child joins; then the next stage gets its own again.
-    expect(readFileSync(weight, 'utf8')).toBe('100');
-    expect(await until(() => procsOf(a.cgroup!).every((t) => t === '0'))).toBe(true);
-    const b = await launchAttempt(ctx, stage('att_w2'), attemptPaths('att_w2'));
-    expect(await b.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
-    expect(b.cgroup!.name).toBe('att_0');
-    expect(readFileSync(attemptPaths('att_w2').stdout, 'utf8')).toBe('10');
-    for (const f of b.cgroup!.procsFiles) writeFileSync(f, '');
-    await ctx.cgroups!.release(b.cgroup!);
-    expect(await until(() => procsOf(b.cgroup!).every((t) => t === '0'))).toBe(true);
-    const c = await launchAttempt(ctx, stage('att_w3', 2500), attemptPaths('att_w3'));
-    expect(await c.handle.done).toMatchObject({ kind: 'exited', exitCode: 0 });
-    expect(readFileSync(attemptPaths('att_w3').stdout, 'utf8')).toBe('250');
-  });
-
-  it("a prepared spare started another way (the Python launcher, the agent's own spawn): the agent writes the stage's weight before the start", async () => {
-    const python = launcherPrograms({ PATH, GANTRY_AGENT_LAUNCHER: 'python' })[0];
-    for (const way of [...(python ? ['python'] : []), 'spawn'] as const) {
-      const { ended, ctx } = await spareAfterRelease(true);
-      const weight = join(ended.dirs[0]!, 'cpu.weight');
-      writeFileSync(weight, '100');
-      expect(await until(() => procsOf(ended).every((t) => t === '0'))).toBe(true);
-      launcher = way === 'python' ? new Launcher({ PATH }, () => {}, [python!]) : null;
-      const id = `att_${way}`;
-      const a = fakeAssignment('att_', { attemptId: id, command: ['cat', weight], limits: attemptLimits({ requestCpuMillis: 300 }) });
-      const launched = await launchAttempt({ ...ctx, launcher }, a, attemptPaths(id));
-      expect(launched.cgroup!.name).toBe('att_0');
-      expect(await launched.handle.done, way).toMatchObject({ kind: 'exited', exitCode: 0 });
-      expect(readFileSync(attemptPaths(id).stdout, 'utf8'), way).toBe('30');
-      launcher?.close();
-      pool!.close();
-      host!.cleanup();
-      rmSync(dir!, { recursive: true, force: true });
-    }
   });
 
   it('without a preparer, or with its child killed, the start joins as before', async () => {

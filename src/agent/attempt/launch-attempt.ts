@@ -129,17 +129,9 @@ export async function launchAttempt(ctx: LaunchContext, a: AssignmentWire, paths
       cgroup || user || wrap.length ? { procsFiles: cgroup?.procsFiles ?? [], user: user ? { uid: user.uid, gid: user.gid } : null, wrap } : undefined;
     const contained = { ...opts, ...(contain ? { contain } : {}), cgroup };
     // The launcher starts from the inherited environment already and is given only what the attempt adds.
-    const handle = ctx.launcher?.run({ ...contained, attemptId: a.attemptId, envChanges: own }) ?? spawnHere();
+    const handle =
+      ctx.launcher?.run({ ...contained, attemptId: a.attemptId, envChanges: own }) ?? runProcess({ ...contained, env: { ...ctx.inheritedEnv, ...own } });
     return { handle, progress: new ProgressFile(paths.progress), cgroup };
-    /** The agent's own spawn: a prepared spare's cpu weight (left for its child, which this start does not use) written first. */
-    function spawnHere() {
-      try {
-        cgroup?.writePendingWeight();
-      } catch (err) {
-        return notStarted(new Error(`cannot contain the command: ${errorText(err)}`));
-      }
-      return runProcess({ ...contained, env: { ...ctx.inheritedEnv, ...own } });
-    }
   };
   const first = start(false, false);
   if (!first.cgroup || (await first.handle.started) !== null) return first;

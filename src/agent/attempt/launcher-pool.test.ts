@@ -78,33 +78,3 @@ describe('launcherCount', () => {
     expect(pool.run(opts(['true']))).toBeNull();
   });
 });
-
-describe.skipIf(!compiled)('LauncherPool (c), its prepare lines', () => {
-  it("holds a turn's prepare lines to its end and writes them in one piece, or ahead of a job line written in the same turn", async () => {
-    pool = new LauncherPool(base, () => {}, [compiled!], 1);
-    // The launcher started (a prepare starts it), then its stdin's writes recorded.
-    expect(pool.prepare([])).not.toBeNull();
-    await new Promise((r) => setTimeout(r, 50));
-    const launcher = (pool as unknown as { launchers: { proc: { stdin: { write: (s: string) => boolean } } }[] }).launchers[0]!;
-    const stdin = launcher.proc.stdin;
-    const writes: string[] = [];
-    const write = stdin.write.bind(stdin);
-    stdin.write = (s: string) => (writes.push(s), write(s));
-    const a = pool.prepare([])!;
-    const b = pool.prepare([])!;
-    // Nothing written in this turn yet: the launcher is not woken once a release.
-    expect(writes).toEqual([]);
-    await new Promise((r) => setImmediate(r));
-    expect(writes).toEqual([`prepare\t${a.token}\t0\nprepare\t${b.token}\t0\n`]);
-    // A job line in the same turn as a prepare goes after it, in the same write: the launcher has the child's token before any job-in for it.
-    writes.length = 0;
-    const c = pool.prepare([])!;
-    const h = pool.run(opts(['true']))!;
-    expect(writes.length).toBe(1);
-    expect(writes[0]!.startsWith(`prepare\t${c.token}\t0\n`)).toBe(true);
-    expect(writes[0]!.split('\n').length).toBe(3);
-    await new Promise((r) => setImmediate(r));
-    expect(writes.length).toBe(1);
-    expect(await h.done).toMatchObject({ kind: 'exited', exitCode: 0 });
-  });
-});

@@ -40,13 +40,6 @@ export interface LauncherJob {
   contain?: LaunchContainment;
   /** The token of a child the C launcher prepared in its cgroups (`prepare`): the job goes to it. Absent: a plain start. */
   prepared?: string;
-  /**
-   * Cgroup files the command's own process writes, as the launcher's user, after its joins and
-   * before it drops to the attempt's user (a prepared spare's cpu weight: docs/containment.md, "The
-   * weight written by the child"). Only the C launcher takes them; for any other way the agent
-   * writes them before the start (launcher.ts). Absent: none.
-   */
-  writes?: readonly { readonly file: string; readonly value: string }[];
 }
 
 export interface LauncherProgram {
@@ -96,8 +89,6 @@ export function cLauncher(file: string = LAUNCHER_C): LauncherProgram {
         ...argv,
         String(set.length),
         ...set.flat(),
-        // An optional last list (a job without it writes nothing): file, value.
-        ...(j.writes?.length ? [String(j.writes.length), ...j.writes.flatMap((w) => [w.file, w.value])] : []),
       ];
       // To the child prepared in its cgroups, which joined them already; a token the launcher no longer has is a plain start.
       return (j.prepared !== undefined ? `job-in\t${escapeField(j.prepared)}\t` : '') + fields.map(escapeField).join('\t') + '\n';

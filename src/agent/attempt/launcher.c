@@ -16,11 +16,9 @@
  * no field holds a tab or a newline (\\ \t \n, and \0 for a NUL, which no argv or environment can
  * carry: such a job gets `fail`):
  *
- *     id cwd stdout stderr status uid gid nprocs procs... nargv argv... nset (name value)... [nwrite (file value)...]
+ *     id cwd stdout stderr status uid gid nprocs procs... nargv argv... nset (name value)...
  *
- * uid and gid are empty for "the launcher's own user". The last list is optional (absent: none):
- * files the command's own process writes after its joins and before it drops its user, a prepared
- * spare's cpu weight (docs/containment.md, "The weight written by the child"). Every count is checked against the fields
+ * uid and gid are empty for "the launcher's own user". Every count is checked against the fields
  * that follow; a line that does not parse gets `fail <id>` when its id can be read, a line on
  * stderr when not, and the launcher goes on with the next.
  *
@@ -42,7 +40,7 @@
  * and none blocked; a process group of its own; stdin from /dev/null, stdout and stderr appended to
  * the attempt's files (0600); the working directory; "0" written to each cgroup.procs (the writer
  * joins: nothing the command forks was ever outside its cgroups, docs/containment.md "Joining
- * before exec"); the job's writes (its cpu weight); no supplementary groups, the gid, the uid, no new privileges; umask 022; every
+ * before exec"); no supplementary groups, the gid, the uid, no new privileges; umask 022; every
  * other descriptor closed on exec. A failure in any step comes back to the parent on a pipe closed
  * by the exec, so the parent knows, before it answers, whether the command runs. The parent writes
  * each command's exit status into its status file before it reaps it (waitid with WNOWAIT), so a
@@ -175,8 +173,6 @@ struct job {
   size_t nargv;
   char **setname, **setvalue;
   size_t nset;
-  char **writes; /* file, value, file, value...; NULL when the job has none */
-  size_t nwrites;
 };
 
 struct fields {
@@ -275,7 +271,6 @@ static const char *parse(struct fields *f, struct job *j) {
     }
   }
   free(set);
-  if (f->next != f->n && !(j->writes = list(f, &j->nwrites, 2))) return "a bad count of writes";
   if (f->next != f->n) return "fields left over";
   if (!*j->cwd || !*j->out || !*j->err || !*j->status) return "an empty path";
   return NULL;
@@ -286,7 +281,6 @@ static void job_free(struct job *j) {
   free(j->argv);
   free(j->setname);
   free(j->setvalue);
-  free(j->writes);
 }
 
 /* The command's environment: the launcher's own, each variable the job sets replacing or added. */
@@ -326,7 +320,7 @@ static void env_free(char **env, size_t nset) {
 
 /* ---- The child: from fork to exec. ---- */
 
-enum step { STEP_OPEN_NULL = 1, STEP_OPEN_OUT, STEP_OPEN_ERR, STEP_CHDIR, STEP_JOIN, STEP_USER, STEP_EXEC, STEP_PREPARED, STEP_RECEIVED, STEP_WRITE };
+enum step { STEP_OPEN_NULL = 1, STEP_OPEN_OUT, STEP_OPEN_ERR, STEP_CHDIR, STEP_JOIN, STEP_USER, STEP_EXEC, STEP_PREPARED, STEP_RECEIVED };
 
 /* What the child tells its parent when a step fails: which, which cgroup file, and errno. */
 struct failure {
@@ -435,19 +429,6 @@ static void child_job(const struct job *j, char **env, int pipe_w, int joined) {
   if (chdir(j->cwd) != 0) child_fail(pipe_w, STEP_CHDIR, 0, errno);
 
   if (!joined) join_cgroups(j->procs, j->nprocs, pipe_w);
-  /* The stage's cpu weight, last of what runs as the launcher's user: every step above ran at the
-   * spare's default weight, and nothing of the command runs before it is the stage's (docs/containment.md,
-   * "The weight written by the child"). */
-  for (size_t i = 0; i < j->nwrites; i++) {
-    int fd = open(j->writes[2 * i], O_WRONLY | O_TRUNC | O_CLOEXEC);
-    size_t n = strlen(j->writes[2 * i + 1]);
-    if (fd < 0 || write(fd, j->writes[2 * i + 1], n) != (ssize_t)n) {
-      int e = errno;
-      say("gantry: cannot contain the command: %s: %s\n", j->writes[2 * i], strerror(e));
-      child_fail(pipe_w, STEP_WRITE, (int)i, e);
-    }
-    close(fd);
-  }
   if (j->has_user) {
     const char *what = NULL;
     if (setgroups(0, NULL) != 0) what = "setgroups";
@@ -503,12 +484,6 @@ static void finish(const struct job *j, pid_t pid, int fail_r) {
       answer("fail", j->id, "could not join its cgroups or become its user (its stderr says why)");
     break;
   case STEP_USER: answer("fail", j->id, "could not join its cgroups or become its user (its stderr says why)"); break;
-  case STEP_WRITE:
-    if (f.err == ENOENT)
-      answer("gone", j->id, "a cgroup it was to write was removed before it joined (%s)", f.index >= 0 && (size_t)f.index < j->nwrites ? j->writes[2 * f.index] : "?");
-    else
-      answer("fail", j->id, "could not write its cgroup's cpu weight (its stderr says why)");
-    break;
   default: answer("fail", j->id, "%s: %s", e, j->argv[0]); break;
   }
 }

@@ -241,8 +241,7 @@ describe.skipIf(!compiled)('the C launcher', () => {
       [job('2', '5', 'x', '1', 'true', '0'), /a bad count of cgroups/],
       [job('3', '0', '9', 'true', '0'), /a bad count of arguments/],
       [job('4', '0', '1', 'true', '3', 'A', 'b'), /a bad count of variables/],
-      [job('5', '0', '1', 'true', '0', '0', 'extra'), /fields left over/],
-      [job('5w', '0', '1', 'true', '0', '1', 'cpu.weight'), /a bad count of writes/],
+      [job('5', '0', '1', 'true', '0', 'extra'), /fields left over/],
       [job('6', '0', '1', 'tr\\ue', '0'), /an unknown escape/],
       [job('7', '0', '1', 'tr\\0ue', '0'), /a NUL byte/],
       [job('8', '0', '0', '0'), /no command/],
@@ -395,40 +394,6 @@ describe.skipIf(!compiled)('the C launcher', () => {
     await l.answer(/^prepared p2 /);
     l.proc.stdin.write(`job-in\tp2\t${jobLine('10', [gone], 'exit 0')}\n`);
     expect(await l.answer(/^(gone|fail|pid) 10 /)).toMatch(/^gone 10 a cgroup it was to join was removed/);
-    l.proc.stdin.end();
-    expect(await l.exited).toBe(0);
-  });
-
-  it("writes a job's cgroup files from the command's own process, after its joins and before its exec: in a prepared child and in a plain start", async () => {
-    // A fake cpu weight file, the spare's default in it; the command prints what it holds when it runs.
-    const weight = join(dir, 'cpu.weight');
-    await writeFile(weight, '100');
-    const procs = [join(dir, 'v2.procs')];
-    await writeFile(procs[0]!, '');
-    const l = cLauncherProcess();
-    l.proc.stdin.write(`prepare\tp1\t1\t${procs[0]}\n`);
-    const child = Number((await l.answer(/^prepared p1 \d+$/)).split(' ')[2]);
-    expect(await until(() => readSoFar(procs[0]!) === '0')).toBe(true);
-    // Waiting for its job, it has written nothing: the weight is still the default.
-    expect(readSoFar(weight)).toBe('100');
-    l.proc.stdin.write(`job-in\tp1\t${jobLine('12', procs, `cat ${weight}`)}\t1\t${weight}\t10\n`);
-    expect(await l.answer(/^pid 12 /)).toBe(`pid 12 ${child}`);
-    expect(await l.answer(/^end 12 /)).toBe('end 12 0');
-    expect(await read(join(dir, '12.out'))).toBe('10');
-    // A plain start (a token it does not have) writes them after its joins.
-    await writeFile(weight, '100');
-    await writeFile(procs[0]!, '');
-    l.proc.stdin.write(`job-in\tnever\t${jobLine('13', procs, `cat ${weight}`)}\t1\t${weight}\t20\n`);
-    expect(await l.answer(/^end 13 /)).toBe('end 13 0');
-    expect(await read(join(dir, '13.out'))).toBe('20');
-    expect(readSoFar(procs[0]!)).toBe('0');
-    // A file that cannot be written: the command never runs, and the answer says why (gone: its cgroup was removed).
-    l.proc.stdin.write(`${jobLine('14', [], 'echo ran')}\t1\t${join(dir, 'gone', 'cpu.weight')}\t10\n`);
-    expect(await l.answer(/^(gone|fail|pid) 14 /)).toMatch(/^gone 14 a cgroup it was to write was removed/);
-    expect(await read(join(dir, '14.out'))).toBe('');
-    // A bad count is a malformed job.
-    l.proc.stdin.write(`${jobLine('15', [], 'echo ran')}\t2\t${weight}\t10\n`);
-    expect(await l.answer(/^fail 15 /)).toBe('fail 15 malformed job: a bad count of writes');
     l.proc.stdin.end();
     expect(await l.exited).toBe(0);
   });

@@ -24,7 +24,6 @@ import type { LauncherJob, LauncherProgram } from './launcher-programs.js';
 import { killProcessGroup, signalProcessGroup } from './process-group.js';
 import type { AttemptCgroup } from '../contain/attempt-cgroup.js';
 import { emptyCgroup, stopCgroup } from '../contain/cgroup-kill.js';
-import { writeCgroupFile } from '../contain/cgroup-file.js';
 import {
   ended,
   EXIT_UNKNOWN,
@@ -79,8 +78,6 @@ export class Launcher {
   private poll: NodeJS.Timeout | null = null;
   private seq = 0;
   private closed = false;
-  /** `prepare` lines asked for in this turn of the agent's loop, written at its end (prepare()). */
-  private held = '';
 
   /**
    * @param env the environment every attempt starts from (the agent's, without its own GANTRY_*
@@ -122,17 +119,6 @@ export class Launcher {
     } catch (err) {
       return notStarted(err);
     }
-    // A prepared spare's cpu weight, left for its child to write (attempt-cgroup.ts, pendingWeight):
-    // the C launcher's child writes it before it drops its user; for any other program the agent
-    // writes it now, before the command can start.
-    const pending = opts.cgroup?.pendingWeight ?? null;
-    if (pending && this.programs[this.current]!.name !== 'c') {
-      try {
-        opts.cgroup!.writePendingWeight();
-      } catch (err) {
-        return notStarted(err);
-      }
-    }
     const id = String(++this.seq);
     const spec: LauncherJob = {
       id,
@@ -144,7 +130,6 @@ export class Launcher {
       statusFile: opts.statusFile,
       ...(opts.contain ? { contain: opts.contain } : {}),
       ...(opts.prepared !== undefined ? { prepared: opts.prepared } : {}),
-      ...(pending ? { writes: [pending] } : {}),
     };
     const line = this.programs[this.current]!.encode(spec);
     if (line === null) return null;
@@ -170,7 +155,7 @@ export class Launcher {
       cgroup: opts.cgroup ?? null,
     };
     this.jobs.set(id, job);
-    proc.stdin!.write(this.takeHeld() + line);
+    proc.stdin!.write(line);
 
     let timer: NodeJS.Timeout | undefined;
     const timeoutS = opts.timeoutSeconds ?? 0;
@@ -196,43 +181,19 @@ export class Launcher {
    * Asks the launcher for a child forked into `procsFiles` and joined to them ahead of its job
    * (launcher.c, `prepare`), named `token`; false when its program has none (Python, bash) or it
    * is closed. Not waited for: the launcher answers `prepared <token> <pid>` and goes on.
-   *
-   * The line is held until this turn of the agent's loop is over (setImmediate), and every line
-   * held goes in one write, or ahead of a job line written before then (run(): a spare released and
-   * handed out in one turn gets its child before its job-in, as before). Why: a write wakes the
-   * launcher, which on a busy host takes the agent's core at once (the kernel's wake-up
-   * preemption) to fork the child, and the releases of one `fdatasync`'s exits run in one turn:
-   * each of them waited for a fork (measured: docs/throughput.md, "A stage's start off its cpu weight, and the release's growth").
    */
   prepare(token: string, procsFiles: readonly string[]): boolean {
     const program = this.programs[this.current];
     if (this.closed || !program?.prepare) return false;
-    if (!this.process()) return false;
-    if (!this.held) setImmediate(() => this.flushHeld());
-    this.held += program.prepare(token, procsFiles);
+    const proc = this.process();
+    if (!proc) return false;
+    proc.stdin!.write(program.prepare(token, procsFiles));
     return true;
-  }
-
-  /** The held `prepare` lines, written (dropped where the program now has none: their tokens start plainly). */
-  private flushHeld(): void {
-    const lines = this.held;
-    this.held = '';
-    if (!lines || !this.programs[this.current]?.prepare) return;
-    this.process()?.stdin!.write(lines);
-  }
-
-  /** The held `prepare` lines, taken to go ahead of a job line (the launcher reads them first). */
-  private takeHeld(): string {
-    const lines = this.held;
-    this.held = '';
-    return this.programs[this.current]?.prepare ? lines : '';
   }
 
   /** Stops the launcher; jobs already started run on (the agent stopped and leaves them). */
   close(): void {
     this.closed = true;
-    // A child prepared now would read EOF at once: none is asked for (their spares are dropped, CgroupTree.dropPrepared).
-    this.held = '';
     if (this.poll) clearInterval(this.poll);
     this.proc?.stdin?.end();
     // The C and Python launchers stay until the commands they started have ended: nothing of them may keep
@@ -297,26 +258,10 @@ export class Launcher {
   private rehome(): void {
     for (const job of [...this.jobs.values()]) {
       if (job.pid !== null || job.ended || job.direct) continue;
-      if (job.spec.writes?.length && (this.closed || this.programs[this.current]!.name !== 'c') && !this.writeFirst(job)) continue;
       const line = this.closed ? null : this.programs[this.current]!.encode(job.spec);
       const proc = line === null ? null : this.process();
       if (proc && line !== null) proc.stdin!.write(line);
       else this.spawnDirectly(job);
-    }
-  }
-
-  /**
-   * The files a job's own process would have written (its spec's writes), written by the agent
-   * before another program or its own spawn starts it; false when the kernel refuses one: the job
-   * is then not started (as the C launcher's child that cannot write one fails its start).
-   */
-  private writeFirst(job: Job): boolean {
-    try {
-      for (const w of job.spec.writes ?? []) writeCgroupFile(w.file, w.value);
-      return true;
-    } catch (err) {
-      this.notStarted(job, `cannot contain the command: ${errorText(err)}`);
-      return false;
     }
   }
 

@@ -16,7 +16,7 @@ import type { ContainmentKill } from '../../api/contract/containment.js';
 import { sleep } from '../../lib/sleep.js';
 import { CgroupFileError, readCgroupFile, readKeyedValue, readNumber, readPids, writeCgroupFile } from './cgroup-file.js';
 import type { CgroupSource, V1Controller } from './detect-cgroups.js';
-import { cpuWeightFile, defaultCpuWeight, writeCgroupLimits, type LimitWrite } from './cgroup-limits.js';
+import { writeCgroupLimits } from './cgroup-limits.js';
 import { NVIDIA_MAJOR } from './v1-device-rules.js';
 
 /** Where an attempt's cgroups are and what each is for (CgroupTree.layout). */
@@ -130,12 +130,6 @@ export class AttemptCgroup {
    * attempt the spare goes to, whose start takes it (and clears it: launcher-pool.ts). Null: none.
    */
   prepared: PreparedChild | null = null;
-  /**
-   * The stage's cpu weight, left by reuse() for the prepared child to write (its launcher's job
-   * line carries it: launcher.c, the job's writes); whoever starts the command another way writes
-   * it first (writePendingWeight). Null: written already, or the same as what the cgroup holds.
-   */
-  pendingWeight: LimitWrite | null = null;
 
   private constructor(
     readonly layout: AttemptCgroupLayout,
@@ -223,12 +217,10 @@ export class AttemptCgroup {
     // the count is taken again now (found in review: a successful attempt reported oom-killed).
     const baseline = previous.prepared ? { ...raw, oomKills: oomKillCount(previous.layout) } : raw;
     const cg = new AttemptCgroup(layout, baseline);
-    // Its limits are written while the child waits, before the job is sent to it, but for its cpu
-    // weight: the child writes that itself, right before it drops to the stage's user and execs,
-    // so that the job's steps run at the default weight and the stage's process never above its
-    // own (docs/containment.md, "The weight written by the child").
-    cg.pendingWeight = writeCgroupLimits(layout, spec, previous.written, cg.written, previous.prepared !== null);
+    writeCgroupLimits(layout, spec, previous.written, cg.written);
     cg.known = true;
+    // Its limits are written while the child waits, before the job is sent to it: the child's steps
+    // and the exec run under them (docs/containment.md, "A child waiting in a spare").
     cg.prepared = previous.prepared;
     return cg;
   }
@@ -382,42 +374,6 @@ export class AttemptCgroup {
     } catch {
       return false;
     }
-    return true;
-  }
-
-  /**
-   * The cpu weight reuse() left for the prepared child, written by the agent instead: for a start
-   * that does not go to that child through the C launcher (its launcher gone or another program,
-   * the agent's own spawn). Throws (a CgroupFileError) when the kernel refuses it. Writing it
-   * again after the child did is harmless: the same value.
-   */
-  writePendingWeight(): void {
-    const w = this.pendingWeight;
-    if (w) writeCgroupFile(w.file, w.value);
-  }
-
-  /**
-   * Its cpu weight back to the kernel's default, at its release, before a launcher's child joins
-   * it (CgroupTree.release): the child waits, reads its job and does the job's steps at the
-   * default weight, not at the last stage's, and writes the next stage's itself. False when the
-   * kernel refuses it (the cgroup is then removed, not kept). Nothing written where it holds the
-   * default already, as `written` says; where the last start left the weight to its child, written
-   * whatever `written` says (a start that failed before its child wrote it leaves the default there
-   * already, and writing it again is harmless).
-   */
-  resetCpuWeight(): boolean {
-    const file = cpuWeightFile(this.layout);
-    if (!file) return true;
-    const def = defaultCpuWeight(file);
-    const now = this.written.get(file);
-    if (now === undefined || (now === def && !this.pendingWeight)) return true;
-    try {
-      writeCgroupFile(file, def);
-    } catch {
-      return false;
-    }
-    this.written.set(file, def);
-    this.pendingWeight = null;
     return true;
   }
 

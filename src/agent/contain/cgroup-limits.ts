@@ -32,7 +32,7 @@ const DEFAULTS: Readonly<Record<string, string>> = {
 };
 
 /** One limit to write: `optional`, a file an older kernel or a host without swap accounting lacks. */
-export interface LimitWrite {
+interface LimitWrite {
   file: string;
   value: string;
   optional?: boolean;
@@ -44,20 +44,13 @@ export interface LimitWrite {
  * only those that differ from what `previous` (its last attempt's `written`) holds, and the
  * kernel's default into those this attempt does not set. Throws (a CgroupFileError naming the
  * file) when the kernel refuses one.
- *
- * `deferWeight`: a recycled cgroup whose launcher's child waits in it (docs/containment.md, "The
- * weight written by the child"): its cpu weight, when it differs, is not written but returned, for
- * that child to write as root right before it drops to the stage's user and execs; it is recorded
- * in `written` as if written (the start either writes it or fails, and the release resets it).
  */
 export function writeCgroupLimits(
   layout: AttemptCgroupLayout,
   spec: AttemptCgroupSpec,
   previous: ReadonlyMap<string, string> | null,
   written: Map<string, string>,
-  deferWeight = false,
-): LimitWrite | null {
-  let deferred: LimitWrite | null = null;
+): void {
   const writes = limitWrites(layout, spec);
   if (previous) {
     const now = new Set(writes.map((w) => w.file));
@@ -81,10 +74,7 @@ export function writeCgroupLimits(
     const ordered = grows ? [...writes].sort(memswFirst) : writes;
     for (const w of ordered) {
       if (previous.get(w.file) === w.value) written.set(w.file, w.value);
-      else if (deferWeight && isCpuWeight(w.file)) {
-        deferred = w;
-        written.set(w.file, w.value);
-      } else write(w, written);
+      else write(w, written);
     }
   } else {
     for (const w of writes) write(w, written);
@@ -100,25 +90,6 @@ export function writeCgroupLimits(
     }
     written.set(DEVICES_KEY, key);
   }
-  return deferred;
-}
-
-/** The file of a cgroup's cpu weight: v2's `cpu.weight`, v1's `cpu.shares`. */
-export function isCpuWeight(file: string): boolean {
-  const name = basename(file);
-  return name === 'cpu.weight' || name === 'cpu.shares';
-}
-
-/** What a cpu weight file holds when nothing was written to it (the kernel's default). */
-export function defaultCpuWeight(file: string): string {
-  return DEFAULTS[basename(file)]!;
-}
-
-/** The cpu weight file of `layout`, or null where the agent limits no CPU. */
-export function cpuWeightFile(layout: AttemptCgroupLayout): string | null {
-  if (layout.cpu === 'v2') return join(layout.v2!, 'cpu.weight');
-  if (layout.cpu === 'v1') return join(layout.v1.get('cpu')!, 'cpu.shares');
-  return null;
 }
 
 function write(w: LimitWrite, written: Map<string, string>): void {

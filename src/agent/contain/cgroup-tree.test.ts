@@ -88,47 +88,6 @@ describe('CgroupTree on pure v2', () => {
     expect(b.usage().oomKills).toBe(0);
   });
 
-  it("a spare with a launcher's child waiting in it holds the default cpu weight, not the last stage's; the next stage's is left for the child to write (or the agent, for a start without it)", async () => {
-    host = fakeCgroupHost('v2');
-    const t = tree(host);
-    t.preparer = { prepare: () => ({ launcher: 0, token: 'p1' }) };
-    const a = t.create('att_wa', { limits: limits({ requestCpuMillis: 100 }), pidsMax: 64, gpuIndices: [] })!;
-    const dir = host.at(`sys/fs/cgroup${FAKE_V2_OWN}/gantry-m1/att_wa`);
-    // A new cgroup: no child in it yet, the agent writes the weight.
-    expect(read(`${dir}/cpu.weight`)).toBe('10');
-    await t.release(a);
-    // The child joins it now and waits: at the default weight, so its steps after its job comes do not run at a tenth of it.
-    expect(read(`${dir}/cpu.weight`)).toBe('100');
-    const b = t.create('att_wb', { limits: limits({ requestCpuMillis: 200 }), pidsMax: 64, gpuIndices: [] })!;
-    expect(b.dirs).toEqual([dir]);
-    // The hand-out leaves the stage's weight to the child (written in its job's line), and the file at the default meanwhile.
-    expect(b.pendingWeight).toEqual({ file: `${dir}/cpu.weight`, value: '20' });
-    expect(read(`${dir}/cpu.weight`)).toBe('100');
-    // A start that does not go to the child writes it itself.
-    b.writePendingWeight();
-    expect(read(`${dir}/cpu.weight`)).toBe('20');
-    await t.release(b);
-    expect(read(`${dir}/cpu.weight`)).toBe('100');
-    // The same weight as the default: nothing left to write.
-    const c = t.create('att_wc', { limits: limits({ requestCpuMillis: 1000 }), pidsMax: 64, gpuIndices: [] })!;
-    expect(c.pendingWeight).toBeNull();
-    expect(read(`${dir}/cpu.weight`)).toBe('100');
-    // A start that failed before its child wrote the weight (the file at the default, the record saying 30) is reset all the same.
-    await t.release(c);
-    const d = t.create('att_wd', { limits: limits({ requestCpuMillis: 300 }), pidsMax: 64, gpuIndices: [] })!;
-    expect(d.pendingWeight?.value).toBe('30');
-    writeFileSync(`${dir}/cpu.weight`, 'never written by a failed start');
-    t.preparer = null;
-    await t.release(d);
-    expect(read(`${dir}/cpu.weight`)).toBe('100');
-    // Without a preparer, a spare keeps its last weight and the next attempt's is written at the hand-out, as before.
-    const e = t.create('att_we', { limits: limits({ requestCpuMillis: 400 }), pidsMax: 64, gpuIndices: [] })!;
-    expect(e.pendingWeight).toBeNull();
-    expect(read(`${dir}/cpu.weight`)).toBe('40');
-    await t.release(e);
-    expect(read(`${dir}/cpu.weight`)).toBe('40');
-  });
-
   it('reads usage, the OOM count and emptiness from the v2 files', () => {
     host = fakeCgroupHost('v2');
     const t = tree(host);
@@ -270,20 +229,6 @@ describe('CgroupTree on pure v2', () => {
 });
 
 describe('CgroupTree on v1', () => {
-  it("a spare with a launcher's child waiting in it holds the default cpu.shares, and the next stage's is left for the child", async () => {
-    host = fakeCgroupHost('v1');
-    const t = tree(host);
-    t.preparer = { prepare: () => ({ launcher: 0, token: 'p1' }) };
-    const a = t.create('att_sa', { limits: limits({ requestCpuMillis: 100 }), pidsMax: 64, gpuIndices: [] })!;
-    const shares = `${host.at(`sys/fs/cgroup/cpu,cpuacct${FAKE_V1_OWN}/gantry-m1/att_sa`)}/cpu.shares`;
-    expect(read(shares)).toBe('102');
-    await t.release(a);
-    expect(read(shares)).toBe('1024');
-    const b = t.create('att_sb', { limits: limits({ requestCpuMillis: 100 }), pidsMax: 64, gpuIndices: [] })!;
-    expect(b.pendingWeight).toEqual({ file: shares, value: '102' });
-    expect(read(shares)).toBe('1024');
-  });
-
   it('memory with swap, CPU shares and quota on the co-mounted cpu,cpuacct, pids, and devices: NVIDIA only the GPUs given', () => {
     host = fakeCgroupHost('v1');
     const t = tree(host);

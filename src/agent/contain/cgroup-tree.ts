@@ -204,15 +204,6 @@ export class CgroupTree {
       // Kept empty; then a launcher's child joins it, off any stage's path (the joins' wait for the
       // kernel's migration lock), and waits for the next attempt's job. Its counters were read above.
       cg.prepared = this.preparer?.prepare(cg.procsFiles) ?? null;
-      // Its cpu weight back to the default where a child waits in it (written before the launcher
-      // has the line, which is held to the end of this turn: launcher.ts, prepare), or where its
-      // last start left the weight to a child: the
-      // child's steps once its job comes run at the default weight, and it writes the next stage's
-      // itself before its exec (docs/containment.md, "The weight written by the child").
-      if ((cg.prepared || cg.pendingWeight) && !cg.resetCpuWeight()) {
-        discardSpare(cg);
-        return;
-      }
       const list = this.spares.get(needed);
       if (list) list.push(cg);
       else this.spares.set(needed, [cg]);

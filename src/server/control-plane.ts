@@ -22,6 +22,7 @@ import { Loop } from './loop.js';
 import { artifactCollection } from './artifact-collection.js';
 import { dutyLoop } from './duty-loop.js';
 import { reconcilerLoops, type ReconcilerLoops } from './reconciler-loops.js';
+import { JudgeGrace } from './judge-grace.js';
 import { LeaderElection } from './leader-election.js';
 import { SyncedClock } from './synced-clock.js';
 import { NotLeaderError } from '../domain/errors.js';
@@ -188,7 +189,7 @@ export async function createControlPlane(
   // by every replica's liveness loop, and a predecessor that lost its lease for being overloaded
   // had likely not flushed its agents' arrivals either; judged at once, its live fleet was lost
   // and back every leader change (branch `collapse`, docs/failure-detection.md, "After a leader change").
-  let judgeFrom = clock.now() + config.lostAfterMs;
+  const grace = new JudgeGrace(config.lostAfterMs, clock.now());
   const reconciler = reconcilerLoops({
     store: leaderStore,
     clock,
@@ -196,7 +197,7 @@ export async function createControlPlane(
     log: app.log,
     onError: logError,
     random,
-    judgeFrom: () => judgeFrom,
+    judgeFrom: () => grace.judgeFrom,
     heard: (machineId) => liveness.heardAt(machineId),
     removeLegacyDirs: async (ids) => {
       for (const id of ids) await artifacts.removeLegacyDir(id);
@@ -353,7 +354,7 @@ export async function createControlPlane(
       // then 3 s, 7 s of retransmission. The kernel caps it at net.core.somaxconn.
       const address = await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
       cp.url = address.replace('[::1]', '127.0.0.1');
-      judgeFrom = clock.now() + config.lostAfterMs;
+      grace.restart(clock.now());
       if (
         config.autoscaleServerUrl === null &&
         config.pools.some((p) => p.autoscale.provider === ScaleProvider.command) &&
@@ -380,9 +381,9 @@ export async function createControlPlane(
         config.leaderTtlMs,
         {
           gained: (t) => {
-            // Nomad's heartbeat timers reset on a leader election, for the same reason (see judgeFrom above).
-            judgeFrom = Math.max(judgeFrom, clock.now() + config.lostAfterMs);
-            app.log.info({ replica: replicaId, term: t.term, judgeFrom }, 'this replica is the leader: scheduler and reconciler running');
+            // Nomad's heartbeat timers reset on a leader election, for the same reason (see the grace above), bounded (judge-grace.ts).
+            grace.gained(clock.now());
+            app.log.info({ replica: replicaId, term: t.term, judgeFrom: grace.judgeFrom }, 'this replica is the leader: scheduler and reconciler running');
             for (const loop of leaderLoops) loop.start();
           },
           lost: (why) => {

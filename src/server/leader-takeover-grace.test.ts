@@ -27,6 +27,18 @@ describe.skipIf(pgMissing !== null)('a new leader waits a loss period before jud
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'gantry-takeover-'));
   });
+  /** Short periods on a clock the test moves: a lease of 300 ms, renewed only as the test moves the clock. */
+  const configWith = (lostAfterMs: number) =>
+    defaultServerConfig({
+      dataDir: dir,
+      port: 0,
+      host: '127.0.0.1',
+      heartbeatMs: 100,
+      suspectAfterMs: 200,
+      lostAfterMs,
+      leaderTtlMs: 300,
+      schedulerIntervalMs: 3_600_000,
+    });
   afterEach(async () => {
     await cp?.stop();
     cp = null;
@@ -38,16 +50,7 @@ describe.skipIf(pgMissing !== null)('a new leader waits a loss period before jud
     let now = t0;
     // Periods short enough that the grace ends inside one lease: the clock stands still between
     // the test's moves, so this replica's renewals all give it until the move + 300 ms.
-    const config = defaultServerConfig({
-      dataDir: dir,
-      port: 0,
-      host: '127.0.0.1',
-      heartbeatMs: 100,
-      suspectAfterMs: 200,
-      lostAfterMs: 250,
-      leaderTtlMs: 300,
-      schedulerIntervalMs: 3_600_000,
-    });
+    const config = configWith(250);
     store = await freshPostgresStore('takeover');
     const live = await store.machineRegister({ ...cpuMachine('live'), now: t0 });
     await store.machineRegister({ ...cpuMachine('dead'), now: t0 });
@@ -78,4 +81,28 @@ describe.skipIf(pgMissing !== null)('a new leader waits a loss period before jud
     await cp.loops.reconciler.lostMachines.runOnce();
     expect(await health()).toEqual({ live: 'ready', dead: 'lost' });
   });
+
+  it('a lease that changes term more often than the loss period does not hold judging back for ever (found in review)', async () => {
+    const t0 = 1_800_000_000_000;
+    let now = t0;
+    const config = configWith(1_000);
+    store = await freshPostgresStore('takeover_churn');
+    await store.machineRegister({ ...cpuMachine('dead'), now: t0 });
+    cp = await createControlPlane(config, { store, clock: { now: () => now }, random: () => 0.5, logger: false });
+    await cp.start();
+    const term = async () => Number((await store.db.selectFrom('leader').select('term').executeTakeFirstOrThrow()).term);
+    const health = async () => (await store.machineList()).map((m) => m.health);
+    // Each step moves the clock past the 300 ms lease: the renewal finds it run out and takes a new
+    // term, a gain each time. Before the bound every gain pushed the grace on, and the dead machine
+    // stayed ready 4.8 s after its last heartbeat (a loss period of 1 s).
+    const seen: string[] = [];
+    for (let step = 0; step < 12 && !seen.includes('lost'); step++) {
+      const before = await term();
+      now += 400;
+      for (let i = 0; i < 300 && (await term()) === before; i++) await new Promise((r) => setTimeout(r, 10));
+      await cp.loops.reconciler.lostMachines.runOnce();
+      seen.push(...(await health()));
+    }
+    expect(seen).toContain('lost');
+  }, 60_000);
 });

@@ -509,7 +509,9 @@ export class KyselyStore implements Store {
     // says why), each checking the term and re-checking its placements against the rows as they
     // are then. A chunk refused runs again alone; one that fails for good (the leader deposed, the
     // database busy) fails the call, the chunks before it committed and the rest left to the next
-    // pass, as a pass that failed leaves its whole plan.
+    // pass, as a pass that failed leaves its whole plan. The caller is not told what the committed
+    // chunks placed (the pass's count and its `more` miss them; each chunk's own messages still
+    // went out with its commit): the next pass reads the queue anew either way.
     const out: PlanApplyResult = { applied: [], skipped: [] };
     for (const plan of planChunks(p.plan)) {
       const r = await this.tx(p.now, async (tx) => {

@@ -4,21 +4,15 @@ import { schedulerPass } from '../../server/scheduler-pass.js';
 import type { PlannedPlacement } from '../../scheduler/snapshot.js';
 import { freshPostgresStore } from '../../../test/support/fresh-postgres-store.js';
 import { POSTGRES_URL, serviceMissing } from '../../../test/support/services.js';
-import { countStatements } from '../../../test/support/statement-counter.js';
 import { cpuMachine, job, reportStarted, reportSucceeded, stage, startedOneStage } from '../conformance/fixtures.js';
 import type { KyselyStore } from '../kysely/kysely-store.js';
 
 const pgMissing = await serviceMissing('PostgreSQL', POSTGRES_URL);
-const statements = countStatements();
-
-/** The loop's placing transaction begins with the lock of its machines (scheduler-verbs.ts, lockMachines): a store with no term to check. */
-const LOOP_PLACING = /in a transaction that began: select \* from "machines" where "id" in/;
-const loopRefusals = () => [...statements.snapshot().conflictsByText].reduce((n, [text, k]) => n + (LOOP_PLACING.test(text) ? k : 0), 0);
 
 /**
  * The loop's plan applied in chunks on PostgreSQL (kysely-store.ts planApply, plan-chunks.ts;
- * docs/failure-detection.md, "Branch `placing`"): a plan of hundreds of placements no longer
- * refused beside the reports that commit while it runs, a chunk's predicate locks kept on rows,
+ * docs/failure-detection.md, "Branch `placing`"): a plan of hundreds of placements placed
+ * correctly beside the reports that commit while it runs (refused less often than whole, not bounded), a chunk's predicate locks kept on rows,
  * and a chunk refused for good leaving the chunks before it placed and the rest to the next pass.
  */
 describe.skipIf(pgMissing)('the loop placing in chunks (PostgreSQL)', () => {
@@ -74,7 +68,6 @@ describe.skipIf(pgMissing)('the loop placing in chunks (PostgreSQL)', () => {
       (source) => schedulerPass(source, { now: () => t1 }, { leaseMs, maxPlacements: 1 }).then(() => {}),
       (err) => errors.push(err),
     );
-    statements.reset();
     const rounds = 3;
     const [applied] = await Promise.all([
       store.planApply({ plan: { placements: planOf(planned, big), pending: [] }, now: t1, leaseMs }),
@@ -88,12 +81,12 @@ describe.skipIf(pgMissing)('the loop placing in chunks (PostgreSQL)', () => {
         }
       }),
     ]);
-    const refused = loopRefusals();
-    // One transaction for the whole plan (main): its reads of machines, stages, jobs and attempts
-    // held as locks on those relations, a dependency of every report beside it: refused 7, 8 and 7
-    // times in three runs. Chunks of 16 that scan sequentially lock the same relations whole: 10.
-    // Chunks read by index lock rows: none in three runs.
-    expect(refused).toBeLessThanOrEqual(3);
+    // The refusals are not bounded here: one transaction for the whole plan (main) was refused 7,
+    // 8 and 7 times in three runs, chunks read by index 5, 5 and 1 (the review's recount; a count
+    // that matched only the machines' lock as a transaction's first statement missed every chunk
+    // and read 0): fewer, but too close on a loaded host for a bound that cannot flake. What a chunk
+    // holds is asserted below (no relation-level predicate lock); here, that the chunks place
+    // correctly beside the reports, however often they are refused.
     // Every stage of the plan placed once, by the plan or by a report's pass, on a machine with room.
     const { active, perStage } = await held();
     for (const id of planned) expect(perStage.get(id) ?? 0).toBeLessThanOrEqual(1);

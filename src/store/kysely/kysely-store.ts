@@ -161,9 +161,11 @@ export class KyselyStore implements Store {
   /**
    * PostgreSQL: the lease's own connection (docs/replicas.md, "The leader's lane"). The lane's
    * three connections carry the passes, both reapers' batches and every replica's liveness
-   * writes; once a fleet of 10,000 flaps those are large and many, and a claim that waited behind
-   * them past the lease's 5 s handed leadership to the other replica (branch `collapse`). A claim
-   * is one short transaction every TTL / 3: a connection of its own never queues it.
+   * writes; once a fleet of 10,000 flaps those are large and many, and a claim queued behind them
+   * past the lease's 5 s would hand leadership to the other replica (the lane held by five liveness
+   * flushes kept a renewal 1.3 s: leader-lane.test.ts). Not what the measured churn was (no claim
+   * came late there: the replicas' clocks disagreed, synced-clock.ts), but a claim is one short
+   * transaction every TTL / 3, and a connection of its own never queues it.
    */
   private leaseDb: Kysely<Database> | null = null;
   useLeaseConnection(db: Kysely<Database>): void {

@@ -21,9 +21,10 @@
  *   --max-heartbeats-per-second 2500 --lose 1000];
  * `--old-agents`: agents that ignore the period the server gives (as agents before it did): the
  * server's cost at the configured period, for a peer in the same run.
- * `--fleet-procs N`: the simulated agents spread over N processes (bench/fleet/fleet-procs.ts; 1, the
- * default, keeps them all in this one): a heartbeat's round trip includes the fleet's own lateness,
- * which one process for 10,000 agents adds (the split table says how much).
+ * `--fleet-procs N`: the simulated agents spread over N processes (bench/fleet/fleet-procs.ts; 2, the
+ * default since the thirty-third session; 1 keeps them all in this one, as runs before it did): a
+ * heartbeat's round trip includes the fleet's own lateness, which one process for 10,000 agents adds
+ * (the split table says how much; docs/throughput.md, "The fleet's own loop").
  * `--lose N`: after the single lost machine, a mass loss: N machines, each holding one long stage,
  * stop at once (a rack or a zone gone); when the last of them is marked lost and the last of their
  * stages is placed elsewhere, against the bound (bench/fleet/mass-loss.ts).
@@ -72,8 +73,8 @@ const OLD_AGENTS = process.argv.includes('--old-agents');
 const MAX_HB_RATE = arg('max-heartbeats-per-second', '');
 /** `--lose N`: machines stopped at once after the single lost machine (0: no mass loss). */
 const LOSE = num('lose', 0);
-/** `--fleet-procs N`: the simulated agents spread over N processes (fleet-procs.ts); 1, the default: all in this one, as before. */
-const FLEET_PROCS = num('fleet-procs', 1);
+/** `--fleet-procs N`: the simulated agents spread over N processes (fleet-procs.ts); 2 by default (a real fleet is a process a machine; one process for 10,000 was itself late); 1: all in this one, as runs before the thirty-third session. */
+const FLEET_PROCS = num('fleet-procs', 2);
 if (!Number.isInteger(FLEET_PROCS) || FLEET_PROCS < 1) throw new Error(`--fleet-procs takes a whole number of processes, 1 or more; got ${FLEET_PROCS}`);
 /** The server's defaults (docs/failure-detection.md), which the bench leaves as they are. */
 const HEARTBEAT_MS = 2000;

@@ -53,6 +53,8 @@ def pr(name, xs):
 print(f"{len(rows)} stages lost; seconds after the stop:")
 pr('last heartbeat written', [r['hb'] for r in rows])
 pr('floor (heartbeat + 14 s)', [r['floor'] for r in rows])
+pr('machine judged lost (its event)', [r['judged'] for r in rows])
+pr('  judged past floor', [r['judged']-r['floor'] for r in rows])
 pr('attempt lost (batch tx time)', [r['lostAt'] for r in rows])
 pr('  wait past floor', [r['lostAt']-r['floor'] for r in rows])
 pr('placed elsewhere (scheduled_at)', [r['placed'] for r in rows])
@@ -61,6 +63,10 @@ pr('started (started_at)', [r['started'] for r in rows])
 pr('  received - placed', [r['recv']-r['placed'] if r['recv'] is not None and r['placed'] else None for r in rows])
 pr('received by fleet (bench)', [x/1000 for x in ml['elsewhereMs']])
 pr('seen lost (bench)', [x/1000 for x in ml['lostMs']])
+# The lost-machines duty's passes, from the machine:lost events' times (each batch's transaction time).
+bt = {}
+for r in rows: bt[round(r['judged'], 2)] = bt.get(round(r['judged'], 2), 0) + 1
+print('machines judged lost by batch (s after the stop: machines): ' + ', '.join(f'{k:.2f}: {v}' for k, v in sorted(bt.items())))
 # The scheduler loop's placing transactions (planApply from the loop: a leader's transaction, its
 # term read first, that locks its machines): in the 30 s from the stop, how many, how many refused
 # and why (branch `placing`: the plan in chunks, docs/failure-detection.md).

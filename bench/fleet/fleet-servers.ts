@@ -58,7 +58,9 @@ export async function startFleetServers(o: { store: FleetStore; replicas: number
     // GANTRY_BENCH_KEEP_SCHEMA=1: the schema left for reading afterwards (its name on stderr); drop it by hand.
     if (o.store === 'postgres' && process.env.GANTRY_BENCH_KEEP_SCHEMA) console.error(`fleet: schema ${schema} kept`);
     else if (o.store === 'postgres') await dropPostgresSchema(POSTGRES_URL, schema).catch(() => {});
-    rmSync(dir, { recursive: true, force: true });
+    // On SQLite the same variable keeps the servers' data directory (its database), for the split.
+    if (o.store !== 'postgres' && process.env.GANTRY_BENCH_KEEP_SCHEMA) console.error(`fleet: data directory ${dir} kept`);
+    else rmSync(dir, { recursive: true, force: true });
   };
   try {
     for (let i = 0; i < o.replicas; i++) {

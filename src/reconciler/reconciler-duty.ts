@@ -10,4 +10,6 @@ export interface ReconcilerDuty<R> {
   readonly intervalMs: number;
   /** One pass; what it changed, for the log. */
   runOnce(): Promise<R>;
+  /** From what a pass found: its next pass within this many ms, sooner than the interval (undefined: the interval). */
+  nextWithinMs?(r: R): number | undefined;
 }

@@ -4,7 +4,8 @@ import { Loop } from './loop.js';
 /**
  * A duty run by its own loop on its own interval: what it did goes to `report`; what it threw
  * goes to `onError` with the duty's name, and its next pass comes on time, as do the other
- * duties' (each has its loop). `ready` false skips a pass (the restart grace).
+ * duties' (each has its loop), or sooner where the duty asks (`nextWithinMs`). `ready` false
+ * skips a pass (the restart grace).
  */
 export function dutyLoop<R>(
   duty: ReconcilerDuty<R>,
@@ -15,7 +16,9 @@ export function dutyLoop<R>(
     duty.name,
     async () => {
       if (p.ready && !p.ready()) return;
-      report(await duty.runOnce());
+      const r = await duty.runOnce();
+      report(r);
+      return duty.nextWithinMs?.(r);
     },
     duty.intervalMs,
     p.onError(duty.name),

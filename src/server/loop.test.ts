@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Loop } from './loop.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -59,5 +59,35 @@ describe('Loop', () => {
     await expect(stopped).resolves.toBeUndefined();
     await tick();
     expect(errors).toHaveLength(1);
+  });
+
+  it('a pass that returns a number has its next pass within that many ms; the interval stays the latest', async () => {
+    vi.useFakeTimers({ now: 0, toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const at: number[] = [];
+      const asks = [150, 5000, undefined];
+      const loop = new Loop(
+        't',
+        async () => {
+          at.push(Date.now());
+          return asks[at.length - 1];
+        },
+        1000,
+        (e) => {
+          throw e;
+        },
+        () => 0.5,
+      );
+      loop.start();
+      for (let t = 0; t < 2500; t += 50) {
+        await tick();
+        await vi.advanceTimersByTimeAsync(50);
+      }
+      await loop.stop();
+      // At start; 150 ms later as asked; then 5,000 asked, the interval (1,000) sooner; then the interval.
+      expect(at.slice(0, 4)).toEqual([0, 150, 1150, 2150]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

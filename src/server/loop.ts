@@ -1,7 +1,9 @@
 /**
  * The small base every background loop shares: an interval with jitter, `kick()` to run soon
  * (coalesced: kicks during a pass cause exactly one more pass), `runOnce()` for tests, and a
- * `stop()` that waits for the pass in flight.
+ * `stop()` that waits for the pass in flight. A pass may return a number of milliseconds: its next
+ * pass then comes no later than that after it (the lost-machines duty aims at a machine's loss,
+ * docs/failure-detection.md, "Branch `massloss3`"), the interval still its latest.
  */
 export class Loop {
   private timer: NodeJS.Timeout | null = null;
@@ -9,10 +11,12 @@ export class Loop {
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = true;
+  /** What the last pass asked for: its next pass within this many ms (undefined: the interval). */
+  private nextWithinMs: number | undefined;
 
   constructor(
     readonly name: string,
-    private readonly pass: () => Promise<void>,
+    private readonly pass: () => Promise<number | void>,
     private readonly intervalMs: number,
     private readonly onError: (err: unknown) => void,
     private readonly random: () => number = Math.random,
@@ -49,9 +53,14 @@ export class Loop {
   /** One pass now, for tests and for callers that need its effect before going on. */
   async runOnce(): Promise<void> {
     while (this.running) await this.running;
-    this.running = this.pass().finally(() => {
-      this.running = null;
-    });
+    this.nextWithinMs = undefined;
+    this.running = this.pass()
+      .then((within) => {
+        if (typeof within === 'number') this.nextWithinMs = Math.max(0, within);
+      })
+      .finally(() => {
+        this.running = null;
+      });
     await this.running;
   }
 
@@ -83,6 +92,7 @@ export class Loop {
     }
     if (this.stopped || this.timer || this.immediate) return;
     // Jitter keeps replicas' (and loops') passes from lining up.
-    this.schedule(this.again ? 0 : this.intervalMs * (0.8 + 0.4 * this.random()));
+    const interval = this.intervalMs * (0.8 + 0.4 * this.random());
+    this.schedule(this.again ? 0 : Math.min(interval, this.nextWithinMs ?? interval));
   }
 }

@@ -526,4 +526,8 @@ export interface ReapResult {
   lostAttempts: string[];
   /** Machines or attempts the database kept refusing to judge (conflicts), left to the next pass; absent when none. */
   deferred?: number;
+  /** The lost-machines duty: the earliest time a machine this pass read silent past its suspect
+   *  allowance runs out of its loss allowance (the clock's time); absent when none is. The duty's
+   *  loop aims its next pass there (docs/failure-detection.md, "Branch `massloss3`"). */
+  lostDueAt?: number;
 }

@@ -946,17 +946,23 @@ export class KyselyStore implements Store {
    * "A mass loss"). A batch the database keeps refusing is split (reapInBatches): a conflict with
    * one machine's writer holds back only that machine, and only until the next pass.
    */
-  machinesReap(p: Parameters<Store['machinesReap']>[0]) {
+  async machinesReap(p: Parameters<Store['machinesReap']>[0]) {
     // No pass before the commit of a batch of several (reapInBatches): a batch readies up to a
     // hundred stages, and a pass placing them in its transaction read the cluster and locked the
     // machines it chose, which the fleet's heartbeats write; the batch was refused until it gave up
     // (PostgreSQL × 2, 5,000 agents, 500 lost: the first seen lost after 31 s). Its messages wake
     // the scheduler loop instead.
-    return this.reapPass(
-      () => machines.silentMachines(this.db, p),
+    let lostDueAt: number | undefined;
+    const r = await this.reapPass(
+      async () => {
+        const read = await machines.silentMachines(this.db, p);
+        lostDueAt = read.lostDueAt;
+        return read.silent;
+      },
       (tx, batch) => machines.machinesReap(tx, batch, p),
       p.now,
     );
+    return lostDueAt === undefined ? r : { ...r, lostDueAt };
   }
   /**
    * Overdue attempts read outside a transaction, then lost REAP_BATCH to a transaction, each write

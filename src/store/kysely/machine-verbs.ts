@@ -679,7 +679,7 @@ export interface SilentMachine {
 export async function silentMachines(
   db: Db,
   p: { now: number; suspectAfterMs: number; lostAfterMs: number; heartbeatMs?: number; heard?: HeardAt },
-): Promise<SilentMachine[]> {
+): Promise<{ silent: SilentMachine[]; lostDueAt?: number }> {
   // Each machine by the period it was last told (docs/failure-detection.md, "A period that grows
   // with the fleet"): the query finds every machine silent past the shortest allowance, and each
   // is then judged by its own, which a longer period grows.
@@ -691,6 +691,9 @@ export async function silentMachines(
     .where('last_heartbeat_at', '<', p.now - p.suspectAfterMs)
     .execute();
   const out: SilentMachine[] = [];
+  // The earliest time a machine read here, silent past its suspect allowance but not yet past its
+  // loss, runs out of it: the duty's next pass is aimed there (ReapResult.lostDueAt).
+  let lostDueAt = Infinity;
   for (const m of silent) {
     // A later arrival this replica holds unwritten counts: the row lags the machine by the liveness
     // loop's period, and a flush refused (StoreBusyError) lags it further. The write below stays
@@ -699,13 +702,15 @@ export async function silentMachines(
     const grow = p.heartbeatMs === undefined ? 0 : silenceGrowthMs(m.heartbeat_ms === null ? null : Number(m.heartbeat_ms), p.heartbeatMs);
     if (age < p.suspectAfterMs + grow) continue;
     const to: MachineHealth = age >= p.lostAfterMs + grow ? 'lost' : 'suspect';
+    if (to === 'suspect') lostDueAt = Math.min(lostDueAt, p.now - age + p.lostAfterMs + grow);
     if (to === m.health) continue;
     out.push({ id: m.id, name: m.name, health: m.health, lastHeartbeatAt: Number(m.last_heartbeat_at), to, silentMs: age });
   }
   // By id, and each machine's attempts by id (machinesReap): the order in which the lost-attempts
   // duty takes the same attempts' rows (overdueAttempts), so the two reapers never wait on each
   // other in a circle (a deadlock PostgreSQL breaks only after a second).
-  return out.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  const sorted = out.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  return lostDueAt === Infinity ? { silent: sorted } : { silent: sorted, lostDueAt };
 }
 
 const SILENT_TYPES = ['text', 'text', 'bigint', 'text'] as const;

@@ -901,8 +901,9 @@ export class KyselyStore implements Store {
    * A report's transaction. With several writers (PostgreSQL), a report of starts alone runs READ
    * COMMITTED first, with no pass before its commit (a start frees no room): each of its writes is
    * guarded on its own row, and it can no longer be the pivot another report made of it
-   * (starts-read-committed.ts). One with anything but plain starts throws StartsNeedSerializable
-   * having written nothing, and runs SERIALIZABLE at once, as every report did before.
+   * (starts-read-committed.ts). One with anything else found in it throws StartsNeedSerializable
+   * having written nothing, and runs SERIALIZABLE at once, as every report did before; one with an
+   * outcome or a pid runs SERIALIZABLE without the try.
    */
   private async reportTx<T>(p: Parameters<Store['machineReport']>[0], body: (readCommitted: boolean) => (tx: TxContext) => Promise<T>): Promise<T> {
     if (this.capabilities.singleWriter || p.completed.length > 0 || p.started.length === 0 || p.startOnPlacement || p.started.some((s) => s.pid !== null))

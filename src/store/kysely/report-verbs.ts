@@ -37,8 +37,9 @@ export async function machineReport(
     onItemError?: (attemptId: string, err: unknown) => void;
     startOnPlacement?: boolean;
     /**
-     * This transaction is READ COMMITTED (kysely-store.ts machineReport): only plain starts may be
-     * written in it (starts-read-committed.ts); anything else throws StartsNeedSerializable first.
+     * This transaction is READ COMMITTED (kysely-store.ts machineReport): only starts whose writes
+     * are guarded on their own rows may be written in it (starts-read-committed.ts); anything else
+     * throws StartsNeedSerializable before anything is written.
      */
     readCommitted?: boolean;
   },

@@ -23,11 +23,13 @@
  * COMMITTED, a report takes no predicate locks and none are checked against it: it can be no
  * transaction's pivot, nor make one of another.
  *
- * Only the plain case: acknowledgements before the spawn (no pid), each alone in the report with
- * its attempt and its job, of no gang, found `scheduled` with the report's token, on the
- * transaction's first run (one guarded statement per table: attempt-verbs.ts startMany). Anything
- * else (an outcome, a pid, a gang's member, a stale or repeated item, a rerun with savepoints)
- * throws StartsNeedSerializable having written nothing, and the report runs SERIALIZABLE as before.
+ * Which starts: acknowledgements before the spawn (no pid), of no gang, each named once in the
+ * report, found `scheduled` on the reporting machine with the report's token, on the transaction's
+ * first run; the plain ones in one guarded statement per table (attempt-verbs.ts startMany), two of
+ * one job each through startLoaded, guarded the same way. Anything else (an outcome, a pid, a gang's
+ * member, a stale or repeated item, an item the database refuses, a rerun with savepoints) throws
+ * StartsNeedSerializable having written nothing, and the report runs SERIALIZABLE as before; a pid
+ * or an outcome is known before the transaction, and such a report runs SERIALIZABLE at once.
  */
 export class StartsNeedSerializable extends Error {
   constructor(readonly why: string) {

@@ -55,29 +55,44 @@ describe.skipIf(pgMissing)('a report refused at its append (PostgreSQL)', () => 
     const applied = (await store.planApply({ plan: { placements, pending: [] }, now: t0, leaseMs: 10_000 })).applied;
     return applied.map((a) => ({ machineId: a.machineId, jobId: a.jobId, attempt: { attemptId: a.id, token: a.token } }));
   };
-  /** Until `n` transactions wait for the append lock (each report's reads and updates done). */
+  /**
+   * The transactions of this schema's store waiting for the append lock: the lock is one for the
+   * whole database, so other test files' stores (other schemas) may wait for it too; this store's
+   * waiters are those that also hold a lock on one of this schema's relations (their writes').
+   * Each with its running transaction's id, which its SIRead locks carry (a pool connection's pid
+   * also names the locks kept from its earlier, committed transactions).
+   */
+  const waiters = async (c: pg.Client) =>
+    (
+      await c.query<{ pid: number; vxid: string }>(
+        `select w.pid, v.virtualxid as vxid from pg_locks w
+         join pg_locks v on v.pid = w.pid and v.locktype = 'virtualxid' and v.granted
+         where w.locktype = 'advisory' and not w.granted
+           and exists (select 1 from pg_locks r join pg_class cl on cl.oid = r.relation
+                       where r.pid = w.pid and r.mode <> 'SIReadLock' and cl.relnamespace = $1::regnamespace)`,
+        [schema],
+      )
+    ).rows;
+  /** Until `n` of this store's transactions wait for the append lock (each report's reads and updates done). */
   const waitingAtAppend = async (c: pg.Client, n: number) => {
     for (let i = 0; i < 500; i++) {
-      const r = await c.query<{ n: number }>(`select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`);
-      if (r.rows[0]!.n >= n) return;
+      if ((await waiters(c)).length >= n) return;
       await new Promise((res) => setTimeout(res, 10));
     }
     throw new Error(`fewer than ${n} transactions reached their append`);
   };
-  /**
-   * SIRead locks in this schema, by relation: all of them, or (`waiters`) those of the transactions
-   * waiting for the append lock. Another test file's transactions beside this one keep the locks of
-   * transactions they overlapped (this file's setup's) after those commit, so `waiters` names whose they are.
-   */
-  const sireadRelations = async (c: pg.Client, waiters = false) =>
-    (
+  /** SIRead locks held in this schema, by relation: all of them, or (`waiting`) those of the transactions waiting at the append. */
+  const sireadRelations = async (c: pg.Client, waiting = false) => {
+    const vxids = waiting ? (await waiters(c)).map((w) => w.vxid) : null;
+    return (
       await c.query<{ relname: string }>(
         `select distinct cl.relname from pg_locks l join pg_class cl on cl.oid = l.relation
          where l.mode = 'SIReadLock' and cl.relnamespace = $1::regnamespace
-           and (not $2 or l.pid in (select pid from pg_locks where locktype = 'advisory' and not granted)) order by 1`,
-        [schema, waiters],
+           and ($2::text[] is null or l.virtualtransaction = any($2::text[])) order by 1`,
+        [schema, vxids],
       )
     ).rows.map((r) => r.relname);
+  };
   const APPEND_TABLES = /^(outbox|events|audit)/;
   const stateOf = async (attemptId: string) =>
     (await store.db.selectFrom('attempts').select('state').where('id', '=', attemptId).executeTakeFirstOrThrow()).state;

@@ -15,6 +15,8 @@ export interface StatementCounts {
   conflicts: number;
   /** The statements answered with those conflicts, by text, with the first statement of their transaction (which names the verb). */
   conflictsByText: Map<string, number>;
+  /** The same conflicts by statement (70 characters) and PostgreSQL's detail (its reason code: which check refused it). */
+  conflictReasons: Map<string, number>;
   /** Milliseconds from sending each statement to its answer, summed (statements in flight at once each count). */
   waitMs: number;
 }
@@ -61,6 +63,9 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
             const why = String((err as { message?: unknown }).message).slice(0, 70);
             const where = `${key.slice(0, 70)}  ← (${why}) in a transaction that began: ${tx}`;
             run.conflictsByText.set(where, (run.conflictsByText.get(where) ?? 0) + 1);
+            const detail = (err as { detail?: unknown }).detail;
+            const reason = `${key.slice(0, 70)}  ← ${typeof detail === 'string' ? detail : ''}`;
+            run.conflictReasons.set(reason, (run.conflictReasons.get(reason) ?? 0) + 1);
           }
         },
       );
@@ -74,5 +79,15 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
 }
 
 function fresh(): StatementCounts {
-  return { total: 0, statements: 0, multi: 0, byKind: new Map(), byText: new Map(), conflicts: 0, conflictsByText: new Map(), waitMs: 0 };
+  return {
+    total: 0,
+    statements: 0,
+    multi: 0,
+    byKind: new Map(),
+    byText: new Map(),
+    conflicts: 0,
+    conflictsByText: new Map(),
+    conflictReasons: new Map(),
+    waitMs: 0,
+  };
 }

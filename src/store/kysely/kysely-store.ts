@@ -50,6 +50,7 @@ import { startOnPlacementAsked } from './start-on-placement.js';
 import { PassReads } from './pass-reads.js';
 import { reapInBatches, takeTurns } from './reap-batches.js';
 import { SerializableNeeded } from './loss-read-committed.js';
+import { StartsNeedSerializable } from './starts-read-committed.js';
 import { loseMany } from './lose-many.js';
 
 const leaderHolds = prepared<[holder: string, term: number, now: number]>()((db, [holder, term, now]) =>
@@ -886,14 +887,37 @@ export class KyselyStore implements Store {
   }
 
   async machineReport(p: Parameters<Store['machineReport']>[0]) {
-    const out = await this.tx(p.now, async (tx) => {
-      const r = await machineReport(tx, p);
+    const body = (readCommitted: boolean) => async (tx: TxContext) => {
+      const r = await machineReport(tx, { ...p, readCommitted });
       // Filled by the pass before the commit, read once it is committed.
       return r && { r, asked: p.startOnPlacement ? startOnPlacementAsked(tx.db) : undefined };
-    });
+    };
+    const out = await this.reportTx(p, body);
     if (!out) throw new NotFoundError('machine', p.machineId);
     return out.asked ? { ...out.r, startedOnPlacement: out.asked.startedOn(p.machineId) } : out.r;
   }
+
+  /**
+   * A report's transaction. With several writers (PostgreSQL), a report of starts alone runs READ
+   * COMMITTED first, with no pass before its commit (a start frees no room): each of its writes is
+   * guarded on its own row, and it can no longer be the pivot another report made of it
+   * (starts-read-committed.ts). One with anything else found in it throws StartsNeedSerializable
+   * having written nothing, and runs SERIALIZABLE at once, as every report did before; one with an
+   * outcome or a pid runs SERIALIZABLE without the try.
+   */
+  private async reportTx<T>(p: Parameters<Store['machineReport']>[0], body: (readCommitted: boolean) => (tx: TxContext) => Promise<T>): Promise<T> {
+    if (this.capabilities.singleWriter || p.completed.length > 0 || p.started.length === 0 || p.startOnPlacement || p.started.some((s) => s.pid !== null))
+      return this.tx(p.now, body(false));
+    try {
+      return await this.tx(p.now, body(true), { place: false, readCommitted: true });
+    } catch (err) {
+      if (!(err instanceof StartsNeedSerializable)) throw err;
+      this.startsSerializable++;
+      return this.tx(p.now, body(false));
+    }
+  }
+  /** Reports of starts that ran again SERIALIZABLE after their READ COMMITTED try found an item it could not take (reportTx). */
+  startsSerializable = 0;
 
   attemptStart(p: Parameters<Store['attemptStart']>[0]) {
     return this.tx(p.now, (tx) => attempts.attemptStart(tx, p));

@@ -11,6 +11,7 @@ import { prepared, preparedList } from './prepared-query.js';
 import { SavepointsNeeded, TransactionAborted, type TxContext } from './tx-context.js';
 import { isTransientDbError } from './transient-db-error.js';
 import { startOnPlacement } from './start-on-placement.js';
+import { StartsNeedSerializable } from './starts-read-committed.js';
 
 const reportingMachine = prepared<[id: string]>()((db, [id]) =>
   db.selectFrom('machines').select(['id', 'name']).where('id', '=', id).where('scheduling', '!=', MachineScheduling.removed),
@@ -35,6 +36,12 @@ export async function machineReport(
     jitter: () => number;
     onItemError?: (attemptId: string, err: unknown) => void;
     startOnPlacement?: boolean;
+    /**
+     * This transaction is READ COMMITTED (kysely-store.ts machineReport): only starts whose writes
+     * are guarded on their own rows may be written in it (starts-read-committed.ts); anything else
+     * throws StartsNeedSerializable before anything is written.
+     */
+    readCommitted?: boolean;
   },
 ): Promise<MachineReportResult | null> {
   // A removed machine is unknown to its agent, as in a heartbeat: it registers again, then resends.
@@ -76,6 +83,7 @@ export async function machineReport(
   // "A report's items in batches"). Only items alone in the report with their attempt and their job:
   // nothing else of the report writes what they read. A careful rerun takes each item alone again.
   const batched = new Map<string, ReportItemOutcome>();
+  if (p.readCommitted && !tx.optimistic) throw new StartsNeedSerializable('a run with savepoints');
   let stages = new Map<string, JobStageRows>();
   const plainOutcomes: PlainOutcome[] = [];
   if (tx.optimistic) {
@@ -94,8 +102,30 @@ export async function machineReport(
       const a = alone(s.attemptId);
       return a && s.pid === null && a.state === 'scheduled' && Number(a.token) === s.token ? [a] : [];
     });
+    // Before anything is written: a report READ COMMITTED holds starts whose every write is guarded
+    // on its own row (starts-read-committed.ts), and nothing else. Those not in `plain` (two of one
+    // job) go alone, through startLoaded, guarded the same way.
+    if (p.readCommitted) {
+      const guarded = p.started.every((s) => {
+        const a = rows.get(s.attemptId);
+        return (
+          a &&
+          perAttempt.get(s.attemptId) === 1 &&
+          s.pid === null &&
+          a.machine_id === m.id &&
+          a.gang_id === null &&
+          a.state === 'scheduled' &&
+          Number(a.token) === s.token
+        );
+      });
+      if (p.completed.length > 0 || !guarded) throw new StartsNeedSerializable('an item other than a start its own guards keep right');
+    }
     if (plain.length) {
-      const ok = await batch(() => startMany(tx, plain, { leaseMs: p.leaseMs, machineName: m.name }));
+      const ok = await batch(() => startMany(tx, plain, { leaseMs: p.leaseMs, machineName: m.name })).catch((err: unknown) => {
+        // READ COMMITTED, an item the database refused is not taken alone here: SERIALIZABLE, as before, takes it.
+        if (p.readCommitted && err instanceof SavepointsNeeded) throw new StartsNeedSerializable('a start the database refused');
+        throw err;
+      });
       for (const a of plain) {
         touched.add(a.id);
         jobsTouched.add(a.job_id);

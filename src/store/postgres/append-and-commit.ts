@@ -95,7 +95,13 @@ class AppendAndCommit {
   }
 
   handleDataRow(msg: { fields: unknown[] }): void {
-    this.result.addRow(this.result.parseRow(msg.fields));
+    // A row that does not parse fails the query at its end, as pg's own Query does: thrown here,
+    // it would escape into the connection's message handler.
+    try {
+      this.result.addRow(this.result.parseRow(msg.fields));
+    } catch (err) {
+      this.failed ??= err instanceof Error ? err : new Error(String(err));
+    }
   }
 
   handleCommandComplete(msg: { text: string }): void {
@@ -124,9 +130,10 @@ class AppendAndCommit {
     this.done(err, null, this.appended);
   }
 
+  /** Called only where no ErrorResponse came: both Executes ran, so the transaction is over, whatever the answer. */
   handleReadyForQuery(): void {
-    if (this.failed) this.done(this.failed, null, true);
-    else this.done(null, this.result, this.committed);
+    if (this.failed || !this.committed) this.done(this.failed ?? new Error('internal: no answer to the commit sent with the append'), null, true);
+    else this.done(null, this.result, true);
   }
 }
 

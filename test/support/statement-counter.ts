@@ -49,27 +49,36 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
     if (kind === 'START' || kind === 'BEGIN') opening.set(this, '');
     else if (opening.get(this) === '') opening.set(this, folded.slice(0, 90));
     const tx = opening.get(this) ?? '(no transaction)';
-    const out = original.apply(this, args);
-    if (out instanceof Promise) {
-      const run = c;
-      const sent = performance.now();
-      out.then(
-        () => void (run.waitMs += performance.now() - sent),
-        (err: unknown) => {
-          run.waitMs += performance.now() - sent;
-          const code = (err as { code?: unknown }).code;
-          if (code === '40001' || code === '40P01') {
-            run.conflicts += 1;
-            const why = String((err as { message?: unknown }).message).slice(0, 70);
-            const where = `${key.slice(0, 70)}  ← (${why}) in a transaction that began: ${tx}`;
-            run.conflictsByText.set(where, (run.conflictsByText.get(where) ?? 0) + 1);
-            const detail = (err as { detail?: unknown }).detail;
-            const reason = `${key.slice(0, 70)}  ← ${typeof detail === 'string' ? detail : ''}`;
-            run.conflictReasons.set(reason, (run.conflictReasons.get(reason) ?? 0) + 1);
-          }
-        },
-      );
+    const run = c;
+    const sent = performance.now();
+    const answered = () => void (run.waitMs += performance.now() - sent);
+    const refused = (err: unknown) => {
+      run.waitMs += performance.now() - sent;
+      const code = (err as { code?: unknown }).code;
+      if (code === '40001' || code === '40P01') {
+        run.conflicts += 1;
+        const why = String((err as { message?: unknown }).message).slice(0, 70);
+        const where = `${key.slice(0, 70)}  ← (${why}) in a transaction that began: ${tx}`;
+        run.conflictsByText.set(where, (run.conflictsByText.get(where) ?? 0) + 1);
+        const detail = (err as { detail?: unknown }).detail;
+        const reason = `${key.slice(0, 70)}  ← ${typeof detail === 'string' ? detail : ''}`;
+        run.conflictReasons.set(reason, (run.conflictReasons.get(reason) ?? 0) + 1);
+      }
+    };
+    // A Submittable (an append sent with its commit, postgres/append-and-commit.ts): answered
+    // through its handlers, not a promise; its commit's refusal is counted as a COMMIT's was.
+    const submittable =
+      typeof first === 'object' && first !== null && 'submit' in first
+        ? (first as unknown as { handleError(e: unknown): void; handleReadyForQuery(): void })
+        : null;
+    if (submittable) {
+      const handleError = submittable.handleError.bind(submittable);
+      const handleReadyForQuery = submittable.handleReadyForQuery.bind(submittable);
+      submittable.handleError = (err: unknown) => (refused(err), handleError(err));
+      submittable.handleReadyForQuery = () => (answered(), handleReadyForQuery());
     }
+    const out = original.apply(this, args);
+    if (out instanceof Promise) out.then(answered, refused);
     return out;
   };
   return {

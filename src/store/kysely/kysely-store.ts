@@ -281,7 +281,8 @@ export class KyselyStore implements Store {
                 gate.running = false;
               }
             }
-            await ctx.flush();
+            // The last statement before the commit: its commit may go with it (TxContext.flush).
+            await ctx.flush(true);
             return result;
           });
         const all = placed.written.length ? [...(ctx?.written ?? []), ...placed.written] : (ctx?.written ?? []);

@@ -230,8 +230,13 @@ export class TxContext {
     return n;
   }
 
-  /** Writes the collected events and outbox rows; called once, right before the commit. */
-  async flush(): Promise<void> {
+  /**
+   * Writes the collected events and outbox rows; called once, right before the commit. `last`: the
+   * commit follows with no statement between (the store's tx()), so where the locking append is
+   * the flush's only statement it is sent marked AND_COMMIT, and PostgreSQL's connection sends the
+   * commit with it (postgres/append-and-commit.ts): the append lock is then held for no round trip.
+   */
+  async flush(last = false): Promise<void> {
     // One row for the transaction's messages (up to MESSAGES_PER_ROW in each), not one a message:
     // each row is written, marked published and pruned, and published to the bus on its own, so
     // a report's three messages cost one of each (docs/replicas.md, "The outbox and the relay").
@@ -287,9 +292,12 @@ export class TxContext {
       const firstAudits = audits.slice(0, ROWS_PER_INSERT);
       const auditValues = firstAudits.flatMap((r) => AUDIT_COLUMNS.map((c) => r[c]));
       const outboxValues = firstGroups.flatMap((g) => this.outboxValues(g));
+      // Nothing after this statement (each part fits in it, up to ROWS_PER_INSERT rows): its commit can go with it.
+      const alone = last && groups.length <= ROWS_PER_INSERT && events.length <= ROWS_PER_INSERT && audits.length <= ROWS_PER_INSERT;
+      const text = lockingAppend(firstEvents.length, firstAudits.length, firstGroups.length);
       const r = await execute<{ id: string | number }>(
         this.db,
-        CompiledQuery.raw(lockingAppend(firstEvents.length, firstAudits.length, firstGroups.length), [...outboxValues, ...auditValues, ...firstEvents.flat()]),
+        CompiledQuery.raw(alone ? text + AND_COMMIT : text, [...outboxValues, ...auditValues, ...firstEvents.flat()]),
       );
       if (firstGroups.length) this.outboxWritten(firstGroups, r.rows);
       e = firstEvents.length;
@@ -343,6 +351,13 @@ export function markHandled(messages: OutboxMessage[], since: number): OutboxMes
 
 /** Ids of messages kept in memory: this process's own, unique within it (the in-process bus de-duplicates by id). */
 let nextMemoryId = 1;
+
+/**
+ * The end of a transaction's last statement's text when its commit may be sent with it
+ * (postgres/append-and-commit.ts): a comment, so that a connection that does not fuse runs the text
+ * as it is, and the commit after it as a statement of its own.
+ */
+export const AND_COMMIT = '\n-- and commit';
 
 /** The key of the transaction-scoped advisory lock (PostgreSQL) that orders the appends to events and audit: arbitrary but fixed. */
 const APPEND_LOCK_KEY = '7355608001';

@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { KyselyStore } from '../kysely/kysely-store.js';
 import { answerEveryResult } from './multi-results.js';
+import { commitWithAppend } from './append-and-commit.js';
 import { nameStatements } from './named-statements.js';
 import type { Database } from '../schema.js';
 
@@ -71,6 +72,8 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions 
     pool.on('error', () => {});
     pool.on('connect', answerEveryResult);
     if (opts.namedStatements === true) pool.on('connect', (client) => nameStatements(client, () => named));
+    // Last, outside the others: it reads the text as Kysely sent it (its fused append goes unnamed).
+    pool.on('connect', (client) => commitWithAppend(client, types));
     return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   };
   const db = poolOf(opts.poolSize ?? 10);

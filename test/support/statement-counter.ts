@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { AND_COMMIT } from '../../src/store/kysely/tx-context.js';
 
 /** What one run sent PostgreSQL: statements in all, by first keyword, by text, and the conflicts refused. */
 export interface StatementCounts {
@@ -17,6 +18,8 @@ export interface StatementCounts {
   conflictsByText: Map<string, number>;
   /** The same conflicts by statement (70 characters) and PostgreSQL's detail (its reason code: which check refused it). */
   conflictReasons: Map<string, number>;
+  /** Commits sent with a transaction's last append (postgres/append-and-commit.ts): no COMMIT text of their own. */
+  commitsWithAppend: number;
   /** Milliseconds from sending each statement to its answer, summed (statements in flight at once each count). */
   waitMs: number;
 }
@@ -44,6 +47,7 @@ export function countStatements(): { reset(): void; snapshot(): StatementCounts 
     c.statements += n;
     if (n > 1) c.multi += 1;
     c.byKind.set(kind, (c.byKind.get(kind) ?? 0) + 1);
+    if (typeof first === 'object' && first !== null && 'submit' in first && text.endsWith(AND_COMMIT)) c.commitsWithAppend += 1;
     const key = folded.slice(0, 140);
     c.byText.set(key, (c.byText.get(key) ?? 0) + 1);
     if (kind === 'START' || kind === 'BEGIN') opening.set(this, '');
@@ -97,6 +101,7 @@ function fresh(): StatementCounts {
     conflicts: 0,
     conflictsByText: new Map(),
     conflictReasons: new Map(),
+    commitsWithAppend: 0,
     waitMs: 0,
   };
 }

@@ -19,6 +19,7 @@ import { syncJobsOnActivation, syncJobStateOnActivation } from './sync-job-state
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { Db, EventInput, Trx, TxContext } from './tx-context.js';
 import type { Loss } from './lose-many.js';
+import { StartsNeedSerializable } from './starts-read-committed.js';
 
 const attemptById = prepared<[id: string]>()((db, [id]) => db.selectFrom('attempts').selectAll().where('id', '=', id));
 
@@ -219,24 +220,36 @@ const startStages = preparedBySize(STARTS_PER_STATEMENT, (n) =>
 export async function startMany(
   tx: TxContext,
   items: readonly (ReportedAttempt & { job_state: string })[],
-  p: { leaseMs: number; machineName: string },
+  p: {
+    leaseMs: number;
+    machineName: string;
+    /**
+     * READ COMMITTED (starts-read-committed.ts): every row must be found as it was read, or
+     * StartsNeedSerializable. A start that found its attempt taken by a resent copy of the same
+     * acknowledgement would answer `stale` where SERIALIZABLE answers `duplicate`, and its agent
+     * would drop a running attempt (found in review).
+     */
+    readCommitted?: boolean;
+  },
 ): Promise<Set<string>> {
   const ok = new Set<string>();
   for (let i = 0; i < items.length; i += STARTS_PER_STATEMENT) {
     const part = items.slice(i, i + STARTS_PER_STATEMENT);
     const ids = part.map((a) => a.id);
+    const before = ok.size;
     for (const r of await startAttempts(part.length).rows(tx.db, tx.now, tx.now + p.leaseMs, ...ids)) ok.add(r.id);
+    if (p.readCommitted && ok.size - before < part.length) throw new StartsNeedSerializable('an attempt changed since it was read');
     const moved = part.filter((a) => ok.has(a.id));
-    if (moved.length) await startStages(moved.length).run(tx.db, tx.now, ...moved.map((a) => a.stage_id), ...moved.map((a) => a.id));
+    if (!moved.length) continue;
+    const stages = await startStages(moved.length).affected(tx.db, tx.now, ...moved.map((a) => a.stage_id), ...moved.map((a) => a.id));
+    if (p.readCommitted && stages < moved.length) throw new StartsNeedSerializable('a stage changed since it was read');
   }
   const moved = items.filter((a) => ok.has(a.id));
   for (const a of moved) await runningEvent(tx, a, p.machineName, null);
-  // Each job once (the caller's rule): one guarded update per state they move from.
-  await syncJobsOnActivation(
-    tx,
-    moved.map((a) => ({ id: a.job_id, state: a.job_state })),
-    'running',
-  );
+  // Each job once (several of a job only in a report of starts alone, read in one statement: one
+  // state read for all): one guarded update per state they move from.
+  const jobs = new Map(moved.map((a) => [a.job_id, { id: a.job_id, state: a.job_state }]));
+  await syncJobsOnActivation(tx, [...jobs.values()], 'running', p.readCommitted === true);
   return ok;
 }
 

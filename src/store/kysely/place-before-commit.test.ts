@@ -52,7 +52,12 @@ const stores: {
     async open() {
       const store = await freshPostgresStore('place_in_tx');
       const heldReads = () => [...statements.snapshot().byText].reduce((n, [text, k]) => n + (HELD_READ.test(text) ? k : 0), 0);
-      return { store, commits: () => statements.snapshot().byKind.get('COMMIT') ?? 0, heldReads, reset: () => statements.reset() };
+      return {
+        store,
+        commits: () => (statements.snapshot().byKind.get('COMMIT') ?? 0) + statements.snapshot().commitsWithAppend,
+        heldReads,
+        reset: () => statements.reset(),
+      };
     },
   },
 ];

@@ -98,7 +98,7 @@ export async function machineReport(
       const a = rows.get(attemptId);
       return a && perAttempt.get(attemptId) === 1 && perJob.get(a.job_id) === 1 && a.machine_id === m.id && a.gang_id === null ? a : undefined;
     };
-    const plain = p.started.flatMap((s) => {
+    let plain = p.started.flatMap((s) => {
       const a = alone(s.attemptId);
       return a && s.pid === null && a.state === 'scheduled' && Number(a.token) === s.token ? [a] : [];
     });
@@ -119,13 +119,18 @@ export async function machineReport(
         );
       });
       if (p.completed.length > 0 || !guarded) throw new StartsNeedSerializable('an item other than a start its own guards keep right');
+      // Starts alone: two of one job go together too (startMany writes each job once), never
+      // through the per-item path, whose writes answer `stale` where READ COMMITTED must not.
+      plain = p.started.map((s) => rows.get(s.attemptId)!);
     }
     if (plain.length) {
-      const ok = await batch(() => startMany(tx, plain, { leaseMs: p.leaseMs, machineName: m.name })).catch((err: unknown) => {
-        // READ COMMITTED, an item the database refused is not taken alone here: SERIALIZABLE, as before, takes it.
-        if (p.readCommitted && err instanceof SavepointsNeeded) throw new StartsNeedSerializable('a start the database refused');
-        throw err;
-      });
+      const ok = await batch(() => startMany(tx, plain, { leaseMs: p.leaseMs, machineName: m.name, readCommitted: p.readCommitted === true })).catch(
+        (err: unknown) => {
+          // READ COMMITTED, an item the database refused is not taken alone here: SERIALIZABLE, as before, takes it.
+          if (p.readCommitted && err instanceof SavepointsNeeded) throw new StartsNeedSerializable('a start the database refused');
+          throw err;
+        },
+      );
       for (const a of plain) {
         touched.add(a.id);
         jobsTouched.add(a.job_id);
@@ -198,7 +203,7 @@ async function batch<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof TransactionAborted) throw err;
+    if (err instanceof TransactionAborted || err instanceof StartsNeedSerializable) throw err;
     if (isTransientDbError(err)) throw new TransactionAborted(err, null);
     throw new SavepointsNeeded(err);
   }

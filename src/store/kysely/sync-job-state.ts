@@ -4,6 +4,7 @@ import type { StageState } from '../../domain/stage-state.js';
 import { canTransition } from '../../domain/transition-table.js';
 import { prepared, preparedBySize } from './prepared-query.js';
 import type { TxContext } from './tx-context.js';
+import { StartsNeedSerializable } from './starts-read-committed.js';
 
 const jobState = prepared<[jobId: string]>()((db, [id]) => db.selectFrom('jobs').select(['state', 'cancel_requested_at']).where('id', '=', id));
 const stageStates = prepared<[jobId: string]>()((db, [id]) =>
@@ -101,30 +102,66 @@ export async function syncJobsOnActivation(
   tx: TxContext,
   jobs: readonly { id: string; state: string | undefined }[],
   became: 'scheduled' | 'running',
+  /**
+   * READ COMMITTED (a report of starts alone, starts-read-committed.ts): every job is written,
+   * guarded on the state read, a job that stays `running` too (its row rewritten as it is), and a
+   * job not found in that state throws StartsNeedSerializable. Without the write, a SERIALIZABLE
+   * transaction that read the stage before this start committed could derive the job's state from
+   * it and write it, and SSI, which sees only serializable transactions, would refuse neither
+   * (found in review: a job `scheduled` with a stage running).
+   */
+  readCommitted = false,
 ): Promise<void> {
   const from = new Map<JobState, string[]>();
+  const staying: string[] = [];
   for (const j of jobs) {
     const state = j.state as JobState | undefined;
     if (state === undefined || isJobTerminal(state)) {
+      if (readCommitted) throw new StartsNeedSerializable(`job ${j.id} ${state === undefined ? 'not read' : 'ended'}`);
       await syncJobStateOnActivation(tx, j.id, became, j.state);
       continue;
     }
     // As syncJobStateOnActivation: `running` stays; anything short of the activation is lifted to it.
-    if (state === 'running' || state === became) continue;
+    if (state === 'running' || state === became) {
+      if (readCommitted) staying.push(j.id);
+      continue;
+    }
     if (!canTransition(jobTransitions, state, became)) throw new Error(`internal: job ${j.id} cannot move from ${state} to ${became}`);
     const ids = from.get(state);
     if (ids) ids.push(j.id);
     else from.set(state, [j.id]);
   }
+  for (let i = 0; i < staying.length; i += JOBS_PER_STATEMENT) {
+    const part = staying.slice(i, i + JOBS_PER_STATEMENT);
+    const states = jobs.filter((j) => part.includes(j.id));
+    for (const state of new Set(states.map((j) => j.state as JobState))) {
+      const ids = states.filter((j) => j.state === state).map((j) => j.id);
+      const kept = await keepJobs(ids.length).rows(tx.db, state, ...ids);
+      if (kept.length < ids.length) throw new StartsNeedSerializable('a job changed since it was read');
+    }
+  }
   for (const [state, ids] of from) {
     for (let i = 0; i < ids.length; i += JOBS_PER_STATEMENT) {
       const part = ids.slice(i, i + JOBS_PER_STATEMENT);
       const moved = new Set((await moveJobs(part.length).rows(tx.db, became, tx.now, state, ...part)).map((r) => r.id));
+      if (readCommitted && moved.size < part.length) throw new StartsNeedSerializable('a job changed since it was read');
       // Guarded on the state read: a job that was no longer there changed nothing and says nothing.
       for (const id of part) if (moved.has(id)) await recordJobStateChange(tx, id, state, became);
     }
   }
 }
+
+/** Jobs rewritten as they are, guarded on their state (syncJobsOnActivation READ COMMITTED): a write a serializable writer of the row is refused after. */
+const keepJobs = preparedBySize(JOBS_PER_STATEMENT, (n) =>
+  prepared<unknown[]>()((db, [state, ...ids]) =>
+    db
+      .updateTable('jobs')
+      .set((eb) => ({ updated_at: eb.ref('updated_at') }))
+      .where('id', 'in', ids.slice(0, n) as string[])
+      .where('state', '=', state as JobState)
+      .returning('id'),
+  ),
+);
 
 /**
  * The stage whose failure failed the job: the first to fail (earliest `finished_at`; on a tie,

@@ -23,9 +23,11 @@ import { AND_COMMIT } from '../kysely/tx-context.js';
  * - one Sync, one ReadyForQuery: the client's queue moves on once, after both.
  *
  * Kysely then sends its own COMMIT (or, after an error, ROLLBACK): where the fused commit ended the
- * transaction, the connection answers it here, without a round trip. What ended it is read from
- * the messages, not guessed: the commit's CommandComplete (`COMMIT`) or an error after the append's
- * CommandComplete (the commit's own) ended it; an error before it left it open.
+ * transaction (its CommandComplete, `COMMIT`, came), the connection answers that COMMIT here,
+ * without a round trip. After any error the ROLLBACK goes to the server: it ends a transaction
+ * left open (an error before the commit ran) and answers a warning where the refused commit had
+ * ended it already (a round trip only on that rare path; the review's case of a cancel between the
+ * two Executes).
  */
 
 type Query = (...args: unknown[]) => unknown;
@@ -74,11 +76,14 @@ class AppendAndCommit {
 
   submit(connection: unknown): void {
     const wire = connection as Wire;
+    // The values converted before any message is written: a conversion that threw after the Parse
+    // would leave a pipeline with no Sync, and the connection waiting for ever (review).
+    const values = this.values.map(prepareValue);
     // One write for every message, as pg's own Query does.
     wire.stream.cork?.();
     try {
       wire.parse({ text: this.text });
-      wire.bind({ values: this.values, valueMapper: prepareValue });
+      wire.bind({ values });
       wire.describe({ type: 'P' });
       wire.execute({});
       wire.parse({ text: 'commit' });
@@ -126,8 +131,11 @@ class AppendAndCommit {
 
   /** pg's Client calls this at the error (it will not call handleReadyForQuery after it). */
   handleError(err: Error): void {
-    // After the append's CommandComplete the error is the commit's, which ended the transaction.
-    this.done(err, null, this.appended);
+    // After the append's CommandComplete the error is most likely the commit's, which ended the
+    // transaction; but one that came before the commit ran (a cancel, 57014) leaves it open and
+    // aborted. So an error never counts as the end: Kysely's ROLLBACK goes to the server, which
+    // ends an open transaction and answers a warning where there is none (review).
+    this.done(err, null, false);
   }
 
   /** Called only where no ErrorResponse came: both Executes ran, so the transaction is over, whatever the answer. */

@@ -192,4 +192,58 @@ describe.skipIf(pgMissing)('a report refused at its append (PostgreSQL)', () => 
     expect(again?.started).toEqual([{ attemptId: y!.attempt.attemptId, result: 'duplicate' }]);
     expect(store.startsSerializable).toBe(1);
   }, 30_000);
+  // The two below were found in review (thirty-third session): both fail with the READ COMMITTED
+  // try as first merged, and pass on the SERIALIZABLE report before it.
+  it('a start READ COMMITTED beside a sibling stage failing SERIALIZABLE: the job stays what its stages say (running), never scheduled with a stage running', async () => {
+    const m0 = await store.machineRegister({ ...cpuMachine('s0'), now: t0 });
+    const m1 = await store.machineRegister({ ...cpuMachine('s1'), now: t0 });
+    const j = await store.jobSubmit({ definition: job([stage('a'), stage('b')]), source: null, now: t0 });
+    const [sa, sb] = j.stages;
+    const placements = [
+      { stageId: sa!.id, machineId: m0.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 },
+      { stageId: sb!.id, machineId: m1.id, gpuIndices: [], cpuMillis: 1000, memoryBytes: 2 ** 28 },
+    ];
+    const applied = (await store.planApply({ plan: { placements, pending: [] }, now: t0, leaseMs: 10_000 })).applied;
+    const a = applied.find((x) => x.machineId === m0.id)!;
+    const b = applied.find((x) => x.machineId === m1.id)!;
+    await reportStarted(store, { machineId: m1.id, attempt: { attemptId: b.id, token: b.token }, now: t0 + 100 });
+    const holder = await connect();
+    await holder.query('begin');
+    await holder.query(`select pg_advisory_xact_lock(${APPEND_LOCK_KEY})`);
+    // b fails with retries left (SERIALIZABLE): it read stage a `scheduled`, wrote the job from that, and waits at its append.
+    const fail = store.machineReport({
+      machineId: m1.id,
+      started: [],
+      completed: [{ attemptId: b.id, token: b.token, exitCode: 1, signal: null, end: { kind: 'exited', detail: null }, outputs: [] }],
+      now: t0 + 1000,
+      leaseMs: 10_000,
+      jitter: () => 0.5,
+    });
+    await waitingAtAppend(holder, 1);
+    // a is acknowledged (READ COMMITTED): it reads the job `running`, and now writes its row too.
+    const start = reportStarted(store, { machineId: m0.id, attempt: { attemptId: a.id, token: a.token }, now: t0 + 1000 });
+    await new Promise((res) => setTimeout(res, 300));
+    await holder.query('commit');
+    await Promise.all([fail, start]);
+    const stages = await store.db.selectFrom('stages').select(['name', 'state']).where('job_id', '=', j.id).orderBy('name').execute();
+    const jobRow = await store.db.selectFrom('jobs').select('state').where('id', '=', j.id).executeTakeFirstOrThrow();
+    expect(stages.find((x) => x.name === 'a')!.state).toBe('running');
+    expect(jobRow.state).toBe('running');
+  }, 30_000);
+
+  it('an acknowledgement resent while its first copy waits at the append answers duplicate, not stale (a stale one makes the agent drop a running attempt)', async () => {
+    const [x] = await placedTogether(1, 'r');
+    const holder = await connect();
+    await holder.query('begin');
+    await holder.query(`select pg_advisory_xact_lock(${APPEND_LOCK_KEY})`);
+    const first = reportStarted(store, { machineId: x!.machineId, attempt: x!.attempt, now: t0 + 1000 });
+    await waitingAtAppend(holder, 1);
+    const resent = reportStarted(store, { machineId: x!.machineId, attempt: x!.attempt, now: t0 + 1100 });
+    await new Promise((res) => setTimeout(res, 300));
+    await holder.query('commit');
+    const [f, r] = await Promise.all([first, resent]);
+    expect(f?.started).toEqual([{ attemptId: x!.attempt.attemptId, result: 'ok' }]);
+    expect(r?.started).toEqual([{ attemptId: x!.attempt.attemptId, result: 'duplicate' }]);
+    expect(await stateOf(x!.attempt.attemptId)).toBe('running');
+  }, 30_000);
 });

@@ -25,11 +25,13 @@
  *
  * Which starts: acknowledgements before the spawn (no pid), of no gang, each named once in the
  * report, found `scheduled` on the reporting machine with the report's token, on the transaction's
- * first run; the plain ones in one guarded statement per table (attempt-verbs.ts startMany), two of
- * one job each through startLoaded, guarded the same way. Anything else (an outcome, a pid, a gang's
- * member, a stale or repeated item, an item the database refuses, a rerun with savepoints) throws
- * StartsNeedSerializable having written nothing, and the report runs SERIALIZABLE as before; a pid
- * or an outcome is known before the transaction, and such a report runs SERIALIZABLE at once.
+ * first run; all of them, two of one job included, in one guarded statement per table
+ * (attempt-verbs.ts startMany), every row found as it was read and each job's row written, a job
+ * staying `running` too (review fixes: docs/store-contract.md). Anything else (an outcome, a pid, a
+ * gang's member, a stale or repeated item, an item the database refuses, a row changed since it was
+ * read, a rerun with savepoints) throws StartsNeedSerializable, the transaction rolled back, and the
+ * report runs SERIALIZABLE as before; a pid or an outcome is known before the transaction, and such
+ * a report runs SERIALIZABLE at once.
  */
 export class StartsNeedSerializable extends Error {
   constructor(readonly why: string) {
